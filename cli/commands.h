@@ -1,0 +1,18 @@
+/* commands.h: the subcommands of the wsync binary, one file each in cli/.
+ * Each takes argc/argv starting at the subcommand name and returns the exit
+ * status: 0 success, 1 failure of the job, 2 bad usage or bad input. */
+#ifndef WSYNC_CLI_COMMANDS_H
+#define WSYNC_CLI_COMMANDS_H
+
+int cmd_inspect(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_trainer(int argc, char **argv);
+int cmd_engine(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
+
+/* Print "wsync <cmd>: <what failed>: <last error>" to stderr. */
+void cli_report(const char *cmd, const char *what, int status);
+
+#endif
