@@ -1,0 +1,39 @@
+/* mem.h: memory backends. Where image bytes live (host RAM or a GPU) and the
+ * few operations the data path needs on them, so the publisher and receiver
+ * never branch on the kind. One ops table per backend; wsync_mem_get picks. */
+#ifndef WSYNC_COMMON_MEM_H
+#define WSYNC_COMMON_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/wsync.h"
+
+typedef enum wsync_mem_kind {
+    WSYNC_MEM_HOST = 0,
+    WSYNC_MEM_CUDA = 1,
+} wsync_mem_kind_t;
+
+typedef struct wsync_mem_ops {
+    const char *name;                   /* "host", "cuda" */
+    wsync_mem_kind_t kind;
+    /* Select device `device` for the calling thread (host: no-op). Fails with
+     * WSYNC_ERR_UNSUPPORTED and a clear message where there is no such device. */
+    wsync_status_t (*init)(int device);
+    wsync_status_t (*alloc)(size_t len, void **out);
+    void (*free)(void *ptr);
+    /* Copies of `len` bytes; any of dst/src may be host or this kind's memory
+     * (a GPU backend handles H2D/D2H/D2D/peer). Blocking: returns when done. */
+    wsync_status_t (*copy)(void *dst, const void *src, size_t len);
+    wsync_status_t (*fill)(void *dst, size_t len, uint64_t off, uint64_t seed); /* wsync_fill_pattern */
+    /* wsync_digest_sum of `len` bytes at `ptr` placed at image offset `off`. */
+    wsync_status_t (*digest_sum)(const void *ptr, size_t len, uint64_t off, uint64_t *sum);
+} wsync_mem_ops_t;
+
+extern const wsync_mem_ops_t wsync_mem_host;
+extern const wsync_mem_ops_t wsync_mem_cuda;   /* stub without CUDA */
+
+/* "host" or "cuda"/"cuda:N" -> backend and device (0 for host). */
+wsync_status_t wsync_mem_get(const char *spec, const wsync_mem_ops_t **ops, int *device);
+
+#endif

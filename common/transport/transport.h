@@ -1,0 +1,112 @@
+/* transport.h: how a piece crosses hosts. A put is one-sided: the sender
+ * writes `len` bytes of a local registered region into a remote registered
+ * region at an offset, tagged; the receiver learns of it by a LANDED
+ * completion carrying the tag. Backends: tcp, nccl, verbs (one ops table
+ * each, picked by name or by can_use in priority order).
+ *
+ * Roles. The receiver (engine rank) opens a transport, registers its image,
+ * and calls listen() to get an address blob; it sends address and region key
+ * to the sender in its pull request. The sender (trainer rank) connect()s to
+ * the address once (connections are cached by the caller and reused across
+ * versions) and put()s pieces. Two-sided backends (nccl) also need the
+ * receiver to expect() each piece from its source, in the same order as the
+ * sender's puts; one-sided backends treat expect() as a no-op.
+ *
+ * Threads: every op may be called from any thread; put() and expect() do not
+ * block on the network (they queue); poll() returns completions. Buffers stay
+ * owned by the caller and must stay valid until the completion is polled. */
+#ifndef WSYNC_COMMON_TRANSPORT_H
+#define WSYNC_COMMON_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/mem/mem.h"
+#include "common/wsync.h"
+
+/* Opaque, self-contained bytes one side sends the other (addresses, keys). */
+#define WSYNC_BLOB_MAX 512
+typedef struct wsync_blob {
+    uint32_t len;
+    unsigned char data[WSYNC_BLOB_MAX];
+} wsync_blob_t;
+
+typedef struct wsync_transport wsync_transport_t;
+typedef struct wsync_region wsync_region_t;
+typedef struct wsync_conn wsync_conn_t;
+
+typedef enum wsync_completion_kind {
+    WSYNC_COMPLETION_SENT = 1,      /* sender: a put's bytes are handed to the network; src reusable */
+    WSYNC_COMPLETION_LANDED = 2,    /* receiver: a put's bytes are in the destination region */
+    WSYNC_COMPLETION_ERROR = 3,     /* either side: a connection or put failed (tag may be ~0) */
+} wsync_completion_kind_t;
+
+typedef struct wsync_completion {
+    wsync_completion_kind_t kind;
+    wsync_status_t status;          /* WSYNC_OK unless kind == ERROR */
+    uint64_t tag;
+    uint64_t len;
+    int peer;                       /* sender id (receiver side) or -1 */
+    char message[160];              /* for ERROR: what failed, which peer */
+} wsync_completion_t;
+
+typedef struct wsync_transport_config {
+    const char *bind_host;          /* address to listen on / to advertise; NULL = auto */
+    int conns_per_peer;             /* tcp: parallel connections per peer pair (default 4) */
+    int device;                     /* GPU ordinal for GPU-aware backends, -1 none */
+    int timeout_ms;                 /* connect / handshake timeout (default 10000) */
+} wsync_transport_config_t;
+
+typedef struct wsync_transport_ops {
+    const char *name;
+    /* 1 if this backend can run here; otherwise 0 with the reason recorded. */
+    int (*can_use)(const wsync_transport_config_t *cfg);
+    wsync_status_t (*open)(const wsync_transport_config_t *cfg, wsync_transport_t **out);
+    /* Register memory once (never per version). `key` lets a peer put into it. */
+    wsync_status_t (*reg)(wsync_transport_t *t, void *ptr, size_t len, wsync_mem_kind_t kind,
+                          wsync_region_t **out, wsync_blob_t *key);
+    void (*dereg)(wsync_region_t *r);
+    /* Receiver: the address senders connect to. */
+    wsync_status_t (*listen)(wsync_transport_t *t, wsync_blob_t *addr);
+    /* Sender: connect to a receiver's address; `self_id` identifies the sender
+     * to the receiver (the trainer rank), reported as completion.peer. Blocks
+     * up to the configured timeout. */
+    wsync_status_t (*connect)(wsync_transport_t *t, const wsync_blob_t *addr, int self_id,
+                              wsync_conn_t **out);
+    /* Receiver, two-sided backends: a put tagged `tag` of `len` bytes from
+     * sender `src_id` will land at `off` of `dst`. */
+    wsync_status_t (*expect)(wsync_transport_t *t, int src_id, wsync_region_t *dst, size_t off,
+                             size_t len, uint64_t tag);
+    wsync_status_t (*put)(wsync_conn_t *c, wsync_region_t *src, size_t src_off,
+                          const wsync_blob_t *dst_key, size_t dst_off, size_t len, uint64_t tag);
+    /* Up to `max` completions into `out`, waiting up to timeout_ms for the first. */
+    wsync_status_t (*poll)(wsync_transport_t *t, wsync_completion_t *out, int max, int *n,
+                           int timeout_ms);
+    void (*disconnect)(wsync_conn_t *c);
+    void (*close)(wsync_transport_t *t);
+} wsync_transport_ops_t;
+
+/* Every backend's object starts with this (backend structs embed it first). */
+struct wsync_transport {
+    const wsync_transport_ops_t *ops;
+};
+struct wsync_region {
+    wsync_transport_t *transport;
+    void *ptr;
+    size_t len;
+    wsync_mem_kind_t kind;
+};
+struct wsync_conn {
+    wsync_transport_t *transport;
+};
+
+extern const wsync_transport_ops_t wsync_transport_tcp;
+extern const wsync_transport_ops_t wsync_transport_nccl;    /* stub without NCCL */
+extern const wsync_transport_ops_t wsync_transport_verbs;   /* stub without libibverbs */
+
+/* By name ("tcp", "nccl", "verbs"), or "auto": the first of verbs, nccl, tcp
+ * whose can_use() says yes. Unknown names fail listing the valid ones. */
+wsync_status_t wsync_transport_get(const char *name, const wsync_transport_config_t *cfg,
+                                   const wsync_transport_ops_t **out);
+
+#endif
