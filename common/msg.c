@@ -1,0 +1,280 @@
+/* msg.c: framed JSON messages over TCP and the socket helpers they need. */
+#include "common/msg.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+#include "common/util.h"
+
+wsync_status_t wsync_split_hostport(const char *hostport, char *host, size_t hostlen, int *port)
+{
+    const char *colon = hostport ? strrchr(hostport, ':') : NULL;
+    char *end = NULL;
+    long p;
+
+    if (colon == NULL || (size_t)(colon - hostport) >= hostlen)
+        return wsync_error(WSYNC_ERR_INVALID, "'%s' is not HOST:PORT", hostport ? hostport : "");
+    p = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || p < 0 || p > 65535 || end == colon + 1)
+        return wsync_error(WSYNC_ERR_INVALID, "'%s': port must be 0..65535", hostport);
+    memcpy(host, hostport, (size_t)(colon - hostport));
+    host[colon - hostport] = '\0';
+    *port = (int)p;
+    return WSYNC_OK;
+}
+
+wsync_status_t wsync_tcp_listen(const char *host, int port, int *fd_out, int *port_out)
+{
+    struct sockaddr_in sa;
+    socklen_t slen = sizeof(sa);
+    int fd, one = 1;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    if (host == NULL || host[0] == '\0' || strcmp(host, "0.0.0.0") == 0) {
+        sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    } else if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        struct addrinfo hints = {.ai_family = AF_INET}, *res = NULL;
+        if (getaddrinfo(host, NULL, &hints, &res) != 0 || res == NULL)
+            return wsync_error(WSYNC_ERR_INVALID, "cannot resolve listen address '%s'", host);
+        sa.sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
+        freeaddrinfo(res);
+    }
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return wsync_error(WSYNC_ERR_IO, "socket: %s", strerror(errno));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 256) != 0) {
+        int e = errno;
+        close(fd);
+        return wsync_error(WSYNC_ERR_IO, "cannot listen on %s:%d: %s", host ? host : "0.0.0.0", port,
+                           strerror(e));
+    }
+    getsockname(fd, (struct sockaddr *)&sa, &slen);
+    *fd_out = fd;
+    if (port_out)
+        *port_out = ntohs(sa.sin_port);
+    return WSYNC_OK;
+}
+
+wsync_status_t wsync_tcp_connect(const char *hostport, int timeout_ms, int *fd_out)
+{
+    char host[256], portstr[16];
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    struct pollfd pfd;
+    int port, fd, rc, err = 0, one = 1;
+    socklen_t elen = sizeof(err);
+    uint64_t deadline = wsync_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 10000) * 1000000ULL;
+
+    WSYNC_CHECK(wsync_split_hostport(hostport, host, sizeof(host), &port));
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    if (getaddrinfo(host, portstr, &hints, &res) != 0 || res == NULL)
+        return wsync_error(WSYNC_ERR_PEER, "cannot resolve '%s'", hostport);
+    for (;;) {
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            freeaddrinfo(res);
+            return wsync_error(WSYNC_ERR_IO, "socket: %s", strerror(errno));
+        }
+        rc = connect(fd, res->ai_addr, res->ai_addrlen);
+        if (rc != 0 && errno == EINPROGRESS) {
+            int left = (int)((deadline - wsync_now_ns()) / 1000000ULL);
+            pfd.fd = fd;
+            pfd.events = POLLOUT;
+            rc = poll(&pfd, 1, left > 0 ? left : 0);
+            if (rc == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err == 0)
+                rc = 0;
+            else
+                rc = -1, errno = err ? err : ETIMEDOUT;
+        }
+        if (rc == 0)
+            break;
+        err = errno;
+        close(fd);
+        /* A peer that is still starting refuses; retry until the deadline. */
+        if (err != ECONNREFUSED || wsync_now_ns() + 50000000ULL >= deadline) {
+            freeaddrinfo(res);
+            return wsync_error(WSYNC_ERR_PEER, "cannot connect to %s: %s", hostport, strerror(err));
+        }
+        usleep(50000);
+    }
+    freeaddrinfo(res);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    *fd_out = fd;
+    return WSYNC_OK;
+}
+
+void wsync_primary_ipv4(char *out, size_t len)
+{
+    struct ifaddrs *ifs = NULL, *i;
+    snprintf(out, len, "127.0.0.1");
+    if (getifaddrs(&ifs) != 0)
+        return;
+    for (i = ifs; i; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) ||
+            !(i->ifa_flags & IFF_UP))
+            continue;
+        inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out, (socklen_t)len);
+        break;
+    }
+    freeifaddrs(ifs);
+}
+
+/* Wait until fd is readable or the deadline passes. */
+static wsync_status_t wait_readable(int fd, uint64_t deadline)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    for (;;) {
+        int left = -1, rc;
+        if (deadline) {
+            uint64_t now = wsync_now_ns();
+            if (now >= deadline)
+                return wsync_error(WSYNC_ERR_TIMEOUT, "no answer from peer in time");
+            left = (int)((deadline - now) / 1000000ULL) + 1;
+        }
+        rc = poll(&pfd, 1, left);
+        if (rc > 0)
+            return WSYNC_OK;
+        if (rc < 0 && errno != EINTR)
+            return wsync_error(WSYNC_ERR_IO, "poll: %s", strerror(errno));
+    }
+}
+
+static wsync_status_t read_full(int fd, void *buf, size_t len, uint64_t deadline)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n;
+        WSYNC_CHECK(wait_readable(fd, deadline));
+        n = recv(fd, p, len, 0);
+        if (n == 0)
+            return wsync_error(WSYNC_ERR_PEER, "peer closed the connection");
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return wsync_error(WSYNC_ERR_PEER, "recv: %s", strerror(errno));
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return WSYNC_OK;
+}
+
+static wsync_status_t write_full(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return wsync_error(WSYNC_ERR_PEER, "send: %s", strerror(errno));
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return WSYNC_OK;
+}
+
+wsync_status_t wsync_msg_send(int fd, const json_t *msg)
+{
+    char *text = json_dumps(msg, JSON_COMPACT);
+    unsigned char hdr[4];
+    size_t len;
+    wsync_status_t st;
+
+    WSYNC_CHECK_ALLOC(text);
+    len = strlen(text);
+    hdr[0] = (unsigned char)len;
+    hdr[1] = (unsigned char)(len >> 8);
+    hdr[2] = (unsigned char)(len >> 16);
+    hdr[3] = (unsigned char)(len >> 24);
+    st = write_full(fd, hdr, 4);
+    if (st == WSYNC_OK)
+        st = write_full(fd, text, len);
+    free(text);
+    return st;
+}
+
+wsync_status_t wsync_msg_recv(int fd, int timeout_ms, json_t **out)
+{
+    uint64_t deadline = timeout_ms < 0 ? 0 : wsync_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+    unsigned char hdr[4];
+    json_error_t jerr;
+    uint32_t len;
+    char *buf;
+    json_t *j;
+
+    WSYNC_CHECK(read_full(fd, hdr, 4, deadline));
+    len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
+    if (len == 0 || len > WSYNC_MSG_MAX)
+        return wsync_error(WSYNC_ERR_FORMAT, "message of %u bytes refused (limit %u)", len, WSYNC_MSG_MAX);
+    buf = malloc(len);
+    WSYNC_CHECK_ALLOC(buf);
+    if (read_full(fd, buf, len, deadline) != WSYNC_OK) {
+        free(buf);
+        return WSYNC_ERR_PEER;
+    }
+    j = json_loadb(buf, len, 0, &jerr);
+    free(buf);
+    if (j == NULL || !json_is_object(j)) {
+        json_decref(j);
+        return wsync_error(WSYNC_ERR_FORMAT, "message is not a JSON object: %s", jerr.text);
+    }
+    *out = j;
+    return WSYNC_OK;
+}
+
+json_t *wsync_blob_to_json(const wsync_blob_t *b)
+{
+    static const char hex[] = "0123456789abcdef";
+    char buf[2 * WSYNC_BLOB_MAX + 1];
+    uint32_t i;
+    for (i = 0; i < b->len && i < WSYNC_BLOB_MAX; i++) {
+        buf[2 * i] = hex[b->data[i] >> 4];
+        buf[2 * i + 1] = hex[b->data[i] & 15];
+    }
+    buf[2 * i] = '\0';
+    return json_string(buf);
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+wsync_status_t wsync_blob_from_json(const json_t *j, const char *what, wsync_blob_t *out)
+{
+    const char *s = json_string_value(j);
+    size_t n, i;
+    if (s == NULL)
+        return wsync_error(WSYNC_ERR_FORMAT, "%s: expected a hex string", what);
+    n = strlen(s);
+    if (n % 2 || n / 2 > WSYNC_BLOB_MAX)
+        return wsync_error(WSYNC_ERR_FORMAT, "%s: bad hex blob of %zu characters", what, n);
+    for (i = 0; i < n / 2; i++) {
+        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return wsync_error(WSYNC_ERR_FORMAT, "%s: bad hex digit", what);
+        out->data[i] = (unsigned char)(hi << 4 | lo);
+    }
+    out->len = (uint32_t)(n / 2);
+    return WSYNC_OK;
+}

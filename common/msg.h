@@ -1,0 +1,34 @@
+/* msg.h: the small request/response channel beside the data path: framed
+ * JSON messages over a TCP socket (pull requests to trainer ranks), plus the
+ * socket and hex helpers it needs. Weight bytes never travel here. */
+#ifndef WSYNC_COMMON_MSG_H
+#define WSYNC_COMMON_MSG_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "common/transport/transport.h"
+
+#define WSYNC_MSG_MAX (1u << 20)
+
+/* Listen on host:port (host NULL/"" = any, port 0 = pick one); the chosen
+ * port is returned in *port_out. */
+wsync_status_t wsync_tcp_listen(const char *host, int port, int *fd_out, int *port_out);
+/* Connect to "host:port" within timeout_ms. */
+wsync_status_t wsync_tcp_connect(const char *hostport, int timeout_ms, int *fd_out);
+/* Split "host:port" (IPv4 or name). */
+wsync_status_t wsync_split_hostport(const char *hostport, char *host, size_t hostlen, int *port);
+/* This host's primary IPv4 address as text ("127.0.0.1" if none). */
+void wsync_primary_ipv4(char *out, size_t len);
+
+/* One message: 4-byte little-endian length, then compact JSON. recv waits up
+ * to timeout_ms (-1 forever) and refuses frames over WSYNC_MSG_MAX. The
+ * caller owns the returned reference. */
+wsync_status_t wsync_msg_send(int fd, const json_t *msg);
+wsync_status_t wsync_msg_recv(int fd, int timeout_ms, json_t **out);
+
+/* Blobs as hex strings inside JSON. */
+json_t *wsync_blob_to_json(const wsync_blob_t *b);
+wsync_status_t wsync_blob_from_json(const json_t *j, const char *what, wsync_blob_t *out);
+
+#endif

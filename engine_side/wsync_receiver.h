@@ -1,0 +1,75 @@
+/* wsync_receiver.h: the engine side of wsync. Every local rank of an engine
+ * node creates one receiver; pull() brings the node to a version: pieces land
+ * on their landing rank over the network, the other local ranks copy each
+ * chunk out of the landing rank's window as soon as it has landed, every rank
+ * verifies every piece, and only then is the version held (and reported
+ * ready). A version that fails verification is never held. */
+#ifndef WSYNC_RECEIVER_H
+#define WSYNC_RECEIVER_H
+
+#include "common/wsync.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct wsync_receiver wsync_receiver_t;
+
+typedef enum wsync_mode {
+    WSYNC_MODE_STAGED = 0,   /* receive into a second image, then switch: the held
+                                version stays readable during a pull */
+    WSYNC_MODE_IN_PLACE = 1, /* receive into the one image: no extra memory; the
+                                image is invalid while a pull runs and after a failure */
+} wsync_mode_t;
+
+typedef struct wsync_receiver_config {
+    const char *control_url;    /* required */
+    const char *token;          /* or NULL (then env WSYNC_TOKEN) */
+    const char *engine_id;      /* required: names the node; its ranks share it */
+    int local_rank, local_world;
+    const char *device;         /* "host" (default) or "cuda:N" */
+    wsync_mode_t mode;
+    const char *transport;      /* "auto" (default), "tcp", "nccl", "verbs" */
+    const char *bind_host;      /* address trainers put to (default: primary IPv4) */
+    const char *host_id;        /* see wsync_publisher_config_t.host_id */
+    /* Optional image memory: for "cuda", any device memory of image_len bytes;
+     * for "host", memory from wsync_image_alloc (peers must be able to map it).
+     * In staged mode a second image is allocated by wsync. */
+    void *image;
+    size_t image_len;
+} wsync_receiver_config_t;
+
+WSYNC_API wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg,
+                                               wsync_receiver_t **out);
+
+/* Bring the node to `version`, or with version 0 to the newest published
+ * version newer than the one held (waiting for one up to timeout_ms). Every
+ * local rank calls it; local rank 0 decides the version for the node. Returns
+ * WSYNC_OK with *got set when every local rank holds it verified; on failure
+ * the node keeps (staged) the version it held and reports failed. */
+WSYNC_API wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int timeout_ms,
+                                             uint64_t *got);
+
+/* The version held (0 before the first pull). */
+WSYNC_API uint64_t wsync_receiver_version(const wsync_receiver_t *r);
+
+/* Tensors of the held version: by name, or by index < count. *ptr points into
+ * the image (device memory for "cuda"); valid until the next pull. */
+WSYNC_API size_t wsync_receiver_tensor_count(const wsync_receiver_t *r);
+WSYNC_API wsync_status_t wsync_receiver_tensor_at(const wsync_receiver_t *r, size_t i, void **ptr,
+                                                  wsync_tensor_info_t *info);
+WSYNC_API wsync_status_t wsync_receiver_tensor(const wsync_receiver_t *r, const char *name,
+                                               void **ptr, wsync_tensor_info_t *info);
+/* The whole held image. */
+WSYNC_API wsync_status_t wsync_receiver_image(const wsync_receiver_t *r, void **ptr, size_t *len);
+
+/* Host memory that other local processes can map (for config.image). */
+WSYNC_API void *wsync_image_alloc(size_t len);
+WSYNC_API void wsync_image_free(void *ptr, size_t len);
+
+WSYNC_API void wsync_receiver_destroy(wsync_receiver_t *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

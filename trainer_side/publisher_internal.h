@@ -1,0 +1,94 @@
+/* publisher_internal.h: the publisher's state, shared by publisher.c (slots,
+ * snapshots, digests, reports) and pull_server.c (serving engine pulls). */
+#ifndef WSYNC_TRAINER_PUBLISHER_INTERNAL_H
+#define WSYNC_TRAINER_PUBLISHER_INTERNAL_H
+
+#include <pthread.h>
+
+#include "common/control_client.h"
+#include "common/mem/mem.h"
+#include "common/sync_layout.h"
+#include "common/transport/transport.h"
+#include "trainer_side/wsync_publisher.h"
+
+#define PUB_SLOTS 2
+#define PUB_MAX_TRANSPORTS 4
+
+/* One owned extent as it sits in a slot: image range -> registered memory. */
+typedef struct pub_span {
+    uint64_t offset, len;
+    void *ptr;              /* where the bytes are in this slot */
+    int area;               /* index of the registered area holding them */
+    uint64_t area_off;      /* offset of ptr inside that area */
+} pub_span_t;
+
+typedef struct pub_slot {
+    uint64_t version;       /* 0: empty */
+    int pins;               /* pulls in flight */
+    void *buf;              /* packed owned bytes (copy mode), else NULL */
+    int nareas;             /* memory areas to register: buf, or each extent */
+    void **area_ptr;
+    uint64_t *area_len;
+    pub_span_t *spans;      /* [nspans], offset order */
+    wsync_region_t **regions[PUB_MAX_TRANSPORTS];   /* [transport][area], lazily */
+} pub_slot_t;
+
+typedef struct pub_conn {
+    struct pub_conn *next;
+    char key[2 * WSYNC_BLOB_MAX + 1];   /* hex of the receiver's address */
+    wsync_conn_t *conn;
+} pub_conn_t;
+
+/* A pull being served: puts in flight are counted down by the poller. */
+typedef struct pub_request {
+    struct pub_request *next;
+    uint32_t req;           /* the engine's request id: high half of every tag */
+    int outstanding;
+    wsync_status_t status;
+    char error[256];
+} pub_request_t;
+
+typedef struct pub_transport {
+    const wsync_transport_ops_t *ops;
+    wsync_transport_t *t;
+    pthread_t poller;
+    int poller_started;
+    pub_conn_t *conns;
+} pub_transport_t;
+
+struct wsync_publisher {
+    wsync_publisher_config_t cfg;
+    char *manifest_json;
+    char host_id[128];
+    char advertise[128];
+    const wsync_mem_ops_t *mem;
+    int device;
+    wsync_control_t *control;
+    wsync_sync_layout_t *sl;
+    size_t nspans;
+    wsync_owned_t *owned;           /* this rank's extents and the caller's pointers */
+    uint64_t owned_bytes;
+    uint32_t *my_pieces;            /* ids of pieces this rank sends */
+    size_t nmy;
+    uint64_t *piece_slot_off;       /* per plan piece of mine: span index */
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    pub_slot_t slots[PUB_SLOTS];
+    int latest;                     /* slot of the newest version, -1 none */
+    pub_transport_t transports[PUB_MAX_TRANSPORTS];
+    int ntransports;
+    pub_request_t *requests;
+
+    int listen_fd;
+    int listen_port;
+    pthread_t server;
+    int stopping;
+    int active_handlers;
+};
+
+/* pull_server.c */
+wsync_status_t pub_server_start(wsync_publisher_t *p);
+void pub_server_stop(wsync_publisher_t *p);
+
+#endif

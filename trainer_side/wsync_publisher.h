@@ -1,0 +1,82 @@
+/* wsync_publisher.h: the trainer side of wsync. Each trainer rank creates one
+ * publisher over the extents of the image it owns; publish(v) snapshots them,
+ * digests them, tells the control endpoint and serves engine pulls of v from
+ * a background thread until v is superseded and no engine is pulling it. */
+#ifndef WSYNC_PUBLISHER_H
+#define WSYNC_PUBLISHER_H
+
+#include "common/wsync.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct wsync_publisher wsync_publisher_t;
+
+/* How the image is split among the trainer ranks; every party derives the
+ * same extents from (manifest, kind, world). */
+typedef enum wsync_layout_kind {
+    WSYNC_LAYOUT_EVEN = 0,  /* W contiguous shards of the image */
+    WSYNC_LAYOUT_FSDP = 1,  /* every tensor split along dim 0 */
+} wsync_layout_kind_t;
+
+/* One extent this rank owns: image bytes [offset, offset+len) live at ptr. */
+typedef struct wsync_owned {
+    uint64_t offset;
+    uint64_t len;
+    const void *ptr;
+} wsync_owned_t;
+
+typedef struct wsync_publisher_config {
+    const char *control_url;    /* required, e.g. "http://10.0.0.1:8470" */
+    const char *token;          /* bearer token or NULL (then env WSYNC_TOKEN) */
+    int rank, world;
+    const char *manifest_json;  /* the image layout (manifest JSON); copied */
+    wsync_layout_kind_t layout;
+    uint64_t chunk_size;        /* 0: 64 MiB */
+    /* Where this rank's bytes are: either `image` (a full image-shaped buffer;
+     * only the owned extents are read) or `owned`/`nowned` (one pointer per
+     * owned extent, in offset order; see wsync_publisher_owned_extents). */
+    const void *image;
+    const wsync_owned_t *owned;
+    int nowned;
+    const char *device;         /* "host" (default) or "cuda:N": where the bytes live */
+    int zero_copy;              /* 1: no snapshot; caller does not write until the
+                                   next publish returns */
+    const char *listen;         /* pull server "HOST:PORT" ("0.0.0.0:0" default) */
+    const char *advertise_host; /* address engines dial (default: primary IPv4) */
+    const char *host_id;        /* hosts with the same id use the local transport;
+                                   default env WSYNC_HOST_ID, else the hostname */
+    int slot_wait_ms;           /* publish waits this long for a slot still being
+                                   pulled (default 60000) */
+} wsync_publisher_config_t;
+
+/* Registers with the control endpoint and starts the pull server. Blocking. */
+WSYNC_API wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg,
+                                                wsync_publisher_t **out);
+
+/* Snapshot the owned extents as `version` (must grow), digest them and report
+ * to the control endpoint. Returns once this rank's report is accepted; the
+ * version is published when all W ranks have reported. Not thread-safe
+ * against itself (one publishing thread per publisher). */
+WSYNC_API wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version);
+
+/* Bytes this rank owns and the number of extents. */
+WSYNC_API uint64_t wsync_publisher_owned_bytes(const wsync_publisher_t *p);
+
+/* Stops serving (in-flight pulls fail on the engine side), frees everything.
+ * NULL is fine. */
+WSYNC_API void wsync_publisher_destroy(wsync_publisher_t *p);
+
+/* The extents rank `rank` of `world` owns under a layout, without creating a
+ * publisher: fills up to `max` entries of out (ptr = NULL) and returns the
+ * count in *n. */
+WSYNC_API wsync_status_t wsync_publisher_owned_extents(const char *manifest_json,
+                                                       wsync_layout_kind_t layout, int world,
+                                                       int rank, wsync_owned_t *out, int max,
+                                                       int *n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
