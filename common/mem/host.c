@@ -1,0 +1,64 @@
+/* host.c: the host memory backend: page-aligned anonymous memory, memcpy. */
+#include <string.h>
+#include <sys/mman.h>
+
+#include "common/checks.h"
+#include "common/digest.h"
+#include "common/mem/mem.h"
+#include "common/util.h"
+
+/* The size of each mapping, kept just before it, so free needs no length. */
+#define HOST_HDR 4096
+
+static wsync_status_t host_init(int device)
+{
+    return WSYNC_OK;
+}
+
+static wsync_status_t host_alloc(size_t len, void **out)
+{
+    char *p = mmap(NULL, len + HOST_HDR, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return wsync_error(WSYNC_ERR_NOMEM, "cannot allocate %zu bytes of host memory: %s", len, strerror(errno));
+    memcpy(p, &len, sizeof(len));
+    *out = p + HOST_HDR;
+    return WSYNC_OK;
+}
+
+static void host_free(void *ptr)
+{
+    size_t len;
+    if (ptr == NULL)
+        return;
+    memcpy(&len, (char *)ptr - HOST_HDR, sizeof(len));
+    munmap((char *)ptr - HOST_HDR, len + HOST_HDR);
+}
+
+static wsync_status_t host_copy(void *dst, const void *src, size_t len)
+{
+    memcpy(dst, src, len);
+    return WSYNC_OK;
+}
+
+static wsync_status_t host_fill(void *dst, size_t len, uint64_t off, uint64_t seed)
+{
+    wsync_fill_pattern(dst, len, off, seed);
+    return WSYNC_OK;
+}
+
+static wsync_status_t host_digest_sum(const void *ptr, size_t len, uint64_t off, uint64_t *sum)
+{
+    *sum = wsync_digest_sum(ptr, len, off);
+    return WSYNC_OK;
+}
+
+const wsync_mem_ops_t wsync_mem_host = {
+    .name = "host",
+    .kind = WSYNC_MEM_HOST,
+    .init = host_init,
+    .alloc = host_alloc,
+    .free = host_free,
+    .copy = host_copy,
+    .fill = host_fill,
+    .digest_sum = host_digest_sum,
+};

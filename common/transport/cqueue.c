@@ -1,0 +1,69 @@
+/* cqueue.c: growable ring of completions under a mutex and condition. */
+#include "common/transport/cqueue.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void wsync_cqueue_init(wsync_cqueue_t *q)
+{
+    memset(q, 0, sizeof(*q));
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->cond, NULL);
+}
+
+void wsync_cqueue_destroy(wsync_cqueue_t *q)
+{
+    free(q->items);
+    pthread_mutex_destroy(&q->lock);
+    pthread_cond_destroy(&q->cond);
+}
+
+void wsync_cqueue_push(wsync_cqueue_t *q, const wsync_completion_t *c)
+{
+    pthread_mutex_lock(&q->lock);
+    if (q->count == q->cap) {
+        size_t ncap = q->cap ? q->cap * 2 : 256, i;
+        wsync_completion_t *n = malloc(ncap * sizeof(*n));
+        if (n == NULL) {
+            pthread_mutex_unlock(&q->lock);
+            return; /* out of memory: the caller's deadline reports it */
+        }
+        for (i = 0; i < q->count; i++)
+            n[i] = q->items[(q->head + i) % q->cap];
+        free(q->items);
+        q->items = n;
+        q->cap = ncap;
+        q->head = 0;
+    }
+    q->items[(q->head + q->count) % q->cap] = *c;
+    q->count++;
+    pthread_cond_signal(&q->cond);
+    pthread_mutex_unlock(&q->lock);
+}
+
+int wsync_cqueue_pop(wsync_cqueue_t *q, wsync_completion_t *out, int max, int timeout_ms)
+{
+    int n = 0;
+    pthread_mutex_lock(&q->lock);
+    if (q->count == 0 && timeout_ms > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += timeout_ms / 1000;
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        while (q->count == 0)
+            if (pthread_cond_timedwait(&q->cond, &q->lock, &ts) != 0)
+                break;
+    }
+    while (n < max && q->count > 0) {
+        out[n++] = q->items[q->head];
+        q->head = (q->head + 1) % q->cap;
+        q->count--;
+    }
+    pthread_mutex_unlock(&q->lock);
+    return n;
+}

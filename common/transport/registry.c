@@ -1,0 +1,35 @@
+/* registry.c: picks a transport by name, or the fastest usable one. */
+#include <string.h>
+
+#include "common/checks.h"
+#include "common/transport/transport.h"
+
+/* Priority order for "auto": one-sided RDMA, then NCCL, then TCP. */
+static const wsync_transport_ops_t *const transports[] = {
+    &wsync_transport_verbs,
+    &wsync_transport_nccl,
+    &wsync_transport_tcp,
+};
+
+wsync_status_t wsync_transport_get(const char *name, const wsync_transport_config_t *cfg,
+                                   const wsync_transport_ops_t **out)
+{
+    size_t i;
+    if (name == NULL || strcmp(name, "auto") == 0) {
+        for (i = 0; i < WSYNC_ARRAY_LEN(transports); i++)
+            if (transports[i]->can_use(cfg)) {
+                *out = transports[i];
+                return WSYNC_OK;
+            }
+        return wsync_error(WSYNC_ERR_UNSUPPORTED, "no transport is usable here");
+    }
+    for (i = 0; i < WSYNC_ARRAY_LEN(transports); i++)
+        if (strcmp(name, transports[i]->name) == 0) {
+            if (!transports[i]->can_use(cfg))
+                return wsync_error(WSYNC_ERR_UNSUPPORTED, "transport %s cannot be used here: %s", name,
+                                   wsync_last_error());
+            *out = transports[i];
+            return WSYNC_OK;
+        }
+    return wsync_error(WSYNC_ERR_INVALID, "unknown transport '%s' (valid: auto, tcp, nccl, verbs)", name);
+}

@@ -1,0 +1,87 @@
+/* shm.c: host windows: a memfd mapped shared; its descriptor travels to the
+ * other local ranks over a Unix socket, so no name exists in /dev/shm and
+ * nothing outlives the processes. */
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+#include "common/window/window.h"
+
+#define SHM_MAGIC 0x6d68735f6e797377ULL /* "wsyn_shm" */
+
+typedef struct shm_blob {
+    uint64_t magic;
+    uint64_t len;
+} shm_blob_t;
+
+static wsync_status_t shm_alloc(size_t len, wsync_window_t *out)
+{
+    int fd = memfd_create("wsync-image", MFD_CLOEXEC);
+    void *p;
+    if (fd < 0)
+        return wsync_error(WSYNC_ERR_IO, "memfd_create: %s", strerror(errno));
+    if (ftruncate(fd, (off_t)len) != 0) {
+        int e = errno;
+        close(fd);
+        return wsync_error(WSYNC_ERR_NOMEM, "cannot size a %zu-byte shared image: %s", len, strerror(e));
+    }
+    p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return wsync_error(WSYNC_ERR_NOMEM, "cannot map a %zu-byte shared image: %s", len, strerror(e));
+    }
+    *out = (wsync_window_t){.ptr = p, .len = len, .fd = fd, .priv = NULL};
+    return WSYNC_OK;
+}
+
+static void shm_free(wsync_window_t *w)
+{
+    if (w->ptr)
+        munmap(w->ptr, w->len ? w->len : 1);
+    if (w->fd >= 0)
+        close(w->fd);
+    w->ptr = NULL;
+    w->fd = -1;
+}
+
+static wsync_status_t shm_export(const wsync_window_t *w, wsync_blob_t *blob)
+{
+    shm_blob_t b = {SHM_MAGIC, w->len};
+    memcpy(blob->data, &b, sizeof(b));
+    blob->len = sizeof(b);
+    return WSYNC_OK;
+}
+
+static wsync_status_t shm_map(const wsync_blob_t *blob, int fd, size_t len, void **out)
+{
+    shm_blob_t b;
+    void *p;
+    if (blob->len != sizeof(b) || fd < 0)
+        return wsync_error(WSYNC_ERR_FORMAT, "shm window: bad blob or no descriptor");
+    memcpy(&b, blob->data, sizeof(b));
+    if (b.magic != SHM_MAGIC || b.len < len)
+        return wsync_error(WSYNC_ERR_FORMAT, "shm window: not a wsync window, or smaller than %zu bytes", len);
+    p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return wsync_error(WSYNC_ERR_IO, "cannot map a peer's window: %s", strerror(errno));
+    *out = p;
+    return WSYNC_OK;
+}
+
+static void shm_unmap(void *ptr, size_t len)
+{
+    if (ptr)
+        munmap(ptr, len ? len : 1);
+}
+
+const wsync_window_ops_t wsync_window_shm = {
+    .name = "shm",
+    .kind = WSYNC_MEM_HOST,
+    .alloc = shm_alloc,
+    .free = shm_free,
+    .export_blob = shm_export,
+    .map = shm_map,
+    .unmap = shm_unmap,
+};
