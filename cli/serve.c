@@ -1,12 +1,60 @@
-/* serve.c: `wsync serve` (being built; see the open issues). */
+/* serve.c: `wsync serve`: the control endpoint, standalone. */
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
+#include "common/log.h"
+#include "trainer_side/control/control_server.h"
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
 
 int cmd_serve(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "wsync serve: not built yet\n");
-    return 1;
+    static const struct option opts[] = {{"listen", 1, 0, 'l'}, {"state", 1, 0, 's'}, {"token-file", 1, 0, 't'},
+                                         {"max-connections", 1, 0, 'm'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    wsync_control_server_config_t cfg = {.listen = "0.0.0.0:8470"};
+    wsync_control_server_t *s = NULL;
+    wsync_status_t st;
+    int o;
+
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (o) {
+        case 'l': cfg.listen = optarg; break;
+        case 's': cfg.state_file = optarg; break;
+        case 't': cfg.token_file = optarg; break;
+        case 'm': cfg.max_connections = atoi(optarg); break;
+        case 'h':
+            printf("usage: wsync serve [--listen HOST:PORT] [--state FILE] [--token-file FILE] "
+                   "[--max-connections N]\n"
+                   "Runs the control endpoint (default 0.0.0.0:8470) until SIGINT/SIGTERM.\n"
+                   "  --state FILE       keep versions and registrations across restarts (atomic writes)\n"
+                   "  --token-file FILE  require 'Authorization: Bearer <token>' on every mutating call\n");
+            return 0;
+        default: return 2;
+        }
+    }
+    wsync_log_set_level(wsync_log_enabled(WSYNC_LOG_DEBUG) ? WSYNC_LOG_DEBUG : WSYNC_LOG_INFO);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    if ((st = wsync_control_server_start(&cfg, &s)) != WSYNC_OK) {
+        cli_report("serve", "cannot start", st);
+        return st == WSYNC_ERR_INVALID || st == WSYNC_ERR_FORMAT ? 2 : 1;
+    }
+    printf("wsync serve: %s\n", wsync_control_server_url(s));
+    fflush(stdout);
+    while (!stop_flag)
+        pause();
+    wsync_control_server_stop(s);
+    return 0;
 }

@@ -1,0 +1,42 @@
+/* control_client.h: the libcurl client of the control endpoint, used by the
+ * publisher, the receiver and the command line. One object per thread: an
+ * object is not thread-safe (it owns one curl handle). Every call has a
+ * timeout; an unreachable endpoint gives WSYNC_ERR_HTTP naming the URL, a
+ * refusal gives the server's message (409 -> WSYNC_ERR_CONFLICT, 401 ->
+ * WSYNC_ERR_AUTH, 404 -> WSYNC_ERR_NOT_FOUND). JSON arguments are borrowed;
+ * JSON results are new references the caller releases. */
+#ifndef WSYNC_COMMON_CONTROL_CLIENT_H
+#define WSYNC_COMMON_CONTROL_CLIENT_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "common/wsync.h"
+
+typedef struct wsync_control wsync_control_t;
+
+/* token NULL: env WSYNC_TOKEN, if set. */
+wsync_status_t wsync_control_open(const char *url, const char *token, wsync_control_t **out);
+void wsync_control_close(wsync_control_t *c);
+
+/* Any request: `body` may be NULL; *http gets the status; *resp the parsed
+ * JSON body if any (NULL for an empty body). Errors only for transport
+ * failures (no answer); HTTP errors come back in *http. */
+wsync_status_t wsync_control_request(wsync_control_t *c, const char *method, const char *path, const json_t *body,
+                                     long timeout_ms, long *http, json_t **resp);
+
+wsync_status_t wsync_control_register_trainer(wsync_control_t *c, int rank, int world, const char *host,
+                                              const json_t *endpoint);
+wsync_status_t wsync_control_trainers(wsync_control_t *c, json_t **out);
+wsync_status_t wsync_control_register_engine(wsync_control_t *c, const char *engine_id, const char *host,
+                                             int local_ranks, const json_t *endpoint);
+wsync_status_t wsync_control_publish(wsync_control_t *c, int rank, int world, uint64_t version, const json_t *layout,
+                                     const json_t *pieces);
+/* Long poll: *version > after, or 0 when timeout_ms passed first. */
+wsync_status_t wsync_control_wait_version(wsync_control_t *c, uint64_t after, int timeout_ms, uint64_t *version);
+wsync_status_t wsync_control_get_version(wsync_control_t *c, uint64_t version, json_t **out);
+wsync_status_t wsync_control_report(wsync_control_t *c, const char *engine_id, uint64_t version, const char *state,
+                                    double duration_s, uint64_t bytes, const char *error);
+wsync_status_t wsync_control_status(wsync_control_t *c, json_t **out);
+
+#endif

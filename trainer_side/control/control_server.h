@@ -1,0 +1,30 @@
+/* control_server.h: the control endpoint (libmicrohttpd + jansson). It
+ * coordinates versions and readiness and never carries weight bytes. Runs
+ * standalone (`wsync serve`) or inside trainer rank 0 / `wsync demo`. */
+#ifndef WSYNC_CONTROL_SERVER_H
+#define WSYNC_CONTROL_SERVER_H
+
+#include "common/wsync.h"
+
+#define WSYNC_CONTROL_PORT 8470
+
+typedef struct wsync_control_server wsync_control_server_t;
+
+typedef struct wsync_control_server_config {
+    const char *listen;         /* "HOST:PORT"; default "0.0.0.0:8470"; port 0 picks one */
+    const char *state_file;     /* NULL: state lives in memory only */
+    const char *token_file;     /* NULL: no auth; else mutating calls need this bearer token */
+    int max_connections;        /* default 16384 */
+    int idle_timeout_s;         /* default 120 (long polls are capped below it) */
+} wsync_control_server_config_t;
+
+/* Loads the state file (a corrupt one is refused with the reason), binds,
+ * and serves from MHD's own thread. */
+wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *cfg,
+                                          wsync_control_server_t **out);
+/* "http://HOST:PORT" clients should use (loopback when bound to any). */
+const char *wsync_control_server_url(const wsync_control_server_t *s);
+/* Stops serving and frees; NULL is fine. */
+void wsync_control_server_stop(wsync_control_server_t *s);
+
+#endif

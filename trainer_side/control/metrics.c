@@ -1,0 +1,82 @@
+/* metrics.c: GET /metrics in Prometheus' text format (version 0.0.4). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer_side/control/server_internal.h"
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+} sbuf_t;
+
+static void add(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void add(sbuf_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    for (;;) {
+        va_start(ap, fmt);
+        n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if (b->p && b->len + (size_t)n < b->cap) {
+            b->len += (size_t)n;
+            return;
+        }
+        b->cap = (b->cap + (size_t)n + 1) * 2;
+        b->p = realloc(b->p, b->cap);
+        if (b->p == NULL)
+            return;
+    }
+}
+
+char *ctl_metrics_text(wsync_control_server_t *s)
+{
+    ctl_model_t *m = &s->model;
+    sbuf_t b = {0};
+    uint64_t cum = 0;
+    int i;
+
+    pthread_mutex_lock(&m->lock);
+    add(&b, "# HELP wsync_latest_version Newest published version.\n# TYPE wsync_latest_version gauge\n");
+    add(&b, "wsync_latest_version %llu\n", (unsigned long long)m->latest);
+    add(&b, "# HELP wsync_engine_version Version each engine node holds verified.\n"
+            "# TYPE wsync_engine_version gauge\n");
+    for (i = 0; i < m->nengines; i++)
+        add(&b, "wsync_engine_version{engine=\"%s\"} %llu\n", m->engines[i].id,
+            (unsigned long long)m->engines[i].version);
+    add(&b, "# HELP wsync_engine_lag Versions each engine node is behind the latest.\n"
+            "# TYPE wsync_engine_lag gauge\n");
+    for (i = 0; i < m->nengines; i++)
+        add(&b, "wsync_engine_lag{engine=\"%s\"} %llu\n", m->engines[i].id,
+            (unsigned long long)(m->latest > m->engines[i].version ? m->latest - m->engines[i].version : 0));
+    add(&b, "# HELP wsync_sync_duration_seconds Time from pull start to ready, per engine sync.\n"
+            "# TYPE wsync_sync_duration_seconds histogram\n");
+    for (i = 0; i < CTL_HIST_BUCKETS; i++) {
+        cum += m->hist[i];
+        add(&b, "wsync_sync_duration_seconds_bucket{le=\"%g\"} %llu\n", ctl_hist_bounds[i], (unsigned long long)cum);
+    }
+    cum += m->hist[CTL_HIST_BUCKETS];
+    add(&b, "wsync_sync_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    add(&b, "wsync_sync_duration_seconds_sum %g\nwsync_sync_duration_seconds_count %llu\n", m->sync_seconds,
+        (unsigned long long)m->syncs);
+    add(&b, "# HELP wsync_bytes_synced_total Image bytes made ready on engine nodes.\n"
+            "# TYPE wsync_bytes_synced_total counter\nwsync_bytes_synced_total %llu\n",
+        (unsigned long long)m->bytes_synced);
+    add(&b, "# HELP wsync_sync_failures_total Engine syncs reported failed.\n"
+            "# TYPE wsync_sync_failures_total counter\nwsync_sync_failures_total %llu\n",
+        (unsigned long long)m->failures);
+    pthread_mutex_unlock(&m->lock);
+    add(&b, "# HELP wsync_http_requests_total HTTP requests by route and status code.\n"
+            "# TYPE wsync_http_requests_total counter\n");
+    pthread_mutex_lock(&s->wait_lock);
+    for (i = 0; i < s->ncounts; i++)
+        add(&b, "wsync_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n", s->counts[i].route, s->counts[i].code,
+            (unsigned long long)s->counts[i].n);
+    pthread_mutex_unlock(&s->wait_lock);
+    return b.p ? b.p : strdup("");
+}

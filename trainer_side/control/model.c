@@ -1,0 +1,534 @@
+/* model.c: the control endpoint's rules: registration, publish (all W ranks
+ * with one layout make a version; versions only move forward), engine
+ * reports, and the JSON views of it all. */
+#include "trainer_side/control/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "common/checks.h"
+#include "trainer_side/control/validate.h"
+
+const double ctl_hist_bounds[CTL_HIST_BUCKETS] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+
+static double unix_now(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+}
+
+void ctl_model_init(ctl_model_t *m)
+{
+    memset(m, 0, sizeof(*m));
+    pthread_mutex_init(&m->lock, NULL);
+}
+
+static void pending_free(ctl_pending_t *p)
+{
+    int r;
+    json_decref(p->layout);
+    json_decref(p->manifest);
+    for (r = 0; p->pieces && r < p->world; r++)
+        json_decref(p->pieces[r]);
+    free(p->pieces);
+}
+
+void ctl_model_free(ctl_model_t *m)
+{
+    int i;
+    for (i = 0; i < m->nrecords; i++)
+        json_decref(m->records[i]);
+    for (i = 0; i < m->world; i++)
+        json_decref(m->trainers[i].endpoint);
+    free(m->trainers);
+    for (i = 0; i < m->nengines; i++)
+        json_decref(m->engines[i].endpoint);
+    free(m->engines);
+    for (i = 0; i < m->npending; i++)
+        pending_free(&m->pending[i]);
+    free(m->pending);
+    pthread_mutex_destroy(&m->lock);
+}
+
+/* Grow (or set) the trainer table to `world` ranks. Called with the lock held. */
+static int set_world(ctl_model_t *m, int world, char *err, size_t errlen)
+{
+    ctl_trainer_t *t;
+    if (world < 1 || world > CTL_MAX_WORLD) {
+        snprintf(err, errlen, "field 'world' must be between 1 and %d", CTL_MAX_WORLD);
+        return 422;
+    }
+    if (world == m->world)
+        return 0;
+    if (m->world && m->latest && world != m->world) {
+        snprintf(err, errlen, "world size %d differs from the %d trainer ranks that published version %llu",
+                 world, m->world, (unsigned long long)m->latest);
+        return 409;
+    }
+    t = realloc(m->trainers, (size_t)world * sizeof(*t));
+    if (t == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return 500;
+    }
+    if (world > m->world)
+        memset(t + m->world, 0, (size_t)(world - m->world) * sizeof(*t));
+    m->trainers = t;
+    m->world = world;
+    return 0;
+}
+
+int ctl_register_trainer(ctl_model_t *m, const json_t *body, char *err, size_t errlen, int *changed)
+{
+    static const ctl_field_t fields[] = {
+        {"rank", CTL_INT, 1}, {"world", CTL_INT, 1}, {"host", CTL_STRING, 1}, {"endpoint", CTL_OBJECT, 1}};
+    int code = ctl_validate(body, fields, WSYNC_ARRAY_LEN(fields), err, errlen), rank, world;
+    ctl_trainer_t *t;
+    if (code)
+        return code;
+    rank = (int)json_integer_value(json_object_get(body, "rank"));
+    world = (int)json_integer_value(json_object_get(body, "world"));
+    if (rank >= world) {
+        snprintf(err, errlen, "field 'rank' (%d) must be below 'world' (%d)", rank, world);
+        return 422;
+    }
+    pthread_mutex_lock(&m->lock);
+    if ((code = set_world(m, world, err, errlen)) != 0) {
+        pthread_mutex_unlock(&m->lock);
+        return code;
+    }
+    t = &m->trainers[rank];
+    json_decref(t->endpoint);
+    t->endpoint = json_deep_copy(json_object_get(body, "endpoint"));
+    snprintf(t->host, sizeof(t->host), "%s", json_string_value(json_object_get(body, "host")));
+    if (!t->registered)
+        LOG_INFO("trainer rank %d/%d registered from %s", rank, world, t->host);
+    t->registered = 1;
+    pthread_mutex_unlock(&m->lock);
+    *changed = 1;
+    return 200;
+}
+
+static ctl_engine_t *find_engine(ctl_model_t *m, const char *id)
+{
+    int i;
+    for (i = 0; i < m->nengines; i++)
+        if (strcmp(m->engines[i].id, id) == 0)
+            return &m->engines[i];
+    return NULL;
+}
+
+int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t errlen, int *changed)
+{
+    static const ctl_field_t fields[] = {{"id", CTL_STRING, 1}, {"host", CTL_STRING, 1},
+                                         {"local_ranks", CTL_INT, 1}, {"endpoint", CTL_OBJECT, 0}};
+    int code = ctl_validate(body, fields, WSYNC_ARRAY_LEN(fields), err, errlen);
+    const char *id;
+    ctl_engine_t *e;
+    if (code)
+        return code;
+    id = json_string_value(json_object_get(body, "id"));
+    if (strlen(id) >= sizeof(e->id) || strpbrk(id, "/\"\\ ") != NULL) {
+        snprintf(err, errlen, "field 'id' must be under %zu characters without '/', quotes or spaces",
+                 sizeof(e->id));
+        return 422;
+    }
+    if (json_integer_value(json_object_get(body, "local_ranks")) < 1) {
+        snprintf(err, errlen, "field 'local_ranks' must be at least 1");
+        return 422;
+    }
+    pthread_mutex_lock(&m->lock);
+    e = find_engine(m, id);
+    if (e == NULL) {
+        if (m->nengines == m->cap_engines) {
+            int cap = m->cap_engines ? m->cap_engines * 2 : 16;
+            ctl_engine_t *ne = realloc(m->engines, (size_t)cap * sizeof(*ne));
+            if (ne == NULL) {
+                pthread_mutex_unlock(&m->lock);
+                snprintf(err, errlen, "out of memory");
+                return 500;
+            }
+            m->engines = ne;
+            m->cap_engines = cap;
+        }
+        e = &m->engines[m->nengines++];
+        memset(e, 0, sizeof(*e));
+        snprintf(e->id, sizeof(e->id), "%s", id);
+        snprintf(e->state, sizeof(e->state), "idle");
+        LOG_INFO("engine %s registered", id);
+    }
+    snprintf(e->host, sizeof(e->host), "%s", json_string_value(json_object_get(body, "host")));
+    e->local_ranks = (int)json_integer_value(json_object_get(body, "local_ranks"));
+    json_decref(e->endpoint);
+    e->endpoint = json_deep_copy(json_object_get(body, "endpoint"));
+    e->updated = unix_now();
+    pthread_mutex_unlock(&m->lock);
+    *changed = 1;
+    return 200;
+}
+
+/* Layout fields that must agree across the ranks of one version. */
+static int same_layout(const json_t *a, const json_t *b)
+{
+    static const char *keys[] = {"manifest_digest", "chunk_size", "layout", "layout_digest", "image_size", "world"};
+    size_t i;
+    for (i = 0; i < WSYNC_ARRAY_LEN(keys); i++)
+        if (!json_equal(json_object_get(a, keys[i]), json_object_get(b, keys[i])))
+            return 0;
+    return 1;
+}
+
+static int cmp_piece(const void *a, const void *b)
+{
+    json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "id"));
+    json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "id"));
+    return x < y ? -1 : x > y;
+}
+
+/* All ranks reported: the pending version becomes the published one. */
+static void complete(ctl_model_t *m, ctl_pending_t *p)
+{
+    json_t *rec = json_deep_copy(p->layout), *pieces = json_array();
+    json_t **all;
+    size_t n = 0, i, k;
+    int r;
+    for (r = 0; r < p->world; r++)
+        n += json_array_size(p->pieces[r]);
+    all = calloc(n ? n : 1, sizeof(*all));
+    for (r = 0, k = 0; all && r < p->world; r++) {
+        json_t *pc;
+        json_array_foreach(p->pieces[r], i, pc) {
+            json_object_set_new(pc, "rank", json_integer(r));
+            all[k++] = pc;
+        }
+    }
+    if (all)
+        qsort(all, n, sizeof(*all), cmp_piece);
+    for (i = 0; all && i < n; i++)
+        json_array_append(pieces, all[i]);
+    free(all);
+    json_object_set_new(rec, "version", json_integer((json_int_t)p->version));
+    json_object_set(rec, "manifest", p->manifest);
+    json_object_set_new(rec, "pieces", pieces);
+    json_object_set_new(rec, "published_at", json_real(unix_now()));
+    if (m->nrecords == CTL_RETAIN) {
+        json_decref(m->records[0]);
+        memmove(m->records, m->records + 1, (CTL_RETAIN - 1) * sizeof(json_t *));
+        m->nrecords--;
+    }
+    m->records[m->nrecords++] = rec;
+    m->latest = p->version;
+    m->latest_at = unix_now();
+    LOG_INFO("version %llu published by %d trainer ranks (%zu pieces)", (unsigned long long)p->version, p->world, n);
+}
+
+static void drop_pending_upto(ctl_model_t *m, uint64_t v)
+{
+    int i = 0;
+    while (i < m->npending) {
+        if (m->pending[i].version <= v) {
+            pending_free(&m->pending[i]);
+            m->pending[i] = m->pending[--m->npending];
+        } else {
+            i++;
+        }
+    }
+}
+
+int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, size_t errlen, int *changed)
+{
+    static const ctl_field_t fields[] = {{"rank", CTL_INT, 1}, {"world", CTL_INT, 1}, {"version", CTL_INT, 1},
+                                         {"layout", CTL_OBJECT, 1}, {"pieces", CTL_ARRAY, 1}};
+    static const ctl_field_t layout_fields[] = {
+        {"manifest_digest", CTL_STRING, 1}, {"chunk_size", CTL_INT, 1}, {"layout", CTL_STRING, 1},
+        {"layout_digest", CTL_STRING, 1}, {"image_size", CTL_INT, 1}, {"world", CTL_INT, 1}, {"manifest", CTL_OBJECT, 0}};
+    static const ctl_field_t piece_fields[] = {
+        {"id", CTL_INT, 1}, {"offset", CTL_INT, 1}, {"len", CTL_INT, 1}, {"digest", CTL_STRING, 1}};
+    const json_t *layout = json_object_get(body, "layout"), *pieces = json_object_get(body, "pieces"), *pc;
+    int code = ctl_validate(body, fields, WSYNC_ARRAY_LEN(fields), err, errlen), rank, world, i;
+    ctl_pending_t *p = NULL;
+    uint64_t v;
+    size_t k;
+
+    if (code || (code = ctl_validate(layout, layout_fields, WSYNC_ARRAY_LEN(layout_fields), err, errlen)) != 0)
+        return code;
+    json_array_foreach(pieces, k, pc)
+        if ((code = ctl_validate(pc, piece_fields, WSYNC_ARRAY_LEN(piece_fields), err, errlen)) != 0) {
+            char inner[256];
+            snprintf(inner, sizeof(inner), "%s", err);
+            snprintf(err, errlen, "pieces[%zu]: %s", k, inner);
+            return code;
+        }
+    rank = (int)json_integer_value(json_object_get(body, "rank"));
+    world = (int)json_integer_value(json_object_get(body, "world"));
+    v = (uint64_t)json_integer_value(json_object_get(body, "version"));
+    if (rank >= world || json_integer_value(json_object_get(layout, "world")) != world) {
+        snprintf(err, errlen, "field 'rank' must be below 'world', and layout.world must equal world");
+        return 422;
+    }
+    if (v == 0) {
+        snprintf(err, errlen, "field 'version' must be at least 1");
+        return 422;
+    }
+    if (rank == 0 && !json_is_object(json_object_get(layout, "manifest"))) {
+        snprintf(err, errlen, "trainer rank 0 must send layout.manifest");
+        return 422;
+    }
+    pthread_mutex_lock(&m->lock);
+    if (v <= m->latest) {
+        snprintf(err, errlen, "version %llu is not newer than the latest published version %llu",
+                 (unsigned long long)v, (unsigned long long)m->latest);
+        code = 409;
+        goto out;
+    }
+    if ((code = set_world(m, world, err, errlen)) != 0)
+        goto out;
+    for (i = 0; i < m->npending; i++)
+        if (m->pending[i].version == v)
+            p = &m->pending[i];
+    if (p && (p->world != world || !same_layout(p->layout, layout))) {
+        snprintf(err, errlen, "version %llu was reported by other ranks with a different layout (manifest, chunk "
+                 "size, layout or world)", (unsigned long long)v);
+        code = 409;
+        goto out;
+    }
+    if (p == NULL) {
+        ctl_pending_t *np = realloc(m->pending, (size_t)(m->npending + 1) * sizeof(*np));
+        if (np == NULL) {
+            snprintf(err, errlen, "out of memory");
+            code = 500;
+            goto out;
+        }
+        m->pending = np;
+        p = &m->pending[m->npending++];
+        memset(p, 0, sizeof(*p));
+        p->version = v;
+        p->world = world;
+        p->layout = json_deep_copy(layout);
+        json_object_del(p->layout, "manifest");
+        p->pieces = calloc((size_t)world, sizeof(json_t *));
+    }
+    if (rank == 0) {
+        json_decref(p->manifest);
+        p->manifest = json_deep_copy(json_object_get(layout, "manifest"));
+    }
+    if (p->pieces[rank] == NULL)
+        p->reported++;
+    json_decref(p->pieces[rank]);
+    p->pieces[rank] = json_deep_copy(pieces);
+    m->trainers[rank].version = v;
+    *changed = 1;
+    if (p->reported == world) {
+        complete(m, p);
+        drop_pending_upto(m, v);
+    }
+    *reply = json_pack("{s:I, s:b, s:I}", "version", (json_int_t)v, "published", m->latest == v, "latest",
+                       (json_int_t)m->latest);
+    code = 200;
+out:
+    pthread_mutex_unlock(&m->lock);
+    return code;
+}
+
+static int version_retained(ctl_model_t *m, uint64_t v)
+{
+    int i;
+    for (i = 0; i < m->nrecords; i++)
+        if ((uint64_t)json_integer_value(json_object_get(m->records[i], "version")) == v)
+            return 1;
+    return 0;
+}
+
+int ctl_report(ctl_model_t *m, const char *id, const json_t *body, char *err, size_t errlen, int *changed)
+{
+    static const ctl_field_t fields[] = {{"version", CTL_INT, 1}, {"state", CTL_STRING, 1},
+                                         {"duration_s", CTL_NUMBER, 0}, {"bytes", CTL_INT, 0},
+                                         {"error", CTL_ANY_STRING, 0}};
+    int code = ctl_validate(body, fields, WSYNC_ARRAY_LEN(fields), err, errlen);
+    const char *state;
+    ctl_engine_t *e;
+    uint64_t v;
+    double dur;
+    json_int_t bytes;
+    int b;
+
+    if (code)
+        return code;
+    state = json_string_value(json_object_get(body, "state"));
+    v = (uint64_t)json_integer_value(json_object_get(body, "version"));
+    dur = json_number_value(json_object_get(body, "duration_s"));
+    bytes = json_integer_value(json_object_get(body, "bytes"));
+    if (strcmp(state, "pulling") != 0 && strcmp(state, "ready") != 0 && strcmp(state, "failed") != 0) {
+        snprintf(err, errlen, "field 'state' must be pulling, ready or failed");
+        return 422;
+    }
+    pthread_mutex_lock(&m->lock);
+    e = find_engine(m, id);
+    if (e == NULL) {
+        snprintf(err, errlen, "engine '%s' is not registered (POST /v1/engines/register first)", id);
+        code = 404;
+        goto out;
+    }
+    if (strcmp(state, "ready") == 0 && (v > m->latest || (!version_retained(m, v) && v != m->latest) || v == 0)) {
+        snprintf(err, errlen, "version %llu was never published (latest is %llu)", (unsigned long long)v,
+                 (unsigned long long)m->latest);
+        code = 409;
+        goto out;
+    }
+    if (strcmp(e->state, state) != 0 || e->target != v)
+        LOG_INFO("engine %s: %s version %llu%s%s", id, state, (unsigned long long)v,
+                 strcmp(state, "failed") == 0 ? ": " : "",
+                 strcmp(state, "failed") == 0 ? json_string_value(json_object_get(body, "error")) ?: "" : "");
+    snprintf(e->state, sizeof(e->state), "%s", state);
+    e->target = v;
+    e->updated = unix_now();
+    if (strcmp(state, "ready") == 0) {
+        e->version = v;
+        e->last_sync_s = dur;
+        e->last_gbps = dur > 0 ? (double)bytes / dur / 1e9 : 0;
+        e->last_error[0] = '\0';
+        m->bytes_synced += (uint64_t)bytes;
+        m->syncs++;
+        m->sync_seconds += dur;
+        for (b = 0; b < CTL_HIST_BUCKETS && dur > ctl_hist_bounds[b]; b++)
+            ;
+        m->hist[b]++;
+    } else if (strcmp(state, "failed") == 0) {
+        const char *msg = json_string_value(json_object_get(body, "error"));
+        snprintf(e->last_error, sizeof(e->last_error), "%s", msg ? msg : "(no message)");
+        m->failures++;
+    }
+    *changed = strcmp(state, "pulling") != 0;
+    code = 200;
+out:
+    pthread_mutex_unlock(&m->lock);
+    return code;
+}
+
+static json_t *engine_json(const ctl_model_t *m, const ctl_engine_t *e)
+{
+    return json_pack("{s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:f, s:f, s:s, s:f, s:O*}", "id", e->id, "host", e->host,
+                     "local_ranks", e->local_ranks, "state", e->state, "version", (json_int_t)e->version, "target",
+                     (json_int_t)e->target, "behind", (json_int_t)(m->latest - (e->version < m->latest ? e->version : m->latest)),
+                     "last_sync_s", e->last_sync_s, "last_gbps", e->last_gbps, "last_error", e->last_error,
+                     "updated", e->updated, "endpoint", e->endpoint);
+}
+
+json_t *ctl_trainers_json(ctl_model_t *m)
+{
+    json_t *arr = json_array();
+    int r;
+    pthread_mutex_lock(&m->lock);
+    for (r = 0; r < m->world; r++) {
+        const ctl_trainer_t *t = &m->trainers[r];
+        json_array_append_new(arr, json_pack("{s:i, s:b, s:s, s:O*, s:I}", "rank", r, "registered", t->registered,
+                                             "host", t->host, "endpoint", t->endpoint, "version",
+                                             (json_int_t)t->version));
+    }
+    pthread_mutex_unlock(&m->lock);
+    return arr;
+}
+
+json_t *ctl_status_json(ctl_model_t *m)
+{
+    json_t *trainers = ctl_trainers_json(m), *engines = json_array(), *j;
+    int i;
+    pthread_mutex_lock(&m->lock);
+    for (i = 0; i < m->nengines; i++)
+        json_array_append_new(engines, engine_json(m, &m->engines[i]));
+    j = json_pack("{s:I, s:f, s:i, s:o, s:o, s:i}", "latest_version", (json_int_t)m->latest, "published_at",
+                  m->latest_at, "world", m->world, "trainers", trainers, "engines", engines, "pending", m->npending);
+    pthread_mutex_unlock(&m->lock);
+    return j;
+}
+
+json_t *ctl_version_json(ctl_model_t *m, uint64_t v)
+{
+    json_t *r = NULL;
+    int i;
+    pthread_mutex_lock(&m->lock);
+    for (i = 0; i < m->nrecords; i++)
+        if ((uint64_t)json_integer_value(json_object_get(m->records[i], "version")) == v)
+            r = json_incref(m->records[i]);
+    pthread_mutex_unlock(&m->lock);
+    return r;
+}
+
+uint64_t ctl_latest(ctl_model_t *m)
+{
+    uint64_t v;
+    pthread_mutex_lock(&m->lock);
+    v = m->latest;
+    pthread_mutex_unlock(&m->lock);
+    return v;
+}
+
+json_t *ctl_state_json(ctl_model_t *m)
+{
+    json_t *records = json_array(), *engines = json_array(), *trainers = ctl_trainers_json(m), *j;
+    int i;
+    pthread_mutex_lock(&m->lock);
+    for (i = 0; i < m->nrecords; i++)
+        json_array_append(records, m->records[i]);
+    for (i = 0; i < m->nengines; i++) {
+        const ctl_engine_t *e = &m->engines[i];
+        json_array_append_new(engines, json_pack("{s:s, s:s, s:i, s:I, s:O*}", "id", e->id, "host", e->host,
+                                                 "local_ranks", e->local_ranks, "version", (json_int_t)e->version,
+                                                 "endpoint", e->endpoint));
+    }
+    j = json_pack("{s:i, s:I, s:f, s:o, s:o, s:o}", "format", 1, "latest_version", (json_int_t)m->latest,
+                  "published_at", m->latest_at, "versions", records, "trainers", trainers, "engines", engines);
+    pthread_mutex_unlock(&m->lock);
+    return j;
+}
+
+wsync_status_t ctl_state_load(ctl_model_t *m, const json_t *s, const char *path)
+{
+    const json_t *records = json_object_get(s, "versions"), *engines = json_object_get(s, "engines");
+    const json_t *trainers = json_object_get(s, "trainers"), *e;
+    char err[256];
+    size_t i;
+    int changed = 0;
+
+    if (!json_is_object(s) || json_integer_value(json_object_get(s, "format")) != 1 ||
+        !json_is_integer(json_object_get(s, "latest_version")) || !json_is_array(records) ||
+        !json_is_array(engines) || !json_is_array(trainers))
+        return wsync_error(WSYNC_ERR_FORMAT, "state file %s: not a wsync state file (format 1 with latest_version, "
+                           "versions, trainers, engines); fix or move it away", path);
+    m->latest = (uint64_t)json_integer_value(json_object_get(s, "latest_version"));
+    m->latest_at = json_number_value(json_object_get(s, "published_at"));
+    json_array_foreach(records, i, e) {
+        if (!json_is_object(e) || !json_is_integer(json_object_get(e, "version")) || m->nrecords == CTL_RETAIN)
+            return wsync_error(WSYNC_ERR_FORMAT, "state file %s: versions[%zu] is malformed", path, i);
+        m->records[m->nrecords++] = json_incref((json_t *)e);
+    }
+    json_array_foreach(trainers, i, e) {
+        json_t *reg = json_pack("{s:O, s:I, s:O, s:O}", "rank", json_object_get(e, "rank"), "world",
+                                (json_int_t)json_array_size(trainers), "host", json_object_get(e, "host"),
+                                "endpoint", json_object_get(e, "endpoint"));
+        int code;
+        if (!json_is_true(json_object_get(e, "registered"))) {
+            json_decref(reg);
+            continue;
+        }
+        code = reg ? ctl_register_trainer(m, reg, err, sizeof(err), &changed) : 422;
+        json_decref(reg);
+        if (code != 200)
+            return wsync_error(WSYNC_ERR_FORMAT, "state file %s: trainers[%zu]: %s", path, i, err);
+        m->trainers[i].version = (uint64_t)json_integer_value(json_object_get(e, "version"));
+    }
+    json_array_foreach(engines, i, e) {
+        json_t *reg = json_pack("{s:O, s:O, s:O}", "id", json_object_get(e, "id"), "host", json_object_get(e, "host"),
+                                "local_ranks", json_object_get(e, "local_ranks"));
+        int code = reg ? ctl_register_engine(m, reg, err, sizeof(err), &changed) : 422;
+        json_decref(reg);
+        if (code != 200)
+            return wsync_error(WSYNC_ERR_FORMAT, "state file %s: engines[%zu]: %s", path, i, err);
+        m->engines[m->nengines - 1].version = (uint64_t)json_integer_value(json_object_get(e, "version"));
+        if (json_is_object(json_object_get(e, "endpoint")))
+            m->engines[m->nengines - 1].endpoint = json_deep_copy(json_object_get(e, "endpoint"));
+    }
+    return WSYNC_OK;
+}

@@ -1,0 +1,210 @@
+/* routes.c: the control API's routes: one table, one handler each. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/checks.h"
+#include "common/util.h"
+#include "trainer_side/control/server_internal.h"
+
+/* Parse the body as a JSON object; on failure answer 400 and return NULL. */
+static json_t *parse_body(wsync_control_server_t *s, req_ctx_t *c, const char *route, enum MHD_Result *ret)
+{
+    json_error_t jerr;
+    json_t *j = c->len ? json_loadb(c->body, c->len, JSON_REJECT_DUPLICATES, &jerr) : NULL;
+    char msg[300];
+    if (j != NULL && json_is_object(j))
+        return j;
+    json_decref(j);
+    if (c->len == 0)
+        snprintf(msg, sizeof(msg), "empty body: a JSON object is required");
+    else
+        snprintf(msg, sizeof(msg), "body is not a JSON object: %s (line %d, column %d)", jerr.text, jerr.line,
+                 jerr.column);
+    ctl_count(s, route, 400);
+    *ret = ctl_error(c->conn, 400, msg);
+    return NULL;
+}
+
+static enum MHD_Result finish(wsync_control_server_t *s, req_ctx_t *c, const char *route, int code,
+                              const char *err, json_t *reply)
+{
+    ctl_count(s, route, code);
+    if (code >= 400) {
+        json_decref(reply);
+        return ctl_error(c->conn, code, err);
+    }
+    return ctl_respond_json(c->conn, code, reply ? reply : json_pack("{s:b}", "ok", 1));
+}
+
+static enum MHD_Result r_healthz(wsync_control_server_t *s, req_ctx_t *c, const char *url)
+{
+    ctl_count(s, "/healthz", 200);
+    return ctl_respond(c->conn, 200, "text/plain", strdup("ok\n"));
+}
+
+static enum MHD_Result r_status(wsync_control_server_t *s, req_ctx_t *c, const char *url)
+{
+    return finish(s, c, "/v1/status", 200, NULL, ctl_status_json(&s->model));
+}
+
+static enum MHD_Result r_metrics(wsync_control_server_t *s, req_ctx_t *c, const char *url)
+{
+    ctl_count(s, "/metrics", 200);
+    return ctl_respond(c->conn, 200, "text/plain; version=0.0.4", ctl_metrics_text(s));
+}
+
+static enum MHD_Result r_trainers(wsync_control_server_t *s, req_ctx_t *c, const char *url)
+{
+    return finish(s, c, "/v1/trainers", 200, NULL, ctl_trainers_json(&s->model));
+}
+
+/* POST routes: parse, apply to the model, save if changed. */
+#define BODY_ROUTE(fn, route, call)                                                                   \
+    static enum MHD_Result fn(wsync_control_server_t *s, req_ctx_t *c, const char *url)               \
+    {                                                                                                 \
+        enum MHD_Result ret;                                                                          \
+        json_t *body = parse_body(s, c, route, &ret), *reply = NULL;                                  \
+        char err[512] = "";                                                                           \
+        int changed = 0, code;                                                                        \
+        uint64_t before = ctl_latest(&s->model);                                                      \
+        if (body == NULL)                                                                             \
+            return ret;                                                                               \
+        code = (call);                                                                                \
+        json_decref(body);                                                                            \
+        if (code < 300 && changed)                                                                    \
+            ctl_changed(s, ctl_latest(&s->model) != before);                                          \
+        return finish(s, c, route, code, err, reply);                                                 \
+    }
+
+BODY_ROUTE(r_register_trainer, "/v1/trainers/register",
+           ctl_register_trainer(&s->model, body, err, sizeof(err), &changed))
+BODY_ROUTE(r_register_engine, "/v1/engines/register",
+           ctl_register_engine(&s->model, body, err, sizeof(err), &changed))
+BODY_ROUTE(r_publish, "/v1/publish", ctl_publish(&s->model, body, &reply, err, sizeof(err), &changed))
+
+static enum MHD_Result r_report(wsync_control_server_t *s, req_ctx_t *c, const char *url)
+{
+    /* /v1/engines/<id>/report */
+    const char *id0 = url + strlen("/v1/engines/");
+    const char *slash = strchr(id0, '/');
+    char id[128];
+    enum MHD_Result ret;
+    json_t *body;
+    char err[512] = "";
+    int changed = 0, code;
+
+    if (slash == NULL || strcmp(slash, "/report") != 0 || slash == id0 || (size_t)(slash - id0) >= sizeof(id)) {
+        ctl_count(s, "not_found", 404);
+        return ctl_error(c->conn, 404, "no such route (POST /v1/engines/<id>/report)");
+    }
+    memcpy(id, id0, (size_t)(slash - id0));
+    id[slash - id0] = '\0';
+    if ((body = parse_body(s, c, "/v1/engines/report", &ret)) == NULL)
+        return ret;
+    code = ctl_report(&s->model, id, body, err, sizeof(err), &changed);
+    json_decref(body);
+    if (code < 300 && changed)
+        ctl_changed(s, 0);
+    return finish(s, c, "/v1/engines/report", code, err, NULL);
+}
+
+/* Integer query argument; 0 and *ok=1 when absent. */
+static uint64_t query_u64(struct MHD_Connection *conn, const char *key, uint64_t dflt, int *ok)
+{
+    const char *v = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, key);
+    char *end = NULL;
+    unsigned long long x;
+    if (v == NULL)
+        return dflt;
+    x = strtoull(v, &end, 10);
+    if (*v == '\0' || *v == '-' || *end != '\0')
+        *ok = 0;
+    return x;
+}
+
+static enum MHD_Result answer_latest(wsync_control_server_t *s, req_ctx_t *c)
+{
+    uint64_t latest = ctl_latest(&s->model);
+    if (latest > c->after) {
+        ctl_count(s, "/v1/versions/latest", 200);
+        return ctl_respond_json(c->conn, 200, json_pack("{s:I}", "version", (json_int_t)latest));
+    }
+    ctl_count(s, "/v1/versions/latest", 204);
+    return ctl_respond(c->conn, 204, "application/json", strdup(""));
+}
+
+enum MHD_Result ctl_long_poll_answer(wsync_control_server_t *s, req_ctx_t *c)
+{
+    return answer_latest(s, c);
+}
+
+static enum MHD_Result r_versions(wsync_control_server_t *s, req_ctx_t *c, const char *url)
+{
+    const char *rest = url + strlen("/v1/versions/");
+    char *end = NULL;
+    unsigned long long v;
+    json_t *rec;
+    int ok = 1;
+
+    if (strcmp(rest, "latest") == 0) {
+        uint64_t timeout = query_u64(c->conn, "timeout_ms", 0, &ok);
+        c->after = query_u64(c->conn, "after", 0, &ok);
+        if (!ok) {
+            ctl_count(s, "/v1/versions/latest", 400);
+            return ctl_error(c->conn, 400, "query arguments after and timeout_ms must be non-negative integers");
+        }
+        if (timeout > CTL_MAX_POLL_MS)
+            timeout = CTL_MAX_POLL_MS;
+        if (ctl_latest(&s->model) > c->after || timeout == 0)
+            return answer_latest(s, c);
+        c->deadline = wsync_now_ns() + timeout * 1000000ULL;
+        ctl_suspend(s, c);
+        return MHD_YES;
+    }
+    v = strtoull(rest, &end, 10);
+    if (*rest == '\0' || *end != '\0' || v == 0) {
+        ctl_count(s, "/v1/versions", 404);
+        return ctl_error(c->conn, 404, "no such route: use /v1/versions/latest or /v1/versions/<N>");
+    }
+    rec = ctl_version_json(&s->model, v);
+    if (rec == NULL) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "version %llu is not published or no longer retained (latest is %llu)", v,
+                 (unsigned long long)ctl_latest(&s->model));
+        ctl_count(s, "/v1/versions", 404);
+        return ctl_error(c->conn, 404, msg);
+    }
+    return finish(s, c, "/v1/versions", 200, NULL, rec);
+}
+
+static const ctl_route_t routes[] = {
+    {"/healthz", "GET", "/healthz", 0, CTL_BODY_CAP, 0, r_healthz},
+    {"/metrics", "GET", "/metrics", 0, CTL_BODY_CAP, 0, r_metrics},
+    {"/v1/status", "GET", "/v1/status", 0, CTL_BODY_CAP, 0, r_status},
+    {"/v1/trainers", "GET", "/v1/trainers", 0, CTL_BODY_CAP, 0, r_trainers},
+    {"/v1/trainers/register", "POST", "/v1/trainers/register", 0, CTL_BODY_CAP, 1, r_register_trainer},
+    {"/v1/engines/register", "POST", "/v1/engines/register", 0, CTL_BODY_CAP, 1, r_register_engine},
+    {"/v1/publish", "POST", "/v1/publish", 0, CTL_PUBLISH_CAP, 1, r_publish},
+    {"/v1/versions", "GET", "/v1/versions/", 1, CTL_BODY_CAP, 0, r_versions},
+    {"/v1/engines/report", "POST", "/v1/engines/", 1, CTL_BODY_CAP, 1, r_report},
+};
+
+const ctl_route_t *ctl_route_find(const char *url, const char *method, int *path_known)
+{
+    size_t i;
+    *path_known = 0;
+    for (i = 0; i < WSYNC_ARRAY_LEN(routes); i++) {
+        const ctl_route_t *r = &routes[i];
+        int match = r->prefix ? strncmp(url, r->path, strlen(r->path)) == 0 : strcmp(url, r->path) == 0;
+        /* /v1/engines/register is exact; the report prefix must not take it. */
+        if (r->prefix && r->run == r_report && strcmp(url, "/v1/engines/register") == 0)
+            match = 0;
+        if (!match)
+            continue;
+        *path_known = 1;
+        if (strcmp(method, r->method) == 0)
+            return r;
+    }
+    return NULL;
+}

@@ -1,0 +1,321 @@
+/* server.c: the control endpoint's HTTP side (libmicrohttpd): one handler
+ * pattern (per-request context, body cap, JSON parse, route, respond), auth,
+ * long polls held as suspended connections (no thread each), metrics. */
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+#include "common/msg.h"
+#include "common/util.h"
+#include "trainer_side/control/control_server.h"
+#include "trainer_side/control/model.h"
+#include "trainer_side/control/server_internal.h"
+#include "trainer_side/control/state_file.h"
+
+static void save_state(wsync_control_server_t *s)
+{
+    json_t *st;
+    if (s->state_path == NULL)
+        return;
+    st = ctl_state_json(&s->model);
+    if (ctl_state_save(s->state_path, st) != WSYNC_OK)
+        LOG_ERROR("%s", wsync_last_error());
+    json_decref(st);
+}
+
+/* Wake every long poll that can now be answered (or, with `all`, every one). */
+static void wake_waiters(wsync_control_server_t *s, int all)
+{
+    uint64_t latest = ctl_latest(&s->model), now = wsync_now_ns();
+    req_ctx_t **pp;
+    pthread_mutex_lock(&s->wait_lock);
+    pp = &s->waiters;
+    while (*pp) {
+        req_ctx_t *c = *pp;
+        if (all || latest > c->after || now >= c->deadline) {
+            *pp = c->next_waiter;
+            c->waiting = 0;
+            MHD_resume_connection(c->conn);
+        } else {
+            pp = &c->next_waiter;
+        }
+    }
+    pthread_mutex_unlock(&s->wait_lock);
+}
+
+static void *timer_main(void *arg)
+{
+    wsync_control_server_t *s = arg;
+    while (!__atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE)) {
+        usleep(5000);
+        wake_waiters(s, 0);
+    }
+    return NULL;
+}
+
+void ctl_count(wsync_control_server_t *s, const char *route, int code)
+{
+    int i;
+    pthread_mutex_lock(&s->wait_lock);
+    for (i = 0; i < s->ncounts; i++)
+        if (s->counts[i].route == route && s->counts[i].code == code)
+            break;
+    if (i == s->ncounts && s->ncounts < CTL_MAX_COUNTS) {
+        s->counts[i].route = route;
+        s->counts[i].code = code;
+        s->counts[i].n = 0;
+        s->ncounts++;
+    }
+    if (i < s->ncounts)
+        s->counts[i].n++;
+    pthread_mutex_unlock(&s->wait_lock);
+}
+
+enum MHD_Result ctl_respond(struct MHD_Connection *conn, int code, const char *type, char *body)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    enum MHD_Result ret;
+    if (r == NULL) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", type);
+    ret = MHD_queue_response(conn, (unsigned)code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+enum MHD_Result ctl_respond_json(struct MHD_Connection *conn, int code, json_t *j)
+{
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (text == NULL)
+        return MHD_NO;
+    return ctl_respond(conn, code, "application/json", text);
+}
+
+static const char *status_name(int code)
+{
+    switch (code) {
+    case 400: return "bad_request";
+    case 401: return "unauthorized";
+    case 404: return "not_found";
+    case 405: return "method_not_allowed";
+    case 409: return "conflict";
+    case 413: return "payload_too_large";
+    case 422: return "invalid_field";
+    case 507: return "insufficient_storage";
+    default: return "internal_error";
+    }
+}
+
+enum MHD_Result ctl_error(struct MHD_Connection *conn, int code, const char *msg)
+{
+    return ctl_respond_json(conn, code, json_pack("{s:{s:i, s:s, s:s}}", "error", "code", code, "status",
+                                                  status_name(code), "message", msg));
+}
+
+/* Constant-time: the time taken does not depend on where a guess differs. */
+static int token_ok(const wsync_control_server_t *s, struct MHD_Connection *conn)
+{
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    size_t tl = strlen(s->token), hl, i;
+    unsigned char diff = 0;
+    if (h == NULL || strncmp(h, "Bearer ", 7) != 0)
+        return 0;
+    h += 7;
+    hl = strlen(h);
+    diff = (unsigned char)(hl != tl);
+    for (i = 0; i < tl; i++)
+        diff |= (unsigned char)(s->token[i] ^ (i < hl ? h[i] : 0));
+    return diff == 0;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                               const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    wsync_control_server_t *s = cls;
+    req_ctx_t *c = *con_cls;
+    const ctl_route_t *route;
+    int method_ok = 0, code;
+    enum MHD_Result ret;
+
+    if (c == NULL) {
+        c = calloc(1, sizeof(*c));
+        if (c == NULL)
+            return MHD_NO;
+        c->conn = conn;
+        *con_cls = c;
+        return MHD_YES;
+    }
+    if (*upload_size > 0) {
+        route = ctl_route_find(url, method, &method_ok);
+        if (c->len + *upload_size > (route ? route->body_cap : CTL_BODY_CAP)) {
+            c->too_big = 1; /* keep reading, answer 413 at the end */
+        } else if (!c->too_big) {
+            if (c->len + *upload_size + 1 > c->cap) {
+                size_t ncap = (c->len + *upload_size + 1) * 2;
+                char *nb = realloc(c->body, ncap);
+                if (nb == NULL)
+                    return MHD_NO;
+                c->body = nb;
+                c->cap = ncap;
+            }
+            memcpy(c->body + c->len, upload, *upload_size);
+            c->len += *upload_size;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (c->resumed_answer) /* a long poll woke up: answer it */
+        return ctl_long_poll_answer(s, c);
+    route = ctl_route_find(url, method, &method_ok);
+    if (route == NULL) {
+        code = method_ok ? 405 : 404;
+        ctl_count(s, method_ok ? "method_not_allowed" : "not_found", code);
+        return ctl_error(conn, code, method_ok ? "method not allowed on this route" : "no such route");
+    }
+    if (route->mutating && s->token && !token_ok(s, conn)) {
+        ctl_count(s, route->name, 401);
+        return ctl_error(conn, 401, "missing or wrong bearer token (Authorization: Bearer <token>)");
+    }
+    if (c->too_big) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "request body over the %zu-byte limit of this route", route->body_cap);
+        ctl_count(s, route->name, 413);
+        return ctl_error(conn, 413, msg);
+    }
+    ret = route->run(s, c, url);
+    return ret;
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    req_ctx_t *c = *con_cls;
+    if (c == NULL)
+        return;
+    free(c->body);
+    free(c);
+    *con_cls = NULL;
+}
+
+/* Route handlers call this after a change that must survive a restart. */
+void ctl_changed(wsync_control_server_t *s, int published)
+{
+    save_state(s);
+    if (published)
+        wake_waiters(s, 0);
+}
+
+wsync_status_t ctl_suspend(wsync_control_server_t *s, req_ctx_t *c)
+{
+    pthread_mutex_lock(&s->wait_lock);
+    c->waiting = 1;
+    c->resumed_answer = 1;
+    c->next_waiter = s->waiters;
+    s->waiters = c;
+    MHD_suspend_connection(c->conn);
+    pthread_mutex_unlock(&s->wait_lock);
+    return WSYNC_OK;
+}
+
+wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *cfg, wsync_control_server_t **out)
+{
+    wsync_control_server_t *s = calloc(1, sizeof(*s));
+    char host[128] = "0.0.0.0", adv[64];
+    int port = WSYNC_CONTROL_PORT, fd = -1;
+    json_t *state = NULL;
+    wsync_status_t st;
+
+    WSYNC_CHECK_ALLOC(s);
+    ctl_model_init(&s->model);
+    pthread_mutex_init(&s->wait_lock, NULL);
+    if (cfg->listen && cfg->listen[0])
+        WSYNC_CHECK_GOTO(wsync_split_hostport(cfg->listen, host, sizeof(host), &port), st, err);
+    if (cfg->token_file) {
+        FILE *f = fopen(cfg->token_file, "r");
+        char buf[512] = "";
+        size_t n;
+        if (f == NULL) {
+            st = wsync_error(WSYNC_ERR_IO, "token file %s: %s", cfg->token_file, strerror(errno));
+            goto err;
+        }
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+            buf[--n] = '\0';
+        if (n == 0) {
+            st = wsync_error(WSYNC_ERR_INVALID, "token file %s is empty", cfg->token_file);
+            goto err;
+        }
+        s->token = strdup(buf);
+    }
+    if (cfg->state_file) {
+        s->state_path = strdup(cfg->state_file);
+        WSYNC_CHECK_GOTO(ctl_state_read(cfg->state_file, &state), st, err);
+        if (state) {
+            st = ctl_state_load(&s->model, state, cfg->state_file);
+            json_decref(state);
+            if (st != WSYNC_OK)
+                goto err;
+            LOG_INFO("state file %s: continuing from version %llu", cfg->state_file,
+                     (unsigned long long)s->model.latest);
+        }
+    }
+    WSYNC_CHECK_GOTO(wsync_tcp_listen(host, port, &fd, &port), st, err);
+    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL,
+                            NULL, handler, s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed,
+                            s, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 16384),
+                            MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)(cfg->idle_timeout_s > 0 ? cfg->idle_timeout_s : 120),
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024), MHD_OPTION_END);
+    if (s->d == NULL) {
+        close(fd);
+        st = wsync_error(WSYNC_ERR_IO, "cannot start the HTTP server on %s:%d", host, port);
+        goto err;
+    }
+    if (pthread_create(&s->timer, NULL, timer_main, s) != 0) {
+        st = wsync_error(WSYNC_ERR_IO, "cannot start the long-poll timer");
+        goto err;
+    }
+    s->timer_started = 1;
+    if (strcmp(host, "0.0.0.0") == 0 || host[0] == '\0')
+        wsync_primary_ipv4(adv, sizeof(adv));
+    else
+        snprintf(adv, sizeof(adv), "%s", host);
+    snprintf(s->url, sizeof(s->url), "http://%s:%d", adv, port);
+    LOG_INFO("control endpoint listening on %s:%d (%s)", host, port, s->url);
+    *out = s;
+    return WSYNC_OK;
+err:
+    wsync_control_server_stop(s);
+    return st;
+}
+
+const char *wsync_control_server_url(const wsync_control_server_t *s)
+{
+    return s->url;
+}
+
+void wsync_control_server_stop(wsync_control_server_t *s)
+{
+    if (s == NULL)
+        return;
+    __atomic_store_n(&s->stopping, 1, __ATOMIC_RELEASE);
+    if (s->timer_started)
+        pthread_join(s->timer, NULL);
+    if (s->d) {
+        wake_waiters(s, 1);
+        MHD_stop_daemon(s->d);
+    }
+    ctl_model_free(&s->model);
+    pthread_mutex_destroy(&s->wait_lock);
+    free(s->state_path);
+    free(s->token);
+    free(s);
+}

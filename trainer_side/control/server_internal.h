@@ -1,0 +1,74 @@
+/* server_internal.h: what the HTTP server and its route handlers share. */
+#ifndef WSYNC_CONTROL_SERVER_INTERNAL_H
+#define WSYNC_CONTROL_SERVER_INTERNAL_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+
+#include "trainer_side/control/control_server.h"
+#include "trainer_side/control/model.h"
+
+#define CTL_BODY_CAP (64u << 10)            /* default request body limit */
+#define CTL_PUBLISH_CAP (64u << 20)         /* publish carries the manifest: 100k tensors fit */
+#define CTL_MAX_COUNTS 256
+#define CTL_MAX_POLL_MS 60000
+
+typedef struct req_ctx {
+    struct MHD_Connection *conn;
+    char *body;
+    size_t len, cap;
+    int too_big;
+    /* long poll */
+    int waiting, resumed_answer;
+    uint64_t after, deadline;
+    struct req_ctx *next_waiter;
+} req_ctx_t;
+
+typedef struct ctl_count {
+    const char *route;
+    int code;
+    uint64_t n;
+} ctl_count_t;
+
+struct wsync_control_server {
+    struct MHD_Daemon *d;
+    ctl_model_t model;
+    char url[128];
+    char *state_path;
+    char *token;
+    pthread_mutex_t wait_lock;      /* waiters and counts */
+    req_ctx_t *waiters;
+    ctl_count_t counts[CTL_MAX_COUNTS];
+    int ncounts;
+    pthread_t timer;
+    int timer_started;
+    int stopping;
+};
+
+typedef struct ctl_route {
+    const char *name;               /* for metrics */
+    const char *method;
+    const char *path;               /* exact, or a prefix ending in '/' matched with `prefix` */
+    int prefix;
+    size_t body_cap;
+    int mutating;
+    enum MHD_Result (*run)(wsync_control_server_t *s, req_ctx_t *c, const char *url);
+} ctl_route_t;
+
+/* routes.c */
+const ctl_route_t *ctl_route_find(const char *url, const char *method, int *path_known);
+enum MHD_Result ctl_long_poll_answer(wsync_control_server_t *s, req_ctx_t *c);
+
+/* server.c */
+enum MHD_Result ctl_respond(struct MHD_Connection *conn, int code, const char *type, char *body);
+enum MHD_Result ctl_respond_json(struct MHD_Connection *conn, int code, json_t *j);
+enum MHD_Result ctl_error(struct MHD_Connection *conn, int code, const char *msg);
+void ctl_count(wsync_control_server_t *s, const char *route, int code);
+void ctl_changed(wsync_control_server_t *s, int published);
+wsync_status_t ctl_suspend(wsync_control_server_t *s, req_ctx_t *c);
+
+/* metrics.c */
+char *ctl_metrics_text(wsync_control_server_t *s);
+
+#endif

@@ -1,0 +1,76 @@
+/* state_file.c: atomic write and careful read of the state file. */
+#include "trainer_side/control/state_file.h"
+
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+
+wsync_status_t ctl_state_save(const char *path, const json_t *state)
+{
+    char tmp[4096], dir[4096];
+    char *text = json_dumps(state, JSON_COMPACT);
+    size_t len, off = 0;
+    int fd, dfd;
+
+    WSYNC_CHECK_ALLOC(text);
+    len = strlen(text);
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        free(text);
+        return wsync_error(WSYNC_ERR_IO, "state file: cannot create %s: %s", tmp, strerror(errno));
+    }
+    while (off < len) {
+        ssize_t n = write(fd, text + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            free(text);
+            return wsync_error(WSYNC_ERR_IO, "state file: cannot write %s: %s (the previous state is kept)", tmp,
+                               strerror(e));
+        }
+        off += (size_t)n;
+    }
+    free(text);
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return wsync_error(WSYNC_ERR_IO, "state file: cannot sync %s: %s (the previous state is kept)", tmp,
+                           strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return wsync_error(WSYNC_ERR_IO, "state file: cannot replace %s: %s", path, strerror(e));
+    }
+    snprintf(dir, sizeof(dir), "%s", path);
+    dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return WSYNC_OK;
+}
+
+wsync_status_t ctl_state_read(const char *path, json_t **out)
+{
+    json_error_t jerr;
+    json_t *j;
+    *out = NULL;
+    if (access(path, F_OK) != 0 && errno == ENOENT)
+        return WSYNC_OK;
+    j = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (j == NULL)
+        return wsync_error(WSYNC_ERR_FORMAT, "state file %s is unreadable or corrupt (%s, line %d); refusing to "
+                           "start empty: fix it, or move it away to start from scratch", path, jerr.text, jerr.line);
+    *out = j;
+    return WSYNC_OK;
+}

@@ -1,0 +1,16 @@
+/* state_file.h: the control endpoint's durable state, written atomically. */
+#ifndef WSYNC_CONTROL_STATE_FILE_H
+#define WSYNC_CONTROL_STATE_FILE_H
+
+#include <jansson.h>
+
+#include "common/wsync.h"
+
+/* Write `state` to `path` via a temp file in the same directory, fsync,
+ * rename, fsync of the directory: a crash leaves the old or the new file. */
+wsync_status_t ctl_state_save(const char *path, const json_t *state);
+/* *out = NULL when the file does not exist; a file that cannot be read or
+ * parsed is an error naming the file and the problem. */
+wsync_status_t ctl_state_read(const char *path, json_t **out);
+
+#endif
