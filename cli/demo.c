@@ -1,12 +1,192 @@
-/* demo.c: `wsync demo` (being built; see the open issues). */
+/* demo.c: `wsync demo`: wsync's whole job on one machine. Runs the control
+ * endpoint in this process, starts W trainer processes and M engine nodes of
+ * L processes each, publishes N versions (each once every engine holds the
+ * previous one), and succeeds only when every engine verified every version. */
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
+#include "common/util.h"
+#include "trainer_side/control/control_server.h"
+
+#define DEMO_MAX_PROCS 512
+
+typedef struct proc {
+    pid_t pid;
+    int engine;             /* 1 engine rank, 0 trainer */
+    int status;
+    int exited;
+    char name[128];
+} proc_t;
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: wsync demo [--trainers W] [--engines M] [--local-ranks L]\n"
+            "                  [--synthetic SIZE | --safetensors F1,F2,...] [--versions N] [--dump DIR]\n"
+            "                  [--mode staged|in-place] [--transport auto|tcp|nccl|verbs] [--chunk SIZE]\n"
+            "                  [--layout even|fsdp] [--timeout-s S]\n"
+            "Defaults: 2 trainers, 2 engine nodes x 2 local ranks, a 1 GiB synthetic LLM, 3 versions.\n");
+}
+
+static pid_t spawn(char *const argv[])
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv("/proc/self/exe", argv);
+        fprintf(stderr, "wsync demo: cannot exec %s: %m\n", argv[0]);
+        _exit(127);
+    }
+    return pid;
+}
 
 int cmd_demo(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "wsync demo: not built yet\n");
-    return 1;
+    static const struct option opts[] = {
+        {"trainers", 1, 0, 'W'}, {"engines", 1, 0, 'M'}, {"local-ranks", 1, 0, 'L'}, {"synthetic", 1, 0, 's'},
+        {"safetensors", 1, 0, 'f'}, {"versions", 1, 0, 'n'}, {"dump", 1, 0, 'D'}, {"mode", 1, 0, 'm'},
+        {"transport", 1, 0, 't'}, {"chunk", 1, 0, 'k'}, {"layout", 1, 0, 'y'}, {"timeout-s", 1, 0, 'T'},
+        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    const char *synthetic = NULL, *files = NULL, *dumpdir = NULL, *mode = "staged", *transport = "tcp",
+               *chunk = "64M", *layout = "even";
+    long W = 2, M = 2, L = 2, N = 3, timeout_s = 600;
+    wsync_control_server_t *server = NULL;
+    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
+    proc_t *procs = NULL;
+    int nprocs = 0, i, o, failed = 0, engines_left;
+    uint64_t t0, deadline;
+    char url[256], wbuf[24], nbuf[24], mbuf[24], lbuf[24], rbuf[24], ebuf[48];
+
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (o) {
+        case 'W': W = atol(optarg); break;
+        case 'M': M = atol(optarg); break;
+        case 'L': L = atol(optarg); break;
+        case 's': synthetic = optarg; break;
+        case 'f': files = optarg; break;
+        case 'n': N = atol(optarg); break;
+        case 'D': dumpdir = optarg; break;
+        case 'm': mode = optarg; break;
+        case 't': transport = optarg; break;
+        case 'k': chunk = optarg; break;
+        case 'y': layout = optarg; break;
+        case 'T': timeout_s = atol(optarg); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (W < 1 || M < 1 || L < 1 || N < 1 || W + M * L > DEMO_MAX_PROCS || (synthetic && files)) {
+        fprintf(stderr, "wsync demo: need --trainers, --engines, --local-ranks, --versions >= 1 (at most %d "
+                        "processes) and at most one of --synthetic / --safetensors\n", DEMO_MAX_PROCS);
+        return 2;
+    }
+    if (synthetic == NULL && files == NULL)
+        synthetic = "1G";
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    if (wsync_control_server_start(&sc, &server) != WSYNC_OK) {
+        cli_report("demo", "cannot start the control endpoint", WSYNC_ERR_IO);
+        return 1;
+    }
+    snprintf(url, sizeof(url), "%s", wsync_control_server_url(server));
+    printf("wsync demo: control endpoint %s  (watch it: wsync status --control %s --watch)\n", url, url);
+    printf("wsync demo: %ld trainer ranks -> %ld engine nodes x %ld local ranks, model %s, %ld versions, "
+           "%s mode, transport %s\n", W, M, L, synthetic ? synthetic : files, N, mode, transport);
+    fflush(stdout);
+    procs = calloc(DEMO_MAX_PROCS, sizeof(*procs));
+    snprintf(wbuf, sizeof(wbuf), "%ld", W);
+    snprintf(nbuf, sizeof(nbuf), "%ld", N);
+    snprintf(mbuf, sizeof(mbuf), "%ld", M);
+    snprintf(lbuf, sizeof(lbuf), "%ld", L);
+    t0 = wsync_now_ns();
+    for (i = 0; i < M * L; i++) {
+        char *args[32];
+        int a = 0;
+        snprintf(ebuf, sizeof(ebuf), "e%ld", (long)(i / L));
+        snprintf(rbuf, sizeof(rbuf), "%ld", (long)(i % L));
+        args[a++] = "wsync"; args[a++] = "engine"; args[a++] = "--control"; args[a++] = url;
+        args[a++] = "--engine"; args[a++] = ebuf; args[a++] = "--local-rank"; args[a++] = rbuf;
+        args[a++] = "--local-world"; args[a++] = lbuf; args[a++] = "--versions"; args[a++] = nbuf;
+        args[a++] = "--mode"; args[a++] = (char *)mode; args[a++] = "--transport"; args[a++] = (char *)transport;
+        args[a++] = "--timeout-ms"; args[a++] = "300000";
+        if (dumpdir) { args[a++] = "--dump"; args[a++] = (char *)dumpdir; }
+        args[a] = NULL;
+        procs[nprocs].engine = 1;
+        snprintf(procs[nprocs].name, sizeof(procs[0].name), "engine %s rank %s", ebuf, rbuf);
+        procs[nprocs++].pid = spawn(args);
+    }
+    for (i = 0; i < W; i++) {
+        char *args[32];
+        int a = 0;
+        snprintf(rbuf, sizeof(rbuf), "%d", i);
+        args[a++] = "wsync"; args[a++] = "trainer"; args[a++] = "--control"; args[a++] = url;
+        args[a++] = "--rank"; args[a++] = rbuf; args[a++] = "--world"; args[a++] = wbuf;
+        args[a++] = synthetic ? "--synthetic" : "--safetensors"; args[a++] = (char *)(synthetic ? synthetic : files);
+        args[a++] = "--versions"; args[a++] = nbuf; args[a++] = "--wait-engines"; args[a++] = mbuf;
+        args[a++] = "--chunk"; args[a++] = (char *)chunk; args[a++] = "--layout"; args[a++] = (char *)layout;
+        args[a] = NULL;
+        procs[nprocs].engine = 0;
+        snprintf(procs[nprocs].name, sizeof(procs[0].name), "trainer rank %d", i);
+        procs[nprocs++].pid = spawn(args);
+    }
+    /* Engines end on their own after N versions; a trainer that ends early failed. */
+    deadline = t0 + (uint64_t)timeout_s * 1000000000ULL;
+    engines_left = (int)(M * L);
+    while (engines_left > 0 && !interrupted && wsync_now_ns() < deadline) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid <= 0) {
+            usleep(20000);
+            continue;
+        }
+        for (i = 0; i < nprocs; i++)
+            if (procs[i].pid == pid) {
+                procs[i].exited = 1;
+                procs[i].status = status;
+                if (procs[i].engine)
+                    engines_left--;
+                if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                    fprintf(stderr, "wsync demo: %s ended with %s %d\n", procs[i].name,
+                            WIFEXITED(status) ? "status" : "signal",
+                            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+                    failed = 1;
+                }
+            }
+        if (failed)
+            break;
+    }
+    if (engines_left > 0 && !failed) {
+        fprintf(stderr, "wsync demo: %s; %d engine ranks still running\n",
+                interrupted ? "interrupted" : "timed out", engines_left);
+        failed = 1;
+    }
+    for (i = 0; i < nprocs; i++)
+        if (!procs[i].exited)
+            kill(procs[i].pid, SIGTERM);
+    for (i = 0; i < nprocs; i++)
+        if (!procs[i].exited)
+            waitpid(procs[i].pid, NULL, 0);
+    if (!failed)
+        printf("wsync demo: every engine (%ld nodes x %ld ranks) verified all %ld versions of %s in %.1f s\n", M, L,
+               N, synthetic ? synthetic : files, (double)(wsync_now_ns() - t0) / 1e9);
+    else
+        printf("wsync demo: FAILED (see the messages above)\n");
+    free(procs);
+    wsync_control_server_stop(server);
+    return failed ? 1 : 0;
 }

@@ -1,12 +1,167 @@
-/* engine.c: `wsync engine` (being built; see the open issues). */
+/* engine.c: `wsync engine`, an engine rank stand-in: pulls versions as they
+ * are published, holds them verified, and optionally dumps each one as a
+ * safetensors file with the original names, dtypes and shapes. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
+#include "common/checks.h"
+#include "common/manifest.h"
+#include "common/mem/mem.h"
+#include "common/safetensors.h"
+#include "common/util.h"
+#include "engine_side/receiver_internal.h"
+#include "engine_side/wsync_receiver.h"
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: wsync engine --control URL --engine ID --local-rank R --local-world L\n"
+            "                    [--mode staged|in-place] [--dump DIR] [--follow | --versions N]\n"
+            "                    [--device host|cuda:N] [--transport auto|tcp|nccl|verbs] [--bind HOST]\n"
+            "                    [--timeout-ms MS] [--host-id ID]\n"
+            "Pulls the newest version whenever one is published; exits 0 after holding N versions\n"
+            "(default 1), or runs until interrupted with --follow. A failed pull is reported and retried.\n"
+            "  --dump DIR   write each verified version to DIR/<engine>/rank<R>/v<version>.safetensors\n");
+}
+
+static int mkdirs(const char *path)
+{
+    char buf[1024];
+    size_t i;
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (i = 1; buf[i]; i++)
+        if (buf[i] == '/') {
+            buf[i] = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return -1;
+            buf[i] = '/';
+        }
+    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static wsync_status_t dump(wsync_receiver_t *r, const char *dir, const char *engine, int rank, uint64_t v)
+{
+    char path[1100], sub[1024];
+    void *img = NULL, *host = NULL;
+    size_t len = 0;
+    wsync_status_t st;
+
+    snprintf(sub, sizeof(sub), "%s/%s/rank%d", dir, engine, rank);
+    if (mkdirs(sub) != 0)
+        return wsync_error(WSYNC_ERR_IO, "cannot create %s: %s", sub, strerror(errno));
+    snprintf(path, sizeof(path), "%s/v%llu.safetensors", sub, (unsigned long long)v);
+    WSYNC_CHECK_ALLOC(r);
+    WSYNC_CHECK(wsync_receiver_image(r, &img, &len));
+    if (r->mem->kind != WSYNC_MEM_HOST) {
+        host = malloc(len ? len : 1);
+        WSYNC_CHECK_ALLOC(host);
+        if ((st = r->mem->copy(host, img, len)) != WSYNC_OK) {
+            free(host);
+            return st;
+        }
+        img = host;
+    }
+    st = wsync_safetensors_write(path, r->held->manifest, img, r->held->manifest->metadata);
+    free(host);
+    return st;
+}
 
 int cmd_engine(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "wsync engine: not built yet\n");
-    return 1;
+    static const struct option opts[] = {
+        {"control", 1, 0, 'c'}, {"engine", 1, 0, 'e'}, {"local-rank", 1, 0, 'r'}, {"local-world", 1, 0, 'w'},
+        {"mode", 1, 0, 'm'}, {"dump", 1, 0, 'D'}, {"follow", 0, 0, 'F'}, {"versions", 1, 0, 'n'},
+        {"device", 1, 0, 'd'}, {"transport", 1, 0, 't'}, {"bind", 1, 0, 'b'}, {"timeout-ms", 1, 0, 'T'},
+        {"host-id", 1, 0, 'H'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    wsync_receiver_config_t rc_cfg = {.local_rank = -1, .local_world = 0, .mode = WSYNC_MODE_STAGED};
+    wsync_receiver_t *r = NULL;
+    const char *dumpdir = NULL;
+    long versions = 1, timeout_ms = 120000;
+    int o, follow = 0, held = 0, rc = 1;
+    wsync_status_t st;
+
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (o) {
+        case 'c': rc_cfg.control_url = optarg; break;
+        case 'e': rc_cfg.engine_id = optarg; break;
+        case 'r': rc_cfg.local_rank = atoi(optarg); break;
+        case 'w': rc_cfg.local_world = atoi(optarg); break;
+        case 'm':
+            if (strcmp(optarg, "staged") == 0) rc_cfg.mode = WSYNC_MODE_STAGED;
+            else if (strcmp(optarg, "in-place") == 0) rc_cfg.mode = WSYNC_MODE_IN_PLACE;
+            else { fprintf(stderr, "wsync engine: --mode must be staged or in-place\n"); return 2; }
+            break;
+        case 'D': dumpdir = optarg; break;
+        case 'F': follow = 1; break;
+        case 'n': versions = atol(optarg); break;
+        case 'd': rc_cfg.device = optarg; break;
+        case 't': rc_cfg.transport = optarg; break;
+        case 'b': rc_cfg.bind_host = optarg; break;
+        case 'T': timeout_ms = atol(optarg); break;
+        case 'H': rc_cfg.host_id = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (rc_cfg.control_url == NULL || rc_cfg.engine_id == NULL || rc_cfg.local_world < 1 ||
+        rc_cfg.local_rank < 0 || rc_cfg.local_rank >= rc_cfg.local_world || versions < 1 || timeout_ms < 1) {
+        fprintf(stderr, "wsync engine: need --control URL, --engine ID, --local-rank R < --local-world L\n");
+        usage(stderr);
+        return 2;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    if ((st = wsync_receiver_create(&rc_cfg, &r)) != WSYNC_OK) {
+        cli_report("engine", "cannot start", st);
+        return st == WSYNC_ERR_INVALID ? 2 : 1;
+    }
+    while (!stop_flag && (follow || held < versions)) {
+        uint64_t v = 0;
+        st = wsync_receiver_pull(r, 0, (int)timeout_ms, &v);
+        if (st == WSYNC_ERR_TIMEOUT && follow && strstr(wsync_last_error(), "no version newer"))
+            continue;
+        if (st != WSYNC_OK) {
+            fprintf(stderr, "wsync engine %s rank %d: pull failed: %s: %s\n", rc_cfg.engine_id, rc_cfg.local_rank,
+                    wsync_status_str(st), wsync_last_error());
+            if (stop_flag)
+                break;
+            usleep(200000);
+            continue;
+        }
+        held++;
+        if (rc_cfg.local_rank == 0) {
+            double secs = r->last_secs;
+            void *img;
+            size_t len = 0;
+            wsync_receiver_image(r, &img, &len);
+            printf("engine %s: version %llu ready on %d ranks in %.3f s (%.2f GB/s per rank)\n", rc_cfg.engine_id,
+                   (unsigned long long)v, rc_cfg.local_world, secs, secs > 0 ? (double)len / secs / 1e9 : 0.0);
+            fflush(stdout);
+        }
+        if (dumpdir && (st = dump(r, dumpdir, rc_cfg.engine_id, rc_cfg.local_rank, v)) != WSYNC_OK) {
+            cli_report("engine", "dump failed", st);
+            goto out;
+        }
+    }
+    rc = held >= versions || follow ? 0 : 1;
+out:
+    wsync_receiver_destroy(r);
+    return rc;
 }

@@ -1,12 +1,218 @@
-/* trainer.c: `wsync trainer` (being built; see the open issues). */
+/* trainer.c: `wsync trainer`, a trainer rank stand-in: owns its rank's share
+ * of a model's image and publishes versions of it (synthetic content that
+ * differs per version, or safetensors files in turn). */
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/model.h"
+#include "common/control_client.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "trainer_side/control/control_server.h"
+#include "trainer_side/wsync_publisher.h"
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: wsync trainer --control URL --rank R --world W (--synthetic SIZE | --safetensors F1[,F2...])\n"
+            "                     [--versions N] [--interval-ms MS] [--wait-engines M] [--serve HOST:PORT]\n"
+            "                     [--listen HOST:PORT] [--advertise HOST] [--device host|cuda:N] [--chunk SIZE]\n"
+            "                     [--layout even|fsdp] [--zero-copy] [--host-id ID] [--exit-after-publish]\n"
+            "Publishes N versions (default 3) of its rank's share of the model, then keeps serving pulls\n"
+            "until interrupted. Version numbers continue from the newest published one.\n"
+            "  --wait-engines M   before publishing the next version, wait until M engines hold the last\n"
+            "  --serve HOST:PORT  also run the control endpoint in this process (rank 0)\n");
+}
+
+/* Wait until `engines` engine nodes report `version` ready (or newer). */
+static int wait_engines(wsync_control_t *c, int engines, uint64_t version)
+{
+    while (!stop_flag) {
+        json_t *st = NULL, *e;
+        size_t i;
+        int ready = 0;
+        if (wsync_control_status(c, &st) == WSYNC_OK) {
+            json_array_foreach(json_object_get(st, "engines"), i, e)
+                if ((uint64_t)json_integer_value(json_object_get(e, "version")) >= version)
+                    ready++;
+            json_decref(st);
+        }
+        if (ready >= engines)
+            return 0;
+        usleep(20000);
+    }
+    return 1;
+}
 
 int cmd_trainer(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "wsync trainer: not built yet\n");
-    return 1;
+    static const struct option opts[] = {
+        {"control", 1, 0, 'c'}, {"rank", 1, 0, 'r'}, {"world", 1, 0, 'w'}, {"synthetic", 1, 0, 's'},
+        {"safetensors", 1, 0, 'f'}, {"versions", 1, 0, 'n'}, {"interval-ms", 1, 0, 'i'},
+        {"wait-engines", 1, 0, 'e'}, {"serve", 1, 0, 'S'}, {"listen", 1, 0, 'l'}, {"advertise", 1, 0, 'a'},
+        {"device", 1, 0, 'd'}, {"chunk", 1, 0, 'k'}, {"layout", 1, 0, 'L'}, {"zero-copy", 0, 0, 'z'},
+        {"host-id", 1, 0, 'H'}, {"exit-after-publish", 0, 0, 'x'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    const char *control = NULL, *synthetic = NULL, *files = NULL, *serve = NULL;
+    wsync_publisher_config_t pc = {.rank = -1, .world = 0};
+    cli_model_t model = {0};
+    wsync_publisher_t *pub = NULL;
+    wsync_control_server_t *server = NULL;
+    wsync_control_t *ctl = NULL;
+    wsync_owned_t *owned = NULL;
+    json_t *mj = NULL;
+    char *mtext = NULL, url[256];
+    uint64_t base = 0, chunk = 0;
+    long versions = 3, interval = 0, engines = 0;
+    int o, n = 0, i, rc = 1, exit_after = 0;
+    wsync_status_t st;
+
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (o) {
+        case 'c': control = optarg; break;
+        case 'r': pc.rank = atoi(optarg); break;
+        case 'w': pc.world = atoi(optarg); break;
+        case 's': synthetic = optarg; break;
+        case 'f': files = optarg; break;
+        case 'n': versions = atol(optarg); break;
+        case 'i': interval = atol(optarg); break;
+        case 'e': engines = atol(optarg); break;
+        case 'S': serve = optarg; break;
+        case 'l': pc.listen = optarg; break;
+        case 'a': pc.advertise_host = optarg; break;
+        case 'd': pc.device = optarg; break;
+        case 'k':
+            if (wsync_parse_size(optarg, "--chunk", &chunk) != WSYNC_OK) {
+                fprintf(stderr, "wsync trainer: %s\n", wsync_last_error());
+                return 2;
+            }
+            break;
+        case 'L':
+            if (strcmp(optarg, "even") == 0) pc.layout = WSYNC_LAYOUT_EVEN;
+            else if (strcmp(optarg, "fsdp") == 0) pc.layout = WSYNC_LAYOUT_FSDP;
+            else { fprintf(stderr, "wsync trainer: --layout must be even or fsdp\n"); return 2; }
+            break;
+        case 'z': pc.zero_copy = 1; break;
+        case 'H': pc.host_id = optarg; break;
+        case 'x': exit_after = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if ((control == NULL && serve == NULL) || pc.world < 1 || pc.rank < 0 || pc.rank >= pc.world ||
+        (synthetic == NULL) == (files == NULL) || versions < 0) {
+        fprintf(stderr, "wsync trainer: need --control URL (or --serve), --rank R < --world W, and exactly one "
+                        "of --synthetic / --safetensors\n");
+        usage(stderr);
+        return 2;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    if (cli_model_open(synthetic, files, &model) != WSYNC_OK) {
+        fprintf(stderr, "wsync trainer: %s\n", wsync_last_error());
+        return 2;
+    }
+    if (serve) {
+        wsync_control_server_config_t sc = {.listen = serve};
+        if (wsync_control_server_start(&sc, &server) != WSYNC_OK) {
+            cli_report("trainer", "cannot start the control endpoint", WSYNC_ERR_IO);
+            goto out;
+        }
+        if (control == NULL) {
+            snprintf(url, sizeof(url), "%s", wsync_control_server_url(server));
+            control = url;
+        }
+        printf("control endpoint: %s\n", control);
+    }
+    if (wsync_manifest_to_json(model.manifest, &mj) != WSYNC_OK || (mtext = json_dumps(mj, JSON_COMPACT)) == NULL)
+        goto out;
+    /* Only this rank's extents are held: a stand-in for a sharded trainer. */
+    owned = calloc(1 << 16, sizeof(*owned));
+    st = wsync_publisher_owned_extents(mtext, pc.layout, pc.world, pc.rank, owned, 1 << 16, &n);
+    if (st != WSYNC_OK || n > (1 << 16)) {
+        cli_report("trainer", "layout", st ? st : WSYNC_ERR_INVALID);
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        owned[i].ptr = malloc(owned[i].len ? owned[i].len : 1);
+        if (owned[i].ptr == NULL) {
+            fprintf(stderr, "wsync trainer: out of memory for %llu bytes\n", (unsigned long long)owned[i].len);
+            goto out;
+        }
+    }
+    pc.control_url = control;
+    pc.manifest_json = mtext;
+    pc.chunk_size = chunk;
+    pc.owned = owned;
+    pc.nowned = n;
+    if (pc.device && strncmp(pc.device, "cuda", 4) == 0) {
+        fprintf(stderr, "wsync trainer: --device %s: the stand-in fills host memory; use the publisher API "
+                        "with device memory\n", pc.device);
+    }
+    if ((st = wsync_control_open(control, NULL, &ctl)) != WSYNC_OK ||
+        (st = wsync_control_wait_version(ctl, 0, 0, &base)) != WSYNC_OK) {
+        cli_report("trainer", "control endpoint", st);
+        goto out;
+    }
+    if ((st = wsync_publisher_create(&pc, &pub)) != WSYNC_OK) {
+        cli_report("trainer", "cannot start", st);
+        goto out;
+    }
+    {
+        char sz[32];
+        printf("trainer rank %d/%d: owns %s in %d extents; model image %s, %zu tensors\n", pc.rank, pc.world,
+               wsync_fmt_size(wsync_publisher_owned_bytes(pub), sz, sizeof(sz)), n,
+               wsync_fmt_size(model.manifest->image_size, (char[32]){0}, 32), model.manifest->ntensors);
+        fflush(stdout);
+    }
+    for (i = 0; i < versions && !stop_flag; i++) {
+        uint64_t v = base + (uint64_t)i + 1, t0 = wsync_now_ns();
+        int k;
+        if (i > 0 && engines > 0 && wait_engines(ctl, (int)engines, v - 1))
+            break;
+        if (i > 0 && interval > 0)
+            usleep((useconds_t)interval * 1000);
+        for (k = 0; k < n; k++)
+            if ((st = cli_model_fill(&model, v, (void *)owned[k].ptr, owned[k].offset, owned[k].len)) != WSYNC_OK)
+                break;
+        if (st == WSYNC_OK)
+            st = wsync_publisher_publish(pub, v);
+        if (st != WSYNC_OK) {
+            cli_report("trainer", "publish failed", st);
+            goto out;
+        }
+        printf("trainer rank %d: published version %llu (%.1f ms)\n", pc.rank, (unsigned long long)v,
+               (double)(wsync_now_ns() - t0) / 1e6);
+        fflush(stdout);
+    }
+    if (engines > 0 && !stop_flag && versions > 0)
+        wait_engines(ctl, (int)engines, base + (uint64_t)versions);
+    while (!stop_flag && !exit_after)
+        usleep(50000);
+    rc = 0;
+out:
+    wsync_publisher_destroy(pub);
+    wsync_control_close(ctl);
+    wsync_control_server_stop(server);
+    for (i = 0; owned && i < n; i++)
+        free((void *)owned[i].ptr);
+    free(owned);
+    free(mtext);
+    json_decref(mj);
+    cli_model_close(&model);
+    return rc;
 }

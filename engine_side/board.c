@@ -1,0 +1,338 @@
+/* board.c: the node board's shared memory and the rank-0 service that hands
+ * out the board and the ranks' window descriptors (SCM_RIGHTS). */
+#include "engine_side/board.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+#include "common/util.h"
+#include "common/window/fdpass.h"
+
+#define BOARD_MAGIC 0x647261426e797357ULL /* "WsynBard" */
+
+enum { OP_JOIN = 1, OP_PUT_WIN = 2, OP_GET_WIN = 3 };
+
+typedef struct board_msg {
+    uint32_t op;
+    int32_t rank;
+    int32_t slot;
+    int32_t status;             /* reply: wsync_status_t */
+    uint64_t len;
+    uint32_t epoch;
+    uint32_t pad;
+    wsync_blob_t blob;
+} board_msg_t;
+
+typedef struct board_win {
+    int present;
+    wsync_blob_t blob;
+    int fd;
+    uint64_t len;
+} board_win_t;
+
+struct board {
+    int local_rank;
+    board_shared_t *sh;
+    int memfd;
+    int sock;                   /* rank > 0: connection to rank 0's service */
+    int32_t leader_pid;
+    /* rank 0 only */
+    int listen_fd;
+    pthread_t thread;
+    int stopping;
+    pthread_mutex_t lock;
+    board_win_t wins[BOARD_MAX_RANKS][BOARD_SLOTS];
+    int clients[BOARD_MAX_RANKS * 2];
+    int nclients;
+};
+
+board_shared_t *board_shared(board_t *b)
+{
+    return b->sh;
+}
+
+static void handle(board_t *b, int fd)
+{
+    board_msg_t m, reply;
+    int in_fd = -1;
+    memset(&reply, 0, sizeof(reply));
+    if (wsync_fd_recv(fd, &m, sizeof(m), &in_fd) != WSYNC_OK) {
+        int i;
+        close(fd);
+        for (i = 0; i < b->nclients; i++)
+            if (b->clients[i] == fd) {
+                b->clients[i] = b->clients[--b->nclients];
+                break;
+            }
+        return;
+    }
+    reply.op = m.op;
+    if (m.rank < 0 || m.rank >= (int)b->sh->local_world || m.slot < 0 || m.slot >= BOARD_SLOTS) {
+        reply.status = WSYNC_ERR_INVALID;
+        wsync_fd_send(fd, &reply, sizeof(reply), -1);
+        if (in_fd >= 0)
+            close(in_fd);
+        return;
+    }
+    pthread_mutex_lock(&b->lock);
+    if (m.op == OP_JOIN) {
+        pthread_mutex_unlock(&b->lock);
+        wsync_fd_send(fd, &reply, sizeof(reply), b->memfd);
+        return;
+    }
+    if (m.op == OP_PUT_WIN) {
+        board_win_t *w = &b->wins[m.rank][m.slot];
+        if (w->present && w->fd >= 0)
+            close(w->fd);
+        w->present = 1;
+        w->blob = m.blob;
+        w->fd = in_fd;
+        w->len = m.len;
+        pthread_mutex_unlock(&b->lock);
+        wsync_fd_send(fd, &reply, sizeof(reply), -1);
+        return;
+    }
+    if (m.op == OP_GET_WIN) {
+        board_win_t *w = &b->wins[m.rank][m.slot];
+        int out_fd = w->present ? w->fd : -1;
+        reply.status = w->present ? WSYNC_OK : WSYNC_ERR_NOT_FOUND;
+        reply.blob = w->blob;
+        reply.len = w->len;
+        reply.epoch = b->sh->ranks[m.rank].epoch;
+        pthread_mutex_unlock(&b->lock);
+        wsync_fd_send(fd, &reply, sizeof(reply), out_fd);
+        return;
+    }
+    pthread_mutex_unlock(&b->lock);
+    if (in_fd >= 0)
+        close(in_fd);
+    reply.status = WSYNC_ERR_INVALID;
+    wsync_fd_send(fd, &reply, sizeof(reply), -1);
+}
+
+static void *service_main(void *arg)
+{
+    board_t *b = arg;
+    while (!__atomic_load_n(&b->stopping, __ATOMIC_ACQUIRE)) {
+        struct pollfd pfds[1 + BOARD_MAX_RANKS * 2];
+        int n = 0, i;
+        pfds[n++] = (struct pollfd){.fd = b->listen_fd, .events = POLLIN};
+        for (i = 0; i < b->nclients; i++)
+            pfds[n++] = (struct pollfd){.fd = b->clients[i], .events = POLLIN};
+        if (poll(pfds, (nfds_t)n, 100) <= 0)
+            continue;
+        for (i = n - 1; i >= 1; i--)
+            if (pfds[i].revents)
+                handle(b, pfds[i].fd);
+        if (pfds[0].revents & POLLIN) {
+            int fd = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0 && b->nclients < (int)(sizeof(b->clients) / sizeof(b->clients[0])))
+                b->clients[b->nclients++] = fd;
+            else if (fd >= 0)
+                close(fd);
+        }
+    }
+    return NULL;
+}
+
+/* Request/reply with rank 0's service. */
+static wsync_status_t call(board_t *b, board_msg_t *m, int send_fd, int *recv_fd)
+{
+    int fd = -1;
+    WSYNC_CHECK(wsync_fd_send(b->sock, m, sizeof(*m), send_fd));
+    WSYNC_CHECK(wsync_fd_recv(b->sock, m, sizeof(*m), &fd));
+    if (recv_fd)
+        *recv_fd = fd;
+    else if (fd >= 0)
+        close(fd);
+    return WSYNC_OK;
+}
+
+static wsync_status_t map_board(board_t *b)
+{
+    void *p = mmap(NULL, sizeof(board_shared_t), PROT_READ | PROT_WRITE, MAP_SHARED, b->memfd, 0);
+    if (p == MAP_FAILED)
+        return wsync_error(WSYNC_ERR_IO, "mmap node board: %s", strerror(errno));
+    b->sh = p;
+    return WSYNC_OK;
+}
+
+static wsync_status_t open_leader(board_t *b, const char *name, int local_world)
+{
+    b->memfd = memfd_create("wsync-board", MFD_CLOEXEC);
+    if (b->memfd < 0)
+        return wsync_error(WSYNC_ERR_IO, "memfd_create: %s", strerror(errno));
+    if (ftruncate(b->memfd, sizeof(board_shared_t)) != 0)
+        return wsync_error(WSYNC_ERR_IO, "ftruncate node board: %s", strerror(errno));
+    WSYNC_CHECK(map_board(b));
+    b->sh->local_world = (uint32_t)local_world;
+    b->sh->leader_pid = getpid();
+    b->sh->ranks[0].pid = getpid();
+    b->sh->ranks[0].epoch = 1;
+    __atomic_store_n(&b->sh->magic, BOARD_MAGIC, __ATOMIC_RELEASE);
+    WSYNC_CHECK(wsync_unix_listen(name, &b->listen_fd));
+    if (pthread_create(&b->thread, NULL, service_main, b) != 0)
+        return wsync_error(WSYNC_ERR_IO, "cannot start the node board thread");
+    return WSYNC_OK;
+}
+
+static wsync_status_t open_member(board_t *b, const char *name, int local_world, int timeout_ms)
+{
+    board_msg_t m = {.op = OP_JOIN, .rank = b->local_rank};
+    WSYNC_CHECK(wsync_unix_connect(name, timeout_ms, &b->sock));
+    WSYNC_CHECK(call(b, &m, -1, &b->memfd));
+    if (b->memfd < 0)
+        return wsync_error(WSYNC_ERR_PEER, "node board '%s': local rank 0 sent no board", name);
+    WSYNC_CHECK(map_board(b));
+    if (__atomic_load_n(&b->sh->magic, __ATOMIC_ACQUIRE) != BOARD_MAGIC)
+        return wsync_error(WSYNC_ERR_FORMAT, "node board '%s' is not a wsync board", name);
+    if ((int)b->sh->local_world != local_world)
+        return wsync_error(WSYNC_ERR_CONFLICT,
+                           "node board '%s' has %u local ranks, this rank was started with %d",
+                           name, b->sh->local_world, local_world);
+    b->leader_pid = b->sh->leader_pid;
+    b->sh->ranks[b->local_rank].failed_gen = 0;
+    b->sh->ranks[b->local_rank].error[0] = '\0';
+    __atomic_store_n(&b->sh->ranks[b->local_rank].pid, getpid(), __ATOMIC_RELEASE);
+    __atomic_add_fetch(&b->sh->ranks[b->local_rank].epoch, 1, __ATOMIC_RELEASE);
+    return WSYNC_OK;
+}
+
+wsync_status_t board_open(const char *name, int local_rank, int local_world, int timeout_ms,
+                          board_t **out)
+{
+    board_t *b;
+    wsync_status_t st;
+    int r, s;
+
+    if (local_world < 1 || local_world > BOARD_MAX_RANKS || local_rank < 0 || local_rank >= local_world)
+        return wsync_error(WSYNC_ERR_INVALID, "local rank %d of %d: need 0 <= rank < local world <= %d",
+                           local_rank, local_world, BOARD_MAX_RANKS);
+    b = calloc(1, sizeof(*b));
+    WSYNC_CHECK_ALLOC(b);
+    b->local_rank = local_rank;
+    b->memfd = b->sock = b->listen_fd = -1;
+    pthread_mutex_init(&b->lock, NULL);
+    for (r = 0; r < BOARD_MAX_RANKS; r++)
+        for (s = 0; s < BOARD_SLOTS; s++)
+            b->wins[r][s].fd = -1;
+    st = local_rank == 0 ? open_leader(b, name, local_world) : open_member(b, name, local_world, timeout_ms);
+    if (st != WSYNC_OK) {
+        board_close(b);
+        return st;
+    }
+    *out = b;
+    return WSYNC_OK;
+}
+
+void board_close(board_t *b)
+{
+    int r, s, i;
+    if (b == NULL)
+        return;
+    if (b->listen_fd >= 0) {
+        __atomic_store_n(&b->stopping, 1, __ATOMIC_RELEASE);
+        pthread_join(b->thread, NULL);
+        close(b->listen_fd);
+        for (i = 0; i < b->nclients; i++)
+            close(b->clients[i]);
+    }
+    for (r = 0; r < BOARD_MAX_RANKS; r++)
+        for (s = 0; s < BOARD_SLOTS; s++)
+            if (b->wins[r][s].fd >= 0)
+                close(b->wins[r][s].fd);
+    if (b->sh) {
+        if (b->sh->ranks[b->local_rank].pid == getpid())
+            __atomic_store_n(&b->sh->ranks[b->local_rank].pid, 0, __ATOMIC_RELEASE);
+        munmap(b->sh, sizeof(board_shared_t));
+    }
+    if (b->memfd >= 0)
+        close(b->memfd);
+    if (b->sock >= 0)
+        close(b->sock);
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+}
+
+wsync_status_t board_put_window(board_t *b, int slot, const wsync_blob_t *blob, int fd, uint64_t len)
+{
+    board_msg_t m = {.op = OP_PUT_WIN, .rank = b->local_rank, .slot = slot, .len = len};
+    m.blob = *blob;
+    if (b->local_rank == 0) {
+        board_win_t *w = &b->wins[0][slot];
+        pthread_mutex_lock(&b->lock);
+        if (w->fd >= 0)
+            close(w->fd);
+        w->present = 1;
+        w->blob = *blob;
+        w->fd = fd >= 0 ? dup(fd) : -1;
+        w->len = len;
+        pthread_mutex_unlock(&b->lock);
+        return WSYNC_OK;
+    }
+    WSYNC_CHECK(call(b, &m, fd, NULL));
+    if (m.status != WSYNC_OK)
+        return wsync_error((wsync_status_t)m.status, "node board refused window of slot %d", slot);
+    return WSYNC_OK;
+}
+
+wsync_status_t board_get_window(board_t *b, int rank, int slot, int timeout_ms, wsync_blob_t *blob,
+                                int *fd, uint64_t *len, uint32_t *epoch)
+{
+    uint64_t deadline = wsync_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+    for (;;) {
+        board_msg_t m = {.op = OP_GET_WIN, .rank = rank, .slot = slot};
+        int got = -1;
+        if (b->local_rank == 0) {
+            board_win_t *w = &b->wins[rank][slot];
+            pthread_mutex_lock(&b->lock);
+            if (w->present) {
+                *blob = w->blob;
+                *fd = w->fd >= 0 ? dup(w->fd) : -1;
+                *len = w->len;
+                *epoch = b->sh->ranks[rank].epoch;
+                pthread_mutex_unlock(&b->lock);
+                return WSYNC_OK;
+            }
+            pthread_mutex_unlock(&b->lock);
+        } else {
+            WSYNC_CHECK(call(b, &m, -1, &got));
+            if (m.status == WSYNC_OK) {
+                *blob = m.blob;
+                *fd = got;
+                *len = m.len;
+                *epoch = m.epoch;
+                return WSYNC_OK;
+            }
+            if (got >= 0)
+                close(got);
+        }
+        if (wsync_now_ns() >= deadline)
+            return wsync_error(WSYNC_ERR_TIMEOUT, "local rank %d has not shared its image window (slot %d)",
+                               rank, slot);
+        usleep(5000);
+    }
+}
+
+int board_rank_alive(board_t *b, int rank)
+{
+    int32_t pid = __atomic_load_n(&b->sh->ranks[rank].pid, __ATOMIC_ACQUIRE);
+    if (pid <= 0)
+        return 0;
+    return kill(pid, 0) == 0 || errno == EPERM;
+}
+
+int board_leader_gone(board_t *b)
+{
+    if (b->local_rank == 0)
+        return 0;
+    return kill(b->leader_pid, 0) != 0 && errno == ESRCH;
+}

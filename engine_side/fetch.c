@@ -1,0 +1,343 @@
+/* fetch.c: one pull attempt on one engine rank. Asks every trainer rank that
+ * owns pieces landing here to put them; as pieces land, verifies each chunk
+ * and marks it landed on the node board; meanwhile copies every other chunk
+ * out of its landing rank's window as soon as the board says it landed, and
+ * verifies the copy. Done when every chunk of this rank's image is verified. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+#include "common/digest.h"
+#include "common/msg.h"
+#include "common/util.h"
+#include "engine_side/receiver_internal.h"
+
+typedef struct trainer_req {
+    char pull_addr[160];
+    int rank;
+    json_t *msg;
+    uint64_t deadline;
+    pthread_t th;
+    int started;
+    int done;                   /* atomic */
+    wsync_status_t status;
+    char error[400];
+} trainer_req_t;
+
+static void *req_main(void *arg)
+{
+    trainer_req_t *q = arg;
+    json_t *reply = NULL;
+    int fd = -1, left = (int)((q->deadline - wsync_now_ns()) / 1000000ULL);
+    const char *err;
+
+    q->status = wsync_tcp_connect(q->pull_addr, left > 0 ? left : 1, &fd);
+    if (q->status == WSYNC_OK)
+        q->status = wsync_msg_send(fd, q->msg);
+    if (q->status == WSYNC_OK) {
+        left = (int)((q->deadline - wsync_now_ns()) / 1000000ULL);
+        q->status = wsync_msg_recv(fd, left > 0 ? left : 1, &reply);
+    }
+    if (q->status != WSYNC_OK) {
+        snprintf(q->error, sizeof(q->error), "trainer rank %d at %s: %s", q->rank, q->pull_addr,
+                 wsync_last_error());
+    } else if ((err = json_string_value(json_object_get(reply, "error"))) != NULL) {
+        q->status = WSYNC_ERR_PEER;
+        snprintf(q->error, sizeof(q->error), "%s", err);
+    }
+    json_decref(reply);
+    if (fd >= 0)
+        close(fd);
+    __atomic_store_n(&q->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+void recv_transport_reset(wsync_receiver_t *r)
+{
+    int s;
+    if (r->t == NULL)
+        return;
+    for (s = 0; s < BOARD_SLOTS; s++)
+        if (r->region[s]) {
+            r->tops->dereg(r->region[s]);
+            r->region[s] = NULL;
+        }
+    r->tops->close(r->t);
+    r->t = NULL;
+}
+
+static wsync_status_t ensure_transport(wsync_receiver_t *r)
+{
+    wsync_transport_config_t cfg = {.bind_host = r->bind_host, .conns_per_peer = 0,
+                                    .device = r->mem->kind == WSYNC_MEM_CUDA ? r->device : -1,
+                                    .timeout_ms = 10000};
+    int s;
+    if (r->t == NULL) {
+        WSYNC_CHECK(wsync_transport_get(r->transport_name, &cfg, &r->tops));
+        WSYNC_CHECK(r->tops->open(&cfg, &r->t));
+        WSYNC_CHECK(r->tops->listen(r->t, &r->addr));
+    }
+    for (s = 0; s < r->nslots; s++)
+        if (r->region[s] == NULL)
+            WSYNC_CHECK(r->tops->reg(r->t, r->win[s].ptr, r->image_len, r->mem->kind, &r->region[s],
+                                     &r->key[s]));
+    return WSYNC_OK;
+}
+
+/* Map every peer's window of `slot` (again, if the peer restarted). */
+static wsync_status_t map_peers(wsync_receiver_t *r, int slot, uint64_t deadline)
+{
+    board_shared_t *sh = board_shared(r->board);
+    int p;
+    for (p = 0; p < r->cfg.local_world; p++) {
+        peer_map_t *pm = &r->peers[p][slot];
+        uint32_t epoch = __atomic_load_n(&sh->ranks[p].epoch, __ATOMIC_ACQUIRE);
+        wsync_blob_t blob;
+        uint64_t len;
+        int fd = -1, left;
+        wsync_status_t st;
+        if (p == r->cfg.local_rank)
+            continue;
+        if (pm->ptr && pm->epoch == epoch)
+            continue;
+        if (pm->ptr) {
+            r->win_ops->unmap(pm->ptr, pm->len);
+            pm->ptr = NULL;
+        }
+        left = (int)((deadline - wsync_now_ns()) / 1000000ULL);
+        WSYNC_CHECK(board_get_window(r->board, p, slot, left > 0 ? left : 1, &blob, &fd, &len, &epoch));
+        if (len < r->image_len) {
+            if (fd >= 0)
+                close(fd);
+            return wsync_error(WSYNC_ERR_CONFLICT, "local rank %d's image is %llu bytes, need %zu", p,
+                               (unsigned long long)len, r->image_len);
+        }
+        st = r->win_ops->map(&blob, fd, len, &pm->ptr);
+        if (fd >= 0)
+            close(fd);
+        WSYNC_CHECK(st);
+        pm->len = len;
+        pm->epoch = epoch;
+    }
+    return WSYNC_OK;
+}
+
+/* Every piece of chunk `c` in `image` against the published digests. */
+static wsync_status_t verify_chunk(wsync_receiver_t *r, const wsync_sync_layout_t *sl,
+                                   const uint64_t *digests, const char *image, uint32_t c, uint64_t v)
+{
+    const wsync_plan_t *p = sl->plan;
+    uint32_t i;
+    for (i = p->chunk_first[c]; i < p->chunk_first[c + 1]; i++) {
+        const wsync_piece_t *pc = &p->pieces[i];
+        uint64_t sum = 0, d;
+        WSYNC_CHECK(r->mem->digest_sum(image + pc->offset, pc->len, pc->offset, &sum));
+        d = wsync_digest_final(sum, pc->len, pc->offset);
+        if (d != digests[i])
+            return wsync_error(WSYNC_ERR_DIGEST,
+                               "version %llu, piece %u (bytes %llu..%llu from trainer rank %d) failed "
+                               "verification on engine %s rank %d: digest %016llx, published %016llx",
+                               (unsigned long long)v, i, (unsigned long long)pc->offset,
+                               (unsigned long long)(pc->offset + pc->len), pc->src_rank, r->engine_id,
+                               r->cfg.local_rank, (unsigned long long)d, (unsigned long long)digests[i]);
+    }
+    return WSYNC_OK;
+}
+
+/* The pull addresses of the trainer ranks, by rank. */
+static wsync_status_t trainer_addrs(wsync_receiver_t *r, int world, char (*addrs)[160])
+{
+    json_t *arr = NULL, *e;
+    size_t i;
+    int rank;
+    WSYNC_CHECK(wsync_control_trainers(r->control, &arr));
+    for (rank = 0; rank < world; rank++)
+        addrs[rank][0] = '\0';
+    json_array_foreach(arr, i, e) {
+        json_int_t rk = json_integer_value(json_object_get(e, "rank"));
+        const char *pull = json_string_value(json_object_get(json_object_get(e, "endpoint"), "pull"));
+        if (rk >= 0 && rk < world && pull)
+            snprintf(addrs[rk], 160, "%s", pull);
+    }
+    json_decref(arr);
+    return WSYNC_OK;
+}
+
+static int check_peers(wsync_receiver_t *r, uint64_t gen, char *why, size_t whylen)
+{
+    board_shared_t *sh = board_shared(r->board);
+    int p;
+    for (p = 0; p < r->cfg.local_world; p++) {
+        if (p == r->cfg.local_rank)
+            continue;
+        if (!board_rank_alive(r->board, p)) {
+            snprintf(why, whylen, "local rank %d of engine %s is not running", p, r->engine_id);
+            return 1;
+        }
+        if (__atomic_load_n(&sh->ranks[p].failed_gen, __ATOMIC_ACQUIRE) == gen) {
+            snprintf(why, whylen, "local rank %d failed: %s", p, sh->ranks[p].error);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slot,
+                          const wsync_sync_layout_t *sl, const uint64_t *digests, uint64_t deadline)
+{
+    const wsync_plan_t *plan = sl->plan;
+    board_shared_t *sh = board_shared(r->board);
+    const int me = r->cfg.local_rank, L = r->cfg.local_world;
+    char *image = r->win[slot].ptr;
+    uint32_t *remaining = NULL, reqid;
+    char *done = NULL, (*addrs)[160] = NULL, why[400];
+    trainer_req_t *reqs = NULL;
+    uint32_t ndone = 0, c, next_copy = 0;
+    wsync_completion_t comps[64];
+    wsync_status_t st = WSYNC_OK;
+    uint64_t last_check = 0;
+    int t, i;
+    /* Test hook (fault-injection tests only): slow the landing of each chunk
+     * so a test can kill a rank in the middle of a pull. */
+    const char *delay_env = getenv("WSYNC_TEST_LAND_DELAY_MS");
+    const int land_delay_ms = delay_env ? atoi(delay_env) : 0;
+
+    if (plan->nchunks > BOARD_MAX_CHUNKS)
+        return wsync_error(WSYNC_ERR_INVALID, "image has %u chunks; the node board holds %u: raise the chunk size",
+                           plan->nchunks, BOARD_MAX_CHUNKS);
+    WSYNC_CHECK(ensure_transport(r));
+    WSYNC_CHECK(map_peers(r, slot, deadline));
+    remaining = calloc(plan->nchunks + 1, sizeof(*remaining));
+    done = calloc(plan->nchunks + 1, 1);
+    reqs = calloc((size_t)plan->world, sizeof(*reqs));
+    addrs = calloc((size_t)plan->world, sizeof(*addrs));
+    if (!remaining || !done || !reqs || !addrs) {
+        st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (c = 0; c < plan->nchunks; c++)
+        if (wsync_plan_land_rank(plan, c, L) == me)
+            remaining[c] = plan->chunk_first[c + 1] - plan->chunk_first[c];
+    WSYNC_CHECK_GOTO(trainer_addrs(r, plan->world, addrs), st, out);
+
+    /* Ask each trainer rank that owns pieces landing here. */
+    do
+        reqid = (uint32_t)(((uint64_t)rand() << 16 ^ (uint64_t)wsync_now_ns() ^ (uint64_t)getpid() << 8) &
+                           0x7fffffff);
+    while (reqid == 0);
+    for (t = 0; t < plan->world; t++) {
+        trainer_req_t *q = &reqs[t];
+        size_t k, n = 0;
+        for (k = 0; k < plan->rank_npieces[t]; k++) {
+            const wsync_piece_t *pc = &plan->pieces[plan->rank_pieces[t][k]];
+            if (wsync_plan_land_rank(plan, pc->chunk, L) != me)
+                continue;
+            n++;
+            WSYNC_CHECK_GOTO(r->tops->expect(r->t, t, r->region[slot], pc->offset, pc->len,
+                                             ((uint64_t)reqid << 32) | pc->id), st, out);
+        }
+        if (n == 0)
+            continue;
+        if (addrs[t][0] == '\0') {
+            st = wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
+            goto out;
+        }
+        q->rank = t;
+        q->deadline = deadline;
+        snprintf(q->pull_addr, sizeof(q->pull_addr), "%s", addrs[t]);
+        q->msg = json_pack("{s:I, s:s, s:i, s:i, s:I, s:s, s:o, s:o, s:s, s:I}", "version", (json_int_t)v,
+                           "engine", r->engine_id, "local_rank", me, "local_ranks", L, "req",
+                           (json_int_t)reqid, "transport", r->tops->name, "addr", wsync_blob_to_json(&r->addr),
+                           "key", wsync_blob_to_json(&r->key[slot]), "layout_digest", sl->layout_digest,
+                           "timeout_ms", (json_int_t)((deadline - wsync_now_ns()) / 1000000ULL));
+        if (q->msg == NULL || pthread_create(&q->th, NULL, req_main, q) != 0) {
+            st = wsync_error(WSYNC_ERR_NOMEM, "cannot start the request to trainer rank %d", t);
+            goto out;
+        }
+        q->started = 1;
+    }
+
+    while (ndone < plan->nchunks) {
+        int n = 0, progressed = 0;
+        /* Land: pieces arriving here. */
+        WSYNC_CHECK_GOTO(r->tops->poll(r->t, comps, 64, &n, next_copy < plan->nchunks ? 0 : 5), st, out);
+        for (i = 0; i < n; i++) {
+            wsync_completion_t *cp = &comps[i];
+            uint32_t id = (uint32_t)cp->tag;
+            const wsync_piece_t *pc;
+            if (cp->kind == WSYNC_COMPLETION_ERROR) {
+                st = wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
+                goto out;
+            }
+            if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != reqid)
+                continue;   /* not of this attempt */
+            if (id >= plan->npieces || wsync_plan_land_rank(plan, plan->pieces[id].chunk, L) != me ||
+                remaining[plan->pieces[id].chunk] == 0 || cp->len != plan->pieces[id].len) {
+                st = wsync_error(WSYNC_ERR_PEER, "unexpected piece %u (%llu bytes) from trainer rank %d", id,
+                                 (unsigned long long)cp->len, cp->peer);
+                goto out;
+            }
+            pc = &plan->pieces[id];
+            if (--remaining[pc->chunk] == 0) {
+                if (land_delay_ms > 0)
+                    usleep((useconds_t)land_delay_ms * 1000);
+                WSYNC_CHECK_GOTO(verify_chunk(r, sl, digests, image, pc->chunk, v), st, out);
+                __atomic_store_n(&sh->landed[slot][pc->chunk], gen, __ATOMIC_RELEASE);
+                done[pc->chunk] = 1;
+                ndone++;
+            }
+            progressed = 1;
+        }
+        /* Fan out: copy chunks that landed on other ranks, in order. */
+        for (; next_copy < plan->nchunks; next_copy++) {
+            int land = wsync_plan_land_rank(plan, next_copy, L);
+            uint64_t off = (uint64_t)next_copy * plan->chunk_size;
+            uint64_t len = off + plan->chunk_size > plan->image_size ? plan->image_size - off : plan->chunk_size;
+            if (land == me)
+                continue;
+            if (__atomic_load_n(&sh->landed[slot][next_copy], __ATOMIC_ACQUIRE) != gen)
+                break;
+            WSYNC_CHECK_GOTO(r->mem->copy(image + off, (char *)r->peers[land][slot].ptr + off, len), st, out);
+            WSYNC_CHECK_GOTO(verify_chunk(r, sl, digests, image, next_copy, v), st, out);
+            done[next_copy] = 1;
+            ndone++;
+            progressed = 1;
+        }
+        /* Trainer answers, peers, deadline. */
+        for (t = 0; t < plan->world; t++)
+            if (reqs[t].started && __atomic_load_n(&reqs[t].done, __ATOMIC_ACQUIRE) && reqs[t].status != WSYNC_OK) {
+                st = wsync_error(reqs[t].status, "%s", reqs[t].error);
+                goto out;
+            }
+        if (wsync_now_ns() - last_check > 50000000ULL) {
+            last_check = wsync_now_ns();
+            if (check_peers(r, gen, why, sizeof(why))) {
+                st = wsync_error(WSYNC_ERR_PEER, "%s", why);
+                goto out;
+            }
+            if (last_check > deadline) {
+                st = wsync_error(WSYNC_ERR_TIMEOUT,
+                                 "version %llu: %u of %u chunks verified on engine %s rank %d when the "
+                                 "timeout passed", (unsigned long long)v, ndone, plan->nchunks, r->engine_id, me);
+                goto out;
+            }
+        }
+        if (!progressed && n == 0 && next_copy < plan->nchunks)
+            usleep(200);
+    }
+out:
+    if (st != WSYNC_OK)
+        recv_transport_reset(r);   /* stale puts of this attempt can no longer land */
+    for (t = 0; reqs && t < plan->world; t++) {
+        if (reqs[t].started)
+            pthread_join(reqs[t].th, NULL);
+        json_decref(reqs[t].msg);
+    }
+    free(remaining);
+    free(done);
+    free(reqs);
+    free(addrs);
+    return st;
+}

@@ -1,0 +1,61 @@
+/* receiver_internal.h: a receiver's state, shared by receiver.c (set-up, the
+ * node-wide agreement on a pull, accessors) and fetch.c (one pull attempt:
+ * requests, landing, fan-out copies, verification). */
+#ifndef WSYNC_ENGINE_RECEIVER_INTERNAL_H
+#define WSYNC_ENGINE_RECEIVER_INTERNAL_H
+
+#include "common/control_client.h"
+#include "common/mem/mem.h"
+#include "common/sync_layout.h"
+#include "common/transport/transport.h"
+#include "common/window/window.h"
+#include "engine_side/board.h"
+#include "engine_side/wsync_receiver.h"
+
+typedef struct peer_map {
+    void *ptr;              /* peer's window mapped here, or NULL */
+    uint64_t len;
+    uint32_t epoch;         /* the peer's board epoch when mapped */
+} peer_map_t;
+
+struct wsync_receiver {
+    wsync_receiver_config_t cfg;
+    char *engine_id, *control_url, *token, *transport_name, *bind_host;
+    char host_id[128];
+    char board_name[256];
+    const wsync_mem_ops_t *mem;
+    int device;
+    const wsync_window_ops_t *win_ops;
+    wsync_control_t *control;
+    board_t *board;
+
+    /* images: slot 0 (in-place and staged), slot 1 (staged) */
+    int nslots;
+    wsync_window_t win[BOARD_SLOTS];
+    int caller_image;       /* slot 0 is the caller's memory */
+    size_t image_len;
+    peer_map_t peers[BOARD_MAX_RANKS][BOARD_SLOTS];
+
+    /* the data transport and the image regions registered with it */
+    const wsync_transport_ops_t *tops;
+    wsync_transport_t *t;
+    wsync_blob_t addr;
+    wsync_region_t *region[BOARD_SLOTS];
+    wsync_blob_t key[BOARD_SLOTS];
+
+    /* the held version */
+    uint64_t held_version;
+    int cur_slot;
+    wsync_sync_layout_t *held;
+    uint64_t last_gen;
+    double last_secs;       /* duration of the last successful pull attempt */
+};
+
+/* fetch.c: bring this rank's image slot `slot` to version `v` for attempt
+ * `gen`; on success the slot holds v verified. */
+wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slot,
+                          const wsync_sync_layout_t *sl, const uint64_t *digests, uint64_t deadline);
+/* Drop the transport (after a failed attempt, so nothing stale can land). */
+void recv_transport_reset(wsync_receiver_t *r);
+
+#endif

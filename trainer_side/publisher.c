@@ -1,0 +1,367 @@
+/* publisher.c: a trainer rank's publisher: owned extents, two publish slots,
+ * snapshot + digest + report per version. Serving pulls is in pull_server.c. */
+#include "trainer_side/publisher_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+#include "common/digest.h"
+#include "common/msg.h"
+#include "common/util.h"
+
+static wsync_status_t load_layout(const char *manifest_json, wsync_layout_kind_t kind, int world,
+                                  uint64_t chunk, wsync_sync_layout_t **out)
+{
+    json_error_t jerr;
+    json_t *j = json_loads(manifest_json ? manifest_json : "", 0, &jerr);
+    wsync_manifest_t *m = NULL;
+    wsync_status_t st;
+
+    if (j == NULL)
+        return wsync_error(WSYNC_ERR_FORMAT, "manifest JSON: %s (line %d)", jerr.text, jerr.line);
+    st = wsync_manifest_from_json(j, &m);
+    json_decref(j);
+    WSYNC_CHECK(st);
+    return wsync_sync_layout_build(m, (int)kind, world, chunk, out);
+}
+
+wsync_status_t wsync_publisher_owned_extents(const char *manifest_json, wsync_layout_kind_t layout,
+                                             int world, int rank, wsync_owned_t *out, int max, int *n)
+{
+    wsync_sync_layout_t *sl = NULL;
+    size_t i;
+
+    if (rank < 0 || rank >= world)
+        return wsync_error(WSYNC_ERR_INVALID, "rank %d is outside world %d", rank, world);
+    WSYNC_CHECK(load_layout(manifest_json, layout, world, 0, &sl));
+    *n = (int)sl->layout->nextents[rank];
+    for (i = 0; i < sl->layout->nextents[rank] && (int)i < max; i++) {
+        out[i].offset = sl->layout->extents[rank][i].offset;
+        out[i].len = sl->layout->extents[rank][i].len;
+        out[i].ptr = NULL;
+    }
+    wsync_sync_layout_free(sl);
+    return WSYNC_OK;
+}
+
+/* The caller's extents, checked against the layout. */
+static wsync_status_t collect_owned(wsync_publisher_t *p)
+{
+    const wsync_layout_t *l = p->sl->layout;
+    int r = p->cfg.rank;
+    size_t i, n = l->nextents[r];
+
+    p->nspans = n;
+    p->owned = calloc(n ? n : 1, sizeof(*p->owned));
+    WSYNC_CHECK_ALLOC(p->owned);
+    if (p->cfg.image == NULL && (size_t)p->cfg.nowned != n)
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "rank %d owns %zu extents under this layout but %d were given "
+                           "(wsync_publisher_owned_extents lists them)", r, n, p->cfg.nowned);
+    for (i = 0; i < n; i++) {
+        const wsync_extent_t *e = &l->extents[r][i];
+        p->owned[i].offset = e->offset;
+        p->owned[i].len = e->len;
+        if (p->cfg.image) {
+            p->owned[i].ptr = (const char *)p->cfg.image + e->offset;
+        } else {
+            const wsync_owned_t *o = &p->cfg.owned[i];
+            if (o->offset != e->offset || o->len != e->len || (o->ptr == NULL && o->len))
+                return wsync_error(WSYNC_ERR_INVALID,
+                                   "owned extent %zu of rank %d should be [%llu, +%llu) with a pointer, "
+                                   "got [%llu, +%llu)", i, r, (unsigned long long)e->offset,
+                                   (unsigned long long)e->len, (unsigned long long)o->offset,
+                                   (unsigned long long)o->len);
+            p->owned[i].ptr = o->ptr;
+        }
+        p->owned_bytes += e->len;
+    }
+    return WSYNC_OK;
+}
+
+static wsync_status_t slot_init(wsync_publisher_t *p, pub_slot_t *s)
+{
+    uint64_t pos = 0;
+    size_t i;
+
+    s->spans = calloc(p->nspans ? p->nspans : 1, sizeof(*s->spans));
+    WSYNC_CHECK_ALLOC(s->spans);
+    if (p->cfg.zero_copy) {
+        /* Every extent is its own area, registered where the caller keeps it. */
+        s->nareas = (int)p->nspans;
+        s->area_ptr = calloc(p->nspans ? p->nspans : 1, sizeof(void *));
+        s->area_len = calloc(p->nspans ? p->nspans : 1, sizeof(uint64_t));
+        WSYNC_CHECK_ALLOC(s->area_ptr);
+        WSYNC_CHECK_ALLOC(s->area_len);
+        for (i = 0; i < p->nspans; i++) {
+            s->area_ptr[i] = (void *)p->owned[i].ptr;
+            s->area_len[i] = p->owned[i].len;
+            s->spans[i] = (pub_span_t){p->owned[i].offset, p->owned[i].len, (void *)p->owned[i].ptr,
+                                       (int)i, 0};
+        }
+        return WSYNC_OK;
+    }
+    WSYNC_CHECK(p->mem->alloc(p->owned_bytes ? p->owned_bytes : 1, &s->buf));
+    s->nareas = 1;
+    s->area_ptr = calloc(1, sizeof(void *));
+    s->area_len = calloc(1, sizeof(uint64_t));
+    WSYNC_CHECK_ALLOC(s->area_ptr);
+    WSYNC_CHECK_ALLOC(s->area_len);
+    s->area_ptr[0] = s->buf;
+    s->area_len[0] = p->owned_bytes ? p->owned_bytes : 1;
+    for (i = 0; i < p->nspans; i++) {
+        s->spans[i] = (pub_span_t){p->owned[i].offset, p->owned[i].len, (char *)s->buf + pos, 0, pos};
+        pos += p->owned[i].len;
+    }
+    return WSYNC_OK;
+}
+
+static void slot_free(wsync_publisher_t *p, pub_slot_t *s)
+{
+    int t, a;
+    for (t = 0; t < PUB_MAX_TRANSPORTS; t++) {
+        if (s->regions[t] == NULL)
+            continue;
+        for (a = 0; a < s->nareas; a++)
+            if (s->regions[t][a])
+                p->transports[t].ops->dereg(s->regions[t][a]);
+        free(s->regions[t]);
+    }
+    if (s->buf)
+        p->mem->free(s->buf);
+    free(s->area_ptr);
+    free(s->area_len);
+    free(s->spans);
+}
+
+/* Pieces this rank sends, with the span each lies in. */
+static wsync_status_t index_pieces(wsync_publisher_t *p)
+{
+    const wsync_plan_t *plan = p->sl->plan;
+    int r = p->cfg.rank;
+    size_t i, s = 0;
+
+    p->nmy = plan->rank_npieces[r];
+    p->my_pieces = plan->rank_pieces[r];
+    p->piece_slot_off = calloc(plan->npieces ? plan->npieces : 1, sizeof(uint64_t));
+    WSYNC_CHECK_ALLOC(p->piece_slot_off);
+    for (i = 0; i < p->nmy; i++) {
+        const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
+        while (s < p->nspans && p->owned[s].offset + p->owned[s].len <= pc->offset)
+            s++;
+        if (s == p->nspans || pc->offset < p->owned[s].offset)
+            return wsync_error(WSYNC_ERR_INTERNAL, "piece %u is not inside an owned extent", pc->id);
+        p->piece_slot_off[pc->id] = s;
+    }
+    return WSYNC_OK;
+}
+
+static void default_host_id(char *out, size_t len, const char *cfg)
+{
+    const char *env = getenv("WSYNC_HOST_ID");
+    if (cfg && cfg[0])
+        snprintf(out, len, "%s", cfg);
+    else if (env && env[0])
+        snprintf(out, len, "%s", env);
+    else if (gethostname(out, len) != 0)
+        snprintf(out, len, "localhost");
+}
+
+static wsync_status_t register_with_control(wsync_publisher_t *p)
+{
+    char pull[192];
+    json_t *ep;
+    wsync_status_t st;
+
+    snprintf(pull, sizeof(pull), "%s:%d", p->advertise, p->listen_port);
+    ep = json_pack("{s:s, s:s, s:s}", "pull", pull, "host_id", p->host_id, "device",
+                   p->cfg.device ? p->cfg.device : "host");
+    WSYNC_CHECK_ALLOC(ep);
+    st = wsync_control_register_trainer(p->control, p->cfg.rank, p->cfg.world, p->advertise, ep);
+    json_decref(ep);
+    return st;
+}
+
+wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync_publisher_t **out)
+{
+    wsync_publisher_t *p;
+    wsync_status_t st;
+    int i;
+
+    if (cfg == NULL || cfg->control_url == NULL || cfg->manifest_json == NULL)
+        return wsync_error(WSYNC_ERR_INVALID, "publisher: control_url and manifest_json are required");
+    if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world)
+        return wsync_error(WSYNC_ERR_INVALID, "publisher: rank %d must be in [0, world %d)", cfg->rank,
+                           cfg->world);
+    if (cfg->image == NULL && cfg->owned == NULL)
+        return wsync_error(WSYNC_ERR_INVALID, "publisher: give either image or owned extents");
+    p = calloc(1, sizeof(*p));
+    WSYNC_CHECK_ALLOC(p);
+    p->cfg = *cfg;
+    p->latest = -1;
+    p->listen_fd = -1;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->cond, NULL);
+    p->manifest_json = strdup(cfg->manifest_json);
+    p->cfg.manifest_json = p->manifest_json;
+    default_host_id(p->host_id, sizeof(p->host_id), cfg->host_id);
+    if (cfg->advertise_host && cfg->advertise_host[0])
+        snprintf(p->advertise, sizeof(p->advertise), "%s", cfg->advertise_host);
+    else
+        wsync_primary_ipv4(p->advertise, sizeof(p->advertise));
+
+    WSYNC_CHECK_GOTO(wsync_mem_get(cfg->device ? cfg->device : "host", &p->mem, &p->device), st, err);
+    WSYNC_CHECK_GOTO(p->mem->init(p->device), st, err);
+    WSYNC_CHECK_GOTO(load_layout(cfg->manifest_json, cfg->layout, cfg->world, cfg->chunk_size, &p->sl),
+                     st, err);
+    WSYNC_CHECK_GOTO(collect_owned(p), st, err);
+    WSYNC_CHECK_GOTO(index_pieces(p), st, err);
+    for (i = 0; i < PUB_SLOTS; i++)
+        WSYNC_CHECK_GOTO(slot_init(p, &p->slots[i]), st, err);
+    WSYNC_CHECK_GOTO(wsync_control_open(cfg->control_url, cfg->token, &p->control), st, err);
+    WSYNC_CHECK_GOTO(pub_server_start(p), st, err);
+    WSYNC_CHECK_GOTO(register_with_control(p), st, err);
+    *out = p;
+    return WSYNC_OK;
+err:
+    wsync_publisher_destroy(p);
+    return st;
+}
+
+uint64_t wsync_publisher_owned_bytes(const wsync_publisher_t *p)
+{
+    return p->owned_bytes;
+}
+
+/* A slot that is neither the newest version nor being pulled. */
+static wsync_status_t take_slot(wsync_publisher_t *p, int *slot)
+{
+    uint64_t deadline = wsync_now_ns() + (uint64_t)(p->cfg.slot_wait_ms > 0 ? p->cfg.slot_wait_ms : 60000) *
+                                             1000000ULL;
+    int s;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        for (s = 0; s < PUB_SLOTS; s++)
+            if (s != p->latest && p->slots[s].pins == 0)
+                break;
+        if (s < PUB_SLOTS || p->cfg.zero_copy)
+            break;
+        if (wsync_now_ns() >= deadline) {
+            pthread_mutex_unlock(&p->lock);
+            return wsync_error(WSYNC_ERR_TIMEOUT,
+                               "trainer rank %d: both publish slots are still being pulled by engines; "
+                               "raise slot_wait_ms or check for stuck engines", p->cfg.rank);
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+    }
+    if (p->cfg.zero_copy)
+        s = 0;
+    /* The slot is ours: mark it empty so no new pull starts on it. */
+    p->slots[s].version = 0;
+    if (p->latest == s)
+        p->latest = -1;
+    pthread_mutex_unlock(&p->lock);
+    *slot = s;
+    return WSYNC_OK;
+}
+
+/* Test hook (fault-injection tests only): WSYNC_TEST_CORRUPT_PIECE=<id> flips
+ * one byte of that piece after it was digested, as a bad link would. */
+static void maybe_corrupt(wsync_publisher_t *p, pub_slot_t *s)
+{
+    const char *env = getenv("WSYNC_TEST_CORRUPT_PIECE");
+    const wsync_plan_t *plan = p->sl->plan;
+    size_t i;
+    if (env == NULL || p->cfg.zero_copy)
+        return;
+    for (i = 0; i < p->nmy; i++) {
+        const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
+        if ((long)pc->id == atol(env) && pc->len > 0) {
+            const pub_span_t *sp = &s->spans[p->piece_slot_off[pc->id]];
+            unsigned char *b = (unsigned char *)sp->ptr + (pc->offset - sp->offset) + pc->len / 2;
+            unsigned char v;
+            p->mem->copy(&v, b, 1);
+            v ^= 0x10;
+            p->mem->copy(b, &v, 1);
+            LOG_WARN("test hook: flipped one byte of piece %u", pc->id);
+        }
+    }
+}
+
+wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
+{
+    const wsync_plan_t *plan = p->sl->plan;
+    json_t *layout = NULL, *pieces = NULL;
+    pub_slot_t *s;
+    wsync_status_t st;
+    size_t i;
+    int slot = 0;
+
+    WSYNC_CHECK(take_slot(p, &slot));
+    s = &p->slots[slot];
+    if (!p->cfg.zero_copy)
+        for (i = 0; i < p->nspans; i++)
+            WSYNC_CHECK(p->mem->copy(s->spans[i].ptr, p->owned[i].ptr, p->owned[i].len));
+    pieces = json_array();
+    WSYNC_CHECK_ALLOC(pieces);
+    for (i = 0; i < p->nmy; i++) {
+        const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
+        const pub_span_t *sp = &s->spans[p->piece_slot_off[pc->id]];
+        uint64_t sum = 0;
+        char hex[17];
+        WSYNC_CHECK_GOTO(p->mem->digest_sum((char *)sp->ptr + (pc->offset - sp->offset), pc->len,
+                                            pc->offset, &sum), st, out);
+        wsync_digest_hex(wsync_digest_final(sum, pc->len, pc->offset), hex);
+        json_array_append_new(pieces, json_pack("{s:I, s:I, s:I, s:s}", "id", (json_int_t)pc->id,
+                                                "offset", (json_int_t)pc->offset, "len",
+                                                (json_int_t)pc->len, "digest", hex));
+    }
+    maybe_corrupt(p, s);
+    pthread_mutex_lock(&p->lock);
+    s->version = version;
+    p->latest = slot;
+    pthread_mutex_unlock(&p->lock);
+    layout = wsync_sync_layout_to_json(p->sl, p->cfg.rank == 0);
+    WSYNC_CHECK_ALLOC(layout);
+    st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, layout, pieces);
+    if (st != WSYNC_OK) {
+        pthread_mutex_lock(&p->lock);
+        s->version = 0;
+        p->latest = -1;
+        pthread_mutex_unlock(&p->lock);
+    }
+out:
+    json_decref(layout);
+    json_decref(pieces);
+    return st;
+}
+
+void wsync_publisher_destroy(wsync_publisher_t *p)
+{
+    int i;
+    if (p == NULL)
+        return;
+    pub_server_stop(p);
+    for (i = 0; i < PUB_SLOTS; i++)
+        slot_free(p, &p->slots[i]);
+    for (i = 0; i < p->ntransports; i++)
+        p->transports[i].ops->close(p->transports[i].t);
+    wsync_control_close(p->control);
+    wsync_sync_layout_free(p->sl);
+    free(p->piece_slot_off);
+    free(p->owned);
+    free(p->manifest_json);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->cond);
+    free(p);
+}

@@ -1,0 +1,397 @@
+/* pull_server.c: serves engine pulls for a publisher. An engine rank sends one
+ * request (version, its landing rank, its transport address and region key);
+ * this rank puts every piece it owns that lands on that rank, in plan order,
+ * all in flight at once, and answers when all were handed to the network. */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+#include "common/msg.h"
+#include "common/util.h"
+#include "trainer_side/publisher_internal.h"
+
+typedef struct handler_arg {
+    wsync_publisher_t *p;
+    int fd;
+} handler_arg_t;
+
+static pub_request_t *find_request(wsync_publisher_t *p, uint32_t req)
+{
+    pub_request_t *r;
+    for (r = p->requests; r; r = r->next)
+        if (r->req == req)
+            return r;
+    return NULL;
+}
+
+static void fail_request(pub_request_t *r, wsync_status_t st, const char *msg)
+{
+    if (r->status == WSYNC_OK) {
+        r->status = st;
+        snprintf(r->error, sizeof(r->error), "%s", msg);
+    }
+}
+
+/* One per transport: routes completions to the requests they belong to. */
+static void *poller_main(void *arg)
+{
+    wsync_publisher_t *p = ((void **)arg)[0];
+    pub_transport_t *pt = ((void **)arg)[1];
+    wsync_completion_t comps[64];
+    free(arg);
+    while (!__atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE)) {
+        int n = 0, i;
+        if (pt->ops->poll(pt->t, comps, 64, &n, 100) != WSYNC_OK) {
+            usleep(1000);
+            continue;
+        }
+        if (n == 0)
+            continue;
+        pthread_mutex_lock(&p->lock);
+        for (i = 0; i < n; i++) {
+            wsync_completion_t *c = &comps[i];
+            pub_request_t *r = c->tag == ~0ULL ? NULL : find_request(p, (uint32_t)(c->tag >> 32));
+            if (c->kind == WSYNC_COMPLETION_SENT && r) {
+                r->outstanding--;
+            } else if (c->kind == WSYNC_COMPLETION_ERROR) {
+                if (r) {
+                    r->outstanding--;
+                    fail_request(r, c->status, c->message);
+                } else {
+                    for (r = p->requests; r; r = r->next)
+                        fail_request(r, c->status, c->message);
+                }
+            }
+        }
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+    }
+    return NULL;
+}
+
+/* The transport named `name`, opened on first use. Called with p->lock held. */
+static wsync_status_t get_transport(wsync_publisher_t *p, const char *name, int *idx)
+{
+    wsync_transport_config_t cfg = {.bind_host = NULL, .conns_per_peer = 0, .device = -1,
+                                    .timeout_ms = 10000};
+    const wsync_transport_ops_t *ops;
+    pub_transport_t *pt;
+    void **arg;
+    int i;
+
+    for (i = 0; i < p->ntransports; i++)
+        if (strcmp(p->transports[i].ops->name, name) == 0) {
+            *idx = i;
+            return WSYNC_OK;
+        }
+    if (p->ntransports == PUB_MAX_TRANSPORTS)
+        return wsync_error(WSYNC_ERR_INVALID, "too many transports");
+    if (p->mem->kind == WSYNC_MEM_CUDA)
+        cfg.device = p->device;
+    WSYNC_CHECK(wsync_transport_get(name, &cfg, &ops));
+    pt = &p->transports[p->ntransports];
+    memset(pt, 0, sizeof(*pt));
+    pt->ops = ops;
+    WSYNC_CHECK(ops->open(&cfg, &pt->t));
+    arg = malloc(2 * sizeof(void *));
+    WSYNC_CHECK_ALLOC(arg);
+    arg[0] = p;
+    arg[1] = pt;
+    if (pthread_create(&pt->poller, NULL, poller_main, arg) != 0) {
+        free(arg);
+        ops->close(pt->t);
+        return wsync_error(WSYNC_ERR_IO, "cannot start the completion thread");
+    }
+    pt->poller_started = 1;
+    *idx = p->ntransports++;
+    return WSYNC_OK;
+}
+
+/* Register a slot's memory with transport `ti` once. Called with p->lock held. */
+static wsync_status_t slot_regions(wsync_publisher_t *p, pub_slot_t *s, int ti)
+{
+    pub_transport_t *pt = &p->transports[ti];
+    wsync_blob_t key;
+    int a;
+    if (s->regions[ti] == NULL) {
+        s->regions[ti] = calloc((size_t)(s->nareas ? s->nareas : 1), sizeof(wsync_region_t *));
+        WSYNC_CHECK_ALLOC(s->regions[ti]);
+    }
+    for (a = 0; a < s->nareas; a++)
+        if (s->regions[ti][a] == NULL)
+            WSYNC_CHECK(pt->ops->reg(pt->t, s->area_ptr[a], s->area_len[a], p->mem->kind,
+                                     &s->regions[ti][a], &key));
+    return WSYNC_OK;
+}
+
+/* A cached connection to the receiver at `addr`. Called with p->lock held. */
+static wsync_status_t get_conn(wsync_publisher_t *p, int ti, const json_t *addr_json,
+                               const wsync_blob_t *addr, pub_conn_t **out)
+{
+    pub_transport_t *pt = &p->transports[ti];
+    const char *key = json_string_value(addr_json);
+    pub_conn_t *c;
+    for (c = pt->conns; c; c = c->next)
+        if (strcmp(c->key, key) == 0) {
+            *out = c;
+            return WSYNC_OK;
+        }
+    c = calloc(1, sizeof(*c));
+    WSYNC_CHECK_ALLOC(c);
+    snprintf(c->key, sizeof(c->key), "%s", key);
+    if (pt->ops->connect(pt->t, addr, p->cfg.rank, &c->conn) != WSYNC_OK) {
+        free(c);
+        return WSYNC_ERR_PEER;
+    }
+    c->next = pt->conns;
+    pt->conns = c;
+    *out = c;
+    return WSYNC_OK;
+}
+
+static void drop_conn(wsync_publisher_t *p, int ti, pub_conn_t *dead)
+{
+    pub_transport_t *pt = &p->transports[ti];
+    pub_conn_t **pp;
+    for (pp = &pt->conns; *pp; pp = &(*pp)->next)
+        if (*pp == dead) {
+            *pp = dead->next;
+            pt->ops->disconnect(dead->conn);
+            free(dead);
+            return;
+        }
+}
+
+static int find_slot(wsync_publisher_t *p, uint64_t version)
+{
+    int s;
+    for (s = 0; s < PUB_SLOTS; s++)
+        if (p->slots[s].version == version && version != 0)
+            return s;
+    return -1;
+}
+
+/* Serve one pull; fills `reply`. */
+static void serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
+{
+    const wsync_plan_t *plan = p->sl->plan;
+    json_int_t version = json_integer_value(json_object_get(req, "version"));
+    json_int_t lr = json_integer_value(json_object_get(req, "local_rank"));
+    json_int_t L = json_integer_value(json_object_get(req, "local_ranks"));
+    json_int_t reqid = json_integer_value(json_object_get(req, "req"));
+    json_int_t timeout_ms = json_integer_value(json_object_get(req, "timeout_ms"));
+    const char *tname = json_string_value(json_object_get(req, "transport"));
+    const char *engine = json_string_value(json_object_get(req, "engine"));
+    const char *ldig = json_string_value(json_object_get(req, "layout_digest"));
+    pub_request_t r = {.req = (uint32_t)reqid, .status = WSYNC_OK};
+    wsync_blob_t addr, key;
+    pub_conn_t *conn = NULL;
+    pub_slot_t *s;
+    uint64_t bytes = 0, deadline;
+    char msg[700];
+    size_t i, n = 0;
+    int slot, ti = 0;
+
+    if (version <= 0 || L <= 0 || lr < 0 || lr >= L || tname == NULL || engine == NULL || ldig == NULL ||
+        reqid <= 0 || reqid > 0x7fffffff ||
+        wsync_blob_from_json(json_object_get(req, "addr"), "addr", &addr) != WSYNC_OK ||
+        wsync_blob_from_json(json_object_get(req, "key"), "key", &key) != WSYNC_OK) {
+        json_object_set_new(reply, "error", json_string("malformed pull request"));
+        return;
+    }
+    if (strcmp(ldig, p->sl->layout_digest) != 0) {
+        snprintf(msg, sizeof(msg), "trainer rank %d: layout digest %s differs from the engine's %s",
+                 p->cfg.rank, p->sl->layout_digest, ldig);
+        json_object_set_new(reply, "error", json_string(msg));
+        return;
+    }
+    {
+        /* Test hook (fault-injection tests only): hold the request a while,
+         * so a test can kill this rank while an engine waits on it. */
+        const char *delay = getenv("WSYNC_TEST_SERVE_DELAY_MS");
+        if (delay)
+            usleep((useconds_t)atoi(delay) * 1000);
+    }
+    pthread_mutex_lock(&p->lock);
+    slot = find_slot(p, (uint64_t)version);
+    if (slot < 0) {
+        snprintf(msg, sizeof(msg), "trainer rank %d no longer holds version %lld (newest: %llu)",
+                 p->cfg.rank, (long long)version,
+                 p->latest >= 0 ? (unsigned long long)p->slots[p->latest].version : 0ULL);
+        goto fail_locked;
+    }
+    if (find_request(p, r.req)) {
+        snprintf(msg, sizeof(msg), "request id %u already in use; retry", r.req);
+        goto fail_locked;
+    }
+    s = &p->slots[slot];
+    if (get_transport(p, tname, &ti) != WSYNC_OK || slot_regions(p, s, ti) != WSYNC_OK ||
+        get_conn(p, ti, json_object_get(req, "addr"), &addr, &conn) != WSYNC_OK) {
+        snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
+        goto fail_locked;
+    }
+    s->pins++;
+    r.next = p->requests;
+    p->requests = &r;
+    for (i = 0; i < p->nmy; i++) {
+        const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
+        const pub_span_t *sp;
+        if (wsync_plan_land_rank(plan, pc->chunk, (int)L) != (int)lr || pc->len == 0)
+            continue;
+        sp = &s->spans[p->piece_slot_off[pc->id]];
+        r.outstanding++;
+        if (p->transports[ti].ops->put(conn->conn, s->regions[ti][sp->area],
+                                       sp->area_off + (pc->offset - sp->offset), &key, pc->offset, pc->len,
+                                       ((uint64_t)r.req << 32) | pc->id) != WSYNC_OK) {
+            r.outstanding--;
+            fail_request(&r, WSYNC_ERR_PEER, wsync_last_error());
+            break;
+        }
+        n++;
+        bytes += pc->len;
+    }
+    deadline = wsync_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 120000) * 1000000ULL;
+    while (r.outstanding > 0 && wsync_now_ns() < deadline && !p->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        if (r.status != WSYNC_OK)
+            break;
+        pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+    }
+    if (r.outstanding > 0 && r.status == WSYNC_OK)
+        fail_request(&r, WSYNC_ERR_TIMEOUT, "puts did not complete in time");
+    if (r.status != WSYNC_OK || r.outstanding > 0) {
+        /* Puts may still be queued on this connection: drop it so none of
+         * them reaches the engine after this answer. */
+        drop_conn(p, ti, conn);
+    }
+    {
+        pub_request_t **pp;
+        for (pp = &p->requests; *pp; pp = &(*pp)->next)
+            if (*pp == &r) {
+                *pp = r.next;
+                break;
+            }
+    }
+    s->pins--;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    if (r.status != WSYNC_OK) {
+        snprintf(msg, sizeof(msg), "trainer rank %d, version %lld, engine %s rank %lld: %s", p->cfg.rank,
+                 (long long)version, engine, (long long)lr, r.error);
+        json_object_set_new(reply, "error", json_string(msg));
+        return;
+    }
+    json_object_set_new(reply, "ok", json_true());
+    json_object_set_new(reply, "pieces", json_integer((json_int_t)n));
+    json_object_set_new(reply, "bytes", json_integer((json_int_t)bytes));
+    return;
+fail_locked:
+    pthread_mutex_unlock(&p->lock);
+    json_object_set_new(reply, "error", json_string(msg));
+}
+
+static void *handler_main(void *arg)
+{
+    handler_arg_t *h = arg;
+    wsync_publisher_t *p = h->p;
+    json_t *req = NULL, *reply = json_object();
+    if (wsync_msg_recv(h->fd, 10000, &req) == WSYNC_OK) {
+        serve(p, req, reply);
+        wsync_msg_send(h->fd, reply);
+    } else {
+        LOG_WARN("trainer rank %d: bad pull request: %s", p->cfg.rank, wsync_last_error());
+    }
+    json_decref(req);
+    json_decref(reply);
+    close(h->fd);
+    free(h);
+    pthread_mutex_lock(&p->lock);
+    p->active_handlers--;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+static void *accept_main(void *arg)
+{
+    wsync_publisher_t *p = arg;
+    while (!__atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE)) {
+        struct pollfd pfd = {.fd = p->listen_fd, .events = POLLIN};
+        handler_arg_t *h;
+        pthread_t th;
+        int fd;
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        fd = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        h = malloc(sizeof(*h));
+        if (h == NULL) {
+            close(fd);
+            continue;
+        }
+        h->p = p;
+        h->fd = fd;
+        pthread_mutex_lock(&p->lock);
+        p->active_handlers++;
+        pthread_mutex_unlock(&p->lock);
+        if (pthread_create(&th, NULL, handler_main, h) != 0) {
+            close(fd);
+            free(h);
+            pthread_mutex_lock(&p->lock);
+            p->active_handlers--;
+            pthread_mutex_unlock(&p->lock);
+            continue;
+        }
+        pthread_detach(th);
+    }
+    return NULL;
+}
+
+wsync_status_t pub_server_start(wsync_publisher_t *p)
+{
+    char host[128] = "0.0.0.0";
+    int port = 0;
+    if (p->cfg.listen && p->cfg.listen[0])
+        WSYNC_CHECK(wsync_split_hostport(p->cfg.listen, host, sizeof(host), &port));
+    WSYNC_CHECK(wsync_tcp_listen(host, port, &p->listen_fd, &p->listen_port));
+    if (pthread_create(&p->server, NULL, accept_main, p) != 0) {
+        close(p->listen_fd);
+        p->listen_fd = -1;
+        return wsync_error(WSYNC_ERR_IO, "cannot start the pull server thread");
+    }
+    return WSYNC_OK;
+}
+
+void pub_server_stop(wsync_publisher_t *p)
+{
+    int i;
+    if (p->listen_fd < 0)
+        return;
+    __atomic_store_n(&p->stopping, 1, __ATOMIC_RELEASE);
+    pthread_join(p->server, NULL);
+    pthread_mutex_lock(&p->lock);
+    pthread_cond_broadcast(&p->cond);
+    while (p->active_handlers > 0)
+        pthread_cond_wait(&p->cond, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    for (i = 0; i < p->ntransports; i++) {
+        pub_transport_t *pt = &p->transports[i];
+        if (pt->poller_started)
+            pthread_join(pt->poller, NULL);
+        while (pt->conns)
+            drop_conn(p, i, pt->conns);
+    }
+    close(p->listen_fd);
+    p->listen_fd = -1;
+}
