@@ -1,14 +1,196 @@
-/* cuda.c: the CUDA memory backend (placeholder until the GPU issue lands it). */
+/* cuda.c: the CUDA memory backend: device memory, copies on a dedicated
+ * non-blocking stream per thread and device, completion by events, fill and
+ * digest by the kernels of digest_cuda.cu. Without CUDA every op says so. */
+#include <stdint.h>
+#include <string.h>
+
 #include "common/checks.h"
+#include "common/digest.h"
 #include "common/mem/mem.h"
+#include "common/util.h"
+
+#if WSYNC_HAVE_CUDA
+#include "common/cuda_checks.h"
+#include "common/digest_cuda.h"
+#include "common/mem/cuda_stream.h"
+
+#define CUDA_MAX_DEVICES 64
+
+/* One stream and one event per (thread, device): copies from different
+ * threads never serialize behind each other, and a blocking copy waits on
+ * its own event only, not on the whole device. */
+static __thread cudaStream_t tls_stream[CUDA_MAX_DEVICES];
+static __thread cudaEvent_t tls_event[CUDA_MAX_DEVICES];
+static __thread uint64_t *tls_dsum[CUDA_MAX_DEVICES];   /* device accumulator */
+static __thread uint64_t *tls_hsum[CUDA_MAX_DEVICES];   /* pinned copy of it */
+static __thread int tls_device = -1;
+/* The device chosen by the last init in any thread; threads that never
+ * called init (a transport's worker threads) use it. */
+static int default_device = 0;
 
 static wsync_status_t cuda_init(int device)
 {
-    return wsync_error(WSYNC_ERR_UNSUPPORTED, "memory cuda: not implemented in this build");
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0)
+        return wsync_error(WSYNC_ERR_UNSUPPORTED, "cuda:%d requested but there is no CUDA device here (%s); "
+                           "use --device host or run on a GPU machine",
+                           device, e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    if (device < 0 || device >= n || device >= CUDA_MAX_DEVICES)
+        return wsync_error(WSYNC_ERR_UNSUPPORTED, "cuda:%d requested but this machine has %d CUDA device%s "
+                           "(cuda:0..cuda:%d)", device, n, n == 1 ? "" : "s", n - 1);
+    CUDA_CHECK(cudaSetDevice(device));
+    tls_device = device;
+    __atomic_store_n(&default_device, device, __ATOMIC_RELAXED);
+    return WSYNC_OK;
+}
+
+wsync_status_t wsync_cuda_stream(int *device_out, cudaStream_t *stream_out, cudaEvent_t *event_out)
+{
+    int d = tls_device >= 0 ? tls_device : __atomic_load_n(&default_device, __ATOMIC_RELAXED);
+    if (tls_device < 0) {
+        CUDA_CHECK(cudaSetDevice(d));
+        tls_device = d;
+    }
+    if (tls_stream[d] == NULL) {
+        CUDA_CHECK(cudaStreamCreateWithFlags(&tls_stream[d], cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&tls_event[d], cudaEventDisableTiming));
+    }
+    if (device_out)
+        *device_out = d;
+    *stream_out = tls_stream[d];
+    if (event_out)
+        *event_out = tls_event[d];
+    return WSYNC_OK;
+}
+
+/* Waits for everything queued on this thread's stream. */
+static wsync_status_t stream_wait(cudaStream_t s, cudaEvent_t ev)
+{
+    CUDA_CHECK(cudaEventRecord(ev, s));
+    CUDA_CHECK(cudaEventSynchronize(ev));
+    return WSYNC_OK;
+}
+
+static wsync_status_t cuda_alloc(size_t len, void **out)
+{
+    int d;
+    cudaStream_t s;
+    void *p = NULL;
+    cudaError_t e;
+    WSYNC_CHECK(wsync_cuda_stream(&d, &s, NULL));
+    e = cudaMalloc(&p, len ? len : 1);
+    if (e != cudaSuccess)
+        return wsync_error(WSYNC_ERR_NOMEM, "cannot allocate %zu bytes on cuda:%d: %s", len, d,
+                           cudaGetErrorString(e));
+    *out = p;
+    return WSYNC_OK;
+}
+
+static void cuda_free(void *ptr)
+{
+    if (ptr)
+        cudaFree(ptr);
+}
+
+static wsync_status_t cuda_copy(void *dst, const void *src, size_t len)
+{
+    cudaStream_t s;
+    cudaEvent_t ev;
+    if (len == 0)
+        return WSYNC_OK;
+    WSYNC_CHECK(wsync_cuda_stream(NULL, &s, &ev));
+    /* Unified addressing: the runtime tells host, device and peer apart;
+     * pageable host memory is staged by the driver. */
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, s));
+    return stream_wait(s, ev);
+}
+
+static int is_device_ptr(const void *p)
+{
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+static wsync_status_t cuda_fill(void *dst, size_t len, uint64_t off, uint64_t seed)
+{
+    cudaStream_t s;
+    cudaEvent_t ev;
+    int e;
+    if (!is_device_ptr(dst)) {
+        wsync_fill_pattern(dst, len, off, seed);
+        return WSYNC_OK;
+    }
+    WSYNC_CHECK(wsync_cuda_stream(NULL, &s, &ev));
+    e = wsync_cuda_fill_async(dst, len, off, seed, s);
+    if (e != 0)
+        return wsync_error(WSYNC_ERR_CUDA, "fill kernel: %s", cudaGetErrorString((cudaError_t)e));
+    return stream_wait(s, ev);
+}
+
+static wsync_status_t cuda_digest_sum(const void *ptr, size_t len, uint64_t off, uint64_t *sum)
+{
+    cudaStream_t s;
+    cudaEvent_t ev;
+    int d, e;
+    if (!is_device_ptr(ptr)) {
+        *sum = wsync_digest_sum(ptr, len, off);
+        return WSYNC_OK;
+    }
+    WSYNC_CHECK(wsync_cuda_stream(&d, &s, &ev));
+    if (tls_dsum[d] == NULL) {
+        CUDA_CHECK(cudaMalloc((void **)&tls_dsum[d], sizeof(uint64_t)));
+        CUDA_CHECK(cudaMallocHost((void **)&tls_hsum[d], sizeof(uint64_t)));
+    }
+    /* The accumulator lives on the device (device atomics on mapped host
+     * memory are not guaranteed atomic); 8 bytes come back at the end. */
+    CUDA_CHECK(cudaMemsetAsync(tls_dsum[d], 0, sizeof(uint64_t), s));
+    e = wsync_cuda_digest_sum_async(ptr, len, off, tls_dsum[d], s);
+    if (e != 0)
+        return wsync_error(WSYNC_ERR_CUDA, "digest kernel: %s", cudaGetErrorString((cudaError_t)e));
+    CUDA_CHECK(cudaMemcpyAsync(tls_hsum[d], tls_dsum[d], sizeof(uint64_t), cudaMemcpyDeviceToHost, s));
+    WSYNC_CHECK(stream_wait(s, ev));
+    *sum = *tls_hsum[d];
+    return WSYNC_OK;
 }
 
 const wsync_mem_ops_t wsync_mem_cuda = {
     .name = "cuda",
     .kind = WSYNC_MEM_CUDA,
     .init = cuda_init,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .copy = cuda_copy,
+    .fill = cuda_fill,
+    .digest_sum = cuda_digest_sum,
 };
+
+#else /* !WSYNC_HAVE_CUDA */
+
+static wsync_status_t no_cuda(void)
+{
+    return wsync_error(WSYNC_ERR_UNSUPPORTED, "memory cuda: wsync was not built with CUDA "
+                       "(rebuild with CUDA=1 where /usr/local/cuda exists)");
+}
+static wsync_status_t cuda_init(int device) { return no_cuda(); }
+static wsync_status_t cuda_alloc(size_t len, void **out) { return no_cuda(); }
+static void cuda_free(void *ptr) {}
+static wsync_status_t cuda_copy(void *dst, const void *src, size_t len) { return no_cuda(); }
+static wsync_status_t cuda_fill(void *dst, size_t len, uint64_t off, uint64_t seed) { return no_cuda(); }
+static wsync_status_t cuda_digest_sum(const void *ptr, size_t len, uint64_t off, uint64_t *sum) { return no_cuda(); }
+
+const wsync_mem_ops_t wsync_mem_cuda = {
+    .name = "cuda",
+    .kind = WSYNC_MEM_CUDA,
+    .init = cuda_init,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .copy = cuda_copy,
+    .fill = cuda_fill,
+    .digest_sum = cuda_digest_sum,
+};
+#endif

@@ -1,0 +1,184 @@
+// digest_cuda.cu: the piece digest and the fill pattern on the GPU. The digest
+// is a sum over words mod 2^64 (digest.h), so each thread sums its own words,
+// a warp and a block reduce, and one 64-bit atomic per block adds the block's
+// sum: any order gives exactly the CPU value.
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "common/digest.h"
+#include "common/digest_cuda.h"
+
+#define DIG_THREADS 256
+
+static __device__ __forceinline__ uint64_t d_fmix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static __device__ __forceinline__ uint64_t d_word(uint64_t w, uint64_t key)
+{
+    uint64_t x = w ^ key;
+    x *= WSYNC_DIGEST_M1;
+    x ^= x >> 32;
+    x *= WSYNC_DIGEST_M2;
+    x ^= x >> 29;
+    return x;
+}
+
+// Little-endian word from `n` (1..8) bytes at any alignment, zero-padded.
+static __device__ __forceinline__ uint64_t d_load_bytes(const unsigned char *p, int n)
+{
+    uint64_t w = 0;
+    for (int b = 0; b < n; b++)
+        w |= (uint64_t)p[b] << (8 * b);
+    return w;
+}
+
+static __device__ __forceinline__ void d_block_add(uint64_t s, unsigned long long *out)
+{
+    __shared__ uint64_t warp_sums[DIG_THREADS / 32];
+    for (int o = 16; o > 0; o >>= 1)
+        s += __shfl_down_sync(0xffffffffu, s, o);
+    if ((threadIdx.x & 31) == 0)
+        warp_sums[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        s = threadIdx.x < DIG_THREADS / 32 ? warp_sums[threadIdx.x] : 0;
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_down_sync(0xffffffffu, s, o);
+        if (threadIdx.x == 0 && s != 0)
+            atomicAdd(out, (unsigned long long)s);
+    }
+}
+
+// MODE 16: pointer 16-byte aligned, two words per 16-byte load (the fast path);
+// MODE 8: 8-byte aligned; MODE 1: any alignment, byte loads.
+template <int MODE>
+__global__ void __launch_bounds__(DIG_THREADS) digest_kernel(const unsigned char *p, uint64_t len, uint64_t base,
+                                                             unsigned long long *out)
+{
+    const uint64_t G = WSYNC_DIGEST_GOLDEN;
+    const uint64_t nwords = len / 8;
+    const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    uint64_t s = 0, done;
+
+    if (MODE == 16) {
+        const ulonglong2 *q = (const ulonglong2 *)p;
+        const uint64_t npairs = nwords / 2;
+        uint64_t i = tid;
+        // Four loads in flight per thread before any math: memory speed needs bytes in flight.
+        for (; i + 3 * stride < npairs; i += 4 * stride) {
+            ulonglong2 v[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                v[k] = __ldcs(q + i + k * stride);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                uint64_t key = base + 2 * (i + k * stride) * G;
+                s += d_word(v[k].x, key) + d_word(v[k].y, key + G);
+            }
+        }
+        for (; i < npairs; i += stride) {
+            ulonglong2 v = __ldcs(q + i);
+            uint64_t key = base + 2 * i * G;
+            s += d_word(v.x, key) + d_word(v.y, key + G);
+        }
+        done = npairs * 2;
+    } else if (MODE == 8) {
+        const uint64_t *q = (const uint64_t *)p;
+        for (uint64_t i = tid; i < nwords; i += stride)
+            s += d_word(__ldcs(q + i), base + i * G);
+        done = nwords;
+    } else {
+        for (uint64_t i = tid; i < nwords; i += stride)
+            s += d_word(d_load_bytes(p + 8 * i, 8), base + i * G);
+        done = nwords;
+    }
+    // Leftover whole word (odd count on the 16-byte path) and the padded tail.
+    if (tid == 0) {
+        for (uint64_t i = done; i < nwords; i++)
+            s += d_word(d_load_bytes(p + 8 * i, 8), base + i * G);
+        if (len % 8)
+            s += d_word(d_load_bytes(p + 8 * nwords, (int)(len % 8)), base + nwords * G);
+    }
+    d_block_add(s, out);
+}
+
+static int grid_for(uint64_t items)
+{
+    int dev = 0, sms = 132;
+    uint64_t want = (items + DIG_THREADS - 1) / DIG_THREADS;
+    if (cudaGetDevice(&dev) == cudaSuccess)
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    uint64_t cap = (uint64_t)sms * 8; // 8 resident blocks of 256 per SM: full occupancy
+    if (want > cap)
+        want = cap;
+    return want ? (int)want : 1;
+}
+
+extern "C" int wsync_cuda_digest_sum_async(const void *ptr, size_t len, uint64_t off, uint64_t *dsum, void *stream)
+{
+    const unsigned char *p = (const unsigned char *)ptr;
+    cudaStream_t s = (cudaStream_t)stream;
+    unsigned long long *out = (unsigned long long *)dsum;
+    uint64_t base = wsync_digest_base_key(off);
+    if (len == 0)
+        return 0;
+    if ((uintptr_t)p % 16 == 0)
+        digest_kernel<16><<<grid_for(len / 16 + 1), DIG_THREADS, 0, s>>>(p, len, base, out);
+    else if ((uintptr_t)p % 8 == 0)
+        digest_kernel<8><<<grid_for(len / 8 + 1), DIG_THREADS, 0, s>>>(p, len, base, out);
+    else
+        digest_kernel<1><<<grid_for(len / 8 + 1), DIG_THREADS, 0, s>>>(p, len, base, out);
+    return (int)cudaGetLastError();
+}
+
+// Fill: byte i of dst holds byte (off+i)%8 of fmix64(((off+i)/8) ^ seed).
+__global__ void fill_words_kernel(uint64_t *dst, uint64_t nwords, uint64_t first_word, uint64_t seed)
+{
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nwords; i += stride)
+        dst[i] = d_fmix64((first_word + i) ^ seed);
+}
+
+__global__ void fill_bytes_kernel(unsigned char *dst, uint64_t len, uint64_t off, uint64_t seed)
+{
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += stride) {
+        uint64_t pos = off + i;
+        dst[i] = (unsigned char)(d_fmix64((pos / 8) ^ seed) >> (8 * (pos % 8)));
+    }
+}
+
+extern "C" int wsync_cuda_fill_async(void *dst, size_t len, uint64_t off, uint64_t seed, void *stream)
+{
+    unsigned char *d = (unsigned char *)dst;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (len == 0)
+        return 0;
+    // Words where the destination and the image offset agree on alignment;
+    // bytes for the head and tail (and for everything when they do not).
+    if ((uintptr_t)d % 8 == off % 8) {
+        uint64_t head = (8 - off % 8) % 8;
+        if (head > len)
+            head = len;
+        if (head)
+            fill_bytes_kernel<<<1, 32, 0, s>>>(d, head, off, seed);
+        uint64_t nwords = (len - head) / 8;
+        if (nwords)
+            fill_words_kernel<<<grid_for(nwords), DIG_THREADS, 0, s>>>((uint64_t *)(d + head), nwords,
+                                                                       (off + head) / 8, seed);
+        uint64_t tail_at = head + nwords * 8;
+        if (tail_at < len)
+            fill_bytes_kernel<<<1, 32, 0, s>>>(d + tail_at, len - tail_at, off + tail_at, seed);
+    } else {
+        fill_bytes_kernel<<<grid_for(len), DIG_THREADS, 0, s>>>(d, len, off, seed);
+    }
+    return (int)cudaGetLastError();
+}
