@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack: no allocation to fail */
 #include <xxhash.h>
 
 #include "common/checks.h"
@@ -63,6 +64,11 @@ wsync_status_t wsync_manifest_create(wsync_manifest_t **out)
 {
     wsync_manifest_t *m = calloc(1, sizeof(*m));
     WSYNC_CHECK_ALLOC(m);
+    m->by_name_ = json_object();
+    if (m->by_name_ == NULL) {
+        free(m);
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory creating a manifest");
+    }
     *out = m;
     return WSYNC_OK;
 }
@@ -76,16 +82,14 @@ void wsync_manifest_free(wsync_manifest_t *m)
         free(m->tensors[i].name);
     free(m->tensors);
     json_decref(m->metadata);
+    json_decref(m->by_name_);
     free(m);
 }
 
 long wsync_manifest_find(const wsync_manifest_t *m, const char *name)
 {
-    size_t i;
-    for (i = 0; i < m->ntensors; i++)
-        if (strcmp(m->tensors[i].name, name) == 0)
-            return (long)i;
-    return -1;
+    const json_t *ix = json_object_get(m->by_name_, name);
+    return ix ? (long)json_integer_value(ix) : -1;
 }
 
 /* Elements of a shape, or -1 on a negative dimension or overflow. */
@@ -118,7 +122,7 @@ wsync_status_t wsync_manifest_add(wsync_manifest_t *m, const char *name, wsync_d
         return wsync_error(WSYNC_ERR_INVALID, "tensor '%s': %d dimensions (at most %d)", name, ndim,
                            WSYNC_MAX_DIMS);
     if (wsync_manifest_find(m, name) >= 0)
-        return wsync_error(WSYNC_ERR_INVALID, "tensor '%s' appears twice", name);
+        return wsync_error(WSYNC_ERR_INVALID, "tensor '%s' appears twice; tensor names must be unique", name);
     nelem = shape_elems(ndim, shape);
     nbytes = nelem < 0 ? -1 : wsync_dtype_nbytes(dtype, (uint64_t)nelem);
     if (nbytes < 0)
@@ -127,7 +131,8 @@ wsync_status_t wsync_manifest_add(wsync_manifest_t *m, const char *name, wsync_d
     off = wsync_align_up(m->image_size, WSYNC_ALIGN);
     if (off + (uint64_t)nbytes < off)
         return wsync_error(WSYNC_ERR_INVALID, "tensor '%s': image size overflows", name);
-    if ((m->ntensors & (m->ntensors - 1)) == 0) {
+    /* Capacity doubles at powers of two (16 first): no separate field. */
+    if (m->ntensors < 16 ? m->ntensors == 0 : (m->ntensors & (m->ntensors - 1)) == 0) {
         size_t cap = m->ntensors ? m->ntensors * 2 : 16;
         wsync_tensor_t *nt = realloc(m->tensors, cap * sizeof(*nt));
         WSYNC_CHECK_ALLOC(nt);
@@ -137,6 +142,11 @@ wsync_status_t wsync_manifest_add(wsync_manifest_t *m, const char *name, wsync_d
     memset(t, 0, sizeof(*t));
     t->name = strdup(name);
     WSYNC_CHECK_ALLOC(t->name);
+    /* nocheck: a name need not be UTF-8 to be a C string we can index. */
+    if (json_object_set_new_nocheck(m->by_name_, name, json_integer((json_int_t)m->ntensors)) != 0) {
+        free(t->name);
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory indexing tensor '%s'", name);
+    }
     t->dtype = dtype;
     t->ndim = ndim;
     if (ndim)
@@ -186,6 +196,7 @@ static wsync_status_t tensor_from_json(wsync_manifest_t *m, const json_t *e, siz
     const char *name;
     wsync_dtype_t dtype;
     size_t d;
+    uint64_t off;
     wsync_tensor_t *t;
 
     if (!json_is_object(e))
@@ -205,11 +216,28 @@ static wsync_status_t tensor_from_json(wsync_manifest_t *m, const json_t *e, siz
                                "integer", name, d);
         shape[d] = json_integer_value(x);
     }
-    WSYNC_CHECK(wsync_manifest_add(m, name, dtype, (int)json_array_size(js), shape));
+    if (wsync_manifest_add(m, name, dtype, (int)json_array_size(js), shape) != WSYNC_OK) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", wsync_last_error());
+        return wsync_error(WSYNC_ERR_FORMAT, "manifest: tensors[%zu]: %s", i, why);
+    }
     t = &m->tensors[m->ntensors - 1];
-    if (!json_is_integer(jo) || (uint64_t)json_integer_value(jo) != t->offset)
-        return wsync_error(WSYNC_ERR_FORMAT, "manifest: tensor '%s': offset must be %llu (tensors in order, "
-                           "each aligned to %d)", name, (unsigned long long)t->offset, WSYNC_ALIGN);
+    /* The image packs tensors in order, each at the next aligned offset, so
+     * exactly one offset is right; say which rule a wrong one breaks. */
+    if (!json_is_integer(jo) || json_integer_value(jo) < 0)
+        return wsync_error(WSYNC_ERR_FORMAT, "manifest: tensor '%s': offset must be a non-negative integer", name);
+    off = (uint64_t)json_integer_value(jo);
+    if (off % WSYNC_ALIGN)
+        return wsync_error(WSYNC_ERR_FORMAT, "manifest: tensor '%s': offset %llu is not aligned to %d", name,
+                           (unsigned long long)off, WSYNC_ALIGN);
+    if (off < t->offset)
+        return wsync_error(WSYNC_ERR_FORMAT, "manifest: tensor '%s': offset %llu overlaps the previous tensor "
+                           "(offsets must increase; expected %llu)", name, (unsigned long long)off,
+                           (unsigned long long)t->offset);
+    if (off != t->offset)
+        return wsync_error(WSYNC_ERR_FORMAT, "manifest: tensor '%s': offset %llu leaves a gap (tensors are packed, "
+                           "each at the next multiple of %d; expected %llu)", name, (unsigned long long)off,
+                           WSYNC_ALIGN, (unsigned long long)t->offset);
     if (!json_is_integer(jz) || (uint64_t)json_integer_value(jz) != t->size)
         return wsync_error(WSYNC_ERR_FORMAT, "manifest: tensor '%s': size must be %llu (shape x dtype)", name,
                            (unsigned long long)t->size);
@@ -220,6 +248,7 @@ wsync_status_t wsync_manifest_from_json(const json_t *j, wsync_manifest_t **out)
 {
     const json_t *tensors = json_object_get(j, "tensors"), *meta = json_object_get(j, "metadata");
     const json_t *isz = json_object_get(j, "image_size"), *align = json_object_get(j, "align");
+    const json_t *ver = json_object_get(j, "version");
     wsync_manifest_t *m = NULL;
     wsync_status_t st;
     size_t i;
@@ -228,15 +257,25 @@ wsync_status_t wsync_manifest_from_json(const json_t *j, wsync_manifest_t **out)
         return wsync_error(WSYNC_ERR_FORMAT, "manifest: expected a JSON object");
     if (!json_is_array(tensors))
         return wsync_error(WSYNC_ERR_FORMAT, "manifest: 'tensors' must be an array");
-    if (align && json_integer_value(align) != WSYNC_ALIGN)
+    if (ver && (!json_is_integer(ver) || json_integer_value(ver) != 1))
+        return wsync_error(WSYNC_ERR_FORMAT, "manifest: version must be 1 (written by a newer wsync?)");
+    if (align && (!json_is_integer(align) || json_integer_value(align) != WSYNC_ALIGN))
         return wsync_error(WSYNC_ERR_FORMAT, "manifest: align must be %d", WSYNC_ALIGN);
     if (meta && !json_is_object(meta) && !json_is_null(meta))
-        return wsync_error(WSYNC_ERR_FORMAT, "manifest: 'metadata' must be an object");
+        return wsync_error(WSYNC_ERR_FORMAT, "manifest: 'metadata' must be an object of strings");
+    if (json_is_object(meta)) {
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)meta, k, v)
+            if (!json_is_string(v))
+                return wsync_error(WSYNC_ERR_FORMAT, "manifest: metadata['%s'] must be a string", k);
+    }
     WSYNC_CHECK(wsync_manifest_create(&m));
     for (i = 0; i < json_array_size(tensors); i++)
         WSYNC_CHECK_GOTO(tensor_from_json(m, json_array_get(tensors, i), i), st, err);
     if (!json_is_integer(isz) || (uint64_t)json_integer_value(isz) != m->image_size) {
-        st = wsync_error(WSYNC_ERR_FORMAT, "manifest: image_size must be %llu", (unsigned long long)m->image_size);
+        st = wsync_error(WSYNC_ERR_FORMAT, "manifest: image_size must be %llu (end of the last tensor, padded "
+                         "to %d)", (unsigned long long)m->image_size, WSYNC_ALIGN);
         goto err;
     }
     if (json_is_object(meta))
@@ -248,57 +287,94 @@ err:
     return st;
 }
 
-void wsync_manifest_digest(const wsync_manifest_t *m, char out[33])
+/* Feeds a 64-bit value little-endian, so the digest is the same on every host. */
+static void digest_u64(XXH3_state_t *h, uint64_t v)
 {
-    XXH3_state_t *st = XXH3_createState();
-    XXH128_hash_t h;
-    size_t i;
-    XXH3_128bits_reset(st);
-    XXH3_128bits_update(st, &m->image_size, sizeof(m->image_size));
-    for (i = 0; i < m->ntensors; i++) {
-        const wsync_tensor_t *t = &m->tensors[i];
-        uint64_t fields[4] = {(uint64_t)t->dtype, (uint64_t)t->ndim, t->offset, t->size};
-        /* Name with its terminator so "ab"+"c" and "a"+"bc" differ. */
-        XXH3_128bits_update(st, t->name, strlen(t->name) + 1);
-        XXH3_128bits_update(st, fields, sizeof(fields));
-        XXH3_128bits_update(st, t->shape, (size_t)t->ndim * sizeof(int64_t));
-    }
-    h = XXH3_128bits_digest(st);
-    XXH3_freeState(st);
-    snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+    unsigned char b[8];
+    int i;
+    for (i = 0; i < 8; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+    XXH3_128bits_update(h, b, sizeof(b));
 }
 
-/* Bytes of a model with these dimensions, in BF16. */
-static uint64_t llm_bytes(uint64_t vocab, uint64_t hidden, uint64_t inter, uint64_t layers)
+/* Canonical form: a tag, the image size, then per tensor its name and dtype
+ * name (each with its terminator, so "ab"+"c" and "a"+"bc" differ), rank,
+ * dims, offset and size. Dtype by name, not enum value, so reordering the
+ * enum never changes a digest. */
+void wsync_manifest_digest(const wsync_manifest_t *m, char out[33])
 {
-    uint64_t per_layer = 4 * hidden * hidden + 3 * hidden * inter + 2 * hidden;
-    return 2 * (2 * vocab * hidden + layers * per_layer + hidden);
+    static const char tag[] = "wsync-manifest-v1";
+    XXH3_state_t h;
+    XXH128_hash_t d;
+    size_t i;
+    int k;
+    XXH3_128bits_reset(&h);
+    XXH3_128bits_update(&h, tag, sizeof(tag));
+    digest_u64(&h, m->image_size);
+    digest_u64(&h, m->ntensors);
+    for (i = 0; i < m->ntensors; i++) {
+        const wsync_tensor_t *t = &m->tensors[i];
+        const char *dn = wsync_dtype_name(t->dtype);
+        XXH3_128bits_update(&h, t->name, strlen(t->name) + 1);
+        XXH3_128bits_update(&h, dn, strlen(dn) + 1);
+        digest_u64(&h, (uint64_t)t->ndim);
+        for (k = 0; k < t->ndim; k++)
+            digest_u64(&h, (uint64_t)t->shape[k]);
+        digest_u64(&h, t->offset);
+        digest_u64(&h, t->size);
+    }
+    d = XXH3_128bits_digest(&h);
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)d.high64, (unsigned long long)d.low64);
+}
+
+/* BF16 bytes of one decoder layer: q, k, v, o (hidden^2 each), gate and up
+ * (inter x hidden), down (hidden x inter), two norms. */
+static uint64_t layer_bytes(uint64_t hidden, uint64_t inter)
+{
+    return 2 * (4 * hidden * hidden + 3 * hidden * inter + 2 * hidden);
+}
+
+/* Shape of the synthetic model for a budget: the widest hidden size (a power
+ * of two, 64..16384) that still leaves room for hidden/256 layers (at least 2)
+ * after the embedding and lm_head, which together take at most a quarter of
+ * the budget and a vocabulary of at most 32000 -- about the proportions of
+ * Llama-style models (4096 wide, 32 layers, 32000 words). Layers fill the
+ * budget; what is left over (less than a layer) widens the vocabulary, so
+ * the total lands within a few tensor paddings of `bytes`. */
+static int synthetic_dims(uint64_t bytes, uint64_t *hidden_p, uint64_t *inter_p, uint64_t *layers_p,
+                          uint64_t *vocab_p)
+{
+    uint64_t hidden;
+    for (hidden = 16384; hidden >= 64; hidden /= 2) {
+        uint64_t inter = hidden * 11 / 4, lb = layer_bytes(hidden, inter);
+        uint64_t min_layers = hidden / 256 < 2 ? 2 : hidden / 256;
+        uint64_t vocab = bytes / 16 / hidden, fixed, layers;
+        if (vocab > 32000)
+            vocab = 32000;
+        fixed = 4 * vocab * hidden + 2 * hidden;
+        if (vocab < 256 || fixed + min_layers * lb > bytes)
+            continue;
+        layers = (bytes - fixed) / lb;
+        vocab += (bytes - fixed - layers * lb) / (4 * hidden);
+        *hidden_p = hidden;
+        *inter_p = inter;
+        *layers_p = layers;
+        *vocab_p = vocab;
+        return 0;
+    }
+    return -1;
 }
 
 wsync_status_t wsync_manifest_synthetic(uint64_t bytes, wsync_manifest_t **out)
 {
-    uint64_t hidden = 64, vocab, inter, layers = 2, l;
+    uint64_t hidden, vocab, inter, layers, l;
     wsync_manifest_t *m = NULL;
     wsync_status_t st;
     char name[128];
 
-    if (bytes < 1024 * 1024)
+    if (bytes < 1024 * 1024 || synthetic_dims(bytes, &hidden, &inter, &layers, &vocab) != 0)
         return wsync_error(WSYNC_ERR_INVALID, "synthetic model: %llu bytes is too small (at least 1M)",
                            (unsigned long long)bytes);
-    /* Grow the hidden size (and with it the layer count) until the model
-     * would exceed the budget; vocabulary then takes what is left. */
-    while (llm_bytes(8 * hidden * 2, hidden * 2, (hidden * 2) * 11 / 4, layers + 2) <= bytes * 9 / 10 &&
-           hidden < 16384) {
-        hidden *= 2;
-        layers += 2;
-    }
-    inter = hidden * 11 / 4;
-    {
-        uint64_t body = llm_bytes(0, hidden, inter, layers);
-        vocab = body < bytes ? (bytes - body) / (4 * hidden) : 8;
-        if (vocab < 8)
-            vocab = 8;
-    }
     WSYNC_CHECK(wsync_manifest_create(&m));
     {
         int64_t emb[2] = {(int64_t)vocab, (int64_t)hidden};

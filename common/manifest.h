@@ -60,6 +60,8 @@ typedef struct wsync_manifest {
     wsync_tensor_t *tensors;        /* image order */
     uint64_t image_size;            /* end of the last tensor, padded to WSYNC_ALIGN */
     json_t *metadata;               /* safetensors __metadata__ (object of strings) or NULL; owned */
+    json_t *by_name_;               /* private to manifest.c: name -> index, so add/find stay O(1)
+                                     * on models of 100k tensors */
 } wsync_manifest_t;
 
 /* Empty manifest. Destroy with wsync_manifest_free (NULL is fine). */
@@ -71,7 +73,7 @@ void wsync_manifest_free(wsync_manifest_t *m);
 wsync_status_t wsync_manifest_add(wsync_manifest_t *m, const char *name, wsync_dtype_t dtype,
                                   int ndim, const int64_t *shape);
 
-/* Index of the tensor named `name`, or -1. */
+/* Index of the tensor named `name`, or -1. Constant time. */
 long wsync_manifest_find(const wsync_manifest_t *m, const char *name);
 
 /* JSON form: {"version":1,"align":256,"image_size":N,"tensors":[{"name","dtype",
@@ -85,8 +87,10 @@ wsync_status_t wsync_manifest_from_json(const json_t *j, wsync_manifest_t **out)
  * image size; not metadata), as 32 hex digits: equal layouts, equal digests. */
 void wsync_manifest_digest(const wsync_manifest_t *m, char out[33]);
 
-/* A synthetic model of about `bytes` bytes shaped like a small LLM (embedding,
- * per-layer attention and MLP matrices, norms, lm_head), in BF16. Deterministic. */
+/* A synthetic model of about `bytes` bytes (within 10%, from 1 MiB to 64 GiB
+ * and beyond) shaped like a small LLM (embedding, per-layer attention and MLP
+ * matrices, norms, lm_head), in BF16: hidden size, layer count and vocabulary
+ * grow with the budget the way real models' do. Deterministic. */
 wsync_status_t wsync_manifest_synthetic(uint64_t bytes, wsync_manifest_t **out);
 
 #endif

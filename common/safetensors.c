@@ -69,6 +69,8 @@ static wsync_status_t parse_entry(const char *file, const char *name, const json
         nelem *= (uint64_t)out->shape[d];
     }
     out->ndim = (int)json_array_size(js);
+    if (jo == NULL)
+        return bad(file, "tensor '%s': missing data_offsets", name);
     if (!json_is_array(jo) || json_array_size(jo) != 2 || !json_is_integer(json_array_get(jo, 0)) ||
         !json_is_integer(json_array_get(jo, 1)) || json_integer_value(json_array_get(jo, 0)) < 0 ||
         json_integer_value(json_array_get(jo, 1)) < json_integer_value(json_array_get(jo, 0)))
@@ -168,6 +170,10 @@ wsync_status_t wsync_safetensors_parse(const void *buf, size_t len, const char *
         goto err;
     }
     st->path = strdup(file);
+    if (st->path == NULL) {
+        rc = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+        goto err;
+    }
     st->base = p;
     st->len = len;
     WSYNC_CHECK_GOTO(wsync_manifest_create(&st->manifest), rc, err);
@@ -257,50 +263,103 @@ static wsync_status_t write_all(int fd, const void *buf, size_t len, const char 
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            return wsync_error(WSYNC_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+            return wsync_error(WSYNC_ERR_IO, "%s: write failed: %s", path, n < 0 ? strerror(errno) : "no progress");
         p += n;
         len -= (size_t)n;
     }
     return WSYNC_OK;
 }
 
-wsync_status_t wsync_safetensors_write(const char *path, const wsync_manifest_t *m, const void *image,
-                                       const json_t *metadata)
+/* fsync the directory holding `path`, so a rename survives a crash. Best
+ * effort: some file systems refuse fsync on directories. */
+static void sync_parent_dir(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    int fd;
+    if (slash == NULL)
+        snprintf(dir, sizeof(dir), ".");
+    else
+        snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
+/* The header text of `m` with `metadata`, padded with spaces to a multiple of
+ * 8 as the reference writer does (so the data section starts aligned). */
+static wsync_status_t build_header(const char *path, const wsync_manifest_t *m, const json_t *metadata,
+                                   char **text_p, size_t *tl_p, uint64_t *hlen_p)
 {
     json_t *hdr = json_object();
-    char tmp[4096], *text = NULL;
-    uint64_t off = 0, hlen;
-    unsigned char lenbuf[8];
-    size_t i, tl;
-    wsync_status_t st = WSYNC_OK;
-    int fd = -1, b, d;
+    uint64_t off = 0;
+    size_t i;
+    int d;
+    char *text;
 
     WSYNC_CHECK_ALLOC(hdr);
     if (metadata && json_object_size(metadata))
         json_object_set(hdr, "__metadata__", (json_t *)metadata);
     for (i = 0; i < m->ntensors; i++) {
         const wsync_tensor_t *t = &m->tensors[i];
-        json_t *shape = json_array();
+        json_t *shape = json_array(), *e;
         for (d = 0; d < t->ndim; d++)
             json_array_append_new(shape, json_integer(t->shape[d]));
-        json_object_set_new(hdr, t->name, json_pack("{s:s, s:o, s:[I, I]}", "dtype", wsync_dtype_name(t->dtype),
-                                                    "shape", shape, "data_offsets", (json_int_t)off,
-                                                    (json_int_t)(off + t->size)));
+        e = json_pack("{s:s, s:o, s:[I, I]}", "dtype", wsync_dtype_name(t->dtype), "shape", shape,
+                      "data_offsets", (json_int_t)off, (json_int_t)(off + t->size));
+        if (e == NULL || strcmp(t->name, "__metadata__") == 0 || json_object_set_new(hdr, t->name, e) != 0) {
+            json_decref(hdr);
+            return wsync_error(WSYNC_ERR_INVALID, "%s: cannot write tensor '%s': its name is reserved or not "
+                               "UTF-8, or memory ran out", path, t->name);
+        }
         off += t->size;
     }
     text = json_dumps(hdr, JSON_COMPACT);
     json_decref(hdr);
     WSYNC_CHECK_ALLOC(text);
-    tl = strlen(text);
-    hlen = (tl + 7) / 8 * 8;
+    *text_p = text;
+    *tl_p = strlen(text);
+    *hlen_p = (*tl_p + 7) / 8 * 8;
+    return WSYNC_OK;
+}
+
+wsync_status_t wsync_safetensors_write(const char *path, const wsync_manifest_t *m, const void *image,
+                                       const json_t *metadata)
+{
+    char tmp[4096], *text = NULL;
+    uint64_t hlen = 0;
+    unsigned char lenbuf[8];
+    size_t i, tl = 0;
+    wsync_status_t st = WSYNC_OK;
+    int fd, b;
+
+    if (metadata) {
+        const char *k;
+        json_t *v;
+        if (!json_is_object(metadata))
+            return wsync_error(WSYNC_ERR_INVALID, "%s: __metadata__ must be an object of strings", path);
+        json_object_foreach((json_t *)metadata, k, v)
+            if (!json_is_string(v))
+                return wsync_error(WSYNC_ERR_INVALID, "%s: __metadata__ value '%s' is not a string", path, k);
+    }
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= sizeof(tmp))
+        return wsync_error(WSYNC_ERR_INVALID, "%s: path too long", path);
+    WSYNC_CHECK(build_header(path, m, metadata, &text, &tl, &hlen));
     for (b = 0; b < 8; b++)
         lenbuf[b] = (unsigned char)(hlen >> (8 * b));
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* A unique temp file next to the target: rename is atomic only within one
+     * file system, and two writers of one path must not share a temp file. */
+    fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
+        st = wsync_error(WSYNC_ERR_IO, "%s: cannot create a temp file in its directory: %s", path,
+                         strerror(errno));
         free(text);
-        return wsync_error(WSYNC_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        return st;
     }
+    if (fchmod(fd, 0644) != 0)
+        WSYNC_CHECK_GOTO(wsync_error(WSYNC_ERR_IO, "%s: chmod: %s", tmp, strerror(errno)), st, out);
     WSYNC_CHECK_GOTO(write_all(fd, lenbuf, 8, path), st, out);
     WSYNC_CHECK_GOTO(write_all(fd, text, tl, path), st, out);
     WSYNC_CHECK_GOTO(write_all(fd, "        ", hlen - tl, path), st, out);
@@ -313,8 +372,38 @@ out:
     if (close(fd) != 0 && st == WSYNC_OK)
         st = wsync_error(WSYNC_ERR_IO, "%s: close: %s", path, strerror(errno));
     if (st == WSYNC_OK && rename(tmp, path) != 0)
-        st = wsync_error(WSYNC_ERR_IO, "%s: rename: %s", path, strerror(errno));
+        st = wsync_error(WSYNC_ERR_IO, "%s: rename from %s: %s", path, tmp, strerror(errno));
     if (st != WSYNC_OK)
         unlink(tmp);
+    else
+        sync_parent_dir(path);
+    return st;
+}
+
+wsync_status_t wsync_safetensors_write_tensors(const char *path, size_t n, const wsync_st_tensor_t *tensors,
+                                               const json_t *metadata)
+{
+    wsync_manifest_t *m = NULL;
+    unsigned char *image = NULL;
+    wsync_status_t st;
+    size_t i;
+
+    WSYNC_CHECK(wsync_manifest_create(&m));
+    for (i = 0; i < n; i++)
+        WSYNC_CHECK_GOTO(wsync_manifest_add(m, tensors[i].name, tensors[i].dtype, tensors[i].ndim, tensors[i].shape),
+                         st, out);
+    image = calloc(1, m->image_size ? m->image_size : 1);
+    if (image == NULL) {
+        st = wsync_error(WSYNC_ERR_NOMEM, "%s: out of memory for a %llu-byte image", path,
+                         (unsigned long long)m->image_size);
+        goto out;
+    }
+    for (i = 0; i < n; i++)
+        if (m->tensors[i].size)
+            memcpy(image + m->tensors[i].offset, tensors[i].data, m->tensors[i].size);
+    st = wsync_safetensors_write(path, m, image, metadata);
+out:
+    free(image);
+    wsync_manifest_free(m);
     return st;
 }

@@ -36,4 +36,19 @@ wsync_status_t wsync_safetensors_copy_to_image(const wsync_safetensors_t *st, vo
 wsync_status_t wsync_safetensors_write(const char *path, const wsync_manifest_t *m, const void *image,
                                        const json_t *metadata);
 
+/* One tensor for wsync_safetensors_write_tensors: `data` holds exactly
+ * shape x dtype bytes. */
+typedef struct wsync_st_tensor {
+    const char *name;
+    wsync_dtype_t dtype;
+    int ndim;
+    const int64_t *shape;
+    const void *data;
+} wsync_st_tensor_t;
+
+/* Write `n` tensors, in this order, as a safetensors file (same atomic
+ * writer); for tests and tools that hold tensors in separate buffers. */
+wsync_status_t wsync_safetensors_write_tensors(const char *path, size_t n, const wsync_st_tensor_t *tensors,
+                                               const json_t *metadata);
+
 #endif
