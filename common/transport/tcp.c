@@ -338,6 +338,9 @@ static void *reader_main(void *arg)
         }
     }
 out:
+    /* Close the connection now so the peer sees it; the descriptor itself is
+     * closed when the thread is reaped, so its number cannot be reused under us. */
+    shutdown(rd->fd, SHUT_RDWR);
     free(bounce);
     __atomic_store_n(&rd->done, 1, __ATOMIC_RELEASE);
     return NULL;
