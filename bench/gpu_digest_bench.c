@@ -12,6 +12,7 @@
 #include "bench/gpu_pair.h"
 #include "common/digest.h"
 #include "common/digest_cuda.h"
+#include "common/mem/mem.h"
 
 #define LEN ((size_t)4 << 30)
 #define REPS 10

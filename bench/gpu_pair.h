@@ -19,9 +19,9 @@
 #define CU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) DIE("%s: %s", #call, cudaGetErrorString(e_)); } while (0)
 #define NC(call) do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) DIE("%s: %s", #call, ncclGetErrorString(r_)); } while (0)
 
-static int pair_rank = -1, pair_fd = -1;
+static inline int pair_rank = -1, pair_fd = -1;
 
-static void pair_xchg(const void *mine, void *theirs, size_t len)
+static inline void pair_xchg(const void *mine, void *theirs, size_t len)
 {
     size_t done = 0;
     if (write(pair_fd, mine, len) != (ssize_t)len)
@@ -34,14 +34,14 @@ static void pair_xchg(const void *mine, void *theirs, size_t len)
     }
 }
 
-static void pair_barrier(void)
+static inline void pair_barrier(void)
 {
     char a = 1, b;
     pair_xchg(&a, &b, 1);
 }
 
 /* Runs fn(rank) in two processes; returns 0 if both exit 0. */
-static int pair_run(int (*fn)(int rank))
+static inline int pair_run(int (*fn)(int rank))
 {
     int sv[2], st0 = 0, st1 = 0;
     pid_t p0, p1;
@@ -70,7 +70,7 @@ static int pair_run(int (*fn)(int rank))
 
 /* CUDA devices here, counted in a throw-away child: CUDA must not be
  * initialized in the parent before it forks the ranks. */
-static int pair_gpus(void)
+static inline int pair_gpus(void)
 {
     int fds[2], n = 0, st;
     pid_t pid;
@@ -92,7 +92,7 @@ static int pair_gpus(void)
     return n;
 }
 
-static ncclComm_t pair_comm(void)
+static inline ncclComm_t pair_comm(void)
 {
     ncclUniqueId id, other;
     ncclComm_t c;
@@ -107,20 +107,20 @@ static ncclComm_t pair_comm(void)
     return c;
 }
 
-static int cmp_double(const void *a, const void *b)
+static inline int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
-static double median(double *v, int n)
+static inline double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof(double), cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* The slower rank's figure: a pair's operation ends when both are done. */
-static double pair_max(double mine)
+static inline double pair_max(double mine)
 {
     double theirs;
     pair_xchg(&mine, &theirs, sizeof(mine));
