@@ -19,7 +19,7 @@
 #define CU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) DIE("%s: %s", #call, cudaGetErrorString(e_)); } while (0)
 #define NC(call) do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) DIE("%s: %s", #call, ncclGetErrorString(r_)); } while (0)
 
-static inline int pair_rank = -1, pair_fd = -1;
+static int pair_rank = -1, pair_fd = -1;
 
 static inline void pair_xchg(const void *mine, void *theirs, size_t len)
 {
