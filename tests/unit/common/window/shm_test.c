@@ -1,0 +1,171 @@
+/* shm_test.c: a shm window crosses a fork through an abstract Unix socket
+ * (fd passing): the child maps the parent's window and each side sees the
+ * other's writes; nothing appears in /dev/shm; the fdpass helpers fail
+ * clearly. */
+#include <dirent.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "common/window/fdpass.h"
+#include "common/window/window.h"
+#include "tests/test.h"
+
+#define WIN_LEN (3u << 20)
+
+static int count_dev_shm(void)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void sock_name(char *buf, size_t len, const char *what)
+{
+    snprintf(buf, len, "wsync-test-%s-%d", what, (int)getpid());
+}
+
+/* Child: connect, receive blob + fd, map, check the parent's pattern, write
+ * its own pattern in the second half, say done. Exit code says what broke. */
+static int child_main(const char *name)
+{
+    wsync_blob_t blob;
+    unsigned char *p = NULL, *want;
+    int sock = -1, fd = -1;
+    char ok = 'k';
+    if (wsync_unix_connect(name, 5000, &sock) != WSYNC_OK)
+        return 10;
+    if (wsync_fd_recv(sock, &blob, sizeof(blob), &fd) != WSYNC_OK || fd < 0)
+        return 11;
+    if (wsync_window_shm.map(&blob, fd, WIN_LEN, (void **)&p) != WSYNC_OK)
+        return 12;
+    close(fd);  /* the mapping outlives the descriptor */
+    want = malloc(WIN_LEN / 2);
+    wsync_fill_pattern(want, WIN_LEN / 2, 0, 1);
+    if (memcmp(p, want, WIN_LEN / 2) != 0)
+        return 13;
+    wsync_fill_pattern(p + WIN_LEN / 2, WIN_LEN / 2, WIN_LEN / 2, 2);
+    if (wsync_fd_send(sock, &ok, 1, -1) != WSYNC_OK)
+        return 14;
+    /* Wait for the parent's second write, then check it. */
+    if (wsync_fd_recv(sock, &ok, 1, &fd) != WSYNC_OK || ok != 'w')
+        return 15;
+    if (p[12345] != 0x5A)
+        return 16;
+    wsync_window_shm.unmap(p, WIN_LEN);
+    free(want);
+    close(sock);
+    return 0;
+}
+
+static void a_forked_child_maps_the_window_and_both_see_writes(void)
+{
+    wsync_window_t w = {.fd = -1};
+    wsync_blob_t blob;
+    unsigned char *want;
+    char name[64], ack = 0;
+    int lsock = -1, sock = -1, status = 0, fd = -1, before = count_dev_shm();
+    pid_t pid;
+
+    sock_name(name, sizeof(name), "win");
+    CHECK_OK(wsync_window_shm.alloc(WIN_LEN, &w));
+    CHECK(w.fd >= 0 && w.ptr != NULL && w.len == WIN_LEN);
+    CHECK_EQ(count_dev_shm(), before);
+    wsync_fill_pattern(w.ptr, WIN_LEN / 2, 0, 1);
+    CHECK_OK(wsync_window_shm.export_blob(&w, &blob));
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0)
+        _exit(child_main(name));
+    /* The child retries its connect until we listen: listen late on purpose. */
+    usleep(50000);
+    CHECK_OK(wsync_unix_listen(name, &lsock));
+    sock = accept(lsock, NULL, NULL);
+    CHECK(sock >= 0);
+    CHECK_OK(wsync_fd_send(sock, &blob, sizeof(blob), w.fd));
+    CHECK_OK(wsync_fd_recv(sock, &ack, 1, &fd));
+    CHECK_EQ(ack, 'k');
+    CHECK_EQ(fd, -1);
+    want = malloc(WIN_LEN / 2);
+    wsync_fill_pattern(want, WIN_LEN / 2, WIN_LEN / 2, 2);
+    CHECK(memcmp((unsigned char *)w.ptr + WIN_LEN / 2, want, WIN_LEN / 2) == 0);
+    ((unsigned char *)w.ptr)[12345] = 0x5A;
+    CHECK_OK(wsync_fd_send(sock, "w", 1, -1));
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 0);
+    CHECK_EQ(count_dev_shm(), before);
+    free(want);
+    close(sock);
+    close(lsock);
+    wsync_window_shm.free(&w);
+    CHECK(w.ptr == NULL && w.fd == -1);
+}
+
+static void map_refuses_bad_blobs_and_missing_descriptors(void)
+{
+    wsync_window_t w = {.fd = -1};
+    wsync_blob_t blob, bad;
+    void *p = NULL;
+    CHECK_OK(wsync_window_shm.alloc(4096, &w));
+    CHECK_OK(wsync_window_shm.export_blob(&w, &blob));
+    CHECK_FAILS(wsync_window_shm.map(&blob, -1, 4096, &p), WSYNC_ERR_FORMAT, "descriptor");
+    bad = blob;
+    bad.data[0] ^= 1;
+    CHECK_FAILS(wsync_window_shm.map(&bad, w.fd, 4096, &p), WSYNC_ERR_FORMAT, "not a wsync window");
+    CHECK_FAILS(wsync_window_shm.map(&blob, w.fd, 8192, &p), WSYNC_ERR_FORMAT, "smaller");
+    CHECK_OK(wsync_window_shm.map(&blob, w.fd, 4096, &p));
+    ((char *)w.ptr)[100] = 'x';
+    CHECK(((char *)p)[100] == 'x');
+    wsync_window_shm.unmap(p, 4096);
+    wsync_window_shm.free(&w);
+    wsync_window_shm.free(&w);  /* twice is harmless */
+}
+
+static void window_for_picks_by_memory_kind(void)
+{
+    CHECK(wsync_window_for(WSYNC_MEM_HOST) == &wsync_window_shm);
+    CHECK(wsync_window_for(WSYNC_MEM_CUDA) == &wsync_window_cuda_ipc);
+}
+
+static void local_sockets_fail_clearly(void)
+{
+    char name[64];
+    int a = -1, b = -1, fd = -1;
+    char c;
+    sock_name(name, sizeof(name), "busy");
+    CHECK_OK(wsync_unix_listen(name, &a));
+    CHECK_FAILS(wsync_unix_listen(name, &b), WSYNC_ERR_CONFLICT, name);
+    close(a);
+    sock_name(name, sizeof(name), "nobody");
+    CHECK_FAILS(wsync_unix_connect(name, 100, &b), WSYNC_ERR_TIMEOUT, name);
+    /* A peer that closes mid-message is an error, not a short success. */
+    {
+        int sv[2];
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+        CHECK_OK(wsync_fd_send(sv[0], "ab", 2, -1));
+        close(sv[0]);
+        CHECK_FAILS(wsync_fd_recv(sv[1], name, 8, &fd), WSYNC_ERR_PEER, "local socket");
+        CHECK_EQ(fd, -1);
+        CHECK_FAILS(wsync_fd_recv(sv[1], &c, 1, &fd), WSYNC_ERR_PEER, "closed");
+        close(sv[1]);
+    }
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    RUN(a_forked_child_maps_the_window_and_both_see_writes);
+    RUN(map_refuses_bad_blobs_and_missing_descriptors);
+    RUN(window_for_picks_by_memory_kind);
+    RUN(local_sockets_fail_clearly);
+    TEST_EXIT();
+}
