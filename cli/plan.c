@@ -1,12 +1,297 @@
-/* plan.c: `wsync plan` (being built; see the open issues). */
+/* plan.c: `wsync plan`: the plan of a model and a topology, summarized: what
+ * each trainer rank sends, what each engine local rank lands from the network
+ * and what it copies out of its peers' windows. Pure arithmetic; no I/O
+ * besides reading the safetensors header. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/commands.h"
+#include "common/plan.h"
+#include "common/safetensors.h"
+#include "common/util.h"
+
+#define PLAN_USAGE                                                                                         \
+    "usage: wsync plan (FILE.safetensors | --synthetic SIZE) [--trainers W] [--engines M]\n"               \
+    "                  [--local-ranks L] [--chunk SIZE] [--layout even|fsdp] [--json]\n"
+
+/* Upper bounds keep a typo (--trainers 1e9) from allocating gigabytes; they
+ * are far above any real deployment. */
+#define PLAN_MAX_TRAINERS 1000000
+#define PLAN_MAX_ENGINES 1000000
+#define PLAN_MAX_LOCAL 4096
+
+typedef struct plan_opts {
+    const char *file;
+    const char *synthetic;
+    int trainers, engines, local_ranks;
+    uint64_t chunk;
+    int fsdp;
+    int json;
+} plan_opts_t;
+
+/* What one local rank of a node does: lands from the network, copies from
+ * its peers' windows, is copied from by its peers. */
+typedef struct local_stat {
+    uint32_t chunks;
+    uint64_t land;
+    uint64_t copy_in;
+    uint64_t copied_out;
+} local_stat_t;
+
+static int parse_count(const char *s, const char *opt, int max, int *out)
+{
+    char *end = NULL;
+    long v;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < 1 || v > max) {
+        fprintf(stderr, "wsync plan: %s: expected a whole number from 1 to %d, got '%s'\n", opt, max, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* Returns 0 when the options are good, 2 (usage error) or -1 (--help given). */
+static int parse_opts(int argc, char **argv, plan_opts_t *o)
+{
+    static const struct option opts[] = {
+        {"synthetic", 1, 0, 's'}, {"trainers", 1, 0, 'w'}, {"engines", 1, 0, 'm'},
+        {"local-ranks", 1, 0, 'l'}, {"chunk", 1, 0, 'c'}, {"layout", 1, 0, 'y'},
+        {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+
+    *o = (plan_opts_t){.trainers = 2, .engines = 2, .local_ranks = 2, .chunk = WSYNC_DEFAULT_CHUNK};
+    optind = 1;
+    opterr = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            o->synthetic = optarg;
+            break;
+        case 'w':
+            if (parse_count(optarg, "--trainers", PLAN_MAX_TRAINERS, &o->trainers))
+                return 2;
+            break;
+        case 'm':
+            if (parse_count(optarg, "--engines", PLAN_MAX_ENGINES, &o->engines))
+                return 2;
+            break;
+        case 'l':
+            if (parse_count(optarg, "--local-ranks", PLAN_MAX_LOCAL, &o->local_ranks))
+                return 2;
+            break;
+        case 'c':
+            if (wsync_parse_size(optarg, "--chunk", &o->chunk) != WSYNC_OK) {
+                fprintf(stderr, "wsync plan: %s\n", wsync_last_error());
+                return 2;
+            }
+            break;
+        case 'y':
+            if (strcmp(optarg, "even") == 0) {
+                o->fsdp = 0;
+            } else if (strcmp(optarg, "fsdp") == 0) {
+                o->fsdp = 1;
+            } else {
+                fprintf(stderr, "wsync plan: --layout: expected 'even' or 'fsdp', got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'j':
+            o->json = 1;
+            break;
+        case 'h':
+            printf(PLAN_USAGE
+                   "Prints the plan: image size, chunks, pieces, the bytes each trainer rank sends to one\n"
+                   "engine node and to all M nodes, the bytes each local rank of a node lands from the\n"
+                   "network (chunk c lands on local rank c %% L) and the bytes it copies out of its peers'\n"
+                   "windows. Defaults: --trainers 2 --engines 2 --local-ranks 2 --chunk 64M --layout even.\n");
+            return -1;
+        default:
+            fprintf(stderr, PLAN_USAGE);
+            return 2; /* getopt already said which option was wrong */
+        }
+    }
+    if (optind < argc - 1) {
+        fprintf(stderr, "wsync plan: one model file expected, got '%s' and '%s'\n%s", argv[optind],
+                argv[optind + 1], PLAN_USAGE);
+        return 2;
+    }
+    if (optind == argc - 1)
+        o->file = argv[optind];
+    if ((o->file == NULL) == (o->synthetic == NULL)) {
+        fprintf(stderr, "wsync plan: give either a safetensors file or --synthetic SIZE, %s\n%s",
+                o->file ? "not both" : "none was given", PLAN_USAGE);
+        return 2;
+    }
+    return 0;
+}
+
+/* "512.00 MiB (536870912)": readable, and exact for scripts that diff it. */
+static const char *both(uint64_t bytes, char *buf, size_t len)
+{
+    char h[32];
+    snprintf(buf, len, "%s (%llu)", wsync_fmt_size(bytes, h, sizeof(h)), (unsigned long long)bytes);
+    return buf;
+}
+
+static void local_stats(const wsync_plan_t *p, int L, local_stat_t *ls)
+{
+    uint32_t c;
+    size_t i;
+    int r;
+    memset(ls, 0, (size_t)L * sizeof(*ls));
+    for (c = 0; c < p->nchunks; c++)
+        ls[wsync_plan_land_rank(p, c, L)].chunks++;
+    for (i = 0; i < p->npieces; i++)
+        ls[wsync_plan_land_rank(p, p->pieces[i].chunk, L)].land += p->pieces[i].len;
+    /* Every local rank needs the whole image: what it did not land itself it
+     * copies from the peer that landed it, and each of its L-1 peers copies
+     * everything it landed. */
+    for (r = 0; r < L; r++) {
+        ls[r].copy_in = p->image_size - ls[r].land;
+        ls[r].copied_out = ls[r].land * (uint64_t)(L - 1);
+    }
+}
+
+static json_t *plan_json(const plan_opts_t *o, const wsync_manifest_t *m, const wsync_plan_t *p,
+                         const local_stat_t *ls)
+{
+    json_t *j = json_object(), *tr = json_array(), *lr = json_array();
+    uint64_t M = (uint64_t)o->engines, L = (uint64_t)o->local_ranks;
+    int r;
+
+    json_object_set_new(j, "source", json_string(o->file ? o->file : "synthetic"));
+    json_object_set_new(j, "tensors", json_integer((json_int_t)m->ntensors));
+    json_object_set_new(j, "image_size", json_integer((json_int_t)p->image_size));
+    json_object_set_new(j, "chunk_size", json_integer((json_int_t)p->chunk_size));
+    json_object_set_new(j, "chunks", json_integer(p->nchunks));
+    json_object_set_new(j, "pieces", json_integer((json_int_t)p->npieces));
+    json_object_set_new(j, "layout", json_string(o->fsdp ? "fsdp" : "even"));
+    json_object_set_new(j, "trainers", json_integer(o->trainers));
+    json_object_set_new(j, "engines", json_integer(o->engines));
+    json_object_set_new(j, "local_ranks", json_integer(o->local_ranks));
+    for (r = 0; r < p->world; r++) {
+        uint64_t b = wsync_plan_rank_send_bytes(p, r);
+        json_array_append_new(tr, json_pack("{s:i, s:I, s:I, s:I}", "rank", r, "pieces",
+                                            (json_int_t)p->rank_npieces[r], "send_bytes_per_node", (json_int_t)b,
+                                            "send_bytes_total", (json_int_t)(b * M)));
+    }
+    json_object_set_new(j, "trainer_ranks", tr);
+    for (r = 0; r < o->local_ranks; r++)
+        json_array_append_new(lr, json_pack("{s:i, s:I, s:I, s:I, s:I}", "local_rank", r, "chunks",
+                                            (json_int_t)ls[r].chunks, "land_bytes", (json_int_t)ls[r].land,
+                                            "copy_in_bytes", (json_int_t)ls[r].copy_in, "copied_out_bytes",
+                                            (json_int_t)ls[r].copied_out));
+    json_object_set_new(j, "engine_local_ranks", lr);
+    json_object_set_new(j, "per_node", json_pack("{s:I, s:I}", "network_bytes", (json_int_t)p->image_size,
+                                                 "intra_node_copy_bytes", (json_int_t)(p->image_size * (L - 1))));
+    json_object_set_new(j, "total", json_pack("{s:I, s:I}", "network_bytes", (json_int_t)(p->image_size * M),
+                                              "intra_node_copy_bytes",
+                                              (json_int_t)(p->image_size * (L - 1) * M)));
+    return j;
+}
+
+static void plan_print(const plan_opts_t *o, const wsync_manifest_t *m, const wsync_plan_t *p,
+                       const local_stat_t *ls)
+{
+    uint64_t M = (uint64_t)o->engines, L = (uint64_t)o->local_ranks;
+    char a[64], b[64], c[64];
+    int r;
+
+    printf("model       %s, %zu tensors\n", o->file ? o->file : "synthetic", m->ntensors);
+    printf("image       %s\n", both(p->image_size, a, sizeof(a)));
+    printf("chunks      %u of %s\n", p->nchunks, wsync_fmt_size(p->chunk_size, a, sizeof(a)));
+    printf("pieces      %zu\n", p->npieces);
+    printf("topology    %d trainer ranks (%s layout) -> %d engine nodes x %d local ranks\n\n", o->trainers,
+           o->fsdp ? "fsdp" : "even", o->engines, o->local_ranks);
+
+    printf("%-12s %8s %30s %30s\n", "TRAINER RANK", "PIECES", "SENDS PER NODE", "SENDS IN TOTAL (x M)");
+    for (r = 0; r < p->world; r++) {
+        uint64_t s = wsync_plan_rank_send_bytes(p, r);
+        printf("%-12d %8zu %30s %30s\n", r, p->rank_npieces[r], both(s, a, sizeof(a)), both(s * M, b, sizeof(b)));
+    }
+    printf("\n%-12s %8s %30s %30s %30s\n", "LOCAL RANK", "CHUNKS", "LANDS (NETWORK)",
+           "COPIES FROM PEERS' WINDOWS", "COPIED BY PEERS");
+    for (r = 0; r < o->local_ranks; r++)
+        printf("%-12d %8u %30s %30s %30s\n", r, ls[r].chunks, both(ls[r].land, a, sizeof(a)),
+               both(ls[r].copy_in, b, sizeof(b)), both(ls[r].copied_out, c, sizeof(c)));
+    printf("\nper node    network in %s, intra-node copies %s\n", both(p->image_size, a, sizeof(a)),
+           both(p->image_size * (L - 1), b, sizeof(b)));
+    printf("all nodes   network in %s, intra-node copies %s\n", both(p->image_size * M, a, sizeof(a)),
+           both(p->image_size * (L - 1) * M, b, sizeof(b)));
+}
 
 int cmd_plan(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "wsync plan: not built yet\n");
-    return 1;
+    plan_opts_t o;
+    wsync_safetensors_t *st = NULL;
+    wsync_manifest_t *synth = NULL;
+    const wsync_manifest_t *m;
+    wsync_layout_t *layout = NULL;
+    wsync_plan_t *plan = NULL;
+    local_stat_t *ls = NULL;
+    wsync_status_t s;
+    int rc = parse_opts(argc, argv, &o);
+
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    if (o.synthetic) {
+        uint64_t size;
+        s = wsync_parse_size(o.synthetic, "--synthetic", &size);
+        if (s == WSYNC_OK)
+            s = wsync_manifest_synthetic(size, &synth);
+        if (s != WSYNC_OK) {
+            cli_report("plan", "synthetic model", s);
+            return s == WSYNC_ERR_INVALID ? 2 : 1;
+        }
+        m = synth;
+    } else {
+        s = wsync_safetensors_open(o.file, &st);
+        if (s != WSYNC_OK) {
+            cli_report("plan", o.file, s);
+            return s == WSYNC_ERR_FORMAT || s == WSYNC_ERR_INVALID ? 2 : 1;
+        }
+        m = st->manifest;
+    }
+    s = o.fsdp ? wsync_layout_fsdp(m, o.trainers, &layout) : wsync_layout_even(m->image_size, o.trainers, &layout);
+    if (s != WSYNC_OK) {
+        cli_report("plan", "trainer layout", s);
+        rc = 1;
+        goto out;
+    }
+    s = wsync_plan_build(layout, o.chunk, &plan);
+    if (s != WSYNC_OK) {
+        cli_report("plan", "--chunk", s);
+        rc = s == WSYNC_ERR_INVALID ? 2 : 1;
+        goto out;
+    }
+    ls = calloc((size_t)o.local_ranks, sizeof(*ls));
+    if (ls == NULL) {
+        fprintf(stderr, "wsync plan: out of memory\n");
+        rc = 1;
+        goto out;
+    }
+    local_stats(plan, o.local_ranks, ls);
+    if (o.json) {
+        json_t *j = plan_json(&o, m, plan, ls);
+        char *text = json_dumps(j, JSON_INDENT(2));
+        printf("%s\n", text ? text : "{}");
+        free(text);
+        json_decref(j);
+    } else {
+        plan_print(&o, m, plan, ls);
+    }
+out:
+    free(ls);
+    wsync_plan_free(plan);
+    wsync_layout_free(layout);
+    wsync_manifest_free(synth);
+    wsync_safetensors_close(st);
+    return rc;
 }
