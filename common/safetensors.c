@@ -82,7 +82,10 @@ static wsync_status_t parse_entry(const char *file, const char *name, const json
                    "the file may be truncated", name, (unsigned long long)out->begin, (unsigned long long)out->end,
                    (unsigned long long)data_len);
     need = wsync_dtype_nbytes(out->dtype, nelem);
-    if (need < 0 || (uint64_t)need != out->end - out->begin)
+    if (need < 0)
+        return bad(file, "tensor '%s': %llu %s elements do not fill whole bytes (or overflow)", name,
+                   (unsigned long long)nelem, json_string_value(jd));
+    if ((uint64_t)need != out->end - out->begin)
         return bad(file, "tensor '%s': shape x %s needs %lld bytes but data_offsets cover %llu", name,
                    json_string_value(jd), (long long)need, (unsigned long long)(out->end - out->begin));
     out->name = name;
