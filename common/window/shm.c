@@ -63,9 +63,13 @@ static wsync_status_t shm_map(const wsync_blob_t *blob, int fd, size_t len, void
     memcpy(&b, blob->data, sizeof(b));
     if (b.magic != SHM_MAGIC || b.len < len)
         return wsync_error(WSYNC_ERR_FORMAT, "shm window: not a wsync window, or smaller than %zu bytes", len);
-    p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* Populated now: a window is mapped once and read every version, so its
+     * page faults belong to set-up, not to the first fan-out. Measured on
+     * 1 GiB (bench/shm_fanout_bench): first copy 3.5 -> 6.2 GB/s, and map +
+     * first copy 0.31 -> 0.25 s, since one populate beats 16-page fault-around. */
+    p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED)
-        return wsync_error(WSYNC_ERR_IO, "cannot map a peer's window: %s", strerror(errno));
+        return wsync_error(WSYNC_ERR_IO, "cannot map a peer's %zu-byte window: %s", len, strerror(errno));
     *out = p;
     return WSYNC_OK;
 }
