@@ -1,10 +1,12 @@
-/* digest.c: CPU implementation of the wsync piece digest (see digest.h). */
+/* digest.c: CPU implementation of the wsync piece digest (see digest.h):
+ * portable word loop and the choice of the fastest one the CPU runs. */
 #include "common/digest.h"
+#include "common/digest_impl.h"
 
 #include <stdio.h>
 #include <string.h>
 
-uint64_t wsync_digest_sum(const void *data, size_t len, uint64_t off)
+uint64_t wsync_digest_sum_scalar(const void *data, size_t len, uint64_t off)
 {
     const unsigned char *p = data;
     const uint64_t base = wsync_digest_base_key(off);
@@ -24,17 +26,32 @@ uint64_t wsync_digest_sum(const void *data, size_t len, uint64_t off)
         s2 += wsync_digest_word(w2, base + (i + 2) * WSYNC_DIGEST_GOLDEN);
         s3 += wsync_digest_word(w3, base + (i + 3) * WSYNC_DIGEST_GOLDEN);
     }
-    for (; i < nwords; i++) {
-        uint64_t w;
-        memcpy(&w, p + 8 * i, 8);
-        s0 += wsync_digest_word(w, base + i * WSYNC_DIGEST_GOLDEN);
+    return s0 + s1 + s2 + s3 + wsync_digest_sum_from(p, len, i, base);
+}
+
+/* The fastest implementation this CPU runs, picked on first use. Racing
+ * threads all pick the same one, so a relaxed store is enough. */
+static wsync_digest_sum_fn pick_impl(void)
+{
+    static wsync_digest_sum_fn chosen;
+    wsync_digest_sum_fn f = __atomic_load_n(&chosen, __ATOMIC_RELAXED);
+    if (f == NULL) {
+        f = wsync_digest_sum_avx512_fn();
+        if (f == NULL)
+            f = wsync_digest_sum_avx2_fn();
+        if (f == NULL)
+            f = wsync_digest_sum_scalar;
+        __atomic_store_n(&chosen, f, __ATOMIC_RELAXED);
     }
-    if (len % 8) {
-        uint64_t w = 0;
-        memcpy(&w, p + 8 * nwords, len % 8);
-        s0 += wsync_digest_word(w, base + nwords * WSYNC_DIGEST_GOLDEN);
-    }
-    return s0 + s1 + s2 + s3;
+    return f;
+}
+
+uint64_t wsync_digest_sum(const void *data, size_t len, uint64_t off)
+{
+    /* Below a few vectors the set-up costs more than it saves. */
+    if (len < 256)
+        return wsync_digest_sum_scalar(data, len, off);
+    return pick_impl()(data, len, off);
 }
 
 uint64_t wsync_digest(const void *data, size_t len, uint64_t off)
