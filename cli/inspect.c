@@ -44,12 +44,17 @@ int cmd_inspect(int argc, char **argv)
     wsync_manifest_digest(m, digest);
     if (as_json) {
         json_t *j = NULL;
-        char *text;
-        wsync_manifest_to_json(m, &j);
-        text = json_dumps(j, JSON_INDENT(2));
-        printf("%s\n", text ? text : "{}");
-        free(text);
+        char *text = NULL;
+        if (wsync_manifest_to_json(m, &j) == WSYNC_OK)
+            text = json_dumps(j, JSON_INDENT(2));
         json_decref(j);
+        if (text == NULL) {
+            fprintf(stderr, "wsync inspect: %s: out of memory printing the manifest\n", argv[optind]);
+            wsync_safetensors_close(st);
+            return 1;
+        }
+        printf("%s\n", text);
+        free(text);
     } else {
         printf("%-56s %-8s %-24s %14s %14s\n", "TENSOR", "DTYPE", "SHAPE", "BYTES", "IMAGE OFFSET");
         for (i = 0; i < m->ntensors; i++) {
