@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -10,6 +11,19 @@
 #include "trainer_side/control/control_server.h"
 
 static volatile sig_atomic_t stop_flag;
+
+/* Every waiting long poll holds a socket: lift the soft descriptor limit
+ * towards the connection cap (as far as the hard limit allows). */
+static void raise_fd_limit(int max_connections)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)(max_connections > 0 ? max_connections : 16384) + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+        return;
+    rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        LOG_WARN("cannot raise the open-file limit to %llu: %m", (unsigned long long)rl.rlim_cur);
+}
 
 static void on_signal(int sig)
 {
@@ -44,6 +58,7 @@ int cmd_serve(int argc, char **argv)
         }
     }
     wsync_log_set_level(wsync_log_enabled(WSYNC_LOG_DEBUG) ? WSYNC_LOG_DEBUG : WSYNC_LOG_INFO);
+    raise_fd_limit(cfg.max_connections);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGPIPE, SIG_IGN);

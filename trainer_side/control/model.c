@@ -120,6 +120,21 @@ static ctl_engine_t *find_engine(ctl_model_t *m, const char *id)
     return NULL;
 }
 
+/* An engine id lands in a URL path and a Prometheus label: printable ASCII
+ * without the characters either would need escaped. */
+static int id_ok(const char *id, size_t cap)
+{
+    size_t i, n = strlen(id);
+    if (n == 0 || n >= cap)
+        return 0;
+    for (i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)id[i];
+        if (ch <= ' ' || ch >= 0x7f || ch == '/' || ch == '"' || ch == '\\' || ch == '%' || ch == '?' || ch == '#')
+            return 0;
+    }
+    return 1;
+}
+
 int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t errlen, int *changed)
 {
     static const ctl_field_t fields[] = {{"id", CTL_STRING, 1}, {"host", CTL_STRING, 1},
@@ -130,9 +145,9 @@ int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t er
     if (code)
         return code;
     id = json_string_value(json_object_get(body, "id"));
-    if (strlen(id) >= sizeof(e->id) || strpbrk(id, "/\"\\ ") != NULL) {
-        snprintf(err, errlen, "field 'id' must be under %zu characters without '/', quotes or spaces",
-                 sizeof(e->id));
+    if (!id_ok(id, sizeof(e->id))) {
+        snprintf(err, errlen, "field 'id' must be under %zu printable characters without '/', quotes, "
+                 "backslashes or spaces (it goes into URLs and metric labels)", sizeof(e->id));
         return 422;
     }
     if (json_integer_value(json_object_get(body, "local_ranks")) < 1) {
@@ -237,6 +252,20 @@ static void drop_pending_upto(ctl_model_t *m, uint64_t v)
     }
 }
 
+/* Ranks that never finish a version (a crashed trainer) must not grow the
+ * pending list without bound: the oldest incomplete version goes first. */
+static void drop_oldest_pending(ctl_model_t *m)
+{
+    int i, oldest = 0;
+    for (i = 1; i < m->npending; i++)
+        if (m->pending[i].version < m->pending[oldest].version)
+            oldest = i;
+    LOG_WARN("dropping incomplete version %llu (%d of %d ranks reported): too many pending versions",
+             (unsigned long long)m->pending[oldest].version, m->pending[oldest].reported, m->pending[oldest].world);
+    pending_free(&m->pending[oldest]);
+    m->pending[oldest] = m->pending[--m->npending];
+}
+
 int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, size_t errlen, int *changed)
 {
     static const ctl_field_t fields[] = {{"rank", CTL_INT, 1}, {"world", CTL_INT, 1}, {"version", CTL_INT, 1},
@@ -294,6 +323,8 @@ int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, s
         code = 409;
         goto out;
     }
+    if (p == NULL && m->npending >= CTL_MAX_PENDING)
+        drop_oldest_pending(m);
     if (p == NULL) {
         ctl_pending_t *np = realloc(m->pending, (size_t)(m->npending + 1) * sizeof(*np));
         if (np == NULL) {
@@ -319,10 +350,12 @@ int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, s
     json_decref(p->pieces[rank]);
     p->pieces[rank] = json_deep_copy(pieces);
     m->trainers[rank].version = v;
-    *changed = 1;
     if (p->reported == world) {
         complete(m, p);
         drop_pending_upto(m, v);
+        /* Only a published version is durable: pending reports are cheap to
+         * resend, and the record (manifest included) can be megabytes. */
+        *changed = 1;
     }
     *reply = json_pack("{s:I, s:b, s:I}", "version", (json_int_t)v, "published", m->latest == v, "latest",
                        (json_int_t)m->latest);
@@ -497,6 +530,8 @@ wsync_status_t ctl_state_load(ctl_model_t *m, const json_t *s, const char *path)
         !json_is_array(engines) || !json_is_array(trainers))
         return wsync_error(WSYNC_ERR_FORMAT, "state file %s: not a wsync state file (format 1 with latest_version, "
                            "versions, trainers, engines); fix or move it away", path);
+    if (json_integer_value(json_object_get(s, "latest_version")) < 0)
+        return wsync_error(WSYNC_ERR_FORMAT, "state file %s: latest_version is negative; fix or move it away", path);
     m->latest = (uint64_t)json_integer_value(json_object_get(s, "latest_version"));
     m->latest_at = json_number_value(json_object_get(s, "published_at"));
     json_array_foreach(records, i, e) {

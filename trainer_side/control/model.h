@@ -11,6 +11,7 @@
 
 #define CTL_RETAIN 8                /* published versions kept with their records */
 #define CTL_MAX_WORLD 4096
+#define CTL_MAX_PENDING 16          /* incomplete versions held at once */
 #define CTL_HIST_BUCKETS 12
 
 typedef struct ctl_trainer {

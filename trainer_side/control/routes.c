@@ -159,7 +159,8 @@ static enum MHD_Result r_versions(wsync_control_server_t *s, req_ctx_t *c, const
         if (ctl_latest(&s->model) > c->after || timeout == 0)
             return answer_latest(s, c);
         c->deadline = wsync_now_ns() + timeout * 1000000ULL;
-        ctl_suspend(s, c);
+        if (ctl_suspend(s, c) != WSYNC_OK)
+            return answer_latest(s, c); /* stopping: answer now (204) */
         return MHD_YES;
     }
     v = strtoull(rest, &end, 10);

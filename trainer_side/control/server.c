@@ -61,7 +61,7 @@ void ctl_count(wsync_control_server_t *s, const char *route, int code)
     int i;
     pthread_mutex_lock(&s->wait_lock);
     for (i = 0; i < s->ncounts; i++)
-        if (s->counts[i].route == route && s->counts[i].code == code)
+        if (s->counts[i].code == code && strcmp(s->counts[i].route, route) == 0)
             break;
     if (i == s->ncounts && s->ncounts < CTL_MAX_COUNTS) {
         s->counts[i].route = route;
@@ -213,6 +213,12 @@ void ctl_changed(wsync_control_server_t *s, int published)
 wsync_status_t ctl_suspend(wsync_control_server_t *s, req_ctx_t *c)
 {
     pthread_mutex_lock(&s->wait_lock);
+    /* Shutting down: a connection suspended now would never be resumed,
+     * and MHD_stop_daemon refuses suspended connections. */
+    if (__atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_unlock(&s->wait_lock);
+        return WSYNC_ERR_CANCELLED;
+    }
     c->waiting = 1;
     c->resumed_answer = 1;
     c->next_waiter = s->waiters;
