@@ -18,6 +18,7 @@
 #include "common/checks.h"
 #include "common/msg.h"
 #include "common/transport/cqueue.h"
+#include "common/transport/tcp_bounce.h"
 #include "common/transport/tcp_wire.h"
 #include "common/util.h"
 
@@ -208,21 +209,6 @@ static void tcp_dereg(wsync_region_t *rr)
     free(r);
 }
 
-/* Payload into a GPU region: through a host bounce buffer. */
-static int recv_bounced(tcp_transport_t *t, int fd, char *dst, uint64_t len, char **bounce)
-{
-    if (*bounce == NULL && (*bounce = malloc(TCP_BOUNCE)) == NULL)
-        return -1;
-    while (len > 0) {
-        size_t n = len < TCP_BOUNCE ? (size_t)len : TCP_BOUNCE;
-        if (recv_all(fd, *bounce, n) != 0 || wsync_mem_cuda.copy(dst, *bounce, n) != WSYNC_OK)
-            return -1;
-        dst += n;
-        len -= n;
-    }
-    return 0;
-}
-
 static int stopping(tcp_transport_t *t)
 {
     return __atomic_load_n(&t->stopping, __ATOMIC_ACQUIRE);
@@ -280,7 +266,7 @@ static void *reader_main(void *arg)
     tcp_transport_t *t = rd->t;
     unsigned char buf[TCP_HDR_LEN];
     tcp_hello_t hello;
-    char *bounce = NULL;
+    tcp_bounce_t *bounce = NULL;
     char why[128];
     int sender, rc;
 
@@ -323,13 +309,14 @@ static void *reader_main(void *arg)
         if (r->super.kind == WSYNC_MEM_HOST)
             rc = recv_all(rd->fd, (char *)r->super.ptr + h.dst_off, h.len);
         else
-            rc = recv_bounced(t, rd->fd, (char *)r->super.ptr + h.dst_off, h.len, &bounce);
+            rc = tcp_bounce_recv(&bounce, TCP_BOUNCE, rd->fd, &wsync_mem_cuda, (char *)r->super.ptr + h.dst_off,
+                                 h.len);
         release(t, r);
         if (rc != 0) {
             if (!stopping(t))
-                push_error(t, h.tag, sender, WSYNC_ERR_PEER,
-                           "tcp: sender %d at %s went away in the middle of a %llu-byte put", sender, rd->peer,
-                           (unsigned long long)h.len);
+                push_error(t, h.tag, sender, WSYNC_ERR_PEER, "tcp: sender %d at %s went away in the middle of a %llu-byte put%s",
+                           sender, rd->peer, (unsigned long long)h.len,
+                           r->super.kind == WSYNC_MEM_HOST ? "" : " (or the copy into GPU memory failed: see the log)");
             break;
         }
         {
@@ -341,7 +328,7 @@ out:
     /* Close the connection now so the peer sees it; the descriptor itself is
      * closed when the thread is reaped, so its number cannot be reused under us. */
     shutdown(rd->fd, SHUT_RDWR);
-    free(bounce);
+    tcp_bounce_free(bounce);
     __atomic_store_n(&rd->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
