@@ -172,14 +172,19 @@ wsync_status_t wsync_layout_explicit(uint64_t image_size, int world, const size_
     for (r = 0, k = 0; r < world; r++) {
         for (i = 0; i < nextents[r]; i++) {
             const wsync_extent_t *e = &extents[r][i];
-            if (e->len == 0 || e->offset + e->len < e->offset || e->offset + e->len > image_size ||
-                (i > 0 && e->offset < extents[r][i - 1].offset + extents[r][i - 1].len)) {
+            const char *why = NULL;
+            if (e->len == 0)
+                why = "is empty";
+            else if (e->offset + e->len < e->offset || e->offset + e->len > image_size)
+                why = "ends past the image";
+            else if (i > 0 && e->offset < extents[r][i - 1].offset + extents[r][i - 1].len)
+                why = "starts before the end of the rank's previous extent (extents must be sorted and disjoint)";
+            if (why != NULL) {
                 free(all);
                 wsync_layout_free(l);
-                return wsync_error(WSYNC_ERR_INVALID, "layout: rank %d extent %zu at offset %llu (+%llu) is "
-                                   "empty, unsorted, overlapping or past the image (%llu bytes)", r, i,
-                                   (unsigned long long)e->offset, (unsigned long long)e->len,
-                                   (unsigned long long)image_size);
+                return wsync_error(WSYNC_ERR_INVALID, "layout: rank %d extent %zu at offset %llu (+%llu) %s "
+                                   "(image of %llu bytes)", r, i, (unsigned long long)e->offset,
+                                   (unsigned long long)e->len, why, (unsigned long long)image_size);
             }
             all[k++] = (owned_ext_t){e->offset, e->len, r};
         }
@@ -196,13 +201,18 @@ wsync_status_t wsync_layout_explicit(uint64_t image_size, int world, const size_
     qsort(all, total, sizeof(*all), cmp_ext);
     for (i = 0; i < total; i++) {
         if (all[i].offset != pos) {
-            uint64_t at = pos;
-            int who = all[i].rank;
-            int gap = all[i].offset > pos;
+            wsync_status_t st;
+            if (all[i].offset > pos)
+                st = wsync_error(WSYNC_ERR_INVALID, "layout: bytes from offset %llu to %llu are owned by no rank "
+                                 "(the next extent is rank %d's, at offset %llu)", (unsigned long long)pos,
+                                 (unsigned long long)all[i].offset, all[i].rank, (unsigned long long)all[i].offset);
+            else
+                st = wsync_error(WSYNC_ERR_INVALID, "layout: rank %d's extent at offset %llu overlaps bytes up to "
+                                 "offset %llu that rank %d owns: bytes owned twice", all[i].rank,
+                                 (unsigned long long)all[i].offset, (unsigned long long)pos, all[i - 1].rank);
             free(all);
             wsync_layout_free(l);
-            return wsync_error(WSYNC_ERR_INVALID, "layout: %s at offset %llu (rank %d)",
-                               gap ? "bytes owned by no rank" : "bytes owned twice", (unsigned long long)at, who);
+            return st;
         }
         pos += all[i].len;
     }

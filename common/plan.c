@@ -40,9 +40,15 @@ wsync_status_t wsync_plan_build(const wsync_layout_t *l, uint64_t chunk_size, ws
     uint32_t c;
     int r;
 
-    if (chunk_size < 4096 || chunk_size % WSYNC_ALIGN)
-        return wsync_error(WSYNC_ERR_INVALID, "chunk size %llu: must be at least 4096 and a multiple of %d",
-                           (unsigned long long)chunk_size, WSYNC_ALIGN);
+    /* Pieces start on 256-byte tensor boundaries and chunks below a page cost
+     * more in signalling than they move. */
+    if (chunk_size < 4096)
+        return wsync_error(WSYNC_ERR_INVALID, "chunk size %llu is too small: use at least 4096 bytes (4K)",
+                           (unsigned long long)chunk_size);
+    if (chunk_size % WSYNC_ALIGN)
+        return wsync_error(WSYNC_ERR_INVALID, "chunk size %llu is not a multiple of %d: use e.g. %llu",
+                           (unsigned long long)chunk_size, WSYNC_ALIGN,
+                           (unsigned long long)(chunk_size / WSYNC_ALIGN * WSYNC_ALIGN));
     nchunks = (l->image_size + chunk_size - 1) / chunk_size;
     if (nchunks > UINT32_MAX / 2)
         return wsync_error(WSYNC_ERR_INVALID, "chunk size %llu gives too many chunks for a %llu-byte image",
