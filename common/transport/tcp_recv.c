@@ -1,0 +1,237 @@
+/* tcp_recv.c: the receiving side of the tcp transport: the listening
+ * socket and its accept thread, and one reader thread per connection that
+ * validates every header before a byte of payload is written. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+#include "common/msg.h"
+#include "common/transport/tcp_bounce.h"
+#include "common/transport/tcp_internal.h"
+
+static int stopping(tcp_transport_t *t)
+{
+    return __atomic_load_n(&t->stopping, __ATOMIC_ACQUIRE);
+}
+
+/* Checks a put header against the registered regions; on success the region
+ * is pinned (inflight) so dereg waits for the payload. Returns NULL and fills
+ * `why` when the header must not be trusted. */
+static tcp_region_t *admit(tcp_transport_t *t, const tcp_hdr_t *h, int sender, char *why, size_t whylen)
+{
+    tcp_region_t *r;
+    if (h->magic != TCP_MAGIC || h->version != TCP_VERSION) {
+        snprintf(why, whylen, "not a wsync put header (magic %08x, version %u)", h->magic, h->version);
+        return NULL;
+    }
+    if (h->sender != sender) {
+        snprintf(why, whylen, "header names sender %d on a connection of sender %d", h->sender, sender);
+        return NULL;
+    }
+    pthread_mutex_lock(&t->lock);
+    for (r = t->regions; r; r = r->next)
+        if (r->id == h->region && !r->dead)
+            break;
+    if (r == NULL) {
+        pthread_mutex_unlock(&t->lock);
+        snprintf(why, whylen, "unknown region %u", h->region);
+        return NULL;
+    }
+    /* Written so that no sum can overflow: off + len <= region length. */
+    if (h->len > r->super.len || h->dst_off > r->super.len - h->len) {
+        pthread_mutex_unlock(&t->lock);
+        snprintf(why, whylen, "%llu bytes at offset %llu fall outside region %u of %zu bytes",
+                 (unsigned long long)h->len, (unsigned long long)h->dst_off, h->region, r->super.len);
+        return NULL;
+    }
+    r->inflight++;
+    pthread_mutex_unlock(&t->lock);
+    return r;
+}
+
+static void release(tcp_transport_t *t, tcp_region_t *r)
+{
+    pthread_mutex_lock(&t->lock);
+    r->inflight--;
+    pthread_cond_broadcast(&t->cond);
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* One accepted connection: a hello, then header+payload until the sender
+ * closes. Anything malformed ends this connection only, with an ERROR that
+ * names the peer; bytes are only ever written inside a checked region. */
+static void *reader_main(void *arg)
+{
+    tcp_reader_t *rd = arg;
+    tcp_transport_t *t = rd->t;
+    unsigned char buf[TCP_HDR_LEN];
+    tcp_hello_t hello;
+    tcp_bounce_t *bounce = NULL;
+    char why[128];
+    int sender, rc;
+
+    rc = tcp_recv_all(rd->fd, buf, TCP_HELLO_LEN);
+    if (rc != 0) {
+        if (!stopping(t))
+            tcp_push_error(t, ~0ULL, -1, WSYNC_ERR_PEER,
+                       "tcp: connection from %s closed before its hello: not a wsync sender", rd->peer);
+        goto out;
+    }
+    tcp_hello_decode(buf, &hello);
+    if (hello.magic != TCP_MAGIC || hello.version != TCP_VERSION || hello.nonce != t->nonce) {
+        tcp_push_error(t, ~0ULL, -1, WSYNC_ERR_PEER,
+                   "tcp: connection from %s is not a sender of this receiver (%s): closed", rd->peer,
+                   hello.magic != TCP_MAGIC         ? "garbage"
+                   : hello.version != TCP_VERSION ? "other protocol version"
+                                                   : "address of another receiver instance");
+        goto out;
+    }
+    sender = hello.sender;
+    for (;;) {
+        tcp_hdr_t h;
+        tcp_region_t *r;
+        rc = tcp_recv_all(rd->fd, buf, TCP_HDR_LEN);
+        if (rc != 0) {
+            /* Between puts, a close is the sender's disconnect; inside a
+             * header it is a broken stream. */
+            if (rc < 0 && !stopping(t))
+                tcp_push_error(t, ~0ULL, sender, WSYNC_ERR_PEER,
+                           "tcp: sender %d at %s sent a truncated put header: connection closed", sender, rd->peer);
+            break;
+        }
+        tcp_hdr_decode(buf, &h);
+        r = admit(t, &h, sender, why, sizeof(why));
+        if (r == NULL) {
+            tcp_push_error(t, h.magic == TCP_MAGIC ? h.tag : ~0ULL, sender, WSYNC_ERR_PEER,
+                       "tcp: bad put from sender %d at %s: %s; connection closed", sender, rd->peer, why);
+            break;
+        }
+        if (r->super.kind == WSYNC_MEM_HOST)
+            rc = tcp_recv_all(rd->fd, (char *)r->super.ptr + h.dst_off, h.len);
+        else
+            rc = tcp_bounce_recv(&bounce, TCP_BOUNCE, rd->fd, &wsync_mem_cuda, (char *)r->super.ptr + h.dst_off,
+                                 h.len);
+        release(t, r);
+        if (rc != 0) {
+            if (!stopping(t))
+                tcp_push_error(t, h.tag, sender, WSYNC_ERR_PEER, "tcp: sender %d at %s went away in the middle of a %llu-byte put%s",
+                           sender, rd->peer, (unsigned long long)h.len,
+                           r->super.kind == WSYNC_MEM_HOST ? "" : " (or the copy into GPU memory failed: see the log)");
+            break;
+        }
+        {
+            wsync_completion_t c = {.kind = WSYNC_COMPLETION_LANDED, .tag = h.tag, .len = h.len, .peer = sender};
+            wsync_cqueue_push(&t->cq, &c);
+        }
+    }
+out:
+    /* Close the connection now so the peer sees it; the descriptor itself is
+     * closed when the thread is reaped, so its number cannot be reused under us. */
+    shutdown(rd->fd, SHUT_RDWR);
+    tcp_bounce_free(bounce);
+    __atomic_store_n(&rd->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Join readers that ended. Called with t->lock held. */
+void tcp_reap_readers(tcp_transport_t *t, int all)
+{
+    tcp_reader_t **pp = &t->readers;
+    while (*pp) {
+        tcp_reader_t *rd = *pp;
+        if (all || __atomic_load_n(&rd->done, __ATOMIC_ACQUIRE)) {
+            if (all)
+                shutdown(rd->fd, SHUT_RDWR);
+            pthread_mutex_unlock(&t->lock);
+            pthread_join(rd->th, NULL);
+            pthread_mutex_lock(&t->lock);
+            close(rd->fd);
+            *pp = rd->next;
+            free(rd);
+        } else {
+            pp = &rd->next;
+        }
+    }
+}
+
+static void *acceptor_main(void *arg)
+{
+    tcp_transport_t *t = arg;
+    while (!__atomic_load_n(&t->stopping, __ATOMIC_ACQUIRE)) {
+        struct pollfd pfd = {.fd = t->listen_fd, .events = POLLIN};
+        struct sockaddr_in sa;
+        socklen_t slen = sizeof(sa);
+        tcp_reader_t *rd;
+        int fd;
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        fd = accept4(t->listen_fd, (struct sockaddr *)&sa, &slen, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        tcp_tune(fd);
+        rd = calloc(1, sizeof(*rd));
+        if (rd == NULL) {
+            close(fd);
+            continue;
+        }
+        rd->t = t;
+        rd->fd = fd;
+        snprintf(rd->peer, sizeof(rd->peer), "%s:%d", inet_ntoa(sa.sin_addr), ntohs(sa.sin_port));
+        pthread_mutex_lock(&t->lock);
+        tcp_reap_readers(t, 0);
+        if (pthread_create(&rd->th, NULL, reader_main, rd) != 0) {
+            pthread_mutex_unlock(&t->lock);
+            close(fd);
+            free(rd);
+            continue;
+        }
+        rd->next = t->readers;
+        t->readers = rd;
+        pthread_mutex_unlock(&t->lock);
+    }
+    return NULL;
+}
+
+wsync_status_t tcp_listen(wsync_transport_t *tt, wsync_blob_t *addr)
+{
+    tcp_transport_t *t = container_of(tt, tcp_transport_t, super);
+    const char *env = getenv("WSYNC_TCP_PORT");
+    tcp_addr_t a = {.magic = TCP_MAGIC, .version = TCP_VERSION, .nonce = t->nonce};
+    char adv[64], *end = NULL;
+    long want = 0;
+    int port = 0;
+
+    if (env && *env) {
+        want = strtol(env, &end, 10);
+        if (*end != '\0' || want < 0 || want > 65535)
+            return wsync_error(WSYNC_ERR_INVALID, "WSYNC_TCP_PORT='%s' is not a port number (0-65535)", env);
+    }
+    if (t->listen_fd < 0) {
+        WSYNC_CHECK(wsync_tcp_listen(t->bind_host, (int)want, &t->listen_fd, &port));
+        if (pthread_create(&t->acceptor, NULL, acceptor_main, t) != 0) {
+            close(t->listen_fd);
+            t->listen_fd = -1;
+            return wsync_error(WSYNC_ERR_IO, "tcp: cannot start the accept thread");
+        }
+    } else {
+        struct sockaddr_in sa;
+        socklen_t slen = sizeof(sa);
+        getsockname(t->listen_fd, (struct sockaddr *)&sa, &slen);
+        port = ntohs(sa.sin_port);
+    }
+    if (t->bind_host[0] && strcmp(t->bind_host, "0.0.0.0") != 0)
+        snprintf(adv, sizeof(adv), "%s", t->bind_host);
+    else
+        wsync_primary_ipv4(adv, sizeof(adv));
+    memset(a.hostport, 0, sizeof(a.hostport));
+    snprintf(a.hostport, sizeof(a.hostport), "%s:%d", adv, port);
+    tcp_addr_encode(&a, addr->data);
+    addr->len = TCP_ADDR_LEN;
+    return WSYNC_OK;
+}
