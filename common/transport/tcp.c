@@ -134,6 +134,7 @@ static void tcp_dereg(wsync_region_t *rr)
     pthread_mutex_unlock(&t->lock);
     free(r);
 }
+
 static wsync_status_t tcp_expect(wsync_transport_t *t, int src_id, wsync_region_t *dst, size_t off, size_t len,
                                  uint64_t tag)
 {
