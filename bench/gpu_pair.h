@@ -52,14 +52,18 @@ static inline int pair_run(int (*fn)(int rank))
         pair_rank = 0;
         pair_fd = sv[0];
         close(sv[1]);
-        _exit(fn(0));
+        st0 = fn(0);
+        fflush(stdout);
+        _exit(st0);
     }
     p1 = fork();
     if (p1 == 0) {
         pair_rank = 1;
         pair_fd = sv[1];
         close(sv[0]);
-        _exit(fn(1));
+        st1 = fn(1);
+        fflush(stdout);
+        _exit(st1);
     }
     close(sv[0]);
     close(sv[1]);

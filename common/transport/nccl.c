@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -54,6 +55,7 @@ typedef struct nc_peer {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     nc_op_t *head, *tail;       /* queued, not yet issued */
+    uint64_t first_op_ns;       /* when the first op was queued */
     ncclUniqueId uid;
     int have_uid, ready, dead, stop;
     ncclComm_t comm;
@@ -227,9 +229,25 @@ static void *peer_main(void *arg)
             st = wsync_error(WSYNC_ERR_CUDA, "nccl worker: cannot create events");
             goto fail;
         }
+    /* Expects may be queued before their sender connects; a sender that
+     * never comes fails them after op_timeout rather than never. */
     pthread_mutex_lock(&p->lock);
-    while (!p->have_uid && !p->stop)
-        pthread_cond_wait(&p->cond, &p->lock);
+    while (!p->have_uid && !p->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+        if (p->head && wsync_now_ns() - p->first_op_ns > (uint64_t)t->op_timeout_ms * 1000000ULL) {
+            pthread_mutex_unlock(&p->lock);
+            st = wsync_error(WSYNC_ERR_TIMEOUT, "nccl: sender %d never connected within %d ms", p->id,
+                             t->op_timeout_ms);
+            goto fail;
+        }
+    }
     pthread_mutex_unlock(&p->lock);
     if (p->stop)
         goto out;
@@ -308,10 +326,21 @@ fail:
     if (st == WSYNC_OK)
         st = WSYNC_ERR_PEER;
 out:
-    /* Ops still in flight at close: wait for them (bounded), so the
-     * communicator is not destroyed under running kernels. */
-    for (i = 0; i < gn; i++)
-        cudaEventSynchronize(groups[(gh + i) % NC_INFLIGHT_MAX].done);
+    /* Ops still in flight at close: wait for them, bounded by op_timeout,
+     * so the communicator is not destroyed under running kernels; past it
+     * the peer is gone and abort stops the kernels. */
+    {
+        uint64_t deadline = wsync_now_ns() + (uint64_t)t->op_timeout_ms * 1000000ULL;
+        for (i = 0; i < gn; i++) {
+            cudaEvent_t ev = groups[(gh + i) % NC_INFLIGHT_MAX].done;
+            while (cudaEventQuery(ev) == cudaErrorNotReady && wsync_now_ns() < deadline)
+                usleep(100);
+        }
+        if (gn > 0 && wsync_now_ns() >= deadline && p->comm) {
+            ncclCommAbort(p->comm);
+            p->comm = NULL;
+        }
+    }
     for (i = 0; i < NC_INFLIGHT_MAX; i++)
         if (groups[i].done)
             cudaEventDestroy(groups[i].done);
@@ -371,6 +400,8 @@ static wsync_status_t peer_enqueue(nc_peer_t *p, int send, void *ptr, size_t len
     WSYNC_CHECK_ALLOC(o);
     *o = (nc_op_t){.send = send, .ptr = ptr, .len = len, .tag = tag};
     pthread_mutex_lock(&p->lock);
+    if (p->first_op_ns == 0)
+        p->first_op_ns = wsync_now_ns();
     if (p->tail)
         p->tail->next = o;
     else

@@ -20,7 +20,7 @@ static void test_copies_every_direction(void)
     }
     fill_random(src, len, 7);
     CHECK_OK(wsync_mem_cuda.alloc(len, (void **)&d0));
-    CHECK_OK(wsync_mem_cuda.alloc(len, (void **)&d1));
+    CHECK_OK(wsync_mem_cuda.alloc(len + 8, (void **)&d1));
     for (i = 0; d0 && d1 && i < WSYNC_ARRAY_LEN(lens); i++) {
         memset(back, 0, len);
         CHECK_OK(wsync_mem_cuda.copy(d0, src, lens[i]));          /* H2D */

@@ -115,7 +115,7 @@ static int receive_all(const wsync_transport_ops_t *ops, wsync_transport_t *t, w
     return got;
 }
 
-static void test_pieces_land_in_order_and_intact(void)
+static void body_pieces_land(void)
 {
     const wsync_transport_ops_t *ops = &wsync_transport_nccl;
     int dev = ngpu > 1 ? 1 : 0, wfd = -1, status = 0;
@@ -127,8 +127,6 @@ static void test_pieces_land_in_order_and_intact(void)
     unsigned char *host, *want;
     size_t end, len;
     pid_t pid;
-    if (ngpu == 0)
-        SKIP("no CUDA device");
     pid = start_sender(&wfd, 3, 0);
     CHECK(pid > 0);
     CHECK_OK(wsync_mem_cuda.init(dev));
@@ -158,7 +156,7 @@ static void test_pieces_land_in_order_and_intact(void)
     close(wfd);
 }
 
-static void test_dead_sender_fails_without_poisoning_others(void)
+static void body_dead_sender(void)
 {
     const wsync_transport_ops_t *ops = &wsync_transport_nccl;
     int dev = ngpu > 1 ? 1 : 0, wfd = -1, wfd2 = -1, status = 0, errors = 0;
@@ -171,8 +169,6 @@ static void test_dead_sender_fails_without_poisoning_others(void)
     int n = 0;
     uint64_t deadline;
     pid_t pid, pid2;
-    if (ngpu == 0)
-        SKIP("no CUDA device");
     setenv("WSYNC_NCCL_OP_TIMEOUT_MS", "3000", 1);
     pid = start_sender(&wfd, 5, 1);
     pid2 = start_sender(&wfd2, 6, 0);
@@ -207,6 +203,37 @@ static void test_dead_sender_fails_without_poisoning_others(void)
     close(wfd);
     close(wfd2);
     unsetenv("WSYNC_NCCL_OP_TIMEOUT_MS");
+}
+
+/* Each case runs in its own CUDA-free-at-start process: the senders it forks
+ * must not inherit an initialized CUDA context (CUDA does not survive fork). */
+static void run_forked(void (*body)(void))
+{
+    int status = 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        test_case_failed_ = 0;
+        body();
+        fflush(stdout);
+        fflush(stderr);
+        _exit(test_case_failed_ ? 1 : 0);
+    }
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void test_pieces_land_in_order_and_intact(void)
+{
+    if (ngpu == 0)
+        SKIP("no CUDA device");
+    run_forked(body_pieces_land);
+}
+
+static void test_dead_sender_fails_without_poisoning_others(void)
+{
+    if (ngpu == 0)
+        SKIP("no CUDA device");
+    run_forked(body_dead_sender);
 }
 
 int main(void)
