@@ -121,7 +121,8 @@ wsync_status_t wsync_control_request(wsync_control_t *c, const char *method, con
                            "control endpoint %s: %s %s: %s", c->url, method, path, curl_easy_strerror(rc));
     }
     curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, http);
-    *resp = NULL;
+    if (resp)
+        *resp = NULL;
     if (b.len > 0 && resp) {
         *resp = json_loadb(b.p, b.len, 0, &jerr);
     }

@@ -19,8 +19,8 @@ typedef struct wsync_control wsync_control_t;
 wsync_status_t wsync_control_open(const char *url, const char *token, wsync_control_t **out);
 void wsync_control_close(wsync_control_t *c);
 
-/* Any request: `body` may be NULL; *http gets the status; *resp the parsed
- * JSON body if any (NULL for an empty body). Errors only for transport
+/* Any request: `body` may be NULL; *http gets the status; *resp (resp may
+ * be NULL) the parsed JSON body if any (NULL for an empty or non-JSON body). Errors only for transport
  * failures (no answer); HTTP errors come back in *http. */
 wsync_status_t wsync_control_request(wsync_control_t *c, const char *method, const char *path, const json_t *body,
                                      long timeout_ms, long *http, json_t **resp);

@@ -71,9 +71,17 @@ char *ctl_metrics_text(wsync_control_server_t *s)
             "# TYPE wsync_sync_failures_total counter\nwsync_sync_failures_total %llu\n",
         (unsigned long long)m->failures);
     pthread_mutex_unlock(&m->lock);
+    pthread_mutex_lock(&s->wait_lock);
+    {
+        const req_ctx_t *w;
+        unsigned long long nwait = 0;
+        for (w = s->waiters; w; w = w->next_waiter)
+            nwait++;
+        add(&b, "# HELP wsync_long_polls_waiting Long polls held open (suspended) right now.\n"
+                "# TYPE wsync_long_polls_waiting gauge\nwsync_long_polls_waiting %llu\n", nwait);
+    }
     add(&b, "# HELP wsync_http_requests_total HTTP requests by route and status code.\n"
             "# TYPE wsync_http_requests_total counter\n");
-    pthread_mutex_lock(&s->wait_lock);
     for (i = 0; i < s->ncounts; i++)
         add(&b, "wsync_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n", s->counts[i].route, s->counts[i].code,
             (unsigned long long)s->counts[i].n);
