@@ -68,6 +68,11 @@ typedef struct wsync_plan {
     uint32_t **rank_pieces;     /* [world][rank_npieces[r]]: ids a rank sends, in send order */
 } wsync_plan_t;
 
+/* Pieces = every non-empty intersection of a chunk with an owned extent,
+ * sorted by offset; each rank's list in send (offset) order. Fails with
+ * WSYNC_ERR_INVALID for a chunk size below 4096 or not a multiple of
+ * WSYNC_ALIGN. Pure and deterministic: the same inputs give the same plan on
+ * every party. Free with wsync_plan_free (NULL is fine). */
 wsync_status_t wsync_plan_build(const wsync_layout_t *layout, uint64_t chunk_size, wsync_plan_t **out);
 void wsync_plan_free(wsync_plan_t *p);
 
