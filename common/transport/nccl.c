@@ -26,8 +26,12 @@
 
 #define NC_MAGIC 0x6c63636e5f6e7973ULL
 #define NC_MAX_PEERS 256
-#define NC_GROUP_MAX 8          /* ops per ncclGroupStart/End */
-#define NC_INFLIGHT_MAX 8       /* groups in flight per pair */
+/* One op per ncclGroupStart/End: NCCL leaves p2p calls grouped differently
+ * on the two ranks undefined (NVIDIA/nccl#1279; it hung here with 8-op
+ * groups), and neither side can know where the other's batches end. Depth
+ * comes from many single-op groups queued on the stream instead. */
+#define NC_GROUP_MAX 1
+#define NC_INFLIGHT_MAX 32      /* ops in flight per pair */
 
 typedef struct nc_op {
     struct nc_op *next;
