@@ -11,7 +11,7 @@
 #include "cli/commands.h"
 #include "cli/model.h"
 #include "common/control_client.h"
-#include "common/log.h"
+#include "common/checks.h"
 #include "common/util.h"
 #include "trainer_side/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
@@ -32,7 +32,8 @@ static void usage(FILE *f)
             "                     [--listen HOST:PORT] [--advertise HOST] [--device host|cuda:N] [--chunk SIZE]\n"
             "                     [--layout even|fsdp] [--zero-copy] [--host-id ID] [--exit-after-publish]\n"
             "Publishes N versions (default 3) of its rank's share of the model, then keeps serving pulls\n"
-            "until interrupted. Version numbers continue from the newest published one.\n"
+            "until interrupted. Version numbers continue from the newest published one; ranks step\n"
+            "together (version v+1 waits until every rank published v).\n"
             "  --wait-engines M   before publishing the next version, wait until M engines hold the last\n"
             "  --serve HOST:PORT  also run the control endpoint in this process (rank 0)\n");
 }
@@ -53,6 +54,20 @@ static int wait_engines(wsync_control_t *c, int engines, uint64_t version)
         if (ready >= engines)
             return 0;
         usleep(20000);
+    }
+    return 1;
+}
+
+/* Until version v is published (all ranks reported it), or interrupted. */
+static int wait_published(wsync_control_t *c, uint64_t v)
+{
+    uint64_t latest = 0;
+    while (!stop_flag) {
+        wsync_status_t st = wsync_control_wait_version(c, v - 1, 500, &latest);
+        if (st == WSYNC_OK && latest >= v)
+            return 0;
+        if (st != WSYNC_OK)
+            usleep(100000); /* endpoint away: retry, it keeps its state */
     }
     return 1;
 }
@@ -198,6 +213,10 @@ int cmd_trainer(int argc, char **argv)
         printf("trainer rank %d: published version %llu (%.1f ms)\n", pc.rank, (unsigned long long)v,
                (double)(wsync_now_ns() - t0) / 1e6);
         fflush(stdout);
+        /* Ranks step together, as a trainer's ranks do after each optimizer
+         * step: the next version waits until every rank reported this one. */
+        if (wait_published(ctl, v))
+            break;
     }
     if (engines > 0 && !stop_flag && versions > 0)
         wait_engines(ctl, (int)engines, base + (uint64_t)versions);

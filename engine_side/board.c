@@ -84,6 +84,16 @@ static void handle(board_t *b, int fd)
     }
     pthread_mutex_lock(&b->lock);
     if (m.op == OP_JOIN) {
+        /* A rank that (re)joins has new windows: forget its old ones so no
+         * peer maps the memory of a process that is gone. */
+        int s;
+        for (s = 0; s < BOARD_SLOTS; s++) {
+            board_win_t *w = &b->wins[m.rank][s];
+            if (w->present && w->fd >= 0)
+                close(w->fd);
+            w->present = 0;
+            w->fd = -1;
+        }
         pthread_mutex_unlock(&b->lock);
         wsync_fd_send(fd, &reply, sizeof(reply), b->memfd);
         return;

@@ -19,6 +19,10 @@ for e in s.get("engines", []):
         print(e.get(sys.argv[2]) if e.get(sys.argv[2]) is not None else ""); break' "$1" "$2"
 }
 latest() { curl -fsS "$URL/v1/status" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("latest_version", 0))'; }
+# field_is ID FIELD VALUE: engine ID's FIELD equals VALUE now.
+field_is() { [ "$(engine_field "$1" "$2")" = "$3" ]; }
+# version_above ID N: engine ID holds a version above N.
+version_above() { local v; v=$(engine_field "$1" version); [ -n "$v" ] && [ "$v" -gt "$2" ]; }
 # wait_until SECONDS CMD...: until CMD succeeds.
 wait_until() { local t=$1 i; shift; for ((i = 0; i < t * 20; i++)); do "$@" && return 0; sleep 0.05; done; return 1; }
 
@@ -56,15 +60,15 @@ WSYNC_TEST_LAND_DELAY_MS=40 bg "$WSYNC" engine --control "$URL" --engine kill --
     --timeout-ms 30000 >"$TMP/kill0.log" 2>&1
 WSYNC_TEST_LAND_DELAY_MS=40 bg "$WSYNC" engine --control "$URL" --engine kill --local-rank 1 --local-world 2 --follow \
     --timeout-ms 30000 >"$TMP/kill1.log" 2>&1; K1=$!
-wait_until 20 [ "$(engine_field kill state)" = pulling ]
+wait_until 20 field_is kill state pulling
 sleep 0.3
 kill -9 $K1
-if wait_until 20 [ "$(engine_field kill state)" = failed ]; then pass engine_rank_killed_node_reports_failed
+if wait_until 20 field_is kill state failed; then pass engine_rank_killed_node_reports_failed
 else fail engine_rank_killed_node_reports_failed "state=$(engine_field kill state)"; fi
 check engine_rank_killed_error_names_the_rank grep -q 'local rank 1' <(engine_field kill last_error)
 bg "$WSYNC" engine --control "$URL" --engine kill --local-rank 1 --local-world 2 --follow --timeout-ms 30000 \
     >"$TMP/kill1b.log" 2>&1
-if wait_until 40 [ "$(engine_field kill version)" = "$V" ] && [ "$(engine_field kill state)" = ready ]; then
+if wait_until 40 field_is kill version "$V" && field_is kill state ready; then
     pass engine_rank_restarted_catches_up
 else
     fail engine_rank_restarted_catches_up "state=$(engine_field kill state) version=$(engine_field kill version) want $V"
@@ -81,14 +85,12 @@ WSYNC_TEST_SERVE_DELAY_MS=1500 bg "$WSYNC" trainer --control "$URL" --rank 1 --w
     --versions 1000 --interval-ms 700 >"$TMP/s1.log" 2>&1; S1=$!
 bg "$WSYNC" engine --control "$URL" --engine surv --local-rank 0 --local-world 1 --follow --timeout-ms 4000 \
     >"$TMP/surv.log" 2>"$TMP/surv.err"
-wait_until 30 [ -n "$(engine_field surv version)" ] && [ "$(engine_field surv version)" != 0 ]
-wait_until 10 [ "$(engine_field surv state)" = pulling ]
+wait_until 30 version_above surv 0
+wait_until 10 field_is surv state pulling
 held_before=$(engine_field surv version)
 sleep 0.3
 kill -9 $S1
-t_kill=$(date +%s.%N)
-if wait_until 15 [ "$(engine_field surv state)" = failed ]; then
-    t_fail=$(date +%s.%N)
+if wait_until 15 field_is surv state failed; then
     pass trainer_killed_pull_fails
     check trainer_killed_error_names_trainer_rank grep -q 'trainer rank 1' <(engine_field surv last_error)
     held_after=$(engine_field surv version)
@@ -98,8 +100,7 @@ else
 fi
 WSYNC_TEST_SERVE_DELAY_MS=0 bg "$WSYNC" trainer --control "$URL" --rank 1 --world 2 --synthetic 4M --chunk 256K \
     --versions 1000 --interval-ms 700 >"$TMP/s1b.log" 2>&1
-v0=$(engine_field surv version)
-if wait_until 40 [ "$(engine_field surv state)" = ready ] && [ "$(engine_field surv version)" -gt "${held_before:-0}" ]; then
+if wait_until 40 version_above surv "${held_before:-0}" && field_is surv state ready; then
     pass trainer_back_next_pull_succeeds
 else
     fail trainer_back_next_pull_succeeds "state=$(engine_field surv state) version=$(engine_field surv version)"
@@ -113,7 +114,7 @@ WSYNC_TEST_CORRUPT_PIECE=3 bg "$WSYNC" trainer --control "$URL" --rank 0 --world
     --versions 1 >"$TMP/c.log" 2>&1; TC=$!
 bg "$WSYNC" engine --control "$URL" --engine corrupt --local-rank 0 --local-world 1 --versions 1 --timeout-ms 5000 \
     >"$TMP/corrupt.log" 2>"$TMP/corrupt.err"; EC=$!
-if wait_until 20 [ "$(engine_field corrupt state)" = failed ]; then
+if wait_until 20 field_is corrupt state failed; then
     pass corrupted_byte_not_ready
     check corrupted_byte_error_names_piece grep -q 'piece 3 .*failed verification' <(engine_field corrupt last_error)
 else

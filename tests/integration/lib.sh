@@ -2,7 +2,8 @@
 # line, "PASS name", "FAIL name: why" or "SKIP name: skipped: why"; processes a
 # test starts are killed when it exits. $WSYNC_BIN is the binary under test.
 set -u
-WSYNC=${WSYNC_BIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build/wsync}
+WSYNC_ROOT=${WSYNC_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+WSYNC=${WSYNC_BIN:-$WSYNC_ROOT/build/wsync}
 TMP=$(mktemp -d /tmp/wsync-test.XXXXXX)
 WSYNC_PIDS=()
 cleanup() {

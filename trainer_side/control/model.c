@@ -63,11 +63,12 @@ static int set_world(ctl_model_t *m, int world, char *err, size_t errlen)
     }
     if (world == m->world)
         return 0;
-    if (m->world && m->latest && world != m->world) {
-        snprintf(err, errlen, "world size %d differs from the %d trainer ranks that published version %llu",
-                 world, m->world, (unsigned long long)m->latest);
-        return 409;
-    }
+    /* A new trainer job with another world size takes over: ranks beyond it
+     * are forgotten; published versions keep the world they were made with. */
+    if (m->world)
+        LOG_INFO("trainer world size changes from %d to %d ranks", m->world, world);
+    for (int r = world; r < m->world; r++)
+        json_decref(m->trainers[r].endpoint);
     t = realloc(m->trainers, (size_t)world * sizeof(*t));
     if (t == NULL) {
         snprintf(err, errlen, "out of memory");
