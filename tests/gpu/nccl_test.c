@@ -238,6 +238,9 @@ static void test_dead_sender_fails_without_poisoning_others(void)
 
 int main(void)
 {
+    /* A hang must fail the suite, not stall it: SIGALRM ends this program
+     * (run.sh counts that as a failure). */
+    alarm(100);
     ngpu = gpu_count_forked();
     RUN(test_pieces_land_in_order_and_intact);
     RUN(test_dead_sender_fails_without_poisoning_others);
