@@ -10,22 +10,28 @@
 #include "common/checks.h"
 #include "common/util.h"
 
-static socklen_t abstract_addr(const char *name, struct sockaddr_un *sa)
+/* A name too long for sun_path is refused rather than cut: two long names
+ * sharing a prefix would otherwise meet on the same socket. */
+static wsync_status_t abstract_addr(const char *name, struct sockaddr_un *sa, socklen_t *len)
 {
     size_t n = strlen(name);
-    if (n > sizeof(sa->sun_path) - 2)
-        n = sizeof(sa->sun_path) - 2;
+    if (n == 0 || n > sizeof(sa->sun_path) - 1)
+        return wsync_error(WSYNC_ERR_INVALID, "local socket name '%s' must be 1 to %zu characters", name,
+                           sizeof(sa->sun_path) - 1);
     memset(sa, 0, sizeof(*sa));
     sa->sun_family = AF_UNIX;
     memcpy(sa->sun_path + 1, name, n); /* leading NUL: abstract namespace */
-    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+    return WSYNC_OK;
 }
 
 wsync_status_t wsync_unix_listen(const char *name, int *fd_out)
 {
     struct sockaddr_un sa;
-    socklen_t len = abstract_addr(name, &sa);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    socklen_t len;
+    int fd;
+    WSYNC_CHECK(abstract_addr(name, &sa, &len));
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return wsync_error(WSYNC_ERR_IO, "socket: %s", strerror(errno));
     if (bind(fd, (struct sockaddr *)&sa, len) != 0 || listen(fd, 64) != 0) {
@@ -43,8 +49,9 @@ wsync_status_t wsync_unix_listen(const char *name, int *fd_out)
 wsync_status_t wsync_unix_connect(const char *name, int timeout_ms, int *fd_out)
 {
     struct sockaddr_un sa;
-    socklen_t len = abstract_addr(name, &sa);
+    socklen_t len;
     uint64_t deadline = wsync_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+    WSYNC_CHECK(abstract_addr(name, &sa, &len));
     for (;;) {
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), e;
         if (fd < 0)

@@ -145,6 +145,13 @@ static void local_sockets_fail_clearly(void)
     CHECK_OK(wsync_unix_listen(name, &a));
     CHECK_FAILS(wsync_unix_listen(name, &b), WSYNC_ERR_CONFLICT, name);
     close(a);
+    {
+        char longname[200];
+        memset(longname, 'n', sizeof(longname) - 1);
+        longname[sizeof(longname) - 1] = '\0';
+        CHECK_FAILS(wsync_unix_listen(longname, &b), WSYNC_ERR_INVALID, "characters");
+        CHECK_FAILS(wsync_unix_connect("", 10, &b), WSYNC_ERR_INVALID, "characters");
+    }
     sock_name(name, sizeof(name), "nobody");
     CHECK_FAILS(wsync_unix_connect(name, 100, &b), WSYNC_ERR_TIMEOUT, name);
     /* A peer that closes mid-message is an error, not a short success. */
