@@ -107,6 +107,7 @@ int ctl_register_trainer(ctl_model_t *m, const json_t *body, char *err, size_t e
     if (!t->registered)
         LOG_INFO("trainer rank %d/%d registered from %s", rank, world, t->host);
     t->registered = 1;
+    m->gen++;
     pthread_mutex_unlock(&m->lock);
     *changed = 1;
     return 200;
@@ -180,6 +181,7 @@ int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t er
     json_decref(e->endpoint);
     e->endpoint = json_deep_copy(json_object_get(body, "endpoint"));
     e->updated = unix_now();
+    m->gen++;
     pthread_mutex_unlock(&m->lock);
     *changed = 1;
     return 200;
@@ -361,6 +363,7 @@ int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, s
     *reply = json_pack("{s:I, s:b, s:I}", "version", (json_int_t)v, "published", m->latest == v, "latest",
                        (json_int_t)m->latest);
     code = 200;
+    m->gen++;
 out:
     pthread_mutex_unlock(&m->lock);
     return code;
@@ -436,6 +439,7 @@ int ctl_report(ctl_model_t *m, const char *id, const json_t *body, char *err, si
     }
     *changed = strcmp(state, "pulling") != 0;
     code = 200;
+    m->gen++;
 out:
     pthread_mutex_unlock(&m->lock);
     return code;
@@ -488,6 +492,15 @@ json_t *ctl_version_json(ctl_model_t *m, uint64_t v)
             r = json_incref(m->records[i]);
     pthread_mutex_unlock(&m->lock);
     return r;
+}
+
+uint64_t ctl_generation(ctl_model_t *m)
+{
+    uint64_t g;
+    pthread_mutex_lock(&m->lock);
+    g = m->gen;
+    pthread_mutex_unlock(&m->lock);
+    return g;
 }
 
 uint64_t ctl_latest(ctl_model_t *m)

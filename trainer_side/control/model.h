@@ -45,6 +45,7 @@ typedef struct ctl_pending {
 
 typedef struct ctl_model {
     pthread_mutex_t lock;
+    uint64_t gen;                   /* bumped by every change: caches key on it */
     uint64_t latest;
     double latest_at;
     json_t *records[CTL_RETAIN];    /* newest last; GET /v1/versions/<v> */
@@ -77,6 +78,7 @@ json_t *ctl_status_json(ctl_model_t *m);
 json_t *ctl_trainers_json(ctl_model_t *m);
 json_t *ctl_version_json(ctl_model_t *m, uint64_t version);    /* new ref or NULL */
 uint64_t ctl_latest(ctl_model_t *m);
+uint64_t ctl_generation(ctl_model_t *m);
 
 /* Durable state: everything a restart needs. */
 json_t *ctl_state_json(ctl_model_t *m);

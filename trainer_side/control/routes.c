@@ -45,7 +45,22 @@ static enum MHD_Result r_healthz(wsync_control_server_t *s, req_ctx_t *c, const 
 
 static enum MHD_Result r_status(wsync_control_server_t *s, req_ctx_t *c, const char *url)
 {
-    return finish(s, c, "/v1/status", 200, NULL, ctl_status_json(&s->model));
+    uint64_t gen = ctl_generation(&s->model);
+    char *text;
+    if (s->status_text == NULL || s->status_gen != gen) {
+        json_t *j = ctl_status_json(&s->model);
+        text = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        if (text == NULL)
+            return MHD_NO;
+        free(s->status_text);
+        s->status_text = text;
+        s->status_gen = gen;
+    }
+    if ((text = strdup(s->status_text)) == NULL)
+        return MHD_NO;
+    ctl_count(s, "/v1/status", 200);
+    return ctl_respond(c->conn, 200, "application/json", text);
 }
 
 static enum MHD_Result r_metrics(wsync_control_server_t *s, req_ctx_t *c, const char *url)
