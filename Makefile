@@ -172,6 +172,13 @@ bench: all $(BENCH_BINS)
 test-gpu: all $(GPU_BINS)
 	@WSYNC_ONLY=gpu tests/run.sh $(BUILD)
 
+# The verbs transport for real: a Debian guest under qemu with the software
+# RoCE driver (tests/verbs/, docs/verbs.md). Installs qemu/debootstrap first.
+test-verbs:
+	@command -v qemu-system-x86_64 >/dev/null && command -v debootstrap >/dev/null || \
+	  $(MAKE) --no-print-directory deps EXTRA_PKGS="$(DEB_VM_PKGS)"
+	@tests/verbs/run_vm.sh
+
 clean:
 	rm -rf build
 
