@@ -142,8 +142,22 @@ static enum MHD_Result answer_latest(wsync_control_server_t *s, req_ctx_t *c)
 {
     uint64_t latest = ctl_latest(&s->model);
     if (latest > c->after) {
+        /* One response object per version, shared by every waiting poll (MHD
+         * counts its references): a publish may answer 10 000 at once. */
+        if (s->latest_resp == NULL || s->latest_resp_version != latest) {
+            char text[64];
+            int n = snprintf(text, sizeof(text), "{\"version\":%llu}", (unsigned long long)latest);
+            struct MHD_Response *r = MHD_create_response_from_buffer((size_t)n, text, MHD_RESPMEM_MUST_COPY);
+            if (r == NULL)
+                return MHD_NO;
+            MHD_add_response_header(r, "Content-Type", "application/json");
+            if (s->latest_resp)
+                MHD_destroy_response(s->latest_resp);
+            s->latest_resp = r;
+            s->latest_resp_version = latest;
+        }
         ctl_count(s, "/v1/versions/latest", 200);
-        return ctl_respond_json(c->conn, 200, json_pack("{s:I}", "version", (json_int_t)latest));
+        return MHD_queue_response(c->conn, 200, s->latest_resp);
     }
     ctl_count(s, "/v1/versions/latest", 204);
     return ctl_respond(c->conn, 204, "application/json", strdup(""));

@@ -296,7 +296,7 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
                             (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 16384),
                             MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)(cfg->idle_timeout_s > 0 ? cfg->idle_timeout_s : 120),
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024), MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, CTL_CONN_POOL, MHD_OPTION_END);
     if (s->d == NULL) {
         close(fd);
         st = wsync_error(WSYNC_ERR_IO, "cannot start the HTTP server on %s:%d", host, port);
@@ -336,6 +336,8 @@ void wsync_control_server_stop(wsync_control_server_t *s)
         wake_waiters(s, 1);
         MHD_stop_daemon(s->d);
     }
+    if (s->latest_resp)
+        MHD_destroy_response(s->latest_resp);
     ctl_model_free(&s->model);
     pthread_mutex_destroy(&s->wait_lock);
     free(s->state_path);

@@ -12,6 +12,10 @@
 #define CTL_BODY_CAP (64u << 10)            /* default request body limit */
 #define CTL_PUBLISH_CAP (64u << 20)         /* publish carries the manifest: 100k tensors fit */
 #define CTL_MAX_COUNTS 256
+/* MHD's per-connection pool (headers, read buffer; bodies go to our own
+ * buffer). MHD zeroes it per request: at 256 KiB, answering 10 000 long polls
+ * spent most of its ~1 s in memset and page faults. */
+#define CTL_CONN_POOL ((size_t)32 * 1024)
 #define CTL_MAX_POLL_MS 60000
 
 typedef struct req_ctx {
@@ -48,6 +52,9 @@ struct wsync_control_server {
      * cost ~6 ms of JSON building per request otherwise). MHD thread only. */
     char *status_text;
     uint64_t status_gen;
+    /* The long polls' 200 answer for latest_resp_version. MHD thread only. */
+    struct MHD_Response *latest_resp;
+    uint64_t latest_resp_version;
 };
 
 typedef struct ctl_route {
