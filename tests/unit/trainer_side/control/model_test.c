@@ -1,0 +1,157 @@
+/* model_test.c: the control endpoint's rules without HTTP: pending versions
+ * (dropped when a later one completes, capped when ranks never finish),
+ * world changes, engine ids, the status generation, and the state round
+ * trip through ctl_state_json / ctl_state_load. */
+#include <string.h>
+
+#include "common/log.h"
+#include "tests/test.h"
+#include "trainer_side/control/model.h"
+
+static int publish(ctl_model_t *m, int rank, int world, int v, const char *mdigest)
+{
+    json_t *b = json_pack("{s:i, s:i, s:i, s:{s:s, s:i, s:s, s:s, s:i, s:i}, s:[{s:i, s:i, s:i, s:s}]}", "rank",
+                          rank, "world", world, "version", v, "layout", "manifest_digest", mdigest, "chunk_size", 4,
+                          "layout", "even", "layout_digest", "cd", "image_size", 8 * world, "world", world, "pieces",
+                          "id", rank, "offset", rank * 8, "len", 8, "digest", "00");
+    json_t *reply = NULL;
+    char err[512] = "";
+    int changed = 0, code;
+    if (rank == 0)
+        json_object_set_new(json_object_get(b, "layout"), "manifest", json_object());
+    code = ctl_publish(m, b, &reply, err, sizeof(err), &changed);
+    json_decref(reply);
+    json_decref(b);
+    return code;
+}
+
+static int register_engine(ctl_model_t *m, const char *id)
+{
+    json_t *b = json_pack("{s:s, s:s, s:i}", "id", id, "host", "h", "local_ranks", 2);
+    char err[512];
+    int changed = 0, code = ctl_register_engine(m, b, err, sizeof(err), &changed);
+    json_decref(b);
+    return code;
+}
+
+static void test_pending_dropped_by_later_version(void)
+{
+    ctl_model_t m;
+    json_t *st;
+    ctl_model_init(&m);
+    CHECK_EQ(publish(&m, 1, 2, 5, "aa"), 200); /* v5 never completes */
+    CHECK_EQ(publish(&m, 1, 2, 6, "aa"), 200);
+    CHECK_EQ(publish(&m, 0, 2, 6, "aa"), 200);
+    CHECK_EQ(ctl_latest(&m), 6);
+    st = ctl_status_json(&m);
+    CHECK_EQ(json_integer_value(json_object_get(st, "pending")), 0);
+    json_decref(st);
+    CHECK_EQ(publish(&m, 0, 2, 5, "aa"), 409); /* too old now */
+    ctl_model_free(&m);
+}
+
+static void test_pending_capped(void)
+{
+    ctl_model_t m;
+    json_t *st;
+    int v;
+    ctl_model_init(&m);
+    wsync_log_set_level(WSYNC_LOG_ERROR);
+    for (v = 1; v <= CTL_MAX_PENDING + 5; v++)
+        CHECK_EQ(publish(&m, 1, 2, v, "aa"), 200);
+    st = ctl_status_json(&m);
+    CHECK_EQ(json_integer_value(json_object_get(st, "pending")), CTL_MAX_PENDING);
+    json_decref(st);
+    /* The newest survive: finishing the last one works. */
+    CHECK_EQ(publish(&m, 0, 2, CTL_MAX_PENDING + 5, "aa"), 200);
+    CHECK_EQ(ctl_latest(&m), CTL_MAX_PENDING + 5);
+    wsync_log_set_level(WSYNC_LOG_INFO);
+    ctl_model_free(&m);
+}
+
+/* A new trainer job may bring another world size; published versions keep
+ * the world they were made with. */
+static void test_world_change_keeps_old_records(void)
+{
+    ctl_model_t m;
+    json_t *v1;
+    ctl_model_init(&m);
+    CHECK_EQ(publish(&m, 0, 1, 1, "aa"), 200);
+    CHECK_EQ(publish(&m, 1, 2, 2, "aa"), 200);
+    CHECK_EQ(publish(&m, 0, 2, 2, "aa"), 200);
+    CHECK_EQ(ctl_latest(&m), 2);
+    v1 = ctl_version_json(&m, 1);
+    CHECK_EQ(json_integer_value(json_object_get(v1, "world")), 1);
+    json_decref(v1);
+    v1 = ctl_version_json(&m, 2);
+    CHECK_EQ(json_array_size(json_object_get(v1, "pieces")), 2);
+    json_decref(v1);
+    ctl_model_free(&m);
+}
+
+static void test_engine_ids(void)
+{
+    ctl_model_t m;
+    ctl_model_init(&m);
+    CHECK_EQ(register_engine(&m, "node-1.rack:a_b"), 200);
+    CHECK_EQ(register_engine(&m, "a\nb"), 422);
+    CHECK_EQ(register_engine(&m, "a\"b"), 422);
+    CHECK_EQ(register_engine(&m, "a%2fb"), 422);
+    CHECK_EQ(register_engine(&m, "caf\xc3\xa9"), 422);
+    ctl_model_free(&m);
+}
+
+static void test_generation_moves_on_change_only(void)
+{
+    ctl_model_t m;
+    uint64_t g;
+    ctl_model_init(&m);
+    g = ctl_generation(&m);
+    CHECK_EQ(register_engine(&m, "bad id"), 422);
+    CHECK_EQ(ctl_generation(&m), g);
+    CHECK_EQ(register_engine(&m, "n"), 200);
+    CHECK(ctl_generation(&m) > g);
+    g = ctl_generation(&m);
+    CHECK_EQ(publish(&m, 0, 1, 1, "aa"), 200);
+    CHECK(ctl_generation(&m) > g);
+    ctl_model_free(&m);
+}
+
+static void test_state_round_trip(void)
+{
+    ctl_model_t m, back;
+    json_t *s1, *s2, *v;
+    int i;
+    ctl_model_init(&m);
+    ctl_model_init(&back);
+    CHECK_EQ(register_engine(&m, "n1"), 200);
+    for (i = 1; i <= 10; i++)
+        CHECK_EQ(publish(&m, 0, 1, i, "aa"), 200);
+    s1 = ctl_state_json(&m);
+    CHECK_EQ(json_array_size(json_object_get(s1, "versions")), CTL_RETAIN);
+    CHECK_OK(ctl_state_load(&back, s1, "test"));
+    CHECK_EQ(ctl_latest(&back), 10);
+    v = ctl_version_json(&back, 3);
+    CHECK(v != NULL);
+    json_decref(v);
+    CHECK(ctl_version_json(&back, 2) == NULL);
+    s2 = ctl_state_json(&back);
+    CHECK(json_equal(json_object_get(s1, "versions"), json_object_get(s2, "versions")));
+    CHECK(json_equal(json_object_get(s1, "engines"), json_object_get(s2, "engines")));
+    CHECK_EQ(publish(&back, 0, 1, 10, "aa"), 409);
+    json_decref(s1);
+    json_decref(s2);
+    ctl_model_free(&m);
+    ctl_model_free(&back);
+}
+
+int main(void)
+{
+    RUN(test_pending_dropped_by_later_version);
+    RUN(test_pending_capped);
+    RUN(test_world_change_keeps_old_records);
+    RUN(test_engine_ids);
+    RUN(test_generation_moves_on_change_only);
+    RUN(test_state_round_trip);
+    TEST_EXIT();
+}
