@@ -535,7 +535,7 @@ wsync_status_t ctl_state_load(ctl_model_t *m, const json_t *s, const char *path)
 {
     const json_t *records = json_object_get(s, "versions"), *engines = json_object_get(s, "engines");
     const json_t *trainers = json_object_get(s, "trainers"), *e;
-    char err[256];
+    char err[256] = "";
     size_t i;
     int changed = 0;
 
@@ -562,6 +562,8 @@ wsync_status_t ctl_state_load(ctl_model_t *m, const json_t *s, const char *path)
             json_decref(reg);
             continue;
         }
+        if (reg == NULL)
+            snprintf(err, sizeof(err), "rank, host or endpoint missing or of the wrong type");
         code = reg ? ctl_register_trainer(m, reg, err, sizeof(err), &changed) : 422;
         json_decref(reg);
         if (code != 200)
@@ -571,7 +573,10 @@ wsync_status_t ctl_state_load(ctl_model_t *m, const json_t *s, const char *path)
     json_array_foreach(engines, i, e) {
         json_t *reg = json_pack("{s:O, s:O, s:O}", "id", json_object_get(e, "id"), "host", json_object_get(e, "host"),
                                 "local_ranks", json_object_get(e, "local_ranks"));
-        int code = reg ? ctl_register_engine(m, reg, err, sizeof(err), &changed) : 422;
+        int code;
+        if (reg == NULL)
+            snprintf(err, sizeof(err), "id, host or local_ranks missing or of the wrong type");
+        code = reg ? ctl_register_engine(m, reg, err, sizeof(err), &changed) : 422;
         json_decref(reg);
         if (code != 200)
             return wsync_error(WSYNC_ERR_FORMAT, "state file %s: engines[%zu]: %s", path, i, err);

@@ -562,6 +562,9 @@ static long long waiting_polls(const char *base)
 
 static void test_200_long_polls(void)
 {
+    /* The issue's bound is 100 ms; under a wrapper such as valgrind
+     * (WSYNC_WRAP, see tests/run.sh) everything runs ~20x slower. */
+    double bound = getenv("WSYNC_WRAP") && getenv("WSYNC_WRAP")[0] ? 2.0 : 0.100;
     int attempt, passed = 0;
     for (attempt = 0; attempt < 2 && !passed; attempt++) {
         wsync_control_server_t *s = start(NULL, NULL);
@@ -587,7 +590,7 @@ static void test_200_long_polls(void)
         lag = ps.answered_max - t_pub;
         fprintf(stderr, "  attempt %d: %d/200 answered, last %.1f ms after the publish response\n", attempt + 1,
                 ps.ok, lag * 1e3);
-        passed = ps.ok == 200 && lag < 0.100;
+        passed = ps.ok == 200 && lag < bound;
         wsync_control_close(c);
         wsync_control_server_stop(s);
     }
