@@ -33,9 +33,10 @@ static void usage(FILE *f)
             "usage: wsync engine --control URL --engine ID --local-rank R --local-world L\n"
             "                    [--mode staged|in-place] [--dump DIR] [--follow | --versions N]\n"
             "                    [--device host|cuda:N] [--transport auto|tcp|nccl|verbs] [--bind HOST]\n"
-            "                    [--timeout-ms MS] [--host-id ID]\n"
+            "                    [--timeout-ms MS] [--host-id ID] [--max-failures K]\n"
             "Pulls the newest version whenever one is published; exits 0 after holding N versions\n"
-            "(default 1), or runs until interrupted with --follow. A failed pull is reported and retried.\n"
+            "(default 1), or runs until interrupted with --follow. A failed pull is reported and retried;\n"
+            "without --follow, K failures in a row (default 5) end it with status 1.\n"
             "  --dump DIR   write each verified version to DIR/<engine>/rank<R>/v<version>.safetensors\n");
 }
 
@@ -87,12 +88,12 @@ int cmd_engine(int argc, char **argv)
         {"control", 1, 0, 'c'}, {"engine", 1, 0, 'e'}, {"local-rank", 1, 0, 'r'}, {"local-world", 1, 0, 'w'},
         {"mode", 1, 0, 'm'}, {"dump", 1, 0, 'D'}, {"follow", 0, 0, 'F'}, {"versions", 1, 0, 'n'},
         {"device", 1, 0, 'd'}, {"transport", 1, 0, 't'}, {"bind", 1, 0, 'b'}, {"timeout-ms", 1, 0, 'T'},
-        {"host-id", 1, 0, 'H'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"host-id", 1, 0, 'H'}, {"max-failures", 1, 0, 'x'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     wsync_receiver_config_t rc_cfg = {.local_rank = -1, .local_world = 0, .mode = WSYNC_MODE_STAGED};
     wsync_receiver_t *r = NULL;
     const char *dumpdir = NULL;
     long versions = 1, timeout_ms = 120000;
-    int o, follow = 0, held = 0, rc = 1;
+    int o, follow = 0, held = 0, rc = 1, failures_in_row = 0, max_failures = 5;
     wsync_status_t st;
 
     optind = 1;
@@ -115,6 +116,7 @@ int cmd_engine(int argc, char **argv)
         case 'b': rc_cfg.bind_host = optarg; break;
         case 'T': timeout_ms = atol(optarg); break;
         case 'H': rc_cfg.host_id = optarg; break;
+        case 'x': max_failures = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -140,12 +142,15 @@ int cmd_engine(int argc, char **argv)
         if (st != WSYNC_OK) {
             fprintf(stderr, "wsync engine %s rank %d: pull failed: %s: %s\n", rc_cfg.engine_id, rc_cfg.local_rank,
                     wsync_status_str(st), wsync_last_error());
-            if (stop_flag)
+            /* --versions N gives up after a few failures in a row; --follow
+             * keeps trying, as an engine in service would. */
+            if (stop_flag || (!follow && ++failures_in_row >= max_failures))
                 break;
             usleep(200000);
             continue;
         }
         held++;
+        failures_in_row = 0;
         if (rc_cfg.local_rank == 0) {
             double secs = r->last_secs;
             void *img;

@@ -267,7 +267,10 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
             wsync_completion_t *cp = &comps[i];
             uint32_t id = (uint32_t)cp->tag;
             const wsync_piece_t *pc;
-            if (cp->kind == WSYNC_COMPLETION_ERROR) {
+            /* Errors of no put of this attempt (a port scan, a sender of an
+             * abandoned attempt) are not ours to fail on; a real sender's
+             * failure also reaches us through its answer to the request. */
+            if (cp->kind == WSYNC_COMPLETION_ERROR && cp->tag != ~0ULL && (uint32_t)(cp->tag >> 32) == reqid) {
                 st = wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
                 goto out;
             }

@@ -33,12 +33,12 @@ bg "$WSYNC" trainer --control "$URL" --rank 0 --world 2 --synthetic 24M --chunk 
 bg "$WSYNC" trainer --control "$URL" --rank 1 --world 2 --synthetic 24M --chunk 1M --versions 12 --interval-ms 30 \
     >"$TMP/t1.log" 2>&1; T1=$!
 for r in 0 1; do
-    bg "$WSYNC" engine --control "$URL" --engine fast --local-rank $r --local-world 2 --follow --timeout-ms 20000 \
+    bg "$WSYNC" engine --control "$URL" --engine fast-$$ --local-rank $r --local-world 2 --follow --timeout-ms 20000 \
         >"$TMP/fast$r.log" 2>&1
 done
 ok=0
 for i in $(seq 1 400); do
-    l=$(latest); v=$(engine_field fast version)
+    l=$(latest); v=$(engine_field fast-$$ version)
     if [ "${l:-0}" -ge 12 ] && [ "$v" = "$l" ]; then ok=1; break; fi
     sleep 0.05
 done
@@ -46,34 +46,34 @@ held=$(grep -c 'ready on 2 ranks' "$TMP/fast0.log")
 if [ $ok = 1 ] && [ "$held" -ge 1 ] && ! grep -q 'failed verification' "$TMP"/fast*.log; then
     pass newer_version_while_pulling_engines_take_newest
 else
-    fail newer_version_while_pulling_engines_take_newest "latest=$(latest) engine=$(engine_field fast version) held=$held"
+    fail newer_version_while_pulling_engines_take_newest "latest=$(latest) engine=$(engine_field fast-$$ version) held=$held"
 fi
 kill $T0 $T1 2>/dev/null; wait $T0 $T1 2>/dev/null
-pkill -f -- "--engine fast" 2>/dev/null
+pkill -f -- "--engine fast-$$" 2>/dev/null
 
 # --- 2. an engine rank killed mid-pull: the node reports failed; restarted,
 #        the rank catches up to the latest version.
-bg "$WSYNC" trainer --control "$URL" --rank 0 --world 1 --synthetic 8M --chunk 256K --versions 1 >"$TMP/k.log" 2>&1; TK=$!
+bg "$WSYNC" trainer --control "$URL" --rank 0 --world 1 --synthetic 8M --chunk 128K --versions 1 >"$TMP/k.log" 2>&1; TK=$!
 wait_until 20 grep -q 'published version' "$TMP/k.log"
 V=$(latest)
-WSYNC_TEST_LAND_DELAY_MS=40 bg "$WSYNC" engine --control "$URL" --engine kill --local-rank 0 --local-world 2 --follow \
+WSYNC_TEST_LAND_DELAY_MS=100 bg "$WSYNC" engine --control "$URL" --engine kill-$$ --local-rank 0 --local-world 2 --follow \
     --timeout-ms 30000 >"$TMP/kill0.log" 2>&1
-WSYNC_TEST_LAND_DELAY_MS=40 bg "$WSYNC" engine --control "$URL" --engine kill --local-rank 1 --local-world 2 --follow \
+WSYNC_TEST_LAND_DELAY_MS=100 bg "$WSYNC" engine --control "$URL" --engine kill-$$ --local-rank 1 --local-world 2 --follow \
     --timeout-ms 30000 >"$TMP/kill1.log" 2>&1; K1=$!
-wait_until 20 field_is kill state pulling
-sleep 0.3
+wait_until 20 field_is kill-$$ state pulling
+sleep 0.5
 kill -9 $K1
-if wait_until 20 field_is kill state failed; then pass engine_rank_killed_node_reports_failed
-else fail engine_rank_killed_node_reports_failed "state=$(engine_field kill state)"; fi
-check engine_rank_killed_error_names_the_rank grep -q 'local rank 1' <(engine_field kill last_error)
-bg "$WSYNC" engine --control "$URL" --engine kill --local-rank 1 --local-world 2 --follow --timeout-ms 30000 \
+if wait_until 20 field_is kill-$$ state failed; then pass engine_rank_killed_node_reports_failed
+else fail engine_rank_killed_node_reports_failed "state=$(engine_field kill-$$ state)"; fi
+check engine_rank_killed_error_names_the_rank grep -q 'local rank 1' <(engine_field kill-$$ last_error)
+bg "$WSYNC" engine --control "$URL" --engine kill-$$ --local-rank 1 --local-world 2 --follow --timeout-ms 30000 \
     >"$TMP/kill1b.log" 2>&1
-if wait_until 40 field_is kill version "$V" && field_is kill state ready; then
+if wait_until 40 field_is kill-$$ version "$V" && field_is kill-$$ state ready; then
     pass engine_rank_restarted_catches_up
 else
-    fail engine_rank_restarted_catches_up "state=$(engine_field kill state) version=$(engine_field kill version) want $V"
+    fail engine_rank_restarted_catches_up "state=$(engine_field kill-$$ state) version=$(engine_field kill-$$ version) want $V"
 fi
-pkill -f -- "--engine kill" 2>/dev/null
+pkill -f -- "--engine kill-$$" 2>/dev/null
 kill $TK 2>/dev/null; wait $TK 2>/dev/null
 
 # --- 3. a trainer rank killed while serving: the pull fails within the engine's
@@ -83,42 +83,42 @@ bg "$WSYNC" trainer --control "$URL" --rank 0 --world 2 --synthetic 4M --chunk 2
     >"$TMP/s0.log" 2>&1; S0=$!
 WSYNC_TEST_SERVE_DELAY_MS=1500 bg "$WSYNC" trainer --control "$URL" --rank 1 --world 2 --synthetic 4M --chunk 256K \
     --versions 1000 --interval-ms 700 >"$TMP/s1.log" 2>&1; S1=$!
-bg "$WSYNC" engine --control "$URL" --engine surv --local-rank 0 --local-world 1 --follow --timeout-ms 4000 \
+bg "$WSYNC" engine --control "$URL" --engine surv-$$ --local-rank 0 --local-world 1 --follow --timeout-ms 4000 \
     >"$TMP/surv.log" 2>"$TMP/surv.err"
-wait_until 30 version_above surv 0
-wait_until 10 field_is surv state pulling
-held_before=$(engine_field surv version)
+wait_until 30 version_above surv-$$ 0
+wait_until 10 field_is surv-$$ state pulling
+held_before=$(engine_field surv-$$ version)
 sleep 0.3
 kill -9 $S1
-if wait_until 15 field_is surv state failed; then
+if wait_until 15 field_is surv-$$ state failed; then
     pass trainer_killed_pull_fails
-    check trainer_killed_error_names_trainer_rank grep -q 'trainer rank 1' <(engine_field surv last_error)
-    held_after=$(engine_field surv version)
+    check trainer_killed_error_names_trainer_rank grep -q 'trainer rank 1' <(engine_field surv-$$ last_error)
+    held_after=$(engine_field surv-$$ version)
     check trainer_killed_engine_keeps_previous_version [ "$held_after" = "$held_before" ]
 else
-    fail trainer_killed_pull_fails "state=$(engine_field surv state) error=$(engine_field surv last_error)"
+    fail trainer_killed_pull_fails "state=$(engine_field surv-$$ state) error=$(engine_field surv-$$ last_error)"
 fi
 WSYNC_TEST_SERVE_DELAY_MS=0 bg "$WSYNC" trainer --control "$URL" --rank 1 --world 2 --synthetic 4M --chunk 256K \
     --versions 1000 --interval-ms 700 >"$TMP/s1b.log" 2>&1
-if wait_until 40 version_above surv "${held_before:-0}" && field_is surv state ready; then
+if wait_until 40 version_above surv-$$ "${held_before:-0}" && field_is surv-$$ state ready; then
     pass trainer_back_next_pull_succeeds
 else
-    fail trainer_back_next_pull_succeeds "state=$(engine_field surv state) version=$(engine_field surv version)"
+    fail trainer_back_next_pull_succeeds "state=$(engine_field surv-$$ state) version=$(engine_field surv-$$ version)"
 fi
-pkill -f -- "--engine surv" 2>/dev/null
+pkill -f -- "--engine surv-$$" 2>/dev/null
 pkill -f -- "--synthetic 4M --chunk 256K" 2>/dev/null
 sleep 0.2
 
 # --- 4. a corrupted byte is caught by the digest; the version is not ready.
 WSYNC_TEST_CORRUPT_PIECE=3 bg "$WSYNC" trainer --control "$URL" --rank 0 --world 1 --synthetic 2M --chunk 64K \
     --versions 1 >"$TMP/c.log" 2>&1; TC=$!
-bg "$WSYNC" engine --control "$URL" --engine corrupt --local-rank 0 --local-world 1 --versions 1 --timeout-ms 5000 \
+bg "$WSYNC" engine --control "$URL" --engine corrupt-$$ --local-rank 0 --local-world 1 --versions 1 --timeout-ms 5000 \
     >"$TMP/corrupt.log" 2>"$TMP/corrupt.err"; EC=$!
-if wait_until 20 field_is corrupt state failed; then
+if wait_until 20 field_is corrupt-$$ state failed; then
     pass corrupted_byte_not_ready
-    check corrupted_byte_error_names_piece grep -q 'piece 3 .*failed verification' <(engine_field corrupt last_error)
+    check corrupted_byte_error_names_piece grep -q 'piece 3 .*failed verification' <(engine_field corrupt-$$ last_error)
 else
-    fail corrupted_byte_not_ready "state=$(engine_field corrupt state)"
+    fail corrupted_byte_not_ready "state=$(engine_field corrupt-$$ state)"
 fi
 kill $EC $TC 2>/dev/null; wait $EC $TC 2>/dev/null
 
@@ -147,7 +147,7 @@ for payload in [os.urandom(4096), struct.pack("<I", 0xffffffff) + b"x" * 10, str
 PY
 sleep 0.2
 check garbage_on_pull_port_trainer_survives kill -0 $TG
-bg "$WSYNC" engine --control "$URL" --engine after-garbage --local-rank 0 --local-world 1 --versions 1 --timeout-ms 10000 \
+bg "$WSYNC" engine --control "$URL" --engine after-garbage-$$ --local-rank 0 --local-world 1 --versions 1 --timeout-ms 10000 \
     >"$TMP/ag.log" 2>&1; EA=$!
 wait $EA; rc=$?
 check garbage_on_pull_port_then_pull_succeeds [ $rc = 0 ]
