@@ -23,6 +23,8 @@ latest() { curl -fsS "$URL/v1/status" | python3 -c 'import json,sys; print(json.
 field_is() { [ "$(engine_field "$1" "$2")" = "$3" ]; }
 # version_above ID N: engine ID holds a version above N.
 version_above() { local v; v=$(engine_field "$1" version); [ -n "$v" ] && [ "$v" -gt "$2" ]; }
+# error_has ID REGEX: engine ID's last error matches.
+error_has() { engine_field "$1" last_error | grep -q "$2"; }
 # wait_until SECONDS CMD...: until CMD succeeds.
 wait_until() { local t=$1 i; shift; for ((i = 0; i < t * 20; i++)); do "$@" && return 0; sleep 0.05; done; return 1; }
 
@@ -99,24 +101,25 @@ else
     fail trainer_killed_pull_fails "state=$(engine_field surv-$$ state) error=$(engine_field surv-$$ last_error)"
 fi
 WSYNC_TEST_SERVE_DELAY_MS=0 bg "$WSYNC" trainer --control "$URL" --rank 1 --world 2 --synthetic 4M --chunk 256K \
-    --versions 1000 --interval-ms 700 >"$TMP/s1b.log" 2>&1
+    --versions 1000 --interval-ms 700 >"$TMP/s1b.log" 2>&1; S1B=$!
 if wait_until 40 version_above surv-$$ "${held_before:-0}" && field_is surv-$$ state ready; then
     pass trainer_back_next_pull_succeeds
 else
     fail trainer_back_next_pull_succeeds "state=$(engine_field surv-$$ state) version=$(engine_field surv-$$ version)"
 fi
 pkill -f -- "--engine surv-$$" 2>/dev/null
-pkill -f -- "--synthetic 4M --chunk 256K" 2>/dev/null
+kill $S0 $S1B 2>/dev/null; wait $S0 $S1B 2>/dev/null
 sleep 0.2
 
 # --- 4. a corrupted byte is caught by the digest; the version is not ready.
 WSYNC_TEST_CORRUPT_PIECE=3 bg "$WSYNC" trainer --control "$URL" --rank 0 --world 1 --synthetic 2M --chunk 64K \
     --versions 1 >"$TMP/c.log" 2>&1; TC=$!
+wait_until 20 grep -q 'published version' "$TMP/c.log"
 bg "$WSYNC" engine --control "$URL" --engine corrupt-$$ --local-rank 0 --local-world 1 --versions 1 --timeout-ms 5000 \
     >"$TMP/corrupt.log" 2>"$TMP/corrupt.err"; EC=$!
 if wait_until 20 field_is corrupt-$$ state failed; then
     pass corrupted_byte_not_ready
-    check corrupted_byte_error_names_piece grep -q 'piece 3 .*failed verification' <(engine_field corrupt-$$ last_error)
+    check corrupted_byte_error_names_piece error_has corrupt-$$ 'piece 3 .*failed verification'
 else
     fail corrupted_byte_not_ready "state=$(engine_field corrupt-$$ state)"
 fi
