@@ -1,0 +1,446 @@
+/* e2e_cpu_bench.c: the whole CPU data path over loopback, one trainer process
+ * and an engine node of 1 or 2 processes, against the ceiling measured in the
+ * same run: one raw TCP connection moving the same bytes (a writer thread, a
+ * reader into a resident buffer). Reports, per configuration:
+ *   publish-to-ready: from the start of publish(v) on the trainer until
+ *     wsync_receiver_pull returns v on every engine rank (the engine is already
+ *     long-polling, so this includes snapshot, digest, control round trips,
+ *     transfer, fan-out and verification);
+ *   pull-only: the engine calls pull(v) once v is published; from that call
+ *     to its return (request, transfer, verification);
+ *   peak memory (VmHWM) of every process, with the bound it should keep.
+ * Median over the measured versions; both sides keep two slots, so the first
+ * two versions are warm-up (each touches one slot's pages for the first time).
+ * Usage: e2e_cpu_bench [image bytes, default 1G] [chunk, default 64M] */
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/manifest.h"
+#include "common/mem/mem.h"
+#include "common/msg.h"
+#include "common/util.h"
+#include "engine_side/wsync_receiver.h"
+#include "trainer_side/control/control_server.h"
+#include "trainer_side/wsync_publisher.h"
+
+#define WARMUP 2
+#define MEASURED 5
+#define NVERS (WARMUP + 2 * MEASURED)  /* phase A: warm-up + measured; phase B: measured */
+#define MAX_L 2
+#define RAW_RUNS 3
+#define RAW_WRITE (4u << 20)
+#define RAW_SOCKBUF (8 << 20)          /* the tcp transport's own setting */
+#define TIMEOUT_MS 120000
+
+/* Shared between the parent and its children (MAP_SHARED, made before fork). */
+typedef struct mem_stat {
+    uint64_t hwm, rss_anon, rss_shmem;  /* bytes */
+} mem_stat_t;
+
+typedef struct shared {
+    int waiting[NVERS + 1][MAX_L];      /* engine rank is about to long-poll for v */
+    int published[NVERS + 1];
+    int ready[NVERS + 1][MAX_L];
+    uint64_t t_pub0[NVERS + 1], t_pub1[NVERS + 1];
+    uint64_t t_pull0[NVERS + 1][MAX_L], t_ready[NVERS + 1][MAX_L];
+    int failed;
+    mem_stat_t trainer, engine[MAX_L];
+    double raw_s[RAW_RUNS];
+} shared_t;
+
+typedef struct bench_cfg {
+    uint64_t size, chunk;
+    int L;
+    wsync_mode_t mode;
+    const char *name;
+    char url[128];
+    char *manifest_json;
+} bench_cfg_t;
+
+static shared_t *S;
+
+static void spin_until(int *flag)
+{
+    while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE) && !__atomic_load_n(&S->failed, __ATOMIC_ACQUIRE))
+        usleep(200);
+}
+
+static void set_flag(int *flag)
+{
+    __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+}
+
+static uint64_t status_field(const char *key)
+{
+    char line[256];
+    uint64_t kb = 0;
+    size_t klen = strlen(key);
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, key, klen) == 0 && line[klen] == ':')
+            kb = strtoull(line + klen + 1, NULL, 10);
+    fclose(f);
+    return kb * 1024;
+}
+
+static void read_mem(mem_stat_t *m)
+{
+    m->hwm = status_field("VmHWM");
+    m->rss_anon = status_field("RssAnon");
+    m->rss_shmem = status_field("RssShmem");
+}
+
+static void fail(const char *who, const char *what)
+{
+    fprintf(stderr, "e2e_cpu_bench: %s: %s: %s\n", who, what, wsync_last_error());
+    __atomic_store_n(&S->failed, 1, __ATOMIC_RELEASE);
+}
+
+/* --- the ceiling: one raw TCP connection, in its own process --------------- */
+
+typedef struct raw_job {
+    int fd;
+    const char *src;
+    size_t len;
+} raw_job_t;
+
+static void tune(int fd)
+{
+    int sz = RAW_SOCKBUF;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+}
+
+static void *raw_writer(void *arg)
+{
+    raw_job_t *j = arg;
+    size_t done = 0;
+    while (done < j->len) {
+        size_t n = j->len - done < RAW_WRITE ? j->len - done : RAW_WRITE;
+        ssize_t w = send(j->fd, j->src + done, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    return NULL;
+}
+
+static double raw_once(const char *src, char *dst, size_t len)
+{
+    int lfd = -1, port = 0, cfd = -1, afd = -1;
+    pthread_t th;
+    raw_job_t job;
+    size_t got = 0;
+    double t0, t1;
+    char hp[64];
+    if (wsync_tcp_listen("127.0.0.1", 0, &lfd, &port) != WSYNC_OK)
+        return -1;
+    snprintf(hp, sizeof(hp), "127.0.0.1:%d", port);
+    if (wsync_tcp_connect(hp, 5000, &cfd) != WSYNC_OK || (afd = accept(lfd, NULL, NULL)) < 0)
+        return -1;
+    tune(cfd);
+    tune(afd);
+    job = (raw_job_t){cfd, src, len};
+    t0 = wsync_now_s();
+    pthread_create(&th, NULL, raw_writer, &job);
+    while (got < len) {
+        ssize_t n = recv(afd, dst + got, len - got, MSG_WAITALL);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    t1 = wsync_now_s();
+    pthread_join(th, NULL);
+    close(afd);
+    close(cfd);
+    close(lfd);
+    return got == len ? t1 - t0 : -1;
+}
+
+static int raw_child(uint64_t len)
+{
+    char *src = malloc(len), *dst = malloc(len);
+    int i;
+    if (src == NULL || dst == NULL)
+        return 1;
+    wsync_fill_pattern(src, len, 0, 7);
+    memset(dst, 0, len);
+    for (i = 0; i < RAW_RUNS; i++)
+        if ((S->raw_s[i] = raw_once(src, dst, len)) < 0)
+            return 1;
+    return memcmp(src, dst, len) != 0;
+}
+
+/* --- the trainer rank ---------------------------------------------------- */
+
+static int trainer_child(const bench_cfg_t *c)
+{
+    wsync_publisher_config_t pc = {.control_url = c->url, .rank = 0, .world = 1,
+                                   .manifest_json = c->manifest_json, .chunk_size = c->chunk,
+                                   .listen = "127.0.0.1:0", .advertise_host = "127.0.0.1",
+                                   .host_id = "bench-trainer-host"};
+    wsync_publisher_t *pub = NULL;
+    char *src = malloc(c->size);
+    uint64_t v;
+    int p;
+    if (src == NULL)
+        return 1;
+    pc.image = src;
+    if (wsync_publisher_create(&pc, &pub) != WSYNC_OK) {
+        fail("trainer", "create");
+        return 1;
+    }
+    for (v = 1; v <= NVERS; v++) {
+        wsync_fill_pattern(src, c->size, 0, v);
+        if (v <= WARMUP + MEASURED) {
+            /* Phase A: every engine rank is long-polling before we start. */
+            for (p = 0; p < c->L; p++)
+                spin_until(&S->waiting[v][p]);
+            usleep(50000);
+        }
+        S->t_pub0[v] = wsync_now_ns();
+        if (wsync_publisher_publish(pub, v) != WSYNC_OK) {
+            fail("trainer", "publish");
+            break;
+        }
+        S->t_pub1[v] = wsync_now_ns();
+        set_flag(&S->published[v]);
+        for (p = 0; p < c->L; p++)
+            spin_until(&S->ready[v][p]);
+        if (__atomic_load_n(&S->failed, __ATOMIC_ACQUIRE))
+            break;
+    }
+    read_mem(&S->trainer);
+    wsync_publisher_destroy(pub);
+    free(src);
+    return __atomic_load_n(&S->failed, __ATOMIC_ACQUIRE);
+}
+
+/* --- an engine rank ------------------------------------------------------ */
+
+/* The held image equals the trainer's last version, compared chunk by chunk. */
+static int check_image(wsync_receiver_t *r, uint64_t size, uint64_t v)
+{
+    const uint64_t step = 1 << 20;
+    char *want = malloc(step), *img = NULL;
+    size_t len = 0;
+    uint64_t off;
+    int bad = want == NULL || wsync_receiver_image(r, (void **)&img, &len) != WSYNC_OK || len != size;
+    for (off = 0; !bad && off < size; off += step) {
+        uint64_t n = size - off < step ? size - off : step;
+        wsync_fill_pattern(want, n, off, v);
+        bad = memcmp(want, img + off, n) != 0;
+    }
+    free(want);
+    return bad;
+}
+
+static int engine_child(const bench_cfg_t *c, int rank)
+{
+    char id[64];
+    wsync_receiver_config_t rc = {.control_url = c->url, .local_rank = rank, .local_world = c->L,
+                                  .mode = c->mode, .transport = "tcp", .bind_host = "127.0.0.1",
+                                  .host_id = "bench-engine-host"};
+    wsync_receiver_t *r = NULL;
+    uint64_t v, got = 0;
+    snprintf(id, sizeof(id), "bench-%s-%d", c->name, (int)getppid());
+    rc.engine_id = id;
+    if (wsync_receiver_create(&rc, &r) != WSYNC_OK) {
+        fail("engine", "create");
+        return 1;
+    }
+    for (v = 1; v <= NVERS; v++) {
+        wsync_status_t st;
+        if (v <= WARMUP + MEASURED) {
+            set_flag(&S->waiting[v][rank]);
+            S->t_pull0[v][rank] = wsync_now_ns();
+            st = wsync_receiver_pull(r, 0, TIMEOUT_MS, &got);
+        } else {
+            spin_until(&S->published[v]);
+            S->t_pull0[v][rank] = wsync_now_ns();
+            st = wsync_receiver_pull(r, v, TIMEOUT_MS, &got);
+        }
+        S->t_ready[v][rank] = wsync_now_ns();
+        if (st != WSYNC_OK || got != v) {
+            fail("engine", st != WSYNC_OK ? "pull" : "pulled the wrong version");
+            break;
+        }
+        set_flag(&S->ready[v][rank]);
+    }
+    read_mem(&S->engine[rank]);
+    if (!__atomic_load_n(&S->failed, __ATOMIC_ACQUIRE) && check_image(r, c->size, NVERS)) {
+        fprintf(stderr, "e2e_cpu_bench: engine rank %d holds bytes that differ from version %d\n", rank, NVERS);
+        __atomic_store_n(&S->failed, 1, __ATOMIC_RELEASE);
+    }
+    wsync_receiver_destroy(r);
+    return __atomic_load_n(&S->failed, __ATOMIC_ACQUIRE);
+}
+
+/* --- the parent ---------------------------------------------------------- */
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_dbl);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int wait_all(pid_t *pids, int n)
+{
+    int i, bad = 0, status;
+    for (i = 0; i < n; i++) {
+        if (waitpid(pids[i], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            bad = 1;
+        if (bad)
+            __atomic_store_n(&S->failed, 1, __ATOMIC_RELEASE);
+    }
+    return bad;
+}
+
+static void print_mem(const char *who, const mem_stat_t *m, uint64_t bound, const char *bound_text)
+{
+    printf("  peak memory %-14s VmHWM %7.1f MiB (RssAnon %7.1f, RssShmem %7.1f at the end)", who,
+           m->hwm / 1048576.0, m->rss_anon / 1048576.0, m->rss_shmem / 1048576.0);
+    if (bound)
+        printf("  bound %s = %.1f MiB: %s", bound_text, bound / 1048576.0, m->hwm <= bound ? "holds" : "EXCEEDED");
+    printf("\n");
+}
+
+static int run_config(bench_cfg_t *c)
+{
+    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
+    wsync_control_server_t *server = NULL;
+    pid_t pids[1 + MAX_L], raw;
+    double e2e[MEASURED], pull[MEASURED], pub[MEASURED], raw_s[RAW_RUNS], raw_med, m_e2e, m_pull, m_pub;
+    int i, p, status;
+    uint64_t v;
+
+    memset(S, 0, sizeof(*S));
+    raw = fork();
+    if (raw == 0)
+        _exit(raw_child(c->size));
+    if (waitpid(raw, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "e2e_cpu_bench: the raw TCP run failed\n");
+        return 1;
+    }
+    if (wsync_control_server_start(&sc, &server) != WSYNC_OK) {
+        fprintf(stderr, "e2e_cpu_bench: control endpoint: %s\n", wsync_last_error());
+        return 1;
+    }
+    snprintf(c->url, sizeof(c->url), "%s", wsync_control_server_url(server));
+    for (p = 0; p < c->L; p++)
+        if ((pids[1 + p] = fork()) == 0)
+            _exit(engine_child(c, p));
+    if ((pids[0] = fork()) == 0)
+        _exit(trainer_child(c));
+    if (wait_all(pids, 1 + c->L)) {
+        fprintf(stderr, "e2e_cpu_bench: %s: a process failed (messages above)\n", c->name);
+        wsync_control_server_stop(server);
+        return 1;
+    }
+    wsync_control_server_stop(server);
+
+    for (i = 0; i < RAW_RUNS; i++)
+        raw_s[i] = S->raw_s[i];
+    raw_med = median(raw_s, RAW_RUNS);
+    for (i = 0; i < MEASURED; i++) {
+        uint64_t va = WARMUP + 1 + (uint64_t)i, vb = WARMUP + MEASURED + 1 + (uint64_t)i, ea = 0, eb = 0;
+        for (p = 0; p < c->L; p++) {
+            ea = S->t_ready[va][p] > ea ? S->t_ready[va][p] : ea;
+            if (S->t_ready[vb][p] - S->t_pull0[vb][p] > eb)
+                eb = S->t_ready[vb][p] - S->t_pull0[vb][p];
+        }
+        e2e[i] = (double)(ea - S->t_pub0[va]) / 1e9;
+        pull[i] = (double)eb / 1e9;
+        pub[i] = (double)(S->t_pub1[vb] - S->t_pub0[vb]) / 1e9;
+    }
+    m_e2e = median(e2e, MEASURED);
+    m_pull = median(pull, MEASURED);
+    m_pub = median(pub, MEASURED);
+    v = c->size;
+    printf("%s: image %llu bytes, chunk %llu MiB, 1 trainer rank -> 1 engine node x %d local rank%s, %s mode\n",
+           c->name, (unsigned long long)v, (unsigned long long)(c->chunk >> 20), c->L, c->L > 1 ? "s" : "",
+           c->mode == WSYNC_MODE_IN_PLACE ? "in-place" : "staged");
+    printf("  raw tcp, 1 connection (ceiling, median of %d): %6.2f GB/s  (%.3f s)\n", RAW_RUNS, v / raw_med / 1e9,
+           raw_med);
+    printf("  publish-to-ready (median of %d):             %6.2f GB/s  (%.3f s)  ratio %.2f\n", MEASURED,
+           v / m_e2e / 1e9, m_e2e, raw_med / m_e2e);
+    printf("  pull-only, request to verified (median of %d): %6.2f GB/s  (%.3f s)  ratio %.2f\n", MEASURED,
+           v / m_pull / 1e9, m_pull, raw_med / m_pull);
+    printf("  publish() alone: snapshot + digest + report:  %6.2f GB/s  (%.3f s)\n", v / m_pub / 1e9, m_pub);
+    print_mem("trainer", &S->trainer, 0, NULL);
+    printf("    (trainer holds its source image and two publish slots: expected ~3 x image)\n");
+    for (p = 0; p < c->L; p++) {
+        char who[32];
+        uint64_t bound = c->mode == WSYNC_MODE_IN_PLACE ? c->size + 2 * c->chunk : 2 * c->size + 2 * c->chunk;
+        snprintf(who, sizeof(who), "engine rank %d", p);
+        if (c->L == 1)
+            print_mem(who, &S->engine[p], bound, c->mode == WSYNC_MODE_IN_PLACE ? "image+2 chunks"
+                                                                                : "2 images+2 chunks");
+        else
+            print_mem(who, &S->engine[p], 0, NULL);
+    }
+    if (c->L > 1)
+        printf("    (with %d local ranks, a rank's RSS also counts the pages of the peers' windows it maps and "
+               "reads: shared, not extra memory)\n", c->L);
+    fflush(stdout);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    bench_cfg_t cfg = {.size = 1ull << 30, .chunk = 64ull << 20};
+    static const struct { int L; wsync_mode_t mode; const char *name; } runs[] = {
+        {1, WSYNC_MODE_IN_PLACE, "in-place"},
+        {1, WSYNC_MODE_STAGED, "staged"},
+        {2, WSYNC_MODE_IN_PLACE, "fan-out"},
+    };
+    wsync_manifest_t *m = NULL;
+    json_t *mj = NULL;
+    size_t i;
+    int rc = 0;
+
+    if ((argc > 1 && wsync_parse_size(argv[1], "the image size", &cfg.size) != WSYNC_OK) ||
+        (argc > 2 && wsync_parse_size(argv[2], "the chunk size", &cfg.chunk) != WSYNC_OK)) {
+        fprintf(stderr, "e2e_cpu_bench: %s\nusage: e2e_cpu_bench [SIZE=1G] [CHUNK=64M]\n", wsync_last_error());
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    S = mmap(NULL, sizeof(*S), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (S == MAP_FAILED) {
+        perror("e2e_cpu_bench: mmap");
+        return 1;
+    }
+    if (wsync_manifest_synthetic(cfg.size, &m) != WSYNC_OK || wsync_manifest_to_json(m, &mj) != WSYNC_OK ||
+        (cfg.manifest_json = json_dumps(mj, JSON_COMPACT)) == NULL) {
+        fprintf(stderr, "e2e_cpu_bench: manifest: %s\n", wsync_last_error());
+        return 1;
+    }
+    cfg.size = m->image_size;
+    json_decref(mj);
+    wsync_manifest_free(m);
+    for (i = 0; i < sizeof(runs) / sizeof(runs[0]) && rc == 0; i++) {
+        cfg.L = runs[i].L;
+        cfg.mode = runs[i].mode;
+        cfg.name = runs[i].name;
+        rc = run_config(&cfg);
+    }
+    free(cfg.manifest_json);
+    munmap(S, sizeof(*S));
+    return rc;
+}
