@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "common/mem/mem.h"
 #include "common/util.h"
 #include "trainer_side/control/control_server.h"
 
@@ -38,8 +39,11 @@ static void usage(FILE *f)
             "usage: wsync demo [--trainers W] [--engines M] [--local-ranks L]\n"
             "                  [--synthetic SIZE | --safetensors F1,F2,...] [--versions N] [--dump DIR]\n"
             "                  [--mode staged|in-place] [--transport auto|tcp|nccl|verbs] [--chunk SIZE]\n"
-            "                  [--layout even|fsdp] [--timeout-s S]\n"
-            "Defaults: 2 trainers, 2 engine nodes x 2 local ranks, a 1 GiB synthetic LLM, 3 versions.\n");
+            "                  [--layout even|fsdp] [--timeout-s S] [--device host|cuda] [--host-id PREFIX]\n"
+            "Defaults: 2 trainers, 2 engine nodes x 2 local ranks, a 1 GiB synthetic LLM, 3 versions.\n"
+            "  --device cuda      trainer rank i on GPU i %% G, engine local rank j on GPU j %% G (G GPUs here)\n"
+            "  --host-id PREFIX   trainers claim host PREFIX-trainers and engine node k host PREFIX-e<k>,\n"
+            "                     as if each ran on its own machine\n");
 }
 
 static pid_t spawn(char *const argv[])
@@ -59,7 +63,9 @@ int cmd_demo(int argc, char **argv)
         {"trainers", 1, 0, 'W'}, {"engines", 1, 0, 'M'}, {"local-ranks", 1, 0, 'L'}, {"synthetic", 1, 0, 's'},
         {"safetensors", 1, 0, 'f'}, {"versions", 1, 0, 'n'}, {"dump", 1, 0, 'D'}, {"mode", 1, 0, 'm'},
         {"transport", 1, 0, 't'}, {"chunk", 1, 0, 'k'}, {"layout", 1, 0, 'y'}, {"timeout-s", 1, 0, 'T'},
-        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"device", 1, 0, 'd'}, {"host-id", 1, 0, 'H'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    const char *device = "host", *host_id = NULL;
+    int ngpus = 0;
     const char *synthetic = NULL, *files = NULL, *dumpdir = NULL, *mode = "staged", *transport = "tcp",
                *chunk = "64M", *layout = "even";
     long W = 2, M = 2, L = 2, N = 3, timeout_s = 600;
@@ -68,7 +74,7 @@ int cmd_demo(int argc, char **argv)
     proc_t *procs = NULL;
     int nprocs = 0, i, o, failed = 0, engines_left;
     uint64_t t0, deadline;
-    char url[256], wbuf[24], nbuf[24], mbuf[24], lbuf[24], rbuf[24], ebuf[48];
+    char url[256], wbuf[24], nbuf[24], mbuf[24], lbuf[24], rbuf[24], ebuf[48], dbuf[32], hbuf[160];
 
     optind = 1;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -85,6 +91,8 @@ int cmd_demo(int argc, char **argv)
         case 'k': chunk = optarg; break;
         case 'y': layout = optarg; break;
         case 'T': timeout_s = atol(optarg); break;
+        case 'd': device = optarg; break;
+        case 'H': host_id = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -96,6 +104,18 @@ int cmd_demo(int argc, char **argv)
     }
     if (synthetic == NULL && files == NULL)
         synthetic = "1G";
+    if (strcmp(device, "cuda") == 0) {
+        /* Counted here, before any rank starts: ranks go round-robin. */
+        ngpus = wsync_cuda_device_count();
+        if (ngpus == 0) {
+            fprintf(stderr, "wsync demo: --device cuda: no CUDA device here (or wsync was built without CUDA); "
+                            "use --device host\n");
+            return 1;
+        }
+    } else if (strcmp(device, "host") != 0) {
+        fprintf(stderr, "wsync demo: --device must be host or cuda (ranks are placed on GPUs round-robin)\n");
+        return 2;
+    }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGPIPE, SIG_IGN);
@@ -106,7 +126,10 @@ int cmd_demo(int argc, char **argv)
     snprintf(url, sizeof(url), "%s", wsync_control_server_url(server));
     printf("wsync demo: control endpoint %s  (watch it: wsync status --control %s --watch)\n", url, url);
     printf("wsync demo: %ld trainer ranks -> %ld engine nodes x %ld local ranks, model %s, %ld versions, "
-           "%s mode, transport %s\n", W, M, L, synthetic ? synthetic : files, N, mode, transport);
+           "%s mode, transport %s, device %s", W, M, L, synthetic ? synthetic : files, N, mode, transport, device);
+    if (ngpus > 0)
+        printf(" (%d GPUs, ranks round-robin)", ngpus);
+    printf("\n");
     fflush(stdout);
     procs = calloc(DEMO_MAX_PROCS, sizeof(*procs));
     snprintf(wbuf, sizeof(wbuf), "%ld", W);
@@ -125,6 +148,14 @@ int cmd_demo(int argc, char **argv)
         args[a++] = "--mode"; args[a++] = (char *)mode; args[a++] = "--transport"; args[a++] = (char *)transport;
         args[a++] = "--timeout-ms"; args[a++] = "300000";
         if (dumpdir) { args[a++] = "--dump"; args[a++] = (char *)dumpdir; }
+        if (ngpus > 0) {
+            snprintf(dbuf, sizeof(dbuf), "cuda:%ld", (long)(i % L) % ngpus);
+            args[a++] = "--device"; args[a++] = dbuf;
+        }
+        if (host_id) {
+            snprintf(hbuf, sizeof(hbuf), "%s-%s", host_id, ebuf);
+            args[a++] = "--host-id"; args[a++] = hbuf;
+        }
         args[a] = NULL;
         procs[nprocs].engine = 1;
         snprintf(procs[nprocs].name, sizeof(procs[0].name), "engine %s rank %s", ebuf, rbuf);
@@ -139,6 +170,14 @@ int cmd_demo(int argc, char **argv)
         args[a++] = synthetic ? "--synthetic" : "--safetensors"; args[a++] = (char *)(synthetic ? synthetic : files);
         args[a++] = "--versions"; args[a++] = nbuf; args[a++] = "--wait-engines"; args[a++] = mbuf;
         args[a++] = "--chunk"; args[a++] = (char *)chunk; args[a++] = "--layout"; args[a++] = (char *)layout;
+        if (ngpus > 0) {
+            snprintf(dbuf, sizeof(dbuf), "cuda:%d", i % ngpus);
+            args[a++] = "--device"; args[a++] = dbuf;
+        }
+        if (host_id) {
+            snprintf(hbuf, sizeof(hbuf), "%s-trainers", host_id);
+            args[a++] = "--host-id"; args[a++] = hbuf;
+        }
         args[a] = NULL;
         procs[nprocs].engine = 0;
         snprintf(procs[nprocs].name, sizeof(procs[0].name), "trainer rank %d", i);

@@ -12,6 +12,7 @@
 #include "cli/model.h"
 #include "common/control_client.h"
 #include "common/checks.h"
+#include "common/mem/mem.h"
 #include "common/util.h"
 #include "trainer_side/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
@@ -36,6 +37,21 @@ static void usage(FILE *f)
             "together (version v+1 waits until every rank published v).\n"
             "  --wait-engines M   before publishing the next version, wait until M engines hold the last\n"
             "  --serve HOST:PORT  also run the control endpoint in this process (rank 0)\n");
+}
+
+/* Version v of image bytes [off, off+len) into `dst`, which lives where `mem`
+ * keeps memory: synthetic content is generated there directly (the GPU fill
+ * kernel writes the bytes wsync_fill_pattern does); file content is read into
+ * the host buffer `stage` (len bytes at least) and copied over. */
+static wsync_status_t fill_extent(const cli_model_t *m, const wsync_mem_ops_t *mem, uint64_t v, void *dst,
+                                  uint64_t off, uint64_t len, void *stage)
+{
+    if (mem->kind == WSYNC_MEM_HOST)
+        return cli_model_fill(m, v, dst, off, len);
+    if (m->nfiles == 0)
+        return mem->fill(dst, len, off, v);
+    WSYNC_CHECK(cli_model_fill(m, v, stage, off, len));
+    return mem->copy(dst, stage, len);
 }
 
 /* Wait until `engines` engine nodes report `version` ready (or newer). */
@@ -87,11 +103,13 @@ int cmd_trainer(int argc, char **argv)
     wsync_control_server_t *server = NULL;
     wsync_control_t *ctl = NULL;
     wsync_owned_t *owned = NULL;
+    const wsync_mem_ops_t *mem = NULL;
+    void *stage = NULL;
     json_t *mj = NULL;
     char *mtext = NULL, url[256];
-    uint64_t base = 0, chunk = 0;
+    uint64_t base = 0, chunk = 0, maxlen = 0;
     long versions = 3, interval = 0, engines = 0;
-    int o, n = 0, i, rc = 1, exit_after = 0;
+    int o, n = 0, i, rc = 1, exit_after = 0, dev = 0;
     wsync_status_t st;
 
     optind = 1;
@@ -162,22 +180,33 @@ int cmd_trainer(int argc, char **argv)
         cli_report("trainer", "layout", st ? st : WSYNC_ERR_INVALID);
         goto out;
     }
+    /* The extents live where --device says, as a real trainer's shards do
+     * (GPU memory for cuda:N), so publish snapshots them device to device. */
+    if ((st = wsync_mem_get(pc.device, &mem, &dev)) != WSYNC_OK || (st = mem->init(dev)) != WSYNC_OK) {
+        cli_report("trainer", "--device", st);
+        mem = NULL;
+        rc = 2;
+        goto out;
+    }
     for (i = 0; i < n; i++) {
-        owned[i].ptr = malloc(owned[i].len ? owned[i].len : 1);
-        if (owned[i].ptr == NULL) {
-            fprintf(stderr, "wsync trainer: out of memory for %llu bytes\n", (unsigned long long)owned[i].len);
+        void *ptr = NULL;
+        if ((st = mem->alloc(owned[i].len ? owned[i].len : 1, &ptr)) != WSYNC_OK) {
+            cli_report("trainer", "cannot allocate this rank's extents", st);
             goto out;
         }
+        owned[i].ptr = ptr;
+        if (owned[i].len > maxlen)
+            maxlen = owned[i].len;
+    }
+    if (mem->kind != WSYNC_MEM_HOST && model.nfiles > 0 && (stage = malloc(maxlen ? maxlen : 1)) == NULL) {
+        fprintf(stderr, "wsync trainer: out of memory for a %llu-byte staging buffer\n", (unsigned long long)maxlen);
+        goto out;
     }
     pc.control_url = control;
     pc.manifest_json = mtext;
     pc.chunk_size = chunk;
     pc.owned = owned;
     pc.nowned = n;
-    if (pc.device && strncmp(pc.device, "cuda", 4) == 0) {
-        fprintf(stderr, "wsync trainer: --device %s: the stand-in fills host memory; use the publisher API "
-                        "with device memory\n", pc.device);
-    }
     if ((st = wsync_control_open(control, NULL, &ctl)) != WSYNC_OK ||
         (st = wsync_control_wait_version(ctl, 0, 0, &base)) != WSYNC_OK) {
         cli_report("trainer", "control endpoint", st);
@@ -202,7 +231,8 @@ int cmd_trainer(int argc, char **argv)
         if (i > 0 && interval > 0)
             usleep((useconds_t)interval * 1000);
         for (k = 0; k < n; k++)
-            if ((st = cli_model_fill(&model, v, (void *)owned[k].ptr, owned[k].offset, owned[k].len)) != WSYNC_OK)
+            if ((st = fill_extent(&model, mem, v, (void *)owned[k].ptr, owned[k].offset, owned[k].len, stage)) !=
+                WSYNC_OK)
                 break;
         if (st == WSYNC_OK)
             st = wsync_publisher_publish(pub, v);
@@ -227,9 +257,11 @@ out:
     wsync_publisher_destroy(pub);
     wsync_control_close(ctl);
     wsync_control_server_stop(server);
-    for (i = 0; owned && i < n; i++)
-        free((void *)owned[i].ptr);
+    for (i = 0; owned && mem && i < n; i++)
+        if (owned[i].ptr)
+            mem->free((void *)owned[i].ptr);
     free(owned);
+    free(stage);
     free(mtext);
     json_decref(mj);
     cli_model_close(&model);

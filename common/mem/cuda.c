@@ -158,6 +158,16 @@ static wsync_status_t cuda_digest_sum(const void *ptr, size_t len, uint64_t off,
     return WSYNC_OK;
 }
 
+int wsync_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
 const wsync_mem_ops_t wsync_mem_cuda = {
     .name = "cuda",
     .kind = WSYNC_MEM_CUDA,
@@ -176,6 +186,7 @@ static wsync_status_t no_cuda(void)
     return wsync_error(WSYNC_ERR_UNSUPPORTED, "memory cuda: wsync was not built with CUDA "
                        "(rebuild with CUDA=1 where /usr/local/cuda exists)");
 }
+int wsync_cuda_device_count(void) { return 0; }
 static wsync_status_t cuda_init(int device) { return no_cuda(); }
 static wsync_status_t cuda_alloc(size_t len, void **out) { return no_cuda(); }
 static void cuda_free(void *ptr) {}

@@ -33,6 +33,10 @@ typedef struct wsync_mem_ops {
 extern const wsync_mem_ops_t wsync_mem_host;
 extern const wsync_mem_ops_t wsync_mem_cuda;   /* stub without CUDA */
 
+/* CUDA devices usable here: 0 without CUDA, without a driver or without a
+ * GPU (never fails; the reason is not recorded). */
+int wsync_cuda_device_count(void);
+
 /* "host" or "cuda"/"cuda:N" -> backend and device (0 for host). */
 wsync_status_t wsync_mem_get(const char *spec, const wsync_mem_ops_t **ops, int *device);
 
