@@ -14,7 +14,6 @@
 #include "common/checks.h"
 #include "common/mem/mem.h"
 #include "common/util.h"
-#include "trainer_side/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
 static volatile sig_atomic_t stop_flag;
@@ -100,13 +99,12 @@ int cmd_trainer(int argc, char **argv)
     wsync_publisher_config_t pc = {.rank = -1, .world = 0};
     cli_model_t model = {0};
     wsync_publisher_t *pub = NULL;
-    wsync_control_server_t *server = NULL;
     wsync_control_t *ctl = NULL;
     wsync_owned_t *owned = NULL;
     const wsync_mem_ops_t *mem = NULL;
     void *stage = NULL;
     json_t *mj = NULL;
-    char *mtext = NULL, url[256];
+    char *mtext = NULL;
     uint64_t base = 0, chunk = 0, maxlen = 0;
     long versions = 3, interval = 0, engines = 0;
     int o, n = 0, i, rc = 1, exit_after = 0, dev = 0;
@@ -159,18 +157,6 @@ int cmd_trainer(int argc, char **argv)
         fprintf(stderr, "wsync trainer: %s\n", wsync_last_error());
         return 2;
     }
-    if (serve) {
-        wsync_control_server_config_t sc = {.listen = serve};
-        if (wsync_control_server_start(&sc, &server) != WSYNC_OK) {
-            cli_report("trainer", "cannot start the control endpoint", WSYNC_ERR_IO);
-            goto out;
-        }
-        if (control == NULL) {
-            snprintf(url, sizeof(url), "%s", wsync_control_server_url(server));
-            control = url;
-        }
-        printf("control endpoint: %s\n", control);
-    }
     if (wsync_manifest_to_json(model.manifest, &mj) != WSYNC_OK || (mtext = json_dumps(mj, JSON_COMPACT)) == NULL)
         goto out;
     /* Only this rank's extents are held: a stand-in for a sharded trainer. */
@@ -203,17 +189,20 @@ int cmd_trainer(int argc, char **argv)
         goto out;
     }
     pc.control_url = control;
+    pc.serve = serve;
     pc.manifest_json = mtext;
     pc.chunk_size = chunk;
     pc.owned = owned;
     pc.nowned = n;
-    if ((st = wsync_control_open(control, NULL, &ctl)) != WSYNC_OK ||
-        (st = wsync_control_wait_version(ctl, 0, 0, &base)) != WSYNC_OK) {
-        cli_report("trainer", "control endpoint", st);
-        goto out;
-    }
     if ((st = wsync_publisher_create(&pc, &pub)) != WSYNC_OK) {
         cli_report("trainer", "cannot start", st);
+        goto out;
+    }
+    if (serve)
+        printf("control endpoint: %s\n", wsync_publisher_control_url(pub));
+    if ((st = wsync_control_open(wsync_publisher_control_url(pub), NULL, &ctl)) != WSYNC_OK ||
+        (st = wsync_control_wait_version(ctl, 0, 0, &base)) != WSYNC_OK) {
+        cli_report("trainer", "control endpoint", st);
         goto out;
     }
     {
@@ -256,7 +245,6 @@ int cmd_trainer(int argc, char **argv)
 out:
     wsync_publisher_destroy(pub);
     wsync_control_close(ctl);
-    wsync_control_server_stop(server);
     for (i = 0; owned && mem && i < n; i++)
         if (owned[i].ptr)
             mem->free((void *)owned[i].ptr);

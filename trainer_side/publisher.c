@@ -191,8 +191,8 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     wsync_status_t st;
     int i;
 
-    if (cfg == NULL || cfg->control_url == NULL || cfg->manifest_json == NULL)
-        return wsync_error(WSYNC_ERR_INVALID, "publisher: control_url and manifest_json are required");
+    if (cfg == NULL || (cfg->control_url == NULL && cfg->serve == NULL) || cfg->manifest_json == NULL)
+        return wsync_error(WSYNC_ERR_INVALID, "publisher: control_url (or serve) and manifest_json are required");
     if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world)
         return wsync_error(WSYNC_ERR_INVALID, "publisher: rank %d must be in [0, world %d)", cfg->rank,
                            cfg->world);
@@ -221,7 +221,13 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     WSYNC_CHECK_GOTO(index_pieces(p), st, err);
     for (i = 0; i < PUB_SLOTS; i++)
         WSYNC_CHECK_GOTO(slot_init(p, &p->slots[i]), st, err);
-    WSYNC_CHECK_GOTO(wsync_control_open(cfg->control_url, cfg->token, &p->control), st, err);
+    if (cfg->serve) {
+        wsync_control_server_config_t sc = {.listen = cfg->serve, .state_file = cfg->serve_state};
+        WSYNC_CHECK_GOTO(wsync_control_server_start(&sc, &p->control_server), st, err);
+    }
+    p->control_url = strdup(cfg->control_url ? cfg->control_url : wsync_control_server_url(p->control_server));
+    p->cfg.control_url = p->control_url;
+    WSYNC_CHECK_GOTO(wsync_control_open(p->control_url, cfg->token, &p->control), st, err);
     WSYNC_CHECK_GOTO(pub_server_start(p), st, err);
     WSYNC_CHECK_GOTO(register_with_control(p), st, err);
     *out = p;
@@ -229,6 +235,11 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
 err:
     wsync_publisher_destroy(p);
     return st;
+}
+
+const char *wsync_publisher_control_url(const wsync_publisher_t *p)
+{
+    return p->control_url;
 }
 
 uint64_t wsync_publisher_owned_bytes(const wsync_publisher_t *p)
@@ -357,6 +368,8 @@ void wsync_publisher_destroy(wsync_publisher_t *p)
     for (i = 0; i < p->ntransports; i++)
         p->transports[i].ops->close(p->transports[i].t);
     wsync_control_close(p->control);
+    wsync_control_server_stop(p->control_server);
+    free(p->control_url);
     wsync_sync_layout_free(p->sl);
     free(p->piece_slot_off);
     free(p->owned);

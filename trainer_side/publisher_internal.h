@@ -9,6 +9,7 @@
 #include "common/mem/mem.h"
 #include "common/sync_layout.h"
 #include "common/transport/transport.h"
+#include "trainer_side/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
 #define PUB_SLOTS 2
@@ -64,6 +65,8 @@ struct wsync_publisher {
     const wsync_mem_ops_t *mem;
     int device;
     wsync_control_t *control;
+    wsync_control_server_t *control_server;  /* with cfg.serve */
+    char *control_url;
     wsync_sync_layout_t *sl;
     size_t nspans;
     wsync_owned_t *owned;           /* this rank's extents and the caller's pointers */

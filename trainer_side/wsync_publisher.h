@@ -49,6 +49,9 @@ typedef struct wsync_publisher_config {
                                    default env WSYNC_HOST_ID, else the hostname */
     int slot_wait_ms;           /* publish waits this long for a slot still being
                                    pulled (default 60000) */
+    const char *serve;          /* "HOST:PORT": this rank (rank 0) also runs the
+                                   control endpoint; control_url may then be NULL */
+    const char *serve_state;    /* its state file, or NULL */
 } wsync_publisher_config_t;
 
 /* Registers with the control endpoint and starts the pull server. Blocking. */
@@ -60,6 +63,9 @@ WSYNC_API wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *
  * version is published when all W ranks have reported. Not thread-safe
  * against itself (one publishing thread per publisher). */
 WSYNC_API wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version);
+
+/* The control endpoint's URL this publisher uses (its own with `serve`). */
+WSYNC_API const char *wsync_publisher_control_url(const wsync_publisher_t *p);
 
 /* Bytes this rank owns and the number of extents. */
 WSYNC_API uint64_t wsync_publisher_owned_bytes(const wsync_publisher_t *p);
