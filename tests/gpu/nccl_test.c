@@ -3,6 +3,9 @@
  * order with their tags and sender id and every byte equals its source; a
  * sender that dies after connecting gives the receiver an ERROR completion
  * (no hang), and the next sender's pieces still land (nothing poisoned). */
+#include <signal.h>
+#include <sys/prctl.h>
+
 #include "common/checks.h"
 #include "common/util.h"
 #include "tests/gpu/gpu_test.h"
@@ -77,6 +80,7 @@ static pid_t start_sender(int *wfd, int self_id, int die)
         return -1;
     pid = fork();
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive a receiver that gave up */
         close(fds[1]);
         _exit(sender(fds[0], self_id, die));
     }
@@ -212,6 +216,10 @@ static void run_forked(void (*body)(void))
     int status = 0;
     pid_t pid = fork();
     if (pid == 0) {
+        /* A hang fails this case within 45 s (alarms do not cross fork, so
+         * the case sets its own) and takes its senders with it. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        alarm(45);
         test_case_failed_ = 0;
         body();
         fflush(stdout);
