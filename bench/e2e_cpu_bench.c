@@ -9,6 +9,10 @@
  *   pull-only: the engine calls pull(v) once v is published; from that call
  *     to its return (request, transfer, verification);
  *   peak memory (VmHWM) of every process, with the bound it should keep.
+ * Variants: staged mode; 2 local ranks (half the chunks land on each and the
+ * other half is copied out of the peer's shm window: the fan-out should hide
+ * behind the network, so the bench also times that copy + verify alone);
+ * a zero-copy trainer (no snapshot in publish).
  * Median over the measured versions; both sides keep two slots, so the first
  * two versions are warm-up (each touches one slot's pages for the first time).
  * Usage: e2e_cpu_bench [image bytes, default 1G] [chunk, default 64M] */
@@ -23,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/digest.h"
 #include "common/manifest.h"
 #include "common/mem/mem.h"
 #include "common/msg.h"
@@ -35,7 +40,7 @@
 #define MEASURED 5
 #define NVERS (WARMUP + 2 * MEASURED)  /* phase A: warm-up + measured; phase B: measured */
 #define MAX_L 2
-#define RAW_RUNS 3
+#define RAW_RUNS 3                     /* before the run, and again after it */
 #define RAW_WRITE (4u << 20)
 #define RAW_SOCKBUF (8 << 20)          /* the tcp transport's own setting */
 #define TIMEOUT_MS 120000
@@ -53,19 +58,22 @@ typedef struct shared {
     uint64_t t_pull0[NVERS + 1][MAX_L], t_ready[NVERS + 1][MAX_L];
     int failed;
     mem_stat_t trainer, engine[MAX_L];
-    double raw_s[RAW_RUNS];
+    double raw_s[2 * RAW_RUNS];
+    double fanout_alone_s[RAW_RUNS];    /* copy + verify of half the image */
 } shared_t;
 
 typedef struct bench_cfg {
     uint64_t size, chunk;
     int L;
     wsync_mode_t mode;
+    int zero_copy;
     const char *name;
     char url[128];
     char *manifest_json;
 } bench_cfg_t;
 
 static shared_t *S;
+static double inplace_pull_s;   /* pull-only of the 1-rank in-place run, for the fan-out line */
 
 static void spin_until(int *flag)
 {
@@ -167,7 +175,7 @@ static double raw_once(const char *src, char *dst, size_t len)
     return got == len ? t1 - t0 : -1;
 }
 
-static int raw_child(uint64_t len)
+static int raw_child(uint64_t len, int first)
 {
     char *src = malloc(len), *dst = malloc(len);
     int i;
@@ -175,9 +183,19 @@ static int raw_child(uint64_t len)
         return 1;
     wsync_fill_pattern(src, len, 0, 7);
     memset(dst, 0, len);
-    for (i = 0; i < RAW_RUNS; i++)
+    for (i = first; i < first + RAW_RUNS; i++)
         if ((S->raw_s[i] = raw_once(src, dst, len)) < 0)
             return 1;
+    /* What a second local rank does besides waiting: copy the chunks that
+     * landed on its peer (half the image) and verify them. */
+    for (i = 0; first == 0 && i < RAW_RUNS; i++) {
+        double t0 = wsync_now_s();
+        volatile uint64_t sink;
+        memcpy(dst, src, len / 2);
+        sink = wsync_digest_sum(dst, len / 2, 0);
+        (void)sink;
+        S->fanout_alone_s[i] = wsync_now_s() - t0;
+    }
     return memcmp(src, dst, len) != 0;
 }
 
@@ -196,6 +214,7 @@ static int trainer_child(const bench_cfg_t *c)
     if (src == NULL)
         return 1;
     pc.image = src;
+    pc.zero_copy = c->zero_copy;
     if (wsync_publisher_create(&pc, &pub) != WSYNC_OK) {
         fail("trainer", "create");
         return 1;
@@ -321,23 +340,32 @@ static void print_mem(const char *who, const mem_stat_t *m, uint64_t bound, cons
     printf("\n");
 }
 
-static int run_config(bench_cfg_t *c)
+/* The ceiling in a child of its own, so its buffers count in no one's peak. */
+static int run_raw(uint64_t len, int first)
 {
-    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
-    wsync_control_server_t *server = NULL;
-    pid_t pids[1 + MAX_L], raw;
-    double e2e[MEASURED], pull[MEASURED], pub[MEASURED], raw_s[RAW_RUNS], raw_med, m_e2e, m_pull, m_pub;
-    int i, p, status;
-    uint64_t v;
-
-    memset(S, 0, sizeof(*S));
-    raw = fork();
+    int status;
+    pid_t raw = fork();
     if (raw == 0)
-        _exit(raw_child(c->size));
+        _exit(raw_child(len, first));
     if (waitpid(raw, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fprintf(stderr, "e2e_cpu_bench: the raw TCP run failed\n");
         return 1;
     }
+    return 0;
+}
+
+static int run_config(bench_cfg_t *c)
+{
+    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
+    wsync_control_server_t *server = NULL;
+    pid_t pids[1 + MAX_L];
+    double e2e[MEASURED], pull[MEASURED], pub[MEASURED], raw_s[2 * RAW_RUNS], raw_med, m_e2e, m_pull, m_pub;
+    int i, p;
+    uint64_t v;
+
+    memset(S, 0, sizeof(*S));
+    if (run_raw(c->size, 0))
+        return 1;
     if (wsync_control_server_start(&sc, &server) != WSYNC_OK) {
         fprintf(stderr, "e2e_cpu_bench: control endpoint: %s\n", wsync_last_error());
         return 1;
@@ -354,10 +382,12 @@ static int run_config(bench_cfg_t *c)
         return 1;
     }
     wsync_control_server_stop(server);
+    if (run_raw(c->size, RAW_RUNS))
+        return 1;
 
-    for (i = 0; i < RAW_RUNS; i++)
+    for (i = 0; i < 2 * RAW_RUNS; i++)
         raw_s[i] = S->raw_s[i];
-    raw_med = median(raw_s, RAW_RUNS);
+    raw_med = median(raw_s, 2 * RAW_RUNS);
     for (i = 0; i < MEASURED; i++) {
         uint64_t va = WARMUP + 1 + (uint64_t)i, vb = WARMUP + MEASURED + 1 + (uint64_t)i, ea = 0, eb = 0;
         for (p = 0; p < c->L; p++) {
@@ -373,18 +403,29 @@ static int run_config(bench_cfg_t *c)
     m_pull = median(pull, MEASURED);
     m_pub = median(pub, MEASURED);
     v = c->size;
-    printf("%s: image %llu bytes, chunk %llu MiB, 1 trainer rank -> 1 engine node x %d local rank%s, %s mode\n",
-           c->name, (unsigned long long)v, (unsigned long long)(c->chunk >> 20), c->L, c->L > 1 ? "s" : "",
-           c->mode == WSYNC_MODE_IN_PLACE ? "in-place" : "staged");
-    printf("  raw tcp, 1 connection (ceiling, median of %d): %6.2f GB/s  (%.3f s)\n", RAW_RUNS, v / raw_med / 1e9,
+    printf("%s: image %llu bytes, chunk %llu MiB, 1 trainer rank%s -> 1 engine node x %d local rank%s, %s mode\n",
+           c->name, (unsigned long long)v, (unsigned long long)(c->chunk >> 20), c->zero_copy ? " (zero-copy)" : "",
+           c->L, c->L > 1 ? "s" : "", c->mode == WSYNC_MODE_IN_PLACE ? "in-place" : "staged");
+    printf("  raw tcp, 1 connection (ceiling, median of %d): %6.2f GB/s  (%.3f s)\n", 2 * RAW_RUNS, v / raw_med / 1e9,
            raw_med);
     printf("  publish-to-ready (median of %d):             %6.2f GB/s  (%.3f s)  ratio %.2f\n", MEASURED,
            v / m_e2e / 1e9, m_e2e, raw_med / m_e2e);
     printf("  pull-only, request to verified (median of %d): %6.2f GB/s  (%.3f s)  ratio %.2f\n", MEASURED,
            v / m_pull / 1e9, m_pull, raw_med / m_pull);
-    printf("  publish() alone: snapshot + digest + report:  %6.2f GB/s  (%.3f s)\n", v / m_pub / 1e9, m_pub);
+    printf("  publish() alone: %-28s %6.2f GB/s  (%.3f s)\n",
+           c->zero_copy ? "digest + report:" : "snapshot + digest + report:", v / m_pub / 1e9, m_pub);
+    if (c->L == 1 && c->mode == WSYNC_MODE_IN_PLACE && !c->zero_copy)
+        inplace_pull_s = m_pull;
+    if (c->L == 2 && inplace_pull_s > 0) {
+        double fo = median(S->fanout_alone_s, RAW_RUNS);
+        printf("  fan-out alone (copy + verify half the image, 1 thread): %.3f s; 1-rank pull-only %.3f s;\n"
+               "    serial sum %.3f s vs 2-rank pull-only %.3f s: %.0f%% of the fan-out hidden\n", fo,
+               inplace_pull_s, inplace_pull_s + fo, m_pull,
+               100.0 * (inplace_pull_s + fo - m_pull) / fo);
+    }
     print_mem("trainer", &S->trainer, 0, NULL);
-    printf("    (trainer holds its source image and two publish slots: expected ~3 x image)\n");
+    printf("    (trainer holds its source image%s: expected ~%d x image)\n",
+           c->zero_copy ? " only (zero-copy)" : " and two publish slots", c->zero_copy ? 1 : 3);
     for (p = 0; p < c->L; p++) {
         char who[32];
         uint64_t bound = c->mode == WSYNC_MODE_IN_PLACE ? c->size + 2 * c->chunk : 2 * c->size + 2 * c->chunk;
@@ -405,10 +446,11 @@ static int run_config(bench_cfg_t *c)
 int main(int argc, char **argv)
 {
     bench_cfg_t cfg = {.size = 1ull << 30, .chunk = 64ull << 20};
-    static const struct { int L; wsync_mode_t mode; const char *name; } runs[] = {
-        {1, WSYNC_MODE_IN_PLACE, "in-place"},
-        {1, WSYNC_MODE_STAGED, "staged"},
-        {2, WSYNC_MODE_IN_PLACE, "fan-out"},
+    static const struct { int L; wsync_mode_t mode; int zero_copy; const char *name; } runs[] = {
+        {1, WSYNC_MODE_IN_PLACE, 0, "in-place"},
+        {1, WSYNC_MODE_STAGED, 0, "staged"},
+        {2, WSYNC_MODE_IN_PLACE, 0, "fan-out"},
+        {1, WSYNC_MODE_IN_PLACE, 1, "zero-copy"},
     };
     wsync_manifest_t *m = NULL;
     json_t *mj = NULL;
@@ -437,6 +479,7 @@ int main(int argc, char **argv)
     for (i = 0; i < sizeof(runs) / sizeof(runs[0]) && rc == 0; i++) {
         cfg.L = runs[i].L;
         cfg.mode = runs[i].mode;
+        cfg.zero_copy = runs[i].zero_copy;
         cfg.name = runs[i].name;
         rc = run_config(&cfg);
     }
