@@ -12,6 +12,7 @@
 
 #if WSYNC_HAVE_CUDA && WSYNC_HAVE_NCCL
 #include "bench/gpu_pair.h"
+#include "bench/qwen7b.h"
 #include "common/digest_cuda.h"
 #include "common/manifest.h"
 #include "common/transport/transport.h"
@@ -21,37 +22,6 @@
 #define MAXCH 4096
 
 static size_t chunk = (size_t)64 << 20;
-
-static void qwen7b(wsync_manifest_t **out)
-{
-    const int64_t H = 3584, I = 18944, V = 152064, KV = 4 * 128;
-    wsync_manifest_t *m;
-    char n[128];
-    int l;
-#define ADD(name, nd, ...) do { int64_t sh_[] = {__VA_ARGS__}; \
-        if (wsync_manifest_add(m, name, WSYNC_DTYPE_BF16, nd, sh_) != WSYNC_OK) DIE("%s", wsync_last_error()); } while (0)
-    if (wsync_manifest_create(&m) != WSYNC_OK)
-        DIE("manifest");
-    ADD("model.embed_tokens.weight", 2, V, H);
-    for (l = 0; l < 28; l++) {
-#define L(s) (snprintf(n, sizeof(n), "model.layers.%d.%s", l, s), n)
-        ADD(L("input_layernorm.weight"), 1, H);
-        ADD(L("self_attn.q_proj.weight"), 2, H, H);
-        ADD(L("self_attn.q_proj.bias"), 1, H);
-        ADD(L("self_attn.k_proj.weight"), 2, KV, H);
-        ADD(L("self_attn.k_proj.bias"), 1, KV);
-        ADD(L("self_attn.v_proj.weight"), 2, KV, H);
-        ADD(L("self_attn.v_proj.bias"), 1, KV);
-        ADD(L("self_attn.o_proj.weight"), 2, H, H);
-        ADD(L("post_attention_layernorm.weight"), 1, H);
-        ADD(L("mlp.gate_proj.weight"), 2, I, H);
-        ADD(L("mlp.up_proj.weight"), 2, I, H);
-        ADD(L("mlp.down_proj.weight"), 2, H, I);
-    }
-    ADD("model.norm.weight", 1, H);
-    ADD("lm_head.weight", 2, V, H);
-    *out = m;
-}
 
 static double wall(void) { return wsync_now_s(); }
 
@@ -72,7 +42,8 @@ static int ranks_main(int rank)
     size_t nch = (IMAGE + chunk - 1) / chunk, i;
     int rep, dig;
 
-    qwen7b(&m);
+    if (qwen7b_manifest(&m) != WSYNC_OK)
+        DIE("%s", wsync_last_error());
     if (m->image_size > IMAGE || nch > MAXCH)
         DIE("the model (%llu bytes) does not fit the image", (unsigned long long)m->image_size);
     if (wsync_mem_cuda.init(rank) != WSYNC_OK || wsync_mem_cuda.alloc(IMAGE, (void **)&img) != WSYNC_OK)
