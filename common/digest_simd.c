@@ -85,7 +85,16 @@ AVX512_TARGET static uint64_t sum_avx512(const void *data, size_t len, uint64_t 
         a1 = _mm512_add_epi64(a1, word_avx512(w1, _mm512_add_epi64(key, step8), m1, m2));
         key = _mm512_add_epi64(key, step16);
     }
-    return (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(a0, a1)) + wsync_digest_sum_from(p, len, i, base);
+    {
+        /* Sum the lanes as unsigned: GCC's _mm512_reduce_add_epi64 adds them
+         * as signed long long, which overflows (undefined) for digest sums. */
+        uint64_t lanes[8], sum = 0;
+        int k;
+        _mm512_storeu_si512((void *)lanes, _mm512_add_epi64(a0, a1));
+        for (k = 0; k < 8; k++)
+            sum += lanes[k];
+        return sum + wsync_digest_sum_from(p, len, i, base);
+    }
 }
 
 wsync_digest_sum_fn wsync_digest_sum_avx2_fn(void)
