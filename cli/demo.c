@@ -116,6 +116,17 @@ int cmd_demo(int argc, char **argv)
         fprintf(stderr, "wsync demo: --device must be host or cuda (ranks are placed on GPUs round-robin)\n");
         return 2;
     }
+    if (host_id == NULL && getenv("WSYNC_HOST_ID") == NULL) {
+        /* Engine nodes find their board by (host id, engine id): give this
+         * demo's processes a host id of their own so two demos (or a demo and
+         * a test) on one machine never share a board. */
+        char hn[64], hid[128];
+        if (gethostname(hn, sizeof(hn)) != 0)
+            snprintf(hn, sizeof(hn), "localhost");
+        hn[sizeof(hn) - 1] = '\0';
+        snprintf(hid, sizeof(hid), "%s.demo%d", hn, (int)getpid());
+        setenv("WSYNC_HOST_ID", hid, 1);
+    }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGPIPE, SIG_IGN);
