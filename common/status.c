@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common/log.h"
 
@@ -40,10 +41,14 @@ const char *wsync_last_error(void)
 
 wsync_status_t wsync_error(wsync_status_t status, const char *fmt, ...)
 {
+    char msg[sizeof(last_error)];
     va_list ap;
+    /* Format into a copy first: callers may pass wsync_last_error() itself
+     * as an argument ("...: %s", wsync_last_error()) to add context. */
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof(msg));
     wsync_log(WSYNC_LOG_DEBUG, "error (%s): %s", wsync_status_str(status), last_error);
     return status;
 }

@@ -52,6 +52,7 @@ static void shm_free(wsync_window_t *w)
 static wsync_status_t shm_export(const wsync_window_t *w, wsync_blob_t *blob)
 {
     shm_blob_t b = {SHM_MAGIC, w->len};
+    memset(blob, 0, sizeof(*blob)); /* blobs travel whole: no stray bytes */
     memcpy(blob->data, &b, sizeof(b));
     blob->len = sizeof(b);
     return WSYNC_OK;
