@@ -23,13 +23,16 @@ wsync_status_t wsync_transport_get(const char *name, const wsync_transport_confi
             }
         return wsync_error(WSYNC_ERR_UNSUPPORTED, "no transport is usable here");
     }
-    for (i = 0; i < WSYNC_ARRAY_LEN(transports); i++)
-        if (strcmp(name, transports[i]->name) == 0) {
-            if (!transports[i]->can_use(cfg))
+    for (i = 0; i <= WSYNC_ARRAY_LEN(transports); i++) {
+        /* "local" is never picked by auto: it only serves same-host GPU peers. */
+        const wsync_transport_ops_t *ops = i < WSYNC_ARRAY_LEN(transports) ? transports[i] : &wsync_transport_local;
+        if (strcmp(name, ops->name) == 0) {
+            if (!ops->can_use(cfg))
                 return wsync_error(WSYNC_ERR_UNSUPPORTED, "transport %s cannot be used here: %s", name,
                                    wsync_last_error());
-            *out = transports[i];
+            *out = ops;
             return WSYNC_OK;
         }
-    return wsync_error(WSYNC_ERR_INVALID, "unknown transport '%s' (valid: auto, tcp, nccl, verbs)", name);
+    }
+    return wsync_error(WSYNC_ERR_INVALID, "unknown transport '%s' (valid: auto, tcp, nccl, verbs, local)", name);
 }

@@ -103,6 +103,9 @@ struct wsync_conn {
 extern const wsync_transport_ops_t wsync_transport_tcp;
 extern const wsync_transport_ops_t wsync_transport_nccl;    /* stub without NCCL */
 extern const wsync_transport_ops_t wsync_transport_verbs;   /* stub without libibverbs */
+/* Same host, GPU memory only: CUDA IPC device-to-device copies; chosen by
+ * name only (never by "auto"); stub without CUDA. */
+extern const wsync_transport_ops_t wsync_transport_local;
 
 /* By name ("tcp", "nccl", "verbs"), or "auto": the first of verbs, nccl, tcp
  * whose can_use() says yes. Unknown names fail listing the valid ones. */

@@ -1,0 +1,646 @@
+/* local.c: the "local" transport: sender and receiver on one host, GPU memory
+ * only. The receiver's key carries a CUDA IPC handle of the allocation under
+ * its region; the sender maps it once and puts are device-to-device copies on
+ * a dedicated stream of the source's device (NVLink or the copy engine of one
+ * GPU, no host bounce). Completion travels back over an abstract Unix
+ * socket: the sender's progress thread waits for each put's event in order,
+ * queues SENT locally and writes a notice {tag, len, status}; the receiver's
+ * reader thread turns notices into LANDED (or ERROR) completions. Host memory
+ * is refused: tcp already moves it through shared pages well enough. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+#include "common/transport/cqueue.h"
+#include "common/transport/transport.h"
+#include "common/util.h"
+#include "common/window/fdpass.h"
+
+#if WSYNC_HAVE_CUDA
+#include <cuda.h>
+
+#include "common/cuda_checks.h"
+
+#define LO_MAGIC 0x6c61636f6c5f7973ULL  /* "sy_local" */
+#define LO_MAPS 256                      /* peer allocations mapped per transport */
+#define LO_NAME 96
+
+typedef struct lo_addr {
+    uint64_t magic, pid, nonce;
+    char name[LO_NAME];
+} lo_addr_t;
+
+/* The key: the receiver's allocation and where the region sits in it. The
+ * handle names the whole allocation (CUDA maps allocations, not ranges), so
+ * the region's offset inside it travels along. */
+typedef struct lo_key {
+    uint64_t magic, pid, id, len, alloc_off;
+    int32_t device, pad;
+    cudaIpcMemHandle_t handle;
+} lo_key_t;
+
+typedef struct lo_hello {
+    uint64_t magic, nonce;
+    int32_t id, pad;
+} lo_hello_t;
+
+typedef struct lo_notice {
+    uint64_t tag, len;
+    int32_t status, pad;
+    char message[128];
+} lo_notice_t;
+
+typedef struct lo_map {
+    cudaIpcMemHandle_t handle;
+    char *ptr;
+} lo_map_t;
+
+/* Receiver: one accepted sender. */
+typedef struct lo_reader {
+    struct lo_reader *next;
+    struct lo_transport *t;
+    int fd, peer;
+    pthread_t th;
+} lo_reader_t;
+
+typedef struct lo_transport {
+    wsync_transport_t base;
+    int device, timeout_ms;
+    wsync_cqueue_t cq;
+    pthread_mutex_t lock;
+    uint64_t next_region;
+    /* receiver */
+    int lfd;
+    uint64_t nonce;
+    char name[LO_NAME];
+    pthread_t acceptor;
+    int accepting, stopping;
+    lo_reader_t *readers;
+    /* sender */
+    lo_map_t maps[LO_MAPS];
+    int nmaps;
+} lo_transport_t;
+
+typedef struct lo_region {
+    wsync_region_t base;
+    lo_key_t key;
+} lo_region_t;
+
+typedef struct lo_op {
+    struct lo_op *next;
+    cudaEvent_t ev;
+    uint64_t tag, len;
+} lo_op_t;
+
+typedef struct lo_conn {
+    wsync_conn_t base;
+    int fd, id;
+    char peer_name[LO_NAME];
+    cudaStream_t stream;
+    pthread_mutex_t lock;       /* orders puts and the op queue */
+    pthread_cond_t cond;
+    lo_op_t *head, *tail;
+    int stopping, broken;
+    pthread_t progress;
+} lo_conn_t;
+
+typedef CUresult (*get_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
+
+static void push_error(lo_transport_t *t, uint64_t tag, int peer, wsync_status_t st, const char *fmt, ...)
+{
+    wsync_completion_t c = {.kind = WSYNC_COMPLETION_ERROR, .status = st, .tag = tag, .peer = peer};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c.message, sizeof(c.message), fmt, ap);
+    va_end(ap);
+    wsync_cqueue_push(&t->cq, &c);
+}
+
+/* Make the transport's device current for a CUDA call, restoring the
+ * caller's afterwards (the caller's thread may drive another GPU). */
+static wsync_status_t enter_device(int device, int *prev)
+{
+    CUDA_CHECK(cudaGetDevice(prev));
+    if (*prev != device)
+        CUDA_CHECK(cudaSetDevice(device));
+    return WSYNC_OK;
+}
+
+static void leave_device(int device, int prev)
+{
+    if (prev != device)
+        cudaSetDevice(prev);
+}
+
+static int lo_can_use(const wsync_transport_config_t *cfg)
+{
+    int n = 0;
+    cudaError_t e;
+    if (cfg == NULL || cfg->device < 0) {
+        wsync_error(WSYNC_ERR_UNSUPPORTED, "transport local moves GPU memory only (this side holds host "
+                    "memory); use tcp for host memory");
+        return 0;
+    }
+    e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= cfg->device) {
+        wsync_error(WSYNC_ERR_UNSUPPORTED, "transport local needs CUDA device %d, this host has %d (%s)",
+                    cfg->device, e == cudaSuccess ? n : 0, e == cudaSuccess ? "ok" : cudaGetErrorString(e));
+        return 0;
+    }
+    return 1;
+}
+
+static wsync_status_t lo_open(const wsync_transport_config_t *cfg, wsync_transport_t **out)
+{
+    lo_transport_t *t;
+    if (!lo_can_use(cfg))
+        return WSYNC_ERR_UNSUPPORTED;
+    t = calloc(1, sizeof(*t));
+    WSYNC_CHECK_ALLOC(t);
+    t->base.ops = &wsync_transport_local;
+    t->device = cfg->device;
+    t->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 10000;
+    t->lfd = -1;
+    wsync_cqueue_init(&t->cq);
+    pthread_mutex_init(&t->lock, NULL);
+    *out = &t->base;
+    return WSYNC_OK;
+}
+
+static wsync_status_t lo_reg(wsync_transport_t *tr, void *ptr, size_t len, wsync_mem_kind_t kind,
+                             wsync_region_t **out, wsync_blob_t *key)
+{
+    lo_transport_t *t = (lo_transport_t *)tr;
+    lo_region_t *r;
+    get_range_fn get_range = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    wsync_status_t st = WSYNC_OK;
+    int prev = 0;
+    if (kind != WSYNC_MEM_CUDA)
+        return wsync_error(WSYNC_ERR_UNSUPPORTED, "transport local moves GPU memory only; this %zu-byte region "
+                           "is host memory: use tcp", len);
+    r = calloc(1, sizeof(*r));
+    WSYNC_CHECK_ALLOC(r);
+    r->base = (wsync_region_t){.transport = tr, .ptr = ptr, .len = len, .kind = kind};
+    WSYNC_CHECK_GOTO(enter_device(t->device, &prev), st, fail);
+    /* The driver's address range gives the allocation's base; reached through
+     * the runtime so the static cudart build needs no -lcuda. */
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", (void **)&get_range, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess || q != cudaDriverEntryPointSuccess ||
+        get_range(&base, &size, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS) {
+        st = wsync_error(WSYNC_ERR_CUDA, "transport local: %p is not device memory of this process "
+                         "(cuMemGetAddressRange failed)", ptr);
+        goto fail_dev;
+    }
+    if ((uintptr_t)ptr + len > (uintptr_t)base + size) {
+        st = wsync_error(WSYNC_ERR_INVALID, "transport local: region %p+%zu runs past its allocation (%zu bytes)",
+                         ptr, len, size);
+        goto fail_dev;
+    }
+    CUDA_CHECK_GOTO(cudaIpcGetMemHandle(&r->key.handle, (void *)(uintptr_t)base), st, fail_dev);
+    leave_device(t->device, prev);
+    pthread_mutex_lock(&t->lock);
+    r->key.id = ++t->next_region;
+    pthread_mutex_unlock(&t->lock);
+    r->key.magic = LO_MAGIC;
+    r->key.pid = (uint64_t)getpid();
+    r->key.len = len;
+    r->key.alloc_off = (uint64_t)((uintptr_t)ptr - (uintptr_t)base);
+    r->key.device = t->device;
+    memcpy(key->data, &r->key, sizeof(r->key));
+    key->len = sizeof(r->key);
+    *out = &r->base;
+    return WSYNC_OK;
+fail_dev:
+    leave_device(t->device, prev);
+fail:
+    free(r);
+    return st;
+}
+
+static void lo_dereg(wsync_region_t *r)
+{
+    free(r);
+}
+
+/* Receiver: notices of one sender become completions. */
+static void *reader_main(void *arg)
+{
+    lo_reader_t *rd = arg;
+    lo_transport_t *t = rd->t;
+    lo_notice_t n;
+    for (;;) {
+        wsync_completion_t c = {.kind = WSYNC_COMPLETION_LANDED, .status = WSYNC_OK, .peer = rd->peer};
+        int fd = -1;
+        if (wsync_fd_recv(rd->fd, &n, sizeof(n), &fd) != WSYNC_OK) {
+            if (fd >= 0)
+                close(fd);
+            /* A sender that disconnects is done; a sender that dies mid-put
+             * also fails its request, which names it. */
+            break;
+        }
+        if (fd >= 0)
+            close(fd);
+        c.tag = n.tag;
+        c.len = n.len;
+        if (n.status != WSYNC_OK) {
+            n.message[sizeof(n.message) - 1] = '\0';
+            push_error(t, n.tag, rd->peer, (wsync_status_t)n.status, "local put from sender %d failed: %s",
+                       rd->peer, n.message);
+            continue;
+        }
+        wsync_cqueue_push(&t->cq, &c);
+    }
+    return NULL;
+}
+
+static void *accept_main(void *arg)
+{
+    lo_transport_t *t = arg;
+    while (!__atomic_load_n(&t->stopping, __ATOMIC_ACQUIRE)) {
+        struct pollfd pfd = {.fd = t->lfd, .events = POLLIN};
+        lo_hello_t h;
+        lo_reader_t *rd;
+        int fd, extra = -1;
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        fd = accept4(t->lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (wsync_fd_recv(fd, &h, sizeof(h), &extra) != WSYNC_OK || h.magic != LO_MAGIC || h.nonce != t->nonce) {
+            if (extra >= 0)
+                close(extra);
+            close(fd);  /* not a sender of ours (stale address, scan) */
+            continue;
+        }
+        if (extra >= 0)
+            close(extra);
+        rd = calloc(1, sizeof(*rd));
+        if (rd == NULL) {
+            close(fd);
+            continue;
+        }
+        rd->t = t;
+        rd->fd = fd;
+        rd->peer = h.id;
+        if (pthread_create(&rd->th, NULL, reader_main, rd) != 0) {
+            push_error(t, ~0ULL, h.id, WSYNC_ERR_IO, "local: cannot start the reader of sender %d", h.id);
+            close(fd);
+            free(rd);
+            continue;
+        }
+        pthread_mutex_lock(&t->lock);
+        rd->next = t->readers;
+        t->readers = rd;
+        pthread_mutex_unlock(&t->lock);
+    }
+    return NULL;
+}
+
+static wsync_status_t lo_listen(wsync_transport_t *tr, wsync_blob_t *addr)
+{
+    lo_transport_t *t = (lo_transport_t *)tr;
+    lo_addr_t a;
+    if (t->lfd < 0) {
+        t->nonce = wsync_now_ns() ^ ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)t;
+        snprintf(t->name, sizeof(t->name), "wsync-local/%d/%016llx", (int)getpid(), (unsigned long long)t->nonce);
+        WSYNC_CHECK(wsync_unix_listen(t->name, &t->lfd));
+        if (pthread_create(&t->acceptor, NULL, accept_main, t) != 0) {
+            close(t->lfd);
+            t->lfd = -1;
+            return wsync_error(WSYNC_ERR_IO, "transport local: cannot start the accept thread");
+        }
+        t->accepting = 1;
+    }
+    memset(&a, 0, sizeof(a));
+    a.magic = LO_MAGIC;
+    a.pid = (uint64_t)getpid();
+    a.nonce = t->nonce;
+    snprintf(a.name, sizeof(a.name), "%s", t->name);
+    memcpy(addr->data, &a, sizeof(a));
+    addr->len = sizeof(a);
+    return WSYNC_OK;
+}
+
+static void send_notice(lo_conn_t *c, uint64_t tag, uint64_t len, wsync_status_t st, const char *msg)
+{
+    lo_notice_t n;
+    memset(&n, 0, sizeof(n));
+    n.tag = tag;
+    n.len = len;
+    n.status = st;
+    if (msg)
+        snprintf(n.message, sizeof(n.message), "%s", msg);
+    if (!c->broken && wsync_fd_send(c->fd, &n, sizeof(n), -1) != WSYNC_OK) {
+        c->broken = 1;
+        push_error((lo_transport_t *)c->base.transport, tag, -1, WSYNC_ERR_PEER,
+                   "local: receiver at '%s' went away: %s", c->peer_name, wsync_last_error());
+    }
+}
+
+/* Sender: waits for each put's copy in order, then tells both sides. */
+static void *progress_main(void *arg)
+{
+    lo_conn_t *c = arg;
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    cudaSetDevice(t->device);
+    for (;;) {
+        lo_op_t *op;
+        cudaError_t e;
+        pthread_mutex_lock(&c->lock);
+        while (c->head == NULL && !c->stopping)
+            pthread_cond_wait(&c->cond, &c->lock);
+        op = c->head;
+        if (op) {
+            c->head = op->next;
+            if (c->head == NULL)
+                c->tail = NULL;
+        }
+        pthread_mutex_unlock(&c->lock);
+        if (op == NULL)
+            break;  /* stopping and drained */
+        e = cudaEventSynchronize(op->ev);
+        cudaEventDestroy(op->ev);
+        if (e == cudaSuccess) {
+            wsync_completion_t done = {.kind = WSYNC_COMPLETION_SENT, .tag = op->tag, .len = op->len, .peer = -1};
+            send_notice(c, op->tag, op->len, WSYNC_OK, NULL);
+            wsync_cqueue_push(&t->cq, &done);
+        } else {
+            char msg[128];
+            snprintf(msg, sizeof(msg), "device copy on cuda:%d failed: %s", t->device, cudaGetErrorString(e));
+            send_notice(c, op->tag, op->len, WSYNC_ERR_CUDA, msg);
+            push_error(t, op->tag, -1, WSYNC_ERR_CUDA, "local put to '%s': %s", c->peer_name, msg);
+        }
+        free(op);
+    }
+    return NULL;
+}
+
+static wsync_status_t lo_connect(wsync_transport_t *tr, const wsync_blob_t *addr, int self_id, wsync_conn_t **out)
+{
+    lo_transport_t *t = (lo_transport_t *)tr;
+    lo_addr_t a;
+    lo_hello_t h = {.magic = LO_MAGIC, .id = self_id};
+    lo_conn_t *c;
+    wsync_status_t st = WSYNC_OK;
+    int prev = 0;
+    if (addr->len != sizeof(a))
+        return wsync_error(WSYNC_ERR_FORMAT, "transport local: address of %u bytes, expected %zu (is the "
+                           "receiver using another transport?)", addr->len, sizeof(a));
+    memcpy(&a, addr->data, sizeof(a));
+    a.name[LO_NAME - 1] = '\0';
+    if (a.magic != LO_MAGIC)
+        return wsync_error(WSYNC_ERR_FORMAT, "transport local: not a local transport address");
+    c = calloc(1, sizeof(*c));
+    WSYNC_CHECK_ALLOC(c);
+    c->base.transport = tr;
+    c->id = self_id;
+    c->fd = -1;
+    snprintf(c->peer_name, sizeof(c->peer_name), "%s", a.name);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cond, NULL);
+    WSYNC_CHECK_GOTO(wsync_unix_connect(a.name, t->timeout_ms, &c->fd), st, fail);
+    h.nonce = a.nonce;
+    WSYNC_CHECK_GOTO(wsync_fd_send(c->fd, &h, sizeof(h), -1), st, fail);
+    WSYNC_CHECK_GOTO(enter_device(t->device, &prev), st, fail);
+    st = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) == cudaSuccess
+             ? WSYNC_OK
+             : wsync_error(WSYNC_ERR_CUDA, "transport local: cannot create a stream on cuda:%d", t->device);
+    leave_device(t->device, prev);
+    if (st != WSYNC_OK)
+        goto fail;
+    if (pthread_create(&c->progress, NULL, progress_main, c) != 0) {
+        cudaStreamDestroy(c->stream);
+        st = wsync_error(WSYNC_ERR_IO, "transport local: cannot start the progress thread");
+        goto fail;
+    }
+    *out = &c->base;
+    return WSYNC_OK;
+fail:
+    if (c->fd >= 0)
+        close(c->fd);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cond);
+    free(c);
+    return wsync_error(st, "cannot connect to local receiver '%s' (pid %llu) as sender %d: %s", a.name,
+                       (unsigned long long)a.pid, self_id, wsync_last_error());
+}
+
+static wsync_status_t lo_expect(wsync_transport_t *t, int src_id, wsync_region_t *dst, size_t off, size_t len,
+                                uint64_t tag)
+{
+    (void)t, (void)src_id, (void)dst, (void)off, (void)len, (void)tag;
+    return WSYNC_OK;    /* one-sided */
+}
+
+/* The receiver's allocation mapped here, once per handle. */
+static wsync_status_t map_key(lo_transport_t *t, const lo_key_t *k, char **out)
+{
+    wsync_status_t st = WSYNC_OK;
+    void *p = NULL;
+    int i;
+    pthread_mutex_lock(&t->lock);
+    for (i = 0; i < t->nmaps; i++)
+        if (memcmp(&t->maps[i].handle, &k->handle, sizeof(k->handle)) == 0) {
+            *out = t->maps[i].ptr;
+            goto out;
+        }
+    if (t->nmaps == LO_MAPS) {
+        st = wsync_error(WSYNC_ERR_NOMEM, "transport local: more than %d receiver allocations mapped", LO_MAPS);
+        goto out;
+    }
+    CUDA_CHECK_GOTO(cudaIpcOpenMemHandle(&p, k->handle, cudaIpcMemLazyEnablePeerAccess), st, out);
+    t->maps[t->nmaps].handle = k->handle;
+    t->maps[t->nmaps].ptr = p;
+    t->nmaps++;
+    *out = p;
+out:
+    pthread_mutex_unlock(&t->lock);
+    if (st != WSYNC_OK)
+        wsync_error(st, "cannot map the GPU memory of receiver process %llu (cuda:%d): %s",
+                    (unsigned long long)k->pid, k->device, wsync_last_error());
+    return st;
+}
+
+static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_off, const wsync_blob_t *dst_key,
+                             size_t dst_off, size_t len, uint64_t tag)
+{
+    lo_conn_t *c = (lo_conn_t *)cn;
+    lo_transport_t *t = (lo_transport_t *)cn->transport;
+    lo_key_t k;
+    lo_op_t *op;
+    char *base = NULL;
+    wsync_status_t st = WSYNC_OK;
+    int prev = 0;
+    if (dst_key->len != sizeof(k))
+        return wsync_error(WSYNC_ERR_FORMAT, "transport local: key of %u bytes, expected %zu", dst_key->len,
+                           sizeof(k));
+    memcpy(&k, dst_key->data, sizeof(k));
+    if (k.magic != LO_MAGIC)
+        return wsync_error(WSYNC_ERR_FORMAT, "transport local: not a local transport key");
+    if (src->kind != WSYNC_MEM_CUDA || src_off + len > src->len || dst_off + len > k.len)
+        return wsync_error(WSYNC_ERR_INVALID, "local put of %zu bytes: source %zu+%zu of %zu, destination %zu of %llu",
+                           len, src_off, len, src->len, dst_off, (unsigned long long)k.len);
+    WSYNC_CHECK(map_key(t, &k, &base));
+    op = calloc(1, sizeof(*op));
+    WSYNC_CHECK_ALLOC(op);
+    op->tag = tag;
+    op->len = len;
+    WSYNC_CHECK_GOTO(enter_device(t->device, &prev), st, fail);
+    pthread_mutex_lock(&c->lock);
+    CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&op->ev, cudaEventDisableTiming), st, fail_locked);
+    if (len > 0)
+        CUDA_CHECK_GOTO(cudaMemcpyAsync(base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len,
+                                        cudaMemcpyDeviceToDevice, c->stream), st, fail_event);
+    CUDA_CHECK_GOTO(cudaEventRecord(op->ev, c->stream), st, fail_event);
+    if (c->tail)
+        c->tail->next = op;
+    else
+        c->head = op;
+    c->tail = op;
+    pthread_cond_signal(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    leave_device(t->device, prev);
+    return WSYNC_OK;
+fail_event:
+    cudaEventDestroy(op->ev);
+fail_locked:
+    pthread_mutex_unlock(&c->lock);
+    leave_device(t->device, prev);
+fail:
+    free(op);
+    return wsync_error(st, "local put of %zu bytes (tag %llx) to '%s': %s", len, (unsigned long long)tag,
+                       c->peer_name, wsync_last_error());
+}
+
+static wsync_status_t lo_poll(wsync_transport_t *tr, wsync_completion_t *out, int max, int *n, int timeout_ms)
+{
+    lo_transport_t *t = (lo_transport_t *)tr;
+    *n = wsync_cqueue_pop(&t->cq, out, max, timeout_ms);
+    return WSYNC_OK;
+}
+
+static void lo_disconnect(wsync_conn_t *cn)
+{
+    lo_conn_t *c = (lo_conn_t *)cn;
+    if (c == NULL)
+        return;
+    /* Drain: every queued copy finishes before the mapping can go. */
+    pthread_mutex_lock(&c->lock);
+    c->stopping = 1;
+    pthread_cond_signal(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+    pthread_join(c->progress, NULL);
+    cudaStreamDestroy(c->stream);
+    close(c->fd);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cond);
+    free(c);
+}
+
+static void lo_close(wsync_transport_t *tr)
+{
+    lo_transport_t *t = (lo_transport_t *)tr;
+    lo_reader_t *rd;
+    int i;
+    if (t == NULL)
+        return;
+    __atomic_store_n(&t->stopping, 1, __ATOMIC_RELEASE);
+    if (t->accepting)
+        pthread_join(t->acceptor, NULL);
+    if (t->lfd >= 0)
+        close(t->lfd);
+    while ((rd = t->readers) != NULL) {
+        t->readers = rd->next;
+        shutdown(rd->fd, SHUT_RDWR);
+        pthread_join(rd->th, NULL);
+        close(rd->fd);
+        free(rd);
+    }
+    for (i = 0; i < t->nmaps; i++)
+        cudaIpcCloseMemHandle(t->maps[i].ptr);
+    wsync_cqueue_destroy(&t->cq);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+#else /* !WSYNC_HAVE_CUDA */
+
+static wsync_status_t no_cuda(void)
+{
+    return wsync_error(WSYNC_ERR_UNSUPPORTED, "transport local: wsync was not built with CUDA (it moves GPU "
+                       "memory only; use tcp)");
+}
+static int lo_can_use(const wsync_transport_config_t *cfg)
+{
+    (void)cfg;
+    no_cuda();
+    return 0;
+}
+static wsync_status_t lo_open(const wsync_transport_config_t *cfg, wsync_transport_t **out)
+{
+    (void)cfg, (void)out;
+    return no_cuda();
+}
+static wsync_status_t lo_reg(wsync_transport_t *t, void *ptr, size_t len, wsync_mem_kind_t kind,
+                             wsync_region_t **out, wsync_blob_t *key)
+{
+    (void)t, (void)ptr, (void)len, (void)kind, (void)out, (void)key;
+    return no_cuda();
+}
+static void lo_dereg(wsync_region_t *r) { (void)r; }
+static wsync_status_t lo_listen(wsync_transport_t *t, wsync_blob_t *addr)
+{
+    (void)t, (void)addr;
+    return no_cuda();
+}
+static wsync_status_t lo_connect(wsync_transport_t *t, const wsync_blob_t *addr, int self_id, wsync_conn_t **out)
+{
+    (void)t, (void)addr, (void)self_id, (void)out;
+    return no_cuda();
+}
+static wsync_status_t lo_expect(wsync_transport_t *t, int src_id, wsync_region_t *dst, size_t off, size_t len,
+                                uint64_t tag)
+{
+    (void)t, (void)src_id, (void)dst, (void)off, (void)len, (void)tag;
+    return no_cuda();
+}
+static wsync_status_t lo_put(wsync_conn_t *c, wsync_region_t *src, size_t src_off, const wsync_blob_t *dst_key,
+                             size_t dst_off, size_t len, uint64_t tag)
+{
+    (void)c, (void)src, (void)src_off, (void)dst_key, (void)dst_off, (void)len, (void)tag;
+    return no_cuda();
+}
+static wsync_status_t lo_poll(wsync_transport_t *t, wsync_completion_t *out, int max, int *n, int timeout_ms)
+{
+    (void)t, (void)out, (void)max, (void)timeout_ms;
+    *n = 0;
+    return no_cuda();
+}
+static void lo_disconnect(wsync_conn_t *c) { (void)c; }
+static void lo_close(wsync_transport_t *t) { (void)t; }
+#endif
+
+const wsync_transport_ops_t wsync_transport_local = {
+    .name = "local",
+    .can_use = lo_can_use,
+    .open = lo_open,
+    .reg = lo_reg,
+    .dereg = lo_dereg,
+    .listen = lo_listen,
+    .connect = lo_connect,
+    .expect = lo_expect,
+    .put = lo_put,
+    .poll = lo_poll,
+    .disconnect = lo_disconnect,
+    .close = lo_close,
+};
