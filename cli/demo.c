@@ -38,7 +38,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: wsync demo [--trainers W] [--engines M] [--local-ranks L]\n"
             "                  [--synthetic SIZE | --safetensors F1,F2,...] [--versions N] [--dump DIR]\n"
-            "                  [--mode staged|in-place] [--transport auto|tcp|nccl|verbs] [--chunk SIZE]\n"
+            "                  [--mode staged|in-place] [--transport auto|tcp|nccl|verbs|local] [--chunk SIZE]\n"
             "                  [--layout even|fsdp] [--timeout-s S] [--device host|cuda] [--host-id PREFIX]\n"
             "Defaults: 2 trainers, 2 engine nodes x 2 local ranks, a 1 GiB synthetic LLM, 3 versions.\n"
             "  --device cuda      trainer rank i on GPU i %% G, engine local rank j on GPU j %% G (G GPUs here)\n"

@@ -32,7 +32,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: wsync engine --control URL --engine ID --local-rank R --local-world L\n"
             "                    [--mode staged|in-place] [--dump DIR] [--follow | --versions N]\n"
-            "                    [--device host|cuda:N] [--transport auto|tcp|nccl|verbs] [--bind HOST]\n"
+            "                    [--device host|cuda:N] [--transport auto|tcp|nccl|verbs|local] [--bind HOST]\n"
             "                    [--timeout-ms MS] [--host-id ID] [--max-failures K]\n"
             "Pulls the newest version whenever one is published; exits 0 after holding N versions\n"
             "(default 1), or runs until interrupted with --follow. A failed pull is reported and retried;\n"

@@ -56,34 +56,65 @@ static void *req_main(void *arg)
 
 void recv_transport_reset(wsync_receiver_t *r)
 {
-    int s;
-    if (r->t == NULL)
-        return;
-    for (s = 0; s < BOARD_SLOTS; s++)
-        if (r->region[s]) {
-            r->tops->dereg(r->region[s]);
-            r->region[s] = NULL;
-        }
-    r->tops->close(r->t);
-    r->t = NULL;
+    int k, s;
+    for (k = 0; k < r->ntr; k++) {
+        recv_transport_t *rt = &r->tr[k];
+        for (s = 0; s < BOARD_SLOTS; s++)
+            if (rt->region[s]) {
+                rt->ops->dereg(rt->region[s]);
+                rt->region[s] = NULL;
+            }
+        if (rt->t)
+            rt->ops->close(rt->t);
+        memset(rt, 0, sizeof(*rt));
+    }
+    r->ntr = 0;
 }
 
-static wsync_status_t ensure_transport(wsync_receiver_t *r)
+/* The transport asked for as `name`, opened, listening, with every image
+ * slot registered; its index in r->tr. */
+static wsync_status_t ensure_transport(wsync_receiver_t *r, const char *name, int *idx)
 {
     wsync_transport_config_t cfg = {.bind_host = r->bind_host, .conns_per_peer = 0,
                                     .device = r->mem->kind == WSYNC_MEM_CUDA ? r->device : -1,
                                     .timeout_ms = 10000};
-    int s;
-    if (r->t == NULL) {
-        WSYNC_CHECK(wsync_transport_get(r->transport_name, &cfg, &r->tops));
-        WSYNC_CHECK(r->tops->open(&cfg, &r->t));
-        WSYNC_CHECK(r->tops->listen(r->t, &r->addr));
+    recv_transport_t *rt = NULL;
+    int k, s;
+    for (k = 0; k < r->ntr; k++)
+        if (strcmp(r->tr[k].want, name) == 0)
+            rt = &r->tr[k];
+    if (rt == NULL) {
+        if (r->ntr == RECV_MAX_TRANSPORTS)
+            return wsync_error(WSYNC_ERR_INVALID, "engine %s: more than %d transports in use", r->engine_id,
+                               RECV_MAX_TRANSPORTS);
+        rt = &r->tr[r->ntr];
+        memset(rt, 0, sizeof(*rt));
+        snprintf(rt->want, sizeof(rt->want), "%s", name);
+        WSYNC_CHECK(wsync_transport_get(name, &cfg, &rt->ops));
+        WSYNC_CHECK(rt->ops->open(&cfg, &rt->t));
+        r->ntr++;   /* from here recv_transport_reset closes it */
+        WSYNC_CHECK(rt->ops->listen(rt->t, &rt->addr));
     }
     for (s = 0; s < r->nslots; s++)
-        if (r->region[s] == NULL)
-            WSYNC_CHECK(r->tops->reg(r->t, r->win[s].ptr, r->image_len, r->mem->kind, &r->region[s],
-                                     &r->key[s]));
+        if (rt->region[s] == NULL)
+            WSYNC_CHECK(rt->ops->reg(rt->t, r->win[s].ptr, r->image_len, r->mem->kind, &rt->region[s],
+                                     &rt->key[s]));
+    *idx = (int)(rt - r->tr);
     return WSYNC_OK;
+}
+
+/* Which transport serves trainer rank `host_id`/`device`: "local" when it
+ * holds GPU memory on this host and so does this rank (one device-to-device
+ * copy instead of a trip through host buffers), else the configured one.
+ * WSYNC_LOCAL_TRANSPORT=0 turns the choice off (to measure the others). */
+static const char *transport_for(wsync_receiver_t *r, const char *host_id, const char *device)
+{
+    const char *env = getenv("WSYNC_LOCAL_TRANSPORT");
+    wsync_transport_config_t cfg = {.device = r->device, .timeout_ms = 10000};
+    if (r->mem->kind != WSYNC_MEM_CUDA || (env && strcmp(env, "0") == 0) || host_id == NULL || device == NULL ||
+        strcmp(host_id, r->host_id) != 0 || strncmp(device, "cuda", 4) != 0)
+        return r->transport_name;
+    return wsync_transport_local.can_use(&cfg) ? "local" : r->transport_name;
 }
 
 /* Map every peer's window of `slot` (again, if the peer restarted). */
@@ -146,20 +177,27 @@ static wsync_status_t verify_chunk(wsync_receiver_t *r, const wsync_sync_layout_
     return WSYNC_OK;
 }
 
-/* The pull addresses of the trainer ranks, by rank. */
-static wsync_status_t trainer_addrs(wsync_receiver_t *r, int world, char (*addrs)[160])
+/* The pull addresses of the trainer ranks, by rank, and the transport each
+ * one's pieces come over. */
+static wsync_status_t trainer_addrs(wsync_receiver_t *r, int world, char (*addrs)[160], const char **tnames)
 {
     json_t *arr = NULL, *e;
     size_t i;
     int rank;
     WSYNC_CHECK(wsync_control_trainers(r->control, &arr));
-    for (rank = 0; rank < world; rank++)
+    for (rank = 0; rank < world; rank++) {
         addrs[rank][0] = '\0';
+        tnames[rank] = r->transport_name;
+    }
     json_array_foreach(arr, i, e) {
         json_int_t rk = json_integer_value(json_object_get(e, "rank"));
-        const char *pull = json_string_value(json_object_get(json_object_get(e, "endpoint"), "pull"));
-        if (rk >= 0 && rk < world && pull)
+        json_t *ep = json_object_get(e, "endpoint");
+        const char *pull = json_string_value(json_object_get(ep, "pull"));
+        if (rk >= 0 && rk < world && pull) {
             snprintf(addrs[rk], 160, "%s", pull);
+            tnames[rk] = transport_for(r, json_string_value(json_object_get(ep, "host_id")),
+                                       json_string_value(json_object_get(ep, "device")));
+        }
     }
     json_decref(arr);
     return WSYNC_OK;
@@ -193,6 +231,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
     char *image = r->win[slot].ptr;
     uint32_t *remaining = NULL, reqid;
     char *done = NULL, (*addrs)[160] = NULL, why[400];
+    const char **tnames = NULL;
     trainer_req_t *reqs = NULL;
     uint32_t ndone = 0, c, next_copy = 0;
     wsync_completion_t comps[64];
@@ -207,20 +246,20 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
     if (plan->nchunks > BOARD_MAX_CHUNKS)
         return wsync_error(WSYNC_ERR_INVALID, "image has %u chunks; the node board holds %u: raise the chunk size",
                            plan->nchunks, BOARD_MAX_CHUNKS);
-    WSYNC_CHECK(ensure_transport(r));
     WSYNC_CHECK(map_peers(r, slot, deadline));
     remaining = calloc(plan->nchunks + 1, sizeof(*remaining));
     done = calloc(plan->nchunks + 1, 1);
     reqs = calloc((size_t)plan->world, sizeof(*reqs));
     addrs = calloc((size_t)plan->world, sizeof(*addrs));
-    if (!remaining || !done || !reqs || !addrs) {
+    tnames = calloc((size_t)plan->world, sizeof(*tnames));
+    if (!remaining || !done || !reqs || !addrs || !tnames) {
         st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
         goto out;
     }
     for (c = 0; c < plan->nchunks; c++)
         if (wsync_plan_land_rank(plan, c, L) == me)
             remaining[c] = plan->chunk_first[c + 1] - plan->chunk_first[c];
-    WSYNC_CHECK_GOTO(trainer_addrs(r, plan->world, addrs), st, out);
+    WSYNC_CHECK_GOTO(trainer_addrs(r, plan->world, addrs, tnames), st, out);
 
     /* Ask each trainer rank that owns pieces landing here. */
     do
@@ -229,17 +268,23 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
     while (reqid == 0);
     for (t = 0; t < plan->world; t++) {
         trainer_req_t *q = &reqs[t];
+        recv_transport_t *rt;
         size_t k, n = 0;
+        int ti = 0;
+        for (k = 0; k < plan->rank_npieces[t]; k++)
+            if (wsync_plan_land_rank(plan, plan->pieces[plan->rank_pieces[t][k]].chunk, L) == me)
+                n++;
+        if (n == 0)
+            continue;
+        WSYNC_CHECK_GOTO(ensure_transport(r, tnames[t], &ti), st, out);
+        rt = &r->tr[ti];
         for (k = 0; k < plan->rank_npieces[t]; k++) {
             const wsync_piece_t *pc = &plan->pieces[plan->rank_pieces[t][k]];
             if (wsync_plan_land_rank(plan, pc->chunk, L) != me)
                 continue;
-            n++;
-            WSYNC_CHECK_GOTO(r->tops->expect(r->t, t, r->region[slot], pc->offset, pc->len,
+            WSYNC_CHECK_GOTO(rt->ops->expect(rt->t, t, rt->region[slot], pc->offset, pc->len,
                                              ((uint64_t)reqid << 32) | pc->id), st, out);
         }
-        if (n == 0)
-            continue;
         if (addrs[t][0] == '\0') {
             st = wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
             goto out;
@@ -249,8 +294,8 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
         snprintf(q->pull_addr, sizeof(q->pull_addr), "%s", addrs[t]);
         q->msg = json_pack("{s:I, s:s, s:i, s:i, s:I, s:s, s:o, s:o, s:s, s:I}", "version", (json_int_t)v,
                            "engine", r->engine_id, "local_rank", me, "local_ranks", L, "req",
-                           (json_int_t)reqid, "transport", r->tops->name, "addr", wsync_blob_to_json(&r->addr),
-                           "key", wsync_blob_to_json(&r->key[slot]), "layout_digest", sl->layout_digest,
+                           (json_int_t)reqid, "transport", rt->ops->name, "addr", wsync_blob_to_json(&rt->addr),
+                           "key", wsync_blob_to_json(&rt->key[slot]), "layout_digest", sl->layout_digest,
                            "timeout_ms", (json_int_t)((deadline - wsync_now_ns()) / 1000000ULL));
         if (q->msg == NULL || pthread_create(&q->th, NULL, req_main, q) != 0) {
             st = wsync_error(WSYNC_ERR_NOMEM, "cannot start the request to trainer rank %d", t);
@@ -260,38 +305,43 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
     }
 
     while (ndone < plan->nchunks) {
-        int n = 0, progressed = 0;
-        /* Land: pieces arriving here. */
-        WSYNC_CHECK_GOTO(r->tops->poll(r->t, comps, 64, &n, next_copy < plan->nchunks ? 0 : 5), st, out);
-        for (i = 0; i < n; i++) {
-            wsync_completion_t *cp = &comps[i];
-            uint32_t id = (uint32_t)cp->tag;
-            const wsync_piece_t *pc;
-            /* Errors of no put of this attempt (a port scan, a sender of an
-             * abandoned attempt) are not ours to fail on; a real sender's
-             * failure also reaches us through its answer to the request. */
-            if (cp->kind == WSYNC_COMPLETION_ERROR && cp->tag != ~0ULL && (uint32_t)(cp->tag >> 32) == reqid) {
-                st = wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
-                goto out;
+        int n = 0, got = 0, progressed = 0, k;
+        /* Land: pieces arriving here, over each transport in use (only a
+         * lone transport may block waiting, or it would starve the other). */
+        for (k = 0; k < r->ntr && ndone < plan->nchunks; k++) {
+            WSYNC_CHECK_GOTO(r->tr[k].ops->poll(r->tr[k].t, comps, 64, &n,
+                                                next_copy < plan->nchunks || r->ntr > 1 ? 0 : 5), st, out);
+            got += n;
+            for (i = 0; i < n; i++) {
+                wsync_completion_t *cp = &comps[i];
+                uint32_t id = (uint32_t)cp->tag;
+                const wsync_piece_t *pc;
+                /* Errors of no put of this attempt (a port scan, a sender of an
+                 * abandoned attempt) are not ours to fail on; a real sender's
+                 * failure also reaches us through its answer to the request. */
+                if (cp->kind == WSYNC_COMPLETION_ERROR && cp->tag != ~0ULL && (uint32_t)(cp->tag >> 32) == reqid) {
+                    st = wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
+                    goto out;
+                }
+                if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != reqid)
+                    continue;   /* not of this attempt */
+                if (id >= plan->npieces || wsync_plan_land_rank(plan, plan->pieces[id].chunk, L) != me ||
+                    remaining[plan->pieces[id].chunk] == 0 || cp->len != plan->pieces[id].len) {
+                    st = wsync_error(WSYNC_ERR_PEER, "unexpected piece %u (%llu bytes) from trainer rank %d", id,
+                                     (unsigned long long)cp->len, cp->peer);
+                    goto out;
+                }
+                pc = &plan->pieces[id];
+                if (--remaining[pc->chunk] == 0) {
+                    if (land_delay_ms > 0)
+                        usleep((useconds_t)land_delay_ms * 1000);
+                    WSYNC_CHECK_GOTO(verify_chunk(r, sl, digests, image, pc->chunk, v), st, out);
+                    __atomic_store_n(&sh->landed[slot][pc->chunk], gen, __ATOMIC_RELEASE);
+                    done[pc->chunk] = 1;
+                    ndone++;
+                }
+                progressed = 1;
             }
-            if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != reqid)
-                continue;   /* not of this attempt */
-            if (id >= plan->npieces || wsync_plan_land_rank(plan, plan->pieces[id].chunk, L) != me ||
-                remaining[plan->pieces[id].chunk] == 0 || cp->len != plan->pieces[id].len) {
-                st = wsync_error(WSYNC_ERR_PEER, "unexpected piece %u (%llu bytes) from trainer rank %d", id,
-                                 (unsigned long long)cp->len, cp->peer);
-                goto out;
-            }
-            pc = &plan->pieces[id];
-            if (--remaining[pc->chunk] == 0) {
-                if (land_delay_ms > 0)
-                    usleep((useconds_t)land_delay_ms * 1000);
-                WSYNC_CHECK_GOTO(verify_chunk(r, sl, digests, image, pc->chunk, v), st, out);
-                __atomic_store_n(&sh->landed[slot][pc->chunk], gen, __ATOMIC_RELEASE);
-                done[pc->chunk] = 1;
-                ndone++;
-            }
-            progressed = 1;
         }
         /* Fan out: copy chunks that landed on other ranks, in order. */
         for (; next_copy < plan->nchunks; next_copy++) {
@@ -327,7 +377,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
                 goto out;
             }
         }
-        if (!progressed && n == 0 && next_copy < plan->nchunks)
+        if (!progressed && got == 0 && (next_copy < plan->nchunks || r->ntr != 1))
             usleep(200);
     }
 out:
@@ -342,5 +392,6 @@ out:
     free(done);
     free(reqs);
     free(addrs);
+    free(tnames);
     return st;
 }

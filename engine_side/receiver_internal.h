@@ -18,6 +18,18 @@ typedef struct peer_map {
     uint32_t epoch;         /* the peer's board epoch when mapped */
 } peer_map_t;
 
+/* One open data transport, keyed by the name it was asked for ("auto" stays
+ * "auto" even after it picked a backend). */
+#define RECV_MAX_TRANSPORTS 2
+typedef struct recv_transport {
+    char want[16];
+    const wsync_transport_ops_t *ops;
+    wsync_transport_t *t;
+    wsync_blob_t addr;
+    wsync_region_t *region[BOARD_SLOTS];
+    wsync_blob_t key[BOARD_SLOTS];
+} recv_transport_t;
+
 struct wsync_receiver {
     wsync_receiver_config_t cfg;
     char *engine_id, *control_url, *token, *transport_name, *bind_host;
@@ -36,12 +48,10 @@ struct wsync_receiver {
     size_t image_len;
     peer_map_t peers[BOARD_MAX_RANKS][BOARD_SLOTS];
 
-    /* the data transport and the image regions registered with it */
-    const wsync_transport_ops_t *tops;
-    wsync_transport_t *t;
-    wsync_blob_t addr;
-    wsync_region_t *region[BOARD_SLOTS];
-    wsync_blob_t key[BOARD_SLOTS];
+    /* the data transports (the configured one, and "local" for trainer
+     * ranks on this host), opened lazily, each with the image regions */
+    recv_transport_t tr[RECV_MAX_TRANSPORTS];
+    int ntr;
 
     /* the held version */
     uint64_t held_version;
@@ -55,7 +65,7 @@ struct wsync_receiver {
  * `gen`; on success the slot holds v verified. */
 wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slot,
                           const wsync_sync_layout_t *sl, const uint64_t *digests, uint64_t deadline);
-/* Drop the transport (after a failed attempt, so nothing stale can land). */
+/* Drop every transport (after a failed attempt, so nothing stale can land). */
 void recv_transport_reset(wsync_receiver_t *r);
 
 #endif

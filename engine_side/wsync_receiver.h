@@ -29,7 +29,7 @@ typedef struct wsync_receiver_config {
     int local_rank, local_world;
     const char *device;         /* "host" (default) or "cuda:N" */
     wsync_mode_t mode;
-    const char *transport;      /* "auto" (default), "tcp", "nccl", "verbs" */
+    const char *transport;      /* "auto" (default), "tcp", "nccl", "verbs", "local" (same-host GPU peers get "local" anyway unless WSYNC_LOCAL_TRANSPORT=0) */
     const char *bind_host;      /* address trainers put to (default: primary IPv4) */
     const char *host_id;        /* see wsync_publisher_config_t.host_id */
     /* Optional image memory: for "cuda", any device memory of image_len bytes;

@@ -1,0 +1,213 @@
+/* local_test.c: the local transport between two processes of one host: the
+ * sender on GPU 0, the receiver on GPU 0 (same GPU) or GPU 1 (across GPUs).
+ * Pieces of many sizes put from inside a source allocation into a region that
+ * starts inside its allocation land in order with their tags and the sender's
+ * id, every byte equal to its source and the bytes around them untouched;
+ * host memory is refused with a message that says to use tcp. */
+#include <signal.h>
+#include <sys/prctl.h>
+
+#include "common/checks.h"
+#include "common/util.h"
+#include "tests/gpu/gpu_test.h"
+#include "tests/test.h"
+
+#define REGION ((size_t)64 << 20)
+#define SLACK ((size_t)1 << 20)     /* regions start this far into their allocation */
+#define NPIECES 24
+
+static int ngpu;
+
+static void piece(int i, size_t *off, size_t *len)
+{
+    static const size_t lens[] = {1u << 20, (3u << 20) + 17, 65536, 7};
+    size_t o = 0;
+    int k;
+    for (k = 0; k < i; k++)
+        o += lens[k % 4] + 4096;    /* gaps between pieces stay as they were */
+    *off = o;
+    *len = lens[i % 4];
+}
+
+/* Sender process on `dev`: connect as `self_id`, put every piece, wait for
+ * every SENT in order. */
+static int sender(int in, int dev, int self_id)
+{
+    const wsync_transport_ops_t *ops = &wsync_transport_local;
+    wsync_transport_config_t cfg = {.device = dev, .timeout_ms = 20000};
+    wsync_transport_t *t = NULL;
+    wsync_region_t *r = NULL;
+    wsync_conn_t *c = NULL;
+    wsync_blob_t addr, rkey, key;
+    char *src = NULL;
+    int i, got = 0;
+    if (read_full(in, &addr, sizeof(addr)) != 0 || read_full(in, &rkey, sizeof(rkey)) != 0)
+        return 2;
+    if (wsync_mem_cuda.init(dev) != WSYNC_OK || wsync_mem_cuda.alloc(REGION + 2 * SLACK, (void **)&src) != WSYNC_OK ||
+        wsync_mem_cuda.fill(src + SLACK, REGION, 0, 11) != WSYNC_OK || ops->open(&cfg, &t) != WSYNC_OK ||
+        ops->reg(t, src + SLACK, REGION, WSYNC_MEM_CUDA, &r, &key) != WSYNC_OK ||
+        ops->connect(t, &addr, self_id, &c) != WSYNC_OK) {
+        fprintf(stderr, "  sender: %s\n", wsync_last_error());
+        return 3;
+    }
+    for (i = 0; i < NPIECES; i++) {
+        size_t off, len;
+        piece(i, &off, &len);
+        if (ops->put(c, r, off, &rkey, off, len, 100 + i) != WSYNC_OK) {
+            fprintf(stderr, "  sender: %s\n", wsync_last_error());
+            return 4;
+        }
+    }
+    while (got < NPIECES) {
+        wsync_completion_t cs[8];
+        int n = 0, k;
+        if (ops->poll(t, cs, 8, &n, 20000) != WSYNC_OK || n == 0)
+            return 5;
+        for (k = 0; k < n; k++) {
+            if (cs[k].kind != WSYNC_COMPLETION_SENT || cs[k].tag != (uint64_t)(100 + got))
+                return 6;
+            got++;
+        }
+    }
+    ops->disconnect(c);
+    ops->dereg(r);
+    ops->close(t);
+    wsync_mem_cuda.free(src);
+    return 0;
+}
+
+static pid_t start_sender(int *wfd, int dev, int self_id)
+{
+    int fds[2];
+    pid_t pid;
+    if (pipe(fds) != 0)
+        return -1;
+    pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive a receiver that gave up */
+        close(fds[1]);
+        _exit(sender(fds[0], dev, self_id));
+    }
+    close(fds[0]);
+    *wfd = fds[1];
+    return pid;
+}
+
+/* Receiver (this process) on `dev`, sender on GPU 0. */
+static void pieces_land(int dev)
+{
+    const wsync_transport_ops_t *ops = &wsync_transport_local;
+    wsync_transport_config_t cfg = {.device = dev, .timeout_ms = 20000};
+    wsync_transport_t *t = NULL;
+    wsync_region_t *r = NULL;
+    wsync_blob_t addr, key;
+    char *dst = NULL;
+    unsigned char *host, *want;
+    int wfd = -1, status = 0, got = 0, i;
+    pid_t pid = start_sender(&wfd, 0, 3);
+    CHECK(pid > 0);
+    CHECK_OK(wsync_mem_cuda.init(dev));
+    CHECK_OK(wsync_mem_cuda.alloc(REGION + 2 * SLACK, (void **)&dst));
+    CHECK_OK(wsync_mem_cuda.fill(dst, REGION + 2 * SLACK, 0, 12));     /* not the source's bytes */
+    CHECK_OK(ops->open(&cfg, &t));
+    CHECK_OK(ops->reg(t, dst + SLACK, REGION, WSYNC_MEM_CUDA, &r, &key));
+    CHECK_OK(ops->listen(t, &addr));
+    CHECK(write_full(wfd, &addr, sizeof(addr)) == 0 && write_full(wfd, &key, sizeof(key)) == 0);
+    while (got < NPIECES) {
+        wsync_completion_t cs[8];
+        int n = 0, k;
+        CHECK_OK(ops->poll(t, cs, 8, &n, 30000));
+        if (n == 0) {
+            fprintf(stderr, "  receiver: no completion in 30 s after %d pieces\n", got);
+            CHECK(0);
+        }
+        for (k = 0; k < n; k++) {
+            size_t off, len;
+            piece(got, &off, &len);
+            CHECK_EQ(cs[k].kind, WSYNC_COMPLETION_LANDED);
+            CHECK_EQ(cs[k].tag, 100 + got);
+            CHECK_EQ(cs[k].len, len);
+            CHECK_EQ(cs[k].peer, 3);
+            got++;
+        }
+    }
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* Expected: the receiver's fill everywhere, except each piece's bytes,
+     * which are the source's fill at the same offset. */
+    host = malloc(REGION + 2 * SLACK);
+    want = malloc(REGION + 2 * SLACK);
+    CHECK(host && want);
+    wsync_fill_pattern(want, REGION + 2 * SLACK, 0, 12);
+    for (i = 0; i < NPIECES; i++) {
+        size_t off, len;
+        piece(i, &off, &len);
+        wsync_fill_pattern(want + SLACK + off, len, off, 11);
+    }
+    CHECK_OK(wsync_mem_cuda.copy(host, dst, REGION + 2 * SLACK));
+    CHECK(memcmp(host, want, REGION + 2 * SLACK) == 0);
+    free(host);
+    free(want);
+    ops->dereg(r);
+    ops->close(t);
+    wsync_mem_cuda.free(dst);
+    close(wfd);
+}
+
+static void body_same_gpu(void) { pieces_land(0); }
+static void body_across_gpus(void) { pieces_land(1); }
+
+/* Each case runs in its own CUDA-free-at-start process: the sender it forks
+ * must not inherit an initialized CUDA context (CUDA does not survive fork). */
+static void run_forked(void (*body)(void))
+{
+    int status = 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        alarm(45);
+        test_case_failed_ = 0;
+        body();
+        fflush(stdout);
+        fflush(stderr);
+        _exit(test_case_failed_ ? 1 : 0);
+    }
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void test_same_gpu_pieces_land_intact(void)
+{
+    if (ngpu == 0)
+        SKIP("no CUDA device");
+    run_forked(body_same_gpu);
+}
+
+static void test_across_gpus_pieces_land_intact(void)
+{
+    if (ngpu < 2)
+        SKIP("needs 2 CUDA devices");
+    run_forked(body_across_gpus);
+}
+
+static void test_host_memory_refused(void)
+{
+    wsync_transport_config_t cfg = {.device = -1, .timeout_ms = 1000};
+    const wsync_transport_ops_t *ops = NULL;
+    CHECK_EQ(wsync_transport_local.can_use(&cfg), 0);
+    CHECK(strstr(wsync_last_error(), "tcp") != NULL);
+    CHECK_FAILS(wsync_transport_get("local", &cfg, &ops), WSYNC_ERR_UNSUPPORTED, "GPU memory only");
+    /* never picked by auto */
+    CHECK_OK(wsync_transport_get("auto", &cfg, &ops));
+    CHECK(strcmp(ops->name, "local") != 0);
+}
+
+int main(void)
+{
+    alarm(100);
+    ngpu = gpu_count_forked();
+    RUN(test_same_gpu_pieces_land_intact);
+    RUN(test_across_gpus_pieces_land_intact);
+    RUN(test_host_memory_refused);
+    TEST_EXIT();
+}
