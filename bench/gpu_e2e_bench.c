@@ -5,12 +5,16 @@
  * digests + report) to ready on every engine rank, per version, median after
  * a warm-up; compares with the floor: the bytes that must cross between GPUs
  * over 397 GB/s and over the peer-copy bandwidth measured in the same run.
- *   gpu_e2e_bench [colocated|split] [tcp|nccl]
+ *   gpu_e2e_bench [colocated|split] [tcp|nccl|local]
  * colocated: trainer rank i and engine rank i on GPU i (default: tcp; NCCL
  * refuses a pair of ranks on one GPU). split: both trainers on GPU 0, both
- * engine ranks on GPU 1 (default: nccl). */
+ * engine ranks on GPU 1 (default: nccl). Every rank here shares one host id,
+ * so receivers would pick "local" for every trainer on their own; a transport
+ * other than local is measured with that choice off (WSYNC_LOCAL_TRANSPORT=0). */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "common/util.h"
 
@@ -216,8 +220,10 @@ int main(int argc, char **argv)
 
     split = strcmp(placement, "split") == 0;
     transport = argc > 2 ? argv[2] : split ? "nccl" : "tcp";
+    if (strcmp(transport, "local") != 0)
+        setenv("WSYNC_LOCAL_TRANSPORT", "0", 1);
     if (!split && strcmp(placement, "colocated") != 0) {
-        fprintf(stderr, "usage: gpu_e2e_bench [colocated|split] [tcp|nccl]\n");
+        fprintf(stderr, "usage: gpu_e2e_bench [colocated|split] [tcp|nccl|local]\n");
         return 2;
     }
     if (pair_gpus() < 2) {

@@ -14,7 +14,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then ngpu=$(nvidia-smi -L 2>/dev/null 
 probe=$(timeout 60 "$WSYNC" demo --device cuda --trainers 1 --engines 1 --local-ranks 1 --synthetic 1M \
         --versions 1 --chunk 256K 2>&1)
 if [ "$ngpu" = 0 ] || grep -q 'no CUDA device' <<<"$probe"; then
-    for c in colocated_2x2_on_2_gpus nccl_across_gpus_host_ids ipc_fanout_2_ranks_staged ipc_fanout_2_ranks_in_place \
+    for c in colocated_2x2_on_2_gpus colocated_2x2_over_local nccl_across_gpus_host_ids ipc_fanout_2_ranks_staged ipc_fanout_2_ranks_in_place \
              corrupted_byte_caught safetensors_colocated_dumps_match safetensors_nccl_dumps_match; do
         skip "$c" "no CUDA device"
     done
@@ -66,6 +66,10 @@ nccl_ok() { # NAME MODE L N
 # --- colocated: 2 trainer ranks and 2 engine ranks on 2 GPUs (tcp between
 # them, IPC windows between the engine ranks).
 demo_ok colocated_2x2_on_2_gpus 3 --trainers 2 --engines 1 --local-ranks 2 --synthetic 96M --versions 3 --chunk 4M
+# --- the same over the local transport (CUDA IPC device-to-device copies:
+# same GPU and across GPUs, no host bounce).
+demo_ok colocated_2x2_over_local 3 --trainers 2 --engines 1 --local-ranks 2 --synthetic 96M --versions 3 --chunk 4M \
+    --transport local
 
 if [ "$ngpu" -lt 2 ]; then
     for c in nccl_across_gpus_host_ids ipc_fanout_2_ranks_staged ipc_fanout_2_ranks_in_place corrupted_byte_caught \
