@@ -330,11 +330,14 @@ fail:
     if (st == WSYNC_OK)
         st = WSYNC_ERR_PEER;
 out:
-    /* Ops still in flight at close: wait for them, bounded by op_timeout,
-     * so the communicator is not destroyed under running kernels; past it
-     * the peer is gone and abort stops the kernels. */
+    /* Ops still in flight at close: give them a short grace so the
+     * communicator is not destroyed under running kernels; past it the
+     * caller has given up on them (a failed pull closes its transport) and
+     * abort stops the kernels. Waiting the full op timeout here made a
+     * failed pull's close take a minute. */
     {
-        uint64_t deadline = wsync_now_ns() + (uint64_t)t->op_timeout_ms * 1000000ULL;
+        int grace_ms = t->op_timeout_ms < 2000 ? t->op_timeout_ms : 2000;
+        uint64_t deadline = wsync_now_ns() + (uint64_t)grace_ms * 1000000ULL;
         for (i = 0; i < gn; i++) {
             cudaEvent_t ev = groups[(gh + i) % NC_INFLIGHT_MAX].done;
             while (cudaEventQuery(ev) == cudaErrorNotReady && wsync_now_ns() < deadline)
