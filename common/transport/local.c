@@ -42,6 +42,7 @@ typedef struct lo_addr {
  * the region's offset inside it travels along. */
 typedef struct lo_key {
     uint64_t magic, pid, id, len, alloc_off;
+    uint64_t base;      /* the allocation's address in the receiver (used when that is this process) */
     int32_t device, pad;
     cudaIpcMemHandle_t handle;
 } lo_key_t;
@@ -215,6 +216,7 @@ static wsync_status_t lo_reg(wsync_transport_t *tr, void *ptr, size_t len, wsync
     r->key.pid = (uint64_t)getpid();
     r->key.len = len;
     r->key.alloc_off = (uint64_t)((uintptr_t)ptr - (uintptr_t)base);
+    r->key.base = (uint64_t)base;
     r->key.device = t->device;
     memcpy(key->data, &r->key, sizeof(r->key));
     key->len = sizeof(r->key);
@@ -341,7 +343,7 @@ static void send_notice(lo_conn_t *c, uint64_t tag, uint64_t len, wsync_status_t
     if (msg)
         snprintf(n.message, sizeof(n.message), "%s", msg);
     if (!c->broken && wsync_fd_send(c->fd, &n, sizeof(n), -1) != WSYNC_OK) {
-        c->broken = 1;
+        __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
         push_error((lo_transport_t *)c->base.transport, tag, -1, WSYNC_ERR_PEER,
                    "local: receiver at '%s' went away: %s", c->peer_name, wsync_last_error());
     }
@@ -448,6 +450,10 @@ static wsync_status_t map_key(lo_transport_t *t, const lo_key_t *k, char **out)
     wsync_status_t st = WSYNC_OK;
     void *p = NULL;
     int i;
+    if (k->pid == (uint64_t)getpid()) {
+        *out = (char *)(uintptr_t)k->base;    /* CUDA will not open a handle in its own process */
+        return WSYNC_OK;
+    }
     pthread_mutex_lock(&t->lock);
     for (i = 0; i < t->nmaps; i++)
         if (memcmp(&t->maps[i].handle, &k->handle, sizeof(k->handle)) == 0) {
@@ -490,6 +496,8 @@ static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_o
     if (src->kind != WSYNC_MEM_CUDA || src_off + len > src->len || dst_off + len > k.len)
         return wsync_error(WSYNC_ERR_INVALID, "local put of %zu bytes: source %zu+%zu of %zu, destination %zu of %llu",
                            len, src_off, len, src->len, dst_off, (unsigned long long)k.len);
+    if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
+        return wsync_error(WSYNC_ERR_PEER, "local put to '%s': the receiver went away", c->peer_name);
     WSYNC_CHECK(map_key(t, &k, &base));
     op = calloc(1, sizeof(*op));
     WSYNC_CHECK_ALLOC(op);
