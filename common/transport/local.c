@@ -125,12 +125,14 @@ static void push_error(lo_transport_t *t, uint64_t tag, int peer, wsync_status_t
 }
 
 /* Make the transport's device current for a CUDA call, restoring the
- * caller's afterwards (the caller's thread may drive another GPU). */
+ * caller's afterwards (the caller's thread may drive another GPU). Always
+ * set: a thread that made no runtime call yet has no current context, and
+ * the driver call in lo_reg needs one (cudaGetDevice alone binds none; the
+ * first GPU run failed exactly so, from the trainer's request threads). */
 static wsync_status_t enter_device(int device, int *prev)
 {
     CUDA_CHECK(cudaGetDevice(prev));
-    if (*prev != device)
-        CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaSetDevice(device));
     return WSYNC_OK;
 }
 
@@ -184,6 +186,7 @@ static wsync_status_t lo_reg(wsync_transport_t *tr, void *ptr, size_t len, wsync
     enum cudaDriverEntryPointQueryResult q;
     CUdeviceptr base = 0;
     size_t size = 0;
+    CUresult cr = CUDA_ERROR_NOT_FOUND;
     wsync_status_t st = WSYNC_OK;
     int prev = 0;
     if (kind != WSYNC_MEM_CUDA)
@@ -197,9 +200,10 @@ static wsync_status_t lo_reg(wsync_transport_t *tr, void *ptr, size_t len, wsync
      * the runtime so the static cudart build needs no -lcuda. */
     if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", (void **)&get_range, 12000, cudaEnableDefault,
                                          &q) != cudaSuccess || q != cudaDriverEntryPointSuccess ||
-        get_range(&base, &size, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS) {
-        st = wsync_error(WSYNC_ERR_CUDA, "transport local: %p is not device memory of this process "
-                         "(cuMemGetAddressRange failed)", ptr);
+        (cr = get_range(&base, &size, (CUdeviceptr)(uintptr_t)ptr)) != CUDA_SUCCESS) {
+        st = wsync_error(WSYNC_ERR_CUDA, "transport local: cannot find the allocation under %p on cuda:%d "
+                         "(cuMemGetAddressRange: CUresult %d): is it device memory of this process?", ptr,
+                         t->device, (int)cr);
         goto fail_dev;
     }
     if ((uintptr_t)ptr + len > (uintptr_t)base + size) {

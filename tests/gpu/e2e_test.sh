@@ -64,8 +64,10 @@ nccl_ok() { # NAME MODE L N
 }
 
 # --- colocated: 2 trainer ranks and 2 engine ranks on 2 GPUs (tcp between
-# them, IPC windows between the engine ranks).
-demo_ok colocated_2x2_on_2_gpus 3 --trainers 2 --engines 1 --local-ranks 2 --synthetic 96M --versions 3 --chunk 4M
+# them, IPC windows between the engine ranks). The demo's ranks share a host
+# id, so receivers would pick "local" on their own: turned off here to keep
+# the tcp path covered (the safetensors demo below keeps the automatic choice).
+WSYNC_LOCAL_TRANSPORT=0 demo_ok colocated_2x2_on_2_gpus 3 --trainers 2 --engines 1 --local-ranks 2 --synthetic 96M --versions 3 --chunk 4M
 # --- the same over the local transport (CUDA IPC device-to-device copies:
 # same GPU and across GPUs, no host bounce).
 demo_ok colocated_2x2_over_local 3 --trainers 2 --engines 1 --local-ranks 2 --synthetic 96M --versions 3 --chunk 4M \

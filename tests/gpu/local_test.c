@@ -2,8 +2,11 @@
  * sender on GPU 0, the receiver on GPU 0 (same GPU) or GPU 1 (across GPUs).
  * Pieces of many sizes put from inside a source allocation into a region that
  * starts inside its allocation land in order with their tags and the sender's
- * id, every byte equal to its source and the bytes around them untouched;
- * host memory is refused with a message that says to use tcp. */
+ * id, every byte equal to its source and the bytes around them untouched.
+ * The sender works from a thread that made no CUDA call before (as a
+ * trainer's request thread does). Host memory is refused with a message that
+ * says to use tcp. */
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 
@@ -29,51 +32,77 @@ static void piece(int i, size_t *off, size_t *len)
     *len = lens[i % 4];
 }
 
-/* Sender process on `dev`: connect as `self_id`, put every piece, wait for
- * every SENT in order. */
-static int sender(int in, int dev, int self_id)
+typedef struct send_job {
+    wsync_blob_t addr, rkey;
+    char *src;
+    int dev, self_id, rc;
+} send_job_t;
+
+/* The sender's transport work, on a thread that made no CUDA call before
+ * (as the trainer's request threads): open, register, connect, put every
+ * piece, wait for every SENT in order. */
+static void *send_main(void *arg)
 {
+    send_job_t *j = arg;
     const wsync_transport_ops_t *ops = &wsync_transport_local;
-    wsync_transport_config_t cfg = {.device = dev, .timeout_ms = 20000};
+    wsync_transport_config_t cfg = {.device = j->dev, .timeout_ms = 20000};
     wsync_transport_t *t = NULL;
     wsync_region_t *r = NULL;
     wsync_conn_t *c = NULL;
-    wsync_blob_t addr, rkey, key;
-    char *src = NULL;
+    wsync_blob_t key;
     int i, got = 0;
-    if (read_full(in, &addr, sizeof(addr)) != 0 || read_full(in, &rkey, sizeof(rkey)) != 0)
-        return 2;
-    if (wsync_mem_cuda.init(dev) != WSYNC_OK || wsync_mem_cuda.alloc(REGION + 2 * SLACK, (void **)&src) != WSYNC_OK ||
-        wsync_mem_cuda.fill(src + SLACK, REGION, 0, 11) != WSYNC_OK || ops->open(&cfg, &t) != WSYNC_OK ||
-        ops->reg(t, src + SLACK, REGION, WSYNC_MEM_CUDA, &r, &key) != WSYNC_OK ||
-        ops->connect(t, &addr, self_id, &c) != WSYNC_OK) {
+    j->rc = 3;
+    if (ops->open(&cfg, &t) != WSYNC_OK || ops->reg(t, j->src + SLACK, REGION, WSYNC_MEM_CUDA, &r, &key) != WSYNC_OK ||
+        ops->connect(t, &j->addr, j->self_id, &c) != WSYNC_OK) {
         fprintf(stderr, "  sender: %s\n", wsync_last_error());
-        return 3;
+        return NULL;
     }
+    j->rc = 4;
     for (i = 0; i < NPIECES; i++) {
         size_t off, len;
         piece(i, &off, &len);
-        if (ops->put(c, r, off, &rkey, off, len, 100 + i) != WSYNC_OK) {
+        if (ops->put(c, r, off, &j->rkey, off, len, 100 + i) != WSYNC_OK) {
             fprintf(stderr, "  sender: %s\n", wsync_last_error());
-            return 4;
+            return NULL;
         }
     }
+    j->rc = 5;
     while (got < NPIECES) {
         wsync_completion_t cs[8];
         int n = 0, k;
         if (ops->poll(t, cs, 8, &n, 20000) != WSYNC_OK || n == 0)
-            return 5;
+            return NULL;
         for (k = 0; k < n; k++) {
             if (cs[k].kind != WSYNC_COMPLETION_SENT || cs[k].tag != (uint64_t)(100 + got))
-                return 6;
+                return NULL;
             got++;
         }
     }
     ops->disconnect(c);
     ops->dereg(r);
     ops->close(t);
-    wsync_mem_cuda.free(src);
-    return 0;
+    j->rc = 0;
+    return NULL;
+}
+
+/* Sender process on `dev`: source memory prepared here, transport work on
+ * a fresh thread. */
+static int sender(int in, int dev, int self_id)
+{
+    send_job_t j = {.dev = dev, .self_id = self_id, .rc = 2};
+    pthread_t th;
+    if (read_full(in, &j.addr, sizeof(j.addr)) != 0 || read_full(in, &j.rkey, sizeof(j.rkey)) != 0)
+        return 2;
+    if (wsync_mem_cuda.init(dev) != WSYNC_OK || wsync_mem_cuda.alloc(REGION + 2 * SLACK, (void **)&j.src) != WSYNC_OK ||
+        wsync_mem_cuda.fill(j.src + SLACK, REGION, 0, 11) != WSYNC_OK) {
+        fprintf(stderr, "  sender: %s\n", wsync_last_error());
+        return 3;
+    }
+    if (pthread_create(&th, NULL, send_main, &j) != 0)
+        return 6;
+    pthread_join(th, NULL);
+    wsync_mem_cuda.free(j.src);
+    return j.rc;
 }
 
 static pid_t start_sender(int *wfd, int dev, int self_id)
