@@ -93,7 +93,7 @@ else
         --synthetic 32M --chunk 4M --versions 1 --device cuda:0 --host-id h-train >"$TMP/corrupt.trainer.log" 2>&1 &
     tc=$!; WSYNC_PIDS+=($tc)
     if wait_http "$url/healthz" 30; then
-        timeout 100 "$WSYNC" engine --control "$url" --engine corrupt --local-rank 0 --local-world 1 --versions 1 --max-failures 1 \
+        timeout 100 "$WSYNC" engine --control "$url" --engine corrupt --local-rank 0 --local-world 1 --versions 1 \
             --device cuda:1 --transport nccl --host-id h-eng --timeout-ms 20000 --max-failures 1 \
             >"$TMP/corrupt.log" 2>"$TMP/corrupt.err"
         rc=$?
