@@ -32,6 +32,7 @@
 #include "common/mem/mem.h"
 #include "common/msg.h"
 #include "common/util.h"
+#include "bench/raw_tcp.h"
 #include "engine_side/wsync_receiver.h"
 #include "trainer_side/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
@@ -41,8 +42,6 @@
 #define NVERS (WARMUP + 2 * MEASURED)  /* phase A: warm-up + measured; phase B: measured */
 #define MAX_L 2
 #define RAW_RUNS 3                     /* before the run, and again after it */
-#define RAW_WRITE (4u << 20)
-#define RAW_SOCKBUF (8 << 20)          /* the tcp transport's own setting */
 #define TIMEOUT_MS 120000
 
 /* Shared between the parent and its children (MAP_SHARED, made before fork). */
@@ -116,65 +115,6 @@ static void fail(const char *who, const char *what)
 
 /* --- the ceiling: one raw TCP connection, in its own process --------------- */
 
-typedef struct raw_job {
-    int fd;
-    const char *src;
-    size_t len;
-} raw_job_t;
-
-static void tune(int fd)
-{
-    int sz = RAW_SOCKBUF;
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-}
-
-static void *raw_writer(void *arg)
-{
-    raw_job_t *j = arg;
-    size_t done = 0;
-    while (done < j->len) {
-        size_t n = j->len - done < RAW_WRITE ? j->len - done : RAW_WRITE;
-        ssize_t w = send(j->fd, j->src + done, n, MSG_NOSIGNAL);
-        if (w <= 0)
-            break;
-        done += (size_t)w;
-    }
-    return NULL;
-}
-
-static double raw_once(const char *src, char *dst, size_t len)
-{
-    int lfd = -1, port = 0, cfd = -1, afd = -1;
-    pthread_t th;
-    raw_job_t job;
-    size_t got = 0;
-    double t0, t1;
-    char hp[64];
-    if (wsync_tcp_listen("127.0.0.1", 0, &lfd, &port) != WSYNC_OK)
-        return -1;
-    snprintf(hp, sizeof(hp), "127.0.0.1:%d", port);
-    if (wsync_tcp_connect(hp, 5000, &cfd) != WSYNC_OK || (afd = accept(lfd, NULL, NULL)) < 0)
-        return -1;
-    tune(cfd);
-    tune(afd);
-    job = (raw_job_t){cfd, src, len};
-    t0 = wsync_now_s();
-    pthread_create(&th, NULL, raw_writer, &job);
-    while (got < len) {
-        ssize_t n = recv(afd, dst + got, len - got, MSG_WAITALL);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    t1 = wsync_now_s();
-    pthread_join(th, NULL);
-    close(afd);
-    close(cfd);
-    close(lfd);
-    return got == len ? t1 - t0 : -1;
-}
-
 static int raw_child(uint64_t len, int first)
 {
     char *src = malloc(len), *dst = malloc(len);
@@ -184,7 +124,7 @@ static int raw_child(uint64_t len, int first)
     wsync_fill_pattern(src, len, 0, 7);
     memset(dst, 0, len);
     for (i = first; i < first + RAW_RUNS; i++)
-        if ((S->raw_s[i] = raw_once(src, dst, len)) < 0)
+        if ((S->raw_s[i] = raw_tcp_once(src, dst, len)) < 0)
             return 1;
     /* What a second local rank does besides waiting: copy the chunks that
      * landed on its peer (half the image) and verify them. */

@@ -16,72 +16,9 @@
 #include "common/msg.h"
 #include "common/transport/transport.h"
 #include "common/util.h"
+#include "bench/raw_tcp.h"
 
 #define PUT_LEN (64ull << 20)
-#define WRITE_LEN (4u << 20)
-#define SOCKBUF (8 << 20)   /* the transport's own setting, for a fair ceiling */
-
-typedef struct raw_job {
-    int fd;
-    const char *src;
-    size_t len;
-} raw_job_t;
-
-static void tune(int fd)
-{
-    int sz = SOCKBUF;
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-}
-
-static void *raw_writer(void *arg)
-{
-    raw_job_t *j = arg;
-    size_t done = 0;
-    while (done < j->len) {
-        size_t n = j->len - done < WRITE_LEN ? j->len - done : WRITE_LEN;
-        ssize_t w = send(j->fd, j->src + done, n, MSG_NOSIGNAL);
-        if (w <= 0) {
-            perror("raw send");
-            break;
-        }
-        done += (size_t)w;
-    }
-    return NULL;
-}
-
-/* Seconds to move `len` bytes over one loopback connection, or -1. */
-static double raw_once(const char *src, char *dst, size_t len)
-{
-    int lfd = -1, port = 0, cfd = -1, afd = -1;
-    pthread_t th;
-    raw_job_t job;
-    size_t got = 0;
-    double t0, t1;
-    char hp[64];
-    if (wsync_tcp_listen("127.0.0.1", 0, &lfd, &port) != WSYNC_OK)
-        return -1;
-    snprintf(hp, sizeof(hp), "127.0.0.1:%d", port);
-    if (wsync_tcp_connect(hp, 5000, &cfd) != WSYNC_OK || (afd = accept(lfd, NULL, NULL)) < 0)
-        return -1;
-    tune(cfd);
-    tune(afd);
-    job = (raw_job_t){cfd, src, len};
-    t0 = wsync_now_s();
-    pthread_create(&th, NULL, raw_writer, &job);
-    while (got < len) {
-        ssize_t n = recv(afd, dst + got, len - got, MSG_WAITALL);
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    t1 = wsync_now_s();
-    pthread_join(th, NULL);
-    close(afd);
-    close(cfd);
-    close(lfd);
-    return got == len ? t1 - t0 : -1;
-}
 
 /* Seconds for the transport to land `len` bytes as 64 MiB puts, or -1. */
 static double transport_once(char *src, char *dst, size_t len, int conns)
@@ -155,7 +92,7 @@ int main(int argc, char **argv)
     wsync_fill_pattern(src, len, 0, 1);
     memset(dst, 0, len);
     for (r = 0; r < reps; r++) {
-        double a = raw_once(src, dst, len), b = transport_once(src, dst, len, 1),
+        double a = raw_tcp_once(src, dst, len), b = transport_once(src, dst, len, 1),
                c = transport_once(src, dst, len, 4);
         if (a < 0 || b < 0 || c < 0) {
             fprintf(stderr, "tcp_bench: a run failed\n");
