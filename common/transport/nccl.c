@@ -686,21 +686,6 @@ static void nc_close(wsync_transport_t *tt)
     free(t);
 }
 
-const wsync_transport_ops_t wsync_transport_nccl = {
-    .name = "nccl",
-    .can_use = nc_can_use,
-    .open = nc_open,
-    .reg = nc_reg,
-    .dereg = nc_dereg,
-    .listen = nc_listen,
-    .connect = nc_connect,
-    .expect = nc_expect,
-    .put = nc_put,
-    .poll = nc_poll,
-    .disconnect = nc_disconnect,
-    .close = nc_close,
-};
-
 #else /* no NCCL */
 
 static wsync_status_t no_nccl(void)
@@ -721,7 +706,9 @@ static wsync_status_t nc_put(wsync_conn_t *c, wsync_region_t *s, size_t so, cons
 static wsync_status_t nc_poll(wsync_transport_t *t, wsync_completion_t *o, int m, int *n, int to) { *n = 0; return no_nccl(); }
 static void nc_disconnect(wsync_conn_t *c) {}
 static void nc_close(wsync_transport_t *t) {}
+#endif
 
+/* One table for both builds: without the library every op says why. */
 const wsync_transport_ops_t wsync_transport_nccl = {
     .name = "nccl",
     .can_use = nc_can_use,
@@ -736,4 +723,3 @@ const wsync_transport_ops_t wsync_transport_nccl = {
     .disconnect = nc_disconnect,
     .close = nc_close,
 };
-#endif
