@@ -134,6 +134,20 @@ void wsync_primary_ipv4(char *out, size_t len)
     freeifaddrs(ifs);
 }
 
+void wsync_listen_hostport(int fd, const char *bind_host, char *out, size_t len)
+{
+    struct sockaddr_in sa;
+    socklen_t slen = sizeof(sa);
+    char adv[64];
+    memset(&sa, 0, sizeof(sa));
+    getsockname(fd, (struct sockaddr *)&sa, &slen);
+    if (bind_host && bind_host[0] && strcmp(bind_host, "0.0.0.0") != 0)
+        snprintf(adv, sizeof(adv), "%s", bind_host);
+    else
+        wsync_primary_ipv4(adv, sizeof(adv));
+    snprintf(out, len, "%s:%d", adv, ntohs(sa.sin_port));
+}
+
 /* Wait until fd is readable or the deadline passes. */
 static wsync_status_t wait_readable(int fd, uint64_t deadline)
 {

@@ -20,6 +20,9 @@ wsync_status_t wsync_tcp_connect(const char *hostport, int timeout_ms, int *fd_o
 wsync_status_t wsync_split_hostport(const char *hostport, char *host, size_t hostlen, int *port);
 /* This host's primary IPv4 address as text ("127.0.0.1" if none). */
 void wsync_primary_ipv4(char *out, size_t len);
+/* "HOST:PORT" peers should dial for a socket listening on `fd` that was bound
+ * to `bind_host` (its primary IPv4 when bound to any address). */
+void wsync_listen_hostport(int fd, const char *bind_host, char *out, size_t len);
 
 /* One message: 4-byte little-endian length, then compact JSON. recv waits up
  * to timeout_ms (-1 forever) and refuses frames over WSYNC_MSG_MAX. The

@@ -203,7 +203,7 @@ wsync_status_t tcp_listen(wsync_transport_t *tt, wsync_blob_t *addr)
     tcp_transport_t *t = container_of(tt, tcp_transport_t, super);
     const char *env = getenv("WSYNC_TCP_PORT");
     tcp_addr_t a = {.magic = TCP_MAGIC, .version = TCP_VERSION, .nonce = t->nonce};
-    char adv[64], *end = NULL;
+    char *end = NULL;
     long want = 0;
     int port = 0;
 
@@ -219,18 +219,9 @@ wsync_status_t tcp_listen(wsync_transport_t *tt, wsync_blob_t *addr)
             t->listen_fd = -1;
             return wsync_error(WSYNC_ERR_IO, "tcp: cannot start the accept thread");
         }
-    } else {
-        struct sockaddr_in sa;
-        socklen_t slen = sizeof(sa);
-        getsockname(t->listen_fd, (struct sockaddr *)&sa, &slen);
-        port = ntohs(sa.sin_port);
     }
-    if (t->bind_host[0] && strcmp(t->bind_host, "0.0.0.0") != 0)
-        snprintf(adv, sizeof(adv), "%s", t->bind_host);
-    else
-        wsync_primary_ipv4(adv, sizeof(adv));
     memset(a.hostport, 0, sizeof(a.hostport));
-    snprintf(a.hostport, sizeof(a.hostport), "%s:%d", adv, port);
+    wsync_listen_hostport(t->listen_fd, t->bind_host, a.hostport, sizeof(a.hostport));
     tcp_addr_encode(&a, addr->data);
     addr->len = TCP_ADDR_LEN;
     return WSYNC_OK;

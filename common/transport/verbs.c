@@ -98,21 +98,10 @@ static wsync_status_t verbs_listen(wsync_transport_t *tt, wsync_blob_t *addr)
 {
     verbs_transport_t *t = container_of(tt, verbs_transport_t, super);
     verbs_addr_t a = {.nonce = t->nonce};
-    char adv[64];
     int port = 0;
-    if (t->listen_fd < 0) {
+    if (t->listen_fd < 0)
         WSYNC_CHECK(verbs_listen_start(t, &port));
-    } else {
-        struct sockaddr_in sa;
-        socklen_t slen = sizeof(sa);
-        getsockname(t->listen_fd, (struct sockaddr *)&sa, &slen);
-        port = ntohs(sa.sin_port);
-    }
-    if (t->bind_host[0] && strcmp(t->bind_host, "0.0.0.0") != 0)
-        snprintf(adv, sizeof(adv), "%s", t->bind_host);
-    else
-        wsync_primary_ipv4(adv, sizeof(adv));
-    snprintf(a.hostport, sizeof(a.hostport), "%s:%d", adv, port);
+    wsync_listen_hostport(t->listen_fd, t->bind_host, a.hostport, sizeof(a.hostport));
     verbs_addr_encode(&a, addr->data);
     addr->len = VERBS_ADDR_LEN;
     return WSYNC_OK;
