@@ -230,7 +230,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
     const int me = r->cfg.local_rank, L = r->cfg.local_world;
     char *image = r->win[slot].ptr;
     uint32_t *remaining = NULL, reqid;
-    char *done = NULL, (*addrs)[160] = NULL, why[400];
+    char (*addrs)[160] = NULL, why[400];
     const char **tnames = NULL;
     trainer_req_t *reqs = NULL;
     uint32_t ndone = 0, c, next_copy = 0;
@@ -248,11 +248,10 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
                            plan->nchunks, BOARD_MAX_CHUNKS);
     WSYNC_CHECK(map_peers(r, slot, deadline));
     remaining = calloc(plan->nchunks + 1, sizeof(*remaining));
-    done = calloc(plan->nchunks + 1, 1);
     reqs = calloc((size_t)plan->world, sizeof(*reqs));
     addrs = calloc((size_t)plan->world, sizeof(*addrs));
     tnames = calloc((size_t)plan->world, sizeof(*tnames));
-    if (!remaining || !done || !reqs || !addrs || !tnames) {
+    if (!remaining || !reqs || !addrs || !tnames) {
         st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -337,7 +336,6 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
                         usleep((useconds_t)land_delay_ms * 1000);
                     WSYNC_CHECK_GOTO(verify_chunk(r, sl, digests, image, pc->chunk, v), st, out);
                     __atomic_store_n(&sh->landed[slot][pc->chunk], gen, __ATOMIC_RELEASE);
-                    done[pc->chunk] = 1;
                     ndone++;
                 }
                 progressed = 1;
@@ -354,7 +352,6 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
                 break;
             WSYNC_CHECK_GOTO(r->mem->copy(image + off, (char *)r->peers[land][slot].ptr + off, len), st, out);
             WSYNC_CHECK_GOTO(verify_chunk(r, sl, digests, image, next_copy, v), st, out);
-            done[next_copy] = 1;
             ndone++;
             progressed = 1;
         }
@@ -389,7 +386,6 @@ out:
         json_decref(reqs[t].msg);
     }
     free(remaining);
-    free(done);
     free(reqs);
     free(addrs);
     free(tnames);
