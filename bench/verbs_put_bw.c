@@ -92,11 +92,15 @@ out:
 }
 
 /* perftest's ib_write_bw, server and client on the same device; its
- * "BW average[MB/sec]" (MiB/s) or -1. */
-static double ib_write_bw(const char *dev, const char *gid, uint64_t piece, int iters)
+ * "BW average[MB/sec]" (MiB/s), or -1 with its last output lines in `why`.
+ * Under qemu's TCG perftest's cycle-counter clock sometimes reads 0 MB/s:
+ * that is a ceiling not measured, not a figure. */
+static double ib_write_bw(const char *dev, const char *gid, uint64_t piece, int iters, char *why,
+                          size_t whylen)
 {
-    char cmd[512], line[512];
+    char cmd[512], line[512], tail[3][512] = {"", "", ""};
     double best = -1;
+    int nlines = 0;
     pid_t srv;
     FILE *f;
     srv = fork();
@@ -104,7 +108,8 @@ static double ib_write_bw(const char *dev, const char *gid, uint64_t piece, int 
         char size[32], n[32];
         snprintf(size, sizeof(size), "%llu", (unsigned long long)piece);
         snprintf(n, sizeof(n), "%d", iters);
-        freopen("/dev/null", "w", stdout);
+        if (!freopen("/dev/null", "w", stdout))
+            _exit(127);
         execlp("ib_write_bw", "ib_write_bw", "-d", dev, "-x", gid, "-s", size, "-n", n, "-F", "-p", "18515",
                (char *)NULL);
         _exit(127);
@@ -116,13 +121,18 @@ static double ib_write_bw(const char *dev, const char *gid, uint64_t piece, int 
     while (f && fgets(line, sizeof(line), f)) {
         unsigned long long b, it;
         double peak, avg, rate;
+        line[strcspn(line, "\n")] = 0;
+        if (line[0])
+            snprintf(tail[nlines++ % 3], sizeof(tail[0]), "%s", line);
         if (sscanf(line, " %llu %llu %lf %lf %lf", &b, &it, &peak, &avg, &rate) == 5 && b == piece)
-            best = avg;
+            best = avg > 0 ? avg : -1;
     }
     if (f)
         pclose(f);
     kill(srv, SIGTERM);
     waitpid(srv, NULL, 0);
+    snprintf(why, whylen, "%s%s | %s | %s", f ? "" : "popen failed; ", tail[nlines % 3], tail[(nlines + 1) % 3],
+             tail[(nlines + 2) % 3]);
     return best;
 }
 
@@ -131,6 +141,7 @@ int main(void)
     wsync_transport_config_t c = {.device = -1};
     uint64_t piece = 0;
     double secs = atof(env_or("WSYNC_BENCH_SECONDS", "3")), w, ceil_bw;
+    char why[1600];
     if (!V->can_use(&c)) {
         printf("verbs_put_bw: skipped: no RDMA device (%s)\n", wsync_last_error());
         return 0;
@@ -141,10 +152,16 @@ int main(void)
         return 2;
     }
     w = wsync_bw(piece, secs > 0 ? secs : 3);
-    ceil_bw = ib_write_bw(env_or("WSYNC_BENCH_IBDEV", "rxe0"), env_or("WSYNC_BENCH_GID", "1"), piece, 200);
+    ceil_bw = ib_write_bw(env_or("WSYNC_BENCH_IBDEV", "rxe0"), env_or("WSYNC_BENCH_GID", "1"), piece, 200, why,
+                          sizeof(why));
     printf("wsync verbs put bandwidth: %.1f MiB/s (pieces of %llu bytes)\n", w, (unsigned long long)piece);
-    printf("ib_write_bw ceiling:       %.1f MiB/s (same device, same size)\n", ceil_bw);
-    if (w > 0 && ceil_bw > 0)
+    if (ceil_bw > 0) {
+        printf("ib_write_bw ceiling:       %.1f MiB/s (same device, same size)\n", ceil_bw);
         printf("ratio wsync / ib_write_bw: %.2f\n", w / ceil_bw);
-    return w > 0 && ceil_bw > 0 ? 0 : 1;
+    } else {
+        printf("ib_write_bw ceiling:       not measured (ib_write_bw's last lines: %s)\n", why);
+    }
+    /* The bench fails only when wsync's own puts failed; a ceiling that
+     * perftest could not measure is reported above, not counted. */
+    return w > 0 ? 0 : 1;
 }
