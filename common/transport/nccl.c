@@ -111,10 +111,13 @@ static int nc_can_use(const wsync_transport_config_t *cfg)
     return 1;
 }
 
-/* Waits for a non-blocking communicator to leave ncclInProgress, up to
- * timeout_ms; aborts it on error or timeout. */
-static wsync_status_t comm_wait(ncclComm_t comm, int timeout_ms, const char *what, int peer)
+/* Waits for the pair's non-blocking communicator to leave ncclInProgress,
+ * up to timeout_ms, or until the pair is being closed (a close never waits
+ * out a set-up whose peer is gone). The caller aborts it on failure. */
+static wsync_status_t comm_wait(nc_peer_t *p, int timeout_ms, const char *what)
 {
+    ncclComm_t comm = p->comm;
+    int peer = p->id;
     uint64_t deadline = wsync_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
     ncclResult_t r = ncclInProgress;
     for (;;) {
@@ -125,6 +128,8 @@ static wsync_status_t comm_wait(ncclComm_t comm, int timeout_ms, const char *wha
         if (wsync_now_ns() > deadline)
             return wsync_error(WSYNC_ERR_TIMEOUT, "nccl %s with peer %d: no progress in %d ms", what, peer,
                                timeout_ms);
+        if (__atomic_load_n(&p->stop, __ATOMIC_RELAXED))
+            return wsync_error(WSYNC_ERR_PEER, "nccl %s with peer %d: transport closed", what, peer);
         usleep(20);
     }
     if (r != ncclSuccess)
@@ -139,7 +144,7 @@ static wsync_status_t comm_init(nc_peer_t *p)
     cfg.blocking = 0;
     CUDA_CHECK(cudaSetDevice(p->t->device));
     NCCL_CHECK(ncclCommInitRankConfig(&p->comm, 2, p->uid, p->sender ? 0 : 1, &cfg));
-    st = comm_wait(p->comm, p->t->timeout_ms, "communicator set-up", p->id);
+    st = comm_wait(p, p->t->timeout_ms, "communicator set-up");
     if (st != WSYNC_OK) {
         ncclCommAbort(p->comm);
         p->comm = NULL;
@@ -187,7 +192,7 @@ static wsync_status_t issue_group(nc_peer_t *p, cudaStream_t s, nc_group_t *g)
     if (st == WSYNC_OK && r != ncclSuccess && r != ncclInProgress)
         st = wsync_error(WSYNC_ERR_NCCL, "nccl group: %s", ncclGetErrorString(r));
     if (st == WSYNC_OK)
-        st = comm_wait(p->comm, p->t->op_timeout_ms, "enqueue", p->id);
+        st = comm_wait(p, p->t->op_timeout_ms, "enqueue");
     if (st == WSYNC_OK && cudaEventRecord(g->done, s) != cudaSuccess)
         st = wsync_error(WSYNC_ERR_CUDA, "cudaEventRecord after a nccl group failed");
     g->issued_ns = wsync_now_ns();
@@ -387,11 +392,12 @@ static void peer_free(nc_peer_t *p)
     pthread_mutex_unlock(&p->lock);
     if (p->worker_started)
         pthread_join(p->worker, NULL);
-    if (p->comm) {
-        ncclCommFinalize(p->comm);
-        comm_wait(p->comm, 5000, "finalize", p->id);
-        ncclCommDestroy(p->comm);
-    }
+    /* Abort, not finalize + destroy: the worker has let every op finish
+     * (or given up on it), and finalize/destroy synchronise with the other
+     * rank of the pair, which may be gone or still using its side (a
+     * trainer keeps serving after one engine closes): that waited forever. */
+    if (p->comm)
+        ncclCommAbort(p->comm);
     fail_ops(p, p->head, "transport closed");
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->cond);
