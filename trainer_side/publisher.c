@@ -143,6 +143,7 @@ static wsync_status_t index_pieces(wsync_publisher_t *p)
     const wsync_plan_t *plan = p->sl->plan;
     int r = p->cfg.rank;
     size_t i, s = 0;
+    uint64_t covered = 0;
 
     p->nmy = plan->rank_npieces[r];
     p->my_pieces = plan->rank_pieces[r];
@@ -155,7 +156,10 @@ static wsync_status_t index_pieces(wsync_publisher_t *p)
         if (s == p->nspans || pc->offset < p->owned[s].offset)
             return wsync_error(WSYNC_ERR_INTERNAL, "piece %u is not inside an owned extent", pc->id);
         p->piece_slot_off[pc->id] = s;
+        covered += pc->len;
     }
+    /* Pieces never overlap, so equal byte counts mean they tile the extents. */
+    p->pieces_tile = covered == p->owned_bytes;
     return WSYNC_OK;
 }
 
@@ -219,6 +223,7 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
                      st, err);
     WSYNC_CHECK_GOTO(collect_owned(p), st, err);
     WSYNC_CHECK_GOTO(index_pieces(p), st, err);
+    p->snap_threads = pub_snapshot_threads(cfg->threads);
     for (i = 0; i < PUB_SLOTS; i++)
         WSYNC_CHECK_GOTO(slot_init(p, &p->slots[i]), st, err);
     if (cfg->serve) {
@@ -315,24 +320,24 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
     json_t *layout = NULL, *pieces = NULL;
     pub_slot_t *s;
     wsync_status_t st;
+    uint64_t *sums = NULL;
     size_t i;
     int slot = 0;
 
     WSYNC_CHECK(take_slot(p, &slot));
     s = &p->slots[slot];
-    if (!p->cfg.zero_copy)
-        for (i = 0; i < p->nspans; i++)
-            WSYNC_CHECK(p->mem->copy(s->spans[i].ptr, p->owned[i].ptr, p->owned[i].len));
+    sums = calloc(p->nmy ? p->nmy : 1, sizeof(*sums));
     pieces = json_array();
-    WSYNC_CHECK_ALLOC(pieces);
+    if (sums == NULL || pieces == NULL) {
+        st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory publishing version %llu",
+                         p->cfg.rank, (unsigned long long)version);
+        goto out;
+    }
+    WSYNC_CHECK_GOTO(pub_snapshot(p, s, sums), st, out);
     for (i = 0; i < p->nmy; i++) {
         const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
-        const pub_span_t *sp = &s->spans[p->piece_slot_off[pc->id]];
-        uint64_t sum = 0;
         char hex[17];
-        WSYNC_CHECK_GOTO(p->mem->digest_sum((char *)sp->ptr + (pc->offset - sp->offset), pc->len,
-                                            pc->offset, &sum), st, out);
-        wsync_digest_hex(wsync_digest_final(sum, pc->len, pc->offset), hex);
+        wsync_digest_hex(wsync_digest_final(sums[i], pc->len, pc->offset), hex);
         json_array_append_new(pieces, json_pack("{s:I, s:I, s:I, s:s}", "id", (json_int_t)pc->id,
                                                 "offset", (json_int_t)pc->offset, "len",
                                                 (json_int_t)pc->len, "digest", hex));
@@ -343,8 +348,8 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
     p->latest = slot;
     pthread_mutex_unlock(&p->lock);
     layout = wsync_sync_layout_to_json(p->sl, p->cfg.rank == 0);
-    WSYNC_CHECK_ALLOC(layout);
-    st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, layout, pieces);
+    st = layout ? wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, layout, pieces)
+                : wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory", p->cfg.rank);
     if (st != WSYNC_OK) {
         pthread_mutex_lock(&p->lock);
         s->version = 0;
@@ -354,6 +359,7 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
 out:
     json_decref(layout);
     json_decref(pieces);
+    free(sums);
     return st;
 }
 

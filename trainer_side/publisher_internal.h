@@ -74,6 +74,8 @@ struct wsync_publisher {
     uint32_t *my_pieces;            /* ids of pieces this rank sends */
     size_t nmy;
     uint64_t *piece_slot_off;       /* per plan piece of mine: span index */
+    int pieces_tile;                /* my pieces cover my extents exactly */
+    int snap_threads;               /* threads of a host-memory snapshot */
 
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -89,6 +91,12 @@ struct wsync_publisher {
     int stopping;
     int active_handlers;
 };
+
+/* snapshot.c: copies (unless zero-copy) and digests every piece of mine
+ * into slot s; sums[i] is the digest sum of my_pieces[i]. */
+wsync_status_t pub_snapshot(wsync_publisher_t *p, pub_slot_t *s, uint64_t *sums);
+/* Threads a snapshot uses: `asked` if > 0, else one per online CPU; at most 8. */
+int pub_snapshot_threads(int asked);
 
 /* pull_server.c */
 wsync_status_t pub_server_start(wsync_publisher_t *p);
