@@ -148,47 +148,57 @@ void wsync_listen_hostport(int fd, const char *bind_host, char *out, size_t len)
     snprintf(out, len, "%s:%d", adv, ntohs(sa.sin_port));
 }
 
-/* Wait until fd is readable or the deadline passes. */
-static wsync_status_t wait_readable(int fd, uint64_t deadline)
+/* Wait until fd is readable or the deadline (0: none) passes: 0, or -1
+ * with errno set. */
+static int wait_readable(int fd, uint64_t deadline)
 {
     struct pollfd pfd = {.fd = fd, .events = POLLIN};
     for (;;) {
         int left = -1, rc;
         if (deadline) {
             uint64_t now = wsync_now_ns();
-            if (now >= deadline)
-                return wsync_error(WSYNC_ERR_TIMEOUT, "no answer from peer in time");
+            if (now >= deadline) {
+                errno = ETIMEDOUT;
+                return -1;
+            }
             left = (int)((deadline - now) / 1000000ULL) + 1;
         }
         rc = poll(&pfd, 1, left);
         if (rc > 0)
-            return WSYNC_OK;
+            return 0;
         if (rc < 0 && errno != EINTR)
-            return wsync_error(WSYNC_ERR_IO, "poll: %s", strerror(errno));
+            return -1;
     }
 }
 
-static wsync_status_t read_full(int fd, void *buf, size_t len, uint64_t deadline)
+int wsync_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ns)
 {
     char *p = buf;
+    size_t want = len;
     while (len > 0) {
         ssize_t n;
-        WSYNC_CHECK(wait_readable(fd, deadline));
-        n = recv(fd, p, len, 0);
-        if (n == 0)
-            return wsync_error(WSYNC_ERR_PEER, "peer closed the connection");
+        if (deadline_ns && wait_readable(fd, deadline_ns) != 0)
+            return -1;
+        /* Without a deadline one blocking call gathers it all. */
+        n = recv(fd, p, len, deadline_ns ? 0 : MSG_WAITALL);
+        if (n == 0) {
+            errno = ECONNRESET;
+            return len == want ? 1 : -1;
+        }
         if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN)
+            if (errno == EINTR)
                 continue;
-            return wsync_error(WSYNC_ERR_PEER, "recv: %s", strerror(errno));
+            if ((errno == EAGAIN || errno == EWOULDBLOCK) && wait_readable(fd, deadline_ns) == 0)
+                continue;
+            return -1;
         }
         p += n;
         len -= (size_t)n;
     }
-    return WSYNC_OK;
+    return 0;
 }
 
-static wsync_status_t write_full(int fd, const void *buf, size_t len)
+int wsync_send_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
     while (len > 0) {
@@ -196,12 +206,25 @@ static wsync_status_t write_full(int fd, const void *buf, size_t len)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return wsync_error(WSYNC_ERR_PEER, "send: %s", strerror(errno));
+            return -1;
         }
         p += n;
         len -= (size_t)n;
     }
-    return WSYNC_OK;
+    return 0;
+}
+
+/* wsync_recv_all for the message channel, with its errors said. */
+static wsync_status_t read_full(int fd, void *buf, size_t len, uint64_t deadline)
+{
+    int rc = wsync_recv_all(fd, buf, len, deadline);
+    if (rc == 0)
+        return WSYNC_OK;
+    if (rc == 1 || errno == ECONNRESET)
+        return wsync_error(WSYNC_ERR_PEER, "peer closed the connection");
+    if (errno == ETIMEDOUT)
+        return wsync_error(WSYNC_ERR_TIMEOUT, "no answer from peer in time");
+    return wsync_error(WSYNC_ERR_PEER, "recv: %s", strerror(errno));
 }
 
 wsync_status_t wsync_msg_send(int fd, const json_t *msg)
@@ -217,9 +240,9 @@ wsync_status_t wsync_msg_send(int fd, const json_t *msg)
     hdr[1] = (unsigned char)(len >> 8);
     hdr[2] = (unsigned char)(len >> 16);
     hdr[3] = (unsigned char)(len >> 24);
-    st = write_full(fd, hdr, 4);
-    if (st == WSYNC_OK)
-        st = write_full(fd, text, len);
+    st = WSYNC_OK;
+    if (wsync_send_all(fd, hdr, 4) != 0 || wsync_send_all(fd, text, len) != 0)
+        st = wsync_error(WSYNC_ERR_PEER, "send: %s", strerror(errno));
     free(text);
     return st;
 }

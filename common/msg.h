@@ -24,6 +24,15 @@ void wsync_primary_ipv4(char *out, size_t len);
  * to `bind_host` (its primary IPv4 when bound to any address). */
 void wsync_listen_hostport(int fd, const char *bind_host, char *out, size_t len);
 
+/* Whole-buffer socket I/O, shared by the message channel and the transports.
+ * wsync_send_all: every byte, or -1 (errno set; never raises SIGPIPE).
+ * wsync_recv_all: 0 when all `len` bytes arrived; 1 when the peer closed
+ * before the first byte; -1 on an error, a close part way (errno
+ * ECONNRESET) or the deadline passing (errno ETIMEDOUT). deadline_ns is on
+ * wsync_now_ns()'s clock; 0 waits as long as it takes. */
+int wsync_send_all(int fd, const void *buf, size_t len);
+int wsync_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ns);
+
 /* One message: 4-byte little-endian length, then compact JSON. recv waits up
  * to timeout_ms (-1 forever) and refuses frames over WSYNC_MSG_MAX. The
  * caller owns the returned reference. */

@@ -34,43 +34,6 @@ void tcp_tune(int fd)
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
 }
 
-/* 0: all `len` bytes read; 1: the peer closed before sending any of them;
- * -1: error, or closed part way (a short read). */
-int tcp_recv_all(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    size_t want = len;
-    while (len > 0) {
-        ssize_t n = recv(fd, p, len, MSG_WAITALL);
-        if (n == 0)
-            return len == want ? 1 : -1;
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-int tcp_send_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* TCP needs nothing but sockets: always usable, the last resort of "auto". */
 static int tcp_can_use(const wsync_transport_config_t *cfg)
 {

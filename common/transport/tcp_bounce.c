@@ -3,12 +3,11 @@
  * the network and the copy overlap instead of taking turns. */
 #include "common/transport/tcp_bounce.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 
 #include "common/checks.h"
+#include "common/msg.h"
 
 typedef struct slot {
     char *buf;
@@ -93,20 +92,6 @@ void tcp_bounce_free(tcp_bounce_t *b)
     free(b);
 }
 
-static int recv_exact(int fd, char *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = recv(fd, p, len, MSG_WAITALL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 int tcp_bounce_recv(tcp_bounce_t **bp, size_t slice, int fd, const wsync_mem_ops_t *ops, char *dst, uint64_t len)
 {
     tcp_bounce_t *b = *bp;
@@ -130,7 +115,7 @@ int tcp_bounce_recv(tcp_bounce_t **bp, size_t slice, int fd, const wsync_mem_ops
             pthread_cond_wait(&b->cond, &b->lock);
         rc = b->failed ? -1 : 0;
         pthread_mutex_unlock(&b->lock);
-        if (rc != 0 || recv_exact(fd, s->buf, n) != 0) {
+        if (rc != 0 || wsync_recv_all(fd, s->buf, n, 0) != 0) {
             rc = -1;
             break;
         }

@@ -83,11 +83,6 @@ void tcp_push_error(tcp_transport_t *t, uint64_t tag, int peer, wsync_status_t s
     __attribute__((format(printf, 5, 6)));
 /* Big socket buffers for bulk transfer. */
 void tcp_tune(int fd);
-/* 0: all `len` bytes read; 1: the peer closed before sending any of them;
- * -1: error, or closed part way (a short read). */
-int tcp_recv_all(int fd, void *buf, size_t len);
-/* 0, or -1 when the connection broke (errno says why). */
-int tcp_send_all(int fd, const void *buf, size_t len);
 
 /* Receiver side (tcp_recv.c). */
 wsync_status_t tcp_listen(wsync_transport_t *tt, wsync_blob_t *addr);

@@ -76,7 +76,7 @@ static void *reader_main(void *arg)
     char why[128];
     int sender, rc;
 
-    rc = tcp_recv_all(rd->fd, buf, TCP_HELLO_LEN);
+    rc = wsync_recv_all(rd->fd, buf, TCP_HELLO_LEN, 0);
     if (rc != 0) {
         if (!stopping(t))
             tcp_push_error(t, ~0ULL, -1, WSYNC_ERR_PEER,
@@ -96,7 +96,7 @@ static void *reader_main(void *arg)
     for (;;) {
         tcp_hdr_t h;
         tcp_region_t *r;
-        rc = tcp_recv_all(rd->fd, buf, TCP_HDR_LEN);
+        rc = wsync_recv_all(rd->fd, buf, TCP_HDR_LEN, 0);
         if (rc != 0) {
             /* Between puts, a close is the sender's disconnect; inside a
              * header it is a broken stream. */
@@ -113,7 +113,7 @@ static void *reader_main(void *arg)
             break;
         }
         if (r->super.kind == WSYNC_MEM_HOST)
-            rc = tcp_recv_all(rd->fd, (char *)r->super.ptr + h.dst_off, h.len);
+            rc = wsync_recv_all(rd->fd, (char *)r->super.ptr + h.dst_off, h.len, 0);
         else
             rc = tcp_bounce_recv(&bounce, TCP_BOUNCE, rd->fd, &wsync_mem_cuda, (char *)r->super.ptr + h.dst_off,
                                  h.len);

@@ -21,16 +21,16 @@ static int send_job(tcp_link_t *l, const tcp_job_t *j, char **bounce)
     const char *src = (const char *)j->src->super.ptr + j->src_off;
     uint64_t done = 0;
     tcp_hdr_encode(&j->hdr, hb);
-    if (tcp_send_all(l->fd, hb, TCP_HDR_LEN) != 0)
+    if (wsync_send_all(l->fd, hb, TCP_HDR_LEN) != 0)
         return -1;
     if (j->src->super.kind == WSYNC_MEM_HOST)
-        return tcp_send_all(l->fd, src, j->hdr.len);
+        return wsync_send_all(l->fd, src, j->hdr.len);
     /* GPU source: stage through a host buffer. */
     if (*bounce == NULL && (*bounce = malloc(TCP_BOUNCE)) == NULL)
         return -1;
     while (done < j->hdr.len) {
         size_t n = j->hdr.len - done < TCP_BOUNCE ? (size_t)(j->hdr.len - done) : TCP_BOUNCE;
-        if (wsync_mem_cuda.copy(*bounce, src + done, n) != WSYNC_OK || tcp_send_all(l->fd, *bounce, n) != 0)
+        if (wsync_mem_cuda.copy(*bounce, src + done, n) != WSYNC_OK || wsync_send_all(l->fd, *bounce, n) != 0)
             return -1;
         done += n;
     }
@@ -172,7 +172,7 @@ wsync_status_t tcp_connect(wsync_transport_t *tt, const wsync_blob_t *addr, int 
             int off = 0;
             setsockopt(l->fd, IPPROTO_TCP, TCP_NODELAY, &off, sizeof(off));
             tcp_tune(l->fd);
-            if (tcp_send_all(l->fd, hb, TCP_HELLO_LEN) != 0)
+            if (wsync_send_all(l->fd, hb, TCP_HELLO_LEN) != 0)
                 st = wsync_error(WSYNC_ERR_PEER, "tcp: receiver %s closed the connection during the hello: %s",
                                  a.hostport, strerror(errno));
         }

@@ -115,54 +115,18 @@ static uint32_t random_psn(void)
     return (uint32_t)(wsync_now_ns() * 2654435761u ^ (uint64_t)getpid()) & 0xffffff;
 }
 
-static int send_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/* All `len` bytes within timeout_ms; -1 on error, close or timeout. */
-static int recv_all(int fd, void *buf, size_t len, int timeout_ms)
-{
-    char *p = buf;
-    uint64_t deadline = wsync_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
-    while (len > 0) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int left = (int)((deadline - wsync_now_ns()) / 1000000ULL);
-        ssize_t n;
-        if (wsync_now_ns() >= deadline || poll(&pfd, 1, left > 0 ? left : 1) <= 0)
-            return -1;
-        n = recv(fd, p, len, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* One hello from fd: header, then as many queue pairs as it announces. */
 static wsync_status_t recv_hello(int fd, int timeout_ms, const char *who, verbs_hello_t *h)
 {
     unsigned char buf[VERBS_HELLO_MAX];
+    uint64_t deadline = wsync_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
     size_t len;
-    if (recv_all(fd, buf, VERBS_HELLO_HDR, timeout_ms) != 0)
+    if (wsync_recv_all(fd, buf, VERBS_HELLO_HDR, deadline) != 0)
         return wsync_error(WSYNC_ERR_PEER, "verbs: %s sent no handshake within %d ms", who, timeout_ms);
     len = verbs_hello_peek_len(buf);
     if (len == 0)
         return wsync_error(WSYNC_ERR_FORMAT, "verbs: %s sent something that is not a verbs handshake", who);
-    if (recv_all(fd, buf + VERBS_HELLO_HDR, len - VERBS_HELLO_HDR, timeout_ms) != 0)
+    if (wsync_recv_all(fd, buf + VERBS_HELLO_HDR, len - VERBS_HELLO_HDR, deadline) != 0)
         return wsync_error(WSYNC_ERR_PEER, "verbs: %s closed the connection inside its handshake", who);
     return verbs_hello_decode(buf, len, h);
 }
@@ -231,7 +195,7 @@ static void accept_peer(verbs_transport_t *t, int fd, const char *from)
             st = verbs_qp_connect(d, p->qp[i], psn, &in.qp[i]);
         verbs_qp_attr_local(d, p->qp[i], psn, &reply.qp[i]);
     }
-    if (st == WSYNC_OK && send_all(fd, buf, verbs_hello_encode(&reply, buf)) != 0)
+    if (st == WSYNC_OK && wsync_send_all(fd, buf, verbs_hello_encode(&reply, buf)) != 0)
         st = wsync_error(WSYNC_ERR_PEER, "verbs: sender %d at %s left during the handshake", p->sender, from);
     if (st != WSYNC_OK) {
         verbs_push_error(t, ~0ULL, p->sender, st, "%s", wsync_last_error());
@@ -355,7 +319,7 @@ wsync_status_t verbs_conn_open(verbs_transport_t *t, const verbs_addr_t *a, int 
         c->nlinks++;
         verbs_qp_attr_local(l->dev, l->qp, psn, &h.qp[i]);
     }
-    if (send_all(c->fd, buf, verbs_hello_encode(&h, buf)) != 0) {
+    if (wsync_send_all(c->fd, buf, verbs_hello_encode(&h, buf)) != 0) {
         st = wsync_error(WSYNC_ERR_PEER, "verbs: receiver %s closed the handshake connection: %s", a->hostport,
                          strerror(errno));
         goto err_destroy_qps;
@@ -402,12 +366,7 @@ void verbs_conn_close(verbs_conn_t *c)
             busy += c->links[i].inflight_wr;
         if (busy == 0 || wsync_now_ns() > deadline)
             break;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 10000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        wsync_abstime_after_ms(&ts, 10);
         pthread_cond_timedwait(&c->cond, &c->lock, &ts);
     } while (1);
     for (i = 0; i < c->nlinks; i++) {
