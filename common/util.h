@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "common/wsync.h"
 
@@ -16,6 +17,9 @@ const char *wsync_fmt_size(uint64_t bytes, char *buf, size_t len);
 /* Monotonic clock in nanoseconds / seconds. */
 uint64_t wsync_now_ns(void);
 double wsync_now_s(void);
+/* *ts = CLOCK_REALTIME now + ms: the absolute time pthread_cond_timedwait
+ * takes. */
+void wsync_abstime_after_ms(struct timespec *ts, long ms);
 
 /* Deterministic fill of `len` bytes for image offset `off` under `seed`:
  * content depends on (seed, absolute position), so any extent can be filled

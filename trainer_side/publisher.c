@@ -272,12 +272,7 @@ static wsync_status_t take_slot(wsync_publisher_t *p, int *slot)
                                "raise slot_wait_ms or check for stuck engines", p->cfg.rank);
         }
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        wsync_abstime_after_ms(&ts, 50);
         pthread_cond_timedwait(&p->cond, &p->lock, &ts);
     }
     if (p->cfg.zero_copy)

@@ -257,12 +257,7 @@ static void serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
     deadline = wsync_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 120000) * 1000000ULL;
     while (r.outstanding > 0 && wsync_now_ns() < deadline && !p->stopping) {
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        wsync_abstime_after_ms(&ts, 20);
         if (r.status != WSYNC_OK)
             break;
         pthread_cond_timedwait(&p->cond, &p->lock, &ts);

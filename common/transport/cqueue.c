@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/util.h"
+
 void wsync_cqueue_init(wsync_cqueue_t *q)
 {
     memset(q, 0, sizeof(*q));
@@ -48,13 +50,7 @@ int wsync_cqueue_pop(wsync_cqueue_t *q, wsync_completion_t *out, int max, int ti
     pthread_mutex_lock(&q->lock);
     if (q->count == 0 && timeout_ms > 0) {
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += timeout_ms / 1000;
-        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        wsync_abstime_after_ms(&ts, timeout_ms);
         while (q->count == 0)
             if (pthread_cond_timedwait(&q->cond, &q->lock, &ts) != 0)
                 break;

@@ -73,7 +73,8 @@ struct nc_transport {
     int timeout_ms;
     int op_timeout_ms;
     char bind_host[64];
-    int listen_fd, listen_port;
+    int listen_fd;
+    char listen_addr[96];       /* "HOST:PORT" senders dial */
     pthread_t acceptor;
     int acceptor_started;
     volatile int stop;
@@ -243,12 +244,7 @@ static void *peer_main(void *arg)
     pthread_mutex_lock(&p->lock);
     while (!p->have_uid && !p->stop) {
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        wsync_abstime_after_ms(&ts, 100);
         pthread_cond_timedwait(&p->cond, &p->lock, &ts);
         if (p->head && wsync_now_ns() - p->first_op_ns > (uint64_t)t->op_timeout_ms * 1000000ULL) {
             pthread_mutex_unlock(&p->lock);
@@ -567,7 +563,6 @@ static void nc_dereg(wsync_region_t *r)
 static wsync_status_t nc_listen(wsync_transport_t *tt, wsync_blob_t *addr)
 {
     nc_transport_t *t = container_of(tt, nc_transport_t, super);
-    char adv[64];
     int port = 0;
     if (t->listen_fd < 0) {
         WSYNC_CHECK(wsync_tcp_listen(t->bind_host, 0, &t->listen_fd, &port));
@@ -577,17 +572,10 @@ static wsync_status_t nc_listen(wsync_transport_t *tt, wsync_blob_t *addr)
             return wsync_error(WSYNC_ERR_IO, "nccl: cannot start the handshake thread");
         }
         t->acceptor_started = 1;
-        if (t->bind_host[0] && strcmp(t->bind_host, "0.0.0.0") != 0)
-            snprintf(adv, sizeof(adv), "%s", t->bind_host);
-        else
-            wsync_primary_ipv4(adv, sizeof(adv));
-        memset(addr->data, 0, sizeof(addr->data));
-        snprintf((char *)addr->data, sizeof(addr->data), "nccl:%s:%d", adv, port);
-        t->listen_port = port;
-        snprintf(t->bind_host, sizeof(t->bind_host), "%s", adv);
+        wsync_listen_hostport(t->listen_fd, t->bind_host, t->listen_addr, sizeof(t->listen_addr));
     }
     memset(addr->data, 0, sizeof(addr->data));
-    snprintf((char *)addr->data, sizeof(addr->data), "nccl:%s:%d", t->bind_host, t->listen_port);
+    snprintf((char *)addr->data, sizeof(addr->data), "nccl:%s", t->listen_addr);
     addr->len = (uint32_t)strlen((char *)addr->data) + 1;
     return WSYNC_OK;
 }
