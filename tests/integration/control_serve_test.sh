@@ -71,6 +71,13 @@ expect version_unknown_404 404 'version 2' -- GET /v1/versions/2
 expect report_pulling 200 '' -- POST /v1/engines/node-1/report '{"version":3,"state":"pulling"}' "${AUTH[@]}"
 expect report_ready 200 '' -- POST /v1/engines/node-1/report '{"version":3,"state":"ready","duration_s":0.8,"bytes":2000000000}' "${AUTH[@]}"
 expect status_engine_ready 200 '"state":"ready"' -- GET /v1/status
+# A report is not written on the HTTP thread but by the timer within a second.
+engine_version_in_state() {
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert [e["version"] for e in d["engines"] if e["id"]=="node-1"]==[3]' "$TMP/state.json" 2>/dev/null
+}
+report_saved=0
+for _ in $(seq 30); do engine_version_in_state && { report_saved=1; break; }; sleep 0.1; done
+check report_reaches_state_file_within_3s test "$report_saved" = 1
 expect metrics_engine 200 'wsync_engine_version{engine="node-1"} 3' -- GET /metrics
 check metrics_requests grep -q 'wsync_http_requests_total{route="/v1/publish",code="409"} 2' "$TMP/body"
 

@@ -120,7 +120,7 @@ static enum MHD_Result r_report(wsync_control_server_t *s, req_ctx_t *c, const c
     code = ctl_report(&s->model, id, body, err, sizeof(err), &changed);
     json_decref(body);
     if (code < 300 && changed)
-        ctl_changed(s, 0);
+        ctl_reported(s);
     return finish(s, c, "/v1/engines/report", code, err, NULL);
 }
 

@@ -17,15 +17,21 @@
 #include "trainer_side/control/server_internal.h"
 #include "trainer_side/control/state_file.h"
 
+/* Writes the whole state. The dirty mark is cleared before the snapshot is
+ * taken, so a report that lands meanwhile is either in it or marks again. */
 static void save_state(wsync_control_server_t *s)
 {
     json_t *st;
     if (s->state_path == NULL)
         return;
+    pthread_mutex_lock(&s->save_lock);
+    __atomic_store_n(&s->state_dirty, 0, __ATOMIC_RELEASE);
     st = ctl_state_json(&s->model);
     if (ctl_state_save(s->state_path, st) != WSYNC_OK)
         LOG_ERROR("%s", wsync_last_error());
     json_decref(st);
+    __atomic_store_n(&s->saved_ns, wsync_now_ns(), __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&s->save_lock);
 }
 
 /* Wake every long poll that can now be answered (or, with `all`, every one). */
@@ -54,6 +60,11 @@ static void *timer_main(void *arg)
     while (!__atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE)) {
         usleep(5000);
         wake_waiters(s, 0);
+        /* Engine reports reach the file at most once a second, off the
+         * HTTP thread: the file holds up to 8 manifests. */
+        if (__atomic_load_n(&s->state_dirty, __ATOMIC_ACQUIRE) &&
+            wsync_now_ns() - __atomic_load_n(&s->saved_ns, __ATOMIC_RELAXED) >= 1000000000ULL)
+            save_state(s);
     }
     return NULL;
 }
@@ -219,12 +230,21 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-/* Route handlers call this after a change that must survive a restart. */
+/* Route handlers call this after a change that must survive a restart
+ * (registration, publish): written before the request is answered. */
 void ctl_changed(wsync_control_server_t *s, int published)
 {
     save_state(s);
     if (published)
         wake_waiters(s, 0);
+}
+
+/* After an engine's ready/failed report: what it holds is kept across a
+ * restart too, but written by the timer within a second (and at stop);
+ * the engine reports again on its next pull anyway. */
+void ctl_reported(wsync_control_server_t *s)
+{
+    __atomic_store_n(&s->state_dirty, 1, __ATOMIC_RELEASE);
 }
 
 wsync_status_t ctl_suspend(wsync_control_server_t *s, req_ctx_t *c)
@@ -256,6 +276,7 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
     WSYNC_CHECK_ALLOC(s);
     ctl_model_init(&s->model);
     pthread_mutex_init(&s->wait_lock, NULL);
+    pthread_mutex_init(&s->save_lock, NULL);
     if (cfg->listen && cfg->listen[0])
         WSYNC_CHECK_GOTO(wsync_split_hostport(cfg->listen, host, sizeof(host), &port), st, err);
     if (cfg->token_file) {
@@ -336,10 +357,13 @@ void wsync_control_server_stop(wsync_control_server_t *s)
         wake_waiters(s, 1);
         MHD_stop_daemon(s->d);
     }
+    if (__atomic_load_n(&s->state_dirty, __ATOMIC_ACQUIRE))
+        save_state(s);
     if (s->latest_resp)
         MHD_destroy_response(s->latest_resp);
     ctl_model_free(&s->model);
     pthread_mutex_destroy(&s->wait_lock);
+    pthread_mutex_destroy(&s->save_lock);
     free(s->state_path);
     free(s->token);
     free(s->status_text);

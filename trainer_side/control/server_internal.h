@@ -42,6 +42,9 @@ struct wsync_control_server {
     char *state_path;
     char *token;
     pthread_mutex_t wait_lock;      /* waiters and counts */
+    pthread_mutex_t save_lock;      /* one state-file write at a time */
+    int state_dirty;                /* engine reports not yet written (atomic) */
+    uint64_t saved_ns;              /* when the state file was last written */
     req_ctx_t *waiters;
     ctl_count_t counts[CTL_MAX_COUNTS];
     int ncounts;
@@ -77,6 +80,7 @@ enum MHD_Result ctl_respond_json(struct MHD_Connection *conn, int code, json_t *
 enum MHD_Result ctl_error(struct MHD_Connection *conn, int code, const char *msg);
 void ctl_count(wsync_control_server_t *s, const char *route, int code);
 void ctl_changed(wsync_control_server_t *s, int published);
+void ctl_reported(wsync_control_server_t *s);
 wsync_status_t ctl_suspend(wsync_control_server_t *s, req_ctx_t *c);
 
 /* metrics.c */
