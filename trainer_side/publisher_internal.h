@@ -95,7 +95,8 @@ struct wsync_publisher {
 /* snapshot.c: copies (unless zero-copy) and digests every piece of mine
  * into slot s; sums[i] is the digest sum of my_pieces[i]. */
 wsync_status_t pub_snapshot(wsync_publisher_t *p, pub_slot_t *s, uint64_t *sums);
-/* Threads a snapshot uses: `asked` if > 0, else one per online CPU; at most 8. */
+/* Threads a snapshot uses: `asked` if > 0, else env WSYNC_PUBLISH_THREADS,
+ * else one per online CPU; at most 8. */
 int pub_snapshot_threads(int asked);
 
 /* pull_server.c */

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "common/checks.h"
@@ -63,6 +64,9 @@ static void *snap_worker(void *arg)
 int pub_snapshot_threads(int asked)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *env = getenv("WSYNC_PUBLISH_THREADS");
+    if (asked <= 0 && env && *env)
+        asked = atoi(env);
     if (asked > 0)
         return asked < SNAP_MAX_THREADS ? asked : SNAP_MAX_THREADS;
     return n < 1 ? 1 : n > SNAP_MAX_THREADS ? SNAP_MAX_THREADS : (int)n;

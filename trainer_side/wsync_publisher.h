@@ -53,7 +53,8 @@ typedef struct wsync_publisher_config {
                                    control endpoint; control_url may then be NULL */
     const char *serve_state;    /* its state file, or NULL */
     int threads;                /* threads that copy and digest a version held in
-                                   host memory (0: one per online CPU, at most 8) */
+                                   host memory (0: env WSYNC_PUBLISH_THREADS, else
+                                   one per online CPU; at most 8) */
 } wsync_publisher_config_t;
 
 /* Registers with the control endpoint and starts the pull server. Blocking. */
