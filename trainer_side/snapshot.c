@@ -1,9 +1,9 @@
 /* snapshot.c: one version's snapshot and digests. Each piece this rank sends
  * is copied from the caller's extent into the publish slot (unless
- * zero-copy) and digested, piece by piece, so the digest reads bytes the
- * copy just wrote. With host memory the pieces are shared among several
- * threads: one core's memory bandwidth (about 10 GB/s) is what bounds a
- * publish, and a trainer host has cores to spare while it publishes. */
+ * zero-copy) and then digested from the slot, piece by piece, so the pieces
+ * can be shared among threads. With host memory several threads take them:
+ * one core's memory bandwidth (about 10 GB/s) is what bounds a publish, and
+ * a trainer host has cores to spare while it publishes. */
 #include "trainer_side/publisher_internal.h"
 
 #include <pthread.h>

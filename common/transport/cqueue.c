@@ -1,6 +1,8 @@
 /* cqueue.c: growable ring of completions under a mutex and condition. */
 #include "common/transport/cqueue.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -42,6 +44,16 @@ void wsync_cqueue_push(wsync_cqueue_t *q, const wsync_completion_t *c)
     q->count++;
     pthread_cond_signal(&q->cond);
     pthread_mutex_unlock(&q->lock);
+}
+
+void wsync_cqueue_push_error(wsync_cqueue_t *q, uint64_t tag, int peer, wsync_status_t st, const char *fmt, ...)
+{
+    wsync_completion_t c = {.kind = WSYNC_COMPLETION_ERROR, .status = st, .tag = tag, .peer = peer};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c.message, sizeof(c.message), fmt, ap);
+    va_end(ap);
+    wsync_cqueue_push(q, &c);
 }
 
 int wsync_cqueue_pop(wsync_cqueue_t *q, wsync_completion_t *out, int max, int timeout_ms)

@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,16 +112,6 @@ typedef struct lo_conn {
 } lo_conn_t;
 
 typedef CUresult (*get_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
-
-static void push_error(lo_transport_t *t, uint64_t tag, int peer, wsync_status_t st, const char *fmt, ...)
-{
-    wsync_completion_t c = {.kind = WSYNC_COMPLETION_ERROR, .status = st, .tag = tag, .peer = peer};
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c.message, sizeof(c.message), fmt, ap);
-    va_end(ap);
-    wsync_cqueue_push(&t->cq, &c);
-}
 
 /* Make the transport's device current for a CUDA call, restoring the
  * caller's afterwards (the caller's thread may drive another GPU). Always
@@ -260,7 +249,7 @@ static void *reader_main(void *arg)
         c.len = n.len;
         if (n.status != WSYNC_OK) {
             n.message[sizeof(n.message) - 1] = '\0';
-            push_error(t, n.tag, rd->peer, (wsync_status_t)n.status, "local put from sender %d failed: %s",
+            wsync_cqueue_push_error(&t->cq, n.tag, rd->peer, (wsync_status_t)n.status, "local put from sender %d failed: %s",
                        rd->peer, n.message);
             continue;
         }
@@ -299,7 +288,7 @@ static void *accept_main(void *arg)
         rd->fd = fd;
         rd->peer = h.id;
         if (pthread_create(&rd->th, NULL, reader_main, rd) != 0) {
-            push_error(t, ~0ULL, h.id, WSYNC_ERR_IO, "local: cannot start the reader of sender %d", h.id);
+            wsync_cqueue_push_error(&t->cq, ~0ULL, h.id, WSYNC_ERR_IO, "local: cannot start the reader of sender %d", h.id);
             close(fd);
             free(rd);
             continue;
@@ -348,8 +337,8 @@ static void send_notice(lo_conn_t *c, uint64_t tag, uint64_t len, wsync_status_t
         snprintf(n.message, sizeof(n.message), "%s", msg);
     if (!c->broken && wsync_fd_send(c->fd, &n, sizeof(n), -1) != WSYNC_OK) {
         __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
-        push_error((lo_transport_t *)c->base.transport, tag, -1, WSYNC_ERR_PEER,
-                   "local: receiver at '%s' went away: %s", c->peer_name, wsync_last_error());
+        wsync_cqueue_push_error(&((lo_transport_t *)c->base.transport)->cq, tag, -1, WSYNC_ERR_PEER,
+                                "local: receiver at '%s' went away: %s", c->peer_name, wsync_last_error());
     }
 }
 
@@ -384,7 +373,7 @@ static void *progress_main(void *arg)
             char msg[128];
             snprintf(msg, sizeof(msg), "device copy on cuda:%d failed: %s", t->device, cudaGetErrorString(e));
             send_notice(c, op->tag, op->len, WSYNC_ERR_CUDA, msg);
-            push_error(t, op->tag, -1, WSYNC_ERR_CUDA, "local put to '%s': %s", c->peer_name, msg);
+            wsync_cqueue_push_error(&t->cq, op->tag, -1, WSYNC_ERR_CUDA, "local put to '%s': %s", c->peer_name, msg);
         }
         free(op);
     }

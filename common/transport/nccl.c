@@ -90,13 +90,6 @@ typedef struct nc_hello {
     int32_t pad;
 } nc_hello_t;
 
-static void push_error(nc_transport_t *t, int peer, uint64_t tag, wsync_status_t st, const char *msg)
-{
-    wsync_completion_t c = {.kind = WSYNC_COMPLETION_ERROR, .status = st, .tag = tag, .peer = peer};
-    snprintf(c.message, sizeof(c.message), "%s", msg);
-    wsync_cqueue_push(&t->cq, &c);
-}
-
 static int nc_can_use(const wsync_transport_config_t *cfg)
 {
     int n = 0;
@@ -157,7 +150,7 @@ static void fail_ops(nc_peer_t *p, nc_op_t *ops, const char *why)
 {
     while (ops) {
         nc_op_t *n = ops->next;
-        push_error(p->t, p->sender ? -1 : p->id, ops->tag, WSYNC_ERR_PEER, why);
+        wsync_cqueue_push_error(&p->t->cq, ops->tag, p->sender ? -1 : p->id, WSYNC_ERR_PEER, "%s", why);
         free(ops);
         ops = n;
     }
@@ -481,11 +474,11 @@ static void handshake(nc_transport_t *t, int fd)
         return;
     }
     if (ncclGetUniqueId(&uid) != ncclSuccess) {
-        push_error(t, h.sender_id, ~0ULL, WSYNC_ERR_NCCL, "nccl: ncclGetUniqueId failed");
+        wsync_cqueue_push_error(&t->cq, ~0ULL, h.sender_id, WSYNC_ERR_NCCL, "nccl: ncclGetUniqueId failed");
         return;
     }
     if (peer_for(t, h.sender_id, &p) != WSYNC_OK) {
-        push_error(t, h.sender_id, ~0ULL, WSYNC_ERR_INVALID, wsync_last_error());
+        wsync_cqueue_push_error(&t->cq, ~0ULL, h.sender_id, WSYNC_ERR_INVALID, "%s", wsync_last_error());
         return;
     }
     if (io_all(fd, &uid, sizeof(uid), 1, t->timeout_ms) != WSYNC_OK)

@@ -6,7 +6,6 @@
  * or through bounce buffers for GPU memory (tcp_recv.c), then queues a
  * LANDED completion. The wire layouts are in tcp_wire.h. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,16 +15,6 @@
 #include "common/checks.h"
 #include "common/transport/tcp_internal.h"
 #include "common/util.h"
-
-void tcp_push_error(tcp_transport_t *t, uint64_t tag, int peer, wsync_status_t st, const char *fmt, ...)
-{
-    wsync_completion_t c = {.kind = WSYNC_COMPLETION_ERROR, .status = st, .tag = tag, .peer = peer};
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c.message, sizeof(c.message), fmt, ap);
-    va_end(ap);
-    wsync_cqueue_push(&t->cq, &c);
-}
 
 void tcp_tune(int fd)
 {

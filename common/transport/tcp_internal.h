@@ -78,9 +78,6 @@ typedef struct tcp_transport {
     tcp_conn_t *conns;
 } tcp_transport_t;
 
-/* An ERROR completion with a formatted message. */
-void tcp_push_error(tcp_transport_t *t, uint64_t tag, int peer, wsync_status_t st, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
 /* Big socket buffers for bulk transfer. */
 void tcp_tune(int fd);
 

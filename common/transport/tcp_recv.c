@@ -79,13 +79,13 @@ static void *reader_main(void *arg)
     rc = wsync_recv_all(rd->fd, buf, TCP_HELLO_LEN, 0);
     if (rc != 0) {
         if (!stopping(t))
-            tcp_push_error(t, ~0ULL, -1, WSYNC_ERR_PEER,
+            wsync_cqueue_push_error(&t->cq, ~0ULL, -1, WSYNC_ERR_PEER,
                        "tcp: connection from %s closed before its hello: not a wsync sender", rd->peer);
         goto out;
     }
     tcp_hello_decode(buf, &hello);
     if (hello.magic != TCP_MAGIC || hello.version != TCP_VERSION || hello.nonce != t->nonce) {
-        tcp_push_error(t, ~0ULL, -1, WSYNC_ERR_PEER,
+        wsync_cqueue_push_error(&t->cq, ~0ULL, -1, WSYNC_ERR_PEER,
                    "tcp: connection from %s is not a sender of this receiver (%s): closed", rd->peer,
                    hello.magic != TCP_MAGIC         ? "garbage"
                    : hello.version != TCP_VERSION ? "other protocol version"
@@ -101,14 +101,14 @@ static void *reader_main(void *arg)
             /* Between puts, a close is the sender's disconnect; inside a
              * header it is a broken stream. */
             if (rc < 0 && !stopping(t))
-                tcp_push_error(t, ~0ULL, sender, WSYNC_ERR_PEER,
+                wsync_cqueue_push_error(&t->cq, ~0ULL, sender, WSYNC_ERR_PEER,
                            "tcp: sender %d at %s sent a truncated put header: connection closed", sender, rd->peer);
             break;
         }
         tcp_hdr_decode(buf, &h);
         r = admit(t, &h, sender, why, sizeof(why));
         if (r == NULL) {
-            tcp_push_error(t, h.magic == TCP_MAGIC ? h.tag : ~0ULL, sender, WSYNC_ERR_PEER,
+            wsync_cqueue_push_error(&t->cq, h.magic == TCP_MAGIC ? h.tag : ~0ULL, sender, WSYNC_ERR_PEER,
                        "tcp: bad put from sender %d at %s: %s; connection closed", sender, rd->peer, why);
             break;
         }
@@ -120,7 +120,7 @@ static void *reader_main(void *arg)
         release(t, r);
         if (rc != 0) {
             if (!stopping(t))
-                tcp_push_error(t, h.tag, sender, WSYNC_ERR_PEER, "tcp: sender %d at %s went away in the middle of a %llu-byte put%s",
+                wsync_cqueue_push_error(&t->cq, h.tag, sender, WSYNC_ERR_PEER, "tcp: sender %d at %s went away in the middle of a %llu-byte put%s",
                            sender, rd->peer, (unsigned long long)h.len,
                            r->super.kind == WSYNC_MEM_HOST ? "" : " (or the copy into GPU memory failed: see the log)");
             break;

@@ -69,7 +69,7 @@ static void *link_main(void *arg)
             int was = __atomic_exchange_n(&l->broken, 1, __ATOMIC_ACQ_REL);
             if (!was)
                 LOG_DEBUG("tcp: connection to %s broke: %s", c->peer, strerror(errno));
-            tcp_push_error(t, j->hdr.tag, -1, c->stopping ? WSYNC_ERR_CANCELLED : WSYNC_ERR_PEER,
+            wsync_cqueue_push_error(&t->cq, j->hdr.tag, -1, c->stopping ? WSYNC_ERR_CANCELLED : WSYNC_ERR_PEER,
                        "tcp: put of %llu bytes to receiver %s failed: %s", (unsigned long long)j->hdr.len, c->peer,
                        c->stopping ? "disconnected while sending" : "the connection broke");
         }
@@ -113,7 +113,7 @@ void tcp_disconnect(wsync_conn_t *cc)
         /* Puts never started still owe the caller a completion. */
         for (j = c->links[i].head; j; j = n) {
             n = j->next;
-            tcp_push_error(t, j->hdr.tag, -1, WSYNC_ERR_CANCELLED,
+            wsync_cqueue_push_error(&t->cq, j->hdr.tag, -1, WSYNC_ERR_CANCELLED,
                        "tcp: put of %llu bytes to receiver %s cancelled by disconnect",
                        (unsigned long long)j->hdr.len, c->peer);
             free(j);

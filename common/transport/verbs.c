@@ -239,7 +239,7 @@ static void pump(verbs_transport_t *t, verbs_link_t *l)
             j->failed = 1;
             l->broken = 1;
         }
-        verbs_push_error(t, j->tag, -1, c->stopping ? WSYNC_ERR_CANCELLED : WSYNC_ERR_PEER,
+        wsync_cqueue_push_error(&t->cq, j->tag, -1, c->stopping ? WSYNC_ERR_CANCELLED : WSYNC_ERR_PEER,
                          "verbs: put of piece %u (%llu bytes) from sender %d to receiver %s on %s %s",
                          (uint32_t)j->tag, (unsigned long long)j->len, c->self_id, c->peer, l->dev->name,
                          c->stopping ? "cancelled by disconnect"
@@ -317,13 +317,13 @@ static void on_recv(verbs_dev_t *d, verbs_peer_t *p, const struct ibv_wc *wc)
     int i;
     if (wc->status != IBV_WC_SUCCESS) {
         if (wc->status != IBV_WC_WR_FLUSH_ERR || !p->dead)
-            verbs_push_error(t, ~0ULL, p->sender, WSYNC_ERR_PEER, "verbs: receive from sender %d (%s) failed on %s: %s%s",
+            wsync_cqueue_push_error(&t->cq, ~0ULL, p->sender, WSYNC_ERR_PEER, "verbs: receive from sender %d (%s) failed on %s: %s%s",
                              p->sender, p->addr, d->name, ibv_wc_status_str(wc->status), wc_hint(wc->status));
         return;
     }
     for (i = 0; i < p->nqp; i++)
         if (p->qp[i]->qp_num == wc->qp_num && verbs_post_recv(p, i) != 0)
-            verbs_push_error(t, ~0ULL, p->sender, WSYNC_ERR_VERBS, "verbs: cannot repost a receive for sender %d on %s",
+            wsync_cqueue_push_error(&t->cq, ~0ULL, p->sender, WSYNC_ERR_VERBS, "verbs: cannot repost a receive for sender %d on %s",
                              p->sender, d->name);
     if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM)
         return;
@@ -345,7 +345,7 @@ static void on_send(verbs_dev_t *d, verbs_job_t *j, int last, const struct ibv_w
     if (wc->status != IBV_WC_SUCCESS) {
         l->broken = 1;
         if (!j->failed)
-            verbs_push_error(t, j->tag, -1,
+            wsync_cqueue_push_error(&t->cq, j->tag, -1,
                              c->stopping ? WSYNC_ERR_CANCELLED : WSYNC_ERR_PEER,
                              "verbs: put of piece %u (%llu bytes) from sender %d to receiver %s failed on %s: %s%s",
                              (uint32_t)j->tag, (unsigned long long)j->len, c->self_id, c->peer, d->name,

@@ -165,7 +165,7 @@ static void accept_peer(verbs_transport_t *t, int fd, const char *from)
     if (st == WSYNC_OK && in.nonce != t->nonce)
         st = wsync_error(WSYNC_ERR_PEER, "verbs: %s dialled an address of another receiver instance", from);
     if (st != WSYNC_OK) {
-        verbs_push_error(t, ~0ULL, -1, st, "%s; connection closed", wsync_last_error());
+        wsync_cqueue_push_error(&t->cq, ~0ULL, -1, st, "%s; connection closed", wsync_last_error());
         close(fd);
         return;
     }
@@ -198,7 +198,7 @@ static void accept_peer(verbs_transport_t *t, int fd, const char *from)
     if (st == WSYNC_OK && wsync_send_all(fd, buf, verbs_hello_encode(&reply, buf)) != 0)
         st = wsync_error(WSYNC_ERR_PEER, "verbs: sender %d at %s left during the handshake", p->sender, from);
     if (st != WSYNC_OK) {
-        verbs_push_error(t, ~0ULL, p->sender, st, "%s", wsync_last_error());
+        wsync_cqueue_push_error(&t->cq, ~0ULL, p->sender, st, "%s", wsync_last_error());
         peer_free(p);
         return;
     }
@@ -373,7 +373,7 @@ void verbs_conn_close(verbs_conn_t *c)
         verbs_job_t *j;
         while ((j = c->links[i].head) != NULL) {
             c->links[i].head = j->next;
-            verbs_push_error(t, j->tag, -1, WSYNC_ERR_CANCELLED,
+            wsync_cqueue_push_error(&t->cq, j->tag, -1, WSYNC_ERR_CANCELLED,
                              "verbs: put of piece %u (%llu bytes) to receiver %s cancelled by disconnect",
                              (uint32_t)j->tag, (unsigned long long)j->len, c->peer);
             free(j);

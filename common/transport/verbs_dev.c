@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,16 +20,6 @@
 #if WSYNC_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
-
-void verbs_push_error(verbs_transport_t *t, uint64_t tag, int peer, wsync_status_t st, const char *fmt, ...)
-{
-    wsync_completion_t c = {.kind = WSYNC_COMPLETION_ERROR, .status = st, .tag = tag, .peer = peer};
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c.message, sizeof(c.message), fmt, ap);
-    va_end(ap);
-    wsync_cqueue_push(&t->cq, &c);
-}
 
 /* The sysfs PCI path of the GPU this transport serves, for proximity. */
 static int gpu_pci_path(int device, char *out, size_t len)
@@ -294,7 +283,7 @@ static void *poller_main(void *arg)
             continue;
         }
         if (n < 0) {
-            verbs_push_error(d->t, ~0ULL, -1, WSYNC_ERR_VERBS, "verbs: polling the completion queue of %s failed",
+            wsync_cqueue_push_error(&d->t->cq, ~0ULL, -1, WSYNC_ERR_VERBS, "verbs: polling the completion queue of %s failed",
                              d->name);
             usleep(10000);
             continue;

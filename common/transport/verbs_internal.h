@@ -148,8 +148,6 @@ void verbs_devs_close(verbs_transport_t *t);
 wsync_status_t verbs_mr_get(verbs_transport_t *t, void *ptr, size_t len, wsync_mem_kind_t kind, verbs_mr_t **out);
 void verbs_mr_put(verbs_transport_t *t, verbs_mr_t *m);
 void verbs_mrs_free(verbs_transport_t *t);
-void verbs_push_error(verbs_transport_t *t, uint64_t tag, int peer, wsync_status_t st, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
 
 /* verbs_conn.c */
 wsync_status_t verbs_qp_create(verbs_dev_t *d, int recv_depth, struct ibv_qp **out);
