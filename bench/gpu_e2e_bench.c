@@ -23,6 +23,7 @@
 
 #include "bench/gpu_pair.h"
 #include "bench/qwen7b.h"
+#include "common/log.h"
 #include "common/mem/mem.h"
 #include "common/msg.h"
 #include "engine_side/wsync_receiver.h"
@@ -87,8 +88,10 @@ static int trainer_main(int rank)
         __atomic_add_fetch(&sh->pub_arrive[v], 1, __ATOMIC_ACQ_REL);
         wait_for(&sh->pub_arrive[v], W);
         sh->t_pub[v][rank] = wsync_now_ns();
+        wsync_trace("trainer rank %d: publish(%d) starts", rank, v);
         if (wsync_publisher_publish(p, (uint64_t)v) != WSYNC_OK)
             goto fail;
+        wsync_trace("trainer rank %d: publish(%d) returned", rank, v);
         if (sh->failed)
             break;
     }

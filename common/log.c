@@ -61,3 +61,26 @@ void wsync_log(wsync_log_level_t level, const char *fmt, ...)
     strcat(line, "\n");
     fputs(line, stderr);
 }
+
+void wsync_trace(const char *fmt, ...)
+{
+    static int on = -1;
+    char line[512];
+    struct timespec ts;
+    va_list ap;
+    int n;
+
+    if (on < 0) {
+        const char *env = getenv("WSYNC_TRACE");
+        __atomic_store_n(&on, env && strcmp(env, "1") == 0, __ATOMIC_RELAXED);
+    }
+    if (!__atomic_load_n(&on, __ATOMIC_RELAXED))
+        return;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    n = snprintf(line, sizeof(line), "TRACE %ld.%06ld [%d] ", (long)ts.tv_sec, ts.tv_nsec / 1000, (int)getpid());
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    strcat(line, "\n");
+    fputs(line, stderr);
+}

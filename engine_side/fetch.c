@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/log.h"
 #include "common/digest.h"
 #include "common/msg.h"
 #include "common/util.h"
@@ -155,24 +156,36 @@ static wsync_status_t map_peers(wsync_receiver_t *r, int slot, uint64_t deadline
     return WSYNC_OK;
 }
 
-/* Every piece of chunk `c` in `image` against the published digests. */
+/* Every piece of chunk `c` in `image` against the published digests, a
+ * batch of pieces per wait. */
 static wsync_status_t verify_chunk(wsync_receiver_t *r, const wsync_sync_layout_t *sl,
                                    const uint64_t *digests, const char *image, uint32_t c, uint64_t v)
 {
+    enum { BATCH = 64 };
     const wsync_plan_t *p = sl->plan;
-    uint32_t i;
-    for (i = p->chunk_first[c]; i < p->chunk_first[c + 1]; i++) {
-        const wsync_piece_t *pc = &p->pieces[i];
-        uint64_t sum = 0, d;
-        WSYNC_CHECK(r->mem->digest_sum(image + pc->offset, pc->len, pc->offset, &sum));
-        d = wsync_digest_final(sum, pc->len, pc->offset);
-        if (d != digests[i])
-            return wsync_error(WSYNC_ERR_DIGEST,
-                               "version %llu, piece %u (bytes %llu..%llu from trainer rank %d) failed "
-                               "verification on engine %s rank %d: digest %016llx, published %016llx",
-                               (unsigned long long)v, i, (unsigned long long)pc->offset,
-                               (unsigned long long)(pc->offset + pc->len), pc->src_rank, r->engine_id,
-                               r->cfg.local_rank, (unsigned long long)d, (unsigned long long)digests[i]);
+    wsync_digest_range_t rg[BATCH];
+    uint64_t sums[BATCH];
+    uint32_t first, i;
+    size_t n, k;
+    for (first = p->chunk_first[c]; first < p->chunk_first[c + 1]; first += (uint32_t)n) {
+        n = p->chunk_first[c + 1] - first < BATCH ? p->chunk_first[c + 1] - first : BATCH;
+        for (k = 0; k < n; k++) {
+            const wsync_piece_t *pc = &p->pieces[first + k];
+            rg[k] = (wsync_digest_range_t){.ptr = image + pc->offset, .len = pc->len, .off = pc->offset};
+        }
+        WSYNC_CHECK(r->mem->digest_many(rg, n, sums));
+        for (k = 0; k < n; k++) {
+            const wsync_piece_t *pc = &p->pieces[first + k];
+            uint64_t d = wsync_digest_final(sums[k], pc->len, pc->offset);
+            i = first + (uint32_t)k;
+            if (d != digests[i])
+                return wsync_error(WSYNC_ERR_DIGEST,
+                                   "version %llu, piece %u (bytes %llu..%llu from trainer rank %d) failed "
+                                   "verification on engine %s rank %d: digest %016llx, published %016llx",
+                                   (unsigned long long)v, i, (unsigned long long)pc->offset,
+                                   (unsigned long long)(pc->offset + pc->len), pc->src_rank, r->engine_id,
+                                   r->cfg.local_rank, (unsigned long long)d, (unsigned long long)digests[i]);
+        }
     }
     return WSYNC_OK;
 }
@@ -233,7 +246,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
     char (*addrs)[160] = NULL, why[400];
     const char **tnames = NULL;
     trainer_req_t *reqs = NULL;
-    uint32_t ndone = 0, c, next_copy = 0;
+    uint32_t ndone = 0, c, next_copy = 0, nland = 0, nlanded = 0, ncopied = 0;
     wsync_completion_t comps[64];
     wsync_status_t st = WSYNC_OK;
     uint64_t last_check = 0;
@@ -256,8 +269,10 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
         goto out;
     }
     for (c = 0; c < plan->nchunks; c++)
-        if (wsync_plan_land_rank(plan, c, L) == me)
+        if (wsync_plan_land_rank(plan, c, L) == me) {
             remaining[c] = plan->chunk_first[c + 1] - plan->chunk_first[c];
+            nland++;
+        }
     WSYNC_CHECK_GOTO(trainer_addrs(r, plan->world, addrs, tnames), st, out);
 
     /* Ask each trainer rank that owns pieces landing here. */
@@ -284,6 +299,8 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
             WSYNC_CHECK_GOTO(rt->ops->expect(rt->t, t, rt->region[slot], pc->offset, pc->len,
                                              ((uint64_t)reqid << 32) | pc->id), st, out);
         }
+        if (rt->ops->expect_flush)
+            rt->ops->expect_flush(rt->t, t);
         if (addrs[t][0] == '\0') {
             st = wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
             goto out;
@@ -302,6 +319,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
         }
         q->started = 1;
     }
+    wsync_trace("engine %s rank %d: requests sent", r->engine_id, me);
 
     while (ndone < plan->nchunks) {
         int n = 0, got = 0, progressed = 0, k;
@@ -336,6 +354,9 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
                         usleep((useconds_t)land_delay_ms * 1000);
                     WSYNC_CHECK_GOTO(verify_chunk(r, sl, digests, image, pc->chunk, v), st, out);
                     __atomic_store_n(&sh->landed[slot][pc->chunk], gen, __ATOMIC_RELEASE);
+                    if (nlanded++ == 0 || nlanded == nland)
+                        wsync_trace("engine %s rank %d: chunk %u landed and verified (%u of %u)", r->engine_id,
+                                    me, pc->chunk, nlanded, nland);
                     ndone++;
                 }
                 progressed = 1;
@@ -354,6 +375,8 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
             WSYNC_CHECK_GOTO(verify_chunk(r, sl, digests, image, next_copy, v), st, out);
             ndone++;
             progressed = 1;
+            if (++ncopied == plan->nchunks - nland)
+                wsync_trace("engine %s rank %d: fan-out copies done and verified", r->engine_id, me);
         }
         /* Trainer answers, peers, deadline. */
         for (t = 0; t < plan->world; t++)

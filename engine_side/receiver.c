@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/log.h"
 #include "common/msg.h"
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
@@ -232,6 +233,7 @@ static wsync_status_t lead_attempt(wsync_receiver_t *r, uint64_t version, uint64
             return wsync_error(WSYNC_ERR_TIMEOUT, "no version newer than %llu was published in time",
                                (unsigned long long)r->held_version);
     }
+    wsync_trace("engine %s: version %llu is the one to pull", r->engine_id, (unsigned long long)v);
     WSYNC_CHECK(wait_ranks(r, deadline));
     slot = r->nslots == 2 ? 1 - (int)sh->cur_slot : 0;
     sh->gen_version = v;
@@ -336,17 +338,21 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     sh = board_shared(r->board);
     r->last_gen = gen;
     t0 = wsync_now_ns();
+    wsync_trace("engine %s rank %d: pull of version %llu opened (attempt %llu)", r->engine_id, r->cfg.local_rank,
+                (unsigned long long)v, (unsigned long long)gen);
     if (leader)
         wsync_control_report(r->control, r->engine_id, v, "pulling", 0, 0, NULL);
 
     st = fetch_record(r, v, &sl, &digests);
     if (st == WSYNC_OK)
         st = ensure_images(r, sl->manifest->image_size);
+    wsync_trace("engine %s rank %d: version record fetched, images ready", r->engine_id, r->cfg.local_rank);
     if (st == WSYNC_OK)
         st = recv_fetch(r, gen, v, slot, sl, digests, deadline);
     if (st == WSYNC_OK) {
         __atomic_store_n(&sh->ranks[r->cfg.local_rank].done_gen, gen, __ATOMIC_RELEASE);
         st = wait_node(r, gen, deadline);
+        wsync_trace("engine %s rank %d: every local rank verified", r->engine_id, r->cfg.local_rank);
     } else {
         snprintf(sh->ranks[r->cfg.local_rank].error, sizeof(sh->ranks[0].error), "%s", wsync_last_error());
         __atomic_store_n(&sh->ranks[r->cfg.local_rank].failed_gen, gen, __ATOMIC_RELEASE);
@@ -364,6 +370,7 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
             wsync_control_report(r->control, r->engine_id, v, "ready", secs, sl->manifest->image_size, NULL);
         else
             wsync_control_report(r->control, r->engine_id, v, "failed", secs, 0, err);
+        wsync_trace("engine %s: reported", r->engine_id);
     }
     free(digests);
     if (st != WSYNC_OK) {

@@ -254,6 +254,8 @@ static void serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
         n++;
         bytes += pc->len;
     }
+    if (p->transports[ti].ops->put_flush)
+        p->transports[ti].ops->put_flush(conn->conn);
     deadline = wsync_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 120000) * 1000000ULL;
     while (r.outstanding > 0 && wsync_now_ns() < deadline && !p->stopping) {
         struct timespec ts;

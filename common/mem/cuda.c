@@ -21,8 +21,9 @@
  * its own event only, not on the whole device. */
 static __thread cudaStream_t tls_stream[CUDA_MAX_DEVICES];
 static __thread cudaEvent_t tls_event[CUDA_MAX_DEVICES];
-static __thread uint64_t *tls_dsum[CUDA_MAX_DEVICES];   /* device accumulator */
-static __thread uint64_t *tls_hsum[CUDA_MAX_DEVICES];   /* pinned copy of it */
+static __thread uint64_t *tls_dsum[CUDA_MAX_DEVICES];   /* device accumulators */
+static __thread uint64_t *tls_hsum[CUDA_MAX_DEVICES];   /* pinned copy of them */
+static __thread size_t tls_nsum[CUDA_MAX_DEVICES];      /* words in each */
 static __thread int tls_device = -1;
 /* The device chosen by the last init in any thread; threads that never
  * called init (a transport's worker threads) use it. */
@@ -132,30 +133,49 @@ static wsync_status_t cuda_fill(void *dst, size_t len, uint64_t off, uint64_t se
     return stream_wait(s, ev);
 }
 
-static wsync_status_t cuda_digest_sum(const void *ptr, size_t len, uint64_t off, uint64_t *sum)
+static wsync_status_t cuda_digest_many(const wsync_digest_range_t *r, size_t n, uint64_t *sums)
 {
     cudaStream_t s;
     cudaEvent_t ev;
+    size_t i;
     int d, e;
-    if (!is_device_ptr(ptr)) {
-        *sum = wsync_digest_sum(ptr, len, off);
+    if (n == 0)
+        return WSYNC_OK;
+    if (!is_device_ptr(r[0].ptr)) {
+        for (i = 0; i < n; i++)
+            sums[i] = wsync_digest_sum(r[i].ptr, r[i].len, r[i].off);
         return WSYNC_OK;
     }
     WSYNC_CHECK(wsync_cuda_stream(&d, &s, &ev));
-    if (tls_dsum[d] == NULL) {
-        CUDA_CHECK(cudaMalloc((void **)&tls_dsum[d], sizeof(uint64_t)));
-        CUDA_CHECK(cudaMallocHost((void **)&tls_hsum[d], sizeof(uint64_t)));
+    if (n > tls_nsum[d]) {
+        size_t want = n < 256 ? 256 : n;
+        cudaFree(tls_dsum[d]);
+        cudaFreeHost(tls_hsum[d]);
+        tls_dsum[d] = NULL;
+        tls_hsum[d] = NULL;
+        tls_nsum[d] = 0;
+        CUDA_CHECK(cudaMalloc((void **)&tls_dsum[d], want * sizeof(uint64_t)));
+        CUDA_CHECK(cudaMallocHost((void **)&tls_hsum[d], want * sizeof(uint64_t)));
+        tls_nsum[d] = want;
     }
-    /* The accumulator lives on the device (device atomics on mapped host
-     * memory are not guaranteed atomic); 8 bytes come back at the end. */
-    CUDA_CHECK(cudaMemsetAsync(tls_dsum[d], 0, sizeof(uint64_t), s));
-    e = wsync_cuda_digest_sum_async(ptr, len, off, tls_dsum[d], s);
-    if (e != 0)
-        return wsync_error(WSYNC_ERR_CUDA, "digest kernel: %s", cudaGetErrorString((cudaError_t)e));
-    CUDA_CHECK(cudaMemcpyAsync(tls_hsum[d], tls_dsum[d], sizeof(uint64_t), cudaMemcpyDeviceToHost, s));
+    /* The accumulators live on the device (device atomics on mapped host
+     * memory are not guaranteed atomic); n words come back at the end. */
+    CUDA_CHECK(cudaMemsetAsync(tls_dsum[d], 0, n * sizeof(uint64_t), s));
+    for (i = 0; i < n; i++) {
+        e = wsync_cuda_digest_sum_async(r[i].ptr, r[i].len, r[i].off, tls_dsum[d] + i, s);
+        if (e != 0)
+            return wsync_error(WSYNC_ERR_CUDA, "digest kernel: %s", cudaGetErrorString((cudaError_t)e));
+    }
+    CUDA_CHECK(cudaMemcpyAsync(tls_hsum[d], tls_dsum[d], n * sizeof(uint64_t), cudaMemcpyDeviceToHost, s));
     WSYNC_CHECK(stream_wait(s, ev));
-    *sum = *tls_hsum[d];
+    memcpy(sums, tls_hsum[d], n * sizeof(uint64_t));
     return WSYNC_OK;
+}
+
+static wsync_status_t cuda_digest_sum(const void *ptr, size_t len, uint64_t off, uint64_t *sum)
+{
+    wsync_digest_range_t r = {.ptr = ptr, .len = len, .off = off};
+    return cuda_digest_many(&r, 1, sum);
 }
 
 int wsync_cuda_device_count(void)
@@ -182,6 +202,7 @@ static void cuda_free(void *ptr) {}
 static wsync_status_t cuda_copy(void *dst, const void *src, size_t len) { return no_cuda(); }
 static wsync_status_t cuda_fill(void *dst, size_t len, uint64_t off, uint64_t seed) { return no_cuda(); }
 static wsync_status_t cuda_digest_sum(const void *ptr, size_t len, uint64_t off, uint64_t *sum) { return no_cuda(); }
+static wsync_status_t cuda_digest_many(const wsync_digest_range_t *r, size_t n, uint64_t *sums) { return no_cuda(); }
 #endif
 
 /* One table for both builds: without the library every op says why. */
@@ -194,4 +215,5 @@ const wsync_mem_ops_t wsync_mem_cuda = {
     .copy = cuda_copy,
     .fill = cuda_fill,
     .digest_sum = cuda_digest_sum,
+    .digest_many = cuda_digest_many,
 };

@@ -70,6 +70,14 @@ static wsync_status_t host_digest_sum(const void *ptr, size_t len, uint64_t off,
     return WSYNC_OK;
 }
 
+static wsync_status_t host_digest_many(const wsync_digest_range_t *r, size_t n, uint64_t *sums)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        sums[i] = wsync_digest_sum(r[i].ptr, r[i].len, r[i].off);
+    return WSYNC_OK;
+}
+
 const wsync_mem_ops_t wsync_mem_host = {
     .name = "host",
     .kind = WSYNC_MEM_HOST,
@@ -79,4 +87,5 @@ const wsync_mem_ops_t wsync_mem_host = {
     .copy = host_copy,
     .fill = host_fill,
     .digest_sum = host_digest_sum,
+    .digest_many = host_digest_many,
 };

@@ -14,6 +14,13 @@ typedef enum wsync_mem_kind {
     WSYNC_MEM_CUDA = 1,
 } wsync_mem_kind_t;
 
+/* One range to digest: `len` bytes at `ptr`, placed at image offset `off`. */
+typedef struct wsync_digest_range {
+    const void *ptr;
+    size_t len;
+    uint64_t off;
+} wsync_digest_range_t;
+
 typedef struct wsync_mem_ops {
     const char *name;                   /* "host", "cuda" */
     wsync_mem_kind_t kind;
@@ -28,6 +35,10 @@ typedef struct wsync_mem_ops {
     wsync_status_t (*fill)(void *dst, size_t len, uint64_t off, uint64_t seed); /* wsync_fill_pattern */
     /* wsync_digest_sum of `len` bytes at `ptr` placed at image offset `off`. */
     wsync_status_t (*digest_sum)(const void *ptr, size_t len, uint64_t off, uint64_t *sum);
+    /* digest_sum of each of `n` ranges into sums[i], waiting once for all of
+     * them (a GPU runs them back to back and synchronises once: a chunk's
+     * pieces cost one round trip, not one each). */
+    wsync_status_t (*digest_many)(const wsync_digest_range_t *r, size_t n, uint64_t *sums);
 } wsync_mem_ops_t;
 
 extern const wsync_mem_ops_t wsync_mem_host;

@@ -26,16 +26,22 @@
 
 #define NC_MAGIC 0x6c63636e5f6e7973ULL
 #define NC_MAX_PEERS 256
-/* One op per ncclGroupStart/End: NCCL leaves p2p calls grouped differently
- * on the two ranks undefined (NVIDIA/nccl#1279; it hung here with 8-op
- * groups), and neither side can know where the other's batches end. Depth
- * comes from many single-op groups queued on the stream instead. */
-#define NC_GROUP_MAX 1
-#define NC_INFLIGHT_MAX 32      /* ops in flight per pair */
+/* Ops per ncclGroupStart/End. NCCL leaves p2p calls grouped differently on
+ * the two ranks undefined (NVIDIA/nccl#1279), so grouping depends on the op
+ * sequence only, never on timing: a group is NC_GROUP_MAX consecutive ops, or
+ * fewer when the caller's batch ends (put_flush / expect_flush mark its last
+ * op). Both sides see the same sequence and the same batch ends. A group of
+ * 8 moves 64 MiB chunks measurably faster than single-op groups (0.963 vs
+ * 0.905 of one raw send on two H200s): one kernel launch drives them all.
+ * WSYNC_NCCL_GROUP=1..8 overrides (both sides must agree). */
+#define NC_GROUP_MAX 8
+#define NC_INFLIGHT_MAX 8       /* groups in flight per pair */
 
 typedef struct nc_op {
     struct nc_op *next;
     int send;                   /* 1 = ncclSend, 0 = ncclRecv */
+    int last;                   /* the caller's batch ends here: close the group */
+    uint64_t queued_ns;
     void *ptr;
     size_t len;
     uint64_t tag;
@@ -59,6 +65,7 @@ typedef struct nc_peer {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     nc_op_t *head, *tail;       /* queued, not yet issued */
+    int nqueued, nlast;         /* ops queued; of them, ones ending a batch */
     uint64_t first_op_ns;       /* when the first op was queued */
     ncclUniqueId uid;
     int have_uid, ready, dead, stop;
@@ -156,6 +163,14 @@ static void fail_ops(nc_peer_t *p, nc_op_t *ops, const char *why)
     }
 }
 
+static int group_max = NC_GROUP_MAX;
+
+/* A full group, or a batch's end, is queued: a group can be issued. */
+static int group_ready(const nc_peer_t *p)
+{
+    return p->head && (p->nqueued >= group_max || p->nlast > 0);
+}
+
 /* Issues up to NC_GROUP_MAX queued ops as one group. Called with p->lock
  * held; drops it while calling NCCL. */
 static wsync_status_t issue_group(nc_peer_t *p, cudaStream_t s, nc_group_t *g)
@@ -164,9 +179,15 @@ static wsync_status_t issue_group(nc_peer_t *p, cudaStream_t s, nc_group_t *g)
     ncclResult_t r;
     int i;
     g->n = 0;
-    while (p->head && g->n < NC_GROUP_MAX) {
-        g->ops[g->n++] = p->head;
-        p->head = p->head->next;
+    while (p->head && g->n < group_max) {
+        nc_op_t *o = p->head;
+        g->ops[g->n++] = o;
+        p->head = o->next;
+        p->nqueued--;
+        if (o->last) {
+            p->nlast--;
+            break;
+        }
     }
     if (p->head == NULL)
         p->tail = NULL;
@@ -258,13 +279,27 @@ static void *peer_main(void *arg)
     p->ready = 1;
     pthread_cond_broadcast(&p->cond);
     while (!p->stop) {
-        if (p->head && gn < NC_INFLIGHT_MAX) {
+        if (group_ready(p) && gn < NC_INFLIGHT_MAX) {
             st = issue_group(p, s, &groups[(gh + gn) % NC_INFLIGHT_MAX]);
             gn++;
             if (st != WSYNC_OK) {
                 pthread_mutex_unlock(&p->lock);
                 goto fail;
             }
+            continue;
+        }
+        if (gn == 0 && p->head) {
+            /* A batch the caller never closed must not wait forever. */
+            struct timespec ts;
+            if (wsync_now_ns() - p->head->queued_ns > (uint64_t)t->op_timeout_ms * 1000000ULL) {
+                pthread_mutex_unlock(&p->lock);
+                st = wsync_error(WSYNC_ERR_INVALID, "nccl: %d ops with peer %d queued for %d ms in a batch "
+                                 "that never ended (a put_flush/expect_flush is missing)", p->nqueued, p->id,
+                                 t->op_timeout_ms);
+                goto fail;
+            }
+            wsync_abstime_after_ms(&ts, 100);
+            pthread_cond_timedwait(&p->cond, &p->lock, &ts);
             continue;
         }
         if (gn == 0) {
@@ -320,6 +355,7 @@ fail:
     gn = 0;
     fail_ops(p, p->head, why);
     p->head = p->tail = NULL;
+    p->nqueued = p->nlast = 0;
     pthread_mutex_unlock(&p->lock);
     if (st == WSYNC_OK)
         st = WSYNC_ERR_PEER;
@@ -400,7 +436,7 @@ static wsync_status_t peer_enqueue(nc_peer_t *p, int send, void *ptr, size_t len
         return wsync_error(WSYNC_ERR_PEER, "nccl: the pair with peer %d has failed; reconnect", p->id);
     o = calloc(1, sizeof(*o));
     WSYNC_CHECK_ALLOC(o);
-    *o = (nc_op_t){.send = send, .ptr = ptr, .len = len, .tag = tag};
+    *o = (nc_op_t){.send = send, .ptr = ptr, .len = len, .tag = tag, .queued_ns = wsync_now_ns()};
     pthread_mutex_lock(&p->lock);
     if (p->first_op_ns == 0)
         p->first_op_ns = wsync_now_ns();
@@ -409,9 +445,24 @@ static wsync_status_t peer_enqueue(nc_peer_t *p, int send, void *ptr, size_t len
     else
         p->head = o;
     p->tail = o;
-    pthread_cond_broadcast(&p->cond);
+    p->nqueued++;
+    if (p->nqueued >= group_max)
+        pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
     return WSYNC_OK;
+}
+
+/* The batch ends with the last queued op. Nothing queued: the batch ended
+ * on a full group, already issued. */
+static void peer_flush(nc_peer_t *p)
+{
+    pthread_mutex_lock(&p->lock);
+    if (p->tail && !p->tail->last) {
+        p->tail->last = 1;
+        p->nlast++;
+    }
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
 }
 
 /* Receiver: the pair with sender `id`, created on first use (an expect may
@@ -510,9 +561,11 @@ static void *acceptor_main(void *arg)
 static wsync_status_t nc_open(const wsync_transport_config_t *cfg, wsync_transport_t **out)
 {
     nc_transport_t *t;
-    const char *env = getenv("WSYNC_NCCL_OP_TIMEOUT_MS");
+    const char *env = getenv("WSYNC_NCCL_OP_TIMEOUT_MS"), *genv = getenv("WSYNC_NCCL_GROUP");
     if (!nc_can_use(cfg))
         return WSYNC_ERR_UNSUPPORTED;
+    if (genv && atoi(genv) >= 1 && atoi(genv) <= NC_GROUP_MAX)
+        group_max = atoi(genv);
     t = calloc(1, sizeof(*t));
     WSYNC_CHECK_ALLOC(t);
     t->super.ops = &wsync_transport_nccl;
@@ -673,6 +726,19 @@ static void nc_close(wsync_transport_t *tt)
     free(t);
 }
 
+static void nc_put_flush(wsync_conn_t *c)
+{
+    peer_flush(container_of(c, nc_peer_t, super));
+}
+
+static void nc_expect_flush(wsync_transport_t *tt, int src_id)
+{
+    nc_transport_t *t = container_of(tt, nc_transport_t, super);
+    nc_peer_t *p;
+    if (peer_for(t, src_id, &p) == WSYNC_OK)
+        peer_flush(p);
+}
+
 #else /* no NCCL */
 
 static wsync_status_t no_nccl(void)
@@ -693,6 +759,8 @@ static wsync_status_t nc_put(wsync_conn_t *c, wsync_region_t *s, size_t so, cons
 static wsync_status_t nc_poll(wsync_transport_t *t, wsync_completion_t *o, int m, int *n, int to) { *n = 0; return no_nccl(); }
 static void nc_disconnect(wsync_conn_t *c) {}
 static void nc_close(wsync_transport_t *t) {}
+static void nc_put_flush(wsync_conn_t *c) {}
+static void nc_expect_flush(wsync_transport_t *t, int src_id) {}
 #endif
 
 /* One table for both builds: without the library every op says why. */
@@ -706,6 +774,8 @@ const wsync_transport_ops_t wsync_transport_nccl = {
     .connect = nc_connect,
     .expect = nc_expect,
     .put = nc_put,
+    .put_flush = nc_put_flush,
+    .expect_flush = nc_expect_flush,
     .poll = nc_poll,
     .disconnect = nc_disconnect,
     .close = nc_close,

@@ -79,6 +79,13 @@ typedef struct wsync_transport_ops {
                              size_t len, uint64_t tag);
     wsync_status_t (*put)(wsync_conn_t *c, wsync_region_t *src, size_t src_off,
                           const wsync_blob_t *dst_key, size_t dst_off, size_t len, uint64_t tag);
+    /* Optional (NULL: nothing to do). The caller's batch is complete: the
+     * sender's puts on `c` for one request, or the receiver's expects from
+     * `src_id` for one request. Backends that issue ops in groups (nccl)
+     * close a group here, so both sides group the same ops the same way;
+     * every caller of put/expect calls these after its batch. */
+    void (*put_flush)(wsync_conn_t *c);
+    void (*expect_flush)(wsync_transport_t *t, int src_id);
     /* Up to `max` completions into `out`, waiting up to timeout_ms for the first. */
     wsync_status_t (*poll)(wsync_transport_t *t, wsync_completion_t *out, int max, int *n,
                            int timeout_ms);

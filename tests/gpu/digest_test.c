@@ -54,6 +54,25 @@ static void test_gpu_digest_equals_cpu_on_random_data(void)
                 CHECK(gpu == cpu);
             }
         }
+    /* A batch of ranges (more than one allocation of accumulators holds,
+     * with every size and misalignment above) equals the CPU range by range. */
+    {
+        enum { N = 300 };
+        wsync_digest_range_t rg[N];
+        uint64_t sums[N];
+        size_t j;
+        for (j = 0; j < N; j++) {
+            size_t len = sizes[j % WSYNC_ARRAY_LEN(sizes)] % (max / 2), at = (j * 7919) % (max - len);
+            rg[j] = (wsync_digest_range_t){.ptr = dev + at, .len = len, .off = (uint64_t)j * 4099};
+        }
+        CHECK_OK(wsync_mem_cuda.digest_many(rg, N, sums));
+        for (j = 0; j < N; j++)
+            if (sums[j] != wsync_digest_sum(host + ((const unsigned char *)rg[j].ptr - dev), rg[j].len, rg[j].off)) {
+                fprintf(stderr, "  batch range %zu (%zu bytes) differs from the CPU digest\n", j, rg[j].len);
+                CHECK(0);
+                break;
+            }
+    }
     /* One changed byte changes the GPU sum. */
     {
         uint64_t a = 0, b = 0;

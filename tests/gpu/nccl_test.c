@@ -54,6 +54,7 @@ static int sender(int in, int self_id, int die)
         if (ops->put(c, r, off, &rkey, off, len, 100 + i) != WSYNC_OK)
             return 4;
     }
+    ops->put_flush(c);
     while (got < NPIECES) {
         wsync_completion_t cs[8];
         int n = 0, k;
@@ -98,6 +99,7 @@ static int receive_all(const wsync_transport_ops_t *ops, wsync_transport_t *t, w
         piece(i, &off, &len);
         CHECK_OK(ops->expect(t, id, r, off, len, 100 + i));
     }
+    ops->expect_flush(t, id);
     while (got < NPIECES) {
         wsync_completion_t cs[8];
         int n = 0, k;
@@ -184,6 +186,7 @@ static void body_dead_sender(void)
     CHECK_OK(ops->listen(t, &addr));
     CHECK(write_full(wfd, &addr, sizeof(addr)) == 0 && write_full(wfd, &key, sizeof(key)) == 0);
     CHECK_OK(ops->expect(t, 5, r, 0, 1 << 20, 7));
+    ops->expect_flush(t, 5);
     deadline = wsync_now_ns() + 60ull * 1000000000ull;
     while (errors == 0 && wsync_now_ns() < deadline) {
         CHECK_OK(ops->poll(t, &c, 1, &n, 1000));

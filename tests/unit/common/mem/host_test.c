@@ -44,6 +44,15 @@ static void copy_fill_and_digest_match_the_reference(void)
     CHECK(memcmp(b, ref, len) == 0);
     CHECK_OK(wsync_mem_host.digest_sum(b, len, 12345, &sum));
     CHECK(sum == wsync_digest_sum(ref, len, 12345));
+    {
+        /* digest_many: range by range what digest_sum gives */
+        wsync_digest_range_t rg[3] = {{b, len, 12345}, {b + 8, 100, 7}, {b + 3, 0, 0}};
+        uint64_t sums[3];
+        CHECK_OK(wsync_mem_host.digest_many(rg, 3, sums));
+        CHECK(sums[0] == wsync_digest_sum(ref, len, 12345));
+        CHECK(sums[1] == wsync_digest_sum(ref + 8, 100, 7));
+        CHECK(sums[2] == wsync_digest_sum(ref + 3, 0, 0));
+    }
     b[len / 2] ^= 1;
     CHECK_OK(wsync_mem_host.digest_sum(b, len, 12345, &sum));
     CHECK(sum != wsync_digest_sum(ref, len, 12345));
