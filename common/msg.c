@@ -276,19 +276,6 @@ wsync_status_t wsync_msg_recv(int fd, int timeout_ms, json_t **out)
     return WSYNC_OK;
 }
 
-json_t *wsync_blob_to_json(const wsync_blob_t *b)
-{
-    static const char hex[] = "0123456789abcdef";
-    char buf[2 * WSYNC_BLOB_MAX + 1];
-    uint32_t i;
-    for (i = 0; i < b->len && i < WSYNC_BLOB_MAX; i++) {
-        buf[2 * i] = hex[b->data[i] >> 4];
-        buf[2 * i + 1] = hex[b->data[i] & 15];
-    }
-    buf[2 * i] = '\0';
-    return json_string(buf);
-}
-
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9') return c - '0';
@@ -297,21 +284,55 @@ static int hexval(char c)
     return -1;
 }
 
-wsync_status_t wsync_blob_from_json(const json_t *j, const char *what, wsync_blob_t *out)
+json_t *wsync_hex_to_json(const void *data, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *d = data;
+    char *buf = malloc(2 * len + 1);
+    json_t *j;
+    size_t i;
+    if (buf == NULL)
+        return NULL;
+    for (i = 0; i < len; i++) {
+        buf[2 * i] = hex[d[i] >> 4];
+        buf[2 * i + 1] = hex[d[i] & 15];
+    }
+    buf[2 * len] = '\0';
+    j = json_string(buf);
+    free(buf);
+    return j;
+}
+
+wsync_status_t wsync_hex_from_json(const json_t *j, const char *what, void *out, size_t max, size_t *len)
 {
     const char *s = json_string_value(j);
+    unsigned char *o = out;
     size_t n, i;
     if (s == NULL)
         return wsync_error(WSYNC_ERR_FORMAT, "%s: expected a hex string", what);
     n = strlen(s);
-    if (n % 2 || n / 2 > WSYNC_BLOB_MAX)
-        return wsync_error(WSYNC_ERR_FORMAT, "%s: bad hex blob of %zu characters", what, n);
+    if (n % 2 || n / 2 > max)
+        return wsync_error(WSYNC_ERR_FORMAT, "%s: bad hex string of %zu characters (at most %zu bytes)", what, n,
+                           max);
     for (i = 0; i < n / 2; i++) {
         int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return wsync_error(WSYNC_ERR_FORMAT, "%s: bad hex digit", what);
-        out->data[i] = (unsigned char)(hi << 4 | lo);
+        o[i] = (unsigned char)(hi << 4 | lo);
     }
-    out->len = (uint32_t)(n / 2);
+    *len = n / 2;
+    return WSYNC_OK;
+}
+
+json_t *wsync_blob_to_json(const wsync_blob_t *b)
+{
+    return wsync_hex_to_json(b->data, b->len < WSYNC_BLOB_MAX ? b->len : WSYNC_BLOB_MAX);
+}
+
+wsync_status_t wsync_blob_from_json(const json_t *j, const char *what, wsync_blob_t *out)
+{
+    size_t n = 0;
+    WSYNC_CHECK(wsync_hex_from_json(j, what, out->data, WSYNC_BLOB_MAX, &n));
+    out->len = (uint32_t)n;
     return WSYNC_OK;
 }

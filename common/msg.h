@@ -40,6 +40,10 @@ wsync_status_t wsync_msg_send(int fd, const json_t *msg);
 wsync_status_t wsync_msg_recv(int fd, int timeout_ms, json_t **out);
 
 /* Blobs as hex strings inside JSON. */
+/* Bytes as a lowercase hex JSON string, and back (at most `max` bytes;
+ * *len gets the count). */
+json_t *wsync_hex_to_json(const void *data, size_t len);
+wsync_status_t wsync_hex_from_json(const json_t *j, const char *what, void *out, size_t max, size_t *len);
 json_t *wsync_blob_to_json(const wsync_blob_t *b);
 wsync_status_t wsync_blob_from_json(const json_t *j, const char *what, wsync_blob_t *out);
 

@@ -175,8 +175,9 @@ static int find_slot(wsync_publisher_t *p, uint64_t version)
     return -1;
 }
 
-/* Serve one pull; fills `reply`. */
-static void serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
+/* Serve one pull; fills `reply`. `chunks`: bit c set when chunk c lands on
+ * the asking engine rank; NULL: chunk c lands on local rank c mod L. */
+static void serve_chunks(wsync_publisher_t *p, const json_t *req, const unsigned char *chunks, json_t *reply)
 {
     const wsync_plan_t *plan = p->sl->plan;
     json_int_t version = json_integer_value(json_object_get(req, "version"));
@@ -240,7 +241,8 @@ static void serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
     for (i = 0; i < p->nmy; i++) {
         const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
         const pub_span_t *sp;
-        if (wsync_plan_land_rank(plan, pc->chunk, (int)L) != (int)lr || pc->len == 0)
+        if (pc->len == 0 || (chunks ? !(chunks[pc->chunk / 8] >> (pc->chunk % 8) & 1)
+                                    : wsync_plan_land_rank(plan, pc->chunk, (int)L) != (int)lr))
             continue;
         sp = &s->spans[p->piece_slot_off[pc->id]];
         r.outstanding++;
@@ -295,6 +297,29 @@ static void serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
 fail_locked:
     pthread_mutex_unlock(&p->lock);
     json_object_set_new(reply, "error", json_string(msg));
+}
+
+/* The request's landing map ("chunks": a hex bitmap of the plan's chunks,
+ * set where the chunk lands on the asking rank), then the pull. Without a map
+ * chunks land round-robin (c mod L). */
+static void serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
+{
+    const json_t *cj = json_object_get(req, "chunks");
+    size_t want = (p->sl->plan->nchunks + 7) / 8, got = 0;
+    unsigned char *chunks = NULL;
+    char msg[200];
+    if (cj) {
+        chunks = malloc(want ? want : 1);
+        if (chunks == NULL || wsync_hex_from_json(cj, "chunks", chunks, want, &got) != WSYNC_OK || got != want) {
+            snprintf(msg, sizeof(msg), "trainer rank %d: the pull request's chunk map is not %zu bytes of hex",
+                     p->cfg.rank, want);
+            json_object_set_new(reply, "error", json_string(msg));
+            free(chunks);
+            return;
+        }
+    }
+    serve_chunks(p, req, chunks, reply);
+    free(chunks);
 }
 
 static void *handler_main(void *arg)

@@ -491,12 +491,16 @@ static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_o
                            len, src_off, len, src->len, dst_off, (unsigned long long)k.len);
     if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
         return wsync_error(WSYNC_ERR_PEER, "local put to '%s': the receiver went away", c->peer_name);
-    WSYNC_CHECK(map_key(t, &k, &base));
     op = calloc(1, sizeof(*op));
     WSYNC_CHECK_ALLOC(op);
     op->tag = tag;
     op->len = len;
+    /* The device first: the handle is opened in the current device's
+     * context and peer access is enabled for that device only; a request
+     * thread that had made no CUDA call would open it on device 0 even in a
+     * trainer on cuda:1. */
     WSYNC_CHECK_GOTO(enter_device(t->device, &prev), st, fail);
+    WSYNC_CHECK_GOTO(map_key(t, &k, &base), st, fail_dev);
     pthread_mutex_lock(&c->lock);
     CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&op->ev, cudaEventDisableTiming), st, fail_locked);
     if (len > 0)
@@ -516,6 +520,7 @@ fail_event:
     cudaEventDestroy(op->ev);
 fail_locked:
     pthread_mutex_unlock(&c->lock);
+fail_dev:
     leave_device(t->device, prev);
 fail:
     free(op);
