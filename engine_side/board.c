@@ -40,6 +40,7 @@ typedef struct board_win {
 
 struct board {
     int local_rank;
+    int device;                 /* GPU ordinal, -1 host */
     board_shared_t *sh;
     int memfd;
     int sock;                   /* rank > 0: connection to rank 0's service */
@@ -185,6 +186,7 @@ static wsync_status_t open_leader(board_t *b, const char *name, int local_world)
     WSYNC_CHECK(map_board(b));
     b->sh->local_world = (uint32_t)local_world;
     b->sh->leader_pid = getpid();
+    b->sh->ranks[0].device = b->device;
     b->sh->ranks[0].pid = getpid();
     b->sh->ranks[0].epoch = 1;
     __atomic_store_n(&b->sh->magic, BOARD_MAGIC, __ATOMIC_RELEASE);
@@ -211,12 +213,13 @@ static wsync_status_t open_member(board_t *b, const char *name, int local_world,
     b->leader_pid = b->sh->leader_pid;
     b->sh->ranks[b->local_rank].failed_gen = 0;
     b->sh->ranks[b->local_rank].error[0] = '\0';
+    b->sh->ranks[b->local_rank].device = b->device;
     __atomic_store_n(&b->sh->ranks[b->local_rank].pid, getpid(), __ATOMIC_RELEASE);
     __atomic_add_fetch(&b->sh->ranks[b->local_rank].epoch, 1, __ATOMIC_RELEASE);
     return WSYNC_OK;
 }
 
-wsync_status_t board_open(const char *name, int local_rank, int local_world, int timeout_ms,
+wsync_status_t board_open(const char *name, int local_rank, int local_world, int device, int timeout_ms,
                           board_t **out)
 {
     board_t *b;
@@ -229,6 +232,7 @@ wsync_status_t board_open(const char *name, int local_rank, int local_world, int
     b = calloc(1, sizeof(*b));
     WSYNC_CHECK_ALLOC(b);
     b->local_rank = local_rank;
+    b->device = device;
     b->memfd = b->sock = b->listen_fd = -1;
     pthread_mutex_init(&b->lock, NULL);
     for (r = 0; r < BOARD_MAX_RANKS; r++)

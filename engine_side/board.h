@@ -20,6 +20,8 @@ typedef struct board_rank {
     uint32_t epoch;             /* bumps on each (re)join: peers remap its windows */
     uint64_t done_gen;          /* newest generation this rank holds verified */
     uint64_t failed_gen;        /* newest generation this rank failed */
+    int32_t device;             /* its GPU ordinal, -1 for host memory (set before pid) */
+    int32_t pad;
     char error[256];            /* why, for failed_gen */
 } board_rank_t;
 
@@ -38,13 +40,16 @@ typedef struct board_shared {
     uint64_t held_version;
     board_rank_t ranks[BOARD_MAX_RANKS];            /* each rank writes its own entry */
     uint64_t landed[BOARD_SLOTS][BOARD_MAX_CHUNKS]; /* gen at which the chunk landed (landing rank writes) */
+    uint64_t land_gen;                              /* land[] below is for this attempt */
+    uint8_t land[BOARD_MAX_CHUNKS];                 /* local rank each chunk lands on (rank 0 writes) */
 } board_shared_t;
 
 typedef struct board board_t;
 
 /* Rank 0 creates the board and serves it; other ranks join it (retrying until
- * timeout_ms while rank 0 starts). `name` identifies the node on this host. */
-wsync_status_t board_open(const char *name, int local_rank, int local_world, int timeout_ms,
+ * timeout_ms while rank 0 starts). `name` identifies the node on this host;
+ * `device` is the rank's GPU ordinal (-1: host memory). */
+wsync_status_t board_open(const char *name, int local_rank, int local_world, int device, int timeout_ms,
                           board_t **out);
 void board_close(board_t *b);
 board_shared_t *board_shared(board_t *b);

@@ -15,6 +15,8 @@
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
 
+#define FANOUT_PER_PASS 4   /* fan-out copies between two looks at the landings */
+
 typedef struct trainer_req {
     char pull_addr[160];
     int rank;
@@ -243,10 +245,13 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
     const int me = r->cfg.local_rank, L = r->cfg.local_world;
     char *image = r->win[slot].ptr;
     uint32_t *remaining = NULL, reqid;
+    const uint8_t *land;
+    unsigned char *mine = NULL;     /* bitmap of the chunks landing here */
     char (*addrs)[160] = NULL, why[400];
     const char **tnames = NULL;
     trainer_req_t *reqs = NULL;
-    uint32_t ndone = 0, c, next_copy = 0, nland = 0, nlanded = 0, ncopied = 0;
+    uint32_t ndone = 0, c, nland = 0, nlanded = 0, ncopied = 0, npending = 0, keep, copies;
+    uint32_t *pending = NULL;       /* chunks landing elsewhere, not yet copied here */
     wsync_completion_t comps[64];
     wsync_status_t st = WSYNC_OK;
     uint64_t last_check = 0;
@@ -256,22 +261,26 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
     const char *delay_env = getenv("WSYNC_TEST_LAND_DELAY_MS");
     const int land_delay_ms = delay_env ? atoi(delay_env) : 0;
 
-    if (plan->nchunks > BOARD_MAX_CHUNKS)
-        return wsync_error(WSYNC_ERR_INVALID, "image has %u chunks; the node board holds %u: raise the chunk size",
-                           plan->nchunks, BOARD_MAX_CHUNKS);
+    WSYNC_CHECK(recv_wait_landing(r, gen, deadline));   /* rank 0 checked the chunk count */
+    land = sh->land;
     WSYNC_CHECK(map_peers(r, slot, deadline));
     remaining = calloc(plan->nchunks + 1, sizeof(*remaining));
+    mine = calloc((plan->nchunks + 7) / 8 + 1, 1);
+    pending = calloc(plan->nchunks + 1, sizeof(*pending));
     reqs = calloc((size_t)plan->world, sizeof(*reqs));
     addrs = calloc((size_t)plan->world, sizeof(*addrs));
     tnames = calloc((size_t)plan->world, sizeof(*tnames));
-    if (!remaining || !reqs || !addrs || !tnames) {
+    if (!remaining || !mine || !pending || !reqs || !addrs || !tnames) {
         st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
         goto out;
     }
     for (c = 0; c < plan->nchunks; c++)
-        if (wsync_plan_land_rank(plan, c, L) == me) {
+        if (land[c] == me) {
             remaining[c] = plan->chunk_first[c + 1] - plan->chunk_first[c];
+            mine[c / 8] |= (unsigned char)(1u << (c % 8));
             nland++;
+        } else {
+            pending[npending++] = c;
         }
     WSYNC_CHECK_GOTO(trainer_addrs(r, plan->world, addrs, tnames), st, out);
 
@@ -286,7 +295,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
         size_t k, n = 0;
         int ti = 0;
         for (k = 0; k < plan->rank_npieces[t]; k++)
-            if (wsync_plan_land_rank(plan, plan->pieces[plan->rank_pieces[t][k]].chunk, L) == me)
+            if (land[plan->pieces[plan->rank_pieces[t][k]].chunk] == me)
                 n++;
         if (n == 0)
             continue;
@@ -294,7 +303,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
         rt = &r->tr[ti];
         for (k = 0; k < plan->rank_npieces[t]; k++) {
             const wsync_piece_t *pc = &plan->pieces[plan->rank_pieces[t][k]];
-            if (wsync_plan_land_rank(plan, pc->chunk, L) != me)
+            if (land[pc->chunk] != me)
                 continue;
             WSYNC_CHECK_GOTO(rt->ops->expect(rt->t, t, rt->region[slot], pc->offset, pc->len,
                                              ((uint64_t)reqid << 32) | pc->id), st, out);
@@ -308,11 +317,12 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
         q->rank = t;
         q->deadline = deadline;
         snprintf(q->pull_addr, sizeof(q->pull_addr), "%s", addrs[t]);
-        q->msg = json_pack("{s:I, s:s, s:i, s:i, s:I, s:s, s:o, s:o, s:s, s:I}", "version", (json_int_t)v,
+        q->msg = json_pack("{s:I, s:s, s:i, s:i, s:I, s:s, s:o, s:o, s:s, s:I, s:o}", "version", (json_int_t)v,
                            "engine", r->engine_id, "local_rank", me, "local_ranks", L, "req",
                            (json_int_t)reqid, "transport", rt->ops->name, "addr", wsync_blob_to_json(&rt->addr),
                            "key", wsync_blob_to_json(&rt->key[slot]), "layout_digest", sl->layout_digest,
-                           "timeout_ms", (json_int_t)((deadline - wsync_now_ns()) / 1000000ULL));
+                           "timeout_ms", (json_int_t)((deadline - wsync_now_ns()) / 1000000ULL), "chunks",
+                           wsync_hex_to_json(mine, (plan->nchunks + 7) / 8));
         if (q->msg == NULL || pthread_create(&q->th, NULL, req_main, q) != 0) {
             st = wsync_error(WSYNC_ERR_NOMEM, "cannot start the request to trainer rank %d", t);
             goto out;
@@ -327,7 +337,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
          * lone transport may block waiting, or it would starve the other). */
         for (k = 0; k < r->ntr && ndone < plan->nchunks; k++) {
             WSYNC_CHECK_GOTO(r->tr[k].ops->poll(r->tr[k].t, comps, 64, &n,
-                                                next_copy < plan->nchunks || r->ntr > 1 ? 0 : 5), st, out);
+                                                npending > 0 || r->ntr > 1 ? 0 : 5), st, out);
             got += n;
             for (i = 0; i < n; i++) {
                 wsync_completion_t *cp = &comps[i];
@@ -342,7 +352,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
                 }
                 if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != reqid)
                     continue;   /* not of this attempt */
-                if (id >= plan->npieces || wsync_plan_land_rank(plan, plan->pieces[id].chunk, L) != me ||
+                if (id >= plan->npieces || land[plan->pieces[id].chunk] != me ||
                     remaining[plan->pieces[id].chunk] == 0 || cp->len != plan->pieces[id].len) {
                     st = wsync_error(WSYNC_ERR_PEER, "unexpected piece %u (%llu bytes) from trainer rank %d", id,
                                      (unsigned long long)cp->len, cp->peer);
@@ -362,22 +372,26 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
                 progressed = 1;
             }
         }
-        /* Fan out: copy chunks that landed on other ranks, in order. */
-        for (; next_copy < plan->nchunks; next_copy++) {
-            int land = wsync_plan_land_rank(plan, next_copy, L);
-            uint64_t off = (uint64_t)next_copy * plan->chunk_size;
+        /* Fan out: copy chunks that landed on other ranks, whichever landed
+         * first (a slow source must not hold up the others), a few per pass
+         * so this rank's own landings keep being verified and marked. */
+        for (k = 0, keep = 0, copies = 0; (uint32_t)k < npending; k++) {
+            uint32_t cc = pending[k];
+            uint64_t off = (uint64_t)cc * plan->chunk_size;
             uint64_t len = off + plan->chunk_size > plan->image_size ? plan->image_size - off : plan->chunk_size;
-            if (land == me)
+            if (copies == FANOUT_PER_PASS || __atomic_load_n(&sh->landed[slot][cc], __ATOMIC_ACQUIRE) != gen) {
+                pending[keep++] = cc;
                 continue;
-            if (__atomic_load_n(&sh->landed[slot][next_copy], __ATOMIC_ACQUIRE) != gen)
-                break;
-            WSYNC_CHECK_GOTO(r->mem->copy(image + off, (char *)r->peers[land][slot].ptr + off, len), st, out);
-            WSYNC_CHECK_GOTO(verify_chunk(r, sl, digests, image, next_copy, v), st, out);
+            }
+            WSYNC_CHECK_GOTO(r->mem->copy(image + off, (char *)r->peers[land[cc]][slot].ptr + off, len), st, out);
+            WSYNC_CHECK_GOTO(verify_chunk(r, sl, digests, image, cc, v), st, out);
             ndone++;
+            copies++;
             progressed = 1;
             if (++ncopied == plan->nchunks - nland)
                 wsync_trace("engine %s rank %d: fan-out copies done and verified", r->engine_id, me);
         }
+        npending = keep;
         /* Trainer answers, peers, deadline. */
         for (t = 0; t < plan->world; t++)
             if (reqs[t].started && __atomic_load_n(&reqs[t].done, __ATOMIC_ACQUIRE) && reqs[t].status != WSYNC_OK) {
@@ -397,7 +411,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
                 goto out;
             }
         }
-        if (!progressed && got == 0 && (next_copy < plan->nchunks || r->ntr != 1))
+        if (!progressed && got == 0 && (npending > 0 || r->ntr != 1))
             usleep(200);
     }
 out:
@@ -409,6 +423,8 @@ out:
         json_decref(reqs[t].msg);
     }
     free(remaining);
+    free(mine);
+    free(pending);
     free(reqs);
     free(addrs);
     free(tnames);

@@ -71,6 +71,12 @@ static int find_host_image(void *ptr, wsync_window_t *out)
     return found;
 }
 
+/* What the node board records of this rank's memory: its GPU, or -1. */
+static int board_device(const wsync_receiver_t *r)
+{
+    return r->mem->kind == WSYNC_MEM_CUDA ? r->device : -1;
+}
+
 static char *dup_or(const char *s, const char *dflt)
 {
     return strdup(s && s[0] ? s : dflt);
@@ -116,7 +122,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     WSYNC_CHECK_GOTO(r->mem->init(r->device), st, err);
     r->win_ops = wsync_window_for(r->mem->kind);
     WSYNC_CHECK_GOTO(wsync_control_open(r->control_url, r->token, &r->control), st, err);
-    WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, 30000, &r->board), st, err);
+    WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, board_device(r), 30000, &r->board), st, err);
     if (cfg->local_rank == 0) {
         gethostname(host, sizeof(host));
         WSYNC_CHECK_GOTO(wsync_control_register_engine(r->control, r->engine_id, host, cfg->local_world, NULL),
@@ -210,7 +216,7 @@ static wsync_status_t rejoin_if_needed(wsync_receiver_t *r)
                 r->win_ops->unmap(r->peers[p][s].ptr, r->peers[p][s].len);
                 r->peers[p][s].ptr = NULL;
             }
-    WSYNC_CHECK(board_open(r->board_name, r->cfg.local_rank, r->cfg.local_world, 30000, &r->board));
+    WSYNC_CHECK(board_open(r->board_name, r->cfg.local_rank, r->cfg.local_world, board_device(r), 30000, &r->board));
     r->last_gen = 0;
     for (s = 0; s < r->nslots && r->image_len; s++) {
         wsync_blob_t blob;
@@ -346,6 +352,8 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     st = fetch_record(r, v, &sl, &digests);
     if (st == WSYNC_OK)
         st = ensure_images(r, sl->manifest->image_size);
+    if (st == WSYNC_OK && leader)
+        st = recv_plan_landing(r, sl, gen);
     wsync_trace("engine %s rank %d: version record fetched, images ready", r->engine_id, r->cfg.local_rank);
     if (st == WSYNC_OK)
         st = recv_fetch(r, gen, v, slot, sl, digests, deadline);

@@ -65,6 +65,14 @@ struct wsync_receiver {
  * `gen`; on success the slot holds v verified. */
 wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slot,
                           const wsync_sync_layout_t *sl, const uint64_t *digests, uint64_t deadline);
+/* landing.c, local rank 0: choose the local rank each chunk of `sl` lands
+ * on for attempt `gen` and post it on the board (land[], then land_gen). */
+wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t *sl, uint64_t gen);
+/* landing.c, any rank: wait until the board holds attempt `gen`'s landing. */
+wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t deadline);
+/* "cuda:N" -> N; -1 for anything else. */
+int recv_cuda_ordinal(const char *device);
+
 /* Drop every transport (after a failed attempt, so nothing stale can land). */
 void recv_transport_reset(wsync_receiver_t *r);
 

@@ -1,0 +1,112 @@
+/* landing.c: which local rank of the node lands each chunk. By default chunk
+ * c lands on local rank c mod L, which spreads the network traffic over the
+ * node's ranks. When the trainer rank that owns most of a chunk holds it in
+ * GPU memory on this host, on the GPU of one of the node's ranks (colocated
+ * RL: trainer and engine share GPUs), the chunk lands on that rank instead:
+ * the put is a copy inside one GPU, and only the fan-out to the other ranks
+ * crosses between GPUs, once. Local rank 0 decides and posts the map on the
+ * node board; every rank asks its trainers for exactly the chunks the map
+ * gives it (the pull request's "chunks" bitmap). */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+#include "common/util.h"
+#include "engine_side/receiver_internal.h"
+
+int recv_cuda_ordinal(const char *device)
+{
+    char *end = NULL;
+    long n;
+    if (device == NULL || strncmp(device, "cuda:", 5) != 0)
+        return -1;
+    n = strtol(device + 5, &end, 10);
+    return end != device + 5 && *end == '\0' && n >= 0 && n < 4096 ? (int)n : -1;
+}
+
+/* Per trainer rank: the local rank on its GPU, or -1. */
+static wsync_status_t colocated_ranks(wsync_receiver_t *r, int world, int *colo)
+{
+    board_shared_t *sh = board_shared(r->board);
+    json_t *arr = NULL, *e;
+    size_t i;
+    int t, p;
+    for (t = 0; t < world; t++)
+        colo[t] = -1;
+    if (r->mem->kind != WSYNC_MEM_CUDA)
+        return WSYNC_OK;
+    WSYNC_CHECK(wsync_control_trainers(r->control, &arr));
+    json_array_foreach(arr, i, e) {
+        json_int_t rk = json_integer_value(json_object_get(e, "rank"));
+        json_t *ep = json_object_get(e, "endpoint");
+        const char *host = json_string_value(json_object_get(ep, "host_id"));
+        int dev = recv_cuda_ordinal(json_string_value(json_object_get(ep, "device")));
+        if (rk < 0 || rk >= world || dev < 0 || host == NULL || strcmp(host, r->host_id) != 0)
+            continue;
+        for (p = 0; p < r->cfg.local_world; p++)
+            if (__atomic_load_n(&sh->ranks[p].device, __ATOMIC_ACQUIRE) == dev) {
+                colo[rk] = p;
+                break;
+            }
+    }
+    json_decref(arr);
+    return WSYNC_OK;
+}
+
+wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t *sl, uint64_t gen)
+{
+    const wsync_plan_t *plan = sl->plan;
+    board_shared_t *sh = board_shared(r->board);
+    const int L = r->cfg.local_world;
+    uint64_t *bytes = NULL;
+    int *colo = NULL;
+    wsync_status_t st = WSYNC_OK;
+    uint32_t c, i;
+    int t, best;
+
+    if (plan->nchunks > BOARD_MAX_CHUNKS)
+        return wsync_error(WSYNC_ERR_INVALID, "image has %u chunks; the node board holds %u: raise the chunk size",
+                           plan->nchunks, BOARD_MAX_CHUNKS);
+    colo = calloc((size_t)plan->world, sizeof(*colo));
+    bytes = calloc((size_t)plan->world, sizeof(*bytes));
+    if (colo == NULL || bytes == NULL) {
+        st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    WSYNC_CHECK_GOTO(colocated_ranks(r, plan->world, colo), st, out);
+    for (c = 0; c < plan->nchunks; c++) {
+        memset(bytes, 0, (size_t)plan->world * sizeof(*bytes));
+        best = -1;
+        for (i = plan->chunk_first[c]; i < plan->chunk_first[c + 1]; i++) {
+            t = plan->pieces[i].src_rank;
+            bytes[t] += plan->pieces[i].len;
+            if (best < 0 || bytes[t] > bytes[best])
+                best = t;
+        }
+        sh->land[c] = (uint8_t)(best >= 0 && colo[best] >= 0 ? colo[best] : wsync_plan_land_rank(plan, c, L));
+    }
+    __atomic_store_n(&sh->land_gen, gen, __ATOMIC_RELEASE);
+out:
+    free(colo);
+    free(bytes);
+    return st;
+}
+
+wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t deadline)
+{
+    board_shared_t *sh = board_shared(r->board);
+    for (;;) {
+        if (__atomic_load_n(&sh->land_gen, __ATOMIC_ACQUIRE) == gen)
+            return WSYNC_OK;
+        if (__atomic_load_n(&sh->closed_gen, __ATOMIC_ACQUIRE) >= gen)
+            return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 ended the pull before it started",
+                               r->engine_id);
+        if (r->cfg.local_rank != 0 && board_leader_gone(r->board))
+            return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 died", r->engine_id);
+        if (wsync_now_ns() >= deadline)
+            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s rank %d: local rank 0 posted no landing map in time",
+                               r->engine_id, r->cfg.local_rank);
+        usleep(100);
+    }
+}
