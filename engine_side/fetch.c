@@ -15,7 +15,12 @@
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
 
-#define FANOUT_PER_PASS 4   /* fan-out copies between two looks at the landings */
+#define FANOUT_INFLIGHT 4   /* fan-out copy jobs queued at once */
+
+typedef struct fan_job {
+    wsync_mem_job_t *job;
+    uint32_t chunk;
+} fan_job_t;
 
 typedef struct trainer_req {
     char pull_addr[160];
@@ -158,38 +163,48 @@ static wsync_status_t map_peers(wsync_receiver_t *r, int slot, uint64_t deadline
     return WSYNC_OK;
 }
 
-/* Every piece of chunk `c` in `image` against the published digests, a
- * batch of pieces per wait. */
-static wsync_status_t verify_chunk(wsync_receiver_t *r, const wsync_sync_layout_t *sl,
-                                   const uint64_t *digests, const char *image, uint32_t c, uint64_t v)
+/* Pieces first..first+n-1, whose sums are `sums`, against the published
+ * digests. */
+static wsync_status_t check_pieces(wsync_receiver_t *r, const wsync_sync_layout_t *sl, const uint64_t *digests,
+                                   uint32_t first, size_t n, const uint64_t *sums, uint64_t v)
 {
-    enum { BATCH = 64 };
     const wsync_plan_t *p = sl->plan;
-    wsync_digest_range_t rg[BATCH];
-    uint64_t sums[BATCH];
-    uint32_t first, i;
-    size_t n, k;
-    for (first = p->chunk_first[c]; first < p->chunk_first[c + 1]; first += (uint32_t)n) {
-        n = p->chunk_first[c + 1] - first < BATCH ? p->chunk_first[c + 1] - first : BATCH;
-        for (k = 0; k < n; k++) {
-            const wsync_piece_t *pc = &p->pieces[first + k];
-            rg[k] = (wsync_digest_range_t){.ptr = image + pc->offset, .len = pc->len, .off = pc->offset};
-        }
-        WSYNC_CHECK(r->mem->digest_many(rg, n, sums));
-        for (k = 0; k < n; k++) {
-            const wsync_piece_t *pc = &p->pieces[first + k];
-            uint64_t d = wsync_digest_final(sums[k], pc->len, pc->offset);
-            i = first + (uint32_t)k;
-            if (d != digests[i])
-                return wsync_error(WSYNC_ERR_DIGEST,
-                                   "version %llu, piece %u (bytes %llu..%llu from trainer rank %d) failed "
-                                   "verification on engine %s rank %d: digest %016llx, published %016llx",
-                                   (unsigned long long)v, i, (unsigned long long)pc->offset,
-                                   (unsigned long long)(pc->offset + pc->len), pc->src_rank, r->engine_id,
-                                   r->cfg.local_rank, (unsigned long long)d, (unsigned long long)digests[i]);
-        }
+    size_t k;
+    for (k = 0; k < n; k++) {
+        const wsync_piece_t *pc = &p->pieces[first + k];
+        uint32_t i = first + (uint32_t)k;
+        uint64_t d = wsync_digest_final(sums[k], pc->len, pc->offset);
+        if (d != digests[i])
+            return wsync_error(WSYNC_ERR_DIGEST,
+                               "version %llu, piece %u (bytes %llu..%llu from trainer rank %d) failed "
+                               "verification on engine %s rank %d: digest %016llx, published %016llx",
+                               (unsigned long long)v, i, (unsigned long long)pc->offset,
+                               (unsigned long long)(pc->offset + pc->len), pc->src_rank, r->engine_id,
+                               r->cfg.local_rank, (unsigned long long)d, (unsigned long long)digests[i]);
     }
     return WSYNC_OK;
+}
+
+/* The digest ranges of chunk `c`'s pieces in `image`; their count. */
+static size_t chunk_ranges(const wsync_plan_t *p, const char *image, uint32_t c, wsync_digest_range_t *rg)
+{
+    uint32_t i;
+    size_t n = 0;
+    for (i = p->chunk_first[c]; i < p->chunk_first[c + 1]; i++, n++)
+        rg[n] = (wsync_digest_range_t){.ptr = image + p->pieces[i].offset, .len = p->pieces[i].len,
+                                       .off = p->pieces[i].offset};
+    return n;
+}
+
+/* Every piece of chunk `c` in `image` against the published digests, with
+ * one wait. `rg`, `sums`: room for the chunk's pieces. */
+static wsync_status_t verify_chunk(wsync_receiver_t *r, const wsync_sync_layout_t *sl, const uint64_t *digests,
+                                   const char *image, uint32_t c, uint64_t v, wsync_digest_range_t *rg,
+                                   uint64_t *sums)
+{
+    size_t n = chunk_ranges(sl->plan, image, c, rg);
+    WSYNC_CHECK(r->mem->digest_many(rg, n, sums));
+    return check_pieces(r, sl, digests, sl->plan->chunk_first[c], n, sums, v);
 }
 
 /* The pull addresses of the trainer ranks, by rank, and the transport each
@@ -250,7 +265,11 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
     char (*addrs)[160] = NULL, why[400];
     const char **tnames = NULL;
     trainer_req_t *reqs = NULL;
-    uint32_t ndone = 0, c, nland = 0, nlanded = 0, ncopied = 0, npending = 0, keep, copies;
+    uint32_t ndone = 0, c, nland = 0, nlanded = 0, ncopied = 0, npending = 0, keep, maxp = 1;
+    fan_job_t fan[FANOUT_INFLIGHT];
+    int fh = 0, fn = 0;
+    wsync_digest_range_t *rg = NULL;    /* one chunk's pieces */
+    uint64_t *sums = NULL;
     uint32_t *pending = NULL;       /* chunks landing elsewhere, not yet copied here */
     wsync_completion_t comps[64];
     wsync_status_t st = WSYNC_OK;
@@ -267,10 +286,15 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
     remaining = calloc(plan->nchunks + 1, sizeof(*remaining));
     mine = calloc((plan->nchunks + 7) / 8 + 1, 1);
     pending = calloc(plan->nchunks + 1, sizeof(*pending));
+    for (c = 0; c < plan->nchunks; c++)
+        if (plan->chunk_first[c + 1] - plan->chunk_first[c] > maxp)
+            maxp = plan->chunk_first[c + 1] - plan->chunk_first[c];
+    rg = calloc(maxp, sizeof(*rg));
+    sums = calloc(maxp, sizeof(*sums));
     reqs = calloc((size_t)plan->world, sizeof(*reqs));
     addrs = calloc((size_t)plan->world, sizeof(*addrs));
     tnames = calloc((size_t)plan->world, sizeof(*tnames));
-    if (!remaining || !mine || !pending || !reqs || !addrs || !tnames) {
+    if (!remaining || !mine || !pending || !rg || !sums || !reqs || !addrs || !tnames) {
         st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -337,7 +361,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
          * lone transport may block waiting, or it would starve the other). */
         for (k = 0; k < r->ntr && ndone < plan->nchunks; k++) {
             WSYNC_CHECK_GOTO(r->tr[k].ops->poll(r->tr[k].t, comps, 64, &n,
-                                                npending > 0 || r->ntr > 1 ? 0 : 5), st, out);
+                                                npending > 0 || fn > 0 || r->ntr > 1 ? 0 : 5), st, out);
             got += n;
             for (i = 0; i < n; i++) {
                 wsync_completion_t *cp = &comps[i];
@@ -362,7 +386,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
                 if (--remaining[pc->chunk] == 0) {
                     if (land_delay_ms > 0)
                         usleep((useconds_t)land_delay_ms * 1000);
-                    WSYNC_CHECK_GOTO(verify_chunk(r, sl, digests, image, pc->chunk, v), st, out);
+                    WSYNC_CHECK_GOTO(verify_chunk(r, sl, digests, image, pc->chunk, v, rg, sums), st, out);
                     __atomic_store_n(&sh->landed[slot][pc->chunk], gen, __ATOMIC_RELEASE);
                     if (nlanded++ == 0 || nlanded == nland)
                         wsync_trace("engine %s rank %d: chunk %u landed and verified (%u of %u)", r->engine_id,
@@ -373,25 +397,44 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
             }
         }
         /* Fan out: copy chunks that landed on other ranks, whichever landed
-         * first (a slow source must not hold up the others), a few per pass
-         * so this rank's own landings keep being verified and marked. */
-        for (k = 0, keep = 0, copies = 0; (uint32_t)k < npending; k++) {
+         * first (a slow source must not hold up the others), each copy and
+         * its digests queued as a job, FANOUT_INFLIGHT at a time so the
+         * copy engine runs them back to back. */
+        for (k = 0, keep = 0; (uint32_t)k < npending; k++) {
             uint32_t cc = pending[k];
             uint64_t off = (uint64_t)cc * plan->chunk_size;
             uint64_t len = off + plan->chunk_size > plan->image_size ? plan->image_size - off : plan->chunk_size;
-            if (copies == FANOUT_PER_PASS || __atomic_load_n(&sh->landed[slot][cc], __ATOMIC_ACQUIRE) != gen) {
+            size_t np;
+            if (fn == FANOUT_INFLIGHT || __atomic_load_n(&sh->landed[slot][cc], __ATOMIC_ACQUIRE) != gen) {
                 pending[keep++] = cc;
                 continue;
             }
-            WSYNC_CHECK_GOTO(r->mem->copy(image + off, (char *)r->peers[land[cc]][slot].ptr + off, len), st, out);
-            WSYNC_CHECK_GOTO(verify_chunk(r, sl, digests, image, cc, v), st, out);
+            np = chunk_ranges(plan, image, cc, rg);
+            fan[(fh + fn) % FANOUT_INFLIGHT].chunk = cc;
+            WSYNC_CHECK_GOTO(r->mem->copy_digest_start(image + off, (char *)r->peers[land[cc]][slot].ptr + off, len,
+                                                       rg, np, &fan[(fh + fn) % FANOUT_INFLIGHT].job), st, out);
+            fn++;
+            progressed = 1;
+        }
+        npending = keep;
+        while (fn > 0) {
+            fan_job_t *f = &fan[fh];
+            int done = 0;
+            uint32_t cc = f->chunk;
+            WSYNC_CHECK_GOTO(r->mem->job_poll(f->job, 0, sums, &done), st, out);
+            if (!done)
+                break;
+            r->mem->job_free(f->job);
+            f->job = NULL;
+            fh = (fh + 1) % FANOUT_INFLIGHT;
+            fn--;
+            WSYNC_CHECK_GOTO(check_pieces(r, sl, digests, plan->chunk_first[cc],
+                                          plan->chunk_first[cc + 1] - plan->chunk_first[cc], sums, v), st, out);
             ndone++;
-            copies++;
             progressed = 1;
             if (++ncopied == plan->nchunks - nland)
                 wsync_trace("engine %s rank %d: fan-out copies done and verified", r->engine_id, me);
         }
-        npending = keep;
         /* Trainer answers, peers, deadline. */
         for (t = 0; t < plan->world; t++)
             if (reqs[t].started && __atomic_load_n(&reqs[t].done, __ATOMIC_ACQUIRE) && reqs[t].status != WSYNC_OK) {
@@ -411,10 +454,12 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
                 goto out;
             }
         }
-        if (!progressed && got == 0 && (npending > 0 || r->ntr != 1))
+        if (!progressed && got == 0 && (npending > 0 || fn > 0 || r->ntr != 1))
             usleep(200);
     }
 out:
+    for (; fn > 0; fn--, fh = (fh + 1) % FANOUT_INFLIGHT)
+        r->mem->job_free(fan[fh].job);     /* waits: the copy must not outlive the attempt */
     if (st != WSYNC_OK)
         recv_transport_reset(r);   /* stale puts of this attempt can no longer land */
     for (t = 0; reqs && t < plan->world; t++) {
@@ -425,6 +470,8 @@ out:
     free(remaining);
     free(mine);
     free(pending);
+    free(rg);
+    free(sums);
     free(reqs);
     free(addrs);
     free(tnames);

@@ -312,12 +312,25 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
 {
     json_t *rec = NULL;
     wsync_status_t st;
+    const char *mdig, *ldig;
     WSYNC_CHECK(wsync_control_get_version(r->control, v, &rec));
-    st = wsync_sync_layout_from_json(rec, sl);
+    mdig = json_string_value(json_object_get(rec, "manifest_digest"));
+    ldig = json_string_value(json_object_get(rec, "layout_digest"));
+    /* Versions of one training run share the layout: reuse the held one
+     * (parsing the manifest and building the plan again cost milliseconds
+     * per version on a 7B model); only the digests are new. */
+    if (r->held && mdig && ldig && strcmp(mdig, r->held->manifest_digest) == 0 &&
+        strcmp(ldig, r->held->layout_digest) == 0) {
+        *sl = r->held;
+        st = WSYNC_OK;
+    } else {
+        st = wsync_sync_layout_from_json(rec, sl);
+    }
     if (st == WSYNC_OK) {
         st = wsync_sync_layout_digests(*sl, rec, digests);
         if (st != WSYNC_OK) {
-            wsync_sync_layout_free(*sl);
+            if (*sl != r->held)
+                wsync_sync_layout_free(*sl);
             *sl = NULL;
         }
     }
@@ -382,7 +395,8 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     }
     free(digests);
     if (st != WSYNC_OK) {
-        wsync_sync_layout_free(sl);
+        if (sl != r->held)      /* sl may be the held layout, reused */
+            wsync_sync_layout_free(sl);
         if (r->cfg.mode == WSYNC_MODE_IN_PLACE && r->held_version) {
             /* The one image was overwritten in part: nothing is held now. */
             r->held_version = 0;
@@ -394,7 +408,8 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     r->last_secs = (double)(wsync_now_ns() - t0) / 1e9;
     r->cur_slot = slot;
     r->held_version = v;
-    wsync_sync_layout_free(r->held);
+    if (r->held != sl)
+        wsync_sync_layout_free(r->held);
     r->held = sl;
     if (got)
         *got = v;

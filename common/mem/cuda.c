@@ -2,6 +2,7 @@
  * non-blocking stream per thread and device, completion by events, fill and
  * digest by the kernels of digest_cuda.cu. Without CUDA every op says so. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/checks.h"
@@ -172,6 +173,131 @@ static wsync_status_t cuda_digest_many(const wsync_digest_range_t *r, size_t n, 
     return WSYNC_OK;
 }
 
+/* A job: its event and sum buffers, kept on a per-thread free list so a
+ * pipeline allocates nothing after its first few chunks. */
+struct wsync_mem_job {
+    struct wsync_mem_job *next_free;
+    int device;
+    cudaEvent_t ev;
+    uint64_t *dsum, *hsum;      /* device accumulators, pinned copy */
+    size_t cap, n;
+    int host;                   /* the bytes were host memory: done at start */
+};
+
+static __thread wsync_mem_job_t *tls_free_jobs;
+/* Jobs run on streams of their own, two taken in turn, so a job's digests
+ * overlap the next job's copy, and a blocking copy or digest on the
+ * thread's stream never waits for queued jobs. */
+static __thread cudaStream_t tls_job_stream[CUDA_MAX_DEVICES][2];
+static __thread unsigned tls_job_turn;
+
+static wsync_status_t job_stream(int d, cudaStream_t *out)
+{
+    int k = (int)(tls_job_turn++ & 1);
+    if (tls_job_stream[d][k] == NULL)
+        CUDA_CHECK(cudaStreamCreateWithFlags(&tls_job_stream[d][k], cudaStreamNonBlocking));
+    *out = tls_job_stream[d][k];
+    return WSYNC_OK;
+}
+
+static wsync_status_t job_get(int device, size_t n, wsync_mem_job_t **out)
+{
+    wsync_mem_job_t *j, **pp;
+    for (pp = &tls_free_jobs; *pp; pp = &(*pp)->next_free)
+        if ((*pp)->device == device && (*pp)->cap >= n) {
+            j = *pp;
+            *pp = j->next_free;
+            *out = j;
+            return WSYNC_OK;
+        }
+    j = calloc(1, sizeof(*j));
+    WSYNC_CHECK_ALLOC(j);
+    j->device = device;
+    j->cap = n < 64 ? 64 : n;
+    if (cudaEventCreateWithFlags(&j->ev, cudaEventDisableTiming) != cudaSuccess ||
+        cudaMalloc((void **)&j->dsum, j->cap * sizeof(uint64_t)) != cudaSuccess ||
+        cudaMallocHost((void **)&j->hsum, j->cap * sizeof(uint64_t)) != cudaSuccess) {
+        if (j->ev)
+            cudaEventDestroy(j->ev);
+        cudaFree(j->dsum);
+        free(j);
+        return wsync_error(WSYNC_ERR_CUDA, "cannot set up a copy job on cuda:%d: %s", device,
+                           cudaGetErrorString(cudaGetLastError()));
+    }
+    *out = j;
+    return WSYNC_OK;
+}
+
+static void cuda_job_free(wsync_mem_job_t *j)
+{
+    if (j == NULL)
+        return;
+    if (!j->host)
+        cudaEventSynchronize(j->ev);
+    j->host = 0;
+    j->next_free = tls_free_jobs;
+    tls_free_jobs = j;
+}
+
+static wsync_status_t cuda_copy_digest_start(void *dst, const void *src, size_t len, const wsync_digest_range_t *r,
+                                             size_t n, wsync_mem_job_t **job)
+{
+    cudaStream_t s;
+    wsync_mem_job_t *j = NULL;
+    wsync_status_t st = WSYNC_OK;
+    size_t i;
+    int d, e;
+    WSYNC_CHECK(wsync_cuda_stream(&d, &s, NULL));
+    WSYNC_CHECK(job_stream(d, &s));
+    WSYNC_CHECK(job_get(d, n, &j));
+    j->n = n;
+    if (!is_device_ptr(dst)) {
+        /* host bytes: copy and digest here and now */
+        j->host = 1;
+        st = cuda_copy(dst, src, len);
+        if (st == WSYNC_OK)
+            st = cuda_digest_many(r, n, j->hsum);
+        goto out;
+    }
+    if (len > 0)
+        CUDA_CHECK_GOTO(cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, s), st, out);
+    if (n > 0)
+        CUDA_CHECK_GOTO(cudaMemsetAsync(j->dsum, 0, n * sizeof(uint64_t), s), st, out);
+    for (i = 0; i < n; i++) {
+        e = wsync_cuda_digest_sum_async(r[i].ptr, r[i].len, r[i].off, j->dsum + i, s);
+        if (e != 0) {
+            st = wsync_error(WSYNC_ERR_CUDA, "digest kernel: %s", cudaGetErrorString((cudaError_t)e));
+            goto out;
+        }
+    }
+    if (n > 0)
+        CUDA_CHECK_GOTO(cudaMemcpyAsync(j->hsum, j->dsum, n * sizeof(uint64_t), cudaMemcpyDeviceToHost, s), st, out);
+    CUDA_CHECK_GOTO(cudaEventRecord(j->ev, s), st, out);
+out:
+    if (st != WSYNC_OK) {
+        cuda_job_free(j);
+        return st;
+    }
+    *job = j;
+    return WSYNC_OK;
+}
+
+static wsync_status_t cuda_job_poll(wsync_mem_job_t *j, int wait, uint64_t *sums, int *done)
+{
+    cudaError_t e = cudaSuccess;
+    *done = 0;
+    if (!j->host) {
+        e = wait ? cudaEventSynchronize(j->ev) : cudaEventQuery(j->ev);
+        if (e == cudaErrorNotReady)
+            return WSYNC_OK;
+        if (e != cudaSuccess)
+            return wsync_error(WSYNC_ERR_CUDA, "copy job on cuda:%d: %s", j->device, cudaGetErrorString(e));
+    }
+    memcpy(sums, j->hsum, j->n * sizeof(uint64_t));
+    *done = 1;
+    return WSYNC_OK;
+}
+
 static wsync_status_t cuda_digest_sum(const void *ptr, size_t len, uint64_t off, uint64_t *sum)
 {
     wsync_digest_range_t r = {.ptr = ptr, .len = len, .off = off};
@@ -203,6 +329,10 @@ static wsync_status_t cuda_copy(void *dst, const void *src, size_t len) { return
 static wsync_status_t cuda_fill(void *dst, size_t len, uint64_t off, uint64_t seed) { return no_cuda(); }
 static wsync_status_t cuda_digest_sum(const void *ptr, size_t len, uint64_t off, uint64_t *sum) { return no_cuda(); }
 static wsync_status_t cuda_digest_many(const wsync_digest_range_t *r, size_t n, uint64_t *sums) { return no_cuda(); }
+static wsync_status_t cuda_copy_digest_start(void *dst, const void *src, size_t len, const wsync_digest_range_t *r,
+                                             size_t n, wsync_mem_job_t **job) { return no_cuda(); }
+static wsync_status_t cuda_job_poll(wsync_mem_job_t *j, int wait, uint64_t *sums, int *done) { return no_cuda(); }
+static void cuda_job_free(wsync_mem_job_t *j) {}
 #endif
 
 /* One table for both builds: without the library every op says why. */
@@ -216,4 +346,7 @@ const wsync_mem_ops_t wsync_mem_cuda = {
     .fill = cuda_fill,
     .digest_sum = cuda_digest_sum,
     .digest_many = cuda_digest_many,
+    .copy_digest_start = cuda_copy_digest_start,
+    .job_poll = cuda_job_poll,
+    .job_free = cuda_job_free,
 };

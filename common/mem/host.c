@@ -1,6 +1,7 @@
 /* host.c: the host memory backend: page-aligned anonymous memory, streamed
  * bulk copies (host_copy.c). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -78,6 +79,37 @@ static wsync_status_t host_digest_many(const wsync_digest_range_t *r, size_t n, 
     return WSYNC_OK;
 }
 
+/* The host has no background engine: the job is done when it is started. */
+struct wsync_mem_job {
+    size_t n;
+    uint64_t sums[];
+};
+
+static wsync_status_t host_copy_digest_start(void *dst, const void *src, size_t len, const wsync_digest_range_t *r,
+                                             size_t n, wsync_mem_job_t **job)
+{
+    wsync_mem_job_t *j = malloc(sizeof(*j) + n * sizeof(uint64_t));
+    WSYNC_CHECK_ALLOC(j);
+    j->n = n;
+    wsync_host_copy(dst, src, len);
+    host_digest_many(r, n, j->sums);
+    *job = j;
+    return WSYNC_OK;
+}
+
+static wsync_status_t host_job_poll(wsync_mem_job_t *job, int wait, uint64_t *sums, int *done)
+{
+    (void)wait;
+    memcpy(sums, job->sums, job->n * sizeof(uint64_t));
+    *done = 1;
+    return WSYNC_OK;
+}
+
+static void host_job_free(wsync_mem_job_t *job)
+{
+    free(job);
+}
+
 const wsync_mem_ops_t wsync_mem_host = {
     .name = "host",
     .kind = WSYNC_MEM_HOST,
@@ -88,4 +120,7 @@ const wsync_mem_ops_t wsync_mem_host = {
     .fill = host_fill,
     .digest_sum = host_digest_sum,
     .digest_many = host_digest_many,
+    .copy_digest_start = host_copy_digest_start,
+    .job_poll = host_job_poll,
+    .job_free = host_job_free,
 };

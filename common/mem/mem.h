@@ -21,6 +21,9 @@ typedef struct wsync_digest_range {
     uint64_t off;
 } wsync_digest_range_t;
 
+/* A copy-and-digest running in the background (see copy_digest_start). */
+typedef struct wsync_mem_job wsync_mem_job_t;
+
 typedef struct wsync_mem_ops {
     const char *name;                   /* "host", "cuda" */
     wsync_mem_kind_t kind;
@@ -39,6 +42,17 @@ typedef struct wsync_mem_ops {
      * them (a GPU runs them back to back and synchronises once: a chunk's
      * pieces cost one round trip, not one each). */
     wsync_status_t (*digest_many)(const wsync_digest_range_t *r, size_t n, uint64_t *sums);
+    /* Copy `len` bytes src -> dst, then digest the n ranges (lying in dst)
+     * after it, without waiting: a GPU queues both on the calling thread's
+     * stream, so several jobs keep the copy engine busy back to back; the
+     * host does the work before returning. job_poll sets *done (and fills
+     * sums[0..n)) once finished, waiting for it if `wait`; job_free ends a
+     * job (finished or not: it waits). Jobs belong to the thread that
+     * started them. */
+    wsync_status_t (*copy_digest_start)(void *dst, const void *src, size_t len, const wsync_digest_range_t *r,
+                                        size_t n, wsync_mem_job_t **job);
+    wsync_status_t (*job_poll)(wsync_mem_job_t *job, int wait, uint64_t *sums, int *done);
+    void (*job_free)(wsync_mem_job_t *job);
 } wsync_mem_ops_t;
 
 extern const wsync_mem_ops_t wsync_mem_host;
