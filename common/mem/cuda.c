@@ -178,25 +178,30 @@ static wsync_status_t cuda_digest_many(const wsync_digest_range_t *r, size_t n, 
 struct wsync_mem_job {
     struct wsync_mem_job *next_free;
     int device;
-    cudaEvent_t ev;
+    cudaEvent_t copied, ev;     /* the copy is done; everything is done */
     uint64_t *dsum, *hsum;      /* device accumulators, pinned copy */
     size_t cap, n;
     int host;                   /* the bytes were host memory: done at start */
 };
 
 static __thread wsync_mem_job_t *tls_free_jobs;
-/* Jobs run on streams of their own, two taken in turn, so a job's digests
- * overlap the next job's copy, and a blocking copy or digest on the
- * thread's stream never waits for queued jobs. */
-static __thread cudaStream_t tls_job_stream[CUDA_MAX_DEVICES][2];
+/* Jobs run on streams of their own: copies on two copy streams taken in
+ * turn (as gpu_fanout_bench does), each job's digests on a third once its
+ * copy is done (an event between), so no copy waits for a digest; and a
+ * blocking copy or digest on the thread's stream never waits for queued
+ * jobs. */
+static __thread cudaStream_t tls_job_copy[CUDA_MAX_DEVICES][2], tls_job_digest[CUDA_MAX_DEVICES];
 static __thread unsigned tls_job_turn;
 
-static wsync_status_t job_stream(int d, cudaStream_t *out)
+static wsync_status_t job_streams(int d, cudaStream_t *copy, cudaStream_t *digest)
 {
-    int k = (int)(tls_job_turn++ & 1);
-    if (tls_job_stream[d][k] == NULL)
-        CUDA_CHECK(cudaStreamCreateWithFlags(&tls_job_stream[d][k], cudaStreamNonBlocking));
-    *out = tls_job_stream[d][k];
+    if (tls_job_digest[d] == NULL) {
+        CUDA_CHECK(cudaStreamCreateWithFlags(&tls_job_copy[d][0], cudaStreamNonBlocking));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&tls_job_copy[d][1], cudaStreamNonBlocking));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&tls_job_digest[d], cudaStreamNonBlocking));
+    }
+    *copy = tls_job_copy[d][tls_job_turn++ & 1];
+    *digest = tls_job_digest[d];
     return WSYNC_OK;
 }
 
@@ -215,10 +220,13 @@ static wsync_status_t job_get(int device, size_t n, wsync_mem_job_t **out)
     j->device = device;
     j->cap = n < 64 ? 64 : n;
     if (cudaEventCreateWithFlags(&j->ev, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventCreateWithFlags(&j->copied, cudaEventDisableTiming) != cudaSuccess ||
         cudaMalloc((void **)&j->dsum, j->cap * sizeof(uint64_t)) != cudaSuccess ||
         cudaMallocHost((void **)&j->hsum, j->cap * sizeof(uint64_t)) != cudaSuccess) {
         if (j->ev)
             cudaEventDestroy(j->ev);
+        if (j->copied)
+            cudaEventDestroy(j->copied);
         cudaFree(j->dsum);
         free(j);
         return wsync_error(WSYNC_ERR_CUDA, "cannot set up a copy job on cuda:%d: %s", device,
@@ -242,13 +250,13 @@ static void cuda_job_free(wsync_mem_job_t *j)
 static wsync_status_t cuda_copy_digest_start(void *dst, const void *src, size_t len, const wsync_digest_range_t *r,
                                              size_t n, wsync_mem_job_t **job)
 {
-    cudaStream_t s;
+    cudaStream_t s, cs = NULL;
     wsync_mem_job_t *j = NULL;
     wsync_status_t st = WSYNC_OK;
     size_t i;
     int d, e;
     WSYNC_CHECK(wsync_cuda_stream(&d, &s, NULL));
-    WSYNC_CHECK(job_stream(d, &s));
+    WSYNC_CHECK(job_streams(d, &cs, &s));
     WSYNC_CHECK(job_get(d, n, &j));
     j->n = n;
     if (!is_device_ptr(dst)) {
@@ -260,7 +268,9 @@ static wsync_status_t cuda_copy_digest_start(void *dst, const void *src, size_t 
         goto out;
     }
     if (len > 0)
-        CUDA_CHECK_GOTO(cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, s), st, out);
+        CUDA_CHECK_GOTO(cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, cs), st, out);
+    CUDA_CHECK_GOTO(cudaEventRecord(j->copied, cs), st, out);
+    CUDA_CHECK_GOTO(cudaStreamWaitEvent(s, j->copied, 0), st, out);
     if (n > 0)
         CUDA_CHECK_GOTO(cudaMemsetAsync(j->dsum, 0, n * sizeof(uint64_t), s), st, out);
     for (i = 0; i < n; i++) {
