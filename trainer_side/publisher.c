@@ -1,5 +1,6 @@
 /* publisher.c: a trainer rank's publisher: owned extents, two publish slots,
- * snapshot + digest + report per version. Serving pulls is in pull_server.c. */
+ * digest + report + snapshot copy per version (snapshot.c). Serving pulls is
+ * in pull_server.c. */
 #include "trainer_side/publisher_internal.h"
 
 #include <stdio.h>
@@ -88,7 +89,9 @@ static wsync_status_t slot_init(wsync_publisher_t *p, pub_slot_t *s)
     size_t i;
 
     s->spans = calloc(p->nspans ? p->nspans : 1, sizeof(*s->spans));
+    s->copied = calloc(p->nmy ? p->nmy : 1, 1);
     WSYNC_CHECK_ALLOC(s->spans);
+    WSYNC_CHECK_ALLOC(s->copied);
     if (p->cfg.zero_copy) {
         /* Every extent is its own area, registered where the caller keeps it. */
         s->nareas = (int)p->nspans;
@@ -135,6 +138,7 @@ static void slot_free(wsync_publisher_t *p, pub_slot_t *s)
     free(s->area_ptr);
     free(s->area_len);
     free(s->spans);
+    free(s->copied);
 }
 
 /* Pieces this rank sends, with the span each lies in. */
@@ -286,49 +290,59 @@ static wsync_status_t take_slot(wsync_publisher_t *p, int *slot)
     return WSYNC_OK;
 }
 
-/* Test hook (fault-injection tests only): WSYNC_TEST_CORRUPT_PIECE=<id> flips
- * one byte of that piece after it was digested, as a bad link would. */
-static void maybe_corrupt(wsync_publisher_t *p, pub_slot_t *s)
+/* Slot `slot` holds `version` from now on, with no piece copied yet (every
+ * piece is in place with zero-copy): pulls may start and wait per piece. */
+static void announce(wsync_publisher_t *p, int slot, uint64_t version)
 {
-    const char *env = getenv("WSYNC_TEST_CORRUPT_PIECE");
-    const wsync_plan_t *plan = p->sl->plan;
-    size_t i;
-    if (env == NULL || p->cfg.zero_copy)
-        return;
-    for (i = 0; i < p->nmy; i++) {
-        const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
-        if ((long)pc->id == atol(env) && pc->len > 0) {
-            const pub_span_t *sp = &s->spans[p->piece_slot_off[pc->id]];
-            unsigned char *b = (unsigned char *)sp->ptr + (pc->offset - sp->offset) + pc->len / 2;
-            unsigned char v;
-            p->mem->copy(&v, b, 1);
-            v ^= 0x10;
-            p->mem->copy(b, &v, 1);
-            LOG_WARN("test hook: flipped one byte of piece %u", pc->id);
-        }
-    }
+    pub_slot_t *s = &p->slots[slot];
+    pthread_mutex_lock(&p->lock);
+    memset(s->copied, p->cfg.zero_copy ? 1 : 0, p->nmy ? p->nmy : 1);
+    s->copy_status = WSYNC_OK;
+    s->version = version;
+    p->latest = slot;
+    pthread_mutex_unlock(&p->lock);
 }
 
+/* Takes an announced version down: pulls waiting for its pieces fail with
+ * `why`, new pulls of it are refused naming it. */
+static void withdraw(wsync_publisher_t *p, int slot, uint64_t version, wsync_status_t st, const char *why)
+{
+    pub_slot_t *s = &p->slots[slot];
+    pthread_mutex_lock(&p->lock);
+    s->copy_status = st;
+    s->version = 0;
+    if (p->latest == slot)
+        p->latest = -1;
+    p->withdrawn = version;
+    snprintf(p->withdrawn_why, sizeof(p->withdrawn_why), "%s", why);
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Digest from the caller's extents, announce, report, and copy into the slot
+ * while engines already pull: they start after the digest pass, not after
+ * the copy, and the copy overlaps their transfer. */
 wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
 {
     const wsync_plan_t *plan = p->sl->plan;
     json_t *layout = NULL, *pieces = NULL;
-    pub_slot_t *s;
-    wsync_status_t st;
+    pub_work_t *copy = NULL;
+    wsync_status_t st, cst;
     uint64_t *sums = NULL;
+    char why[512];
     size_t i;
     int slot = 0;
 
     WSYNC_CHECK(take_slot(p, &slot));
-    s = &p->slots[slot];
     sums = calloc(p->nmy ? p->nmy : 1, sizeof(*sums));
     pieces = json_array();
-    if (sums == NULL || pieces == NULL) {
+    layout = wsync_sync_layout_to_json(p->sl, p->cfg.rank == 0);
+    if (sums == NULL || pieces == NULL || layout == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory publishing version %llu",
                          p->cfg.rank, (unsigned long long)version);
         goto out;
     }
-    WSYNC_CHECK_GOTO(pub_snapshot(p, s, sums), st, out);
+    WSYNC_CHECK_GOTO(pub_digest(p, sums), st, out);
     for (i = 0; i < p->nmy; i++) {
         const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
         char hex[17];
@@ -337,20 +351,22 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
                                                 "offset", (json_int_t)pc->offset, "len",
                                                 (json_int_t)pc->len, "digest", hex));
     }
-    maybe_corrupt(p, s);
-    pthread_mutex_lock(&p->lock);
-    s->version = version;
-    p->latest = slot;
-    pthread_mutex_unlock(&p->lock);
-    layout = wsync_sync_layout_to_json(p->sl, p->cfg.rank == 0);
-    st = layout ? wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, layout, pieces)
-                : wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory", p->cfg.rank);
-    if (st != WSYNC_OK) {
-        pthread_mutex_lock(&p->lock);
-        s->version = 0;
-        p->latest = -1;
-        pthread_mutex_unlock(&p->lock);
+    announce(p, slot, version);
+    st = p->cfg.zero_copy ? WSYNC_OK : pub_copy_start(p, &p->slots[slot], &copy);
+    if (st == WSYNC_OK)
+        st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, layout, pieces);
+    if (st != WSYNC_OK)
+        snprintf(why, sizeof(why), "%s", wsync_last_error());
+    if (copy) {
+        cst = pub_copy_finish(copy, st != WSYNC_OK);
+        if (st == WSYNC_OK && cst != WSYNC_OK) {
+            snprintf(why, sizeof(why), "its copy into the publish slot failed: %s", wsync_last_error());
+            st = wsync_error(cst, "trainer rank %d: version %llu was announced, but %s; it is withdrawn on "
+                             "this rank: publish a newer version", p->cfg.rank, (unsigned long long)version, why);
+        }
     }
+    if (st != WSYNC_OK)
+        withdraw(p, slot, version, st, why);
 out:
     json_decref(layout);
     json_decref(pieces);

@@ -1,5 +1,6 @@
 /* publisher_internal.h: the publisher's state, shared by publisher.c (slots,
- * snapshots, digests, reports) and pull_server.c (serving engine pulls). */
+ * reports), snapshot.c (digests, snapshot copies) and pull_server.c (serving
+ * engine pulls). */
 #ifndef WSYNC_TRAINER_PUBLISHER_INTERNAL_H
 #define WSYNC_TRAINER_PUBLISHER_INTERNAL_H
 
@@ -26,6 +27,10 @@ typedef struct pub_span {
 typedef struct pub_slot {
     uint64_t version;       /* 0: empty */
     int pins;               /* pulls in flight */
+    /* The copy into the slot runs after `version` is announced, so a pull
+     * puts a piece only once it is copied. Both under the publisher's lock. */
+    unsigned char *copied;  /* [nmy]: my piece i is in the slot (all 1 with zero-copy) */
+    wsync_status_t copy_status; /* the copy failed: pulls waiting on it fail */
     void *buf;              /* packed owned bytes (copy mode), else NULL */
     int nareas;             /* memory areas to register: buf, or each extent */
     void **area_ptr;
@@ -84,6 +89,8 @@ struct wsync_publisher {
     pub_transport_t transports[PUB_MAX_TRANSPORTS];
     int ntransports;
     pub_request_t *requests;
+    uint64_t withdrawn;             /* the last version taken down after announcing it */
+    char withdrawn_why[512];        /* and why (named in the failed pulls) */
 
     int listen_fd;
     int listen_port;
@@ -92,11 +99,19 @@ struct wsync_publisher {
     int active_handlers;
 };
 
-/* snapshot.c: copies (unless zero-copy) and digests every piece of mine
- * into slot s; sums[i] is the digest sum of my_pieces[i]. */
-wsync_status_t pub_snapshot(wsync_publisher_t *p, pub_slot_t *s, uint64_t *sums);
-/* Threads a snapshot uses: `asked` if > 0, else env WSYNC_PUBLISH_THREADS,
- * else one per online CPU; at most 8. */
+/* snapshot.c: sums[i] = the digest sum of my_pieces[i], read from the
+ * caller's extents (threaded for host memory). */
+wsync_status_t pub_digest(wsync_publisher_t *p, uint64_t *sums);
+/* Copies the caller's extents into slot s in my_pieces order, on threads for
+ * host memory, each piece marked in s->copied (under p->lock, waking the pull
+ * server) once it is there. pub_copy_finish does what is left on the caller's
+ * thread (GPU memory) or stops what is not started yet (abandon), waits for
+ * the threads, frees the job and returns the first failure. */
+typedef struct pub_work pub_work_t;
+wsync_status_t pub_copy_start(wsync_publisher_t *p, pub_slot_t *s, pub_work_t **out);
+wsync_status_t pub_copy_finish(pub_work_t *w, int abandon);
+/* Threads a digest or copy uses: `asked` if > 0, else env
+ * WSYNC_PUBLISH_THREADS, else one per online CPU; at most 8. */
 int pub_snapshot_threads(int asked);
 
 /* pull_server.c */

@@ -1,7 +1,8 @@
 /* pull_server.c: serves engine pulls for a publisher. An engine rank sends one
  * request (version, its landing rank, its transport address and region key);
  * this rank puts every piece it owns that lands on that rank, in plan order,
- * all in flight at once, and answers when all were handed to the network. */
+ * each as soon as publish() has copied it into the slot, all in flight at
+ * once, and answers when all were handed to the network. */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +167,32 @@ static void drop_conn(wsync_publisher_t *p, int ti, pub_conn_t *dead)
         }
 }
 
+/* Until my piece i is in slot s: publish() announces a version before it
+ * copies it (snapshot.c). Called with p->lock held; on failure, why says it. */
+static wsync_status_t wait_copied(wsync_publisher_t *p, pub_slot_t *s, size_t i, uint64_t deadline, char *why,
+                                  size_t len)
+{
+    while (!s->copied[i]) {
+        struct timespec ts;
+        if (s->copy_status != WSYNC_OK) {
+            snprintf(why, len, "version withdrawn: %.200s", p->withdrawn_why);
+            return s->copy_status;
+        }
+        if (p->stopping) {
+            snprintf(why, len, "the publisher is shutting down");
+            return WSYNC_ERR_PEER;
+        }
+        if (wsync_now_ns() >= deadline) {
+            snprintf(why, len, "piece %u was not copied into the publish slot within the request's timeout",
+                     p->my_pieces[i]);
+            return WSYNC_ERR_TIMEOUT;
+        }
+        wsync_abstime_after_ms(&ts, 20);
+        pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+    }
+    return WSYNC_OK;
+}
+
 static int find_slot(wsync_publisher_t *p, uint64_t version)
 {
     int s;
@@ -193,7 +220,7 @@ static void serve_chunks(wsync_publisher_t *p, const json_t *req, const unsigned
     pub_conn_t *conn = NULL;
     pub_slot_t *s;
     uint64_t bytes = 0, deadline;
-    char msg[700];
+    char msg[700], why[sizeof(r.error)];
     size_t i, n = 0;
     int slot, ti = 0;
 
@@ -219,6 +246,11 @@ static void serve_chunks(wsync_publisher_t *p, const json_t *req, const unsigned
     }
     pthread_mutex_lock(&p->lock);
     slot = find_slot(p, (uint64_t)version);
+    if (slot < 0 && p->withdrawn == (uint64_t)version) {
+        snprintf(msg, sizeof(msg), "trainer rank %d withdrew version %lld: %s", p->cfg.rank, (long long)version,
+                 p->withdrawn_why);
+        goto fail_locked;
+    }
     if (slot < 0) {
         snprintf(msg, sizeof(msg), "trainer rank %d no longer holds version %lld (newest: %llu)",
                  p->cfg.rank, (long long)version,
@@ -238,12 +270,20 @@ static void serve_chunks(wsync_publisher_t *p, const json_t *req, const unsigned
     s->pins++;
     r.next = p->requests;
     p->requests = &r;
+    deadline = wsync_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 120000) * 1000000ULL;
     for (i = 0; i < p->nmy; i++) {
         const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
         const pub_span_t *sp;
+        wsync_status_t st;
         if (pc->len == 0 || (chunks ? !(chunks[pc->chunk / 8] >> (pc->chunk % 8) & 1)
                                     : wsync_plan_land_rank(plan, pc->chunk, (int)L) != (int)lr))
             continue;
+        /* The copy goes in this same order, so waiting piece by piece puts
+         * each one as soon as it is copied. */
+        if ((st = wait_copied(p, s, i, deadline, why, sizeof(why))) != WSYNC_OK) {
+            fail_request(&r, st, why);
+            break;
+        }
         sp = &s->spans[p->piece_slot_off[pc->id]];
         r.outstanding++;
         if (p->transports[ti].ops->put(conn->conn, s->regions[ti][sp->area],
@@ -258,7 +298,6 @@ static void serve_chunks(wsync_publisher_t *p, const json_t *req, const unsigned
     }
     if (p->transports[ti].ops->put_flush)
         p->transports[ti].ops->put_flush(conn->conn);
-    deadline = wsync_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 120000) * 1000000ULL;
     while (r.outstanding > 0 && wsync_now_ns() < deadline && !p->stopping) {
         struct timespec ts;
         wsync_abstime_after_ms(&ts, 20);

@@ -1,9 +1,12 @@
-/* snapshot.c: one version's snapshot and digests. Each piece this rank sends
- * is copied from the caller's extent into the publish slot (unless
- * zero-copy) and then digested from the slot, piece by piece, so the pieces
- * can be shared among threads. With host memory several threads take them:
- * one core's memory bandwidth (about 10 GB/s) is what bounds a publish, and
- * a trainer host has cores to spare while it publishes. */
+/* snapshot.c: one version's digests and snapshot copy. publish() digests every
+ * piece this rank sends straight from the caller's extents, announces the
+ * version, and only then copies the pieces into the publish slot (unless
+ * zero-copy) while engines already pull: the pull server waits for each
+ * piece's copy (pub_slot_t.copied), so the copy overlaps the transfer instead
+ * of delaying every engine's start. With host memory several threads take the
+ * pieces: one core's memory bandwidth (about 10 GB/s) is what bounds the
+ * digest and the copy, and a trainer host has cores to spare while it
+ * publishes. */
 #include "trainer_side/publisher_internal.h"
 
 #include <pthread.h>
@@ -14,51 +17,184 @@
 #include "common/checks.h"
 
 #define SNAP_MAX_THREADS 8
+/* Copy threads share each piece in blocks of this size, in plan order: the
+ * first piece is ready after 64 MiB / (all threads' bandwidth), not after
+ * every thread has copied a piece of its own (8 threads: 8x sooner). */
+#define COPY_BLOCK (8u << 20)
 
-typedef struct snap_job {
+/* Units of work (pieces, copy blocks or extents) shared among threads. */
+struct pub_work {
     wsync_publisher_t *p;
     pub_slot_t *s;
-    uint64_t *sums;       /* per piece of mine, in my_pieces order */
-    int copy;             /* copy each piece before digesting it */
-    size_t next;          /* next piece to take (atomic) */
+    uint64_t *sums;       /* digest: per piece of mine, in my_pieces order */
+    wsync_status_t (*unit)(pub_work_t *w, size_t i);
+    size_t nunits;
+    size_t next;          /* next unit to take (atomic) */
+    pthread_t tid[SNAP_MAX_THREADS];
+    int started;
+    long corrupt_piece;   /* test hooks (see pub_copy_start), -1: none */
+    long fail_piece;
+    int delay_ms;
+    size_t *first_block;  /* copy by blocks: [nmy + 1], where my piece i starts */
+    uint32_t *left;       /* copy by blocks: blocks of piece i still to copy (atomic) */
     pthread_mutex_t lock; /* guards st and why */
     wsync_status_t st;
     char why[512];
-} snap_job_t;
+};
 
-static wsync_status_t snap_piece(snap_job_t *j, size_t i)
+/* Where my piece i lies in the caller's memory and in slot s. */
+static const char *piece_src(const wsync_publisher_t *p, size_t i)
 {
-    wsync_publisher_t *p = j->p;
     const wsync_piece_t *pc = &p->sl->plan->pieces[p->my_pieces[i]];
-    size_t k = p->piece_slot_off[pc->id];
-    const pub_span_t *sp = &j->s->spans[k];
-    char *dst = (char *)sp->ptr + (pc->offset - sp->offset);
-
-    if (j->copy)
-        WSYNC_CHECK(p->mem->copy(dst, (const char *)p->owned[k].ptr + (pc->offset - p->owned[k].offset), pc->len));
-    return p->mem->digest_sum(dst, pc->len, pc->offset, &j->sums[i]);
+    const wsync_owned_t *o = &p->owned[p->piece_slot_off[pc->id]];
+    return (const char *)o->ptr + (pc->offset - o->offset);
 }
 
-static void *snap_worker(void *arg)
+static char *piece_dst(const wsync_publisher_t *p, const pub_slot_t *s, size_t i)
 {
-    snap_job_t *j = arg;
+    const wsync_piece_t *pc = &p->sl->plan->pieces[p->my_pieces[i]];
+    const pub_span_t *sp = &s->spans[p->piece_slot_off[pc->id]];
+    return (char *)sp->ptr + (pc->offset - sp->offset);
+}
+
+static wsync_status_t digest_unit(pub_work_t *w, size_t i)
+{
+    const wsync_piece_t *pc = &w->p->sl->plan->pieces[w->p->my_pieces[i]];
+    return w->p->mem->digest_sum(piece_src(w->p, i), pc->len, pc->offset, &w->sums[i]);
+}
+
+/* Test hook: flip one byte of my piece i in the slot, as a bad link would. */
+static void corrupt(pub_work_t *w, size_t i)
+{
+    const wsync_piece_t *pc = &w->p->sl->plan->pieces[w->p->my_pieces[i]];
+    unsigned char *b, v;
+    if ((long)pc->id != w->corrupt_piece || pc->len == 0)
+        return;
+    b = (unsigned char *)piece_dst(w->p, w->s, i) + pc->len / 2;
+    w->p->mem->copy(&v, b, 1);
+    v ^= 0x10;
+    w->p->mem->copy(b, &v, 1);
+    LOG_WARN("test hook: flipped one byte of piece %u", pc->id);
+}
+
+/* My pieces inside extent k (every one when k < 0) are in the slot: wake
+ * the pulls waiting for them. */
+static void mark_copied(pub_work_t *w, size_t i, long k)
+{
+    wsync_publisher_t *p = w->p;
+    pthread_mutex_lock(&p->lock);
+    if (k < 0)
+        w->s->copied[i] = 1;
+    else
+        for (i = 0; i < p->nmy; i++)
+            if (p->piece_slot_off[p->my_pieces[i]] == (uint64_t)k)
+                w->s->copied[i] = 1;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* My piece that copy block b belongs to. */
+static size_t block_piece(const pub_work_t *w, size_t b)
+{
+    size_t lo = 0, hi = w->p->nmy;   /* first_block[lo] <= b < first_block[hi] */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (w->first_block[mid] <= b)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static wsync_status_t copy_block_unit(pub_work_t *w, size_t b)
+{
+    wsync_publisher_t *p = w->p;
+    size_t i = block_piece(w, b);
+    const wsync_piece_t *pc = &p->sl->plan->pieces[p->my_pieces[i]];
+    uint64_t off = (uint64_t)(b - w->first_block[i]) * COPY_BLOCK;
+    uint64_t len = pc->len - off < COPY_BLOCK ? pc->len - off : COPY_BLOCK;
+    if (off == 0 && w->delay_ms > 0)
+        usleep((useconds_t)w->delay_ms * 1000);
+    if (off == 0 && (long)pc->id == w->fail_piece)
+        return wsync_error(WSYNC_ERR_IO, "test hook: the copy of piece %u failed", pc->id);
+    WSYNC_CHECK(p->mem->copy(piece_dst(p, w->s, i) + off, piece_src(p, i) + off, len));
+    if (__atomic_sub_fetch(&w->left[i], 1, __ATOMIC_ACQ_REL) == 0) {
+        corrupt(w, i);
+        mark_copied(w, i, -1);
+    }
+    return WSYNC_OK;
+}
+
+/* Extent k whole (GPU memory: one device copy instead of one per piece; or
+ * pieces that do not tile the extents), then every piece inside it. */
+static wsync_status_t copy_extent_unit(pub_work_t *w, size_t k)
+{
+    wsync_publisher_t *p = w->p;
+    size_t i;
+    if (w->delay_ms > 0)
+        usleep((useconds_t)w->delay_ms * 1000);
+    for (i = 0; i < p->nmy; i++)
+        if (p->piece_slot_off[p->my_pieces[i]] == k && (long)p->my_pieces[i] == w->fail_piece)
+            return wsync_error(WSYNC_ERR_IO, "test hook: the copy of piece %u failed", p->my_pieces[i]);
+    WSYNC_CHECK(p->mem->copy(w->s->spans[k].ptr, p->owned[k].ptr, p->owned[k].len));
+    for (i = 0; i < p->nmy; i++)
+        if (p->piece_slot_off[p->my_pieces[i]] == k)
+            corrupt(w, i);
+    mark_copied(w, 0, (long)k);
+    return WSYNC_OK;
+}
+
+static void *work_main(void *arg)
+{
+    pub_work_t *w = arg;
     for (;;) {
-        size_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+        size_t i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED);
         wsync_status_t st;
-        if (i >= j->p->nmy)
+        if (i >= w->nunits)
             break;
-        st = snap_piece(j, i);
+        st = w->unit(w, i);
         if (st != WSYNC_OK) {
-            pthread_mutex_lock(&j->lock);
-            if (j->st == WSYNC_OK) {
-                j->st = st;
-                snprintf(j->why, sizeof(j->why), "%s", wsync_last_error());
+            pthread_mutex_lock(&w->lock);
+            if (w->st == WSYNC_OK) {
+                w->st = st;
+                snprintf(w->why, sizeof(w->why), "%s", wsync_last_error());
             }
-            pthread_mutex_unlock(&j->lock);
-            __atomic_store_n(&j->next, j->p->nmy, __ATOMIC_RELAXED);  /* the others stop too */
+            pthread_mutex_unlock(&w->lock);
+            __atomic_store_n(&w->next, w->nunits, __ATOMIC_RELAXED);  /* the others stop too */
         }
     }
     return NULL;
+}
+
+/* Starts up to nt threads (fewer if they cannot start: the caller's share
+ * in work_finish then does the rest). */
+static void work_start(pub_work_t *w, int nt)
+{
+    pthread_mutex_init(&w->lock, NULL);
+    w->st = WSYNC_OK;
+    if ((size_t)nt > w->nunits)
+        nt = (int)w->nunits;
+    for (; w->started < nt; w->started++)
+        if (pthread_create(&w->tid[w->started], NULL, work_main, w) != 0)
+            break;
+}
+
+/* The caller helps (help), or stops what is not started yet (abandon), and
+ * joins the threads; the first failure, if any. */
+static wsync_status_t work_finish(pub_work_t *w, int help, int abandon)
+{
+    int i;
+    if (abandon)
+        __atomic_store_n(&w->next, w->nunits, __ATOMIC_RELAXED);
+    if (help || w->started == 0)
+        work_main(w);
+    for (i = 0; i < w->started; i++)
+        pthread_join(w->tid[i], NULL);
+    pthread_mutex_destroy(&w->lock);
+    if (w->st != WSYNC_OK)
+        return wsync_error(w->st, "%s", w->why);
+    return WSYNC_OK;
 }
 
 int pub_snapshot_threads(int asked)
@@ -72,33 +208,74 @@ int pub_snapshot_threads(int asked)
     return n < 1 ? 1 : n > SNAP_MAX_THREADS ? SNAP_MAX_THREADS : (int)n;
 }
 
-wsync_status_t pub_snapshot(wsync_publisher_t *p, pub_slot_t *s, uint64_t *sums)
+static int host_memory(const wsync_publisher_t *p)
 {
-    snap_job_t j = {.p = p, .s = s, .sums = sums, .st = WSYNC_OK};
-    pthread_t tid[SNAP_MAX_THREADS];
-    int host = p->mem == &wsync_mem_host, nt = host ? p->snap_threads : 1, started = 0, i;
-    size_t k;
+    return p->mem == &wsync_mem_host;
+}
 
-    /* Piece by piece when the pieces tile the extents (they do for every
-     * plan wsync builds); otherwise whole extents first. GPU memory keeps
-     * whole-extent device copies: one copy each instead of one per piece. */
-    j.copy = !p->cfg.zero_copy && host && p->pieces_tile;
-    if (!p->cfg.zero_copy && !j.copy)
-        for (k = 0; k < p->nspans; k++)
-            WSYNC_CHECK(p->mem->copy(s->spans[k].ptr, p->owned[k].ptr, p->owned[k].len));
-    if ((size_t)nt > p->nmy)
-        nt = (int)p->nmy;
-    pthread_mutex_init(&j.lock, NULL);
-    for (i = 1; i < nt; i++) {
-        if (pthread_create(&tid[started], NULL, snap_worker, &j) != 0)
-            break;   /* fewer helpers: the work still gets done below */
-        started++;
+wsync_status_t pub_digest(wsync_publisher_t *p, uint64_t *sums)
+{
+    pub_work_t w = {.p = p, .sums = sums, .unit = digest_unit, .nunits = p->nmy};
+    work_start(&w, host_memory(p) ? p->snap_threads - 1 : 0);
+    return work_finish(&w, 1, 0);
+}
+
+static long env_long(const char *name, long dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? atol(v) : dflt;
+}
+
+wsync_status_t pub_copy_start(wsync_publisher_t *p, pub_slot_t *s, pub_work_t **out)
+{
+    pub_work_t *w = calloc(1, sizeof(*w));
+    WSYNC_CHECK_ALLOC(w);
+    w->p = p;
+    w->s = s;
+    /* Block by block when the pieces tile the extents (they do for every
+     * plan wsync builds) and the memory is the host's; otherwise whole
+     * extents. */
+    if (host_memory(p) && p->pieces_tile) {
+        size_t i;
+        w->first_block = calloc(p->nmy + 1, sizeof(*w->first_block));
+        w->left = calloc(p->nmy ? p->nmy : 1, sizeof(*w->left));
+        if (w->first_block == NULL || w->left == NULL) {
+            free(w->first_block);
+            free(w->left);
+            free(w);
+            return wsync_error(WSYNC_ERR_NOMEM, "out of memory starting a snapshot copy");
+        }
+        for (i = 0; i < p->nmy; i++) {
+            uint64_t len = p->sl->plan->pieces[p->my_pieces[i]].len;
+            w->left[i] = len > COPY_BLOCK ? (uint32_t)((len + COPY_BLOCK - 1) / COPY_BLOCK) : 1;
+            w->first_block[i + 1] = w->first_block[i] + w->left[i];
+        }
+        w->unit = copy_block_unit;
+        w->nunits = w->first_block[p->nmy];
+    } else {
+        w->unit = copy_extent_unit;
+        w->nunits = p->nspans;
     }
-    snap_worker(&j);
-    for (i = 0; i < started; i++)
-        pthread_join(tid[i], NULL);
-    pthread_mutex_destroy(&j.lock);
-    if (j.st != WSYNC_OK)
-        return wsync_error(j.st, "%s", j.why);
+    /* Test hooks (tests only): WSYNC_TEST_CORRUPT_PIECE=<id> flips one byte
+     * of that piece once it is copied, after it was digested;
+     * WSYNC_TEST_COPY_DELAY_MS sleeps before each copy; and
+     * WSYNC_TEST_COPY_FAIL_PIECE=<id> fails the copy of that piece. */
+    w->corrupt_piece = env_long("WSYNC_TEST_CORRUPT_PIECE", -1);
+    w->fail_piece = env_long("WSYNC_TEST_COPY_FAIL_PIECE", -1);
+    w->delay_ms = (int)env_long("WSYNC_TEST_COPY_DELAY_MS", 0);
+    /* Host memory: every thread copies while the caller reports. GPU memory
+     * copies on the caller's thread after the report (a thread per publish
+     * would leave a CUDA stream behind each time). */
+    work_start(w, host_memory(p) ? p->snap_threads : 0);
+    *out = w;
     return WSYNC_OK;
+}
+
+wsync_status_t pub_copy_finish(pub_work_t *w, int abandon)
+{
+    wsync_status_t st = work_finish(w, 0, abandon);
+    free(w->first_block);
+    free(w->left);
+    free(w);
+    return st;
 }

@@ -1,7 +1,8 @@
 /* wsync_publisher.h: the trainer side of wsync. Each trainer rank creates one
- * publisher over the extents of the image it owns; publish(v) snapshots them,
- * digests them, tells the control endpoint and serves engine pulls of v from
- * a background thread until v is superseded and no engine is pulling it. */
+ * publisher over the extents of the image it owns; publish(v) digests them,
+ * tells the control endpoint, snapshots them while engines already pull, and
+ * serves engine pulls of v from a background thread until v is superseded and
+ * no engine is pulling it. */
 #ifndef WSYNC_PUBLISHER_H
 #define WSYNC_PUBLISHER_H
 
@@ -41,8 +42,8 @@ typedef struct wsync_publisher_config {
     const wsync_owned_t *owned;
     int nowned;
     const char *device;         /* "host" (default) or "cuda:N": where the bytes live */
-    int zero_copy;              /* 1: no snapshot; caller does not write until the
-                                   next publish returns */
+    int zero_copy;              /* 1: no snapshot; caller does not write its extents
+                                   until the next publish returns */
     const char *listen;         /* pull server "HOST:PORT" ("0.0.0.0:0" default) */
     const char *advertise_host; /* address engines dial (default: primary IPv4) */
     const char *host_id;        /* hosts with the same id use the local transport;
@@ -61,10 +62,20 @@ typedef struct wsync_publisher_config {
 WSYNC_API wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg,
                                                 wsync_publisher_t **out);
 
-/* Snapshot the owned extents as `version` (must grow), digest them and report
- * to the control endpoint. Returns once this rank's report is accepted; the
- * version is published when all W ranks have reported. Not thread-safe
- * against itself (one publishing thread per publisher). */
+/* Publish the owned extents as `version` (must grow): digest them where they
+ * are, report to the control endpoint (the version is published when all W
+ * ranks have reported, and engines start pulling at once), then copy them into
+ * a publish slot (unless zero_copy) while this rank already serves the pieces
+ * copied so far. Returns once the report is accepted and the copy is done: the
+ * caller must not write its extents until publish() returns (with zero_copy,
+ * until the next publish() returns); afterwards it may.
+ * If the copy fails after the report, publish() fails and the version is
+ * withdrawn on this rank: engines' pulls of it fail naming the failed copy and
+ * they keep the version they hold. The control endpoint still lists it as the
+ * latest version until a newer one is published (engines that retry fail the
+ * same way meanwhile), so publish a newer version; the same number is refused
+ * (409). Not thread-safe against itself (one publishing thread per
+ * publisher). */
 WSYNC_API wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version);
 
 /* The control endpoint's URL this publisher uses (its own with `serve`). */

@@ -1,0 +1,232 @@
+/* publisher_test.c: publish() announces a version before it copies it into
+ * the publish slot, so an engine pulls while the copy runs; a copy that fails
+ * takes the version down with a message the engine sees. One process: the
+ * control endpoint, a publisher (1 rank) and a receiver (1 local rank) over
+ * tcp on loopback; test hooks slow the copy (and the engine's landing). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "common/manifest.h"
+#include "common/util.h"
+#include "engine_side/wsync_receiver.h"
+#include "tests/test.h"
+#include "trainer_side/control/control_server.h"
+#include "trainer_side/wsync_publisher.h"
+
+#define IMAGE (8u << 20)
+#define CHUNK (1u << 20)          /* 8 pieces, all from rank 0 */
+#define DELAY_MS 100              /* per piece copied (trainer) and landed (engine) */
+
+typedef struct rig {
+    wsync_control_server_t *server;
+    wsync_publisher_t *pub;
+    wsync_receiver_t *recv;
+    char *manifest_json;
+    char *src;
+    size_t size;
+} rig_t;
+
+typedef struct pull_job {
+    wsync_receiver_t *recv;
+    wsync_status_t st;
+    uint64_t got;
+    double t_done;
+    char error[512];
+} pull_job_t;
+
+static int rig_up(rig_t *g, uint64_t image, uint64_t chunk, int threads)
+{
+    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
+    wsync_publisher_config_t pc = {.rank = 0, .world = 1, .chunk_size = chunk, .listen = "127.0.0.1:0",
+                                   .advertise_host = "127.0.0.1", .host_id = "pubtest-trainer",
+                                   .threads = threads};
+    wsync_receiver_config_t rc = {.engine_id = "pubtest-engine", .local_rank = 0, .local_world = 1,
+                                  .mode = WSYNC_MODE_STAGED, .transport = "tcp", .bind_host = "127.0.0.1",
+                                  .host_id = "pubtest-engine-host"};
+    wsync_manifest_t *m = NULL;
+    json_t *mj = NULL;
+
+    memset(g, 0, sizeof(*g));
+    if (wsync_manifest_synthetic(image, &m) != WSYNC_OK || wsync_manifest_to_json(m, &mj) != WSYNC_OK ||
+        (g->manifest_json = json_dumps(mj, JSON_COMPACT)) == NULL)
+        return -1;
+    g->size = m->image_size;
+    json_decref(mj);
+    wsync_manifest_free(m);
+    if ((g->src = malloc(g->size)) == NULL)
+        return -1;
+    if (wsync_control_server_start(&sc, &g->server) != WSYNC_OK)
+        return -1;
+    pc.control_url = rc.control_url = wsync_control_server_url(g->server);
+    pc.manifest_json = g->manifest_json;
+    pc.image = g->src;
+    if (wsync_publisher_create(&pc, &g->pub) != WSYNC_OK || wsync_receiver_create(&rc, &g->recv) != WSYNC_OK)
+        return -1;
+    return 0;
+}
+
+/* A rig, or the case fails saying why. */
+static int rig_ok(rig_t *g, uint64_t image, uint64_t chunk, int threads)
+{
+    if (rig_up(g, image, chunk, threads) == 0)
+        return 1;
+    fprintf(stderr, "  set-up: %s\n", wsync_last_error());
+    CHECK(!"set-up");
+    return 0;
+}
+
+static void rig_down(rig_t *g)
+{
+    wsync_receiver_destroy(g->recv);
+    wsync_publisher_destroy(g->pub);
+    wsync_control_server_stop(g->server);
+    free(g->src);
+    free(g->manifest_json);
+}
+
+static void *pull_main(void *arg)
+{
+    pull_job_t *j = arg;
+    j->st = wsync_receiver_pull(j->recv, 0, 20000, &j->got);
+    j->t_done = wsync_now_s();
+    snprintf(j->error, sizeof(j->error), "%s", j->st == WSYNC_OK ? "" : wsync_last_error());
+    return NULL;
+}
+
+/* The engine pulls the newest version on a thread; it is long-polling when
+ * this returns. */
+static void pull_start(rig_t *g, pull_job_t *j, pthread_t *th)
+{
+    j->recv = g->recv;
+    CHECK(pthread_create(th, NULL, pull_main, j) == 0);
+    usleep(200000);
+}
+
+static void pull_join(pthread_t th, pull_job_t *j)
+{
+    pthread_join(th, NULL);
+    if (j->st != WSYNC_OK)
+        fprintf(stderr, "  pull: %s\n", j->error);
+}
+
+/* The engine's image equals version v of the pattern. */
+static int holds(const rig_t *g, uint64_t v)
+{
+    char *want = malloc(g->size), *img = NULL;
+    size_t len = 0;
+    int ok = want && wsync_receiver_image(g->recv, (void **)&img, &len) == WSYNC_OK && len == g->size;
+    if (ok) {
+        wsync_fill_pattern(want, g->size, 0, v);
+        ok = memcmp(want, img, g->size) == 0;
+    }
+    free(want);
+    return ok;
+}
+
+/* Copy and landing both take DELAY_MS per piece. Copy first, then pull (as
+ * before) would make the engine need all 8 landings after publish() returns;
+ * announced before the copy, the engine lands each piece right after its
+ * copy, so it is done about one landing after publish() returns. */
+static void test_engine_pulls_while_publish_copies(void)
+{
+    rig_t g;
+    pull_job_t j = {0};
+    pthread_t th;
+    double t0, t1;
+    char delay[16];
+
+    snprintf(delay, sizeof(delay), "%d", DELAY_MS);
+    setenv("WSYNC_TEST_COPY_DELAY_MS", delay, 1);
+    setenv("WSYNC_TEST_LAND_DELAY_MS", delay, 1);
+    if (!rig_ok(&g, IMAGE, CHUNK, 1))
+        goto out;
+    wsync_fill_pattern(g.src, g.size, 0, 1);
+    pull_start(&g, &j, &th);
+    t0 = wsync_now_s();
+    CHECK_OK(wsync_publisher_publish(g.pub, 1));
+    t1 = wsync_now_s();
+    pull_join(th, &j);
+    CHECK_EQ(j.st, WSYNC_OK);
+    CHECK_EQ(j.got, 1);
+    CHECK(holds(&g, 1));
+    /* publish() took the 8 slow copies ... */
+    CHECK(t1 - t0 >= 8 * DELAY_MS / 1000.0);
+    /* ... and the engine needed far less than 8 landings after it returned. */
+    if (j.t_done - t1 >= 4 * DELAY_MS / 1000.0)
+        fprintf(stderr, "  engine ready %.3f s after publish() returned (publish %.3f s)\n", j.t_done - t1,
+                t1 - t0);
+    CHECK(j.t_done - t1 < 4 * DELAY_MS / 1000.0);
+out:
+    rig_down(&g);
+    unsetenv("WSYNC_TEST_COPY_DELAY_MS");
+    unsetenv("WSYNC_TEST_LAND_DELAY_MS");
+}
+
+/* A copy that fails after the version was announced: publish() says so, the
+ * engine's pull fails naming it, and the next version goes through. */
+static void test_failed_copy_withdraws_version(void)
+{
+    rig_t g;
+    pull_job_t j = {0};
+    pthread_t th;
+    uint64_t got = 0;
+
+    setenv("WSYNC_TEST_COPY_DELAY_MS", "50", 1);
+    setenv("WSYNC_TEST_COPY_FAIL_PIECE", "3", 1);
+    if (!rig_ok(&g, IMAGE, CHUNK, 1))
+        goto out;
+    wsync_fill_pattern(g.src, g.size, 0, 1);
+    pull_start(&g, &j, &th);
+    CHECK_FAILS(wsync_publisher_publish(g.pub, 1), WSYNC_ERR_IO,
+                "version 1 was announced, but its copy into the publish slot failed: test hook: the copy of "
+                "piece 3 failed");
+    pthread_join(th, NULL);
+    CHECK(j.st != WSYNC_OK);
+    if (strstr(j.error, "trainer rank 0") == NULL || strstr(j.error, "withdr") == NULL ||
+        strstr(j.error, "copy of piece 3 failed") == NULL) {
+        fprintf(stderr, "  engine's error lacks the withdrawal: '%s'\n", j.error);
+        CHECK(!"engine names the failed copy");
+    }
+    CHECK_EQ(wsync_receiver_version(g.recv), 0);
+
+    unsetenv("WSYNC_TEST_COPY_FAIL_PIECE");
+    wsync_fill_pattern(g.src, g.size, 0, 2);
+    CHECK_OK(wsync_publisher_publish(g.pub, 2));
+    CHECK_OK(wsync_receiver_pull(g.recv, 0, 20000, &got));
+    CHECK_EQ(got, 2);
+    CHECK(holds(&g, 2));
+out:
+    rig_down(&g);
+    unsetenv("WSYNC_TEST_COPY_DELAY_MS");
+    unsetenv("WSYNC_TEST_COPY_FAIL_PIECE");
+}
+
+/* Pieces bigger than a copy block, shared among 3 threads: an engine that
+ * pulls during the copy holds every byte. */
+static void test_big_pieces_copied_by_blocks(void)
+{
+    rig_t g;
+    pull_job_t j = {0};
+    pthread_t th;
+
+    if (!rig_ok(&g, 40u << 20, 20u << 20, 3))
+        goto out;
+    wsync_fill_pattern(g.src, g.size, 0, 5);
+    pull_start(&g, &j, &th);
+    CHECK_OK(wsync_publisher_publish(g.pub, 5));
+    pull_join(th, &j);
+    CHECK_EQ(j.got, 5);
+    CHECK(holds(&g, 5));
+out:
+    rig_down(&g);
+}
+
+int main(void)
+{
+    wsync_log_set_level(WSYNC_LOG_ERROR);
+    RUN(test_engine_pulls_while_publish_copies);
+    RUN(test_failed_copy_withdraws_version);
+    RUN(test_big_pieces_copied_by_blocks);
+    TEST_EXIT();
+}
