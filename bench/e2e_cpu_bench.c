@@ -4,8 +4,8 @@
  * reader into a resident buffer). Reports, per configuration:
  *   publish-to-ready: from the start of publish(v) on the trainer until
  *     wsync_receiver_pull returns v on every engine rank (the engine is already
- *     long-polling, so this includes snapshot, digest, control round trips,
- *     transfer, fan-out and verification);
+ *     long-polling, so this includes digest, snapshot copy, control round
+ *     trips, transfer, fan-out and verification);
  *   pull-only: the engine calls pull(v) once v is published; from that call
  *     to its return (request, transfer, verification);
  *   peak memory (VmHWM) of every process, with the bound it should keep.
@@ -13,6 +13,12 @@
  * other half is copied out of the peer's shm window: the fan-out should hide
  * behind the network, so the bench also times that copy + verify alone);
  * a zero-copy trainer (no snapshot in publish).
+ * The ceiling is measured right before every measured version, by a raw-TCP
+ * process the trainer asks and waits for (nothing else runs meanwhile): on a
+ * shared, noisy machine a ceiling taken minutes apart from the version it is
+ * compared with swings the ratio by +-30 %. Printed: medians of the times
+ * (ratio of the medians, as before) and the median of the per-version ratios
+ * (each version against the raw run just before it), the fairer figure.
  * Median over the measured versions; both sides keep two slots, so the first
  * two versions are warm-up (each touches one slot's pages for the first time).
  * Usage: e2e_cpu_bench [image bytes, default 1G] [chunk, default 64M] */
@@ -41,7 +47,7 @@
 #define MEASURED 5
 #define NVERS (WARMUP + 2 * MEASURED)  /* phase A: warm-up + measured; phase B: measured */
 #define MAX_L 2
-#define RAW_RUNS 3                     /* before the run, and again after it */
+#define FANOUT_RUNS 3                  /* the fan-out copy + verify alone */
 #define TIMEOUT_MS 120000
 
 /* Shared between the parent and its children (MAP_SHARED, made before fork). */
@@ -57,8 +63,10 @@ typedef struct shared {
     uint64_t t_pull0[NVERS + 1][MAX_L], t_ready[NVERS + 1][MAX_L];
     int failed;
     mem_stat_t trainer, engine[MAX_L];
-    double raw_s[2 * RAW_RUNS];
-    double fanout_alone_s[RAW_RUNS];    /* copy + verify of half the image */
+    int raw_want, raw_done;             /* raw runs asked for / finished (1-based) */
+    int raw_quit;
+    double raw_s[NVERS + 1];            /* the raw run right before version v */
+    double fanout_alone_s[FANOUT_RUNS]; /* copy + verify of half the image */
 } shared_t;
 
 typedef struct bench_cfg {
@@ -115,20 +123,18 @@ static void fail(const char *who, const char *what)
 
 /* --- the ceiling: one raw TCP connection, in its own process --------------- */
 
-static int raw_child(uint64_t len, int first)
+/* Serves the trainer's asks for one raw run each (raw_want), until raw_quit. */
+static int raw_child(uint64_t len)
 {
     char *src = malloc(len), *dst = malloc(len);
-    int i;
+    int i, bad = 0;
     if (src == NULL || dst == NULL)
         return 1;
     wsync_fill_pattern(src, len, 0, 7);
     memset(dst, 0, len);
-    for (i = first; i < first + RAW_RUNS; i++)
-        if ((S->raw_s[i] = raw_tcp_once(src, dst, len)) < 0)
-            return 1;
     /* What a second local rank does besides waiting: copy the chunks that
      * landed on its peer (half the image) and verify them. */
-    for (i = 0; first == 0 && i < RAW_RUNS; i++) {
+    for (i = 0; i < FANOUT_RUNS; i++) {
         double t0 = wsync_now_s();
         volatile uint64_t sink;
         memcpy(dst, src, len / 2);
@@ -136,7 +142,29 @@ static int raw_child(uint64_t len, int first)
         (void)sink;
         S->fanout_alone_s[i] = wsync_now_s() - t0;
     }
-    return memcmp(src, dst, len) != 0;
+    for (;;) {
+        int want = __atomic_load_n(&S->raw_want, __ATOMIC_ACQUIRE);
+        if (want > S->raw_done) {
+            double t = raw_tcp_once(src, dst, len);
+            bad |= t < 0;
+            S->raw_s[want] = t;
+            __atomic_store_n(&S->raw_done, want, __ATOMIC_RELEASE);
+            continue;
+        }
+        if (__atomic_load_n(&S->raw_quit, __ATOMIC_ACQUIRE))
+            break;
+        usleep(200);
+    }
+    return bad || memcmp(src, dst, len) != 0;
+}
+
+/* The trainer, before measured version v: one raw run, nothing else moving. */
+static void raw_run_before(uint64_t v)
+{
+    __atomic_store_n(&S->raw_want, (int)v, __ATOMIC_RELEASE);
+    while (__atomic_load_n(&S->raw_done, __ATOMIC_ACQUIRE) != (int)v &&
+           !__atomic_load_n(&S->failed, __ATOMIC_ACQUIRE))
+        usleep(200);
 }
 
 /* --- the trainer rank ---------------------------------------------------- */
@@ -165,8 +193,11 @@ static int trainer_child(const bench_cfg_t *c)
             /* Phase A: every engine rank is long-polling before we start. */
             for (p = 0; p < c->L; p++)
                 spin_until(&S->waiting[v][p]);
-            usleep(50000);
         }
+        if (v > WARMUP)
+            raw_run_before(v);
+        if (v <= WARMUP + MEASURED)
+            usleep(50000);
         S->t_pub0[v] = wsync_now_ns();
         if (wsync_publisher_publish(pub, v) != WSYNC_OK) {
             fail("trainer", "publish");
@@ -281,14 +312,20 @@ static void print_mem(const char *who, const mem_stat_t *m, uint64_t bound, cons
 }
 
 /* The ceiling in a child of its own, so its buffers count in no one's peak. */
-static int run_raw(uint64_t len, int first)
+static pid_t start_raw(uint64_t len)
 {
-    int status;
     pid_t raw = fork();
     if (raw == 0)
-        _exit(raw_child(len, first));
-    if (waitpid(raw, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "e2e_cpu_bench: the raw TCP run failed\n");
+        _exit(raw_child(len));
+    return raw;
+}
+
+static int stop_raw(pid_t raw)
+{
+    int status;
+    __atomic_store_n(&S->raw_quit, 1, __ATOMIC_RELEASE);
+    if (raw < 0 || waitpid(raw, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "e2e_cpu_bench: the raw TCP runs failed\n");
         return 1;
     }
     return 0;
@@ -298,16 +335,17 @@ static int run_config(bench_cfg_t *c)
 {
     wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
     wsync_control_server_t *server = NULL;
-    pid_t pids[1 + MAX_L];
-    double e2e[MEASURED], pull[MEASURED], pub[MEASURED], raw_s[2 * RAW_RUNS], raw_med, m_e2e, m_pull, m_pub;
-    int i, p;
+    pid_t pids[1 + MAX_L], raw;
+    double e2e[MEASURED], pull[MEASURED], pub[MEASURED], raw_s[2 * MEASURED], r_e2e[MEASURED], r_pull[MEASURED];
+    double raw_med, m_e2e, m_pull, m_pub;
+    int i, p, bad;
     uint64_t v;
 
     memset(S, 0, sizeof(*S));
-    if (run_raw(c->size, 0))
-        return 1;
+    raw = start_raw(c->size);
     if (wsync_control_server_start(&sc, &server) != WSYNC_OK) {
         fprintf(stderr, "e2e_cpu_bench: control endpoint: %s\n", wsync_last_error());
+        stop_raw(raw);
         return 1;
     }
     snprintf(c->url, sizeof(c->url), "%s", wsync_control_server_url(server));
@@ -316,18 +354,14 @@ static int run_config(bench_cfg_t *c)
             _exit(engine_child(c, p));
     if ((pids[0] = fork()) == 0)
         _exit(trainer_child(c));
-    if (wait_all(pids, 1 + c->L)) {
+    bad = wait_all(pids, 1 + c->L);
+    wsync_control_server_stop(server);
+    bad |= stop_raw(raw);
+    if (bad) {
         fprintf(stderr, "e2e_cpu_bench: %s: a process failed (messages above)\n", c->name);
-        wsync_control_server_stop(server);
         return 1;
     }
-    wsync_control_server_stop(server);
-    if (run_raw(c->size, RAW_RUNS))
-        return 1;
 
-    for (i = 0; i < 2 * RAW_RUNS; i++)
-        raw_s[i] = S->raw_s[i];
-    raw_med = median(raw_s, 2 * RAW_RUNS);
     for (i = 0; i < MEASURED; i++) {
         uint64_t va = WARMUP + 1 + (uint64_t)i, vb = WARMUP + MEASURED + 1 + (uint64_t)i, ea = 0, eb = 0;
         for (p = 0; p < c->L; p++) {
@@ -338,7 +372,12 @@ static int run_config(bench_cfg_t *c)
         e2e[i] = (double)(ea - S->t_pub0[va]) / 1e9;
         pull[i] = (double)eb / 1e9;
         pub[i] = (double)(S->t_pub1[vb] - S->t_pub0[vb]) / 1e9;
+        r_e2e[i] = S->raw_s[va] / e2e[i];
+        r_pull[i] = S->raw_s[vb] / pull[i];
+        raw_s[2 * i] = S->raw_s[va];
+        raw_s[2 * i + 1] = S->raw_s[vb];
     }
+    raw_med = median(raw_s, 2 * MEASURED);
     m_e2e = median(e2e, MEASURED);
     m_pull = median(pull, MEASURED);
     m_pub = median(pub, MEASURED);
@@ -346,18 +385,20 @@ static int run_config(bench_cfg_t *c)
     printf("%s: image %llu bytes, chunk %llu MiB, 1 trainer rank%s -> 1 engine node x %d local rank%s, %s mode\n",
            c->name, (unsigned long long)v, (unsigned long long)(c->chunk >> 20), c->zero_copy ? " (zero-copy)" : "",
            c->L, c->L > 1 ? "s" : "", c->mode == WSYNC_MODE_IN_PLACE ? "in-place" : "staged");
-    printf("  raw tcp, 1 connection (ceiling, median of %d): %6.2f GB/s  (%.3f s)\n", 2 * RAW_RUNS, v / raw_med / 1e9,
-           raw_med);
-    printf("  publish-to-ready (median of %d):             %6.2f GB/s  (%.3f s)  ratio %.2f\n", MEASURED,
-           v / m_e2e / 1e9, m_e2e, raw_med / m_e2e);
-    printf("  pull-only, request to verified (median of %d): %6.2f GB/s  (%.3f s)  ratio %.2f\n", MEASURED,
-           v / m_pull / 1e9, m_pull, raw_med / m_pull);
+    printf("  raw tcp, 1 connection (ceiling, median of %d, one run before each version): %6.2f GB/s  (%.3f s)\n",
+           2 * MEASURED, v / raw_med / 1e9, raw_med);
+    printf("  publish-to-ready (median of %d):             %6.2f GB/s  (%.3f s)  ratio %.2f;"
+           "  per-version ratio median %.2f\n", MEASURED, v / m_e2e / 1e9, m_e2e, raw_med / m_e2e,
+           median(r_e2e, MEASURED));
+    printf("  pull-only, request to verified (median of %d): %6.2f GB/s  (%.3f s)  ratio %.2f;"
+           "  per-version ratio median %.2f\n", MEASURED, v / m_pull / 1e9, m_pull, raw_med / m_pull,
+           median(r_pull, MEASURED));
     printf("  publish() alone: %-28s %6.2f GB/s  (%.3f s)\n",
-           c->zero_copy ? "digest + report:" : "snapshot + digest + report:", v / m_pub / 1e9, m_pub);
+           c->zero_copy ? "digest + report:" : "digest + report + copy:", v / m_pub / 1e9, m_pub);
     if (c->L == 1 && c->mode == WSYNC_MODE_IN_PLACE && !c->zero_copy)
         inplace_pull_s = m_pull;
     if (c->L == 2 && inplace_pull_s > 0) {
-        double fo = median(S->fanout_alone_s, RAW_RUNS);
+        double fo = median(S->fanout_alone_s, FANOUT_RUNS);
         printf("  fan-out alone (copy + verify half the image, 1 thread): %.3f s; 1-rank pull-only %.3f s;\n"
                "    serial sum %.3f s vs 2-rank pull-only %.3f s: %.0f%% of the fan-out hidden\n", fo,
                inplace_pull_s, inplace_pull_s + fo, m_pull,
