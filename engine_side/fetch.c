@@ -434,6 +434,8 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
             progressed = 1;
             if (++ncopied == plan->nchunks - nland)
                 wsync_trace("engine %s rank %d: fan-out copies done and verified", r->engine_id, me);
+            else if (ncopied % 32 == 0)
+                wsync_trace("engine %s rank %d: %u fan-out copies verified", r->engine_id, me, ncopied);
         }
         /* Trainer answers, peers, deadline. */
         for (t = 0; t < plan->world; t++)
