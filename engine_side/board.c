@@ -3,6 +3,8 @@
 #include "engine_side/board.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -10,6 +12,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/checks.h"
@@ -349,4 +353,22 @@ int board_leader_gone(board_t *b)
     if (b->local_rank == 0)
         return 0;
     return kill(b->leader_pid, 0) != 0 && errno == ESRCH;
+}
+
+void board_wake_attempt(board_t *b)
+{
+    __atomic_add_fetch(&b->sh->gen_seq, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &b->sh->gen_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+uint32_t board_attempt_seq(board_t *b)
+{
+    return __atomic_load_n(&b->sh->gen_seq, __ATOMIC_ACQUIRE);
+}
+
+void board_wait_attempt(board_t *b, uint32_t seq, int timeout_ms)
+{
+    struct timespec ts = {.tv_sec = timeout_ms / 1000, .tv_nsec = (long)(timeout_ms % 1000) * 1000000L};
+    /* Returns at once if gen_seq moved on since `seq` was read. */
+    syscall(SYS_futex, &b->sh->gen_seq, FUTEX_WAIT, seq, &ts, NULL, 0);
 }

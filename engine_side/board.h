@@ -32,6 +32,8 @@ typedef struct board_shared {
     uint32_t local_world;
     int32_t leader_pid;
     uint64_t gen;               /* current pull attempt */
+    uint32_t gen_seq;           /* bumped with gen: the futex followers sleep on */
+    uint32_t pad0;
     uint64_t gen_version;       /* the version it brings */
     uint32_t gen_slot;          /* image slot it lands in */
     uint32_t cur_slot;          /* slot of the held version */
@@ -60,6 +62,17 @@ wsync_status_t board_put_window(board_t *b, int slot, const wsync_blob_t *blob, 
  * closes (-1 if none). Waits up to timeout_ms for the rank to publish it. */
 wsync_status_t board_get_window(board_t *b, int rank, int slot, int timeout_ms, wsync_blob_t *blob,
                                 int *fd, uint64_t *len, uint32_t *epoch);
+
+/* Rank 0 after opening an attempt: wake the ranks sleeping in
+ * board_wait_attempt. */
+void board_wake_attempt(board_t *b);
+/* The attempt sequence to pass to board_wait_attempt (read it before looking
+ * at gen). */
+uint32_t board_attempt_seq(board_t *b);
+/* Sleep until rank 0 opens an attempt after `seq` was read, at most
+ * timeout_ms (a shared-memory futex: the follower wakes within microseconds
+ * of the leader, and costs nothing while no version comes). */
+void board_wait_attempt(board_t *b, uint32_t seq, int timeout_ms);
 
 /* 1 if local rank `rank`'s process is alive (0 when it never joined). */
 int board_rank_alive(board_t *b, int rank);

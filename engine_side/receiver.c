@@ -245,6 +245,7 @@ static wsync_status_t lead_attempt(wsync_receiver_t *r, uint64_t version, uint64
     sh->gen_version = v;
     sh->gen_slot = (uint32_t)slot;
     __atomic_store_n(&sh->gen, sh->gen + 1, __ATOMIC_RELEASE);
+    board_wake_attempt(r->board);
     *v_out = v;
     *gen_out = sh->gen;
     *slot_out = slot;
@@ -257,6 +258,7 @@ static wsync_status_t follow_attempt(wsync_receiver_t *r, uint64_t version, uint
 {
     for (;;) {
         board_shared_t *sh = board_shared(r->board);
+        uint32_t seq = board_attempt_seq(r->board);
         uint64_t gen = __atomic_load_n(&sh->gen, __ATOMIC_ACQUIRE);
         WSYNC_CHECK(rejoin_if_needed(r));
         if (gen > r->last_gen && __atomic_load_n(&sh->closed_gen, __ATOMIC_ACQUIRE) < gen &&
@@ -269,7 +271,7 @@ static wsync_status_t follow_attempt(wsync_receiver_t *r, uint64_t version, uint
         if (wsync_now_ns() >= deadline)
             return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s rank %d: local rank 0 started no pull in time",
                                r->engine_id, r->cfg.local_rank);
-        usleep(2000);
+        board_wait_attempt(r->board, seq, 20);   /* woken when rank 0 opens one */
     }
 }
 
