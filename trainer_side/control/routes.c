@@ -205,7 +205,25 @@ static enum MHD_Result r_versions(wsync_control_server_t *s, req_ctx_t *c, const
         ctl_count(s, "/v1/versions", 404);
         return ctl_error(c->conn, 404, msg);
     }
-    return finish(s, c, "/v1/versions", 200, NULL, rec);
+    if (rec != s->rec_obj) {
+        char *text = json_dumps(rec, JSON_COMPACT);
+        struct MHD_Response *r =
+            text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
+        if (r == NULL) {
+            free(text);
+            json_decref(rec);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, "Content-Type", "application/json");
+        if (s->rec_resp)
+            MHD_destroy_response(s->rec_resp);
+        json_decref(s->rec_obj);
+        s->rec_resp = r;
+        s->rec_obj = json_incref(rec);
+    }
+    json_decref(rec);
+    ctl_count(s, "/v1/versions", 200);
+    return MHD_queue_response(c->conn, 200, s->rec_resp);
 }
 
 static const ctl_route_t routes[] = {

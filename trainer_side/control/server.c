@@ -361,6 +361,9 @@ void wsync_control_server_stop(wsync_control_server_t *s)
         save_state(s);
     if (s->latest_resp)
         MHD_destroy_response(s->latest_resp);
+    if (s->rec_resp)
+        MHD_destroy_response(s->rec_resp);
+    json_decref(s->rec_obj);
     ctl_model_free(&s->model);
     pthread_mutex_destroy(&s->wait_lock);
     pthread_mutex_destroy(&s->save_lock);

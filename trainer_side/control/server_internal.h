@@ -58,6 +58,12 @@ struct wsync_control_server {
     /* The long polls' 200 answer for latest_resp_version. MHD thread only. */
     struct MHD_Response *latest_resp;
     uint64_t latest_resp_version;
+    /* The answer for the last version record served, by record object (a
+     * record never changes once published; holding a reference keeps the
+     * object alive, so the same pointer is the same record): every engine
+     * rank of every node fetches the same record at once. MHD thread only. */
+    json_t *rec_obj;
+    struct MHD_Response *rec_resp;
 };
 
 typedef struct ctl_route {
