@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "common/digest.h"
 #include "common/msg.h"
+#include "common/pull_request.h"
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
 
@@ -341,12 +342,16 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
         q->rank = t;
         q->deadline = deadline;
         snprintf(q->pull_addr, sizeof(q->pull_addr), "%s", addrs[t]);
-        q->msg = json_pack("{s:I, s:s, s:i, s:i, s:I, s:s, s:o, s:o, s:s, s:I, s:o}", "version", (json_int_t)v,
-                           "engine", r->engine_id, "local_rank", me, "local_ranks", L, "req",
-                           (json_int_t)reqid, "transport", rt->ops->name, "addr", wsync_blob_to_json(&rt->addr),
-                           "key", wsync_blob_to_json(&rt->key[slot]), "layout_digest", sl->layout_digest,
-                           "timeout_ms", (json_int_t)((deadline - wsync_now_ns()) / 1000000ULL), "chunks",
-                           wsync_hex_to_json(mine, (plan->nchunks + 7) / 8));
+        {
+            wsync_pull_request_t pr = {.version = v, .local_rank = me, .local_ranks = L, .req = reqid,
+                                       .addr = rt->addr, .key = rt->key[slot],
+                                       .timeout_ms = (int64_t)((deadline - wsync_now_ns()) / 1000000ULL),
+                                       .chunks = mine, .chunk_bytes = (plan->nchunks + 7) / 8};
+            snprintf(pr.engine, sizeof(pr.engine), "%s", r->engine_id);
+            snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
+            snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", sl->layout_digest);
+            q->msg = wsync_pull_request_to_json(&pr);
+        }
         if (q->msg == NULL || pthread_create(&q->th, NULL, req_main, q) != 0) {
             st = wsync_error(WSYNC_ERR_NOMEM, "cannot start the request to trainer rank %d", t);
             goto out;

@@ -12,6 +12,7 @@
 
 #include "common/checks.h"
 #include "common/msg.h"
+#include "common/pull_request.h"
 #include "common/util.h"
 #include "trainer_side/publisher_internal.h"
 
@@ -202,21 +203,15 @@ static int find_slot(wsync_publisher_t *p, uint64_t version)
     return -1;
 }
 
-/* Serve one pull; fills `reply`. `chunks`: bit c set when chunk c lands on
- * the asking engine rank; NULL: chunk c lands on local rank c mod L. */
-static void serve_chunks(wsync_publisher_t *p, const json_t *req, const unsigned char *chunks, json_t *reply)
+/* Serve one pull, `q` parsed from `req`; fills `reply`. */
+static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_pull_request_t *q, json_t *reply)
 {
     const wsync_plan_t *plan = p->sl->plan;
-    json_int_t version = json_integer_value(json_object_get(req, "version"));
-    json_int_t lr = json_integer_value(json_object_get(req, "local_rank"));
-    json_int_t L = json_integer_value(json_object_get(req, "local_ranks"));
-    json_int_t reqid = json_integer_value(json_object_get(req, "req"));
-    json_int_t timeout_ms = json_integer_value(json_object_get(req, "timeout_ms"));
-    const char *tname = json_string_value(json_object_get(req, "transport"));
-    const char *engine = json_string_value(json_object_get(req, "engine"));
-    const char *ldig = json_string_value(json_object_get(req, "layout_digest"));
-    pub_request_t r = {.req = (uint32_t)reqid, .status = WSYNC_OK};
-    wsync_blob_t addr, key;
+    const uint64_t version = q->version;
+    const int lr = q->local_rank;
+    const char *engine = q->engine;
+    const wsync_blob_t *addr = &q->addr, *key = &q->key;
+    pub_request_t r = {.req = q->req, .status = WSYNC_OK};
     pub_conn_t *conn = NULL;
     pub_slot_t *s;
     uint64_t bytes = 0, deadline;
@@ -224,16 +219,9 @@ static void serve_chunks(wsync_publisher_t *p, const json_t *req, const unsigned
     size_t i, n = 0;
     int slot, ti = 0;
 
-    if (version <= 0 || L <= 0 || lr < 0 || lr >= L || tname == NULL || engine == NULL || ldig == NULL ||
-        reqid <= 0 || reqid > 0x7fffffff ||
-        wsync_blob_from_json(json_object_get(req, "addr"), "addr", &addr) != WSYNC_OK ||
-        wsync_blob_from_json(json_object_get(req, "key"), "key", &key) != WSYNC_OK) {
-        json_object_set_new(reply, "error", json_string("malformed pull request"));
-        return;
-    }
-    if (strcmp(ldig, p->sl->layout_digest) != 0) {
+    if (strcmp(q->layout_digest, p->sl->layout_digest) != 0) {
         snprintf(msg, sizeof(msg), "trainer rank %d: layout digest %s differs from the engine's %s",
-                 p->cfg.rank, p->sl->layout_digest, ldig);
+                 p->cfg.rank, p->sl->layout_digest, q->layout_digest);
         json_object_set_new(reply, "error", json_string(msg));
         return;
     }
@@ -245,8 +233,8 @@ static void serve_chunks(wsync_publisher_t *p, const json_t *req, const unsigned
             usleep((useconds_t)atoi(delay) * 1000);
     }
     pthread_mutex_lock(&p->lock);
-    slot = find_slot(p, (uint64_t)version);
-    if (slot < 0 && p->withdrawn == (uint64_t)version) {
+    slot = find_slot(p, version);
+    if (slot < 0 && p->withdrawn == version) {
         snprintf(msg, sizeof(msg), "trainer rank %d withdrew version %lld: %s", p->cfg.rank, (long long)version,
                  p->withdrawn_why);
         goto fail_locked;
@@ -262,21 +250,20 @@ static void serve_chunks(wsync_publisher_t *p, const json_t *req, const unsigned
         goto fail_locked;
     }
     s = &p->slots[slot];
-    if (get_transport(p, tname, &ti) != WSYNC_OK || slot_regions(p, s, ti) != WSYNC_OK ||
-        get_conn(p, ti, json_object_get(req, "addr"), &addr, &conn) != WSYNC_OK) {
+    if (get_transport(p, q->transport, &ti) != WSYNC_OK || slot_regions(p, s, ti) != WSYNC_OK ||
+        get_conn(p, ti, json_object_get(req, "addr"), addr, &conn) != WSYNC_OK) {
         snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
         goto fail_locked;
     }
     s->pins++;
     r.next = p->requests;
     p->requests = &r;
-    deadline = wsync_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 120000) * 1000000ULL;
+    deadline = wsync_now_ns() + (uint64_t)(q->timeout_ms > 0 ? q->timeout_ms : 120000) * 1000000ULL;
     for (i = 0; i < p->nmy; i++) {
         const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
         const pub_span_t *sp;
         wsync_status_t st;
-        if (pc->len == 0 || (chunks ? !(chunks[pc->chunk / 8] >> (pc->chunk % 8) & 1)
-                                    : wsync_plan_land_rank(plan, pc->chunk, (int)L) != (int)lr))
+        if (pc->len == 0 || !wsync_pull_request_lands(q, pc->chunk))
             continue;
         /* The copy goes in this same order, so waiting piece by piece puts
          * each one as soon as it is copied. */
@@ -287,7 +274,7 @@ static void serve_chunks(wsync_publisher_t *p, const json_t *req, const unsigned
         sp = &s->spans[p->piece_slot_off[pc->id]];
         r.outstanding++;
         if (p->transports[ti].ops->put(conn->conn, s->regions[ti][sp->area],
-                                       sp->area_off + (pc->offset - sp->offset), &key, pc->offset, pc->len,
+                                       sp->area_off + (pc->offset - sp->offset), key, pc->offset, pc->len,
                                        ((uint64_t)r.req << 32) | pc->id) != WSYNC_OK) {
             r.outstanding--;
             fail_request(&r, WSYNC_ERR_PEER, wsync_last_error());
@@ -338,27 +325,19 @@ fail_locked:
     json_object_set_new(reply, "error", json_string(msg));
 }
 
-/* The request's landing map ("chunks": a hex bitmap of the plan's chunks,
- * set where the chunk lands on the asking rank), then the pull. Without a map
- * chunks land round-robin (c mod L). */
+/* Parse the request (a malformed one is answered with what is wrong), then
+ * serve it. */
 static void serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
 {
-    const json_t *cj = json_object_get(req, "chunks");
-    size_t want = (p->sl->plan->nchunks + 7) / 8, got = 0;
-    unsigned char *chunks = NULL;
-    char msg[200];
-    if (cj) {
-        chunks = malloc(want ? want : 1);
-        if (chunks == NULL || wsync_hex_from_json(cj, "chunks", chunks, want, &got) != WSYNC_OK || got != want) {
-            snprintf(msg, sizeof(msg), "trainer rank %d: the pull request's chunk map is not %zu bytes of hex",
-                     p->cfg.rank, want);
-            json_object_set_new(reply, "error", json_string(msg));
-            free(chunks);
-            return;
-        }
+    wsync_pull_request_t q;
+    char msg[400];
+    if (wsync_pull_request_from_json(req, p->sl->plan->nchunks, &q) != WSYNC_OK) {
+        snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
+        json_object_set_new(reply, "error", json_string(msg));
+        return;
     }
-    serve_chunks(p, req, chunks, reply);
-    free(chunks);
+    serve_request(p, req, &q, reply);
+    wsync_pull_request_clear(&q);
 }
 
 static void *handler_main(void *arg)

@@ -1,0 +1,104 @@
+/* pull_request.c: the engine -> trainer pull request, to and from JSON. */
+#include "common/pull_request.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/checks.h"
+#include "common/msg.h"
+#include "common/plan.h"
+
+json_t *wsync_pull_request_to_json(const wsync_pull_request_t *r)
+{
+    json_t *j = json_pack("{s:I, s:s, s:i, s:i, s:I, s:s, s:o, s:o, s:s, s:I}", "version", (json_int_t)r->version,
+                          "engine", r->engine, "local_rank", r->local_rank, "local_ranks", r->local_ranks, "req",
+                          (json_int_t)r->req, "transport", r->transport, "addr", wsync_blob_to_json(&r->addr),
+                          "key", wsync_blob_to_json(&r->key), "layout_digest", r->layout_digest, "timeout_ms",
+                          (json_int_t)r->timeout_ms);
+    if (j && r->chunks && json_object_set_new(j, "chunks", wsync_hex_to_json(r->chunks, r->chunk_bytes)) != 0) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* A string field that fits `cap` bytes with its terminator. */
+static wsync_status_t get_string(const json_t *j, const char *field, char *out, size_t cap)
+{
+    const char *s = json_string_value(json_object_get(j, field));
+    if (s == NULL)
+        return wsync_error(WSYNC_ERR_FORMAT, "pull request: field '%s' must be a string", field);
+    if (strlen(s) >= cap || s[0] == '\0')
+        return wsync_error(WSYNC_ERR_FORMAT, "pull request: field '%s' must have 1 to %zu characters", field,
+                           cap - 1);
+    memcpy(out, s, strlen(s) + 1);
+    return WSYNC_OK;
+}
+
+/* An integer field in [lo, hi]. */
+static wsync_status_t get_int(const json_t *j, const char *field, json_int_t lo, json_int_t hi, json_int_t *out)
+{
+    const json_t *v = json_object_get(j, field);
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return wsync_error(WSYNC_ERR_FORMAT, "pull request: field '%s' must be an integer in [%lld, %lld]", field,
+                           (long long)lo, (long long)hi);
+    *out = json_integer_value(v);
+    return WSYNC_OK;
+}
+
+wsync_status_t wsync_pull_request_from_json(const json_t *j, uint32_t nchunks, wsync_pull_request_t *out)
+{
+    const json_t *cj;
+    json_int_t v = 0;
+    memset(out, 0, sizeof(*out));
+    if (!json_is_object(j))
+        return wsync_error(WSYNC_ERR_FORMAT, "pull request: not a JSON object");
+    WSYNC_CHECK(get_int(j, "version", 1, INT64_MAX, &v));
+    out->version = (uint64_t)v;
+    WSYNC_CHECK(get_string(j, "engine", out->engine, sizeof(out->engine)));
+    WSYNC_CHECK(get_int(j, "local_ranks", 1, 1 << 16, &v));
+    out->local_ranks = (int)v;
+    WSYNC_CHECK(get_int(j, "local_rank", 0, out->local_ranks - 1, &v));
+    out->local_rank = (int)v;
+    WSYNC_CHECK(get_int(j, "req", 1, 0x7fffffff, &v));
+    out->req = (uint32_t)v;
+    WSYNC_CHECK(get_string(j, "transport", out->transport, sizeof(out->transport)));
+    WSYNC_CHECK(wsync_blob_from_json(json_object_get(j, "addr"), "pull request: field 'addr'", &out->addr));
+    WSYNC_CHECK(wsync_blob_from_json(json_object_get(j, "key"), "pull request: field 'key'", &out->key));
+    WSYNC_CHECK(get_string(j, "layout_digest", out->layout_digest, sizeof(out->layout_digest)));
+    if (json_object_get(j, "timeout_ms")) {
+        WSYNC_CHECK(get_int(j, "timeout_ms", INT64_MIN, INT64_MAX, &v));
+        out->timeout_ms = v;
+    }
+    cj = json_object_get(j, "chunks");
+    if (cj) {
+        size_t want = ((size_t)nchunks + 7) / 8, got = 0;
+        wsync_status_t st;
+        out->chunks = malloc(want ? want : 1);
+        WSYNC_CHECK_ALLOC(out->chunks);
+        st = wsync_hex_from_json(cj, "pull request: field 'chunks'", out->chunks, want, &got);
+        if (st == WSYNC_OK && got != want)
+            st = wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'chunks' has %zu bytes, the plan's %u chunks "
+                             "need %zu", got, nchunks, want);
+        if (st != WSYNC_OK) {
+            wsync_pull_request_clear(out);
+            return st;
+        }
+        out->chunk_bytes = want;
+    }
+    return WSYNC_OK;
+}
+
+void wsync_pull_request_clear(wsync_pull_request_t *r)
+{
+    free(r->chunks);
+    r->chunks = NULL;
+    r->chunk_bytes = 0;
+}
+
+int wsync_pull_request_lands(const wsync_pull_request_t *r, uint32_t chunk)
+{
+    if (r->chunks == NULL)
+        return wsync_plan_land_rank(NULL, chunk, r->local_ranks) == r->local_rank;
+    return (size_t)chunk / 8 < r->chunk_bytes && (r->chunks[chunk / 8] >> (chunk % 8) & 1);
+}

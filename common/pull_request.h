@@ -1,0 +1,40 @@
+/* pull_request.h: the message an engine rank sends a trainer rank to pull a
+ * version (over the trainer's pull port, framed by common/msg.h): which
+ * version, where to put the pieces (transport, address, region key), which
+ * chunks land on the asking rank, and how long the engine waits. Built by
+ * engine_side/fetch.c, parsed by trainer_side/pull_server.c; the parser
+ * trusts nothing and names the field that is wrong. */
+#ifndef WSYNC_COMMON_PULL_REQUEST_H
+#define WSYNC_COMMON_PULL_REQUEST_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "common/transport/transport.h"
+
+typedef struct wsync_pull_request {
+    uint64_t version;               /* >= 1 */
+    char engine[128];               /* engine id, for messages */
+    int local_rank, local_ranks;    /* 0 <= local_rank < local_ranks */
+    uint32_t req;                   /* 1 .. 2^31-1: the high half of every put's tag */
+    char transport[16];             /* backend name the engine listens with */
+    wsync_blob_t addr, key;         /* its address and image region key */
+    char layout_digest[17];         /* must equal the trainer's */
+    int64_t timeout_ms;             /* how long the engine waits; <= 0: the trainer's default */
+    /* NULL: chunk c lands on local rank c mod local_ranks. Else a bitmap of
+     * the plan's chunks (bit c of byte c/8): the chunks landing on this rank. */
+    unsigned char *chunks;
+    size_t chunk_bytes;
+} wsync_pull_request_t;
+
+/* The request as JSON (new reference), or NULL without memory. */
+json_t *wsync_pull_request_to_json(const wsync_pull_request_t *r);
+/* Parses and checks `j` against a plan of `nchunks` chunks (the map, when
+ * present, must have exactly that many bits). On success *out owns its chunk
+ * map: free it with wsync_pull_request_clear. */
+wsync_status_t wsync_pull_request_from_json(const json_t *j, uint32_t nchunks, wsync_pull_request_t *out);
+void wsync_pull_request_clear(wsync_pull_request_t *r);
+/* 1 if chunk c lands on the asking rank. */
+int wsync_pull_request_lands(const wsync_pull_request_t *r, uint32_t chunk);
+
+#endif
