@@ -25,15 +25,16 @@ int recv_cuda_ordinal(const char *device)
     return end != device + 5 && *end == '\0' && n >= 0 && n < 4096 ? (int)n : -1;
 }
 
-/* Per trainer rank: the local rank on its GPU, or -1. */
-static wsync_status_t colocated_ranks(wsync_receiver_t *r, int world, int *colo)
+/* Per trainer rank t: the local ranks on its GPU, colo[t * L ..], ncolo[t]
+ * of them (several ranks may share a GPU: chunks are spread over them). */
+static wsync_status_t colocated_ranks(wsync_receiver_t *r, int world, int *colo, int *ncolo)
 {
     board_shared_t *sh = board_shared(r->board);
     json_t *arr = NULL, *e;
     size_t i;
     int t, p;
     for (t = 0; t < world; t++)
-        colo[t] = -1;
+        ncolo[t] = 0;
     if (r->mem->kind != WSYNC_MEM_CUDA)
         return WSYNC_OK;
     WSYNC_CHECK(wsync_control_trainers(r->control, &arr));
@@ -44,11 +45,10 @@ static wsync_status_t colocated_ranks(wsync_receiver_t *r, int world, int *colo)
         int dev = recv_cuda_ordinal(json_string_value(json_object_get(ep, "device")));
         if (rk < 0 || rk >= world || dev < 0 || host == NULL || strcmp(host, r->host_id) != 0)
             continue;
+        ncolo[rk] = 0;
         for (p = 0; p < r->cfg.local_world; p++)
-            if (__atomic_load_n(&sh->ranks[p].device, __ATOMIC_ACQUIRE) == dev) {
-                colo[rk] = p;
-                break;
-            }
+            if (__atomic_load_n(&sh->ranks[p].device, __ATOMIC_ACQUIRE) == dev)
+                colo[rk * r->cfg.local_world + ncolo[rk]++] = p;
     }
     json_decref(arr);
     return WSYNC_OK;
@@ -60,7 +60,7 @@ wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t 
     board_shared_t *sh = board_shared(r->board);
     const int L = r->cfg.local_world;
     uint64_t *bytes = NULL;
-    int *colo = NULL;
+    int *colo = NULL, *ncolo = NULL;
     wsync_status_t st = WSYNC_OK;
     uint32_t c, i;
     int t, best;
@@ -68,13 +68,14 @@ wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t 
     if (plan->nchunks > BOARD_MAX_CHUNKS)
         return wsync_error(WSYNC_ERR_INVALID, "image has %u chunks; the node board holds %u: raise the chunk size",
                            plan->nchunks, BOARD_MAX_CHUNKS);
-    colo = calloc((size_t)plan->world, sizeof(*colo));
+    colo = calloc((size_t)plan->world * (size_t)L, sizeof(*colo));
+    ncolo = calloc((size_t)plan->world, sizeof(*ncolo));
     bytes = calloc((size_t)plan->world, sizeof(*bytes));
-    if (colo == NULL || bytes == NULL) {
+    if (colo == NULL || ncolo == NULL || bytes == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
         goto out;
     }
-    WSYNC_CHECK_GOTO(colocated_ranks(r, plan->world, colo), st, out);
+    WSYNC_CHECK_GOTO(colocated_ranks(r, plan->world, colo, ncolo), st, out);
     for (c = 0; c < plan->nchunks; c++) {
         memset(bytes, 0, (size_t)plan->world * sizeof(*bytes));
         best = -1;
@@ -84,11 +85,13 @@ wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t 
             if (best < 0 || bytes[t] > bytes[best])
                 best = t;
         }
-        sh->land[c] = (uint8_t)(best >= 0 && colo[best] >= 0 ? colo[best] : wsync_plan_land_rank(plan, c, L));
+        sh->land[c] = (uint8_t)(best >= 0 && ncolo[best] > 0 ? colo[best * L + (int)(c % (uint32_t)ncolo[best])]
+                                                           : wsync_plan_land_rank(plan, c, L));
     }
     __atomic_store_n(&sh->land_gen, gen, __ATOMIC_RELEASE);
 out:
     free(colo);
+    free(ncolo);
     free(bytes);
     return st;
 }

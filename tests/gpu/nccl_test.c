@@ -124,7 +124,7 @@ static int receive_all(const wsync_transport_ops_t *ops, wsync_transport_t *t, w
 static void body_pieces_land(void)
 {
     const wsync_transport_ops_t *ops = &wsync_transport_nccl;
-    int dev = ngpu > 1 ? 1 : 0, wfd = -1, status = 0;
+    int dev = 1, wfd = -1, status = 0;
     wsync_transport_config_t cfg = {.device = dev, .timeout_ms = 20000, .bind_host = "127.0.0.1"};
     wsync_transport_t *t = NULL;
     wsync_region_t *r = NULL;
@@ -165,7 +165,7 @@ static void body_pieces_land(void)
 static void body_dead_sender(void)
 {
     const wsync_transport_ops_t *ops = &wsync_transport_nccl;
-    int dev = ngpu > 1 ? 1 : 0, wfd = -1, wfd2 = -1, status = 0, errors = 0;
+    int dev = 1, wfd = -1, wfd2 = -1, status = 0, errors = 0;
     wsync_transport_config_t cfg = {.device = dev, .timeout_ms = 20000, .bind_host = "127.0.0.1"};
     wsync_transport_t *t = NULL;
     wsync_region_t *r = NULL;
@@ -237,6 +237,8 @@ static void test_pieces_land_in_order_and_intact(void)
 {
     if (ngpu == 0)
         SKIP("no CUDA device");
+    if (ngpu < 2)
+        SKIP("needs 2 CUDA devices (NCCL refuses two ranks of a pair on one GPU)");
     run_forked(body_pieces_land);
 }
 
@@ -244,6 +246,8 @@ static void test_dead_sender_fails_without_poisoning_others(void)
 {
     if (ngpu == 0)
         SKIP("no CUDA device");
+    if (ngpu < 2)
+        SKIP("needs 2 CUDA devices (NCCL refuses two ranks of a pair on one GPU)");
     run_forked(body_dead_sender);
 }
 
