@@ -134,12 +134,33 @@ static wsync_status_t cuda_fill(void *dst, size_t len, uint64_t off, uint64_t se
     return stream_wait(s, ev);
 }
 
+/* Queues on `s`: the n device words dsum zeroed, each range's digest added
+ * into its word, and the words copied to pinned hsum. The accumulators live
+ * on the device (device atomics on mapped host memory are not guaranteed
+ * atomic). */
+static wsync_status_t queue_digests(const wsync_digest_range_t *r, size_t n, uint64_t *dsum, uint64_t *hsum,
+                                    cudaStream_t s)
+{
+    size_t i;
+    int e;
+    if (n == 0)
+        return WSYNC_OK;
+    CUDA_CHECK(cudaMemsetAsync(dsum, 0, n * sizeof(uint64_t), s));
+    for (i = 0; i < n; i++) {
+        e = wsync_cuda_digest_sum_async(r[i].ptr, r[i].len, r[i].off, dsum + i, s);
+        if (e != 0)
+            return wsync_error(WSYNC_ERR_CUDA, "digest kernel: %s", cudaGetErrorString((cudaError_t)e));
+    }
+    CUDA_CHECK(cudaMemcpyAsync(hsum, dsum, n * sizeof(uint64_t), cudaMemcpyDeviceToHost, s));
+    return WSYNC_OK;
+}
+
 static wsync_status_t cuda_digest_many(const wsync_digest_range_t *r, size_t n, uint64_t *sums)
 {
     cudaStream_t s;
     cudaEvent_t ev;
     size_t i;
-    int d, e;
+    int d;
     if (n == 0)
         return WSYNC_OK;
     if (!is_device_ptr(r[0].ptr)) {
@@ -159,15 +180,7 @@ static wsync_status_t cuda_digest_many(const wsync_digest_range_t *r, size_t n, 
         CUDA_CHECK(cudaMallocHost((void **)&tls_hsum[d], want * sizeof(uint64_t)));
         tls_nsum[d] = want;
     }
-    /* The accumulators live on the device (device atomics on mapped host
-     * memory are not guaranteed atomic); n words come back at the end. */
-    CUDA_CHECK(cudaMemsetAsync(tls_dsum[d], 0, n * sizeof(uint64_t), s));
-    for (i = 0; i < n; i++) {
-        e = wsync_cuda_digest_sum_async(r[i].ptr, r[i].len, r[i].off, tls_dsum[d] + i, s);
-        if (e != 0)
-            return wsync_error(WSYNC_ERR_CUDA, "digest kernel: %s", cudaGetErrorString((cudaError_t)e));
-    }
-    CUDA_CHECK(cudaMemcpyAsync(tls_hsum[d], tls_dsum[d], n * sizeof(uint64_t), cudaMemcpyDeviceToHost, s));
+    WSYNC_CHECK(queue_digests(r, n, tls_dsum[d], tls_hsum[d], s));
     WSYNC_CHECK(stream_wait(s, ev));
     memcpy(sums, tls_hsum[d], n * sizeof(uint64_t));
     return WSYNC_OK;
@@ -253,8 +266,7 @@ static wsync_status_t cuda_copy_digest_start(void *dst, const void *src, size_t 
     cudaStream_t s, cs = NULL;
     wsync_mem_job_t *j = NULL;
     wsync_status_t st = WSYNC_OK;
-    size_t i;
-    int d, e;
+    int d;
     WSYNC_CHECK(wsync_cuda_stream(&d, &s, NULL));
     WSYNC_CHECK(job_streams(d, &cs, &s));
     WSYNC_CHECK(job_get(d, n, &j));
@@ -271,17 +283,7 @@ static wsync_status_t cuda_copy_digest_start(void *dst, const void *src, size_t 
         CUDA_CHECK_GOTO(cudaMemcpyAsync(dst, src, len, cudaMemcpyDefault, cs), st, out);
     CUDA_CHECK_GOTO(cudaEventRecord(j->copied, cs), st, out);
     CUDA_CHECK_GOTO(cudaStreamWaitEvent(s, j->copied, 0), st, out);
-    if (n > 0)
-        CUDA_CHECK_GOTO(cudaMemsetAsync(j->dsum, 0, n * sizeof(uint64_t), s), st, out);
-    for (i = 0; i < n; i++) {
-        e = wsync_cuda_digest_sum_async(r[i].ptr, r[i].len, r[i].off, j->dsum + i, s);
-        if (e != 0) {
-            st = wsync_error(WSYNC_ERR_CUDA, "digest kernel: %s", cudaGetErrorString((cudaError_t)e));
-            goto out;
-        }
-    }
-    if (n > 0)
-        CUDA_CHECK_GOTO(cudaMemcpyAsync(j->hsum, j->dsum, n * sizeof(uint64_t), cudaMemcpyDeviceToHost, s), st, out);
+    WSYNC_CHECK_GOTO(queue_digests(r, n, j->dsum, j->hsum, s), st, out);
     CUDA_CHECK_GOTO(cudaEventRecord(j->ev, s), st, out);
 out:
     if (st != WSYNC_OK) {

@@ -43,9 +43,9 @@ typedef struct wsync_mem_ops {
      * pieces cost one round trip, not one each). */
     wsync_status_t (*digest_many)(const wsync_digest_range_t *r, size_t n, uint64_t *sums);
     /* Copy `len` bytes src -> dst, then digest the n ranges (lying in dst)
-     * after it, without waiting: a GPU queues both on the calling thread's
-     * stream, so several jobs keep the copy engine busy back to back; the
-     * host does the work before returning. job_poll sets *done (and fills
+     * after it, without waiting: a GPU queues both on streams of the calling
+     * thread kept for jobs, so several jobs keep the copy engines busy back
+     * to back; the host does the work before returning. job_poll sets *done (and fills
      * sums[0..n)) once finished, waiting for it if `wait`; job_free ends a
      * job (finished or not: it waits). Jobs belong to the thread that
      * started them. */
