@@ -15,16 +15,6 @@
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
 
-int recv_cuda_ordinal(const char *device)
-{
-    char *end = NULL;
-    long n;
-    if (device == NULL || strncmp(device, "cuda:", 5) != 0)
-        return -1;
-    n = strtol(device + 5, &end, 10);
-    return end != device + 5 && *end == '\0' && n >= 0 && n < 4096 ? (int)n : -1;
-}
-
 /* Per trainer rank t: the local ranks on its GPU, colo[t * L ..], ncolo[t]
  * of them (several ranks may share a GPU: chunks are spread over them). */
 static wsync_status_t colocated_ranks(wsync_receiver_t *r, int world, int *colo, int *ncolo)
@@ -42,8 +32,12 @@ static wsync_status_t colocated_ranks(wsync_receiver_t *r, int world, int *colo,
         json_int_t rk = json_integer_value(json_object_get(e, "rank"));
         json_t *ep = json_object_get(e, "endpoint");
         const char *host = json_string_value(json_object_get(ep, "host_id"));
-        int dev = recv_cuda_ordinal(json_string_value(json_object_get(ep, "device")));
-        if (rk < 0 || rk >= world || dev < 0 || host == NULL || strcmp(host, r->host_id) != 0)
+        const char *device = json_string_value(json_object_get(ep, "device"));
+        const wsync_mem_ops_t *mem = NULL;
+        int dev = -1;
+        /* The trainer's device string, read as the trainer itself reads it. */
+        if (rk < 0 || rk >= world || host == NULL || strcmp(host, r->host_id) != 0 || device == NULL ||
+            wsync_mem_get(device, &mem, &dev) != WSYNC_OK || mem->kind != WSYNC_MEM_CUDA)
             continue;
         ncolo[rk] = 0;
         for (p = 0; p < r->cfg.local_world; p++)

@@ -70,8 +70,6 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
 wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t *sl, uint64_t gen);
 /* landing.c, any rank: wait until the board holds attempt `gen`'s landing. */
 wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t deadline);
-/* "cuda:N" -> N; -1 for anything else. */
-int recv_cuda_ordinal(const char *device);
 
 /* Drop every transport (after a failed attempt, so nothing stale can land). */
 void recv_transport_reset(wsync_receiver_t *r);
