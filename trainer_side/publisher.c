@@ -227,6 +227,11 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
                      st, err);
     WSYNC_CHECK_GOTO(collect_owned(p), st, err);
     WSYNC_CHECK_GOTO(index_pieces(p), st, err);
+    p->layout_json = wsync_sync_layout_to_json(p->sl, p->cfg.rank == 0);
+    if (p->layout_json == NULL) {
+        st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory", p->cfg.rank);
+        goto err;
+    }
     p->snap_threads = pub_snapshot_threads(cfg->threads);
     for (i = 0; i < PUB_SLOTS; i++)
         WSYNC_CHECK_GOTO(slot_init(p, &p->slots[i]), st, err);
@@ -325,7 +330,7 @@ static void withdraw(wsync_publisher_t *p, int slot, uint64_t version, wsync_sta
 wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
 {
     const wsync_plan_t *plan = p->sl->plan;
-    json_t *layout = NULL, *pieces = NULL;
+    json_t *pieces = NULL;
     pub_work_t *copy = NULL;
     wsync_status_t st, cst;
     uint64_t *sums = NULL;
@@ -336,8 +341,7 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
     WSYNC_CHECK(take_slot(p, &slot));
     sums = calloc(p->nmy ? p->nmy : 1, sizeof(*sums));
     pieces = json_array();
-    layout = wsync_sync_layout_to_json(p->sl, p->cfg.rank == 0);
-    if (sums == NULL || pieces == NULL || layout == NULL) {
+    if (sums == NULL || pieces == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory publishing version %llu",
                          p->cfg.rank, (unsigned long long)version);
         goto out;
@@ -354,7 +358,7 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
     announce(p, slot, version);
     st = p->cfg.zero_copy ? WSYNC_OK : pub_copy_start(p, &p->slots[slot], &copy);
     if (st == WSYNC_OK)
-        st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, layout, pieces);
+        st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, p->layout_json, pieces);
     if (st != WSYNC_OK)
         snprintf(why, sizeof(why), "%s", wsync_last_error());
     if (copy) {
@@ -368,7 +372,6 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
     if (st != WSYNC_OK)
         withdraw(p, slot, version, st, why);
 out:
-    json_decref(layout);
     json_decref(pieces);
     free(sums);
     return st;
@@ -387,6 +390,7 @@ void wsync_publisher_destroy(wsync_publisher_t *p)
     wsync_control_close(p->control);
     wsync_control_server_stop(p->control_server);
     free(p->control_url);
+    json_decref(p->layout_json);
     wsync_sync_layout_free(p->sl);
     free(p->piece_slot_off);
     free(p->owned);

@@ -23,8 +23,9 @@
 #define COPY_BLOCK (8u << 20)
 /* GPU memory is copied extent by extent on one thread, in parts of this
  * size, each part waking the pulls of the pieces it completed: one device
- * copy per piece costs a wait each (~170 pieces of a 7B model: 12 ms where
- * the whole extent takes 3.5 ms), one per extent delays every pull. */
+ * copy per piece costs a wait each (on two H200s, publish() of a 7B model's
+ * half returned ~12 ms later than with whole extents), one copy per extent
+ * holds every pull until it is done. */
 #define COPY_PART_GPU ((uint64_t)1 << 30)
 
 /* Units of work (pieces, copy blocks or extents) shared among threads. */
@@ -132,8 +133,9 @@ static wsync_status_t copy_block_unit(pub_work_t *w, size_t b)
     return WSYNC_OK;
 }
 
-/* Extent k whole (GPU memory: one device copy instead of one per piece; or
- * pieces that do not tile the extents), then every piece inside it. */
+/* Extent k, for GPU memory or pieces that do not tile the extents: in
+ * COPY_PART_GPU parts, each waking the pulls of the pieces it completed
+ * (pieces that do not tile: the whole extent, then every piece in it). */
 static wsync_status_t copy_extent_unit(pub_work_t *w, size_t k)
 {
     wsync_publisher_t *p = w->p;
@@ -246,7 +248,7 @@ wsync_status_t pub_digest(wsync_publisher_t *p, uint64_t *sums)
     pub_work_t w = {.p = p, .sums = sums, .unit = digest_unit, .nunits = p->nmy};
     if (!host_memory(p)) {
         /* GPU: every piece's kernel queued back to back, one wait for all
-         * (one wait per piece cost ~5 ms on a 7B model's 170 pieces). */
+         * (not one wait per piece). */
         wsync_digest_range_t *rg = calloc(p->nmy ? p->nmy : 1, sizeof(*rg));
         wsync_status_t st;
         size_t i;
@@ -259,7 +261,7 @@ wsync_status_t pub_digest(wsync_publisher_t *p, uint64_t *sums)
         free(rg);
         return st;
     }
-    work_start(&w, host_memory(p) ? p->snap_threads - 1 : 0);
+    work_start(&w, p->snap_threads - 1);
     return work_finish(&w, 1, 0);
 }
 
