@@ -77,7 +77,8 @@ all: $(BUILD)/wsync $(BUILD)/libwsync.a $(BUILD)/libwsync.so
 # (libFuzzer), valgrind, iproute2 (network namespaces), curl, python3.
 DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev \
             libibverbs-dev ibverbs-providers rdma-core libxxhash-dev clang libclang-rt-14-dev valgrind \
-            iproute2 curl python3 procps psmisc
+            iproute2 curl python3 procps psmisc \
+            python3-torch python3-numpy nftables libssl-dev
 DEB_VM_PKGS := qemu-system-x86 debootstrap
 
 deps:
@@ -93,7 +94,8 @@ deps:
 deps-check:
 	@for f in /usr/include/microhttpd.h /usr/include/jansson.h /usr/include/xxhash.h \
 	          /usr/include/x86_64-linux-gnu/curl/curl.h /usr/include/infiniband/verbs.h \
-	          /usr/bin/clang /usr/bin/valgrind /usr/bin/curl /usr/bin/python3 /usr/bin/pkill; do \
+	          /usr/bin/clang /usr/bin/valgrind /usr/bin/curl /usr/bin/python3 /usr/bin/pkill \
+	          /usr/lib/python3/dist-packages/torch /usr/sbin/nft /usr/include/openssl/hmac.h; do \
 	  [ -e $$f ] || { echo "deps-check: $$f is missing; running make deps"; $(MAKE) --no-print-directory deps && exit 0 || exit 1; }; \
 	done
 
