@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The Python API (python/wsync) with Debian's python3 and torch on the CPU:
+# trainer processes publishing torch tensors (full and fsdp shards), engine
+# nodes of 2 processes receiving them in place and into their own tensors,
+# every tensor compared with torch.equal over 2 versions; the C ABI as ctypes
+# declares it; fsdp shards vs torch.chunk; error cases; wsync.hf; examples/.
+source "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+T="$WSYNC_ROOT/tests/python"
+export WSYNC_ROOT WSYNC_LIB=${WSYNC_BUILD:-$WSYNC_ROOT/build}/libwsync.so
+if ! $PY -c 'import torch' 2>/dev/null; then
+    skip python_api "no torch for $PY (make deps installs python3-torch)"; exit 0
+fi
+
+# serve NAME: a control endpoint of its own (versions only grow on one) in $URL.
+serve() {
+    local port
+    port=$(free_port)
+    URL="http://127.0.0.1:$port"
+    bg "$WSYNC" serve --listen "127.0.0.1:$port" 2>"$TMP/serve-$1.log"
+    wait_http "$URL/healthz" || { fail "$1_serve_started" "control endpoint did not come up"; return 1; }
+}
+
+# sync_case NAME TRAINER_KIND ENGINE_KIND...: 2 trainer ranks, one engine node
+# of 2 ranks per engine kind, 2 versions.
+sync_case() {
+    local name=$1 tk=$2; shift 2
+    local ids="" k r pids=() epids=() ok=1
+    serve "$name" || return
+    for k in "$@"; do ids="$ids${ids:+,}$k-$name-$$"; done
+    for r in 0 1; do
+        bg sh -c "sleep 600 | $PY $T/sync_trainer.py $URL $r 2 $tk 2 $ids" >"$TMP/$name-t$r.log" 2>&1
+        pids+=($!)
+    done
+    for k in "$@"; do
+        for r in 0 1; do
+            bg $PY "$T/sync_engine.py" "$URL" "$k-$name-$$" $r 2 "$k" 2 >"$TMP/$name-$k$r.log" 2>&1
+            epids+=($!)
+        done
+    done
+    for r in "${epids[@]}"; do wait "$r" || ok=0; done
+    cat "$TMP/$name"-[!t]*.log | grep -E '^(PASS|FAIL|SKIP) ' | sed "s/^\(PASS\|FAIL\|SKIP\) /\1 ${name}_/"
+    if [ $ok = 1 ]; then pass "${name}_engines_exit_0"; else
+        fail "${name}_engines_exit_0" "$(grep -h -v '^PASS' "$TMP/$name"-*.log | tail -n 8 | tr '\n' ' ')"; fi
+    for r in "${pids[@]}"; do pkill -P "$r" 2>/dev/null; kill "$r" 2>/dev/null; done
+}
+
+sync_case full full views staged
+sync_case fsdp fsdp views staged
+sync_case pack pack views
+# In place into the engine's own tensors: SKIP when the receiver has no dests yet.
+serve probe
+if $PY "$T/sync_engine.py" "$URL" probe-$$ 0 1 inplace 0 | grep -q '^SKIP'; then
+    $PY "$T/sync_engine.py" "$URL" probe-$$ 0 1 inplace 0 | sed 's/^SKIP [^:]*/SKIP inplace_into/'
+else
+    sync_case inplace full inplace
+fi
+
+for s in abi layout errors hf examples; do
+    timeout 300 $PY "$T/${s}_test.py" 2>"$TMP/$s.err" || { echo "FAIL ${s}_test: exited $?"; tail -n 20 "$TMP/$s.err" >&2; }
+done

@@ -1,0 +1,54 @@
+"""sync_engine.py URL ENGINE LOCAL_RANK LOCAL_WORLD KIND VERSIONS: one local
+rank of an engine node pulling versions 1..VERSIONS and comparing every
+tensor with torch.equal against the state it regenerates itself. KIND:
+  views    in place, no into=: the rank's tensors are rcv.tensors(), taken once;
+           every later pull must land in those same tensors
+  staged   into= the rank's own tensors, mode "staged"
+  inplace  into= the rank's own tensors, mode "in-place" (needs the receiver's
+           per-destination pointers; prints SKIP when this libwsync lacks them)
+Prints PASS/FAIL lines."""
+import sys
+
+import common
+import qwen_tiny
+import torch
+import wsync
+
+
+def main():
+    url, engine, lr, lw, kind, versions = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), \
+        sys.argv[5], int(sys.argv[6])
+    checks = common.Checks()
+    tag = "%s_rank%d" % (kind, lr)
+    own = {n: torch.zeros(s, dtype=torch.bfloat16) for n, s in qwen_tiny.specs()}
+    try:
+        if kind == "views":
+            rcv = wsync.Receiver(url, engine, lr, lw, mode="in-place")
+        else:
+            rcv = wsync.Receiver(url, engine, lr, lw, into=own, mode="in-place" if kind == "inplace" else "staged")
+    except wsync.Error as e:
+        if kind == "inplace" and e.status == wsync._lib.WSYNC_ERR_UNSUPPORTED:
+            print("SKIP %s: skipped: %s" % (tag, e.detail), flush=True)
+            return
+        raise
+    with rcv:
+        mine, ptrs = None, None
+        for v in range(1, versions + 1):
+            got = rcv.pull(timeout=60)
+            want = qwen_tiny.state(v)
+            if kind == "views":
+                if mine is None:
+                    mine = rcv.tensors()
+                    ptrs = {n: t.data_ptr() for n, t in mine.items()}
+                held = mine
+                checks.ok("%s_v%d_same_memory" % (tag, v), ptrs == {n: t.data_ptr() for n, t in rcv.tensors().items()},
+                          "the in-place image moved")
+            else:
+                held = own
+            bad = [n for n in want if not torch.equal(held[n], want[n])]
+            checks.ok("%s_v%d_every_tensor_equal" % (tag, v), got == v and not bad and len(held) == len(want),
+                      "got version %d, %d of %d tensors differ (%s)" % (got, len(bad), len(want), bad[:3]))
+    checks.exit()
+
+
+main()
