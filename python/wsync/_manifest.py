@@ -70,3 +70,27 @@ def owned_extents(manifest_json, layout, world, rank):
     _lib.check(_lib.lib.wsync_publisher_owned_extents(manifest_json.encode(), layout, world, rank, arr, n.value,
                                                       ctypes.byref(n)), "owned extents of rank %d" % rank)
     return [(arr[i].offset, arr[i].len) for i in range(n.value)]
+
+
+def check_against(specs, manifest, rank):
+    """Refuse specs [(name, dtype, global shape)] that differ from `manifest`
+    (JSON text or its parsed dict), naming the first tensor that does."""
+    doc = json.loads(manifest) if isinstance(manifest, (str, bytes)) else manifest
+    want = {t["name"]: (i, t["dtype"], tuple(t["shape"])) for i, t in enumerate(doc.get("tensors", []))}
+    for i, (name, dtype, shape) in enumerate(specs):
+        if name not in want:
+            raise invalid("rank %d: tensor '%s' is not in the manifest" % (rank, name))
+        j, dt, sh = want[name]
+        mine = dtype_name(dtype, "tensor '%s'" % name)
+        if mine != dt:
+            raise invalid("rank %d: tensor '%s' is %s (%s) but the manifest says %s" % (rank, name, mine, dtype, dt))
+        if tuple(shape) != sh:
+            raise invalid("rank %d: tensor '%s' has global shape %s but the manifest says %s"
+                          % (rank, name, tuple(shape), sh))
+        if j != i:
+            raise invalid("rank %d: tensor '%s' is number %d here but %d in the manifest (every rank passes its "
+                          "tensors in the manifest's order)" % (rank, name, i, j))
+    if len(specs) != len(want):
+        names = {n for n, _, _ in specs}
+        missing = [n for n in want if n not in names]
+        raise invalid("rank %d: tensor '%s' of the manifest was not given" % (rank, missing[0]))

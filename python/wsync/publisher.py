@@ -82,11 +82,14 @@ class Publisher:
     layout="fsdp" each rank's dim-0 shard, torch.chunk(t, world, 0)[rank]
     (an empty shard where a rank owns no rows). publish(v) returns when the
     caller may write its tensors again. Tensors must be updated in place (an
-    optimizer step does): the publisher keeps their pointers."""
+    optimizer step does): the publisher keeps their pointers. manifest= (a
+    manifest JSON, e.g. rank 0's pub.manifest_json) checks the tensors against
+    it first, naming any tensor whose name, dtype or shape differs (ranks that
+    disagree are otherwise refused at publish with a 409 conflict)."""
 
     def __init__(self, control, rank, world, tensors, *, shapes=None, layout="even", device=None, token=None,
                  chunk=None, zero_copy=False, serve=None, listen=None, advertise_host=None, host_id=None,
-                 metadata=None):
+                 metadata=None, manifest=None):
         self._p = None
         if layout not in _LAYOUTS:
             raise invalid("layout=%r: use \"even\" or \"fsdp\"" % (layout,))
@@ -102,6 +105,8 @@ class Publisher:
         self._dev = check_tensors(tensors, device)
         self._tensors = {n: t.detach() for n, t in tensors.items()}
         specs = self._specs(shapes, rank, world)
+        if manifest is not None:
+            _manifest.check_against(specs, manifest, rank)
         self._entries, self.image_size, self.manifest_json = _manifest.build(specs, metadata)
         self.rank, self.world, self.layout = rank, world, layout
         extents = _manifest.owned_extents(self.manifest_json, _LAYOUTS[layout], world, rank)

@@ -1,0 +1,113 @@
+"""errors_test.py: every failure is a wsync.Error naming what was wrong:
+tensors refused before anything is sent (non-contiguous, mixed devices,
+wrong shard shape, unknown name, wrong dtype or shape vs the manifest, on
+either side), a dead trainer, a timeout (wsync.TimeoutError), and a version
+that fails verification leaving the staged `into` tensors as they were."""
+import os
+import signal
+
+import common
+import qwen_tiny
+import torch
+import wsync
+from wsync import _lib, _manifest
+
+
+def refused_before_sending(c):
+    sd = qwen_tiny.state(1)
+    url = "http://127.0.0.1:9"  # nothing listens: the checks come before any connection
+    nc = dict(sd, **{"model.norm.weight": torch.zeros(64, 2, dtype=torch.bfloat16)[:, 0]})
+    c.raises("publisher_non_contiguous", lambda: wsync.Publisher(url, 0, 1, nc), wsync.Error,
+             "model.norm.weight", "not contiguous")
+    mixed = dict(sd, **{"model.norm.weight": torch.zeros(64, dtype=torch.bfloat16, device="meta")})
+    c.raises("publisher_mixed_devices", lambda: wsync.Publisher(url, 0, 1, mixed), wsync.Error,
+             "model.norm.weight", "meta")
+    shapes = {n: tuple(t.shape) for n, t in sd.items()}
+    shards = {n: t.chunk(2, 0)[1] for n, t in sd.items()}
+    bad = dict(shards, **{"model.embed_tokens.weight": sd["model.embed_tokens.weight"][:100]})
+    c.raises("publisher_fsdp_wrong_shard_shape",
+             lambda: wsync.Publisher(url, 1, 2, bad, shapes=shapes, layout="fsdp"), wsync.Error,
+             "model.embed_tokens.weight", "(128, 64)", "torch.chunk")
+    extra = dict(shards, **{"model.bogus.weight": torch.zeros(3, dtype=torch.bfloat16)})
+    c.raises("publisher_unknown_name", lambda: wsync.Publisher(url, 1, 2, extra, shapes=shapes, layout="fsdp"),
+             wsync.Error, "model.bogus.weight")
+    c.raises("publisher_device_mismatch", lambda: wsync.Publisher(url, 0, 1, sd, device="cuda:0"), wsync.Error,
+             "cuda:0")
+    mj = _manifest.build([(n, t.dtype, tuple(t.shape)) for n, t in sd.items()])[2]  # what rank 0 builds
+    f32 = dict(sd, **{"model.layers.1.mlp.up_proj.weight": sd["model.layers.1.mlp.up_proj.weight"].float()})
+    c.raises("publisher_wrong_dtype_vs_manifest", lambda: wsync.Publisher(url, 1, 2, f32, manifest=mj),
+             wsync.Error, "model.layers.1.mlp.up_proj.weight", "F32", "BF16")
+    c.raises("receiver_tp_not_yet", lambda: wsync.Receiver(url, "e", 0, 1, tp=2), wsync.Error, "tp=2")
+    c.raises("publisher_zero_copy_needs_in_place_extents",
+             lambda: wsync.Publisher(url, 0, 1, sd, zero_copy=True), wsync.Error, "zero_copy", "wsync.pack")
+
+
+def into_mismatch(c, srv):
+    """One published version; engines whose into= does not match it."""
+    sd = qwen_tiny.state(1)
+    with wsync.Publisher(srv.url, 0, 1, sd) as pub:
+        pub.publish(1)
+        cases = [("dtype", "model.norm.weight", torch.zeros(64, dtype=torch.float32), "float32"),
+                 ("shape", "model.norm.weight", torch.zeros(65, dtype=torch.bfloat16), "(65,)"),
+                 ("unknown_name", "model.nope.weight", torch.zeros(64, dtype=torch.bfloat16), "not in the")]
+        for i, (what, name, t, needle) in enumerate(cases):
+            own = {n: torch.zeros_like(v) for n, v in sd.items() if n != "model.norm.weight"}
+            own[name] = t
+            with wsync.Receiver(srv.url, "bad-%d" % i, 0, 1, into=own) as r:
+                c.raises("receiver_into_wrong_%s" % what, lambda: r.pull(timeout=30), wsync.Error, name, needle)
+                c.ok("receiver_into_wrong_%s_left_untouched" % what,
+                     all(float(v.abs().sum()) == 0 for v in own.values()), "into= was written")
+        with wsync.Receiver(srv.url, "tmo", 0, 1) as r:
+            c.ok("pull_first_version", r.pull(timeout=30) == 1)
+            e = c.raises("pull_timeout_is_TimeoutError", lambda: r.pull(timeout=0.5), wsync.TimeoutError)
+            c.ok("timeout_error_is_an_Error_with_status", isinstance(e, wsync.Error) and e is not None
+                 and e.status == _lib.WSYNC_ERR_TIMEOUT and e.status_name == "WSYNC_ERR_TIMEOUT", repr(e))
+
+
+def dead_trainer(c):
+    with common.Serve() as srv:
+        t = common.spawn("sync_trainer.py", srv.url, 0, 1, "full", 1, "-")
+        common.wait_line(t, "published version 1")
+        os.kill(t.pid, signal.SIGKILL)
+        t.wait()
+        with wsync.Receiver(srv.url, "orphan", 0, 1) as r:
+            c.raises("dead_trainer_named", lambda: r.pull(timeout=20), wsync.Error, "trainer rank 0")
+            c.ok("dead_trainer_nothing_held", r.version == 0 and r.tensors() == {}, str(r.version))
+
+
+def corrupt_version(c):
+    """Version 2's piece 0 is corrupted after its digest: the staged pull fails
+    verification and `into` (and the held version) stay version 1."""
+    with common.Serve() as srv:
+        t = common.spawn("sync_trainer.py", srv.url, 0, 1, "full", 2, "corrupt", env={"CORRUPT_VERSION": "2"})
+        try:
+            own = {n: torch.zeros(s, dtype=torch.bfloat16) for n, s in qwen_tiny.specs()}
+            with wsync.Receiver(srv.url, "corrupt", 0, 1, into=own, mode="staged") as r:
+                v1 = qwen_tiny.state(1)
+                c.ok("corrupt_case_v1_received", r.pull(timeout=60) == 1
+                     and all(torch.equal(own[n], v1[n]) for n in v1))
+                held = {n: x.data_ptr() for n, x in r.tensors().items()}
+                common.wait_line(t, "published version 2")
+                c.raises("corrupt_version_fails_verification", lambda: r.pull(timeout=30), wsync.Error)
+                c.ok("corrupt_version_into_unchanged", all(torch.equal(own[n], v1[n]) for n in v1),
+                     "into= changed by a version that failed verification")
+                views = r.tensors()
+                c.ok("corrupt_version_staged_image_unchanged", r.version == 1 and all(
+                    torch.equal(views[n], v1[n]) for n in v1) and held == {n: x.data_ptr() for n, x in views.items()},
+                    "held version %d" % r.version)
+        finally:
+            t.kill()
+            t.wait()
+
+
+def main():
+    c = common.Checks()
+    refused_before_sending(c)
+    with common.Serve() as srv:
+        into_mismatch(c, srv)
+    dead_trainer(c)
+    corrupt_version(c)
+    c.exit()
+
+
+main()
