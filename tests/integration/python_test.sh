@@ -12,12 +12,26 @@ if ! $PY -c 'import torch' 2>/dev/null; then
     skip python_api "no torch for $PY (make deps installs python3-torch)"; exit 0
 fi
 
+# Packaging: importable from the repository root, and `pip install ./python`
+# offline (into a venv that sees Debian's torch) finds the library by $WSYNC_LIB.
+check import_from_repository_root sh -c "cd '$WSYNC_ROOT' && PYTHONPATH=python $PY -c 'import wsync, wsync.hf'"
+if $PY -m venv --system-site-packages "$TMP/venv" >/dev/null 2>&1; then
+    if "$TMP/venv/bin/pip" install --no-index -q "$WSYNC_ROOT/python" >"$TMP/pip.log" 2>&1 &&
+       (cd "$TMP" && "$TMP/venv/bin/python" -c 'import wsync, sys; sys.exit(0 if "venv" in wsync.__file__ else 1)'); then
+        pass pip_install_offline
+    else
+        fail pip_install_offline "$(tail -n 5 "$TMP/pip.log" | tr '\n' ' ')"
+    fi
+else
+    skip pip_install_offline "no venv module for $PY (python3-venv)"
+fi
+
 # serve NAME: a control endpoint of its own (versions only grow on one) in $URL.
 serve() {
     local port
     port=$(free_port)
     URL="http://127.0.0.1:$port"
-    bg "$WSYNC" serve --listen "127.0.0.1:$port" 2>"$TMP/serve-$1.log"
+    bg "$WSYNC" serve --listen "127.0.0.1:$port" >"$TMP/serve-$1.log" 2>&1
     wait_http "$URL/healthz" || { fail "$1_serve_started" "control endpoint did not come up"; return 1; }
 }
 
