@@ -338,6 +338,9 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
     size_t i;
     int slot = 0;
 
+    /* The start of publish-to-ready on the trace clock (the engine's
+     * "reported" line is its end): bench/python_hf_bench.py reads both. */
+    wsync_trace("trainer rank %d: publish of version %llu started", p->cfg.rank, (unsigned long long)version);
     WSYNC_CHECK(take_slot(p, &slot));
     sums = calloc(p->nmy ? p->nmy : 1, sizeof(*sums));
     pieces = json_array();
