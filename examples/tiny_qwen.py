@@ -1,10 +1,15 @@
 """tiny_qwen.py: a small causal LM with Qwen2ForCausalLM's parameter names
 and tied embeddings, for running the examples where transformers is not
 installed (make_model() builds a real transformers Qwen2 when it is)."""
+import os
+
 import torch
 from torch import nn
 
 CONFIG = dict(vocab=257, hidden=64, layers=2, heads=4, kv_heads=2, intermediate=129)
+# Qwen2.5-0.5B's published sizes (its config.json), for the GPU test and bench.
+QWEN25_05B = dict(vocab=151936, hidden=896, layers=24, heads=14, kv_heads=2, intermediate=4864,
+                  rope_theta=1000000.0, rms_norm_eps=1e-6, max_position_embeddings=32768)
 
 
 class _Layer(nn.Module):
@@ -79,12 +84,17 @@ def make_model(cfg=CONFIG, dtype=torch.bfloat16, device="cpu", seed=0):
     try:
         import transformers
     except ImportError:
+        if os.environ.get("WSYNC_REQUIRE_TRANSFORMERS"):
+            raise
         return TinyQwen(cfg).to(dtype=dtype, device=device)
+    extra = {k: cfg[k] for k in ("rope_theta", "rms_norm_eps", "max_position_embeddings") if k in cfg}
     conf = transformers.Qwen2Config(vocab_size=cfg["vocab"], hidden_size=cfg["hidden"],
                                     num_hidden_layers=cfg["layers"], num_attention_heads=cfg["heads"],
                                     num_key_value_heads=cfg["kv_heads"], intermediate_size=cfg["intermediate"],
-                                    tie_word_embeddings=True)
-    return transformers.Qwen2ForCausalLM(conf).to(dtype=dtype, device=device)
+                                    tie_word_embeddings=True, **extra)
+    with torch.device(device):  # initialize where it will run (0.5B on a CPU takes a while)
+        model = transformers.Qwen2ForCausalLM(conf)
+    return model.to(dtype=dtype).eval()
 
 
 def logits(model, ids):

@@ -70,6 +70,6 @@ else
     sync_case inplace full inplace
 fi
 
-for s in abi layout errors hf examples; do
+for s in abi layout errors hf examples doc; do
     timeout 300 $PY "$T/${s}_test.py" 2>"$TMP/$s.err" || { echo "FAIL ${s}_test: exited $?"; tail -n 20 "$TMP/$s.err" >&2; }
 done

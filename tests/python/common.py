@@ -13,6 +13,9 @@ sys.path.insert(0, HERE)
 if os.environ.get("WSYNC_BUILD") and not os.environ.get("WSYNC_LIB"):
     os.environ["WSYNC_LIB"] = os.path.join(os.environ["WSYNC_BUILD"], "libwsync.so")
 
+# Bit-identical logits on two processes of one GPU: deterministic cuBLAS.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
 import torch  # noqa: E402
 
 torch.set_num_threads(1)  # the box is shared; and both sides compute alike

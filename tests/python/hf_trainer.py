@@ -13,9 +13,9 @@ import wsync.hf
 
 def main():
     url, pack, versions, engine, out = sys.argv[1], sys.argv[2] == "pack", int(sys.argv[3]), sys.argv[4], sys.argv[5]
-    model = qwen_tiny.make_model(seed=0)
+    model, cfg = qwen_tiny.test_model(seed=0)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    ids = qwen_tiny.batch()
+    ids = qwen_tiny.batch(cfg, qwen_tiny.test_device())
     with wsync.hf.Publisher(url, 0, 1, model, pack=pack) as pub:
         print("published tensors: %s" % ",".join(wsync.hf.state_dict(model)), flush=True)
         for v in range(1, versions + 1):

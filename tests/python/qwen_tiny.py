@@ -44,6 +44,18 @@ def state(version, dtype=torch.bfloat16, cfg=CONFIG):
     return {n: value(version, i, s, dtype) for i, (n, s) in enumerate(specs(cfg))}
 
 
-def batch(cfg=CONFIG):  # noqa: D103
+def test_model(seed):
+    """The model of the hf tests: HF_TEST_MODEL "tiny" (default) or
+    "qwen2.5-0.5b" (needs transformers), on HF_TEST_DEVICE (default cpu)."""
+    import tiny_qwen
+    cfg = tiny_qwen.QWEN25_05B if os.environ.get("HF_TEST_MODEL") == "qwen2.5-0.5b" else CONFIG
+    return make_model(cfg, device=test_device(), seed=seed), cfg
+
+
+def test_device():
+    return os.environ.get("HF_TEST_DEVICE", "cpu")
+
+
+def batch(cfg=CONFIG, device="cpu"):
     """The fixed batch whose logits both sides compare."""
-    return torch.arange(2 * 9).reshape(2, 9) * 13 % cfg["vocab"]
+    return (torch.arange(2 * 9).reshape(2, 9) * 13 % cfg["vocab"]).to(device)
