@@ -32,6 +32,15 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 WSYNC = os.environ.get("WSYNC_BIN", os.path.join(ROOT, "build", "wsync"))
 WARMUP = 2
+# --device cpu runs the same three paths on host memory (a smoke test where
+# there is no GPU); children read it from the environment.
+DEVICE = os.environ.get("WSYNC_BENCH_DEVICE", "cuda:0")
+
+
+def sync():
+    import torch
+    if DEVICE != "cpu":
+        torch.cuda.synchronize()
 
 
 def model_cfg(name):
@@ -39,9 +48,9 @@ def model_cfg(name):
     return tiny_qwen.QWEN25_05B if name == "qwen2.5-0.5b" else tiny_qwen.CONFIG
 
 
-def build(name, seed, device="cuda:0"):
+def build(name, seed, device=None):
     import tiny_qwen
-    return tiny_qwen.make_model(model_cfg(name), device=device, seed=seed)
+    return tiny_qwen.make_model(model_cfg(name), device=device or DEVICE, seed=seed)
 
 
 def step_weights(params, v):
@@ -79,7 +88,7 @@ def a_trainer(url, name, n, q_ready, q_go, q_t):
     with wsync.hf.Publisher(url, 0, 1, model, pack=True) as pub:
         for v in range(1, n + 1):
             step_weights(params, v)
-            torch.cuda.synchronize()
+            sync()
             q_go.get()  # the engine waits in pull()
             t0 = time.monotonic()
             pub.publish(v)
@@ -97,7 +106,7 @@ def a_engine(url, name, n, q_ready, q_go, q_t):
             q_go.put(v)
             got = rcv.pull(timeout=120)
             t1 = time.monotonic()
-            torch.cuda.synchronize()
+            sync()
             q_t.put(("ready", got, t1, model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()))
             q_ready.put(v)
         q_go.put(0)
@@ -110,7 +119,7 @@ def b_trainer(name, n, q_buf, q_go, q_done, q_t):
     model = build(name, 0)
     sd = hf.state_dict(model)
     total = sum(t.numel() * t.element_size() for t in sd.values())
-    buf = torch.empty(total, dtype=torch.uint8, device="cuda:0")
+    buf = torch.empty(total, dtype=torch.uint8, device=DEVICE)
     views, off = [], 0
     for t in sd.values():
         nb = t.numel() * t.element_size()
@@ -120,11 +129,11 @@ def b_trainer(name, n, q_buf, q_go, q_done, q_t):
     params = list(model.parameters())
     for v in range(1, n + 1):
         step_weights(params, v)
-        torch.cuda.synchronize()
+        sync()
         t0 = time.monotonic()
         for dst, src in views:
             dst.copy_(src)
-        torch.cuda.synchronize()
+        sync()
         q_go.put(v)
         q_t.put(("publish", v, t0, time.monotonic()))
         q_done.get()
@@ -146,7 +155,7 @@ def b_engine(name, n, q_buf, q_go, q_done, q_t):
         q_go.get()
         for dst, src in views:
             dst.copy_(src)
-        torch.cuda.synchronize()
+        sync()
         q_t.put(("ready", v, time.monotonic(), True))
         q_done.put(v)
     del buf
@@ -190,11 +199,11 @@ def c_path(name, n, tmp):
     env = dict(os.environ, WSYNC_TRACE="1")
     try:
         eng = subprocess.Popen([WSYNC, "engine", "--control", url, "--engine", "bench-c", "--local-rank", "0",
-                                "--local-world", "1", "--device", "cuda:0", "--mode", "in-place", "--versions", str(n),
+                                "--local-world", "1", "--device", "host" if DEVICE == "cpu" else DEVICE, "--mode", "in-place", "--versions", str(n),
                                 "--timeout-ms", "120000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=env)
         tr = subprocess.Popen([WSYNC, "trainer", "--control", url, "--rank", "0", "--world", "1", "--safetensors", st,
-                               "--device", "cuda:0", "--versions", str(n), "--wait-engines", "1",
+                               "--device", "host" if DEVICE == "cpu" else DEVICE, "--versions", str(n), "--wait-engines", "1",
                                "--exit-after-publish"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=env)
         eout, eerr = eng.communicate(timeout=600)
@@ -234,10 +243,13 @@ def main():
     ap.add_argument("--versions", type=int, default=8, help="measured versions (after %d warm-up)" % WARMUP)
     ap.add_argument("--model", default="qwen2.5-0.5b", choices=["qwen2.5-0.5b", "tiny"])
     ap.add_argument("--out", help="write the figures as JSON here")
+    ap.add_argument("--device", default="cuda:0", help="cuda:N, or cpu for a smoke run without a GPU")
     a = ap.parse_args()
+    global DEVICE
+    DEVICE = os.environ["WSYNC_BENCH_DEVICE"] = a.device
     import torch
     import torch.multiprocessing as mp
-    if not torch.cuda.is_available():
+    if DEVICE != "cpu" and not torch.cuda.is_available():
         print("skipped: no CUDA device")
         return 0
     n = a.versions + WARMUP
@@ -246,9 +258,8 @@ def main():
     m = build(a.model, 0)
     nbytes = sum(t.numel() * t.element_size() for t in hf.state_dict(m).values())
     del m
-    torch.cuda.empty_cache()
-    print("model %s: %.1f MB of bf16 weights (tied lm_head once), %d versions measured after %d warm-up"
-          % (a.model, nbytes / 1e6, a.versions, WARMUP), flush=True)
+    print("model %s on %s: %.1f MB of bf16 weights (tied lm_head once), %d versions measured after %d warm-up"
+          % (a.model, DEVICE, nbytes / 1e6, a.versions, WARMUP), flush=True)
 
     res = {}
     serve, url = start_serve()
