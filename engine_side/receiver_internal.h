@@ -1,6 +1,7 @@
 /* receiver_internal.h: a receiver's state, shared by receiver.c (set-up, the
- * node-wide agreement on a pull, accessors) and fetch.c (one pull attempt:
- * requests, landing, fan-out copies, verification). */
+ * accessors), attempt.c (one pull attempt of the node, as phases), fetch.c
+ * (its data part: landing, fan-out copies, verification), landing.c,
+ * requests.c and transports.c. */
 #ifndef WSYNC_ENGINE_RECEIVER_INTERNAL_H
 #define WSYNC_ENGINE_RECEIVER_INTERNAL_H
 
@@ -61,17 +62,47 @@ struct wsync_receiver {
     double last_secs;       /* duration of the last successful pull attempt */
 };
 
-/* fetch.c: bring this rank's image slot `slot` to version `v` for attempt
- * `gen`; on success the slot holds v verified. */
-wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slot,
-                          const wsync_sync_layout_t *sl, const uint64_t *digests, uint64_t deadline);
-/* landing.c, local rank 0: choose the local rank each chunk of `sl` lands
- * on for attempt `gen` and post it on the board (land[], then land_gen). */
-wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t *sl, uint64_t gen);
-/* landing.c, any rank: wait until the board holds attempt `gen`'s landing. */
-wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t deadline);
+/* One request to a trainer rank, sent and answered on a thread of its own. */
+typedef struct recv_request {
+    char pull_addr[160];
+    int rank;
+    json_t *msg;                /* owned: freed by recv_request_end */
+    uint64_t deadline;
+    pthread_t th;
+    int started;
+    int done;                   /* atomic */
+    wsync_status_t status;
+    char error[400];
+} recv_request_t;
 
-/* Drop every transport (after a failed attempt, so nothing stale can land). */
+/* receiver.c: image slots sized for `need` bytes, exported on the board;
+ * ranks > 0: rejoin the board when local rank 0 restarted. */
+wsync_status_t recv_ensure_images(wsync_receiver_t *r, uint64_t need);
+wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r);
+
+/* fetch.c: bring this rank's image slot a->slot to version a->version in
+ * attempt a->gen; on success the slot holds it verified. */
+wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
+                          const uint64_t *digests, uint64_t deadline);
+/* landing.c, local rank 0: choose the local rank each chunk of `sl` lands
+ * on for attempt `gen` and post it on the board. */
+wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t *sl, uint64_t gen);
+
+/* requests.c: the pull address of every trainer rank and the transport its
+ * pieces come over; start a request (takes `msg`), did it fail, join it. */
+wsync_status_t recv_trainer_addrs(wsync_receiver_t *r, int world, char (*addrs)[160], const char **tnames);
+wsync_status_t recv_request_start(recv_request_t *q, int rank, const char *addr, json_t *msg, uint64_t deadline);
+int recv_request_failed(const recv_request_t *q);
+void recv_request_end(recv_request_t *q);
+
+/* transports.c: the transport asked for as `name`, opened, listening, with
+ * every image slot registered; which one serves a trainer rank on host
+ * `host_id` with memory `device` ("local" for same-host GPU trainer ranks
+ * when this rank holds GPU memory, else the configured one;
+ * WSYNC_LOCAL_TRANSPORT=0 turns that off); drop every transport (after a
+ * failed attempt, so nothing stale can land). */
+wsync_status_t recv_transport_ensure(wsync_receiver_t *r, const char *name, recv_transport_t **out);
+const char *recv_transport_for(wsync_receiver_t *r, const char *host_id, const char *device);
 void recv_transport_reset(wsync_receiver_t *r);
 
 #endif
