@@ -2,8 +2,9 @@
  *   open      local rank 0 chooses the version and opens an attempt on the
  *             board; the other ranks wait for it;
  *   layout    the version record: the held layout reused, or a new one;
- *             image slots sized for it; rank 0 posts the landing map;
- *   fetch     the data (fetch.c);
+ *             with targets, the engine layout (targets.c); image slots
+ *             sized for it; rank 0 posts the landing map;
+ *   fetch     the data (fetch.c; with targets fetch_targets.c);
  *   settle    this rank done (then wait for the node) or failed;
  *   close     rank 0 closes the attempt on the board and reports it;
  *   keep      the version is held, or (in place, failed) nothing is. */
@@ -120,13 +121,50 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
     return st;
 }
 
+/* The caller's destination tensors (config.dests) against the target. */
+static wsync_status_t check_dests(const wsync_receiver_t *r, const recv_tlayout_t *tl)
+{
+    const wsync_target_t *t = tl->tg[r->cfg.local_rank];
+    int i;
+    for (i = 0; i < r->cfg.ndests; i++) {
+        const wsync_dest_tensor_t *d = &r->cfg.dests[i];
+        long k = d->name ? wsync_target_find(t, d->name) : -1;
+        if (k < 0)
+            return wsync_error(WSYNC_ERR_INVALID, "receiver: destination '%s' is not a tensor of this rank's target",
+                               d->name ? d->name : "(null)");
+        if (d->ptr == NULL || d->nbytes != t->dests[k].size)
+            return wsync_error(WSYNC_ERR_INVALID, "receiver: destination '%s' has %llu bytes at %p; the target's "
+                               "has %llu", d->name, (unsigned long long)d->nbytes, d->ptr,
+                               (unsigned long long)t->dests[k].size);
+    }
+    return WSYNC_OK;
+}
+
+/* The engine layout for `sl`: the held one when sl is the held layout. */
+static wsync_status_t attempt_tlayout(wsync_receiver_t *r, const wsync_sync_layout_t *sl, recv_tlayout_t **tl)
+{
+    if (sl == r->held && r->held_tl) {
+        *tl = r->held_tl;
+        return WSYNC_OK;
+    }
+    WSYNC_CHECK(recv_tlayout_build(r, sl, tl));
+    if (check_dests(r, *tl) != WSYNC_OK) {
+        recv_tlayout_free(*tl);
+        *tl = NULL;
+        return WSYNC_ERR_INVALID;
+    }
+    return WSYNC_OK;
+}
+
 static wsync_status_t attempt_layout(wsync_receiver_t *r, const board_attempt_t *a, wsync_sync_layout_t **sl,
-                                     uint64_t **digests)
+                                     uint64_t **digests, recv_tlayout_t **tl)
 {
     WSYNC_CHECK(fetch_record(r, a->version, sl, digests));
-    WSYNC_CHECK(recv_ensure_images(r, (*sl)->manifest->image_size));
+    if (r->spec)
+        WSYNC_CHECK(attempt_tlayout(r, *sl, tl));
+    WSYNC_CHECK(recv_ensure_images(r, *tl ? (*tl)->image_len : (*sl)->manifest->image_size));
     if (r->cfg.local_rank == 0)
-        WSYNC_CHECK(recv_plan_landing(r, *sl, a->gen));
+        WSYNC_CHECK(*tl ? recv_post_tlanding(r, *tl, a->gen) : recv_plan_landing(r, *sl, a->gen));
     wsync_trace("engine %s rank %d: version record fetched, images ready", r->engine_id, r->cfg.local_rank);
     return WSYNC_OK;
 }
@@ -171,10 +209,25 @@ static wsync_status_t wait_node(wsync_receiver_t *r, uint64_t gen, uint64_t dead
     }
 }
 
-/* This rank's outcome on the board; with success, the node's. */
-static wsync_status_t attempt_settle(wsync_receiver_t *r, const board_attempt_t *a, wsync_status_t st,
-                                     uint64_t deadline)
+/* The verified destination tensors into the caller's (config.dests). */
+static wsync_status_t copy_dests(wsync_receiver_t *r, const board_attempt_t *a, const recv_tlayout_t *tl)
 {
+    const wsync_target_t *t = tl->tg[r->cfg.local_rank];
+    int i;
+    for (i = 0; i < r->cfg.ndests; i++) {
+        const wsync_dest_tensor_t *d = &r->cfg.dests[i];
+        const wsync_dest_t *dt = &t->dests[wsync_target_find(t, d->name)];
+        WSYNC_CHECK(r->mem->copy(d->ptr, (char *)r->win[a->slot].ptr + dt->offset, dt->size));
+    }
+    return WSYNC_OK;
+}
+
+/* This rank's outcome on the board; with success, the node's. */
+static wsync_status_t attempt_settle(wsync_receiver_t *r, const board_attempt_t *a, const recv_tlayout_t *tl,
+                                     wsync_status_t st, uint64_t deadline)
+{
+    if (st == WSYNC_OK && tl)
+        st = copy_dests(r, a, tl);
     if (st != WSYNC_OK) {
         board_mark_failed(r->board, a->gen, wsync_last_error());
         return st;
@@ -197,8 +250,9 @@ static void attempt_close(wsync_receiver_t *r, const board_attempt_t *a, wsync_s
     wsync_trace("engine %s: reported", r->engine_id);
 }
 
-/* Hold the version this attempt brought (sl becomes r->held). */
-static void attempt_keep(wsync_receiver_t *r, const board_attempt_t *a, wsync_sync_layout_t *sl, uint64_t t0)
+/* Hold the version this attempt brought (sl, tl become the held ones). */
+static void attempt_keep(wsync_receiver_t *r, const board_attempt_t *a, wsync_sync_layout_t *sl,
+                         recv_tlayout_t *tl, uint64_t t0)
 {
     r->last_secs = (double)(wsync_now_ns() - t0) / 1e9;
     r->cur_slot = a->slot;
@@ -206,18 +260,25 @@ static void attempt_keep(wsync_receiver_t *r, const board_attempt_t *a, wsync_sy
     if (r->held != sl)
         wsync_sync_layout_free(r->held);
     r->held = sl;
+    if (r->held_tl != tl)
+        recv_tlayout_free(r->held_tl);
+    r->held_tl = tl;
 }
 
 /* Drop what a failed attempt leaves: its layout, and in place the held
  * version too (the one image was overwritten in part). */
-static void attempt_drop(wsync_receiver_t *r, wsync_sync_layout_t *sl)
+static void attempt_drop(wsync_receiver_t *r, wsync_sync_layout_t *sl, recv_tlayout_t *tl)
 {
     if (sl != r->held)      /* sl may be the held layout, reused */
         wsync_sync_layout_free(sl);
+    if (tl != r->held_tl)
+        recv_tlayout_free(tl);
     if (r->cfg.mode == WSYNC_MODE_IN_PLACE && r->held_version) {
         r->held_version = 0;
         wsync_sync_layout_free(r->held);
         r->held = NULL;
+        recv_tlayout_free(r->held_tl);
+        r->held_tl = NULL;
     }
 }
 
@@ -227,6 +288,7 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     const int leader = r->cfg.local_rank == 0;
     board_attempt_t a;
     wsync_sync_layout_t *sl = NULL;
+    recv_tlayout_t *tl = NULL;
     uint64_t *digests = NULL, t0;
     wsync_status_t st;
     char err[512];
@@ -239,19 +301,20 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     if (leader)
         wsync_control_report(r->control, r->engine_id, a.version, "pulling", 0, 0, NULL);
 
-    st = attempt_layout(r, &a, &sl, &digests);
+    st = attempt_layout(r, &a, &sl, &digests, &tl);
     if (st == WSYNC_OK)
-        st = recv_fetch(r, &a, sl, digests, deadline);
-    st = attempt_settle(r, &a, st, deadline);
+        st = tl ? recv_fetch_targets(r, &a, sl, tl, deadline) : recv_fetch(r, &a, sl, digests, deadline);
+    st = attempt_settle(r, &a, tl, st, deadline);
     snprintf(err, sizeof(err), "%s", st == WSYNC_OK ? "" : wsync_last_error());
     if (leader)
-        attempt_close(r, &a, st, (double)(wsync_now_ns() - t0) / 1e9, sl ? sl->manifest->image_size : 0, err);
+        attempt_close(r, &a, st, (double)(wsync_now_ns() - t0) / 1e9,
+                      tl ? tl->image_len : sl ? sl->manifest->image_size : 0, err);
     free(digests);
     if (st != WSYNC_OK) {
-        attempt_drop(r, sl);
+        attempt_drop(r, sl, tl);
         return wsync_error(st, "%s", err);
     }
-    attempt_keep(r, &a, sl, t0);
+    attempt_keep(r, &a, sl, tl, t0);
     if (got)
         *got = a.version;
     return WSYNC_OK;

@@ -65,6 +65,10 @@ typedef struct board_msg {
     wsync_blob_t blob;
 } board_msg_t;
 
+/* Service entries per rank: the image windows, then the rank's layout spec. */
+#define BOARD_ENTRIES (BOARD_SLOTS + 1)
+#define BOARD_SPEC BOARD_SLOTS
+
 typedef struct board_win {
     int present;
     wsync_blob_t blob;
@@ -84,7 +88,7 @@ struct board {
     pthread_t thread;
     int stopping;
     pthread_mutex_t lock;
-    board_win_t wins[BOARD_MAX_RANKS][BOARD_SLOTS];
+    board_win_t wins[BOARD_MAX_RANKS][BOARD_ENTRIES];
     int clients[BOARD_MAX_RANKS * 2];
     int nclients;
 };
@@ -105,7 +109,7 @@ static void handle(board_t *b, int fd)
         return;
     }
     reply.op = m.op;
-    if (m.rank < 0 || m.rank >= (int)b->sh->local_world || m.slot < 0 || m.slot >= BOARD_SLOTS) {
+    if (m.rank < 0 || m.rank >= (int)b->sh->local_world || m.slot < 0 || m.slot >= BOARD_ENTRIES) {
         reply.status = WSYNC_ERR_INVALID;
         wsync_fd_send(fd, &reply, sizeof(reply), -1);
         if (in_fd >= 0)
@@ -117,7 +121,7 @@ static void handle(board_t *b, int fd)
         /* A rank that (re)joins has new windows: forget its old ones so no
          * peer maps the memory of a process that is gone. */
         int s;
-        for (s = 0; s < BOARD_SLOTS; s++) {
+        for (s = 0; s < BOARD_ENTRIES; s++) {
             board_win_t *w = &b->wins[m.rank][s];
             if (w->present && w->fd >= 0)
                 close(w->fd);
@@ -265,7 +269,7 @@ wsync_status_t board_open(const char *name, int local_rank, int local_world, int
     b->memfd = b->sock = b->listen_fd = -1;
     pthread_mutex_init(&b->lock, NULL);
     for (r = 0; r < BOARD_MAX_RANKS; r++)
-        for (s = 0; s < BOARD_SLOTS; s++)
+        for (s = 0; s < BOARD_ENTRIES; s++)
             b->wins[r][s].fd = -1;
     st = local_rank == 0 ? open_leader(b, name, local_world) : open_member(b, name, local_world, timeout_ms);
     if (st != WSYNC_OK) {
@@ -289,7 +293,7 @@ void board_close(board_t *b)
             close(b->clients[i]);
     }
     for (r = 0; r < BOARD_MAX_RANKS; r++)
-        for (s = 0; s < BOARD_SLOTS; s++)
+        for (s = 0; s < BOARD_ENTRIES; s++)
             if (b->wins[r][s].fd >= 0)
                 close(b->wins[r][s].fd);
     if (b->sh) {
@@ -363,6 +367,47 @@ wsync_status_t board_get_window(board_t *b, int rank, int slot, int timeout_ms, 
                                rank, slot);
         usleep(5000);
     }
+}
+
+wsync_status_t board_put_spec(board_t *b, const char *spec)
+{
+    wsync_blob_t none = {0};
+    size_t len = strlen(spec);
+    wsync_status_t st;
+    int fd = memfd_create("wsync-spec", MFD_CLOEXEC);
+    if (fd < 0)
+        return wsync_error(WSYNC_ERR_IO, "memfd_create: %s", strerror(errno));
+    if (write(fd, spec, len) != (ssize_t)len) {
+        close(fd);
+        return wsync_error(WSYNC_ERR_IO, "cannot write the layout spec: %s", strerror(errno));
+    }
+    st = board_put_window(b, BOARD_SPEC, &none, fd, len);
+    close(fd);
+    return st;
+}
+
+wsync_status_t board_get_spec(board_t *b, int rank, int timeout_ms, char **out)
+{
+    wsync_blob_t blob;
+    uint64_t len = 0;
+    uint32_t epoch;
+    int fd = -1;
+    char *s;
+    if (board_get_window(b, rank, BOARD_SPEC, timeout_ms, &blob, &fd, &len, &epoch) != WSYNC_OK)
+        return wsync_error(WSYNC_ERR_TIMEOUT, "local rank %d shared no layout spec in time: %s", rank,
+                           wsync_last_error());
+    if (fd < 0)
+        return wsync_error(WSYNC_ERR_PEER, "local rank %d shared no layout spec", rank);
+    s = malloc(len + 1);
+    if (s == NULL || pread(fd, s, len, 0) != (ssize_t)len) {
+        free(s);
+        close(fd);
+        return wsync_error(WSYNC_ERR_IO, "cannot read local rank %d's layout spec", rank);
+    }
+    close(fd);
+    s[len] = '\0';
+    *out = s;
+    return WSYNC_OK;
 }
 
 int board_rank_alive(board_t *b, int rank)

@@ -54,6 +54,12 @@ wsync_status_t board_put_window(board_t *b, int slot, const wsync_blob_t *blob, 
 wsync_status_t board_get_window(board_t *b, int rank, int slot, int timeout_ms, wsync_blob_t *blob,
                                 int *fd, uint64_t *len, uint32_t *epoch);
 
+/* Publish this rank's layout spec (a short JSON text: what its target is
+ * made from) for the other local ranks; fetch rank `rank`'s (waiting up to
+ * timeout_ms for it), a new string the caller frees. */
+wsync_status_t board_put_spec(board_t *b, const char *spec);
+wsync_status_t board_get_spec(board_t *b, int rank, int timeout_ms, char **out);
+
 /* --- attempts --------------------------------------------------------- */
 
 typedef struct board_attempt {

@@ -65,8 +65,7 @@ typedef struct fetch {
     uint64_t last_check;
 } fetch_t;
 
-/* Map every peer's window of `slot` (again, if the peer restarted). */
-static wsync_status_t map_peers(wsync_receiver_t *r, int slot, uint64_t deadline)
+wsync_status_t recv_map_peers(wsync_receiver_t *r, int slot, uint64_t deadline, const recv_tlayout_t *tl)
 {
     int p;
     for (p = 0; p < r->cfg.local_world; p++) {
@@ -86,11 +85,12 @@ static wsync_status_t map_peers(wsync_receiver_t *r, int slot, uint64_t deadline
         }
         left = (int)((deadline - wsync_now_ns()) / 1000000ULL);
         WSYNC_CHECK(board_get_window(r->board, p, slot, left > 0 ? left : 1, &blob, &fd, &len, &epoch));
-        if (len < r->image_len) {
+        if (len < (tl ? tl->tg[p]->image_size : r->image_len)) {
             if (fd >= 0)
                 close(fd);
-            return wsync_error(WSYNC_ERR_CONFLICT, "local rank %d's image is %llu bytes, need %zu", p,
-                               (unsigned long long)len, r->image_len);
+            return wsync_error(WSYNC_ERR_CONFLICT, "local rank %d's image is %llu bytes, need %llu", p,
+                               (unsigned long long)len,
+                               (unsigned long long)(tl ? tl->tg[p]->image_size : r->image_len));
         }
         st = r->win_ops->map(&blob, fd, len, &pm->ptr);
         if (fd >= 0)
@@ -172,7 +172,7 @@ static wsync_status_t wait_landing(fetch_t *f)
 static wsync_status_t fetch_join(fetch_t *f)
 {
     WSYNC_CHECK(wait_landing(f));   /* rank 0 checked the chunk count */
-    return map_peers(f->r, f->slot, f->deadline);
+    return recv_map_peers(f->r, f->slot, f->deadline, NULL);
 }
 
 static wsync_status_t fetch_prepare(fetch_t *f)

@@ -6,7 +6,9 @@
  * the put is a copy inside one GPU, and only the fan-out to the other ranks
  * crosses between GPUs, once. Local rank 0 decides and posts the map on the
  * node board (which refuses more chunks than it holds); every rank asks its trainers for exactly the chunks the map
- * gives it (the pull request's "chunks" bitmap). */
+ * gives it (the pull request's "chunks" bitmap). With engine layouts the node
+ * plan (target_plan.h) chooses the landing rank; rank 0 posts its map all the
+ * same, and every rank checks it against the plan it derived. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -85,5 +87,19 @@ out:
     free(colo);
     free(ncolo);
     free(bytes);
+    return st;
+}
+
+wsync_status_t recv_post_tlanding(wsync_receiver_t *r, const recv_tlayout_t *tl, uint64_t gen)
+{
+    const wsync_node_plan_t *np = tl->np;
+    uint8_t *land = malloc(np->nchunks + 1);
+    wsync_status_t st;
+    uint32_t c;
+    WSYNC_CHECK_ALLOC(land);
+    for (c = 0; c < np->nchunks; c++)
+        land[c] = (uint8_t)np->chunks[c].land_rank;
+    st = board_post_landing(r->board, gen, land, np->nchunks);
+    free(land);
     return st;
 }

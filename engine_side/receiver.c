@@ -123,6 +123,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     r->win_ops = wsync_window_for(r->mem->kind);
     WSYNC_CHECK_GOTO(wsync_control_open(r->control_url, r->token, &r->control), st, err);
     WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, board_device(r), 30000, &r->board), st, err);
+    WSYNC_CHECK_GOTO(recv_targets_init(r), st, err);
     if (cfg->local_rank == 0) {
         gethostname(host, sizeof(host));
         WSYNC_CHECK_GOTO(wsync_control_register_engine(r->control, r->engine_id, host, cfg->local_world, NULL),
@@ -188,6 +189,8 @@ wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
             }
     WSYNC_CHECK(board_open(r->board_name, r->cfg.local_rank, r->cfg.local_world, board_device(r), 30000, &r->board));
     r->last_gen = 0;
+    if (r->spec)
+        WSYNC_CHECK(board_put_spec(r->board, r->spec));
     for (s = 0; s < r->nslots && r->image_len; s++) {
         wsync_blob_t blob;
         WSYNC_CHECK(r->win_ops->export_blob(&r->win[s], &blob));
@@ -203,6 +206,8 @@ uint64_t wsync_receiver_version(const wsync_receiver_t *r)
 
 size_t wsync_receiver_tensor_count(const wsync_receiver_t *r)
 {
+    if (r->held_tl)
+        return r->held_tl->tg[r->cfg.local_rank]->ndests;
     return r->held ? r->held->manifest->ntensors : 0;
 }
 
@@ -211,8 +216,22 @@ wsync_status_t wsync_receiver_tensor_at(const wsync_receiver_t *r, size_t i, voi
     const wsync_tensor_t *t;
     if (r->held == NULL)
         return wsync_error(WSYNC_ERR_NOT_FOUND, "no version held yet: pull first");
-    if (i >= r->held->manifest->ntensors)
-        return wsync_error(WSYNC_ERR_NOT_FOUND, "tensor index %zu out of %zu", i, r->held->manifest->ntensors);
+    if (i >= wsync_receiver_tensor_count(r))
+        return wsync_error(WSYNC_ERR_NOT_FOUND, "tensor index %zu out of %zu", i, wsync_receiver_tensor_count(r));
+    if (r->held_tl) {
+        const wsync_dest_t *d = &r->held_tl->tg[r->cfg.local_rank]->dests[i];
+        if (ptr)
+            *ptr = (char *)r->win[r->cur_slot].ptr + d->offset;
+        if (info) {
+            info->name = d->name;
+            info->dtype = wsync_dtype_name(d->dtype);
+            info->ndim = d->ndim;
+            memcpy(info->shape, d->shape, sizeof(info->shape));
+            info->offset = d->offset;
+            info->size = d->size;
+        }
+        return WSYNC_OK;
+    }
     t = &r->held->manifest->tensors[i];
     if (ptr)
         *ptr = (char *)r->win[r->cur_slot].ptr + t->offset;
@@ -233,10 +252,12 @@ wsync_status_t wsync_receiver_tensor(const wsync_receiver_t *r, const char *name
     long i;
     if (r->held == NULL)
         return wsync_error(WSYNC_ERR_NOT_FOUND, "no version held yet: pull first");
-    i = wsync_manifest_find(r->held->manifest, name);
+    i = r->held_tl ? wsync_target_find(r->held_tl->tg[r->cfg.local_rank], name)
+                   : wsync_manifest_find(r->held->manifest, name);
     if (i < 0)
-        return wsync_error(WSYNC_ERR_NOT_FOUND, "version %llu has no tensor named '%s'",
-                           (unsigned long long)r->held_version, name);
+        return wsync_error(WSYNC_ERR_NOT_FOUND, "version %llu has no tensor named '%s'%s",
+                           (unsigned long long)r->held_version, name,
+                           r->held_tl ? " in this rank's target" : "");
     return wsync_receiver_tensor_at(r, (size_t)i, ptr, info);
 }
 
@@ -245,7 +266,7 @@ wsync_status_t wsync_receiver_image(const wsync_receiver_t *r, void **ptr, size_
     if (r->held == NULL)
         return wsync_error(WSYNC_ERR_NOT_FOUND, "no version held yet: pull first");
     *ptr = r->win[r->cur_slot].ptr;
-    *len = r->held->manifest->image_size;
+    *len = r->held_tl ? r->held_tl->image_len : r->held->manifest->image_size;
     return WSYNC_OK;
 }
 
@@ -265,6 +286,8 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     board_close(r->board);
     wsync_control_close(r->control);
     wsync_sync_layout_free(r->held);
+    recv_tlayout_free(r->held_tl);
+    free(r->spec);
     free(r->engine_id);
     free(r->control_url);
     free(r->token);

@@ -10,6 +10,7 @@
 #include "common/sync_layout.h"
 #include "common/transport/transport.h"
 #include "common/window/window.h"
+#include "common/target_verify.h"
 #include "engine_side/board.h"
 #include "engine_side/wsync_receiver.h"
 
@@ -30,6 +31,17 @@ typedef struct recv_transport {
     wsync_region_t *region[BOARD_SLOTS];
     wsync_blob_t key[BOARD_SLOTS];
 } recv_transport_t;
+
+/* The engine layout of one trainer layout (targets.c): every local rank's
+ * target, the node plan over them, and this rank's verification segments. */
+typedef struct recv_tlayout {
+    int L;
+    wsync_target_t **tg;        /* [L] */
+    wsync_node_plan_t *np;
+    wsync_node_plan_t *seg;     /* segments of tg[local_rank] (target_verify.h) */
+    uint64_t image_len;         /* this rank's destination image */
+    unsigned char *defs_sent;   /* [world]: that trainer rank answered a request that carried our targets */
+} recv_tlayout_t;
 
 struct wsync_receiver {
     wsync_receiver_config_t cfg;
@@ -60,6 +72,11 @@ struct wsync_receiver {
     wsync_sync_layout_t *held;
     uint64_t last_gen;
     double last_secs;       /* duration of the last successful pull attempt */
+
+    /* engine layouts: this rank's spec on the board (NULL: the whole image,
+     * today's path), and the engine layout of the held version */
+    char *spec;
+    recv_tlayout_t *held_tl;
 };
 
 /* One request to a trainer rank, sent and answered on a thread of its own. */
@@ -67,6 +84,7 @@ typedef struct recv_request {
     char pull_addr[160];
     int rank;
     json_t *msg;                /* owned: freed by recv_request_end */
+    json_t *reply;              /* the answer, when it succeeded (owned likewise) */
     uint64_t deadline;
     pthread_t th;
     int started;
@@ -74,6 +92,24 @@ typedef struct recv_request {
     wsync_status_t status;
     char error[400];
 } recv_request_t;
+
+/* targets.c: post this rank's spec (with a target configured); the engine
+ * layout of `sl`; check this rank's destination image against the
+ * segment digests (digests[i] for segment i), naming the tensor that fails. */
+wsync_status_t recv_targets_init(wsync_receiver_t *r);
+wsync_status_t recv_tlayout_build(wsync_receiver_t *r, const wsync_sync_layout_t *sl, recv_tlayout_t **out);
+void recv_tlayout_free(recv_tlayout_t *tl);
+wsync_status_t recv_tlayout_verify(wsync_receiver_t *r, const recv_tlayout_t *tl, const char *image,
+                                   const uint64_t *digests, uint64_t v);
+
+/* fetch_targets.c: recv_fetch for a node with targets. */
+wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
+                                  recv_tlayout_t *tl, uint64_t deadline);
+/* landing.c, local rank 0: post the node plan's landing map. */
+wsync_status_t recv_post_tlanding(wsync_receiver_t *r, const recv_tlayout_t *tl, uint64_t gen);
+/* fetch.c: map every peer's window of `slot` (again, if the peer
+ * restarted); with `tl`, a peer's window must hold its own target. */
+wsync_status_t recv_map_peers(wsync_receiver_t *r, int slot, uint64_t deadline, const recv_tlayout_t *tl);
 
 /* receiver.c: image slots sized for `need` bytes, exported on the board;
  * ranks > 0: rejoin the board when local rank 0 restarted. */
@@ -93,6 +129,8 @@ wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t 
 wsync_status_t recv_trainer_addrs(wsync_receiver_t *r, int world, char (*addrs)[160], const char **tnames);
 wsync_status_t recv_request_start(recv_request_t *q, int rank, const char *addr, json_t *msg, uint64_t deadline);
 int recv_request_failed(const recv_request_t *q);
+/* 1 once the answer came (or the request was never started). */
+int recv_request_done(const recv_request_t *q);
 void recv_request_end(recv_request_t *q);
 
 /* transports.c: the transport asked for as `name`, opened, listening, with

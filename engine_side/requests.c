@@ -30,6 +30,9 @@ static void *req_main(void *arg)
     } else if ((err = json_string_value(json_object_get(reply, "error"))) != NULL) {
         q->status = WSYNC_ERR_PEER;
         snprintf(q->error, sizeof(q->error), "%s", err);
+    } else {
+        q->reply = reply;   /* read after done, by the attempt */
+        reply = NULL;
     }
     json_decref(reply);
     if (fd >= 0)
@@ -55,12 +58,18 @@ int recv_request_failed(const recv_request_t *q)
     return q->started && __atomic_load_n(&q->done, __ATOMIC_ACQUIRE) && q->status != WSYNC_OK;
 }
 
+int recv_request_done(const recv_request_t *q)
+{
+    return !q->started || __atomic_load_n(&q->done, __ATOMIC_ACQUIRE);
+}
+
 void recv_request_end(recv_request_t *q)
 {
     if (q->started)
         pthread_join(q->th, NULL);
     json_decref(q->msg);
-    q->msg = NULL;
+    json_decref(q->reply);
+    q->msg = q->reply = NULL;
     q->started = 0;
 }
 
