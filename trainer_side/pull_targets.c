@@ -198,6 +198,16 @@ static wsync_status_t gather(const wsync_publisher_t *p, const pub_slot_t *s, co
     return WSYNC_OK;
 }
 
+/* 1 if a run reads rows apart: a column slice. */
+static int strided(const wsync_run2d_t *runs, size_t n)
+{
+    size_t k;
+    for (k = 0; k < n; k++)
+        if (runs[k].rows > 1 && runs[k].src_stride != runs[k].row_bytes)
+            return 1;
+    return 0;
+}
+
 wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr,
                                const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
                                size_t *nputs, uint64_t *bytes)
@@ -205,6 +215,10 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
     const wsync_node_plan_t *np = tr->plan->np;
     const wsync_transport_ops_t *ops = p->transports[ti].ops;
     const int me = p->cfg.rank;
+    /* Test hook (fault-injection tests only): corrupt a byte of a packed put
+     * after its segments' digests were taken from the slot. */
+    const int corrupt_packed = getenv("WSYNC_TEST_CORRUPT_PACKED") != NULL;
+    int corrupted = 0;
     uint64_t stage_len = 0, at = 0, src;
     size_t k;
     /* Staging for the puts that need packing, one buffer for the request. */
@@ -237,6 +251,10 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
             off = sp->area_off + (src - sp->offset);
         } else {
             WSYNC_CHECK(gather(p, s, runs, pu->nruns, r->stage + at));
+            if (corrupt_packed && !corrupted && strided(runs, pu->nruns)) {
+                r->stage[at + pu->len / 2] ^= 0x5a;     /* test hook: the first column slice of a request */
+                corrupted = 1;
+            }
             region = r->stage_region;
             off = at;
             at += pu->len;
