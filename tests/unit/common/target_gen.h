@@ -16,7 +16,7 @@
 
 static uint64_t gen_state_ = 88172645463325252ULL;
 
-static uint64_t rnd(void)
+static __attribute__((unused)) uint64_t rnd(void)
 {
     gen_state_ ^= gen_state_ << 13;
     gen_state_ ^= gen_state_ >> 7;
@@ -25,7 +25,7 @@ static uint64_t rnd(void)
 }
 
 /* Uniform in [lo, hi]. */
-static int64_t rr(int64_t lo, int64_t hi)
+static __attribute__((unused)) int64_t rr(int64_t lo, int64_t hi)
 {
     return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1));
 }
@@ -33,7 +33,7 @@ static int64_t rr(int64_t lo, int64_t hi)
 static const wsync_dtype_t gen_dtypes[] = {WSYNC_DTYPE_U8, WSYNC_DTYPE_BF16, WSYNC_DTYPE_F32, WSYNC_DTYPE_I64};
 
 /* A random model: a few tensors of 0 to 3 dimensions. */
-static wsync_manifest_t *gen_random_model(void)
+static __attribute__((unused)) wsync_manifest_t *gen_random_model(void)
 {
     wsync_manifest_t *m;
     int n = (int)rr(1, 10), i, k;
@@ -54,7 +54,7 @@ static wsync_manifest_t *gen_random_model(void)
     return m;
 }
 
-static int add_t(wsync_manifest_t *m, const char *name, int nd, int64_t a, int64_t b)
+static __attribute__((unused)) int add_t(wsync_manifest_t *m, const char *name, int nd, int64_t a, int64_t b)
 {
     int64_t s[2] = {a, b};
     return wsync_manifest_add(m, name, WSYNC_DTYPE_BF16, nd, s) == WSYNC_OK ? 0 : -1;
@@ -63,7 +63,7 @@ static int add_t(wsync_manifest_t *m, const char *name, int nd, int64_t a, int64
 /* A small Llama/Qwen-shaped model whose dimensions divide by T (vocabulary
  * not a multiple of 64, its padded size divisible by T); MoE layers with E
  * experts when moe. */
-static wsync_manifest_t *gen_llm_model(int T, int moe)
+static __attribute__((unused)) wsync_manifest_t *gen_llm_model(int T, int moe)
 {
     wsync_manifest_t *m;
     int64_t H = T * rr(1, 3) * 2, hd = rr(1, 3) * 2, nh = T * rr(1, 2), nkv = T, I = T * rr(1, 3);
@@ -119,7 +119,7 @@ static wsync_manifest_t *gen_llm_model(int T, int moe)
 /* Random block copies: destinations stacking 1-3 boxes of random sources
  * (of its dtype) along a leading dimension, each box somewhere inside a
  * larger destination box; sources may repeat (a rank holding bytes twice). */
-static wsync_target_t *gen_random_target(const wsync_manifest_t *m)
+static __attribute__((unused)) wsync_target_t *gen_random_target(const wsync_manifest_t *m)
 {
     wsync_target_t *t;
     int nd = (int)rr(1, 5), d, k, i;
@@ -192,7 +192,7 @@ fail:
 
 /* exp[dst byte] = source image offset + 1 (0: no block writes it), element
  * by element from the target's blocks. */
-static void eval_target(const wsync_manifest_t *m, const wsync_target_t *t, uint32_t *exp)
+static __attribute__((unused)) void eval_target(const wsync_manifest_t *m, const wsync_target_t *t, uint32_t *exp)
 {
     size_t d, b;
     memset(exp, 0, t->image_size * sizeof(*exp));
