@@ -370,22 +370,86 @@ static wsync_status_t add_member(gen_t *g, const char *name, long rule, const me
     return WSYNC_OK;
 }
 
+/* Matching is the cost on models of 100k tensors: names that differ only in
+ * their numbers (layer, expert) match the same rule when no pattern holds a
+ * digit, so the rule is looked up by the name with its digit runs replaced. */
+static int rules_have_digits(const wsync_rules_t *rs)
+{
+    size_t r;
+    for (r = 0; r < rs->nrules; r++)
+        if (strpbrk(rs->rules[r].match, "0123456789") != NULL)
+            return 1;
+    return 0;
+}
+
+static void skeleton(const char *name, char *out, size_t len)
+{
+    size_t k = 0;
+    for (; *name && k + 2 < len; name++) {
+        if (isdigit((unsigned char)*name)) {
+            if (k == 0 || out[k - 1] != '#')
+                out[k++] = '#';
+        } else {
+            out[k++] = *name;
+        }
+    }
+    out[k] = '\0';
+}
+
+static long find_rule(gen_t *g, const char *tn, json_t *memo, capture_t *c)
+{
+    char sk[4096];
+    const json_t *hit = NULL;
+    size_t r;
+    if (memo != NULL) {
+        skeleton(tn, sk, sizeof(sk));
+        hit = json_object_get(memo, sk);
+    }
+    r = hit ? (size_t)json_integer_value(hit) : 0;
+    memset(c, 0, sizeof(*c));
+    c->expert = -1;
+    if (hit == NULL || !match(g->rules->rules[r].match, tn, c)) {
+        /* No memo, or (never expected) the memo's rule does not match: scan. */
+        for (r = 0; r < g->rules->nrules; r++) {
+            memset(c, 0, sizeof(*c));
+            c->expert = -1;
+            if (match(g->rules->rules[r].match, tn, c))
+                break;
+        }
+    }
+    if (memo != NULL && hit == NULL)
+        json_object_set_new(memo, sk, json_integer(r < g->rules->nrules ? (json_int_t)r : -1));
+    if (r >= g->rules->nrules) {
+        memset(c, 0, sizeof(*c));
+        c->expert = -1;
+        return -1;
+    }
+    return (long)r;
+}
+
 static wsync_status_t group_tensors(gen_t *g)
 {
     char name[4096];
-    size_t i, r;
-    for (i = 0; i < g->mf->ntensors; i++) {
+    json_t *memo = rules_have_digits(g->rules) ? NULL : json_object();
+    wsync_status_t st = WSYNC_OK;
+    size_t i;
+    for (i = 0; i < g->mf->ntensors && st == WSYNC_OK; i++) {
         const char *tn = g->mf->tensors[i].name;
-        capture_t c = {NULL, 0, -1, 0};
-        long rule = -1;
+        capture_t c;
+        long rule;
         member_t mb;
-        for (r = 0; r < g->rules->nrules; r++) {
+        const json_t *hit = NULL;
+        if (memo != NULL) {
+            char sk[4096];
+            skeleton(tn, sk, sizeof(sk));
+            hit = json_object_get(memo, sk);
+        }
+        if (hit != NULL && json_integer_value(hit) < 0) {
             memset(&c, 0, sizeof(c));
             c.expert = -1;
-            if (match(g->rules->rules[r].match, tn, &c)) {
-                rule = (long)r;
-                break;
-            }
+            rule = -1;
+        } else {
+            rule = find_rule(g, tn, memo, &c);
         }
         snprintf(name, sizeof(name), "%s", tn);
         if (rule >= 0 && g->rules->rules[rule].into != NULL) {
@@ -397,9 +461,10 @@ static wsync_status_t group_tensors(gen_t *g)
                 snprintf(name, sizeof(name), "%s", into);
         }
         mb = (member_t){i, c.expert, c.alt};
-        WSYNC_CHECK(add_member(g, name, rule, &mb));
+        st = add_member(g, name, rule, &mb);
     }
-    return WSYNC_OK;
+    json_decref(memo);
+    return st;
 }
 
 static wsync_status_t divides(const wsync_tensor_t *s, int dim, int64_t n, int T, const char *what)
