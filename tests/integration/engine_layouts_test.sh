@@ -101,3 +101,49 @@ check demo_tp_not_dividing_local_ranks_exit_2 [ $rc = 2 ]
 "$WSYNC" engine --control http://127.0.0.1:1 --engine x --local-rank 0 --local-world 1 --target /nonexistent.json \
     >/dev/null 2>&1; rc=$?
 check engine_missing_target_file_exit_2 [ $rc = 2 ]
+
+# --- 7. Explicit targets (--target): one rank holds hand-written block copies
+# (a row range, a column slice and a stacked pair of them, vocabulary rows
+# past the end left zero), the other the whole image, given as a target: both
+# through the node plan, beside each other.
+cat >"$TMP/custom.json" <<'JSON'
+{"version": 1, "tensors": [
+  {"name": "head_rows", "dtype": "BF16", "shape": [640, 128],
+   "blocks": [{"src": "lm_head.weight", "src_start": [400, 0], "src_stop": [1001, 128], "dst_start": [0, 0]}]},
+  {"name": "k_stack", "dtype": "BF16", "shape": [2, 32, 64],
+   "blocks": [{"src": "model.layers.0.self_attn.k_proj.weight", "src_start": [0, 64], "src_stop": [32, 128],
+               "dst_start": [0, 0, 0]},
+              {"src": "model.layers.1.self_attn.k_proj.weight", "src_start": [0, 0], "src_stop": [32, 64],
+               "dst_start": [1, 0, 0]}]},
+  {"name": "norm", "dtype": "BF16", "shape": [128],
+   "blocks": [{"src": "model.norm.weight", "src_start": [0], "src_stop": [128], "dst_start": [0]}]}]}
+JSON
+echo '{"version": 1, "whole_image": true}' >"$TMP/whole.json"
+port=$(free_port)
+URL="http://127.0.0.1:$port"
+bg "$WSYNC" serve --listen "127.0.0.1:$port" 2>"$TMP/serve7.log"
+if wait_http "$URL/healthz"; then
+    bg "$WSYNC" engine --control "$URL" --engine custom-$$ --local-rank 0 --local-world 2 --target "$TMP/custom.json" \
+        --versions 2 --dump "$TMP/d7" >"$TMP/c0.log" 2>&1
+    bg "$WSYNC" engine --control "$URL" --engine custom-$$ --local-rank 1 --local-world 2 --target "$TMP/whole.json" \
+        --versions 2 --dump "$TMP/d7" >"$TMP/c1.log" 2>&1
+    sleep 0.3
+    for r in 0 1; do
+        bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --layout fsdp --safetensors "$QWEN" --versions 2 \
+            --wait-engines 1 --chunk 64K >"$TMP/t7$r.log" 2>&1
+    done
+    for i in $(seq 600); do
+        [ -f "$TMP/d7/custom-$$/rank0/v2.safetensors" ] && [ -f "$TMP/d7/custom-$$/rank1/v2.safetensors" ] && break
+        sleep 0.1
+    done
+    sleep 0.3
+    ok=1
+    for v in 1 2; do
+        $PY "$TOOL" target "$TMP/q$v.safetensors" "$TMP/d7/custom-$$/rank0/v$v.safetensors" "$TMP/custom.json" || ok=0
+        $PY "$WSYNC_ROOT/tests/integration/st_tool.py" compare "$TMP/q$v.safetensors" \
+            "$TMP/d7/custom-$$/rank1/v$v.safetensors" || ok=0
+    done
+    check explicit_targets_block_copies_and_whole_image [ $ok = 1 ]
+else
+    fail explicit_targets_block_copies_and_whole_image "control endpoint did not come up"
+fi

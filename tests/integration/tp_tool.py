@@ -9,10 +9,11 @@ issue 12 (vLLM's names and conventions):
   tp_tool.py moe PATH SEED         8 experts per layer and a router
   tp_tool.py check SRC DUMP T K    DUMP (rank K of a TP group of T) holds
                                    exactly its slices of SRC
-  tp_tool.py corrupt PATH TENSOR   flips one byte in the middle of a column
-                                   of TENSOR (a column-sliced tensor)
+  tp_tool.py target SRC DUMP T.json DUMP holds exactly the destination tensors
+                                   of the target in T.json (block copies, any
+                                   number of dimensions, stacking)
 """
-import os, random, re, struct, sys
+import os, random, re, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from st_tool import SIZES, read, write  # noqa: E402  (the plain safetensors reader/writer)
@@ -148,7 +149,48 @@ def expected(src, T, K):
 def check(src_path, dump_path, T, K):
     src, _ = read(src_path)
     got, _ = read(dump_path)
-    want = expected(src, T, K)
+    return compare(expected(src, T, K), got, dump_path)
+
+
+def by_target(src, target):
+    """A target's destination tensors: each block copies the box
+    [src_start, src_stop) of its source to dst_start (the destination may have
+    more leading dimensions); bytes no block writes are zero."""
+    out = {}
+    for d in target["tensors"]:
+        dt, shape = d["dtype"], d["shape"]
+        es = SIZES[dt]
+        count = 1
+        for x in shape:
+            count *= x
+        buf = bytearray(es * count)
+        strides = [es] * len(shape)
+        for k in range(len(shape) - 2, -1, -1):
+            strides[k] = strides[k + 1] * shape[k + 1]
+        for b in d["blocks"]:
+            sdt, sshape, sdata = src[b["src"]]
+            sstr = [es] * len(sshape)
+            for k in range(len(sshape) - 2, -1, -1):
+                sstr[k] = sstr[k + 1] * sshape[k + 1]
+            lead = len(shape) - len(sshape)
+            a, z, ds = b["src_start"], b["src_stop"], b["dst_start"]
+
+            def walk(dim, soff, doff):
+                if dim == len(sshape) - 1 or not sshape:
+                    n = (z[dim] - a[dim]) * es if sshape else es
+                    s0 = soff + (a[dim] * sstr[dim] if sshape else 0)
+                    d0 = doff + (ds[lead + dim] * strides[lead + dim] if sshape else 0)
+                    buf[d0:d0 + n] = sdata[s0:s0 + n]
+                    return
+                for i in range(a[dim], z[dim]):
+                    walk(dim + 1, soff + i * sstr[dim],
+                         doff + (ds[lead + dim] + i - a[dim]) * strides[lead + dim])
+            walk(0, 0, sum(ds[k] * strides[k] for k in range(lead)))
+        out[d["name"]] = (dt, shape, bytes(buf))
+    return out
+
+
+def compare(want, got, where):
     bad = []
     if sorted(want) != sorted(got):
         bad.append(f"names differ: missing {sorted(set(want) - set(got))[:4]}, extra {sorted(set(got) - set(want))[:4]}")
@@ -158,25 +200,8 @@ def check(src_path, dump_path, T, K):
         elif want[name][2] != got[name][2]:
             bad.append(f"{name}: bytes differ")
     for b in bad[:10]:
-        print(f"{dump_path}: {b}", file=sys.stderr)
+        print(f"{where}: {b}", file=sys.stderr)
     return 1 if bad else 0
-
-
-def corrupt(path, tensor):
-    with open(path, "r+b") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        import json
-        header = json.loads(f.read(n))
-        e = header[tensor]
-        a, b = e["data_offsets"]
-        r, c = e["shape"]
-        es = SIZES[e["dtype"]]
-        # row r/2, the last column: in the last TP rank's column slice.
-        off = 8 + n + a + ((r // 2) * c + c - 1) * es
-        f.seek(off)
-        x = f.read(1)
-        f.seek(off)
-        f.write(bytes([x[0] ^ 0x5a]))
 
 
 if __name__ == "__main__":
@@ -185,8 +210,11 @@ if __name__ == "__main__":
         make(sys.argv[2], int(sys.argv[3]), cmd == "moe")
     elif cmd == "check":
         sys.exit(check(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])))
-    elif cmd == "corrupt":
-        corrupt(sys.argv[2], sys.argv[3])
+    elif cmd == "target":
+        import json
+        with open(sys.argv[4]) as f:
+            tgt = json.load(f)
+        sys.exit(compare(by_target(read(sys.argv[2])[0], tgt), read(sys.argv[3])[0], sys.argv[3]))
     else:
         print(__doc__)
         sys.exit(2)
