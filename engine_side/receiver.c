@@ -136,7 +136,32 @@ err:
     return st;
 }
 
-/* Image slots sized for `need` bytes, exported on the board. */
+/* Zero `len` bytes of image memory (host or this rank's device). */
+static wsync_status_t zero_image(wsync_receiver_t *r, void *ptr, size_t len)
+{
+    enum { PART = 16 << 20 };
+    void *zeros;
+    size_t at;
+    if (r->mem->kind == WSYNC_MEM_HOST) {
+        memset(ptr, 0, len);
+        return WSYNC_OK;
+    }
+    zeros = calloc(1, PART);
+    WSYNC_CHECK_ALLOC(zeros);
+    for (at = 0; at < len; at += PART) {
+        wsync_status_t st = r->mem->copy((char *)ptr + at, zeros, len - at < PART ? len - at : PART);
+        if (st != WSYNC_OK) {
+            free(zeros);
+            return st;
+        }
+    }
+    free(zeros);
+    return WSYNC_OK;
+}
+
+/* Image slots sized for `need` bytes, exported on the board. With a target
+ * they start zeroed: destination bytes no block covers (vocabulary padding)
+ * are never sent, and must read zero. */
 wsync_status_t recv_ensure_images(wsync_receiver_t *r, uint64_t need)
 {
     int s;
@@ -166,6 +191,8 @@ wsync_status_t recv_ensure_images(wsync_receiver_t *r, uint64_t need)
         } else {
             WSYNC_CHECK(r->win_ops->alloc(r->image_len, &r->win[s]));
         }
+        if (r->spec && (r->caller_image || r->mem->kind != WSYNC_MEM_HOST))   /* fresh shm is zero */
+            WSYNC_CHECK(zero_image(r, r->win[s].ptr, r->image_len));
         WSYNC_CHECK(r->win_ops->export_blob(&r->win[s], &blob));
         WSYNC_CHECK(board_put_window(r->board, s, &blob, r->win[s].fd, r->image_len));
     }
