@@ -10,25 +10,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/run2d.h"
 #include "common/wsync.h"
 
-/* One 2-D strided run: `rows` rows of `row_bytes` bytes, row i read at source
- * offset src_off + i * src_stride and written at dst_off + i * row_bytes
- * (rows are packed back to back in the destination). The plan (target_plan.h)
- * describes each put's source bytes as an array of these, in destination
- * order. A run with rows == 0 or row_bytes == 0 moves nothing. */
-typedef struct wsync_run2d {
-    uint64_t src_off;      /* trainer image offset of row 0 */
-    uint64_t src_stride;   /* bytes between rows (0 when rows == 1) */
-    uint64_t row_bytes, rows;
-    uint64_t dst_off;      /* offset inside the put */
-} wsync_run2d_t;
-
-/* Bytes a run writes. */
-static inline uint64_t wsync_run2d_bytes(const wsync_run2d_t *r)
-{
-    return r->row_bytes * r->rows;
-}
+/* The runs are wsync_run2d_t (common/run2d.h): `rows` rows of `row_bytes`
+ * bytes, row i read at source offset src_off + i * src_stride and written at
+ * dst_off + i * row_bytes (rows packed back to back in the destination); the
+ * plan (target_plan.h) describes each put's source bytes as an array of
+ * them, in destination order. A run with rows == 0 or row_bytes == 0 moves
+ * nothing. */
 
 /* Checks n runs against a source of src_len bytes and a destination of
  * dst_len bytes: every row inside both, rows of one run not overlapping in
