@@ -1,8 +1,7 @@
 /* target_verify.c: a target's verification segments, and the small run
- * helpers both sides use to read a segment or a put's bytes. */
+ * helper both sides use to tell a put that needs no packing. */
 #include "common/target_verify.h"
 
-#include <string.h>
 
 wsync_status_t wsync_target_segments(const wsync_manifest_t *m, const wsync_layout_t *layout,
                                      const wsync_target_t *t, uint64_t chunk_bytes, wsync_node_plan_t **out)
@@ -25,22 +24,6 @@ const wsync_dest_t *wsync_target_dest_at(const wsync_target_t *t, uint64_t off)
             return d;
     }
     return NULL;
-}
-
-void wsync_runs_gather_host(void *dst, const char *src_base, const wsync_run2d_t *runs, size_t n)
-{
-    size_t k;
-    uint64_t i;
-    for (k = 0; k < n; k++) {
-        const wsync_run2d_t *r = &runs[k];
-        char *d = (char *)dst + r->dst_off;
-        if (r->rows == 1 || r->src_stride == r->row_bytes) {
-            memcpy(d, src_base + r->src_off, r->row_bytes * r->rows);
-            continue;
-        }
-        for (i = 0; i < r->rows; i++)
-            memcpy(d + i * r->row_bytes, src_base + r->src_off + i * r->src_stride, r->row_bytes);
-    }
 }
 
 int wsync_runs_contiguous(const wsync_run2d_t *runs, size_t n, uint64_t *src_off)

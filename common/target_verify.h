@@ -22,10 +22,6 @@ wsync_status_t wsync_target_segments(const wsync_manifest_t *m, const wsync_layo
  * (alignment padding). O(log ndests). */
 const wsync_dest_t *wsync_target_dest_at(const wsync_target_t *t, uint64_t off);
 
-/* Gathers `n` runs (dst_off relative to dst) from host memory at src_base
- * (indexed by trainer image offset) into host memory at dst. */
-void wsync_runs_gather_host(void *dst, const char *src_base, const wsync_run2d_t *runs, size_t n);
-
 /* 1 if the runs read one contiguous source range in order (the put needs no
  * packing: it can be sent straight from the source); *src_off its start. */
 int wsync_runs_contiguous(const wsync_run2d_t *runs, size_t n, uint64_t *src_off);

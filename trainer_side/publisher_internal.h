@@ -53,8 +53,9 @@ typedef struct pub_request {
     int outstanding;
     wsync_status_t status;
     char error[256];
-    /* engine layouts: the packed puts' staging buffer, registered */
+    /* engine layouts: the packed puts' staging buffer (memory of stage_mem's kind), registered */
     char *stage;
+    const wsync_mem_ops_t *stage_mem;
     wsync_region_t *stage_region;
     const wsync_transport_ops_t *stage_ops;
     json_t *segments;       /* {"segments": {...}}: the digests for the answer */

@@ -8,13 +8,15 @@
  * destination order into a staging buffer) so every put is one contiguous
  * write. Then it answers with the digests of the asking rank's target's
  * segments it owns (target_verify.h), computed once per target and version.
- * Host memory only for now: a GPU trainer needs the pack kernel. */
+ * In GPU memory the gather is one kernel launch per put (common/pack.h) and
+ * the digests run on the GPU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/checks.h"
 #include "common/digest.h"
+#include "common/pack.h"
 #include "common/target_verify.h"
 #include "common/util.h"
 #include "trainer_side/publisher_internal.h"
@@ -140,9 +142,6 @@ wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_reques
     pub_target_t **tgs;
     wsync_status_t st = WSYNC_OK;
     int k;
-    if (p->mem->kind != WSYNC_MEM_HOST)
-        return wsync_error(WSYNC_ERR_UNSUPPORTED, "trainer rank %d: engine layouts from GPU memory need the GPU pack "
-                           "kernel, not in this build; publish from host memory", p->cfg.rank);
     tgs = calloc((size_t)q->ntargets, sizeof(*tgs));
     WSYNC_CHECK_ALLOC(tgs);
     pthread_mutex_lock(&p->tlock);
@@ -175,27 +174,55 @@ static const pub_span_t *span_at(const wsync_publisher_t *p, const pub_slot_t *s
     return NULL;
 }
 
-/* Gathers a put's (or segment's) runs from slot s into dst. All its bytes are
- * in one span: the plan never lets a put span two trainer extents. */
+/* Gathers a put's (or segment's) runs from slot s into dst (memory of the
+ * publisher's kind): the host gather, or one GPU gather kernel launch. All
+ * its bytes are in one span: the plan never lets a put span two trainer
+ * extents. */
 static wsync_status_t gather(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_run2d_t *runs, size_t n,
                              void *dst)
 {
     const pub_span_t *sp = n ? span_at(p, s, runs[0].src_off) : NULL;
+    wsync_run2d_t *rel;
+    wsync_pack_job_t *job = NULL;
+    wsync_status_t st = WSYNC_OK;
     size_t k;
     if (n == 0)
         return WSYNC_OK;
     if (sp == NULL)
         return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: byte %llu of a put is not one it owns", p->cfg.rank,
                            (unsigned long long)runs[0].src_off);
+    rel = malloc(n * sizeof(*rel));
+    WSYNC_CHECK_ALLOC(rel);
     for (k = 0; k < n; k++) {
-        wsync_run2d_t one = runs[k];
-        uint64_t last = one.src_off + (one.rows - 1) * one.src_stride + one.row_bytes;
-        if (one.src_off < sp->offset || last > sp->offset + sp->len)
+        uint64_t last = runs[k].src_off + (runs[k].rows - 1) * runs[k].src_stride + runs[k].row_bytes;
+        if (runs[k].src_off < sp->offset || last > sp->offset + sp->len) {
+            free(rel);
             return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: a put reads outside its extent", p->cfg.rank);
-        one.src_off -= sp->offset;
-        wsync_runs_gather_host(dst, sp->ptr, &one, 1);
+        }
+        rel[k] = runs[k];
+        rel[k].src_off -= sp->offset;   /* relative to the span's memory */
     }
-    return WSYNC_OK;
+    if (p->mem->kind == WSYNC_MEM_HOST) {
+        wsync_pack_host(dst, sp->ptr, rel, n);
+    } else {
+        st = wsync_pack_cuda_start(dst, sp->ptr, rel, n, NULL, &job);
+        if (st == WSYNC_OK)
+            st = wsync_pack_cuda_wait(job);
+    }
+    free(rel);
+    return st;
+}
+
+/* Test hook: flip the byte at `off` of memory of the publisher's kind. */
+static void flip_byte(const wsync_publisher_t *p, char *at)
+{
+    unsigned char b = 0;
+    if (p->mem->kind == WSYNC_MEM_HOST) {
+        *at ^= 0x5a;
+    } else if (p->mem->copy(&b, at, 1) == WSYNC_OK) {
+        b ^= 0x5a;
+        p->mem->copy(at, &b, 1);
+    }
 }
 
 /* 1 if a run reads rows apart: a column slice. */
@@ -230,9 +257,11 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
     }
     if (stage_len) {
         wsync_blob_t key;
-        r->stage = malloc(stage_len);
-        WSYNC_CHECK_ALLOC(r->stage);
-        WSYNC_CHECK(ops->reg(p->transports[ti].t, r->stage, stage_len, WSYNC_MEM_HOST, &r->stage_region, &key));
+        void *buf = NULL;
+        WSYNC_CHECK(p->mem->alloc(stage_len, &buf));
+        r->stage = buf;
+        r->stage_mem = p->mem;
+        WSYNC_CHECK(ops->reg(p->transports[ti].t, r->stage, stage_len, p->mem->kind, &r->stage_region, &key));
         r->stage_ops = ops;
     }
     for (k = 0; k < np->rank_nputs[me]; k++) {
@@ -252,7 +281,7 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
         } else {
             WSYNC_CHECK(gather(p, s, runs, pu->nruns, r->stage + at));
             if (corrupt_packed && !corrupted && strided(runs, pu->nruns)) {
-                r->stage[at + pu->len / 2] ^= 0x5a;     /* test hook: the first column slice of a request */
+                flip_byte(p, r->stage + at + pu->len / 2);   /* test hook: the first column slice of a request */
                 corrupted = 1;
             }
             region = r->stage_region;
@@ -271,19 +300,29 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
     return WSYNC_OK;
 }
 
-/* Digests of `tg`'s segments this rank owns, in version `v` held in slot s. */
+/* The digest of `len` bytes at `ptr` (memory of the publisher's kind) keyed
+ * at destination offset `off`. */
+static wsync_status_t digest_at(const wsync_publisher_t *p, const void *ptr, uint64_t len, uint64_t off, uint64_t *d)
+{
+    uint64_t sum = 0;
+    WSYNC_CHECK(p->mem->digest_sum(ptr, len, off, &sum));
+    *d = wsync_digest_final(sum, len, off);
+    return WSYNC_OK;
+}
+
+/* Digests of `tg`'s segments this rank owns, in the version held in slot s. */
 static wsync_status_t compute_segments(wsync_publisher_t *p, const pub_slot_t *s, const pub_target_t *tg,
                                        json_t *out)
 {
     const wsync_node_plan_t *seg = tg->seg;
-    char *buf = NULL;
+    void *buf = NULL;
     uint64_t cap = 0, src;
     wsync_status_t st = WSYNC_OK;
     size_t k;
     for (k = 0; k < seg->rank_nputs[p->cfg.rank] && st == WSYNC_OK; k++) {
         const wsync_tput_t *pu = &seg->puts[seg->rank_puts[p->cfg.rank][k]];
         const wsync_run2d_t *runs = &seg->runs[pu->first_run];
-        uint64_t d;
+        uint64_t d = 0;
         char hex[17], id[24];
         if (wsync_runs_contiguous(runs, pu->nruns, &src)) {
             const pub_span_t *sp = span_at(p, s, src);
@@ -291,25 +330,25 @@ static wsync_status_t compute_segments(wsync_publisher_t *p, const pub_slot_t *s
                 st = wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: segment %u is not its own", p->cfg.rank, pu->id);
                 break;
             }
-            d = wsync_digest((const char *)sp->ptr + (src - sp->offset), pu->len, pu->dst_off);
+            st = digest_at(p, (const char *)sp->ptr + (src - sp->offset), pu->len, pu->dst_off, &d);
         } else {
             if (pu->len > cap) {
-                free(buf);
+                p->mem->free(buf);
+                buf = NULL;
                 cap = pu->len;
-                if ((buf = malloc(cap)) == NULL) {
-                    st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+                if ((st = p->mem->alloc(cap, &buf)) != WSYNC_OK)
                     break;
-                }
             }
-            if ((st = gather(p, s, runs, pu->nruns, buf)) != WSYNC_OK)
-                break;
-            d = wsync_digest(buf, pu->len, pu->dst_off);
+            st = gather(p, s, runs, pu->nruns, buf);
+            if (st == WSYNC_OK)
+                st = digest_at(p, buf, pu->len, pu->dst_off, &d);
         }
         wsync_digest_hex(d, hex);
         snprintf(id, sizeof(id), "%u", pu->id);
         json_object_set_new(out, id, json_string(hex));
     }
-    free(buf);
+    if (buf)
+        p->mem->free(buf);
     return st;
 }
 
