@@ -219,8 +219,9 @@ int cmd_engine(int argc, char **argv)
             void *img;
             size_t len = 0;
             wsync_receiver_image(r, &img, &len);
-            printf("engine %s: version %llu ready on %d ranks in %.3f s (%.2f GB/s per rank)\n", rc_cfg.engine_id,
-                   (unsigned long long)v, rc_cfg.local_world, secs, secs > 0 ? (double)len / secs / 1e9 : 0.0);
+            printf("engine %s: version %llu ready on %d ranks in %.3f s (%.2f GB/s per rank; rank 0's image %zu "
+                   "bytes)\n", rc_cfg.engine_id, (unsigned long long)v, rc_cfg.local_world, secs,
+                   secs > 0 ? (double)len / secs / 1e9 : 0.0, len);
             fflush(stdout);
         }
         if (dumpdir && (st = dump(r, dumpdir, rc_cfg.engine_id, rc_cfg.local_rank, v)) != WSYNC_OK) {
