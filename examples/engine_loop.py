@@ -26,6 +26,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 import tiny_qwen  # noqa: E402
+import wsync  # noqa: E402
 import wsync.hf  # noqa: E402
 
 
@@ -44,7 +45,16 @@ def main():
     prompt = tiny_qwen.batch_ids(device=a.device)[:, :4]
     with wsync.hf.Receiver(a.control, a.engine, a.local_rank, a.local_world, model, mode=a.mode) as rcv:
         while rcv.version < a.versions:
-            v = rcv.pull(timeout=120)
+            try:
+                v = rcv.pull(timeout=120)
+            except wsync.TimeoutError:
+                raise  # no new version for 2 minutes: the trainer is gone
+            except wsync.Error as e:
+                # e.g. the trainer moved on to a newer version mid-pull. Staged,
+                # the held version is intact; in place, the weights are invalid
+                # until a pull succeeds, so generate only after one does.
+                print("engine %s rank %d: pull failed, retrying: %s" % (a.engine, a.local_rank, e), flush=True)
+                continue
             out = tiny_qwen.generate(model, prompt, steps=6)
             print("engine %s rank %d: version %d, generated %s" % (a.engine, a.local_rank, v,
                                                                    out[0, 4:].tolist()), flush=True)

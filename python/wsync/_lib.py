@@ -85,6 +85,10 @@ class PublisherConfig(ctypes.Structure):
     ]
 
 
+class DestTensor(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("ptr", ctypes.c_void_p), ("nbytes", ctypes.c_uint64)]
+
+
 class ReceiverConfig(ctypes.Structure):
     _fields_ = [
         ("control_url", ctypes.c_char_p),
@@ -99,6 +103,11 @@ class ReceiverConfig(ctypes.Structure):
         ("host_id", ctypes.c_char_p),
         ("image", ctypes.c_void_p),
         ("image_len", ctypes.c_size_t),
+        ("target_json", ctypes.c_char_p),
+        ("tp_size", ctypes.c_int),
+        ("rules_json", ctypes.c_char_p),
+        ("dests", ctypes.POINTER(DestTensor)),
+        ("ndests", ctypes.c_int),
     ]
 
 

@@ -2,12 +2,15 @@
 
 Without `into`, tensors() are views over the receiver's own image (no copy):
 in mode "in-place" the image never moves, so an engine can make those views
-its tensors and every pull lands in them. With `into` (the engine's own
-tensors), this libwsync has no per-destination pointers yet (the receiver's
-`dests`), so mode "staged" receives into wsync's second image and copies into
-`into` only after the whole version verified, and mode "in-place" is refused
-rather than faked.
+its tensors and every pull lands in them (wsync.hf does this with a model's
+parameters). With `into` (the engine's own tensors), a pull lands in wsync's
+image(s) and, once the whole version verified, is copied into `into`, each
+tensor checked against the manifest first: the contract of the C receiver's
+`dests`, done here so that a dtype or shape mismatch is refused before
+anything is written (the C side checks byte counts only, and only for ranks
+with a target).
 """
+import json
 import ctypes
 from collections.abc import Mapping
 
@@ -20,20 +23,35 @@ from .publisher import check_tensors
 _MODES = {"staged": _lib.MODE_STAGED, "in-place": _lib.MODE_IN_PLACE}
 
 
+def _json_text(doc):
+    if doc is None or isinstance(doc, str):
+        return doc
+    if isinstance(doc, bytes):
+        return doc.decode()
+    return json.dumps(doc)
+
+
 class Receiver:
     """Local rank `local_rank` of engine node `engine` (every local rank of
-    the node creates one and calls pull() together)."""
+    the node creates one and calls pull() together). tp=T: this rank holds
+    TP rank local_rank % T's slices, as vLLM lays them out (qkv_proj and
+    gate_up_proj fused and split by rows, o_proj and down_proj by columns,
+    the vocabulary padded to 64 and split), or as `rules` (JSON text or dict)
+    say; target= gives an explicit target instead. tensors() then returns
+    the destination tensors under their destination names."""
 
     def __init__(self, control, engine, local_rank, local_world, *, into=None, tp=None, mode="staged",
-                 device=None, token=None, transport=None, bind_host=None, host_id=None):
+                 device=None, token=None, transport=None, bind_host=None, host_id=None, rules=None,
+                 target=None):
         self._r = None
         if mode not in _MODES:
             raise invalid("mode=%r: use \"staged\" or \"in-place\"" % (mode,))
-        if tp is not None and tp != 1:
-            raise _lib.Error(_lib.WSYNC_ERR_UNSUPPORTED,
-                             "tp=%r: receiving tensor-parallel slices needs the engine-layouts receiver "
-                             "(targets and rules), which this libwsync does not have yet; receive whole "
-                             "tensors (tp=None) and slice them in the engine" % (tp,))
+        if tp is not None and (not isinstance(tp, int) or tp < 1):
+            raise invalid("tp=%r must be a positive integer (the engine's tensor-parallel size) or None" % (tp,))
+        if target is not None and tp not in (None, 1):
+            raise invalid("give tp= (the rules' slices) or target= (an explicit target), not both")
+        if rules is not None and tp in (None, 1):
+            raise invalid("rules= says how tp= slices tensors; it needs tp > 1")
         if not isinstance(local_world, int) or not isinstance(local_rank, int) or local_world < 1 \
                 or not 0 <= local_rank < local_world:
             raise invalid("local_rank %r must be in [0, local_world %r)" % (local_rank, local_world))
@@ -43,14 +61,6 @@ class Receiver:
             if not isinstance(into, Mapping):
                 raise invalid("into= must map destination names to the engine's tensors (e.g. model.state_dict())")
             self._dev = check_tensors(into, device, "into")
-            if mode == "in-place":
-                raise _lib.Error(_lib.WSYNC_ERR_UNSUPPORTED,
-                                 "mode=\"in-place\" with into=: writing a pull straight into the engine's own "
-                                 "tensors needs per-destination pointers in the C receiver "
-                                 "(wsync_receiver_config_t.dests), which this libwsync does not have yet; use "
-                                 "mode=\"staged\" (copied into them after verification), or receive without "
-                                 "into= in place and use rcv.tensors() as the engine's tensors "
-                                 "(wsync.hf.Receiver does)")
             self._into = {n: t.detach() for n, t in into.items()}
         else:
             self._dev = device_string(device)
@@ -68,6 +78,10 @@ class Receiver:
         cfg.transport = _lib.cstr(transport)
         cfg.bind_host = _lib.cstr(bind_host)
         cfg.host_id = _lib.cstr(host_id)
+        self.tp = tp if tp and tp > 1 else None
+        cfg.tp_size = self.tp or 0
+        cfg.rules_json = _lib.cstr(_json_text(rules))
+        cfg.target_json = _lib.cstr(_json_text(target))
         self._cfg = cfg
         r = ctypes.c_void_p()
         _lib.check(_lib.lib.wsync_receiver_create(ctypes.byref(cfg), ctypes.byref(r)),

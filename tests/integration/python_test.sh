@@ -48,12 +48,12 @@ sync_case() {
     done
     for k in "$@"; do
         for r in 0 1; do
-            bg $PY "$T/sync_engine.py" "$URL" "$k-$name-$$" $r 2 "$k" 2 >"$TMP/$name-$k$r.log" 2>&1
+            bg $PY "$T/sync_engine.py" "$URL" "$k-$name-$$" $r 2 "$k" 2 >"$TMP/$name-e-$k$r.log" 2>&1
             epids+=($!)
         done
     done
     for r in "${epids[@]}"; do wait "$r" || ok=0; done
-    cat "$TMP/$name"-[!t]*.log | grep -E '^(PASS|FAIL|SKIP) ' | sed "s/^\(PASS\|FAIL\|SKIP\) /\1 ${name}_/"
+    cat "$TMP/$name"-e-*.log | grep -E '^(PASS|FAIL|SKIP) ' | sed "s/^\(PASS\|FAIL\|SKIP\) /\1 ${name}_/"
     if [ $ok = 1 ]; then pass "${name}_engines_exit_0"; else
         fail "${name}_engines_exit_0" "$(grep -h -v '^PASS' "$TMP/$name"-*.log | tail -n 8 | tr '\n' ' ')"; fi
     for r in "${pids[@]}"; do pkill -P "$r" 2>/dev/null; kill "$r" 2>/dev/null; done
@@ -62,13 +62,8 @@ sync_case() {
 sync_case full full views staged
 sync_case fsdp fsdp views staged
 sync_case pack pack views
-# In place into the engine's own tensors: SKIP when the receiver has no dests yet.
-serve probe
-if $PY "$T/sync_engine.py" "$URL" probe-$$ 0 1 inplace 0 | grep -q '^SKIP'; then
-    $PY "$T/sync_engine.py" "$URL" probe-$$ 0 1 inplace 0 | sed 's/^SKIP [^:]*/SKIP inplace_into/'
-else
-    sync_case inplace full inplace
-fi
+sync_case inplace full inplace
+MODEL_CFG=tp sync_case tp full tp
 
 for s in abi layout errors hf examples doc; do
     timeout 300 $PY "$T/${s}_test.py" 2>"$TMP/$s.err" || { echo "FAIL ${s}_test: exited $?"; tail -n 20 "$TMP/$s.err" >&2; }

@@ -131,7 +131,7 @@ def spawn(script, *args, env=None):
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=e, text=True)
 
 
-def wait_line(proc, needle, timeout=60.0):
+def wait_line(proc, needle, timeout=180.0):
     """Read proc's output until a line containing needle (returns the lines read)."""
     import select
     lines, end = [], time.time() + timeout

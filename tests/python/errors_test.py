@@ -37,7 +37,8 @@ def refused_before_sending(c):
     f32 = dict(sd, **{"model.layers.1.mlp.up_proj.weight": sd["model.layers.1.mlp.up_proj.weight"].float()})
     c.raises("publisher_wrong_dtype_vs_manifest", lambda: wsync.Publisher(url, 1, 2, f32, manifest=mj),
              wsync.Error, "model.layers.1.mlp.up_proj.weight", "F32", "BF16")
-    c.raises("receiver_tp_not_yet", lambda: wsync.Receiver(url, "e", 0, 1, tp=2), wsync.Error, "tp=2")
+    c.raises("receiver_tp_and_target_exclusive", lambda: wsync.Receiver(url, "e", 0, 1, tp=2, target={}),
+             wsync.Error, "tp=", "target=")
     c.raises("publisher_zero_copy_needs_in_place_extents",
              lambda: wsync.Publisher(url, 0, 1, sd, zero_copy=True), wsync.Error, "zero_copy", "wsync.pack")
 
@@ -57,6 +58,9 @@ def into_mismatch(c, srv):
                 c.raises("receiver_into_wrong_%s" % what, lambda: r.pull(timeout=30), wsync.Error, name, needle)
                 c.ok("receiver_into_wrong_%s_left_untouched" % what,
                      all(float(v.abs().sum()) == 0 for v in own.values()), "into= was written")
+        with wsync.Receiver(srv.url, "tp-odd", 0, 1, tp=2) as r:  # the MLP width 129 does not split in 2
+            c.raises("receiver_tp_that_does_not_divide_named", lambda: r.pull(timeout=30), wsync.Error,
+                     "mlp.gate_proj.weight")
         with wsync.Receiver(srv.url, "tmo", 0, 1) as r:
             c.ok("pull_first_version", r.pull(timeout=30) == 1)
             e = c.raises("pull_timeout_is_TimeoutError", lambda: r.pull(timeout=0.5), wsync.TimeoutError)

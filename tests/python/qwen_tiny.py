@@ -13,6 +13,38 @@ from tiny_qwen import TinyQwen, make_model, logits  # noqa: E402,F401  (the mode
 # Odd vocabulary and MLP sizes so that dim-0 shards are unequal (torch.chunk).
 from tiny_qwen import CONFIG  # noqa: E402
 
+# Sizes a TP of 2 divides (vLLM's rules refuse an odd MLP width).
+CONFIG_TP = dict(CONFIG, intermediate=128)
+
+
+def tp_slices(full, tp, r, cfg=CONFIG_TP):
+    """What TP rank r of tp holds under vLLM's layout, cut here from the full
+    state with torch ops (an implementation independent of wsync's rules):
+    q/k/v and gate/up each split by rows and fused, o_proj and down_proj split
+    by columns, the vocabulary padded to a multiple of 64 and split by rows
+    (rows past the vocabulary zero), everything else whole."""
+    out = {}
+    for n, t in full.items():
+        if n.endswith(("q_proj.weight", "q_proj.bias", "gate_proj.weight")):
+            parts = ["q", "k", "v"] if "q_proj" in n else ["gate", "up"]
+            fused = n.replace("q_proj", "qkv_proj").replace("gate_proj", "gate_up_proj")
+            out[fused] = torch.cat([full[n.replace(parts[0] + "_proj", p + "_proj")].chunk(tp, 0)[r]
+                                    for p in parts], 0)
+        elif any(n.endswith(x) for x in ("k_proj.weight", "k_proj.bias", "v_proj.weight", "v_proj.bias",
+                                          "up_proj.weight")):
+            continue
+        elif n.endswith(("o_proj.weight", "down_proj.weight")):
+            out[n] = t.chunk(tp, 1)[r].contiguous()
+        elif n == "model.embed_tokens.weight":
+            vp = -(-t.shape[0] // 64) * 64
+            per = vp // tp
+            padded = torch.zeros((vp,) + tuple(t.shape[1:]), dtype=t.dtype)
+            padded[:t.shape[0]] = t
+            out[n] = padded[r * per:(r + 1) * per]
+        else:
+            out[n] = t
+    return out
+
 
 def specs(cfg=CONFIG, lm_head=False):
     """[(name, shape)] in the order Qwen2's state dict has them."""
@@ -39,7 +71,7 @@ def value(version, index, shape, dtype=torch.bfloat16):
     return torch.randn(shape, generator=g).to(dtype)
 
 
-def state(version, dtype=torch.bfloat16, cfg=CONFIG):
+def state(version, dtype=torch.bfloat16, cfg=CONFIG):  # noqa: D103
     """The full state dict of `version` (tied lm_head left out, as published)."""
     return {n: value(version, i, s, dtype) for i, (n, s) in enumerate(specs(cfg))}
 

@@ -4,8 +4,9 @@ tensor with torch.equal against the state it regenerates itself. KIND:
   views    in place, no into=: the rank's tensors are rcv.tensors(), taken once;
            every later pull must land in those same tensors
   staged   into= the rank's own tensors, mode "staged"
-  inplace  into= the rank's own tensors, mode "in-place" (needs the receiver's
-           per-destination pointers; prints SKIP when this libwsync lacks them)
+  inplace  into= the rank's own tensors, mode "in-place"
+  tp       tp=2 (vLLM's slices, TP rank = local rank % 2), staged, compared with
+           slices cut here with torch ops (qwen_tiny.tp_slices)
 Prints PASS/FAIL lines."""
 import sys
 
@@ -21,22 +22,28 @@ def main():
     checks = common.Checks()
     tag = "%s_rank%d" % (kind, lr)
     own = {n: torch.zeros(s, dtype=torch.bfloat16) for n, s in qwen_tiny.specs()}
-    try:
-        if kind == "views":
-            rcv = wsync.Receiver(url, engine, lr, lw, mode="in-place")
-        else:
-            rcv = wsync.Receiver(url, engine, lr, lw, into=own, mode="in-place" if kind == "inplace" else "staged")
-    except wsync.Error as e:
-        if kind == "inplace" and e.status == wsync._lib.WSYNC_ERR_UNSUPPORTED:
-            print("SKIP %s: skipped: %s" % (tag, e.detail), flush=True)
-            return
-        raise
+    if kind == "views":
+        rcv = wsync.Receiver(url, engine, lr, lw, mode="in-place")
+    elif kind == "tp":
+        rcv = wsync.Receiver(url, engine, lr, lw, tp=2)
+    else:
+        rcv = wsync.Receiver(url, engine, lr, lw, into=own, mode="in-place" if kind == "inplace" else "staged")
     with rcv:
         mine, ptrs = None, None
         for v in range(1, versions + 1):
             got = rcv.pull(timeout=60)
             want = qwen_tiny.state(v)
-            if kind == "views":
+            if kind == "tp":
+                want = qwen_tiny.tp_slices(qwen_tiny.state(v, cfg=qwen_tiny.CONFIG_TP), 2, lr % 2)
+                held = rcv.tensors()
+                shapes = [n for n in want if n in held and tuple(held[n].shape) != tuple(want[n].shape)]
+                checks.ok("%s_v%d_destination_names_and_shapes" % (tag, v), set(held) == set(want) and not shapes,
+                          "names differ: %s; shapes differ: %s" % (sorted(set(held) ^ set(want))[:4],
+                                                                   [(n, tuple(held[n].shape), tuple(want[n].shape))
+                                                                    for n in shapes[:3]]))
+                if set(held) != set(want) or shapes:
+                    continue
+            elif kind == "views":
                 if mine is None:
                     mine = rcv.tensors()
                     ptrs = {n: t.data_ptr() for n, t in mine.items()}

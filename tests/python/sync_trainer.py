@@ -3,7 +3,8 @@ publishing the tiny Qwen model's bf16 state dict for versions 1..VERSIONS,
 each after every engine node in ENGINES (comma-separated, or -) held the one
 before. KIND: full (every rank passes every tensor), fsdp (torch.chunk
 shards, layout="fsdp"), pack (full tensors from wsync.pack). Env
-CORRUPT_VERSION=v: the C test hook flips a byte of piece 0 of version v.
+CORRUPT_VERSION=v: the C test hook flips a byte of piece 0 of version v;
+MODEL_CFG=tp: the sizes a TP of 2 divides.
 Keeps serving until stdin closes."""
 import os
 import sys
@@ -16,7 +17,8 @@ import wsync
 def main():
     url, rank, world, kind, versions, engines = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], \
         int(sys.argv[5]), [e for e in sys.argv[6].split(",") if e and e != "-"]
-    full = qwen_tiny.state(1)
+    cfg = qwen_tiny.CONFIG_TP if os.environ.get("MODEL_CFG") == "tp" else qwen_tiny.CONFIG
+    full = qwen_tiny.state(1, cfg=cfg)
     if kind == "fsdp":
         tensors = {n: t.chunk(world, 0)[rank].clone() for n, t in full.items()}
         shapes = {n: tuple(t.shape) for n, t in full.items()}
@@ -29,7 +31,7 @@ def main():
     corrupt = int(os.environ.get("CORRUPT_VERSION", "0"))
     with pub:
         for v in range(1, versions + 1):
-            new = qwen_tiny.state(v)
+            new = qwen_tiny.state(v, cfg=cfg)
             for n, t in tensors.items():  # in place, as an optimizer step writes
                 t.copy_(new[n].chunk(world, 0)[rank] if kind == "fsdp" else new[n])
             if v == corrupt:
