@@ -78,7 +78,7 @@ all: $(BUILD)/wsync $(BUILD)/libwsync.a $(BUILD)/libwsync.so
 DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev \
             libibverbs-dev ibverbs-providers rdma-core libxxhash-dev clang libclang-rt-14-dev valgrind \
             iproute2 curl python3 procps psmisc \
-            python3-torch python3-numpy nftables libssl-dev
+            python3-torch python3-numpy nftables libssl-dev python3-venv
 DEB_VM_PKGS := qemu-system-x86 debootstrap
 
 deps:
