@@ -7,6 +7,7 @@ any other extent (several tensors, or tensors and the zero padding between
 them) is gathered into a staging buffer on the tensors' device at publish(),
 one copy per tensor piece, before the C library digests it.
 """
+import bisect
 import ctypes
 from collections.abc import Mapping
 
@@ -108,6 +109,7 @@ class Publisher:
         if manifest is not None:
             _manifest.check_against(specs, manifest, rank)
         self._entries, self.image_size, self.manifest_json = _manifest.build(specs, metadata)
+        self._offsets = [e.offset for e in self._entries]
         self.rank, self.world, self.layout = rank, world, layout
         extents = _manifest.owned_extents(self.manifest_json, _LAYOUTS[layout], world, rank)
         self._plan_reads(extents, shapes, zero_copy)
@@ -237,7 +239,10 @@ class Publisher:
     def _check_padding(self, lo, hi, ends):
         """[lo, hi) has no source bytes: it must be padding between tensors, or
         the C layout gave this rank bytes the torch.chunk rule says it lacks."""
-        for e in self._entries:
+        i = bisect.bisect_right(self._offsets, lo) - 1  # the last tensor starting at or before lo
+        for e in self._entries[max(i, 0):]:
+            if e.offset >= hi:
+                break
             if lo < e.offset + e.size and e.offset < hi:
                 raise _lib.Error(_lib.WSYNC_ERR_INTERNAL,
                                  "tensor '%s': the layout gives rank %d image bytes [%d, %d) that its tensors do "

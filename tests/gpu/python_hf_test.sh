@@ -12,3 +12,6 @@ if ! grep -q cuda <<<"$("$WSYNC" --version)"; then skip python_hf "libwsync buil
 export WSYNC_ROOT WSYNC_LIB=${WSYNC_BUILD:-$WSYNC_ROOT/build}/libwsync.so WSYNC_REQUIRE_TRANSFORMERS=1
 HF_TEST_MODEL=qwen2.5-0.5b HF_TEST_DEVICE=cuda:0 HF_TEST_VERSIONS=3 timeout 500 "$PY" "$WSYNC_ROOT/tests/python/hf_test.py" \
     || echo "FAIL python_hf: hf_test.py exited $?"
+# DTensor shards (FSDP2's parameters) through wsync.shard_state_dict: this
+# host's torch has DTensor, Debian's 1.13 does not (gloo on the CPU).
+timeout 300 "$PY" "$WSYNC_ROOT/tests/python/dtensor_test.py" || echo "FAIL python_dtensor: dtensor_test.py exited $?"
