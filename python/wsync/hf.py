@@ -9,6 +9,7 @@ tensor, so its ties hold after every pull.
 """
 from . import _lib
 from ._torch import invalid
+from .shard import _dtensor_class, shard_state_dict
 from .publisher import Publisher as _Publisher
 from .publisher import pack as _pack
 from .receiver import Receiver as _Receiver
@@ -26,8 +27,10 @@ def tensor_groups(model):
     persistent buffers grouped by the memory they share, in state-dict order;
     the kept name is the one save_pretrained keeps (not a tied key)."""
     groups, order = {}, []
+    dt = _dtensor_class()
     for name, t in model.state_dict(keep_vars=True).items():
-        key = (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride())) if t.numel() else ("empty", name)
+        local = t.to_local() if dt is not None and isinstance(t, dt[0]) else t  # FSDP2: DTensor parameters
+        key = (local.data_ptr(), t.dtype, tuple(t.shape), tuple(local.stride())) if local.numel() else ("empty", name)
         if key not in groups:
             groups[key] = ([], [])
             order.append(key)
@@ -51,9 +54,9 @@ def state_dict(model):
 
 
 class Publisher(_Publisher):
-    """wsync.Publisher over a model's weights (full tensors on every rank:
-    DDP, or an FSDP model after a full state-dict gather; for sharded
-    parameters use wsync.shard_state_dict with wsync.Publisher).
+    """wsync.Publisher over a model's weights: full tensors on every rank
+    (DDP, or after a full state-dict gather), or an FSDP2 model's DTensor
+    shards (then layout="fsdp", each rank publishing its local shards).
     pack=True moves the model's parameters into one buffer laid out as wsync's
     image (same Parameter objects, so an optimizer built before keeps working):
     publish() then reads them in place, with no staging copy."""
@@ -61,7 +64,16 @@ class Publisher(_Publisher):
     def __init__(self, control, rank, world, model, *, pack=False, **kwargs):
         groups = tensor_groups(model)
         tensors = {kept: objs[0].detach() for kept, _n, objs in groups}
-        if pack:
+        dt = _dtensor_class()
+        if dt is not None and any(isinstance(t, dt[0]) for t in tensors.values()):
+            # An FSDP2 model: publish each rank's dim-0 shards where they are.
+            if pack:
+                raise invalid("pack=True takes full tensors; an FSDP2 (DTensor) model publishes its shards")
+            tensors, shapes, r, w = shard_state_dict(tensors)
+            if (r, w) != (rank, world):
+                raise invalid("rank %d of %d given, but the model's device mesh says %d of %d" % (rank, world, r, w))
+            kwargs["shapes"], kwargs["layout"] = shapes, "fsdp"
+        elif pack:
             packed = _pack(tensors, kwargs.get("device"))
             for kept, _names, objs in groups:
                 for o in objs:
