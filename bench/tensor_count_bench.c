@@ -15,7 +15,8 @@
  * tensors within 10% of 1k tensors. Each count runs as its own job (fresh
  * endpoint and processes), twice, 1k / 100k / 1k / 100k, so drift on a
  * shared machine shows.
- * Usage: tensor_count_bench [bytes, default 384000000] [versions, default 8]. */
+ * Usage: tensor_count_bench [bytes, default 384000000] [versions, default 8]
+ *        [tensors: one job of that count only, e.g. under perf]. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,9 +212,9 @@ out:
 
 int main(int argc, char **argv)
 {
-    static const int counts[] = {1000, 100000, 1000, 100000};
+    int counts[] = {1000, 100000, 1000, 100000};
     uint64_t bytes = 384000000, image = 0;
-    int versions = argc > 2 ? atoi(argv[2]) : 8, i;
+    int versions = argc > 2 ? atoi(argv[2]) : 8, i, jobs = 4;
     double ready[4], pub0[4];
     if (argc > 1 && wsync_parse_size(argv[1], "bytes", &bytes) != WSYNC_OK) {
         fprintf(stderr, "tensor_count_bench: %s\n", wsync_last_error());
@@ -224,11 +225,19 @@ int main(int argc, char **argv)
                 MAX_VERSIONS);
         return 2;
     }
+    if (argc > 3) {     /* one job of that many tensors (for profiling) */
+        counts[0] = atoi(argv[3]);
+        jobs = 1;
+        if (counts[0] < 1 || (uint64_t)counts[0] * 256 > bytes) {
+            fprintf(stderr, "tensor_count_bench: the tensor count must be 1..bytes/256\n");
+            return 2;
+        }
+    }
     signal(SIGPIPE, SIG_IGN);
     printf("tensor_count_bench: %d trainer ranks -> 1 engine node x %d ranks, tcp on loopback, in place; "
            "median of versions %d..%d\n", W, L, WARMUP + 1, versions);
     printf("  %-8s %-12s %18s %16s\n", "tensors", "image bytes", "publish->ready s", "rank 0 publish s");
-    for (i = 0; i < 4; i++) {
+    for (i = 0; i < jobs; i++) {
         if (run_job(bytes, counts[i], versions, &ready[i], &pub0[i], &image) != 0) {
             printf("tensor_count_bench: FAILED (%d tensors)\n", counts[i]);
             return 1;
@@ -236,7 +245,7 @@ int main(int argc, char **argv)
         printf("  %-8d %-12llu %18.3f %16.3f\n", counts[i], (unsigned long long)image, ready[i], pub0[i]);
         fflush(stdout);
     }
-    {
+    if (jobs == 4) {
         double r1 = (ready[0] + ready[2]) / 2, r100 = (ready[1] + ready[3]) / 2;
         double p1 = (pub0[0] + pub0[2]) / 2, p100 = (pub0[1] + pub0[3]) / 2;
         printf("  100k / 1k: publish->ready %.2f, rank 0 publish %.2f (target <= 1.10; means of the two jobs)\n",

@@ -83,9 +83,12 @@ static int match(const char *p, const char *s, capture_t *c)
             return 0;
         if (close - a == 1 && *a == 'e') {
             size_t n;
-            for (n = 1; isdigit((unsigned char)s[n - 1]); n++) {
+            for (n = 1; isdigit((unsigned char)s[n - 1]) && n < 19; n++) {
                 if (match(close + 1, s + n, c)) {
-                    c->expert = strtol(s, NULL, 10);
+                    char digits[20];
+                    memcpy(digits, s, n);
+                    digits[n] = '\0';
+                    c->expert = strtol(digits, NULL, 10);
                     return 1;
                 }
             }

@@ -323,7 +323,7 @@ static wsync_status_t grid(tp_cells_t *c, const tp_need_t *nd, size_t n, uint64_
 {
     uint64_t B = nd[0].src, *rc = NULL, *cc = NULL;
     rect_t *rt = NULL;
-    size_t nr = 0, k, nrc, ncc, bi, bj, *cnt = NULL, *pos = NULL, ncell;
+    size_t nr = 0, k, nrc, ncc, bi, bj, *cnt = NULL, ncell;
     wsync_status_t st = WSYNC_OK;
 
     *ok = 0;
@@ -363,8 +363,7 @@ static wsync_status_t grid(tp_cells_t *c, const tp_need_t *nd, size_t n, uint64_
     if (ncell > 64 * nr + 4096)
         goto out;
     cnt = calloc(ncell + 1, sizeof(*cnt));
-    pos = calloc(ncell + 1, sizeof(*pos));
-    if (cnt == NULL || pos == NULL) {
+    if (cnt == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "out of memory building the plan");
         goto out;
     }
@@ -405,7 +404,6 @@ out:
     free(rc);
     free(cc);
     free(cnt);
-    free(pos);
     return st;
 }
 

@@ -203,6 +203,11 @@ wsync_status_t wsync_target_from_json_obj(const wsync_manifest_t *m, const json_
     }
     if (st == WSYNC_OK)
         st = wsync_target_finish(t, m);
+    if (st == WSYNC_OK && json_object_get(j, "image_size") != NULL &&
+        (!json_is_integer(json_object_get(j, "image_size")) ||
+         (uint64_t)json_integer_value(json_object_get(j, "image_size")) != t->image_size))
+        st = wsync_error(WSYNC_ERR_FORMAT, "target: \"image_size\" must be %llu (the end of the last destination "
+                         "tensor, aligned to %d) or left out", (unsigned long long)t->image_size, WSYNC_ALIGN);
     if (st != WSYNC_OK) {
         wsync_target_free(t);
         return st;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/digest.h"
 #include "common/pull_request.h"
@@ -412,12 +413,11 @@ static void fetch_end(fetch_t *f, wsync_status_t st)
 wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
                           const uint64_t *digests, uint64_t deadline)
 {
-    /* Test hook (fault-injection tests only): slow the landing of each chunk
-     * so a test can kill a rank in the middle of a pull. */
-    const char *delay_env = getenv("WSYNC_TEST_LAND_DELAY_MS");
     fetch_t f = {.r = r, .sl = sl, .plan = sl->plan, .digests = digests, .gen = a->gen, .v = a->version,
                  .deadline = deadline, .slot = a->slot, .me = r->cfg.local_rank, .image = r->win[a->slot].ptr,
-                 .land_delay_ms = delay_env ? atoi(delay_env) : 0};
+                 /* Test hook (common/fault.h): slow the landing of each chunk so a
+                  * test can kill a rank in the middle of a pull. */
+                 .land_delay_ms = (int)wsync_fault(WSYNC_FAULT_LAND_DELAY_MS)};
     wsync_status_t st;
 
     WSYNC_CHECK(fetch_join(&f));    /* nothing to undo yet */

@@ -136,8 +136,8 @@ void recv_request_end(recv_request_t *q);
 /* transports.c: the transport asked for as `name`, opened, listening, with
  * every image slot registered; which one serves a trainer rank on host
  * `host_id` with memory `device` ("local" for same-host GPU trainer ranks
- * when this rank holds GPU memory, else the configured one;
- * WSYNC_LOCAL_TRANSPORT=0 turns that off); drop every transport (after a
+ * when this rank holds GPU memory, else the configured one; the
+ * local_transport setting, WSYNC_LOCAL_TRANSPORT=0, turns that off); drop every transport (after a
  * failed attempt, so nothing stale can land). */
 wsync_status_t recv_transport_ensure(wsync_receiver_t *r, const char *name, recv_transport_t **out);
 const char *recv_transport_for(wsync_receiver_t *r, const char *host_id, const char *device);

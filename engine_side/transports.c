@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/checks.h"
+#include "common/settings.h"
 #include "engine_side/receiver_internal.h"
 
 void recv_transport_reset(wsync_receiver_t *r)
@@ -29,7 +30,7 @@ wsync_status_t recv_transport_ensure(wsync_receiver_t *r, const char *name, recv
 {
     wsync_transport_config_t cfg = {.bind_host = r->bind_host, .conns_per_peer = 0,
                                     .device = r->mem->kind == WSYNC_MEM_CUDA ? r->device : -1,
-                                    .timeout_ms = 10000};
+                                    .timeout_ms = wsync_connect_timeout_ms(0)};
     recv_transport_t *rt = NULL;
     int k, s;
     for (k = 0; k < r->ntr; k++)
@@ -57,10 +58,9 @@ wsync_status_t recv_transport_ensure(wsync_receiver_t *r, const char *name, recv
 
 const char *recv_transport_for(wsync_receiver_t *r, const char *host_id, const char *device)
 {
-    const char *env = getenv("WSYNC_LOCAL_TRANSPORT");
-    wsync_transport_config_t cfg = {.device = r->device, .timeout_ms = 10000};
-    if (r->mem->kind != WSYNC_MEM_CUDA || (env && strcmp(env, "0") == 0) || host_id == NULL || device == NULL ||
-        strcmp(host_id, r->host_id) != 0 || strncmp(device, "cuda", 4) != 0)
+    wsync_transport_config_t cfg = {.device = r->device, .timeout_ms = wsync_connect_timeout_ms(0)};
+    if (r->mem->kind != WSYNC_MEM_CUDA || !wsync_setting_int(WSYNC_SET_LOCAL_TRANSPORT) || host_id == NULL ||
+        device == NULL || strcmp(host_id, r->host_id) != 0 || strncmp(device, "cuda", 4) != 0)
         return r->transport_name;
     return wsync_transport_local.can_use(&cfg) ? "local" : r->transport_name;
 }

@@ -16,6 +16,7 @@
 
 #include "common/checks.h"
 #include "common/digest.h"
+#include "common/fault.h"
 #include "common/pack.h"
 #include "common/target_verify.h"
 #include "common/util.h"
@@ -242,9 +243,9 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
     const wsync_node_plan_t *np = tr->plan->np;
     const wsync_transport_ops_t *ops = p->transports[ti].ops;
     const int me = p->cfg.rank;
-    /* Test hook (fault-injection tests only): corrupt a byte of a packed put
-     * after its segments' digests were taken from the slot. */
-    const int corrupt_packed = getenv("WSYNC_TEST_CORRUPT_PACKED") != NULL;
+    /* Test hook (common/fault.h): corrupt a byte of a packed put after its
+     * segments' digests were taken from the slot. */
+    const int corrupt_packed = wsync_fault(WSYNC_FAULT_CORRUPT_PACKED) == 1;
     int corrupted = 0;
     uint64_t stage_len = 0, at = 0, src;
     size_t k;

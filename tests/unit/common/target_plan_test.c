@@ -4,7 +4,8 @@
  * sizes: the plan is executed on a simulated image (every source byte tagged
  * with its offset) and every rank's destination is compared with an
  * element-by-element evaluation of its target. Plus: identity targets give
- * exactly plan.h's plan, and plan build time on large models. */
+ * exactly plan.h's plan; the build time on Qwen2.5-7B (reported; the
+ * 100k-tensor model is in bench/target_plan_bench). */
 #include <time.h>
 
 #include "common/target_plan.h"
@@ -234,7 +235,7 @@ static void free_case(sim_case_t *c)
 static void test_plan_properties(void)
 {
     int cases = 0, failed = 0, kinds[4] = {0}, iter;
-    for (iter = 0; iter < 1200 && failed < 3; iter++) {
+    for (iter = 0; iter < 1050 && failed < 3; iter++) {
         sim_case_t c;
         wsync_node_plan_t *np = NULL;
         int T = (int)rr(1, 16), moe = (int)rr(0, 1), llm = (int)rr(0, 2) > 0, r, lk;
@@ -439,7 +440,7 @@ static void test_plan_build_time(void)
 {
     wsync_manifest_t *m = NULL;
     char n[128];
-    int l, e;
+    int l;
     /* Qwen2.5-7B: hidden 3584, 28 heads of 128, 4 KV heads, MLP 18944, vocab
      * 152064 (TP=8 needs 4 KV heads to divide: 512 rows of k and v divide). */
     CHECK_OK(wsync_manifest_create(&m));
@@ -467,29 +468,8 @@ static void test_plan_build_time(void)
     add_t(m, "lm_head.weight", 2, 152064, 3584);
     bench_case("Qwen2.5-7B-shaped", m);
     wsync_manifest_free(m);
-    /* ~100k tensors: an MoE model of 24 layers x 128 experts x 3 small matrices. */
-    CHECK_OK(wsync_manifest_create(&m));
-    add_t(m, "model.embed_tokens.weight", 2, 4096, 256);
-    for (l = 0; l < 24 * 1; l++) {
-        Q_("input_layernorm.weight", 1, 256, 0);
-        Q_("self_attn.q_proj.weight", 2, 256, 256);
-        Q_("self_attn.k_proj.weight", 2, 64, 256);
-        Q_("self_attn.v_proj.weight", 2, 64, 256);
-        Q_("self_attn.o_proj.weight", 2, 256, 256);
-        Q_("mlp.gate.weight", 2, 1384, 256);
-        for (e = 0; e < 1384; e++) {
-            snprintf(n, sizeof(n), "model.layers.%d.mlp.experts.%d.gate_proj.weight", l, e);
-            add_t(m, n, 2, 16, 256);
-            snprintf(n, sizeof(n), "model.layers.%d.mlp.experts.%d.up_proj.weight", l, e);
-            add_t(m, n, 2, 16, 256);
-            snprintf(n, sizeof(n), "model.layers.%d.mlp.experts.%d.down_proj.weight", l, e);
-            add_t(m, n, 2, 256, 16);
-        }
-    }
 #undef Q_
-    add_t(m, "lm_head.weight", 2, 4096, 256);
-    bench_case("MoE with 100k tensors", m);
-    wsync_manifest_free(m);
+    /* The 100k-tensor model: bench/target_plan_bench. */
 }
 
 int main(void)

@@ -153,6 +153,8 @@ static void test_json_malformed(void)
         {"[1]", "not an object", WSYNC_ERR_FORMAT},
         {"{\"tensors\":[]}", "\"version\" must be 1", WSYNC_ERR_FORMAT},
         {"{\"version\":1,\"manifest\":\"00\",\"tensors\":[]}", "made for manifest 00", WSYNC_ERR_CONFLICT},
+        {"{\"version\":1,\"image_size\":512,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[1]}]}",
+         "\"image_size\" must be 256", WSYNC_ERR_FORMAT},
         {"{\"version\":1,\"whole_image\":1}", "\"whole_image\" must be true or false", WSYNC_ERR_FORMAT},
         {"{\"version\":1,\"whole_image\":true,\"tensors\":[]}", "not both", WSYNC_ERR_FORMAT},
         {"{\"version\":1}", "\"tensors\" must be an array", WSYNC_ERR_FORMAT},
