@@ -123,25 +123,42 @@ class Serve:
 
 
 def spawn(script, *args, env=None):
-    """A Python test process (this interpreter) with stdin a pipe: closing it ends a trainer."""
+    """A Python test process (this interpreter) with stdin a pipe: closing it
+    ends a trainer. Its output lines are collected by a thread (wait_line)."""
     import subprocess
     e = dict(os.environ)
     e.update(env or {})
-    return subprocess.Popen([sys.executable, os.path.join(HERE, script)] + [str(a) for a in args],
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, script)] + [str(a) for a in args],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=e, text=True)
+    return watch(proc)
+
+
+def watch(proc):
+    """Collect proc.stdout's lines on a thread into proc.lines (a queue; None at EOF)."""
+    import queue
+    import threading
+    proc.lines = queue.Queue()
+
+    def pump():
+        for line in proc.stdout:
+            proc.lines.put(line)
+        proc.lines.put(None)
+    threading.Thread(target=pump, daemon=True).start()
+    return proc
 
 
 def wait_line(proc, needle, timeout=180.0):
-    """Read proc's output until a line containing needle (returns the lines read)."""
-    import select
+    """Lines of a spawn()ed process until one containing needle (returns the lines read)."""
+    import queue
     lines, end = [], time.time() + timeout
     while time.time() < end:
-        r, _, _ = select.select([proc.stdout], [], [], 0.2)
-        if r:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if needle in line:
-                return lines
+        try:
+            line = proc.lines.get(timeout=max(0.01, end - time.time()))
+        except queue.Empty:
+            break
+        if line is None:
+            break
+        lines.append(line)
+        if needle in line:
+            return lines
     raise RuntimeError("no line with %r from the process; it printed: %s" % (needle, "".join(lines)[-2000:]))

@@ -29,6 +29,7 @@ def main():
             if "input(" in code:
                 trainer = subprocess.Popen([sys.executable, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                            stderr=subprocess.STDOUT, text=True, env=env)
+                common.watch(trainer)
                 common.wait_line(trainer, "serving")
                 continue
             r = subprocess.run([sys.executable, path], capture_output=True, text=True, env=env, timeout=120)
@@ -36,7 +37,7 @@ def main():
         if trainer is not None:
             trainer.stdin.write("\n")
             trainer.stdin.flush()
-            c.ok("doc_trainer_block_runs", trainer.wait(timeout=60) == 0, trainer.stdout.read()[-600:])
+            c.ok("doc_trainer_block_runs", trainer.wait(timeout=60) == 0, "exit %s" % trainer.returncode)
         else:
             c.ok("doc_trainer_block_found", False, "no trainer block")
     c.exit()

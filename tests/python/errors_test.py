@@ -80,19 +80,27 @@ def dead_trainer(c):
 
 
 def corrupt_version(c):
-    """Version 2's piece 0 is corrupted after its digest: the staged pull fails
-    verification and `into` (and the held version) stay version 1."""
+    """Version 1 comes from a clean trainer; version 2 from a restarted rank 0
+    whose piece 0 is corrupted after its digest (WSYNC_TEST_CORRUPT_PIECE):
+    the staged pull fails verification and `into` (and the held version)
+    stay version 1."""
     with common.Serve() as srv:
-        t = common.spawn("sync_trainer.py", srv.url, 0, 1, "full", 2, "corrupt", env={"CORRUPT_VERSION": "2"})
+        clean = common.spawn("sync_trainer.py", srv.url, 0, 1, "full", 1, "-")
+        bad = None
         try:
             own = {n: torch.zeros(s, dtype=torch.bfloat16) for n, s in qwen_tiny.specs()}
             with wsync.Receiver(srv.url, "corrupt", 0, 1, into=own, mode="staged") as r:
                 v1 = qwen_tiny.state(1)
-                c.ok("corrupt_case_v1_received", r.pull(timeout=60) == 1
+                c.ok("corrupt_case_v1_received", r.pull(timeout=120) == 1
                      and all(torch.equal(own[n], v1[n]) for n in v1))
                 held = {n: x.data_ptr() for n, x in r.tensors().items()}
-                common.wait_line(t, "published version 2")
-                c.raises("corrupt_version_fails_verification", lambda: r.pull(timeout=30), wsync.Error)
+                clean.kill()
+                clean.wait()
+                bad = common.spawn("sync_trainer.py", srv.url, 0, 1, "full", 2, "-",
+                                   env={"START_VERSION": "2", "WSYNC_TEST_CORRUPT_PIECE": "0"})
+                common.wait_line(bad, "published version 2")
+                e = c.raises("corrupt_version_fails_verification", lambda: r.pull(timeout=60), wsync.Error)
+                c.ok("corrupt_version_error_says_digest", e is not None and "digest" in str(e).lower(), str(e))
                 c.ok("corrupt_version_into_unchanged", all(torch.equal(own[n], v1[n]) for n in v1),
                      "into= changed by a version that failed verification")
                 views = r.tensors()
@@ -100,8 +108,10 @@ def corrupt_version(c):
                     torch.equal(views[n], v1[n]) for n in v1) and held == {n: x.data_ptr() for n, x in views.items()},
                     "held version %d" % r.version)
         finally:
-            t.kill()
-            t.wait()
+            for t in (clean, bad):
+                if t is not None:
+                    t.kill()
+                    t.wait()
 
 
 def main():

@@ -3,8 +3,10 @@ publishing the tiny Qwen model's bf16 state dict for versions 1..VERSIONS,
 each after every engine node in ENGINES (comma-separated, or -) held the one
 before. KIND: full (every rank passes every tensor), fsdp (torch.chunk
 shards, layout="fsdp"), pack (full tensors from wsync.pack). Env
-CORRUPT_VERSION=v: the C test hook flips a byte of piece 0 of version v;
-MODEL_CFG=tp: the sizes a TP of 2 divides.
+START_VERSION=s: publish versions s..VERSIONS (a restarted trainer);
+MODEL_CFG=tp: the sizes a TP of 2 divides. The C test hooks
+(WSYNC_TEST_CORRUPT_PIECE...) are read once per process: set them in the
+environment of a trainer started for the versions they should hit.
 Keeps serving until stdin closes."""
 import os
 import sys
@@ -28,16 +30,13 @@ def main():
         pub = wsync.Publisher(url, rank, world, tensors, chunk=64 << 10)
     print("trainer rank %d: %d tensors, %d bytes staged, %d owned" % (rank, len(tensors), pub.staged_bytes,
                                                                      pub.owned_bytes), flush=True)
-    corrupt = int(os.environ.get("CORRUPT_VERSION", "0"))
+    start = int(os.environ.get("START_VERSION", "1"))
     with pub:
-        for v in range(1, versions + 1):
+        for v in range(start, versions + 1):
             new = qwen_tiny.state(v, cfg=cfg)
             for n, t in tensors.items():  # in place, as an optimizer step writes
                 t.copy_(new[n].chunk(world, 0)[rank] if kind == "fsdp" else new[n])
-            if v == corrupt:
-                os.environ["WSYNC_TEST_CORRUPT_PIECE"] = "0"
             pub.publish(v)
-            os.environ.pop("WSYNC_TEST_CORRUPT_PIECE", None)
             print("trainer rank %d: published version %d" % (rank, v), flush=True)
             if engines and v < versions:
                 common.wait_engines(url, engines, v)
