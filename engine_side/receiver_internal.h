@@ -41,6 +41,8 @@ typedef struct recv_tlayout {
     wsync_node_plan_t *seg;     /* segments of tg[local_rank] (target_verify.h) */
     uint64_t image_len;         /* this rank's destination image */
     unsigned char *defs_sent;   /* [world]: that trainer rank answered a request that carried our targets */
+    int hint_world;             /* > 0: the colocated landing hint the plan was built with (sent along) */
+    int *colo, *ncolo;          /* [world * L], [world] */
 } recv_tlayout_t;
 
 struct wsync_receiver {
@@ -105,6 +107,9 @@ wsync_status_t recv_tlayout_verify(wsync_receiver_t *r, const recv_tlayout_t *tl
 /* fetch_targets.c: recv_fetch for a node with targets. */
 wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
                                   recv_tlayout_t *tl, uint64_t deadline);
+/* landing.c: per trainer rank t, the local ranks on its GPU (colo[t * L ..],
+ * ncolo[t] of them; none unless this rank holds GPU memory). */
+wsync_status_t recv_colocated_ranks(wsync_receiver_t *r, int world, int *colo, int *ncolo);
 /* landing.c, local rank 0: post the node plan's landing map. */
 wsync_status_t recv_post_tlanding(wsync_receiver_t *r, const recv_tlayout_t *tl, uint64_t gen);
 /* fetch.c: map every peer's window of `slot` (again, if the peer
