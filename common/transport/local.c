@@ -20,7 +20,7 @@
 #include "common/transport/cqueue.h"
 #include "common/transport/transport.h"
 #include "common/util.h"
-#include "common/window/fdpass.h"
+#include "common/net/fdpass.h"
 
 #if WSYNC_HAVE_CUDA
 #include <cuda.h>

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
-#include "common/msg.h"
+#include "common/net/sock.h"
 #include "common/transport/cqueue.h"
 #include "common/transport/transport.h"
 #include "common/util.h"

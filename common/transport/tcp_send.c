@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
-#include "common/msg.h"
+#include "common/net/sock.h"
 #include "common/transport/tcp_internal.h"
 
 /* Header then payload of one put; 0 or -1 when the connection broke. */

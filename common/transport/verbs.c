@@ -20,7 +20,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "common/msg.h"
+#include "common/net/sock.h"
 #include "common/transport/verbs_internal.h"
 #include "common/util.h"
 

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
-#include "common/msg.h"
+#include "common/net/sock.h"
 #include "common/transport/verbs_internal.h"
 #include "common/transport/verbs_select.h"
 #include "common/util.h"
