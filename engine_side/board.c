@@ -18,7 +18,7 @@
 
 #include "common/checks.h"
 #include "common/util.h"
-#include "common/window/fdpass.h"
+#include "common/net/fdpass.h"
 
 #define BOARD_MAGIC 0x647261426e797357ULL /* "WsynBard" */
 
