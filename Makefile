@@ -23,7 +23,7 @@ WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 $(WARN) -fPIC -fvisibility=hidden -pthread -I. -D_GNU_SOURCE \
             -DWSYNC_HAVE_CUDA=$(CUDA) -DWSYNC_HAVE_NCCL=$(NCCL) -DWSYNC_HAVE_VERBS=$(VERBS)
-LDLIBS   := -ljansson -lmicrohttpd -lcurl -lxxhash -lpthread -lm -ldl -lrt
+LDLIBS   := -ljansson -lmicrohttpd -lcurl -lxxhash -lcrypto -lpthread -lm -ldl -lrt
 
 ifeq ($(CUDA),1)
 CFLAGS   += -I$(CUDA_HOME)/include
