@@ -2,6 +2,7 @@
 #include "common/msg.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,53 @@ wsync_status_t wsync_msg_recv(int fd, int timeout_ms, json_t **out)
         return wsync_error(WSYNC_ERR_FORMAT, "message is not a JSON object: %s", jerr.text);
     }
     *out = j;
+    return WSYNC_OK;
+}
+
+wsync_status_t wsync_msg_call(int fd, const wsync_auth_t *auth, wsync_hs_purpose_t purpose, const char *peer,
+                              const json_t *req, int timeout_ms, json_t **reply)
+{
+    uint64_t deadline = wsync_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1) * 1000000ULL;
+    char *text = json_dumps(req, JSON_COMPACT);
+    wsync_status_t st;
+    int left;
+
+    WSYNC_CHECK_ALLOC(text);
+    st = wsync_hs_connect(fd, auth, purpose, peer, text, strlen(text), timeout_ms, NULL, 0, NULL);
+    free(text);
+    WSYNC_CHECK(st);
+    left = (int)((deadline - wsync_now_ns()) / 1000000ULL);
+    if (wsync_now_ns() >= deadline)
+        left = 1;
+    return wsync_msg_recv(fd, left > 0 ? left : 1, reply);
+}
+
+wsync_status_t wsync_msg_accept(int fd, const wsync_auth_t *auth, wsync_hs_purpose_t purpose, int timeout_ms,
+                                json_t **req)
+{
+    unsigned char *body = NULL;
+    size_t len = 0;
+    char peer[96], why[200];
+    json_error_t jerr;
+    wsync_hs_t hs;
+    json_t *j;
+
+    wsync_peer_name(fd, peer, sizeof(peer));
+    WSYNC_CHECK(wsync_hs_serve(&hs, fd, auth, purpose, peer, WSYNC_MSG_MAX, timeout_ms, &body, &len));
+    j = json_loadb((const char *)body, len, 0, &jerr);
+    free(body);
+    if (j == NULL || !json_is_object(j)) {
+        snprintf(why, sizeof(why), "a %s must be a JSON object: %s", wsync_hs_what(purpose),
+                 j ? "got another JSON value" : jerr.text);
+        json_decref(j);
+        wsync_hs_refuse(&hs, WSYNC_ERR_FORMAT, why);
+        return wsync_error(WSYNC_ERR_FORMAT, "%s from %s refused: %s", wsync_hs_what(purpose), peer, why);
+    }
+    if (wsync_hs_accept(&hs, NULL, 0) != WSYNC_OK) {
+        json_decref(j);
+        return WSYNC_ERR_PEER;
+    }
+    *req = j;
     return WSYNC_OK;
 }
 

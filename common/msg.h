@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "common/net/handshake.h"
 #include "common/net/sock.h"
 #include "common/transport/transport.h"
 
@@ -18,6 +19,19 @@
  * caller owns the returned reference. */
 wsync_status_t wsync_msg_send(int fd, const json_t *msg);
 wsync_status_t wsync_msg_recv(int fd, int timeout_ms, json_t **out);
+
+/* A request that must prove the token (the pull port): the client sends
+ * `req` as the payload of the data-plane handshake (common/net/handshake.h)
+ * and, once the server accepted it, waits for the reply message; all within
+ * timeout_ms. A refusal comes back as the server's status and reason. */
+wsync_status_t wsync_msg_call(int fd, const wsync_auth_t *auth, wsync_hs_purpose_t purpose, const char *peer,
+                              const json_t *req, int timeout_ms, json_t **reply);
+/* The server's side: handshake, the payload parsed as a JSON object (a
+ * malformed one is refused saying why), the handshake answered. Nothing is
+ * returned from a peer that did not prove the token, when one is set. The
+ * caller owns *req and answers with wsync_msg_send. */
+wsync_status_t wsync_msg_accept(int fd, const wsync_auth_t *auth, wsync_hs_purpose_t purpose, int timeout_ms,
+                                json_t **req);
 
 /* Blobs as hex strings inside JSON. */
 /* Bytes as a lowercase hex JSON string, and back (at most `max` bytes;

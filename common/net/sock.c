@@ -150,6 +150,24 @@ void wsync_listen_hostport(int fd, const char *bind_host, char *out, size_t len)
     snprintf(out, len, "%s:%d", adv, ntohs(sa.sin_port));
 }
 
+void wsync_peer_name(int fd, char *out, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t slen = sizeof(ss);
+    char host[64];
+    memset(&ss, 0, sizeof(ss));
+    if (getpeername(fd, (struct sockaddr *)&ss, &slen) != 0)
+        snprintf(out, len, "unknown peer");
+    else if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *sa = (const struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &sa->sin_addr, host, sizeof(host));
+        snprintf(out, len, "%s:%d", host, ntohs(sa->sin_port));
+    } else if (ss.ss_family == AF_UNIX)
+        snprintf(out, len, "local peer");
+    else
+        snprintf(out, len, "unknown peer");
+}
+
 /* Wait until fd is readable or the deadline (0: none) passes: 0, or -1
  * with errno set. */
 static int wait_readable(int fd, uint64_t deadline)

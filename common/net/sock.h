@@ -23,6 +23,10 @@ void wsync_primary_ipv4(char *out, size_t len);
  * to `bind_host` (its primary IPv4 when bound to any address). */
 void wsync_listen_hostport(int fd, const char *bind_host, char *out, size_t len);
 
+/* "HOST:PORT" of a connected TCP socket's peer ("local peer" for a Unix
+ * socket, "unknown peer" if it cannot be told), for messages. */
+void wsync_peer_name(int fd, char *out, size_t len);
+
 /* Whole-buffer socket I/O (TCP or Unix stream sockets).
  * wsync_send_all: every byte, or -1 (errno set; never raises SIGPIPE).
  * wsync_recv_all: 0 when all `len` bytes arrived; 1 when the peer closed
