@@ -6,7 +6,9 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +64,26 @@ wsync_status_t wsync_auth_init(wsync_auth_t *a, const char *token)
     ikm = (wsync_auth_part_t){token, strlen(token)};
     WSYNC_CHECK(hmac_raw(salt, sizeof(salt) - 1, &ikm, 1, a->prk));
     a->on = 1;
+    return WSYNC_OK;
+}
+
+wsync_status_t wsync_auth_read_token_file(const char *path, char *out, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    size_t n;
+    int more;
+    if (f == NULL)
+        return wsync_error(WSYNC_ERR_IO, "token file %s: %s", path, strerror(errno));
+    n = fread(out, 1, len - 1, f);
+    more = fgetc(f) != EOF;
+    fclose(f);
+    out[n] = '\0';
+    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' '))
+        out[--n] = '\0';
+    if (more)
+        return wsync_error(WSYNC_ERR_INVALID, "token file %s is longer than %zu bytes", path, len - 1);
+    if (n == 0)
+        return wsync_error(WSYNC_ERR_INVALID, "token file %s is empty", path);
     return WSYNC_OK;
 }
 

@@ -24,6 +24,9 @@ typedef struct wsync_auth {
 /* From `token`; NULL: env WSYNC_TOKEN. An empty or absent token leaves auth
  * off. Fails only if libcrypto does. */
 wsync_status_t wsync_auth_init(wsync_auth_t *a, const char *token);
+/* The token in file `path` (trailing newlines and spaces dropped) into
+ * out[len]; an unreadable, empty or too long file is refused saying so. */
+wsync_status_t wsync_auth_read_token_file(const char *path, char *out, size_t len);
 /* 1 if a token is configured (a may be NULL). */
 int wsync_auth_on(const wsync_auth_t *a);
 /* The key for `label` (HKDF-Expand, one block). Requires a->on. */

@@ -38,15 +38,16 @@ P=$(free_port)
 # The trainer listens on 127.0.0.2 and advertises 127.0.0.3, where the relay
 # records what crosses it, as anyone on the path could.
 bg "$PY" "$ATTACK" relay "127.0.0.3:$P" "127.0.0.2:$P" "$TMP/cap"
-WSYNC_TOKEN=$TOKEN bg "$WSYNC" trainer --control "$URL" --rank 0 --world 1 --synthetic 8M --chunk 1M --versions 1 \
-    --listen "127.0.0.2:$P" --advertise 127.0.0.3 >"$TMP/trainer.log" 2>&1
+bg "$WSYNC" trainer --control "$URL" --rank 0 --world 1 --synthetic 8M --chunk 1M --versions 1 \
+    --listen "127.0.0.2:$P" --advertise 127.0.0.3 --token-file "$TMP/token" >"$TMP/trainer.log" 2>&1
 TR=$!
 wait_until 30 grep -q 'published version 1' "$TMP/trainer.log" || { fail trainer_published "$(tail -3 "$TMP/trainer.log")"; exit 1; }
 
 # (a) engines with the token sync and verify (2 local ranks: the node board
-#     handshake too), through the relay.
-WSYNC_TOKEN=$TOKEN bg "$WSYNC" engine --control "$URL" --engine good-$$ --local-rank 1 --local-world 2 --versions 1 \
-    --bind 127.0.0.1 --timeout-ms 20000 >"$TMP/good1.log" 2>&1
+#     handshake too), through the relay; one takes it from the file, one from
+#     the environment.
+bg "$WSYNC" engine --control "$URL" --engine good-$$ --local-rank 1 --local-world 2 --versions 1 \
+    --bind 127.0.0.1 --timeout-ms 20000 --token-file "$TMP/token" >"$TMP/good1.log" 2>&1
 G1=$!
 WSYNC_TOKEN=$TOKEN timeout 60 "$WSYNC" engine --control "$URL" --engine good-$$ --local-rank 0 --local-world 2 \
     --versions 1 --bind 127.0.0.1 --timeout-ms 20000 >"$TMP/good0.log" 2>&1
