@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/checks.h"
+#include "common/settings.h"
 
 /* HKDF's salt: fixed, so every process derives the same keys from a token. */
 static const char salt[] = "wsync data plane v1";
@@ -57,7 +58,7 @@ wsync_status_t wsync_auth_init(wsync_auth_t *a, const char *token)
     wsync_auth_part_t ikm;
     memset(a, 0, sizeof(*a));
     if (token == NULL)
-        token = getenv("WSYNC_TOKEN");
+        token = wsync_setting_str(WSYNC_SET_TOKEN);
     if (token == NULL || token[0] == '\0')
         return WSYNC_OK;
     /* HKDF-Extract: PRK = HMAC(salt, token). */

@@ -21,8 +21,9 @@ typedef struct wsync_auth {
     unsigned char prk[WSYNC_AUTH_KEY_LEN];  /* HKDF-Extract of the token */
 } wsync_auth_t;
 
-/* From `token`; NULL: env WSYNC_TOKEN. An empty or absent token leaves auth
- * off. Fails only if libcrypto does. */
+/* From `token`; NULL: the `token` setting (env WSYNC_TOKEN, --set token=,
+ * a config file). An empty or absent token leaves auth off. Fails only if
+ * libcrypto does. */
 wsync_status_t wsync_auth_init(wsync_auth_t *a, const char *token);
 /* The token in file `path` (trailing newlines and spaces dropped) into
  * out[len]; an unreadable, empty or too long file is refused saying so. */

@@ -11,11 +11,12 @@
 
 #include "common/checks.h"
 #include "common/net/sock.h"
+#include "common/settings.h"
 #include "common/util.h"
 
 static uint64_t deadline_after(int timeout_ms)
 {
-    return wsync_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 10000) * 1000000ULL;
+    return wsync_now_ns() + (uint64_t)wsync_connect_timeout_ms(timeout_ms) * 1000000ULL;
 }
 
 /* wsync_recv_all with its failure said: which message, from whom. */
@@ -152,9 +153,10 @@ static wsync_status_t read_finish(int fd, const wsync_auth_t *auth, wsync_hs_pur
     WSYNC_CHECK(wsync_hs_finish_decode(b, sizeof(b), &f));
     WSYNC_CHECK(recv_part(fd, msg, f.msg_len, deadline, "handshake answer", peer));
     msg[f.msg_len] = '\0';
-    if (f.status != WSYNC_OK)
-        return wsync_error((wsync_status_t)f.status, "%s refused: %s (%s at %s)", wsync_hs_what(purpose), msg,
-                           wsync_hs_server_role(purpose), peer);
+    if (f.status != WSYNC_OK)   /* a status this build does not know is the peer's failure */
+        return wsync_error(f.status >= WSYNC_ERR_INTERNAL ? (wsync_status_t)f.status : WSYNC_ERR_PEER,
+                           "%s refused: %s (%s at %s)", wsync_hs_what(purpose), msg, wsync_hs_server_role(purpose),
+                           peer);
     if (f.reply_len > reply_max)
         return wsync_error(WSYNC_ERR_FORMAT, "%s at %s answered the %s with %u bytes, expected at most %zu",
                            wsync_hs_server_role(purpose), peer, wsync_hs_what(purpose), f.reply_len, reply_max);
