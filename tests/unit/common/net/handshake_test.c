@@ -16,6 +16,7 @@
 #include "common/net/fdpass.h"
 #include "common/net/handshake.h"
 #include "common/net/sock.h"
+#include "common/settings.h"
 #include "tests/test.h"
 
 /* The library's comparisons land here (this definition interposes
@@ -167,13 +168,16 @@ static void hmac_matches_rfc4231_and_keys_depend_on_token_and_purpose(void)
     CHECK_OK(wsync_hs_key(&c, WSYNC_HS_PULL, k3));
     CHECK(memcmp(k1, k3, 32) != 0);
     unsetenv("WSYNC_TOKEN");
+    wsync_settings_reload();
     CHECK(!auth_of(NULL).on);
     CHECK(!auth_of("").on);
     setenv("WSYNC_TOKEN", "s3cret", 1);
+    wsync_settings_reload();
     a = auth_of(NULL);
     CHECK_OK(wsync_hs_key(&a, WSYNC_HS_PULL, k3));
     CHECK(memcmp(k1, k3, 32) == 0);
     unsetenv("WSYNC_TOKEN");
+    wsync_settings_reload();
 }
 
 static void the_same_token_passes_payload_and_proven_reply(void)
