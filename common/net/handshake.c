@@ -107,7 +107,8 @@ static wsync_status_t finish(wsync_hs_t *hs, wsync_status_t st, const char *msg,
 {
     size_t mlen = msg ? strlen(msg) : 0;
     wsync_hs_finish_t f = {.purpose = (uint8_t)hs->purpose, .status = st, .reply_len = (uint32_t)reply_len};
-    unsigned char b[WSYNC_HS_FINISH_LEN], key[WSYNC_AUTH_KEY_LEN];
+    unsigned char b[WSYNC_HS_FINISH_LEN], key[WSYNC_AUTH_KEY_LEN], *out;
+    int rc;
     if (hs->answered)
         return WSYNC_OK;
     hs->answered = 1;
@@ -121,8 +122,18 @@ static wsync_status_t finish(wsync_hs_t *hs, wsync_status_t st, const char *msg,
         WSYNC_CHECK(wsync_hs_server_proof(key, hs->challenge, hs->hello, b, msg, mlen, reply, reply_len, f.proof));
         wsync_hs_finish_encode(&f, b);
     }
-    if (wsync_send_all(hs->fd, b, sizeof(b)) != 0 || wsync_send_all(hs->fd, msg, mlen) != 0 ||
-        wsync_send_all(hs->fd, reply, reply_len) != 0)
+    /* One write, so a client reads the reason with the status (a refused
+     * peer's connection may be reset right after). */
+    out = malloc(sizeof(b) + mlen + reply_len);
+    WSYNC_CHECK_ALLOC(out);
+    memcpy(out, b, sizeof(b));
+    if (mlen)
+        memcpy(out + sizeof(b), msg, mlen);
+    if (reply_len)
+        memcpy(out + sizeof(b) + mlen, reply, reply_len);
+    rc = wsync_send_all(hs->fd, out, sizeof(b) + mlen + reply_len);
+    free(out);
+    if (rc != 0)
         return wsync_error(WSYNC_ERR_PEER, "%s from %s: gone before the handshake's answer: %s",
                            wsync_hs_what(hs->purpose), hs->peer, strerror(errno));
     return WSYNC_OK;
