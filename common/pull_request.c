@@ -9,6 +9,7 @@
 #include "common/plan.h"
 
 #define MAX_TARGET_CHUNKS (1u << 18)  /* the node board's bound */
+#define MAX_HINT_WORLD 65536
 
 json_t *wsync_pull_request_to_json(const wsync_pull_request_t *r)
 {
@@ -28,6 +29,20 @@ json_t *wsync_pull_request_to_json(const wsync_pull_request_t *r)
             json_array_append_new(arr, json_string(r->targets[k]));
         if (arr == NULL || json_object_set_new(j, "targets", arr) != 0 ||
             (r->target_defs && json_object_set(j, "target_defs", r->target_defs) != 0)) {
+            json_decref(j);
+            return NULL;
+        }
+    }
+    if (j && r->ntargets > 0 && r->hint_world > 0) {
+        json_t *hint = json_array();
+        int t, k;
+        for (t = 0; hint && t < r->hint_world; t++) {
+            json_t *one = json_array();
+            for (k = 0; one && k < r->ncolo[t]; k++)
+                json_array_append_new(one, json_integer(r->colo[t * r->local_ranks + k]));
+            json_array_append_new(hint, one);
+        }
+        if (hint == NULL || json_object_set_new(j, "land_hint", hint) != 0) {
             json_decref(j);
             return NULL;
         }
@@ -89,6 +104,35 @@ static wsync_status_t get_targets(const json_t *j, wsync_pull_request_t *out)
     return WSYNC_OK;
 }
 
+/* "land_hint": per trainer rank, the local ranks on its GPU. */
+static wsync_status_t get_hint(const json_t *j, wsync_pull_request_t *out)
+{
+    const json_t *hint = json_object_get(j, "land_hint"), *one, *e;
+    const int L = out->local_ranks;
+    size_t t, k, world = json_array_size(hint);
+    if (!json_is_array(hint) || world == 0 || world > MAX_HINT_WORLD)
+        return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'land_hint' must be an array of 1 to %d arrays "
+                           "(one per trainer rank)", MAX_HINT_WORLD);
+    out->colo = calloc(world * (size_t)L, sizeof(*out->colo));
+    out->ncolo = calloc(world, sizeof(*out->ncolo));
+    if (out->colo == NULL || out->ncolo == NULL)
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    out->hint_world = (int)world;
+    json_array_foreach(hint, t, one) {
+        if (!json_is_array(one) || json_array_size(one) > (size_t)L)
+            return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'land_hint' entry %zu must be an array of at "
+                               "most %d local ranks", t, L);
+        json_array_foreach(one, k, e) {
+            if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= L)
+                return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'land_hint' entry %zu holds a local rank "
+                                   "outside [0, %d)", t, L);
+            out->colo[t * (size_t)L + k] = (int)json_integer_value(e);
+        }
+        out->ncolo[t] = (int)json_array_size(one);
+    }
+    return WSYNC_OK;
+}
+
 wsync_status_t wsync_pull_request_from_json(const json_t *j, uint32_t nchunks, wsync_pull_request_t *out)
 {
     const json_t *cj;
@@ -115,6 +159,12 @@ wsync_status_t wsync_pull_request_from_json(const json_t *j, uint32_t nchunks, w
     }
     if (json_object_get(j, "targets"))
         WSYNC_CHECK(get_targets(j, out));
+    if (out->ntargets && json_object_get(j, "land_hint") && get_hint(j, out) != WSYNC_OK) {
+        char why[300];
+        snprintf(why, sizeof(why), "%s", wsync_last_error());
+        wsync_pull_request_clear(out);
+        return wsync_error(WSYNC_ERR_FORMAT, "%s", why);
+    }
     cj = json_object_get(j, "chunks");
     if (cj) {
         /* With targets the node plan's chunk count is checked later. */
@@ -150,6 +200,10 @@ void wsync_pull_request_clear(wsync_pull_request_t *r)
     r->ntargets = 0;
     json_decref(r->target_defs);
     r->target_defs = NULL;
+    free(r->colo);
+    free(r->ncolo);
+    r->colo = r->ncolo = NULL;
+    r->hint_world = 0;
 }
 
 wsync_status_t wsync_pull_request_check_chunks(const wsync_pull_request_t *r, uint32_t nchunks)

@@ -34,6 +34,11 @@ typedef struct wsync_pull_request {
     int ntargets;
     char (*targets)[33];
     json_t *target_defs;
+    /* With targets: the node plan's landing preference (target_plan.h), or
+     * hint_world 0: none. For trainer rank t, the local ranks on its GPU are
+     * colo[t * local_ranks ..], ncolo[t] of them. */
+    int hint_world;
+    int *colo, *ncolo;
 } wsync_pull_request_t;
 
 /* The request as JSON (new reference), or NULL without memory. */
@@ -41,8 +46,8 @@ json_t *wsync_pull_request_to_json(const wsync_pull_request_t *r);
 /* Parses and checks `j` against a plan of `nchunks` chunks (the map, when
  * present, must have exactly that many bits; with targets the node plan's
  * chunk count is not known yet: check it with wsync_pull_request_check_chunks).
- * On success *out owns its chunk map, targets and target_defs: free them with
- * wsync_pull_request_clear. */
+ * On success *out owns its chunk map, targets, target_defs and hint: free
+ * them with wsync_pull_request_clear. */
 wsync_status_t wsync_pull_request_from_json(const json_t *j, uint32_t nchunks, wsync_pull_request_t *out);
 void wsync_pull_request_clear(wsync_pull_request_t *r);
 /* The chunk map, when present, has exactly the bits of `nchunks` chunks. */

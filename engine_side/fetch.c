@@ -236,7 +236,8 @@ static wsync_status_t request_rank(fetch_t *f, int t)
         snprintf(pr.engine, sizeof(pr.engine), "%s", r->engine_id);
         snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
         snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
-        return recv_request_start(&f->reqs[t], t, f->addrs[t], wsync_pull_request_to_json(&pr), f->deadline);
+        return recv_request_start(&f->reqs[t], &r->auth, t, f->addrs[t], wsync_pull_request_to_json(&pr),
+                                  f->deadline);
     }
 }
 

@@ -179,11 +179,16 @@ static wsync_status_t request_rank(tfetch_t *f, int t)
     snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
     snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
     st = add_targets(f, t, &pr);
+    pr.hint_world = f->tl->hint_world;
+    pr.colo = f->tl->colo;
+    pr.ncolo = f->tl->ncolo;
     msg = st == WSYNC_OK ? wsync_pull_request_to_json(&pr) : NULL;
     pr.chunks = NULL;           /* ours, not the request's */
+    pr.colo = pr.ncolo = NULL;
+    pr.hint_world = 0;
     wsync_pull_request_clear(&pr);
     WSYNC_CHECK(st);
-    return recv_request_start(&f->reqs[t], t, f->addrs[t], msg, f->deadline);
+    return recv_request_start(&f->reqs[t], &f->r->auth, t, f->addrs[t], msg, f->deadline);
 }
 
 static wsync_status_t tf_request(tfetch_t *f)

@@ -19,7 +19,7 @@
 
 /* Per trainer rank t: the local ranks on its GPU, colo[t * L ..], ncolo[t]
  * of them (several ranks may share a GPU: chunks are spread over them). */
-static wsync_status_t colocated_ranks(wsync_receiver_t *r, int world, int *colo, int *ncolo)
+wsync_status_t recv_colocated_ranks(wsync_receiver_t *r, int world, int *colo, int *ncolo)
 {
     json_t *arr = NULL, *e;
     size_t i;
@@ -68,7 +68,7 @@ wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t 
         st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
         goto out;
     }
-    WSYNC_CHECK_GOTO(colocated_ranks(r, plan->world, colo, ncolo), st, out);
+    WSYNC_CHECK_GOTO(recv_colocated_ranks(r, plan->world, colo, ncolo), st, out);
     for (c = 0; c < plan->nchunks; c++) {
         memset(bytes, 0, (size_t)plan->world * sizeof(*bytes));
         best = -1;

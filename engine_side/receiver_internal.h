@@ -7,6 +7,7 @@
 
 #include "common/control_client.h"
 #include "common/mem/mem.h"
+#include "common/net/auth.h"
 #include "common/sync_layout.h"
 #include "common/transport/transport.h"
 #include "common/window/window.h"
@@ -41,6 +42,8 @@ typedef struct recv_tlayout {
     wsync_node_plan_t *seg;     /* segments of tg[local_rank] (target_verify.h) */
     uint64_t image_len;         /* this rank's destination image */
     unsigned char *defs_sent;   /* [world]: that trainer rank answered a request that carried our targets */
+    int hint_world;             /* > 0: the colocated landing hint the plan was built with (sent along) */
+    int *colo, *ncolo;          /* [world * L], [world] */
 } recv_tlayout_t;
 
 struct wsync_receiver {
@@ -52,6 +55,7 @@ struct wsync_receiver {
     int device;
     const wsync_window_ops_t *win_ops;
     wsync_control_t *control;
+    wsync_auth_t auth;      /* the token's keys: pulls, transports and the board prove it */
     board_t *board;
 
     /* images: slot 0 (in-place and staged), slot 1 (staged) */
@@ -83,6 +87,7 @@ struct wsync_receiver {
 typedef struct recv_request {
     char pull_addr[160];
     int rank;
+    const wsync_auth_t *auth;   /* the receiver's: the request proves the token */
     json_t *msg;                /* owned: freed by recv_request_end */
     json_t *reply;              /* the answer, when it succeeded (owned likewise) */
     uint64_t deadline;
@@ -105,6 +110,9 @@ wsync_status_t recv_tlayout_verify(wsync_receiver_t *r, const recv_tlayout_t *tl
 /* fetch_targets.c: recv_fetch for a node with targets. */
 wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
                                   recv_tlayout_t *tl, uint64_t deadline);
+/* landing.c: per trainer rank t, the local ranks on its GPU (colo[t * L ..],
+ * ncolo[t] of them; none unless this rank holds GPU memory). */
+wsync_status_t recv_colocated_ranks(wsync_receiver_t *r, int world, int *colo, int *ncolo);
 /* landing.c, local rank 0: post the node plan's landing map. */
 wsync_status_t recv_post_tlanding(wsync_receiver_t *r, const recv_tlayout_t *tl, uint64_t gen);
 /* fetch.c: map every peer's window of `slot` (again, if the peer
@@ -127,7 +135,8 @@ wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t 
 /* requests.c: the pull address of every trainer rank and the transport its
  * pieces come over; start a request (takes `msg`), did it fail, join it. */
 wsync_status_t recv_trainer_addrs(wsync_receiver_t *r, int world, char (*addrs)[160], const char **tnames);
-wsync_status_t recv_request_start(recv_request_t *q, int rank, const char *addr, json_t *msg, uint64_t deadline);
+wsync_status_t recv_request_start(recv_request_t *q, const wsync_auth_t *auth, int rank, const char *addr, json_t *msg,
+                                  uint64_t deadline);
 int recv_request_failed(const recv_request_t *q);
 /* 1 once the answer came (or the request was never started). */
 int recv_request_done(const recv_request_t *q);

@@ -18,11 +18,10 @@ static void *req_main(void *arg)
     const char *err;
 
     q->status = wsync_tcp_connect(q->pull_addr, left > 0 ? left : 1, &fd);
-    if (q->status == WSYNC_OK)
-        q->status = wsync_msg_send(fd, q->msg);
     if (q->status == WSYNC_OK) {
+        /* The request proves the token, bound to the trainer's challenge. */
         left = (int)((q->deadline - wsync_now_ns()) / 1000000ULL);
-        q->status = wsync_msg_recv(fd, left > 0 ? left : 1, &reply);
+        q->status = wsync_msg_call(fd, q->auth, WSYNC_HS_PULL, q->pull_addr, q->msg, left > 0 ? left : 1, &reply);
     }
     if (q->status != WSYNC_OK) {
         snprintf(q->error, sizeof(q->error), "trainer rank %d at %s: %s", q->rank, q->pull_addr,
@@ -41,8 +40,10 @@ static void *req_main(void *arg)
     return NULL;
 }
 
-wsync_status_t recv_request_start(recv_request_t *q, int rank, const char *addr, json_t *msg, uint64_t deadline)
+wsync_status_t recv_request_start(recv_request_t *q, const wsync_auth_t *auth, int rank, const char *addr, json_t *msg,
+                                  uint64_t deadline)
 {
+    q->auth = auth;
     q->rank = rank;
     q->deadline = deadline;
     q->msg = msg;

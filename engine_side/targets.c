@@ -88,7 +88,25 @@ void recv_tlayout_free(recv_tlayout_t *tl)
     wsync_node_plan_free(tl->np);
     wsync_node_plan_free(tl->seg);
     free(tl->defs_sent);
+    free(tl->colo);
+    free(tl->ncolo);
     free(tl);
+}
+
+/* The colocated landing hint, as the whole-image path derives it (landing.c):
+ * kept in tl when some trainer rank shares a GPU with a rank of this node. */
+static wsync_status_t land_hint(wsync_receiver_t *r, const wsync_sync_layout_t *sl, recv_tlayout_t *tl)
+{
+    int t, any = 0;
+    tl->colo = calloc((size_t)sl->world * (size_t)tl->L, sizeof(*tl->colo));
+    tl->ncolo = calloc((size_t)sl->world, sizeof(*tl->ncolo));
+    if (tl->colo == NULL || tl->ncolo == NULL)
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    WSYNC_CHECK(recv_colocated_ranks(r, sl->world, tl->colo, tl->ncolo));
+    for (t = 0; t < sl->world; t++)
+        any |= tl->ncolo[t] > 0;
+    tl->hint_world = any ? sl->world : 0;
+    return WSYNC_OK;
 }
 
 wsync_status_t recv_tlayout_build(wsync_receiver_t *r, const wsync_sync_layout_t *sl, recv_tlayout_t **out)
@@ -119,8 +137,13 @@ wsync_status_t recv_tlayout_build(wsync_receiver_t *r, const wsync_sync_layout_t
         if (st != WSYNC_OK)
             goto err;
     }
-    WSYNC_CHECK_GOTO(wsync_node_plan_build(sl->manifest, sl->layout, L, (const wsync_target_t *const *)tl->tg,
-                                           sl->plan->chunk_size, NULL, &tl->np), st, err);
+    WSYNC_CHECK_GOTO(land_hint(r, sl, tl), st, err);
+    {
+        wsync_land_hint_t hint = {.colo = tl->colo, .ncolo = tl->ncolo};
+        WSYNC_CHECK_GOTO(wsync_node_plan_build(sl->manifest, sl->layout, L, (const wsync_target_t *const *)tl->tg,
+                                               sl->plan->chunk_size, tl->hint_world ? &hint : NULL, &tl->np),
+                         st, err);
+    }
     if (tl->np->nchunks > BOARD_MAX_CHUNKS) {
         st = wsync_error(WSYNC_ERR_INVALID, "the node plan has %u chunks; the node board holds %u: raise the chunk size",
                          tl->np->nchunks, BOARD_MAX_CHUNKS);

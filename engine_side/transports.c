@@ -30,7 +30,7 @@ wsync_status_t recv_transport_ensure(wsync_receiver_t *r, const char *name, recv
 {
     wsync_transport_config_t cfg = {.bind_host = r->bind_host, .conns_per_peer = 0,
                                     .device = r->mem->kind == WSYNC_MEM_CUDA ? r->device : -1,
-                                    .timeout_ms = wsync_connect_timeout_ms(0)};
+                                    .timeout_ms = wsync_connect_timeout_ms(0), .auth = &r->auth};
     recv_transport_t *rt = NULL;
     int k, s;
     for (k = 0; k < r->ntr; k++)

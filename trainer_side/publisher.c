@@ -259,6 +259,7 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     p->control_url = strdup(cfg->control_url ? cfg->control_url : wsync_control_server_url(p->control_server));
     p->cfg.control_url = p->control_url;
     WSYNC_CHECK_GOTO(wsync_control_open(p->control_url, cfg->token, &p->control), st, err);
+    WSYNC_CHECK_GOTO(wsync_auth_init(&p->auth, cfg->token), st, err);
     WSYNC_CHECK_GOTO(pub_server_start(p), st, err);
     WSYNC_CHECK_GOTO(register_with_control(p), st, err);
     if (p->cfg.rank == 0)

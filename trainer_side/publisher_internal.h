@@ -8,6 +8,7 @@
 
 #include "common/control_client.h"
 #include "common/mem/mem.h"
+#include "common/net/auth.h"
 #include "common/pull_request.h"
 #include "common/sync_layout.h"
 #include "common/transport/transport.h"
@@ -87,6 +88,7 @@ struct wsync_publisher {
     const wsync_mem_ops_t *mem;
     int device;
     wsync_control_t *control;
+    wsync_auth_t auth;              /* the token's keys: every pull and put proves it */
     wsync_control_server_t *control_server;  /* with cfg.serve */
     char *control_url;
     wsync_sync_layout_t *sl;

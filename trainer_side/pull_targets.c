@@ -31,7 +31,9 @@ struct pub_target {
 struct pub_nplan {
     struct pub_nplan *next;
     int L;
-    char (*digests)[33];            /* [L]: the key */
+    char (*digests)[33];            /* [L]: the key, with the landing hint */
+    int hint_world;
+    int *colo, *ncolo;              /* [hint_world * L], [hint_world] */
     wsync_node_plan_t *np;
 };
 
@@ -55,6 +57,8 @@ void pub_targets_free(wsync_publisher_t *p)
         pub_nplan_t *n = p->nplans;
         p->nplans = n->next;
         free(n->digests);
+        free(n->colo);
+        free(n->ncolo);
         wsync_node_plan_free(n->np);
         free(n);
     }
@@ -109,26 +113,48 @@ static wsync_status_t get_nplan(wsync_publisher_t *p, const wsync_pull_request_t
     pub_nplan_t *n;
     wsync_status_t st;
     int k;
+    const size_t L = (size_t)q->ntargets, W = (size_t)q->hint_world;
+    if (q->hint_world && q->hint_world != sl->world)
+        return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'land_hint' has %d trainer ranks, the layout %d",
+                           q->hint_world, sl->world);
     for (n = p->nplans; n; n = n->next)
-        if (n->L == q->ntargets && memcmp(n->digests, q->targets, (size_t)n->L * 33) == 0) {
+        if (n->L == q->ntargets && memcmp(n->digests, q->targets, L * 33) == 0 && n->hint_world == q->hint_world &&
+            (W == 0 || (memcmp(n->colo, q->colo, W * L * sizeof(int)) == 0 &&
+                        memcmp(n->ncolo, q->ncolo, W * sizeof(int)) == 0))) {
             *out = n;
             return WSYNC_OK;
         }
     n = calloc(1, sizeof(*n));
-    ts = calloc((size_t)q->ntargets, sizeof(*ts));
-    if (n == NULL || ts == NULL || (n->digests = calloc((size_t)q->ntargets, 33)) == NULL) {
+    ts = calloc(L, sizeof(*ts));
+    if (n == NULL || ts == NULL || (n->digests = calloc(L, 33)) == NULL ||
+        (W && ((n->colo = calloc(W * L, sizeof(int))) == NULL || (n->ncolo = calloc(W, sizeof(int))) == NULL))) {
+        if (n) {
+            free(n->digests);
+            free(n->colo);
+        }
         free(n);
         free(ts);
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     }
     n->L = q->ntargets;
-    memcpy(n->digests, q->targets, (size_t)n->L * 33);
+    n->hint_world = q->hint_world;
+    memcpy(n->digests, q->targets, L * 33);
+    if (W) {
+        memcpy(n->colo, q->colo, W * L * sizeof(int));
+        memcpy(n->ncolo, q->ncolo, W * sizeof(int));
+    }
     for (k = 0; k < n->L; k++)
         ts[k] = tgs[k]->t;
-    st = wsync_node_plan_build(sl->manifest, sl->layout, n->L, ts, sl->plan->chunk_size, NULL, &n->np);
+    {
+        wsync_land_hint_t hint = {.colo = n->colo, .ncolo = n->ncolo};
+        st = wsync_node_plan_build(sl->manifest, sl->layout, n->L, ts, sl->plan->chunk_size, W ? &hint : NULL,
+                                   &n->np);
+    }
     free(ts);
     if (st != WSYNC_OK) {
         free(n->digests);
+        free(n->colo);
+        free(n->ncolo);
         free(n);
         return st;
     }

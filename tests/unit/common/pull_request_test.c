@@ -126,10 +126,28 @@ static void targets_round_trip(void)
     CHECK_FAILS(wsync_pull_request_check_chunks(&out, 30), WSYNC_ERR_FORMAT, "'chunks' has 3 bytes");
     CHECK(wsync_pull_request_lands(&out, 0) && wsync_pull_request_lands(&out, 2) && wsync_pull_request_lands(&out, 16));
     CHECK(!wsync_pull_request_lands(&out, 1));
+    CHECK_EQ(out.hint_world, 0);
     wsync_pull_request_clear(&out);
     CHECK(out.targets == NULL && out.target_defs == NULL);
-    json_decref(in.target_defs);
     json_decref(j);
+    {
+        /* The colocated landing hint: trainer rank 0 on the GPU of local
+         * ranks 2 and 0, rank 1 on none of theirs. */
+        int colo[6] = {2, 0, 0, 0, 0, 0}, ncolo[2] = {2, 0};
+        in.hint_world = 2;
+        in.colo = colo;
+        in.ncolo = ncolo;
+        j = wsync_pull_request_to_json(&in);
+        CHECK_OK(wsync_pull_request_from_json(j, 10, &out));
+        CHECK_EQ(out.hint_world, 2);
+        CHECK(out.ncolo && out.ncolo[0] == 2 && out.ncolo[1] == 0 && out.colo[0] == 2 && out.colo[1] == 0);
+        wsync_pull_request_clear(&out);
+        json_object_set_new(j, "land_hint", json_loads("[[0, 3]]", 0, NULL));
+        CHECK_FAILS(wsync_pull_request_from_json(j, 10, &out), WSYNC_ERR_FORMAT, "'land_hint' entry 0 holds");
+        CHECK(out.targets == NULL && out.colo == NULL);
+        json_decref(j);
+    }
+    json_decref(in.target_defs);
 }
 
 static void malformed_targets_are_named(void)

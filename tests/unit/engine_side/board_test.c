@@ -29,7 +29,7 @@ static void child(void)
     const uint8_t *land;
     char why[64];
     int tries;
-    EXPECT(board_open(name, 1, 2, -1, 5000, &b) == WSYNC_OK);
+    EXPECT(board_open(name, 1, 2, -1, NULL, 5000, &b) == WSYNC_OK);
     /* Attempt 1 (rank 0 opens it after we joined). */
     for (tries = 0; !board_attempt_find(b, 0, 0, &a) && tries < 500; tries++)
         board_wait_attempt(b, board_attempt_seq(b), 20);
@@ -108,7 +108,7 @@ static void two_ranks_agree_on_attempts(void)
     pid_t pid;
 
     snprintf(name, sizeof(name), "wsync-test/board/%d", (int)getpid());
-    CHECK_OK(board_open(name, 0, 2, -1, 5000, &b));
+    CHECK_OK(board_open(name, 0, 2, -1, NULL, 5000, &b));
     if (b == NULL)
         return;
     pid = fork();
@@ -151,7 +151,7 @@ static void landing_map_too_large_is_refused(void)
     static uint8_t land[BOARD_MAX_CHUNKS + 1];
     char nm[128];
     snprintf(nm, sizeof(nm), "wsync-test/board-big/%d", (int)getpid());
-    CHECK_OK(board_open(nm, 0, 1, -1, 1000, &b));
+    CHECK_OK(board_open(nm, 0, 1, -1, NULL, 1000, &b));
     if (b == NULL)
         return;
     CHECK_FAILS(board_post_landing(b, 1, land, BOARD_MAX_CHUNKS + 1), WSYNC_ERR_INVALID, "raise the chunk size");
