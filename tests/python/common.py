@@ -98,12 +98,13 @@ def free_port():
 class Serve:
     """A control endpoint of its own (`wsync serve`), for one test: .url."""
 
-    def __init__(self):
+    def __init__(self, token_file=None):
         import subprocess
         binary = os.environ.get("WSYNC_BIN", os.path.join(ROOT, "build", "wsync"))
         port = free_port()
         self.url = "http://127.0.0.1:%d" % port
-        self.proc = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:%d" % port],
+        extra = ["--token-file", token_file] if token_file else []
+        self.proc = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:%d" % port] + extra,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         end = time.time() + 20
         while time.time() < end:

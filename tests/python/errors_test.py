@@ -114,8 +114,29 @@ def corrupt_version(c):
                     t.wait()
 
 
+def token(c):
+    """A control endpoint that requires a bearer token: the right token= on
+    both sides syncs, a wrong one is refused as WSYNC_ERR_AUTH."""
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".token") as f:
+        f.write("s3cret-token-for-the-test\n")
+        f.flush()
+        with common.Serve(token_file=f.name) as srv:
+            sd = qwen_tiny.state(1)
+            e = c.raises("wrong_token_refused", lambda: wsync.Publisher(srv.url, 0, 1, sd, token="nope"),
+                         wsync.Error, "WSYNC_ERR_AUTH")
+            with wsync.Publisher(srv.url, 0, 1, sd, token="s3cret-token-for-the-test") as pub:
+                pub.publish(1)
+                with wsync.Receiver(srv.url, "tok", 0, 1, token="s3cret-token-for-the-test") as r:
+                    v = r.pull(timeout=60)
+                    c.ok("token_sync_every_tensor_equal", v == 1 and all(
+                        torch.equal(r.tensors()[n], sd[n]) for n in sd))
+            del e
+
+
 def main():
     c = common.Checks()
+    token(c)
     refused_before_sending(c)
     with common.Serve() as srv:
         into_mismatch(c, srv)
