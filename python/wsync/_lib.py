@@ -153,6 +153,9 @@ def _candidates():
     if env:
         yield os.path.join(env, "libwsync.so") if os.path.isdir(env) else env
     yield os.path.join(os.path.dirname(os.path.dirname(here)), "build", "libwsync.so")
+    # `make install`: PREFIX/lib/python3.X/{site,dist}-packages/wsync -> PREFIX/lib
+    yield os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(here))), "libwsync.so")
+    yield "libwsync.so"  # the dynamic linker's own search (ldconfig, LD_LIBRARY_PATH)
 
 
 def _load():
@@ -161,9 +164,14 @@ def _load():
         if path in tried:
             continue
         tried.append(path)
-        if not os.path.exists(path):
+        if os.path.isabs(path) and not os.path.exists(path):
             continue
-        lib = ctypes.CDLL(path)
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            if os.path.isabs(path):
+                raise
+            continue
         for name, (res, args) in _PROTOTYPES.items():
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = res, args

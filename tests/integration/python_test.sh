@@ -26,6 +26,13 @@ else
     skip pip_install_offline "no venv module for $PY (python3-venv)"
 fi
 
+# The layout `make install` gives (PREFIX/lib/libwsync.so beside
+# PREFIX/lib/python3.X/dist-packages/wsync): found without WSYNC_LIB.
+inst="$TMP/prefix/lib/python3/dist-packages/wsync"
+mkdir -p "$inst" && cp "$WSYNC_ROOT"/python/wsync/*.py "$inst/" && cp "$WSYNC_LIB" "$TMP/prefix/lib/"
+check import_from_install_layout sh -c "cd '$TMP' && env -u WSYNC_LIB PYTHONPATH='$TMP/prefix/lib/python3/dist-packages' \
+    $PY -c 'import wsync, sys; sys.exit(0 if wsync.library_path == \"$TMP/prefix/lib/libwsync.so\" else 1)'"
+
 # serve NAME: a control endpoint of its own (versions only grow on one) in $URL.
 serve() {
     local port
