@@ -321,7 +321,7 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
         *sl = r->held;
         st = WSYNC_OK;
     } else {
-        st = wsync_sync_layout_from_json(rec, sl);
+        st = wsync_sync_layout_fetch(r->control, rec, sl);   /* the manifest once per layout */
     }
     if (st == WSYNC_OK) {
         st = wsync_sync_layout_digests(*sl, rec, digests);

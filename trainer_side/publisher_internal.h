@@ -73,7 +73,7 @@ struct wsync_publisher {
     wsync_control_server_t *control_server;  /* with cfg.serve */
     char *control_url;
     wsync_sync_layout_t *sl;
-    json_t *layout_json;            /* what every publish reports (rank 0: with the manifest); built once */
+    json_t *layout_json;            /* what every publish reports (the manifest by digest); built once */
     size_t nspans;
     wsync_owned_t *owned;           /* this rank's extents and the caller's pointers */
     uint64_t owned_bytes;
