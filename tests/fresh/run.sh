@@ -67,7 +67,7 @@ cp -a "$BASE" "$R" || die "cannot copy $BASE to $R"
 commit=$(git -C "$ROOT" rev-parse HEAD) || die "$ROOT is not a git checkout"
 [ -z "$(git -C "$ROOT" status --porcelain --untracked-files=no)" ] ||
     say "note: uncommitted changes in $ROOT are not tested (the clone is of $commit)"
-git init -q --bare "$R/srv/wsync.git" &&
+git init -q --bare "$R/srv/wsync.git" && git -C "$R/srv/wsync.git" symbolic-ref HEAD refs/heads/main &&
     git -C "$ROOT" push -q "$R/srv/wsync.git" "$commit:refs/heads/main" ||
     die "cannot copy commit $commit into the root file system"
 cp -L /etc/resolv.conf "$R/etc/resolv.conf"
