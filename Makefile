@@ -78,7 +78,7 @@ FUZZ_BINS  := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 all: deps-check-build
 	@$(MAKE) --no-print-directory binaries
 
-binaries: $(BUILD)/wsync $(BUILD)/libwsync.a $(BUILD)/libwsync.so
+binaries: $(BUILD)/wsync $(BUILD)/libwsync.a $(BUILD)/libwsync.so $(BUILD)/wsync-pc.txt
 
 # --- set-up ----------------------------------------------------------------
 # What `make deps` installs (Debian 12 / Ubuntu 24.04). To build: a C
@@ -144,6 +144,10 @@ $(BUILD)/libwsync.a: $(LIB_OBJS)
 
 $(BUILD)/libwsync.so: $(LIB_OBJS)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+# What a program linking libwsync.a needs besides it (for wsync.pc).
+$(BUILD)/wsync-pc.txt: $(BUILD)/libwsync.so
+	@printf '%s\n' 'Libs.private: $(strip $(PC_PRIVATE))' 'Requires.private: $(strip $(PC_REQUIRES))' >$@
 
 $(BUILD)/wsync: $(CLI_OBJS) $(BUILD)/libwsync.a
 	$(CC) -o $@ $(CLI_OBJS) $(BUILD)/libwsync.a $(LDFLAGS) $(LDLIBS)
@@ -257,7 +261,11 @@ INSTALLED   = $(BINDIR)/wsync $(LIBDIR)/libwsync.so $(LIBDIR)/libwsync.a $(LIBDI
 install: all
 	@$(MAKE) --no-print-directory install-files
 
-install-files: binaries
+# Copies what `make` built into BUILD; builds nothing (the libraries' link
+# flags of that build are in BUILD/wsync-pc.txt).
+install-files:
+	@for f in $(BUILD)/wsync $(BUILD)/libwsync.so $(BUILD)/libwsync.a $(BUILD)/wsync-pc.txt; do \
+	  [ -f $$f ] || { echo "install: $$f is not built (run make first)" >&2; exit 1; }; done
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
 	  $(addprefix $(DESTDIR)$(INCLUDEDIR)/wsync/,$(sort $(dir $(PUBLIC_HEADERS))))
 	install -m 755 $(BUILD)/wsync $(DESTDIR)$(BINDIR)/wsync
@@ -265,11 +273,10 @@ install-files: binaries
 	install -m 644 $(BUILD)/libwsync.a $(DESTDIR)$(LIBDIR)/libwsync.a
 	@for h in $(PUBLIC_HEADERS); do echo "install -m 644 $$h $(DESTDIR)$(INCLUDEDIR)/wsync/$$h"; \
 	  install -m 644 $$h $(DESTDIR)$(INCLUDEDIR)/wsync/$$h || exit 1; done
-	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+	{ printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 	  'Name: wsync' 'Description: syncs model weights from trainer ranks to inference engines' \
-	  'Version: $(VERSION)' 'Cflags: -I$${includedir}/wsync' 'Libs: -L$${libdir} -lwsync' \
-	  'Libs.private: $(PC_PRIVATE)' 'Requires.private: $(PC_REQUIRES)' \
-	  >$(DESTDIR)$(LIBDIR)/pkgconfig/wsync.pc
+	  'Version: $(VERSION)' 'Cflags: -I$${includedir}/wsync' 'Libs: -L$${libdir} -lwsync'; \
+	  cat $(BUILD)/wsync-pc.txt; } >$(DESTDIR)$(LIBDIR)/pkgconfig/wsync.pc
 	@if [ -d python/wsync ]; then \
 	  echo "install python/wsync -> $(DESTDIR)$(PYTHONDIR)/wsync"; \
 	  install -d $(DESTDIR)$(PYTHONDIR)/wsync && \
@@ -278,8 +285,9 @@ install-files: binaries
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 	rm -rf $(DESTDIR)$(PYTHONDIR)/wsync
-	-rmdir $(addprefix $(DESTDIR)$(INCLUDEDIR)/wsync/,$(sort $(dir $(PUBLIC_HEADERS)))) \
-	  $(DESTDIR)$(INCLUDEDIR)/wsync $(DESTDIR)$(LIBDIR)/pkgconfig 2>/dev/null
+	@rmdir $(addprefix $(DESTDIR)$(INCLUDEDIR)/wsync/,$(sort $(dir $(PUBLIC_HEADERS)))) \
+	  $(DESTDIR)$(INCLUDEDIR)/wsync $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PYTHONDIR) \
+	  $(DESTDIR)$(dir $(PYTHONDIR)) 2>/dev/null || true
 
 # --- habits ----------------------------------------------------------------
 # Every C/CUDA source and header against .clang-format (clang-format 14);

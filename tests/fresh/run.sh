@@ -34,7 +34,12 @@ kill_inside() {
         [ "$(readlink "$p/root" 2>/dev/null)" = "$1" ] && kill -9 "${p#/proc/}" 2>/dev/null
     done
 }
-cleanup() { kill_inside "$R"; unmount_under "$R"; unmount_under "$BASE"; }
+passed=0
+cleanup() {
+    kill_inside "$R"; unmount_under "$R"; unmount_under "$BASE"
+    # A passed run's copy goes (GBs); a failed one stays to be looked into.
+    [ "$passed" = 1 ] && ! grep -q " $R[ /]" /proc/mounts && rm -rf "$R"
+}
 trap cleanup EXIT
 trap "exit 130" INT; trap "exit 143" TERM   # so the EXIT trap runs on a signal too
 
@@ -112,4 +117,5 @@ elif [ "$rc" != 0 ] && [ "${summary##*, }" = "0 failed" ]; then
     summary="${summary%%,*}, 1 failed"      # the tests passed, the run did not
 fi
 echo "$summary"
+[ "$rc" = 0 ] && passed=1
 [ "$rc" = 0 ]
