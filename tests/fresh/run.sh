@@ -8,12 +8,13 @@
 # changes are not part of it). Root only; prints "skipped: needs root"
 # otherwise. Every mount it makes is undone when it ends, also on failure or
 # on an interrupt. Exits non-zero when `make demo` or `make test` fails inside.
+# WSYNC_FRESH_SUITE=noble does the same on Ubuntu 24.04 (archive.ubuntu.com).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DIR=${WSYNC_FRESH_DIR:-$ROOT/build/fresh}
 LIMIT=${WSYNC_FRESH_TIMEOUT_S:-4800}
-SUITE=bookworm
-BASE=$DIR/base R=$DIR/root
+SUITE=${WSYNC_FRESH_SUITE:-bookworm}
+BASE=$DIR/base-$SUITE R=$DIR/root-$SUITE
 
 say() { echo "test-fresh: $*"; }
 die() { echo "test-fresh: $*" >&2; exit 1; }
@@ -49,15 +50,27 @@ MIRROR=${WSYNC_FRESH_MIRROR:-$(cat /etc/apt/sources.list /etc/apt/sources.list.d
     sed -n 's/^URIs: *\([^ ]*\).*/\1/p; s/^deb  *\(\[[^]]*\] *\)\{0,1\}\(http[^ ]*\).*/\2/p' |
     grep -i 'debian' | grep -v security | head -1)}
 [ -n "$MIRROR" ] || MIRROR=http://deb.debian.org/debian
+BOOTSTRAP=(--variant=minbase --include=git,make,ca-certificates) script=
+case $SUITE in
+bookworm) ;;
+noble)   # Ubuntu 24.04: its own mirror and universe (python3-torch); older
+         # debootstraps know noble only as another gutsy-style suite.
+    MIRROR=${WSYNC_FRESH_MIRROR:-http://archive.ubuntu.com/ubuntu}
+    BOOTSTRAP+=(--components=main,universe)
+    [ -f /usr/share/keyrings/ubuntu-archive-keyring.gpg ] || BOOTSTRAP+=(--no-check-gpg)
+    script=/usr/share/debootstrap/scripts/noble
+    [ -e "$script" ] || script=/usr/share/debootstrap/scripts/gutsy ;;
+*) die "WSYNC_FRESH_SUITE=$SUITE: bookworm (Debian 12) or noble (Ubuntu 24.04)" ;;
+esac
 
 mkdir -p "$DIR"
 t0=$(date +%s)
 if [ ! -f "$BASE/.ready" ]; then
     unmount_under "$BASE"; rm -rf "$BASE"
-    say "debootstrap --variant=minbase $SUITE from $MIRROR into $BASE (once; a few minutes)"
-    debootstrap --variant=minbase --include=git,make,ca-certificates "$SUITE" "$BASE" "$MIRROR" \
-        >"$DIR/debootstrap.log" 2>&1 ||
-        { tail -20 "$DIR/debootstrap.log" >&2; die "debootstrap failed (log: $DIR/debootstrap.log)"; }
+    say "debootstrap ${BOOTSTRAP[*]} $SUITE from $MIRROR into $BASE (once; a few minutes)"
+    debootstrap "${BOOTSTRAP[@]}" "$SUITE" "$BASE" "$MIRROR" ${script:+"$script"} \
+        >"$DIR/debootstrap-$SUITE.log" 2>&1 ||
+        { tail -20 "$DIR/debootstrap-$SUITE.log" >&2; die "debootstrap failed (log: $DIR/debootstrap-$SUITE.log)"; }
     unmount_under "$BASE"
     touch "$BASE/.ready"
 else
@@ -77,24 +90,24 @@ git init -q --bare "$R/srv/wsync.git" && git -C "$R/srv/wsync.git" symbolic-ref 
     die "cannot copy commit $commit into the root file system"
 cp -L /etc/resolv.conf "$R/etc/resolv.conf"
 printf '#!/bin/sh\nexit 101\n' >"$R/usr/sbin/policy-rc.d"; chmod +x "$R/usr/sbin/policy-rc.d"
-mkdir -p "$DIR/apt-archives/partial"   # downloaded packages are kept for the next run
+mkdir -p "$DIR/apt-archives-$SUITE/partial"   # downloaded packages are kept for the next run
 
 # Mounts: / of the chroot is a mount point (network namespaces need that), and
 # nothing propagates back to this machine's mounts.
 mnt() { mount "$@" && mount --make-rprivate "${@: -1}"; }
-if ! mnt --bind "$R" "$R" 2>"$DIR/mount.err"; then
-    grep -qi 'permission denied\|not permitted' "$DIR/mount.err" &&
-        { say "skipped: cannot mount here ($(head -1 "$DIR/mount.err"))"; exit 0; }
-    die "cannot bind-mount $R onto itself: $(cat "$DIR/mount.err")"
+if ! mnt --bind "$R" "$R" 2>"$DIR/mount-$SUITE.err"; then
+    grep -qi 'permission denied\|not permitted' "$DIR/mount-$SUITE.err" &&
+        { say "skipped: cannot mount here ($(head -1 "$DIR/mount-$SUITE.err"))"; exit 0; }
+    die "cannot bind-mount $R onto itself: $(cat "$DIR/mount-$SUITE.err")"
 fi
 mnt -t proc proc "$R/proc" && mnt -t sysfs sysfs "$R/sys" && mnt --bind /dev "$R/dev" &&
     mnt --bind /dev/pts "$R/dev/pts" && mnt -t tmpfs -o mode=1777 shm "$R/dev/shm" &&
-    mnt --bind "$DIR/apt-archives" "$R/var/cache/apt/archives" ||
+    mnt --bind "$DIR/apt-archives-$SUITE" "$R/var/cache/apt/archives" ||
     die "cannot mount the kernel file systems in $R"
 t1=$(date +%s)
 say "root file system ready in $((t1 - t0)) s; cloning $commit and running make demo, then make test"
 
-log=$DIR/run.log
+log=$DIR/run-$SUITE.log
 timeout "$LIMIT" chroot "$R" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /bin/bash -c '
         set -e
