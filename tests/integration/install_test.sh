@@ -34,8 +34,11 @@ int main(int argc, char **argv) {
 }
 C
 version=$(pkg-config --modversion wsync)
+# A sanitizer build (make asan) needs its runtime in the program as well.
+SAN=()
+nm "$BUILD/libwsync.a" 2>/dev/null | grep -q ' U __asan_' && SAN=(-fsanitize=address,undefined)
 # shellcheck disable=SC2046
-if cc -o "$TMP/prog" "$TMP/prog.c" $(pkg-config --cflags --libs wsync) 2>"$TMP/cc.err"; then
+if cc "${SAN[@]}" -o "$TMP/prog" "$TMP/prog.c" $(pkg-config --cflags --libs wsync) 2>"$TMP/cc.err"; then
     check "$NAME"_shared_runs env LD_LIBRARY_PATH="$P/lib" "$TMP/prog" "$version"
     check "$NAME"_shared_links_installed_lib \
         sh -c "LD_LIBRARY_PATH='$P/lib' ldd '$TMP/prog' | grep -q '$P/lib/libwsync.so'"
@@ -47,7 +50,7 @@ fi
 req=$(sed -n 's/^Requires.private: *//p' "$P/lib/pkgconfig/wsync.pc")
 priv=$(sed -n 's/^Libs.private: *//p' "$P/lib/pkgconfig/wsync.pc")
 # shellcheck disable=SC2046,SC2086
-if cc -o "$TMP/prog_static" "$TMP/prog.c" $(pkg-config --cflags wsync) "$P/lib/libwsync.a" \
+if cc "${SAN[@]}" -o "$TMP/prog_static" "$TMP/prog.c" $(pkg-config --cflags wsync) "$P/lib/libwsync.a" \
         $(pkg-config --libs $req) $priv 2>"$TMP/cc.err"; then
     check "$NAME"_static_runs "$TMP/prog_static" "$version"
 else
