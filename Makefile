@@ -130,7 +130,8 @@ DEPS_BUILD_FILES := /usr/bin/cc /usr/bin/pkg-config /usr/include/microhttpd.h /u
           /usr/include/xxhash.h /usr/include/*/curl/curl.h /usr/include/infiniband/verbs.h \
           /usr/include/openssl/hmac.h
 DEPS_FILES := $(DEPS_BUILD_FILES) /usr/bin/clang /usr/bin/valgrind /usr/bin/curl /usr/bin/python3 \
-          /usr/bin/pkill /usr/bin/killall /usr/sbin/ip /usr/lib/python3/dist-packages/numpy /usr/sbin/nft /usr/bin/clang-format
+          /usr/bin/pkill /usr/bin/killall /usr/sbin/ip /usr/lib/python3/dist-packages/numpy /usr/sbin/nft \
+          /usr/bin/clang-format
 
 deps-check-build:
 	@for f in $(DEPS_BUILD_FILES); do \
