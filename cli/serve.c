@@ -31,15 +31,19 @@ static void on_signal(int sig)
     stop_flag = 1;
 }
 
+const struct option cli_serve_options[] = {{"listen", 1, 0, 'l'}, {"state", 1, 0, 's'}, {"token-file", 1, 0, 't'},
+                                          {"max-connections", 1, 0, 'm'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+
 int cmd_serve(int argc, char **argv)
 {
-    static const struct option opts[] = {{"listen", 1, 0, 'l'}, {"state", 1, 0, 's'}, {"token-file", 1, 0, 't'},
-                                         {"max-connections", 1, 0, 'm'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    const struct option *opts = cli_serve_options;
     wsync_control_server_config_t cfg = {.listen = "0.0.0.0:8470"};
     wsync_control_server_t *s = NULL;
     wsync_status_t st;
     int o;
 
+    if ((o = cli_config_apply("serve", &argc, &argv)) != 0)
+        return o;
     optind = 1;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
@@ -50,9 +54,12 @@ int cmd_serve(int argc, char **argv)
         case 'h':
             printf("usage: wsync serve [--listen HOST:PORT] [--state FILE] [--token-file FILE] "
                    "[--max-connections N]\n"
+                   "                   [--config FILE] [--set SETTING=VALUE]...\n"
                    "Runs the control endpoint (default 0.0.0.0:8470) until SIGINT/SIGTERM.\n"
                    "  --state FILE       keep versions and registrations across restarts (atomic writes)\n"
-                   "  --token-file FILE  require 'Authorization: Bearer <token>' on every mutating call\n");
+                   "  --token-file FILE  require 'Authorization: Bearer <token>' on every mutating call\n"
+                   "  --config FILE      read settings and these options from FILE's \"serve\" object\n"
+                   "                     (docs/CONFIG.md; flags given here override the file)\n");
             return 0;
         default: return 2;
         }

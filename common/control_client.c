@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/checks.h"
+#include "common/settings.h"
 
 #define CONTROL_TIMEOUT_MS 15000L
 
@@ -58,7 +59,7 @@ wsync_status_t wsync_control_open(const char *url, const char *token, wsync_cont
     while (n > 0 && c->url[n - 1] == '/')
         c->url[--n] = '\0';
     if (token == NULL)
-        token = getenv("WSYNC_TOKEN");
+        token = wsync_setting_str(WSYNC_SET_TOKEN);
     if (token && token[0])
         snprintf(c->auth, sizeof(c->auth), "Authorization: Bearer %s", token);
     c->curl = curl_easy_init();

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/settings.h"
 #include "common/util.h"
 
 wsync_status_t wsync_split_hostport(const char *hostport, char *host, size_t hostlen, int *port)
@@ -77,7 +78,7 @@ wsync_status_t wsync_tcp_connect(const char *hostport, int timeout_ms, int *fd_o
     struct pollfd pfd;
     int port, fd, rc, err = 0, one = 1;
     socklen_t elen = sizeof(err);
-    uint64_t deadline = wsync_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 10000) * 1000000ULL;
+    uint64_t deadline = wsync_now_ns() + (uint64_t)wsync_connect_timeout_ms(timeout_ms) * 1000000ULL;
 
     WSYNC_CHECK(wsync_split_hostport(hostport, host, sizeof(host), &port));
     snprintf(portstr, sizeof(portstr), "%d", port);

@@ -9,10 +9,12 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/digest.h"
 #include "common/msg.h"
 #include "common/pull_request.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
 
@@ -86,7 +88,7 @@ static wsync_status_t ensure_transport(wsync_receiver_t *r, const char *name, in
 {
     wsync_transport_config_t cfg = {.bind_host = r->bind_host, .conns_per_peer = 0,
                                     .device = r->mem->kind == WSYNC_MEM_CUDA ? r->device : -1,
-                                    .timeout_ms = 10000};
+                                    .timeout_ms = wsync_connect_timeout_ms(0)};
     recv_transport_t *rt = NULL;
     int k, s;
     for (k = 0; k < r->ntr; k++)
@@ -115,13 +117,12 @@ static wsync_status_t ensure_transport(wsync_receiver_t *r, const char *name, in
 /* Which transport serves trainer rank `host_id`/`device`: "local" when it
  * holds GPU memory on this host and so does this rank (one device-to-device
  * copy instead of a trip through host buffers), else the configured one.
- * WSYNC_LOCAL_TRANSPORT=0 turns the choice off (to measure the others). */
+ * The local_transport setting (WSYNC_LOCAL_TRANSPORT=0) turns the choice off (to measure the others). */
 static const char *transport_for(wsync_receiver_t *r, const char *host_id, const char *device)
 {
-    const char *env = getenv("WSYNC_LOCAL_TRANSPORT");
-    wsync_transport_config_t cfg = {.device = r->device, .timeout_ms = 10000};
-    if (r->mem->kind != WSYNC_MEM_CUDA || (env && strcmp(env, "0") == 0) || host_id == NULL || device == NULL ||
-        strcmp(host_id, r->host_id) != 0 || strncmp(device, "cuda", 4) != 0)
+    wsync_transport_config_t cfg = {.device = r->device, .timeout_ms = wsync_connect_timeout_ms(0)};
+    if (r->mem->kind != WSYNC_MEM_CUDA || !wsync_setting_int(WSYNC_SET_LOCAL_TRANSPORT) || host_id == NULL ||
+        device == NULL || strcmp(host_id, r->host_id) != 0 || strncmp(device, "cuda", 4) != 0)
         return r->transport_name;
     return wsync_transport_local.can_use(&cfg) ? "local" : r->transport_name;
 }
@@ -276,10 +277,9 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
     wsync_status_t st = WSYNC_OK;
     uint64_t last_check = 0;
     int t, i;
-    /* Test hook (fault-injection tests only): slow the landing of each chunk
-     * so a test can kill a rank in the middle of a pull. */
-    const char *delay_env = getenv("WSYNC_TEST_LAND_DELAY_MS");
-    const int land_delay_ms = delay_env ? atoi(delay_env) : 0;
+    /* Test hook (common/fault.h): slow the landing of each chunk so a test
+     * can kill a rank in the middle of a pull. */
+    const int land_delay_ms = (int)wsync_fault(WSYNC_FAULT_LAND_DELAY_MS);
 
     WSYNC_CHECK(recv_wait_landing(r, gen, deadline));   /* rank 0 checked the chunk count */
     land = sh->land;

@@ -11,6 +11,7 @@
 #include "common/checks.h"
 #include "common/log.h"
 #include "common/msg.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
 
@@ -86,9 +87,9 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
 {
     wsync_receiver_t *r;
     wsync_status_t st;
-    const char *env;
     char host[256];
 
+    WSYNC_CHECK(wsync_settings_init()); /* a bad WSYNC_* value is refused here */
     if (cfg == NULL || cfg->control_url == NULL || cfg->engine_id == NULL || cfg->engine_id[0] == '\0')
         return wsync_error(WSYNC_ERR_INVALID, "receiver: control_url and engine_id are required");
     if (cfg->local_world < 1 || cfg->local_world > BOARD_MAX_RANKS || cfg->local_rank < 0 ||
@@ -102,13 +103,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     r->control_url = strdup(cfg->control_url);
     r->token = cfg->token ? strdup(cfg->token) : NULL;
     r->transport_name = dup_or(cfg->transport, "auto");
-    env = getenv("WSYNC_HOST_ID");
-    if (cfg->host_id && cfg->host_id[0])
-        snprintf(r->host_id, sizeof(r->host_id), "%s", cfg->host_id);
-    else if (env && env[0])
-        snprintf(r->host_id, sizeof(r->host_id), "%s", env);
-    else if (gethostname(r->host_id, sizeof(r->host_id)) != 0)
-        snprintf(r->host_id, sizeof(r->host_id), "localhost");
+    wsync_host_id(cfg->host_id, r->host_id, sizeof(r->host_id));
     if (cfg->bind_host && cfg->bind_host[0]) {
         r->bind_host = strdup(cfg->bind_host);
     } else {

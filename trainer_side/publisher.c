@@ -11,6 +11,7 @@
 #include "common/checks.h"
 #include "common/digest.h"
 #include "common/msg.h"
+#include "common/settings.h"
 #include "common/util.h"
 
 static wsync_status_t load_layout(const char *manifest_json, wsync_layout_kind_t kind, int world,
@@ -167,17 +168,6 @@ static wsync_status_t index_pieces(wsync_publisher_t *p)
     return WSYNC_OK;
 }
 
-static void default_host_id(char *out, size_t len, const char *cfg)
-{
-    const char *env = getenv("WSYNC_HOST_ID");
-    if (cfg && cfg[0])
-        snprintf(out, len, "%s", cfg);
-    else if (env && env[0])
-        snprintf(out, len, "%s", env);
-    else if (gethostname(out, len) != 0)
-        snprintf(out, len, "localhost");
-}
-
 static wsync_status_t register_with_control(wsync_publisher_t *p)
 {
     char pull[192];
@@ -199,6 +189,7 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     wsync_status_t st;
     int i;
 
+    WSYNC_CHECK(wsync_settings_init()); /* a bad WSYNC_* value is refused here */
     if (cfg == NULL || (cfg->control_url == NULL && cfg->serve == NULL) || cfg->manifest_json == NULL)
         return wsync_error(WSYNC_ERR_INVALID, "publisher: control_url (or serve) and manifest_json are required");
     if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world)
@@ -215,7 +206,7 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     pthread_cond_init(&p->cond, NULL);
     p->manifest_json = strdup(cfg->manifest_json);
     p->cfg.manifest_json = p->manifest_json;
-    default_host_id(p->host_id, sizeof(p->host_id), cfg->host_id);
+    wsync_host_id(cfg->host_id, p->host_id, sizeof(p->host_id));
     if (cfg->advertise_host && cfg->advertise_host[0])
         snprintf(p->advertise, sizeof(p->advertise), "%s", cfg->advertise_host);
     else

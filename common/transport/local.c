@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/settings.h"
 #include "common/transport/cqueue.h"
 #include "common/transport/transport.h"
 #include "common/util.h"
@@ -158,7 +159,7 @@ static wsync_status_t lo_open(const wsync_transport_config_t *cfg, wsync_transpo
     WSYNC_CHECK_ALLOC(t);
     t->base.ops = &wsync_transport_local;
     t->device = cfg->device;
-    t->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 10000;
+    t->timeout_ms = wsync_connect_timeout_ms(cfg->timeout_ms);
     t->lfd = -1;
     wsync_cqueue_init(&t->cq);
     pthread_mutex_init(&t->lock, NULL);

@@ -17,6 +17,7 @@
 
 #include "common/checks.h"
 #include "common/msg.h"
+#include "common/settings.h"
 #include "common/transport/cqueue.h"
 #include "common/transport/transport.h"
 #include "common/util.h"
@@ -561,19 +562,17 @@ static void *acceptor_main(void *arg)
 static wsync_status_t nc_open(const wsync_transport_config_t *cfg, wsync_transport_t **out)
 {
     nc_transport_t *t;
-    const char *env = getenv("WSYNC_NCCL_OP_TIMEOUT_MS"), *genv = getenv("WSYNC_NCCL_GROUP");
     if (!nc_can_use(cfg))
         return WSYNC_ERR_UNSUPPORTED;
-    if (genv && atoi(genv) >= 1 && atoi(genv) <= NC_GROUP_MAX)
-        group_max = atoi(genv);
+    group_max = (int)wsync_setting_int(WSYNC_SET_NCCL_GROUP); /* 1..NC_GROUP_MAX */
     t = calloc(1, sizeof(*t));
     WSYNC_CHECK_ALLOC(t);
     t->super.ops = &wsync_transport_nccl;
     t->device = cfg->device;
-    t->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 10000;
+    t->timeout_ms = wsync_connect_timeout_ms(cfg->timeout_ms);
     /* A 64 MiB group takes well under a millisecond; a minute without any
      * completion means the peer is gone. */
-    t->op_timeout_ms = env ? atoi(env) : 60000;
+    t->op_timeout_ms = (int)wsync_setting_int(WSYNC_SET_NCCL_OP_TIMEOUT_MS);
     snprintf(t->bind_host, sizeof(t->bind_host), "%s", cfg->bind_host ? cfg->bind_host : "");
     t->listen_fd = -1;
     wsync_cqueue_init(&t->cq);

@@ -12,6 +12,7 @@
 
 #include "common/checks.h"
 #include "common/msg.h"
+#include "common/settings.h"
 #include "common/transport/tcp_bounce.h"
 #include "common/transport/tcp_internal.h"
 
@@ -201,17 +202,10 @@ static void *acceptor_main(void *arg)
 wsync_status_t tcp_listen(wsync_transport_t *tt, wsync_blob_t *addr)
 {
     tcp_transport_t *t = container_of(tt, tcp_transport_t, super);
-    const char *env = getenv("WSYNC_TCP_PORT");
     tcp_addr_t a = {.magic = TCP_MAGIC, .version = TCP_VERSION, .nonce = t->nonce};
-    char *end = NULL;
-    long want = 0;
+    long want = wsync_setting_int(WSYNC_SET_TCP_PORT); /* 0..65535, checked at start */
     int port = 0;
 
-    if (env && *env) {
-        want = strtol(env, &end, 10);
-        if (*end != '\0' || want < 0 || want > 65535)
-            return wsync_error(WSYNC_ERR_INVALID, "WSYNC_TCP_PORT='%s' is not a port number (0-65535)", env);
-    }
     if (t->listen_fd < 0) {
         WSYNC_CHECK(wsync_tcp_listen(t->bind_host, (int)want, &t->listen_fd, &port));
         if (pthread_create(&t->acceptor, NULL, acceptor_main, t) != 0) {

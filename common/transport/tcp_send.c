@@ -12,6 +12,7 @@
 
 #include "common/checks.h"
 #include "common/msg.h"
+#include "common/settings.h"
 #include "common/transport/tcp_internal.h"
 
 /* Header then payload of one put; 0 or -1 when the connection broke. */
@@ -126,10 +127,11 @@ void tcp_disconnect(wsync_conn_t *cc)
 
 static int conns_wanted(const tcp_transport_t *t)
 {
-    const char *env = getenv("WSYNC_TCP_CONNS");
-    int n = t->cfg.conns_per_peer > 0 ? t->cfg.conns_per_peer : 4;
-    if (env && atoi(env) > 0)
-        n = atoi(env);
+    /* The setting, when given, wins over the caller's count (as the
+     * variable always did): it is how a deployment tunes it. */
+    int n = t->cfg.conns_per_peer > 0 && wsync_setting_source(WSYNC_SET_TCP_CONNS) == WSYNC_SRC_DEFAULT
+                ? t->cfg.conns_per_peer
+                : (int)wsync_setting_int(WSYNC_SET_TCP_CONNS);
     return n > TCP_MAX_CONNS ? TCP_MAX_CONNS : n;
 }
 
@@ -166,7 +168,7 @@ wsync_status_t tcp_connect(wsync_transport_t *tt, const wsync_blob_t *addr, int 
         l->fd = -1;
         pthread_mutex_init(&l->lock, NULL);
         pthread_cond_init(&l->cond, NULL);
-        st = wsync_tcp_connect(a.hostport, t->cfg.timeout_ms > 0 ? t->cfg.timeout_ms : 10000, &l->fd);
+        st = wsync_tcp_connect(a.hostport, wsync_connect_timeout_ms(t->cfg.timeout_ms), &l->fd);
         if (st == WSYNC_OK) {
             /* Nagle stays on: puts are large writes, headers ride with them. */
             int off = 0;

@@ -16,6 +16,7 @@
 
 #include "common/checks.h"
 #include "common/msg.h"
+#include "common/settings.h"
 #include "common/transport/verbs_internal.h"
 #include "common/transport/verbs_select.h"
 #include "common/util.h"
@@ -53,13 +54,6 @@ void verbs_qp_attr_local(verbs_dev_t *d, struct ibv_qp *qp, uint32_t psn, verbs_
     out->port = d->port;
 }
 
-static int env_int(const char *name, int dflt, int lo, int hi)
-{
-    const char *s = getenv(name);
-    int v = s && *s ? atoi(s) : dflt;
-    return v < lo ? lo : v > hi ? hi : v;
-}
-
 wsync_status_t verbs_qp_connect(verbs_dev_t *d, struct ibv_qp *qp, uint32_t my_psn, const verbs_qp_attr_t *r)
 {
     struct ibv_qp_attr a;
@@ -86,8 +80,8 @@ wsync_status_t verbs_qp_connect(verbs_dev_t *d, struct ibv_qp *qp, uint32_t my_p
     a.qp_state = IBV_QPS_RTS;
     /* Ack timeout 4.096 us * 2^timeout, 7 retries: with the default 14 a
      * dead receiver is declared after about half a second. */
-    a.timeout = (uint8_t)env_int("WSYNC_IB_TIMEOUT", 14, 1, 31);
-    a.retry_cnt = (uint8_t)env_int("WSYNC_IB_RETRY_CNT", 7, 0, 7);
+    a.timeout = (uint8_t)wsync_setting_int(WSYNC_SET_IB_TIMEOUT);
+    a.retry_cnt = (uint8_t)wsync_setting_int(WSYNC_SET_IB_RETRY_CNT);
     a.rnr_retry = 7;
     a.sq_psn = my_psn & 0xffffff;
     a.max_rd_atomic = 1;
@@ -133,7 +127,7 @@ static wsync_status_t recv_hello(int fd, int timeout_ms, const char *who, verbs_
 
 static int timeout_ms(const verbs_transport_t *t)
 {
-    return t->cfg.timeout_ms > 0 ? t->cfg.timeout_ms : 10000;
+    return wsync_connect_timeout_ms(t->cfg.timeout_ms);
 }
 
 /* Receiver: destroy one sender's queue pairs (after the pollers stopped, or
@@ -257,8 +251,7 @@ static void *acceptor_main(void *arg)
 
 wsync_status_t verbs_listen_start(verbs_transport_t *t, int *port)
 {
-    const char *env = getenv("WSYNC_VERBS_PORT");
-    WSYNC_CHECK(wsync_tcp_listen(t->bind_host, env && *env ? atoi(env) : 0, &t->listen_fd, port));
+    WSYNC_CHECK(wsync_tcp_listen(t->bind_host, (int)wsync_setting_int(WSYNC_SET_VERBS_PORT), &t->listen_fd, port));
     if (pthread_create(&t->acceptor, NULL, acceptor_main, t) != 0) {
         close(t->listen_fd);
         t->listen_fd = -1;

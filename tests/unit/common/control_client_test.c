@@ -11,6 +11,7 @@
 
 #include "common/checks.h"
 #include "common/control_client.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "tests/test.h"
 #include "trainer_side/control/control_server.h"
@@ -379,8 +380,10 @@ static void test_auth(void)
     wrong = client(s, "s3cret-tokem");
     good = client(s, "s3cret-token");
     setenv("WSYNC_TOKEN", "s3cret-token", 1);
+    CHECK_OK(wsync_settings_reload());
     env = client(s, NULL);
     unsetenv("WSYNC_TOKEN");
+    CHECK_OK(wsync_settings_reload());
     CHECK_FAILS(wsync_control_register_engine(anon, "n", "h", 1, NULL), WSYNC_ERR_AUTH, "bearer token");
     CHECK_FAILS(wsync_control_register_engine(wrong, "n", "h", 1, NULL), WSYNC_ERR_AUTH, "bearer token");
     CHECK_FAILS(publish_all(anon, 1, 1), WSYNC_ERR_AUTH, "bearer token");

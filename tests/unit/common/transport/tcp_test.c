@@ -12,6 +12,7 @@
 
 #include "common/mem/mem.h"
 #include "common/msg.h"
+#include "common/settings.h"
 #include "common/transport/tcp_wire.h"
 #include "common/transport/transport.h"
 #include "common/util.h"
@@ -545,10 +546,15 @@ static void a_bad_port_variable_is_refused_clearly(void)
     wsync_transport_config_t c = cfg();
     wsync_transport_t *t = NULL;
     wsync_blob_t addr;
-    CHECK_OK(T->open(&c, &t));
+    /* Refused when the settings are read (at start), naming the variable. */
     setenv("WSYNC_TCP_PORT", "http", 1);
-    CHECK_FAILS(T->listen(t, &addr), WSYNC_ERR_INVALID, "WSYNC_TCP_PORT");
+    CHECK_FAILS(wsync_settings_reload(), WSYNC_ERR_INVALID, "WSYNC_TCP_PORT");
+    setenv("WSYNC_TCP_PORT", "70000", 1);
+    CHECK_FAILS(wsync_settings_reload(), WSYNC_ERR_INVALID, "0..65535");
     unsetenv("WSYNC_TCP_PORT");
+    CHECK_OK(wsync_settings_reload());
+    CHECK_OK(T->open(&c, &t));
+    CHECK_OK(T->listen(t, &addr));
     T->close(t);
 }
 
