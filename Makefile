@@ -28,7 +28,7 @@ WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 $(WARN) -fPIC -fvisibility=hidden -pthread -I. -D_GNU_SOURCE \
             -DWSYNC_HAVE_CUDA=$(CUDA) -DWSYNC_HAVE_NCCL=$(NCCL) -DWSYNC_HAVE_VERBS=$(VERBS)
-LDLIBS   := -ljansson -lmicrohttpd -lcurl -lxxhash -lpthread -lm -ldl -lrt
+LDLIBS   := -ljansson -lmicrohttpd -lcurl -lxxhash -lcrypto -lpthread -lm -ldl -lrt
 
 ifeq ($(CUDA),1)
 CFLAGS   += -I$(CUDA_HOME)/include
@@ -83,8 +83,8 @@ binaries: $(BUILD)/wsync $(BUILD)/libwsync.a $(BUILD)/libwsync.so $(BUILD)/wsync
 # --- set-up ----------------------------------------------------------------
 # What `make deps` installs (Debian 12 / Ubuntu 24.04). To build: a C
 # toolchain, pkg-config, libmicrohttpd (control endpoint), jansson (JSON),
-# libcurl (control client), libxxhash (layout digests), libssl (data-plane
-# HMAC), libibverbs (RDMA transport). To test: clang + its runtime (libFuzzer),
+# libcurl (control client), libxxhash (layout digests), libssl (libcrypto:
+# the data-plane handshake's HMAC), libibverbs (RDMA transport). To test: clang + its runtime (libFuzzer),
 # valgrind, iproute2 (network namespaces), nftables (network faults), curl,
 # python3 with torch and numpy (Python API tests), procps/psmisc.
 DEB_BUILD_PKGS := build-essential pkg-config libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev \
