@@ -161,7 +161,7 @@ $(BUILD)/libwsync.so: $(LIB_OBJS)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 # What a program linking libwsync.a needs besides it (for wsync.pc).
-$(BUILD)/wsync-pc.txt: $(BUILD)/libwsync.so
+$(BUILD)/wsync-pc.txt: $(BUILD)/libwsync.so Makefile
 	@printf '%s\n' 'Libs.private: $(strip $(PC_PRIVATE))' 'Requires.private: $(strip $(PC_REQUIRES))' >$@
 
 $(BUILD)/wsync: $(CLI_OBJS) $(BUILD)/libwsync.a
