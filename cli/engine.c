@@ -116,8 +116,9 @@ int cmd_engine(int argc, char **argv)
             else { fprintf(stderr, "wsync engine: --mode must be staged or in-place\n"); return 2; }
             break;
         case 'D': dumpdir = optarg; break;
+        /* The later of --follow / --versions wins (a flag over a file's). */
         case 'F': follow = 1; break;
-        case 'n': versions = atol(optarg); break;
+        case 'n': versions = atol(optarg); follow = 0; break;
         case 'd': rc_cfg.device = optarg; break;
         case 't': rc_cfg.transport = optarg; break;
         case 'b': rc_cfg.bind_host = optarg; break;

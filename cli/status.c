@@ -18,9 +18,14 @@ static void print_table(const json_t *st)
         ntr++;
         reg += json_is_true(json_object_get(t, "registered"));
     }
+    const json_t *sf = json_object_get(st, "state_file");
     printf("latest version %lld   trainer ranks %zu/%zu registered   engines %zu\n",
            (long long)json_integer_value(json_object_get(st, "latest_version")), reg, ntr,
            json_array_size(json_object_get(st, "engines")));
+    if (sf && !json_is_true(json_object_get(sf, "ok")))
+        printf("STATE FILE NOT WRITTEN (%lld failed writes): %s\n",
+               (long long)json_integer_value(json_object_get(sf, "failed_writes")),
+               json_string_value(json_object_get(sf, "error")) ? json_string_value(json_object_get(sf, "error")) : "");
     printf("%-16s %-8s %8s %6s %5s %10s %9s  %s\n", "ENGINE", "STATE", "VERSION", "BEHIND", "RANKS", "LAST SYNC",
            "GB/s", "UPDATED / ERROR");
     json_array_foreach(json_object_get(st, "engines"), i, e) {
