@@ -19,6 +19,8 @@ static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
                                     "trainer holds each pull request N ms"},
     [WSYNC_FAULT_LAND_DELAY_MS] = {"WSYNC_TEST_LAND_DELAY_MS", 0, 0, 600000,
                                    "engine waits N ms before landing each chunk"},
+    [WSYNC_FAULT_SETUP_DELAY_MS] = {"WSYNC_TEST_SETUP_DELAY_MS", 0, 0, 600000,
+                                    "engine's first-pull image set-up takes N ms longer (a slow reserve)"},
 };
 
 static long long values[WSYNC_FAULT_COUNT];

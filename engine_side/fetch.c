@@ -450,6 +450,8 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
             }
         if (wsync_now_ns() - last_check > 50000000ULL) {
             last_check = wsync_now_ns();
+            recv_progress_bytes(r->progress, (uint64_t)ndone * plan->chunk_size < plan->image_size
+                                                 ? (uint64_t)ndone * plan->chunk_size : plan->image_size);
             if (check_peers(r, gen, why, sizeof(why))) {
                 st = wsync_error(WSYNC_ERR_PEER, "%s", why);
                 goto out;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/msg.h"
 #include "common/settings.h"
@@ -117,6 +118,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     WSYNC_CHECK_GOTO(r->mem->init(r->device), st, err);
     r->win_ops = wsync_window_for(r->mem->kind);
     WSYNC_CHECK_GOTO(wsync_control_open(r->control_url, r->token, &r->control), st, err);
+    r->progress = recv_progress_open(r->control_url, r->token, r->engine_id, cfg->local_rank == 0);
     WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, board_device(r), 30000, &r->board), st, err);
     if (cfg->local_rank == 0) {
         gethostname(host, sizeof(host));
@@ -335,6 +337,44 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
     return st;
 }
 
+/* The first pull: size and reserve the image slots before any attempt is
+ * opened. Reserving every page of a large image takes seconds (8.5-10 s for
+ * two slots of a 4 GiB model on a 2-core host); done inside the attempt it
+ * counted in the pull's time and GB/s, and trainers publishing every couple
+ * of seconds no longer held the version chosen before it. After it, the
+ * attempt picks the newest version. Each rank reserves its own slots. */
+static wsync_status_t prepare_images(wsync_receiver_t *r, uint64_t version, uint64_t deadline)
+{
+    wsync_sync_layout_t *sl = NULL;
+    uint64_t *digests = NULL, v = version, t0;
+    wsync_status_t st;
+    if (r->image_len)
+        return WSYNC_OK;
+    if (v == 0) {
+        WSYNC_CHECK(wsync_control_wait_version(r->control, r->held_version, left_ms(deadline), &v));
+        if (v == 0)
+            return wsync_error(WSYNC_ERR_TIMEOUT, "no version newer than %llu was published in time",
+                               (unsigned long long)r->held_version);
+    }
+    WSYNC_CHECK(fetch_record(r, v, &sl, &digests));
+    free(digests);
+    if (r->cfg.local_rank == 0)
+        wsync_control_report(r->control, r->engine_id, v, "pulling", 0, 0, NULL);
+    t0 = wsync_now_ns();
+    recv_progress_phase(r->progress, RECV_PHASE_SETUP, v, (uint64_t)r->nslots * sl->manifest->image_size);
+    st = ensure_images(r, sl->manifest->image_size);
+    if (wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS) > 0)   /* test hook: a slow reserve */
+        usleep((useconds_t)wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS) * 1000);
+    recv_progress_setup_took(r->progress, (double)(wsync_now_ns() - t0) / 1e9);
+    recv_progress_phase(r->progress, RECV_PHASE_IDLE, 0, 0);
+    wsync_trace("engine %s rank %d: %d image slots of %llu bytes reserved in %.3f s", r->engine_id,
+                r->cfg.local_rank, r->nslots, (unsigned long long)sl->manifest->image_size,
+                (double)(wsync_now_ns() - t0) / 1e9);
+    if (sl != r->held)
+        wsync_sync_layout_free(sl);
+    return st;
+}
+
 wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int timeout_ms, uint64_t *got)
 {
     const uint64_t deadline = deadline_after(timeout_ms);
@@ -347,6 +387,7 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
 
     if (!leader)
         WSYNC_CHECK(rejoin_if_needed(r));
+    WSYNC_CHECK(prepare_images(r, version, deadline));
     if (leader)
         WSYNC_CHECK(lead_attempt(r, version, deadline, &v, &gen, &slot));
     else
@@ -365,8 +406,12 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     if (st == WSYNC_OK && leader)
         st = recv_plan_landing(r, sl, gen);
     wsync_trace("engine %s rank %d: version record fetched, images ready", r->engine_id, r->cfg.local_rank);
-    if (st == WSYNC_OK)
+    if (st == WSYNC_OK) {
+        recv_progress_phase(r->progress, RECV_PHASE_LANDING, v, sl->manifest->image_size);
         st = recv_fetch(r, gen, v, slot, sl, digests, deadline);
+        recv_progress_bytes(r->progress, st == WSYNC_OK ? sl->manifest->image_size : 0);
+    }
+    recv_progress_phase(r->progress, RECV_PHASE_IDLE, 0, 0);
     if (st == WSYNC_OK) {
         __atomic_store_n(&sh->ranks[r->cfg.local_rank].done_gen, gen, __ATOMIC_RELEASE);
         st = wait_node(r, gen, deadline);
@@ -471,6 +516,7 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     int p, s;
     if (r == NULL)
         return;
+    recv_progress_close(r->progress);   /* its thread reports through its own client */
     recv_transport_reset(r);
     for (p = 0; p < BOARD_MAX_RANKS; p++)
         for (s = 0; s < BOARD_SLOTS; s++)

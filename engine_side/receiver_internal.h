@@ -10,6 +10,7 @@
 #include "common/transport/transport.h"
 #include "common/window/window.h"
 #include "engine_side/board.h"
+#include "engine_side/progress.h"
 #include "engine_side/wsync_receiver.h"
 
 typedef struct peer_map {
@@ -58,7 +59,8 @@ struct wsync_receiver {
     int cur_slot;
     wsync_sync_layout_t *held;
     uint64_t last_gen;
-    double last_secs;       /* duration of the last successful pull attempt */
+    double last_secs;       /* duration of the last successful pull attempt (set-up excluded) */
+    recv_progress_t *progress;  /* phase and bytes of the pull in progress */
 };
 
 /* fetch.c: bring this rank's image slot `slot` to version `v` for attempt
