@@ -23,7 +23,7 @@ WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 $(WARN) -fPIC -fvisibility=hidden -pthread -I. -D_GNU_SOURCE \
             -DWSYNC_HAVE_CUDA=$(CUDA) -DWSYNC_HAVE_NCCL=$(NCCL) -DWSYNC_HAVE_VERBS=$(VERBS)
-LDLIBS   := -ljansson -lmicrohttpd -lcurl -lxxhash -lpthread -lm -ldl -lrt
+LDLIBS   := -ljansson -lmicrohttpd -lcurl -lxxhash -lcrypto -lpthread -lm -ldl -lrt
 
 ifeq ($(CUDA),1)
 CFLAGS   += -I$(CUDA_HOME)/include
@@ -73,7 +73,8 @@ all: $(BUILD)/wsync $(BUILD)/libwsync.a $(BUILD)/libwsync.so
 # --- set-up ----------------------------------------------------------------
 # What `make deps` installs (Debian/Ubuntu). Libraries: libmicrohttpd (control
 # endpoint), jansson (JSON), libcurl (control client), libxxhash (layout
-# digests), libibverbs (RDMA transport); tools: the test suite's clang
+# digests), libssl-dev (libcrypto: the data-plane handshake's HMAC),
+# libibverbs (RDMA transport); tools: the test suite's clang
 # (libFuzzer), valgrind, iproute2 (network namespaces), curl, python3.
 DEB_PKGS := build-essential pkg-config libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev \
             libibverbs-dev ibverbs-providers rdma-core libxxhash-dev clang libclang-rt-14-dev valgrind \

@@ -20,6 +20,7 @@ static const command_t commands[] = {
     {"status", cmd_status, "show where every engine stands"},
     {"inspect", cmd_inspect, "print the tensors of a safetensors file"},
     {"plan", cmd_plan, "print who sends what to whom for a model and topology"},
+    {"target", cmd_target, "print what one tensor-parallel engine rank holds"},
     {"config", cmd_config, "print every setting, its value and where it came from"},
 };
 

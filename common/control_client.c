@@ -203,6 +203,33 @@ wsync_status_t wsync_control_publish(wsync_control_t *c, int rank, int world, ui
     return st;
 }
 
+wsync_status_t wsync_control_put_layout(wsync_control_t *c, const char *digest, const json_t *manifest)
+{
+    char path[128];
+    json_t *b = json_pack("{s:O}", "manifest", manifest);
+    wsync_status_t st;
+    WSYNC_CHECK_ALLOC(b);
+    snprintf(path, sizeof(path), "/v1/layouts/%.64s", digest);
+    st = call(c, "POST", path, b, 60000, NULL);
+    json_decref(b);
+    return st;
+}
+
+wsync_status_t wsync_control_get_layout(wsync_control_t *c, const char *digest, json_t **manifest)
+{
+    char path[128];
+    json_t *doc = NULL;
+    snprintf(path, sizeof(path), "/v1/layouts/%.64s", digest);
+    WSYNC_CHECK(call(c, "GET", path, NULL, 60000, &doc));
+    if (!json_is_object(json_object_get(doc, "manifest"))) {
+        json_decref(doc);
+        return wsync_error(WSYNC_ERR_FORMAT, "control endpoint %s: GET %s: the answer has no manifest", c->url, path);
+    }
+    *manifest = json_incref(json_object_get(doc, "manifest"));
+    json_decref(doc);
+    return WSYNC_OK;
+}
+
 wsync_status_t wsync_control_wait_version(wsync_control_t *c, uint64_t after, int timeout_ms, uint64_t *version)
 {
     char path[128];

@@ -32,6 +32,13 @@ wsync_status_t wsync_control_register_engine(wsync_control_t *c, const char *eng
                                              int local_ranks, const json_t *endpoint);
 wsync_status_t wsync_control_publish(wsync_control_t *c, int rank, int world, uint64_t version, const json_t *layout,
                                      const json_t *pieces);
+/* POST /v1/layouts/<digest> {"manifest": manifest}: registers the manifest
+ * under its digest (idempotent: a known one is no error). Once per layout,
+ * before the first publish that names it (trainer rank 0 does). */
+wsync_status_t wsync_control_put_layout(wsync_control_t *c, const char *digest, const json_t *manifest);
+/* GET /v1/layouts/<digest>: *manifest the manifest JSON (new reference);
+ * WSYNC_ERR_NOT_FOUND when the endpoint does not hold it. */
+wsync_status_t wsync_control_get_layout(wsync_control_t *c, const char *digest, json_t **manifest);
 /* Long poll: *version > after, or 0 when timeout_ms passed first. */
 wsync_status_t wsync_control_wait_version(wsync_control_t *c, uint64_t after, int timeout_ms, uint64_t *version);
 wsync_status_t wsync_control_get_version(wsync_control_t *c, uint64_t version, json_t **out);

@@ -33,7 +33,8 @@ static const wsync_setting_def_t table[WSYNC_SET_COUNT] = {
                          .doc = "a timestamped line per phase of a pull, one clock for all processes of a host"},
     [WSYNC_SET_TOKEN] = {.name = "token", .type = WSYNC_STYPE_STRING, .dflt = "", .env = "WSYNC_TOKEN",
                          .secret = 1,
-                         .doc = "bearer token sent to the control endpoint when the caller gives none"},
+                         .doc = "the deployment's token: sent to the control endpoint and proven on every "
+                                "data-plane connection (docs/SECURITY.md), when the caller gives none"},
     [WSYNC_SET_HOST_ID] = {.name = "host_id", .type = WSYNC_STYPE_STRING, .dflt = "", .env = "WSYNC_HOST_ID",
                            .doc = "this machine's id (node boards and colocated trainer ranks are matched by "
                                   "it); empty: the host name"},

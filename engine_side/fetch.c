@@ -28,6 +28,7 @@ typedef struct fan_job {
 typedef struct trainer_req {
     char pull_addr[160];
     int rank;
+    const wsync_auth_t *auth;
     json_t *msg;
     uint64_t deadline;
     pthread_t th;
@@ -45,11 +46,10 @@ static void *req_main(void *arg)
     const char *err;
 
     q->status = wsync_tcp_connect(q->pull_addr, left > 0 ? left : 1, &fd);
-    if (q->status == WSYNC_OK)
-        q->status = wsync_msg_send(fd, q->msg);
     if (q->status == WSYNC_OK) {
+        /* The request proves the token, bound to the trainer's challenge. */
         left = (int)((q->deadline - wsync_now_ns()) / 1000000ULL);
-        q->status = wsync_msg_recv(fd, left > 0 ? left : 1, &reply);
+        q->status = wsync_msg_call(fd, q->auth, WSYNC_HS_PULL, q->pull_addr, q->msg, left > 0 ? left : 1, &reply);
     }
     if (q->status != WSYNC_OK) {
         snprintf(q->error, sizeof(q->error), "trainer rank %d at %s: %s", q->rank, q->pull_addr,
@@ -88,7 +88,7 @@ static wsync_status_t ensure_transport(wsync_receiver_t *r, const char *name, in
 {
     wsync_transport_config_t cfg = {.bind_host = r->bind_host, .conns_per_peer = 0,
                                     .device = r->mem->kind == WSYNC_MEM_CUDA ? r->device : -1,
-                                    .timeout_ms = wsync_connect_timeout_ms(0)};
+                                    .timeout_ms = wsync_connect_timeout_ms(0), .auth = &r->auth};
     recv_transport_t *rt = NULL;
     int k, s;
     for (k = 0; k < r->ntr; k++)
@@ -340,6 +340,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
             goto out;
         }
         q->rank = t;
+        q->auth = &r->auth;
         q->deadline = deadline;
         snprintf(q->pull_addr, sizeof(q->pull_addr), "%s", addrs[t]);
         {

@@ -119,7 +119,9 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     r->win_ops = wsync_window_for(r->mem->kind);
     WSYNC_CHECK_GOTO(wsync_control_open(r->control_url, r->token, &r->control), st, err);
     r->progress = recv_progress_open(r->control_url, r->token, r->engine_id, cfg->local_rank == 0);
-    WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, board_device(r), 30000, &r->board), st, err);
+    WSYNC_CHECK_GOTO(wsync_auth_init(&r->auth, r->token), st, err);
+    WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, board_device(r), &r->auth, 30000,
+                                &r->board), st, err);
     if (cfg->local_rank == 0) {
         gethostname(host, sizeof(host));
         WSYNC_CHECK_GOTO(wsync_control_register_engine(r->control, r->engine_id, host, cfg->local_world, NULL),
@@ -213,7 +215,8 @@ static wsync_status_t rejoin_if_needed(wsync_receiver_t *r)
                 r->win_ops->unmap(r->peers[p][s].ptr, r->peers[p][s].len);
                 r->peers[p][s].ptr = NULL;
             }
-    WSYNC_CHECK(board_open(r->board_name, r->cfg.local_rank, r->cfg.local_world, board_device(r), 30000, &r->board));
+    WSYNC_CHECK(board_open(r->board_name, r->cfg.local_rank, r->cfg.local_world, board_device(r), &r->auth, 30000,
+                           &r->board));
     r->last_gen = 0;
     for (s = 0; s < r->nslots && r->image_len; s++) {
         wsync_blob_t blob;
@@ -323,7 +326,7 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
         *sl = r->held;
         st = WSYNC_OK;
     } else {
-        st = wsync_sync_layout_from_json(rec, sl);
+        st = wsync_sync_layout_fetch(r->control, rec, sl);   /* the manifest once per layout */
     }
     if (st == WSYNC_OK) {
         st = wsync_sync_layout_digests(*sl, rec, digests);

@@ -183,6 +183,31 @@ static wsync_status_t register_with_control(wsync_publisher_t *p)
     return st;
 }
 
+/* Rank 0 posts the manifest once per layout, under its digest; versions
+ * name it by that digest (a manifest of 100k tensors is ~10 MB of JSON that
+ * used to travel, and be parsed again, with every version). */
+static wsync_status_t post_layout(wsync_publisher_t *p)
+{
+    json_t *m = NULL;
+    wsync_status_t st;
+    WSYNC_CHECK(wsync_manifest_to_json(p->sl->manifest, &m));
+    st = wsync_control_put_layout(p->control, p->sl->manifest_digest, m);
+    json_decref(m);
+    return st;
+}
+
+/* The report of one version; an endpoint that lost the layout (restarted
+ * without its state file) answers 404 to rank 0, which posts it again. */
+static wsync_status_t report(wsync_publisher_t *p, uint64_t version, const json_t *pieces)
+{
+    wsync_status_t st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, p->layout_json, pieces);
+    if (st == WSYNC_ERR_NOT_FOUND && p->cfg.rank == 0) {
+        WSYNC_CHECK(post_layout(p));
+        st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, p->layout_json, pieces);
+    }
+    return st;
+}
+
 wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync_publisher_t **out)
 {
     wsync_publisher_t *p;
@@ -218,7 +243,7 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
                      st, err);
     WSYNC_CHECK_GOTO(collect_owned(p), st, err);
     WSYNC_CHECK_GOTO(index_pieces(p), st, err);
-    p->layout_json = wsync_sync_layout_to_json(p->sl, p->cfg.rank == 0);
+    p->layout_json = wsync_sync_layout_to_json(p->sl, 0);
     if (p->layout_json == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory", p->cfg.rank);
         goto err;
@@ -233,8 +258,11 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     p->control_url = strdup(cfg->control_url ? cfg->control_url : wsync_control_server_url(p->control_server));
     p->cfg.control_url = p->control_url;
     WSYNC_CHECK_GOTO(wsync_control_open(p->control_url, cfg->token, &p->control), st, err);
+    WSYNC_CHECK_GOTO(wsync_auth_init(&p->auth, cfg->token), st, err);
     WSYNC_CHECK_GOTO(pub_server_start(p), st, err);
     WSYNC_CHECK_GOTO(register_with_control(p), st, err);
+    if (p->cfg.rank == 0)
+        WSYNC_CHECK_GOTO(post_layout(p), st, err);
     *out = p;
     return WSYNC_OK;
 err:
@@ -349,7 +377,7 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
     announce(p, slot, version);
     st = p->cfg.zero_copy ? WSYNC_OK : pub_copy_start(p, &p->slots[slot], &copy);
     if (st == WSYNC_OK)
-        st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, p->layout_json, pieces);
+        st = report(p, version, pieces);
     if (st != WSYNC_OK)
         snprintf(why, sizeof(why), "%s", wsync_last_error());
     if (copy) {

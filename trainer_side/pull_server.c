@@ -81,7 +81,7 @@ static void *poller_main(void *arg)
 static wsync_status_t get_transport(wsync_publisher_t *p, const char *name, int *idx)
 {
     wsync_transport_config_t cfg = {.bind_host = NULL, .conns_per_peer = 0, .device = -1,
-                                    .timeout_ms = wsync_connect_timeout_ms(0)};
+                                    .timeout_ms = wsync_connect_timeout_ms(0), .auth = &p->auth};
     const wsync_transport_ops_t *ops;
     pub_transport_t *pt;
     void **arg;
@@ -344,11 +344,12 @@ static void *handler_main(void *arg)
     handler_arg_t *h = arg;
     wsync_publisher_t *p = h->p;
     json_t *req = NULL, *reply = json_object();
-    if (wsync_msg_recv(h->fd, wsync_connect_timeout_ms(0), &req) == WSYNC_OK) {
+    /* Nothing is served to a peer that did not prove the token (if set). */
+    if (wsync_msg_accept(h->fd, &p->auth, WSYNC_HS_PULL, wsync_connect_timeout_ms(0), &req) == WSYNC_OK) {
         serve(p, req, reply);
         wsync_msg_send(h->fd, reply);
     } else {
-        LOG_WARN("trainer rank %d: bad pull request: %s", p->cfg.rank, wsync_last_error());
+        LOG_WARN("trainer rank %d: %s", p->cfg.rank, wsync_last_error());
     }
     json_decref(req);
     json_decref(reply);

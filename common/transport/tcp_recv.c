@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #include "common/checks.h"
-#include "common/msg.h"
+#include "common/net/handshake.h"
+#include "common/net/sock.h"
 #include "common/settings.h"
 #include "common/transport/tcp_bounce.h"
 #include "common/transport/tcp_internal.h"
@@ -64,36 +65,69 @@ static void release(tcp_transport_t *t, tcp_region_t *r)
     pthread_mutex_unlock(&t->lock);
 }
 
-/* One accepted connection: a hello, then header+payload until the sender
- * closes. Anything malformed ends this connection only, with an ERROR that
- * names the peer; bytes are only ever written inside a checked region. */
+/* The handshake of an accepted connection (its payload: the tcp hello); the
+ * sender id, or -1 when it failed (reported as an ERROR naming the peer).
+ * With a token, a peer that did not prove it never gets past here. */
+static int handshake(tcp_reader_t *rd)
+{
+    tcp_transport_t *t = rd->t;
+    int timeout = wsync_connect_timeout_ms(t->cfg.timeout_ms);
+    unsigned char *payload = NULL;
+    size_t len = 0;
+    tcp_hello_t hello = {0};
+    const char *why = NULL;
+    wsync_hs_t hs;
+    wsync_status_t st;
+
+    st = wsync_hs_serve(&hs, rd->fd, &t->auth, WSYNC_HS_TCP, rd->peer, TCP_HELLO_LEN, timeout, &payload, &len);
+    if (st != WSYNC_OK) {
+        if (stopping(t))
+            return -1;
+        if (st == WSYNC_ERR_AUTH)
+            LOG_WARN("tcp: %s", wsync_last_error());
+        if (st == WSYNC_ERR_PEER || st == WSYNC_ERR_TIMEOUT)
+            wsync_cqueue_push_error(&t->cq, ~0ULL, -1, WSYNC_ERR_PEER,
+                                    "tcp: connection from %s closed before its hello: not a wsync sender", rd->peer);
+        else
+            wsync_cqueue_push_error(&t->cq, ~0ULL, -1, st, "tcp: connection from %s is not a sender of this "
+                                    "receiver (%s: %s): closed", rd->peer, st == WSYNC_ERR_AUTH ? "refused" : "garbage",
+                                    wsync_last_error());
+        return -1;
+    }
+    if (len == TCP_HELLO_LEN)
+        tcp_hello_decode(payload, &hello);
+    free(payload);
+    if (len != TCP_HELLO_LEN || hello.magic != TCP_MAGIC)
+        why = "garbage";
+    else if (hello.version != TCP_VERSION)
+        why = "other protocol version";
+    else if (hello.nonce != t->nonce)
+        why = "address of another receiver instance";
+    if (why) {
+        wsync_hs_refuse(&hs, WSYNC_ERR_PEER, why);
+        wsync_cqueue_push_error(&t->cq, ~0ULL, -1, WSYNC_ERR_PEER,
+                                "tcp: connection from %s is not a sender of this receiver (%s): closed", rd->peer, why);
+        return -1;
+    }
+    if (wsync_hs_accept(&hs, NULL, 0) != WSYNC_OK)
+        return -1;
+    return hello.sender;
+}
+
+/* One accepted connection: the handshake, then header+payload until the
+ * sender closes. Anything malformed ends this connection only, with an ERROR
+ * that names the peer; bytes are only ever written inside a checked region. */
 static void *reader_main(void *arg)
 {
     tcp_reader_t *rd = arg;
     tcp_transport_t *t = rd->t;
     unsigned char buf[TCP_HDR_LEN];
-    tcp_hello_t hello;
     tcp_bounce_t *bounce = NULL;
     char why[128];
     int sender, rc;
 
-    rc = wsync_recv_all(rd->fd, buf, TCP_HELLO_LEN, 0);
-    if (rc != 0) {
-        if (!stopping(t))
-            wsync_cqueue_push_error(&t->cq, ~0ULL, -1, WSYNC_ERR_PEER,
-                       "tcp: connection from %s closed before its hello: not a wsync sender", rd->peer);
+    if ((sender = handshake(rd)) < 0)
         goto out;
-    }
-    tcp_hello_decode(buf, &hello);
-    if (hello.magic != TCP_MAGIC || hello.version != TCP_VERSION || hello.nonce != t->nonce) {
-        wsync_cqueue_push_error(&t->cq, ~0ULL, -1, WSYNC_ERR_PEER,
-                   "tcp: connection from %s is not a sender of this receiver (%s): closed", rd->peer,
-                   hello.magic != TCP_MAGIC         ? "garbage"
-                   : hello.version != TCP_VERSION ? "other protocol version"
-                                                   : "address of another receiver instance");
-        goto out;
-    }
-    sender = hello.sender;
     for (;;) {
         tcp_hdr_t h;
         tcp_region_t *r;

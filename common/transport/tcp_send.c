@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #include "common/checks.h"
-#include "common/msg.h"
+#include "common/net/handshake.h"
+#include "common/net/sock.h"
 #include "common/settings.h"
 #include "common/transport/tcp_internal.h"
 
@@ -174,9 +175,11 @@ wsync_status_t tcp_connect(wsync_transport_t *tt, const wsync_blob_t *addr, int 
             int off = 0;
             setsockopt(l->fd, IPPROTO_TCP, TCP_NODELAY, &off, sizeof(off));
             tcp_tune(l->fd);
-            if (wsync_send_all(l->fd, hb, TCP_HELLO_LEN) != 0)
-                st = wsync_error(WSYNC_ERR_PEER, "tcp: receiver %s closed the connection during the hello: %s",
-                                 a.hostport, strerror(errno));
+            /* The hello rides in the handshake, proven with the token. */
+            st = wsync_hs_connect(l->fd, &t->auth, WSYNC_HS_TCP, a.hostport, hb, TCP_HELLO_LEN,
+                                  wsync_connect_timeout_ms(t->cfg.timeout_ms), NULL, 0, NULL);
+            if (st != WSYNC_OK)
+                st = wsync_error(st, "tcp: cannot connect to receiver %s: %s", a.hostport, wsync_last_error());
         }
         if (st == WSYNC_OK && pthread_create(&l->th, NULL, link_main, l) != 0)
             st = wsync_error(WSYNC_ERR_IO, "tcp: cannot start a sender thread for receiver %s", a.hostport);

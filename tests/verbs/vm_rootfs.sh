@@ -19,7 +19,7 @@ MIRROR=${WSYNC_VM_MIRROR:-$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.
 [ -n "$MIRROR" ] || MIRROR=http://deb.debian.org/debian
 
 PKGS=linux-image-amd64,rdma-core,ibverbs-providers,libibverbs1,perftest,iproute2,kmod,procps,psmisc,\
-libjansson4,libmicrohttpd12,libcurl4,libxxhash0,ca-certificates,curl
+libjansson4,libmicrohttpd12,libcurl4,libxxhash0,libssl3,ca-certificates,curl
 ROOT="$DIR/rootfs"
 rm -rf "$ROOT" "$DIR/rootfs.img"
 mkdir -p "$ROOT"

@@ -13,6 +13,7 @@
 #include "common/msg.h"
 #include "common/util.h"
 #include "trainer_side/control/control_server.h"
+#include "trainer_side/control/layout_files.h"
 #include "trainer_side/control/model.h"
 #include "trainer_side/control/server_internal.h"
 #include "trainer_side/control/state_file.h"
@@ -58,14 +59,24 @@ int ctl_state_failing(wsync_control_server_t *s, char *why, size_t len, uint64_t
  * write that fails marks it again, so the timer retries once a second. */
 static void save_state(wsync_control_server_t *s)
 {
+    char dropped[CTL_MAX_DROPPED][33];
     json_t *st;
     wsync_status_t rc;
+    int ndropped;
     if (s->state_path == NULL)
         return;
     pthread_mutex_lock(&s->save_lock);
     __atomic_store_n(&s->state_dirty, 0, __ATOMIC_RELEASE);
+    /* Layouts dropped before this snapshot are not in it: their files go
+     * once it is written. New layouts' files are written before it. */
+    ndropped = ctl_layouts_take_dropped(&s->model, dropped, CTL_MAX_DROPPED);
     st = ctl_state_json(&s->model);
-    rc = st ? ctl_state_save(s->state_path, st) : wsync_error(WSYNC_ERR_NOMEM, "state file: out of memory");
+    rc = st ? ctl_layout_files_write(&s->model, s->state_path)
+            : wsync_error(WSYNC_ERR_NOMEM, "state file: out of memory");
+    if (rc == WSYNC_OK)
+        rc = ctl_state_save(s->state_path, st);
+    if (rc == WSYNC_OK)
+        ctl_layout_files_remove(s->state_path, dropped, ndropped);
     json_decref(st);
     state_health(s, rc);
     if (rc != WSYNC_OK)
@@ -345,6 +356,8 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
         WSYNC_CHECK_GOTO(ctl_state_read(cfg->state_file, &state), st, err);
         if (state) {
             st = ctl_state_load(&s->model, state, cfg->state_file);
+            if (st == WSYNC_OK)
+                st = ctl_layout_files_load(&s->model, state, cfg->state_file);
             json_decref(state);
             if (st != WSYNC_OK)
                 goto err;
@@ -354,7 +367,9 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
         /* A state file that cannot be written is found now, not after the
          * first publish: refuse to start rather than lose it silently. */
         state = ctl_state_json(&s->model);
-        st = state ? ctl_state_save(cfg->state_file, state) : WSYNC_ERR_NOMEM;
+        st = state ? ctl_layout_files_write(&s->model, cfg->state_file) : WSYNC_ERR_NOMEM;
+        if (st == WSYNC_OK)
+            st = ctl_state_save(cfg->state_file, state);
         json_decref(state);
         if (st != WSYNC_OK) {
             st = wsync_error(st, "%s; refusing to start (the state file's directory must be writable)",
@@ -416,6 +431,9 @@ void wsync_control_server_stop(wsync_control_server_t *s)
     if (s->rec_resp)
         MHD_destroy_response(s->rec_resp);
     json_decref(s->rec_obj);
+    if (s->lay_resp)
+        MHD_destroy_response(s->lay_resp);
+    json_decref(s->lay_obj);
     ctl_model_free(&s->model);
     pthread_mutex_destroy(&s->wait_lock);
     pthread_mutex_destroy(&s->save_lock);
