@@ -375,6 +375,18 @@ static wsync_status_t prepare_images(wsync_receiver_t *r, uint64_t version, uint
                 (double)(wsync_now_ns() - t0) / 1e9);
     if (sl != r->held)
         wsync_sync_layout_free(sl);
+    if (st != WSYNC_OK) {
+        /* Nothing half reserved stays: the next pull sets up again. */
+        int s;
+        for (s = 0; s < r->nslots; s++) {
+            if (s == 0 && r->caller_image)
+                r->win[0] = (wsync_window_t){.fd = -1};   /* the caller's: not ours to free */
+            else if (r->win[s].ptr)
+                r->win_ops->free(&r->win[s]);
+        }
+        r->caller_image = 0;
+        r->image_len = 0;
+    }
     return st;
 }
 
