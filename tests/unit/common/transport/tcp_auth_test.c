@@ -8,8 +8,8 @@
  * count the dead parent threads' libcrypto state as the child's leak). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/mem/mem.h"
