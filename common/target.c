@@ -95,7 +95,8 @@ wsync_status_t wsync_target_add_dest(wsync_target_t *t, const char *name, wsync_
     }
     d->dtype = dtype;
     d->ndim = ndim;
-    memcpy(d->shape, shape, (size_t)ndim * sizeof(*shape));
+    if (ndim > 0)
+        memcpy(d->shape, shape, (size_t)ndim * sizeof(*shape));
     d->offset = off;
     d->size = (uint64_t)size;
     d->first_block = t->nblocks;

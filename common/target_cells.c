@@ -171,7 +171,8 @@ static wsync_status_t emit_cell(tp_cells_t *c, uint64_t src, uint64_t stride, ui
                                 size_t nocc)
 {
     tp_cell_t cell = {src, stride, width, rows, c->nocc - nocc, nocc, 0};
-    qsort(c->occ + cell.first_occ, nocc, sizeof(*c->occ), cmp_occ);
+    if (nocc > 1)
+        qsort(c->occ + cell.first_occ, nocc, sizeof(*c->occ), cmp_occ);
     WSYNC_CHECK(intern_set(c, c->occ + cell.first_occ, nocc, &cell.set));
     TP_PUSH(c->cells, c->n, c->cap, cell);
     return WSYNC_OK;
@@ -194,7 +195,8 @@ static int cmp_u64(const void *a, const void *b)
 static size_t uniq(uint64_t *v, size_t n)
 {
     size_t i, k = 0;
-    qsort(v, n, sizeof(*v), cmp_u64);
+    if (n > 1)
+        qsort(v, n, sizeof(*v), cmp_u64);
     for (i = 0; i < n; i++)
         if (k == 0 || v[k - 1] != v[i])
             v[k++] = v[i];
@@ -290,7 +292,8 @@ static wsync_status_t expand_sweep(tp_cells_t *c, const tp_need_t *nd, size_t n)
             }
             rows[nr++] = r;
         }
-    qsort(rows, nr, sizeof(*rows), cmp_need);
+    if (nr > 1)
+        qsort(rows, nr, sizeof(*rows), cmp_need);
     st = sweep(c, rows, nr);
     free(rows);
     return st;
@@ -443,7 +446,8 @@ wsync_status_t tp_cells_build(tp_need_t *needs, size_t n, tp_cells_t *out)
     uint64_t end = 0;
 
     memset(out, 0, sizeof(*out));
-    qsort(needs, n, sizeof(*needs), cmp_need);
+    if (n > 1)
+        qsort(needs, n, sizeof(*needs), cmp_need);
     for (k = 0; k < n; k++) {
         uint64_t e = needs[k].src + (needs[k].rows - 1) * needs[k].stride + needs[k].width;
         if (k > first && needs[k].src >= end) {

@@ -202,7 +202,8 @@ static wsync_status_t cut_chunks(build_t *b, uint64_t cs)
             }
         }
     }
-    qsort(b->subs, b->nsubs, sizeof(*b->subs), cmp_sub);
+    if (b->nsubs > 1)
+        qsort(b->subs, b->nsubs, sizeof(*b->subs), cmp_sub);
     stamp = calloc(b->cells.nsets + 1, sizeof(*stamp));
     unit_of = calloc(b->cells.nsets + 1, sizeof(*unit_of));
     if (stamp == NULL || unit_of == NULL) {
@@ -425,7 +426,8 @@ static int run_extends(wsync_run2d_t *last, const wsync_run2d_t *r)
 static wsync_status_t make_puts(build_t *b, wsync_node_plan_t *np)
 {
     size_t k, cap = 0, rcap = 0;
-    qsort(b->pf, b->npf, sizeof(*b->pf), cmp_frag);
+    if (b->npf > 1)
+        qsort(b->pf, b->npf, sizeof(*b->pf), cmp_frag);
     for (k = 0; k < b->npf; k++) {
         const frag_t *f = &b->pf[k];
         wsync_tput_t *p = np->nputs ? &np->puts[np->nputs - 1] : NULL;
@@ -450,7 +452,8 @@ static wsync_status_t make_puts(build_t *b, wsync_node_plan_t *np)
 static wsync_status_t merge_copies(build_t *b, wsync_node_plan_t *np)
 {
     size_t k, n = 0;
-    qsort(b->copies, b->ncopies, sizeof(*b->copies), cmp_copy);
+    if (b->ncopies > 1)
+        qsort(b->copies, b->ncopies, sizeof(*b->copies), cmp_copy);
     for (k = 0; k < b->ncopies; k++) {
         const wsync_tcopy_t *c = &b->copies[k];
         wsync_tcopy_t *l = n ? &b->copies[n - 1] : NULL;
@@ -557,12 +560,14 @@ wsync_status_t wsync_node_plan_build(const wsync_manifest_t *m, const wsync_layo
     for (r = 0, k = 0; r < layout->world; r++)
         for (e = 0; e < layout->nextents[r]; e++, k++)
             b.ext[k] = (ext_ref_t){layout->extents[r][e].offset, layout->extents[r][e].len, r, (uint32_t)k};
-    qsort(b.ext, b.next, sizeof(*b.ext), cmp_ext);
+    if (b.next > 1)
+        qsort(b.ext, b.next, sizeof(*b.ext), cmp_ext);
     WSYNC_CHECK_GOTO(collect_needs(m, local_ranks, targets, &needs, &nneeds), st, out);
     WSYNC_CHECK_GOTO(tp_cells_build(needs, nneeds, &b.cells), st, out);
     WSYNC_CHECK_GOTO(cut_chunks(&b, chunk_bytes), st, out);
     WSYNC_CHECK_GOTO(cut_extents(&b), st, out);
-    qsort(b.frags, b.nfrags, sizeof(*b.frags), cmp_frag_src);
+    if (b.nfrags > 1)
+        qsort(b.frags, b.nfrags, sizeof(*b.frags), cmp_frag_src);
     WSYNC_CHECK_GOTO(choose_landing(&b, hint, load, layout->world), st, out);
     WSYNC_CHECK_GOTO(place_frags(&b), st, out);
     WSYNC_CHECK_GOTO(make_copies(&b), st, out);
