@@ -26,8 +26,11 @@
 
 static wsync_transport_config_t cfg(const wsync_auth_t *a)
 {
-    return (wsync_transport_config_t){.bind_host = "127.0.0.1", .conns_per_peer = 2, .device = -1,
-                                      .timeout_ms = 5000, .auth = a};
+    return (wsync_transport_config_t){.bind_host = "127.0.0.1",
+                                      .conns_per_peer = 2,
+                                      .device = -1,
+                                      .timeout_ms = 5000,
+                                      .auth = a};
 }
 
 static int port_of(const tcp_addr_t *a)
@@ -63,7 +66,7 @@ static int raw_attack(const tcp_addr_t *a, uint32_t region)
         char sink[4096];
         if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
             return 2;
-        if (i == 1) {   /* the handshake's hello, flags 0: no proof */
+        if (i == 1) { /* the handshake's hello, flags 0: no proof */
             if (wsync_recv_all(fd, ch, sizeof(ch), 0) != 0)
                 return 3;
             (void)!send(fd, hs, sizeof(hs), MSG_NOSIGNAL);
