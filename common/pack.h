@@ -80,9 +80,11 @@ wsync_status_t wsync_pack_cuda_prepare(const wsync_run2d_t *runs, size_t n, uint
 /* One kernel launch of a prepared plan on `stream` (as for
  * wsync_pack_cuda_start), with no host-side work but the launch and an
  * event. Fails with WSYNC_ERR_INVALID, launching nothing, when dst_dev or
- * src_dev_base is not aligned (modulo 16) as the plan was prepared for, or
- * the calling thread's device is not the plan's. The plan must outlive the
- * job (free it only after wsync_pack_cuda_wait). */
+ * src_dev_base is not congruent to the base it was prepared for modulo the
+ * widest vector its table moves (16 for aligned column slices; any base
+ * will do for a table of single bytes), or the calling thread's device is
+ * not the plan's. The plan must outlive the job (free it only after
+ * wsync_pack_cuda_wait). */
 wsync_status_t wsync_pack_cuda_launch(const wsync_pack_plan_t *plan, void *dst_dev, const void *src_dev_base,
                                       void *stream, wsync_pack_job_t **job);
 /* Frees a plan (NULL: no-op). No job launched from it may still be
