@@ -1,13 +1,23 @@
 /* gpu_pack_bench.c: the GPU gather kernel packing column slices on GPU 0:
  * the row-parallel weights of Qwen2.5-7B (o_proj and down_proj of 28
  * layers, bf16, 4.5 GB: bench/slices.h) as TP rank 1 of T = 2, 4, 8 holds
- * them, against a device-to-device cudaMemcpy of the same number of bytes
- * measured in the same run (target: pack >= 0.8 of the copy). Two ways:
- * the whole rank in one launch, and cut into 64 MiB puts (one launch each,
- * as a sender packs put by put), against 64 MiB copies. Each figure times
- * the task table's upload with the kernel (CUDA events, median of 10 after
- * 2 warm-ups). Every packed byte is compared with the host gather of the
- * same source. Usage: gpu_pack_bench [reps, default 10]. */
+ * them, against device-to-device cudaMemcpy of the same bytes measured in
+ * the same run (target: pack >= 0.8 of the copy). What a sender does and
+ * pays, apart:
+ *   kernel     the whole rank in one launch of a prepared plan (the table
+ *              already on the device): the kernel alone, vs one copy;
+ *   puts       the rank cut into 64 MiB puts, one prepared plan each,
+ *              launched one after another with up to 4 in flight on the
+ *              stream (a launch waits for the oldest job when 4 are out,
+ *              as a sender recycles its staging), vs 64 MiB copies;
+ *   start-1, start-puts   the same through wsync_pack_cuda_start, which
+ *              builds and uploads the table with every launch;
+ * and the one-off cost of wsync_pack_cuda_prepare (build + upload, host
+ * clock) for the whole rank and for all its puts, against the time of one
+ * D2D copy of the rank. GPU times are CUDA events on the stream, median of
+ * `reps` after 2 warm-ups. After each mode every packed byte is compared
+ * with the host gather of the same source. Usage: gpu_pack_bench [reps,
+ * default 10]. */
 #include <stdint.h>
 #include <stdio.h>
 
@@ -18,15 +28,26 @@
 #include "bench/slices.h"
 #include "common/mem/mem.h"
 #include "common/pack.h"
+#include "common/pack_task.h"
 
 #define LAYERS 28
 #define PUT_BYTES (64ull << 20)
 #define MAX_REPS 64
+#define MAX_PUTS 4096
+#define IN_FLIGHT 4
 
 typedef struct timing {
     cudaStream_t s;
     cudaEvent_t e0, e1;
 } timing_t;
+
+typedef struct rank_data {
+    char *src, *dst, *copy_dst;
+    const char *want;   /* the host gather of the rank */
+    char *got;
+    uint64_t len;
+    int tp;
+} rank_data_t;
 
 static double elapsed(timing_t *t)
 {
@@ -36,17 +57,38 @@ static double elapsed(timing_t *t)
     return ms / 1e3;
 }
 
-/* Packs the puts (np == 1 with the whole run list: one launch) and returns
- * the seconds from before the first upload to after the last kernel. */
-static double time_pack(timing_t *t, char *dst, const char *src, const slices_put_t *puts, size_t np)
+/* Launches the prepared plans of np puts back to back, at most IN_FLIGHT
+ * jobs out (the oldest waited for before the next launch); the seconds
+ * from before the first kernel to after the last. */
+static double time_plans(timing_t *t, rank_data_t *r, wsync_pack_plan_t **plans, const slices_put_t *puts,
+                         size_t np)
 {
-    wsync_pack_job_t *jobs[4096];
+    wsync_pack_job_t *jobs[IN_FLIGHT] = {NULL};
     size_t i;
-    if (np > 4096)
-        DIE("too many puts");
+    CU(cudaEventRecord(t->e0, t->s));
+    for (i = 0; i < np; i++) {
+        wsync_pack_job_t **slot = &jobs[i % IN_FLIGHT];
+        if (wsync_pack_cuda_wait(*slot) != WSYNC_OK ||
+            wsync_pack_cuda_launch(plans[i], r->dst + puts[i].dst_off, r->src, t->s, slot) != WSYNC_OK)
+            DIE("pack: %s", wsync_last_error());
+    }
+    CU(cudaEventRecord(t->e1, t->s));
+    for (i = 0; i < IN_FLIGHT; i++)
+        if (wsync_pack_cuda_wait(jobs[i]) != WSYNC_OK)
+            DIE("pack: %s", wsync_last_error());
+    return elapsed(t);
+}
+
+/* The same through wsync_pack_cuda_start: the table built and uploaded
+ * with each launch, inside the timed window. */
+static double time_start(timing_t *t, rank_data_t *r, const slices_put_t *puts, size_t np)
+{
+    wsync_pack_job_t *jobs[MAX_PUTS];
+    size_t i;
     CU(cudaEventRecord(t->e0, t->s));
     for (i = 0; i < np; i++)
-        if (wsync_pack_cuda_start(dst + puts[i].dst_off, src, puts[i].runs, puts[i].n, t->s, &jobs[i]) != WSYNC_OK)
+        if (wsync_pack_cuda_start(r->dst + puts[i].dst_off, r->src, puts[i].runs, puts[i].n, t->s, &jobs[i]) !=
+            WSYNC_OK)
             DIE("pack: %s", wsync_last_error());
     CU(cudaEventRecord(t->e1, t->s));
     for (i = 0; i < np; i++)
@@ -55,81 +97,170 @@ static double time_pack(timing_t *t, char *dst, const char *src, const slices_pu
     return elapsed(t);
 }
 
-static double time_copy(timing_t *t, char *dst, const char *src, const slices_put_t *puts, size_t np)
+static double time_copy(timing_t *t, rank_data_t *r, const slices_put_t *puts, size_t np)
 {
     size_t i;
     CU(cudaEventRecord(t->e0, t->s));
     for (i = 0; i < np; i++)
-        CU(cudaMemcpyAsync(dst + puts[i].dst_off, src + puts[i].dst_off, puts[i].len, cudaMemcpyDeviceToDevice, t->s));
+        CU(cudaMemcpyAsync(r->copy_dst + puts[i].dst_off, r->src + puts[i].dst_off, puts[i].len,
+                           cudaMemcpyDeviceToDevice, t->s));
     CU(cudaEventRecord(t->e1, t->s));
     return elapsed(t);
+}
+
+/* Seconds (host clock) to prepare the plans of np puts; *plans keeps them. */
+static double time_prepare(rank_data_t *r, const slices_put_t *puts, size_t np, wsync_pack_plan_t **plans)
+{
+    double t0 = wsync_now_s();
+    size_t i;
+    for (i = 0; i < np; i++)
+        if (wsync_pack_cuda_prepare(puts[i].runs, puts[i].n, (uintptr_t)(r->dst + puts[i].dst_off),
+                                    (uintptr_t)r->src, &plans[i]) != WSYNC_OK)
+            DIE("prepare: %s", wsync_last_error());
+    return wsync_now_s() - t0;
+}
+
+static void free_plans(wsync_pack_plan_t **plans, size_t np)
+{
+    size_t i;
+    for (i = 0; i < np; i++) {
+        wsync_pack_cuda_plan_free(plans[i]);
+        plans[i] = NULL;
+    }
+}
+
+/* The destination has to equal the host gather, byte for byte. */
+static void check_bytes(rank_data_t *r, const char *mode)
+{
+    CU(cudaMemcpy(r->got, r->dst, r->len, cudaMemcpyDeviceToHost));
+    if (memcmp(r->want, r->got, r->len) != 0)
+        DIE("TP=%d %s: the GPU pack differs from the host gather", r->tp, mode);
+}
+
+/* 0: kernel, 1: puts, 2: start-1, 3: start-puts. Prints one line. */
+static void run_mode(timing_t *t, rank_data_t *r, int mode, const slices_put_t *p, size_t n,
+                     wsync_pack_plan_t **plans, int reps, double *pack_s)
+{
+    static const char *names[] = {"kernel", "puts", "start-1", "start-puts"};
+    double tp[MAX_REPS], tc[MAX_REPS], mp, mc, gb = (double)r->len / 1e9;
+    int i;
+    CU(cudaMemset(r->dst, 0xA5, r->len));
+    for (i = -2; i < reps; i++) {
+        double a = mode < 2 ? time_plans(t, r, plans, p, n) : time_start(t, r, p, n), b = time_copy(t, r, p, n);
+        if (i >= 0) {
+            tp[i] = a;
+            tc[i] = b;
+        }
+    }
+    check_bytes(r, names[mode]);
+    mp = median(tp, reps);
+    mc = median(tc, reps);
+    if (pack_s)
+        *pack_s = mp;
+    printf("  %-4d %-11s %6zu %9.3f %6llu %10.1f %10.1f %9.3f %9.3f %6.2f\n", r->tp, names[mode], n, gb,
+           (unsigned long long)p[0].runs[0].row_bytes, gb / mp, gb / mc, mp * 1e3, mc * 1e3, mc / mp);
+    fflush(stdout);
 }
 
 static int run(int reps)
 {
     static const int tps[] = {2, 4, 8};
+    static wsync_pack_plan_t *plans[MAX_PUTS];
     uint64_t src_len = slices_src_bytes(LAYERS);
     wsync_run2d_t runs[2 * LAYERS];
-    char *src, *dst, *copy_dst, *host_src, *want, *got;
+    char *host_src, *want;
+    double prep[3][2], d2d_s[3], kernel_s[3];
+    size_t ntasks[3][2], nputs[3];
+    rank_data_t r = {0};
     timing_t t;
     size_t k;
     pair_rank = 0;
     if (wsync_mem_cuda.init(0) != WSYNC_OK)
         DIE("%s", wsync_last_error());
-    CU(cudaMalloc((void **)&src, src_len));
-    CU(cudaMalloc((void **)&dst, src_len / 2));
-    CU(cudaMalloc((void **)&copy_dst, src_len / 2));
+    CU(cudaMalloc((void **)&r.src, src_len));
+    CU(cudaMalloc((void **)&r.dst, src_len / 2));
+    CU(cudaMalloc((void **)&r.copy_dst, src_len / 2));
     CU(cudaStreamCreateWithFlags(&t.s, cudaStreamNonBlocking));
     CU(cudaEventCreate(&t.e0));
     CU(cudaEventCreate(&t.e1));
-    if (wsync_mem_cuda.fill(src, src_len, 0, 4242) != WSYNC_OK)
+    if (wsync_mem_cuda.fill(r.src, src_len, 0, 4242) != WSYNC_OK)
         DIE("%s", wsync_last_error());
     host_src = malloc(src_len);
     want = malloc(src_len / 2);
-    got = malloc(src_len / 2);
-    if (!host_src || !want || !got)
+    r.got = malloc(src_len / 2);
+    if (!host_src || !want || !r.got)
         DIE("out of host memory");
-    CU(cudaMemcpy(host_src, src, src_len, cudaMemcpyDeviceToHost));
+    r.want = want;
+    CU(cudaMemcpy(host_src, r.src, src_len, cudaMemcpyDeviceToHost));
     printf("gpu_pack_bench: column slices of Qwen2.5-7B's o_proj + down_proj (%d layers, bf16, %.2f GB) on GPU 0, "
            "TP rank 1, median of %d\n", LAYERS, (double)src_len / 1e9, reps);
-    printf("  %-4s %-9s %9s %6s %10s %10s %10s %6s\n", "TP", "launches", "bytes", "row", "pack GB/s", "D2D GB/s",
-           "pack ms", "ratio");
+    printf("  %-4s %-11s %6s %9s %6s %10s %10s %9s %9s %6s\n", "TP", "mode", "puts", "GB", "row", "pack GB/s",
+           "D2D GB/s", "pack ms", "D2D ms", "ratio");
     for (k = 0; k < sizeof(tps) / sizeof(tps[0]); k++) {
         uint64_t len = slices_runs(LAYERS, tps[k], 1, runs);
         slices_put_t whole = {.dst_off = 0, .len = len, .runs = runs, .n = 2 * LAYERS}, *puts = NULL;
-        size_t np = slices_cut(runs, 2 * LAYERS, PUT_BYTES, &puts);
-        int pass, i;
-        if (np == 0)
-            DIE("out of memory cutting puts");
-        for (pass = 0; pass < 2; pass++) {
-            const slices_put_t *p = pass == 0 ? &whole : puts;
-            size_t n = pass == 0 ? 1 : np;
-            double tp[MAX_REPS], tc[MAX_REPS], mp, mc, gb = (double)len / 1e9;
-            for (i = -2; i < reps; i++) {
-                double a = time_pack(&t, dst, src, p, n), b = time_copy(&t, copy_dst, src, p, n);
-                if (i >= 0) {
-                    tp[i] = a;
-                    tc[i] = b;
-                }
-            }
-            mp = median(tp, reps);
-            mc = median(tc, reps);
-            printf("  %-4d %-9s %9.3f %6llu %10.1f %10.1f %10.3f %6.2f\n", tps[k], pass == 0 ? "1" : "64MiB-puts",
-                   gb, (unsigned long long)runs[0].row_bytes, gb / mp, gb / mc, mp * 1e3, mc / mp);
-            fflush(stdout);
-        }
-        /* every byte against the host gather */
-        CU(cudaMemcpy(got, dst, len, cudaMemcpyDeviceToHost));
+        size_t np = slices_cut(runs, 2 * LAYERS, PUT_BYTES, &puts), i;
+        double a[MAX_REPS], b[MAX_REPS], c[MAX_REPS];
+        int rep;
+        if (np == 0 || np > MAX_PUTS)
+            DIE("cutting puts: out of memory or more than %d", MAX_PUTS);
+        r.len = len;
+        r.tp = tps[k];
+        nputs[k] = np;
         if (wsync_pack_host_threads(want, host_src, runs, 2 * LAYERS, 8) != WSYNC_OK)
             DIE("%s", wsync_last_error());
-        if (memcmp(want, got, len) != 0)
-            DIE("TP=%d: the GPU pack differs from the host gather", tps[k]);
+
+        /* the one-off: build + upload the tables (freeing is not timed) */
+        for (rep = -1; rep < reps; rep++) {
+            double pw = time_prepare(&r, &whole, 1, plans), pp;
+            free_plans(plans, 1);
+            pp = time_prepare(&r, puts, np, plans);
+            free_plans(plans, np);
+            if (rep >= 0) {
+                a[rep] = pw;
+                b[rep] = pp;
+            }
+        }
+        prep[k][0] = median(a, reps);
+        prep[k][1] = median(b, reps);
+        ntasks[k][0] = wsync_pack_tasks(runs, 2 * LAYERS, (uintptr_t)r.dst, (uintptr_t)r.src, NULL, 0);
+        ntasks[k][1] = 0;
+        for (i = 0; i < np; i++)
+            ntasks[k][1] += wsync_pack_tasks(puts[i].runs, puts[i].n, (uintptr_t)(r.dst + puts[i].dst_off),
+                                             (uintptr_t)r.src, NULL, 0);
+        for (rep = 0; rep < reps; rep++)
+            c[rep] = time_copy(&t, &r, &whole, 1);
+        d2d_s[k] = median(c, reps);
+
+        time_prepare(&r, &whole, 1, plans);
+        run_mode(&t, &r, 0, &whole, 1, plans, reps, &kernel_s[k]);
+        free_plans(plans, 1);
+        time_prepare(&r, puts, np, plans);
+        run_mode(&t, &r, 1, puts, np, plans, reps, NULL);
+        free_plans(plans, np);
+        run_mode(&t, &r, 2, &whole, 1, NULL, reps, NULL);
+        run_mode(&t, &r, 3, puts, np, NULL, reps, NULL);
         slices_free(puts, np);
     }
-    printf("  ratio = pack GB/s / D2D GB/s (bytes moved once); every packed byte equals the host gather\n");
+    printf("  ratio = D2D ms / pack ms (bytes moved once); kernel and puts launch prepared plans (puts: %d in "
+           "flight), start-* build and upload the table per launch; every packed byte equals the host gather\n",
+           IN_FLIGHT);
+    printf("  one-off wsync_pack_cuda_prepare (build + upload, host clock, median of %d)\n", reps);
+    printf("  %-4s %-14s %8s %11s %9s %12s %15s\n", "TP", "plans", "tasks", "prepare ms", "D2D ms", "prepare/D2D",
+           "first-put ratio");
+    for (k = 0; k < sizeof(tps) / sizeof(tps[0]); k++) {
+        char what[32];
+        snprintf(what, sizeof(what), "%zu puts", nputs[k]);
+        /* first-put ratio: a copy against preparing and packing the rank once */
+        printf("  %-4d %-14s %8zu %11.3f %9.3f %12.2f %15.2f\n", tps[k], "whole rank", ntasks[k][0],
+               prep[k][0] * 1e3, d2d_s[k] * 1e3, prep[k][0] / d2d_s[k], d2d_s[k] / (prep[k][0] + kernel_s[k]));
+        printf("  %-4d %-14s %8zu %11.3f %9.3f %12.2f %15s\n", tps[k], what, ntasks[k][1], prep[k][1] * 1e3,
+               d2d_s[k] * 1e3, prep[k][1] / d2d_s[k], "");
+    }
+    printf("  prepare/D2D: the one-off table cost in copies of the rank, paid once per plan, not per version\n");
     free(host_src);
     free(want);
-    free(got);
+    free(r.got);
     return 0;
 }
 

@@ -54,10 +54,43 @@ wsync_status_t wsync_pack_host_threads(void *dst, const void *src_base, const ws
  * `runs` at once; dst and src must stay valid until wsync_pack_cuda_wait.
  * Rows move in 16-byte loads and stores where the addresses, row lengths and
  * strides allow, else 8, 4, 2 or 1. Without CUDA: WSYNC_ERR_UNSUPPORTED.
- * A job belongs to the thread that started it. */
+ * A job belongs to the thread that started it. This builds and uploads the
+ * task table on every call (host work and a copy before the kernel can
+ * start): a sender packing the same put version after version should
+ * prepare it once (wsync_pack_cuda_prepare below) and launch that. */
 typedef struct wsync_pack_job wsync_pack_job_t;
 wsync_status_t wsync_pack_cuda_start(void *dst_dev, const void *src_dev_base, const wsync_run2d_t *runs, size_t n,
                                      void *stream, wsync_pack_job_t **job);
+/* A prepared pack: the task table of a put's runs, built and uploaded once
+ * to the device of the calling thread (the one wsync_mem_cuda.init chose),
+ * then launched for every version of the put. The table depends only on
+ * the runs and on the alignment (modulo 16) of the destination and source
+ * bases, so a sender prepares each put of its plan once and launches it put
+ * after put with no host work but the launch. dst_align and src_align are
+ * addresses aligned as the bases it will be launched with (the bases
+ * themselves, or their values modulo 16). The runs are copied; the caller
+ * may reuse them at once. Blocking (allocates device memory and uploads the
+ * table: cudaMalloc synchronises the device), so prepare when the plan is
+ * made, not per put. Without CUDA: WSYNC_ERR_UNSUPPORTED. A plan is never
+ * changed after it is made: any thread on its device may launch it, and
+ * several launches of it may be in flight at once. */
+typedef struct wsync_pack_plan wsync_pack_plan_t;
+wsync_status_t wsync_pack_cuda_prepare(const wsync_run2d_t *runs, size_t n, uintptr_t dst_align, uintptr_t src_align,
+                                       wsync_pack_plan_t **plan);
+/* One kernel launch of a prepared plan on `stream` (as for
+ * wsync_pack_cuda_start), with no host-side work but the launch and an
+ * event. Fails with WSYNC_ERR_INVALID, launching nothing, when dst_dev or
+ * src_dev_base is not congruent to the base it was prepared for modulo the
+ * widest vector its table moves (16 for aligned column slices; any base
+ * will do for a table of single bytes), or the calling thread's device is
+ * not the plan's. The plan must outlive the job (free it only after
+ * wsync_pack_cuda_wait). */
+wsync_status_t wsync_pack_cuda_launch(const wsync_pack_plan_t *plan, void *dst_dev, const void *src_dev_base,
+                                      void *stream, wsync_pack_job_t **job);
+/* Frees a plan (NULL: no-op). No job launched from it may still be
+ * running. Synchronises the device (cudaFree). */
+void wsync_pack_cuda_plan_free(wsync_pack_plan_t *plan);
+
 /* Is the job finished? Sets *done without waiting (0 = still running). */
 wsync_status_t wsync_pack_cuda_poll(wsync_pack_job_t *job, int *done);
 /* Waits for the job and ends it (also after an error; NULL: no-op returning

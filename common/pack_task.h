@@ -1,8 +1,9 @@
-/* pack_task.h: the GPU gather's work list. wsync_pack_cuda_start turns a
- * put's runs into tasks of at most WSYNC_PACK_TASK_BYTES each, one thread
- * block per task, with the widest load/store (16, 8, 4, 2 or 1 bytes) that
- * every address of the task allows. Kept apart from the kernel so the split
- * is unit-tested on machines without a GPU. */
+/* pack_task.h: the GPU gather's work list. wsync_pack_cuda_prepare (and
+ * wsync_pack_cuda_start) turn a put's runs into tasks of at most
+ * WSYNC_PACK_TASK_BYTES each, one thread block per task, with the widest
+ * load/store (16, 8, 4, 2 or 1 bytes) that every address of the task
+ * allows. Kept apart from the kernel so the split is unit-tested on
+ * machines without a GPU. */
 #ifndef WSYNC_COMMON_PACK_TASK_H
 #define WSYNC_COMMON_PACK_TASK_H
 
@@ -11,8 +12,9 @@
 
 #include "common/pack.h"
 
-/* 64 KiB per block: 16 16-byte vectors per thread of 256, enough bytes in
- * flight per SM, and thousands of blocks for a chunk of column slices. */
+/* 64 KiB per block: 8 16-byte vectors per thread of 512 (two rounds of
+ * four loads in flight), and a thousand blocks for a 64 MiB put, several
+ * waves on an H200's 132 SMs (pack_cuda.cu has the measurements). */
 #define WSYNC_PACK_TASK_BYTES (64u << 10)
 
 /* `rows` rows of `row_bytes` bytes, row i read at src + i * stride, written

@@ -18,7 +18,7 @@
  * struct is plain data: copy it freely; it is read-only once initialised. */
 typedef struct wsync_auth {
     int on;
-    unsigned char prk[WSYNC_AUTH_KEY_LEN];  /* HKDF-Extract of the token */
+    unsigned char prk[WSYNC_AUTH_KEY_LEN]; /* HKDF-Extract of the token */
 } wsync_auth_t;
 
 /* From `token`; NULL: the `token` setting (env WSYNC_TOKEN, --set token=,

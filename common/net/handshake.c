@@ -20,8 +20,7 @@ static uint64_t deadline_after(int timeout_ms)
 }
 
 /* wsync_recv_all with its failure said: which message, from whom. */
-static wsync_status_t recv_part(int fd, void *buf, size_t len, uint64_t deadline, const char *what,
-                                const char *peer)
+static wsync_status_t recv_part(int fd, void *buf, size_t len, uint64_t deadline, const char *what, const char *peer)
 {
     int rc = wsync_recv_all(fd, buf, len, deadline);
     if (rc == 0)
@@ -86,8 +85,7 @@ wsync_status_t wsync_hs_serve(wsync_hs_t *hs, int fd, const wsync_auth_t *auth, 
         return st;
     }
     body[h.payload_len] = '\0';
-    st = wsync_hs_judge(auth, purpose, wsync_hs_peer_same_uid(fd), hs->challenge, hs->hello, body, why,
-                        sizeof(why));
+    st = wsync_hs_judge(auth, purpose, wsync_hs_peer_same_uid(fd), hs->challenge, hs->hello, body, why, sizeof(why));
     if (st != WSYNC_OK) {
         free(body);
         goto refuse;
@@ -102,8 +100,7 @@ refuse:
 }
 
 /* One FINISH; the proof only when both sides hold the token. */
-static wsync_status_t finish(wsync_hs_t *hs, wsync_status_t st, const char *msg, const void *reply,
-                             size_t reply_len)
+static wsync_status_t finish(wsync_hs_t *hs, wsync_status_t st, const char *msg, const void *reply, size_t reply_len)
 {
     size_t mlen = msg ? strlen(msg) : 0;
     wsync_hs_finish_t f = {.purpose = (uint8_t)hs->purpose, .status = st, .reply_len = (uint32_t)reply_len};
@@ -164,7 +161,7 @@ static wsync_status_t read_finish(int fd, const wsync_auth_t *auth, wsync_hs_pur
     WSYNC_CHECK(wsync_hs_finish_decode(b, sizeof(b), &f));
     WSYNC_CHECK(recv_part(fd, msg, f.msg_len, deadline, "handshake answer", peer));
     msg[f.msg_len] = '\0';
-    if (f.status != WSYNC_OK)   /* a status this build does not know is the peer's failure */
+    if (f.status != WSYNC_OK) /* a status this build does not know is the peer's failure */
         return wsync_error(f.status >= WSYNC_ERR_INTERNAL ? (wsync_status_t)f.status : WSYNC_ERR_PEER,
                            "%s refused: %s (%s at %s)", wsync_hs_what(purpose), msg, wsync_hs_server_role(purpose),
                            peer);
@@ -179,11 +176,12 @@ static wsync_status_t read_finish(int fd, const wsync_auth_t *auth, wsync_hs_pur
         WSYNC_CHECK_GOTO(wsync_hs_server_proof(key, challenge, hello, b, msg, f.msg_len, body, f.reply_len, want),
                          st, out);
         if (!wsync_auth_equal(want, f.proof, WSYNC_AUTH_MAC_LEN)) {
-            st = wsync_error(WSYNC_ERR_AUTH, "%s to %s at %s: the answer's proof does not match: the %s's token "
+            st = wsync_error(WSYNC_ERR_AUTH,
+                             "%s to %s at %s: the answer's proof does not match: the %s's token "
                              "differs from the %s's (or the answer was forged or replayed); set the same "
-                             "--token-file / WSYNC_TOKEN on both", wsync_hs_what(purpose),
-                             wsync_hs_server_role(purpose), peer, wsync_hs_server_role(purpose),
-                             wsync_hs_client_role(purpose));
+                             "--token-file / WSYNC_TOKEN on both",
+                             wsync_hs_what(purpose), wsync_hs_server_role(purpose), peer,
+                             wsync_hs_server_role(purpose), wsync_hs_client_role(purpose));
             goto out;
         }
     }
@@ -212,10 +210,11 @@ wsync_status_t wsync_hs_connect(int fd, const wsync_auth_t *auth, wsync_hs_purpo
     WSYNC_CHECK(wsync_hs_challenge_decode(challenge, sizeof(challenge), &c));
     if (c.purpose != purpose)
         return wsync_error(WSYNC_ERR_FORMAT, "%s: %s expects a %s, this side sends a %s (wrong address?)", peer,
-                           wsync_hs_server_role((wsync_hs_purpose_t)c.purpose), wsync_hs_what((wsync_hs_purpose_t)c.purpose),
-                           wsync_hs_what(purpose));
+                           wsync_hs_server_role((wsync_hs_purpose_t)c.purpose),
+                           wsync_hs_what((wsync_hs_purpose_t)c.purpose), wsync_hs_what(purpose));
     if (wsync_auth_on(auth) && !(c.flags & WSYNC_HS_FLAG_TOKEN))
-        return wsync_error(WSYNC_ERR_AUTH, "%s not sent: the %s at %s has no token but this %s has one, so it "
+        return wsync_error(WSYNC_ERR_AUTH,
+                           "%s not sent: the %s at %s has no token but this %s has one, so it "
                            "cannot prove it is genuine; set the same --token-file / WSYNC_TOKEN on both",
                            wsync_hs_what(purpose), wsync_hs_server_role(purpose), peer,
                            wsync_hs_client_role(purpose));

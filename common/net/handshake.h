@@ -34,23 +34,23 @@
 #include "common/net/auth.h"
 
 typedef enum wsync_hs_purpose {
-    WSYNC_HS_PULL = 1,          /* engine -> trainer's pull port */
-    WSYNC_HS_TCP = 2,           /* trainer -> engine's tcp receive port */
-    WSYNC_HS_NCCL = 3,          /* trainer -> engine's nccl handshake port */
-    WSYNC_HS_VERBS = 4,         /* trainer -> engine's verbs handshake port */
-    WSYNC_HS_LOCAL = 5,         /* trainer -> engine's local transport socket */
-    WSYNC_HS_BOARD = 6,         /* engine rank -> its node's rank 0 board service */
+    WSYNC_HS_PULL = 1,  /* engine -> trainer's pull port */
+    WSYNC_HS_TCP = 2,   /* trainer -> engine's tcp receive port */
+    WSYNC_HS_NCCL = 3,  /* trainer -> engine's nccl handshake port */
+    WSYNC_HS_VERBS = 4, /* trainer -> engine's verbs handshake port */
+    WSYNC_HS_LOCAL = 5, /* trainer -> engine's local transport socket */
+    WSYNC_HS_BOARD = 6, /* engine rank -> its node's rank 0 board service */
 } wsync_hs_purpose_t;
 #define WSYNC_HS_NPURPOSES 7
 
-#define WSYNC_HS_MAGIC 0x73687377u    /* "wshs" */
+#define WSYNC_HS_MAGIC 0x73687377u /* "wshs" */
 #define WSYNC_HS_VERSION 1
 #define WSYNC_HS_NONCE_LEN 32
 #define WSYNC_HS_CHALLENGE_LEN 40
-#define WSYNC_HS_HELLO_LEN 80         /* then payload_len bytes */
-#define WSYNC_HS_FINISH_LEN 52        /* then msg_len + reply_len bytes */
-#define WSYNC_HS_MSG_MAX 400          /* a refusal's reason */
-#define WSYNC_HS_FLAG_TOKEN 1u        /* the sender holds a token (and proves it) */
+#define WSYNC_HS_HELLO_LEN 80  /* then payload_len bytes */
+#define WSYNC_HS_FINISH_LEN 52 /* then msg_len + reply_len bytes */
+#define WSYNC_HS_MSG_MAX 400   /* a refusal's reason */
+#define WSYNC_HS_FLAG_TOKEN 1u /* the sender holds a token (and proves it) */
 
 /* What a purpose is called in messages: "pull request", and who the client
  * and server are ("engine", "trainer"). */
@@ -76,7 +76,7 @@ typedef struct wsync_hs_hello {
 
 typedef struct wsync_hs_finish {
     uint8_t purpose, flags;
-    int32_t status;             /* WSYNC_OK: accepted; else the refusal's status */
+    int32_t status; /* WSYNC_OK: accepted; else the refusal's status */
     uint16_t msg_len;
     uint32_t reply_len;
     unsigned char proof[WSYNC_AUTH_MAC_LEN];
@@ -110,8 +110,8 @@ wsync_status_t wsync_hs_server_proof(const unsigned char key[WSYNC_AUTH_KEY_LEN]
  * the peer is a local process of this uid. */
 wsync_status_t wsync_hs_judge(const wsync_auth_t *auth, wsync_hs_purpose_t purpose, int peer_same_uid,
                               const unsigned char challenge[WSYNC_HS_CHALLENGE_LEN],
-                              const unsigned char hello[WSYNC_HS_HELLO_LEN], const void *payload,
-                              char *why, size_t whylen);
+                              const unsigned char hello[WSYNC_HS_HELLO_LEN], const void *payload, char *why,
+                              size_t whylen);
 
 /* --- over a socket ------------------------------------------------------ */
 typedef struct wsync_hs {
@@ -120,8 +120,8 @@ typedef struct wsync_hs {
     const wsync_auth_t *auth;
     unsigned char challenge[WSYNC_HS_CHALLENGE_LEN];
     unsigned char hello[WSYNC_HS_HELLO_LEN];
-    int client_token;           /* the client proved a token: FINISH carries a proof */
-    int answered;               /* FINISH sent */
+    int client_token; /* the client proved a token: FINISH carries a proof */
+    int answered;     /* FINISH sent */
     char peer[96];
 } wsync_hs_t;
 

@@ -29,9 +29,18 @@ static const struct purpose_info *info(wsync_hs_purpose_t p)
     return (int)p > 0 && (int)p < WSYNC_HS_NPURPOSES ? &purposes[p] : &unknown;
 }
 
-const char *wsync_hs_what(wsync_hs_purpose_t p) { return info(p)->what; }
-const char *wsync_hs_client_role(wsync_hs_purpose_t p) { return info(p)->client; }
-const char *wsync_hs_server_role(wsync_hs_purpose_t p) { return info(p)->server; }
+const char *wsync_hs_what(wsync_hs_purpose_t p)
+{
+    return info(p)->what;
+}
+const char *wsync_hs_client_role(wsync_hs_purpose_t p)
+{
+    return info(p)->client;
+}
+const char *wsync_hs_server_role(wsync_hs_purpose_t p)
+{
+    return info(p)->server;
+}
 
 wsync_status_t wsync_hs_key(const wsync_auth_t *auth, wsync_hs_purpose_t p, unsigned char key[WSYNC_AUTH_KEY_LEN])
 {
@@ -40,10 +49,28 @@ wsync_status_t wsync_hs_key(const wsync_auth_t *auth, wsync_hs_purpose_t p, unsi
     return wsync_auth_key(auth, purposes[p].label, key);
 }
 
-static void put16(unsigned char *p, uint16_t v) { v = htole16(v); memcpy(p, &v, 2); }
-static void put32(unsigned char *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
-static uint16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
-static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
+static void put16(unsigned char *p, uint16_t v)
+{
+    v = htole16(v);
+    memcpy(p, &v, 2);
+}
+static void put32(unsigned char *p, uint32_t v)
+{
+    v = htole32(v);
+    memcpy(p, &v, 4);
+}
+static uint16_t get16(const unsigned char *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return le16toh(v);
+}
+static uint32_t get32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return le32toh(v);
+}
 
 static void put_head(unsigned char *b, int type, uint8_t purpose, uint8_t flags)
 {
@@ -61,8 +88,10 @@ static wsync_status_t check_head(const unsigned char *b, size_t n, size_t want, 
         return wsync_error(WSYNC_ERR_FORMAT, "handshake %s: not a wsync handshake (magic %08x)", name,
                            n >= 4 ? get32(b) : 0);
     if (b[4] != WSYNC_HS_VERSION)
-        return wsync_error(WSYNC_ERR_FORMAT, "handshake %s: version %u, this build speaks %d (upgrade both sides "
-                           "to the same wsync)", name, b[4], WSYNC_HS_VERSION);
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "handshake %s: version %u, this build speaks %d (upgrade both sides "
+                           "to the same wsync)",
+                           name, b[4], WSYNC_HS_VERSION);
     if (b[5] != type)
         return wsync_error(WSYNC_ERR_FORMAT, "handshake %s: message type %u, expected %d", name, b[5], type);
     if (b[6] == 0 || b[6] >= WSYNC_HS_NPURPOSES)
@@ -146,8 +175,10 @@ wsync_status_t wsync_hs_client_proof(const unsigned char key[WSYNC_AUTH_KEY_LEN]
                                      size_t payload_len, unsigned char out[WSYNC_AUTH_MAC_LEN])
 {
     static const char dir[] = "client";
-    wsync_auth_part_t parts[] = {{dir, sizeof(dir)}, {challenge, WSYNC_HS_CHALLENGE_LEN},
-                                 {hello, HELLO_PROOF_OFF}, {payload, payload_len}};
+    wsync_auth_part_t parts[] = {{dir, sizeof(dir)},
+                                 {challenge, WSYNC_HS_CHALLENGE_LEN},
+                                 {hello, HELLO_PROOF_OFF},
+                                 {payload, payload_len}};
     return wsync_auth_mac(key, parts, (int)WSYNC_ARRAY_LEN(parts), out);
 }
 
@@ -159,16 +190,19 @@ wsync_status_t wsync_hs_server_proof(const unsigned char key[WSYNC_AUTH_KEY_LEN]
                                      unsigned char out[WSYNC_AUTH_MAC_LEN])
 {
     static const char dir[] = "server";
-    wsync_auth_part_t parts[] = {{dir, sizeof(dir)},        {challenge, WSYNC_HS_CHALLENGE_LEN},
-                                 {hello, WSYNC_HS_HELLO_LEN}, {finish, FINISH_PROOF_OFF},
-                                 {msg, msg_len},            {reply, reply_len}};
+    wsync_auth_part_t parts[] = {{dir, sizeof(dir)},
+                                 {challenge, WSYNC_HS_CHALLENGE_LEN},
+                                 {hello, WSYNC_HS_HELLO_LEN},
+                                 {finish, FINISH_PROOF_OFF},
+                                 {msg, msg_len},
+                                 {reply, reply_len}};
     return wsync_auth_mac(key, parts, (int)WSYNC_ARRAY_LEN(parts), out);
 }
 
 wsync_status_t wsync_hs_judge(const wsync_auth_t *auth, wsync_hs_purpose_t purpose, int peer_same_uid,
                               const unsigned char challenge[WSYNC_HS_CHALLENGE_LEN],
-                              const unsigned char hello[WSYNC_HS_HELLO_LEN], const void *payload,
-                              char *why, size_t whylen)
+                              const unsigned char hello[WSYNC_HS_HELLO_LEN], const void *payload, char *why,
+                              size_t whylen)
 {
     const struct purpose_info *pi = info(purpose);
     unsigned char key[WSYNC_AUTH_KEY_LEN], want[WSYNC_AUTH_MAC_LEN];
@@ -188,8 +222,10 @@ wsync_status_t wsync_hs_judge(const wsync_auth_t *auth, wsync_hs_purpose_t purpo
     if (peer_same_uid)
         return WSYNC_OK;
     if (!(h.flags & WSYNC_HS_FLAG_TOKEN)) {
-        snprintf(why, whylen, "no proof: the %s has no token but the %s requires one; set the same --token-file / "
-                 "WSYNC_TOKEN on both", pi->client, pi->server);
+        snprintf(why, whylen,
+                 "no proof: the %s has no token but the %s requires one; set the same --token-file / "
+                 "WSYNC_TOKEN on both",
+                 pi->client, pi->server);
         return WSYNC_ERR_AUTH;
     }
     if (wsync_hs_key(auth, purpose, key) != WSYNC_OK ||
@@ -198,8 +234,10 @@ wsync_status_t wsync_hs_judge(const wsync_auth_t *auth, wsync_hs_purpose_t purpo
         return WSYNC_ERR_INTERNAL;
     }
     if (!wsync_auth_equal(want, h.proof, WSYNC_AUTH_MAC_LEN)) {
-        snprintf(why, whylen, "proof does not match: the %s's token differs from the %s's (or the bytes were "
-                 "altered or replayed); set the same --token-file / WSYNC_TOKEN on both", pi->client, pi->server);
+        snprintf(why, whylen,
+                 "proof does not match: the %s's token differs from the %s's (or the bytes were "
+                 "altered or replayed); set the same --token-file / WSYNC_TOKEN on both",
+                 pi->client, pi->server);
         return WSYNC_ERR_AUTH;
     }
     return WSYNC_OK;

@@ -63,8 +63,7 @@ wsync_status_t wsync_tcp_listen(const char *host, int port, int *fd_out, int *po
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 256) != 0) {
         int e = errno;
         close(fd);
-        return wsync_error(WSYNC_ERR_IO, "cannot listen on %s:%d: %s", host ? host : "0.0.0.0", port,
-                           strerror(e));
+        return wsync_error(WSYNC_ERR_IO, "cannot listen on %s:%d: %s", host ? host : "0.0.0.0", port, strerror(e));
     }
     getsockname(fd, (struct sockaddr *)&sa, &slen);
     *fd_out = fd;

@@ -1,9 +1,12 @@
 /* pack_test.c (GPU): the gather kernel equals the host gather and the
  * byte-by-byte gather on random runs of every shape, at odd source and
- * destination alignments, writing nothing outside its runs; one launch
- * carries twenty thousand column-slice runs; an empty job, polling, a
- * caller's stream and a job table that has to grow all work; without a GPU
- * the GPU pack fails with a message. */
+ * destination alignments, writing nothing outside its runs, both through
+ * wsync_pack_cuda_start and through a prepared plan (launched at the bases
+ * it was prepared for and 16 bytes on); one launch carries twenty thousand
+ * column-slice runs; an empty job, polling, a caller's stream and a job
+ * table that has to grow all work; a plan launched twice at once fills both
+ * destinations, refuses bases its vectors do not fit, and an empty plan
+ * launches; without a GPU the GPU pack fails with a message. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,17 +29,24 @@ static void without_gpu_the_pack_says_why(void)
     char a = 0, b = 0;
     if (ngpu > 0)
         SKIP("a CUDA device is present");
+    wsync_pack_plan_t *plan = NULL;
     CHECK(wsync_pack_cuda_start(&a, &b, &r, 1, NULL, &job) != WSYNC_OK);
     CHECK(wsync_last_error()[0] != '\0');
     CHECK_OK(wsync_pack_cuda_wait(NULL));
+    wsync_error_clear();
+    CHECK(wsync_pack_cuda_prepare(&r, 1, 0, 0, &plan) != WSYNC_OK);
+    CHECK(plan == NULL && wsync_last_error()[0] != '\0');
+    wsync_pack_cuda_plan_free(NULL);
 }
 
-/* Packs on the GPU (from src_dev + so into dst_dev + dof), copies the
- * destination back and compares it, sentinel bytes around the runs
- * included, with the host gather and the byte gather of the same runs. */
+/* Packs on the GPU (from src_dev + so into dst_dev + dof; with `plan`, by
+ * launching it, else through wsync_pack_cuda_start), copies the destination
+ * back and compares it, sentinel bytes around the runs included, with the
+ * host gather and the byte gather of the same runs. */
 static int pack_and_compare(unsigned char *src_dev, unsigned char *dst_dev, const unsigned char *src_host,
                             unsigned char *want, unsigned char *want2, unsigned char *got, const wsync_run2d_t *runs,
-                            size_t n, uint64_t len, size_t so, size_t dof, void *stream)
+                            size_t n, uint64_t len, size_t so, size_t dof, void *stream,
+                            const wsync_pack_plan_t *plan)
 {
     wsync_pack_job_t *job = NULL;
     size_t span = len + dof + 64;
@@ -46,7 +56,10 @@ static int pack_and_compare(unsigned char *src_dev, unsigned char *dst_dev, cons
     CHECK_OK(wsync_mem_cuda.copy(dst_dev, want, span));
     wsync_pack_host(want + dof, src_host + so, runs, n);
     gather_bytes(want2 + dof, src_host + so, runs, n);
-    CHECK_OK(wsync_pack_cuda_start(dst_dev + dof, src_dev + so, runs, n, stream, &job));
+    if (plan)
+        CHECK_OK(wsync_pack_cuda_launch(plan, dst_dev + dof, src_dev + so, stream, &job));
+    else
+        CHECK_OK(wsync_pack_cuda_start(dst_dev + dof, src_dev + so, runs, n, stream, &job));
     CHECK_OK(wsync_pack_cuda_wait(job));
     CHECK_OK(wsync_mem_cuda.copy(got, dst_dev, span));
     if (memcmp(want, want2, span) != 0) {
@@ -57,8 +70,8 @@ static int pack_and_compare(unsigned char *src_dev, unsigned char *dst_dev, cons
         size_t i;
         for (i = 0; i < span && got[i] == want[i]; i++)
             ;
-        fprintf(stderr, "  %zu runs, source +%zu, destination +%zu: GPU differs from the host at byte %zu\n", n, so,
-                dof, i);
+        fprintf(stderr, "  %zu runs, source +%zu, destination +%zu%s: GPU differs from the host at byte %zu\n", n,
+                so, dof, plan ? " (prepared plan)" : "", i);
         ok = 0;
     }
     return ok;
@@ -68,7 +81,7 @@ static void gpu_gather_equals_host_gather_on_random_runs(void)
 {
     unsigned char *src = malloc(SRC_LEN + 64), *want = malloc(DST_CAP + 128), *want2 = malloc(DST_CAP + 128),
                   *got = malloc(DST_CAP + 128), *src_dev = NULL, *dst_dev = NULL;
-    wsync_run2d_t runs[64];
+    wsync_run2d_t runs[64], keep[64];
     int bad = 0, iter;
     if (ngpu == 0) {
         free(src);
@@ -87,9 +100,24 @@ static void gpu_gather_equals_host_gather_on_random_runs(void)
     for (iter = 0; iter < 200; iter++) {
         size_t n = 1 + rnd(64), so = rnd(33), dof = rnd(33);
         uint64_t len = random_runs(runs, n, (int)rnd(2));
+        wsync_pack_plan_t *plan = NULL;
+        int ok;
         if (rnd(3) == 0)
             shuffle(runs, n);
-        if (!pack_and_compare(src_dev, dst_dev, src, want, want2, got, runs, n, len, so, dof, NULL) && bad++ > 3)
+        ok = pack_and_compare(src_dev, dst_dev, src, want, want2, got, runs, n, len, so, dof, NULL, NULL);
+        /* the same runs as a plan, at its bases and at bases 16 bytes on
+         * (the buffers have 128 bytes to spare past DST_CAP and 64 past
+         * SRC_LEN) */
+        CHECK_OK(wsync_pack_cuda_prepare(runs, n, (uintptr_t)(dst_dev + dof), (uintptr_t)(src_dev + so), &plan));
+        if (plan) {
+            memcpy(keep, runs, n * sizeof(*runs));
+            memset(runs, 0, n * sizeof(*runs));     /* the plan holds its own table */
+            ok &= pack_and_compare(src_dev, dst_dev, src, want, want2, got, keep, n, len, so, dof, NULL, plan);
+            ok &= pack_and_compare(src_dev, dst_dev, src, want, want2, got, keep, n, len, so + 16, dof + 16, NULL,
+                                   plan);
+        }
+        wsync_pack_cuda_plan_free(plan);
+        if (!ok && bad++ > 3)
             break;
     }
     CHECK_EQ(bad, 0);
@@ -163,7 +191,7 @@ static void one_launch_many_runs_poll_and_streams(void)
             unsigned char *d2 = NULL;
             CHECK_OK(wsync_mem_cuda.alloc(DST_CAP + 128, (void **)&d2));
             if (d2)
-                CHECK(pack_and_compare(src_dev, d2, src, want2, want3, got2, rr, 16, len, 1, 2, s));
+                CHECK(pack_and_compare(src_dev, d2, src, want2, want3, got2, rr, 16, len, 1, 2, s, NULL));
             wsync_mem_cuda.free(d2);
         }
         cudaStreamDestroy(s);
@@ -181,11 +209,91 @@ out:
     free(runs);
 }
 
+/* One plan of column slices (16-byte vectors) launched twice at once into
+ * two destinations; refused at bases 8 bytes off; a plan of odd rows
+ * (1-byte vectors) runs at any base; an empty plan launches and waits. */
+static void plans_launch_in_flight_and_refuse_bad_bases(void)
+{
+    enum { SLICE = 448, STRIDE = 3584, ROWS = 40, NR = 6 };
+    size_t len = (size_t)NR * ROWS * SLICE, src_len = (size_t)NR * ROWS * STRIDE;
+    unsigned char *src = malloc(src_len), *want = malloc(len + 64), *got = malloc(len + 64), *src_dev = NULL,
+                  *d1 = NULL, *d2 = NULL;
+    wsync_run2d_t runs[NR], odd = {.src_off = 3, .src_stride = 7, .row_bytes = 3, .rows = 1000, .dst_off = 0};
+    wsync_pack_plan_t *plan = NULL, *odd_plan = NULL, *empty = NULL;
+    wsync_pack_job_t *j1 = NULL, *j2 = NULL;
+    size_t i;
+    if (ngpu == 0) {
+        free(src);
+        free(want);
+        free(got);
+        SKIP("no CUDA device");
+    }
+    CHECK(src && want && got);
+    CHECK_OK(wsync_mem_cuda.alloc(src_len, (void **)&src_dev));
+    CHECK_OK(wsync_mem_cuda.alloc(len + 64, (void **)&d1));
+    CHECK_OK(wsync_mem_cuda.alloc(len + 64, (void **)&d2));
+    if (!src || !want || !got || !src_dev || !d1 || !d2)
+        goto out;
+    fill_random(src, src_len, 12);
+    CHECK_OK(wsync_mem_cuda.copy(src_dev, src, src_len));
+    for (i = 0; i < NR; i++)     /* rank i % 8's slice of matrix i */
+        runs[i] = (wsync_run2d_t){.src_off = i * ROWS * STRIDE + (i % 8) * SLICE, .src_stride = STRIDE,
+                                  .row_bytes = SLICE, .rows = ROWS, .dst_off = i * ROWS * SLICE};
+    gather_bytes(want, src, runs, NR);
+    CHECK_OK(wsync_pack_cuda_prepare(runs, NR, (uintptr_t)d1, (uintptr_t)src_dev, &plan));
+    if (plan == NULL)
+        goto out;
+    CHECK_OK(wsync_pack_cuda_launch(plan, d1, src_dev, NULL, &j1));
+    CHECK_OK(wsync_pack_cuda_launch(plan, d2, src_dev, NULL, &j2));
+    CHECK_OK(wsync_pack_cuda_wait(j2));
+    CHECK_OK(wsync_pack_cuda_wait(j1));
+    CHECK_OK(wsync_mem_cuda.copy(got, d1, len));
+    CHECK(memcmp(got, want, len) == 0);
+    CHECK_OK(wsync_mem_cuda.copy(got, d2, len));
+    CHECK(memcmp(got, want, len) == 0);
+    j1 = NULL;
+    CHECK_FAILS(wsync_pack_cuda_launch(plan, d1 + 8, src_dev, NULL, &j1), WSYNC_ERR_INVALID, "alignment");
+    CHECK_FAILS(wsync_pack_cuda_launch(plan, d1, src_dev + 1, NULL, &j1), WSYNC_ERR_INVALID, "16k+1");
+    CHECK(j1 == NULL);
+
+    /* odd rows: every task 1 byte wide, so any base will do */
+    memset(want, SENTINEL, len + 64);
+    gather_bytes(want + 5, src, &odd, 1);
+    CHECK_OK(wsync_mem_cuda.copy(d1, want, 5));     /* the bytes before the run */
+    CHECK_OK(wsync_mem_cuda.copy(d1 + 5 + 3000, want + 5 + 3000, 64));
+    CHECK_OK(wsync_pack_cuda_prepare(&odd, 1, 0, 0, &odd_plan));
+    if (odd_plan) {
+        CHECK_OK(wsync_pack_cuda_launch(odd_plan, d1 + 5, src_dev, NULL, &j1));
+        CHECK_OK(wsync_pack_cuda_wait(j1));
+        CHECK_OK(wsync_mem_cuda.copy(got, d1, 5 + 3000 + 64));
+        CHECK(memcmp(got, want, 5 + 3000 + 64) == 0);
+    }
+
+    CHECK_OK(wsync_pack_cuda_prepare(runs, 0, 0, 0, &empty));
+    j1 = NULL;
+    if (empty) {
+        CHECK_OK(wsync_pack_cuda_launch(empty, d1 + 3, src_dev + 7, NULL, &j1));
+        CHECK(j1 != NULL);
+        CHECK_OK(wsync_pack_cuda_wait(j1));
+    }
+out:
+    wsync_pack_cuda_plan_free(plan);
+    wsync_pack_cuda_plan_free(odd_plan);
+    wsync_pack_cuda_plan_free(empty);
+    wsync_mem_cuda.free(src_dev);
+    wsync_mem_cuda.free(d1);
+    wsync_mem_cuda.free(d2);
+    free(src);
+    free(want);
+    free(got);
+}
+
 int main(void)
 {
     ngpu = gpu_count();
     RUN(without_gpu_the_pack_says_why);
     RUN(gpu_gather_equals_host_gather_on_random_runs);
     RUN(one_launch_many_runs_poll_and_streams);
+    RUN(plans_launch_in_flight_and_refuse_bad_bases);
     TEST_EXIT();
 }

@@ -18,7 +18,8 @@ fail() { echo "FAIL $1: ${2:-}"; }
 wait_until() { local t=$1 i; shift; for ((i = 0; i < t * 10; i++)); do "$@" && return 0; sleep 0.1; done; return 1; }
 
 URL=http://127.0.0.1:8470
-bg "$W" serve --listen 127.0.0.1:8470 2>"$T/serve.log"
+echo "vm-token-$$" >"$T/token"   # case 1 runs with a token (every pull and verbs handshake proves it)
+bg "$W" serve --listen 127.0.0.1:8470 --token-file "$T/token" 2>"$T/serve.log"
 wait_until 20 curl -fsS -o /dev/null "$URL/healthz" || { fail e2e_serve_started "no control endpoint"; exit 1; }
 
 # Sources: two versions of a synthetic model as safetensors, written over tcp
@@ -28,13 +29,14 @@ wait_until 20 curl -fsS -o /dev/null "$URL/healthz" || { fail e2e_serve_started 
 S1=$T/src/e0/rank0/v1.safetensors S2=$T/src/e0/rank0/v2.safetensors
 
 # --- 1. a 2-rank engine node pulls both versions over verbs; dumps == sources.
+#        With a token: the pull requests and the verbs handshakes prove it.
 for r in 0 1; do
     bg "$W" trainer --control "$URL" --rank $r --world 2 --safetensors "$S1,$S2" --versions 2 --chunk 1M \
-        --wait-engines 1 >"$T/t$r.log" 2>&1
+        --wait-engines 1 --token-file "$T/token" >"$T/t$r.log" 2>&1
 done
 for r in 0 1; do
     bg "$W" engine --control "$URL" --engine vm --local-rank $r --local-world 2 --versions 2 --transport verbs \
-        --dump "$T/dump" --timeout-ms 60000 >"$T/e$r.log" 2>&1
+        --dump "$T/dump" --timeout-ms 60000 --token-file "$T/token" >"$T/e$r.log" 2>&1
     E[$r]=$!
 done
 ok=1

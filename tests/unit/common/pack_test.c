@@ -5,7 +5,8 @@
  * equals the single-threaded one; the checks name the bad run. The task
  * table is executed here by a CPU model of the kernel that refuses any
  * access its width does not allow, so the split the GPU runs is checked
- * without a GPU. */
+ * without a GPU, also at other bases than it was built for, as a prepared
+ * plan is launched. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +142,64 @@ out:
     free(want0);
 }
 
+/* What a prepared plan (wsync_pack_cuda_prepare) relies on: the table is
+ * the same for bases 16 bytes apart, and runs, every access aligned and
+ * every byte right, at any bases congruent to the ones it was built for
+ * modulo its widest width. */
+static void table_runs_at_bases_congruent_modulo_its_width(void)
+{
+    unsigned char *src0 = malloc(SRC_LEN + 128), *got0 = malloc(DST_CAP + 128), *want0 = malloc(DST_CAP + 128);
+    wsync_run2d_t runs[64];
+    wsync_pack_task_t *t1 = NULL, *t2 = NULL;
+    int bad = 0, iter;
+    CHECK(src0 && got0 && want0);
+    if (!src0 || !got0 || !want0)
+        goto out;
+    wsync_fill_pattern(src0, SRC_LEN + 128, 0, 13);
+    for (iter = 0; iter < 150; iter++) {
+        size_t n = 1 + rnd(64), nt, i;
+        uintptr_t dm = rnd(16), sm = rnd(16), align = 1, od, os;
+        unsigned char *src, *got, *want;
+        uint64_t len = random_runs(runs, n, (int)rnd(2));
+        nt = wsync_pack_tasks(runs, n, dm, sm, NULL, 0);
+        free(t1);
+        free(t2);
+        t1 = malloc((nt ? nt : 1) * sizeof(*t1));
+        t2 = malloc((nt ? nt : 1) * sizeof(*t2));
+        if (!t1 || !t2)
+            break;
+        wsync_pack_tasks(runs, n, dm, sm, t1, nt);
+        CHECK_EQ(wsync_pack_tasks(runs, n, dm + 16 * (1 + rnd(1000)), sm + 16 * rnd(1000), t2, nt), nt);
+        if (memcmp(t1, t2, nt * sizeof(*t1)) != 0 && bad++ < 3)
+            fprintf(stderr, "  iteration %d: the table changed with the bases 16 bytes on\n", iter);
+        for (i = 0; i < nt; i++)
+            if (t1[i].width > align)
+                align = t1[i].width;
+        /* 16-aligned bases, then offsets congruent to dm, sm modulo align */
+        od = dm % align + align * rnd(32 / align + 1);
+        os = sm % align + align * rnd(32 / align + 1);
+        got = (unsigned char *)(((uintptr_t)got0 + 15) & ~(uintptr_t)15) + od;
+        want = (unsigned char *)(((uintptr_t)want0 + 15) & ~(uintptr_t)15) + od;
+        src = (unsigned char *)(((uintptr_t)src0 + 15) & ~(uintptr_t)15) + os;
+        memset(got0, SENTINEL, len + 128);
+        memset(want0, SENTINEL, len + 128);
+        gather_bytes(want, src, runs, n);
+        if (run_tasks(got, src, t1, nt) != 0 && bad++ < 3)
+            fprintf(stderr, "  iteration %d: bases +%zu/+%zu (built for %zu/%zu, widest %zu) misalign a task\n",
+                    iter, (size_t)od, (size_t)os, (size_t)dm, (size_t)sm, (size_t)align);
+        if (memcmp(got0, want0, len + 128) != 0 && bad++ < 3)
+            fprintf(stderr, "  iteration %d (%zu runs, %llu bytes) differs from the byte gather\n", iter, n,
+                    (unsigned long long)len);
+    }
+    CHECK_EQ(bad, 0);
+out:
+    free(t1);
+    free(t2);
+    free(src0);
+    free(got0);
+    free(want0);
+}
+
 /* What the bench packs: a bf16 column slice of o_proj (3584 x 3584) for
  * rank 1 of 8 moves in 16-byte vectors only, 73 rows (64 KiB) a block; a
  * contiguous range whose source and destination agree modulo 16 but not
@@ -194,6 +253,7 @@ int main(void)
     RUN(host_gather_equals_bytewise_on_random_runs);
     RUN(threaded_gather_equals_bytewise);
     RUN(task_table_covers_runs_at_allowed_widths);
+    RUN(table_runs_at_bases_congruent_modulo_its_width);
     RUN(aligned_slices_move_sixteen_bytes_at_a_time);
     RUN(checks_name_the_bad_run);
     TEST_EXIT();

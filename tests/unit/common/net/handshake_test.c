@@ -121,7 +121,8 @@ static int raw_client(const server_t *s, const char *token, const char *proven, 
 {
     unsigned char ch[WSYNC_HS_CHALLENGE_LEN], hb[WSYNC_HS_HELLO_LEN], fb[WSYNC_HS_FINISH_LEN], key[32];
     wsync_auth_t a = auth_of(token);
-    wsync_hs_hello_t h = {.purpose = WSYNC_HS_PULL, .flags = WSYNC_HS_FLAG_TOKEN,
+    wsync_hs_hello_t h = {.purpose = WSYNC_HS_PULL,
+                          .flags = WSYNC_HS_FLAG_TOKEN,
                           .payload_len = (uint32_t)strlen(sent)};
     wsync_hs_finish_t f;
     int fd = dial(s), status = 1;
@@ -151,9 +152,9 @@ out:
 static void hmac_matches_rfc4231_and_keys_depend_on_token_and_purpose(void)
 {
     /* RFC 4231 test case 2: key "Jefe" (HMAC pads short keys with zeros). */
-    static const unsigned char want[32] = {
-        0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e, 0x6a, 0x04, 0x24, 0x26, 0x08, 0x95, 0x75, 0xc7,
-        0x5a, 0x00, 0x3f, 0x08, 0x9d, 0x27, 0x39, 0x83, 0x9d, 0xec, 0x58, 0xb9, 0x64, 0xec, 0x38, 0x43};
+    static const unsigned char want[32] = {0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e, 0x6a, 0x04, 0x24,
+                                           0x26, 0x08, 0x95, 0x75, 0xc7, 0x5a, 0x00, 0x3f, 0x08, 0x9d, 0x27,
+                                           0x39, 0x83, 0x9d, 0xec, 0x58, 0xb9, 0x64, 0xec, 0x38, 0x43};
     unsigned char key[32] = "Jefe", out[32], k1[32], k2[32], k3[32];
     wsync_auth_part_t parts[] = {{"what do ya ", 11}, {"want for nothing?", 17}};
     wsync_auth_t a = auth_of("s3cret"), b = auth_of("s3cret"), c = auth_of("other");
@@ -298,7 +299,8 @@ static void a_replayed_answer_does_not_fool_the_client(void)
     CHECK_OK(wsync_tcp_listen("127.0.0.1", 0, &r.lfd, &port));
     pthread_create(&r.th, NULL, replayer_main, &r);
     s.port = port;
-    CHECK_FAILS(client(&s, "s3cret", WSYNC_HS_TCP, "hi", NULL, 0), WSYNC_ERR_AUTH, "the answer's proof does not match");
+    CHECK_FAILS(client(&s, "s3cret", WSYNC_HS_TCP, "hi", NULL, 0), WSYNC_ERR_AUTH,
+                "the answer's proof does not match");
     pthread_join(r.th, NULL);
     close(r.lfd);
 }
@@ -376,7 +378,8 @@ static void decoders_name_the_bad_field(void)
     b[4] = 9;
     CHECK_FAILS(wsync_hs_challenge_decode(b, WSYNC_HS_CHALLENGE_LEN, &c2), WSYNC_ERR_FORMAT, "version 9");
     b[0] = 'G';
-    CHECK_FAILS(wsync_hs_challenge_decode(b, WSYNC_HS_CHALLENGE_LEN, &c2), WSYNC_ERR_FORMAT, "not a wsync handshake");
+    CHECK_FAILS(wsync_hs_challenge_decode(b, WSYNC_HS_CHALLENGE_LEN, &c2), WSYNC_ERR_FORMAT,
+                "not a wsync handshake");
     wsync_hs_hello_encode(&h, b);
     CHECK_OK(wsync_hs_hello_decode(b, WSYNC_HS_HELLO_LEN, &h2));
     CHECK_EQ(h2.payload_len, 7);
@@ -405,7 +408,7 @@ static void the_proof_is_compared_with_crypto_memcmp(void)
     char why[400];
     int before;
     wsync_hs_challenge_encode(&c, ch);
-    memset(h.proof, 0xee, sizeof(h.proof));     /* not the proof */
+    memset(h.proof, 0xee, sizeof(h.proof)); /* not the proof */
     wsync_hs_hello_encode(&h, hb);
     before = memcmp_calls;
     CHECK_EQ(wsync_hs_judge(&a, WSYNC_HS_PULL, 0, ch, hb, "{}", why, sizeof(why)), WSYNC_ERR_AUTH);
@@ -444,7 +447,8 @@ static void unix_peers_of_this_uid_need_no_proof_others_do(void)
             if (wsync_unix_connect(name, 3000, &cfd) != WSYNC_OK)
                 _exit(4);
             _exit(wsync_hs_connect(cfd, &none, WSYNC_HS_BOARD, "board", NULL, 0, 3000, NULL, 0, NULL) == WSYNC_OK
-                      ? 0 : 1);
+                      ? 0
+                      : 1);
         }
         fd = accept(lfd, NULL, NULL);
         CHECK(fd >= 0);
