@@ -127,6 +127,8 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
         gethostname(host, sizeof(host));
         WSYNC_CHECK_GOTO(wsync_control_register_engine(r->control, r->engine_id, host, cfg->local_world, NULL),
                          st, err);
+        WSYNC_CHECK_GOTO(reporter_start(r->control_url, r->token, r->engine_id, host, cfg->local_world,
+                                        &r->reporter), st, err);
     }
     *out = r;
     return WSYNC_OK;
@@ -362,7 +364,7 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     wsync_trace("engine %s rank %d: pull of version %llu opened (attempt %llu)", r->engine_id, r->cfg.local_rank,
                 (unsigned long long)v, (unsigned long long)gen);
     if (leader)
-        wsync_control_report(r->control, r->engine_id, v, "pulling", 0, 0, NULL);
+        reporter_post(r->reporter, v, "pulling", 0, 0, NULL);
 
     st = fetch_record(r, v, &sl, &digests);
     if (st == WSYNC_OK)
@@ -389,10 +391,11 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
             sh->held_version = v;
         }
         __atomic_store_n(&sh->closed_gen, gen, __ATOMIC_RELEASE);
+        /* Queued: the pull is done whether or not the endpoint is there. */
         if (st == WSYNC_OK)
-            wsync_control_report(r->control, r->engine_id, v, "ready", secs, sl->manifest->image_size, NULL);
+            reporter_post(r->reporter, v, "ready", secs, sl->manifest->image_size, NULL);
         else
-            wsync_control_report(r->control, r->engine_id, v, "failed", secs, 0, err);
+            reporter_post(r->reporter, v, "failed", secs, 0, err);
         wsync_trace("engine %s: reported", r->engine_id);
     }
     free(digests);
@@ -476,6 +479,7 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     int p, s;
     if (r == NULL)
         return;
+    reporter_stop(r->reporter, 5000);     /* the last reports, if the endpoint is there */
     recv_transport_reset(r);
     for (p = 0; p < BOARD_MAX_RANKS; p++)
         for (s = 0; s < BOARD_SLOTS; s++)

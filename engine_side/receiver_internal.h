@@ -10,6 +10,7 @@
 #include "common/transport/transport.h"
 #include "common/window/window.h"
 #include "engine_side/board.h"
+#include "engine_side/reporter.h"
 #include "engine_side/wsync_receiver.h"
 
 typedef struct peer_map {
@@ -39,6 +40,7 @@ struct wsync_receiver {
     int device;
     const wsync_window_ops_t *win_ops;
     wsync_control_t *control;
+    recv_reporter_t *reporter;  /* local rank 0: the node's reports */
     board_t *board;
 
     /* images: slot 0 (in-place and staged), slot 1 (staged) */

@@ -74,6 +74,9 @@ struct wsync_publisher {
     char *control_url;
     wsync_sync_layout_t *sl;
     json_t *layout_json;            /* what every publish reports (rank 0: with the manifest); built once */
+    uint64_t reported_version;      /* the last version reported, and its pieces: */
+    json_t *reported_pieces;        /* sent again when the endpoint lost them */
+    uint64_t resend_check_ns;       /* when wait_published next checks that */
     size_t nspans;
     wsync_owned_t *owned;           /* this rank's extents and the caller's pointers */
     uint64_t owned_bytes;
