@@ -226,7 +226,7 @@ wsync_status_t wsync_control_request_retry(wsync_control_t *c, const char *metho
                                (double)(wsync_now_ns() - t0) / 1e9, attempt + 1, (double)c->grace_ms / 1e3, last);
         }
         if (attempt == 0)
-            LOG_WARN("%s; retrying for up to %.0f s", last, (double)c->grace_ms / 1e3);
+            LOG_WARN("%s; retrying for up to %.1f s", last, (double)c->grace_ms / 1e3);
         backoff(c, attempt, until);
     }
 }
