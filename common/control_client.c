@@ -173,7 +173,7 @@ wsync_status_t wsync_control_request(wsync_control_t *c, const char *method, con
 
 static int retryable_http(long http)
 {
-    return http == 502 || http == 503 || http == 504;
+    return http == 429 || http == 502 || http == 503 || http == 504;
 }
 
 /* Sleeps the backoff of retry `attempt` (from 0), jittered to 50-150%, but not
@@ -249,7 +249,7 @@ static wsync_status_t call(wsync_control_t *c, const char *method, const char *p
     switch (http) {
     case 401: st = WSYNC_ERR_AUTH; break;
     case 404: st = WSYNC_ERR_NOT_FOUND; break;
-    case 409: st = WSYNC_ERR_CONFLICT; break;
+    case 403: case 409: st = WSYNC_ERR_CONFLICT; break;
     case 400: case 413: case 422: st = WSYNC_ERR_INVALID; break;
     default: st = WSYNC_ERR_HTTP; break;
     }

@@ -2,12 +2,12 @@
  * publisher, the receiver and the command line. One object per thread: an
  * object is not thread-safe (it owns one curl handle). Every call has a
  * timeout; an unreachable endpoint gives WSYNC_ERR_HTTP naming the URL, a
- * refusal gives the server's message (409 -> WSYNC_ERR_CONFLICT, 401 ->
+ * refusal gives the server's message (409, 403 -> WSYNC_ERR_CONFLICT, 401 ->
  * WSYNC_ERR_AUTH, 404 -> WSYNC_ERR_NOT_FOUND). JSON arguments are borrowed;
  * JSON results are new references the caller releases.
  *
  * Riding through restarts: every call below (not wsync_control_request) that
- * gets no answer, or a 502/503/504, is retried with capped exponential backoff
+ * gets no answer, or a 429/502/503/504, is retried with capped exponential backoff
  * (100 ms doubling to 2 s, jittered 50-150%) until the grace period passed
  * (default 60 s, env WSYNC_CONTROL_GRACE_MS, or wsync_control_set_grace); then
  * it fails naming the endpoint, the route and how long it tried. So a call
@@ -38,7 +38,7 @@ long wsync_control_grace_ms(const wsync_control_t *c);
  * failures (no answer); HTTP errors come back in *http. */
 wsync_status_t wsync_control_request(wsync_control_t *c, const char *method, const char *path, const json_t *body,
                                      long timeout_ms, long *http, json_t **resp);
-/* The same, retried as above while there is no answer (or 502/503/504). */
+/* The same, retried as above while there is no answer (or 429/502/503/504). */
 wsync_status_t wsync_control_request_retry(wsync_control_t *c, const char *method, const char *path,
                                            const json_t *body, long timeout_ms, long *http, json_t **resp);
 

@@ -158,6 +158,13 @@ int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t er
     }
     pthread_mutex_lock(&m->lock);
     e = find_engine(m, id);
+    if (e == NULL && m->nengines >= (m->max_engines > 0 ? m->max_engines : CTL_MAX_ENGINES)) {
+        int max = m->max_engines > 0 ? m->max_engines : CTL_MAX_ENGINES;
+        pthread_mutex_unlock(&m->lock);
+        snprintf(err, errlen, "engine node '%s' refused: %d engine nodes are registered, the limit of this "
+                 "endpoint (wsync serve --max-engines); nodes already registered may register again", id, max);
+        return 403;
+    }
     if (e == NULL) {
         if (m->nengines == m->cap_engines) {
             int cap = m->cap_engines ? m->cap_engines * 2 : 16;

@@ -13,6 +13,7 @@
 #define CTL_MAX_WORLD 4096
 #define CTL_MAX_PENDING 16          /* incomplete versions held at once */
 #define CTL_HIST_BUCKETS 12
+#define CTL_MAX_ENGINES 100000      /* default limit of registered engine nodes */
 
 typedef struct ctl_trainer {
     int registered;
@@ -54,6 +55,7 @@ typedef struct ctl_model {
     ctl_trainer_t *trainers;        /* [world] */
     ctl_engine_t *engines;
     int nengines, cap_engines;
+    int max_engines;                /* 0: CTL_MAX_ENGINES */
     ctl_pending_t *pending;
     int npending;
     /* metrics */
