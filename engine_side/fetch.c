@@ -253,6 +253,34 @@ static int check_peers(wsync_receiver_t *r, uint64_t gen, char *why, size_t whyl
     return 0;
 }
 
+/* For a timed-out attempt: whom it still waited for, so a stalled peer is
+ * named (the local ranks whose chunks had not landed, the trainer ranks that
+ * had not answered its request). */
+static void waiting_for(const wsync_plan_t *plan, const uint8_t *land, const uint32_t *pending, uint32_t npending,
+                        const trainer_req_t *reqs, char *out, size_t len)
+{
+    uint8_t seen[BOARD_MAX_RANKS] = {0};
+    size_t n = 0;
+    uint32_t k;
+    int t, first = 1;
+    out[0] = '\0';
+    for (k = 0; k < npending; k++)
+        if (land[pending[k]] < BOARD_MAX_RANKS && !seen[land[pending[k]]]++) {
+            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d", first ? "; still waiting for chunks "
+                                  "landing on local rank " : ", ", land[pending[k]]);
+            first = 0;
+        }
+    if (!first)
+        n += (size_t)snprintf(out + n, n < len ? len - n : 0, " (stalled or stopped?)");
+    first = 1;
+    for (t = 0; t < plan->world; t++)
+        if (reqs[t].started && !__atomic_load_n(&reqs[t].done, __ATOMIC_ACQUIRE)) {
+            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d", first ? "; no answer yet from trainer "
+                                  "rank " : ", ", t);
+            first = 0;
+        }
+}
+
 wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slot,
                           const wsync_sync_layout_t *sl, const uint64_t *digests, uint64_t deadline)
 {
@@ -455,9 +483,11 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
                 goto out;
             }
             if (last_check > deadline) {
+                waiting_for(plan, land, pending, npending, reqs, why, sizeof(why));
                 st = wsync_error(WSYNC_ERR_TIMEOUT,
                                  "version %llu: %u of %u chunks verified on engine %s rank %d when the "
-                                 "timeout passed", (unsigned long long)v, ndone, plan->nchunks, r->engine_id, me);
+                                 "timeout passed%s", (unsigned long long)v, ndone, plan->nchunks, r->engine_id, me,
+                                 why);
                 goto out;
             }
         }

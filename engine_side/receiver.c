@@ -304,9 +304,15 @@ static wsync_status_t wait_node(wsync_receiver_t *r, uint64_t gen, uint64_t dead
         }
         if (all && r->cfg.local_rank == 0)
             return WSYNC_OK;
-        if (wsync_now_ns() >= deadline)
-            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s: not every local rank verified in time",
-                               r->engine_id);
+        if (wsync_now_ns() >= deadline) {
+            char who[128] = "";
+            size_t n = 0;
+            for (p = 0; p < r->cfg.local_world; p++)
+                if (__atomic_load_n(&sh->ranks[p].done_gen, __ATOMIC_ACQUIRE) != gen)
+                    n += (size_t)snprintf(who + n, n < sizeof(who) ? sizeof(who) - n : 0, "%s%d", n ? ", " : "", p);
+            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s: local rank %s did not verify in time (stalled or "
+                               "stopped?)", r->engine_id, who);
+        }
         usleep(500);
     }
 }

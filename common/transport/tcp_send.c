@@ -8,11 +8,34 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "common/checks.h"
 #include "common/msg.h"
 #include "common/transport/tcp_internal.h"
+
+/* A receiver that stops reading (stopped, hung, or hostile) must not hold a
+ * trainer's puts, and the publish slot they read, until the pull request's
+ * own timeout: a send that makes no progress for this long breaks the link,
+ * so the request fails naming the receiver and the slot is free again. A
+ * live receiver drains its socket continuously; 10 s without a byte is not
+ * slowness. WSYNC_TCP_STALL_MS overrides (0: no limit). */
+#define TCP_STALL_MS 10000
+
+static int stall_ms(void)
+{
+    const char *env = getenv("WSYNC_TCP_STALL_MS");
+    return env && env[0] ? atoi(env) : TCP_STALL_MS;
+}
+
+static void set_stall_timeout(int fd)
+{
+    int ms = stall_ms();
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    if (ms > 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
 
 /* Header then payload of one put; 0 or -1 when the connection broke. */
 static int send_job(tcp_link_t *l, const tcp_job_t *j, char **bounce)
@@ -47,7 +70,7 @@ static void *link_main(void *arg)
     char *bounce = NULL;
     for (;;) {
         tcp_job_t *j;
-        int rc = -1;
+        int rc = -1, err = 0;
         pthread_mutex_lock(&l->lock);
         while (l->head == NULL && !c->stopping)
             pthread_cond_wait(&l->cond, &l->lock);
@@ -62,6 +85,7 @@ static void *link_main(void *arg)
         pthread_mutex_unlock(&l->lock);
         if (!__atomic_load_n(&l->broken, __ATOMIC_ACQUIRE))
             rc = send_job(l, j, &bounce);
+        err = rc != 0 ? errno : 0;
         if (rc == 0) {
             wsync_completion_t done = {.kind = WSYNC_COMPLETION_SENT, .tag = j->hdr.tag, .len = j->hdr.len, .peer = -1};
             wsync_cqueue_push(&t->cq, &done);
@@ -69,7 +93,13 @@ static void *link_main(void *arg)
             int was = __atomic_exchange_n(&l->broken, 1, __ATOMIC_ACQ_REL);
             if (!was)
                 LOG_DEBUG("tcp: connection to %s broke: %s", c->peer, strerror(errno));
-            wsync_cqueue_push_error(&t->cq, j->hdr.tag, -1, c->stopping ? WSYNC_ERR_CANCELLED : WSYNC_ERR_PEER,
+            if (!c->stopping && (err == EAGAIN || err == EWOULDBLOCK))
+                wsync_cqueue_push_error(&t->cq, j->hdr.tag, -1, WSYNC_ERR_TIMEOUT,
+                                        "tcp: put of %llu bytes to receiver %s failed: it read nothing for %d ms "
+                                        "(stopped or stalled receiver; WSYNC_TCP_STALL_MS)",
+                                        (unsigned long long)j->hdr.len, c->peer, stall_ms());
+            else
+                wsync_cqueue_push_error(&t->cq, j->hdr.tag, -1, c->stopping ? WSYNC_ERR_CANCELLED : WSYNC_ERR_PEER,
                        "tcp: put of %llu bytes to receiver %s failed: %s", (unsigned long long)j->hdr.len, c->peer,
                        c->stopping ? "disconnected while sending" : "the connection broke");
         }
@@ -172,6 +202,7 @@ wsync_status_t tcp_connect(wsync_transport_t *tt, const wsync_blob_t *addr, int 
             int off = 0;
             setsockopt(l->fd, IPPROTO_TCP, TCP_NODELAY, &off, sizeof(off));
             tcp_tune(l->fd);
+            set_stall_timeout(l->fd);
             if (wsync_send_all(l->fd, hb, TCP_HELLO_LEN) != 0)
                 st = wsync_error(WSYNC_ERR_PEER, "tcp: receiver %s closed the connection during the hello: %s",
                                  a.hostport, strerror(errno));
