@@ -136,7 +136,8 @@ static wsync_status_t get_conn(wsync_publisher_t *p, int ti, const json_t *addr_
 {
     pub_transport_t *pt = &p->transports[ti];
     const char *key = json_string_value(addr_json);
-    pub_conn_t *c;
+    pub_conn_t *c, *other;
+    wsync_status_t st;
     for (c = pt->conns; c; c = c->next)
         if (strcmp(c->key, key) == 0) {
             *out = c;
@@ -145,10 +146,24 @@ static wsync_status_t get_conn(wsync_publisher_t *p, int ti, const json_t *addr_
     c = calloc(1, sizeof(*c));
     WSYNC_CHECK_ALLOC(c);
     snprintf(c->key, sizeof(c->key), "%s", key);
-    if (pt->ops->connect(pt->t, addr, p->cfg.rank, &c->conn) != WSYNC_OK) {
+    /* Connecting can take the transport's whole timeout (a receiver that is
+     * gone, a request that waited in the backlog while this rank was
+     * stopped): never with p->lock held, which every other pull and
+     * publish() need. */
+    pthread_mutex_unlock(&p->lock);
+    st = pt->ops->connect(pt->t, addr, p->cfg.rank, &c->conn);
+    pthread_mutex_lock(&p->lock);
+    if (st != WSYNC_OK) {
         free(c);
         return WSYNC_ERR_PEER;
     }
+    for (other = pt->conns; other; other = other->next)
+        if (strcmp(other->key, key) == 0) {     /* another pull connected meanwhile */
+            pt->ops->disconnect(c->conn);
+            free(c);
+            *out = other;
+            return WSYNC_OK;
+        }
     c->next = pt->conns;
     pt->conns = c;
     *out = c;
@@ -250,12 +265,19 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
         goto fail_locked;
     }
     s = &p->slots[slot];
-    if (get_transport(p, q->transport, &ti) != WSYNC_OK || slot_regions(p, s, ti) != WSYNC_OK ||
-        get_conn(p, ti, json_object_get(req, "addr"), addr, &conn) != WSYNC_OK) {
+    if (get_transport(p, q->transport, &ti) != WSYNC_OK || slot_regions(p, s, ti) != WSYNC_OK) {
         snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
         goto fail_locked;
     }
+    /* Pinned before get_conn drops the lock to connect: publish() must not
+     * take this slot meanwhile. */
     s->pins++;
+    if (get_conn(p, ti, json_object_get(req, "addr"), addr, &conn) != WSYNC_OK) {
+        snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
+        s->pins--;
+        pthread_cond_broadcast(&p->cond);
+        goto fail_locked;
+    }
     r.next = p->requests;
     p->requests = &r;
     deadline = wsync_now_ns() + (uint64_t)(q->timeout_ms > 0 ? q->timeout_ms : 120000) * 1000000ULL;

@@ -14,6 +14,7 @@
 #include "common/msg.h"
 #include "common/transport/tcp_bounce.h"
 #include "common/transport/tcp_internal.h"
+#include "common/util.h"
 
 static int stopping(tcp_transport_t *t)
 {
@@ -61,6 +62,30 @@ static void release(tcp_transport_t *t, tcp_region_t *r)
     r->inflight--;
     pthread_cond_broadcast(&t->cond);
     pthread_mutex_unlock(&t->lock);
+}
+
+/* Test hook WSYNC_TEST_RECV_STALL_MS=N: after the first put this process
+ * receives, every connection stops reading for N ms (once), as a receiver
+ * that stops reading its sockets would; the senders must not be held up for
+ * their other receivers. */
+static void test_recv_stall(void)
+{
+    static uint64_t until;          /* 0: not armed yet; set once */
+    static int ms = -1;
+    uint64_t u, now;
+    if (ms < 0) {
+        const char *e = getenv("WSYNC_TEST_RECV_STALL_MS");
+        ms = e && atoi(e) > 0 ? atoi(e) : 0;
+    }
+    if (ms == 0)
+        return;
+    now = wsync_now_ns();
+    u = 0;
+    if (__atomic_compare_exchange_n(&until, &u, now + (uint64_t)ms * 1000000ULL, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        u = now + (uint64_t)ms * 1000000ULL;
+    if (now < u)
+        usleep((useconds_t)((u - now) / 1000));
 }
 
 /* One accepted connection: a hello, then header+payload until the sender
@@ -129,6 +154,7 @@ static void *reader_main(void *arg)
             wsync_completion_t c = {.kind = WSYNC_COMPLETION_LANDED, .tag = h.tag, .len = h.len, .peer = sender};
             wsync_cqueue_push(&t->cq, &c);
         }
+        test_recv_stall();
     }
 out:
     /* Close the connection now so the peer sees it; the descriptor itself is
