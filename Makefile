@@ -65,7 +65,7 @@ GPU_BINS   := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 FUZZ_BINS  := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
-.PHONY: all deps deps-check test unit asan valgrind fuzz demo bench test-gpu test-verbs clean
+.PHONY: chaos all deps deps-check test unit asan valgrind fuzz demo bench test-gpu test-verbs clean
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/wsync $(BUILD)/libwsync.a $(BUILD)/libwsync.so
@@ -167,6 +167,12 @@ fuzz-bins: $(FUZZ_BINS)
 
 demo: deps-check all
 	$(BUILD)/wsync demo
+
+# Seeded fault campaign (tests/chaos/chaos.py): CHAOS_FAULTS faults, SEED=N to replay one.
+CHAOS_FAULTS ?= 120
+chaos: deps-check all
+	/usr/bin/python3 tests/chaos/chaos.py --wsync $(BUILD)/wsync --faults $(CHAOS_FAULTS) \
+	  $(if $(SEED),--seed $(SEED)) --time-limit 900
 
 bench: all $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b || exit 1; done
