@@ -42,7 +42,10 @@ typedef struct pub_slot {
 typedef struct pub_conn {
     struct pub_conn *next;
     char key[2 * WSYNC_BLOB_MAX + 1];   /* hex of the receiver's address */
+    char owner[160];                    /* "<engine id>/<local rank>": one live conn each */
     wsync_conn_t *conn;
+    int users;                          /* pulls using it now (p->lock) */
+    int stale;                          /* dropped when the last user is done */
 } pub_conn_t;
 
 /* A pull being served: puts in flight are counted down by the poller. */
