@@ -257,13 +257,28 @@ static int check_peers(wsync_receiver_t *r, uint64_t gen, char *why, size_t whyl
  * named (the local ranks whose chunks had not landed, the trainer ranks that
  * had not answered its request). */
 static void waiting_for(const wsync_plan_t *plan, const uint8_t *land, const uint32_t *pending, uint32_t npending,
-                        const trainer_req_t *reqs, char *out, size_t len)
+                        const uint32_t *remaining, const trainer_req_t *reqs, char *out, size_t len)
 {
     uint8_t seen[BOARD_MAX_RANKS] = {0};
     size_t n = 0;
-    uint32_t k;
+    uint32_t k, c;
     int t, first = 1;
     out[0] = '\0';
+    /* Pieces of this rank's own chunks that never came: their trainer ranks. */
+    for (t = 0; t < plan->world; t++) {
+        int missing = 0;
+        for (c = 0; c < plan->nchunks && !missing; c++)
+            if (remaining[c] > 0)
+                for (k = plan->chunk_first[c]; k < plan->chunk_first[c + 1]; k++)
+                    if (plan->pieces[k].src_rank == t)
+                        missing = 1;
+        if (missing) {
+            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d", first ? "; pieces missing from trainer "
+                                  "rank " : ", ", t);
+            first = 0;
+        }
+    }
+    first = 1;
     for (k = 0; k < npending; k++)
         if (land[pending[k]] < BOARD_MAX_RANKS && !seen[land[pending[k]]]++) {
             n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d", first ? "; still waiting for chunks "
@@ -483,7 +498,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
                 goto out;
             }
             if (last_check > deadline) {
-                waiting_for(plan, land, pending, npending, reqs, why, sizeof(why));
+                waiting_for(plan, land, pending, npending, remaining, reqs, why, sizeof(why));
                 st = wsync_error(WSYNC_ERR_TIMEOUT,
                                  "version %llu: %u of %u chunks verified on engine %s rank %d when the "
                                  "timeout passed%s", (unsigned long long)v, ndone, plan->nchunks, r->engine_id, me,
