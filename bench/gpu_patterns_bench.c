@@ -347,7 +347,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: gpu_patterns_bench [--gpus N] [SIZE_PER_RANK...]   (default 4 64 256 MiB)\n");
         return 2;
     }
-    /* Keep NVLink multicast off whatever the environment says (GPU.md). */
+    /* Keep NVLink multicast off whatever the environment says (the lent GPU hosts ask for it). */
     setenv("NCCL_NVLS_ENABLE", "0", 1);
     ngpus = pair_gpus();   /* counted in a child: no CUDA in the parent before fork */
     if (ngpus == 0) {

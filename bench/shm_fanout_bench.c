@@ -18,7 +18,7 @@
 #include "common/mem/host_copy.h"
 #include "common/mem/mem.h"
 #include "common/util.h"
-#include "common/window/fdpass.h"
+#include "common/net/fdpass.h"
 #include "common/window/window.h"
 
 #define CHUNK (64ull << 20)

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "common/mem/mem.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "trainer_side/control/control_server.h"
 
@@ -116,7 +117,7 @@ int cmd_demo(int argc, char **argv)
         fprintf(stderr, "wsync demo: --device must be host or cuda (ranks are placed on GPUs round-robin)\n");
         return 2;
     }
-    if (host_id == NULL && getenv("WSYNC_HOST_ID") == NULL) {
+    if (host_id == NULL && wsync_setting_str(WSYNC_SET_HOST_ID)[0] == '\0') {
         /* Engine nodes find their board by (host id, engine id): give this
          * demo's processes a host id of their own so two demos (or a demo and
          * a test) on one machine never share a board. */

@@ -14,6 +14,7 @@
 #include "common/checks.h"
 #include "common/manifest.h"
 #include "common/mem/mem.h"
+#include "common/net/auth.h"
 #include "common/safetensors.h"
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
@@ -33,11 +34,16 @@ static void usage(FILE *f)
             "usage: wsync engine --control URL --engine ID --local-rank R --local-world L\n"
             "                    [--mode staged|in-place] [--dump DIR] [--follow | --versions N]\n"
             "                    [--device host|cuda:N] [--transport auto|tcp|nccl|verbs|local] [--bind HOST]\n"
-            "                    [--timeout-ms MS] [--host-id ID] [--max-failures K]\n"
+            "                    [--timeout-ms MS] [--host-id ID] [--max-failures K] [--token-file FILE]\n"
+            "                    [--config FILE] [--set SETTING=VALUE]...\n"
             "Pulls the newest version whenever one is published; exits 0 after holding N versions\n"
             "(default 1), or runs until interrupted with --follow. A failed pull is reported and retried;\n"
             "without --follow, K failures in a row (default 5) end it with status 1.\n"
-            "  --dump DIR   write each verified version to DIR/<engine>/rank<R>/v<version>.safetensors\n");
+            "  --dump DIR       write each verified version to DIR/<engine>/rank<R>/v<version>.safetensors\n"
+            "  --config FILE    read settings and these options from FILE's \"engine\" object\n"
+            "                   (docs/CONFIG.md; flags given here override the file)\n"
+            "  --token-file FILE  the deployment's token (default: setting token, env WSYNC_TOKEN); pulls and\n"
+            "                   puts prove it (docs/SECURITY.md)\n");
 }
 
 static int mkdirs(const char *path)
@@ -82,13 +88,17 @@ static wsync_status_t dump(wsync_receiver_t *r, const char *dir, const char *eng
     return st;
 }
 
+const struct option cli_engine_options[] = {
+    {"control", 1, 0, 'c'}, {"engine", 1, 0, 'e'}, {"local-rank", 1, 0, 'r'}, {"local-world", 1, 0, 'w'},
+    {"mode", 1, 0, 'm'}, {"dump", 1, 0, 'D'}, {"follow", 0, 0, 'F'}, {"versions", 1, 0, 'n'},
+    {"device", 1, 0, 'd'}, {"transport", 1, 0, 't'}, {"bind", 1, 0, 'b'}, {"timeout-ms", 1, 0, 'T'},
+    {"host-id", 1, 0, 'H'}, {"max-failures", 1, 0, 'x'}, {"token-file", 1, 0, 'K'}, {"help", 0, 0, 'h'},
+    {0, 0, 0, 0}};
+
 int cmd_engine(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"control", 1, 0, 'c'}, {"engine", 1, 0, 'e'}, {"local-rank", 1, 0, 'r'}, {"local-world", 1, 0, 'w'},
-        {"mode", 1, 0, 'm'}, {"dump", 1, 0, 'D'}, {"follow", 0, 0, 'F'}, {"versions", 1, 0, 'n'},
-        {"device", 1, 0, 'd'}, {"transport", 1, 0, 't'}, {"bind", 1, 0, 'b'}, {"timeout-ms", 1, 0, 'T'},
-        {"host-id", 1, 0, 'H'}, {"max-failures", 1, 0, 'x'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    const struct option *opts = cli_engine_options;
+    static char token[512];
     wsync_receiver_config_t rc_cfg = {.local_rank = -1, .local_world = 0, .mode = WSYNC_MODE_STAGED};
     wsync_receiver_t *r = NULL;
     const char *dumpdir = NULL;
@@ -96,6 +106,8 @@ int cmd_engine(int argc, char **argv)
     int o, follow = 0, held = 0, rc = 1, failures_in_row = 0, max_failures = 5;
     wsync_status_t st;
 
+    if ((o = cli_config_apply("engine", &argc, &argv)) != 0)
+        return o;
     optind = 1;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
@@ -117,6 +129,13 @@ int cmd_engine(int argc, char **argv)
         case 'T': timeout_ms = atol(optarg); break;
         case 'H': rc_cfg.host_id = optarg; break;
         case 'x': max_failures = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
+        case 'K':
+            if (wsync_auth_read_token_file(optarg, token, sizeof(token)) != WSYNC_OK) {
+                fprintf(stderr, "wsync engine: %s\n", wsync_last_error());
+                return 2;
+            }
+            rc_cfg.token = token;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "common/settings.h"
 #include "common/wsync.h"
 
 typedef struct command {
@@ -19,6 +20,8 @@ static const command_t commands[] = {
     {"status", cmd_status, "show where every engine stands"},
     {"inspect", cmd_inspect, "print the tensors of a safetensors file"},
     {"plan", cmd_plan, "print who sends what to whom for a model and topology"},
+    {"target", cmd_target, "print what one tensor-parallel engine rank holds"},
+    {"config", cmd_config, "print every setting, its value and where it came from"},
 };
 
 void cli_report(const char *cmd, const char *what, int status)
@@ -53,8 +56,14 @@ int main(int argc, char **argv)
         return 0;
     }
     for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            /* A bad WSYNC_* value stops every command before it starts. */
+            if (wsync_settings_init() != WSYNC_OK) {
+                fprintf(stderr, "wsync %s: %s\n", argv[1], wsync_last_error());
+                return 2;
+            }
             return commands[i].run(argc - 1, argv + 1);
+        }
     fprintf(stderr, "wsync: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

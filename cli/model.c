@@ -77,7 +77,22 @@ wsync_status_t cli_model_fill(const cli_model_t *m, uint64_t version, void *dst,
     f = m->files[(version - 1) % (uint64_t)m->nfiles];
     man = f->manifest;
     memset(dst, 0, len);
-    for (i = 0; i < man->ntensors; i++) {
+    /* Tensors are in offset order: start at the first one ending past `off`
+     * (binary search) and stop at the first one starting past the range, so
+     * an extent costs O(log n + its tensors), not O(n): an fsdp rank fills
+     * one extent per tensor. */
+    {
+        size_t lo = 0, hi = man->ntensors;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (man->tensors[mid].offset + man->tensors[mid].size <= off)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        i = lo;
+    }
+    for (; i < man->ntensors && man->tensors[i].offset < off + len; i++) {
         const wsync_tensor_t *t = &man->tensors[i];
         uint64_t lo = t->offset > off ? t->offset : off;
         uint64_t hi = t->offset + t->size < off + len ? t->offset + t->size : off + len;

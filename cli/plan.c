@@ -11,13 +11,15 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/plan_nodes.h"
 #include "common/plan.h"
 #include "common/safetensors.h"
 #include "common/util.h"
 
 #define PLAN_USAGE                                                                                         \
     "usage: wsync plan (FILE.safetensors | --synthetic SIZE) [--trainers W] [--engines M]\n"               \
-    "                  [--local-ranks L] [--chunk SIZE] [--layout even|fsdp] [--json]\n"
+    "                  [--local-ranks L] [--chunk SIZE] [--layout even|fsdp] [--tp T[,T...]]\n"    \
+    "                  [--rules FILE] [--json]\n"
 
 /* Upper bounds keep a typo (--trainers 1e9) from allocating gigabytes; they
  * are far above any real deployment. */
@@ -32,6 +34,8 @@ typedef struct plan_opts {
     uint64_t chunk;
     int fsdp;
     int json;
+    const char *tp;         /* per-node TP sizes, or NULL: every rank holds the whole image */
+    const char *rules;
 } plan_opts_t;
 
 /* What one local rank of a node does: lands from the network, copies from
@@ -63,7 +67,7 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
     static const struct option opts[] = {
         {"synthetic", 1, 0, 's'}, {"trainers", 1, 0, 'w'}, {"engines", 1, 0, 'm'},
         {"local-ranks", 1, 0, 'l'}, {"chunk", 1, 0, 'c'}, {"layout", 1, 0, 'y'},
-        {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {"tp", 1, 0, 't'}, {"rules", 1, 0, 'r'}, {0, 0, 0, 0}};
     int c;
 
     *o = (plan_opts_t){.trainers = 2, .engines = 2, .local_ranks = 2, .chunk = WSYNC_DEFAULT_CHUNK};
@@ -105,12 +109,23 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
         case 'j':
             o->json = 1;
             break;
+        case 't':
+            o->tp = optarg;
+            break;
+        case 'r':
+            o->rules = optarg;
+            break;
         case 'h':
             printf(PLAN_USAGE
                    "Prints the plan: image size, chunks, pieces, the bytes each trainer rank sends to one\n"
                    "engine node and to all M nodes, the bytes each local rank of a node lands from the\n"
                    "network (chunk c lands on local rank c %% L) and the bytes it copies out of its peers'\n"
-                   "windows. Defaults: --trainers 2 --engines 2 --local-ranks 2 --chunk 64M --layout even.\n");
+                   "windows. Defaults: --trainers 2 --engines 2 --local-ranks 2 --chunk 64M --layout even.\n"
+                   "--tp T: the node's ranks hold a tensor-parallel layout by the rules (built-in vLLM, or\n"
+                   "--rules FILE), TP rank = local rank mod T; per node it shows the bytes that cross into\n"
+                   "it and per rank the bytes it lands and holds. --tp 4,2,image gives node 0 TP=4, node 1\n"
+                   "TP=2 and the other nodes the whole image (the last value repeats). --json always lists\n"
+                   "the nodes (\"nodes\": [{network_bytes, ranks: [{land_bytes, holds_bytes}]}]).\n");
             return -1;
         default:
             fprintf(stderr, PLAN_USAGE);
@@ -160,7 +175,7 @@ static void local_stats(const wsync_plan_t *p, int L, local_stat_t *ls)
 }
 
 static json_t *plan_json(const plan_opts_t *o, const wsync_manifest_t *m, const wsync_plan_t *p,
-                         const local_stat_t *ls)
+                         const local_stat_t *ls, const plan_nodes_t *pn)
 {
     json_t *j = json_object(), *tr = json_array(), *lr = json_array();
     uint64_t M = (uint64_t)o->engines, L = (uint64_t)o->local_ranks;
@@ -194,6 +209,7 @@ static json_t *plan_json(const plan_opts_t *o, const wsync_manifest_t *m, const 
     json_object_set_new(j, "total", json_pack("{s:I, s:I}", "network_bytes", (json_int_t)(p->image_size * M),
                                               "intra_node_copy_bytes",
                                               (json_int_t)(p->image_size * (L - 1) * M)));
+    json_object_set_new(j, "nodes", plan_nodes_json(pn));
     return j;
 }
 
@@ -236,6 +252,7 @@ int cmd_plan(int argc, char **argv)
     wsync_layout_t *layout = NULL;
     wsync_plan_t *plan = NULL;
     local_stat_t *ls = NULL;
+    plan_nodes_t *pn = NULL;
     wsync_status_t s;
     int rc = parse_opts(argc, argv, &o);
 
@@ -278,16 +295,22 @@ int cmd_plan(int argc, char **argv)
         goto out;
     }
     local_stats(plan, o.local_ranks, ls);
+    rc = plan_nodes_build(o.tp, o.rules, m, layout, o.engines, o.local_ranks, o.chunk, &pn);
+    if (rc != 0)
+        goto out;
     if (o.json) {
-        json_t *j = plan_json(&o, m, plan, ls);
+        json_t *j = plan_json(&o, m, plan, ls, pn);
         char *text = json_dumps(j, JSON_INDENT(2));
         printf("%s\n", text ? text : "{}");
         free(text);
         json_decref(j);
     } else {
         plan_print(&o, m, plan, ls);
+        if (o.tp != NULL)
+            plan_nodes_print(pn);
     }
 out:
+    plan_nodes_free(pn);
     free(ls);
     wsync_plan_free(plan);
     wsync_layout_free(layout);

@@ -31,17 +31,21 @@ static void on_signal(int sig)
     stop_flag = 1;
 }
 
+const struct option cli_serve_options[] = {{"listen", 1, 0, 'l'}, {"state", 1, 0, 's'}, {"token-file", 1, 0, 't'},
+                                          {"max-connections", 1, 0, 'm'}, {"max-engines", 1, 0, 'E'},
+                                          {"max-client-connections", 1, 0, 'C'}, {"private-status", 0, 0, 'P'},
+                                          {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+
 int cmd_serve(int argc, char **argv)
 {
-    static const struct option opts[] = {{"listen", 1, 0, 'l'}, {"state", 1, 0, 's'}, {"token-file", 1, 0, 't'},
-                                         {"max-connections", 1, 0, 'm'}, {"max-engines", 1, 0, 'E'},
-                                         {"max-client-connections", 1, 0, 'C'}, {"private-status", 0, 0, 'P'},
-                                         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    const struct option *opts = cli_serve_options;
     wsync_control_server_config_t cfg = {.listen = "0.0.0.0:8470"};
     wsync_control_server_t *s = NULL;
     wsync_status_t st;
     int o;
 
+    if ((o = cli_config_apply("serve", &argc, &argv)) != 0)
+        return o;
     optind = 1;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
@@ -56,6 +60,7 @@ int cmd_serve(int argc, char **argv)
             printf("usage: wsync serve [--listen HOST:PORT] [--state FILE] [--token-file FILE] "
                    "[--max-connections N]\n"
                    "                   [--max-engines N] [--max-client-connections N] [--private-status]\n"
+                   "                   [--config FILE] [--set SETTING=VALUE]...\n"
                    "Runs the control endpoint (default 0.0.0.0:8470) until SIGINT/SIGTERM.\n"
                    "  --state FILE       keep versions and registrations across restarts (atomic writes)\n"
                    "  --token-file FILE  require 'Authorization: Bearer <token>' on every mutating call\n"
@@ -65,7 +70,9 @@ int cmd_serve(int argc, char **argv)
                    "                     open connections per client address (default: no limit); past it\n"
                    "                     requests are answered 429 (clients retry with backoff)\n"
                    "  --private-status   GET /v1/status and /v1/trainers need the token too (who runs\n"
-                   "                     where is information as well); needs --token-file\n");
+                   "                     where is information as well); needs --token-file\n"
+                   "  --config FILE      read settings and these options from FILE's \"serve\" object\n"
+                   "                     (docs/CONFIG.md; flags given here override the file)\n");
             return 0;
         default: return 2;
         }

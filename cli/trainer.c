@@ -13,6 +13,7 @@
 #include "common/control_client.h"
 #include "common/checks.h"
 #include "common/mem/mem.h"
+#include "common/net/auth.h"
 #include "common/util.h"
 #include "trainer_side/wsync_publisher.h"
 
@@ -31,11 +32,18 @@ static void usage(FILE *f)
             "                     [--versions N] [--interval-ms MS] [--wait-engines M] [--serve HOST:PORT]\n"
             "                     [--listen HOST:PORT] [--advertise HOST] [--device host|cuda:N] [--chunk SIZE]\n"
             "                     [--layout even|fsdp] [--zero-copy] [--host-id ID] [--exit-after-publish]\n"
+            "                     [--token-file FILE]\n"
+            "                     [--config FILE] [--set SETTING=VALUE]...\n"
             "Publishes N versions (default 3) of its rank's share of the model, then keeps serving pulls\n"
             "until interrupted. Version numbers continue from the newest published one; ranks step\n"
             "together (version v+1 waits until every rank published v).\n"
             "  --wait-engines M   before publishing the next version, wait until M engines hold the last\n"
-            "  --serve HOST:PORT  also run the control endpoint in this process (rank 0)\n");
+            "  --serve HOST:PORT  also run the control endpoint in this process (rank 0)\n"
+            "  --config FILE      read settings and these options from FILE's \"trainer\" object\n"
+            "                     (docs/CONFIG.md; flags given here override the file)\n"
+            "  --token-file FILE  the deployment's token (default: setting token, env WSYNC_TOKEN): engines\n"
+            "                     must prove it to pull; without one anyone who reaches the pull port can\n"
+            "                     (docs/SECURITY.md)\n");
 }
 
 /* Version v of image bytes [off, off+len) into `dst`, which lives where `mem`
@@ -89,14 +97,18 @@ static int wait_published(wsync_publisher_t *pub, uint64_t v)
     return 1;
 }
 
+const struct option cli_trainer_options[] = {
+    {"control", 1, 0, 'c'}, {"rank", 1, 0, 'r'}, {"world", 1, 0, 'w'}, {"synthetic", 1, 0, 's'},
+    {"safetensors", 1, 0, 'f'}, {"versions", 1, 0, 'n'}, {"interval-ms", 1, 0, 'i'},
+    {"wait-engines", 1, 0, 'e'}, {"serve", 1, 0, 'S'}, {"listen", 1, 0, 'l'}, {"advertise", 1, 0, 'a'},
+    {"device", 1, 0, 'd'}, {"chunk", 1, 0, 'k'}, {"layout", 1, 0, 'L'}, {"zero-copy", 0, 0, 'z'},
+    {"host-id", 1, 0, 'H'}, {"exit-after-publish", 0, 0, 'x'}, {"token-file", 1, 0, 'K'}, {"help", 0, 0, 'h'},
+    {0, 0, 0, 0}};
+
 int cmd_trainer(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"control", 1, 0, 'c'}, {"rank", 1, 0, 'r'}, {"world", 1, 0, 'w'}, {"synthetic", 1, 0, 's'},
-        {"safetensors", 1, 0, 'f'}, {"versions", 1, 0, 'n'}, {"interval-ms", 1, 0, 'i'},
-        {"wait-engines", 1, 0, 'e'}, {"serve", 1, 0, 'S'}, {"listen", 1, 0, 'l'}, {"advertise", 1, 0, 'a'},
-        {"device", 1, 0, 'd'}, {"chunk", 1, 0, 'k'}, {"layout", 1, 0, 'L'}, {"zero-copy", 0, 0, 'z'},
-        {"host-id", 1, 0, 'H'}, {"exit-after-publish", 0, 0, 'x'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    const struct option *opts = cli_trainer_options;
+    static char token[512];
     const char *control = NULL, *synthetic = NULL, *files = NULL, *serve = NULL;
     wsync_publisher_config_t pc = {.rank = -1, .world = 0};
     cli_model_t model = {0};
@@ -112,6 +124,8 @@ int cmd_trainer(int argc, char **argv)
     int o, n = 0, i, rc = 1, exit_after = 0, dev = 0;
     wsync_status_t st;
 
+    if ((o = cli_config_apply("trainer", &argc, &argv)) != 0)
+        return o;
     optind = 1;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
@@ -124,6 +138,13 @@ int cmd_trainer(int argc, char **argv)
         case 'i': interval = atol(optarg); break;
         case 'e': engines = atol(optarg); break;
         case 'S': serve = optarg; break;
+        case 'K':
+            if (wsync_auth_read_token_file(optarg, token, sizeof(token)) != WSYNC_OK) {
+                fprintf(stderr, "wsync trainer: %s\n", wsync_last_error());
+                return 2;
+            }
+            pc.token = token;
+            break;
         case 'l': pc.listen = optarg; break;
         case 'a': pc.advertise_host = optarg; break;
         case 'd': pc.device = optarg; break;
@@ -202,7 +223,7 @@ int cmd_trainer(int argc, char **argv)
     }
     if (serve)
         printf("control endpoint: %s\n", wsync_publisher_control_url(pub));
-    if ((st = wsync_control_open(wsync_publisher_control_url(pub), NULL, &ctl)) != WSYNC_OK ||
+    if ((st = wsync_control_open(wsync_publisher_control_url(pub), pc.token, &ctl)) != WSYNC_OK ||
         (st = wsync_control_wait_version(ctl, 0, 0, &base)) != WSYNC_OK) {
         cli_report("trainer", "control endpoint", st);
         goto out;

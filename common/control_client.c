@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/settings.h"
 #include "common/util.h"
 
 #define CONTROL_TIMEOUT_MS 15000L
-#define CONTROL_GRACE_MS 60000L         /* default of WSYNC_CONTROL_GRACE_MS */
 #define RETRY_FIRST_MS 100              /* first backoff; doubles up to RETRY_CAP_MS */
 #define RETRY_CAP_MS 2000
 
@@ -32,18 +32,7 @@ struct wsync_control {
 
 long wsync_control_default_grace_ms(void)
 {
-    const char *env = getenv("WSYNC_CONTROL_GRACE_MS");
-    char *end = NULL;
-    long v;
-    if (env == NULL || env[0] == '\0')
-        return CONTROL_GRACE_MS;
-    v = strtol(env, &end, 10);
-    if (*end != '\0' || v < 0) {
-        LOG_WARN("WSYNC_CONTROL_GRACE_MS='%s' is not a number of milliseconds >= 0; using %ld", env,
-                 CONTROL_GRACE_MS);
-        return CONTROL_GRACE_MS;
-    }
-    return v;
+    return (long)wsync_setting_int(WSYNC_SET_CONTROL_GRACE_MS);
 }
 
 void wsync_control_set_grace(wsync_control_t *c, long grace_ms)
@@ -99,7 +88,7 @@ wsync_status_t wsync_control_open(const char *url, const char *token, wsync_cont
     while (n > 0 && c->url[n - 1] == '/')
         c->url[--n] = '\0';
     if (token == NULL)
-        token = getenv("WSYNC_TOKEN");
+        token = wsync_setting_str(WSYNC_SET_TOKEN);
     if (token && token[0])
         snprintf(c->auth, sizeof(c->auth), "Authorization: Bearer %s", token);
     c->curl = curl_easy_init();
@@ -301,6 +290,33 @@ wsync_status_t wsync_control_publish(wsync_control_t *c, int rank, int world, ui
     st = call(c, "POST", "/v1/publish", b, 60000, NULL);
     json_decref(b);
     return st;
+}
+
+wsync_status_t wsync_control_put_layout(wsync_control_t *c, const char *digest, const json_t *manifest)
+{
+    char path[128];
+    json_t *b = json_pack("{s:O}", "manifest", manifest);
+    wsync_status_t st;
+    WSYNC_CHECK_ALLOC(b);
+    snprintf(path, sizeof(path), "/v1/layouts/%.64s", digest);
+    st = call(c, "POST", path, b, 60000, NULL);
+    json_decref(b);
+    return st;
+}
+
+wsync_status_t wsync_control_get_layout(wsync_control_t *c, const char *digest, json_t **manifest)
+{
+    char path[128];
+    json_t *doc = NULL;
+    snprintf(path, sizeof(path), "/v1/layouts/%.64s", digest);
+    WSYNC_CHECK(call(c, "GET", path, NULL, 60000, &doc));
+    if (!json_is_object(json_object_get(doc, "manifest"))) {
+        json_decref(doc);
+        return wsync_error(WSYNC_ERR_FORMAT, "control endpoint %s: GET %s: the answer has no manifest", c->url, path);
+    }
+    *manifest = json_incref(json_object_get(doc, "manifest"));
+    json_decref(doc);
+    return WSYNC_OK;
 }
 
 wsync_status_t wsync_control_wait_version(wsync_control_t *c, uint64_t after, int timeout_ms, uint64_t *version)

@@ -27,8 +27,8 @@ typedef struct wsync_control wsync_control_t;
 wsync_status_t wsync_control_open(const char *url, const char *token, wsync_control_t **out);
 void wsync_control_close(wsync_control_t *c);
 
-/* The grace period: WSYNC_CONTROL_GRACE_MS (milliseconds, 0 = no retries),
- * default 60000. Read at open. */
+/* The grace period: setting control_grace_ms (WSYNC_CONTROL_GRACE_MS; 0 = no
+ * retries), default 60 s. Read at open. */
 long wsync_control_default_grace_ms(void);
 void wsync_control_set_grace(wsync_control_t *c, long grace_ms);
 long wsync_control_grace_ms(const wsync_control_t *c);
@@ -49,6 +49,13 @@ wsync_status_t wsync_control_register_engine(wsync_control_t *c, const char *eng
                                              int local_ranks, const json_t *endpoint);
 wsync_status_t wsync_control_publish(wsync_control_t *c, int rank, int world, uint64_t version, const json_t *layout,
                                      const json_t *pieces);
+/* POST /v1/layouts/<digest> {"manifest": manifest}: registers the manifest
+ * under its digest (idempotent: a known one is no error). Once per layout,
+ * before the first publish that names it (trainer rank 0 does). */
+wsync_status_t wsync_control_put_layout(wsync_control_t *c, const char *digest, const json_t *manifest);
+/* GET /v1/layouts/<digest>: *manifest the manifest JSON (new reference);
+ * WSYNC_ERR_NOT_FOUND when the endpoint does not hold it. */
+wsync_status_t wsync_control_get_layout(wsync_control_t *c, const char *digest, json_t **manifest);
 /* Long poll: *version > after, or 0 when timeout_ms passed first (also when
  * the endpoint was away until then: the caller's wait bounds the retries). */
 wsync_status_t wsync_control_wait_version(wsync_control_t *c, uint64_t after, int timeout_ms, uint64_t *version);

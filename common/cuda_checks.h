@@ -1,4 +1,4 @@
-/* cuda_checks.h: CUDA_CHECK and NCCL_CHECK (STYLE.md 2): turn a raw cudaError_t
+/* cuda_checks.h: CUDA_CHECK and NCCL_CHECK: turn a raw cudaError_t
  * or ncclResult_t into WSYNC_ERR_CUDA / WSYNC_ERR_NCCL with the call's text and
  * the library's own explanation in the last error. Include only where
  * WSYNC_HAVE_CUDA (and WSYNC_HAVE_NCCL) are 1. */

@@ -1,7 +1,7 @@
-/* log.c: stderr logging with a level set by WSYNC_LOG or the API. */
+/* log.c: stderr logging with a level set by the log setting (WSYNC_LOG) or
+ * the API. */
 #include "common/log.h"
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,33 +10,34 @@
 #include <time.h>
 #include <unistd.h>
 
-static int log_level = -1;
-static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+#include "common/settings.h"
 
-static void log_init(void)
+static int log_level = -1;
+
+/* The level: set by the API, else the log setting, read at first use. An
+ * error recorded while settings are being resolved logs before the setting
+ * is known: that message is judged by the default level, nothing cached. */
+static int current_level(void)
 {
-    const char *env = getenv("WSYNC_LOG");
-    if (log_level >= 0)
-        return;
-    log_level = WSYNC_LOG_WARN;
-    if (env == NULL)
-        return;
-    if (strcmp(env, "error") == 0) log_level = WSYNC_LOG_ERROR;
-    else if (strcmp(env, "warn") == 0) log_level = WSYNC_LOG_WARN;
-    else if (strcmp(env, "info") == 0) log_level = WSYNC_LOG_INFO;
-    else if (strcmp(env, "debug") == 0) log_level = WSYNC_LOG_DEBUG;
+    int l = __atomic_load_n(&log_level, __ATOMIC_RELAXED), unset = -1;
+    if (l >= 0)
+        return l;
+    if (wsync_settings_resolving())
+        return WSYNC_LOG_WARN;
+    /* The setting's choices are in level order: error|warn|info|debug. */
+    l = (int)wsync_setting_int(WSYNC_SET_LOG);
+    __atomic_compare_exchange_n(&log_level, &unset, l, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    return __atomic_load_n(&log_level, __ATOMIC_RELAXED);
 }
 
 void wsync_log_set_level(wsync_log_level_t level)
 {
-    pthread_once(&log_once, log_init);
     __atomic_store_n(&log_level, (int)level, __ATOMIC_RELAXED);
 }
 
 int wsync_log_enabled(wsync_log_level_t level)
 {
-    pthread_once(&log_once, log_init);
-    return (int)level <= __atomic_load_n(&log_level, __ATOMIC_RELAXED);
+    return (int)level <= current_level();
 }
 
 void wsync_log(wsync_log_level_t level, const char *fmt, ...)
@@ -70,10 +71,8 @@ void wsync_trace(const char *fmt, ...)
     va_list ap;
     int n;
 
-    if (on < 0) {
-        const char *env = getenv("WSYNC_TRACE");
-        __atomic_store_n(&on, env && strcmp(env, "1") == 0, __ATOMIC_RELAXED);
-    }
+    if (on < 0)
+        __atomic_store_n(&on, (int)wsync_setting_int(WSYNC_SET_TRACE), __ATOMIC_RELAXED);
     if (!__atomic_load_n(&on, __ATOMIC_RELAXED))
         return;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -1,43 +1,37 @@
 /* msg.h: the small request/response channel beside the data path: framed
  * JSON messages over a TCP socket (pull requests to trainer ranks), plus the
- * socket and hex helpers it needs. Weight bytes never travel here. */
+ * hex helpers it needs; the sockets are common/net/sock.h's. Weight bytes
+ * never travel here. */
 #ifndef WSYNC_COMMON_MSG_H
 #define WSYNC_COMMON_MSG_H
 
 #include <jansson.h>
 #include <stddef.h>
 
+#include "common/net/handshake.h"
+#include "common/net/sock.h"
 #include "common/transport/transport.h"
 
 #define WSYNC_MSG_MAX (1u << 20)
-
-/* Listen on host:port (host NULL/"" = any, port 0 = pick one); the chosen
- * port is returned in *port_out. */
-wsync_status_t wsync_tcp_listen(const char *host, int port, int *fd_out, int *port_out);
-/* Connect to "host:port" within timeout_ms. */
-wsync_status_t wsync_tcp_connect(const char *hostport, int timeout_ms, int *fd_out);
-/* Split "host:port" (IPv4 or name). */
-wsync_status_t wsync_split_hostport(const char *hostport, char *host, size_t hostlen, int *port);
-/* This host's primary IPv4 address as text ("127.0.0.1" if none). */
-void wsync_primary_ipv4(char *out, size_t len);
-/* "HOST:PORT" peers should dial for a socket listening on `fd` that was bound
- * to `bind_host` (its primary IPv4 when bound to any address). */
-void wsync_listen_hostport(int fd, const char *bind_host, char *out, size_t len);
-
-/* Whole-buffer socket I/O, shared by the message channel and the transports.
- * wsync_send_all: every byte, or -1 (errno set; never raises SIGPIPE).
- * wsync_recv_all: 0 when all `len` bytes arrived; 1 when the peer closed
- * before the first byte; -1 on an error, a close part way (errno
- * ECONNRESET) or the deadline passing (errno ETIMEDOUT). deadline_ns is on
- * wsync_now_ns()'s clock; 0 waits as long as it takes. */
-int wsync_send_all(int fd, const void *buf, size_t len);
-int wsync_recv_all(int fd, void *buf, size_t len, uint64_t deadline_ns);
 
 /* One message: 4-byte little-endian length, then compact JSON. recv waits up
  * to timeout_ms (-1 forever) and refuses frames over WSYNC_MSG_MAX. The
  * caller owns the returned reference. */
 wsync_status_t wsync_msg_send(int fd, const json_t *msg);
 wsync_status_t wsync_msg_recv(int fd, int timeout_ms, json_t **out);
+
+/* A request that must prove the token (the pull port): the client sends
+ * `req` as the payload of the data-plane handshake (common/net/handshake.h)
+ * and, once the server accepted it, waits for the reply message; all within
+ * timeout_ms. A refusal comes back as the server's status and reason. */
+wsync_status_t wsync_msg_call(int fd, const wsync_auth_t *auth, wsync_hs_purpose_t purpose, const char *peer,
+                              const json_t *req, int timeout_ms, json_t **reply);
+/* The server's side: handshake, the payload parsed as a JSON object (a
+ * malformed one is refused saying why), the handshake answered. Nothing is
+ * returned from a peer that did not prove the token, when one is set. The
+ * caller owns *req and answers with wsync_msg_send. */
+wsync_status_t wsync_msg_accept(int fd, const wsync_auth_t *auth, wsync_hs_purpose_t purpose, int timeout_ms,
+                                json_t **req);
 
 /* Blobs as hex strings inside JSON. */
 /* Bytes as a lowercase hex JSON string, and back (at most `max` bytes;

@@ -88,6 +88,26 @@ json_t *wsync_sync_layout_to_json(const wsync_sync_layout_t *sl, int with_manife
 
 wsync_status_t wsync_sync_layout_from_json(const json_t *v, wsync_sync_layout_t **out)
 {
+    return wsync_sync_layout_from_record(v, NULL, out);
+}
+
+wsync_status_t wsync_sync_layout_fetch(wsync_control_t *c, const json_t *v, wsync_sync_layout_t **out)
+{
+    const char *mdig = json_string_value(json_object_get(v, "manifest_digest"));
+    json_t *manifest = NULL;
+    wsync_status_t st;
+    if (json_is_object(json_object_get(v, "manifest")))
+        return wsync_sync_layout_from_record(v, NULL, out);
+    if (mdig == NULL)
+        return wsync_error(WSYNC_ERR_FORMAT, "version record lacks manifest_digest");
+    WSYNC_CHECK(wsync_control_get_layout(c, mdig, &manifest));
+    st = wsync_sync_layout_from_record(v, manifest, out);
+    json_decref(manifest);
+    return st;
+}
+
+wsync_status_t wsync_sync_layout_from_record(const json_t *v, const json_t *manifest, wsync_sync_layout_t **out)
+{
     wsync_manifest_t *m = NULL;
     wsync_sync_layout_t *sl = NULL;
     const char *kind = json_string_value(json_object_get(v, "layout"));
@@ -106,7 +126,7 @@ wsync_status_t wsync_sync_layout_from_json(const json_t *v, wsync_sync_layout_t 
         k = 1;
     else
         return wsync_error(WSYNC_ERR_FORMAT, "version record: unknown layout '%s'", kind);
-    WSYNC_CHECK(wsync_manifest_from_json(json_object_get(v, "manifest"), &m));
+    WSYNC_CHECK(wsync_manifest_from_json(manifest ? manifest : json_object_get(v, "manifest"), &m));
     WSYNC_CHECK(wsync_sync_layout_build(m, k, (int)world, (uint64_t)chunk, &sl));
     if (strcmp(sl->manifest_digest, mdig) != 0 || strcmp(sl->layout_digest, ldig) != 0) {
         wsync_sync_layout_free(sl);

@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "common/control_client.h"
 #include "common/manifest.h"
 #include "common/plan.h"
 
@@ -29,9 +30,17 @@ void wsync_sync_layout_free(wsync_sync_layout_t *sl);
  * with_manifest adds "manifest". New reference. */
 json_t *wsync_sync_layout_to_json(const wsync_sync_layout_t *sl, int with_manifest);
 
-/* From a control endpoint version record (GET /v1/versions/<v>): rebuilds the
- * layout and plan and checks that the digests match what was published. */
+/* From a control endpoint version record (GET /v1/versions/<v>) and the
+ * manifest it names by manifest_digest (GET /v1/layouts/<digest>; NULL: the
+ * record's own "manifest", as endpoints from before layouts sent it):
+ * rebuilds the layout and plan and checks that the digests match what was
+ * published. */
+wsync_status_t wsync_sync_layout_from_record(const json_t *version, const json_t *manifest,
+                                             wsync_sync_layout_t **out);
 wsync_status_t wsync_sync_layout_from_json(const json_t *version, wsync_sync_layout_t **out);
+/* from_record with the manifest fetched from the endpoint `c` (unless the
+ * record carries it): what a receiver does for a layout it does not hold. */
+wsync_status_t wsync_sync_layout_fetch(wsync_control_t *c, const json_t *version, wsync_sync_layout_t **out);
 
 /* Piece digests of a version record, indexed by piece id; checks that the
  * record's pieces are exactly the plan's. Caller frees *digests. */

@@ -18,7 +18,8 @@
 
 #include "common/checks.h"
 #include "common/util.h"
-#include "common/window/fdpass.h"
+#include "common/net/fdpass.h"
+#include "common/net/handshake.h"
 
 #define BOARD_MAGIC 0x647261426e797357ULL /* "WsynBard" */
 
@@ -44,6 +45,7 @@ typedef struct board_win {
 
 struct board {
     int local_rank;
+    wsync_auth_t auth;
     int device;                 /* GPU ordinal, -1 host */
     board_shared_t *sh;
     int memfd;
@@ -133,6 +135,21 @@ static void handle(board_t *b, int fd)
     wsync_fd_send(fd, &reply, sizeof(reply), -1);
 }
 
+/* A new local rank's handshake (same uid, or the token's proof). Short:
+ * the service thread waits on it. */
+static int admit(board_t *b, int fd)
+{
+    unsigned char *payload = NULL;
+    size_t len = 0;
+    wsync_hs_t hs;
+    if (wsync_hs_serve(&hs, fd, &b->auth, WSYNC_HS_BOARD, "a local process", 0, 2000, &payload, &len) != WSYNC_OK) {
+        LOG_WARN("node board: %s", wsync_last_error());
+        return 0;
+    }
+    free(payload);
+    return wsync_hs_accept(&hs, NULL, 0) == WSYNC_OK;
+}
+
 static void *service_main(void *arg)
 {
     board_t *b = arg;
@@ -149,7 +166,7 @@ static void *service_main(void *arg)
                 handle(b, pfds[i].fd);
         if (pfds[0].revents & POLLIN) {
             int fd = accept4(b->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-            if (fd >= 0 && b->nclients < (int)(sizeof(b->clients) / sizeof(b->clients[0])))
+            if (fd >= 0 && b->nclients < (int)(sizeof(b->clients) / sizeof(b->clients[0])) && admit(b, fd))
                 b->clients[b->nclients++] = fd;
             else if (fd >= 0)
                 close(fd);
@@ -204,6 +221,7 @@ static wsync_status_t open_member(board_t *b, const char *name, int local_world,
 {
     board_msg_t m = {.op = OP_JOIN, .rank = b->local_rank};
     WSYNC_CHECK(wsync_unix_connect(name, timeout_ms, &b->sock));
+    WSYNC_CHECK(wsync_hs_connect(b->sock, &b->auth, WSYNC_HS_BOARD, name, NULL, 0, timeout_ms, NULL, 0, NULL));
     WSYNC_CHECK(call(b, &m, -1, &b->memfd));
     if (b->memfd < 0)
         return wsync_error(WSYNC_ERR_PEER, "node board '%s': local rank 0 sent no board", name);
@@ -223,8 +241,8 @@ static wsync_status_t open_member(board_t *b, const char *name, int local_world,
     return WSYNC_OK;
 }
 
-wsync_status_t board_open(const char *name, int local_rank, int local_world, int device, int timeout_ms,
-                          board_t **out)
+wsync_status_t board_open(const char *name, int local_rank, int local_world, int device, const wsync_auth_t *auth,
+                          int timeout_ms, board_t **out)
 {
     board_t *b;
     wsync_status_t st;
@@ -237,6 +255,8 @@ wsync_status_t board_open(const char *name, int local_rank, int local_world, int
     WSYNC_CHECK_ALLOC(b);
     b->local_rank = local_rank;
     b->device = device;
+    if (auth)
+        b->auth = *auth;
     b->memfd = b->sock = b->listen_fd = -1;
     pthread_mutex_init(&b->lock, NULL);
     for (r = 0; r < BOARD_MAX_RANKS; r++)

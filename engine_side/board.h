@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "common/net/auth.h"
 #include "common/transport/transport.h"
 #include "common/window/window.h"
 
@@ -50,9 +51,10 @@ typedef struct board board_t;
 
 /* Rank 0 creates the board and serves it; other ranks join it (retrying until
  * timeout_ms while rank 0 starts). `name` identifies the node on this host;
- * `device` is the rank's GPU ordinal (-1: host memory). */
-wsync_status_t board_open(const char *name, int local_rank, int local_world, int device, int timeout_ms,
-                          board_t **out);
+ * `device` is the rank's GPU ordinal (-1: host memory). With a token in
+ * `auth` (copied), rank 0 lets in only ranks of its uid or that prove it. */
+wsync_status_t board_open(const char *name, int local_rank, int local_world, int device, const wsync_auth_t *auth,
+                          int timeout_ms, board_t **out);
 void board_close(board_t *b);
 board_shared_t *board_shared(board_t *b);
 

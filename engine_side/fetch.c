@@ -9,10 +9,12 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/digest.h"
 #include "common/msg.h"
 #include "common/pull_request.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
 
@@ -26,6 +28,7 @@ typedef struct fan_job {
 typedef struct trainer_req {
     char pull_addr[160];
     int rank;
+    const wsync_auth_t *auth;
     json_t *msg;
     uint64_t deadline;
     pthread_t th;
@@ -43,11 +46,10 @@ static void *req_main(void *arg)
     const char *err;
 
     q->status = wsync_tcp_connect(q->pull_addr, left > 0 ? left : 1, &fd);
-    if (q->status == WSYNC_OK)
-        q->status = wsync_msg_send(fd, q->msg);
     if (q->status == WSYNC_OK) {
+        /* The request proves the token, bound to the trainer's challenge. */
         left = (int)((q->deadline - wsync_now_ns()) / 1000000ULL);
-        q->status = wsync_msg_recv(fd, left > 0 ? left : 1, &reply);
+        q->status = wsync_msg_call(fd, q->auth, WSYNC_HS_PULL, q->pull_addr, q->msg, left > 0 ? left : 1, &reply);
     }
     if (q->status != WSYNC_OK) {
         snprintf(q->error, sizeof(q->error), "trainer rank %d at %s: %s", q->rank, q->pull_addr,
@@ -86,7 +88,7 @@ static wsync_status_t ensure_transport(wsync_receiver_t *r, const char *name, in
 {
     wsync_transport_config_t cfg = {.bind_host = r->bind_host, .conns_per_peer = 0,
                                     .device = r->mem->kind == WSYNC_MEM_CUDA ? r->device : -1,
-                                    .timeout_ms = 10000};
+                                    .timeout_ms = wsync_connect_timeout_ms(0), .auth = &r->auth};
     recv_transport_t *rt = NULL;
     int k, s;
     for (k = 0; k < r->ntr; k++)
@@ -115,13 +117,12 @@ static wsync_status_t ensure_transport(wsync_receiver_t *r, const char *name, in
 /* Which transport serves trainer rank `host_id`/`device`: "local" when it
  * holds GPU memory on this host and so does this rank (one device-to-device
  * copy instead of a trip through host buffers), else the configured one.
- * WSYNC_LOCAL_TRANSPORT=0 turns the choice off (to measure the others). */
+ * The local_transport setting (WSYNC_LOCAL_TRANSPORT=0) turns the choice off (to measure the others). */
 static const char *transport_for(wsync_receiver_t *r, const char *host_id, const char *device)
 {
-    const char *env = getenv("WSYNC_LOCAL_TRANSPORT");
-    wsync_transport_config_t cfg = {.device = r->device, .timeout_ms = 10000};
-    if (r->mem->kind != WSYNC_MEM_CUDA || (env && strcmp(env, "0") == 0) || host_id == NULL || device == NULL ||
-        strcmp(host_id, r->host_id) != 0 || strncmp(device, "cuda", 4) != 0)
+    wsync_transport_config_t cfg = {.device = r->device, .timeout_ms = wsync_connect_timeout_ms(0)};
+    if (r->mem->kind != WSYNC_MEM_CUDA || !wsync_setting_int(WSYNC_SET_LOCAL_TRANSPORT) || host_id == NULL ||
+        device == NULL || strcmp(host_id, r->host_id) != 0 || strncmp(device, "cuda", 4) != 0)
         return r->transport_name;
     return wsync_transport_local.can_use(&cfg) ? "local" : r->transport_name;
 }
@@ -319,10 +320,9 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
     wsync_status_t st = WSYNC_OK;
     uint64_t last_check = 0;
     int t, i;
-    /* Test hook (fault-injection tests only): slow the landing of each chunk
-     * so a test can kill a rank in the middle of a pull. */
-    const char *delay_env = getenv("WSYNC_TEST_LAND_DELAY_MS");
-    const int land_delay_ms = delay_env ? atoi(delay_env) : 0;
+    /* Test hook (common/fault.h): slow the landing of each chunk so a test
+     * can kill a rank in the middle of a pull. */
+    const int land_delay_ms = (int)wsync_fault(WSYNC_FAULT_LAND_DELAY_MS);
 
     WSYNC_CHECK(recv_wait_landing(r, gen, deadline));   /* rank 0 checked the chunk count */
     land = sh->land;
@@ -383,6 +383,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slo
             goto out;
         }
         q->rank = t;
+        q->auth = &r->auth;
         q->deadline = deadline;
         snprintf(q->pull_addr, sizeof(q->pull_addr), "%s", addrs[t]);
         {

@@ -11,6 +11,7 @@
 #include "common/checks.h"
 #include "common/log.h"
 #include "common/msg.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
 
@@ -86,9 +87,9 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
 {
     wsync_receiver_t *r;
     wsync_status_t st;
-    const char *env;
     char host[256];
 
+    WSYNC_CHECK(wsync_settings_init()); /* a bad WSYNC_* value is refused here */
     if (cfg == NULL || cfg->control_url == NULL || cfg->engine_id == NULL || cfg->engine_id[0] == '\0')
         return wsync_error(WSYNC_ERR_INVALID, "receiver: control_url and engine_id are required");
     if (cfg->local_world < 1 || cfg->local_world > BOARD_MAX_RANKS || cfg->local_rank < 0 ||
@@ -102,13 +103,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     r->control_url = strdup(cfg->control_url);
     r->token = cfg->token ? strdup(cfg->token) : NULL;
     r->transport_name = dup_or(cfg->transport, "auto");
-    env = getenv("WSYNC_HOST_ID");
-    if (cfg->host_id && cfg->host_id[0])
-        snprintf(r->host_id, sizeof(r->host_id), "%s", cfg->host_id);
-    else if (env && env[0])
-        snprintf(r->host_id, sizeof(r->host_id), "%s", env);
-    else if (gethostname(r->host_id, sizeof(r->host_id)) != 0)
-        snprintf(r->host_id, sizeof(r->host_id), "localhost");
+    wsync_host_id(cfg->host_id, r->host_id, sizeof(r->host_id));
     if (cfg->bind_host && cfg->bind_host[0]) {
         r->bind_host = strdup(cfg->bind_host);
     } else {
@@ -122,7 +117,9 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     WSYNC_CHECK_GOTO(r->mem->init(r->device), st, err);
     r->win_ops = wsync_window_for(r->mem->kind);
     WSYNC_CHECK_GOTO(wsync_control_open(r->control_url, r->token, &r->control), st, err);
-    WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, board_device(r), 30000, &r->board), st, err);
+    WSYNC_CHECK_GOTO(wsync_auth_init(&r->auth, r->token), st, err);
+    WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, board_device(r), &r->auth, 30000,
+                                &r->board), st, err);
     if (cfg->local_rank == 0) {
         gethostname(host, sizeof(host));
         WSYNC_CHECK_GOTO(wsync_control_register_engine(r->control, r->engine_id, host, cfg->local_world, NULL),
@@ -218,7 +215,8 @@ static wsync_status_t rejoin_if_needed(wsync_receiver_t *r)
                 r->win_ops->unmap(r->peers[p][s].ptr, r->peers[p][s].len);
                 r->peers[p][s].ptr = NULL;
             }
-    WSYNC_CHECK(board_open(r->board_name, r->cfg.local_rank, r->cfg.local_world, board_device(r), 30000, &r->board));
+    WSYNC_CHECK(board_open(r->board_name, r->cfg.local_rank, r->cfg.local_world, board_device(r), &r->auth, 30000,
+                           &r->board));
     r->last_gen = 0;
     for (s = 0; s < r->nslots && r->image_len; s++) {
         wsync_blob_t blob;
@@ -334,7 +332,7 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
         *sl = r->held;
         st = WSYNC_OK;
     } else {
-        st = wsync_sync_layout_from_json(rec, sl);
+        st = wsync_sync_layout_fetch(r->control, rec, sl);   /* the manifest once per layout */
     }
     if (st == WSYNC_OK) {
         st = wsync_sync_layout_digests(*sl, rec, digests);

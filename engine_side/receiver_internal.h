@@ -6,6 +6,7 @@
 
 #include "common/control_client.h"
 #include "common/mem/mem.h"
+#include "common/net/auth.h"
 #include "common/sync_layout.h"
 #include "common/transport/transport.h"
 #include "common/window/window.h"
@@ -41,6 +42,7 @@ struct wsync_receiver {
     const wsync_window_ops_t *win_ops;
     wsync_control_t *control;
     recv_reporter_t *reporter;  /* local rank 0: the node's reports */
+    wsync_auth_t auth;      /* the token's keys: pulls, transports and the board prove it */
     board_t *board;
 
     /* images: slot 0 (in-place and staged), slot 1 (staged) */

@@ -11,6 +11,7 @@
 #include "common/checks.h"
 #include "common/digest.h"
 #include "common/msg.h"
+#include "common/settings.h"
 #include "common/util.h"
 
 static wsync_status_t load_layout(const char *manifest_json, wsync_layout_kind_t kind, int world,
@@ -167,17 +168,6 @@ static wsync_status_t index_pieces(wsync_publisher_t *p)
     return WSYNC_OK;
 }
 
-static void default_host_id(char *out, size_t len, const char *cfg)
-{
-    const char *env = getenv("WSYNC_HOST_ID");
-    if (cfg && cfg[0])
-        snprintf(out, len, "%s", cfg);
-    else if (env && env[0])
-        snprintf(out, len, "%s", env);
-    else if (gethostname(out, len) != 0)
-        snprintf(out, len, "localhost");
-}
-
 static wsync_status_t register_with_control(wsync_publisher_t *p)
 {
     char pull[192];
@@ -193,12 +183,38 @@ static wsync_status_t register_with_control(wsync_publisher_t *p)
     return st;
 }
 
+/* Rank 0 posts the manifest once per layout, under its digest; versions
+ * name it by that digest (a manifest of 100k tensors is ~10 MB of JSON that
+ * used to travel, and be parsed again, with every version). */
+static wsync_status_t post_layout(wsync_publisher_t *p)
+{
+    json_t *m = NULL;
+    wsync_status_t st;
+    WSYNC_CHECK(wsync_manifest_to_json(p->sl->manifest, &m));
+    st = wsync_control_put_layout(p->control, p->sl->manifest_digest, m);
+    json_decref(m);
+    return st;
+}
+
+/* The report of one version; an endpoint that lost the layout (restarted
+ * without its state file) answers 404 to rank 0, which posts it again. */
+static wsync_status_t report(wsync_publisher_t *p, uint64_t version, const json_t *pieces)
+{
+    wsync_status_t st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, p->layout_json, pieces);
+    if (st == WSYNC_ERR_NOT_FOUND && p->cfg.rank == 0) {
+        WSYNC_CHECK(post_layout(p));
+        st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, p->layout_json, pieces);
+    }
+    return st;
+}
+
 wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync_publisher_t **out)
 {
     wsync_publisher_t *p;
     wsync_status_t st;
     int i;
 
+    WSYNC_CHECK(wsync_settings_init()); /* a bad WSYNC_* value is refused here */
     if (cfg == NULL || (cfg->control_url == NULL && cfg->serve == NULL) || cfg->manifest_json == NULL)
         return wsync_error(WSYNC_ERR_INVALID, "publisher: control_url (or serve) and manifest_json are required");
     if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world)
@@ -215,7 +231,7 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     pthread_cond_init(&p->cond, NULL);
     p->manifest_json = strdup(cfg->manifest_json);
     p->cfg.manifest_json = p->manifest_json;
-    default_host_id(p->host_id, sizeof(p->host_id), cfg->host_id);
+    wsync_host_id(cfg->host_id, p->host_id, sizeof(p->host_id));
     if (cfg->advertise_host && cfg->advertise_host[0])
         snprintf(p->advertise, sizeof(p->advertise), "%s", cfg->advertise_host);
     else
@@ -227,7 +243,7 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
                      st, err);
     WSYNC_CHECK_GOTO(collect_owned(p), st, err);
     WSYNC_CHECK_GOTO(index_pieces(p), st, err);
-    p->layout_json = wsync_sync_layout_to_json(p->sl, p->cfg.rank == 0);
+    p->layout_json = wsync_sync_layout_to_json(p->sl, 0);
     if (p->layout_json == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory", p->cfg.rank);
         goto err;
@@ -242,8 +258,11 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     p->control_url = strdup(cfg->control_url ? cfg->control_url : wsync_control_server_url(p->control_server));
     p->cfg.control_url = p->control_url;
     WSYNC_CHECK_GOTO(wsync_control_open(p->control_url, cfg->token, &p->control), st, err);
+    WSYNC_CHECK_GOTO(wsync_auth_init(&p->auth, cfg->token), st, err);
     WSYNC_CHECK_GOTO(pub_server_start(p), st, err);
     WSYNC_CHECK_GOTO(register_with_control(p), st, err);
+    if (p->cfg.rank == 0)
+        WSYNC_CHECK_GOTO(post_layout(p), st, err);
     *out = p;
     return WSYNC_OK;
 err:
@@ -358,7 +377,7 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
     announce(p, slot, version);
     st = p->cfg.zero_copy ? WSYNC_OK : pub_copy_start(p, &p->slots[slot], &copy);
     if (st == WSYNC_OK)
-        st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, p->layout_json, pieces);
+        st = report(p, version, pieces);
     if (st == WSYNC_OK) {
         json_decref(p->reported_pieces);
         p->reported_pieces = json_incref(pieces);
@@ -410,8 +429,7 @@ static wsync_status_t resend_if_lost(wsync_publisher_t *p, uint64_t version)
         return WSYNC_OK;
     LOG_WARN("trainer rank %d: the control endpoint %s lost this rank's report of version %llu (restarted?): "
              "sending it again", p->cfg.rank, p->control_url, (unsigned long long)version);
-    return wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, p->layout_json,
-                                 p->reported_pieces);
+    return report(p, version, p->reported_pieces);
 }
 
 wsync_status_t wsync_publisher_wait_published(wsync_publisher_t *p, uint64_t version, int timeout_ms)

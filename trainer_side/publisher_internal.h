@@ -8,6 +8,7 @@
 
 #include "common/control_client.h"
 #include "common/mem/mem.h"
+#include "common/net/auth.h"
 #include "common/sync_layout.h"
 #include "common/transport/transport.h"
 #include "trainer_side/control/control_server.h"
@@ -73,10 +74,11 @@ struct wsync_publisher {
     const wsync_mem_ops_t *mem;
     int device;
     wsync_control_t *control;
+    wsync_auth_t auth;              /* the token's keys: every pull and put proves it */
     wsync_control_server_t *control_server;  /* with cfg.serve */
     char *control_url;
     wsync_sync_layout_t *sl;
-    json_t *layout_json;            /* what every publish reports (rank 0: with the manifest); built once */
+    json_t *layout_json;            /* what every publish reports (the manifest by digest); built once */
     uint64_t reported_version;      /* the last version reported, and its pieces: */
     json_t *reported_pieces;        /* sent again when the endpoint lost them */
     uint64_t resend_check_ns;       /* when wait_published next checks that */

@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/fault.h"
 #include "common/msg.h"
 #include "common/pull_request.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "trainer_side/publisher_internal.h"
 
@@ -79,7 +81,7 @@ static void *poller_main(void *arg)
 static wsync_status_t get_transport(wsync_publisher_t *p, const char *name, int *idx)
 {
     wsync_transport_config_t cfg = {.bind_host = NULL, .conns_per_peer = 0, .device = -1,
-                                    .timeout_ms = 10000};
+                                    .timeout_ms = wsync_connect_timeout_ms(0), .auth = &p->auth};
     const wsync_transport_ops_t *ops;
     pub_transport_t *pt;
     void **arg;
@@ -271,13 +273,10 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
         json_object_set_new(reply, "error", json_string(msg));
         return;
     }
-    {
-        /* Test hook (fault-injection tests only): hold the request a while,
-         * so a test can kill this rank while an engine waits on it. */
-        const char *delay = getenv("WSYNC_TEST_SERVE_DELAY_MS");
-        if (delay)
-            usleep((useconds_t)atoi(delay) * 1000);
-    }
+    /* Test hook (common/fault.h): hold the request a while, so a test can
+     * kill this rank while an engine waits on it. */
+    if (wsync_fault(WSYNC_FAULT_SERVE_DELAY_MS) > 0)
+        usleep((useconds_t)wsync_fault(WSYNC_FAULT_SERVE_DELAY_MS) * 1000);
     pthread_mutex_lock(&p->lock);
     slot = find_slot(p, version);
     if (slot < 0 && p->withdrawn == version) {
@@ -398,11 +397,12 @@ static void *handler_main(void *arg)
     handler_arg_t *h = arg;
     wsync_publisher_t *p = h->p;
     json_t *req = NULL, *reply = json_object();
-    if (wsync_msg_recv(h->fd, 10000, &req) == WSYNC_OK) {
+    /* Nothing is served to a peer that did not prove the token (if set). */
+    if (wsync_msg_accept(h->fd, &p->auth, WSYNC_HS_PULL, wsync_connect_timeout_ms(0), &req) == WSYNC_OK) {
         serve(p, req, reply);
         wsync_msg_send(h->fd, reply);
     } else {
-        LOG_WARN("trainer rank %d: bad pull request: %s", p->cfg.rank, wsync_last_error());
+        LOG_WARN("trainer rank %d: %s", p->cfg.rank, wsync_last_error());
     }
     json_decref(req);
     json_decref(reply);

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/fault.h"
+#include "common/settings.h"
 
 #define SNAP_MAX_THREADS 8
 /* Copy threads share each piece in blocks of this size, in plan order: the
@@ -230,9 +232,8 @@ static wsync_status_t work_finish(pub_work_t *w, int help, int abandon)
 int pub_snapshot_threads(int asked)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *env = getenv("WSYNC_PUBLISH_THREADS");
-    if (asked <= 0 && env && *env)
-        asked = atoi(env);
+    if (asked <= 0)
+        asked = (int)wsync_setting_int(WSYNC_SET_PUBLISH_THREADS); /* 0: one per CPU */
     if (asked > 0)
         return asked < SNAP_MAX_THREADS ? asked : SNAP_MAX_THREADS;
     return n < 1 ? 1 : n > SNAP_MAX_THREADS ? SNAP_MAX_THREADS : (int)n;
@@ -265,12 +266,6 @@ wsync_status_t pub_digest(wsync_publisher_t *p, uint64_t *sums)
     return work_finish(&w, 1, 0);
 }
 
-static long env_long(const char *name, long dflt)
-{
-    const char *v = getenv(name);
-    return v && *v ? atol(v) : dflt;
-}
-
 wsync_status_t pub_copy_start(wsync_publisher_t *p, pub_slot_t *s, pub_work_t **out)
 {
     pub_work_t *w = calloc(1, sizeof(*w));
@@ -301,13 +296,11 @@ wsync_status_t pub_copy_start(wsync_publisher_t *p, pub_slot_t *s, pub_work_t **
         w->unit = copy_extent_unit;
         w->nunits = p->nspans;
     }
-    /* Test hooks (tests only): WSYNC_TEST_CORRUPT_PIECE=<id> flips one byte
-     * of that piece once it is copied, after it was digested;
-     * WSYNC_TEST_COPY_DELAY_MS sleeps before each copy; and
-     * WSYNC_TEST_COPY_FAIL_PIECE=<id> fails the copy of that piece. */
-    w->corrupt_piece = env_long("WSYNC_TEST_CORRUPT_PIECE", -1);
-    w->fail_piece = env_long("WSYNC_TEST_COPY_FAIL_PIECE", -1);
-    w->delay_ms = (int)env_long("WSYNC_TEST_COPY_DELAY_MS", 0);
+    /* Test hooks (common/fault.h): corrupt a piece after its digest, fail
+     * a piece's copy, or slow every copy. */
+    w->corrupt_piece = wsync_fault(WSYNC_FAULT_CORRUPT_PIECE);
+    w->fail_piece = wsync_fault(WSYNC_FAULT_COPY_FAIL_PIECE);
+    w->delay_ms = (int)wsync_fault(WSYNC_FAULT_COPY_DELAY_MS);
     /* Host memory: every thread copies while the caller reports. GPU memory
      * copies on the caller's thread after the report (a thread per publish
      * would leave a CUDA stream behind each time). */

@@ -5,7 +5,10 @@
  * GPU, no host bounce). Completion travels back over an abstract Unix
  * socket: the sender's progress thread waits for each put's event in order,
  * queues SENT locally and writes a notice {tag, len, status}; the receiver's
- * reader thread turns notices into LANDED (or ERROR) completions. Host memory
+ * reader thread turns notices into LANDED (or ERROR) completions. A sender
+ * opens with the data-plane handshake (common/net/handshake.h): with a
+ * token, only a process of the receiver's uid or one that proves the token
+ * gets in. Host memory
  * is refused: tcp already moves it through shared pages well enough. */
 #include <errno.h>
 #include <poll.h>
@@ -17,10 +20,12 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/settings.h"
 #include "common/transport/cqueue.h"
 #include "common/transport/transport.h"
 #include "common/util.h"
-#include "common/window/fdpass.h"
+#include "common/net/fdpass.h"
+#include "common/net/handshake.h"
 
 #if WSYNC_HAVE_CUDA
 #include <cuda.h>
@@ -73,6 +78,7 @@ typedef struct lo_reader {
 typedef struct lo_transport {
     wsync_transport_t base;
     int device, timeout_ms;
+    wsync_auth_t auth;
     wsync_cqueue_t cq;
     pthread_mutex_t lock;
     uint64_t next_region;
@@ -158,7 +164,9 @@ static wsync_status_t lo_open(const wsync_transport_config_t *cfg, wsync_transpo
     WSYNC_CHECK_ALLOC(t);
     t->base.ops = &wsync_transport_local;
     t->device = cfg->device;
-    t->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 10000;
+    t->timeout_ms = wsync_connect_timeout_ms(cfg->timeout_ms);
+    if (cfg->auth)
+        t->auth = *cfg->auth;
     t->lfd = -1;
     wsync_cqueue_init(&t->cq);
     pthread_mutex_init(&t->lock, NULL);
@@ -263,22 +271,35 @@ static void *accept_main(void *arg)
     lo_transport_t *t = arg;
     while (!__atomic_load_n(&t->stopping, __ATOMIC_ACQUIRE)) {
         struct pollfd pfd = {.fd = t->lfd, .events = POLLIN};
+        unsigned char *payload = NULL;
+        size_t len = 0;
         lo_hello_t h;
         lo_reader_t *rd;
-        int fd, extra = -1;
+        wsync_hs_t hs;
+        int fd;
         if (poll(&pfd, 1, 100) <= 0)
             continue;
         fd = accept4(t->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)
             continue;
-        if (wsync_fd_recv(fd, &h, sizeof(h), &extra) != WSYNC_OK || h.magic != LO_MAGIC || h.nonce != t->nonce) {
-            if (extra >= 0)
-                close(extra);
+        if (wsync_hs_serve(&hs, fd, &t->auth, WSYNC_HS_LOCAL, "a local process", sizeof(h), t->timeout_ms, &payload,
+                           &len) != WSYNC_OK) {
+            wsync_log(WSYNC_LOG_WARN, "local: %s", wsync_last_error());
+            close(fd);
+            continue;
+        }
+        if (len == sizeof(h))
+            memcpy(&h, payload, sizeof(h));
+        free(payload);
+        if (len != sizeof(h) || h.magic != LO_MAGIC || h.nonce != t->nonce) {
+            wsync_hs_refuse(&hs, WSYNC_ERR_PEER, "not a sender of this receiver (stale address?)");
             close(fd);  /* not a sender of ours (stale address, scan) */
             continue;
         }
-        if (extra >= 0)
-            close(extra);
+        if (wsync_hs_accept(&hs, NULL, 0) != WSYNC_OK) {
+            close(fd);
+            continue;
+        }
         rd = calloc(1, sizeof(*rd));
         if (rd == NULL) {
             close(fd);
@@ -405,7 +426,8 @@ static wsync_status_t lo_connect(wsync_transport_t *tr, const wsync_blob_t *addr
     pthread_cond_init(&c->cond, NULL);
     WSYNC_CHECK_GOTO(wsync_unix_connect(a.name, t->timeout_ms, &c->fd), st, fail);
     h.nonce = a.nonce;
-    WSYNC_CHECK_GOTO(wsync_fd_send(c->fd, &h, sizeof(h), -1), st, fail);
+    WSYNC_CHECK_GOTO(wsync_hs_connect(c->fd, &t->auth, WSYNC_HS_LOCAL, a.name, &h, sizeof(h), t->timeout_ms, NULL, 0,
+                                      NULL), st, fail);
     WSYNC_CHECK_GOTO(enter_device(t->device, &prev), st, fail);
     st = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) == cudaSuccess
              ? WSYNC_OK

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,7 +17,9 @@
 #include <unistd.h>
 
 #include "common/checks.h"
-#include "common/msg.h"
+#include "common/net/handshake.h"
+#include "common/net/sock.h"
+#include "common/settings.h"
 #include "common/transport/cqueue.h"
 #include "common/transport/transport.h"
 #include "common/util.h"
@@ -80,6 +83,7 @@ struct nc_transport {
     int timeout_ms;
     int op_timeout_ms;
     char bind_host[64];
+    wsync_auth_t auth;          /* handshakes prove the token, when set */
     int listen_fd;
     char listen_addr[96];       /* "HOST:PORT" senders dial */
     pthread_t acceptor;
@@ -489,50 +493,43 @@ out:
     return st;
 }
 
-static wsync_status_t io_all(int fd, void *buf, size_t len, int writing, int timeout_ms)
-{
-    char *b = buf;
-    size_t done = 0;
-    while (done < len) {
-        struct pollfd pfd = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
-        ssize_t n;
-        int pr = poll(&pfd, 1, timeout_ms);
-        if (pr == 0)
-            return wsync_error(WSYNC_ERR_TIMEOUT, "nccl handshake: peer silent for %d ms", timeout_ms);
-        if (pr < 0 && errno == EINTR)
-            continue;
-        n = writing ? write(fd, b + done, len - done) : read(fd, b + done, len - done);
-        if (n == 0)
-            return wsync_error(WSYNC_ERR_PEER, "nccl handshake: peer closed the connection");
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN)
-                continue;
-            return wsync_error(WSYNC_ERR_IO, "nccl handshake: %s", strerror(errno));
-        }
-        done += (size_t)n;
-    }
-    return WSYNC_OK;
-}
-
-/* Receiver's handshake: hello in, unique id out; the pair's worker inits. */
+/* Receiver's handshake: hello in (the data-plane handshake's payload: with
+ * a token, proven), unique id out (its reply, proven back); the pair's
+ * worker inits. */
 static void handshake(nc_transport_t *t, int fd)
 {
+    unsigned char *payload = NULL;
+    size_t len = 0;
+    char peer[96];
     nc_hello_t h;
     ncclUniqueId uid;
     nc_peer_t *p;
-    if (io_all(fd, &h, sizeof(h), 0, t->timeout_ms) != WSYNC_OK || h.magic != NC_MAGIC) {
-        wsync_log(WSYNC_LOG_WARN, "nccl: dropped a connection that is not a wsync sender");
+    wsync_hs_t hs;
+    wsync_peer_name(fd, peer, sizeof(peer));
+    if (wsync_hs_serve(&hs, fd, &t->auth, WSYNC_HS_NCCL, peer, sizeof(h), t->timeout_ms, &payload, &len) !=
+        WSYNC_OK) {
+        wsync_log(WSYNC_LOG_WARN, "nccl: %s", wsync_last_error());
+        return;
+    }
+    if (len == sizeof(h))
+        memcpy(&h, payload, sizeof(h));
+    free(payload);
+    if (len != sizeof(h) || h.magic != NC_MAGIC) {
+        wsync_hs_refuse(&hs, WSYNC_ERR_FORMAT, "not an nccl hello");
+        wsync_log(WSYNC_LOG_WARN, "nccl: dropped a connection from %s that is not a wsync sender", peer);
         return;
     }
     if (ncclGetUniqueId(&uid) != ncclSuccess) {
+        wsync_hs_refuse(&hs, WSYNC_ERR_NCCL, "the receiver's ncclGetUniqueId failed");
         wsync_cqueue_push_error(&t->cq, ~0ULL, h.sender_id, WSYNC_ERR_NCCL, "nccl: ncclGetUniqueId failed");
         return;
     }
     if (peer_for(t, h.sender_id, &p) != WSYNC_OK) {
+        wsync_hs_refuse(&hs, WSYNC_ERR_INVALID, wsync_last_error());
         wsync_cqueue_push_error(&t->cq, ~0ULL, h.sender_id, WSYNC_ERR_INVALID, "%s", wsync_last_error());
         return;
     }
-    if (io_all(fd, &uid, sizeof(uid), 1, t->timeout_ms) != WSYNC_OK)
+    if (wsync_hs_accept(&hs, &uid, sizeof(uid)) != WSYNC_OK)
         return;
     pthread_mutex_lock(&p->lock);
     p->uid = uid;
@@ -561,20 +558,20 @@ static void *acceptor_main(void *arg)
 static wsync_status_t nc_open(const wsync_transport_config_t *cfg, wsync_transport_t **out)
 {
     nc_transport_t *t;
-    const char *env = getenv("WSYNC_NCCL_OP_TIMEOUT_MS"), *genv = getenv("WSYNC_NCCL_GROUP");
     if (!nc_can_use(cfg))
         return WSYNC_ERR_UNSUPPORTED;
-    if (genv && atoi(genv) >= 1 && atoi(genv) <= NC_GROUP_MAX)
-        group_max = atoi(genv);
+    group_max = (int)wsync_setting_int(WSYNC_SET_NCCL_GROUP); /* 1..NC_GROUP_MAX */
     t = calloc(1, sizeof(*t));
     WSYNC_CHECK_ALLOC(t);
     t->super.ops = &wsync_transport_nccl;
     t->device = cfg->device;
-    t->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 10000;
+    t->timeout_ms = wsync_connect_timeout_ms(cfg->timeout_ms);
     /* A 64 MiB group takes well under a millisecond; a minute without any
      * completion means the peer is gone. */
-    t->op_timeout_ms = env ? atoi(env) : 60000;
+    t->op_timeout_ms = (int)wsync_setting_int(WSYNC_SET_NCCL_OP_TIMEOUT_MS);
     snprintf(t->bind_host, sizeof(t->bind_host), "%s", cfg->bind_host ? cfg->bind_host : "");
+    if (cfg->auth)
+        t->auth = *cfg->auth;
     t->listen_fd = -1;
     wsync_cqueue_init(&t->cq);
     pthread_mutex_init(&t->lock, NULL);
@@ -632,6 +629,7 @@ static wsync_status_t nc_connect(wsync_transport_t *tt, const wsync_blob_t *addr
     nc_hello_t h = {.magic = NC_MAGIC, .sender_id = self_id};
     char hostport[WSYNC_BLOB_MAX];
     nc_peer_t *p = NULL;
+    size_t uid_len = 0;
     wsync_status_t st;
     int fd = -1;
     if (addr->len < 6 || addr->len > WSYNC_BLOB_MAX || memcmp(addr->data, "nccl:", 5) != 0 ||
@@ -639,9 +637,13 @@ static wsync_status_t nc_connect(wsync_transport_t *tt, const wsync_blob_t *addr
         return wsync_error(WSYNC_ERR_FORMAT, "nccl: the receiver's address is not an nccl address");
     snprintf(hostport, sizeof(hostport), "%s", (const char *)addr->data + 5);
     WSYNC_CHECK(wsync_tcp_connect(hostport, t->timeout_ms, &fd));
-    WSYNC_CHECK_GOTO(io_all(fd, &h, sizeof(h), 1, t->timeout_ms), st, err_close);
     WSYNC_CHECK_GOTO(peer_new(t, self_id, 1, &p), st, err_close);
-    WSYNC_CHECK_GOTO(io_all(fd, &p->uid, sizeof(p->uid), 0, t->timeout_ms), st, err_peer);
+    WSYNC_CHECK_GOTO(wsync_hs_connect(fd, &t->auth, WSYNC_HS_NCCL, hostport, &h, sizeof(h), t->timeout_ms, &p->uid,
+                                      sizeof(p->uid), &uid_len), st, err_peer);
+    if (uid_len != sizeof(p->uid)) {
+        st = wsync_error(WSYNC_ERR_FORMAT, "nccl: the receiver answered with %zu bytes, not a unique id", uid_len);
+        goto err_peer;
+    }
     close(fd);
     fd = -1;
     pthread_mutex_lock(&p->lock);

@@ -37,6 +37,9 @@ static wsync_status_t tcp_open(const wsync_transport_config_t *cfg, wsync_transp
     t->cfg = *cfg;
     snprintf(t->bind_host, sizeof(t->bind_host), "%s", cfg->bind_host ? cfg->bind_host : "");
     t->cfg.bind_host = NULL;
+    if (cfg->auth)
+        t->auth = *cfg->auth;
+    t->cfg.auth = NULL;
     t->nonce = wsync_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)t;
     t->listen_fd = -1;
     t->next_region = 1;

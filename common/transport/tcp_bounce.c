@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "common/checks.h"
-#include "common/msg.h"
+#include "common/net/sock.h"
 
 typedef struct slot {
     char *buf;

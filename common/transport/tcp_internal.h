@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "common/net/auth.h"
 #include "common/transport/cqueue.h"
 #include "common/transport/tcp_wire.h"
 #include "common/transport/transport.h"
@@ -65,6 +66,7 @@ typedef struct tcp_transport {
     wsync_transport_t super;
     wsync_transport_config_t cfg;
     char bind_host[64];
+    wsync_auth_t auth;                  /* every connection proves the token, when set */
     uint64_t nonce;
     wsync_cqueue_t cq;
     pthread_mutex_t lock;

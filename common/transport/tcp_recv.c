@@ -11,7 +11,10 @@
 #include <unistd.h>
 
 #include "common/checks.h"
-#include "common/msg.h"
+#include "common/fault.h"
+#include "common/net/handshake.h"
+#include "common/net/sock.h"
+#include "common/settings.h"
 #include "common/transport/tcp_bounce.h"
 #include "common/transport/tcp_internal.h"
 #include "common/util.h"
@@ -71,13 +74,9 @@ static void release(tcp_transport_t *t, tcp_region_t *r)
 static void test_recv_stall(void)
 {
     static uint64_t until;          /* 0: not armed yet; set once */
-    static int ms = -1;
+    long long ms = wsync_fault(WSYNC_FAULT_RECV_STALL_MS);
     uint64_t u, now;
-    if (ms < 0) {
-        const char *e = getenv("WSYNC_TEST_RECV_STALL_MS");
-        ms = e && atoi(e) > 0 ? atoi(e) : 0;
-    }
-    if (ms == 0)
+    if (ms <= 0)
         return;
     now = wsync_now_ns();
     u = 0;
@@ -88,36 +87,69 @@ static void test_recv_stall(void)
         usleep((useconds_t)((u - now) / 1000));
 }
 
-/* One accepted connection: a hello, then header+payload until the sender
- * closes. Anything malformed ends this connection only, with an ERROR that
- * names the peer; bytes are only ever written inside a checked region. */
+/* The handshake of an accepted connection (its payload: the tcp hello); the
+ * sender id, or -1 when it failed (reported as an ERROR naming the peer).
+ * With a token, a peer that did not prove it never gets past here. */
+static int handshake(tcp_reader_t *rd)
+{
+    tcp_transport_t *t = rd->t;
+    int timeout = wsync_connect_timeout_ms(t->cfg.timeout_ms);
+    unsigned char *payload = NULL;
+    size_t len = 0;
+    tcp_hello_t hello = {0};
+    const char *why = NULL;
+    wsync_hs_t hs;
+    wsync_status_t st;
+
+    st = wsync_hs_serve(&hs, rd->fd, &t->auth, WSYNC_HS_TCP, rd->peer, TCP_HELLO_LEN, timeout, &payload, &len);
+    if (st != WSYNC_OK) {
+        if (stopping(t))
+            return -1;
+        if (st == WSYNC_ERR_AUTH)
+            LOG_WARN("tcp: %s", wsync_last_error());
+        if (st == WSYNC_ERR_PEER || st == WSYNC_ERR_TIMEOUT)
+            wsync_cqueue_push_error(&t->cq, ~0ULL, -1, WSYNC_ERR_PEER,
+                                    "tcp: connection from %s closed before its hello: not a wsync sender", rd->peer);
+        else
+            wsync_cqueue_push_error(&t->cq, ~0ULL, -1, st, "tcp: connection from %s is not a sender of this "
+                                    "receiver (%s: %s): closed", rd->peer, st == WSYNC_ERR_AUTH ? "refused" : "garbage",
+                                    wsync_last_error());
+        return -1;
+    }
+    if (len == TCP_HELLO_LEN)
+        tcp_hello_decode(payload, &hello);
+    free(payload);
+    if (len != TCP_HELLO_LEN || hello.magic != TCP_MAGIC)
+        why = "garbage";
+    else if (hello.version != TCP_VERSION)
+        why = "other protocol version";
+    else if (hello.nonce != t->nonce)
+        why = "address of another receiver instance";
+    if (why) {
+        wsync_hs_refuse(&hs, WSYNC_ERR_PEER, why);
+        wsync_cqueue_push_error(&t->cq, ~0ULL, -1, WSYNC_ERR_PEER,
+                                "tcp: connection from %s is not a sender of this receiver (%s): closed", rd->peer, why);
+        return -1;
+    }
+    if (wsync_hs_accept(&hs, NULL, 0) != WSYNC_OK)
+        return -1;
+    return hello.sender;
+}
+
+/* One accepted connection: the handshake, then header+payload until the
+ * sender closes. Anything malformed ends this connection only, with an ERROR
+ * that names the peer; bytes are only ever written inside a checked region. */
 static void *reader_main(void *arg)
 {
     tcp_reader_t *rd = arg;
     tcp_transport_t *t = rd->t;
     unsigned char buf[TCP_HDR_LEN];
-    tcp_hello_t hello;
     tcp_bounce_t *bounce = NULL;
     char why[128];
     int sender, rc;
 
-    rc = wsync_recv_all(rd->fd, buf, TCP_HELLO_LEN, 0);
-    if (rc != 0) {
-        if (!stopping(t))
-            wsync_cqueue_push_error(&t->cq, ~0ULL, -1, WSYNC_ERR_PEER,
-                       "tcp: connection from %s closed before its hello: not a wsync sender", rd->peer);
+    if ((sender = handshake(rd)) < 0)
         goto out;
-    }
-    tcp_hello_decode(buf, &hello);
-    if (hello.magic != TCP_MAGIC || hello.version != TCP_VERSION || hello.nonce != t->nonce) {
-        wsync_cqueue_push_error(&t->cq, ~0ULL, -1, WSYNC_ERR_PEER,
-                   "tcp: connection from %s is not a sender of this receiver (%s): closed", rd->peer,
-                   hello.magic != TCP_MAGIC         ? "garbage"
-                   : hello.version != TCP_VERSION ? "other protocol version"
-                                                   : "address of another receiver instance");
-        goto out;
-    }
-    sender = hello.sender;
     for (;;) {
         tcp_hdr_t h;
         tcp_region_t *r;
@@ -227,17 +259,10 @@ static void *acceptor_main(void *arg)
 wsync_status_t tcp_listen(wsync_transport_t *tt, wsync_blob_t *addr)
 {
     tcp_transport_t *t = container_of(tt, tcp_transport_t, super);
-    const char *env = getenv("WSYNC_TCP_PORT");
     tcp_addr_t a = {.magic = TCP_MAGIC, .version = TCP_VERSION, .nonce = t->nonce};
-    char *end = NULL;
-    long want = 0;
+    long want = wsync_setting_int(WSYNC_SET_TCP_PORT); /* 0..65535, checked at start */
     int port = 0;
 
-    if (env && *env) {
-        want = strtol(env, &end, 10);
-        if (*end != '\0' || want < 0 || want > 65535)
-            return wsync_error(WSYNC_ERR_INVALID, "WSYNC_TCP_PORT='%s' is not a port number (0-65535)", env);
-    }
     if (t->listen_fd < 0) {
         WSYNC_CHECK(wsync_tcp_listen(t->bind_host, (int)want, &t->listen_fd, &port));
         if (pthread_create(&t->acceptor, NULL, acceptor_main, t) != 0) {

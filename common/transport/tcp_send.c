@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "common/checks.h"
-#include "common/msg.h"
+#include "common/net/handshake.h"
+#include "common/net/sock.h"
+#include "common/settings.h"
 #include "common/transport/tcp_internal.h"
 
 /* A receiver that stops reading (stopped, hung, or hostile) must not hold a
@@ -20,13 +22,11 @@
  * own timeout: a send that makes no progress for this long breaks the link,
  * so the request fails naming the receiver and the slot is free again. A
  * live receiver drains its socket continuously; 10 s without a byte is not
- * slowness. WSYNC_TCP_STALL_MS overrides (0: no limit). */
-#define TCP_STALL_MS 10000
+ * slowness. Setting tcp_stall_ms (WSYNC_TCP_STALL_MS; 0: no limit). */
 
 static int stall_ms(void)
 {
-    const char *env = getenv("WSYNC_TCP_STALL_MS");
-    return env && env[0] ? atoi(env) : TCP_STALL_MS;
+    return (int)wsync_setting_int(WSYNC_SET_TCP_STALL_MS);
 }
 
 static void set_stall_timeout(int fd)
@@ -156,10 +156,11 @@ void tcp_disconnect(wsync_conn_t *cc)
 
 static int conns_wanted(const tcp_transport_t *t)
 {
-    const char *env = getenv("WSYNC_TCP_CONNS");
-    int n = t->cfg.conns_per_peer > 0 ? t->cfg.conns_per_peer : 4;
-    if (env && atoi(env) > 0)
-        n = atoi(env);
+    /* The setting, when given, wins over the caller's count (as the
+     * variable always did): it is how a deployment tunes it. */
+    int n = t->cfg.conns_per_peer > 0 && wsync_setting_source(WSYNC_SET_TCP_CONNS) == WSYNC_SRC_DEFAULT
+                ? t->cfg.conns_per_peer
+                : (int)wsync_setting_int(WSYNC_SET_TCP_CONNS);
     return n > TCP_MAX_CONNS ? TCP_MAX_CONNS : n;
 }
 
@@ -196,16 +197,19 @@ wsync_status_t tcp_connect(wsync_transport_t *tt, const wsync_blob_t *addr, int 
         l->fd = -1;
         pthread_mutex_init(&l->lock, NULL);
         pthread_cond_init(&l->cond, NULL);
-        st = wsync_tcp_connect(a.hostport, t->cfg.timeout_ms > 0 ? t->cfg.timeout_ms : 10000, &l->fd);
+        st = wsync_tcp_connect(a.hostport, wsync_connect_timeout_ms(t->cfg.timeout_ms), &l->fd);
         if (st == WSYNC_OK) {
             /* Nagle stays on: puts are large writes, headers ride with them. */
             int off = 0;
             setsockopt(l->fd, IPPROTO_TCP, TCP_NODELAY, &off, sizeof(off));
             tcp_tune(l->fd);
-            set_stall_timeout(l->fd);
-            if (wsync_send_all(l->fd, hb, TCP_HELLO_LEN) != 0)
-                st = wsync_error(WSYNC_ERR_PEER, "tcp: receiver %s closed the connection during the hello: %s",
-                                 a.hostport, strerror(errno));
+            /* The hello rides in the handshake, proven with the token. */
+            st = wsync_hs_connect(l->fd, &t->auth, WSYNC_HS_TCP, a.hostport, hb, TCP_HELLO_LEN,
+                                  wsync_connect_timeout_ms(t->cfg.timeout_ms), NULL, 0, NULL);
+            if (st != WSYNC_OK)
+                st = wsync_error(st, "tcp: cannot connect to receiver %s: %s", a.hostport, wsync_last_error());
+            if (st == WSYNC_OK)
+                set_stall_timeout(l->fd);
         }
         if (st == WSYNC_OK && pthread_create(&l->th, NULL, link_main, l) != 0)
             st = wsync_error(WSYNC_ERR_IO, "tcp: cannot start a sender thread for receiver %s", a.hostport);

@@ -55,6 +55,9 @@ typedef struct wsync_transport_config {
     int conns_per_peer;             /* tcp: parallel connections per peer pair (default 4) */
     int device;                     /* GPU ordinal for GPU-aware backends, -1 none */
     int timeout_ms;                 /* connect / handshake timeout (default 10000) */
+    /* The token's keys (common/net/auth.h), or NULL: no token. Copied at
+     * open: every connection then proves it (common/net/handshake.h). */
+    const struct wsync_auth *auth;
 } wsync_transport_config_t;
 
 typedef struct wsync_transport_ops {

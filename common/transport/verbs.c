@@ -20,7 +20,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "common/msg.h"
+#include "common/net/sock.h"
 #include "common/transport/verbs_internal.h"
 #include "common/util.h"
 
@@ -42,6 +42,9 @@ static wsync_status_t verbs_open(const wsync_transport_config_t *cfg, wsync_tran
     t->cfg = *cfg;
     snprintf(t->bind_host, sizeof(t->bind_host), "%s", cfg->bind_host ? cfg->bind_host : "");
     t->cfg.bind_host = NULL;
+    if (cfg->auth)
+        t->auth = *cfg->auth;
+    t->cfg.auth = NULL;
     t->nonce = wsync_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)t;
     t->listen_fd = -1;
     wsync_cqueue_init(&t->cq);

@@ -1,8 +1,9 @@
 /* verbs_conn.c: reliable-connected queue pairs and how two sides connect
  * them. The receiver's listen() opens a TCP handshake socket; a sender dials
  * it and both exchange one hello (sender id, receiver nonce, and per queue
- * pair: GID, QPN, PSN, LID, MTU, port), then move their queue pairs
- * INIT -> RTR -> RTS. The socket stays open: its close tells the receiver
+ * pair: GID, QPN, PSN, LID, MTU, port) inside the data-plane handshake
+ * (common/net/handshake.h: with a token both prove it), then move their
+ * queue pairs INIT -> RTR -> RTS. The socket stays open: its close tells the receiver
  * that sender is gone. */
 #if WSYNC_HAVE_VERBS
 #include <arpa/inet.h>
@@ -15,7 +16,9 @@
 #include <unistd.h>
 
 #include "common/checks.h"
-#include "common/msg.h"
+#include "common/net/handshake.h"
+#include "common/net/sock.h"
+#include "common/settings.h"
 #include "common/transport/verbs_internal.h"
 #include "common/transport/verbs_select.h"
 #include "common/util.h"
@@ -53,13 +56,6 @@ void verbs_qp_attr_local(verbs_dev_t *d, struct ibv_qp *qp, uint32_t psn, verbs_
     out->port = d->port;
 }
 
-static int env_int(const char *name, int dflt, int lo, int hi)
-{
-    const char *s = getenv(name);
-    int v = s && *s ? atoi(s) : dflt;
-    return v < lo ? lo : v > hi ? hi : v;
-}
-
 wsync_status_t verbs_qp_connect(verbs_dev_t *d, struct ibv_qp *qp, uint32_t my_psn, const verbs_qp_attr_t *r)
 {
     struct ibv_qp_attr a;
@@ -86,8 +82,8 @@ wsync_status_t verbs_qp_connect(verbs_dev_t *d, struct ibv_qp *qp, uint32_t my_p
     a.qp_state = IBV_QPS_RTS;
     /* Ack timeout 4.096 us * 2^timeout, 7 retries: with the default 14 a
      * dead receiver is declared after about half a second. */
-    a.timeout = (uint8_t)env_int("WSYNC_IB_TIMEOUT", 14, 1, 31);
-    a.retry_cnt = (uint8_t)env_int("WSYNC_IB_RETRY_CNT", 7, 0, 7);
+    a.timeout = (uint8_t)wsync_setting_int(WSYNC_SET_IB_TIMEOUT);
+    a.retry_cnt = (uint8_t)wsync_setting_int(WSYNC_SET_IB_RETRY_CNT);
     a.rnr_retry = 7;
     a.sq_psn = my_psn & 0xffffff;
     a.max_rd_atomic = 1;
@@ -115,25 +111,18 @@ static uint32_t random_psn(void)
     return (uint32_t)(wsync_now_ns() * 2654435761u ^ (uint64_t)getpid()) & 0xffffff;
 }
 
-/* One hello from fd: header, then as many queue pairs as it announces. */
-static wsync_status_t recv_hello(int fd, int timeout_ms, const char *who, verbs_hello_t *h)
+/* A hello that arrived as a handshake payload: header, then as many queue
+ * pairs as it announces, exactly. */
+static wsync_status_t parse_hello(const unsigned char *buf, size_t len, const char *who, verbs_hello_t *h)
 {
-    unsigned char buf[VERBS_HELLO_MAX];
-    uint64_t deadline = wsync_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
-    size_t len;
-    if (wsync_recv_all(fd, buf, VERBS_HELLO_HDR, deadline) != 0)
-        return wsync_error(WSYNC_ERR_PEER, "verbs: %s sent no handshake within %d ms", who, timeout_ms);
-    len = verbs_hello_peek_len(buf);
-    if (len == 0)
+    if (len < VERBS_HELLO_HDR || verbs_hello_peek_len(buf) != len)
         return wsync_error(WSYNC_ERR_FORMAT, "verbs: %s sent something that is not a verbs handshake", who);
-    if (wsync_recv_all(fd, buf + VERBS_HELLO_HDR, len - VERBS_HELLO_HDR, deadline) != 0)
-        return wsync_error(WSYNC_ERR_PEER, "verbs: %s closed the connection inside its handshake", who);
     return verbs_hello_decode(buf, len, h);
 }
 
 static int timeout_ms(const verbs_transport_t *t)
 {
-    return t->cfg.timeout_ms > 0 ? t->cfg.timeout_ms : 10000;
+    return wsync_connect_timeout_ms(t->cfg.timeout_ms);
 }
 
 /* Receiver: destroy one sender's queue pairs (after the pollers stopped, or
@@ -154,16 +143,27 @@ static void peer_free(verbs_peer_t *p)
  * write finds one. */
 static void accept_peer(verbs_transport_t *t, int fd, const char *from)
 {
-    unsigned char buf[VERBS_HELLO_MAX];
+    unsigned char buf[VERBS_HELLO_MAX], *payload = NULL;
     verbs_hello_t in, reply = {.sender = -1};
     verbs_peer_t *p;
     uint32_t psn = random_psn(), i;
+    size_t plen = 0;
+    wsync_hs_t hs;
     int k;
     wsync_status_t st;
 
-    st = recv_hello(fd, timeout_ms(t), from, &in);
-    if (st == WSYNC_OK && in.nonce != t->nonce)
-        st = wsync_error(WSYNC_ERR_PEER, "verbs: %s dialled an address of another receiver instance", from);
+    /* With a token, nothing is created for a peer that did not prove it. */
+    st = wsync_hs_serve(&hs, fd, &t->auth, WSYNC_HS_VERBS, from, VERBS_HELLO_MAX, timeout_ms(t), &payload, &plen);
+    if (st == WSYNC_ERR_AUTH)
+        LOG_WARN("verbs: %s", wsync_last_error());
+    if (st == WSYNC_OK) {
+        st = parse_hello(payload, plen, from, &in);
+        if (st == WSYNC_OK && in.nonce != t->nonce)
+            st = wsync_error(WSYNC_ERR_PEER, "verbs: %s dialled an address of another receiver instance", from);
+        if (st != WSYNC_OK)
+            wsync_hs_refuse(&hs, st, wsync_last_error());
+    }
+    free(payload);
     if (st != WSYNC_OK) {
         wsync_cqueue_push_error(&t->cq, ~0ULL, -1, st, "%s; connection closed", wsync_last_error());
         close(fd);
@@ -171,6 +171,7 @@ static void accept_peer(verbs_transport_t *t, int fd, const char *from)
     }
     p = calloc(1, sizeof(*p));
     if (p == NULL) {
+        wsync_hs_refuse(&hs, WSYNC_ERR_NOMEM, "the receiver is out of memory");
         close(fd);
         return;
     }
@@ -195,9 +196,10 @@ static void accept_peer(verbs_transport_t *t, int fd, const char *from)
             st = verbs_qp_connect(d, p->qp[i], psn, &in.qp[i]);
         verbs_qp_attr_local(d, p->qp[i], psn, &reply.qp[i]);
     }
-    if (st == WSYNC_OK && wsync_send_all(fd, buf, verbs_hello_encode(&reply, buf)) != 0)
+    if (st == WSYNC_OK && wsync_hs_accept(&hs, buf, verbs_hello_encode(&reply, buf)) != WSYNC_OK)
         st = wsync_error(WSYNC_ERR_PEER, "verbs: sender %d at %s left during the handshake", p->sender, from);
     if (st != WSYNC_OK) {
+        wsync_hs_refuse(&hs, st, wsync_last_error());
         wsync_cqueue_push_error(&t->cq, ~0ULL, p->sender, st, "%s", wsync_last_error());
         peer_free(p);
         return;
@@ -257,8 +259,7 @@ static void *acceptor_main(void *arg)
 
 wsync_status_t verbs_listen_start(verbs_transport_t *t, int *port)
 {
-    const char *env = getenv("WSYNC_VERBS_PORT");
-    WSYNC_CHECK(wsync_tcp_listen(t->bind_host, env && *env ? atoi(env) : 0, &t->listen_fd, port));
+    WSYNC_CHECK(wsync_tcp_listen(t->bind_host, (int)wsync_setting_int(WSYNC_SET_VERBS_PORT), &t->listen_fd, port));
     if (pthread_create(&t->acceptor, NULL, acceptor_main, t) != 0) {
         close(t->listen_fd);
         t->listen_fd = -1;
@@ -294,9 +295,10 @@ void verbs_peers_free(verbs_transport_t *t)
  * connect. Unwinds in reverse on any failure. */
 wsync_status_t verbs_conn_open(verbs_transport_t *t, const verbs_addr_t *a, int self_id, verbs_conn_t **out)
 {
-    unsigned char buf[VERBS_HELLO_MAX];
+    unsigned char buf[VERBS_HELLO_MAX], rbuf[VERBS_HELLO_MAX];
     verbs_hello_t h = {.sender = self_id, .nonce = a->nonce, .nqp = (uint32_t)t->ndev}, r;
     uint32_t psn = random_psn();
+    size_t rlen = 0;
     verbs_conn_t *c;
     wsync_status_t st;
     int i;
@@ -319,12 +321,13 @@ wsync_status_t verbs_conn_open(verbs_transport_t *t, const verbs_addr_t *a, int 
         c->nlinks++;
         verbs_qp_attr_local(l->dev, l->qp, psn, &h.qp[i]);
     }
-    if (wsync_send_all(c->fd, buf, verbs_hello_encode(&h, buf)) != 0) {
-        st = wsync_error(WSYNC_ERR_PEER, "verbs: receiver %s closed the handshake connection: %s", a->hostport,
-                         strerror(errno));
+    st = wsync_hs_connect(c->fd, &t->auth, WSYNC_HS_VERBS, a->hostport, buf, verbs_hello_encode(&h, buf),
+                          timeout_ms(t), rbuf, sizeof(rbuf), &rlen);
+    if (st != WSYNC_OK) {
+        st = wsync_error(st, "verbs: handshake with receiver %s: %s", a->hostport, wsync_last_error());
         goto err_destroy_qps;
     }
-    WSYNC_CHECK_GOTO(recv_hello(c->fd, timeout_ms(t), a->hostport, &r), st, err_destroy_qps);
+    WSYNC_CHECK_GOTO(parse_hello(rbuf, rlen, a->hostport, &r), st, err_destroy_qps);
     if (r.nonce != a->nonce || r.nqp != h.nqp) {
         st = wsync_error(WSYNC_ERR_PEER, "verbs: receiver %s answered for another instance or with %u queue pairs "
                          "instead of %u", a->hostport, r.nqp, h.nqp);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/settings.h"
 #include "common/transport/verbs_internal.h"
 #include "common/transport/verbs_select.h"
 
@@ -77,9 +78,16 @@ static int list_candidates(struct ibv_device **list, int n, const char *spec, ca
     return k;
 }
 
+/* The ib_devices setting; NULL (everything) when empty. */
+static const char *dev_spec(void)
+{
+    const char *s = wsync_setting_str(WSYNC_SET_IB_DEVICES);
+    return s[0] ? s : NULL;
+}
+
 int verbs_probe(char *why, size_t whylen)
 {
-    const char *spec = getenv("WSYNC_IB_DEVICES");
+    const char *spec = dev_spec();
     struct ibv_device **list;
     candidate_t c[VERBS_MAX_DEVS];
     int n = 0, k;
@@ -122,7 +130,6 @@ static int gid_type_of(struct ibv_context *ctx, uint8_t port, int idx, union ibv
 static wsync_status_t dev_port_setup(verbs_dev_t *d, const struct ibv_device_attr *da)
 {
     struct ibv_port_attr pa;
-    const char *env = getenv("WSYNC_IB_GID_INDEX");
     if (ibv_query_port(d->ctx, d->port, &pa) != 0)
         return wsync_error(WSYNC_ERR_VERBS, "verbs: cannot query port %u of %s: %s", d->port, d->name, strerror(errno));
     d->lid = pa.lid;
@@ -138,7 +145,7 @@ static wsync_status_t dev_port_setup(verbs_dev_t *d, const struct ibv_device_att
             tab[i].type = gid_type_of(d->ctx, d->port, i, &g, &tab[i].valid);
             memcpy(tab[i].gid, g.raw, 16);
         }
-        d->gid_index = verbs_gid_pick(tab, n, env && *env ? atoi(env) : -1);
+        d->gid_index = verbs_gid_pick(tab, n, (int)wsync_setting_int(WSYNC_SET_IB_GID_INDEX));
         if (d->gid_index < 0)
             return wsync_error(WSYNC_ERR_UNSUPPORTED, "verbs: %s port %u: %s", d->name, d->port, wsync_last_error());
     }
@@ -209,7 +216,7 @@ static void dev_close(verbs_dev_t *d)
 
 wsync_status_t verbs_devs_open(verbs_transport_t *t)
 {
-    const char *spec = getenv("WSYNC_IB_DEVICES");
+    const char *spec = dev_spec();
     struct ibv_device **list;
     candidate_t *c;
     const char *paths[VERBS_MAX_DEVS];

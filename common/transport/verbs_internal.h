@@ -8,6 +8,7 @@
 #include <infiniband/verbs.h>
 #include <pthread.h>
 
+#include "common/net/auth.h"
 #include "common/transport/cqueue.h"
 #include "common/transport/transport.h"
 #include "common/transport/verbs_wire.h"
@@ -124,6 +125,7 @@ typedef struct verbs_transport {
     wsync_transport_t super;
     wsync_transport_config_t cfg;
     char bind_host[64];
+    wsync_auth_t auth;              /* handshakes prove the token, when set */
     uint64_t nonce;
     wsync_cqueue_t cq;
     pthread_mutex_t lock;           /* mrs, peers, conns, expectations */

@@ -1,6 +1,6 @@
 /* control_body_fuzz.c: libFuzzer target for request bodies of the control
  * endpoint. The first byte picks the route (register trainer, register
- * engine, publish, report); the rest is the body, applied to a model that
+ * engine, publish, report, layout under the body's "digest"); the rest is the body, applied to a model that
  * already holds an engine and a published version. Whatever the body, the
  * model must keep its invariants: the version never goes back, the status
  * and state render, and the state loads back into a fresh model. */
@@ -49,11 +49,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ctl_model_init(&m);
     seed(&m);
     before = ctl_latest(&m);
-    switch (data[0] % 4) {
+    switch (data[0] % 5) {
     case 0: code = ctl_register_trainer(&m, body, err, sizeof(err), &changed); break;
     case 1: code = ctl_register_engine(&m, body, err, sizeof(err), &changed); break;
     case 2: code = ctl_publish(&m, body, &reply, err, sizeof(err), &changed); break;
     case 3: code = ctl_report(&m, "e1", body, err, sizeof(err), &changed); break;
+    case 4: {
+        const char *d = json_string_value(json_object_get(body, "digest"));
+        code = ctl_put_layout(&m, d ? d : "", body, &reply, err, sizeof(err), &changed);
+        break;
+    }
     }
     if (code < 200 || code > 599 || ctl_latest(&m) < before)
         abort();

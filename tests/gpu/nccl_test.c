@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 
 #include "common/checks.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/test.h"
@@ -176,6 +177,7 @@ static void body_dead_sender(void)
     uint64_t deadline;
     pid_t pid, pid2;
     setenv("WSYNC_NCCL_OP_TIMEOUT_MS", "3000", 1);
+    wsync_settings_reload();
     pid = start_sender(&wfd, 5, 1);
     pid2 = start_sender(&wfd2, 6, 0);
     CHECK_OK(wsync_mem_cuda.init(dev));
@@ -210,6 +212,7 @@ static void body_dead_sender(void)
     close(wfd);
     close(wfd2);
     unsetenv("WSYNC_NCCL_OP_TIMEOUT_MS");
+    wsync_settings_reload();
 }
 
 /* Each case runs in its own CUDA-free-at-start process: the senders it forks

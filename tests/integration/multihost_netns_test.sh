@@ -58,6 +58,14 @@ setup() {
 if ! setup 2>"$TMP/setup.err"; then
     fail "$NAME"_setup "cannot build the namespaces: $(cat "$TMP/setup.err")"; exit 1
 fi
+# `ip netns exec` makes / a slave mount in a mount namespace of its own; in a
+# chroot whose / is not a mount point that fails ("mount --make-rslave /").
+if ! ip netns exec "$TNS" true 2>"$TMP/setup.err"; then
+    if grep -q 'make-rslave' "$TMP/setup.err"; then
+        skip "$NAME" "needs / to be a mount point for ip netns exec (a chroot? $(head -1 "$TMP/setup.err"))"; exit 0
+    fi
+    fail "$NAME"_setup "ip netns exec $TNS failed: $(cat "$TMP/setup.err")"; exit 1
+fi
 
 # bytes NS DIR: rx or tx byte counter of eth0 in namespace NS.
 bytes() { ip -n "$1" -s -j link show dev eth0 | python3 -c "import json,sys; print(json.load(sys.stdin)[0]['stats64']['$2']['bytes'])"; }

@@ -6,6 +6,7 @@
 # finished build, so a second run costs nothing.
 set -eu
 DIR=${1:?usage: vm_rootfs.sh DIR}
+mkdir -p "$DIR" && DIR=$(cd "$DIR" && pwd)   # absolute, as /proc/mounts names mounts
 [ -f "$DIR/ready" ] && { echo "vm: root file system cached in $DIR"; exit 0; }
 
 die() { echo "vm: cannot build the VM image: $*" >&2; exit 1; }
@@ -19,8 +20,17 @@ MIRROR=${WSYNC_VM_MIRROR:-$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.
 [ -n "$MIRROR" ] || MIRROR=http://deb.debian.org/debian
 
 PKGS=linux-image-amd64,rdma-core,ibverbs-providers,libibverbs1,perftest,iproute2,kmod,procps,psmisc,\
-libjansson4,libmicrohttpd12,libcurl4,libxxhash0,ca-certificates,curl
+libjansson4,libmicrohttpd12,libcurl4,libxxhash0,libssl3,ca-certificates,curl
 ROOT="$DIR/rootfs"
+# debootstrap mounts /proc (and more) inside the target; a run it did not
+# finish, or one that finished, may leave them mounted: unmount everything at
+# or below ROOT, deepest first, before removing it and once the build is done.
+unmount_root() {
+    awk -v d="$ROOT" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/mounts | sort -r |
+        while read -r m; do umount "$m" 2>/dev/null || umount -l "$m"; done
+}
+trap unmount_root EXIT
+unmount_root
 rm -rf "$ROOT" "$DIR/rootfs.img"
 mkdir -p "$ROOT"
 echo "vm: debootstrap bookworm from $MIRROR into $ROOT (a few minutes, once)"

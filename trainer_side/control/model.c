@@ -30,7 +30,6 @@ static void pending_free(ctl_pending_t *p)
 {
     int r;
     json_decref(p->layout);
-    json_decref(p->manifest);
     for (r = 0; p->pieces && r < p->world; r++)
         json_decref(p->pieces[r]);
     free(p->pieces);
@@ -50,6 +49,7 @@ void ctl_model_free(ctl_model_t *m)
     for (i = 0; i < m->npending; i++)
         pending_free(&m->pending[i]);
     free(m->pending);
+    ctl_layouts_free_locked(m);
     pthread_mutex_destroy(&m->lock);
 }
 
@@ -234,8 +234,9 @@ static void complete(ctl_model_t *m, ctl_pending_t *p)
     for (i = 0; all && i < n; i++)
         json_array_append(pieces, all[i]);
     free(all);
+    /* The record names its manifest by manifest_digest (GET /v1/layouts/<it>):
+     * what every engine rank fetches and parses per version is O(pieces). */
     json_object_set_new(rec, "version", json_integer((json_int_t)p->version));
-    json_object_set(rec, "manifest", p->manifest);
     json_object_set_new(rec, "pieces", pieces);
     json_object_set_new(rec, "published_at", json_real(unix_now()));
     if (m->nrecords == CTL_RETAIN) {
@@ -246,6 +247,7 @@ static void complete(ctl_model_t *m, ctl_pending_t *p)
     m->records[m->nrecords++] = rec;
     m->latest = p->version;
     m->latest_at = unix_now();
+    ctl_layouts_trim_locked(m);
     LOG_INFO("version %llu published by %d trainer ranks (%zu pieces)", (unsigned long long)p->version, p->world, n);
 }
 
@@ -352,10 +354,6 @@ int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, s
         snprintf(err, errlen, "field 'version' must be at least 1");
         return 422;
     }
-    if (rank == 0 && !json_is_object(json_object_get(layout, "manifest"))) {
-        snprintf(err, errlen, "trainer rank 0 must send layout.manifest");
-        return 422;
-    }
     pthread_mutex_lock(&m->lock);
     if (v <= m->latest) {
         const json_t *rec = record_of(m, v);
@@ -384,6 +382,24 @@ int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, s
         code = 409;
         goto out;
     }
+    /* Rank 0 answers for the manifest: posted once to /v1/layouts/<digest>,
+     * or (clients from before layouts) sent along in layout.manifest, which
+     * registers it unchecked, as the endpoint took it before. */
+    if (rank == 0) {
+        const char *mdig = json_string_value(json_object_get(layout, "manifest_digest"));
+        json_t *inline_manifest = json_object_get(layout, "manifest");
+        if (json_is_object(inline_manifest) && ctl_layout_add_locked(m, mdig, inline_manifest, 0) != 0) {
+            snprintf(err, errlen, "out of memory");
+            code = 500;
+            goto out;
+        }
+        if (!ctl_layout_known_locked(m, mdig)) {
+            snprintf(err, errlen, "layout.manifest_digest %s is not registered here: POST /v1/layouts/%s with "
+                     "{\"manifest\": ...} first (trainer rank 0 does, once per layout)", mdig, mdig);
+            code = 404;
+            goto out;
+        }
+    }
     if (p == NULL && m->npending >= CTL_MAX_PENDING)
         drop_oldest_pending(m);
     if (p == NULL) {
@@ -398,13 +414,9 @@ int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, s
         memset(p, 0, sizeof(*p));
         p->version = v;
         p->world = world;
-        p->layout = json_deep_copy(layout);
+        p->layout = json_copy((json_t *)layout);   /* shallow: its fields are scalars but the manifest */
         json_object_del(p->layout, "manifest");
         p->pieces = calloc((size_t)world, sizeof(json_t *));
-    }
-    if (rank == 0) {
-        json_decref(p->manifest);
-        p->manifest = json_deep_copy(json_object_get(layout, "manifest"));
     }
     if (p->pieces[rank] == NULL)
         p->reported++;
@@ -546,6 +558,12 @@ json_t *ctl_version_json(ctl_model_t *m, uint64_t v)
     return r;
 }
 
+const json_t *ctl_state_layouts(const json_t *state)
+{
+    const json_t *l = json_object_get(state, "layouts");
+    return json_is_array(l) ? l : NULL;
+}
+
 uint64_t ctl_generation(ctl_model_t *m)
 {
     uint64_t g;
@@ -577,8 +595,9 @@ json_t *ctl_state_json(ctl_model_t *m)
                                                  "local_ranks", e->local_ranks, "version", (json_int_t)e->version,
                                                  "endpoint", e->endpoint));
     }
-    j = json_pack("{s:i, s:I, s:f, s:o, s:o, s:o}", "format", 1, "latest_version", (json_int_t)m->latest,
-                  "published_at", m->latest_at, "versions", records, "trainers", trainers, "engines", engines);
+    j = json_pack("{s:i, s:I, s:f, s:o, s:o, s:o, s:o}", "format", 1, "latest_version", (json_int_t)m->latest,
+                  "published_at", m->latest_at, "versions", records, "trainers", trainers, "engines", engines,
+                  "layouts", ctl_layouts_state_locked(m));
     pthread_mutex_unlock(&m->lock);
     return j;
 }
@@ -601,9 +620,18 @@ wsync_status_t ctl_state_load(ctl_model_t *m, const json_t *s, const char *path)
     m->latest = (uint64_t)json_integer_value(json_object_get(s, "latest_version"));
     m->latest_at = json_number_value(json_object_get(s, "published_at"));
     json_array_foreach(records, i, e) {
+        json_t *inline_manifest = json_object_get(e, "manifest");
+        const char *mdig = json_string_value(json_object_get(e, "manifest_digest"));
         if (!json_is_object(e) || !json_is_integer(json_object_get(e, "version")) || m->nrecords == CTL_RETAIN)
             return wsync_error(WSYNC_ERR_FORMAT, "state file %s: versions[%zu] is malformed", path, i);
         m->records[m->nrecords++] = json_incref((json_t *)e);
+        /* A file from before layouts kept each record's manifest in it: it
+         * becomes the layout (written on its own at the next save). */
+        if (json_is_object(inline_manifest) && ctl_layout_digest_ok(mdig)) {
+            if (ctl_layout_add_locked(m, mdig, inline_manifest, 0) != 0)
+                return wsync_error(WSYNC_ERR_NOMEM, "state file %s: out of memory", path);
+            json_object_del((json_t *)e, "manifest");
+        }
     }
     json_array_foreach(trainers, i, e) {
         json_t *reg = json_pack("{s:O, s:I, s:O, s:O}", "rank", json_object_get(e, "rank"), "world",

@@ -14,6 +14,8 @@
 #define CTL_MAX_PENDING 16          /* incomplete versions held at once */
 #define CTL_HIST_BUCKETS 12
 #define CTL_MAX_ENGINES 100000      /* default limit of registered engine nodes */
+#define CTL_LAYOUTS_SPARE 4         /* layouts no retained or pending version names, kept */
+#define CTL_MAX_DROPPED 64
 
 typedef struct ctl_trainer {
     int registered;
@@ -39,10 +41,17 @@ typedef struct ctl_pending {
     uint64_t version;
     int world;
     json_t *layout;                 /* manifest_digest, chunk_size, layout, layout_digest, image_size, world */
-    json_t *manifest;               /* from rank 0 */
     json_t **pieces;                /* [world] */
     int reported;
 } ctl_pending_t;
+
+/* A layout (layouts.c): a manifest under its digest, posted once. */
+typedef struct ctl_layout {
+    char digest[33];
+    json_t *doc;                    /* {"digest","manifest"}: GET /v1/layouts/<digest> */
+    uint64_t seq;                   /* registration order */
+    int saved;                      /* written beside the state file */
+} ctl_layout_t;
 
 typedef struct ctl_model {
     pthread_mutex_t lock;
@@ -58,6 +67,11 @@ typedef struct ctl_model {
     int max_engines;                /* 0: CTL_MAX_ENGINES */
     ctl_pending_t *pending;
     int npending;
+    ctl_layout_t *layouts;
+    int nlayouts, cap_layouts;
+    uint64_t layout_seq;
+    char dropped[CTL_MAX_DROPPED][33]; /* layouts dropped whose files are still to be removed */
+    int ndropped;
     /* metrics */
     uint64_t bytes_synced, failures, syncs;
     double sync_seconds;
@@ -82,8 +96,39 @@ json_t *ctl_version_json(ctl_model_t *m, uint64_t version);    /* new ref or NUL
 uint64_t ctl_latest(ctl_model_t *m);
 uint64_t ctl_generation(ctl_model_t *m);
 
-/* Durable state: everything a restart needs. */
+/* Layouts (layouts.c). POST /v1/layouts/<digest>: body {"manifest": {..}},
+ * validated, its digest must be `digest`; 201 when new, 200 when known
+ * (idempotent). */
+int ctl_put_layout(ctl_model_t *m, const char *digest, const json_t *body, json_t **reply, char *err, size_t errlen,
+                   int *changed);
+json_t *ctl_layout_json(ctl_model_t *m, const char *digest);   /* new ref or NULL */
+int ctl_layout_digest_ok(const char *digest);                  /* 32 lowercase hex digits */
+/* With the lock held: is it registered; register (manifest borrowed; 0 or
+ * -1 out of memory; no-op when known); drop spare layouts past the cap; the
+ * digests as the state file lists them; free all (ctl_model_free). */
+int ctl_layout_known_locked(const ctl_model_t *m, const char *digest);
+int ctl_layout_add_locked(ctl_model_t *m, const char *digest, json_t *manifest, int saved);
+void ctl_layouts_trim_locked(ctl_model_t *m);
+json_t *ctl_layouts_state_locked(const ctl_model_t *m);
+void ctl_layouts_free_locked(ctl_model_t *m);
+/* For the state file's writer: layouts not written yet (each doc a new
+ * reference; *out malloc'ed; -1 out of memory), marking one written, and
+ * the digests of layouts dropped since the last call (not registered again). */
+typedef struct ctl_layout_file {
+    char digest[33];
+    json_t *doc;
+} ctl_layout_file_t;
+int ctl_layouts_unsaved(ctl_model_t *m, ctl_layout_file_t **out);
+void ctl_layout_mark_saved(ctl_model_t *m, const char *digest);
+int ctl_layouts_take_dropped(ctl_model_t *m, char (*out)[33], int max);
+
+/* Durable state: everything a restart needs. The state JSON lists the
+ * layouts by digest; their manifests are files of their own (server.c), so
+ * a version's save does not rewrite them. */
 json_t *ctl_state_json(ctl_model_t *m);
 wsync_status_t ctl_state_load(ctl_model_t *m, const json_t *state, const char *path);
+/* Layout digests a state file lists (borrowed; NULL for files from before
+ * layouts): the server reads each one's file and ctl_layout_add_locked()s it. */
+const json_t *ctl_state_layouts(const json_t *state);
 
 #endif

@@ -226,6 +226,58 @@ static enum MHD_Result r_versions(wsync_control_server_t *s, req_ctx_t *c, const
     return MHD_queue_response(c->conn, 200, s->rec_resp);
 }
 
+/* /v1/layouts/<digest>: POST registers a manifest under its digest (201
+ * new, 200 known), GET returns {"digest","manifest"}. */
+static enum MHD_Result r_put_layout(wsync_control_server_t *s, req_ctx_t *c, const char *url)
+{
+    const char *digest = url + strlen("/v1/layouts/");
+    enum MHD_Result ret;
+    json_t *body = parse_body(s, c, "/v1/layouts", &ret), *reply = NULL;
+    char err[768] = "";
+    int changed = 0, code;
+    if (body == NULL)
+        return ret;
+    code = ctl_put_layout(&s->model, digest, body, &reply, err, sizeof(err), &changed);
+    json_decref(body);
+    if (code < 300 && changed)
+        ctl_changed(s, 0);
+    return finish(s, c, "/v1/layouts", code, err, reply);
+}
+
+static enum MHD_Result r_get_layout(wsync_control_server_t *s, req_ctx_t *c, const char *url)
+{
+    const char *digest = url + strlen("/v1/layouts/");
+    json_t *doc = ctl_layout_json(&s->model, digest);
+    char msg[200];
+    if (doc == NULL) {
+        snprintf(msg, sizeof(msg), "layout %.40s is not registered here (POST /v1/layouts/<digest> registers one)",
+                 digest);
+        ctl_count(s, "/v1/layouts", 404);
+        return ctl_error(c->conn, 404, msg);
+    }
+    /* Every engine rank of every node fetches a new layout at once: its text
+     * is built once, as for version records. */
+    if (doc != s->lay_obj) {
+        char *text = json_dumps(doc, JSON_COMPACT);
+        struct MHD_Response *r =
+            text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
+        if (r == NULL) {
+            free(text);
+            json_decref(doc);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, "Content-Type", "application/json");
+        if (s->lay_resp)
+            MHD_destroy_response(s->lay_resp);
+        json_decref(s->lay_obj);
+        s->lay_resp = r;
+        s->lay_obj = json_incref(doc);
+    }
+    json_decref(doc);
+    ctl_count(s, "/v1/layouts", 200);
+    return MHD_queue_response(c->conn, 200, s->lay_resp);
+}
+
 static const ctl_route_t routes[] = {
     {"/healthz", "GET", "/healthz", 0, CTL_BODY_CAP, 0, 0, r_healthz},
     {"/metrics", "GET", "/metrics", 0, CTL_BODY_CAP, 0, 0, r_metrics},
@@ -236,6 +288,8 @@ static const ctl_route_t routes[] = {
     {"/v1/publish", "POST", "/v1/publish", 0, CTL_PUBLISH_CAP, 1, 0, r_publish},
     {"/v1/versions", "GET", "/v1/versions/", 1, CTL_BODY_CAP, 0, 0, r_versions},
     {"/v1/engines/report", "POST", "/v1/engines/", 1, CTL_BODY_CAP, 1, 0, r_report},
+    {"/v1/layouts", "POST", "/v1/layouts/", 1, CTL_PUBLISH_CAP, 1, 0, r_put_layout},
+    {"/v1/layouts", "GET", "/v1/layouts/", 1, CTL_BODY_CAP, 0, 0, r_get_layout},
 };
 
 const ctl_route_t *ctl_route_find(const char *url, const char *method, int *path_known)

@@ -13,6 +13,7 @@
 #include "common/msg.h"
 #include "common/util.h"
 #include "trainer_side/control/control_server.h"
+#include "trainer_side/control/layout_files.h"
 #include "trainer_side/control/model.h"
 #include "trainer_side/control/server_internal.h"
 #include "trainer_side/control/state_file.h"
@@ -21,14 +22,21 @@
  * taken, so a report that lands meanwhile is either in it or marks again. */
 static void save_state(wsync_control_server_t *s)
 {
+    char dropped[CTL_MAX_DROPPED][33];
     json_t *st;
+    int ndropped;
     if (s->state_path == NULL)
         return;
     pthread_mutex_lock(&s->save_lock);
     __atomic_store_n(&s->state_dirty, 0, __ATOMIC_RELEASE);
+    /* Layouts dropped before this snapshot are not in it: their files go
+     * once it is written. New layouts' files are written before it. */
+    ndropped = ctl_layouts_take_dropped(&s->model, dropped, CTL_MAX_DROPPED);
     st = ctl_state_json(&s->model);
-    if (ctl_state_save(s->state_path, st) != WSYNC_OK)
+    if (ctl_layout_files_write(&s->model, s->state_path) != WSYNC_OK || ctl_state_save(s->state_path, st) != WSYNC_OK)
         LOG_ERROR("%s", wsync_last_error());
+    else
+        ctl_layout_files_remove(s->state_path, dropped, ndropped);
     json_decref(st);
     __atomic_store_n(&s->saved_ns, wsync_now_ns(), __ATOMIC_RELAXED);
     pthread_mutex_unlock(&s->save_lock);
@@ -335,6 +343,8 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
         WSYNC_CHECK_GOTO(ctl_state_read(cfg->state_file, &state), st, err);
         if (state) {
             st = ctl_state_load(&s->model, state, cfg->state_file);
+            if (st == WSYNC_OK)
+                st = ctl_layout_files_load(&s->model, state, cfg->state_file);
             json_decref(state);
             if (st != WSYNC_OK)
                 goto err;
@@ -396,6 +406,9 @@ void wsync_control_server_stop(wsync_control_server_t *s)
     if (s->rec_resp)
         MHD_destroy_response(s->rec_resp);
     json_decref(s->rec_obj);
+    if (s->lay_resp)
+        MHD_destroy_response(s->lay_resp);
+    json_decref(s->lay_obj);
     ctl_model_free(&s->model);
     pthread_mutex_destroy(&s->wait_lock);
     pthread_mutex_destroy(&s->save_lock);

@@ -11,7 +11,7 @@
 #include "trainer_side/control/model.h"
 
 #define CTL_BODY_CAP (64u << 10)            /* default request body limit */
-#define CTL_PUBLISH_CAP (64u << 20)         /* publish carries the manifest: 100k tensors fit */
+#define CTL_PUBLISH_CAP (64u << 20)         /* a layout's manifest (or a legacy publish with it): 100k tensors fit */
 #define CTL_MAX_COUNTS 256
 /* MHD's per-connection pool (headers, read buffer; bodies go to our own
  * buffer). MHD zeroes it per request: at 256 KiB, answering 10 000 long polls
@@ -69,6 +69,9 @@ struct wsync_control_server {
      * rank of every node fetches the same record at once. MHD thread only. */
     json_t *rec_obj;
     struct MHD_Response *rec_resp;
+    /* The same for the last layout served (GET /v1/layouts/<digest>). */
+    json_t *lay_obj;
+    struct MHD_Response *lay_resp;
 };
 
 typedef struct ctl_route {

@@ -11,6 +11,7 @@
 
 #include "common/checks.h"
 #include "common/control_client.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "tests/test.h"
 #include "trainer_side/control/control_server.h"
@@ -168,10 +169,11 @@ static void test_publish_rules(void)
     json_decref(l);
     l = layout("ffffbbbbccccddddaaaabbbbccccdddd", 2, 1);
     CHECK_FAILS(wsync_control_publish(c, 0, 2, 5, l, p), WSYNC_ERR_CONFLICT, "different layout");
-    /* Rank 0 without the manifest: refused. */
+    /* Rank 0 naming a manifest the endpoint does not hold (neither posted to
+     * /v1/layouts nor sent along): refused, saying where to post it. */
     json_decref(l);
     l = layout("aaaabbbbccccddddaaaabbbbccccdddd", 2, 0);
-    CHECK_FAILS(wsync_control_publish(c, 0, 2, 5, l, p), WSYNC_ERR_INVALID, "manifest");
+    CHECK_FAILS(wsync_control_publish(c, 0, 2, 5, l, p), WSYNC_ERR_NOT_FOUND, "POST /v1/layouts/");
     json_decref(l);
     json_decref(p);
     l = layout("aaaabbbbccccddddaaaabbbbccccdddd", 2, 1);
@@ -184,7 +186,15 @@ static void test_publish_rules(void)
     CHECK_OK(wsync_control_get_version(c, 5, &rec));
     CHECK_EQ(json_integer_value(json_object_get(rec, "version")), 5);
     CHECK_EQ(json_integer_value(json_object_get(rec, "world")), 2);
-    CHECK(json_is_object(json_object_get(rec, "manifest")));
+    /* The record names the manifest; the layout route holds it. */
+    CHECK(json_object_get(rec, "manifest") == NULL);
+    CHECK_STR(json_string_value(json_object_get(rec, "manifest_digest")), "aaaabbbbccccddddaaaabbbbccccdddd");
+    {
+        json_t *man = NULL;
+        CHECK_OK(wsync_control_get_layout(c, "aaaabbbbccccddddaaaabbbbccccdddd", &man));
+        CHECK(json_is_array(json_object_get(man, "tensors")));
+        json_decref(man);
+    }
     CHECK_EQ(json_array_size(json_object_get(rec, "pieces")), 4);
     json_array_foreach(json_object_get(rec, "pieces"), i, pc) {
         CHECK_EQ(json_integer_value(json_object_get(pc, "id")), (long long)i); /* merged, sorted by id */
@@ -380,8 +390,10 @@ static void test_auth(void)
     wrong = client(s, "s3cret-tokem");
     good = client(s, "s3cret-token");
     setenv("WSYNC_TOKEN", "s3cret-token", 1);
+    CHECK_OK(wsync_settings_reload());
     env = client(s, NULL);
     unsetenv("WSYNC_TOKEN");
+    CHECK_OK(wsync_settings_reload());
     CHECK_FAILS(wsync_control_register_engine(anon, "n", "h", 1, NULL), WSYNC_ERR_AUTH, "bearer token");
     CHECK_FAILS(wsync_control_register_engine(wrong, "n", "h", 1, NULL), WSYNC_ERR_AUTH, "bearer token");
     CHECK_FAILS(publish_all(anon, 1, 1), WSYNC_ERR_AUTH, "bearer token");

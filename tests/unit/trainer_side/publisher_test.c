@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/manifest.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "engine_side/wsync_receiver.h"
 #include "tests/test.h"
@@ -139,6 +140,7 @@ static void test_engine_pulls_while_publish_copies(void)
     snprintf(delay, sizeof(delay), "%d", DELAY_MS);
     setenv("WSYNC_TEST_COPY_DELAY_MS", delay, 1);
     setenv("WSYNC_TEST_LAND_DELAY_MS", delay, 1);
+    wsync_settings_reload(); /* the hooks are read once, at start */
     if (!rig_ok(&g, IMAGE, CHUNK, 1))
         goto out;
     wsync_fill_pattern(g.src, g.size, 0, 1);
@@ -161,6 +163,7 @@ out:
     rig_down(&g);
     unsetenv("WSYNC_TEST_COPY_DELAY_MS");
     unsetenv("WSYNC_TEST_LAND_DELAY_MS");
+    wsync_settings_reload(); /* the hooks are read once, at start */
 }
 
 /* A copy that fails after the version was announced: publish() says so, the
@@ -174,6 +177,7 @@ static void test_failed_copy_withdraws_version(void)
 
     setenv("WSYNC_TEST_COPY_DELAY_MS", "50", 1);
     setenv("WSYNC_TEST_COPY_FAIL_PIECE", "3", 1);
+    wsync_settings_reload(); /* the hooks are read once, at start */
     if (!rig_ok(&g, IMAGE, CHUNK, 1))
         goto out;
     wsync_fill_pattern(g.src, g.size, 0, 1);
@@ -191,6 +195,7 @@ static void test_failed_copy_withdraws_version(void)
     CHECK_EQ(wsync_receiver_version(g.recv), 0);
 
     unsetenv("WSYNC_TEST_COPY_FAIL_PIECE");
+    wsync_settings_reload(); /* the hooks are read once, at start */
     wsync_fill_pattern(g.src, g.size, 0, 2);
     CHECK_OK(wsync_publisher_publish(g.pub, 2));
     CHECK_OK(wsync_receiver_pull(g.recv, 0, 20000, &got));
@@ -200,6 +205,7 @@ out:
     rig_down(&g);
     unsetenv("WSYNC_TEST_COPY_DELAY_MS");
     unsetenv("WSYNC_TEST_COPY_FAIL_PIECE");
+    wsync_settings_reload(); /* the hooks are read once, at start */
 }
 
 /* Pieces bigger than a copy block, shared among 3 threads: an engine that

@@ -4,14 +4,19 @@
  * disconnect or close with puts in flight is safe and accounts for each put. */
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <linux/tcp.h> /* tcp_info with tcpi_bytes_acked */
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "common/mem/mem.h"
 #include "common/msg.h"
+#include "common/settings.h"
 #include "common/transport/tcp_wire.h"
 #include "common/transport/transport.h"
 #include "common/util.h"
@@ -126,7 +131,8 @@ static int raw_sender(const wsync_blob_t *addr, int sender)
     tcp_addr_decode(addr->data, &a);
     h = (tcp_hello_t){.magic = TCP_MAGIC, .version = TCP_VERSION, .sender = sender, .nonce = a.nonce};
     tcp_hello_encode(&h, hb);
-    if (fd >= 0 && send(fd, hb, sizeof(hb), MSG_NOSIGNAL) != (ssize_t)sizeof(hb)) {
+    /* The hello rides in the data-plane handshake (no token here). */
+    if (fd >= 0 && wsync_hs_connect(fd, NULL, WSYNC_HS_TCP, "test receiver", hb, sizeof(hb), 5000, NULL, 0, NULL)) {
         close(fd);
         return -1;
     }
@@ -315,8 +321,16 @@ static void garbage_on_the_port_is_an_error_and_the_receiver_keeps_working(void)
     CHECK(strstr(c.message, "127.0.0.1:") != NULL);
     CHECK(strstr(c.message, "garbage") != NULL);
     CHECK_EQ(c.peer, -1);
-    /* The receiver closed that connection: our read sees EOF (or a reset). */
-    CHECK(recv(fd, junk, sizeof(junk), 0) <= 0);
+    /* The receiver closed that connection (after its challenge and a
+     * refusal): reading to the end sees EOF (or a reset). */
+    {
+        struct timeval tv = {.tv_sec = 10};
+        ssize_t n;
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        while ((n = recv(fd, junk, sizeof(junk), 0)) > 0)
+            ;
+        CHECK(n == 0 || errno == ECONNRESET);
+    }
     close(fd);
     /* A probe that connects and leaves says nothing either. */
     fd = raw_connect(&r.addr);
@@ -403,8 +417,35 @@ static void a_sender_that_dies_mid_put_is_an_error_naming_it(void)
     rig_down(&r);
 }
 
-/* Disconnect with many big puts queued to a receiver that never reads (a
- * listening socket nobody accepts: the kernel completes the handshakes):
+/* A receiver that completes the data-plane handshake of up to 16
+ * connections, then never reads from them. */
+typedef struct stalled {
+    int lfd, stop, fds[16], n;
+    pthread_t th;
+} stalled_t;
+
+static void *stalled_main(void *arg)
+{
+    stalled_t *sr = arg;
+    while (!__atomic_load_n(&sr->stop, __ATOMIC_ACQUIRE) && sr->n < 16) {
+        struct pollfd pfd = {.fd = sr->lfd, .events = POLLIN};
+        unsigned char *payload = NULL;
+        size_t len = 0;
+        wsync_hs_t hs;
+        int fd;
+        if (poll(&pfd, 1, 50) <= 0 || (fd = accept(sr->lfd, NULL, NULL)) < 0)
+            continue;
+        if (wsync_hs_serve(&hs, fd, NULL, WSYNC_HS_TCP, "test sender", TCP_HELLO_LEN, 5000, &payload, &len) ==
+            WSYNC_OK)
+            wsync_hs_accept(&hs, NULL, 0);
+        free(payload);
+        sr->fds[sr->n++] = fd;
+    }
+    return NULL;
+}
+
+/* Disconnect with many big puts queued to a receiver that never reads
+ * (it only completes the handshakes):
  * every put ends in exactly one SENT or ERROR completion, and the ones that
  * never went out are reported cancelled. */
 static void disconnect_mid_stream_accounts_for_every_put(void)
@@ -421,10 +462,13 @@ static void disconnect_mid_stream_accounts_for_every_put(void)
     tcp_addr_t a = {.magic = TCP_MAGIC, .version = TCP_VERSION, .nonce = 123};
     tcp_key_t k = {.magic = TCP_MAGIC, .version = TCP_VERSION, .region = 1, .nonce = 123, .len = 1ULL << 30};
     unsigned char *buf = malloc(1 << 20);
+    stalled_t sr = {.lfd = -1};
 
     memset(seen, 0, sizeof(seen));
     memset(buf, 7, 1 << 20);
     CHECK_OK(wsync_tcp_listen("127.0.0.1", 0, &lfd, &port));
+    sr.lfd = lfd;
+    pthread_create(&sr.th, NULL, stalled_main, &sr);
     memset(a.hostport, 0, sizeof(a.hostport));
     snprintf(a.hostport, sizeof(a.hostport), "127.0.0.1:%d", port);
     tcp_addr_encode(&a, addr.data);
@@ -460,6 +504,10 @@ static void disconnect_mid_stream_accounts_for_every_put(void)
     CHECK(nerr > 0);
     /* A put on a closed conn is impossible by contract; a new one works. */
     T->close(tx);
+    __atomic_store_n(&sr.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(sr.th, NULL);
+    for (i = 0; i < sr.n; i++)
+        close(sr.fds[i]);
     close(lfd);
     free(buf);
 }
@@ -545,10 +593,15 @@ static void a_bad_port_variable_is_refused_clearly(void)
     wsync_transport_config_t c = cfg();
     wsync_transport_t *t = NULL;
     wsync_blob_t addr;
-    CHECK_OK(T->open(&c, &t));
+    /* Refused when the settings are read (at start), naming the variable. */
     setenv("WSYNC_TCP_PORT", "http", 1);
-    CHECK_FAILS(T->listen(t, &addr), WSYNC_ERR_INVALID, "WSYNC_TCP_PORT");
+    CHECK_FAILS(wsync_settings_reload(), WSYNC_ERR_INVALID, "WSYNC_TCP_PORT");
+    setenv("WSYNC_TCP_PORT", "70000", 1);
+    CHECK_FAILS(wsync_settings_reload(), WSYNC_ERR_INVALID, "0..65535");
     unsetenv("WSYNC_TCP_PORT");
+    CHECK_OK(wsync_settings_reload());
+    CHECK_OK(T->open(&c, &t));
+    CHECK_OK(T->listen(t, &addr));
     T->close(t);
 }
 

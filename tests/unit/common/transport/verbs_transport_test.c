@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/mem/mem.h"
+#include "common/settings.h"
 #include "common/transport/transport.h"
 #include "common/util.h"
 #include "tests/test.h"
@@ -175,6 +176,7 @@ static void vanished_receiver_gives_errors_naming_piece_and_peer(void)
         SKIP("no RDMA device");
     setenv("WSYNC_IB_TIMEOUT", "10", 1); /* ~4 ms per try: fail fast */
     setenv("WSYNC_IB_RETRY_CNT", "2", 1);
+    CHECK_OK(wsync_settings_reload());
     if (rig_up(&r) != 0) {
         CHECK(!"rig up");
         rig_down(&r);
@@ -195,6 +197,7 @@ static void vanished_receiver_gives_errors_naming_piece_and_peer(void)
     rig_down(&r);
     unsetenv("WSYNC_IB_TIMEOUT");
     unsetenv("WSYNC_IB_RETRY_CNT");
+    CHECK_OK(wsync_settings_reload());
 }
 
 static void disconnect_with_puts_in_flight_accounts_for_each(void)

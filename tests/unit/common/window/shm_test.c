@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "common/window/fdpass.h"
+#include "common/net/fdpass.h"
 #include "common/window/window.h"
 #include "tests/test.h"
 

@@ -1,5 +1,5 @@
 /* fdpass.c: abstract Unix sockets and SCM_RIGHTS messages. */
-#include "common/window/fdpass.h"
+#include "common/net/fdpass.h"
 
 #include <stdio.h>
 #include <string.h>

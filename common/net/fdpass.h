@@ -1,7 +1,7 @@
 /* fdpass.h: local Unix sockets in the abstract namespace (nothing on disk to
  * clean up after a crash) and messages that carry a file descriptor. */
-#ifndef WSYNC_COMMON_FDPASS_H
-#define WSYNC_COMMON_FDPASS_H
+#ifndef WSYNC_COMMON_NET_FDPASS_H
+#define WSYNC_COMMON_NET_FDPASS_H
 
 #include <stddef.h>
 

@@ -1,0 +1,39 @@
+/* fault.h: fault-injection hooks for the test suite, read from WSYNC_TEST_*
+ * environment variables. They are compiled into every build so the tests
+ * exercise the shipped binary; none is set in a deployment, and none is a
+ * setting (`wsync config` lists them apart, docs/CONFIG.md "Test hooks"). */
+#ifndef WSYNC_COMMON_FAULT_H
+#define WSYNC_COMMON_FAULT_H
+
+#include "common/wsync.h"
+
+typedef enum wsync_fault_id {
+    WSYNC_FAULT_CORRUPT_PIECE,   /* trainer: flip a byte of this piece after digesting it */
+    WSYNC_FAULT_COPY_FAIL_PIECE, /* trainer: fail the snapshot copy of this piece */
+    WSYNC_FAULT_COPY_DELAY_MS,   /* trainer: sleep before each snapshot copy */
+    WSYNC_FAULT_SERVE_DELAY_MS,  /* trainer: hold each pull request this long */
+    WSYNC_FAULT_LAND_DELAY_MS,   /* engine: slow the landing of each chunk */
+    WSYNC_FAULT_RECV_STALL_MS,   /* engine: tcp receiver stops reading once, after its first put */
+    WSYNC_FAULT_COUNT
+} wsync_fault_id_t;
+
+typedef struct wsync_fault_def {
+    const char *env;
+    long long off;        /* value when unset: -1 (no piece) or 0 (no delay) */
+    long long min, max;
+    const char *doc;
+} wsync_fault_def_t;
+
+const wsync_fault_def_t *wsync_fault_def(wsync_fault_id_t id);
+
+/* Reads and checks every hook once; an unparsable or out-of-range value is
+ * refused (library entry points fail with this error). Thread-safe. */
+wsync_status_t wsync_faults_init(void);
+
+/* Reads the variables again (tests that change them between cases). */
+wsync_status_t wsync_faults_reload(void);
+
+/* The hook's value, or its `off` value when unset (or after a failed init). */
+long long wsync_fault(wsync_fault_id_t id);
+
+#endif

@@ -1,0 +1,191 @@
+/* pack_test.c (GPU): the gather kernel equals the host gather and the
+ * byte-by-byte gather on random runs of every shape, at odd source and
+ * destination alignments, writing nothing outside its runs; one launch
+ * carries twenty thousand column-slice runs; an empty job, polling, a
+ * caller's stream and a job table that has to grow all work; without a GPU
+ * the GPU pack fails with a message. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/checks.h"
+#include "common/pack.h"
+#include "tests/gpu/gpu_test.h"
+#include "tests/test.h"
+#include "tests/unit/common/pack_random.h"
+
+#if WSYNC_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+static int ngpu;
+
+static void without_gpu_the_pack_says_why(void)
+{
+    wsync_pack_job_t *job = NULL;
+    wsync_run2d_t r = {.row_bytes = 1, .rows = 1};
+    char a = 0, b = 0;
+    if (ngpu > 0)
+        SKIP("a CUDA device is present");
+    CHECK(wsync_pack_cuda_start(&a, &b, &r, 1, NULL, &job) != WSYNC_OK);
+    CHECK(wsync_last_error()[0] != '\0');
+    CHECK_OK(wsync_pack_cuda_wait(NULL));
+}
+
+/* Packs on the GPU (from src_dev + so into dst_dev + dof), copies the
+ * destination back and compares it, sentinel bytes around the runs
+ * included, with the host gather and the byte gather of the same runs. */
+static int pack_and_compare(unsigned char *src_dev, unsigned char *dst_dev, const unsigned char *src_host,
+                            unsigned char *want, unsigned char *want2, unsigned char *got, const wsync_run2d_t *runs,
+                            size_t n, uint64_t len, size_t so, size_t dof, void *stream)
+{
+    wsync_pack_job_t *job = NULL;
+    size_t span = len + dof + 64;
+    int ok = 1;
+    memset(want, SENTINEL, span);
+    memset(want2, SENTINEL, span);
+    CHECK_OK(wsync_mem_cuda.copy(dst_dev, want, span));
+    wsync_pack_host(want + dof, src_host + so, runs, n);
+    gather_bytes(want2 + dof, src_host + so, runs, n);
+    CHECK_OK(wsync_pack_cuda_start(dst_dev + dof, src_dev + so, runs, n, stream, &job));
+    CHECK_OK(wsync_pack_cuda_wait(job));
+    CHECK_OK(wsync_mem_cuda.copy(got, dst_dev, span));
+    if (memcmp(want, want2, span) != 0) {
+        fprintf(stderr, "  the host gather differs from the byte gather\n");
+        ok = 0;
+    }
+    if (memcmp(got, want, span) != 0) {
+        size_t i;
+        for (i = 0; i < span && got[i] == want[i]; i++)
+            ;
+        fprintf(stderr, "  %zu runs, source +%zu, destination +%zu: GPU differs from the host at byte %zu\n", n, so,
+                dof, i);
+        ok = 0;
+    }
+    return ok;
+}
+
+static void gpu_gather_equals_host_gather_on_random_runs(void)
+{
+    unsigned char *src = malloc(SRC_LEN + 64), *want = malloc(DST_CAP + 128), *want2 = malloc(DST_CAP + 128),
+                  *got = malloc(DST_CAP + 128), *src_dev = NULL, *dst_dev = NULL;
+    wsync_run2d_t runs[64];
+    int bad = 0, iter;
+    if (ngpu == 0) {
+        free(src);
+        free(want);
+        free(want2);
+        free(got);
+        SKIP("no CUDA device");
+    }
+    CHECK(src && want && want2 && got);
+    CHECK_OK(wsync_mem_cuda.alloc(SRC_LEN + 64, (void **)&src_dev));
+    CHECK_OK(wsync_mem_cuda.alloc(DST_CAP + 128, (void **)&dst_dev));
+    if (!src || !want || !want2 || !got || !src_dev || !dst_dev)
+        goto out;
+    fill_random(src, SRC_LEN + 64, 7);
+    CHECK_OK(wsync_mem_cuda.copy(src_dev, src, SRC_LEN + 64));
+    for (iter = 0; iter < 200; iter++) {
+        size_t n = 1 + rnd(64), so = rnd(33), dof = rnd(33);
+        uint64_t len = random_runs(runs, n, (int)rnd(2));
+        if (rnd(3) == 0)
+            shuffle(runs, n);
+        if (!pack_and_compare(src_dev, dst_dev, src, want, want2, got, runs, n, len, so, dof, NULL) && bad++ > 3)
+            break;
+    }
+    CHECK_EQ(bad, 0);
+out:
+    wsync_mem_cuda.free(src_dev);
+    wsync_mem_cuda.free(dst_dev);
+    free(src);
+    free(want);
+    free(want2);
+    free(got);
+}
+
+/* Column slices of a [rows, 1792] bf16 matrix for 8 ranks, 20,000 runs of
+ * 16 rows in one launch (the task table grows past the free jobs'), polled
+ * until done; then an empty job; then the same on a stream of the caller's. */
+static void one_launch_many_runs_poll_and_streams(void)
+{
+    enum { NRUNS = 20000, ROWS = 16, COLS_BYTES = 3584, SLICE = 448 };
+    size_t src_len = (size_t)NRUNS / 8 * ROWS * COLS_BYTES, dst_len = (size_t)NRUNS * ROWS * SLICE;
+    unsigned char *src = malloc(src_len), *want = malloc(dst_len), *got = malloc(dst_len), *src_dev = NULL,
+                  *dst_dev = NULL;
+    wsync_run2d_t *runs = malloc(NRUNS * sizeof(*runs));
+    wsync_pack_job_t *job = NULL;
+    int done = 0, polls = 0;
+    size_t i;
+    if (ngpu == 0) {
+        free(src);
+        free(want);
+        free(got);
+        free(runs);
+        SKIP("no CUDA device");
+    }
+    CHECK(src && want && got && runs);
+    CHECK_OK(wsync_mem_cuda.alloc(src_len, (void **)&src_dev));
+    CHECK_OK(wsync_mem_cuda.alloc(dst_len, (void **)&dst_dev));
+    if (!src || !want || !got || !runs || !src_dev || !dst_dev)
+        goto out;
+    fill_random(src, src_len, 8);
+    CHECK_OK(wsync_mem_cuda.copy(src_dev, src, src_len));
+    /* matrix m = i / 8 holds rows [16 m, 16 m + 16); run i takes rank i % 8's slice */
+    for (i = 0; i < NRUNS; i++)
+        runs[i] = (wsync_run2d_t){.src_off = (i / 8) * ROWS * COLS_BYTES + (i % 8) * SLICE, .src_stride = COLS_BYTES,
+                                  .row_bytes = SLICE, .rows = ROWS, .dst_off = i * ROWS * SLICE};
+    CHECK_OK(wsync_pack_check(runs, NRUNS, src_len, dst_len));
+    gather_bytes(want, src, runs, NRUNS);
+    CHECK_OK(wsync_pack_cuda_start(dst_dev, src_dev, runs, NRUNS, NULL, &job));
+    memset(runs, 0, NRUNS * sizeof(*runs));     /* the job holds its own table */
+    while (job && !done && polls++ < 100000000) {
+        wsync_status_t st = wsync_pack_cuda_poll(job, &done);
+        CHECK_OK(st);
+        if (st != WSYNC_OK)
+            break;
+    }
+    CHECK(done);
+    CHECK_OK(wsync_pack_cuda_wait(job));
+    CHECK_OK(wsync_mem_cuda.copy(got, dst_dev, dst_len));
+    CHECK(memcmp(got, want, dst_len) == 0);
+
+    job = NULL;
+    CHECK_OK(wsync_pack_cuda_start(dst_dev, src_dev, runs, 0, NULL, &job));
+    CHECK(job != NULL);
+    CHECK_OK(wsync_pack_cuda_wait(job));
+#if WSYNC_HAVE_CUDA
+    {
+        cudaStream_t s = NULL;
+        unsigned char *want2 = malloc(DST_CAP + 128), *got2 = malloc(DST_CAP + 128), *want3 = malloc(DST_CAP + 128);
+        wsync_run2d_t rr[16];
+        uint64_t len = random_runs(rr, 16, 1);
+        CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+        if (want2 && got2 && want3) {     /* src_len > SRC_LEN + 64: the random runs fit */
+            unsigned char *d2 = NULL;
+            CHECK_OK(wsync_mem_cuda.alloc(DST_CAP + 128, (void **)&d2));
+            if (d2)
+                CHECK(pack_and_compare(src_dev, d2, src, want2, want3, got2, rr, 16, len, 1, 2, s));
+            wsync_mem_cuda.free(d2);
+        }
+        cudaStreamDestroy(s);
+        free(want2);
+        free(got2);
+        free(want3);
+    }
+#endif
+out:
+    wsync_mem_cuda.free(src_dev);
+    wsync_mem_cuda.free(dst_dev);
+    free(src);
+    free(want);
+    free(got);
+    free(runs);
+}
+
+int main(void)
+{
+    ngpu = gpu_count();
+    RUN(without_gpu_the_pack_says_why);
+    RUN(gpu_gather_equals_host_gather_on_random_runs);
+    RUN(one_launch_many_runs_poll_and_streams);
+    TEST_EXIT();
+}
