@@ -247,7 +247,7 @@ class Campaign:
             self.watch()
             if self.fault():
                 n += 1
-            time.sleep(self.rng.uniform(0.2, 1.0))
+            time.sleep(self.rng.uniform(0.4, 1.6))
         timed_out = n < a.faults
         self.run_heals(all_now=True)            # every process back, un-stopped, clean
         for p in self.all:
