@@ -41,10 +41,13 @@ static void usage(FILE *f)
             "                  [--synthetic SIZE | --safetensors F1,F2,...] [--versions N] [--dump DIR]\n"
             "                  [--mode staged|in-place] [--transport auto|tcp|nccl|verbs|local] [--chunk SIZE]\n"
             "                  [--layout even|fsdp] [--timeout-s S] [--device host|cuda] [--host-id PREFIX]\n"
+            "                  [--tp T [--rules FILE]]\n"
             "Defaults: 2 trainers, 2 engine nodes x 2 local ranks, a 1 GiB synthetic LLM, 3 versions.\n"
             "  --device cuda      trainer rank i on GPU i %% G, engine local rank j on GPU j %% G (G GPUs here)\n"
             "  --host-id PREFIX   trainers claim host PREFIX-trainers and engine node k host PREFIX-e<k>,\n"
-            "                     as if each ran on its own machine\n");
+            "                     as if each ran on its own machine\n"
+            "  --tp T             each node's L local ranks form L/T tensor-parallel groups of T (engine\n"
+            "                     layouts, docs/ENGINE_LAYOUTS.md); L must be a multiple of T\n");
 }
 
 static pid_t spawn(char *const argv[])
@@ -64,8 +67,9 @@ int cmd_demo(int argc, char **argv)
         {"trainers", 1, 0, 'W'}, {"engines", 1, 0, 'M'}, {"local-ranks", 1, 0, 'L'}, {"synthetic", 1, 0, 's'},
         {"safetensors", 1, 0, 'f'}, {"versions", 1, 0, 'n'}, {"dump", 1, 0, 'D'}, {"mode", 1, 0, 'm'},
         {"transport", 1, 0, 't'}, {"chunk", 1, 0, 'k'}, {"layout", 1, 0, 'y'}, {"timeout-s", 1, 0, 'T'},
-        {"device", 1, 0, 'd'}, {"host-id", 1, 0, 'H'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    const char *device = "host", *host_id = NULL;
+        {"device", 1, 0, 'd'}, {"host-id", 1, 0, 'H'}, {"tp", 1, 0, 'P'}, {"rules", 1, 0, 'R'},
+        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    const char *device = "host", *host_id = NULL, *tp = NULL, *rules = NULL;
     int ngpus = 0;
     const char *synthetic = NULL, *files = NULL, *dumpdir = NULL, *mode = "staged", *transport = "tcp",
                *chunk = "64M", *layout = "even";
@@ -94,6 +98,8 @@ int cmd_demo(int argc, char **argv)
         case 'T': timeout_s = atol(optarg); break;
         case 'd': device = optarg; break;
         case 'H': host_id = optarg; break;
+        case 'P': tp = optarg; break;
+        case 'R': rules = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -105,6 +111,11 @@ int cmd_demo(int argc, char **argv)
     }
     if (synthetic == NULL && files == NULL)
         synthetic = "1G";
+    if ((tp && (atol(tp) < 1 || L % atol(tp) != 0)) || (rules && tp == NULL)) {
+        fprintf(stderr, "wsync demo: --tp T needs T >= 1 dividing --local-ranks (%ld), and --rules goes with --tp\n",
+                L);
+        return 2;
+    }
     if (strcmp(device, "cuda") == 0) {
         /* Counted here, before any rank starts: ranks go round-robin. */
         ngpus = wsync_cuda_device_count();
@@ -139,6 +150,8 @@ int cmd_demo(int argc, char **argv)
     printf("wsync demo: control endpoint %s  (watch it: wsync status --control %s --watch)\n", url, url);
     printf("wsync demo: %ld trainer ranks -> %ld engine nodes x %ld local ranks, model %s, %ld versions, "
            "%s mode, transport %s, device %s", W, M, L, synthetic ? synthetic : files, N, mode, transport, device);
+    if (tp)
+        printf(", %ld TP groups of %s per node", L / atol(tp), tp);
     if (ngpus > 0)
         printf(" (%d GPUs, ranks round-robin)", ngpus);
     printf("\n");
@@ -150,7 +163,7 @@ int cmd_demo(int argc, char **argv)
     snprintf(lbuf, sizeof(lbuf), "%ld", L);
     t0 = wsync_now_ns();
     for (i = 0; i < M * L; i++) {
-        char *args[32];
+        char *args[40];
         int a = 0;
         snprintf(ebuf, sizeof(ebuf), "e%ld", (long)(i / L));
         snprintf(rbuf, sizeof(rbuf), "%ld", (long)(i % L));
@@ -160,6 +173,8 @@ int cmd_demo(int argc, char **argv)
         args[a++] = "--mode"; args[a++] = (char *)mode; args[a++] = "--transport"; args[a++] = (char *)transport;
         args[a++] = "--timeout-ms"; args[a++] = "300000";
         if (dumpdir) { args[a++] = "--dump"; args[a++] = (char *)dumpdir; }
+        if (tp) { args[a++] = "--tp"; args[a++] = (char *)tp; }
+        if (rules) { args[a++] = "--rules"; args[a++] = (char *)rules; }
         if (ngpus > 0) {
             snprintf(dbuf, sizeof(dbuf), "cuda:%ld", (long)(i % L) % ngpus);
             args[a++] = "--device"; args[a++] = dbuf;

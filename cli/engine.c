@@ -35,11 +35,17 @@ static void usage(FILE *f)
             "                    [--mode staged|in-place] [--dump DIR] [--follow | --versions N]\n"
             "                    [--device host|cuda:N] [--transport auto|tcp|nccl|verbs|local] [--bind HOST]\n"
             "                    [--timeout-ms MS] [--host-id ID] [--max-failures K] [--token-file FILE]\n"
+            "                    [--tp T [--rules FILE] | --target FILE.json]\n"
             "                    [--config FILE] [--set SETTING=VALUE]...\n"
             "Pulls the newest version whenever one is published; exits 0 after holding N versions\n"
             "(default 1), or runs until interrupted with --follow. A failed pull is reported and retried;\n"
             "without --follow, K failures in a row (default 5) end it with status 1.\n"
             "  --dump DIR       write each verified version to DIR/<engine>/rank<R>/v<version>.safetensors\n"
+            "                   (with a target: the rank's destination tensors, under their names)\n"
+            "  --tp T           hold the slices of TP rank R mod T of the rules (docs/TARGETS.md); every\n"
+            "                   local rank of the node gives the same T and rules\n"
+            "  --rules FILE     rules for --tp (default: the built-in vLLM rules)\n"
+            "  --target F       hold exactly the target in F (JSON, docs/TARGETS.md)\n"
             "  --config FILE    read settings and these options from FILE's \"engine\" object\n"
             "                   (docs/CONFIG.md; flags given here override the file)\n"
             "  --token-file FILE  the deployment's token (default: setting token, env WSYNC_TOKEN); pulls and\n"
@@ -61,39 +67,77 @@ static int mkdirs(const char *path)
     return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* Each held tensor (the destination tensors with a target) as a file. */
 static wsync_status_t dump(wsync_receiver_t *r, const char *dir, const char *engine, int rank, uint64_t v)
 {
     char path[1100], sub[1024];
+    size_t n = wsync_receiver_tensor_count(r), i, len = 0;
+    wsync_st_tensor_t *ts = calloc(n + 1, sizeof(*ts));
+    wsync_tensor_info_t *info = calloc(n + 1, sizeof(*info));
     void *img = NULL, *host = NULL;
-    size_t len = 0;
-    wsync_status_t st;
+    wsync_status_t st = WSYNC_OK;
 
+    if (ts == NULL || info == NULL) {
+        st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
     snprintf(sub, sizeof(sub), "%s/%s/rank%d", dir, engine, rank);
-    if (mkdirs(sub) != 0)
-        return wsync_error(WSYNC_ERR_IO, "cannot create %s: %s", sub, strerror(errno));
+    if (mkdirs(sub) != 0) {
+        st = wsync_error(WSYNC_ERR_IO, "cannot create %s: %s", sub, strerror(errno));
+        goto out;
+    }
     snprintf(path, sizeof(path), "%s/v%llu.safetensors", sub, (unsigned long long)v);
-    WSYNC_CHECK_ALLOC(r);
-    WSYNC_CHECK(wsync_receiver_image(r, &img, &len));
+    WSYNC_CHECK_GOTO(wsync_receiver_image(r, &img, &len), st, out);
     if (r->mem->kind != WSYNC_MEM_HOST) {
         host = malloc(len ? len : 1);
-        WSYNC_CHECK_ALLOC(host);
-        if ((st = r->mem->copy(host, img, len)) != WSYNC_OK) {
-            free(host);
-            return st;
+        if (host == NULL) {
+            st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+            goto out;
         }
-        img = host;
+        WSYNC_CHECK_GOTO(r->mem->copy(host, img, len), st, out);
     }
-    st = wsync_safetensors_write(path, r->held->manifest, img, r->held->manifest->metadata);
+    for (i = 0; i < n; i++) {
+        WSYNC_CHECK_GOTO(wsync_receiver_tensor_at(r, i, NULL, &info[i]), st, out);
+        wsync_dtype_parse(info[i].dtype, &ts[i].dtype);
+        ts[i] = (wsync_st_tensor_t){.name = info[i].name, .dtype = ts[i].dtype, .ndim = info[i].ndim,
+                                    .shape = info[i].shape, .data = (char *)(host ? host : img) + info[i].offset};
+    }
+    st = wsync_safetensors_write_tensors(path, n, ts, r->held->manifest->metadata);
+out:
     free(host);
+    free(ts);
+    free(info);
     return st;
+}
+
+/* A whole (small) file as a string, for --rules and --target. */
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+    if (f == NULL) {
+        wsync_error(WSYNC_ERR_IO, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)n + 1)) != NULL && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+        buf[n] = '\0';
+    } else {
+        free(buf);
+        buf = NULL;
+        wsync_error(WSYNC_ERR_IO, "%s: cannot read it", path);
+    }
+    fclose(f);
+    return buf;
 }
 
 const struct option cli_engine_options[] = {
     {"control", 1, 0, 'c'}, {"engine", 1, 0, 'e'}, {"local-rank", 1, 0, 'r'}, {"local-world", 1, 0, 'w'},
     {"mode", 1, 0, 'm'}, {"dump", 1, 0, 'D'}, {"follow", 0, 0, 'F'}, {"versions", 1, 0, 'n'},
     {"device", 1, 0, 'd'}, {"transport", 1, 0, 't'}, {"bind", 1, 0, 'b'}, {"timeout-ms", 1, 0, 'T'},
-    {"host-id", 1, 0, 'H'}, {"max-failures", 1, 0, 'x'}, {"token-file", 1, 0, 'K'}, {"help", 0, 0, 'h'},
-    {0, 0, 0, 0}};
+    {"host-id", 1, 0, 'H'}, {"max-failures", 1, 0, 'x'}, {"tp", 1, 0, 'P'}, {"rules", 1, 0, 'R'},
+    {"target", 1, 0, 'G'}, {"token-file", 1, 0, 'K'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 
 int cmd_engine(int argc, char **argv)
 {
@@ -101,7 +145,8 @@ int cmd_engine(int argc, char **argv)
     static char token[512];
     wsync_receiver_config_t rc_cfg = {.local_rank = -1, .local_world = 0, .mode = WSYNC_MODE_STAGED};
     wsync_receiver_t *r = NULL;
-    const char *dumpdir = NULL;
+    const char *dumpdir = NULL, *rules_path = NULL, *target_path = NULL;
+    char *rules_text = NULL, *target_text = NULL;
     long versions = 1, timeout_ms = 120000;
     int o, follow = 0, held = 0, rc = 1, failures_in_row = 0, max_failures = 5;
     wsync_status_t st;
@@ -129,6 +174,9 @@ int cmd_engine(int argc, char **argv)
         case 'T': timeout_ms = atol(optarg); break;
         case 'H': rc_cfg.host_id = optarg; break;
         case 'x': max_failures = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
+        case 'P': rc_cfg.tp_size = atoi(optarg); break;
+        case 'R': rules_path = optarg; break;
+        case 'G': target_path = optarg; break;
         case 'K':
             if (wsync_auth_read_token_file(optarg, token, sizeof(token)) != WSYNC_OK) {
                 fprintf(stderr, "wsync engine: %s\n", wsync_last_error());
@@ -146,12 +194,26 @@ int cmd_engine(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (rc_cfg.tp_size < 0 || (rules_path && rc_cfg.tp_size < 1) || (target_path && rc_cfg.tp_size > 0)) {
+        fprintf(stderr, "wsync engine: --tp T must be >= 1, --rules goes with --tp, and --target excludes --tp\n");
+        return 2;
+    }
+    if ((rules_path && (rules_text = read_text(rules_path)) == NULL) ||
+        (target_path && (target_text = read_text(target_path)) == NULL)) {
+        cli_report("engine", "bad input", WSYNC_ERR_IO);
+        free(rules_text);
+        return 2;
+    }
+    rc_cfg.rules_json = rules_text;
+    rc_cfg.target_json = target_text;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGPIPE, SIG_IGN);
     if ((st = wsync_receiver_create(&rc_cfg, &r)) != WSYNC_OK) {
         cli_report("engine", "cannot start", st);
-        return st == WSYNC_ERR_INVALID ? 2 : 1;
+        free(rules_text);
+        free(target_text);
+        return st == WSYNC_ERR_INVALID || st == WSYNC_ERR_FORMAT ? 2 : 1;
     }
     while (!stop_flag && (follow || held < versions)) {
         uint64_t v = 0;
@@ -175,8 +237,9 @@ int cmd_engine(int argc, char **argv)
             void *img;
             size_t len = 0;
             wsync_receiver_image(r, &img, &len);
-            printf("engine %s: version %llu ready on %d ranks in %.3f s (%.2f GB/s per rank)\n", rc_cfg.engine_id,
-                   (unsigned long long)v, rc_cfg.local_world, secs, secs > 0 ? (double)len / secs / 1e9 : 0.0);
+            printf("engine %s: version %llu ready on %d ranks in %.3f s (%.2f GB/s per rank; rank 0's image %zu "
+                   "bytes)\n", rc_cfg.engine_id, (unsigned long long)v, rc_cfg.local_world, secs,
+                   secs > 0 ? (double)len / secs / 1e9 : 0.0, len);
             fflush(stdout);
         }
         if (dumpdir && (st = dump(r, dumpdir, rc_cfg.engine_id, rc_cfg.local_rank, v)) != WSYNC_OK) {
@@ -187,5 +250,7 @@ int cmd_engine(int argc, char **argv)
     rc = held >= versions || follow ? 0 : 1;
 out:
     wsync_receiver_destroy(r);
+    free(rules_text);
+    free(target_text);
     return rc;
 }

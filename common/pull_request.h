@@ -25,15 +25,33 @@ typedef struct wsync_pull_request {
      * the plan's chunks (bit c of byte c/8): the chunks landing on this rank. */
     unsigned char *chunks;
     size_t chunk_bytes;
+    /* Engine layouts (docs/ENGINE_LAYOUTS.md); absent (0, NULL): every rank
+     * holds the whole image. targets[k]: the digest (32 hex digits) of local
+     * rank k's target, one per local rank; the chunk map then counts the
+     * chunks of the node plan over those targets. target_defs: {digest:
+     * target JSON} for targets the trainer may not have yet (the engine
+     * sends each once per trainer rank and layout), or NULL. */
+    int ntargets;
+    char (*targets)[33];
+    json_t *target_defs;
+    /* With targets: the node plan's landing preference (target_plan.h), or
+     * hint_world 0: none. For trainer rank t, the local ranks on its GPU are
+     * colo[t * local_ranks ..], ncolo[t] of them. */
+    int hint_world;
+    int *colo, *ncolo;
 } wsync_pull_request_t;
 
 /* The request as JSON (new reference), or NULL without memory. */
 json_t *wsync_pull_request_to_json(const wsync_pull_request_t *r);
 /* Parses and checks `j` against a plan of `nchunks` chunks (the map, when
- * present, must have exactly that many bits). On success *out owns its chunk
- * map: free it with wsync_pull_request_clear. */
+ * present, must have exactly that many bits; with targets the node plan's
+ * chunk count is not known yet: check it with wsync_pull_request_check_chunks).
+ * On success *out owns its chunk map, targets, target_defs and hint: free
+ * them with wsync_pull_request_clear. */
 wsync_status_t wsync_pull_request_from_json(const json_t *j, uint32_t nchunks, wsync_pull_request_t *out);
 void wsync_pull_request_clear(wsync_pull_request_t *r);
+/* The chunk map, when present, has exactly the bits of `nchunks` chunks. */
+wsync_status_t wsync_pull_request_check_chunks(const wsync_pull_request_t *r, uint32_t nchunks);
 /* 1 if chunk c lands on the asking rank. */
 int wsync_pull_request_lands(const wsync_pull_request_t *r, uint32_t chunk);
 

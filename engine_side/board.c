@@ -23,6 +23,36 @@
 
 #define BOARD_MAGIC 0x647261426e797357ULL /* "WsynBard" */
 
+typedef struct board_rank {
+    int32_t pid;                /* 0: never joined */
+    uint32_t epoch;             /* bumps on each (re)join: peers remap its windows */
+    uint64_t done_gen;          /* newest generation this rank holds verified */
+    uint64_t failed_gen;        /* newest generation this rank failed */
+    int32_t device;             /* its GPU ordinal, -1 for host memory (set before pid) */
+    int32_t pad;
+    char error[256];            /* why, for failed_gen */
+} board_rank_t;
+
+/* The shared memory; board.h says who writes each part, and how. */
+typedef struct board_shared {
+    uint64_t magic;
+    uint32_t local_world;
+    int32_t leader_pid;
+    uint64_t gen;               /* current pull attempt */
+    uint32_t gen_seq;           /* bumped with gen: the futex followers sleep on */
+    uint32_t pad0;
+    uint64_t gen_version;       /* the version it brings */
+    uint32_t gen_slot;          /* image slot it lands in */
+    uint32_t cur_slot;          /* slot of the held version */
+    uint64_t closed_gen;        /* attempts up to this one have ended ... */
+    uint64_t closed_ok;         /* ... and this says whether closed_gen succeeded */
+    uint64_t held_version;
+    board_rank_t ranks[BOARD_MAX_RANKS];            /* each rank writes its own entry */
+    uint64_t landed[BOARD_SLOTS][BOARD_MAX_CHUNKS]; /* gen at which the chunk landed (landing rank writes) */
+    uint64_t land_gen;                              /* land[] below is for this attempt */
+    uint8_t land[BOARD_MAX_CHUNKS];                 /* local rank each chunk lands on (rank 0 writes) */
+} board_shared_t;
+
 enum { OP_JOIN = 1, OP_PUT_WIN = 2, OP_GET_WIN = 3 };
 
 typedef struct board_msg {
@@ -35,6 +65,10 @@ typedef struct board_msg {
     uint32_t pad;
     wsync_blob_t blob;
 } board_msg_t;
+
+/* Service entries per rank: the image windows, then the rank's layout spec. */
+#define BOARD_ENTRIES (BOARD_SLOTS + 1)
+#define BOARD_SPEC BOARD_SLOTS
 
 typedef struct board_win {
     int present;
@@ -56,15 +90,10 @@ struct board {
     pthread_t thread;
     int stopping;
     pthread_mutex_t lock;
-    board_win_t wins[BOARD_MAX_RANKS][BOARD_SLOTS];
+    board_win_t wins[BOARD_MAX_RANKS][BOARD_ENTRIES];
     int clients[BOARD_MAX_RANKS * 2];
     int nclients;
 };
-
-board_shared_t *board_shared(board_t *b)
-{
-    return b->sh;
-}
 
 static void handle(board_t *b, int fd)
 {
@@ -82,7 +111,7 @@ static void handle(board_t *b, int fd)
         return;
     }
     reply.op = m.op;
-    if (m.rank < 0 || m.rank >= (int)b->sh->local_world || m.slot < 0 || m.slot >= BOARD_SLOTS) {
+    if (m.rank < 0 || m.rank >= (int)b->sh->local_world || m.slot < 0 || m.slot >= BOARD_ENTRIES) {
         reply.status = WSYNC_ERR_INVALID;
         wsync_fd_send(fd, &reply, sizeof(reply), -1);
         if (in_fd >= 0)
@@ -94,7 +123,7 @@ static void handle(board_t *b, int fd)
         /* A rank that (re)joins has new windows: forget its old ones so no
          * peer maps the memory of a process that is gone. */
         int s;
-        for (s = 0; s < BOARD_SLOTS; s++) {
+        for (s = 0; s < BOARD_ENTRIES; s++) {
             board_win_t *w = &b->wins[m.rank][s];
             if (w->present && w->fd >= 0)
                 close(w->fd);
@@ -260,7 +289,7 @@ wsync_status_t board_open(const char *name, int local_rank, int local_world, int
     b->memfd = b->sock = b->listen_fd = -1;
     pthread_mutex_init(&b->lock, NULL);
     for (r = 0; r < BOARD_MAX_RANKS; r++)
-        for (s = 0; s < BOARD_SLOTS; s++)
+        for (s = 0; s < BOARD_ENTRIES; s++)
             b->wins[r][s].fd = -1;
     st = local_rank == 0 ? open_leader(b, name, local_world) : open_member(b, name, local_world, timeout_ms);
     if (st != WSYNC_OK) {
@@ -284,7 +313,7 @@ void board_close(board_t *b)
             close(b->clients[i]);
     }
     for (r = 0; r < BOARD_MAX_RANKS; r++)
-        for (s = 0; s < BOARD_SLOTS; s++)
+        for (s = 0; s < BOARD_ENTRIES; s++)
             if (b->wins[r][s].fd >= 0)
                 close(b->wins[r][s].fd);
     if (b->sh) {
@@ -360,6 +389,47 @@ wsync_status_t board_get_window(board_t *b, int rank, int slot, int timeout_ms, 
     }
 }
 
+wsync_status_t board_put_spec(board_t *b, const char *spec)
+{
+    wsync_blob_t none = {0};
+    size_t len = strlen(spec);
+    wsync_status_t st;
+    int fd = memfd_create("wsync-spec", MFD_CLOEXEC);
+    if (fd < 0)
+        return wsync_error(WSYNC_ERR_IO, "memfd_create: %s", strerror(errno));
+    if (write(fd, spec, len) != (ssize_t)len) {
+        close(fd);
+        return wsync_error(WSYNC_ERR_IO, "cannot write the layout spec: %s", strerror(errno));
+    }
+    st = board_put_window(b, BOARD_SPEC, &none, fd, len);
+    close(fd);
+    return st;
+}
+
+wsync_status_t board_get_spec(board_t *b, int rank, int timeout_ms, char **out)
+{
+    wsync_blob_t blob;
+    uint64_t len = 0;
+    uint32_t epoch;
+    int fd = -1;
+    char *s;
+    if (board_get_window(b, rank, BOARD_SPEC, timeout_ms, &blob, &fd, &len, &epoch) != WSYNC_OK)
+        return wsync_error(WSYNC_ERR_TIMEOUT, "local rank %d shared no layout spec in time: %s", rank,
+                           wsync_last_error());
+    if (fd < 0)
+        return wsync_error(WSYNC_ERR_PEER, "local rank %d shared no layout spec", rank);
+    s = malloc(len + 1);
+    if (s == NULL || pread(fd, s, len, 0) != (ssize_t)len) {
+        free(s);
+        close(fd);
+        return wsync_error(WSYNC_ERR_IO, "cannot read local rank %d's layout spec", rank);
+    }
+    close(fd);
+    s[len] = '\0';
+    *out = s;
+    return WSYNC_OK;
+}
+
 int board_rank_alive(board_t *b, int rank)
 {
     int32_t pid = __atomic_load_n(&b->sh->ranks[rank].pid, __ATOMIC_ACQUIRE);
@@ -375,10 +445,30 @@ int board_leader_gone(board_t *b)
     return kill(b->leader_pid, 0) != 0 && errno == ESRCH;
 }
 
-void board_wake_attempt(board_t *b)
+/* --- attempts --------------------------------------------------------- */
+
+void board_attempt_open(board_t *b, uint64_t version, int nslots, board_attempt_t *out)
 {
-    __atomic_add_fetch(&b->sh->gen_seq, 1, __ATOMIC_RELEASE);
-    syscall(SYS_futex, &b->sh->gen_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    board_shared_t *sh = b->sh;
+    int slot = nslots == 2 ? 1 - (int)sh->cur_slot : 0;
+    uint64_t gen = sh->gen + 1;     /* rank 0 is the only writer of gen */
+    sh->gen_version = version;
+    sh->gen_slot = (uint32_t)slot;
+    __atomic_store_n(&sh->gen, gen, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&sh->gen_seq, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &sh->gen_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    *out = (board_attempt_t){.gen = gen, .version = version, .slot = slot};
+}
+
+int board_attempt_find(board_t *b, uint64_t after_gen, uint64_t version, board_attempt_t *out)
+{
+    board_shared_t *sh = b->sh;
+    uint64_t gen = __atomic_load_n(&sh->gen, __ATOMIC_ACQUIRE);
+    if (gen <= after_gen || __atomic_load_n(&sh->closed_gen, __ATOMIC_ACQUIRE) >= gen ||
+        (version != 0 && sh->gen_version != version))
+        return 0;
+    *out = (board_attempt_t){.gen = gen, .version = sh->gen_version, .slot = (int)sh->gen_slot};
+    return 1;
 }
 
 uint32_t board_attempt_seq(board_t *b)
@@ -391,4 +481,89 @@ void board_wait_attempt(board_t *b, uint32_t seq, int timeout_ms)
     struct timespec ts = {.tv_sec = timeout_ms / 1000, .tv_nsec = (long)(timeout_ms % 1000) * 1000000L};
     /* Returns at once if gen_seq moved on since `seq` was read. */
     syscall(SYS_futex, &b->sh->gen_seq, FUTEX_WAIT, seq, &ts, NULL, 0);
+}
+
+void board_attempt_close(board_t *b, const board_attempt_t *a, int ok)
+{
+    board_shared_t *sh = b->sh;
+    sh->closed_ok = ok != 0;
+    if (ok) {
+        sh->cur_slot = (uint32_t)a->slot;
+        sh->held_version = a->version;
+    }
+    __atomic_store_n(&sh->closed_gen, a->gen, __ATOMIC_RELEASE);
+}
+
+board_outcome_t board_attempt_outcome(board_t *b, uint64_t gen)
+{
+    uint64_t closed = __atomic_load_n(&b->sh->closed_gen, __ATOMIC_ACQUIRE);
+    if (closed < gen)
+        return BOARD_ATTEMPT_OPEN;
+    if (closed > gen)
+        return BOARD_ATTEMPT_SUPERSEDED;
+    return b->sh->closed_ok ? BOARD_ATTEMPT_OK : BOARD_ATTEMPT_FAILED;
+}
+
+/* --- the landing map and landed chunks -------------------------------- */
+
+wsync_status_t board_post_landing(board_t *b, uint64_t gen, const uint8_t *land, uint32_t nchunks)
+{
+    if (nchunks > BOARD_MAX_CHUNKS)
+        return wsync_error(WSYNC_ERR_INVALID, "image has %u chunks; the node board holds %u: raise the chunk size",
+                           nchunks, BOARD_MAX_CHUNKS);
+    memcpy(b->sh->land, land, nchunks);
+    __atomic_store_n(&b->sh->land_gen, gen, __ATOMIC_RELEASE);
+    return WSYNC_OK;
+}
+
+const uint8_t *board_landing(board_t *b, uint64_t gen)
+{
+    return __atomic_load_n(&b->sh->land_gen, __ATOMIC_ACQUIRE) == gen ? b->sh->land : NULL;
+}
+
+void board_mark_landed(board_t *b, int slot, uint32_t c, uint64_t gen)
+{
+    __atomic_store_n(&b->sh->landed[slot][c], gen, __ATOMIC_RELEASE);
+}
+
+int board_is_landed(board_t *b, int slot, uint32_t c, uint64_t gen)
+{
+    return __atomic_load_n(&b->sh->landed[slot][c], __ATOMIC_ACQUIRE) == gen;
+}
+
+/* --- ranks ------------------------------------------------------------ */
+
+void board_mark_done(board_t *b, uint64_t gen)
+{
+    __atomic_store_n(&b->sh->ranks[b->local_rank].done_gen, gen, __ATOMIC_RELEASE);
+}
+
+void board_mark_failed(board_t *b, uint64_t gen, const char *why)
+{
+    board_rank_t *me = &b->sh->ranks[b->local_rank];
+    snprintf(me->error, sizeof(me->error), "%s", why);
+    __atomic_store_n(&me->failed_gen, gen, __ATOMIC_RELEASE);
+}
+
+int board_rank_done(board_t *b, int rank, uint64_t gen)
+{
+    return __atomic_load_n(&b->sh->ranks[rank].done_gen, __ATOMIC_ACQUIRE) == gen;
+}
+
+int board_rank_failed(board_t *b, int rank, uint64_t gen, char *why, size_t whylen)
+{
+    if (__atomic_load_n(&b->sh->ranks[rank].failed_gen, __ATOMIC_ACQUIRE) != gen)
+        return 0;
+    snprintf(why, whylen, "%s", b->sh->ranks[rank].error);
+    return 1;
+}
+
+uint32_t board_rank_epoch(board_t *b, int rank)
+{
+    return __atomic_load_n(&b->sh->ranks[rank].epoch, __ATOMIC_ACQUIRE);
+}
+
+int board_rank_device(board_t *b, int rank)
+{
+    return __atomic_load_n(&b->sh->ranks[rank].device, __ATOMIC_ACQUIRE);
 }

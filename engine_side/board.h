@@ -1,11 +1,34 @@
 /* board.h: the node board: shared memory the local ranks of one engine node
  * use to agree on a pull and to signal chunks as they land, plus the service
  * (run by local rank 0) that hands out the board and the ranks' windows over
- * an abstract Unix socket, so nothing is left on disk after a crash. */
+ * an abstract Unix socket, so nothing is left on disk after a crash.
+ *
+ * The board's memory is opaque: only board.c touches it. Who writes what:
+ *
+ *   what                          written by            ordering
+ *   attempt (gen, version, slot)  local rank 0, open    version and slot plain, then gen with
+ *                                                       release; readers load gen with acquire
+ *                                                       before version and slot
+ *   attempt outcome (closed)      local rank 0, close   outcome and held slot plain, then
+ *                                                       closed_gen with release; readers acquire
+ *   landing map of an attempt     local rank 0          the map plain, then land_gen (release)
+ *   "chunk c landed in slot s"    the chunk's landing   one 64-bit store of the attempt's gen
+ *                                 rank                  (release) after its bytes are verified;
+ *                                                       a reader that sees it (acquire) sees
+ *                                                       the bytes in the landing rank's window
+ *   rank p's pid, epoch, device   rank p, on (re)join   device plain, then pid and epoch (release)
+ *   rank p done / failed at gen   rank p                error text plain, then failed_gen
+ *                                                       (release); done_gen (release)
+ *
+ * Generations number pull attempts, so a retried version never mistakes old
+ * "landed" marks for new: every mark carries the gen it was made for. Every
+ * reader polls (the attempt loop multiplexes landing, copies and peers);
+ * only the wait for a new attempt sleeps, on a futex. */
 #ifndef WSYNC_ENGINE_BOARD_H
 #define WSYNC_ENGINE_BOARD_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/net/auth.h"
@@ -16,37 +39,6 @@
 #define BOARD_MAX_CHUNKS (1u << 18)
 #define BOARD_SLOTS 2
 
-typedef struct board_rank {
-    int32_t pid;                /* 0: never joined */
-    uint32_t epoch;             /* bumps on each (re)join: peers remap its windows */
-    uint64_t done_gen;          /* newest generation this rank holds verified */
-    uint64_t failed_gen;        /* newest generation this rank failed */
-    int32_t device;             /* its GPU ordinal, -1 for host memory (set before pid) */
-    int32_t pad;
-    char error[256];            /* why, for failed_gen */
-} board_rank_t;
-
-/* Written by rank 0 unless noted; read by everyone. Generations number pull
- * attempts, so a retried version never mistakes old "landed" marks for new. */
-typedef struct board_shared {
-    uint64_t magic;
-    uint32_t local_world;
-    int32_t leader_pid;
-    uint64_t gen;               /* current pull attempt */
-    uint32_t gen_seq;           /* bumped with gen: the futex followers sleep on */
-    uint32_t pad0;
-    uint64_t gen_version;       /* the version it brings */
-    uint32_t gen_slot;          /* image slot it lands in */
-    uint32_t cur_slot;          /* slot of the held version */
-    uint64_t closed_gen;        /* attempts up to this one have ended ... */
-    uint64_t closed_ok;         /* ... and this says whether closed_gen succeeded */
-    uint64_t held_version;
-    board_rank_t ranks[BOARD_MAX_RANKS];            /* each rank writes its own entry */
-    uint64_t landed[BOARD_SLOTS][BOARD_MAX_CHUNKS]; /* gen at which the chunk landed (landing rank writes) */
-    uint64_t land_gen;                              /* land[] below is for this attempt */
-    uint8_t land[BOARD_MAX_CHUNKS];                 /* local rank each chunk lands on (rank 0 writes) */
-} board_shared_t;
-
 typedef struct board board_t;
 
 /* Rank 0 creates the board and serves it; other ranks join it (retrying until
@@ -56,7 +48,6 @@ typedef struct board board_t;
 wsync_status_t board_open(const char *name, int local_rank, int local_world, int device, const wsync_auth_t *auth,
                           int timeout_ms, board_t **out);
 void board_close(board_t *b);
-board_shared_t *board_shared(board_t *b);
 
 /* Publish this rank's window for `slot` (blob + fd for shm, fd -1 otherwise). */
 wsync_status_t board_put_window(board_t *b, int slot, const wsync_blob_t *blob, int fd, uint64_t len);
@@ -65,17 +56,75 @@ wsync_status_t board_put_window(board_t *b, int slot, const wsync_blob_t *blob, 
 wsync_status_t board_get_window(board_t *b, int rank, int slot, int timeout_ms, wsync_blob_t *blob,
                                 int *fd, uint64_t *len, uint32_t *epoch);
 
-/* Rank 0 after opening an attempt: wake the ranks sleeping in
- * board_wait_attempt. */
-void board_wake_attempt(board_t *b);
-/* The attempt sequence to pass to board_wait_attempt (read it before looking
- * at gen). */
+/* Publish this rank's layout spec (a short JSON text: what its target is
+ * made from) for the other local ranks; fetch rank `rank`'s (waiting up to
+ * timeout_ms for it), a new string the caller frees. */
+wsync_status_t board_put_spec(board_t *b, const char *spec);
+wsync_status_t board_get_spec(board_t *b, int rank, int timeout_ms, char **out);
+
+/* --- attempts --------------------------------------------------------- */
+
+typedef struct board_attempt {
+    uint64_t gen;               /* attempt number, > 0 */
+    uint64_t version;           /* the version it brings */
+    int slot;                   /* image slot it lands in */
+} board_attempt_t;
+
+typedef enum board_outcome {
+    BOARD_ATTEMPT_OPEN = 0,     /* not closed yet */
+    BOARD_ATTEMPT_OK,           /* closed, every rank holds the version */
+    BOARD_ATTEMPT_FAILED,       /* closed, failed */
+    BOARD_ATTEMPT_SUPERSEDED,   /* a later attempt was closed: this one is over */
+} board_outcome_t;
+
+/* Local rank 0: open the next attempt, bringing `version` into the slot the
+ * held version is not in (nslots 2: staged) or slot 0, and wake the ranks
+ * sleeping in board_wait_attempt. */
+void board_attempt_open(board_t *b, uint64_t version, int nslots, board_attempt_t *out);
+/* Any rank: the current attempt, if it is newer than `after_gen`, not closed,
+ * and brings `version` (0: any). 1 if so, with *out set. */
+int board_attempt_find(board_t *b, uint64_t after_gen, uint64_t version, board_attempt_t *out);
+/* The attempt sequence to pass to board_wait_attempt (read it before
+ * board_attempt_find, so an attempt opened in between is not slept through). */
 uint32_t board_attempt_seq(board_t *b);
 /* Sleep until rank 0 opens an attempt after `seq` was read, at most
  * timeout_ms (a shared-memory futex: the follower wakes within microseconds
  * of the leader, and costs nothing while no version comes). */
 void board_wait_attempt(board_t *b, uint32_t seq, int timeout_ms);
+/* Local rank 0: close attempt `a`; with ok, its slot now holds its version. */
+void board_attempt_close(board_t *b, const board_attempt_t *a, int ok);
+/* Any rank: how attempt `gen` ended, or BOARD_ATTEMPT_OPEN. */
+board_outcome_t board_attempt_outcome(board_t *b, uint64_t gen);
 
+/* --- the landing map and landed chunks -------------------------------- */
+
+/* Local rank 0: post attempt `gen`'s landing map: land[c] = the local rank
+ * chunk c lands on, for nchunks <= BOARD_MAX_CHUNKS chunks. */
+wsync_status_t board_post_landing(board_t *b, uint64_t gen, const uint8_t *land, uint32_t nchunks);
+/* Any rank: attempt `gen`'s landing map, or NULL while rank 0 has not posted
+ * it. Valid until rank 0 opens the next attempt. */
+const uint8_t *board_landing(board_t *b, uint64_t gen);
+/* The landing rank: chunk `c` of `slot` landed and was verified in attempt
+ * `gen` (release: after the chunk's bytes). */
+void board_mark_landed(board_t *b, int slot, uint32_t c, uint64_t gen);
+/* Any rank: 1 if chunk `c` of `slot` has landed in attempt `gen` (acquire:
+ * its bytes are then readable in the landing rank's window). */
+int board_is_landed(board_t *b, int slot, uint32_t c, uint64_t gen);
+
+/* --- ranks ------------------------------------------------------------ */
+
+/* This rank holds attempt `gen` verified. */
+void board_mark_done(board_t *b, uint64_t gen);
+/* This rank failed attempt `gen`, because `why`. */
+void board_mark_failed(board_t *b, uint64_t gen, const char *why);
+/* 1 if local rank `rank` holds attempt `gen` verified. */
+int board_rank_done(board_t *b, int rank, uint64_t gen);
+/* 1 if local rank `rank` failed attempt `gen`; its reason into why. */
+int board_rank_failed(board_t *b, int rank, uint64_t gen, char *why, size_t whylen);
+/* Local rank `rank`'s join epoch (bumps on each rejoin: remap its windows). */
+uint32_t board_rank_epoch(board_t *b, int rank);
+/* Local rank `rank`'s GPU ordinal, -1 for host memory or not joined. */
+int board_rank_device(board_t *b, int rank);
 /* 1 if local rank `rank`'s process is alive (0 when it never joined). */
 int board_rank_alive(board_t *b, int rank);
 /* For ranks > 0: 1 if rank 0 that served our board is gone (reopen needed). */

@@ -1,8 +1,16 @@
-/* fetch.c: one pull attempt on one engine rank. Asks every trainer rank that
- * owns pieces landing here to put them; as pieces land, verifies each chunk
- * and marks it landed on the node board; meanwhile copies every other chunk
- * out of its landing rank's window as soon as the board says it landed, and
- * verifies the copy. Done when every chunk of this rank's image is verified. */
+/* fetch.c: the data part of one pull attempt on one engine rank, as phases:
+ *   join      wait for the landing map, map the peers' windows;
+ *   prepare   split the chunks into those landing here and those to copy;
+ *   request   expect every piece landing here, ask each trainer rank that
+ *             owns some of them to put them;
+ *   then, until every chunk of this rank's image is verified, in turn:
+ *   land      take the transports' completions; a chunk whose last piece
+ *             landed is verified and marked landed on the board;
+ *   fan out   queue a copy (and its digests) of each chunk that landed on
+ *             another rank, as soon as the board says it did;
+ *   reap      verify finished copies;
+ *   watch     trainer answers, peers, the deadline.
+ * All state of the attempt is in one fetch_t; fetch_end undoes it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,129 +20,58 @@
 #include "common/fault.h"
 #include "common/log.h"
 #include "common/digest.h"
-#include "common/msg.h"
 #include "common/pull_request.h"
-#include "common/settings.h"
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
 
 #define FANOUT_INFLIGHT 4   /* fan-out copy jobs queued at once */
+#define POLL_BATCH 64       /* completions taken per transport poll */
 
 typedef struct fan_job {
     wsync_mem_job_t *job;
     uint32_t chunk;
 } fan_job_t;
 
-typedef struct trainer_req {
-    char pull_addr[160];
-    int rank;
-    const wsync_auth_t *auth;
-    json_t *msg;
-    uint64_t deadline;
-    pthread_t th;
-    int started;
-    int done;                   /* atomic */
-    wsync_status_t status;
-    char error[400];
-} trainer_req_t;
+typedef struct fetch {
+    /* the attempt */
+    wsync_receiver_t *r;
+    const wsync_sync_layout_t *sl;
+    const wsync_plan_t *plan;
+    const uint64_t *digests;
+    uint64_t gen, v, deadline;
+    int slot, me;
+    char *image;
+    const uint8_t *land;        /* the board's landing map */
+    uint32_t reqid;             /* tags this attempt's puts */
+    int land_delay_ms;          /* test hook */
 
-static void *req_main(void *arg)
+    /* chunks */
+    uint32_t *remaining;        /* pieces still to land, per chunk landing here */
+    unsigned char *mine;        /* bitmap of the chunks landing here */
+    uint32_t *pending;          /* chunks landing elsewhere, not yet copied here */
+    uint32_t npending, nland, nlanded, ncopied, ndone;
+
+    /* fan-out copies in flight, a ring */
+    fan_job_t fan[FANOUT_INFLIGHT];
+    int fh, fn;
+
+    /* one chunk's pieces, for digests */
+    wsync_digest_range_t *rg;
+    uint64_t *sums;
+
+    /* trainer ranks */
+    recv_request_t *reqs;
+    char (*addrs)[160];
+    const char **tnames;
+    uint64_t last_check;
+} fetch_t;
+
+wsync_status_t recv_map_peers(wsync_receiver_t *r, int slot, uint64_t deadline, const recv_tlayout_t *tl)
 {
-    trainer_req_t *q = arg;
-    json_t *reply = NULL;
-    int fd = -1, left = (int)((q->deadline - wsync_now_ns()) / 1000000ULL);
-    const char *err;
-
-    q->status = wsync_tcp_connect(q->pull_addr, left > 0 ? left : 1, &fd);
-    if (q->status == WSYNC_OK) {
-        /* The request proves the token, bound to the trainer's challenge. */
-        left = (int)((q->deadline - wsync_now_ns()) / 1000000ULL);
-        q->status = wsync_msg_call(fd, q->auth, WSYNC_HS_PULL, q->pull_addr, q->msg, left > 0 ? left : 1, &reply);
-    }
-    if (q->status != WSYNC_OK) {
-        snprintf(q->error, sizeof(q->error), "trainer rank %d at %s: %s", q->rank, q->pull_addr,
-                 wsync_last_error());
-    } else if ((err = json_string_value(json_object_get(reply, "error"))) != NULL) {
-        q->status = WSYNC_ERR_PEER;
-        snprintf(q->error, sizeof(q->error), "%s", err);
-    }
-    json_decref(reply);
-    if (fd >= 0)
-        close(fd);
-    __atomic_store_n(&q->done, 1, __ATOMIC_RELEASE);
-    return NULL;
-}
-
-void recv_transport_reset(wsync_receiver_t *r)
-{
-    int k, s;
-    for (k = 0; k < r->ntr; k++) {
-        recv_transport_t *rt = &r->tr[k];
-        for (s = 0; s < BOARD_SLOTS; s++)
-            if (rt->region[s]) {
-                rt->ops->dereg(rt->region[s]);
-                rt->region[s] = NULL;
-            }
-        if (rt->t)
-            rt->ops->close(rt->t);
-        memset(rt, 0, sizeof(*rt));
-    }
-    r->ntr = 0;
-}
-
-/* The transport asked for as `name`, opened, listening, with every image
- * slot registered; its index in r->tr. */
-static wsync_status_t ensure_transport(wsync_receiver_t *r, const char *name, int *idx)
-{
-    wsync_transport_config_t cfg = {.bind_host = r->bind_host, .conns_per_peer = 0,
-                                    .device = r->mem->kind == WSYNC_MEM_CUDA ? r->device : -1,
-                                    .timeout_ms = wsync_connect_timeout_ms(0), .auth = &r->auth};
-    recv_transport_t *rt = NULL;
-    int k, s;
-    for (k = 0; k < r->ntr; k++)
-        if (strcmp(r->tr[k].want, name) == 0)
-            rt = &r->tr[k];
-    if (rt == NULL) {
-        if (r->ntr == RECV_MAX_TRANSPORTS)
-            return wsync_error(WSYNC_ERR_INVALID, "engine %s: more than %d transports in use", r->engine_id,
-                               RECV_MAX_TRANSPORTS);
-        rt = &r->tr[r->ntr];
-        memset(rt, 0, sizeof(*rt));
-        snprintf(rt->want, sizeof(rt->want), "%s", name);
-        WSYNC_CHECK(wsync_transport_get(name, &cfg, &rt->ops));
-        WSYNC_CHECK(rt->ops->open(&cfg, &rt->t));
-        r->ntr++;   /* from here recv_transport_reset closes it */
-        WSYNC_CHECK(rt->ops->listen(rt->t, &rt->addr));
-    }
-    for (s = 0; s < r->nslots; s++)
-        if (rt->region[s] == NULL)
-            WSYNC_CHECK(rt->ops->reg(rt->t, r->win[s].ptr, r->image_len, r->mem->kind, &rt->region[s],
-                                     &rt->key[s]));
-    *idx = (int)(rt - r->tr);
-    return WSYNC_OK;
-}
-
-/* Which transport serves trainer rank `host_id`/`device`: "local" when it
- * holds GPU memory on this host and so does this rank (one device-to-device
- * copy instead of a trip through host buffers), else the configured one.
- * The local_transport setting (WSYNC_LOCAL_TRANSPORT=0) turns the choice off (to measure the others). */
-static const char *transport_for(wsync_receiver_t *r, const char *host_id, const char *device)
-{
-    wsync_transport_config_t cfg = {.device = r->device, .timeout_ms = wsync_connect_timeout_ms(0)};
-    if (r->mem->kind != WSYNC_MEM_CUDA || !wsync_setting_int(WSYNC_SET_LOCAL_TRANSPORT) || host_id == NULL ||
-        device == NULL || strcmp(host_id, r->host_id) != 0 || strncmp(device, "cuda", 4) != 0)
-        return r->transport_name;
-    return wsync_transport_local.can_use(&cfg) ? "local" : r->transport_name;
-}
-
-/* Map every peer's window of `slot` (again, if the peer restarted). */
-static wsync_status_t map_peers(wsync_receiver_t *r, int slot, uint64_t deadline)
-{
-    board_shared_t *sh = board_shared(r->board);
     int p;
     for (p = 0; p < r->cfg.local_world; p++) {
         peer_map_t *pm = &r->peers[p][slot];
-        uint32_t epoch = __atomic_load_n(&sh->ranks[p].epoch, __ATOMIC_ACQUIRE);
+        uint32_t epoch = board_rank_epoch(r->board, p);
         wsync_blob_t blob;
         uint64_t len;
         int fd = -1, left;
@@ -149,11 +86,12 @@ static wsync_status_t map_peers(wsync_receiver_t *r, int slot, uint64_t deadline
         }
         left = (int)((deadline - wsync_now_ns()) / 1000000ULL);
         WSYNC_CHECK(board_get_window(r->board, p, slot, left > 0 ? left : 1, &blob, &fd, &len, &epoch));
-        if (len < r->image_len) {
+        if (len < (tl ? tl->tg[p]->image_size : r->image_len)) {
             if (fd >= 0)
                 close(fd);
-            return wsync_error(WSYNC_ERR_CONFLICT, "local rank %d's image is %llu bytes, need %zu", p,
-                               (unsigned long long)len, r->image_len);
+            return wsync_error(WSYNC_ERR_CONFLICT, "local rank %d's image is %llu bytes, need %llu", p,
+                               (unsigned long long)len,
+                               (unsigned long long)(tl ? tl->tg[p]->image_size : r->image_len));
         }
         st = r->win_ops->map(&blob, fd, len, &pm->ptr);
         if (fd >= 0)
@@ -167,109 +105,291 @@ static wsync_status_t map_peers(wsync_receiver_t *r, int slot, uint64_t deadline
 
 /* Pieces first..first+n-1, whose sums are `sums`, against the published
  * digests. */
-static wsync_status_t check_pieces(wsync_receiver_t *r, const wsync_sync_layout_t *sl, const uint64_t *digests,
-                                   uint32_t first, size_t n, const uint64_t *sums, uint64_t v)
+static wsync_status_t check_pieces(const fetch_t *f, uint32_t first, size_t n, const uint64_t *sums)
 {
-    const wsync_plan_t *p = sl->plan;
+    const wsync_plan_t *p = f->plan;
     size_t k;
     for (k = 0; k < n; k++) {
         const wsync_piece_t *pc = &p->pieces[first + k];
         uint32_t i = first + (uint32_t)k;
         uint64_t d = wsync_digest_final(sums[k], pc->len, pc->offset);
-        if (d != digests[i])
+        if (d != f->digests[i])
             return wsync_error(WSYNC_ERR_DIGEST,
                                "version %llu, piece %u (bytes %llu..%llu from trainer rank %d) failed "
                                "verification on engine %s rank %d: digest %016llx, published %016llx",
-                               (unsigned long long)v, i, (unsigned long long)pc->offset,
-                               (unsigned long long)(pc->offset + pc->len), pc->src_rank, r->engine_id,
-                               r->cfg.local_rank, (unsigned long long)d, (unsigned long long)digests[i]);
+                               (unsigned long long)f->v, i, (unsigned long long)pc->offset,
+                               (unsigned long long)(pc->offset + pc->len), pc->src_rank, f->r->engine_id,
+                               f->me, (unsigned long long)d, (unsigned long long)f->digests[i]);
     }
     return WSYNC_OK;
 }
 
-/* The digest ranges of chunk `c`'s pieces in `image`; their count. */
-static size_t chunk_ranges(const wsync_plan_t *p, const char *image, uint32_t c, wsync_digest_range_t *rg)
+static uint32_t chunk_npieces(const wsync_plan_t *p, uint32_t c)
 {
+    return p->chunk_first[c + 1] - p->chunk_first[c];
+}
+
+/* The digest ranges of chunk `c`'s pieces in the image (into f->rg); their count. */
+static size_t chunk_ranges(fetch_t *f, uint32_t c)
+{
+    const wsync_plan_t *p = f->plan;
     uint32_t i;
     size_t n = 0;
     for (i = p->chunk_first[c]; i < p->chunk_first[c + 1]; i++, n++)
-        rg[n] = (wsync_digest_range_t){.ptr = image + p->pieces[i].offset, .len = p->pieces[i].len,
-                                       .off = p->pieces[i].offset};
+        f->rg[n] = (wsync_digest_range_t){.ptr = f->image + p->pieces[i].offset, .len = p->pieces[i].len,
+                                          .off = p->pieces[i].offset};
     return n;
 }
 
-/* Every piece of chunk `c` in `image` against the published digests, with
- * one wait. `rg`, `sums`: room for the chunk's pieces. */
-static wsync_status_t verify_chunk(wsync_receiver_t *r, const wsync_sync_layout_t *sl, const uint64_t *digests,
-                                   const char *image, uint32_t c, uint64_t v, wsync_digest_range_t *rg,
-                                   uint64_t *sums)
+/* Every piece of chunk `c` in the image against the published digests,
+ * with one wait. */
+static wsync_status_t verify_chunk(fetch_t *f, uint32_t c)
 {
-    size_t n = chunk_ranges(sl->plan, image, c, rg);
-    WSYNC_CHECK(r->mem->digest_many(rg, n, sums));
-    return check_pieces(r, sl, digests, sl->plan->chunk_first[c], n, sums, v);
+    size_t n = chunk_ranges(f, c);
+    WSYNC_CHECK(f->r->mem->digest_many(f->rg, n, f->sums));
+    return check_pieces(f, f->plan->chunk_first[c], n, f->sums);
 }
 
-/* The pull addresses of the trainer ranks, by rank, and the transport each
- * one's pieces come over. */
-static wsync_status_t trainer_addrs(wsync_receiver_t *r, int world, char (*addrs)[160], const char **tnames)
+/* Poll until local rank 0 posted this attempt's landing map. */
+static wsync_status_t wait_landing(fetch_t *f)
 {
-    json_t *arr = NULL, *e;
-    size_t i;
-    int rank;
-    WSYNC_CHECK(wsync_control_trainers(r->control, &arr));
-    for (rank = 0; rank < world; rank++) {
-        addrs[rank][0] = '\0';
-        tnames[rank] = r->transport_name;
+    wsync_receiver_t *r = f->r;
+    for (;;) {
+        if ((f->land = board_landing(r->board, f->gen)) != NULL)
+            return WSYNC_OK;
+        if (board_attempt_outcome(r->board, f->gen) != BOARD_ATTEMPT_OPEN)
+            return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 ended the pull before it started",
+                               r->engine_id);
+        if (f->me != 0 && board_leader_gone(r->board))
+            return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 died", r->engine_id);
+        if (wsync_now_ns() >= f->deadline)
+            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s rank %d: local rank 0 posted no landing map in time",
+                               r->engine_id, f->me);
+        usleep(100);
     }
-    json_array_foreach(arr, i, e) {
-        json_int_t rk = json_integer_value(json_object_get(e, "rank"));
-        json_t *ep = json_object_get(e, "endpoint");
-        const char *pull = json_string_value(json_object_get(ep, "pull"));
-        if (rk >= 0 && rk < world && pull) {
-            snprintf(addrs[rk], 160, "%s", pull);
-            tnames[rk] = transport_for(r, json_string_value(json_object_get(ep, "host_id")),
-                                       json_string_value(json_object_get(ep, "device")));
+}
+
+/* The node's side of the attempt: its landing map, the peers' windows. */
+static wsync_status_t fetch_join(fetch_t *f)
+{
+    WSYNC_CHECK(wait_landing(f));   /* rank 0 checked the chunk count */
+    return recv_map_peers(f->r, f->slot, f->deadline, NULL);
+}
+
+static wsync_status_t fetch_prepare(fetch_t *f)
+{
+    const wsync_plan_t *plan = f->plan;
+    uint32_t c, maxp = 1;
+    for (c = 0; c < plan->nchunks; c++)
+        if (chunk_npieces(plan, c) > maxp)
+            maxp = chunk_npieces(plan, c);
+    f->remaining = calloc(plan->nchunks + 1, sizeof(*f->remaining));
+    f->mine = calloc((plan->nchunks + 7) / 8 + 1, 1);
+    f->pending = calloc(plan->nchunks + 1, sizeof(*f->pending));
+    f->rg = calloc(maxp, sizeof(*f->rg));
+    f->sums = calloc(maxp, sizeof(*f->sums));
+    f->reqs = calloc((size_t)plan->world, sizeof(*f->reqs));
+    f->addrs = calloc((size_t)plan->world, sizeof(*f->addrs));
+    f->tnames = calloc((size_t)plan->world, sizeof(*f->tnames));
+    if (!f->remaining || !f->mine || !f->pending || !f->rg || !f->sums || !f->reqs || !f->addrs || !f->tnames)
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    for (c = 0; c < plan->nchunks; c++)
+        if (f->land[c] == f->me) {
+            f->remaining[c] = chunk_npieces(plan, c);
+            f->mine[c / 8] |= (unsigned char)(1u << (c % 8));
+            f->nland++;
+        } else {
+            f->pending[f->npending++] = c;
         }
+    return recv_trainer_addrs(f->r, plan->world, f->addrs, f->tnames);
+}
+
+/* Expect trainer rank t's pieces landing here, and ask it to put them. */
+static wsync_status_t request_rank(fetch_t *f, int t)
+{
+    wsync_receiver_t *r = f->r;
+    const wsync_plan_t *plan = f->plan;
+    recv_transport_t *rt;
+    size_t k, n = 0;
+    for (k = 0; k < plan->rank_npieces[t]; k++)
+        if (f->land[plan->pieces[plan->rank_pieces[t][k]].chunk] == f->me)
+            n++;
+    if (n == 0)
+        return WSYNC_OK;
+    WSYNC_CHECK(recv_transport_ensure(r, f->tnames[t], &rt));
+    for (k = 0; k < plan->rank_npieces[t]; k++) {
+        const wsync_piece_t *pc = &plan->pieces[plan->rank_pieces[t][k]];
+        if (f->land[pc->chunk] != f->me)
+            continue;
+        WSYNC_CHECK(rt->ops->expect(rt->t, t, rt->region[f->slot], pc->offset, pc->len,
+                                    ((uint64_t)f->reqid << 32) | pc->id));
     }
-    json_decref(arr);
+    if (rt->ops->expect_flush)
+        rt->ops->expect_flush(rt->t, t);
+    if (f->addrs[t][0] == '\0')
+        return wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
+    {
+        wsync_pull_request_t pr = {.version = f->v, .local_rank = f->me, .local_ranks = r->cfg.local_world,
+                                   .req = f->reqid, .addr = rt->addr, .key = rt->key[f->slot],
+                                   .timeout_ms = (int64_t)((f->deadline - wsync_now_ns()) / 1000000ULL),
+                                   .chunks = f->mine, .chunk_bytes = (plan->nchunks + 7) / 8};
+        snprintf(pr.engine, sizeof(pr.engine), "%s", r->engine_id);
+        snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
+        snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
+        return recv_request_start(&f->reqs[t], &r->auth, t, f->addrs[t], wsync_pull_request_to_json(&pr),
+                                  f->deadline);
+    }
+}
+
+static wsync_status_t fetch_request(fetch_t *f)
+{
+    int t;
+    do
+        f->reqid = (uint32_t)(((uint64_t)rand() << 16 ^ (uint64_t)wsync_now_ns() ^ (uint64_t)getpid() << 8) &
+                              0x7fffffff);
+    while (f->reqid == 0);
+    for (t = 0; t < f->plan->world; t++)
+        WSYNC_CHECK(request_rank(f, t));
+    wsync_trace("engine %s rank %d: requests sent", f->r->engine_id, f->me);
     return WSYNC_OK;
 }
 
-static int check_peers(wsync_receiver_t *r, uint64_t gen, char *why, size_t whylen)
+/* One completion: a piece of this attempt landed here (or a put failed). */
+static wsync_status_t land_one(fetch_t *f, const wsync_completion_t *cp)
 {
-    board_shared_t *sh = board_shared(r->board);
-    int p;
-    for (p = 0; p < r->cfg.local_world; p++) {
-        if (p == r->cfg.local_rank)
-            continue;
-        if (!board_rank_alive(r->board, p)) {
-            snprintf(why, whylen, "local rank %d of engine %s is not running", p, r->engine_id);
-            return 1;
-        }
-        if (__atomic_load_n(&sh->ranks[p].failed_gen, __ATOMIC_ACQUIRE) == gen) {
-            snprintf(why, whylen, "local rank %d failed: %s", p, sh->ranks[p].error);
-            return 1;
-        }
-    }
-    return 0;
+    const wsync_plan_t *plan = f->plan;
+    uint32_t id = (uint32_t)cp->tag;
+    const wsync_piece_t *pc;
+    /* Errors of no put of this attempt (a port scan, a sender of an
+     * abandoned attempt) are not ours to fail on; a real sender's failure
+     * also reaches us through its answer to the request. */
+    if (cp->kind == WSYNC_COMPLETION_ERROR && cp->tag != ~0ULL && (uint32_t)(cp->tag >> 32) == f->reqid)
+        return wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
+    if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != f->reqid)
+        return WSYNC_OK;    /* not of this attempt */
+    if (id >= plan->npieces || f->land[plan->pieces[id].chunk] != f->me ||
+        f->remaining[plan->pieces[id].chunk] == 0 || cp->len != plan->pieces[id].len)
+        return wsync_error(WSYNC_ERR_PEER, "unexpected piece %u (%llu bytes) from trainer rank %d", id,
+                           (unsigned long long)cp->len, cp->peer);
+    pc = &plan->pieces[id];
+    if (--f->remaining[pc->chunk] > 0)
+        return WSYNC_OK;
+    if (f->land_delay_ms > 0)
+        usleep((useconds_t)f->land_delay_ms * 1000);
+    WSYNC_CHECK(verify_chunk(f, pc->chunk));
+    board_mark_landed(f->r->board, f->slot, pc->chunk, f->gen);
+    if (f->nlanded++ == 0 || f->nlanded == f->nland)
+        wsync_trace("engine %s rank %d: chunk %u landed and verified (%u of %u)", f->r->engine_id, f->me,
+                    pc->chunk, f->nlanded, f->nland);
+    f->ndone++;
+    return WSYNC_OK;
 }
 
-/* For a timed-out attempt: whom it still waited for, so a stalled peer is
- * named (the local ranks whose chunks had not landed, the trainer ranks that
- * had not answered its request). */
-static void waiting_for(const wsync_plan_t *plan, const uint8_t *land, const uint32_t *pending, uint32_t npending,
-                        const uint32_t *remaining, const trainer_req_t *reqs, char *out, size_t len)
+/* Pieces arriving here, over each transport in use (only a lone transport
+ * may block waiting, or it would starve the other). */
+static wsync_status_t fetch_land(fetch_t *f, int *progressed, int *got)
 {
+    wsync_receiver_t *r = f->r;
+    wsync_completion_t comps[POLL_BATCH];
+    int k, i, n = 0;
+    for (k = 0; k < r->ntr && f->ndone < f->plan->nchunks; k++) {
+        WSYNC_CHECK(r->tr[k].ops->poll(r->tr[k].t, comps, POLL_BATCH, &n,
+                                       f->npending > 0 || f->fn > 0 || r->ntr > 1 ? 0 : 5));
+        *got += n;
+        for (i = 0; i < n; i++) {
+            WSYNC_CHECK(land_one(f, &comps[i]));
+            if (comps[i].kind == WSYNC_COMPLETION_LANDED && (uint32_t)(comps[i].tag >> 32) == f->reqid)
+                *progressed = 1;
+        }
+    }
+    return WSYNC_OK;
+}
+
+/* Copy chunks that landed on other ranks, whichever landed first (a slow
+ * source must not hold up the others), each copy and its digests queued as
+ * a job, FANOUT_INFLIGHT at a time so the copy engine runs them back to back. */
+static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
+{
+    const wsync_plan_t *plan = f->plan;
+    uint32_t k, keep = 0;
+    for (k = 0; k < f->npending; k++) {
+        uint32_t cc = f->pending[k];
+        uint64_t off = (uint64_t)cc * plan->chunk_size;
+        uint64_t len = off + plan->chunk_size > plan->image_size ? plan->image_size - off : plan->chunk_size;
+        fan_job_t *fj = &f->fan[(f->fh + f->fn) % FANOUT_INFLIGHT];
+        size_t np;
+        if (f->fn == FANOUT_INFLIGHT || !board_is_landed(f->r->board, f->slot, cc, f->gen)) {
+            f->pending[keep++] = cc;
+            continue;
+        }
+        np = chunk_ranges(f, cc);
+        fj->chunk = cc;
+        WSYNC_CHECK(f->r->mem->copy_digest_start(f->image + off, (char *)f->r->peers[f->land[cc]][f->slot].ptr + off,
+                                                 len, f->rg, np, &fj->job));
+        f->fn++;
+        *progressed = 1;
+    }
+    f->npending = keep;
+    return WSYNC_OK;
+}
+
+/* Verify the copies that finished, oldest first. */
+static wsync_status_t fetch_reap(fetch_t *f, int *progressed)
+{
+    while (f->fn > 0) {
+        fan_job_t *fj = &f->fan[f->fh];
+        uint32_t cc = fj->chunk;
+        int done = 0;
+        WSYNC_CHECK(f->r->mem->job_poll(fj->job, 0, f->sums, &done));
+        if (!done)
+            break;
+        f->r->mem->job_free(fj->job);
+        fj->job = NULL;
+        f->fh = (f->fh + 1) % FANOUT_INFLIGHT;
+        f->fn--;
+        WSYNC_CHECK(check_pieces(f, f->plan->chunk_first[cc], chunk_npieces(f->plan, cc), f->sums));
+        f->ndone++;
+        *progressed = 1;
+        if (++f->ncopied == f->plan->nchunks - f->nland)
+            wsync_trace("engine %s rank %d: fan-out copies done and verified", f->r->engine_id, f->me);
+        else if (f->ncopied % 32 == 0)
+            wsync_trace("engine %s rank %d: %u fan-out copies verified", f->r->engine_id, f->me, f->ncopied);
+    }
+    return WSYNC_OK;
+}
+
+/* A local rank that died or failed this attempt ends it here too. */
+static wsync_status_t check_peers(fetch_t *f)
+{
+    char why[300];
+    int p;
+    for (p = 0; p < f->r->cfg.local_world; p++) {
+        if (p == f->me)
+            continue;
+        if (!board_rank_alive(f->r->board, p))
+            return wsync_error(WSYNC_ERR_PEER, "local rank %d of engine %s is not running", p, f->r->engine_id);
+        if (board_rank_failed(f->r->board, p, f->gen, why, sizeof(why)))
+            return wsync_error(WSYNC_ERR_PEER, "local rank %d failed: %s", p, why);
+    }
+    return WSYNC_OK;
+}
+
+/* For a timed-out attempt: whom it still waited for, so a stalled or lost
+ * peer is named: trainer ranks whose pieces of this rank's chunks never came,
+ * local ranks whose chunks had not landed, trainer ranks that had not
+ * answered the request. */
+static void waiting_for(const fetch_t *f, char *out, size_t len)
+{
+    const wsync_plan_t *plan = f->plan;
     uint8_t seen[BOARD_MAX_RANKS] = {0};
     size_t n = 0;
     uint32_t k, c;
     int t, first = 1;
     out[0] = '\0';
-    /* Pieces of this rank's own chunks that never came: their trainer ranks. */
     for (t = 0; t < plan->world; t++) {
         int missing = 0;
         for (c = 0; c < plan->nchunks && !missing; c++)
-            if (remaining[c] > 0)
+            if (f->remaining[c] > 0)
                 for (k = plan->chunk_first[c]; k < plan->chunk_first[c + 1]; k++)
                     if (plan->pieces[k].src_rank == t)
                         missing = 1;
@@ -280,253 +400,89 @@ static void waiting_for(const wsync_plan_t *plan, const uint8_t *land, const uin
         }
     }
     first = 1;
-    for (k = 0; k < npending; k++)
-        if (land[pending[k]] < BOARD_MAX_RANKS && !seen[land[pending[k]]]++) {
+    for (k = 0; f->land && k < f->npending; k++)
+        if (f->land[f->pending[k]] < BOARD_MAX_RANKS && !seen[f->land[f->pending[k]]]++) {
             n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d", first ? "; still waiting for chunks "
-                                  "landing on local rank " : ", ", land[pending[k]]);
+                                  "landing on local rank " : ", ", f->land[f->pending[k]]);
             first = 0;
         }
     if (!first)
         n += (size_t)snprintf(out + n, n < len ? len - n : 0, " (stalled or stopped?)");
     first = 1;
     for (t = 0; t < plan->world; t++)
-        if (reqs[t].started && !__atomic_load_n(&reqs[t].done, __ATOMIC_ACQUIRE)) {
+        if (f->reqs[t].started && !recv_request_done(&f->reqs[t])) {
             n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d", first ? "; no answer yet from trainer "
                                   "rank " : ", ", t);
             first = 0;
         }
 }
 
-wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slot,
-                          const wsync_sync_layout_t *sl, const uint64_t *digests, uint64_t deadline)
+/* Trainer answers (every poll), peers and the deadline (every 50 ms). */
+static wsync_status_t fetch_watch(fetch_t *f)
 {
-    const wsync_plan_t *plan = sl->plan;
-    board_shared_t *sh = board_shared(r->board);
-    const int me = r->cfg.local_rank, L = r->cfg.local_world;
-    char *image = r->win[slot].ptr;
-    uint32_t *remaining = NULL, reqid;
-    const uint8_t *land;
-    unsigned char *mine = NULL;     /* bitmap of the chunks landing here */
-    char (*addrs)[160] = NULL, why[400];
-    const char **tnames = NULL;
-    trainer_req_t *reqs = NULL;
-    uint32_t ndone = 0, c, nland = 0, nlanded = 0, ncopied = 0, npending = 0, keep, maxp = 1;
-    fan_job_t fan[FANOUT_INFLIGHT];
-    int fh = 0, fn = 0;
-    wsync_digest_range_t *rg = NULL;    /* one chunk's pieces */
-    uint64_t *sums = NULL;
-    uint32_t *pending = NULL;       /* chunks landing elsewhere, not yet copied here */
-    wsync_completion_t comps[64];
-    wsync_status_t st = WSYNC_OK;
-    uint64_t last_check = 0;
-    int t, i;
-    /* Test hook (common/fault.h): slow the landing of each chunk so a test
-     * can kill a rank in the middle of a pull. */
-    const int land_delay_ms = (int)wsync_fault(WSYNC_FAULT_LAND_DELAY_MS);
-
-    WSYNC_CHECK(recv_wait_landing(r, gen, deadline));   /* rank 0 checked the chunk count */
-    land = sh->land;
-    WSYNC_CHECK(map_peers(r, slot, deadline));
-    remaining = calloc(plan->nchunks + 1, sizeof(*remaining));
-    mine = calloc((plan->nchunks + 7) / 8 + 1, 1);
-    pending = calloc(plan->nchunks + 1, sizeof(*pending));
-    for (c = 0; c < plan->nchunks; c++)
-        if (plan->chunk_first[c + 1] - plan->chunk_first[c] > maxp)
-            maxp = plan->chunk_first[c + 1] - plan->chunk_first[c];
-    rg = calloc(maxp, sizeof(*rg));
-    sums = calloc(maxp, sizeof(*sums));
-    reqs = calloc((size_t)plan->world, sizeof(*reqs));
-    addrs = calloc((size_t)plan->world, sizeof(*addrs));
-    tnames = calloc((size_t)plan->world, sizeof(*tnames));
-    if (!remaining || !mine || !pending || !rg || !sums || !reqs || !addrs || !tnames) {
-        st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-        goto out;
+    int t;
+    for (t = 0; t < f->plan->world; t++)
+        if (recv_request_failed(&f->reqs[t]))
+            return wsync_error(f->reqs[t].status, "%s", f->reqs[t].error);
+    if (wsync_now_ns() - f->last_check <= 50000000ULL)
+        return WSYNC_OK;
+    f->last_check = wsync_now_ns();
+    WSYNC_CHECK(check_peers(f));
+    if (f->last_check > f->deadline) {
+        char why[400];
+        waiting_for(f, why, sizeof(why));
+        return wsync_error(WSYNC_ERR_TIMEOUT,
+                           "version %llu: %u of %u chunks verified on engine %s rank %d when the timeout passed%s",
+                           (unsigned long long)f->v, f->ndone, f->plan->nchunks, f->r->engine_id, f->me, why);
     }
-    for (c = 0; c < plan->nchunks; c++)
-        if (land[c] == me) {
-            remaining[c] = plan->chunk_first[c + 1] - plan->chunk_first[c];
-            mine[c / 8] |= (unsigned char)(1u << (c % 8));
-            nland++;
-        } else {
-            pending[npending++] = c;
-        }
-    WSYNC_CHECK_GOTO(trainer_addrs(r, plan->world, addrs, tnames), st, out);
+    return WSYNC_OK;
+}
 
-    /* Ask each trainer rank that owns pieces landing here. */
-    do
-        reqid = (uint32_t)(((uint64_t)rand() << 16 ^ (uint64_t)wsync_now_ns() ^ (uint64_t)getpid() << 8) &
-                           0x7fffffff);
-    while (reqid == 0);
-    for (t = 0; t < plan->world; t++) {
-        trainer_req_t *q = &reqs[t];
-        recv_transport_t *rt;
-        size_t k, n = 0;
-        int ti = 0;
-        for (k = 0; k < plan->rank_npieces[t]; k++)
-            if (land[plan->pieces[plan->rank_pieces[t][k]].chunk] == me)
-                n++;
-        if (n == 0)
-            continue;
-        WSYNC_CHECK_GOTO(ensure_transport(r, tnames[t], &ti), st, out);
-        rt = &r->tr[ti];
-        for (k = 0; k < plan->rank_npieces[t]; k++) {
-            const wsync_piece_t *pc = &plan->pieces[plan->rank_pieces[t][k]];
-            if (land[pc->chunk] != me)
-                continue;
-            WSYNC_CHECK_GOTO(rt->ops->expect(rt->t, t, rt->region[slot], pc->offset, pc->len,
-                                             ((uint64_t)reqid << 32) | pc->id), st, out);
-        }
-        if (rt->ops->expect_flush)
-            rt->ops->expect_flush(rt->t, t);
-        if (addrs[t][0] == '\0') {
-            st = wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
-            goto out;
-        }
-        q->rank = t;
-        q->auth = &r->auth;
-        q->deadline = deadline;
-        snprintf(q->pull_addr, sizeof(q->pull_addr), "%s", addrs[t]);
-        {
-            wsync_pull_request_t pr = {.version = v, .local_rank = me, .local_ranks = L, .req = reqid,
-                                       .addr = rt->addr, .key = rt->key[slot],
-                                       .timeout_ms = (int64_t)((deadline - wsync_now_ns()) / 1000000ULL),
-                                       .chunks = mine, .chunk_bytes = (plan->nchunks + 7) / 8};
-            snprintf(pr.engine, sizeof(pr.engine), "%s", r->engine_id);
-            snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
-            snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", sl->layout_digest);
-            q->msg = wsync_pull_request_to_json(&pr);
-        }
-        if (q->msg == NULL || pthread_create(&q->th, NULL, req_main, q) != 0) {
-            st = wsync_error(WSYNC_ERR_NOMEM, "cannot start the request to trainer rank %d", t);
-            goto out;
-        }
-        q->started = 1;
-    }
-    wsync_trace("engine %s rank %d: requests sent", r->engine_id, me);
+static void fetch_end(fetch_t *f, wsync_status_t st)
+{
+    int t;
+    for (; f->fn > 0; f->fn--, f->fh = (f->fh + 1) % FANOUT_INFLIGHT)
+        f->r->mem->job_free(f->fan[f->fh].job);    /* waits: the copy must not outlive the attempt */
+    if (st != WSYNC_OK)
+        recv_transport_reset(f->r);  /* stale puts of this attempt can no longer land */
+    for (t = 0; f->reqs && t < f->plan->world; t++)
+        recv_request_end(&f->reqs[t]);
+    free(f->remaining);
+    free(f->mine);
+    free(f->pending);
+    free(f->rg);
+    free(f->sums);
+    free(f->reqs);
+    free(f->addrs);
+    free(f->tnames);
+}
 
-    while (ndone < plan->nchunks) {
-        int n = 0, got = 0, progressed = 0, k;
-        /* Land: pieces arriving here, over each transport in use (only a
-         * lone transport may block waiting, or it would starve the other). */
-        for (k = 0; k < r->ntr && ndone < plan->nchunks; k++) {
-            WSYNC_CHECK_GOTO(r->tr[k].ops->poll(r->tr[k].t, comps, 64, &n,
-                                                npending > 0 || fn > 0 || r->ntr > 1 ? 0 : 5), st, out);
-            got += n;
-            for (i = 0; i < n; i++) {
-                wsync_completion_t *cp = &comps[i];
-                uint32_t id = (uint32_t)cp->tag;
-                const wsync_piece_t *pc;
-                /* Errors of no put of this attempt (a port scan, a sender of an
-                 * abandoned attempt) are not ours to fail on; a real sender's
-                 * failure also reaches us through its answer to the request. */
-                if (cp->kind == WSYNC_COMPLETION_ERROR && cp->tag != ~0ULL && (uint32_t)(cp->tag >> 32) == reqid) {
-                    st = wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
-                    goto out;
-                }
-                if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != reqid)
-                    continue;   /* not of this attempt */
-                if (id >= plan->npieces || land[plan->pieces[id].chunk] != me ||
-                    remaining[plan->pieces[id].chunk] == 0 || cp->len != plan->pieces[id].len) {
-                    st = wsync_error(WSYNC_ERR_PEER, "unexpected piece %u (%llu bytes) from trainer rank %d", id,
-                                     (unsigned long long)cp->len, cp->peer);
-                    goto out;
-                }
-                pc = &plan->pieces[id];
-                if (--remaining[pc->chunk] == 0) {
-                    if (land_delay_ms > 0)
-                        usleep((useconds_t)land_delay_ms * 1000);
-                    WSYNC_CHECK_GOTO(verify_chunk(r, sl, digests, image, pc->chunk, v, rg, sums), st, out);
-                    __atomic_store_n(&sh->landed[slot][pc->chunk], gen, __ATOMIC_RELEASE);
-                    if (nlanded++ == 0 || nlanded == nland)
-                        wsync_trace("engine %s rank %d: chunk %u landed and verified (%u of %u)", r->engine_id,
-                                    me, pc->chunk, nlanded, nland);
-                    ndone++;
-                }
-                progressed = 1;
-            }
-        }
-        /* Fan out: copy chunks that landed on other ranks, whichever landed
-         * first (a slow source must not hold up the others), each copy and
-         * its digests queued as a job, FANOUT_INFLIGHT at a time so the
-         * copy engine runs them back to back. */
-        for (k = 0, keep = 0; (uint32_t)k < npending; k++) {
-            uint32_t cc = pending[k];
-            uint64_t off = (uint64_t)cc * plan->chunk_size;
-            uint64_t len = off + plan->chunk_size > plan->image_size ? plan->image_size - off : plan->chunk_size;
-            size_t np;
-            if (fn == FANOUT_INFLIGHT || __atomic_load_n(&sh->landed[slot][cc], __ATOMIC_ACQUIRE) != gen) {
-                pending[keep++] = cc;
-                continue;
-            }
-            np = chunk_ranges(plan, image, cc, rg);
-            fan[(fh + fn) % FANOUT_INFLIGHT].chunk = cc;
-            WSYNC_CHECK_GOTO(r->mem->copy_digest_start(image + off, (char *)r->peers[land[cc]][slot].ptr + off, len,
-                                                       rg, np, &fan[(fh + fn) % FANOUT_INFLIGHT].job), st, out);
-            fn++;
-            progressed = 1;
-        }
-        npending = keep;
-        while (fn > 0) {
-            fan_job_t *f = &fan[fh];
-            int done = 0;
-            uint32_t cc = f->chunk;
-            WSYNC_CHECK_GOTO(r->mem->job_poll(f->job, 0, sums, &done), st, out);
-            if (!done)
-                break;
-            r->mem->job_free(f->job);
-            f->job = NULL;
-            fh = (fh + 1) % FANOUT_INFLIGHT;
-            fn--;
-            WSYNC_CHECK_GOTO(check_pieces(r, sl, digests, plan->chunk_first[cc],
-                                          plan->chunk_first[cc + 1] - plan->chunk_first[cc], sums, v), st, out);
-            ndone++;
-            progressed = 1;
-            if (++ncopied == plan->nchunks - nland)
-                wsync_trace("engine %s rank %d: fan-out copies done and verified", r->engine_id, me);
-            else if (ncopied % 32 == 0)
-                wsync_trace("engine %s rank %d: %u fan-out copies verified", r->engine_id, me, ncopied);
-        }
-        /* Trainer answers, peers, deadline. */
-        for (t = 0; t < plan->world; t++)
-            if (reqs[t].started && __atomic_load_n(&reqs[t].done, __ATOMIC_ACQUIRE) && reqs[t].status != WSYNC_OK) {
-                st = wsync_error(reqs[t].status, "%s", reqs[t].error);
-                goto out;
-            }
-        if (wsync_now_ns() - last_check > 50000000ULL) {
-            last_check = wsync_now_ns();
-            if (check_peers(r, gen, why, sizeof(why))) {
-                st = wsync_error(WSYNC_ERR_PEER, "%s", why);
-                goto out;
-            }
-            if (last_check > deadline) {
-                waiting_for(plan, land, pending, npending, remaining, reqs, why, sizeof(why));
-                st = wsync_error(WSYNC_ERR_TIMEOUT,
-                                 "version %llu: %u of %u chunks verified on engine %s rank %d when the "
-                                 "timeout passed%s", (unsigned long long)v, ndone, plan->nchunks, r->engine_id, me,
-                                 why);
-                goto out;
-            }
-        }
-        if (!progressed && got == 0 && (npending > 0 || fn > 0 || r->ntr != 1))
+wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
+                          const uint64_t *digests, uint64_t deadline)
+{
+    fetch_t f = {.r = r, .sl = sl, .plan = sl->plan, .digests = digests, .gen = a->gen, .v = a->version,
+                 .deadline = deadline, .slot = a->slot, .me = r->cfg.local_rank, .image = r->win[a->slot].ptr,
+                 /* Test hook (common/fault.h): slow the landing of each chunk so a
+                  * test can kill a rank in the middle of a pull. */
+                 .land_delay_ms = (int)wsync_fault(WSYNC_FAULT_LAND_DELAY_MS)};
+    wsync_status_t st;
+
+    WSYNC_CHECK(fetch_join(&f));    /* nothing to undo yet */
+    st = fetch_prepare(&f);
+    if (st == WSYNC_OK)
+        st = fetch_request(&f);
+    while (st == WSYNC_OK && f.ndone < f.plan->nchunks) {
+        int progressed = 0, got = 0;
+        st = fetch_land(&f, &progressed, &got);
+        if (st == WSYNC_OK)
+            st = fetch_fan_out(&f, &progressed);
+        if (st == WSYNC_OK)
+            st = fetch_reap(&f, &progressed);
+        if (st == WSYNC_OK)
+            st = fetch_watch(&f);
+        if (st == WSYNC_OK && !progressed && got == 0 && (f.npending > 0 || f.fn > 0 || r->ntr != 1))
             usleep(200);
     }
-out:
-    for (; fn > 0; fn--, fh = (fh + 1) % FANOUT_INFLIGHT)
-        r->mem->job_free(fan[fh].job);     /* waits: the copy must not outlive the attempt */
-    if (st != WSYNC_OK)
-        recv_transport_reset(r);   /* stale puts of this attempt can no longer land */
-    for (t = 0; reqs && t < plan->world; t++) {
-        if (reqs[t].started)
-            pthread_join(reqs[t].th, NULL);
-        json_decref(reqs[t].msg);
-    }
-    free(remaining);
-    free(mine);
-    free(pending);
-    free(rg);
-    free(sums);
-    free(reqs);
-    free(addrs);
-    free(tnames);
+    fetch_end(&f, st);
     return st;
 }

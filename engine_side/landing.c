@@ -5,8 +5,10 @@
  * RL: trainer and engine share GPUs), the chunk lands on that rank instead:
  * the put is a copy inside one GPU, and only the fan-out to the other ranks
  * crosses between GPUs, once. Local rank 0 decides and posts the map on the
- * node board; every rank asks its trainers for exactly the chunks the map
- * gives it (the pull request's "chunks" bitmap). */
+ * node board (which refuses more chunks than it holds); every rank asks its trainers for exactly the chunks the map
+ * gives it (the pull request's "chunks" bitmap). With engine layouts the node
+ * plan (target_plan.h) chooses the landing rank; rank 0 posts its map all the
+ * same, and every rank checks it against the plan it derived. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,9 +19,8 @@
 
 /* Per trainer rank t: the local ranks on its GPU, colo[t * L ..], ncolo[t]
  * of them (several ranks may share a GPU: chunks are spread over them). */
-static wsync_status_t colocated_ranks(wsync_receiver_t *r, int world, int *colo, int *ncolo)
+wsync_status_t recv_colocated_ranks(wsync_receiver_t *r, int world, int *colo, int *ncolo)
 {
-    board_shared_t *sh = board_shared(r->board);
     json_t *arr = NULL, *e;
     size_t i;
     int t, p;
@@ -41,7 +42,7 @@ static wsync_status_t colocated_ranks(wsync_receiver_t *r, int world, int *colo,
             continue;
         ncolo[rk] = 0;
         for (p = 0; p < r->cfg.local_world; p++)
-            if (__atomic_load_n(&sh->ranks[p].device, __ATOMIC_ACQUIRE) == dev)
+            if (board_rank_device(r->board, p) == dev)
                 colo[rk * r->cfg.local_world + ncolo[rk]++] = p;
     }
     json_decref(arr);
@@ -51,25 +52,23 @@ static wsync_status_t colocated_ranks(wsync_receiver_t *r, int world, int *colo,
 wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t *sl, uint64_t gen)
 {
     const wsync_plan_t *plan = sl->plan;
-    board_shared_t *sh = board_shared(r->board);
     const int L = r->cfg.local_world;
     uint64_t *bytes = NULL;
+    uint8_t *land = NULL;
     int *colo = NULL, *ncolo = NULL;
     wsync_status_t st = WSYNC_OK;
     uint32_t c, i;
     int t, best;
 
-    if (plan->nchunks > BOARD_MAX_CHUNKS)
-        return wsync_error(WSYNC_ERR_INVALID, "image has %u chunks; the node board holds %u: raise the chunk size",
-                           plan->nchunks, BOARD_MAX_CHUNKS);
     colo = calloc((size_t)plan->world * (size_t)L, sizeof(*colo));
     ncolo = calloc((size_t)plan->world, sizeof(*ncolo));
     bytes = calloc((size_t)plan->world, sizeof(*bytes));
-    if (colo == NULL || ncolo == NULL || bytes == NULL) {
+    land = malloc(plan->nchunks + 1);
+    if (colo == NULL || ncolo == NULL || bytes == NULL || land == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
         goto out;
     }
-    WSYNC_CHECK_GOTO(colocated_ranks(r, plan->world, colo, ncolo), st, out);
+    WSYNC_CHECK_GOTO(recv_colocated_ranks(r, plan->world, colo, ncolo), st, out);
     for (c = 0; c < plan->nchunks; c++) {
         memset(bytes, 0, (size_t)plan->world * sizeof(*bytes));
         best = -1;
@@ -79,31 +78,28 @@ wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t 
             if (best < 0 || bytes[t] > bytes[best])
                 best = t;
         }
-        sh->land[c] = (uint8_t)(best >= 0 && ncolo[best] > 0 ? colo[best * L + (int)(c % (uint32_t)ncolo[best])]
-                                                           : wsync_plan_land_rank(plan, c, L));
+        land[c] = (uint8_t)(best >= 0 && ncolo[best] > 0 ? colo[best * L + (int)(c % (uint32_t)ncolo[best])]
+                                                        : wsync_plan_land_rank(plan, c, L));
     }
-    __atomic_store_n(&sh->land_gen, gen, __ATOMIC_RELEASE);
+    st = board_post_landing(r->board, gen, land, plan->nchunks);
 out:
+    free(land);
     free(colo);
     free(ncolo);
     free(bytes);
     return st;
 }
 
-wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t deadline)
+wsync_status_t recv_post_tlanding(wsync_receiver_t *r, const recv_tlayout_t *tl, uint64_t gen)
 {
-    board_shared_t *sh = board_shared(r->board);
-    for (;;) {
-        if (__atomic_load_n(&sh->land_gen, __ATOMIC_ACQUIRE) == gen)
-            return WSYNC_OK;
-        if (__atomic_load_n(&sh->closed_gen, __ATOMIC_ACQUIRE) >= gen)
-            return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 ended the pull before it started",
-                               r->engine_id);
-        if (r->cfg.local_rank != 0 && board_leader_gone(r->board))
-            return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 died", r->engine_id);
-        if (wsync_now_ns() >= deadline)
-            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s rank %d: local rank 0 posted no landing map in time",
-                               r->engine_id, r->cfg.local_rank);
-        usleep(100);
-    }
+    const wsync_node_plan_t *np = tl->np;
+    uint8_t *land = malloc(np->nchunks + 1);
+    wsync_status_t st;
+    uint32_t c;
+    WSYNC_CHECK_ALLOC(land);
+    for (c = 0; c < np->nchunks; c++)
+        land[c] = (uint8_t)np->chunks[c].land_rank;
+    st = board_post_landing(r->board, gen, land, np->nchunks);
+    free(land);
+    return st;
 }

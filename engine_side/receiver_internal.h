@@ -1,6 +1,7 @@
 /* receiver_internal.h: a receiver's state, shared by receiver.c (set-up, the
- * node-wide agreement on a pull, accessors) and fetch.c (one pull attempt:
- * requests, landing, fan-out copies, verification). */
+ * accessors), attempt.c (one pull attempt of the node, as phases), fetch.c
+ * (its data part: landing, fan-out copies, verification), landing.c,
+ * requests.c and transports.c. */
 #ifndef WSYNC_ENGINE_RECEIVER_INTERNAL_H
 #define WSYNC_ENGINE_RECEIVER_INTERNAL_H
 
@@ -10,6 +11,7 @@
 #include "common/sync_layout.h"
 #include "common/transport/transport.h"
 #include "common/window/window.h"
+#include "common/target_verify.h"
 #include "engine_side/board.h"
 #include "engine_side/reporter.h"
 #include "engine_side/wsync_receiver.h"
@@ -31,6 +33,19 @@ typedef struct recv_transport {
     wsync_region_t *region[BOARD_SLOTS];
     wsync_blob_t key[BOARD_SLOTS];
 } recv_transport_t;
+
+/* The engine layout of one trainer layout (targets.c): every local rank's
+ * target, the node plan over them, and this rank's verification segments. */
+typedef struct recv_tlayout {
+    int L;
+    wsync_target_t **tg;        /* [L] */
+    wsync_node_plan_t *np;
+    wsync_node_plan_t *seg;     /* segments of tg[local_rank] (target_verify.h) */
+    uint64_t image_len;         /* this rank's destination image */
+    unsigned char *defs_sent;   /* [world]: that trainer rank answered a request that carried our targets */
+    int hint_world;             /* > 0: the colocated landing hint the plan was built with (sent along) */
+    int *colo, *ncolo;          /* [world * L], [world] */
+} recv_tlayout_t;
 
 struct wsync_receiver {
     wsync_receiver_config_t cfg;
@@ -63,19 +78,80 @@ struct wsync_receiver {
     wsync_sync_layout_t *held;
     uint64_t last_gen;
     double last_secs;       /* duration of the last successful pull attempt */
+
+    /* engine layouts: this rank's spec on the board (NULL: the whole image,
+     * today's path), and the engine layout of the held version */
+    char *spec;
+    recv_tlayout_t *held_tl;
 };
 
-/* fetch.c: bring this rank's image slot `slot` to version `v` for attempt
- * `gen`; on success the slot holds v verified. */
-wsync_status_t recv_fetch(wsync_receiver_t *r, uint64_t gen, uint64_t v, int slot,
-                          const wsync_sync_layout_t *sl, const uint64_t *digests, uint64_t deadline);
-/* landing.c, local rank 0: choose the local rank each chunk of `sl` lands
- * on for attempt `gen` and post it on the board (land[], then land_gen). */
-wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t *sl, uint64_t gen);
-/* landing.c, any rank: wait until the board holds attempt `gen`'s landing. */
-wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t deadline);
+/* One request to a trainer rank, sent and answered on a thread of its own. */
+typedef struct recv_request {
+    char pull_addr[160];
+    int rank;
+    const wsync_auth_t *auth;   /* the receiver's: the request proves the token */
+    json_t *msg;                /* owned: freed by recv_request_end */
+    json_t *reply;              /* the answer, when it succeeded (owned likewise) */
+    uint64_t deadline;
+    pthread_t th;
+    int started;
+    int done;                   /* atomic */
+    wsync_status_t status;
+    char error[400];
+} recv_request_t;
 
-/* Drop every transport (after a failed attempt, so nothing stale can land). */
+/* targets.c: post this rank's spec (with a target configured); the engine
+ * layout of `sl`; check this rank's destination image against the
+ * segment digests (digests[i] for segment i), naming the tensor that fails. */
+wsync_status_t recv_targets_init(wsync_receiver_t *r);
+wsync_status_t recv_tlayout_build(wsync_receiver_t *r, const wsync_sync_layout_t *sl, recv_tlayout_t **out);
+void recv_tlayout_free(recv_tlayout_t *tl);
+wsync_status_t recv_tlayout_verify(wsync_receiver_t *r, const recv_tlayout_t *tl, const char *image,
+                                   const uint64_t *digests, uint64_t v);
+
+/* fetch_targets.c: recv_fetch for a node with targets. */
+wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
+                                  recv_tlayout_t *tl, uint64_t deadline);
+/* landing.c: per trainer rank t, the local ranks on its GPU (colo[t * L ..],
+ * ncolo[t] of them; none unless this rank holds GPU memory). */
+wsync_status_t recv_colocated_ranks(wsync_receiver_t *r, int world, int *colo, int *ncolo);
+/* landing.c, local rank 0: post the node plan's landing map. */
+wsync_status_t recv_post_tlanding(wsync_receiver_t *r, const recv_tlayout_t *tl, uint64_t gen);
+/* fetch.c: map every peer's window of `slot` (again, if the peer
+ * restarted); with `tl`, a peer's window must hold its own target. */
+wsync_status_t recv_map_peers(wsync_receiver_t *r, int slot, uint64_t deadline, const recv_tlayout_t *tl);
+
+/* receiver.c: image slots sized for `need` bytes, exported on the board;
+ * ranks > 0: rejoin the board when local rank 0 restarted. */
+wsync_status_t recv_ensure_images(wsync_receiver_t *r, uint64_t need);
+wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r);
+
+/* fetch.c: bring this rank's image slot a->slot to version a->version in
+ * attempt a->gen; on success the slot holds it verified. */
+wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
+                          const uint64_t *digests, uint64_t deadline);
+/* landing.c, local rank 0: choose the local rank each chunk of `sl` lands
+ * on for attempt `gen` and post it on the board. */
+wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t *sl, uint64_t gen);
+
+/* requests.c: the pull address of every trainer rank and the transport its
+ * pieces come over; start a request (takes `msg`), did it fail, join it. */
+wsync_status_t recv_trainer_addrs(wsync_receiver_t *r, int world, char (*addrs)[160], const char **tnames);
+wsync_status_t recv_request_start(recv_request_t *q, const wsync_auth_t *auth, int rank, const char *addr, json_t *msg,
+                                  uint64_t deadline);
+int recv_request_failed(const recv_request_t *q);
+/* 1 once the answer came (or the request was never started). */
+int recv_request_done(const recv_request_t *q);
+void recv_request_end(recv_request_t *q);
+
+/* transports.c: the transport asked for as `name`, opened, listening, with
+ * every image slot registered; which one serves a trainer rank on host
+ * `host_id` with memory `device` ("local" for same-host GPU trainer ranks
+ * when this rank holds GPU memory, else the configured one; the
+ * local_transport setting, WSYNC_LOCAL_TRANSPORT=0, turns that off); drop every transport (after a
+ * failed attempt, so nothing stale can land). */
+wsync_status_t recv_transport_ensure(wsync_receiver_t *r, const char *name, recv_transport_t **out);
+const char *recv_transport_for(wsync_receiver_t *r, const char *host_id, const char *device);
 void recv_transport_reset(wsync_receiver_t *r);
 
 #endif

@@ -22,6 +22,13 @@ typedef enum wsync_mode {
                                 image is invalid while a pull runs and after a failure */
 } wsync_mode_t;
 
+/* One destination tensor in the caller's memory (see config.dests). */
+typedef struct wsync_dest_tensor {
+    const char *name;           /* a destination tensor of the rank's target ("...qkv_proj.weight") */
+    void *ptr;                  /* host memory, or device memory of config.device */
+    uint64_t nbytes;            /* its size: must equal the target's */
+} wsync_dest_tensor_t;
+
 typedef struct wsync_receiver_config {
     const char *control_url;    /* required */
     const char *token;          /* or NULL (then env WSYNC_TOKEN) */
@@ -37,6 +44,22 @@ typedef struct wsync_receiver_config {
      * In staged mode a second image is allocated by wsync. */
     void *image;
     size_t image_len;
+    /* Engine layouts (docs/ENGINE_LAYOUTS.md); all zero: every rank holds the
+     * whole image, as the trainer lays it out. With a target, the rank holds
+     * only its destination tensors (a TP rank's qkv_proj rows, o_proj
+     * columns, vocabulary slice, experts...), verified byte for byte against
+     * digests the trainer computed for that target. Every local rank of a
+     * node gives the same tp_size and rules (each derives every rank's
+     * target). */
+    const char *target_json;    /* this rank's target (docs/TARGETS.md), or NULL */
+    int tp_size;                /* > 1 with target_json NULL: the rules' target, TP rank = local_rank % tp_size */
+    const char *rules_json;     /* rules for tp_size (docs/TARGETS.md); NULL: the built-in vLLM rules */
+    /* Optional caller memory, one entry per destination tensor: after each
+     * verified pull the held version's tensors are copied into it (staged:
+     * the pull itself lands in wsync's images, so the caller's tensors keep
+     * the previous version until the new one is verified). */
+    const wsync_dest_tensor_t *dests;
+    int ndests;
 } wsync_receiver_config_t;
 
 WSYNC_API wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg,
@@ -54,7 +77,8 @@ WSYNC_API wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t versi
 WSYNC_API uint64_t wsync_receiver_version(const wsync_receiver_t *r);
 
 /* Tensors of the held version: by name, or by index < count. *ptr points into
- * the image (device memory for "cuda"); valid until the next pull. */
+ * the image (device memory for "cuda"); valid until the next pull. With a
+ * target these are the rank's destination tensors (names like qkv_proj). */
 WSYNC_API size_t wsync_receiver_tensor_count(const wsync_receiver_t *r);
 WSYNC_API wsync_status_t wsync_receiver_tensor_at(const wsync_receiver_t *r, size_t i, void **ptr,
                                                   wsync_tensor_info_t *info);

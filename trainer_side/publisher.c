@@ -228,6 +228,7 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     p->latest = -1;
     p->listen_fd = -1;
     pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->tlock, NULL);
     pthread_cond_init(&p->cond, NULL);
     p->manifest_json = strdup(cfg->manifest_json);
     p->cfg.manifest_json = p->manifest_json;
@@ -473,6 +474,8 @@ void wsync_publisher_destroy(wsync_publisher_t *p)
     free(p->piece_slot_off);
     free(p->owned);
     free(p->manifest_json);
+    pub_targets_free(p);
+    pthread_mutex_destroy(&p->tlock);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->cond);
     free(p);

@@ -9,6 +9,7 @@
 #include "common/control_client.h"
 #include "common/mem/mem.h"
 #include "common/net/auth.h"
+#include "common/pull_request.h"
 #include "common/sync_layout.h"
 #include "common/transport/transport.h"
 #include "trainer_side/control/control_server.h"
@@ -56,7 +57,23 @@ typedef struct pub_request {
     int outstanding;
     wsync_status_t status;
     char error[256];
+    /* engine layouts: the packed puts' staging buffer (memory of stage_mem's kind), registered */
+    char *stage;
+    const wsync_mem_ops_t *stage_mem;
+    wsync_region_t *stage_region;
+    const wsync_transport_ops_t *stage_ops;
+    json_t *segments;       /* {"segments": {...}}: the digests for the answer */
 } pub_request_t;
+
+/* Engine layouts (pull_targets.c): targets seen, node plans over lists of
+ * them, segment digests per (version, target); kept under p->tlock. */
+typedef struct pub_target pub_target_t;
+typedef struct pub_nplan pub_nplan_t;
+typedef struct pub_segdig pub_segdig_t;
+typedef struct pub_treq {
+    pub_nplan_t *plan;          /* the node plan over the request's targets */
+    const pub_target_t *asker;  /* the asking rank's target */
+} pub_treq_t;
 
 typedef struct pub_transport {
     const wsync_transport_ops_t *ops;
@@ -101,6 +118,11 @@ struct wsync_publisher {
     uint64_t withdrawn;             /* the last version taken down after announcing it */
     char withdrawn_why[512];        /* and why (named in the failed pulls) */
 
+    pthread_mutex_t tlock;          /* the engine-layout caches below */
+    pub_target_t *targets;
+    pub_nplan_t *nplans;
+    pub_segdig_t *segdigs;
+
     int listen_fd;
     int listen_port;
     pthread_t server;
@@ -122,6 +144,20 @@ wsync_status_t pub_copy_finish(pub_work_t *w, int abandon);
 /* Threads a digest or copy uses: `asked` if > 0, else env
  * WSYNC_PUBLISH_THREADS, else one per online CPU; at most 8. */
 int pub_snapshot_threads(int asked);
+
+/* pull_targets.c: a pull of a node with targets. resolve (no lock held):
+ * the request's targets and node plan, cached; put (p->lock held, slot s
+ * copied): every put of mine landing on the asking rank, packed when its
+ * source is not contiguous, counted in r; digests (no p->lock, s pinned):
+ * "segments" of the asking rank's target that I own into reply; free: the
+ * caches, at destroy. */
+wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_request_t *q, pub_treq_t *tr);
+wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr,
+                               const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
+                               size_t *nputs, uint64_t *bytes);
+wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
+                                   uint64_t version, json_t *reply);
+void pub_targets_free(wsync_publisher_t *p);
 
 /* pull_server.c */
 wsync_status_t pub_server_start(wsync_publisher_t *p);

@@ -2,7 +2,9 @@
  * request (version, its landing rank, its transport address and region key);
  * this rank puts every piece it owns that lands on that rank, in plan order,
  * each as soon as publish() has copied it into the slot, all in flight at
- * once, and answers when all were handed to the network. */
+ * once, and answers when all were handed to the network. A request that
+ * names targets (engine layouts) is served by the node plan over them
+ * (pull_targets.c). */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,20 +253,82 @@ static int find_slot(wsync_publisher_t *p, uint64_t version)
     return -1;
 }
 
+/* Every piece of mine landing on the asking rank, each as soon as it is in
+ * the slot. Called with p->lock held; a failure is recorded in r. */
+static void put_pieces(wsync_publisher_t *p, pub_slot_t *s, const wsync_pull_request_t *q, pub_request_t *r,
+                       int ti, pub_conn_t *conn, uint64_t deadline, size_t *n, uint64_t *bytes)
+{
+    const wsync_plan_t *plan = p->sl->plan;
+    char why[sizeof(r->error)];
+    size_t i;
+    for (i = 0; i < p->nmy; i++) {
+        const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
+        const pub_span_t *sp;
+        wsync_status_t st;
+        if (pc->len == 0 || !wsync_pull_request_lands(q, pc->chunk))
+            continue;
+        /* The copy goes in this same order, so waiting piece by piece puts
+         * each one as soon as it is copied. */
+        if ((st = wait_copied(p, s, i, deadline, why, sizeof(why))) != WSYNC_OK) {
+            fail_request(r, st, why);
+            break;
+        }
+        sp = &s->spans[p->piece_slot_off[pc->id]];
+        r->outstanding++;
+        if (p->transports[ti].ops->put(conn->conn, s->regions[ti][sp->area],
+                                       sp->area_off + (pc->offset - sp->offset), &q->key, pc->offset, pc->len,
+                                       ((uint64_t)r->req << 32) | pc->id) != WSYNC_OK) {
+            r->outstanding--;
+            fail_request(r, WSYNC_ERR_PEER, wsync_last_error());
+            break;
+        }
+        (*n)++;
+        *bytes += pc->len;
+    }
+}
+
+/* Engine layouts: once the whole slot is copied, my puts of the node plan
+ * landing on the asking rank; then (the lock released meanwhile, the slot
+ * pinned) the digests of its target's segments I own, into r->segments. */
+static void put_targets(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr, const wsync_pull_request_t *q,
+                        pub_request_t *r, int ti, pub_conn_t *conn, uint64_t deadline, size_t *n, uint64_t *bytes)
+{
+    char why[sizeof(r->error)];
+    wsync_status_t st;
+    size_t i;
+    for (i = 0; i < p->nmy; i++)
+        if ((st = wait_copied(p, s, i, deadline, why, sizeof(why))) != WSYNC_OK) {
+            fail_request(r, st, why);
+            return;
+        }
+    if (pub_targets_put(p, s, tr, q, r, ti, conn, n, bytes) != WSYNC_OK) {
+        fail_request(r, WSYNC_ERR_PEER, wsync_last_error());
+        return;
+    }
+    if (p->transports[ti].ops->put_flush)
+        p->transports[ti].ops->put_flush(conn->conn);
+    r->segments = json_object();
+    pthread_mutex_unlock(&p->lock);
+    st = r->segments ? pub_targets_digests(p, s, tr, q->version, r->segments) : WSYNC_ERR_NOMEM;
+    pthread_mutex_lock(&p->lock);
+    if (st != WSYNC_OK)
+        fail_request(r, st, wsync_last_error());
+}
+
 /* Serve one pull, `q` parsed from `req`; fills `reply`. */
 static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_pull_request_t *q, json_t *reply)
 {
-    const wsync_plan_t *plan = p->sl->plan;
     const uint64_t version = q->version;
     const int lr = q->local_rank;
     const char *engine = q->engine;
-    const wsync_blob_t *addr = &q->addr, *key = &q->key;
+    const wsync_blob_t *addr = &q->addr;
     pub_request_t r = {.req = q->req, .status = WSYNC_OK};
+    pub_treq_t tr = {0};
     pub_conn_t *conn = NULL;
     pub_slot_t *s;
     uint64_t bytes = 0, deadline;
-    char msg[700], why[sizeof(r.error)], owner[160];
-    size_t i, n = 0;
+    char msg[700], owner[160];
+    size_t n = 0;
     int slot, ti = 0;
 
     if (strcmp(q->layout_digest, p->sl->layout_digest) != 0) {
@@ -277,6 +341,11 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
      * kill this rank while an engine waits on it. */
     if (wsync_fault(WSYNC_FAULT_SERVE_DELAY_MS) > 0)
         usleep((useconds_t)wsync_fault(WSYNC_FAULT_SERVE_DELAY_MS) * 1000);
+    if (q->ntargets && pub_targets_resolve(p, q, &tr) != WSYNC_OK) {
+        snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
+        json_object_set_new(reply, "error", json_string(msg));
+        return;
+    }
     pthread_mutex_lock(&p->lock);
     slot = find_slot(p, version);
     if (slot < 0 && p->withdrawn == version) {
@@ -312,30 +381,10 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
     r.next = p->requests;
     p->requests = &r;
     deadline = wsync_now_ns() + (uint64_t)(q->timeout_ms > 0 ? q->timeout_ms : 120000) * 1000000ULL;
-    for (i = 0; i < p->nmy; i++) {
-        const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
-        const pub_span_t *sp;
-        wsync_status_t st;
-        if (pc->len == 0 || !wsync_pull_request_lands(q, pc->chunk))
-            continue;
-        /* The copy goes in this same order, so waiting piece by piece puts
-         * each one as soon as it is copied. */
-        if ((st = wait_copied(p, s, i, deadline, why, sizeof(why))) != WSYNC_OK) {
-            fail_request(&r, st, why);
-            break;
-        }
-        sp = &s->spans[p->piece_slot_off[pc->id]];
-        r.outstanding++;
-        if (p->transports[ti].ops->put(conn->conn, s->regions[ti][sp->area],
-                                       sp->area_off + (pc->offset - sp->offset), key, pc->offset, pc->len,
-                                       ((uint64_t)r.req << 32) | pc->id) != WSYNC_OK) {
-            r.outstanding--;
-            fail_request(&r, WSYNC_ERR_PEER, wsync_last_error());
-            break;
-        }
-        n++;
-        bytes += pc->len;
-    }
+    if (q->ntargets)
+        put_targets(p, s, &tr, q, &r, ti, conn, deadline, &n, &bytes);
+    else
+        put_pieces(p, s, q, &r, ti, conn, deadline, &n, &bytes);
     if (p->transports[ti].ops->put_flush)
         p->transports[ti].ops->put_flush(conn->conn);
     while (r.outstanding > 0 && wsync_now_ns() < deadline && !p->stopping) {
@@ -362,13 +411,22 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
     s->pins--;
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
+    if (r.stage_region)
+        r.stage_ops->dereg(r.stage_region);     /* no put reads it any more: answered, or the connection dropped */
+    if (r.stage)
+        r.stage_mem->free(r.stage);
     if (r.status != WSYNC_OK) {
+        json_decref(r.segments);
         snprintf(msg, sizeof(msg), "trainer rank %d, version %lld, engine %s rank %lld: %s", p->cfg.rank,
                  (long long)version, engine, (long long)lr, r.error);
         json_object_set_new(reply, "error", json_string(msg));
         return;
     }
     json_object_set_new(reply, "ok", json_true());
+    if (r.segments)
+        json_object_set_new(reply, "segments", json_object_get(r.segments, "segments") ?
+                                               json_incref(json_object_get(r.segments, "segments")) : json_object());
+    json_decref(r.segments);
     json_object_set_new(reply, "pieces", json_integer((json_int_t)n));
     json_object_set_new(reply, "bytes", json_integer((json_int_t)bytes));
     return;
@@ -383,7 +441,7 @@ static void serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
 {
     wsync_pull_request_t q;
     char msg[400];
-    if (wsync_pull_request_from_json(req, p->sl->plan->nchunks, &q) != WSYNC_OK) {
+    if (wsync_pull_request_from_json(req, p->sl->plan->nchunks, &q) != WSYNC_OK) {  /* targets: checked later */
         snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
         json_object_set_new(reply, "error", json_string(msg));
         return;

@@ -104,10 +104,74 @@ static void malformed_fields_are_named(void)
     json_decref(a);
 }
 
+/* A request with targets: digests and definitions survive; the chunk map is
+ * checked against the node plan later, by wsync_pull_request_check_chunks. */
+static void targets_round_trip(void)
+{
+    unsigned char map[3] = {0x05, 0x00, 0x01};  /* 17 chunks of the node plan */
+    char digests[3][33] = {"0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210",
+                           "0123456789abcdef0123456789abcdef"};
+    wsync_pull_request_t in = sample(map, sizeof(map)), out;
+    json_t *j;
+    in.ntargets = 3;
+    in.targets = digests;
+    in.target_defs = json_pack("{s:{s:i}}", digests[1], "version", 1);
+    j = wsync_pull_request_to_json(&in);
+    CHECK(j != NULL);
+    CHECK_OK(wsync_pull_request_from_json(j, 10, &out));   /* 10: the identity plan's, not used */
+    CHECK_EQ(out.ntargets, 3);
+    CHECK(out.targets && strcmp(out.targets[1], digests[1]) == 0 && strcmp(out.targets[2], digests[0]) == 0);
+    CHECK(json_object_get(out.target_defs, digests[1]) != NULL);
+    CHECK_OK(wsync_pull_request_check_chunks(&out, 17));
+    CHECK_FAILS(wsync_pull_request_check_chunks(&out, 30), WSYNC_ERR_FORMAT, "'chunks' has 3 bytes");
+    CHECK(wsync_pull_request_lands(&out, 0) && wsync_pull_request_lands(&out, 2) && wsync_pull_request_lands(&out, 16));
+    CHECK(!wsync_pull_request_lands(&out, 1));
+    CHECK_EQ(out.hint_world, 0);
+    wsync_pull_request_clear(&out);
+    CHECK(out.targets == NULL && out.target_defs == NULL);
+    json_decref(j);
+    {
+        /* The colocated landing hint: trainer rank 0 on the GPU of local
+         * ranks 2 and 0, rank 1 on none of theirs. */
+        int colo[6] = {2, 0, 0, 0, 0, 0}, ncolo[2] = {2, 0};
+        in.hint_world = 2;
+        in.colo = colo;
+        in.ncolo = ncolo;
+        j = wsync_pull_request_to_json(&in);
+        CHECK_OK(wsync_pull_request_from_json(j, 10, &out));
+        CHECK_EQ(out.hint_world, 2);
+        CHECK(out.ncolo && out.ncolo[0] == 2 && out.ncolo[1] == 0 && out.colo[0] == 2 && out.colo[1] == 0);
+        wsync_pull_request_clear(&out);
+        json_object_set_new(j, "land_hint", json_loads("[[0, 3]]", 0, NULL));
+        CHECK_FAILS(wsync_pull_request_from_json(j, 10, &out), WSYNC_ERR_FORMAT, "'land_hint' entry 0 holds");
+        CHECK(out.targets == NULL && out.colo == NULL);
+        json_decref(j);
+    }
+    json_decref(in.target_defs);
+}
+
+static void malformed_targets_are_named(void)
+{
+    static const char *bad[] = {"[\"0123456789abcdef0123456789abcdef\"]",    /* 1 digest for 3 ranks */
+                                "[\"x\", \"y\", \"z\"]", "7"};
+    unsigned char map[2] = {1, 0};
+    size_t i;
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        wsync_pull_request_t in = sample(map, sizeof(map)), out;
+        json_t *j = wsync_pull_request_to_json(&in);
+        json_object_set_new(j, "targets", json_loads(bad[i], JSON_DECODE_ANY, NULL));
+        CHECK_FAILS(wsync_pull_request_from_json(j, 10, &out), WSYNC_ERR_FORMAT, "'targets'");
+        CHECK(out.targets == NULL && out.chunks == NULL);
+        json_decref(j);
+    }
+}
+
 int main(void)
 {
     RUN(round_trip_keeps_every_field);
     RUN(without_a_map_chunks_land_round_robin);
     RUN(malformed_fields_are_named);
+    RUN(targets_round_trip);
+    RUN(malformed_targets_are_named);
     TEST_EXIT();
 }

@@ -1,0 +1,327 @@
+/* attempt.c: one pull attempt of the node, on one engine rank, as phases:
+ *   open      local rank 0 chooses the version and opens an attempt on the
+ *             board; the other ranks wait for it;
+ *   layout    the version record: the held layout reused, or a new one;
+ *             with targets, the engine layout (targets.c); image slots
+ *             sized for it; rank 0 posts the landing map;
+ *   fetch     the data (fetch.c; with targets fetch_targets.c);
+ *   settle    this rank done (then wait for the node) or failed;
+ *   close     rank 0 closes the attempt on the board and reports it;
+ *   keep      the version is held, or (in place, failed) nothing is. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "engine_side/receiver_internal.h"
+
+static uint64_t deadline_after(int timeout_ms)
+{
+    return wsync_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 600000) * 1000000ULL;
+}
+
+static int left_ms(uint64_t deadline)
+{
+    uint64_t now = wsync_now_ns();
+    return now >= deadline ? 0 : (int)((deadline - now) / 1000000ULL);
+}
+
+/* Local rank 0: wait until every local rank is running. */
+static wsync_status_t wait_ranks(wsync_receiver_t *r, uint64_t deadline)
+{
+    for (;;) {
+        int p, missing = -1;
+        for (p = 1; p < r->cfg.local_world; p++)
+            if (!board_rank_alive(r->board, p)) {
+                missing = p;
+                break;
+            }
+        if (missing < 0)
+            return WSYNC_OK;
+        if (wsync_now_ns() >= deadline)
+            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s: local rank %d is not running", r->engine_id,
+                               missing);
+        usleep(10000);
+    }
+}
+
+/* Local rank 0: choose the version and open an attempt on the board. */
+static wsync_status_t lead_attempt(wsync_receiver_t *r, uint64_t version, uint64_t deadline, board_attempt_t *a)
+{
+    uint64_t v = version;
+    if (v == 0) {
+        WSYNC_CHECK(wsync_control_wait_version(r->control, r->held_version, left_ms(deadline), &v));
+        if (v == 0)
+            return wsync_error(WSYNC_ERR_TIMEOUT, "no version newer than %llu was published in time",
+                               (unsigned long long)r->held_version);
+    }
+    wsync_trace("engine %s: version %llu is the one to pull", r->engine_id, (unsigned long long)v);
+    WSYNC_CHECK(wait_ranks(r, deadline));
+    board_attempt_open(r->board, v, r->nslots, a);
+    return WSYNC_OK;
+}
+
+/* Ranks > 0: wait for rank 0 to open an attempt this rank has not joined. */
+static wsync_status_t follow_attempt(wsync_receiver_t *r, uint64_t version, uint64_t deadline, board_attempt_t *a)
+{
+    for (;;) {
+        uint32_t seq = board_attempt_seq(r->board);
+        int found = board_attempt_find(r->board, r->last_gen, version, a);
+        WSYNC_CHECK(recv_rejoin_if_needed(r));
+        if (found)
+            return WSYNC_OK;
+        if (wsync_now_ns() >= deadline)
+            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s rank %d: local rank 0 started no pull in time",
+                               r->engine_id, r->cfg.local_rank);
+        board_wait_attempt(r->board, seq, 20);   /* woken when rank 0 opens one */
+    }
+}
+
+static wsync_status_t attempt_open(wsync_receiver_t *r, uint64_t version, uint64_t deadline, board_attempt_t *a)
+{
+    if (r->cfg.local_rank == 0)
+        return lead_attempt(r, version, deadline, a);
+    WSYNC_CHECK(recv_rejoin_if_needed(r));
+    return follow_attempt(r, version, deadline, a);
+}
+
+/* The version record of `v`: its layout (the held one when the digests
+ * match) and its piece digests. */
+static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_layout_t **sl,
+                                   uint64_t **digests)
+{
+    json_t *rec = NULL;
+    wsync_status_t st;
+    const char *mdig, *ldig;
+    WSYNC_CHECK(wsync_control_get_version(r->control, v, &rec));
+    mdig = json_string_value(json_object_get(rec, "manifest_digest"));
+    ldig = json_string_value(json_object_get(rec, "layout_digest"));
+    /* Versions of one training run share the layout: reuse the held one
+     * (parsing the manifest and building the plan again cost milliseconds
+     * per version on a 7B model); only the digests are new. */
+    if (r->held && mdig && ldig && strcmp(mdig, r->held->manifest_digest) == 0 &&
+        strcmp(ldig, r->held->layout_digest) == 0) {
+        *sl = r->held;
+        st = WSYNC_OK;
+    } else {
+        st = wsync_sync_layout_fetch(r->control, rec, sl);   /* the manifest once per layout */
+    }
+    if (st == WSYNC_OK) {
+        st = wsync_sync_layout_digests(*sl, rec, digests);
+        if (st != WSYNC_OK) {
+            if (*sl != r->held)
+                wsync_sync_layout_free(*sl);
+            *sl = NULL;
+        }
+    }
+    json_decref(rec);
+    return st;
+}
+
+/* The caller's destination tensors (config.dests) against the target. */
+static wsync_status_t check_dests(const wsync_receiver_t *r, const recv_tlayout_t *tl)
+{
+    const wsync_target_t *t = tl->tg[r->cfg.local_rank];
+    int i;
+    for (i = 0; i < r->cfg.ndests; i++) {
+        const wsync_dest_tensor_t *d = &r->cfg.dests[i];
+        long k = d->name ? wsync_target_find(t, d->name) : -1;
+        if (k < 0)
+            return wsync_error(WSYNC_ERR_INVALID, "receiver: destination '%s' is not a tensor of this rank's target",
+                               d->name ? d->name : "(null)");
+        if (d->ptr == NULL || d->nbytes != t->dests[k].size)
+            return wsync_error(WSYNC_ERR_INVALID, "receiver: destination '%s' has %llu bytes at %p; the target's "
+                               "has %llu", d->name, (unsigned long long)d->nbytes, d->ptr,
+                               (unsigned long long)t->dests[k].size);
+    }
+    return WSYNC_OK;
+}
+
+/* The engine layout for `sl`: the held one when sl is the held layout. */
+static wsync_status_t attempt_tlayout(wsync_receiver_t *r, const wsync_sync_layout_t *sl, recv_tlayout_t **tl)
+{
+    if (sl == r->held && r->held_tl) {
+        *tl = r->held_tl;
+        return WSYNC_OK;
+    }
+    WSYNC_CHECK(recv_tlayout_build(r, sl, tl));
+    if (check_dests(r, *tl) != WSYNC_OK) {
+        recv_tlayout_free(*tl);
+        *tl = NULL;
+        return WSYNC_ERR_INVALID;
+    }
+    return WSYNC_OK;
+}
+
+static wsync_status_t attempt_layout(wsync_receiver_t *r, const board_attempt_t *a, wsync_sync_layout_t **sl,
+                                     uint64_t **digests, recv_tlayout_t **tl)
+{
+    WSYNC_CHECK(fetch_record(r, a->version, sl, digests));
+    if (r->spec)
+        WSYNC_CHECK(attempt_tlayout(r, *sl, tl));
+    WSYNC_CHECK(recv_ensure_images(r, *tl ? (*tl)->image_len : (*sl)->manifest->image_size));
+    if (r->cfg.local_rank == 0)
+        WSYNC_CHECK(*tl ? recv_post_tlanding(r, *tl, a->gen) : recv_plan_landing(r, *sl, a->gen));
+    wsync_trace("engine %s rank %d: version record fetched, images ready", r->engine_id, r->cfg.local_rank);
+    return WSYNC_OK;
+}
+
+/* Everyone: wait until every rank verified attempt `gen`, or one failed. */
+static wsync_status_t wait_node(wsync_receiver_t *r, uint64_t gen, uint64_t deadline)
+{
+    char why[300];
+    for (;;) {
+        int p, all = 1;
+        if (r->cfg.local_rank != 0) {
+            switch (board_attempt_outcome(r->board, gen)) {
+            case BOARD_ATTEMPT_OK:
+                return WSYNC_OK;
+            case BOARD_ATTEMPT_FAILED:
+                return wsync_error(WSYNC_ERR_PEER, "engine %s: the node failed this pull", r->engine_id);
+            case BOARD_ATTEMPT_SUPERSEDED:
+                return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 ended this pull and started another",
+                                   r->engine_id);
+            case BOARD_ATTEMPT_OPEN:
+                break;
+            }
+            if (board_leader_gone(r->board))
+                return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 died", r->engine_id);
+        }
+        for (p = 0; p < r->cfg.local_world; p++) {
+            if (board_rank_failed(r->board, p, gen, why, sizeof(why)))
+                return wsync_error(WSYNC_ERR_PEER, "local rank %d: %s", p, why);
+            if (!board_rank_done(r->board, p, gen)) {
+                all = 0;
+                if (!board_rank_alive(r->board, p))
+                    return wsync_error(WSYNC_ERR_PEER, "local rank %d of engine %s died during the pull", p,
+                                       r->engine_id);
+            }
+        }
+        if (all && r->cfg.local_rank == 0)
+            return WSYNC_OK;
+        if (wsync_now_ns() >= deadline) {
+            char who[128] = "";
+            size_t n = 0;
+            for (p = 0; p < r->cfg.local_world; p++)
+                if (!board_rank_done(r->board, p, gen))
+                    n += (size_t)snprintf(who + n, n < sizeof(who) ? sizeof(who) - n : 0, "%s%d", n ? ", " : "", p);
+            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s: local rank %s did not verify in time (stalled or "
+                               "stopped?)", r->engine_id, who);
+        }
+        usleep(500);
+    }
+}
+
+/* The verified destination tensors into the caller's (config.dests). */
+static wsync_status_t copy_dests(wsync_receiver_t *r, const board_attempt_t *a, const recv_tlayout_t *tl)
+{
+    const wsync_target_t *t = tl->tg[r->cfg.local_rank];
+    int i;
+    for (i = 0; i < r->cfg.ndests; i++) {
+        const wsync_dest_tensor_t *d = &r->cfg.dests[i];
+        const wsync_dest_t *dt = &t->dests[wsync_target_find(t, d->name)];
+        WSYNC_CHECK(r->mem->copy(d->ptr, (char *)r->win[a->slot].ptr + dt->offset, dt->size));
+    }
+    return WSYNC_OK;
+}
+
+/* This rank's outcome on the board; with success, the node's. */
+static wsync_status_t attempt_settle(wsync_receiver_t *r, const board_attempt_t *a, const recv_tlayout_t *tl,
+                                     wsync_status_t st, uint64_t deadline)
+{
+    if (st == WSYNC_OK && tl)
+        st = copy_dests(r, a, tl);
+    if (st != WSYNC_OK) {
+        board_mark_failed(r->board, a->gen, wsync_last_error());
+        return st;
+    }
+    board_mark_done(r->board, a->gen);
+    st = wait_node(r, a->gen, deadline);
+    wsync_trace("engine %s rank %d: every local rank verified", r->engine_id, r->cfg.local_rank);
+    return st;
+}
+
+/* Local rank 0: close the attempt on the board and report it. */
+static void attempt_close(wsync_receiver_t *r, const board_attempt_t *a, wsync_status_t st, double secs,
+                          uint64_t image_size, const char *err)
+{
+    board_attempt_close(r->board, a, st == WSYNC_OK);
+    if (st == WSYNC_OK)
+        reporter_post(r->reporter, a->version, "ready", secs, image_size, NULL);
+    else
+        reporter_post(r->reporter, a->version, "failed", secs, 0, err);
+    wsync_trace("engine %s: reported", r->engine_id);
+}
+
+/* Hold the version this attempt brought (sl, tl become the held ones). */
+static void attempt_keep(wsync_receiver_t *r, const board_attempt_t *a, wsync_sync_layout_t *sl,
+                         recv_tlayout_t *tl, uint64_t t0)
+{
+    r->last_secs = (double)(wsync_now_ns() - t0) / 1e9;
+    r->cur_slot = a->slot;
+    r->held_version = a->version;
+    if (r->held != sl)
+        wsync_sync_layout_free(r->held);
+    r->held = sl;
+    if (r->held_tl != tl)
+        recv_tlayout_free(r->held_tl);
+    r->held_tl = tl;
+}
+
+/* Drop what a failed attempt leaves: its layout, and in place the held
+ * version too (the one image was overwritten in part). */
+static void attempt_drop(wsync_receiver_t *r, wsync_sync_layout_t *sl, recv_tlayout_t *tl)
+{
+    if (sl != r->held)      /* sl may be the held layout, reused */
+        wsync_sync_layout_free(sl);
+    if (tl != r->held_tl)
+        recv_tlayout_free(tl);
+    if (r->cfg.mode == WSYNC_MODE_IN_PLACE && r->held_version) {
+        r->held_version = 0;
+        wsync_sync_layout_free(r->held);
+        r->held = NULL;
+        recv_tlayout_free(r->held_tl);
+        r->held_tl = NULL;
+    }
+}
+
+wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int timeout_ms, uint64_t *got)
+{
+    const uint64_t deadline = deadline_after(timeout_ms);
+    const int leader = r->cfg.local_rank == 0;
+    board_attempt_t a;
+    wsync_sync_layout_t *sl = NULL;
+    recv_tlayout_t *tl = NULL;
+    uint64_t *digests = NULL, t0;
+    wsync_status_t st;
+    char err[512];
+
+    WSYNC_CHECK(attempt_open(r, version, deadline, &a));
+    r->last_gen = a.gen;
+    t0 = wsync_now_ns();
+    wsync_trace("engine %s rank %d: pull of version %llu opened (attempt %llu)", r->engine_id, r->cfg.local_rank,
+                (unsigned long long)a.version, (unsigned long long)a.gen);
+    if (leader)
+        reporter_post(r->reporter, a.version, "pulling", 0, 0, NULL);
+
+    st = attempt_layout(r, &a, &sl, &digests, &tl);
+    if (st == WSYNC_OK)
+        st = tl ? recv_fetch_targets(r, &a, sl, tl, deadline) : recv_fetch(r, &a, sl, digests, deadline);
+    st = attempt_settle(r, &a, tl, st, deadline);
+    snprintf(err, sizeof(err), "%s", st == WSYNC_OK ? "" : wsync_last_error());
+    if (leader)
+        attempt_close(r, &a, st, (double)(wsync_now_ns() - t0) / 1e9,
+                      tl ? tl->image_len : sl ? sl->manifest->image_size : 0, err);
+    free(digests);
+    if (st != WSYNC_OK) {
+        attempt_drop(r, sl, tl);
+        return wsync_error(st, "%s", err);
+    }
+    attempt_keep(r, &a, sl, tl, t0);
+    if (got)
+        *got = a.version;
+    return WSYNC_OK;
+}

@@ -1,0 +1,394 @@
+/* fetch_targets.c: the data part of one pull attempt on an engine rank whose
+ * node holds targets (engine layouts), as phases:
+ *   join      wait for rank 0's landing map and check it is the node plan
+ *             this rank derived; map the peers' windows;
+ *   prepare   the chunks landing here, and those landing elsewhere that
+ *             hold bytes this rank copies;
+ *   request   expect every put landing here; ask every trainer rank (each
+ *             also answers with the digests of this rank's segments it owns);
+ *   then, until every chunk this rank needs is in:
+ *   land      take the transports' completions; a chunk whose last put
+ *             landed gets its copies inside this rank, then is marked landed;
+ *   fan out   copy, out of the landing rank's window, what this rank needs
+ *             of each chunk the board says landed elsewhere;
+ *   watch     trainer answers, peers, the deadline;
+ *   verify    every segment of this rank's target against the trainer's
+ *             digest (the answers of every trainer rank).
+ * A chunk is marked landed before it is verified: every rank verifies its
+ * own destination bytes, so a corrupted byte is caught on every rank that
+ * holds it, before the node reports ready. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+#include "common/digest.h"
+#include "common/log.h"
+#include "common/pull_request.h"
+#include "common/util.h"
+#include "engine_side/receiver_internal.h"
+
+#define POLL_BATCH 64
+
+typedef struct tfetch {
+    wsync_receiver_t *r;
+    const wsync_sync_layout_t *sl;
+    recv_tlayout_t *tl;
+    const wsync_node_plan_t *np;
+    uint64_t gen, v, deadline;
+    int slot, me, world;
+    char *image;
+    uint32_t reqid;
+
+    uint32_t *remaining;        /* puts still to land, per chunk landing here */
+    unsigned char *mine;        /* bitmap of the chunks landing here */
+    uint32_t *pending;          /* chunks landing elsewhere that this rank copies from */
+    uint32_t npending, nland, nlanded, ndone, nwant;
+
+    recv_request_t *reqs;
+    char (*addrs)[160];
+    const char **tnames;
+    uint64_t last_check;
+
+    uint64_t *digests;          /* [segments]: the trainers' */
+    unsigned char *have;        /* [segments] */
+} tfetch_t;
+
+static wsync_status_t wait_landing(tfetch_t *f, const uint8_t **out)
+{
+    wsync_receiver_t *r = f->r;
+    for (;;) {
+        if ((*out = board_landing(r->board, f->gen)) != NULL)
+            return WSYNC_OK;
+        if (board_attempt_outcome(r->board, f->gen) != BOARD_ATTEMPT_OPEN)
+            return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 ended the pull before it started",
+                               r->engine_id);
+        if (f->me != 0 && board_leader_gone(r->board))
+            return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 died", r->engine_id);
+        if (wsync_now_ns() >= f->deadline)
+            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s rank %d: local rank 0 posted no landing map in time",
+                               r->engine_id, f->me);
+        usleep(100);
+    }
+}
+
+static wsync_status_t tf_join(tfetch_t *f)
+{
+    const uint8_t *land;
+    uint32_t c;
+    WSYNC_CHECK(wait_landing(f, &land));
+    for (c = 0; c < f->np->nchunks; c++)
+        if (land[c] != f->np->chunks[c].land_rank)
+            return wsync_error(WSYNC_ERR_CONFLICT,
+                               "engine %s rank %d: local rank 0's plan lands chunk %u on rank %d, this rank's on %d: "
+                               "the local ranks disagree on the targets (give every rank the same --tp and --rules)",
+                               f->r->engine_id, f->me, c, land[c], f->np->chunks[c].land_rank);
+    return recv_map_peers(f->r, f->slot, f->deadline, f->tl);
+}
+
+/* 1 if some copy of chunk c goes to this rank. */
+static int copies_to_me(const tfetch_t *f, uint32_t c)
+{
+    const wsync_tchunk_t *ch = &f->np->chunks[c];
+    size_t k;
+    for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++)
+        if (f->np->copies[k].to_rank == f->me)
+            return 1;
+    return 0;
+}
+
+static wsync_status_t tf_prepare(tfetch_t *f)
+{
+    const wsync_node_plan_t *np = f->np;
+    size_t nseg = f->tl->seg->nputs;
+    uint32_t c;
+    f->remaining = calloc(np->nchunks + 1, sizeof(*f->remaining));
+    f->mine = calloc((np->nchunks + 7) / 8 + 1, 1);
+    f->pending = calloc(np->nchunks + 1, sizeof(*f->pending));
+    f->reqs = calloc((size_t)f->world, sizeof(*f->reqs));
+    f->addrs = calloc((size_t)f->world, sizeof(*f->addrs));
+    f->tnames = calloc((size_t)f->world, sizeof(*f->tnames));
+    f->digests = calloc(nseg + 1, sizeof(*f->digests));
+    f->have = calloc(nseg + 1, 1);
+    if (!f->remaining || !f->mine || !f->pending || !f->reqs || !f->addrs || !f->tnames || !f->digests || !f->have)
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    for (c = 0; c < np->nchunks; c++)
+        if (np->chunks[c].land_rank == f->me) {
+            f->remaining[c] = (uint32_t)np->chunks[c].nputs;
+            f->mine[c / 8] |= (unsigned char)(1u << (c % 8));
+            f->nland++;
+        } else if (copies_to_me(f, c)) {
+            f->pending[f->npending++] = c;
+        }
+    f->nwant = f->nland + f->npending;
+    return recv_trainer_addrs(f->r, f->world, f->addrs, f->tnames);
+}
+
+/* The request's targets, with their definitions unless trainer rank t
+ * already has them. */
+static wsync_status_t add_targets(tfetch_t *f, int t, wsync_pull_request_t *pr)
+{
+    const int L = f->r->cfg.local_world;
+    int k;
+    pr->ntargets = L;
+    pr->targets = calloc((size_t)L, sizeof(*pr->targets));
+    WSYNC_CHECK_ALLOC(pr->targets);
+    if (!f->tl->defs_sent[t]) {
+        pr->target_defs = json_object();
+        WSYNC_CHECK_ALLOC(pr->target_defs);
+    }
+    for (k = 0; k < L; k++) {
+        const wsync_target_t *tg = f->tl->tg[k];
+        memcpy(pr->targets[k], tg->digest_hex, 33);
+        if (pr->target_defs && json_object_get(pr->target_defs, tg->digest_hex) == NULL) {
+            json_t *j = NULL;
+            WSYNC_CHECK(wsync_target_to_json(tg, f->sl->manifest, &j));
+            json_object_set_new(pr->target_defs, tg->digest_hex, j);
+        }
+    }
+    return WSYNC_OK;
+}
+
+/* Expect trainer rank t's puts landing here, and send it the request. */
+static wsync_status_t request_rank(tfetch_t *f, int t)
+{
+    wsync_receiver_t *r = f->r;
+    const wsync_node_plan_t *np = f->np;
+    wsync_pull_request_t pr = {.version = f->v, .local_rank = f->me, .local_ranks = r->cfg.local_world,
+                               .req = f->reqid, .chunks = f->mine, .chunk_bytes = (np->nchunks + 7) / 8};
+    recv_transport_t *rt;
+    wsync_status_t st;
+    size_t k;
+    json_t *msg;
+    WSYNC_CHECK(recv_transport_ensure(r, f->tnames[t], &rt));
+    for (k = 0; k < np->rank_nputs[t]; k++) {
+        const wsync_tput_t *pu = &np->puts[np->rank_puts[t][k]];
+        if (pu->land_rank == f->me)
+            WSYNC_CHECK(rt->ops->expect(rt->t, t, rt->region[f->slot], pu->dst_off, pu->len,
+                                        ((uint64_t)f->reqid << 32) | pu->id));
+    }
+    if (rt->ops->expect_flush)
+        rt->ops->expect_flush(rt->t, t);
+    if (f->addrs[t][0] == '\0')
+        return wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
+    pr.addr = rt->addr;
+    pr.key = rt->key[f->slot];
+    pr.timeout_ms = (int64_t)((f->deadline - wsync_now_ns()) / 1000000ULL);
+    snprintf(pr.engine, sizeof(pr.engine), "%s", r->engine_id);
+    snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
+    snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
+    st = add_targets(f, t, &pr);
+    pr.hint_world = f->tl->hint_world;
+    pr.colo = f->tl->colo;
+    pr.ncolo = f->tl->ncolo;
+    msg = st == WSYNC_OK ? wsync_pull_request_to_json(&pr) : NULL;
+    pr.chunks = NULL;           /* ours, not the request's */
+    pr.colo = pr.ncolo = NULL;
+    pr.hint_world = 0;
+    wsync_pull_request_clear(&pr);
+    WSYNC_CHECK(st);
+    return recv_request_start(&f->reqs[t], &f->r->auth, t, f->addrs[t], msg, f->deadline);
+}
+
+static wsync_status_t tf_request(tfetch_t *f)
+{
+    int t;
+    do
+        f->reqid = (uint32_t)(((uint64_t)rand() << 16 ^ (uint64_t)wsync_now_ns() ^ (uint64_t)getpid() << 8) &
+                              0x7fffffff);
+    while (f->reqid == 0);
+    for (t = 0; t < f->world; t++)
+        WSYNC_CHECK(request_rank(f, t));
+    wsync_trace("engine %s rank %d: target requests sent", f->r->engine_id, f->me);
+    return WSYNC_OK;
+}
+
+/* The copies of chunk c into this rank that come from rank `from`. */
+static wsync_status_t copy_chunk(tfetch_t *f, uint32_t c, int from)
+{
+    const wsync_tchunk_t *ch = &f->np->chunks[c];
+    const char *src = from == f->me ? f->image : f->r->peers[from][f->slot].ptr;
+    size_t k;
+    for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++) {
+        const wsync_tcopy_t *cp = &f->np->copies[k];
+        if (cp->to_rank == f->me && cp->from_rank == from)
+            WSYNC_CHECK(f->r->mem->copy(f->image + cp->to_off, src + cp->from_off, cp->len));
+    }
+    return WSYNC_OK;
+}
+
+static wsync_status_t land_one(tfetch_t *f, const wsync_completion_t *cp, int *progressed)
+{
+    const wsync_node_plan_t *np = f->np;
+    uint32_t id = (uint32_t)cp->tag;
+    const wsync_tput_t *pu;
+    if (cp->kind == WSYNC_COMPLETION_ERROR && cp->tag != ~0ULL && (uint32_t)(cp->tag >> 32) == f->reqid)
+        return wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
+    if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != f->reqid)
+        return WSYNC_OK;
+    if (id >= np->nputs || np->puts[id].land_rank != f->me || f->remaining[np->puts[id].chunk] == 0 ||
+        cp->len != np->puts[id].len)
+        return wsync_error(WSYNC_ERR_PEER, "unexpected put %u (%llu bytes) from trainer rank %d", id,
+                           (unsigned long long)cp->len, cp->peer);
+    *progressed = 1;
+    pu = &np->puts[id];
+    if (--f->remaining[pu->chunk] > 0)
+        return WSYNC_OK;
+    WSYNC_CHECK(copy_chunk(f, pu->chunk, f->me));
+    board_mark_landed(f->r->board, f->slot, pu->chunk, f->gen);
+    if (f->nlanded++ == 0 || f->nlanded == f->nland)
+        wsync_trace("engine %s rank %d: chunk %u landed (%u of %u)", f->r->engine_id, f->me, pu->chunk,
+                    f->nlanded, f->nland);
+    f->ndone++;
+    return WSYNC_OK;
+}
+
+static wsync_status_t tf_land(tfetch_t *f, int *progressed, int *got)
+{
+    wsync_receiver_t *r = f->r;
+    wsync_completion_t comps[POLL_BATCH];
+    int k, i, n = 0;
+    for (k = 0; k < r->ntr && f->nlanded < f->nland; k++) {
+        WSYNC_CHECK(r->tr[k].ops->poll(r->tr[k].t, comps, POLL_BATCH, &n, f->npending > 0 || r->ntr > 1 ? 0 : 5));
+        *got += n;
+        for (i = 0; i < n; i++)
+            WSYNC_CHECK(land_one(f, &comps[i], progressed));
+    }
+    return WSYNC_OK;
+}
+
+static wsync_status_t tf_fan_out(tfetch_t *f, int *progressed)
+{
+    uint32_t k, keep = 0;
+    for (k = 0; k < f->npending; k++) {
+        uint32_t c = f->pending[k];
+        if (!board_is_landed(f->r->board, f->slot, c, f->gen)) {
+            f->pending[keep++] = c;
+            continue;
+        }
+        WSYNC_CHECK(copy_chunk(f, c, f->np->chunks[c].land_rank));
+        f->ndone++;
+        *progressed = 1;
+    }
+    f->npending = keep;
+    return WSYNC_OK;
+}
+
+static wsync_status_t check_peers(tfetch_t *f)
+{
+    char why[300];
+    int p;
+    for (p = 0; p < f->r->cfg.local_world; p++) {
+        if (p == f->me)
+            continue;
+        if (!board_rank_alive(f->r->board, p))
+            return wsync_error(WSYNC_ERR_PEER, "local rank %d of engine %s is not running", p, f->r->engine_id);
+        if (board_rank_failed(f->r->board, p, f->gen, why, sizeof(why)))
+            return wsync_error(WSYNC_ERR_PEER, "local rank %d failed: %s", p, why);
+    }
+    return WSYNC_OK;
+}
+
+static wsync_status_t tf_watch(tfetch_t *f)
+{
+    int t;
+    for (t = 0; t < f->world; t++)
+        if (recv_request_failed(&f->reqs[t]))
+            return wsync_error(f->reqs[t].status, "%s", f->reqs[t].error);
+    if (wsync_now_ns() - f->last_check <= 50000000ULL)
+        return WSYNC_OK;
+    f->last_check = wsync_now_ns();
+    WSYNC_CHECK(check_peers(f));
+    if (f->last_check > f->deadline)
+        return wsync_error(WSYNC_ERR_TIMEOUT,
+                           "version %llu: %u of %u chunks in on engine %s rank %d when the timeout passed",
+                           (unsigned long long)f->v, f->ndone, f->nwant, f->r->engine_id, f->me);
+    return WSYNC_OK;
+}
+
+/* Every trainer rank's answer: the digests of the segments it owns. */
+static wsync_status_t tf_collect(tfetch_t *f)
+{
+    const wsync_node_plan_t *seg = f->tl->seg;
+    size_t i;
+    int t;
+    for (t = 0; t < f->world; t++) {
+        const json_t *d;
+        const char *key;
+        json_t *val;
+        while (!recv_request_done(&f->reqs[t])) {
+            WSYNC_CHECK(tf_watch(f));
+            usleep(200);
+        }
+        if (f->reqs[t].status != WSYNC_OK)
+            return wsync_error(f->reqs[t].status, "%s", f->reqs[t].error);
+        f->tl->defs_sent[t] = 1;
+        d = json_object_get(f->reqs[t].reply, "segments");
+        json_object_foreach((json_t *)d, key, val) {
+            char *end;
+            unsigned long long id = strtoull(key, &end, 10);
+            uint64_t dg;
+            if (*end || id >= seg->nputs || seg->puts[id].src_rank != t ||
+                wsync_digest_parse(json_string_value(val), &dg) != 0)
+                return wsync_error(WSYNC_ERR_PEER, "trainer rank %d answered a bad segment digest '%s'", t, key);
+            f->digests[id] = dg;
+            f->have[id] = 1;
+        }
+    }
+    for (i = 0; i < seg->nputs; i++)
+        if (!f->have[i])
+            return wsync_error(WSYNC_ERR_PEER, "trainer rank %d sent no digest for segment %zu of this rank's target",
+                               seg->puts[i].src_rank, i);
+    return WSYNC_OK;
+}
+
+static void tf_end(tfetch_t *f, wsync_status_t st)
+{
+    int t;
+    if (st != WSYNC_OK) {
+        recv_transport_reset(f->r);
+        memset(f->tl->defs_sent, 0, (size_t)f->world);   /* a trainer may have restarted: send them again */
+    }
+    for (t = 0; f->reqs && t < f->world; t++)
+        recv_request_end(&f->reqs[t]);
+    free(f->remaining);
+    free(f->mine);
+    free(f->pending);
+    free(f->reqs);
+    free(f->addrs);
+    free(f->tnames);
+    free(f->digests);
+    free(f->have);
+}
+
+wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
+                                  recv_tlayout_t *tl, uint64_t deadline)
+{
+    tfetch_t f = {.r = r, .sl = sl, .tl = tl, .np = tl->np, .gen = a->gen, .v = a->version, .deadline = deadline,
+                  .slot = a->slot, .me = r->cfg.local_rank, .world = sl->world, .image = r->win[a->slot].ptr};
+    wsync_status_t st;
+
+    WSYNC_CHECK(tf_join(&f));
+    st = tf_prepare(&f);
+    if (st == WSYNC_OK)
+        st = tf_request(&f);
+    while (st == WSYNC_OK && f.ndone < f.nwant) {
+        int progressed = 0, got = 0;
+        st = tf_land(&f, &progressed, &got);
+        if (st == WSYNC_OK)
+            st = tf_fan_out(&f, &progressed);
+        if (st == WSYNC_OK)
+            st = tf_watch(&f);
+        if (st == WSYNC_OK && !progressed && got == 0 && (f.npending > 0 || r->ntr != 1))
+            usleep(200);
+    }
+    if (st == WSYNC_OK)
+        st = tf_collect(&f);
+    if (st == WSYNC_OK)
+        st = recv_tlayout_verify(r, tl, f.image, f.digests, f.v);
+    if (st == WSYNC_OK)
+        wsync_trace("engine %s rank %d: every segment of its target verified", r->engine_id, f.me);
+    tf_end(&f, st);
+    return st;
+}

@@ -1,0 +1,99 @@
+/* requests.c: an attempt's requests to the trainer ranks: where each one
+ * listens for pull requests, and one thread per request that sends it and
+ * waits for the answer (the puts land meanwhile, over the data transport). */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+#include "common/msg.h"
+#include "common/util.h"
+#include "engine_side/receiver_internal.h"
+
+static void *req_main(void *arg)
+{
+    recv_request_t *q = arg;
+    json_t *reply = NULL;
+    int fd = -1, left = (int)((q->deadline - wsync_now_ns()) / 1000000ULL);
+    const char *err;
+
+    q->status = wsync_tcp_connect(q->pull_addr, left > 0 ? left : 1, &fd);
+    if (q->status == WSYNC_OK) {
+        /* The request proves the token, bound to the trainer's challenge. */
+        left = (int)((q->deadline - wsync_now_ns()) / 1000000ULL);
+        q->status = wsync_msg_call(fd, q->auth, WSYNC_HS_PULL, q->pull_addr, q->msg, left > 0 ? left : 1, &reply);
+    }
+    if (q->status != WSYNC_OK) {
+        snprintf(q->error, sizeof(q->error), "trainer rank %d at %s: %s", q->rank, q->pull_addr,
+                 wsync_last_error());
+    } else if ((err = json_string_value(json_object_get(reply, "error"))) != NULL) {
+        q->status = WSYNC_ERR_PEER;
+        snprintf(q->error, sizeof(q->error), "%s", err);
+    } else {
+        q->reply = reply;   /* read after done, by the attempt */
+        reply = NULL;
+    }
+    json_decref(reply);
+    if (fd >= 0)
+        close(fd);
+    __atomic_store_n(&q->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+wsync_status_t recv_request_start(recv_request_t *q, const wsync_auth_t *auth, int rank, const char *addr, json_t *msg,
+                                  uint64_t deadline)
+{
+    q->auth = auth;
+    q->rank = rank;
+    q->deadline = deadline;
+    q->msg = msg;
+    snprintf(q->pull_addr, sizeof(q->pull_addr), "%s", addr);
+    if (msg == NULL || pthread_create(&q->th, NULL, req_main, q) != 0)
+        return wsync_error(WSYNC_ERR_NOMEM, "cannot start the request to trainer rank %d", rank);
+    q->started = 1;
+    return WSYNC_OK;
+}
+
+int recv_request_failed(const recv_request_t *q)
+{
+    return q->started && __atomic_load_n(&q->done, __ATOMIC_ACQUIRE) && q->status != WSYNC_OK;
+}
+
+int recv_request_done(const recv_request_t *q)
+{
+    return !q->started || __atomic_load_n(&q->done, __ATOMIC_ACQUIRE);
+}
+
+void recv_request_end(recv_request_t *q)
+{
+    if (q->started)
+        pthread_join(q->th, NULL);
+    json_decref(q->msg);
+    json_decref(q->reply);
+    q->msg = q->reply = NULL;
+    q->started = 0;
+}
+
+wsync_status_t recv_trainer_addrs(wsync_receiver_t *r, int world, char (*addrs)[160], const char **tnames)
+{
+    json_t *arr = NULL, *e;
+    size_t i;
+    int rank;
+    WSYNC_CHECK(wsync_control_trainers(r->control, &arr));
+    for (rank = 0; rank < world; rank++) {
+        addrs[rank][0] = '\0';
+        tnames[rank] = r->transport_name;
+    }
+    json_array_foreach(arr, i, e) {
+        json_int_t rk = json_integer_value(json_object_get(e, "rank"));
+        json_t *ep = json_object_get(e, "endpoint");
+        const char *pull = json_string_value(json_object_get(ep, "pull"));
+        if (rk >= 0 && rk < world && pull) {
+            snprintf(addrs[rk], 160, "%s", pull);
+            tnames[rk] = recv_transport_for(r, json_string_value(json_object_get(ep, "host_id")),
+                                            json_string_value(json_object_get(ep, "device")));
+        }
+    }
+    json_decref(arr);
+    return WSYNC_OK;
+}

@@ -1,0 +1,66 @@
+/* transports.c: the data transports an engine rank receives over (the
+ * configured one, and "local" for GPU trainer ranks on this host), opened
+ * lazily and kept across pulls with every image slot registered. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/checks.h"
+#include "common/settings.h"
+#include "engine_side/receiver_internal.h"
+
+void recv_transport_reset(wsync_receiver_t *r)
+{
+    int k, s;
+    for (k = 0; k < r->ntr; k++) {
+        recv_transport_t *rt = &r->tr[k];
+        for (s = 0; s < BOARD_SLOTS; s++)
+            if (rt->region[s]) {
+                rt->ops->dereg(rt->region[s]);
+                rt->region[s] = NULL;
+            }
+        if (rt->t)
+            rt->ops->close(rt->t);
+        memset(rt, 0, sizeof(*rt));
+    }
+    r->ntr = 0;
+}
+
+wsync_status_t recv_transport_ensure(wsync_receiver_t *r, const char *name, recv_transport_t **out)
+{
+    wsync_transport_config_t cfg = {.bind_host = r->bind_host, .conns_per_peer = 0,
+                                    .device = r->mem->kind == WSYNC_MEM_CUDA ? r->device : -1,
+                                    .timeout_ms = wsync_connect_timeout_ms(0), .auth = &r->auth};
+    recv_transport_t *rt = NULL;
+    int k, s;
+    for (k = 0; k < r->ntr; k++)
+        if (strcmp(r->tr[k].want, name) == 0)
+            rt = &r->tr[k];
+    if (rt == NULL) {
+        if (r->ntr == RECV_MAX_TRANSPORTS)
+            return wsync_error(WSYNC_ERR_INVALID, "engine %s: more than %d transports in use", r->engine_id,
+                               RECV_MAX_TRANSPORTS);
+        rt = &r->tr[r->ntr];
+        memset(rt, 0, sizeof(*rt));
+        snprintf(rt->want, sizeof(rt->want), "%s", name);
+        WSYNC_CHECK(wsync_transport_get(name, &cfg, &rt->ops));
+        WSYNC_CHECK(rt->ops->open(&cfg, &rt->t));
+        r->ntr++;   /* from here recv_transport_reset closes it */
+        WSYNC_CHECK(rt->ops->listen(rt->t, &rt->addr));
+    }
+    for (s = 0; s < r->nslots; s++)
+        if (rt->region[s] == NULL)
+            WSYNC_CHECK(rt->ops->reg(rt->t, r->win[s].ptr, r->image_len, r->mem->kind, &rt->region[s],
+                                     &rt->key[s]));
+    *out = rt;
+    return WSYNC_OK;
+}
+
+const char *recv_transport_for(wsync_receiver_t *r, const char *host_id, const char *device)
+{
+    wsync_transport_config_t cfg = {.device = r->device, .timeout_ms = wsync_connect_timeout_ms(0)};
+    if (r->mem->kind != WSYNC_MEM_CUDA || !wsync_setting_int(WSYNC_SET_LOCAL_TRANSPORT) || host_id == NULL ||
+        device == NULL || strcmp(host_id, r->host_id) != 0 || strncmp(device, "cuda", 4) != 0)
+        return r->transport_name;
+    return wsync_transport_local.can_use(&cfg) ? "local" : r->transport_name;
+}

@@ -1,0 +1,167 @@
+/* board_test.c: the node board through its API, between two real processes
+ * (local rank 0 here, local rank 1 a forked child): attempts open, are found
+ * and closed; the landing map and landed marks of one attempt are never
+ * mistaken for another's; a rank's failure and its reason reach the other. */
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine_side/board.h"
+#include "tests/test.h"
+
+static char name[128];
+
+/* The child's half of the conversation: rank 1. Exit status 0 = all good;
+ * otherwise the line that failed. */
+#define EXPECT(cond)                 \
+    do {                             \
+        if (!(cond)) {               \
+            fprintf(stderr, "  child: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+            _exit(1);                \
+        }                            \
+    } while (0)
+
+static void child(void)
+{
+    board_t *b = NULL;
+    board_attempt_t a;
+    const uint8_t *land;
+    char why[64];
+    int tries;
+    EXPECT(board_open(name, 1, 2, -1, NULL, 5000, &b) == WSYNC_OK);
+    /* Attempt 1 (rank 0 opens it after we joined). */
+    for (tries = 0; !board_attempt_find(b, 0, 0, &a) && tries < 500; tries++)
+        board_wait_attempt(b, board_attempt_seq(b), 20);
+    EXPECT(a.gen == 1 && a.version == 7 && a.slot == 1);
+    EXPECT(!board_attempt_find(b, 0, 8, &a));      /* not the version asked for */
+    for (tries = 0; (land = board_landing(b, 1)) == NULL && tries < 5000; tries++)
+        usleep(1000);
+    EXPECT(land && land[0] == 0 && land[1] == 1 && land[2] == 0);
+    EXPECT(board_landing(b, 2) == NULL);
+    board_mark_landed(b, 1, 1, 1);
+    for (tries = 0; !board_is_landed(b, 1, 0, 1) && tries < 5000; tries++)
+        usleep(1000);
+    EXPECT(board_is_landed(b, 1, 0, 1));
+    EXPECT(!board_is_landed(b, 1, 0, 2) && !board_is_landed(b, 0, 0, 1));
+    board_mark_done(b, 1);
+    for (tries = 0; board_attempt_outcome(b, 1) == BOARD_ATTEMPT_OPEN && tries < 5000; tries++)
+        usleep(1000);
+    EXPECT(board_attempt_outcome(b, 1) == BOARD_ATTEMPT_OK);
+    /* Attempt 2: we fail it. */
+    for (tries = 0; !board_attempt_find(b, 1, 0, &a) && tries < 500; tries++)
+        board_wait_attempt(b, board_attempt_seq(b), 20);
+    EXPECT(a.gen == 2 && a.version == 8 && a.slot == 0);   /* the other slot of two */
+    EXPECT(!board_is_landed(b, 0, 0, 2));
+    board_mark_failed(b, 2, "digest mismatch in chunk 3");
+    for (tries = 0; board_attempt_outcome(b, 2) == BOARD_ATTEMPT_OPEN && tries < 5000; tries++)
+        usleep(1000);
+    EXPECT(board_attempt_outcome(b, 2) == BOARD_ATTEMPT_FAILED);
+    EXPECT(!board_rank_failed(b, 1, 1, why, sizeof(why)));
+    board_close(b);
+    _exit(0);
+}
+
+static int wait_for(int (*cond)(board_t *, void *), board_t *b, void *arg)
+{
+    int tries;
+    for (tries = 0; tries < 5000; tries++) {
+        if (cond(b, arg))
+            return 1;
+        usleep(1000);
+    }
+    return 0;
+}
+
+static int rank1_alive(board_t *b, void *arg)
+{
+    (void)arg;
+    return board_rank_alive(b, 1);
+}
+
+static int rank1_done(board_t *b, void *gen)
+{
+    return board_rank_done(b, 1, *(uint64_t *)gen);
+}
+
+static int chunk1_landed(board_t *b, void *arg)
+{
+    (void)arg;
+    return board_is_landed(b, 1, 1, 1);
+}
+
+static int rank1_failed(board_t *b, void *arg)
+{
+    char why[64];
+    (void)arg;
+    return board_rank_failed(b, 1, 2, why, sizeof(why));
+}
+
+static void two_ranks_agree_on_attempts(void)
+{
+    board_t *b = NULL;
+    board_attempt_t a1, a2;
+    uint8_t land[3] = {0, 1, 0};
+    uint64_t gen1 = 1;
+    char why[64] = "";
+    int status = -1;
+    pid_t pid;
+
+    snprintf(name, sizeof(name), "wsync-test/board/%d", (int)getpid());
+    CHECK_OK(board_open(name, 0, 2, -1, NULL, 5000, &b));
+    if (b == NULL)
+        return;
+    pid = fork();
+    if (pid == 0)
+        child();
+    CHECK(wait_for(rank1_alive, b, NULL));
+    CHECK_EQ(board_rank_device(b, 1), -1);
+    CHECK(board_rank_epoch(b, 1) >= 1);
+
+    board_attempt_open(b, 7, 2, &a1);
+    CHECK_EQ(a1.gen, 1);
+    CHECK_EQ(a1.slot, 1);
+    CHECK_EQ(board_attempt_outcome(b, 1), BOARD_ATTEMPT_OPEN);
+    CHECK_OK(board_post_landing(b, a1.gen, land, 3));
+    board_mark_landed(b, 1, 0, a1.gen);
+    CHECK(wait_for(chunk1_landed, b, NULL));
+    board_mark_done(b, a1.gen);
+    CHECK(wait_for(rank1_done, b, &gen1));
+    board_attempt_close(b, &a1, 1);
+    CHECK_EQ(board_attempt_outcome(b, 1), BOARD_ATTEMPT_OK);
+
+    board_attempt_open(b, 8, 2, &a2);
+    CHECK_EQ(a2.gen, 2);
+    CHECK_EQ(a2.slot, 0);           /* slot 1 holds version 7 */
+    CHECK(board_landing(b, 2) == NULL);     /* attempt 1's map is not attempt 2's */
+    CHECK(wait_for(rank1_failed, b, NULL));
+    CHECK(board_rank_failed(b, 1, 2, why, sizeof(why)));
+    CHECK_STR(why, "digest mismatch in chunk 3");
+    board_attempt_close(b, &a2, 0);
+    CHECK_EQ(board_attempt_outcome(b, 1), BOARD_ATTEMPT_SUPERSEDED);
+
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    board_close(b);
+}
+
+static void landing_map_too_large_is_refused(void)
+{
+    board_t *b = NULL;
+    static uint8_t land[BOARD_MAX_CHUNKS + 1];
+    char nm[128];
+    snprintf(nm, sizeof(nm), "wsync-test/board-big/%d", (int)getpid());
+    CHECK_OK(board_open(nm, 0, 1, -1, NULL, 1000, &b));
+    if (b == NULL)
+        return;
+    CHECK_FAILS(board_post_landing(b, 1, land, BOARD_MAX_CHUNKS + 1), WSYNC_ERR_INVALID, "raise the chunk size");
+    CHECK(board_landing(b, 1) == NULL);
+    board_close(b);
+}
+
+int main(void)
+{
+    RUN(two_ranks_agree_on_attempts);
+    RUN(landing_map_too_large_is_refused);
+    TEST_EXIT();
+}

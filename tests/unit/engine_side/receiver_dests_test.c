@@ -1,0 +1,188 @@
+/* receiver_dests_test.c: a receiver with a target (tp_size 2, TP rank 0)
+ * copies each verified version into the caller's destination tensors
+ * (config.dests), and refuses destinations that are not the target's. One
+ * process: the control endpoint, a publisher (1 rank, host memory) and the
+ * receiver (1 local rank) over tcp on loopback. The expected bytes are cut
+ * out of the source image here, by hand: o_proj's first half of each row
+ * (a column slice), embed_tokens' first Vp/2 rows of the vocabulary padded to
+ * a multiple of 64 (rows past V zero). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "common/manifest.h"
+#include "common/util.h"
+#include "engine_side/wsync_receiver.h"
+#include "tests/test.h"
+#include "trainer_side/control/control_server.h"
+#include "trainer_side/wsync_publisher.h"
+
+#define IMAGE (8u << 20)
+#define CHUNK (1u << 20)
+#define O_PROJ "model.layers.0.self_attn.o_proj.weight"
+#define EMBED "model.embed_tokens.weight"
+
+typedef struct rig {
+    wsync_control_server_t *server;
+    wsync_publisher_t *pub;
+    wsync_manifest_t *m;
+    char *manifest_json, *src;
+} rig_t;
+
+typedef struct pull_job {
+    wsync_receiver_t *recv;
+    wsync_status_t st;
+    char error[512];
+} pull_job_t;
+
+static void *pull_main(void *arg)
+{
+    pull_job_t *j = arg;
+    j->st = wsync_receiver_pull(j->recv, 0, 20000, NULL);
+    snprintf(j->error, sizeof(j->error), "%s", j->st == WSYNC_OK ? "" : wsync_last_error());
+    return NULL;
+}
+
+static int rig_up(rig_t *g)
+{
+    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
+    wsync_publisher_config_t pc = {.rank = 0, .world = 1, .chunk_size = CHUNK, .listen = "127.0.0.1:0",
+                                   .advertise_host = "127.0.0.1", .host_id = "dests-trainer"};
+    json_t *mj = NULL;
+    memset(g, 0, sizeof(*g));
+    if (wsync_manifest_synthetic(IMAGE, &g->m) != WSYNC_OK || wsync_manifest_to_json(g->m, &mj) != WSYNC_OK ||
+        (g->manifest_json = json_dumps(mj, JSON_COMPACT)) == NULL)
+        return -1;
+    json_decref(mj);
+    if ((g->src = malloc(g->m->image_size)) == NULL)
+        return -1;
+    wsync_fill_pattern(g->src, g->m->image_size, 0, 7);
+    if (wsync_control_server_start(&sc, &g->server) != WSYNC_OK)
+        return -1;
+    pc.control_url = wsync_control_server_url(g->server);
+    pc.manifest_json = g->manifest_json;
+    pc.image = g->src;
+    return wsync_publisher_create(&pc, &g->pub) == WSYNC_OK ? 0 : -1;
+}
+
+static void rig_down(rig_t *g)
+{
+    wsync_publisher_destroy(g->pub);
+    wsync_control_server_stop(g->server);
+    wsync_manifest_free(g->m);
+    free(g->src);
+    free(g->manifest_json);
+}
+
+/* A receiver for TP rank 0 of 2 with `dests`; pulls the next version while
+ * the publisher publishes `v`. Returns the pull's status. */
+static wsync_status_t pull_with(rig_t *g, const char *engine, const wsync_dest_tensor_t *dests, int n, uint64_t v,
+                                wsync_receiver_t **out, char *error, size_t errlen)
+{
+    wsync_receiver_config_t rc = {.engine_id = engine, .local_rank = 0, .local_world = 1, .transport = "tcp",
+                                  .bind_host = "127.0.0.1", .host_id = "dests-engine", .tp_size = 2,
+                                  .dests = dests, .ndests = n};
+    pull_job_t j = {0};
+    pthread_t th;
+    rc.control_url = wsync_control_server_url(g->server);
+    if (wsync_receiver_create(&rc, &j.recv) != WSYNC_OK) {
+        snprintf(error, errlen, "%s", wsync_last_error());
+        return WSYNC_ERR_INVALID;
+    }
+    pthread_create(&th, NULL, pull_main, &j);
+    usleep(200000);
+    wsync_fill_pattern(g->src, g->m->image_size, 0, 100 + v);
+    if (wsync_publisher_publish(g->pub, v) != WSYNC_OK)
+        fprintf(stderr, "  publish: %s\n", wsync_last_error());
+    pthread_join(th, NULL);
+    snprintf(error, errlen, "%s", j.error);
+    *out = j.recv;
+    return j.st;
+}
+
+static void caller_tensors_get_the_verified_slices(void)
+{
+    rig_t g;
+    const wsync_tensor_t *o, *e;
+    wsync_receiver_t *r = NULL;
+    wsync_dest_tensor_t d[2];
+    char *o_buf, *e_buf, *o_want, *e_want, err[512];
+    uint64_t H, Hc, V, Vp, W, rows, i, o_bytes, e_bytes;
+    void *ptr = NULL;
+    wsync_tensor_info_t info;
+
+    if (rig_up(&g) != 0) {
+        fprintf(stderr, "  set-up: %s\n", wsync_last_error());
+        CHECK(!"set-up");
+        rig_down(&g);
+        return;
+    }
+    o = &g.m->tensors[wsync_manifest_find(g.m, O_PROJ)];
+    e = &g.m->tensors[wsync_manifest_find(g.m, EMBED)];
+    H = (uint64_t)o->shape[0];
+    Hc = (uint64_t)o->shape[1] / 2;                 /* TP rank 0 of 2: the first half of the columns */
+    V = (uint64_t)e->shape[0];
+    W = (uint64_t)e->shape[1];
+    Vp = (V + 63) / 64 * 64;
+    rows = Vp / 2;                                  /* rows [0, Vp/2) of the padded vocabulary */
+    o_bytes = H * Hc * 2;
+    e_bytes = rows * W * 2;
+    o_buf = calloc(1, o_bytes);
+    e_buf = calloc(1, e_bytes);
+    o_want = calloc(1, o_bytes);
+    e_want = calloc(1, e_bytes);
+    d[0] = (wsync_dest_tensor_t){.name = O_PROJ, .ptr = o_buf, .nbytes = o_bytes};
+    d[1] = (wsync_dest_tensor_t){.name = EMBED, .ptr = e_buf, .nbytes = e_bytes};
+    CHECK_OK(pull_with(&g, "dests-ok", d, 2, 1, &r, err, sizeof(err)));
+    if (err[0])
+        fprintf(stderr, "  pull: %s\n", err);
+    for (i = 0; i < H; i++)
+        memcpy(o_want + i * Hc * 2, g.src + o->offset + i * (uint64_t)o->shape[1] * 2, Hc * 2);
+    memcpy(e_want, g.src + e->offset, (rows < V ? rows : V) * W * 2);
+    CHECK(memcmp(o_buf, o_want, o_bytes) == 0);
+    CHECK(memcmp(e_buf, e_want, e_bytes) == 0);
+    /* The accessors give the held destination tensors, the same bytes. */
+    CHECK_OK(wsync_receiver_tensor(r, O_PROJ, &ptr, &info));
+    CHECK(ptr && info.size == o_bytes && info.ndim == 2 && info.shape[1] == (int64_t)Hc &&
+          memcmp(ptr, o_want, o_bytes) == 0);
+    CHECK_FAILS(wsync_receiver_tensor(r, "model.layers.0.self_attn.q_proj.weight", &ptr, &info), WSYNC_ERR_NOT_FOUND,
+                "in this rank's target");
+    CHECK_OK(wsync_receiver_tensor(r, "model.layers.0.self_attn.qkv_proj.weight", &ptr, &info));
+    wsync_receiver_destroy(r);
+    free(o_buf);
+    free(e_buf);
+    free(o_want);
+    free(e_want);
+    rig_down(&g);
+}
+
+static void destinations_not_in_the_target_are_refused(void)
+{
+    rig_t g;
+    wsync_receiver_t *r = NULL;
+    char buf[64], err[512];
+    wsync_dest_tensor_t unknown = {.name = "model.layers.0.self_attn.q_proj.weight", .ptr = buf, .nbytes = 64};
+    wsync_dest_tensor_t wrong = {.name = O_PROJ, .ptr = buf, .nbytes = 64};
+    if (rig_up(&g) != 0) {
+        CHECK(!"set-up");
+        rig_down(&g);
+        return;
+    }
+    CHECK(pull_with(&g, "dests-unknown", &unknown, 1, 1, &r, err, sizeof(err)) != WSYNC_OK);
+    CHECK(strstr(err, "q_proj.weight' is not a tensor of this rank's target") != NULL);
+    wsync_receiver_destroy(r);
+    r = NULL;
+    CHECK(pull_with(&g, "dests-wrong", &wrong, 1, 2, &r, err, sizeof(err)) != WSYNC_OK);
+    CHECK(strstr(err, "o_proj.weight' has 64 bytes") != NULL);
+    if (!strstr(err, "has 64 bytes"))
+        fprintf(stderr, "  got: %s\n", err);
+    wsync_receiver_destroy(r);
+    rig_down(&g);
+}
+
+int main(void)
+{
+    RUN(caller_tensors_get_the_verified_slices);
+    RUN(destinations_not_in_the_target_are_refused);
+    TEST_EXIT();
+}

@@ -1,0 +1,427 @@
+/* pull_targets.c: serving a pull of an engine node whose ranks hold targets
+ * (engine layouts). The request names every local rank's target by digest;
+ * a target this rank has not seen comes with it (once per trainer rank and
+ * layout) and is kept, as is the node plan over each distinct list of
+ * targets. This rank puts every put of the node plan it owns that lands on
+ * the asking rank: a put whose source is one contiguous range goes straight
+ * from the publish slot, any other is packed first (runs gathered in
+ * destination order into a staging buffer) so every put is one contiguous
+ * write. Then it answers with the digests of the asking rank's target's
+ * segments it owns (target_verify.h), computed once per target and version.
+ * In GPU memory the gather is one kernel launch per put (common/pack.h) and
+ * the digests run on the GPU. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/checks.h"
+#include "common/digest.h"
+#include "common/fault.h"
+#include "common/pack.h"
+#include "common/target_verify.h"
+#include "common/util.h"
+#include "trainer_side/publisher_internal.h"
+
+struct pub_target {
+    struct pub_target *next;
+    wsync_target_t *t;
+    wsync_node_plan_t *seg;         /* its segments */
+};
+
+struct pub_nplan {
+    struct pub_nplan *next;
+    int L;
+    char (*digests)[33];            /* [L]: the key, with the landing hint */
+    int hint_world;
+    int *colo, *ncolo;              /* [hint_world * L], [hint_world] */
+    wsync_node_plan_t *np;
+};
+
+struct pub_segdig {
+    struct pub_segdig *next;
+    uint64_t version;
+    const pub_target_t *tg;
+    json_t *segments;               /* {"<segment id>": "digest hex"} of the segments this rank owns */
+};
+
+void pub_targets_free(wsync_publisher_t *p)
+{
+    while (p->targets) {
+        pub_target_t *t = p->targets;
+        p->targets = t->next;
+        wsync_target_free(t->t);
+        wsync_node_plan_free(t->seg);
+        free(t);
+    }
+    while (p->nplans) {
+        pub_nplan_t *n = p->nplans;
+        p->nplans = n->next;
+        free(n->digests);
+        free(n->colo);
+        free(n->ncolo);
+        wsync_node_plan_free(n->np);
+        free(n);
+    }
+    while (p->segdigs) {
+        pub_segdig_t *d = p->segdigs;
+        p->segdigs = d->next;
+        json_decref(d->segments);
+        free(d);
+    }
+}
+
+/* The target named `digest`: known, or defined in the request. Under tlock. */
+static wsync_status_t get_target(wsync_publisher_t *p, const wsync_pull_request_t *q, const char *digest,
+                                 pub_target_t **out)
+{
+    const wsync_sync_layout_t *sl = p->sl;
+    const json_t *def = q->target_defs ? json_object_get(q->target_defs, digest) : NULL;
+    pub_target_t *t;
+    wsync_status_t st;
+    for (t = p->targets; t; t = t->next)
+        if (strcmp(t->t->digest_hex, digest) == 0) {
+            *out = t;
+            return WSYNC_OK;
+        }
+    if (def == NULL)
+        return wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d does not know target %s (the engine resends its "
+                           "targets on the next attempt)", p->cfg.rank, digest);
+    t = calloc(1, sizeof(*t));
+    WSYNC_CHECK_ALLOC(t);
+    st = wsync_target_from_json_obj(sl->manifest, def, &t->t);
+    if (st == WSYNC_OK && strcmp(t->t->digest_hex, digest) != 0)
+        st = wsync_error(WSYNC_ERR_FORMAT, "target sent as %s has digest %s", digest, t->t->digest_hex);
+    if (st == WSYNC_OK)
+        st = wsync_target_segments(sl->manifest, sl->layout, t->t, sl->plan->chunk_size, &t->seg);
+    if (st != WSYNC_OK) {
+        wsync_target_free(t->t);
+        free(t);
+        return st;
+    }
+    t->next = p->targets;
+    p->targets = t;
+    *out = t;
+    return WSYNC_OK;
+}
+
+/* The node plan over the request's targets. Under tlock. */
+static wsync_status_t get_nplan(wsync_publisher_t *p, const wsync_pull_request_t *q, pub_target_t **tgs,
+                                pub_nplan_t **out)
+{
+    const wsync_sync_layout_t *sl = p->sl;
+    const wsync_target_t **ts;
+    pub_nplan_t *n;
+    wsync_status_t st;
+    int k;
+    const size_t L = (size_t)q->ntargets, W = (size_t)q->hint_world;
+    if (q->hint_world && q->hint_world != sl->world)
+        return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'land_hint' has %d trainer ranks, the layout %d",
+                           q->hint_world, sl->world);
+    for (n = p->nplans; n; n = n->next)
+        if (n->L == q->ntargets && memcmp(n->digests, q->targets, L * 33) == 0 && n->hint_world == q->hint_world &&
+            (W == 0 || (memcmp(n->colo, q->colo, W * L * sizeof(int)) == 0 &&
+                        memcmp(n->ncolo, q->ncolo, W * sizeof(int)) == 0))) {
+            *out = n;
+            return WSYNC_OK;
+        }
+    n = calloc(1, sizeof(*n));
+    ts = calloc(L, sizeof(*ts));
+    if (n == NULL || ts == NULL || (n->digests = calloc(L, 33)) == NULL ||
+        (W && ((n->colo = calloc(W * L, sizeof(int))) == NULL || (n->ncolo = calloc(W, sizeof(int))) == NULL))) {
+        if (n) {
+            free(n->digests);
+            free(n->colo);
+        }
+        free(n);
+        free(ts);
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    }
+    n->L = q->ntargets;
+    n->hint_world = q->hint_world;
+    memcpy(n->digests, q->targets, L * 33);
+    if (W) {
+        memcpy(n->colo, q->colo, W * L * sizeof(int));
+        memcpy(n->ncolo, q->ncolo, W * sizeof(int));
+    }
+    for (k = 0; k < n->L; k++)
+        ts[k] = tgs[k]->t;
+    {
+        wsync_land_hint_t hint = {.colo = n->colo, .ncolo = n->ncolo};
+        st = wsync_node_plan_build(sl->manifest, sl->layout, n->L, ts, sl->plan->chunk_size, W ? &hint : NULL,
+                                   &n->np);
+    }
+    free(ts);
+    if (st != WSYNC_OK) {
+        free(n->digests);
+        free(n->colo);
+        free(n->ncolo);
+        free(n);
+        return st;
+    }
+    n->next = p->nplans;
+    p->nplans = n;
+    *out = n;
+    return WSYNC_OK;
+}
+
+wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_request_t *q, pub_treq_t *tr)
+{
+    pub_target_t **tgs;
+    wsync_status_t st = WSYNC_OK;
+    int k;
+    tgs = calloc((size_t)q->ntargets, sizeof(*tgs));
+    WSYNC_CHECK_ALLOC(tgs);
+    pthread_mutex_lock(&p->tlock);
+    for (k = 0; k < q->ntargets && st == WSYNC_OK; k++)
+        st = get_target(p, q, q->targets[k], &tgs[k]);
+    if (st == WSYNC_OK)
+        st = get_nplan(p, q, tgs, &tr->plan);
+    pthread_mutex_unlock(&p->tlock);
+    if (st == WSYNC_OK) {
+        tr->asker = tgs[q->local_rank];
+        st = wsync_pull_request_check_chunks(q, tr->plan->np->nchunks);
+    }
+    free(tgs);
+    return st;
+}
+
+/* The span of slot s holding image offset off (spans are in offset order). */
+static const pub_span_t *span_at(const wsync_publisher_t *p, const pub_slot_t *s, uint64_t off)
+{
+    size_t lo = 0, hi = p->nspans;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (off < s->spans[mid].offset)
+            hi = mid;
+        else if (off >= s->spans[mid].offset + s->spans[mid].len)
+            lo = mid + 1;
+        else
+            return &s->spans[mid];
+    }
+    return NULL;
+}
+
+/* Gathers a put's (or segment's) runs from slot s into dst (memory of the
+ * publisher's kind): the host gather, or one GPU gather kernel launch. All
+ * its bytes are in one span: the plan never lets a put span two trainer
+ * extents. */
+static wsync_status_t gather(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_run2d_t *runs, size_t n,
+                             void *dst)
+{
+    const pub_span_t *sp = n ? span_at(p, s, runs[0].src_off) : NULL;
+    wsync_run2d_t *rel;
+    wsync_pack_job_t *job = NULL;
+    wsync_status_t st = WSYNC_OK;
+    size_t k;
+    if (n == 0)
+        return WSYNC_OK;
+    if (sp == NULL)
+        return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: byte %llu of a put is not one it owns", p->cfg.rank,
+                           (unsigned long long)runs[0].src_off);
+    rel = malloc(n * sizeof(*rel));
+    WSYNC_CHECK_ALLOC(rel);
+    for (k = 0; k < n; k++) {
+        uint64_t last = runs[k].src_off + (runs[k].rows - 1) * runs[k].src_stride + runs[k].row_bytes;
+        if (runs[k].src_off < sp->offset || last > sp->offset + sp->len) {
+            free(rel);
+            return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: a put reads outside its extent", p->cfg.rank);
+        }
+        rel[k] = runs[k];
+        rel[k].src_off -= sp->offset;   /* relative to the span's memory */
+    }
+    if (p->mem->kind == WSYNC_MEM_HOST) {
+        wsync_pack_host(dst, sp->ptr, rel, n);
+    } else {
+        st = wsync_pack_cuda_start(dst, sp->ptr, rel, n, NULL, &job);
+        if (st == WSYNC_OK)
+            st = wsync_pack_cuda_wait(job);
+    }
+    free(rel);
+    return st;
+}
+
+/* Test hook: flip the byte at `off` of memory of the publisher's kind. */
+static void flip_byte(const wsync_publisher_t *p, char *at)
+{
+    unsigned char b = 0;
+    if (p->mem->kind == WSYNC_MEM_HOST) {
+        *at ^= 0x5a;
+    } else if (p->mem->copy(&b, at, 1) == WSYNC_OK) {
+        b ^= 0x5a;
+        p->mem->copy(at, &b, 1);
+    }
+}
+
+/* 1 if a run reads rows apart: a column slice. */
+static int strided(const wsync_run2d_t *runs, size_t n)
+{
+    size_t k;
+    for (k = 0; k < n; k++)
+        if (runs[k].rows > 1 && runs[k].src_stride != runs[k].row_bytes)
+            return 1;
+    return 0;
+}
+
+wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr,
+                               const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
+                               size_t *nputs, uint64_t *bytes)
+{
+    const wsync_node_plan_t *np = tr->plan->np;
+    const wsync_transport_ops_t *ops = p->transports[ti].ops;
+    const int me = p->cfg.rank;
+    /* Test hook (common/fault.h): corrupt a byte of a packed put after its
+     * segments' digests were taken from the slot. */
+    const int corrupt_packed = wsync_fault(WSYNC_FAULT_CORRUPT_PACKED) == 1;
+    int corrupted = 0;
+    uint64_t stage_len = 0, at = 0, src;
+    size_t k;
+    /* Staging for the puts that need packing, one buffer for the request. */
+    for (k = 0; k < np->rank_nputs[me]; k++) {
+        const wsync_tput_t *pu = &np->puts[np->rank_puts[me][k]];
+        if (pu->land_rank == q->local_rank && wsync_pull_request_lands(q, pu->chunk) &&
+            !wsync_runs_contiguous(&np->runs[pu->first_run], pu->nruns, &src))
+            stage_len += pu->len;
+    }
+    if (stage_len) {
+        wsync_blob_t key;
+        void *buf = NULL;
+        WSYNC_CHECK(p->mem->alloc(stage_len, &buf));
+        r->stage = buf;
+        r->stage_mem = p->mem;
+        WSYNC_CHECK(ops->reg(p->transports[ti].t, r->stage, stage_len, p->mem->kind, &r->stage_region, &key));
+        r->stage_ops = ops;
+    }
+    for (k = 0; k < np->rank_nputs[me]; k++) {
+        const wsync_tput_t *pu = &np->puts[np->rank_puts[me][k]];
+        const wsync_run2d_t *runs = &np->runs[pu->first_run];
+        wsync_region_t *region;
+        uint64_t off;
+        if (pu->land_rank != q->local_rank || !wsync_pull_request_lands(q, pu->chunk) || pu->len == 0)
+            continue;
+        if (wsync_runs_contiguous(runs, pu->nruns, &src)) {
+            const pub_span_t *sp = span_at(p, s, src);
+            if (sp == NULL || src + pu->len > sp->offset + sp->len)
+                return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: put %u reads bytes it does not own", me,
+                                   pu->id);
+            region = s->regions[ti][sp->area];
+            off = sp->area_off + (src - sp->offset);
+        } else {
+            WSYNC_CHECK(gather(p, s, runs, pu->nruns, r->stage + at));
+            if (corrupt_packed && !corrupted && strided(runs, pu->nruns)) {
+                flip_byte(p, r->stage + at + pu->len / 2);   /* test hook: the first column slice of a request */
+                corrupted = 1;
+            }
+            region = r->stage_region;
+            off = at;
+            at += pu->len;
+        }
+        r->outstanding++;
+        if (ops->put(conn->conn, region, off, &q->key, pu->dst_off, pu->len, ((uint64_t)r->req << 32) | pu->id) !=
+            WSYNC_OK) {
+            r->outstanding--;
+            return wsync_error(WSYNC_ERR_PEER, "%s", wsync_last_error());
+        }
+        (*nputs)++;
+        *bytes += pu->len;
+    }
+    return WSYNC_OK;
+}
+
+/* The digest of `len` bytes at `ptr` (memory of the publisher's kind) keyed
+ * at destination offset `off`. */
+static wsync_status_t digest_at(const wsync_publisher_t *p, const void *ptr, uint64_t len, uint64_t off, uint64_t *d)
+{
+    uint64_t sum = 0;
+    WSYNC_CHECK(p->mem->digest_sum(ptr, len, off, &sum));
+    *d = wsync_digest_final(sum, len, off);
+    return WSYNC_OK;
+}
+
+/* Digests of `tg`'s segments this rank owns, in the version held in slot s. */
+static wsync_status_t compute_segments(wsync_publisher_t *p, const pub_slot_t *s, const pub_target_t *tg,
+                                       json_t *out)
+{
+    const wsync_node_plan_t *seg = tg->seg;
+    void *buf = NULL;
+    uint64_t cap = 0, src;
+    wsync_status_t st = WSYNC_OK;
+    size_t k;
+    for (k = 0; k < seg->rank_nputs[p->cfg.rank] && st == WSYNC_OK; k++) {
+        const wsync_tput_t *pu = &seg->puts[seg->rank_puts[p->cfg.rank][k]];
+        const wsync_run2d_t *runs = &seg->runs[pu->first_run];
+        uint64_t d = 0;
+        char hex[17], id[24];
+        if (wsync_runs_contiguous(runs, pu->nruns, &src)) {
+            const pub_span_t *sp = span_at(p, s, src);
+            if (sp == NULL || src + pu->len > sp->offset + sp->len) {
+                st = wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: segment %u is not its own", p->cfg.rank, pu->id);
+                break;
+            }
+            st = digest_at(p, (const char *)sp->ptr + (src - sp->offset), pu->len, pu->dst_off, &d);
+        } else {
+            if (pu->len > cap) {
+                p->mem->free(buf);
+                buf = NULL;
+                cap = pu->len;
+                if ((st = p->mem->alloc(cap, &buf)) != WSYNC_OK)
+                    break;
+            }
+            st = gather(p, s, runs, pu->nruns, buf);
+            if (st == WSYNC_OK)
+                st = digest_at(p, buf, pu->len, pu->dst_off, &d);
+        }
+        wsync_digest_hex(d, hex);
+        snprintf(id, sizeof(id), "%u", pu->id);
+        json_object_set_new(out, id, json_string(hex));
+    }
+    if (buf)
+        p->mem->free(buf);
+    return st;
+}
+
+wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
+                                   uint64_t version, json_t *reply)
+{
+    pub_segdig_t *d, **pp;
+    wsync_status_t st = WSYNC_OK;
+    pthread_mutex_lock(&p->tlock);
+    /* Versions no slot holds any more are not asked for again. */
+    for (pp = &p->segdigs; *pp;) {
+        int held = 0, k;
+        for (k = 0; k < PUB_SLOTS; k++)
+            held |= p->slots[k].version == (*pp)->version;
+        if (held) {
+            pp = &(*pp)->next;
+            continue;
+        }
+        d = *pp;
+        *pp = d->next;
+        json_decref(d->segments);
+        free(d);
+    }
+    for (d = p->segdigs; d; d = d->next)
+        if (d->version == version && d->tg == tr->asker)
+            break;
+    if (d == NULL) {
+        d = calloc(1, sizeof(*d));
+        if (d == NULL || (d->segments = json_object()) == NULL) {
+            free(d);
+            pthread_mutex_unlock(&p->tlock);
+            return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+        }
+        d->version = version;
+        d->tg = tr->asker;
+        st = compute_segments(p, s, tr->asker, d->segments);
+        if (st != WSYNC_OK) {
+            json_decref(d->segments);
+            free(d);
+            pthread_mutex_unlock(&p->tlock);
+            return st;
+        }
+        d->next = p->segdigs;
+        p->segdigs = d;
+    }
+    json_object_set_new(reply, "segments", json_deep_copy(d->segments));   /* the cached one stays here */
+    pthread_mutex_unlock(&p->tlock);
+    return st;
+}
