@@ -59,6 +59,14 @@ wsync_status_t recv_transport_ensure(wsync_receiver_t *r, const char *name, recv
 const char *recv_transport_for(wsync_receiver_t *r, const char *host_id, const char *device)
 {
     wsync_transport_config_t cfg = {.device = r->device, .timeout_ms = wsync_connect_timeout_ms(0)};
+    const wsync_transport_ops_t *ops;
+    int trainer_on_gpu = device != NULL && strncmp(device, "cuda", 4) == 0;
+    /* NCCL needs GPU memory at both ends: for a trainer rank whose shard is in
+     * host memory, "auto" on a GPU engine takes the next usable transport
+     * (it picked nccl, which that trainer refused). */
+    if (!trainer_on_gpu && r->mem->kind == WSYNC_MEM_CUDA && strcmp(r->transport_name, "auto") == 0 &&
+        wsync_transport_get("auto", &cfg, &ops) == WSYNC_OK && strcmp(ops->name, "nccl") == 0)
+        return "tcp";
     if (r->mem->kind != WSYNC_MEM_CUDA || !wsync_setting_int(WSYNC_SET_LOCAL_TRANSPORT) || host_id == NULL ||
         device == NULL || strcmp(host_id, r->host_id) != 0 || strncmp(device, "cuda", 4) != 0)
         return r->transport_name;

@@ -56,11 +56,11 @@ dumps_ok() { # NAME
 
 run tp2_one_gpu_gpu_trainers_staged cuda:0 staged
 if [ $rc = 0 ] && dumps_ok tp2_one_gpu_gpu_trainers_staged; then pass tp2_one_gpu_gpu_trainers_staged
-else fail tp2_one_gpu_gpu_trainers_staged "rc=$rc: $(tail -3 "$TMP"/tp2_one_gpu_gpu_trainers_staged.engine*.log)"; fi
+else fail tp2_one_gpu_gpu_trainers_staged "rc=$rc: $(tail -n 3 "$TMP"/tp2_one_gpu_gpu_trainers_staged.engine*.log)"; fi
 
 run tp2_one_gpu_host_trainers_in_place host in-place
 if [ $rc = 0 ] && dumps_ok tp2_one_gpu_host_trainers_in_place; then pass tp2_one_gpu_host_trainers_in_place
-else fail tp2_one_gpu_host_trainers_in_place "rc=$rc: $(tail -3 "$TMP"/tp2_one_gpu_host_trainers_in_place.engine*.log)"; fi
+else fail tp2_one_gpu_host_trainers_in_place "rc=$rc: $(tail -n 3 "$TMP"/tp2_one_gpu_host_trainers_in_place.engine*.log)"; fi
 
 # A byte flipped in a column slice after the GPU pack (test hook): caught on the GPU, named.
 run tp2_one_gpu_corrupted_column_slice cuda:0 staged WSYNC_TEST_CORRUPT_PACKED=1
@@ -68,5 +68,5 @@ if [ $rc != 0 ] && grep -qE 'tensor model\.layers\.[0-9]+\.(self_attn\.o_proj|ml
         "$TMP"/tp2_one_gpu_corrupted_column_slice.engine*.log; then
     pass tp2_one_gpu_corrupted_column_slice
 else
-    fail tp2_one_gpu_corrupted_column_slice "rc=$rc: $(tail -3 "$TMP"/tp2_one_gpu_corrupted_column_slice.engine*.log)"
+    fail tp2_one_gpu_corrupted_column_slice "rc=$rc: $(tail -n 3 "$TMP"/tp2_one_gpu_corrupted_column_slice.engine*.log)"
 fi

@@ -10,7 +10,8 @@ cleanup() {
     local p
     for p in "${WSYNC_PIDS[@]}"; do kill "$p" 2>/dev/null; done
     for p in "${WSYNC_PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    rm -rf "$TMP"
+    # WSYNC_KEEP_TMP=1 keeps the logs of a run (e.g. on a test host that is given back)
+    [ -n "${WSYNC_KEEP_TMP:-}" ] && echo "kept $TMP" >&2 || rm -rf "$TMP"
 }
 trap cleanup EXIT
 
