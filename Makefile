@@ -70,7 +70,7 @@ GPU_BINS   := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 FUZZ_BINS  := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
-.PHONY: all binaries deps deps-check deps-check-build test all-tests unit unit-bins asan valgrind fuzz \
+.PHONY: chaos all binaries deps deps-check deps-check-build test all-tests unit unit-bins asan valgrind fuzz \
         fuzz-bins demo bench bench-bins test-gpu gpu-bins test-verbs test-fresh install install-files \
         uninstall format-check format-check-files clean
 .DEFAULT_GOAL := all
@@ -221,6 +221,12 @@ fuzz-bins: $(FUZZ_BINS)
 demo: deps-check
 	@$(MAKE) --no-print-directory binaries
 	$(BUILD)/wsync demo
+
+# Seeded fault campaign (tests/chaos/chaos.py): CHAOS_FAULTS faults, SEED=N to replay one.
+CHAOS_FAULTS ?= 120
+chaos: deps-check all
+	/usr/bin/python3 tests/chaos/chaos.py --wsync $(BUILD)/wsync --faults $(CHAOS_FAULTS) \
+	  $(if $(SEED),--seed $(SEED)) --time-limit 900
 
 bench: deps-check-build
 	@$(MAKE) --no-print-directory bench-bins

@@ -32,7 +32,9 @@ static void on_signal(int sig)
 }
 
 const struct option cli_serve_options[] = {{"listen", 1, 0, 'l'}, {"state", 1, 0, 's'}, {"token-file", 1, 0, 't'},
-                                          {"max-connections", 1, 0, 'm'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+                                          {"max-connections", 1, 0, 'm'}, {"max-engines", 1, 0, 'E'},
+                                          {"max-client-connections", 1, 0, 'C'}, {"private-status", 0, 0, 'P'},
+                                          {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 
 int cmd_serve(int argc, char **argv)
 {
@@ -51,13 +53,24 @@ int cmd_serve(int argc, char **argv)
         case 's': cfg.state_file = optarg; break;
         case 't': cfg.token_file = optarg; break;
         case 'm': cfg.max_connections = atoi(optarg); break;
+        case 'E': cfg.max_engines = atoi(optarg); break;
+        case 'C': cfg.max_client_connections = atoi(optarg); break;
+        case 'P': cfg.private_status = 1; break;
         case 'h':
             printf("usage: wsync serve [--listen HOST:PORT] [--state FILE] [--token-file FILE] "
                    "[--max-connections N]\n"
+                   "                   [--max-engines N] [--max-client-connections N] [--private-status]\n"
                    "                   [--config FILE] [--set SETTING=VALUE]...\n"
                    "Runs the control endpoint (default 0.0.0.0:8470) until SIGINT/SIGTERM.\n"
                    "  --state FILE       keep versions and registrations across restarts (atomic writes)\n"
                    "  --token-file FILE  require 'Authorization: Bearer <token>' on every mutating call\n"
+                   "  --max-engines N    engine nodes registered at once (default 100000); a new one past\n"
+                   "                     it is refused with 403\n"
+                   "  --max-client-connections N\n"
+                   "                     open connections per client address (default: no limit); past it\n"
+                   "                     requests are answered 429 (clients retry with backoff)\n"
+                   "  --private-status   GET /v1/status and /v1/trainers need the token too (who runs\n"
+                   "                     where is information as well); needs --token-file\n"
                    "  --config FILE      read settings and these options from FILE's \"serve\" object\n"
                    "                     (docs/CONFIG.md; flags given here override the file)\n");
             return 0;

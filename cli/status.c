@@ -90,6 +90,9 @@ int cmd_status(int argc, char **argv)
         cli_report("status", "bad control URL", st);
         return 2;
     }
+    /* One look answers at once; --watch rides through endpoint restarts. */
+    if (!watch)
+        wsync_control_set_grace(c, 0);
     do {
         json_t *s = NULL;
         if ((st = wsync_control_status(c, &s)) != WSYNC_OK) {

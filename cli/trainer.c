@@ -81,16 +81,18 @@ static int wait_engines(wsync_control_t *c, int engines, uint64_t version)
     return 1;
 }
 
-/* Until version v is published (all ranks reported it), or interrupted. */
-static int wait_published(wsync_control_t *c, uint64_t v)
+/* Until version v is published (all ranks reported it), or interrupted;
+ * the publisher sends this rank's report again if a restarted endpoint lost
+ * it. 1 when interrupted, -1 when the endpoint stayed away past the grace
+ * period. */
+static int wait_published(wsync_publisher_t *pub, uint64_t v)
 {
-    uint64_t latest = 0;
     while (!stop_flag) {
-        wsync_status_t st = wsync_control_wait_version(c, v - 1, 500, &latest);
-        if (st == WSYNC_OK && latest >= v)
+        wsync_status_t st = wsync_publisher_wait_published(pub, v, 500);
+        if (st == WSYNC_OK)
             return 0;
-        if (st != WSYNC_OK)
-            usleep(100000); /* endpoint away: retry, it keeps its state */
+        if (st != WSYNC_ERR_TIMEOUT)
+            return -1;
     }
     return 1;
 }
@@ -259,7 +261,11 @@ int cmd_trainer(int argc, char **argv)
         fflush(stdout);
         /* Ranks step together, as a trainer's ranks do after each optimizer
          * step: the next version waits until every rank reported this one. */
-        if (wait_published(ctl, v))
+        if ((k = wait_published(pub, v)) < 0) {
+            cli_report("trainer", "waiting for the other ranks", WSYNC_ERR_HTTP);
+            goto out;
+        }
+        if (k > 0)
             break;
     }
     if (engines > 0 && !stop_flag && versions > 0)

@@ -1,4 +1,9 @@
-/* control_client.c: libcurl requests to the control endpoint. */
+/* control_client.c: libcurl requests to the control endpoint, and the retry
+ * layer that rides through its restarts: a request that gets no answer (or a
+ * 502/503/504 from a proxy in front) is sent again with capped exponential
+ * backoff and jitter until the grace period has passed. Every route the
+ * retries touch is idempotent on the endpoint's side (a publish reported twice
+ * is one publish, a report or registration repeated changes nothing more). */
 #include "common/control_client.h"
 
 #include <curl/curl.h>
@@ -6,17 +11,39 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/checks.h"
 #include "common/settings.h"
+#include "common/util.h"
 
 #define CONTROL_TIMEOUT_MS 15000L
+#define RETRY_FIRST_MS 100              /* first backoff; doubles up to RETRY_CAP_MS */
+#define RETRY_CAP_MS 2000
 
 struct wsync_control {
     CURL *curl;
     char *url;
     char auth[600];
+    long grace_ms;
+    unsigned jitter;                /* rand_r state: clients retry out of step */
 };
+
+long wsync_control_default_grace_ms(void)
+{
+    return (long)wsync_setting_int(WSYNC_SET_CONTROL_GRACE_MS);
+}
+
+void wsync_control_set_grace(wsync_control_t *c, long grace_ms)
+{
+    c->grace_ms = grace_ms < 0 ? 0 : grace_ms;
+}
+
+long wsync_control_grace_ms(const wsync_control_t *c)
+{
+    return c->grace_ms;
+}
 
 typedef struct buf {
     char *p;
@@ -55,6 +82,8 @@ wsync_status_t wsync_control_open(const char *url, const char *token, wsync_cont
     c = calloc(1, sizeof(*c));
     WSYNC_CHECK_ALLOC(c);
     c->url = strdup(url);
+    c->grace_ms = wsync_control_default_grace_ms();
+    c->jitter = (unsigned)wsync_now_ns() ^ (unsigned)getpid();
     n = strlen(c->url);
     while (n > 0 && c->url[n - 1] == '/')
         c->url[--n] = '\0';
@@ -131,6 +160,66 @@ wsync_status_t wsync_control_request(wsync_control_t *c, const char *method, con
     return WSYNC_OK;
 }
 
+static int retryable_http(long http)
+{
+    return http == 429 || http == 502 || http == 503 || http == 504;
+}
+
+/* Sleeps the backoff of retry `attempt` (from 0), jittered to 50-150%, but not
+ * past `until_ns`. */
+static void backoff(wsync_control_t *c, int attempt, uint64_t until_ns)
+{
+    long ms = RETRY_FIRST_MS;
+    uint64_t now = wsync_now_ns();
+    int i;
+    for (i = 0; i < attempt && ms < RETRY_CAP_MS; i++)
+        ms *= 2;
+    if (ms > RETRY_CAP_MS)
+        ms = RETRY_CAP_MS;
+    ms = ms / 2 + (long)(rand_r(&c->jitter) % (unsigned)(ms + 1));
+    if (now >= until_ns)
+        return;
+    if ((uint64_t)ms * 1000000ULL > until_ns - now)
+        ms = (long)((until_ns - now) / 1000000ULL);
+    if (ms > 0)
+        usleep((useconds_t)ms * 1000);
+}
+
+wsync_status_t wsync_control_request_retry(wsync_control_t *c, const char *method, const char *path,
+                                           const json_t *body, long timeout_ms, long *http, json_t **resp)
+{
+    const uint64_t t0 = wsync_now_ns(), until = t0 + (uint64_t)c->grace_ms * 1000000ULL;
+    char last[512];
+    int attempt;
+    for (attempt = 0;; attempt++) {
+        wsync_status_t st = wsync_control_request(c, method, path, body, timeout_ms, http, resp);
+        if (st == WSYNC_OK && !retryable_http(*http))
+            return WSYNC_OK;
+        if (st == WSYNC_OK) {
+            snprintf(last, sizeof(last), "HTTP %ld", *http);
+            if (resp) {
+                json_decref(*resp);
+                *resp = NULL;
+            }
+        } else {
+            snprintf(last, sizeof(last), "%s", wsync_last_error());
+        }
+        if (wsync_now_ns() >= until) {
+            if (attempt == 0)
+                return st == WSYNC_OK ? wsync_error(WSYNC_ERR_HTTP, "control endpoint %s: %s %s: %s", c->url,
+                                                    method, path, last)
+                                      : st;
+            return wsync_error(st == WSYNC_OK ? WSYNC_ERR_HTTP : st,
+                               "control endpoint %s: %s %s: no answer for %.1f s (%d attempts, grace period "
+                               "%.0f s, WSYNC_CONTROL_GRACE_MS): %s", c->url, method, path,
+                               (double)(wsync_now_ns() - t0) / 1e9, attempt + 1, (double)c->grace_ms / 1e3, last);
+        }
+        if (attempt == 0)
+            LOG_WARN("%s; retrying for up to %.1f s", last, (double)c->grace_ms / 1e3);
+        backoff(c, attempt, until);
+    }
+}
+
 /* A request whose non-2xx answer is an error carrying the server's message. */
 static wsync_status_t call(wsync_control_t *c, const char *method, const char *path, const json_t *body,
                            long timeout_ms, json_t **out)
@@ -138,7 +227,7 @@ static wsync_status_t call(wsync_control_t *c, const char *method, const char *p
     json_t *resp = NULL;
     long http = 0;
     wsync_status_t st;
-    WSYNC_CHECK(wsync_control_request(c, method, path, body, timeout_ms, &http, &resp));
+    WSYNC_CHECK(wsync_control_request_retry(c, method, path, body, timeout_ms, &http, &resp));
     if (http >= 200 && http < 300) {
         if (out)
             *out = resp;
@@ -149,7 +238,7 @@ static wsync_status_t call(wsync_control_t *c, const char *method, const char *p
     switch (http) {
     case 401: st = WSYNC_ERR_AUTH; break;
     case 404: st = WSYNC_ERR_NOT_FOUND; break;
-    case 409: st = WSYNC_ERR_CONFLICT; break;
+    case 403: case 409: st = WSYNC_ERR_CONFLICT; break;
     case 400: case 413: case 422: st = WSYNC_ERR_INVALID; break;
     default: st = WSYNC_ERR_HTTP; break;
     }
@@ -232,22 +321,55 @@ wsync_status_t wsync_control_get_layout(wsync_control_t *c, const char *digest, 
 
 wsync_status_t wsync_control_wait_version(wsync_control_t *c, uint64_t after, int timeout_ms, uint64_t *version)
 {
+    const uint64_t end = wsync_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ULL;
+    uint64_t down_since = 0;        /* first unanswered poll of the current outage */
     char path[128];
-    json_t *resp = NULL;
-    long http = 0;
-    int t = timeout_ms < 0 ? 0 : timeout_ms > 60000 ? 60000 : timeout_ms;
-    snprintf(path, sizeof(path), "/v1/versions/latest?after=%llu&timeout_ms=%d", (unsigned long long)after, t);
-    WSYNC_CHECK(wsync_control_request(c, "GET", path, NULL, (long)t + 10000, &http, &resp));
+    int attempt = 0;
+
     *version = 0;
-    if (http == 200)
-        *version = (uint64_t)json_integer_value(json_object_get(resp, "version"));
-    json_decref(resp);
-    if (http != 200 && http != 204)
-        return wsync_error(WSYNC_ERR_HTTP, "control endpoint %s: long poll answered HTTP %ld", c->url, http);
-    /* A longer wait than one poll: poll again until the caller's deadline. */
-    if (http == 204 && timeout_ms > 60000)
-        return wsync_control_wait_version(c, after, timeout_ms - 60000, version);
-    return WSYNC_OK;
+    for (;;) {
+        json_t *resp = NULL;
+        long http = 0;
+        uint64_t now = wsync_now_ns();
+        int left = now >= end ? 0 : (int)((end - now) / 1000000ULL);
+        int t = left > 60000 ? 60000 : left;
+        wsync_status_t st;
+        snprintf(path, sizeof(path), "/v1/versions/latest?after=%llu&timeout_ms=%d", (unsigned long long)after, t);
+        st = wsync_control_request(c, "GET", path, NULL, (long)t + 10000, &http, &resp);
+        if (st == WSYNC_OK && http == 200)
+            *version = (uint64_t)json_integer_value(json_object_get(resp, "version"));
+        json_decref(resp);
+        if (st == WSYNC_OK && http == 200)
+            return WSYNC_OK;
+        if (st == WSYNC_OK && http != 204 && !retryable_http(http))
+            return wsync_error(WSYNC_ERR_HTTP, "control endpoint %s: long poll answered HTTP %ld", c->url, http);
+        now = wsync_now_ns();
+        if (now >= end)
+            return WSYNC_OK;        /* the caller's wait is over: no newer version */
+        if (st == WSYNC_OK && http == 204) {
+            down_since = 0;         /* a longer wait than one poll */
+            attempt = 0;
+            continue;
+        }
+        /* No answer: ride through an endpoint restart for the grace period,
+         * but never past the caller's deadline. */
+        if (down_since == 0) {
+            down_since = now;
+            LOG_WARN("%s; retrying for up to %.0f s", st != WSYNC_OK ? wsync_last_error() : "long poll: HTTP 503",
+                     (double)c->grace_ms / 1e3);
+        }
+        if (now - down_since >= (uint64_t)c->grace_ms * 1000000ULL) {
+            if (st == WSYNC_OK)
+                return wsync_error(WSYNC_ERR_HTTP, "control endpoint %s: long poll answered HTTP %ld for %.1f s",
+                                   c->url, http, (double)(now - down_since) / 1e9);
+            return wsync_error(st, "%s (no answer for %.1f s, grace period %.0f s, WSYNC_CONTROL_GRACE_MS)",
+                               wsync_last_error(), (double)(now - down_since) / 1e9, (double)c->grace_ms / 1e3);
+        }
+        {
+            uint64_t until = down_since + (uint64_t)c->grace_ms * 1000000ULL;
+            backoff(c, attempt++, end < until ? end : until);
+        }
+    }
 }
 
 wsync_status_t wsync_control_get_version(wsync_control_t *c, uint64_t version, json_t **out)

@@ -2,9 +2,17 @@
  * publisher, the receiver and the command line. One object per thread: an
  * object is not thread-safe (it owns one curl handle). Every call has a
  * timeout; an unreachable endpoint gives WSYNC_ERR_HTTP naming the URL, a
- * refusal gives the server's message (409 -> WSYNC_ERR_CONFLICT, 401 ->
+ * refusal gives the server's message (409, 403 -> WSYNC_ERR_CONFLICT, 401 ->
  * WSYNC_ERR_AUTH, 404 -> WSYNC_ERR_NOT_FOUND). JSON arguments are borrowed;
- * JSON results are new references the caller releases. */
+ * JSON results are new references the caller releases.
+ *
+ * Riding through restarts: every call below (not wsync_control_request) that
+ * gets no answer, or a 429/502/503/504, is retried with capped exponential backoff
+ * (100 ms doubling to 2 s, jittered 50-150%) until the grace period passed
+ * (default 60 s, env WSYNC_CONTROL_GRACE_MS, or wsync_control_set_grace); then
+ * it fails naming the endpoint, the route and how long it tried. So a call
+ * may block for the grace period. The routes are idempotent on the endpoint's
+ * side, so a retry of a request whose answer was lost does no harm. */
 #ifndef WSYNC_COMMON_CONTROL_CLIENT_H
 #define WSYNC_COMMON_CONTROL_CLIENT_H
 
@@ -19,11 +27,20 @@ typedef struct wsync_control wsync_control_t;
 wsync_status_t wsync_control_open(const char *url, const char *token, wsync_control_t **out);
 void wsync_control_close(wsync_control_t *c);
 
-/* Any request: `body` may be NULL; *http gets the status; *resp (resp may
+/* The grace period: setting control_grace_ms (WSYNC_CONTROL_GRACE_MS; 0 = no
+ * retries), default 60 s. Read at open. */
+long wsync_control_default_grace_ms(void);
+void wsync_control_set_grace(wsync_control_t *c, long grace_ms);
+long wsync_control_grace_ms(const wsync_control_t *c);
+
+/* Any request, once: `body` may be NULL; *http gets the status; *resp (resp may
  * be NULL) the parsed JSON body if any (NULL for an empty or non-JSON body). Errors only for transport
  * failures (no answer); HTTP errors come back in *http. */
 wsync_status_t wsync_control_request(wsync_control_t *c, const char *method, const char *path, const json_t *body,
                                      long timeout_ms, long *http, json_t **resp);
+/* The same, retried as above while there is no answer (or 429/502/503/504). */
+wsync_status_t wsync_control_request_retry(wsync_control_t *c, const char *method, const char *path,
+                                           const json_t *body, long timeout_ms, long *http, json_t **resp);
 
 wsync_status_t wsync_control_register_trainer(wsync_control_t *c, int rank, int world, const char *host,
                                               const json_t *endpoint);
@@ -39,7 +56,8 @@ wsync_status_t wsync_control_put_layout(wsync_control_t *c, const char *digest, 
 /* GET /v1/layouts/<digest>: *manifest the manifest JSON (new reference);
  * WSYNC_ERR_NOT_FOUND when the endpoint does not hold it. */
 wsync_status_t wsync_control_get_layout(wsync_control_t *c, const char *digest, json_t **manifest);
-/* Long poll: *version > after, or 0 when timeout_ms passed first. */
+/* Long poll: *version > after, or 0 when timeout_ms passed first (also when
+ * the endpoint was away until then: the caller's wait bounds the retries). */
 wsync_status_t wsync_control_wait_version(wsync_control_t *c, uint64_t after, int timeout_ms, uint64_t *version);
 wsync_status_t wsync_control_get_version(wsync_control_t *c, uint64_t version, json_t **out);
 wsync_status_t wsync_control_report(wsync_control_t *c, const char *engine_id, uint64_t version, const char *state,

@@ -24,6 +24,8 @@ static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
                                     "target request, after its digests were taken (engines must refuse it)"},
     [WSYNC_FAULT_SETUP_DELAY_MS] = {"WSYNC_TEST_SETUP_DELAY_MS", 0, 0, 600000,
                                     "engine's first-pull image set-up takes N ms longer (a slow reserve)"},
+    [WSYNC_FAULT_RECV_STALL_MS] = {"WSYNC_TEST_RECV_STALL_MS", 0, 0, 600000,
+                                   "engine's tcp receiver reads nothing for N ms after its first put (once)"},
 };
 
 static long long values[WSYNC_FAULT_COUNT];

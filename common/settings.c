@@ -80,6 +80,14 @@ static const wsync_setting_def_t table[WSYNC_SET_COUNT] = {
     [WSYNC_SET_NCCL_GROUP] = {.name = "nccl_group", .type = WSYNC_STYPE_INT, .dflt = "8", .min = 1, .max = 8,
                               .env = "WSYNC_NCCL_GROUP",
                               .doc = "NCCL ops issued per group (both sides must agree)"},
+    [WSYNC_SET_CONTROL_GRACE_MS] = {.name = "control_grace_ms", .type = WSYNC_STYPE_MS, .dflt = "60000",
+                                    .min = 0, .max = 86400000, .env = "WSYNC_CONTROL_GRACE_MS",
+                                    .doc = "how long trainers and engines retry an unreachable control endpoint "
+                                           "(backoff with jitter) before a call fails; 0: no retries"},
+    [WSYNC_SET_TCP_STALL_MS] = {.name = "tcp_stall_ms", .type = WSYNC_STYPE_MS, .dflt = "10000", .min = 0,
+                                .max = 3600000, .env = "WSYNC_TCP_STALL_MS",
+                                .doc = "a trainer's tcp put to a receiver that reads nothing for this long fails "
+                                       "(frees the publish slot for the others); 0: no limit"},
 };
 
 typedef struct value {

@@ -35,6 +35,8 @@ typedef enum wsync_setting_id {
     WSYNC_SET_IB_RETRY_CNT,
     WSYNC_SET_NCCL_OP_TIMEOUT_MS,
     WSYNC_SET_NCCL_GROUP,
+    WSYNC_SET_CONTROL_GRACE_MS,
+    WSYNC_SET_TCP_STALL_MS,
     WSYNC_SET_COUNT
 } wsync_setting_id_t;
 

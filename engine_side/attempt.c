@@ -168,7 +168,7 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
         need = sl->manifest->image_size;
     if (st == WSYNC_OK) {
         if (r->cfg.local_rank == 0)
-            wsync_control_report(r->control, r->engine_id, v, "pulling", 0, 0, NULL);
+            reporter_post(r->reporter, v, "pulling", 0, 0, NULL);
         t0 = wsync_now_ns();
         recv_progress_phase(r->progress, RECV_PHASE_SETUP, v, (uint64_t)r->nslots * need);
         st = recv_ensure_images(r, need);
@@ -267,9 +267,15 @@ static wsync_status_t wait_node(wsync_receiver_t *r, uint64_t gen, uint64_t dead
         }
         if (all && r->cfg.local_rank == 0)
             return WSYNC_OK;
-        if (wsync_now_ns() >= deadline)
-            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s: not every local rank verified in time",
-                               r->engine_id);
+        if (wsync_now_ns() >= deadline) {
+            char who[128] = "";
+            size_t n = 0;
+            for (p = 0; p < r->cfg.local_world; p++)
+                if (!board_rank_done(r->board, p, gen))
+                    n += (size_t)snprintf(who + n, n < sizeof(who) ? sizeof(who) - n : 0, "%s%d", n ? ", " : "", p);
+            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s: local rank %s did not verify in time (stalled or "
+                               "stopped?)", r->engine_id, who);
+        }
         usleep(500);
     }
 }
@@ -309,9 +315,9 @@ static void attempt_close(wsync_receiver_t *r, const board_attempt_t *a, wsync_s
 {
     board_attempt_close(r->board, a, st == WSYNC_OK);
     if (st == WSYNC_OK)
-        wsync_control_report(r->control, r->engine_id, a->version, "ready", secs, image_size, NULL);
+        reporter_post(r->reporter, a->version, "ready", secs, image_size, NULL);
     else
-        wsync_control_report(r->control, r->engine_id, a->version, "failed", secs, 0, err);
+        reporter_post(r->reporter, a->version, "failed", secs, 0, err);
     wsync_trace("engine %s: reported", r->engine_id);
 }
 
@@ -365,7 +371,7 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     wsync_trace("engine %s rank %d: pull of version %llu opened (attempt %llu)", r->engine_id, r->cfg.local_rank,
                 (unsigned long long)a.version, (unsigned long long)a.gen);
     if (leader)
-        wsync_control_report(r->control, r->engine_id, a.version, "pulling", 0, 0, NULL);
+        reporter_post(r->reporter, a.version, "pulling", 0, 0, NULL);
 
     st = attempt_layout(r, &a, &sl, &digests, &tl);
     if (st == WSYNC_OK) {

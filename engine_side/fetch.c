@@ -374,6 +374,49 @@ static wsync_status_t check_peers(fetch_t *f)
     return WSYNC_OK;
 }
 
+/* For a timed-out attempt: whom it still waited for, so a stalled or lost
+ * peer is named: trainer ranks whose pieces of this rank's chunks never came,
+ * local ranks whose chunks had not landed, trainer ranks that had not
+ * answered the request. */
+static void waiting_for(const fetch_t *f, char *out, size_t len)
+{
+    const wsync_plan_t *plan = f->plan;
+    uint8_t seen[BOARD_MAX_RANKS] = {0};
+    size_t n = 0;
+    uint32_t k, c;
+    int t, first = 1;
+    out[0] = '\0';
+    for (t = 0; t < plan->world; t++) {
+        int missing = 0;
+        for (c = 0; c < plan->nchunks && !missing; c++)
+            if (f->remaining[c] > 0)
+                for (k = plan->chunk_first[c]; k < plan->chunk_first[c + 1]; k++)
+                    if (plan->pieces[k].src_rank == t)
+                        missing = 1;
+        if (missing) {
+            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d", first ? "; pieces missing from trainer "
+                                  "rank " : ", ", t);
+            first = 0;
+        }
+    }
+    first = 1;
+    for (k = 0; f->land && k < f->npending; k++)
+        if (f->land[f->pending[k]] < BOARD_MAX_RANKS && !seen[f->land[f->pending[k]]]++) {
+            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d", first ? "; still waiting for chunks "
+                                  "landing on local rank " : ", ", f->land[f->pending[k]]);
+            first = 0;
+        }
+    if (!first)
+        n += (size_t)snprintf(out + n, n < len ? len - n : 0, " (stalled or stopped?)");
+    first = 1;
+    for (t = 0; t < plan->world; t++)
+        if (f->reqs[t].started && !recv_request_done(&f->reqs[t])) {
+            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d", first ? "; no answer yet from trainer "
+                                  "rank " : ", ", t);
+            first = 0;
+        }
+}
+
 /* Trainer answers (every poll), peers and the deadline (every 50 ms). */
 static wsync_status_t fetch_watch(fetch_t *f)
 {
@@ -387,10 +430,13 @@ static wsync_status_t fetch_watch(fetch_t *f)
     recv_progress_bytes(f->r->progress, (uint64_t)f->ndone * f->plan->chunk_size < f->plan->image_size
                                             ? (uint64_t)f->ndone * f->plan->chunk_size : f->plan->image_size);
     WSYNC_CHECK(check_peers(f));
-    if (f->last_check > f->deadline)
+    if (f->last_check > f->deadline) {
+        char why[400];
+        waiting_for(f, why, sizeof(why));
         return wsync_error(WSYNC_ERR_TIMEOUT,
-                           "version %llu: %u of %u chunks verified on engine %s rank %d when the timeout passed",
-                           (unsigned long long)f->v, f->ndone, f->plan->nchunks, f->r->engine_id, f->me);
+                           "version %llu: %u of %u chunks verified on engine %s rank %d when the timeout passed%s",
+                           (unsigned long long)f->v, f->ndone, f->plan->nchunks, f->r->engine_id, f->me, why);
+    }
     return WSYNC_OK;
 }
 

@@ -126,6 +126,8 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
         gethostname(host, sizeof(host));
         WSYNC_CHECK_GOTO(wsync_control_register_engine(r->control, r->engine_id, host, cfg->local_world, NULL),
                          st, err);
+        WSYNC_CHECK_GOTO(reporter_start(r->control_url, r->token, r->engine_id, host, cfg->local_world,
+                                        &r->reporter), st, err);
     }
     *out = r;
     return WSYNC_OK;
@@ -301,6 +303,7 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     int p, s;
     if (r == NULL)
         return;
+    reporter_stop(r->reporter, 5000);     /* the last reports, if the endpoint is there */
     recv_progress_close(r->progress);   /* its thread reports through its own client */
     recv_transport_reset(r);
     for (p = 0; p < BOARD_MAX_RANKS; p++)

@@ -13,6 +13,7 @@
 #include "common/window/window.h"
 #include "common/target_verify.h"
 #include "engine_side/board.h"
+#include "engine_side/reporter.h"
 #include "engine_side/progress.h"
 #include "engine_side/wsync_receiver.h"
 
@@ -56,6 +57,7 @@ struct wsync_receiver {
     int device;
     const wsync_window_ops_t *win_ops;
     wsync_control_t *control;
+    recv_reporter_t *reporter;  /* local rank 0: the node's reports */
     wsync_auth_t auth;      /* the token's keys: pulls, transports and the board prove it */
     board_t *board;
 

@@ -382,6 +382,12 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
     st = p->cfg.zero_copy ? WSYNC_OK : pub_copy_start(p, &p->slots[slot], &copy);
     if (st == WSYNC_OK)
         st = report(p, version, pieces);
+    if (st == WSYNC_OK) {
+        json_decref(p->reported_pieces);
+        p->reported_pieces = json_incref(pieces);
+        p->reported_version = version;
+        p->resend_check_ns = wsync_now_ns() + 2000000000ULL;
+    }
     if (st != WSYNC_OK)
         snprintf(why, sizeof(why), "%s", wsync_last_error());
     if (copy) {
@@ -400,6 +406,58 @@ out:
     return st;
 }
 
+/* The endpoint forgot this rank's report of `version` (it restarted while the
+ * version waited for other ranks: only published versions are durable) or its
+ * registration (restarted without its state file): send them again. */
+static wsync_status_t resend_if_lost(wsync_publisher_t *p, uint64_t version)
+{
+    json_t *arr = NULL, *t;
+    size_t i;
+    int registered = 0;
+    uint64_t known = 0;
+    if (p->reported_version != version || p->reported_pieces == NULL)
+        return WSYNC_OK;
+    WSYNC_CHECK(wsync_control_trainers(p->control, &arr));
+    json_array_foreach(arr, i, t)
+        if (json_integer_value(json_object_get(t, "rank")) == p->cfg.rank) {
+            registered = json_is_true(json_object_get(t, "registered"));
+            known = (uint64_t)json_integer_value(json_object_get(t, "version"));
+        }
+    json_decref(arr);
+    if (!registered) {
+        LOG_WARN("trainer rank %d: the control endpoint %s does not know this rank (restarted without its state?): "
+                 "registering again", p->cfg.rank, p->control_url);
+        WSYNC_CHECK(register_with_control(p));
+    }
+    if (known >= version)
+        return WSYNC_OK;
+    LOG_WARN("trainer rank %d: the control endpoint %s lost this rank's report of version %llu (restarted?): "
+             "sending it again", p->cfg.rank, p->control_url, (unsigned long long)version);
+    return report(p, version, p->reported_pieces);
+}
+
+wsync_status_t wsync_publisher_wait_published(wsync_publisher_t *p, uint64_t version, int timeout_ms)
+{
+    const uint64_t end = wsync_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ULL;
+    for (;;) {
+        uint64_t latest = 0, now = wsync_now_ns();
+        int left = now >= end ? 0 : (int)((end - now) / 1000000ULL);
+        WSYNC_CHECK(wsync_control_wait_version(p->control, version - 1, left < 500 ? left : 500, &latest));
+        if (latest >= version)
+            return WSYNC_OK;
+        now = wsync_now_ns();
+        if (now >= end)
+            return wsync_error(WSYNC_ERR_TIMEOUT, "trainer rank %d: version %llu was not published within %d ms "
+                               "(another trainer rank has not reported it)", p->cfg.rank,
+                               (unsigned long long)version, timeout_ms);
+        /* Every 2 s of waiting: did the endpoint lose what this rank sent? */
+        if (now >= p->resend_check_ns) {
+            WSYNC_CHECK(resend_if_lost(p, version));
+            p->resend_check_ns = now + 2000000000ULL;
+        }
+    }
+}
+
 void wsync_publisher_destroy(wsync_publisher_t *p)
 {
     int i;
@@ -414,6 +472,7 @@ void wsync_publisher_destroy(wsync_publisher_t *p)
     wsync_control_server_stop(p->control_server);
     free(p->control_url);
     json_decref(p->layout_json);
+    json_decref(p->reported_pieces);
     wsync_sync_layout_free(p->sl);
     free(p->piece_slot_off);
     free(p->owned);

@@ -44,7 +44,10 @@ typedef struct pub_slot {
 typedef struct pub_conn {
     struct pub_conn *next;
     char key[2 * WSYNC_BLOB_MAX + 1];   /* hex of the receiver's address */
+    char owner[160];                    /* "<engine id>/<local rank>": one live conn each */
     wsync_conn_t *conn;
+    int users;                          /* pulls using it now (p->lock) */
+    int stale;                          /* dropped when the last user is done */
 } pub_conn_t;
 
 /* A pull being served: puts in flight are counted down by the poller. */
@@ -93,6 +96,9 @@ struct wsync_publisher {
     char *control_url;
     wsync_sync_layout_t *sl;
     json_t *layout_json;            /* what every publish reports (the manifest by digest); built once */
+    uint64_t reported_version;      /* the last version reported, and its pieces: */
+    json_t *reported_pieces;        /* sent again when the endpoint lost them */
+    uint64_t resend_check_ns;       /* when wait_published next checks that */
     size_t nspans;
     wsync_owned_t *owned;           /* this rank's extents and the caller's pointers */
     uint64_t owned_bytes;

@@ -78,6 +78,16 @@ WSYNC_API wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *
  * publisher). */
 WSYNC_API wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version);
 
+/* Waits until `version` (this rank's last publish) is published, i.e. every
+ * rank reported it, for up to timeout_ms: for trainers whose ranks step
+ * together. While it waits it checks every 2 s that the control endpoint
+ * still holds this rank's report and registration, and sends them again if
+ * it lost them (a restart while the version waited for other ranks). Call it
+ * from the publishing thread (not concurrently with publish). An endpoint
+ * away for longer than the grace period (WSYNC_CONTROL_GRACE_MS, default
+ * 60 s) fails it, naming the endpoint and how long it tried. */
+WSYNC_API wsync_status_t wsync_publisher_wait_published(wsync_publisher_t *p, uint64_t version, int timeout_ms);
+
 /* The control endpoint's URL this publisher uses (its own with `serve`). */
 WSYNC_API const char *wsync_publisher_control_url(const wsync_publisher_t *p);
 

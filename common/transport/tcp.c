@@ -79,6 +79,15 @@ static void tcp_dereg(wsync_region_t *rr)
     tcp_region_t *r = container_of(rr, tcp_region_t, super), **pp;
     pthread_mutex_lock(&t->lock);
     r->dead = 1;
+    if (r->inflight > 0) {
+        /* A put is still being read into it: its sender may be unreachable
+         * without a reset (a cut link, a partition), so that read would never
+         * return. The owner is giving the region up: cut the connections so
+         * the readers let go (found by the netns link-cut test). */
+        tcp_reader_t *rd;
+        for (rd = t->readers; rd; rd = rd->next)
+            shutdown(rd->fd, SHUT_RDWR);
+    }
     while (r->inflight > 0)
         pthread_cond_wait(&t->cond, &t->lock);
     for (pp = &t->regions; *pp; pp = &(*pp)->next)

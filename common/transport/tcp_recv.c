@@ -11,11 +11,13 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/fault.h"
 #include "common/net/handshake.h"
 #include "common/net/sock.h"
 #include "common/settings.h"
 #include "common/transport/tcp_bounce.h"
 #include "common/transport/tcp_internal.h"
+#include "common/util.h"
 
 static int stopping(tcp_transport_t *t)
 {
@@ -63,6 +65,26 @@ static void release(tcp_transport_t *t, tcp_region_t *r)
     r->inflight--;
     pthread_cond_broadcast(&t->cond);
     pthread_mutex_unlock(&t->lock);
+}
+
+/* Test hook WSYNC_TEST_RECV_STALL_MS=N: after the first put this process
+ * receives, every connection stops reading for N ms (once), as a receiver
+ * that stops reading its sockets would; the senders must not be held up for
+ * their other receivers. */
+static void test_recv_stall(void)
+{
+    static uint64_t until;          /* 0: not armed yet; set once */
+    long long ms = wsync_fault(WSYNC_FAULT_RECV_STALL_MS);
+    uint64_t u, now;
+    if (ms <= 0)
+        return;
+    now = wsync_now_ns();
+    u = 0;
+    if (__atomic_compare_exchange_n(&until, &u, now + (uint64_t)ms * 1000000ULL, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        u = now + (uint64_t)ms * 1000000ULL;
+    if (now < u)
+        usleep((useconds_t)((u - now) / 1000));
 }
 
 /* The handshake of an accepted connection (its payload: the tcp hello); the
@@ -164,6 +186,7 @@ static void *reader_main(void *arg)
             wsync_completion_t c = {.kind = WSYNC_COMPLETION_LANDED, .tag = h.tag, .len = h.len, .peer = sender};
             wsync_cqueue_push(&t->cq, &c);
         }
+        test_recv_stall();
     }
 out:
     /* Close the connection now so the peer sees it; the descriptor itself is

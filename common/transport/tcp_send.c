@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "common/checks.h"
@@ -15,6 +16,26 @@
 #include "common/net/sock.h"
 #include "common/settings.h"
 #include "common/transport/tcp_internal.h"
+
+/* A receiver that stops reading (stopped, hung, or hostile) must not hold a
+ * trainer's puts, and the publish slot they read, until the pull request's
+ * own timeout: a send that makes no progress for this long breaks the link,
+ * so the request fails naming the receiver and the slot is free again. A
+ * live receiver drains its socket continuously; 10 s without a byte is not
+ * slowness. Setting tcp_stall_ms (WSYNC_TCP_STALL_MS; 0: no limit). */
+
+static int stall_ms(void)
+{
+    return (int)wsync_setting_int(WSYNC_SET_TCP_STALL_MS);
+}
+
+static void set_stall_timeout(int fd)
+{
+    int ms = stall_ms();
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    if (ms > 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
 
 /* Header then payload of one put; 0 or -1 when the connection broke. */
 static int send_job(tcp_link_t *l, const tcp_job_t *j, char **bounce)
@@ -49,7 +70,7 @@ static void *link_main(void *arg)
     char *bounce = NULL;
     for (;;) {
         tcp_job_t *j;
-        int rc = -1;
+        int rc = -1, err = 0;
         pthread_mutex_lock(&l->lock);
         while (l->head == NULL && !c->stopping)
             pthread_cond_wait(&l->cond, &l->lock);
@@ -64,6 +85,7 @@ static void *link_main(void *arg)
         pthread_mutex_unlock(&l->lock);
         if (!__atomic_load_n(&l->broken, __ATOMIC_ACQUIRE))
             rc = send_job(l, j, &bounce);
+        err = rc != 0 ? errno : 0;
         if (rc == 0) {
             wsync_completion_t done = {.kind = WSYNC_COMPLETION_SENT, .tag = j->hdr.tag, .len = j->hdr.len, .peer = -1};
             wsync_cqueue_push(&t->cq, &done);
@@ -71,7 +93,13 @@ static void *link_main(void *arg)
             int was = __atomic_exchange_n(&l->broken, 1, __ATOMIC_ACQ_REL);
             if (!was)
                 LOG_DEBUG("tcp: connection to %s broke: %s", c->peer, strerror(errno));
-            wsync_cqueue_push_error(&t->cq, j->hdr.tag, -1, c->stopping ? WSYNC_ERR_CANCELLED : WSYNC_ERR_PEER,
+            if (!c->stopping && (err == EAGAIN || err == EWOULDBLOCK))
+                wsync_cqueue_push_error(&t->cq, j->hdr.tag, -1, WSYNC_ERR_TIMEOUT,
+                                        "tcp: put of %llu bytes to receiver %s failed: it read nothing for %d ms "
+                                        "(stopped or stalled receiver; WSYNC_TCP_STALL_MS)",
+                                        (unsigned long long)j->hdr.len, c->peer, stall_ms());
+            else
+                wsync_cqueue_push_error(&t->cq, j->hdr.tag, -1, c->stopping ? WSYNC_ERR_CANCELLED : WSYNC_ERR_PEER,
                        "tcp: put of %llu bytes to receiver %s failed: %s", (unsigned long long)j->hdr.len, c->peer,
                        c->stopping ? "disconnected while sending" : "the connection broke");
         }
@@ -180,6 +208,8 @@ wsync_status_t tcp_connect(wsync_transport_t *tt, const wsync_blob_t *addr, int 
                                   wsync_connect_timeout_ms(t->cfg.timeout_ms), NULL, 0, NULL);
             if (st != WSYNC_OK)
                 st = wsync_error(st, "tcp: cannot connect to receiver %s: %s", a.hostport, wsync_last_error());
+            if (st == WSYNC_OK)
+                set_stall_timeout(l->fd);
         }
         if (st == WSYNC_OK && pthread_create(&l->th, NULL, link_main, l) != 0)
             st = wsync_error(WSYNC_ERR_IO, "tcp: cannot start a sender thread for receiver %s", a.hostport);

@@ -64,7 +64,8 @@ sleep 0.3
 expect publish_v3 200 '"published":true' -- POST /v1/publish "$(pub 3)" "${AUTH[@]}"
 wait $pollpid
 check long_poll_answered grep -q '"version":3' "$TMP/poll"
-expect publish_equal_409 409 'not newer' -- POST /v1/publish "$(pub 3)" "${AUTH[@]}"
+expect publish_same_again_200 200 '"duplicate":true' -- POST /v1/publish "$(pub 3)" "${AUTH[@]}"
+expect publish_equal_other_content_409 409 'other content' -- POST /v1/publish "$(pub 3 | sed 's/0011223344556677/0011223344556678/')" "${AUTH[@]}"
 expect publish_lower_409 409 'not newer' -- POST /v1/publish "$(pub 2)" "${AUTH[@]}"
 expect version_record 200 '"pieces":\[{"id":0' -- GET /v1/versions/3
 expect version_unknown_404 404 'version 2' -- GET /v1/versions/2
@@ -125,7 +126,8 @@ SERVE=$!
 wait_http "$U/healthz" || fail restart "no /healthz after restart"
 expect restart_latest 200 '"version":3' -- GET '/v1/versions/latest?after=0&timeout_ms=0'
 expect restart_engine_kept 200 '"id":"node-1"' -- GET /v1/status
-expect restart_refuses_old 409 'not newer' -- POST /v1/publish "$(pub 3)" "${AUTH[@]}"
+expect restart_same_publish_200 200 '"duplicate":true' -- POST /v1/publish "$(pub 3)" "${AUTH[@]}"
+expect restart_refuses_old 409 'not newer' -- POST /v1/publish "$(pub 2)" "${AUTH[@]}"
 expect restart_publish_next 200 '"published":true' -- POST /v1/publish "$(pub 4)" "${AUTH[@]}"
 check logs_state_changes grep -q 'version 4 published' "$TMP/serve.log"
 kill "$SERVE"; wait "$SERVE" 2>/dev/null

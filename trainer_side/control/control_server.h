@@ -16,6 +16,12 @@ typedef struct wsync_control_server_config {
     const char *token_file;     /* NULL: no auth; else mutating calls need this bearer token */
     int max_connections;        /* default 16384 */
     int idle_timeout_s;         /* default 120 (long polls are capped below it) */
+    int max_engines;            /* engine nodes registered at once; default 100000; past it
+                                   a new node's registration is answered 403 */
+    int max_client_connections; /* open connections per client address; 0 (default): no
+                                   limit; past it requests are answered 429 */
+    int private_status;         /* 1: GET /v1/status and /v1/trainers (who runs where) need
+                                   the bearer token too; needs token_file */
 } wsync_control_server_config_t;
 
 /* Loads the state file (a corrupt one is refused with the reason), binds,

@@ -158,6 +158,13 @@ int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t er
     }
     pthread_mutex_lock(&m->lock);
     e = find_engine(m, id);
+    if (e == NULL && m->nengines >= (m->max_engines > 0 ? m->max_engines : CTL_MAX_ENGINES)) {
+        int max = m->max_engines > 0 ? m->max_engines : CTL_MAX_ENGINES;
+        pthread_mutex_unlock(&m->lock);
+        snprintf(err, errlen, "engine node '%s' refused: %d engine nodes are registered, the limit of this "
+                 "endpoint (wsync serve --max-engines); nodes already registered may register again", id, max);
+        return 403;
+    }
     if (e == NULL) {
         if (m->nengines == m->cap_engines) {
             int cap = m->cap_engines ? m->cap_engines * 2 : 16;
@@ -271,6 +278,47 @@ static void drop_oldest_pending(ctl_model_t *m)
     m->pending[oldest] = m->pending[--m->npending];
 }
 
+static const json_t *record_of(const ctl_model_t *m, uint64_t v)
+{
+    int i;
+    for (i = 0; i < m->nrecords; i++)
+        if ((uint64_t)json_integer_value(json_object_get(m->records[i], "version")) == v)
+            return m->records[i];
+    return NULL;
+}
+
+/* Whether rank `rank`'s report (layout, pieces) is the one published record
+ * `rec` was made from: a retried publish whose answer was lost, or one sent
+ * again after an endpoint restart. */
+static int same_report(const json_t *rec, int rank, const json_t *layout, const json_t *pieces)
+{
+    const json_t *all = json_object_get(rec, "pieces"), *pc, *q;
+    size_t i, j, mine = 0;
+    if (!same_layout(rec, layout))
+        return 0;
+    json_array_foreach(all, i, q)
+        if (json_integer_value(json_object_get(q, "rank")) == rank)
+            mine++;
+    if (mine != json_array_size(pieces))
+        return 0;
+    json_array_foreach(pieces, i, pc) {
+        int found = 0;
+        json_array_foreach(all, j, q) {
+            if (json_integer_value(json_object_get(q, "rank")) == rank &&
+                json_equal(json_object_get(q, "id"), json_object_get(pc, "id")) &&
+                json_equal(json_object_get(q, "offset"), json_object_get(pc, "offset")) &&
+                json_equal(json_object_get(q, "len"), json_object_get(pc, "len")) &&
+                json_equal(json_object_get(q, "digest"), json_object_get(pc, "digest"))) {
+                found = 1;
+                break;
+            }
+        }
+        if (!found)
+            return 0;
+    }
+    return 1;
+}
+
 int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, size_t errlen, int *changed)
 {
     static const ctl_field_t fields[] = {{"rank", CTL_INT, 1}, {"world", CTL_INT, 1}, {"version", CTL_INT, 1},
@@ -308,8 +356,18 @@ int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, s
     }
     pthread_mutex_lock(&m->lock);
     if (v <= m->latest) {
-        snprintf(err, errlen, "version %llu is not newer than the latest published version %llu",
-                 (unsigned long long)v, (unsigned long long)m->latest);
+        const json_t *rec = record_of(m, v);
+        /* Idempotent: the same report of a published version is that
+         * publish, answered again (its first answer may have been lost). */
+        if (rec && same_report(rec, rank, layout, pieces)) {
+            *reply = json_pack("{s:I, s:b, s:I, s:b}", "version", (json_int_t)v, "published", 1, "latest",
+                               (json_int_t)m->latest, "duplicate", 1);
+            code = 200;
+            goto out;
+        }
+        snprintf(err, errlen, "version %llu is not newer than the latest published version %llu%s",
+                 (unsigned long long)v, (unsigned long long)m->latest,
+                 rec ? " (it was published with other content)" : "");
         code = 409;
         goto out;
     }
@@ -381,15 +439,6 @@ out:
     return code;
 }
 
-static int version_retained(ctl_model_t *m, uint64_t v)
-{
-    int i;
-    for (i = 0; i < m->nrecords; i++)
-        if ((uint64_t)json_integer_value(json_object_get(m->records[i], "version")) == v)
-            return 1;
-    return 0;
-}
-
 int ctl_report(ctl_model_t *m, const char *id, const json_t *body, char *err, size_t errlen, int *changed)
 {
     static const ctl_field_t fields[] = {{"version", CTL_INT, 1}, {"state", CTL_STRING, 1},
@@ -441,7 +490,10 @@ int ctl_report(ctl_model_t *m, const char *id, const json_t *body, char *err, si
         code = 200;
         goto out;
     }
-    if (strcmp(state, "ready") == 0 && (v > m->latest || (!version_retained(m, v) && v != m->latest) || v == 0)) {
+    /* Any version up to the latest was published (the state file keeps the
+     * latest across restarts), retained or not: an engine that verified one
+     * holds it, even when its report comes after a restart. */
+    if (strcmp(state, "ready") == 0 && (v > m->latest || v == 0)) {
         snprintf(err, errlen, "version %llu was never published (latest is %llu)", (unsigned long long)v,
                  (unsigned long long)m->latest);
         code = 409;
@@ -624,7 +676,12 @@ wsync_status_t ctl_state_load(ctl_model_t *m, const json_t *s, const char *path)
         json_decref(reg);
         if (code != 200)
             return wsync_error(WSYNC_ERR_FORMAT, "state file %s: trainers[%zu]: %s", path, i, err);
+        /* A report of a version that was not published yet is not durable:
+         * the rank sends it again (wsync_publisher_wait_published sees it is
+         * missing), so what the rank holds here is at most the latest. */
         m->trainers[i].version = (uint64_t)json_integer_value(json_object_get(e, "version"));
+        if (m->trainers[i].version > m->latest)
+            m->trainers[i].version = m->latest;
     }
     json_array_foreach(engines, i, e) {
         json_t *reg = json_pack("{s:O, s:O, s:O}", "id", json_object_get(e, "id"), "host", json_object_get(e, "host"),

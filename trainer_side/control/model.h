@@ -13,6 +13,7 @@
 #define CTL_MAX_WORLD 4096
 #define CTL_MAX_PENDING 16          /* incomplete versions held at once */
 #define CTL_HIST_BUCKETS 12
+#define CTL_MAX_ENGINES 100000      /* default limit of registered engine nodes */
 #define CTL_LAYOUTS_SPARE 4         /* layouts no retained or pending version names, kept */
 #define CTL_MAX_DROPPED 64
 
@@ -65,6 +66,7 @@ typedef struct ctl_model {
     ctl_trainer_t *trainers;        /* [world] */
     ctl_engine_t *engines;
     int nengines, cap_engines;
+    int max_engines;                /* 0: CTL_MAX_ENGINES */
     ctl_pending_t *pending;
     int npending;
     ctl_layout_t *layouts;

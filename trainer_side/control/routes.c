@@ -307,17 +307,17 @@ static enum MHD_Result r_get_layout(wsync_control_server_t *s, req_ctx_t *c, con
 }
 
 static const ctl_route_t routes[] = {
-    {"/healthz", "GET", "/healthz", 0, CTL_BODY_CAP, 0, r_healthz},
-    {"/metrics", "GET", "/metrics", 0, CTL_BODY_CAP, 0, r_metrics},
-    {"/v1/status", "GET", "/v1/status", 0, CTL_BODY_CAP, 0, r_status},
-    {"/v1/trainers", "GET", "/v1/trainers", 0, CTL_BODY_CAP, 0, r_trainers},
-    {"/v1/trainers/register", "POST", "/v1/trainers/register", 0, CTL_BODY_CAP, 1, r_register_trainer},
-    {"/v1/engines/register", "POST", "/v1/engines/register", 0, CTL_BODY_CAP, 1, r_register_engine},
-    {"/v1/publish", "POST", "/v1/publish", 0, CTL_PUBLISH_CAP, 1, r_publish},
-    {"/v1/versions", "GET", "/v1/versions/", 1, CTL_BODY_CAP, 0, r_versions},
-    {"/v1/engines/report", "POST", "/v1/engines/", 1, CTL_BODY_CAP, 1, r_report},
-    {"/v1/layouts", "POST", "/v1/layouts/", 1, CTL_PUBLISH_CAP, 1, r_put_layout},
-    {"/v1/layouts", "GET", "/v1/layouts/", 1, CTL_BODY_CAP, 0, r_get_layout},
+    {"/healthz", "GET", "/healthz", 0, CTL_BODY_CAP, 0, 0, r_healthz},
+    {"/metrics", "GET", "/metrics", 0, CTL_BODY_CAP, 0, 0, r_metrics},
+    {"/v1/status", "GET", "/v1/status", 0, CTL_BODY_CAP, 0, 1, r_status},
+    {"/v1/trainers", "GET", "/v1/trainers", 0, CTL_BODY_CAP, 0, 1, r_trainers},
+    {"/v1/trainers/register", "POST", "/v1/trainers/register", 0, CTL_BODY_CAP, 1, 0, r_register_trainer},
+    {"/v1/engines/register", "POST", "/v1/engines/register", 0, CTL_BODY_CAP, 1, 0, r_register_engine},
+    {"/v1/publish", "POST", "/v1/publish", 0, CTL_PUBLISH_CAP, 1, 0, r_publish},
+    {"/v1/versions", "GET", "/v1/versions/", 1, CTL_BODY_CAP, 0, 0, r_versions},
+    {"/v1/engines/report", "POST", "/v1/engines/", 1, CTL_BODY_CAP, 1, 0, r_report},
+    {"/v1/layouts", "POST", "/v1/layouts/", 1, CTL_PUBLISH_CAP, 1, 0, r_put_layout},
+    {"/v1/layouts", "GET", "/v1/layouts/", 1, CTL_BODY_CAP, 0, 0, r_get_layout},
 };
 
 const ctl_route_t *ctl_route_find(const char *url, const char *method, int *path_known)

@@ -166,11 +166,13 @@ static const char *status_name(int code)
     switch (code) {
     case 400: return "bad_request";
     case 401: return "unauthorized";
+    case 403: return "forbidden";
     case 404: return "not_found";
     case 405: return "method_not_allowed";
     case 409: return "conflict";
     case 413: return "payload_too_large";
     case 422: return "invalid_field";
+    case 429: return "too_many_requests";
     case 507: return "insufficient_storage";
     default: return "internal_error";
     }
@@ -213,6 +215,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
             return MHD_NO;
         c->conn = conn;
         *con_cls = c;
+        if (s->max_client_conns > 0) {
+            const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+            pthread_mutex_lock(&s->wait_lock);
+            c->over_limit = ci && ctl_clients_open(&s->clients, ci->client_addr) > s->max_client_conns;
+            pthread_mutex_unlock(&s->wait_lock);
+        }
         return MHD_YES;
     }
     if (*upload_size > 0) {
@@ -242,7 +250,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         ctl_count(s, method_ok ? "method_not_allowed" : "not_found", code);
         return ctl_error(conn, code, method_ok ? "method not allowed on this route" : "no such route");
     }
-    if (route->mutating && s->token && !token_ok(s, conn)) {
+    if (c->over_limit) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        char who[64], msg[256];
+        ctl_clients_name(ci ? ci->client_addr : NULL, who, sizeof(who));
+        snprintf(msg, sizeof(msg), "too many connections from %s: at most %d per client (wsync serve "
+                 "--max-client-connections); close some and retry", who, s->max_client_conns);
+        ctl_count(s, route->name, 429);
+        return ctl_error(conn, 429, msg);
+    }
+    if ((route->mutating || (route->topology && s->private_status)) && s->token && !token_ok(s, conn)) {
         ctl_count(s, route->name, 401);
         return ctl_error(conn, 401, "missing or wrong bearer token (Authorization: Bearer <token>)");
     }
@@ -272,8 +289,15 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code)
 {
+    wsync_control_server_t *s = cls;
     const union MHD_ConnectionInfo *ci;
     int one = 1;
+    if (s->max_client_conns > 0) {
+        ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        pthread_mutex_lock(&s->wait_lock);
+        ctl_clients_add(&s->clients, ci ? ci->client_addr : NULL, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
+        pthread_mutex_unlock(&s->wait_lock);
+    }
     if (code != MHD_CONNECTION_NOTIFY_STARTED)
         return;
     ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -350,6 +374,14 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
         }
         s->token = strdup(buf);
     }
+    if (cfg->private_status && s->token == NULL) {
+        st = wsync_error(WSYNC_ERR_INVALID, "private status (--private-status) needs a token (--token-file): "
+                         "without one nobody could read /v1/status");
+        goto err;
+    }
+    s->private_status = cfg->private_status;
+    s->max_client_conns = cfg->max_client_connections > 0 ? cfg->max_client_connections : 0;
+    s->model.max_engines = cfg->max_engines > 0 ? cfg->max_engines : 0;
     if (cfg->state_file) {
         s->state_path = strdup(cfg->state_file);
         WSYNC_CHECK_GOTO(ctl_state_prepare_dir(cfg->state_file), st, err);
@@ -441,5 +473,6 @@ void wsync_control_server_stop(wsync_control_server_t *s)
     free(s->state_path);
     free(s->token);
     free(s->status_text);
+    ctl_clients_free(&s->clients);
     free(s);
 }

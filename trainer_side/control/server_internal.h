@@ -6,6 +6,7 @@
 #include <microhttpd.h>
 #include <pthread.h>
 
+#include "trainer_side/control/client_limit.h"
 #include "trainer_side/control/control_server.h"
 #include "trainer_side/control/model.h"
 
@@ -23,6 +24,7 @@ typedef struct req_ctx {
     char *body;
     size_t len, cap;
     int too_big;
+    int over_limit;                 /* the client had too many connections open */
     /* long poll */
     int waiting, resumed_answer;
     uint64_t after, deadline;
@@ -41,6 +43,9 @@ struct wsync_control_server {
     char url[128];
     char *state_path;
     char *token;
+    int private_status;             /* topology routes need the token */
+    int max_client_conns;           /* 0: none */
+    ctl_clients_t clients;          /* open connections per address (wait_lock) */
     pthread_mutex_t wait_lock;      /* waiters and counts */
     pthread_mutex_t save_lock;      /* one state-file write at a time */
     int state_dirty;                /* engine reports not yet written (atomic) */
@@ -83,6 +88,7 @@ typedef struct ctl_route {
     int prefix;
     size_t body_cap;
     int mutating;
+    int topology;                   /* shows who runs where: token-only with private_status */
     enum MHD_Result (*run)(wsync_control_server_t *s, req_ctx_t *c, const char *url);
 } ctl_route_t;
 

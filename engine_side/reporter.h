@@ -1,0 +1,26 @@
+/* reporter.h: an engine node's reports (pulling / ready / failed) delivered
+ * to the control endpoint from a thread of their own, in order, so that a
+ * pull never waits for the endpoint: a node that verified a version holds it
+ * and serves it while the endpoint restarts; the report reaches it when it is
+ * back. A report refused because the endpoint forgot the node (404: it lost
+ * its state) re-registers the node first. */
+#ifndef WSYNC_ENGINE_REPORTER_H
+#define WSYNC_ENGINE_REPORTER_H
+
+#include <stdint.h>
+
+#include "common/wsync.h"
+
+typedef struct recv_reporter recv_reporter_t;
+
+/* Starts the thread (its own control client). Strings are copied. */
+wsync_status_t reporter_start(const char *url, const char *token, const char *engine_id, const char *host,
+                              int local_ranks, recv_reporter_t **out);
+/* Queues a report and returns at once; at most REPORTER_QUEUE wait, the
+ * oldest is dropped past that. Thread-safe. */
+void reporter_post(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s, uint64_t bytes,
+                   const char *error);
+/* Delivers what is queued for up to `flush_ms`, then stops; NULL is fine. */
+void reporter_stop(recv_reporter_t *rp, int flush_ms);
+
+#endif
