@@ -562,7 +562,9 @@ int main(int argc, char **argv)
     if (argc < 2 || (strcmp(argv[1], "cpu") != 0 && strcmp(argv[1], "gpu") != 0) ||
         (argc > 2 && wsync_parse_size(argv[2], "the model size", &size) != WSYNC_OK)) {
         fprintf(stderr, "tp_e2e_bench: %s\nusage: tp_e2e_bench cpu [SIZE=1G] | gpu [SIZE=15G] [TRANSPORT=auto]\n",
-                argc < 2 ? "say cpu or gpu" : wsync_last_error());
+                argc < 2 || (strcmp(argv[1], "cpu") != 0 && strcmp(argv[1], "gpu") != 0)
+                    ? "the first argument says where the ranks hold memory: cpu or gpu"
+                    : wsync_last_error());
         return 2;
     }
     gpu = strcmp(argv[1], "gpu") == 0;
