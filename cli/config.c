@@ -272,14 +272,26 @@ static const char *type_name(const wsync_setting_def_t *d)
 
 static void range_text(const wsync_setting_def_t *d, char *buf, size_t len)
 {
-    if (d->type == WSYNC_STYPE_ENUM)
-        snprintf(buf, len, "%s", d->choices);
+    const char *c;
+    size_t i = 0;
+    if (d->type == WSYNC_STYPE_ENUM) {
+        /* "a|b" would split a markdown cell: "a, b". */
+        for (c = d->choices; *c && i + 3 < len; c++) {
+            if (*c == '|') {
+                buf[i++] = ',';
+                buf[i++] = ' ';
+            } else {
+                buf[i++] = *c;
+            }
+        }
+        buf[i] = '\0';
+    }
     else if (d->type == WSYNC_STYPE_BOOL)
         snprintf(buf, len, "0, 1");
     else if (d->type == WSYNC_STYPE_STRING)
         snprintf(buf, len, "text");
     else
-        snprintf(buf, len, "%lld..%lld", d->min, d->max);
+        snprintf(buf, len, "%lld..%lld%s", d->min, d->max, d->type == WSYNC_STYPE_MS ? " ms" : "");
 }
 
 /* The tables of docs/CONFIG.md, generated from the code (a test compares). */

@@ -50,6 +50,11 @@ static void usage(FILE *f)
             "                     layouts, docs/ENGINE_LAYOUTS.md); L must be a multiple of T\n");
 }
 
+static const char *plural(long n)
+{
+    return n == 1 ? "" : "s";
+}
+
 static pid_t spawn(char *const argv[])
 {
     pid_t pid = fork();
@@ -148,10 +153,11 @@ int cmd_demo(int argc, char **argv)
     }
     snprintf(url, sizeof(url), "%s", wsync_control_server_url(server));
     printf("wsync demo: control endpoint %s  (watch it: wsync status --control %s --watch)\n", url, url);
-    printf("wsync demo: %ld trainer ranks -> %ld engine nodes x %ld local ranks, model %s, %ld versions, "
-           "%s mode, transport %s, device %s", W, M, L, synthetic ? synthetic : files, N, mode, transport, device);
+    printf("wsync demo: %ld trainer rank%s -> %ld engine node%s x %ld local rank%s, model %s, %ld version%s, "
+           "%s mode, transport %s, device %s", W, plural(W), M, plural(M), L, plural(L),
+           synthetic ? synthetic : files, N, plural(N), mode, transport, device);
     if (tp)
-        printf(", %ld TP groups of %s per node", L / atol(tp), tp);
+        printf(", %ld TP group%s of %s per node", L / atol(tp), plural(L / atol(tp)), tp);
     if (ngpus > 0)
         printf(" (%d GPUs, ranks round-robin)", ngpus);
     printf("\n");
@@ -248,8 +254,9 @@ int cmd_demo(int argc, char **argv)
         if (!procs[i].exited)
             waitpid(procs[i].pid, NULL, 0);
     if (!failed)
-        printf("wsync demo: every engine (%ld nodes x %ld ranks) verified all %ld versions of %s in %.1f s\n", M, L,
-               N, synthetic ? synthetic : files, (double)(wsync_now_ns() - t0) / 1e9);
+        printf("wsync demo: every engine (%ld node%s x %ld rank%s) verified all %ld version%s of %s in %.1f s\n", M,
+               plural(M), L, plural(L), N, plural(N), synthetic ? synthetic : files,
+               (double)(wsync_now_ns() - t0) / 1e9);
     else
         printf("wsync demo: FAILED (see the messages above)\n");
     free(procs);

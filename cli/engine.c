@@ -3,6 +3,7 @@
  * safetensors file with the original names, dtypes and shapes. */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,40 @@ static void on_signal(int sig)
 {
     (void)sig;
     stop_flag = 1;
+}
+
+typedef struct watcher {
+    wsync_receiver_t *r;
+    const char *engine;
+    int stop;               /* atomic */
+} watcher_t;
+
+/* Local rank 0: a line a second for any phase of a pull that lasts longer
+ * than a second (reserving the images, landing), so a long wait says what
+ * it waits for. */
+static void *watch_main(void *arg)
+{
+    watcher_t *w = arg;
+    int tick = 0;
+    while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
+        wsync_pull_progress_t p;
+        char a[32], b[32];
+        usleep(100000);         /* short naps: the engine exits without waiting */
+        if (++tick % 10 != 0)
+            continue;
+        wsync_receiver_progress(w->r, &p);
+        if (strcmp(p.phase, "idle") == 0 || p.elapsed_s < 1.0)
+            continue;
+        if (strcmp(p.phase, "setup") == 0)
+            printf("engine %s: setting up: reserving %s of image memory (first pull, version %llu): %.0f s\n",
+                   w->engine, wsync_fmt_size(p.total, a, sizeof(a)), (unsigned long long)p.version, p.elapsed_s);
+        else
+            printf("engine %s: version %llu: %s of %s landed and verified (%.0f s)\n", w->engine,
+                   (unsigned long long)p.version, wsync_fmt_size(p.done, a, sizeof(a)),
+                   wsync_fmt_size(p.total, b, sizeof(b)), p.elapsed_s);
+        fflush(stdout);
+    }
+    return NULL;
 }
 
 static void usage(FILE *f)
@@ -145,6 +180,9 @@ int cmd_engine(int argc, char **argv)
     static char token[512];
     wsync_receiver_config_t rc_cfg = {.local_rank = -1, .local_world = 0, .mode = WSYNC_MODE_STAGED};
     wsync_receiver_t *r = NULL;
+    watcher_t watch = {0};
+    pthread_t watcher;
+    int watching = 0;
     const char *dumpdir = NULL, *rules_path = NULL, *target_path = NULL;
     char *rules_text = NULL, *target_text = NULL;
     long versions = 1, timeout_ms = 120000;
@@ -166,8 +204,9 @@ int cmd_engine(int argc, char **argv)
             else { fprintf(stderr, "wsync engine: --mode must be staged or in-place\n"); return 2; }
             break;
         case 'D': dumpdir = optarg; break;
+        /* The later of --follow / --versions wins (a flag over a file's). */
         case 'F': follow = 1; break;
-        case 'n': versions = atol(optarg); break;
+        case 'n': versions = atol(optarg); follow = 0; break;
         case 'd': rc_cfg.device = optarg; break;
         case 't': rc_cfg.transport = optarg; break;
         case 'b': rc_cfg.bind_host = optarg; break;
@@ -215,6 +254,9 @@ int cmd_engine(int argc, char **argv)
         free(target_text);
         return st == WSYNC_ERR_INVALID || st == WSYNC_ERR_FORMAT ? 2 : 1;
     }
+    watch = (watcher_t){.r = r, .engine = rc_cfg.engine_id};
+    if (rc_cfg.local_rank == 0)
+        watching = pthread_create(&watcher, NULL, watch_main, &watch) == 0;
     while (!stop_flag && (follow || held < versions)) {
         uint64_t v = 0;
         st = wsync_receiver_pull(r, 0, (int)timeout_ms, &v);
@@ -233,13 +275,19 @@ int cmd_engine(int argc, char **argv)
         held++;
         failures_in_row = 0;
         if (rc_cfg.local_rank == 0) {
+            /* The pull alone: the first pull's set-up ran before it. */
             double secs = r->last_secs;
+            wsync_pull_progress_t p;
             void *img;
             size_t len = 0;
             wsync_receiver_image(r, &img, &len);
-            printf("engine %s: version %llu ready on %d ranks in %.3f s (%.2f GB/s per rank; rank 0's image %zu "
-                   "bytes)\n", rc_cfg.engine_id, (unsigned long long)v, rc_cfg.local_world, secs,
-                   secs > 0 ? (double)len / secs / 1e9 : 0.0, len);
+            wsync_receiver_progress(r, &p);
+            printf("engine %s: version %llu ready on %d rank%s in %.3f s (%.2f GB/s per rank; rank 0's image %zu "
+                   "bytes", rc_cfg.engine_id, (unsigned long long)v, rc_cfg.local_world,
+                   rc_cfg.local_world == 1 ? "" : "s", secs, secs > 0 ? (double)len / secs / 1e9 : 0.0, len);
+            if (held == 1 && p.last_setup_s > 0)
+                printf("; image memory set up before it in %.2f s", p.last_setup_s);
+            printf(")\n");
             fflush(stdout);
         }
         if (dumpdir && (st = dump(r, dumpdir, rc_cfg.engine_id, rc_cfg.local_rank, v)) != WSYNC_OK) {
@@ -249,6 +297,9 @@ int cmd_engine(int argc, char **argv)
     }
     rc = held >= versions || follow ? 0 : 1;
 out:
+    __atomic_store_n(&watch.stop, 1, __ATOMIC_RELEASE);
+    if (watching)
+        pthread_join(watcher, NULL);
     wsync_receiver_destroy(r);
     free(rules_text);
     free(target_text);

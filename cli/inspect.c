@@ -38,7 +38,8 @@ int cmd_inspect(int argc, char **argv)
     rc = wsync_safetensors_open(argv[optind], &st);
     if (rc != WSYNC_OK) {
         fprintf(stderr, "wsync inspect: %s\n", wsync_last_error());
-        return rc == WSYNC_ERR_FORMAT ? 2 : 1;
+        /* Missing, unreadable or malformed: all bad input. */
+        return rc == WSYNC_ERR_FORMAT || rc == WSYNC_ERR_IO ? 2 : 1;
     }
     m = st->manifest;
     wsync_manifest_digest(m, digest);

@@ -224,8 +224,9 @@ static void plan_print(const plan_opts_t *o, const wsync_manifest_t *m, const ws
     printf("image       %s\n", both(p->image_size, a, sizeof(a)));
     printf("chunks      %u of %s\n", p->nchunks, wsync_fmt_size(p->chunk_size, a, sizeof(a)));
     printf("pieces      %zu\n", p->npieces);
-    printf("topology    %d trainer ranks (%s layout) -> %d engine nodes x %d local ranks\n\n", o->trainers,
-           o->fsdp ? "fsdp" : "even", o->engines, o->local_ranks);
+    printf("topology    %d trainer rank%s (%s layout) -> %d engine node%s x %d local rank%s\n\n", o->trainers,
+           o->trainers == 1 ? "" : "s", o->fsdp ? "fsdp" : "even", o->engines, o->engines == 1 ? "" : "s",
+           o->local_ranks, o->local_ranks == 1 ? "" : "s");
 
     printf("%-12s %8s %30s %30s\n", "TRAINER RANK", "PIECES", "SENDS PER NODE", "SENDS IN TOTAL (x M)");
     for (r = 0; r < p->world; r++) {
@@ -272,7 +273,7 @@ int cmd_plan(int argc, char **argv)
         s = wsync_safetensors_open(o.file, &st);
         if (s != WSYNC_OK) {
             cli_report("plan", o.file, s);
-            return s == WSYNC_ERR_FORMAT || s == WSYNC_ERR_INVALID ? 2 : 1;
+            return s == WSYNC_ERR_FORMAT || s == WSYNC_ERR_INVALID || s == WSYNC_ERR_IO ? 2 : 1;
         }
         m = st->manifest;
     }

@@ -8,6 +8,25 @@
 
 #include "cli/commands.h"
 #include "common/control_client.h"
+#include "common/util.h"
+
+/* "landing 1.20 GiB of 4.00 GiB" for an engine's progress note, or "". */
+static const char *progress_text(const json_t *e, char *buf, size_t len)
+{
+    const json_t *p = json_object_get(e, "progress");
+    char a[32], b[32];
+    buf[0] = '\0';
+    if (p == NULL || strcmp(json_string_value(json_object_get(e, "state")) ?: "", "pulling") != 0)
+        return buf;
+    if (strcmp(json_string_value(json_object_get(p, "phase")) ?: "", "setup") == 0)
+        snprintf(buf, len, "setting up: reserving %s of image memory  ",
+                 wsync_fmt_size((uint64_t)json_integer_value(json_object_get(p, "total")), a, sizeof(a)));
+    else
+        snprintf(buf, len, "landing %s of %s  ",
+                 wsync_fmt_size((uint64_t)json_integer_value(json_object_get(p, "bytes")), a, sizeof(a)),
+                 wsync_fmt_size((uint64_t)json_integer_value(json_object_get(p, "total")), b, sizeof(b)));
+    return buf;
+}
 
 static void print_table(const json_t *st)
 {
@@ -18,21 +37,28 @@ static void print_table(const json_t *st)
         ntr++;
         reg += json_is_true(json_object_get(t, "registered"));
     }
+    const json_t *sf = json_object_get(st, "state_file");
     printf("latest version %lld   trainer ranks %zu/%zu registered   engines %zu\n",
            (long long)json_integer_value(json_object_get(st, "latest_version")), reg, ntr,
            json_array_size(json_object_get(st, "engines")));
+    if (sf && !json_is_true(json_object_get(sf, "ok")))
+        printf("STATE FILE NOT WRITTEN (%lld failed writes): %s\n",
+               (long long)json_integer_value(json_object_get(sf, "failed_writes")),
+               json_string_value(json_object_get(sf, "error")) ? json_string_value(json_object_get(sf, "error")) : "");
     printf("%-16s %-8s %8s %6s %5s %10s %9s  %s\n", "ENGINE", "STATE", "VERSION", "BEHIND", "RANKS", "LAST SYNC",
            "GB/s", "UPDATED / ERROR");
     json_array_foreach(json_object_get(st, "engines"), i, e) {
         const char *err = json_string_value(json_object_get(e, "last_error"));
         double upd = json_number_value(json_object_get(e, "updated"));
+        char prog[128];
         printf("%-16s %-8s %8lld %6lld %5lld %9.3fs %9.2f  %s%.0fs ago%s%s\n",
                json_string_value(json_object_get(e, "id")), json_string_value(json_object_get(e, "state")),
                (long long)json_integer_value(json_object_get(e, "version")),
                (long long)json_integer_value(json_object_get(e, "behind")),
                (long long)json_integer_value(json_object_get(e, "local_ranks")),
                json_number_value(json_object_get(e, "last_sync_s")),
-               json_number_value(json_object_get(e, "last_gbps")), "", upd > 0 ? difftime(now, (time_t)upd) : 0.0,
+               json_number_value(json_object_get(e, "last_gbps")), progress_text(e, prog, sizeof(prog)),
+               upd > 0 ? difftime(now, (time_t)upd) : 0.0,
                err && err[0] ? "  " : "", err && err[0] ? err : "");
     }
 }

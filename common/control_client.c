@@ -273,6 +273,20 @@ wsync_status_t wsync_control_report(wsync_control_t *c, const char *engine_id, u
     return st;
 }
 
+wsync_status_t wsync_control_report_progress(wsync_control_t *c, const char *engine_id, uint64_t version,
+                                             const char *phase, uint64_t done, uint64_t total)
+{
+    char path[256];
+    json_t *b = json_pack("{s:I, s:s, s:s, s:I, s:I}", "version", (json_int_t)version, "state", "pulling", "phase",
+                          phase, "bytes", (json_int_t)done, "total", (json_int_t)total);
+    wsync_status_t st;
+    WSYNC_CHECK_ALLOC(b);
+    snprintf(path, sizeof(path), "/v1/engines/%s/report", engine_id);
+    st = call(c, "POST", path, b, 0, NULL);
+    json_decref(b);
+    return st;
+}
+
 wsync_status_t wsync_control_status(wsync_control_t *c, json_t **out)
 {
     return call(c, "GET", "/v1/status", NULL, 0, out);

@@ -44,6 +44,11 @@ wsync_status_t wsync_control_wait_version(wsync_control_t *c, uint64_t after, in
 wsync_status_t wsync_control_get_version(wsync_control_t *c, uint64_t version, json_t **out);
 wsync_status_t wsync_control_report(wsync_control_t *c, const char *engine_id, uint64_t version, const char *state,
                                     double duration_s, uint64_t bytes, const char *error);
+/* A progress note on the pull the engine reported "pulling": `phase`
+ * ("setup" or "landing"), bytes `done` of `total`. It never changes the
+ * engine's state (a late note after "ready" is ignored). */
+wsync_status_t wsync_control_report_progress(wsync_control_t *c, const char *engine_id, uint64_t version,
+                                             const char *phase, uint64_t done, uint64_t total);
 wsync_status_t wsync_control_status(wsync_control_t *c, json_t **out);
 
 #endif

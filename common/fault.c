@@ -22,6 +22,8 @@ static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
     [WSYNC_FAULT_CORRUPT_PACKED] = {"WSYNC_TEST_CORRUPT_PACKED", 0, 0, 1,
                                     "with 1, trainer flips one byte of the first packed column slice of each "
                                     "target request, after its digests were taken (engines must refuse it)"},
+    [WSYNC_FAULT_SETUP_DELAY_MS] = {"WSYNC_TEST_SETUP_DELAY_MS", 0, 0, 600000,
+                                    "engine's first-pull image set-up takes N ms longer (a slow reserve)"},
 };
 
 static long long values[WSYNC_FAULT_COUNT];

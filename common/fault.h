@@ -14,6 +14,7 @@ typedef enum wsync_fault_id {
     WSYNC_FAULT_SERVE_DELAY_MS,  /* trainer: hold each pull request this long */
     WSYNC_FAULT_LAND_DELAY_MS,   /* engine: slow the landing of each chunk */
     WSYNC_FAULT_CORRUPT_PACKED,  /* trainer: flip a byte of a packed column slice (engine layouts) */
+    WSYNC_FAULT_SETUP_DELAY_MS,  /* engine: a slow image set-up (first pull) */
     WSYNC_FAULT_COUNT
 } wsync_fault_id_t;
 

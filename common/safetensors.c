@@ -85,9 +85,15 @@ static wsync_status_t parse_entry(const char *file, const char *name, const json
     if (need < 0)
         return bad(file, "tensor '%s': %llu %s elements do not fill whole bytes (or overflow)", name,
                    (unsigned long long)nelem, json_string_value(jd));
-    if ((uint64_t)need != out->end - out->begin)
-        return bad(file, "tensor '%s': shape x %s needs %lld bytes but data_offsets cover %llu", name,
+    if ((uint64_t)need != out->end - out->begin) {
+        char shape[160];
+        int n = snprintf(shape, sizeof(shape), "[");
+        for (d = 0; d < (size_t)out->ndim && n < (int)sizeof(shape) - 24; d++)
+            n += snprintf(shape + n, sizeof(shape) - (size_t)n, "%s%lld", d ? ", " : "", (long long)out->shape[d]);
+        snprintf(shape + n, sizeof(shape) - (size_t)n, "]");
+        return bad(file, "tensor '%s': shape %s x %s needs %lld bytes but data_offsets cover %llu", name, shape,
                    json_string_value(jd), (long long)need, (unsigned long long)(out->end - out->begin));
+    }
     out->name = name;
     return WSYNC_OK;
 }

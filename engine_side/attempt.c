@@ -1,4 +1,6 @@
 /* attempt.c: one pull attempt of the node, on one engine rank, as phases:
+ *   setup     the first pull only, before any attempt: image slots sized
+ *             and reserved (not counted in the pull's time);
  *   open      local rank 0 chooses the version and opens an attempt on the
  *             board; the other ranks wait for it;
  *   layout    the version record: the held layout reused, or a new one;
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
@@ -118,6 +121,68 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
         }
     }
     json_decref(rec);
+    return st;
+}
+
+/* Free the image slots a failed set-up reserved: the next pull sets up
+ * again, nothing half reserved stays. */
+static void setup_undo(wsync_receiver_t *r)
+{
+    int s;
+    for (s = 0; s < r->nslots; s++) {
+        if (s == 0 && r->caller_image)
+            r->win[0] = (wsync_window_t){.fd = -1};   /* the caller's: not ours to free */
+        else if (r->win[s].ptr)
+            r->win_ops->free(&r->win[s]);
+    }
+    r->caller_image = 0;
+    r->image_len = 0;
+}
+
+/* The first pull: size and reserve the image slots before any attempt is
+ * opened. Reserving every page of a large image takes seconds (8.5-10 s for
+ * two slots of a 4 GiB model on a 2-core host); done inside the attempt it
+ * counted in the pull's time and GB/s, and trainers publishing every couple
+ * of seconds no longer held the version chosen before it. After it, the
+ * attempt picks the newest version. Each rank reserves its own slots, sized
+ * for its target's destination image when it has one. */
+static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint64_t deadline)
+{
+    wsync_sync_layout_t *sl = NULL;
+    uint64_t *digests = NULL, v = version, need = 0, t0;
+    wsync_status_t st;
+    if (r->image_len)
+        return WSYNC_OK;
+    if (r->cfg.local_rank != 0)
+        WSYNC_CHECK(recv_rejoin_if_needed(r));
+    if (v == 0) {
+        WSYNC_CHECK(wsync_control_wait_version(r->control, r->held_version, left_ms(deadline), &v));
+        if (v == 0)
+            return wsync_error(WSYNC_ERR_TIMEOUT, "no version newer than %llu was published in time",
+                               (unsigned long long)r->held_version);
+    }
+    WSYNC_CHECK(fetch_record(r, v, &sl, &digests));
+    free(digests);
+    st = r->spec ? recv_target_image_len(r, sl, &need) : WSYNC_OK;
+    if (!r->spec)
+        need = sl->manifest->image_size;
+    if (st == WSYNC_OK) {
+        if (r->cfg.local_rank == 0)
+            wsync_control_report(r->control, r->engine_id, v, "pulling", 0, 0, NULL);
+        t0 = wsync_now_ns();
+        recv_progress_phase(r->progress, RECV_PHASE_SETUP, v, (uint64_t)r->nslots * need);
+        st = recv_ensure_images(r, need);
+        if (wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS) > 0)   /* test hook: a slow reserve */
+            usleep((useconds_t)wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS) * 1000);
+        recv_progress_setup_took(r->progress, (double)(wsync_now_ns() - t0) / 1e9);
+        recv_progress_phase(r->progress, RECV_PHASE_IDLE, 0, 0);
+        wsync_trace("engine %s rank %d: %d image slots of %llu bytes reserved in %.3f s", r->engine_id,
+                    r->cfg.local_rank, r->nslots, (unsigned long long)need, (double)(wsync_now_ns() - t0) / 1e9);
+        if (st != WSYNC_OK)
+            setup_undo(r);
+    }
+    if (sl != r->held)
+        wsync_sync_layout_free(sl);
     return st;
 }
 
@@ -293,6 +358,7 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     wsync_status_t st;
     char err[512];
 
+    WSYNC_CHECK(attempt_setup(r, version, deadline));
     WSYNC_CHECK(attempt_open(r, version, deadline, &a));
     r->last_gen = a.gen;
     t0 = wsync_now_ns();
@@ -302,8 +368,13 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
         wsync_control_report(r->control, r->engine_id, a.version, "pulling", 0, 0, NULL);
 
     st = attempt_layout(r, &a, &sl, &digests, &tl);
-    if (st == WSYNC_OK)
+    if (st == WSYNC_OK) {
+        uint64_t total = tl ? tl->image_len : sl->manifest->image_size;
+        recv_progress_phase(r->progress, RECV_PHASE_LANDING, a.version, total);
         st = tl ? recv_fetch_targets(r, &a, sl, tl, deadline) : recv_fetch(r, &a, sl, digests, deadline);
+        recv_progress_bytes(r->progress, st == WSYNC_OK ? total : 0);
+    }
+    recv_progress_phase(r->progress, RECV_PHASE_IDLE, 0, 0);
     st = attempt_settle(r, &a, tl, st, deadline);
     snprintf(err, sizeof(err), "%s", st == WSYNC_OK ? "" : wsync_last_error());
     if (leader)

@@ -384,6 +384,8 @@ static wsync_status_t fetch_watch(fetch_t *f)
     if (wsync_now_ns() - f->last_check <= 50000000ULL)
         return WSYNC_OK;
     f->last_check = wsync_now_ns();
+    recv_progress_bytes(f->r->progress, (uint64_t)f->ndone * f->plan->chunk_size < f->plan->image_size
+                                            ? (uint64_t)f->ndone * f->plan->chunk_size : f->plan->image_size);
     WSYNC_CHECK(check_peers(f));
     if (f->last_check > f->deadline)
         return wsync_error(WSYNC_ERR_TIMEOUT,

@@ -299,6 +299,8 @@ static wsync_status_t tf_watch(tfetch_t *f)
     if (wsync_now_ns() - f->last_check <= 50000000ULL)
         return WSYNC_OK;
     f->last_check = wsync_now_ns();
+    /* Chunks differ in size here: the share of them in, of the image. */
+    recv_progress_bytes(f->r->progress, f->nwant ? f->tl->image_len * f->ndone / f->nwant : 0);
     WSYNC_CHECK(check_peers(f));
     if (f->last_check > f->deadline)
         return wsync_error(WSYNC_ERR_TIMEOUT,

@@ -117,6 +117,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     WSYNC_CHECK_GOTO(r->mem->init(r->device), st, err);
     r->win_ops = wsync_window_for(r->mem->kind);
     WSYNC_CHECK_GOTO(wsync_control_open(r->control_url, r->token, &r->control), st, err);
+    r->progress = recv_progress_open(r->control_url, r->token, r->engine_id, cfg->local_rank == 0);
     WSYNC_CHECK_GOTO(wsync_auth_init(&r->auth, r->token), st, err);
     WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, board_device(r), &r->auth, 30000,
                                 &r->board), st, err);
@@ -300,6 +301,7 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     int p, s;
     if (r == NULL)
         return;
+    recv_progress_close(r->progress);   /* its thread reports through its own client */
     recv_transport_reset(r);
     for (p = 0; p < BOARD_MAX_RANKS; p++)
         for (s = 0; s < BOARD_SLOTS; s++)

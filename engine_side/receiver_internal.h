@@ -13,6 +13,7 @@
 #include "common/window/window.h"
 #include "common/target_verify.h"
 #include "engine_side/board.h"
+#include "engine_side/progress.h"
 #include "engine_side/wsync_receiver.h"
 
 typedef struct peer_map {
@@ -75,7 +76,8 @@ struct wsync_receiver {
     int cur_slot;
     wsync_sync_layout_t *held;
     uint64_t last_gen;
-    double last_secs;       /* duration of the last successful pull attempt */
+    double last_secs;       /* duration of the last successful pull attempt (set-up excluded) */
+    recv_progress_t *progress;  /* phase and bytes of the pull in progress */
 
     /* engine layouts: this rank's spec on the board (NULL: the whole image,
      * today's path), and the engine layout of the held version */
@@ -104,6 +106,9 @@ typedef struct recv_request {
 wsync_status_t recv_targets_init(wsync_receiver_t *r);
 wsync_status_t recv_tlayout_build(wsync_receiver_t *r, const wsync_sync_layout_t *sl, recv_tlayout_t **out);
 void recv_tlayout_free(recv_tlayout_t *tl);
+/* This rank's destination image size for `sl` (its own target alone: the
+ * first pull sizes its image slots with it before the attempt opens). */
+wsync_status_t recv_target_image_len(const wsync_receiver_t *r, const wsync_sync_layout_t *sl, uint64_t *len);
 wsync_status_t recv_tlayout_verify(wsync_receiver_t *r, const recv_tlayout_t *tl, const char *image,
                                    const uint64_t *digests, uint64_t v);
 

@@ -87,6 +87,21 @@ WSYNC_API wsync_status_t wsync_receiver_tensor(const wsync_receiver_t *r, const 
 /* The whole held image. */
 WSYNC_API wsync_status_t wsync_receiver_image(const wsync_receiver_t *r, void **ptr, size_t *len);
 
+/* Where this rank's pull stands, for a progress display; callable from any
+ * thread while a pull runs. Phases: "idle"; "setup" (the first pull only:
+ * the image slots are reserved and mapped, every page, before a version is
+ * chosen, so set-up neither counts in the pull's time nor lets the trainers
+ * move past the chosen version); "landing" (bytes of the image verified
+ * here, landed or copied from a local peer, of `total`). */
+typedef struct wsync_pull_progress {
+    const char *phase;          /* "idle", "setup" or "landing" */
+    uint64_t version;           /* being pulled (for "setup": the one that sized the images) */
+    uint64_t done, total;       /* bytes */
+    double elapsed_s;           /* in this phase */
+    double last_setup_s;        /* how long the set-up took (0 before it ran) */
+} wsync_pull_progress_t;
+WSYNC_API void wsync_receiver_progress(const wsync_receiver_t *r, wsync_pull_progress_t *out);
+
 /* Host memory that other local processes can map (for config.image). */
 WSYNC_API void *wsync_image_alloc(size_t len);
 WSYNC_API void wsync_image_free(void *ptr, size_t len);

@@ -138,7 +138,7 @@ expect_bad() { # case needle
 }
 expect_bad hole "a hole of 2 bytes before tensor 'b'"
 expect_bad overlap "tensor 'b' (bytes 4..8) overlaps tensor 'a'"
-expect_bad size "tensor 'w': shape x F32 needs 12 bytes"
+expect_bad size "tensor 'w': shape [3] x F32 needs 12 bytes"
 expect_bad dtype "tensor 'w': unknown dtype 'F128'"
 expect_bad shape "tensor 'w': shape[1]"
 expect_bad range "tensor 'w': data_offsets [0, 16] run past the data section"
@@ -152,11 +152,14 @@ expect_bad short "shorter than the 8-byte header length"
 expect_bad hlen "runs past the end of the file"
 expect_bad absurd "is absurd"
 
-# --- missing files and bad usage: a clear message, 1 or 2, never a signal ----
+# --- missing files and bad usage: a clear message, exit 2 (bad input) as for a
+# malformed file, never a signal ----
 err=$("$WSYNC" inspect "$TMP/nope.safetensors" 2>&1); rc=$?
-check missing_file_exits_1_or_2 [ $rc = 1 -o $rc = 2 ]
+check missing_file_exits_2 [ $rc = 2 ]
 check missing_file_message_names_it grep -q "nope.safetensors: No such file" <<<"$err"
 err=$("$WSYNC" inspect "$TMP" 2>&1); rc=$?
-check directory_is_refused [ $rc = 1 -o $rc = 2 ]
+check directory_is_refused_with_2 [ $rc = 2 ]
+err=$("$WSYNC" plan "$TMP/nope.safetensors" 2>&1); rc=$?
+check plan_missing_file_exits_2 [ $rc = 2 ]
 "$WSYNC" inspect >/dev/null 2>&1; rc=$?
 check no_argument_is_a_usage_error [ $rc = 2 ]

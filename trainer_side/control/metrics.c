@@ -71,6 +71,15 @@ char *ctl_metrics_text(wsync_control_server_t *s)
             "# TYPE wsync_sync_failures_total counter\nwsync_sync_failures_total %llu\n",
         (unsigned long long)m->failures);
     pthread_mutex_unlock(&m->lock);
+    if (s->state_path) {
+        uint64_t failures = 0;
+        int failing = ctl_state_failing(s, NULL, 0, &failures, NULL);
+        add(&b, "# HELP wsync_state_write_failures_total State-file writes that failed.\n"
+                "# TYPE wsync_state_write_failures_total counter\nwsync_state_write_failures_total %llu\n",
+            (unsigned long long)failures);
+        add(&b, "# HELP wsync_state_file_ok 1 while the last state-file write worked, else 0.\n"
+                "# TYPE wsync_state_file_ok gauge\nwsync_state_file_ok %d\n", !failing);
+    }
     pthread_mutex_lock(&s->wait_lock);
     {
         const req_ctx_t *w;

@@ -394,7 +394,8 @@ int ctl_report(ctl_model_t *m, const char *id, const json_t *body, char *err, si
 {
     static const ctl_field_t fields[] = {{"version", CTL_INT, 1}, {"state", CTL_STRING, 1},
                                          {"duration_s", CTL_NUMBER, 0}, {"bytes", CTL_INT, 0},
-                                         {"error", CTL_ANY_STRING, 0}};
+                                         {"error", CTL_ANY_STRING, 0}, {"phase", CTL_STRING, 0},
+                                         {"total", CTL_INT, 0}};
     int code = ctl_validate(body, fields, WSYNC_ARRAY_LEN(fields), err, errlen);
     const char *state;
     ctl_engine_t *e;
@@ -420,6 +421,26 @@ int ctl_report(ctl_model_t *m, const char *id, const json_t *body, char *err, si
         code = 404;
         goto out;
     }
+    if (json_object_get(body, "phase")) {
+        /* A progress note: annotates the pull in progress, never changes
+         * the state (a note sent just before "ready" may arrive after it). */
+        const char *phase = json_string_value(json_object_get(body, "phase"));
+        if (strcmp(state, "pulling") != 0 || (strcmp(phase, "setup") != 0 && strcmp(phase, "landing") != 0)) {
+            snprintf(err, errlen, "a progress note ('phase') is state pulling with phase setup or landing");
+            code = 422;
+            goto out;
+        }
+        if (strcmp(e->state, "pulling") == 0 && e->target == v) {
+            snprintf(e->phase, sizeof(e->phase), "%s", phase);
+            e->progress_bytes = (uint64_t)bytes;
+            e->progress_total = (uint64_t)json_integer_value(json_object_get(body, "total"));
+            e->updated = unix_now();
+            m->gen++;
+        }
+        *changed = 0;
+        code = 200;
+        goto out;
+    }
     if (strcmp(state, "ready") == 0 && (v > m->latest || (!version_retained(m, v) && v != m->latest) || v == 0)) {
         snprintf(err, errlen, "version %llu was never published (latest is %llu)", (unsigned long long)v,
                  (unsigned long long)m->latest);
@@ -432,6 +453,8 @@ int ctl_report(ctl_model_t *m, const char *id, const json_t *body, char *err, si
                  strcmp(state, "failed") == 0 ? json_string_value(json_object_get(body, "error")) ?: "" : "");
     snprintf(e->state, sizeof(e->state), "%s", state);
     e->target = v;
+    e->phase[0] = '\0';
+    e->progress_bytes = e->progress_total = 0;
     e->updated = unix_now();
     if (strcmp(state, "ready") == 0) {
         e->version = v;
@@ -459,11 +482,16 @@ out:
 
 static json_t *engine_json(const ctl_model_t *m, const ctl_engine_t *e)
 {
-    return json_pack("{s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:f, s:f, s:s, s:f, s:O*}", "id", e->id, "host", e->host,
+    json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:f, s:f, s:s, s:f, s:O*}", "id", e->id, "host", e->host,
                      "local_ranks", e->local_ranks, "state", e->state, "version", (json_int_t)e->version, "target",
                      (json_int_t)e->target, "behind", (json_int_t)(m->latest - (e->version < m->latest ? e->version : m->latest)),
                      "last_sync_s", e->last_sync_s, "last_gbps", e->last_gbps, "last_error", e->last_error,
                      "updated", e->updated, "endpoint", e->endpoint);
+    if (j && e->phase[0])
+        json_object_set_new(j, "progress", json_pack("{s:s, s:I, s:I}", "phase", e->phase, "bytes",
+                                                     (json_int_t)e->progress_bytes, "total",
+                                                     (json_int_t)e->progress_total));
+    return j;
 }
 
 json_t *ctl_trainers_json(ctl_model_t *m)

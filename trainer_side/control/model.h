@@ -34,6 +34,8 @@ typedef struct ctl_engine {
     double last_sync_s, last_gbps;
     char last_error[512];
     double updated;                 /* unix time */
+    char phase[16];                 /* while pulling: "setup" | "landing" | "" (no note yet) */
+    uint64_t progress_bytes, progress_total;
 } ctl_engine_t;
 
 typedef struct ctl_pending {

@@ -37,18 +37,44 @@ static enum MHD_Result finish(wsync_control_server_t *s, req_ctx_t *c, const cha
     return ctl_respond_json(c->conn, code, reply ? reply : json_pack("{s:b}", "ok", 1));
 }
 
+/* 503 while state-file writes fail: the endpoint still serves, but what it
+ * would continue from after a restart is falling behind. */
 static enum MHD_Result r_healthz(wsync_control_server_t *s, req_ctx_t *c, const char *url)
 {
-    ctl_count(s, "/healthz", 200);
-    return ctl_respond(c->conn, 200, "text/plain", strdup("ok\n"));
+    char why[512], *text;
+    if (!ctl_state_failing(s, why, sizeof(why), NULL, NULL)) {
+        ctl_count(s, "/healthz", 200);
+        return ctl_respond(c->conn, 200, "text/plain", strdup("ok\n"));
+    }
+    if (asprintf(&text, "degraded: %s\n", why) < 0)
+        return MHD_NO;
+    ctl_count(s, "/healthz", 503);
+    return ctl_respond(c->conn, 503, "text/plain", text);
+}
+
+/* The "state_file" member of /v1/status: path, ok, failed_writes, error. */
+static void add_state_file(wsync_control_server_t *s, json_t *j)
+{
+    char why[512];
+    uint64_t failures = 0;
+    int failing;
+    if (s->state_path == NULL)
+        return;
+    failing = ctl_state_failing(s, why, sizeof(why), &failures, NULL);
+    json_object_set_new(j, "state_file", json_pack("{s:s, s:b, s:I, s:s*}", "path", s->state_path, "ok", !failing,
+                                                   "failed_writes", (json_int_t)failures, "error",
+                                                   failing ? why : NULL));
 }
 
 static enum MHD_Result r_status(wsync_control_server_t *s, req_ctx_t *c, const char *url)
 {
-    uint64_t gen = ctl_generation(&s->model);
+    uint64_t gen = ctl_generation(&s->model), failures = 0, changes = 0;
     char *text;
-    if (s->status_text == NULL || s->status_gen != gen) {
+    ctl_state_failing(s, NULL, 0, &failures, &changes);
+    if (s->status_text == NULL || s->status_gen != gen || s->status_failures != failures ||
+        s->status_changes != changes) {
         json_t *j = ctl_status_json(&s->model);
+        add_state_file(s, j);
         text = json_dumps(j, JSON_COMPACT);
         json_decref(j);
         if (text == NULL)
@@ -56,6 +82,8 @@ static enum MHD_Result r_status(wsync_control_server_t *s, req_ctx_t *c, const c
         free(s->status_text);
         s->status_text = text;
         s->status_gen = gen;
+        s->status_failures = failures;
+        s->status_changes = changes;
     }
     if ((text = strdup(s->status_text)) == NULL)
         return MHD_NO;

@@ -18,12 +18,50 @@
 #include "trainer_side/control/server_internal.h"
 #include "trainer_side/control/state_file.h"
 
+/* Records a write's outcome; logs only when the condition changes. */
+static void state_health(wsync_control_server_t *s, wsync_status_t rc)
+{
+    pthread_mutex_lock(&s->health_lock);
+    if (rc != WSYNC_OK) {
+        s->state_failures++;
+        if (strcmp(s->state_error, wsync_last_error()) != 0) {
+            snprintf(s->state_error, sizeof(s->state_error), "%s", wsync_last_error());
+            s->state_changes++;
+            LOG_ERROR("%s; the state is kept in memory and written again every second until that works "
+                      "(GET /healthz says 503 meanwhile)", s->state_error);
+        }
+    } else if (s->state_error[0]) {
+        LOG_WARN("state file %s: written again, after %llu failed writes", s->state_path,
+                 (unsigned long long)s->state_failures);
+        s->state_error[0] = '\0';
+        s->state_changes++;
+    }
+    pthread_mutex_unlock(&s->health_lock);
+}
+
+int ctl_state_failing(wsync_control_server_t *s, char *why, size_t len, uint64_t *failures, uint64_t *changes)
+{
+    int failing;
+    pthread_mutex_lock(&s->health_lock);
+    failing = s->state_error[0] != '\0';
+    if (why)
+        snprintf(why, len, "%s", s->state_error);
+    if (failures)
+        *failures = s->state_failures;
+    if (changes)
+        *changes = s->state_changes;
+    pthread_mutex_unlock(&s->health_lock);
+    return failing;
+}
+
 /* Writes the whole state. The dirty mark is cleared before the snapshot is
- * taken, so a report that lands meanwhile is either in it or marks again. */
+ * taken, so a report that lands meanwhile is either in it or marks again; a
+ * write that fails marks it again, so the timer retries once a second. */
 static void save_state(wsync_control_server_t *s)
 {
     char dropped[CTL_MAX_DROPPED][33];
     json_t *st;
+    wsync_status_t rc;
     int ndropped;
     if (s->state_path == NULL)
         return;
@@ -33,11 +71,16 @@ static void save_state(wsync_control_server_t *s)
      * once it is written. New layouts' files are written before it. */
     ndropped = ctl_layouts_take_dropped(&s->model, dropped, CTL_MAX_DROPPED);
     st = ctl_state_json(&s->model);
-    if (ctl_layout_files_write(&s->model, s->state_path) != WSYNC_OK || ctl_state_save(s->state_path, st) != WSYNC_OK)
-        LOG_ERROR("%s", wsync_last_error());
-    else
+    rc = st ? ctl_layout_files_write(&s->model, s->state_path)
+            : wsync_error(WSYNC_ERR_NOMEM, "state file: out of memory");
+    if (rc == WSYNC_OK)
+        rc = ctl_state_save(s->state_path, st);
+    if (rc == WSYNC_OK)
         ctl_layout_files_remove(s->state_path, dropped, ndropped);
     json_decref(st);
+    state_health(s, rc);
+    if (rc != WSYNC_OK)
+        __atomic_store_n(&s->state_dirty, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&s->saved_ns, wsync_now_ns(), __ATOMIC_RELAXED);
     pthread_mutex_unlock(&s->save_lock);
 }
@@ -285,6 +328,7 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
     ctl_model_init(&s->model);
     pthread_mutex_init(&s->wait_lock, NULL);
     pthread_mutex_init(&s->save_lock, NULL);
+    pthread_mutex_init(&s->health_lock, NULL);
     if (cfg->listen && cfg->listen[0])
         WSYNC_CHECK_GOTO(wsync_split_hostport(cfg->listen, host, sizeof(host), &port), st, err);
     if (cfg->token_file) {
@@ -308,6 +352,7 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
     }
     if (cfg->state_file) {
         s->state_path = strdup(cfg->state_file);
+        WSYNC_CHECK_GOTO(ctl_state_prepare_dir(cfg->state_file), st, err);
         WSYNC_CHECK_GOTO(ctl_state_read(cfg->state_file, &state), st, err);
         if (state) {
             st = ctl_state_load(&s->model, state, cfg->state_file);
@@ -318,6 +363,18 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
                 goto err;
             LOG_INFO("state file %s: continuing from version %llu", cfg->state_file,
                      (unsigned long long)s->model.latest);
+        }
+        /* A state file that cannot be written is found now, not after the
+         * first publish: refuse to start rather than lose it silently. */
+        state = ctl_state_json(&s->model);
+        st = state ? ctl_layout_files_write(&s->model, cfg->state_file) : WSYNC_ERR_NOMEM;
+        if (st == WSYNC_OK)
+            st = ctl_state_save(cfg->state_file, state);
+        json_decref(state);
+        if (st != WSYNC_OK) {
+            st = wsync_error(st, "%s; refusing to start (the state file's directory must be writable)",
+                             wsync_last_error());
+            goto err;
         }
     }
     WSYNC_CHECK_GOTO(wsync_tcp_listen(host, port, &fd, &port), st, err);
@@ -380,6 +437,7 @@ void wsync_control_server_stop(wsync_control_server_t *s)
     ctl_model_free(&s->model);
     pthread_mutex_destroy(&s->wait_lock);
     pthread_mutex_destroy(&s->save_lock);
+    pthread_mutex_destroy(&s->health_lock);
     free(s->state_path);
     free(s->token);
     free(s->status_text);

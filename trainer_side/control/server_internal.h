@@ -45,6 +45,13 @@ struct wsync_control_server {
     pthread_mutex_t save_lock;      /* one state-file write at a time */
     int state_dirty;                /* engine reports not yet written (atomic) */
     uint64_t saved_ns;              /* when the state file was last written */
+    /* State-file health: a failed write is counted, shown by /healthz,
+     * /v1/status and /metrics, retried once a second, and logged once per
+     * change of condition (failing with a new reason, or working again). */
+    pthread_mutex_t health_lock;    /* the three fields below */
+    uint64_t state_failures;        /* failed writes since start */
+    uint64_t state_changes;         /* changes of condition (status cache key) */
+    char state_error[512];          /* why the last write failed; "" when it worked */
     req_ctx_t *waiters;
     ctl_count_t counts[CTL_MAX_COUNTS];
     int ncounts;
@@ -54,7 +61,7 @@ struct wsync_control_server {
     /* GET /v1/status text, rebuilt only when the model changed (1000 engines
      * cost ~6 ms of JSON building per request otherwise). MHD thread only. */
     char *status_text;
-    uint64_t status_gen;
+    uint64_t status_gen, status_failures, status_changes; /* its key: model, state file */
     /* The long polls' 200 answer for latest_resp_version. MHD thread only. */
     struct MHD_Response *latest_resp;
     uint64_t latest_resp_version;
@@ -91,6 +98,9 @@ void ctl_count(wsync_control_server_t *s, const char *route, int code);
 void ctl_changed(wsync_control_server_t *s, int published);
 void ctl_reported(wsync_control_server_t *s);
 wsync_status_t ctl_suspend(wsync_control_server_t *s, req_ctx_t *c);
+
+/* The state file's condition: 1 when writes fail (why copied to `why`). */
+int ctl_state_failing(wsync_control_server_t *s, char *why, size_t len, uint64_t *failures, uint64_t *changes);
 
 /* metrics.c */
 char *ctl_metrics_text(wsync_control_server_t *s);

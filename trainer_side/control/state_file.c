@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/checks.h"
@@ -57,6 +58,34 @@ wsync_status_t ctl_state_save(const char *path, const json_t *state)
         fsync(dfd);
         close(dfd);
     }
+    return WSYNC_OK;
+}
+
+wsync_status_t ctl_state_prepare_dir(const char *path)
+{
+    char buf[4096], dir[4096];
+    struct stat sb;
+    size_t i;
+    snprintf(buf, sizeof(buf), "%s", path);
+    snprintf(dir, sizeof(dir), "%s", dirname(buf));
+    if (stat(dir, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode))
+            return wsync_error(WSYNC_ERR_IO, "state file %s: %s is not a directory", path, dir);
+        return WSYNC_OK;
+    }
+    /* Each missing component in turn, as mkdir -p. */
+    for (i = 1; dir[i]; i++) {
+        if (dir[i] != '/')
+            continue;
+        dir[i] = '\0';
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+            return wsync_error(WSYNC_ERR_IO, "state file %s: cannot create directory %s: %s", path, dir,
+                               strerror(errno));
+        dir[i] = '/';
+    }
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return wsync_error(WSYNC_ERR_IO, "state file %s: cannot create directory %s: %s", path, dir,
+                           strerror(errno));
     return WSYNC_OK;
 }
 

@@ -9,6 +9,9 @@
 /* Write `state` to `path` via a temp file in the same directory, fsync,
  * rename, fsync of the directory: a crash leaves the old or the new file. */
 wsync_status_t ctl_state_save(const char *path, const json_t *state);
+/* Creates the file's directory (and its parents, mode 0755) when missing;
+ * an error names the directory that could not be made and why. */
+wsync_status_t ctl_state_prepare_dir(const char *path);
 /* *out = NULL when the file does not exist; a file that cannot be read or
  * parsed is an error naming the file and the problem. */
 wsync_status_t ctl_state_read(const char *path, json_t **out);

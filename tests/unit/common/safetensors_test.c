@@ -346,7 +346,7 @@ static void refuses_non_integer_shape(void)
 
 static void refuses_size_that_does_not_match_shape(void)
 {
-    REFUSED("{" E("w", "F32", "[3]", 0, 8) "}", 8, "tensor 'w': shape x F32 needs 12 bytes but data_offsets cover 8");
+    REFUSED("{" E("w", "F32", "[3]", 0, 8) "}", 8, "tensor 'w': shape [3] x F32 needs 12 bytes but data_offsets cover 8");
     /* Sub-byte counts that do not fill whole bytes. */
     REFUSED("{" E("w", "F4", "[3]", 0, 2) "}", 2, "tensor 'w': 3 F4 elements do not fill whole bytes");
 }

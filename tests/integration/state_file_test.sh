@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `wsync serve --state FILE` never loses the state silently: a missing
+# directory is created, an unwritable one refuses the start, and a write
+# that fails later (read-only file system or directory, full file system)
+# shows in /healthz (503), /v1/status ("state_file") and /metrics, is logged
+# once per change of condition, and clears when writes work again.
+source "$(dirname "$0")/lib.sh"
+MOUNTS=()
+umount_all() { local m; for m in "${MOUNTS[@]}"; do umount "$m" 2>/dev/null; done; MOUNTS=(); }
+trap 'umount_all; cleanup' EXIT
+root=0; [ "$(id -u)" = 0 ] && root=1
+
+# small_mount DIR SIZE: a tmpfs of SIZE at DIR (root), 0 on success.
+small_mount() { mkdir -p "$1" && mount -t tmpfs -o size="$2" wsync-test "$1" 2>/dev/null && MOUNTS+=("$1"); }
+
+# serve_on STATE LOG: starts serve, sets $url and $spid; 1 if it did not come up.
+serve_on() {
+    local port; port=$(free_port); url=http://127.0.0.1:$port
+    bg "$WSYNC" serve --listen 127.0.0.1:$port --state "$1" 2>"$2" >/dev/null
+    spid=$!
+    wait_http "$url/metrics" 10
+}
+code() { curl -s -o /dev/null -w '%{http_code}' "$url/healthz"; }
+register() { curl -s -o /dev/null -X POST "$url/v1/engines/register" -d "{\"id\":\"$1\",\"host\":\"h\",\"local_ranks\":1}"; }
+status_field() { curl -s "$url/v1/status" | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['state_file']['$1'])"; }
+metric() { curl -s "$url/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+
+# 1. A missing directory (two levels) is created.
+serve_on "$TMP/new/sub/state.json" "$TMP/s1.log"
+check missing_directory_is_created test -s "$TMP/new/sub/state.json"
+check healthz_ok_while_writes_work test "$(code)" = 200
+check status_state_file_ok test "$(status_field ok)" = True
+kill "$spid"; wait "$spid" 2>/dev/null
+
+# 2. A path through a regular file: refused at start, saying why.
+touch "$TMP/plain"
+out=$("$WSYNC" serve --listen 127.0.0.1:0 --state "$TMP/plain/state.json" 2>&1); rc=$?
+if [ $rc != 0 ] && grep -q "$TMP/plain is not a directory" <<<"$out"; then pass state_dir_through_a_file_refused
+else fail state_dir_through_a_file_refused "rc=$rc: $out"; fi
+
+# make_readonly DIR / make_writable DIR: a read-only mount as root (root
+# ignores permission bits), the directory's mode otherwise.
+make_readonly() { if [ $root = 1 ]; then mount -o remount,ro "$1"; else chmod 0555 "$1"; fi; }
+make_writable() { if [ $root = 1 ]; then mount -o remount,rw "$1"; else chmod 0755 "$1"; fi; }
+ro_ok=1
+if [ $root = 1 ]; then small_mount "$TMP/ro" 1m || ro_ok=0; else mkdir -p "$TMP/ro"; fi
+if [ $ro_ok = 0 ]; then
+    for n in unwritable_dir_refused_at_start read_only_later_shows_in_healthz_status_metrics \
+             read_only_logged_once_per_change writes_work_again_clears_it; do
+        skip $n "cannot mount a tmpfs here"; done
+else
+    # 3. Unwritable at start: refused, saying why.
+    make_readonly "$TMP/ro"
+    out=$("$WSYNC" serve --listen 127.0.0.1:0 --state "$TMP/ro/state.json" 2>&1); rc=$?
+    if [ $rc != 0 ] && grep -q "refusing to start" <<<"$out" && grep -qi "read-only\|permission" <<<"$out"; then
+        pass unwritable_dir_refused_at_start
+    else fail unwritable_dir_refused_at_start "rc=$rc: $out"; fi
+    make_writable "$TMP/ro"
+
+    # 4. Read-only later: every mutation fails to write; said once.
+    serve_on "$TMP/ro/state.json" "$TMP/s4.log"
+    make_readonly "$TMP/ro"
+    for i in 1 2 3 4 5 6; do register "n$i"; sleep 0.3; done
+    c=$(code); okf=$(status_field ok); fw=$(status_field failed_writes); m=$(metric wsync_state_write_failures_total)
+    g=$(metric wsync_state_file_ok)
+    if [ "$c" = 503 ] && [ "$okf" = False ] && [ "$fw" -ge 6 ] && [ "${m:-0}" -ge 6 ] && [ "$g" = 0 ] &&
+       curl -s "$url/healthz" | grep -q "degraded: state file"; then
+        pass read_only_later_shows_in_healthz_status_metrics
+    else fail read_only_later_shows_in_healthz_status_metrics "healthz $c ok=$okf failed_writes=$fw metric=$m gauge=$g"; fi
+    n=$(grep -c 'ERROR.*state file' "$TMP/s4.log")
+    check read_only_logged_once_per_change test "$n" = 1
+    make_writable "$TMP/ro"
+    register n7
+    for _ in $(seq 30); do [ "$(code)" = 200 ] && break; sleep 0.1; done
+    if [ "$(code)" = 200 ] && grep -q 'written again, after' "$TMP/s4.log" &&
+       /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "n7" in [e["id"] for e in d["engines"]]' \
+           "$TMP/ro/state.json"; then
+        pass writes_work_again_clears_it
+    else fail writes_work_again_clears_it "healthz $(code): $(tail -2 "$TMP/s4.log")"; fi
+    kill "$spid"; wait "$spid" 2>/dev/null
+fi
+
+# 5. A full file system (root: a 16 KiB tmpfs filled by registrations).
+if [ $root != 1 ]; then skip full_filesystem_shows_and_logs_once "needs root (mounts a small tmpfs)"
+elif ! small_mount "$TMP/full" 16k; then skip full_filesystem_shows_and_logs_once "cannot mount a tmpfs here"
+else
+    serve_on "$TMP/full/state.json" "$TMP/s5.log"
+    long=$(printf "x%.0s" $(seq 100))
+    for i in $(seq 150); do register "e$i-$long"; [ "$(code)" = 503 ] && break; done
+    c=$(code); n=$(grep -c 'ERROR.*state file' "$TMP/s5.log")
+    if [ "$c" = 503 ] && [ "$n" = 1 ] && grep -q 'No space left on device' "$TMP/s5.log" &&
+       [ "$(status_field ok)" = False ]; then
+        pass full_filesystem_shows_and_logs_once
+    else fail full_filesystem_shows_and_logs_once "healthz $c, $n error lines: $(tail -2 "$TMP/s5.log")"; fi
+    kill "$spid"; wait "$spid" 2>/dev/null
+fi
