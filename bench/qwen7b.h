@@ -1,6 +1,9 @@
 /* qwen7b.h: the GPU benchmarks' model: Qwen2.5-7B's real tensor list (28
  * layers, hidden 3584, intermediate 18944, 28 heads / 4 KV heads of dim 128,
- * vocab 152064, bf16, untied lm_head; 339 tensors, 15.23 GB) as a manifest. */
+ * vocab 152064, bf16, untied lm_head; 339 tensors, 15.23 GB) as a manifest.
+ * qwen7b_manifest_scaled(div) keeps the names and the shape ratios with every
+ * size (hidden, intermediate, KV width, vocab) divided by `div` (a power of 2
+ * up to 256 keeps each of them even): bytes shrink by div^2. */
 #ifndef WSYNC_BENCH_QWEN7B_H
 #define WSYNC_BENCH_QWEN7B_H
 
@@ -8,9 +11,9 @@
 
 #include "common/manifest.h"
 
-static inline wsync_status_t qwen7b_manifest(wsync_manifest_t **out)
+static inline wsync_status_t qwen7b_manifest_scaled(int64_t div, wsync_manifest_t **out)
 {
-    const int64_t H = 3584, I = 18944, V = 152064, KV = 4 * 128;
+    const int64_t H = 3584 / div, I = 18944 / div, V = 152064 / div, KV = 4 * 128 / div;
     wsync_manifest_t *m = NULL;
     wsync_status_t st;
     char n[128];
@@ -44,6 +47,11 @@ static inline wsync_status_t qwen7b_manifest(wsync_manifest_t **out)
 fail:
     wsync_manifest_free(m);
     return st;
+}
+
+static inline wsync_status_t qwen7b_manifest(wsync_manifest_t **out)
+{
+    return qwen7b_manifest_scaled(1, out);
 }
 
 #endif
