@@ -200,8 +200,8 @@ static uint64_t published;
 static json_t *one_rank_layout(void)
 {
     return json_pack("{s:s, s:i, s:s, s:s, s:i, s:i, s:{s:[]}}", "manifest_digest",
-                     "0123456789abcdef0123456789abcdef", "chunk_size", 1024, "layout", "even", "layout_digest", "ab",
-                     "image_size", 1024, "world", 1, "manifest", "tensors");
+                     "0123456789abcdef0123456789abcdef", "chunk_size", 1024, "layout", "even", "layout_digest",
+                     "ab", "image_size", 1024, "world", 1, "manifest", "tensors");
 }
 
 /* N long polls held, then one publish: ms until all are answered (from the
@@ -212,7 +212,7 @@ static int long_polls(wsync_control_t *c, const char *base, int n, double *from_
     int *fds = calloc((size_t)n, sizeof(int)), i, ep = epoll_create1(0), port = 0, ok = -1;
     char req[256], host[64];
     json_t *layout = one_rank_layout(), *pieces = json_pack("[{s:i, s:i, s:i, s:s}]", "id", 0, "offset", 0, "len",
-                                                             1024, "digest", "0011223344556677");
+                                                            1024, "digest", "0011223344556677");
     double t_req, t_resp, t_last;
     sscanf(base, "http://%63[^:]:%d", host, &port);
     sa.sin_port = htons((uint16_t)port);
@@ -346,7 +346,8 @@ int main(int argc, char **argv)
     }
     load(url, "/healthz", secs, &hrps, &hp50, &hp99);
     load(url, "/v1/status", secs, &rps, &p50, &p99);
-    printf("control_bench: GET /v1/status, %d engine nodes, %d connections: %.0f req/s, p50 %.3f ms, p99 %.3f ms\n",
+    printf("control_bench: GET /v1/status, %d engine nodes, %d connections: %.0f req/s, p50 %.3f ms, p99 %.3f "
+           "ms\n",
            engines, PARALLEL, rps, p50, p99);
     printf("control_bench: ceiling GET /healthz, same server: %.0f req/s, p50 %.3f ms, p99 %.3f ms; ratio %.2f\n",
            hrps, hp50, hp99, hrps > 0 ? rps / hrps : 0);

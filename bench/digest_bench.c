@@ -17,7 +17,7 @@
 typedef struct bench_ctx {
     unsigned char *src, *dst;
     size_t len;
-    uint64_t sink;              /* results fold in here so no run is optimized away */
+    uint64_t sink; /* results fold in here so no run is optimized away */
 } bench_ctx_t;
 
 static void run_digest(bench_ctx_t *c)

@@ -45,25 +45,25 @@
 
 #define WARMUP 2
 #define MEASURED 5
-#define NVERS (WARMUP + 2 * MEASURED)  /* phase A: warm-up + measured; phase B: measured */
+#define NVERS (WARMUP + 2 * MEASURED) /* phase A: warm-up + measured; phase B: measured */
 #define MAX_L 2
-#define FANOUT_RUNS 3                  /* the fan-out copy + verify alone */
+#define FANOUT_RUNS 3 /* the fan-out copy + verify alone */
 #define TIMEOUT_MS 120000
 
 /* Shared between the parent and its children (MAP_SHARED, made before fork). */
 typedef struct mem_stat {
-    uint64_t hwm, rss_anon, rss_shmem;  /* bytes */
+    uint64_t hwm, rss_anon, rss_shmem; /* bytes */
 } mem_stat_t;
 
 typedef struct shared {
-    int waiting[NVERS + 1][MAX_L];      /* engine rank is about to long-poll for v */
+    int waiting[NVERS + 1][MAX_L]; /* engine rank is about to long-poll for v */
     int published[NVERS + 1];
     int ready[NVERS + 1][MAX_L];
     uint64_t t_pub0[NVERS + 1], t_pub1[NVERS + 1];
     uint64_t t_pull0[NVERS + 1][MAX_L], t_ready[NVERS + 1][MAX_L];
     int failed;
     mem_stat_t trainer, engine[MAX_L];
-    int raw_want, raw_done;             /* raw runs asked for / finished (1-based) */
+    int raw_want, raw_done; /* raw runs asked for / finished (1-based) */
     int raw_quit;
     double raw_s[NVERS + 1];            /* the raw run right before version v */
     double fanout_alone_s[FANOUT_RUNS]; /* copy + verify of half the image */
@@ -80,7 +80,7 @@ typedef struct bench_cfg {
 } bench_cfg_t;
 
 static shared_t *S;
-static double inplace_pull_s;   /* pull-only of the 1-rank in-place run, for the fan-out line */
+static double inplace_pull_s; /* pull-only of the 1-rank in-place run, for the fan-out line */
 
 static void spin_until(int *flag)
 {
@@ -171,9 +171,13 @@ static void raw_run_before(uint64_t v)
 
 static int trainer_child(const bench_cfg_t *c)
 {
-    wsync_publisher_config_t pc = {.control_url = c->url, .rank = 0, .world = 1,
-                                   .manifest_json = c->manifest_json, .chunk_size = c->chunk,
-                                   .listen = "127.0.0.1:0", .advertise_host = "127.0.0.1",
+    wsync_publisher_config_t pc = {.control_url = c->url,
+                                   .rank = 0,
+                                   .world = 1,
+                                   .manifest_json = c->manifest_json,
+                                   .chunk_size = c->chunk,
+                                   .listen = "127.0.0.1:0",
+                                   .advertise_host = "127.0.0.1",
                                    .host_id = "bench-trainer-host"};
     wsync_publisher_t *pub = NULL;
     char *src = malloc(c->size);
@@ -238,8 +242,12 @@ static int check_image(wsync_receiver_t *r, uint64_t size, uint64_t v)
 static int engine_child(const bench_cfg_t *c, int rank)
 {
     char id[64];
-    wsync_receiver_config_t rc = {.control_url = c->url, .local_rank = rank, .local_world = c->L,
-                                  .mode = c->mode, .transport = "tcp", .bind_host = "127.0.0.1",
+    wsync_receiver_config_t rc = {.control_url = c->url,
+                                  .local_rank = rank,
+                                  .local_world = c->L,
+                                  .mode = c->mode,
+                                  .transport = "tcp",
+                                  .bind_host = "127.0.0.1",
                                   .host_id = "bench-engine-host"};
     wsync_receiver_t *r = NULL;
     uint64_t v, got = 0;
@@ -388,11 +396,11 @@ static int run_config(bench_cfg_t *c)
     printf("  raw tcp, 1 connection (ceiling, median of %d, one run before each version): %6.2f GB/s  (%.3f s)\n",
            2 * MEASURED, v / raw_med / 1e9, raw_med);
     printf("  publish-to-ready (median of %d):             %6.2f GB/s  (%.3f s)  ratio %.2f;"
-           "  per-version ratio median %.2f\n", MEASURED, v / m_e2e / 1e9, m_e2e, raw_med / m_e2e,
-           median(r_e2e, MEASURED));
+           "  per-version ratio median %.2f\n",
+           MEASURED, v / m_e2e / 1e9, m_e2e, raw_med / m_e2e, median(r_e2e, MEASURED));
     printf("  pull-only, request to verified (median of %d): %6.2f GB/s  (%.3f s)  ratio %.2f;"
-           "  per-version ratio median %.2f\n", MEASURED, v / m_pull / 1e9, m_pull, raw_med / m_pull,
-           median(r_pull, MEASURED));
+           "  per-version ratio median %.2f\n",
+           MEASURED, v / m_pull / 1e9, m_pull, raw_med / m_pull, median(r_pull, MEASURED));
     printf("  publish() alone: %-28s %6.2f GB/s  (%.3f s)\n",
            c->zero_copy ? "digest + report:" : "digest + report + copy:", v / m_pub / 1e9, m_pub);
     if (c->L == 1 && c->mode == WSYNC_MODE_IN_PLACE && !c->zero_copy)
@@ -400,9 +408,8 @@ static int run_config(bench_cfg_t *c)
     if (c->L == 2 && inplace_pull_s > 0) {
         double fo = median(S->fanout_alone_s, FANOUT_RUNS);
         printf("  fan-out alone (copy + verify half the image, 1 thread): %.3f s; 1-rank pull-only %.3f s;\n"
-               "    serial sum %.3f s vs 2-rank pull-only %.3f s: %.0f%% of the fan-out hidden\n", fo,
-               inplace_pull_s, inplace_pull_s + fo, m_pull,
-               100.0 * (inplace_pull_s + fo - m_pull) / fo);
+               "    serial sum %.3f s vs 2-rank pull-only %.3f s: %.0f%% of the fan-out hidden\n",
+               fo, inplace_pull_s, inplace_pull_s + fo, m_pull, 100.0 * (inplace_pull_s + fo - m_pull) / fo);
     }
     print_mem("trainer", &S->trainer, 0, NULL);
     printf("    (trainer holds its source image%s: expected ~%d x image)\n",
@@ -412,14 +419,15 @@ static int run_config(bench_cfg_t *c)
         uint64_t bound = c->mode == WSYNC_MODE_IN_PLACE ? c->size + 2 * c->chunk : 2 * c->size + 2 * c->chunk;
         snprintf(who, sizeof(who), "engine rank %d", p);
         if (c->L == 1)
-            print_mem(who, &S->engine[p], bound, c->mode == WSYNC_MODE_IN_PLACE ? "image+2 chunks"
-                                                                                : "2 images+2 chunks");
+            print_mem(who, &S->engine[p], bound,
+                      c->mode == WSYNC_MODE_IN_PLACE ? "image+2 chunks" : "2 images+2 chunks");
         else
             print_mem(who, &S->engine[p], 0, NULL);
     }
     if (c->L > 1)
         printf("    (with %d local ranks, a rank's RSS also counts the pages of the peers' windows it maps and "
-               "reads: shared, not extra memory)\n", c->L);
+               "reads: shared, not extra memory)\n",
+               c->L);
     fflush(stdout);
     return 0;
 }
@@ -427,7 +435,12 @@ static int run_config(bench_cfg_t *c)
 int main(int argc, char **argv)
 {
     bench_cfg_t cfg = {.size = 1ull << 30, .chunk = 64ull << 20};
-    static const struct { int L; wsync_mode_t mode; int zero_copy; const char *name; } runs[] = {
+    static const struct {
+        int L;
+        wsync_mode_t mode;
+        int zero_copy;
+        const char *name;
+    } runs[] = {
         {1, WSYNC_MODE_IN_PLACE, 0, "in-place"},
         {1, WSYNC_MODE_STAGED, 0, "staged"},
         {2, WSYNC_MODE_IN_PLACE, 0, "fan-out"},

@@ -69,8 +69,8 @@ static int run(int unused)
         double d = median(td, REPS), c = median(tc, REPS), gb = (double)LEN / 1e9;
         printf("gpu_digest_bench: 4 GiB on GPU 0, median of %d\n", REPS);
         printf("  GPU digest kernel        %7.3f ms  %7.1f GB/s read (target >= 2000)\n", d * 1e3, gb / d);
-        printf("  ceiling: D2D copy        %7.3f ms  %7.1f GB/s copied (%.1f GB/s read+written)\n", c * 1e3, gb / c,
-               2 * gb / c);
+        printf("  ceiling: D2D copy        %7.3f ms  %7.1f GB/s copied (%.1f GB/s read+written)\n", c * 1e3,
+               gb / c, 2 * gb / c);
         printf("  ratio digest / copy: %.2f; GPU digest == CPU digest\n", (gb / d) / (gb / c));
     }
     return 0;

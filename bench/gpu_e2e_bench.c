@@ -33,11 +33,11 @@
 #define W 2
 #define L 2
 #define VERSIONS 6
-#define WARMUP 2            /* staged: each image slot's first pull opens connections and maps it */
-#define LINK_GBS 397.0      /* measured peer copy GPU0 -> GPU1, one way, two-H200 host */
+#define WARMUP 2       /* staged: each image slot's first pull opens connections and maps it */
+#define LINK_GBS 397.0 /* measured peer copy GPU0 -> GPU1, one way, two-H200 host */
 
 typedef struct shared {
-    volatile int go;                        /* control endpoint is up */
+    volatile int go; /* control endpoint is up */
     volatile int failed;
     volatile int pub_arrive[VERSIONS + 1];  /* trainers at the publish barrier */
     volatile int ready_count[VERSIONS + 1]; /* engine ranks holding v */
@@ -59,8 +59,11 @@ static void wait_for(volatile int *v, int want)
 static int trainer_main(int rank)
 {
     const wsync_mem_ops_t *mem = &wsync_mem_cuda;
-    wsync_publisher_config_t pc = {.rank = rank, .world = W, .manifest_json = manifest_json,
-                                   .listen = "127.0.0.1:0", .advertise_host = "127.0.0.1"};
+    wsync_publisher_config_t pc = {.rank = rank,
+                                   .world = W,
+                                   .manifest_json = manifest_json,
+                                   .listen = "127.0.0.1:0",
+                                   .advertise_host = "127.0.0.1"};
     wsync_owned_t owned[64];
     wsync_publisher_t *p = NULL;
     char dev[16];
@@ -70,7 +73,8 @@ static int trainer_main(int rank)
     pc.device = dev;
     pc.control_url = url;
     if (mem->init(tdev[rank]) != WSYNC_OK ||
-        wsync_publisher_owned_extents(manifest_json, WSYNC_LAYOUT_EVEN, W, rank, owned, 64, &n) != WSYNC_OK || n > 64)
+        wsync_publisher_owned_extents(manifest_json, WSYNC_LAYOUT_EVEN, W, rank, owned, 64, &n) != WSYNC_OK ||
+        n > 64)
         goto fail;
     for (i = 0; i < n; i++)
         if (mem->alloc(owned[i].len, (void **)&owned[i].ptr) != WSYNC_OK)
@@ -108,8 +112,13 @@ fail:
 
 static int engine_main(int rank)
 {
-    wsync_receiver_config_t rc = {.control_url = url, .engine_id = "bench", .local_rank = rank, .local_world = L,
-                                  .mode = WSYNC_MODE_STAGED, .transport = transport, .bind_host = "127.0.0.1"};
+    wsync_receiver_config_t rc = {.control_url = url,
+                                  .engine_id = "bench",
+                                  .local_rank = rank,
+                                  .local_world = L,
+                                  .mode = WSYNC_MODE_STAGED,
+                                  .transport = transport,
+                                  .bind_host = "127.0.0.1"};
     wsync_receiver_t *r = NULL;
     char dev[16];
     int v;
@@ -260,7 +269,7 @@ int main(int argc, char **argv)
                 if (has_engine[g] && tdev[i] != g)
                     need[g] += own;
         }
-        dir[0] = (double)need[1] / 1e9;   /* into GPU 1, from GPU 0 */
+        dir[0] = (double)need[1] / 1e9; /* into GPU 1, from GPU 0 */
         dir[1] = (double)need[0] / 1e9;
         cross = dir[0] + dir[1];
     }
@@ -311,8 +320,8 @@ int main(int argc, char **argv)
         if (pipe(fds) != 0)
             return 1;
         if (fork() == 0) {
-            ceilings((size_t)(need[1] > need[0] ? need[1] : need[0]) & ~(size_t)0xfff,
-                     (size_t)m->image_size, &res[0], &res[1], &res[2]);
+            ceilings((size_t)(need[1] > need[0] ? need[1] : need[0]) & ~(size_t)0xfff, (size_t)m->image_size,
+                     &res[0], &res[1], &res[2]);
             if (write(fds[1], res, sizeof(res)) != sizeof(res))
                 _exit(1);
             _exit(0);
@@ -332,11 +341,12 @@ int main(int argc, char **argv)
         double floor_brief = cross / LINK_GBS, floor_dir = dmax / LINK_GBS;
         double peer_one = dmax / one, peer_both = 2 * dmax / both;
         double floor_meas = dir[0] > 0 && dir[1] > 0 ? both : one;
-        printf("gpu_e2e_bench: Qwen2.5-7B shape, %zu tensors, %.2f GB bf16; %d trainer ranks (GPU %d,%d) -> 1 engine "
+        printf("gpu_e2e_bench: Qwen2.5-7B shape, %zu tensors, %.2f GB bf16; %d trainer ranks (GPU %d,%d) -> 1 "
+               "engine "
                "node x %d ranks (GPU %d,%d), %s, staged, 64 MiB chunks; publish (snapshot + digests + report) to "
-               "ready on every rank, median of %d after %d warm-up versions\n", m->ntensors,
-               (double)m->image_size / 1e9, W, tdev[0], tdev[1], L, edev[0], edev[1], transport, VERSIONS - WARMUP,
-               WARMUP);
+               "ready on every rank, median of %d after %d warm-up versions\n",
+               m->ntensors, (double)m->image_size / 1e9, W, tdev[0], tdev[1], L, edev[0], edev[1], transport,
+               VERSIONS - WARMUP, WARMUP);
         printf("  warm-up (first pull into each image slot):");
         for (v = 0; v < WARMUP; v++)
             printf(" %.1f ms", times[v] * 1e3);
@@ -351,10 +361,12 @@ int main(int argc, char **argv)
                floor_brief * 1e3, t / floor_brief);
         printf("  floor, busiest direction / 397 GB/s   %9.1f ms   ratio %.2fx\n", floor_dir * 1e3, t / floor_dir);
         printf("  measured peer copy of %.2f GB: one way %.1f ms (%.1f GB/s), both ways at once %.1f ms "
-               "(%.1f GB/s total)\n", dmax, one * 1e3, peer_one, both * 1e3, peer_both);
+               "(%.1f GB/s total)\n",
+               dmax, one * 1e3, peer_one, both * 1e3, peer_both);
         printf("  floor, measured peer copy (same run)  %9.1f ms   ratio %.2fx\n", floor_meas * 1e3, t / floor_meas);
         printf("  GPU digest of %.2f GB on one GPU: %.1f ms (each engine rank verifies the whole image; "
-               "%.1f%% of publish->ready)\n", (double)m->image_size / 1e9, dig * 1e3, 100 * dig / t);
+               "%.1f%% of publish->ready)\n",
+               (double)m->image_size / 1e9, dig * 1e3, 100 * dig / t);
     }
     free(manifest_json);
     json_decref(mj);

@@ -46,7 +46,8 @@ static int ranks_main(int rank)
     CU(cudaEventCreate(&t0));
     CU(cudaEventCreate(&t1));
     /* The reference: the whole image as it must end up. */
-    if (wsync_mem_cuda.fill(img, image_len, 0, 77) != WSYNC_OK || wsync_mem_cuda.digest_sum(img, image_len, 0, &ref) != WSYNC_OK)
+    if (wsync_mem_cuda.fill(img, image_len, 0, 77) != WSYNC_OK ||
+        wsync_mem_cuda.digest_sum(img, image_len, 0, &ref) != WSYNC_OK)
         DIE("%s", wsync_last_error());
     memset(&mine, 0, sizeof(mine));
     if (wsync_window_cuda_ipc.export_blob(&w, &mine) != WSYNC_OK)
@@ -56,25 +57,25 @@ static int ranks_main(int rank)
         DIE("%s", wsync_last_error());
     comm = pair_comm();
 
-#define VERIFY(what)                                                                  \
-    do {                                                                              \
+#define VERIFY(what)                                                                      \
+    do {                                                                                  \
         if (wsync_mem_cuda.digest_sum(img, image_len, 0, &sum) != WSYNC_OK || sum != ref) \
-            DIE("%s: the image differs from its source after the copy", what);        \
+            DIE("%s: the image differs from its source after the copy", what);            \
     } while (0)
-#define TIMED(arr, idx, body)                                                         \
-    do {                                                                              \
-        CU(cudaMemsetAsync(img + peer_off, 0, H, s[0]));                              \
-        CU(cudaStreamSynchronize(s[0]));                                              \
-        pair_barrier();                                                               \
-        CU(cudaEventRecord(t0, s[0]));                                                \
-        CU(cudaStreamWaitEvent(s[1], t0, 0));                                         \
-        body;                                                                         \
-        CU(cudaEventRecord(t1, s[1]));                                                \
-        CU(cudaStreamWaitEvent(s[0], t1, 0));                                         \
-        CU(cudaEventRecord(t1, s[0]));                                                \
-        CU(cudaEventSynchronize(t1));                                                 \
-        CU(cudaEventElapsedTime(&ms, t0, t1));                                        \
-        arr[idx] = pair_max(ms / 1e3);                                                \
+#define TIMED(arr, idx, body)                            \
+    do {                                                 \
+        CU(cudaMemsetAsync(img + peer_off, 0, H, s[0])); \
+        CU(cudaStreamSynchronize(s[0]));                 \
+        pair_barrier();                                  \
+        CU(cudaEventRecord(t0, s[0]));                   \
+        CU(cudaStreamWaitEvent(s[1], t0, 0));            \
+        body;                                            \
+        CU(cudaEventRecord(t1, s[1]));                   \
+        CU(cudaStreamWaitEvent(s[0], t1, 0));            \
+        CU(cudaEventRecord(t1, s[0]));                   \
+        CU(cudaEventSynchronize(t1));                    \
+        CU(cudaEventElapsedTime(&ms, t0, t1));           \
+        arr[idx] = pair_max(ms / 1e3);                   \
     } while (0)
 
     for (i = -1; i < REPS; i++) {
@@ -90,8 +91,9 @@ static int ranks_main(int rank)
         TIMED(bulk, at, CU(cudaMemcpyAsync(img + peer_off, (char *)peer + peer_off, H, cudaMemcpyDefault, s[0])));
         VERIFY("bulk peer copy");
         /* one way alone: rank 0 pulls, rank 1 idles */
-        TIMED(oneway, at, if (rank == 0) CU(cudaMemcpyAsync(img + peer_off, (char *)peer + peer_off, H,
-                                                            cudaMemcpyDefault, s[0])));
+        TIMED(oneway, at,
+              if (rank == 0)
+                  CU(cudaMemcpyAsync(img + peer_off, (char *)peer + peer_off, H, cudaMemcpyDefault, s[0])));
         if (rank == 0)
             VERIFY("one-way peer copy");
         else
@@ -103,10 +105,12 @@ static int ranks_main(int rank)
     if (rank == 0) {
         double tf = median(fan, REPS), tb = median(bulk, REPS), to = median(oneway, REPS), ta = median(ag, REPS);
         double gb = (double)H / 1e9;
-        printf("gpu_fanout_bench: image %.2f GiB, 2 ranks (GPU0, GPU1), each receives %.2f GiB, chunk %zu MiB, median of %d\n",
+        printf("gpu_fanout_bench: image %.2f GiB, 2 ranks (GPU0, GPU1), each receives %.2f GiB, chunk %zu MiB, "
+               "median of %d\n",
                (double)image_len / (1 << 30), (double)H / (1 << 30), CHUNK >> 20, REPS);
         printf("  wsync IPC fan-out (chunked)     %8.3f ms  %7.1f GB/s per rank\n", tf * 1e3, gb / tf);
-        printf("  ncclAllGather (same buffers)    %8.3f ms  %7.1f GB/s per rank (time-equivalent)\n", ta * 1e3, gb / ta);
+        printf("  ncclAllGather (same buffers)    %8.3f ms  %7.1f GB/s per rank (time-equivalent)\n", ta * 1e3,
+               gb / ta);
         printf("  ceiling: bulk peer copy, both   %8.3f ms  %7.1f GB/s per rank\n", tb * 1e3, gb / tb);
         printf("  ceiling: bulk peer copy, 1 way  %8.3f ms  %7.1f GB/s\n", to * 1e3, gb / to);
         printf("  ratio vs ncclAllGather: %.2fx (target >= 1.3)\n", ta / tf);
@@ -122,7 +126,7 @@ static int ranks_main(int rank)
 int main(int argc, char **argv)
 {
     if (argc > 1)
-        image_len = (size_t)strtoull(argv[1], NULL, 0) << 20;   /* MiB, for a quick run */
+        image_len = (size_t)strtoull(argv[1], NULL, 0) << 20; /* MiB, for a quick run */
     if (pair_gpus() < 2) {
         printf("gpu_fanout_bench: skipped: needs 2 CUDA devices\n");
         return 0;

@@ -43,7 +43,7 @@ typedef struct timing {
 
 typedef struct rank_data {
     char *src, *dst, *copy_dst;
-    const char *want;   /* the host gather of the rank */
+    const char *want; /* the host gather of the rank */
     char *got;
     uint64_t len;
     int tp;
@@ -60,8 +60,7 @@ static double elapsed(timing_t *t)
 /* Launches the prepared plans of np puts back to back, at most IN_FLIGHT
  * jobs out (the oldest waited for before the next launch); the seconds
  * from before the first kernel to after the last. */
-static double time_plans(timing_t *t, rank_data_t *r, wsync_pack_plan_t **plans, const slices_put_t *puts,
-                         size_t np)
+static double time_plans(timing_t *t, rank_data_t *r, wsync_pack_plan_t **plans, const slices_put_t *puts, size_t np)
 {
     wsync_pack_job_t *jobs[IN_FLIGHT] = {NULL};
     size_t i;
@@ -193,7 +192,8 @@ static int run(int reps)
     r.want = want;
     CU(cudaMemcpy(host_src, r.src, src_len, cudaMemcpyDeviceToHost));
     printf("gpu_pack_bench: column slices of Qwen2.5-7B's o_proj + down_proj (%d layers, bf16, %.2f GB) on GPU 0, "
-           "TP rank 1, median of %d\n", LAYERS, (double)src_len / 1e9, reps);
+           "TP rank 1, median of %d\n",
+           LAYERS, (double)src_len / 1e9, reps);
     printf("  %-4s %-11s %6s %9s %6s %10s %10s %9s %9s %6s\n", "TP", "mode", "puts", "GB", "row", "pack GB/s",
            "D2D GB/s", "pack ms", "D2D ms", "ratio");
     for (k = 0; k < sizeof(tps) / sizeof(tps[0]); k++) {

@@ -14,10 +14,25 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#define DIE(...) do { fprintf(stderr, "rank %d: ", pair_rank); fprintf(stderr, __VA_ARGS__); \
-                      fprintf(stderr, "\n"); _exit(1); } while (0)
-#define CU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) DIE("%s: %s", #call, cudaGetErrorString(e_)); } while (0)
-#define NC(call) do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) DIE("%s: %s", #call, ncclGetErrorString(r_)); } while (0)
+#define DIE(...)                                 \
+    do {                                         \
+        fprintf(stderr, "rank %d: ", pair_rank); \
+        fprintf(stderr, __VA_ARGS__);            \
+        fprintf(stderr, "\n");                   \
+        _exit(1);                                \
+    } while (0)
+#define CU(call)                                          \
+    do {                                                  \
+        cudaError_t e_ = (call);                          \
+        if (e_ != cudaSuccess)                            \
+            DIE("%s: %s", #call, cudaGetErrorString(e_)); \
+    } while (0)
+#define NC(call)                                          \
+    do {                                                  \
+        ncclResult_t r_ = (call);                         \
+        if (r_ != ncclSuccess)                            \
+            DIE("%s: %s", #call, ncclGetErrorString(r_)); \
+    } while (0)
 
 static int pair_rank = -1, pair_fd = -1;
 

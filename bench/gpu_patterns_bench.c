@@ -21,7 +21,7 @@
 #define MIB ((size_t)1 << 20)
 #define WARM 2
 #define REPS 5
-#define CHUNK (64 * MIB)          /* wsync copies a region chunk by chunk */
+#define CHUNK (64 * MIB) /* wsync copies a region chunk by chunk */
 /* A timed run repeats the pattern until this many bytes per region moved, so
  * that the few tens of microseconds by which the ranks' starts differ (the
  * barrier goes through the parent) do not dominate the small sizes. */
@@ -30,7 +30,11 @@
 #define MAX_SIZES 16
 #define MAX_EDGES (RANKS_MAX * RANKS_MAX)
 
-#define WS(call) do { if ((call) != WSYNC_OK) DIE("%s: %s", #call, wsync_last_error()); } while (0)
+#define WS(call)                                      \
+    do {                                              \
+        if ((call) != WSYNC_OK)                       \
+            DIE("%s: %s", #call, wsync_last_error()); \
+    } while (0)
 
 enum { PAT_ALLGATHER, PAT_FANOUT, PAT_FANIN, PAT_PAIRS, PAT_BIPARTITE, PAT_COUNT };
 static const char *const pat_name[PAT_COUNT] = {"all-gather", "fan-out", "fan-in", "pairs", "bipartite"};
@@ -44,12 +48,12 @@ typedef struct edge {
 
 typedef struct rank_ctx {
     int rank;
-    char *buf;                          /* own window: G * largest size */
-    char *peer[RANKS_MAX];              /* the other ranks' windows, mapped */
-    cudaStream_t s0, s[RANKS_MAX];      /* s[p]: copies out of peer p */
+    char *buf;                     /* own window: G * largest size */
+    char *peer[RANKS_MAX];         /* the other ranks' windows, mapped */
+    cudaStream_t s0, s[RANKS_MAX]; /* s[p]: copies out of peer p */
     cudaEvent_t t0, t1, done[RANKS_MAX];
     ncclComm_t comm;
-    uint64_t ref[RANKS_MAX];            /* digest of region p as filled */
+    uint64_t ref[RANKS_MAX]; /* digest of region p as filled */
 } rank_ctx_t;
 
 static int ngpus;
@@ -123,9 +127,10 @@ static int check(rank_ctx_t *c, const edge_t *e, int n, size_t S, const char *wh
             continue;
         WS(wsync_mem_cuda.digest_sum(c->buf + (size_t)e[k].src * S, S, (uint64_t)e[k].src * S, &sum));
         if (sum != c->ref[e[k].src]) {
-            fprintf(stderr, "rank %d: %s, %zu MiB: the region from rank %d differs from its source "
-                    "(digest %016llx, expected %016llx)\n", c->rank, who, S / MIB, e[k].src,
-                    (unsigned long long)sum, (unsigned long long)c->ref[e[k].src]);
+            fprintf(stderr,
+                    "rank %d: %s, %zu MiB: the region from rank %d differs from its source "
+                    "(digest %016llx, expected %016llx)\n",
+                    c->rank, who, S / MIB, e[k].src, (unsigned long long)sum, (unsigned long long)c->ref[e[k].src]);
             ok = 0;
         }
     }
@@ -160,8 +165,8 @@ static double run_wsync(rank_ctx_t *c, const edge_t *e, int n, size_t S, int ite
                 continue;
             for (off = 0; off < S; off += len) {
                 len = S - off < CHUNK ? S - off : CHUNK;
-                CU(cudaMemcpyAsync(c->buf + base + off, c->peer[e[k].src] + base + off, len,
-                                   cudaMemcpyDefault, c->s[e[k].src]));
+                CU(cudaMemcpyAsync(c->buf + base + off, c->peer[e[k].src] + base + off, len, cudaMemcpyDefault,
+                                   c->s[e[k].src]));
             }
         }
     for (k = 0; k < n; k++)
@@ -237,10 +242,12 @@ static void print_header(void)
     NC(ncclGetVersion(&v));
     printf("gpu_patterns_bench: %d x %s, one process per GPU; wsync = pulls out of CUDA IPC windows "
            "(one stream per source, %zu MiB chunks); NCCL %d.%d.%d on the same buffers "
-           "(NCCL_NVLS_ENABLE=%s)\n", ngpus, prop.name, CHUNK / MIB, v / 10000, v / 100 % 100, v % 100,
+           "(NCCL_NVLS_ENABLE=%s)\n",
+           ngpus, prop.name, CHUNK / MIB, v / 10000, v / 100 % 100, v % 100,
            getenv("NCCL_NVLS_ENABLE") ? getenv("NCCL_NVLS_ENABLE") : "unset");
     printf("  GB/s = bytes landed in destinations (all ranks) / time of the slowest rank; median of %d runs "
-           "after %d warm-ups; a run repeats the pattern `batch` times (>= %zu MiB per region); every run checked\n",
+           "after %d warm-ups; a run repeats the pattern `batch` times (>= %zu MiB per region); every run "
+           "checked\n",
            REPS, WARM, BATCH_BYTES / MIB);
     printf("  sizes (MiB per rank):");
     for (i = 0; i < nsizes; i++)
@@ -298,7 +305,7 @@ static int ranks_main(int rank)
     if (rank == 0)
         printf("  ratio = NCCL time / wsync time (> 1: wsync faster); checks: %s\n",
                all_ok ? "every destination region of every run equals its source" : "FAILED (details on stderr)");
-    fflush(stdout);   /* a failing rank's exit ends the others */
+    fflush(stdout); /* a failing rank's exit ends the others */
     NC(ncclCommDestroy(c.comm));
     for (si = 0; si < ngpus; si++)
         if (si != rank)
@@ -328,7 +335,8 @@ static int parse_args(int argc, char **argv, int *want_gpus)
             return 1;
         }
         if (v == 0) {
-            fprintf(stderr, "gpu_patterns_bench: size per rank '%s' is zero; give MiB (e.g. 64) or a size (e.g. 512K)\n",
+            fprintf(stderr,
+                    "gpu_patterns_bench: size per rank '%s' is zero; give MiB (e.g. 64) or a size (e.g. 512K)\n",
                     argv[i]);
             return 1;
         }
@@ -349,7 +357,7 @@ int main(int argc, char **argv)
     }
     /* Keep NVLink multicast off whatever the environment says (the lent GPU hosts ask for it). */
     setenv("NCCL_NVLS_ENABLE", "0", 1);
-    ngpus = pair_gpus();   /* counted in a child: no CUDA in the parent before fork */
+    ngpus = pair_gpus(); /* counted in a child: no CUDA in the parent before fork */
     if (ngpus == 0) {
         printf("gpu_patterns_bench: skipped: no CUDA device\n");
         return 0;

@@ -31,7 +31,10 @@
 
 static size_t chunk = (size_t)64 << 20;
 
-static double wall(void) { return wsync_now_s(); }
+static double wall(void)
+{
+    return wsync_now_s();
+}
 
 static int ranks_main(int rank)
 {
@@ -68,7 +71,8 @@ static int ranks_main(int rank)
         CU(cudaMalloc((void **)&staging, maxt));
     CU(cudaMallocHost((void **)&hsums, nch * 8));
     if (rank == 0) {
-        if (wsync_mem_cuda.fill(img, IMAGE, 0, 2024) != WSYNC_OK || wsync_mem_cuda.digest_sum(img, IMAGE, 0, &ref) != WSYNC_OK)
+        if (wsync_mem_cuda.fill(img, IMAGE, 0, 2024) != WSYNC_OK ||
+            wsync_mem_cuda.digest_sum(img, IMAGE, 0, &ref) != WSYNC_OK)
             DIE("%s", wsync_last_error());
         for (i = 0; i < nch; i++) {
             size_t len = (i + 1) * chunk <= IMAGE ? chunk : IMAGE - i * chunk;
@@ -94,9 +98,19 @@ static int ranks_main(int rank)
         DIE("%s", wsync_last_error());
     pair_xchg(&key, &other, sizeof(key));
 
-#define RESET() do { if (rank == 1) { CU(cudaMemset(img, 0, IMAGE)); } CU(cudaDeviceSynchronize()); pair_barrier(); } while (0)
-#define VERIFY(what) do { if (rank == 1 && (wsync_mem_cuda.digest_sum(img, IMAGE, 0, &sum) != WSYNC_OK || sum != ref)) \
-        DIE("%s: the received image differs from the source", what); } while (0)
+#define RESET()                            \
+    do {                                   \
+        if (rank == 1) {                   \
+            CU(cudaMemset(img, 0, IMAGE)); \
+        }                                  \
+        CU(cudaDeviceSynchronize());       \
+        pair_barrier();                    \
+    } while (0)
+#define VERIFY(what)                                                                                 \
+    do {                                                                                             \
+        if (rank == 1 && (wsync_mem_cuda.digest_sum(img, IMAGE, 0, &sum) != WSYNC_OK || sum != ref)) \
+            DIE("%s: the received image differs from the source", what);                             \
+    } while (0)
 
     for (rep = -1; rep < REPS; rep++) {
         int at = rep < 0 ? 0 : rep;
@@ -176,7 +190,12 @@ static int ranks_main(int rank)
             t0 = wall();
             for (i = 0; i < m->ntensors; i++) {
                 const wsync_tensor_t *ti = &m->tensors[i];
-                struct { char name[160]; int64_t shape[WSYNC_MAX_DIMS]; int32_t dtype, ndim; uint64_t size; } meta, got;
+                struct {
+                    char name[160];
+                    int64_t shape[WSYNC_MAX_DIMS];
+                    int32_t dtype, ndim;
+                    uint64_t size;
+                } meta, got;
                 memset(&meta, 0, sizeof(meta));
                 if (rank == 0) {
                     snprintf(meta.name, sizeof(meta.name), "%s", ti->name);
@@ -185,7 +204,7 @@ static int ranks_main(int rank)
                     meta.ndim = (int32_t)ti->ndim;
                     meta.size = ti->size;
                 }
-                pair_xchg(&meta, &got, sizeof(meta));   /* the engine learns what comes */
+                pair_xchg(&meta, &got, sizeof(meta)); /* the engine learns what comes */
                 if (rank == 0) {
                     NC(ncclBroadcast(img + ti->offset, img + ti->offset, ti->size, ncclUint8, 0, comm, s));
                 } else {
@@ -194,7 +213,7 @@ static int ranks_main(int rank)
                     CU(cudaMemcpyAsync(img + ti->offset, staging, got.size, cudaMemcpyDeviceToDevice, s));
                 }
                 CU(cudaStreamSynchronize(s));
-                pair_barrier();                         /* the engine's ack */
+                pair_barrier(); /* the engine's ack */
             }
             tpt[at] = pair_max(wall() - t0);
         }
@@ -203,15 +222,18 @@ static int ranks_main(int rank)
         double a = median(tw, REPS), d = median(td, REPS), w = median(traw, REPS), b = median(tbc, REPS);
         double pt = median(tpt, REPS);
         double gb = (double)IMAGE / 1e9, mgb = (double)m->image_size / 1e9;
-        printf("gpu_transport_bench: Qwen2.5-7B shape, %zu tensors, %.2f GB of bf16 (image padded to %.2f GB = 16 GiB), "
-               "GPU0 -> GPU1, chunk %zu MiB, median of %d\n", m->ntensors, mgb, gb, chunk >> 20, REPS);
+        printf("gpu_transport_bench: Qwen2.5-7B shape, %zu tensors, %.2f GB of bf16 (image padded to %.2f GB = 16 "
+               "GiB), "
+               "GPU0 -> GPU1, chunk %zu MiB, median of %d\n",
+               m->ntensors, mgb, gb, chunk >> 20, REPS);
         printf("  wsync nccl transport            %8.2f ms  %7.1f GB/s\n", a * 1e3, gb / a);
         printf("  wsync nccl + GPU digest/chunk   %8.2f ms  %7.1f GB/s  (digest cost %+.1f%%)\n", d * 1e3, gb / d,
                100.0 * (d - a) / a);
         printf("  raw ncclSend/Recv, one buffer   %8.2f ms  %7.1f GB/s\n", w * 1e3, gb / w);
         printf("  per-tensor ncclBroadcast        %8.2f ms  %7.1f GB/s (model bytes only: %.1f GB/s)\n", b * 1e3,
                gb / b, mgb / b);
-        printf("  per-tensor weight sync           %8.2f ms  %7.1f GB/s of model (metadata, broadcast, copy in, ack)\n",
+        printf("  per-tensor weight sync           %8.2f ms  %7.1f GB/s of model (metadata, broadcast, copy in, "
+               "ack)\n",
                pt * 1e3, mgb / pt);
         printf("  ratio vs raw: %.3f (target >= 0.95)\n", w / a);
         printf("  ratio vs per-tensor weight sync: %.2fx (target >= 5)\n", pt / a);
@@ -231,7 +253,7 @@ static int ranks_main(int rank)
 int main(int argc, char **argv)
 {
     if (argc > 1)
-        chunk = (size_t)strtoull(argv[1], NULL, 0) << 20;   /* chunk MiB */
+        chunk = (size_t)strtoull(argv[1], NULL, 0) << 20; /* chunk MiB */
     if (pair_gpus() < 2) {
         printf("gpu_transport_bench: skipped: needs 2 CUDA devices\n");
         return 0;

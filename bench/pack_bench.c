@@ -48,7 +48,8 @@ int main(int argc, char **argv)
     memset(dst, 1, src_len / 2);
     memset(want, 1, src_len / 2);
     printf("pack_bench: column slices of Qwen2.5-7B's o_proj + down_proj (%d layers, bf16, %.2f GB) on the host, "
-           "TP rank 1, best of %d\n", layers, (double)src_len / 1e9, reps);
+           "TP rank 1, best of %d\n",
+           layers, (double)src_len / 1e9, reps);
     printf("  %-3s %9s %6s %13s %13s %13s %11s %11s\n", "TP", "MB", "row", "pack GB/s", "pack 2t GB/s",
            "memcpy GB/s", "ratio 1t", "ratio 2t");
     for (k = 0; k < sizeof(tps) / sizeof(tps[0]); k++) {
@@ -72,8 +73,8 @@ int main(int argc, char **argv)
         wsync_pack_host(dst, src, runs, 2 * (size_t)layers);
         for (i = 0; i < 2 * (size_t)layers; i++)
             for (r = 0; r < runs[i].rows; r++)
-                memcpy(want + runs[i].dst_off + r * runs[i].row_bytes, src + runs[i].src_off + r * runs[i].src_stride,
-                       runs[i].row_bytes);
+                memcpy(want + runs[i].dst_off + r * runs[i].row_bytes,
+                       src + runs[i].src_off + r * runs[i].src_stride, runs[i].row_bytes);
         if (memcmp(dst, want, len) != 0) {
             fprintf(stderr, "pack_bench: TP=%d: the pack differs from the row-by-row gather\n", tps[k]);
             return 1;
@@ -85,7 +86,8 @@ int main(int argc, char **argv)
                (unsigned long long)runs[0].row_bytes, gb / p, gb / p2, gb / c, c / p, c / p2);
         fflush(stdout);
     }
-    printf("  ratio = memcpy time / pack time for the same bytes; every packed byte equals the row-by-row gather\n");
+    printf(
+        "  ratio = memcpy time / pack time for the same bytes; every packed byte equals the row-by-row gather\n");
     free(src);
     free(dst);
     free(want);

@@ -18,8 +18,12 @@ static inline wsync_status_t qwen7b_manifest_scaled(int64_t div, wsync_manifest_
     wsync_status_t st;
     char n[128];
     int l;
-#define QW_ADD(name, nd, ...) do { int64_t sh_[] = {__VA_ARGS__}; \
-        if ((st = wsync_manifest_add(m, name, WSYNC_DTYPE_BF16, nd, sh_)) != WSYNC_OK) goto fail; } while (0)
+#define QW_ADD(name, nd, ...)                                                          \
+    do {                                                                               \
+        int64_t sh_[] = {__VA_ARGS__};                                                 \
+        if ((st = wsync_manifest_add(m, name, WSYNC_DTYPE_BF16, nd, sh_)) != WSYNC_OK) \
+            goto fail;                                                                 \
+    } while (0)
 #define QW_L(s) (snprintf(n, sizeof(n), "model.layers.%d.%s", l, s), n)
     if ((st = wsync_manifest_create(&m)) != WSYNC_OK)
         return st;

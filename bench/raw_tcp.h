@@ -13,7 +13,7 @@
 #include "common/util.h"
 
 #define RAW_TCP_WRITE (4u << 20)
-#define RAW_TCP_SOCKBUF (8 << 20)   /* the transport's own setting, for a fair ceiling */
+#define RAW_TCP_SOCKBUF (8 << 20) /* the transport's own setting, for a fair ceiling */
 
 typedef struct raw_tcp_job {
     int fd;

@@ -24,10 +24,10 @@
 #define CHUNK (64ull << 20)
 
 typedef struct result {
-    double map_s;       /* wsync_window_shm.map: populates the mapping */
-    double first_s;     /* first pass after mapping */
-    double best_s;      /* best of the later passes */
-    double memcpy_s;    /* best plain memcpy out of the window */
+    double map_s;    /* wsync_window_shm.map: populates the mapping */
+    double first_s;  /* first pass after mapping */
+    double best_s;   /* best of the later passes */
+    double memcpy_s; /* best plain memcpy out of the window */
     int ok;
 } result_t;
 
@@ -64,7 +64,7 @@ static int child_main(int sock, size_t len, int reps)
         return 1;
     }
     res.map_s = wsync_now_s() - t0;
-    memset(mine, 0, len);   /* the child's own image is resident before timing */
+    memset(mine, 0, len); /* the child's own image is resident before timing */
     res.first_s = copy_chunks(mine, win, len, wsync_copy);
     res.best_s = res.memcpy_s = 1e30;
     for (int r = 0; r < reps; r++) {
@@ -72,7 +72,7 @@ static int child_main(int sock, size_t len, int reps)
         res.best_s = t < res.best_s ? t : res.best_s;
         res.memcpy_s = m < res.memcpy_s ? m : res.memcpy_s;
     }
-    copy_chunks(mine, win, len, wsync_copy);  /* the bytes checked are wsync's copy */
+    copy_chunks(mine, win, len, wsync_copy); /* the bytes checked are wsync's copy */
     res.ok = memcmp(mine, win, len) == 0;
     if (wsync_fd_send(sock, &res, sizeof(res), -1) != WSYNC_OK)
         return 1;

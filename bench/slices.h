@@ -30,8 +30,11 @@ static inline uint64_t slices_runs(int layers, int tp, int rank, wsync_run2d_t *
         for (k = 0; k < 2; k++) {
             uint64_t cols = k == 0 ? SLICES_H : SLICES_I, row = cols * 2 / (uint64_t)tp;
             wsync_run2d_t *r = &runs[2 * l + k];
-            *r = (wsync_run2d_t){.src_off = src + (uint64_t)rank * row, .src_stride = cols * 2, .row_bytes = row,
-                                 .rows = SLICES_H, .dst_off = dst};
+            *r = (wsync_run2d_t){.src_off = src + (uint64_t)rank * row,
+                                 .src_stride = cols * 2,
+                                 .row_bytes = row,
+                                 .rows = SLICES_H,
+                                 .dst_off = dst};
             src += SLICES_H * cols * 2;
             dst += SLICES_H * row;
         }
@@ -80,8 +83,10 @@ static inline size_t slices_cut(const wsync_run2d_t *runs, size_t n, uint64_t pu
             if (take > runs[i].rows - row)
                 take = runs[i].rows - row;
             cur->runs[cur->n++] = (wsync_run2d_t){.src_off = runs[i].src_off + row * runs[i].src_stride,
-                                                  .src_stride = runs[i].src_stride, .row_bytes = runs[i].row_bytes,
-                                                  .rows = take, .dst_off = cur->len};
+                                                  .src_stride = runs[i].src_stride,
+                                                  .row_bytes = runs[i].row_bytes,
+                                                  .rows = take,
+                                                  .dst_off = cur->len};
             cur->len += take * runs[i].row_bytes;
             row += take;
         }

@@ -28,11 +28,11 @@ static wsync_status_t moe_manifest(wsync_manifest_t **out)
     wsync_status_t st = wsync_manifest_create(&m);
     char n[128];
     int l, e;
-#define ADD(nd, a, b)                                                                  \
-    do {                                                                               \
-        int64_t sh_[2] = {a, b};                                                       \
-        if (st == WSYNC_OK)                                                            \
-            st = wsync_manifest_add(m, n, WSYNC_DTYPE_BF16, nd, sh_);                  \
+#define ADD(nd, a, b)                                                 \
+    do {                                                              \
+        int64_t sh_[2] = {a, b};                                      \
+        if (st == WSYNC_OK)                                           \
+            st = wsync_manifest_add(m, n, WSYNC_DTYPE_BF16, nd, sh_); \
     } while (0)
     snprintf(n, sizeof(n), "model.embed_tokens.weight");
     ADD(2, 4096, 256);
@@ -105,8 +105,8 @@ static int run(const char *what, const wsync_manifest_t *m, int T, int repeats)
     }
     printf("%-22s %7zu tensors  T=%-2d  %d targets %8.1f ms CPU", what, m->ntensors, T, T, best_t);
     for (k = 0; k < 2; k++)
-        printf("  | plan (%s 8) %7.1f ms CPU: %u chunks %zu puts %zu runs %zu copies", k ? "fsdp" : "even", best_p[k],
-               np[k]->nchunks, np[k]->nputs, np[k]->nruns, np[k]->ncopies);
+        printf("  | plan (%s 8) %7.1f ms CPU: %u chunks %zu puts %zu runs %zu copies", k ? "fsdp" : "even",
+               best_p[k], np[k]->nchunks, np[k]->nputs, np[k]->nruns, np[k]->ncopies);
     printf("\n");
     for (k = 0; k < 2; k++)
         wsync_node_plan_free(np[k]);

@@ -24,7 +24,9 @@
 static double transport_once(char *src, char *dst, size_t len, int conns)
 {
     const wsync_transport_ops_t *T = &wsync_transport_tcp;
-    wsync_transport_config_t cfg = {.bind_host = "127.0.0.1", .conns_per_peer = conns, .device = -1,
+    wsync_transport_config_t cfg = {.bind_host = "127.0.0.1",
+                                    .conns_per_peer = conns,
+                                    .device = -1,
                                     .timeout_ms = 5000};
     wsync_transport_t *rx = NULL, *tx = NULL;
     wsync_region_t *rs = NULL, *rd = NULL;

@@ -38,8 +38,8 @@
 #define TIMEOUT_MS 120000
 
 typedef struct shared {
-    volatile int filled[MAX_VERSIONS + 1][W];   /* trainer rank wrote version v into its extents */
-    volatile uint64_t go[MAX_VERSIONS + 1];     /* publish v now (ns, CLOCK_MONOTONIC) */
+    volatile int filled[MAX_VERSIONS + 1][W]; /* trainer rank wrote version v into its extents */
+    volatile uint64_t go[MAX_VERSIONS + 1];   /* publish v now (ns, CLOCK_MONOTONIC) */
     volatile uint64_t pub_ns[MAX_VERSIONS + 1][W];
     volatile uint64_t ready_ns[MAX_VERSIONS + 1][L];
     volatile int failed;
@@ -84,8 +84,12 @@ out:
 static int trainer_main(shared_t *sh, const char *url, const char *manifest, uint64_t image_size, int rank,
                         int versions)
 {
-    wsync_publisher_config_t pc = {.control_url = url, .rank = rank, .world = W, .manifest_json = manifest,
-                                   .layout = WSYNC_LAYOUT_EVEN, .listen = "127.0.0.1:0",
+    wsync_publisher_config_t pc = {.control_url = url,
+                                   .rank = rank,
+                                   .world = W,
+                                   .manifest_json = manifest,
+                                   .layout = WSYNC_LAYOUT_EVEN,
+                                   .listen = "127.0.0.1:0",
                                    .advertise_host = "127.0.0.1"};
     wsync_owned_t owned[4];
     wsync_publisher_t *p = NULL;
@@ -127,8 +131,13 @@ fail:
 
 static int engine_main(shared_t *sh, const char *url, int rank, int versions)
 {
-    wsync_receiver_config_t rc = {.control_url = url, .engine_id = "tc0", .local_rank = rank, .local_world = L,
-                                  .mode = WSYNC_MODE_IN_PLACE, .transport = "tcp", .bind_host = "127.0.0.1"};
+    wsync_receiver_config_t rc = {.control_url = url,
+                                  .engine_id = "tc0",
+                                  .local_rank = rank,
+                                  .local_world = L,
+                                  .mode = WSYNC_MODE_IN_PLACE,
+                                  .transport = "tcp",
+                                  .bind_host = "127.0.0.1"};
     wsync_receiver_t *r = NULL;
     int v;
     if (wsync_receiver_create(&rc, &r) != WSYNC_OK)
@@ -181,7 +190,7 @@ static int run_job(uint64_t bytes, int ntensors, int versions, double *ready_s, 
             usleep(200);
         while (!sh->failed && (sh->filled[v][0] == 0 || sh->filled[v][1] == 0))
             usleep(200);
-        usleep(20000);  /* the engines are back in their long polls */
+        usleep(20000); /* the engines are back in their long polls */
         sh->go[v] = wsync_now_ns();
     }
     while (!sh->failed && (sh->ready_ns[versions][0] == 0 || sh->ready_ns[versions][1] == 0))
@@ -225,7 +234,7 @@ int main(int argc, char **argv)
                 MAX_VERSIONS);
         return 2;
     }
-    if (argc > 3) {     /* one job of that many tensors (for profiling) */
+    if (argc > 3) { /* one job of that many tensors (for profiling) */
         counts[0] = atoi(argv[3]);
         jobs = 1;
         if (counts[0] < 1 || (uint64_t)counts[0] * 256 > bytes) {
@@ -235,7 +244,8 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     printf("tensor_count_bench: %d trainer ranks -> 1 engine node x %d ranks, tcp on loopback, in place; "
-           "median of versions %d..%d\n", W, L, WARMUP + 1, versions);
+           "median of versions %d..%d\n",
+           W, L, WARMUP + 1, versions);
     printf("  %-8s %-12s %18s %16s\n", "tensors", "image bytes", "publish->ready s", "rank 0 publish s");
     for (i = 0; i < jobs; i++) {
         if (run_job(bytes, counts[i], versions, &ready[i], &pub0[i], &image) != 0) {

@@ -49,7 +49,7 @@
 #define MAX_DEST 512
 #define MAX_OWNED 64
 #define TIMEOUT_MS 300000
-#define QWEN_BYTES 15231233024.0   /* bench/qwen7b.h at div 1 */
+#define QWEN_BYTES 15231233024.0 /* bench/qwen7b.h at div 1 */
 
 /* One block of a destination tensor: `height` rows of `width` bytes from
  * source tensor `src` (starting `col` bytes into each row of `spitch` bytes),
@@ -81,7 +81,7 @@ typedef struct shared {
 
 typedef struct run_cfg {
     const char *name, *id;
-    int tp;             /* 2: wsync's target; 0: whole image, then the bench slices */
+    int tp; /* 2: wsync's target; 0: whole image, then the bench slices */
     wsync_mode_t mode;
 } run_cfg_t;
 
@@ -110,9 +110,7 @@ static void host_copy2d(void *dst, const void *src, uint64_t spitch, uint64_t wi
         memcpy((char *)dst + r * width, (const char *)src + r * spitch, width);
 }
 
-static void host_sync(void)
-{
-}
+static void host_sync(void) {}
 
 static const xops_t host_x = {host_zero, host_copy2d, host_sync};
 
@@ -184,8 +182,12 @@ static void add_rows(dest_t *d, long t, int k)
 {
     const wsync_tensor_t *x = &M->tensors[t];
     uint64_t rb = x->size / (uint64_t)x->shape[0], rows = (uint64_t)x->shape[0] / TP;
-    d->b[d->n++] = (block_t){.src = t, .col = (uint64_t)k * rows * rb, .spitch = rows * rb, .width = rows * rb,
-                             .height = 1, .dst_off = d->nbytes};
+    d->b[d->n++] = (block_t){.src = t,
+                             .col = (uint64_t)k * rows * rb,
+                             .spitch = rows * rb,
+                             .width = rows * rb,
+                             .height = 1,
+                             .dst_off = d->nbytes};
     d->nbytes += rows * rb;
 }
 
@@ -200,7 +202,7 @@ static int rank_dests(int k, dest_t *out)
         dest_t *d = &out[n];
         memset(d, 0, sizeof(*d));
         if (strstr(nm, "self_attn.k_proj.") || strstr(nm, "self_attn.v_proj.") || strstr(nm, "mlp.up_proj."))
-            continue;   /* taken with q_proj / gate_proj */
+            continue; /* taken with q_proj / gate_proj */
         if (strstr(nm, "self_attn.q_proj.")) {
             rename_to(d, nm, "q_proj", "qkv_proj");
             add_rows(d, (long)i, k);
@@ -213,7 +215,10 @@ static int rank_dests(int k, dest_t *out)
         } else if (ends_with(nm, "self_attn.o_proj.weight") || ends_with(nm, "mlp.down_proj.weight")) {
             uint64_t rb = x->size / (uint64_t)x->shape[0], w = rb / TP;
             snprintf(d->name, sizeof(d->name), "%s", nm);
-            d->b[d->n++] = (block_t){.src = (long)i, .col = (uint64_t)k * w, .spitch = rb, .width = w,
+            d->b[d->n++] = (block_t){.src = (long)i,
+                                     .col = (uint64_t)k * w,
+                                     .spitch = rb,
+                                     .width = w,
                                      .height = (uint64_t)x->shape[0]};
             d->nbytes = w * (uint64_t)x->shape[0];
         } else if (strcmp(nm, "model.embed_tokens.weight") == 0 || strcmp(nm, "lm_head.weight") == 0) {
@@ -221,9 +226,12 @@ static int rank_dests(int k, dest_t *out)
             uint64_t lo = (uint64_t)k * per, hi = lo + per < v ? lo + per : v;
             snprintf(d->name, sizeof(d->name), "%s", nm);
             if (hi > lo)
-                d->b[d->n++] = (block_t){.src = (long)i, .col = lo * rb, .spitch = (hi - lo) * rb,
-                                         .width = (hi - lo) * rb, .height = 1};
-            d->nbytes = per * rb;   /* rows >= V stay zero */
+                d->b[d->n++] = (block_t){.src = (long)i,
+                                         .col = lo * rb,
+                                         .spitch = (hi - lo) * rb,
+                                         .width = (hi - lo) * rb,
+                                         .height = 1};
+            d->nbytes = per * rb; /* rows >= V stay zero */
         } else {
             snprintf(d->name, sizeof(d->name), "%s", nm);
             d->b[d->n++] = (block_t){.src = (long)i, .spitch = x->size, .width = x->size, .height = 1};
@@ -264,8 +272,13 @@ static void wait_for(int *v, int want)
 
 static int trainer_main(int rank)
 {
-    wsync_publisher_config_t pc = {.control_url = url, .rank = rank, .world = W, .manifest_json = manifest_json,
-                                   .listen = "127.0.0.1:0", .advertise_host = "127.0.0.1", .device = device,
+    wsync_publisher_config_t pc = {.control_url = url,
+                                   .rank = rank,
+                                   .world = W,
+                                   .manifest_json = manifest_json,
+                                   .listen = "127.0.0.1:0",
+                                   .advertise_host = "127.0.0.1",
+                                   .device = device,
                                    .host_id = gpu ? "bench-host" : "bench-trainer-host"};
     wsync_owned_t owned[MAX_OWNED];
     wsync_publisher_t *p = NULL;
@@ -343,8 +356,8 @@ static int verify(int k, wsync_receiver_t *r, char **own, uint64_t v)
             xo->copy2d(want + x->b[j].dst_off, src + x->b[j].col, x->b[j].spitch, x->b[j].width, x->b[j].height);
             xo->sync();
         }
-        if (bad || mem->copy(h_want, want, x->nbytes) != WSYNC_OK || mem->copy(h_got, got, x->nbytes) != WSYNC_OK ||
-            memcmp(h_want, h_got, x->nbytes) != 0) {
+        if (bad || mem->copy(h_want, want, x->nbytes) != WSYNC_OK ||
+            mem->copy(h_got, got, x->nbytes) != WSYNC_OK || memcmp(h_want, h_got, x->nbytes) != 0) {
             fprintf(stderr, "tp_e2e_bench: rank %d: destination %s differs from its slice of version %llu\n", k,
                     x->name, (unsigned long long)v);
             bad = 1;
@@ -364,9 +377,15 @@ static int verify(int k, wsync_receiver_t *r, char **own, uint64_t v)
 
 static int engine_main(const run_cfg_t *c, int k)
 {
-    wsync_receiver_config_t rc = {.control_url = url, .engine_id = c->id, .local_rank = k, .local_world = L,
-                                  .device = device, .mode = c->mode, .transport = transport,
-                                  .bind_host = "127.0.0.1", .host_id = gpu ? "bench-host" : "bench-engine-host",
+    wsync_receiver_config_t rc = {.control_url = url,
+                                  .engine_id = c->id,
+                                  .local_rank = k,
+                                  .local_world = L,
+                                  .device = device,
+                                  .mode = c->mode,
+                                  .transport = transport,
+                                  .bind_host = "127.0.0.1",
+                                  .host_id = gpu ? "bench-host" : "bench-engine-host",
                                   .tp_size = c->tp};
     wsync_receiver_t *r = NULL;
     char *own[MAX_DEST] = {0};
@@ -609,12 +628,14 @@ int main(int argc, char **argv)
     }
     printf("tp_e2e_bench %s: Qwen2.5-7B tensor list%s, %zu tensors, %.3f GB bf16%s; %d trainer ranks (even) -> "
            "1 node x %d ranks, %s, transport %s, 64 MiB chunks; publish to ready on both ranks, %d warm-up + "
-           "median of %d\n", argv[1], div > 1 ? " scaled" : "", M->ntensors, (double)M->image_size / 1e9,
+           "median of %d\n",
+           argv[1], div > 1 ? " scaled" : "", M->ntensors, (double)M->image_size / 1e9,
            div > 1 ? "" : " (full size)", W, L, device, transport, WARMUP, MEASURED);
     if (div > 1)
-        printf("  scaled: hidden %lld, intermediate %lld, KV width %lld, vocab %lld (each Qwen2.5-7B size / %lld)\n",
-               (long long)(3584 / div), (long long)(18944 / div), (long long)(512 / div), (long long)(152064 / div),
-               (long long)div);
+        printf("  scaled: hidden %lld, intermediate %lld, KV width %lld, vocab %lld (each Qwen2.5-7B size / "
+               "%lld)\n",
+               (long long)(3584 / div), (long long)(18944 / div), (long long)(512 / div),
+               (long long)(152064 / div), (long long)div);
     printf("  each TP rank holds %d destination tensors: rank 0 %.3f GB, rank 1 %.3f GB\n", ndests[0],
            held[0] / 1e9, held[1] / 1e9);
     /* The copy is measured again right before every configuration (on a
@@ -628,8 +649,8 @@ int main(int argc, char **argv)
         if (run_config(&runs[i], &med[i]) != 0)
             return 1;
     }
-    printf("  copy bandwidth (%s of %.3f GB, median of 5, before each configuration):", gpu ? "cudaMemcpy D2D"
-           : "host memcpy", hmax / 1e9);
+    printf("  copy bandwidth (%s of %.3f GB, median of 5, before each configuration):",
+           gpu ? "cudaMemcpy D2D" : "host memcpy", hmax / 1e9);
     for (i = 0; i < sizeof(runs) / sizeof(runs[0]); i++)
         printf(" %.1f", hmax / copy[i] / 1e9);
     copy_s = median(copy, 4);
@@ -639,9 +660,11 @@ int main(int argc, char **argv)
     printf("  floor, a rank's held bytes / copy bandwidth:      %8.1f ms\n", floor_rank * 1e3);
     printf("  floor, both ranks' held bytes / copy bandwidth:   %8.1f ms (they share one %s)\n", floor_dev * 1e3,
            gpu ? "GPU" : "memory system");
-    printf("  staged:   wsync %.1f ms, baseline %.1f ms: wsync/baseline %.2f; wsync/floor %.2f (both ranks: %.2f)\n",
+    printf("  staged:   wsync %.1f ms, baseline %.1f ms: wsync/baseline %.2f; wsync/floor %.2f (both ranks: "
+           "%.2f)\n",
            med[0] * 1e3, med[1] * 1e3, med[0] / med[1], med[0] / floor_rank, med[0] / floor_dev);
-    printf("  in-place: wsync %.1f ms, baseline %.1f ms: wsync/baseline %.2f; wsync/floor %.2f (both ranks: %.2f)\n",
+    printf("  in-place: wsync %.1f ms, baseline %.1f ms: wsync/baseline %.2f; wsync/floor %.2f (both ranks: "
+           "%.2f)\n",
            med[2] * 1e3, med[3] * 1e3, med[2] / med[3], med[2] / floor_rank, med[2] / floor_dev);
     free(manifest_json);
     wsync_manifest_free(M);

@@ -38,7 +38,8 @@ static double wsync_bw(uint64_t piece, double seconds)
     int inflight = 0;
     if (wsync_mem_host.alloc(REGION, &d) || wsync_mem_host.alloc(REGION, &s) || V->open(&c, &rx) ||
         V->open(&c, &tx) || V->reg(rx, d, REGION, WSYNC_MEM_HOST, &dst, &key) ||
-        V->reg(tx, s, REGION, WSYNC_MEM_HOST, &src, &skey) || V->listen(rx, &addr) || V->connect(tx, &addr, 0, &conn)) {
+        V->reg(tx, s, REGION, WSYNC_MEM_HOST, &src, &skey) || V->listen(rx, &addr) ||
+        V->connect(tx, &addr, 0, &conn)) {
         fprintf(stderr, "verbs_put_bw: set-up failed: %s\n", wsync_last_error());
         goto out;
     }
@@ -95,8 +96,7 @@ out:
  * "BW average[MB/sec]" (MiB/s), or -1 with its last output lines in `why`.
  * Under qemu's TCG perftest's cycle-counter clock sometimes reads 0 MB/s:
  * that is a ceiling not measured, not a figure. */
-static double ib_write_bw(const char *dev, const char *gid, uint64_t piece, int iters, char *why,
-                          size_t whylen)
+static double ib_write_bw(const char *dev, const char *gid, uint64_t piece, int iters, char *why, size_t whylen)
 {
     char cmd[512], line[512], tail[3][512] = {"", "", ""};
     double best = -1;

@@ -77,7 +77,8 @@ static char *value_text(const json_t *v, const char **why)
     }
     if (json_is_array(v) && json_array_size(v) > 0) {
         buf[0] = '\0';
-        json_array_foreach(v, i, e) {
+        json_array_foreach(v, i, e)
+        {
             if (!json_is_string(e) || n + strlen(json_string_value(e)) + 2 > sizeof(buf)) {
                 *why = "an array must hold strings (joined with ',')";
                 return NULL;
@@ -101,7 +102,8 @@ static int section_args(const char *file, const section_t *sec, const json_t *ob
         fprintf(stderr, "wsync: %s: \"%s\" must be an object of option: value\n", file, sec->name);
         return 2;
     }
-    json_object_foreach((json_t *)obj, key, v) {
+    json_object_foreach((json_t *)obj, key, v)
+    {
         const struct option *o = find_option(sec->opts, key);
         char *text = NULL, *flag;
         if (o == NULL) {
@@ -153,7 +155,8 @@ static int load_file(const char *file, json_t **root_out)
         json_decref(root);
         return 2;
     }
-    json_object_foreach(root, key, v) {
+    json_object_foreach(root, key, v)
+    {
         int known = strcmp(key, "about") == 0 && json_is_string(v);
         if (strcmp(key, "settings") == 0) {
             if (wsync_settings_load_json(v, file) != WSYNC_OK) {
@@ -172,8 +175,10 @@ static int load_file(const char *file, json_t **root_out)
                 known = 1;
             }
         if (!known) {
-            fprintf(stderr, "wsync: config file %s: unknown key \"%s\" (expected about, settings, serve, trainer, "
-                            "engine)\n", file, key);
+            fprintf(stderr,
+                    "wsync: config file %s: unknown key \"%s\" (expected about, settings, serve, trainer, "
+                    "engine)\n",
+                    file, key);
             json_decref(root);
             return 2;
         }
@@ -209,11 +214,18 @@ static int take_common(int *argc, char **argv, const char **file)
             fprintf(stderr, "wsync: %s needs a value\n", a);
             return 2;
         }
-        if (strcmp(a, "--config") == 0) *file = argv[++i];
-        else if (strncmp(a, "--config=", 9) == 0) *file = a + 9;
-        else if (strcmp(a, "--set") == 0) { if (apply_set(argv[++i])) return 2; }
-        else if (strncmp(a, "--set=", 6) == 0) { if (apply_set(a + 6)) return 2; }
-        else argv[k++] = argv[i];
+        if (strcmp(a, "--config") == 0)
+            *file = argv[++i];
+        else if (strncmp(a, "--config=", 9) == 0)
+            *file = a + 9;
+        else if (strcmp(a, "--set") == 0) {
+            if (apply_set(argv[++i]))
+                return 2;
+        } else if (strncmp(a, "--set=", 6) == 0) {
+            if (apply_set(a + 6))
+                return 2;
+        } else
+            argv[k++] = argv[i];
     }
     *argc = k;
     argv[k] = NULL;
@@ -285,8 +297,7 @@ static void range_text(const wsync_setting_def_t *d, char *buf, size_t len)
             }
         }
         buf[i] = '\0';
-    }
-    else if (d->type == WSYNC_STYPE_BOOL)
+    } else if (d->type == WSYNC_STYPE_BOOL)
         snprintf(buf, len, "0, 1");
     else if (d->type == WSYNC_STYPE_STRING)
         snprintf(buf, len, "text");

@@ -20,7 +20,7 @@
 
 typedef struct proc {
     pid_t pid;
-    int engine;             /* 1 engine rank, 0 trainer */
+    int engine; /* 1 engine rank, 0 trainer */
     int status;
     int exited;
     char name[128];
@@ -68,12 +68,15 @@ static pid_t spawn(char *const argv[])
 
 int cmd_demo(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"trainers", 1, 0, 'W'}, {"engines", 1, 0, 'M'}, {"local-ranks", 1, 0, 'L'}, {"synthetic", 1, 0, 's'},
-        {"safetensors", 1, 0, 'f'}, {"versions", 1, 0, 'n'}, {"dump", 1, 0, 'D'}, {"mode", 1, 0, 'm'},
-        {"transport", 1, 0, 't'}, {"chunk", 1, 0, 'k'}, {"layout", 1, 0, 'y'}, {"timeout-s", 1, 0, 'T'},
-        {"device", 1, 0, 'd'}, {"host-id", 1, 0, 'H'}, {"tp", 1, 0, 'P'}, {"rules", 1, 0, 'R'},
-        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"trainers", 1, 0, 'W'},    {"engines", 1, 0, 'M'},
+                                         {"local-ranks", 1, 0, 'L'}, {"synthetic", 1, 0, 's'},
+                                         {"safetensors", 1, 0, 'f'}, {"versions", 1, 0, 'n'},
+                                         {"dump", 1, 0, 'D'},        {"mode", 1, 0, 'm'},
+                                         {"transport", 1, 0, 't'},   {"chunk", 1, 0, 'k'},
+                                         {"layout", 1, 0, 'y'},      {"timeout-s", 1, 0, 'T'},
+                                         {"device", 1, 0, 'd'},      {"host-id", 1, 0, 'H'},
+                                         {"tp", 1, 0, 'P'},          {"rules", 1, 0, 'R'},
+                                         {"help", 0, 0, 'h'},        {0, 0, 0, 0}};
     const char *device = "host", *host_id = NULL, *tp = NULL, *rules = NULL;
     int ngpus = 0;
     const char *synthetic = NULL, *files = NULL, *dumpdir = NULL, *mode = "staged", *transport = "tcp",
@@ -110,15 +113,17 @@ int cmd_demo(int argc, char **argv)
         }
     }
     if (W < 1 || M < 1 || L < 1 || N < 1 || W + M * L > DEMO_MAX_PROCS || (synthetic && files)) {
-        fprintf(stderr, "wsync demo: need --trainers, --engines, --local-ranks, --versions >= 1 (at most %d "
-                        "processes) and at most one of --synthetic / --safetensors\n", DEMO_MAX_PROCS);
+        fprintf(stderr,
+                "wsync demo: need --trainers, --engines, --local-ranks, --versions >= 1 (at most %d "
+                "processes) and at most one of --synthetic / --safetensors\n",
+                DEMO_MAX_PROCS);
         return 2;
     }
     if (synthetic == NULL && files == NULL)
         synthetic = "1G";
     if ((tp && (atol(tp) < 1 || L % atol(tp) != 0)) || (rules && tp == NULL)) {
-        fprintf(stderr, "wsync demo: --tp T needs T >= 1 dividing --local-ranks (%ld), and --rules goes with --tp\n",
-                L);
+        fprintf(stderr,
+                "wsync demo: --tp T needs T >= 1 dividing --local-ranks (%ld), and --rules goes with --tp\n", L);
         return 2;
     }
     if (strcmp(device, "cuda") == 0) {
@@ -154,8 +159,9 @@ int cmd_demo(int argc, char **argv)
     snprintf(url, sizeof(url), "%s", wsync_control_server_url(server));
     printf("wsync demo: control endpoint %s  (watch it: wsync status --control %s --watch)\n", url, url);
     printf("wsync demo: %ld trainer rank%s -> %ld engine node%s x %ld local rank%s, model %s, %ld version%s, "
-           "%s mode, transport %s, device %s", W, plural(W), M, plural(M), L, plural(L),
-           synthetic ? synthetic : files, N, plural(N), mode, transport, device);
+           "%s mode, transport %s, device %s",
+           W, plural(W), M, plural(M), L, plural(L), synthetic ? synthetic : files, N, plural(N), mode, transport,
+           device);
     if (tp)
         printf(", %ld TP group%s of %s per node", L / atol(tp), plural(L / atol(tp)), tp);
     if (ngpus > 0)
@@ -173,21 +179,45 @@ int cmd_demo(int argc, char **argv)
         int a = 0;
         snprintf(ebuf, sizeof(ebuf), "e%ld", (long)(i / L));
         snprintf(rbuf, sizeof(rbuf), "%ld", (long)(i % L));
-        args[a++] = "wsync"; args[a++] = "engine"; args[a++] = "--control"; args[a++] = url;
-        args[a++] = "--engine"; args[a++] = ebuf; args[a++] = "--local-rank"; args[a++] = rbuf;
-        args[a++] = "--local-world"; args[a++] = lbuf; args[a++] = "--versions"; args[a++] = nbuf;
-        args[a++] = "--mode"; args[a++] = (char *)mode; args[a++] = "--transport"; args[a++] = (char *)transport;
-        args[a++] = "--timeout-ms"; args[a++] = "300000";
-        if (dumpdir) { args[a++] = "--dump"; args[a++] = (char *)dumpdir; }
-        if (tp) { args[a++] = "--tp"; args[a++] = (char *)tp; }
-        if (rules) { args[a++] = "--rules"; args[a++] = (char *)rules; }
+        args[a++] = "wsync";
+        args[a++] = "engine";
+        args[a++] = "--control";
+        args[a++] = url;
+        args[a++] = "--engine";
+        args[a++] = ebuf;
+        args[a++] = "--local-rank";
+        args[a++] = rbuf;
+        args[a++] = "--local-world";
+        args[a++] = lbuf;
+        args[a++] = "--versions";
+        args[a++] = nbuf;
+        args[a++] = "--mode";
+        args[a++] = (char *)mode;
+        args[a++] = "--transport";
+        args[a++] = (char *)transport;
+        args[a++] = "--timeout-ms";
+        args[a++] = "300000";
+        if (dumpdir) {
+            args[a++] = "--dump";
+            args[a++] = (char *)dumpdir;
+        }
+        if (tp) {
+            args[a++] = "--tp";
+            args[a++] = (char *)tp;
+        }
+        if (rules) {
+            args[a++] = "--rules";
+            args[a++] = (char *)rules;
+        }
         if (ngpus > 0) {
             snprintf(dbuf, sizeof(dbuf), "cuda:%ld", (long)(i % L) % ngpus);
-            args[a++] = "--device"; args[a++] = dbuf;
+            args[a++] = "--device";
+            args[a++] = dbuf;
         }
         if (host_id) {
             snprintf(hbuf, sizeof(hbuf), "%s-%s", host_id, ebuf);
-            args[a++] = "--host-id"; args[a++] = hbuf;
+            args[a++] = "--host-id";
+            args[a++] = hbuf;
         }
         args[a] = NULL;
         procs[nprocs].engine = 1;
@@ -198,18 +228,33 @@ int cmd_demo(int argc, char **argv)
         char *args[32];
         int a = 0;
         snprintf(rbuf, sizeof(rbuf), "%d", i);
-        args[a++] = "wsync"; args[a++] = "trainer"; args[a++] = "--control"; args[a++] = url;
-        args[a++] = "--rank"; args[a++] = rbuf; args[a++] = "--world"; args[a++] = wbuf;
-        args[a++] = synthetic ? "--synthetic" : "--safetensors"; args[a++] = (char *)(synthetic ? synthetic : files);
-        args[a++] = "--versions"; args[a++] = nbuf; args[a++] = "--wait-engines"; args[a++] = mbuf;
-        args[a++] = "--chunk"; args[a++] = (char *)chunk; args[a++] = "--layout"; args[a++] = (char *)layout;
+        args[a++] = "wsync";
+        args[a++] = "trainer";
+        args[a++] = "--control";
+        args[a++] = url;
+        args[a++] = "--rank";
+        args[a++] = rbuf;
+        args[a++] = "--world";
+        args[a++] = wbuf;
+        args[a++] = synthetic ? "--synthetic" : "--safetensors";
+        args[a++] = (char *)(synthetic ? synthetic : files);
+        args[a++] = "--versions";
+        args[a++] = nbuf;
+        args[a++] = "--wait-engines";
+        args[a++] = mbuf;
+        args[a++] = "--chunk";
+        args[a++] = (char *)chunk;
+        args[a++] = "--layout";
+        args[a++] = (char *)layout;
         if (ngpus > 0) {
             snprintf(dbuf, sizeof(dbuf), "cuda:%d", i % ngpus);
-            args[a++] = "--device"; args[a++] = dbuf;
+            args[a++] = "--device";
+            args[a++] = dbuf;
         }
         if (host_id) {
             snprintf(hbuf, sizeof(hbuf), "%s-trainers", host_id);
-            args[a++] = "--host-id"; args[a++] = hbuf;
+            args[a++] = "--host-id";
+            args[a++] = hbuf;
         }
         args[a] = NULL;
         procs[nprocs].engine = 0;
@@ -254,8 +299,8 @@ int cmd_demo(int argc, char **argv)
         if (!procs[i].exited)
             waitpid(procs[i].pid, NULL, 0);
     if (!failed)
-        printf("wsync demo: every engine (%ld node%s x %ld rank%s) verified all %ld version%s of %s in %.1f s\n", M,
-               plural(M), L, plural(L), N, plural(N), synthetic ? synthetic : files,
+        printf("wsync demo: every engine (%ld node%s x %ld rank%s) verified all %ld version%s of %s in %.1f s\n",
+               M, plural(M), L, plural(L), N, plural(N), synthetic ? synthetic : files,
                (double)(wsync_now_ns() - t0) / 1e9);
     else
         printf("wsync demo: FAILED (see the messages above)\n");

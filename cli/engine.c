@@ -32,7 +32,7 @@ static void on_signal(int sig)
 typedef struct watcher {
     wsync_receiver_t *r;
     const char *engine;
-    int stop;               /* atomic */
+    int stop; /* atomic */
 } watcher_t;
 
 /* Local rank 0: a line a second for any phase of a pull that lasts longer
@@ -45,7 +45,7 @@ static void *watch_main(void *arg)
     while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
         wsync_pull_progress_t p;
         char a[32], b[32];
-        usleep(100000);         /* short naps: the engine exits without waiting */
+        usleep(100000); /* short naps: the engine exits without waiting */
         if (++tick % 10 != 0)
             continue;
         wsync_receiver_progress(w->r, &p);
@@ -65,26 +65,25 @@ static void *watch_main(void *arg)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: wsync engine --control URL --engine ID --local-rank R --local-world L\n"
-            "                    [--mode staged|in-place] [--dump DIR] [--follow | --versions N]\n"
-            "                    [--device host|cuda:N] [--transport auto|tcp|nccl|verbs|local] [--bind HOST]\n"
-            "                    [--timeout-ms MS] [--host-id ID] [--max-failures K] [--token-file FILE]\n"
-            "                    [--tp T [--rules FILE] | --target FILE.json]\n"
-            "                    [--config FILE] [--set SETTING=VALUE]...\n"
-            "Pulls the newest version whenever one is published; exits 0 after holding N versions\n"
-            "(default 1), or runs until interrupted with --follow. A failed pull is reported and retried;\n"
-            "without --follow, K failures in a row (default 5) end it with status 1.\n"
-            "  --dump DIR       write each verified version to DIR/<engine>/rank<R>/v<version>.safetensors\n"
-            "                   (with a target: the rank's destination tensors, under their names)\n"
-            "  --tp T           hold the slices of TP rank R mod T of the rules (docs/TARGETS.md); every\n"
-            "                   local rank of the node gives the same T and rules\n"
-            "  --rules FILE     rules for --tp (default: the built-in vLLM rules)\n"
-            "  --target F       hold exactly the target in F (JSON, docs/TARGETS.md)\n"
-            "  --config FILE    read settings and these options from FILE's \"engine\" object\n"
-            "                   (docs/CONFIG.md; flags given here override the file)\n"
-            "  --token-file FILE  the deployment's token (default: setting token, env WSYNC_TOKEN); pulls and\n"
-            "                   puts prove it (docs/SECURITY.md)\n");
+    fprintf(f, "usage: wsync engine --control URL --engine ID --local-rank R --local-world L\n"
+               "                    [--mode staged|in-place] [--dump DIR] [--follow | --versions N]\n"
+               "                    [--device host|cuda:N] [--transport auto|tcp|nccl|verbs|local] [--bind HOST]\n"
+               "                    [--timeout-ms MS] [--host-id ID] [--max-failures K] [--token-file FILE]\n"
+               "                    [--tp T [--rules FILE] | --target FILE.json]\n"
+               "                    [--config FILE] [--set SETTING=VALUE]...\n"
+               "Pulls the newest version whenever one is published; exits 0 after holding N versions\n"
+               "(default 1), or runs until interrupted with --follow. A failed pull is reported and retried;\n"
+               "without --follow, K failures in a row (default 5) end it with status 1.\n"
+               "  --dump DIR       write each verified version to DIR/<engine>/rank<R>/v<version>.safetensors\n"
+               "                   (with a target: the rank's destination tensors, under their names)\n"
+               "  --tp T           hold the slices of TP rank R mod T of the rules (docs/TARGETS.md); every\n"
+               "                   local rank of the node gives the same T and rules\n"
+               "  --rules FILE     rules for --tp (default: the built-in vLLM rules)\n"
+               "  --target F       hold exactly the target in F (JSON, docs/TARGETS.md)\n"
+               "  --config FILE    read settings and these options from FILE's \"engine\" object\n"
+               "                   (docs/CONFIG.md; flags given here override the file)\n"
+               "  --token-file FILE  the deployment's token (default: setting token, env WSYNC_TOKEN); pulls and\n"
+               "                   puts prove it (docs/SECURITY.md)\n");
 }
 
 static int mkdirs(const char *path)
@@ -134,8 +133,11 @@ static wsync_status_t dump(wsync_receiver_t *r, const char *dir, const char *eng
     for (i = 0; i < n; i++) {
         WSYNC_CHECK_GOTO(wsync_receiver_tensor_at(r, i, NULL, &info[i]), st, out);
         wsync_dtype_parse(info[i].dtype, &ts[i].dtype);
-        ts[i] = (wsync_st_tensor_t){.name = info[i].name, .dtype = ts[i].dtype, .ndim = info[i].ndim,
-                                    .shape = info[i].shape, .data = (char *)(host ? host : img) + info[i].offset};
+        ts[i] = (wsync_st_tensor_t){.name = info[i].name,
+                                    .dtype = ts[i].dtype,
+                                    .ndim = info[i].ndim,
+                                    .shape = info[i].shape,
+                                    .data = (char *)(host ? host : img) + info[i].offset};
     }
     st = wsync_safetensors_write_tensors(path, n, ts, r->held->manifest->metadata);
 out:
@@ -167,12 +169,12 @@ static char *read_text(const char *path)
     return buf;
 }
 
-const struct option cli_engine_options[] = {
-    {"control", 1, 0, 'c'}, {"engine", 1, 0, 'e'}, {"local-rank", 1, 0, 'r'}, {"local-world", 1, 0, 'w'},
-    {"mode", 1, 0, 'm'}, {"dump", 1, 0, 'D'}, {"follow", 0, 0, 'F'}, {"versions", 1, 0, 'n'},
-    {"device", 1, 0, 'd'}, {"transport", 1, 0, 't'}, {"bind", 1, 0, 'b'}, {"timeout-ms", 1, 0, 'T'},
-    {"host-id", 1, 0, 'H'}, {"max-failures", 1, 0, 'x'}, {"tp", 1, 0, 'P'}, {"rules", 1, 0, 'R'},
-    {"target", 1, 0, 'G'}, {"token-file", 1, 0, 'K'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+const struct option cli_engine_options[] =
+    {{"control", 1, 0, 'c'}, {"engine", 1, 0, 'e'},       {"local-rank", 1, 0, 'r'}, {"local-world", 1, 0, 'w'},
+     {"mode", 1, 0, 'm'},    {"dump", 1, 0, 'D'},         {"follow", 0, 0, 'F'},     {"versions", 1, 0, 'n'},
+     {"device", 1, 0, 'd'},  {"transport", 1, 0, 't'},    {"bind", 1, 0, 'b'},       {"timeout-ms", 1, 0, 'T'},
+     {"host-id", 1, 0, 'H'}, {"max-failures", 1, 0, 'x'}, {"tp", 1, 0, 'P'},         {"rules", 1, 0, 'R'},
+     {"target", 1, 0, 'G'},  {"token-file", 1, 0, 'K'},   {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
 
 int cmd_engine(int argc, char **argv)
 {
@@ -199,14 +201,22 @@ int cmd_engine(int argc, char **argv)
         case 'r': rc_cfg.local_rank = atoi(optarg); break;
         case 'w': rc_cfg.local_world = atoi(optarg); break;
         case 'm':
-            if (strcmp(optarg, "staged") == 0) rc_cfg.mode = WSYNC_MODE_STAGED;
-            else if (strcmp(optarg, "in-place") == 0) rc_cfg.mode = WSYNC_MODE_IN_PLACE;
-            else { fprintf(stderr, "wsync engine: --mode must be staged or in-place\n"); return 2; }
+            if (strcmp(optarg, "staged") == 0)
+                rc_cfg.mode = WSYNC_MODE_STAGED;
+            else if (strcmp(optarg, "in-place") == 0)
+                rc_cfg.mode = WSYNC_MODE_IN_PLACE;
+            else {
+                fprintf(stderr, "wsync engine: --mode must be staged or in-place\n");
+                return 2;
+            }
             break;
         case 'D': dumpdir = optarg; break;
         /* The later of --follow / --versions wins (a flag over a file's). */
         case 'F': follow = 1; break;
-        case 'n': versions = atol(optarg); follow = 0; break;
+        case 'n':
+            versions = atol(optarg);
+            follow = 0;
+            break;
         case 'd': rc_cfg.device = optarg; break;
         case 't': rc_cfg.transport = optarg; break;
         case 'b': rc_cfg.bind_host = optarg; break;
@@ -283,8 +293,9 @@ int cmd_engine(int argc, char **argv)
             wsync_receiver_image(r, &img, &len);
             wsync_receiver_progress(r, &p);
             printf("engine %s: version %llu ready on %d rank%s in %.3f s (%.2f GB/s per rank; rank 0's image %zu "
-                   "bytes", rc_cfg.engine_id, (unsigned long long)v, rc_cfg.local_world,
-                   rc_cfg.local_world == 1 ? "" : "s", secs, secs > 0 ? (double)len / secs / 1e9 : 0.0, len);
+                   "bytes",
+                   rc_cfg.engine_id, (unsigned long long)v, rc_cfg.local_world, rc_cfg.local_world == 1 ? "" : "s",
+                   secs, secs > 0 ? (double)len / secs / 1e9 : 0.0, len);
             if (held == 1 && p.last_setup_s > 0)
                 printf("; image memory set up before it in %.2f s", p.last_setup_s);
             printf(")\n");

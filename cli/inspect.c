@@ -68,7 +68,8 @@ int cmd_inspect(int argc, char **argv)
                    (unsigned long long)t->size, (unsigned long long)t->offset);
         }
         printf("%zu tensors, image %s (%llu bytes, tensors aligned to %d), manifest digest %s\n", m->ntensors,
-               wsync_fmt_size(m->image_size, sz, sizeof(sz)), (unsigned long long)m->image_size, WSYNC_ALIGN, digest);
+               wsync_fmt_size(m->image_size, sz, sizeof(sz)), (unsigned long long)m->image_size, WSYNC_ALIGN,
+               digest);
     }
     wsync_safetensors_close(st);
     return 0;

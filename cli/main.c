@@ -27,8 +27,7 @@ static const command_t commands[] = {
 void cli_report(const char *cmd, const char *what, int status)
 {
     const char *detail = wsync_last_error();
-    fprintf(stderr, "wsync %s: %s: %s%s%s\n", cmd, what, wsync_status_str(status),
-            detail[0] ? ": " : "", detail);
+    fprintf(stderr, "wsync %s: %s: %s%s%s\n", cmd, what, wsync_status_str(status), detail[0] ? ": " : "", detail);
 }
 
 static void usage(FILE *f)

@@ -33,8 +33,10 @@ wsync_status_t cli_model_open(const char *synthetic, const char *files, cli_mode
             wsync_manifest_digest(out->files[0]->manifest, d1);
             wsync_manifest_digest(out->files[out->nfiles - 1]->manifest, d2);
             if (strcmp(d1, d2) != 0)
-                st = wsync_error(WSYNC_ERR_CONFLICT, "%s: its tensors (names, dtypes or shapes) differ from %s's; "
-                                 "every file must hold the same model layout", tok, out->files[0]->path);
+                st = wsync_error(WSYNC_ERR_CONFLICT,
+                                 "%s: its tensors (names, dtypes or shapes) differ from %s's; "
+                                 "every file must hold the same model layout",
+                                 tok, out->files[0]->path);
         }
         free(list);
         if (st == WSYNC_OK && out->nfiles == 0)

@@ -8,9 +8,9 @@
 #include "common/safetensors.h"
 
 typedef struct cli_model {
-    wsync_manifest_t *manifest;         /* owned */
+    wsync_manifest_t *manifest; /* owned */
     int nfiles;
-    wsync_safetensors_t **files;        /* [nfiles], or NULL for synthetic */
+    wsync_safetensors_t **files; /* [nfiles], or NULL for synthetic */
     char **paths;
 } cli_model_t;
 

@@ -16,9 +16,9 @@
 #include "common/safetensors.h"
 #include "common/util.h"
 
-#define PLAN_USAGE                                                                                         \
-    "usage: wsync plan (FILE.safetensors | --synthetic SIZE) [--trainers W] [--engines M]\n"               \
-    "                  [--local-ranks L] [--chunk SIZE] [--layout even|fsdp] [--tp T[,T...]]\n"    \
+#define PLAN_USAGE                                                                              \
+    "usage: wsync plan (FILE.safetensors | --synthetic SIZE) [--trainers W] [--engines M]\n"    \
+    "                  [--local-ranks L] [--chunk SIZE] [--layout even|fsdp] [--tp T[,T...]]\n" \
     "                  [--rules FILE] [--json]\n"
 
 /* Upper bounds keep a typo (--trainers 1e9) from allocating gigabytes; they
@@ -34,7 +34,7 @@ typedef struct plan_opts {
     uint64_t chunk;
     int fsdp;
     int json;
-    const char *tp;         /* per-node TP sizes, or NULL: every rank holds the whole image */
+    const char *tp; /* per-node TP sizes, or NULL: every rank holds the whole image */
     const char *rules;
 } plan_opts_t;
 
@@ -64,10 +64,17 @@ static int parse_count(const char *s, const char *opt, int max, int *out)
 /* Returns 0 when the options are good, 2 (usage error) or -1 (--help given). */
 static int parse_opts(int argc, char **argv, plan_opts_t *o)
 {
-    static const struct option opts[] = {
-        {"synthetic", 1, 0, 's'}, {"trainers", 1, 0, 'w'}, {"engines", 1, 0, 'm'},
-        {"local-ranks", 1, 0, 'l'}, {"chunk", 1, 0, 'c'}, {"layout", 1, 0, 'y'},
-        {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {"tp", 1, 0, 't'}, {"rules", 1, 0, 'r'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"synthetic", 1, 0, 's'},
+                                         {"trainers", 1, 0, 'w'},
+                                         {"engines", 1, 0, 'm'},
+                                         {"local-ranks", 1, 0, 'l'},
+                                         {"chunk", 1, 0, 'c'},
+                                         {"layout", 1, 0, 'y'},
+                                         {"json", 0, 0, 'j'},
+                                         {"help", 0, 0, 'h'},
+                                         {"tp", 1, 0, 't'},
+                                         {"rules", 1, 0, 'r'},
+                                         {0, 0, 0, 0}};
     int c;
 
     *o = (plan_opts_t){.trainers = 2, .engines = 2, .local_ranks = 2, .chunk = WSYNC_DEFAULT_CHUNK};
@@ -75,9 +82,7 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
     opterr = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 's':
-            o->synthetic = optarg;
-            break;
+        case 's': o->synthetic = optarg; break;
         case 'w':
             if (parse_count(optarg, "--trainers", PLAN_MAX_TRAINERS, &o->trainers))
                 return 2;
@@ -106,15 +111,9 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
                 return 2;
             }
             break;
-        case 'j':
-            o->json = 1;
-            break;
-        case 't':
-            o->tp = optarg;
-            break;
-        case 'r':
-            o->rules = optarg;
-            break;
+        case 'j': o->json = 1; break;
+        case 't': o->tp = optarg; break;
+        case 'r': o->rules = optarg; break;
         case 'h':
             printf(PLAN_USAGE
                    "Prints the plan: image size, chunks, pieces, the bytes each trainer rank sends to one\n"
@@ -127,9 +126,7 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
                    "TP=2 and the other nodes the whole image (the last value repeats). --json always lists\n"
                    "the nodes (\"nodes\": [{network_bytes, ranks: [{land_bytes, holds_bytes}]}]).\n");
             return -1;
-        default:
-            fprintf(stderr, PLAN_USAGE);
-            return 2; /* getopt already said which option was wrong */
+        default: fprintf(stderr, PLAN_USAGE); return 2; /* getopt already said which option was wrong */
         }
     }
     if (optind < argc - 1) {
@@ -204,17 +201,17 @@ static json_t *plan_json(const plan_opts_t *o, const wsync_manifest_t *m, const 
                                             "copy_in_bytes", (json_int_t)ls[r].copy_in, "copied_out_bytes",
                                             (json_int_t)ls[r].copied_out));
     json_object_set_new(j, "engine_local_ranks", lr);
-    json_object_set_new(j, "per_node", json_pack("{s:I, s:I}", "network_bytes", (json_int_t)p->image_size,
-                                                 "intra_node_copy_bytes", (json_int_t)(p->image_size * (L - 1))));
-    json_object_set_new(j, "total", json_pack("{s:I, s:I}", "network_bytes", (json_int_t)(p->image_size * M),
-                                              "intra_node_copy_bytes",
-                                              (json_int_t)(p->image_size * (L - 1) * M)));
+    json_object_set_new(j, "per_node",
+                        json_pack("{s:I, s:I}", "network_bytes", (json_int_t)p->image_size,
+                                  "intra_node_copy_bytes", (json_int_t)(p->image_size * (L - 1))));
+    json_object_set_new(j, "total",
+                        json_pack("{s:I, s:I}", "network_bytes", (json_int_t)(p->image_size * M),
+                                  "intra_node_copy_bytes", (json_int_t)(p->image_size * (L - 1) * M)));
     json_object_set_new(j, "nodes", plan_nodes_json(pn));
     return j;
 }
 
-static void plan_print(const plan_opts_t *o, const wsync_manifest_t *m, const wsync_plan_t *p,
-                       const local_stat_t *ls)
+static void plan_print(const plan_opts_t *o, const wsync_manifest_t *m, const wsync_plan_t *p, const local_stat_t *ls)
 {
     uint64_t M = (uint64_t)o->engines, L = (uint64_t)o->local_ranks;
     char a[64], b[64], c[64];
@@ -233,8 +230,8 @@ static void plan_print(const plan_opts_t *o, const wsync_manifest_t *m, const ws
         uint64_t s = wsync_plan_rank_send_bytes(p, r);
         printf("%-12d %8zu %30s %30s\n", r, p->rank_npieces[r], both(s, a, sizeof(a)), both(s * M, b, sizeof(b)));
     }
-    printf("\n%-12s %8s %30s %30s %30s\n", "LOCAL RANK", "CHUNKS", "LANDS (NETWORK)",
-           "COPIES FROM PEERS' WINDOWS", "COPIED BY PEERS");
+    printf("\n%-12s %8s %30s %30s %30s\n", "LOCAL RANK", "CHUNKS", "LANDS (NETWORK)", "COPIES FROM PEERS' WINDOWS",
+           "COPIED BY PEERS");
     for (r = 0; r < o->local_ranks; r++)
         printf("%-12d %8u %30s %30s %30s\n", r, ls[r].chunks, both(ls[r].land, a, sizeof(a)),
                both(ls[r].copy_in, b, sizeof(b)), both(ls[r].copied_out, c, sizeof(c)));

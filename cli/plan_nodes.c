@@ -23,7 +23,7 @@ typedef struct node_kind {
 
 struct plan_nodes {
     int M, L, nkinds;
-    int *kind_of;           /* [M] */
+    int *kind_of; /* [M] */
     node_kind_t kinds[16];
 };
 
@@ -60,8 +60,10 @@ static int parse_spec(const char *spec, int M, int L, int *tp_of)
                 return -1;
             }
             if (last > 0 && L % last != 0) {
-                fprintf(stderr, "wsync plan: --tp %d: a node's %d local ranks must form whole TP groups (a "
-                        "multiple of %d)\n", last, L, last);
+                fprintf(stderr,
+                        "wsync plan: --tp %d: a node's %d local ranks must form whole TP groups (a "
+                        "multiple of %d)\n",
+                        last, L, last);
                 return -1;
             }
             p += n + (p[n] == ',');

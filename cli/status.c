@@ -33,7 +33,8 @@ static void print_table(const json_t *st)
     const json_t *e, *t;
     size_t i, ntr = 0, reg = 0;
     time_t now = time(NULL);
-    json_array_foreach(json_object_get(st, "trainers"), i, t) {
+    json_array_foreach(json_object_get(st, "trainers"), i, t)
+    {
         ntr++;
         reg += json_is_true(json_object_get(t, "registered"));
     }
@@ -44,10 +45,12 @@ static void print_table(const json_t *st)
     if (sf && !json_is_true(json_object_get(sf, "ok")))
         printf("STATE FILE NOT WRITTEN (%lld failed writes): %s\n",
                (long long)json_integer_value(json_object_get(sf, "failed_writes")),
-               json_string_value(json_object_get(sf, "error")) ? json_string_value(json_object_get(sf, "error")) : "");
+               json_string_value(json_object_get(sf, "error")) ? json_string_value(json_object_get(sf, "error"))
+                                                               : "");
     printf("%-16s %-8s %8s %6s %5s %10s %9s  %s\n", "ENGINE", "STATE", "VERSION", "BEHIND", "RANKS", "LAST SYNC",
            "GB/s", "UPDATED / ERROR");
-    json_array_foreach(json_object_get(st, "engines"), i, e) {
+    json_array_foreach(json_object_get(st, "engines"), i, e)
+    {
         const char *err = json_string_value(json_object_get(e, "last_error"));
         double upd = json_number_value(json_object_get(e, "updated"));
         char prog[128];
@@ -58,15 +61,17 @@ static void print_table(const json_t *st)
                (long long)json_integer_value(json_object_get(e, "local_ranks")),
                json_number_value(json_object_get(e, "last_sync_s")),
                json_number_value(json_object_get(e, "last_gbps")), progress_text(e, prog, sizeof(prog)),
-               upd > 0 ? difftime(now, (time_t)upd) : 0.0,
-               err && err[0] ? "  " : "", err && err[0] ? err : "");
+               upd > 0 ? difftime(now, (time_t)upd) : 0.0, err && err[0] ? "  " : "", err && err[0] ? err : "");
     }
 }
 
 int cmd_status(int argc, char **argv)
 {
-    static const struct option opts[] = {{"control", 1, 0, 'c'}, {"watch", 0, 0, 'w'}, {"json", 0, 0, 'j'},
-                                         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"control", 1, 0, 'c'},
+                                         {"watch", 0, 0, 'w'},
+                                         {"json", 0, 0, 'j'},
+                                         {"help", 0, 0, 'h'},
+                                         {0, 0, 0, 0}};
     const char *url = "http://127.0.0.1:8470";
     wsync_control_t *c = NULL;
     int o, watch = 0, as_json = 0, rc = 0;

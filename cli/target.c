@@ -14,7 +14,7 @@
 #include "common/rules.h"
 #include "common/util.h"
 
-#define TARGET_USAGE                                                                                       \
+#define TARGET_USAGE \
     "usage: wsync target (FILE.safetensors | --synthetic SIZE) [--tp T] [--rank K] [--rules FILE] [--json]\n"
 
 int cli_parse_tp(const char *cmd, const char *opt, const char *s, int lo, int *out)
@@ -47,16 +47,17 @@ static void print_target(const wsync_target_t *t, int tp, int rank)
                (unsigned long long)ds->offset, (unsigned long long)ds->size);
     }
     printf("TP rank %d of %d: %zu destination tensors, image %s (%llu bytes), holds %s (%llu bytes) from the "
-           "trainer, target %s\n", rank, tp, t->ndests, wsync_fmt_size(t->image_size, sz, sizeof(sz)),
-           (unsigned long long)t->image_size, wsync_fmt_size(t->covered_bytes, held, sizeof(held)),
-           (unsigned long long)t->covered_bytes, t->digest_hex);
+           "trainer, target %s\n",
+           rank, tp, t->ndests, wsync_fmt_size(t->image_size, sz, sizeof(sz)), (unsigned long long)t->image_size,
+           wsync_fmt_size(t->covered_bytes, held, sizeof(held)), (unsigned long long)t->covered_bytes,
+           t->digest_hex);
 }
 
 int cmd_target(int argc, char **argv)
 {
-    static const struct option opts[] = {{"synthetic", 1, 0, 's'}, {"tp", 1, 0, 't'}, {"rank", 1, 0, 'k'},
-                                         {"rules", 1, 0, 'r'},     {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] =
+        {{"synthetic", 1, 0, 's'}, {"tp", 1, 0, 't'},   {"rank", 1, 0, 'k'}, {"rules", 1, 0, 'r'},
+         {"json", 0, 0, 'j'},      {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     const char *synthetic = NULL, *rules_path = NULL, *file = NULL;
     cli_model_t model = {0};
     wsync_rules_t *rules = NULL;
@@ -68,9 +69,7 @@ int cmd_target(int argc, char **argv)
     opterr = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
-        case 's':
-            synthetic = optarg;
-            break;
+        case 's': synthetic = optarg; break;
         case 't':
             if (cli_parse_tp("target", "--tp", optarg, 1, &tp))
                 return 2;
@@ -79,12 +78,8 @@ int cmd_target(int argc, char **argv)
             if (cli_parse_tp("target", "--rank", optarg, 0, &rank))
                 return 2;
             break;
-        case 'r':
-            rules_path = optarg;
-            break;
-        case 'j':
-            json = 1;
-            break;
+        case 'r': rules_path = optarg; break;
+        case 'j': json = 1; break;
         case 'h':
             printf(TARGET_USAGE
                    "Prints what TP rank K of a group of T engine ranks holds: each destination tensor (name,\n"
@@ -92,9 +87,7 @@ int cmd_target(int argc, char **argv)
                    "those of --rules FILE (configs/rules/*.json); --json prints the target JSON\n"
                    "(docs/TARGETS.md). Defaults: --tp 1 --rank 0.\n");
             return 0;
-        default:
-            fprintf(stderr, TARGET_USAGE);
-            return 2;
+        default: fprintf(stderr, TARGET_USAGE); return 2;
         }
     }
     if (optind < argc - 1) {

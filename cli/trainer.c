@@ -69,9 +69,9 @@ static int wait_engines(wsync_control_t *c, int engines, uint64_t version)
         size_t i;
         int ready = 0;
         if (wsync_control_status(c, &st) == WSYNC_OK) {
-            json_array_foreach(json_object_get(st, "engines"), i, e)
-                if ((uint64_t)json_integer_value(json_object_get(e, "version")) >= version)
-                    ready++;
+            json_array_foreach(json_object_get(st, "engines"), i,
+                               e) if ((uint64_t)json_integer_value(json_object_get(e, "version")) >= version)
+                ready++;
             json_decref(st);
         }
         if (ready >= engines)
@@ -97,13 +97,26 @@ static int wait_published(wsync_publisher_t *pub, uint64_t v)
     return 1;
 }
 
-const struct option cli_trainer_options[] = {
-    {"control", 1, 0, 'c'}, {"rank", 1, 0, 'r'}, {"world", 1, 0, 'w'}, {"synthetic", 1, 0, 's'},
-    {"safetensors", 1, 0, 'f'}, {"versions", 1, 0, 'n'}, {"interval-ms", 1, 0, 'i'},
-    {"wait-engines", 1, 0, 'e'}, {"serve", 1, 0, 'S'}, {"listen", 1, 0, 'l'}, {"advertise", 1, 0, 'a'},
-    {"device", 1, 0, 'd'}, {"chunk", 1, 0, 'k'}, {"layout", 1, 0, 'L'}, {"zero-copy", 0, 0, 'z'},
-    {"host-id", 1, 0, 'H'}, {"exit-after-publish", 0, 0, 'x'}, {"token-file", 1, 0, 'K'}, {"help", 0, 0, 'h'},
-    {0, 0, 0, 0}};
+const struct option cli_trainer_options[] = {{"control", 1, 0, 'c'},
+                                             {"rank", 1, 0, 'r'},
+                                             {"world", 1, 0, 'w'},
+                                             {"synthetic", 1, 0, 's'},
+                                             {"safetensors", 1, 0, 'f'},
+                                             {"versions", 1, 0, 'n'},
+                                             {"interval-ms", 1, 0, 'i'},
+                                             {"wait-engines", 1, 0, 'e'},
+                                             {"serve", 1, 0, 'S'},
+                                             {"listen", 1, 0, 'l'},
+                                             {"advertise", 1, 0, 'a'},
+                                             {"device", 1, 0, 'd'},
+                                             {"chunk", 1, 0, 'k'},
+                                             {"layout", 1, 0, 'L'},
+                                             {"zero-copy", 0, 0, 'z'},
+                                             {"host-id", 1, 0, 'H'},
+                                             {"exit-after-publish", 0, 0, 'x'},
+                                             {"token-file", 1, 0, 'K'},
+                                             {"help", 0, 0, 'h'},
+                                             {0, 0, 0, 0}};
 
 int cmd_trainer(int argc, char **argv)
 {
@@ -155,9 +168,14 @@ int cmd_trainer(int argc, char **argv)
             }
             break;
         case 'L':
-            if (strcmp(optarg, "even") == 0) pc.layout = WSYNC_LAYOUT_EVEN;
-            else if (strcmp(optarg, "fsdp") == 0) pc.layout = WSYNC_LAYOUT_FSDP;
-            else { fprintf(stderr, "wsync trainer: --layout must be even or fsdp\n"); return 2; }
+            if (strcmp(optarg, "even") == 0)
+                pc.layout = WSYNC_LAYOUT_EVEN;
+            else if (strcmp(optarg, "fsdp") == 0)
+                pc.layout = WSYNC_LAYOUT_FSDP;
+            else {
+                fprintf(stderr, "wsync trainer: --layout must be even or fsdp\n");
+                return 2;
+            }
             break;
         case 'z': pc.zero_copy = 1; break;
         case 'H': pc.host_id = optarg; break;

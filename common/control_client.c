@@ -19,7 +19,7 @@
 #include "common/util.h"
 
 #define CONTROL_TIMEOUT_MS 15000L
-#define RETRY_FIRST_MS 100              /* first backoff; doubles up to RETRY_CAP_MS */
+#define RETRY_FIRST_MS 100 /* first backoff; doubles up to RETRY_CAP_MS */
 #define RETRY_CAP_MS 2000
 
 struct wsync_control {
@@ -27,7 +27,7 @@ struct wsync_control {
     char *url;
     char auth[600];
     long grace_ms;
-    unsigned jitter;                /* rand_r state: clients retry out of step */
+    unsigned jitter; /* rand_r state: clients retry out of step */
 };
 
 long wsync_control_default_grace_ms(void)
@@ -211,8 +211,9 @@ wsync_status_t wsync_control_request_retry(wsync_control_t *c, const char *metho
                                       : st;
             return wsync_error(st == WSYNC_OK ? WSYNC_ERR_HTTP : st,
                                "control endpoint %s: %s %s: no answer for %.1f s (%d attempts, grace period "
-                               "%.0f s, WSYNC_CONTROL_GRACE_MS): %s", c->url, method, path,
-                               (double)(wsync_now_ns() - t0) / 1e9, attempt + 1, (double)c->grace_ms / 1e3, last);
+                               "%.0f s, WSYNC_CONTROL_GRACE_MS): %s",
+                               c->url, method, path, (double)(wsync_now_ns() - t0) / 1e9, attempt + 1,
+                               (double)c->grace_ms / 1e3, last);
         }
         if (attempt == 0)
             LOG_WARN("%s; retrying for up to %.1f s", last, (double)c->grace_ms / 1e3);
@@ -238,8 +239,11 @@ static wsync_status_t call(wsync_control_t *c, const char *method, const char *p
     switch (http) {
     case 401: st = WSYNC_ERR_AUTH; break;
     case 404: st = WSYNC_ERR_NOT_FOUND; break;
-    case 403: case 409: st = WSYNC_ERR_CONFLICT; break;
-    case 400: case 413: case 422: st = WSYNC_ERR_INVALID; break;
+    case 403:
+    case 409: st = WSYNC_ERR_CONFLICT; break;
+    case 400:
+    case 413:
+    case 422: st = WSYNC_ERR_INVALID; break;
     default: st = WSYNC_ERR_HTTP; break;
     }
     {
@@ -280,11 +284,11 @@ wsync_status_t wsync_control_register_engine(wsync_control_t *c, const char *eng
     return st;
 }
 
-wsync_status_t wsync_control_publish(wsync_control_t *c, int rank, int world, uint64_t version, const json_t *layout,
-                                     const json_t *pieces)
+wsync_status_t wsync_control_publish(wsync_control_t *c, int rank, int world, uint64_t version,
+                                     const json_t *layout, const json_t *pieces)
 {
-    json_t *b = json_pack("{s:i, s:i, s:I, s:O, s:O}", "rank", rank, "world", world, "version", (json_int_t)version,
-                          "layout", layout, "pieces", pieces);
+    json_t *b = json_pack("{s:i, s:i, s:I, s:O, s:O}", "rank", rank, "world", world, "version",
+                          (json_int_t)version, "layout", layout, "pieces", pieces);
     wsync_status_t st;
     WSYNC_CHECK_ALLOC(b);
     st = call(c, "POST", "/v1/publish", b, 60000, NULL);
@@ -312,7 +316,8 @@ wsync_status_t wsync_control_get_layout(wsync_control_t *c, const char *digest, 
     WSYNC_CHECK(call(c, "GET", path, NULL, 60000, &doc));
     if (!json_is_object(json_object_get(doc, "manifest"))) {
         json_decref(doc);
-        return wsync_error(WSYNC_ERR_FORMAT, "control endpoint %s: GET %s: the answer has no manifest", c->url, path);
+        return wsync_error(WSYNC_ERR_FORMAT, "control endpoint %s: GET %s: the answer has no manifest", c->url,
+                           path);
     }
     *manifest = json_incref(json_object_get(doc, "manifest"));
     json_decref(doc);
@@ -322,7 +327,7 @@ wsync_status_t wsync_control_get_layout(wsync_control_t *c, const char *digest, 
 wsync_status_t wsync_control_wait_version(wsync_control_t *c, uint64_t after, int timeout_ms, uint64_t *version)
 {
     const uint64_t end = wsync_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ULL;
-    uint64_t down_since = 0;        /* first unanswered poll of the current outage */
+    uint64_t down_since = 0; /* first unanswered poll of the current outage */
     char path[128];
     int attempt = 0;
 
@@ -345,9 +350,9 @@ wsync_status_t wsync_control_wait_version(wsync_control_t *c, uint64_t after, in
             return wsync_error(WSYNC_ERR_HTTP, "control endpoint %s: long poll answered HTTP %ld", c->url, http);
         now = wsync_now_ns();
         if (now >= end)
-            return WSYNC_OK;        /* the caller's wait is over: no newer version */
+            return WSYNC_OK; /* the caller's wait is over: no newer version */
         if (st == WSYNC_OK && http == 204) {
-            down_since = 0;         /* a longer wait than one poll */
+            down_since = 0; /* a longer wait than one poll */
             attempt = 0;
             continue;
         }

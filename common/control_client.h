@@ -47,8 +47,8 @@ wsync_status_t wsync_control_register_trainer(wsync_control_t *c, int rank, int 
 wsync_status_t wsync_control_trainers(wsync_control_t *c, json_t **out);
 wsync_status_t wsync_control_register_engine(wsync_control_t *c, const char *engine_id, const char *host,
                                              int local_ranks, const json_t *endpoint);
-wsync_status_t wsync_control_publish(wsync_control_t *c, int rank, int world, uint64_t version, const json_t *layout,
-                                     const json_t *pieces);
+wsync_status_t wsync_control_publish(wsync_control_t *c, int rank, int world, uint64_t version,
+                                     const json_t *layout, const json_t *pieces);
 /* POST /v1/layouts/<digest> {"manifest": manifest}: registers the manifest
  * under its digest (idempotent: a known one is no error). Once per layout,
  * before the first publish that names it (trainer rank 0 does). */

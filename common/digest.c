@@ -73,9 +73,12 @@ int wsync_digest_parse(const char *hex, uint64_t *out)
     for (i = 0; i < 16; i++) {
         char c = hex[i];
         int d;
-        if (c >= '0' && c <= '9') d = c - '0';
-        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-        else return -1;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else
+            return -1;
         v = (v << 4) | (uint64_t)d;
     }
     *out = v;

@@ -59,8 +59,8 @@ static __device__ __forceinline__ void d_block_add(uint64_t s, unsigned long lon
 // MODE 16: pointer 16-byte aligned, two words per 16-byte load (the fast path);
 // MODE 8: 8-byte aligned; MODE 1: any alignment, byte loads.
 template <int MODE>
-__global__ void __launch_bounds__(DIG_THREADS) digest_kernel(const unsigned char *p, uint64_t len, uint64_t base,
-                                                             unsigned long long *out)
+__global__ void __launch_bounds__(DIG_THREADS)
+    digest_kernel(const unsigned char *p, uint64_t len, uint64_t base, unsigned long long *out)
 {
     const uint64_t G = WSYNC_DIGEST_GOLDEN;
     const uint64_t nwords = len / 8;

@@ -10,7 +10,8 @@
 
 static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
     [WSYNC_FAULT_CORRUPT_PIECE] = {"WSYNC_TEST_CORRUPT_PIECE", -1, -1, 0x7fffffff,
-                                   "trainer flips one byte of piece N after digesting it (engines must refuse it)"},
+                                   "trainer flips one byte of piece N after digesting it (engines must refuse "
+                                   "it)"},
     [WSYNC_FAULT_COPY_FAIL_PIECE] = {"WSYNC_TEST_COPY_FAIL_PIECE", -1, -1, 0x7fffffff,
                                      "trainer's snapshot copy of piece N fails"},
     [WSYNC_FAULT_COPY_DELAY_MS] = {"WSYNC_TEST_COPY_DELAY_MS", 0, 0, 600000,

@@ -21,7 +21,7 @@ typedef enum wsync_fault_id {
 
 typedef struct wsync_fault_def {
     const char *env;
-    long long off;        /* value when unset: -1 (no piece) or 0 (no delay) */
+    long long off; /* value when unset: -1 (no piece) or 0 (no delay) */
     long long min, max;
     const char *doc;
 } wsync_fault_def_t;

@@ -182,9 +182,11 @@ wsync_status_t wsync_layout_explicit(uint64_t image_size, int world, const size_
             if (why != NULL) {
                 free(all);
                 wsync_layout_free(l);
-                return wsync_error(WSYNC_ERR_INVALID, "layout: rank %d extent %zu at offset %llu (+%llu) %s "
-                                   "(image of %llu bytes)", r, i, (unsigned long long)e->offset,
-                                   (unsigned long long)e->len, why, (unsigned long long)image_size);
+                return wsync_error(WSYNC_ERR_INVALID,
+                                   "layout: rank %d extent %zu at offset %llu (+%llu) %s "
+                                   "(image of %llu bytes)",
+                                   r, i, (unsigned long long)e->offset, (unsigned long long)e->len, why,
+                                   (unsigned long long)image_size);
             }
             all[k++] = (owned_ext_t){e->offset, e->len, r};
         }
@@ -203,13 +205,17 @@ wsync_status_t wsync_layout_explicit(uint64_t image_size, int world, const size_
         if (all[i].offset != pos) {
             wsync_status_t st;
             if (all[i].offset > pos)
-                st = wsync_error(WSYNC_ERR_INVALID, "layout: bytes from offset %llu to %llu are owned by no rank "
-                                 "(the next extent is rank %d's, at offset %llu)", (unsigned long long)pos,
-                                 (unsigned long long)all[i].offset, all[i].rank, (unsigned long long)all[i].offset);
+                st = wsync_error(WSYNC_ERR_INVALID,
+                                 "layout: bytes from offset %llu to %llu are owned by no rank "
+                                 "(the next extent is rank %d's, at offset %llu)",
+                                 (unsigned long long)pos, (unsigned long long)all[i].offset, all[i].rank,
+                                 (unsigned long long)all[i].offset);
             else
-                st = wsync_error(WSYNC_ERR_INVALID, "layout: rank %d's extent at offset %llu overlaps bytes up to "
-                                 "offset %llu that rank %d owns: bytes owned twice", all[i].rank,
-                                 (unsigned long long)all[i].offset, (unsigned long long)pos, all[i - 1].rank);
+                st = wsync_error(WSYNC_ERR_INVALID,
+                                 "layout: rank %d's extent at offset %llu overlaps bytes up to "
+                                 "offset %llu that rank %d owns: bytes owned twice",
+                                 all[i].rank, (unsigned long long)all[i].offset, (unsigned long long)pos,
+                                 all[i - 1].rank);
             free(all);
             wsync_layout_free(l);
             return st;
@@ -219,7 +225,8 @@ wsync_status_t wsync_layout_explicit(uint64_t image_size, int world, const size_
     free(all);
     if (pos != image_size) {
         wsync_layout_free(l);
-        return wsync_error(WSYNC_ERR_INVALID, "layout: bytes from offset %llu to the end (%llu) are owned by no rank",
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "layout: bytes from offset %llu to the end (%llu) are owned by no rank",
                            (unsigned long long)pos, (unsigned long long)image_size);
     }
     *out = l;

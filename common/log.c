@@ -53,8 +53,8 @@ void wsync_log(wsync_log_level_t level, const char *fmt, ...)
         return;
     gettimeofday(&tv, NULL);
     localtime_r(&tv.tv_sec, &tm);
-    n = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03d wsync[%d] %-5s ", tm.tm_hour, tm.tm_min,
-                 tm.tm_sec, (int)(tv.tv_usec / 1000), (int)getpid(), names[level]);
+    n = snprintf(line, sizeof(line), "%02d:%02d:%02d.%03d wsync[%d] %-5s ", tm.tm_hour, tm.tm_min, tm.tm_sec,
+                 (int)(tv.tv_usec / 1000), (int)getpid(), names[level]);
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
     va_end(ap);

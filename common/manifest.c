@@ -119,15 +119,16 @@ wsync_status_t wsync_manifest_add(wsync_manifest_t *m, const char *name, wsync_d
     if (wsync_dtype_name(dtype) == NULL)
         return wsync_error(WSYNC_ERR_INVALID, "tensor '%s': unknown dtype %d", name, (int)dtype);
     if (ndim < 0 || ndim > WSYNC_MAX_DIMS)
-        return wsync_error(WSYNC_ERR_INVALID, "tensor '%s': %d dimensions (at most %d)", name, ndim,
-                           WSYNC_MAX_DIMS);
+        return wsync_error(WSYNC_ERR_INVALID, "tensor '%s': %d dimensions (at most %d)", name, ndim, WSYNC_MAX_DIMS);
     if (wsync_manifest_find(m, name) >= 0)
         return wsync_error(WSYNC_ERR_INVALID, "tensor '%s' appears twice; tensor names must be unique", name);
     nelem = shape_elems(ndim, shape);
     nbytes = nelem < 0 ? -1 : wsync_dtype_nbytes(dtype, (uint64_t)nelem);
     if (nbytes < 0)
-        return wsync_error(WSYNC_ERR_INVALID, "tensor '%s': shape has a negative dimension, overflows, or "
-                           "does not pack %s elements into whole bytes", name, wsync_dtype_name(dtype));
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "tensor '%s': shape has a negative dimension, overflows, or "
+                           "does not pack %s elements into whole bytes",
+                           name, wsync_dtype_name(dtype));
     off = wsync_align_up(m->image_size, WSYNC_ALIGN);
     if (off + (uint64_t)nbytes < off)
         return wsync_error(WSYNC_ERR_INVALID, "tensor '%s': image size overflows", name);
@@ -207,13 +208,17 @@ static wsync_status_t tensor_from_json(wsync_manifest_t *m, const json_t *e, siz
     if (!json_is_string(jd) || wsync_dtype_parse(json_string_value(jd), &dtype) != 0)
         return wsync_error(WSYNC_ERR_FORMAT, "manifest: tensor '%s': unknown or missing dtype", name);
     if (!json_is_array(js) || json_array_size(js) > WSYNC_MAX_DIMS)
-        return wsync_error(WSYNC_ERR_FORMAT, "manifest: tensor '%s': shape must be an array of at most %d "
-                           "integers", name, WSYNC_MAX_DIMS);
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "manifest: tensor '%s': shape must be an array of at most %d "
+                           "integers",
+                           name, WSYNC_MAX_DIMS);
     for (d = 0; d < json_array_size(js); d++) {
         const json_t *x = json_array_get(js, d);
         if (!json_is_integer(x) || json_integer_value(x) < 0)
-            return wsync_error(WSYNC_ERR_FORMAT, "manifest: tensor '%s': shape[%zu] must be a non-negative "
-                               "integer", name, d);
+            return wsync_error(WSYNC_ERR_FORMAT,
+                               "manifest: tensor '%s': shape[%zu] must be a non-negative "
+                               "integer",
+                               name, d);
         shape[d] = json_integer_value(x);
     }
     if (wsync_manifest_add(m, name, dtype, (int)json_array_size(js), shape) != WSYNC_OK) {
@@ -231,13 +236,15 @@ static wsync_status_t tensor_from_json(wsync_manifest_t *m, const json_t *e, siz
         return wsync_error(WSYNC_ERR_FORMAT, "manifest: tensor '%s': offset %llu is not aligned to %d", name,
                            (unsigned long long)off, WSYNC_ALIGN);
     if (off < t->offset)
-        return wsync_error(WSYNC_ERR_FORMAT, "manifest: tensor '%s': offset %llu overlaps the previous tensor "
-                           "(offsets must increase; expected %llu)", name, (unsigned long long)off,
-                           (unsigned long long)t->offset);
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "manifest: tensor '%s': offset %llu overlaps the previous tensor "
+                           "(offsets must increase; expected %llu)",
+                           name, (unsigned long long)off, (unsigned long long)t->offset);
     if (off != t->offset)
-        return wsync_error(WSYNC_ERR_FORMAT, "manifest: tensor '%s': offset %llu leaves a gap (tensors are packed, "
-                           "each at the next multiple of %d; expected %llu)", name, (unsigned long long)off,
-                           WSYNC_ALIGN, (unsigned long long)t->offset);
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "manifest: tensor '%s': offset %llu leaves a gap (tensors are packed, "
+                           "each at the next multiple of %d; expected %llu)",
+                           name, (unsigned long long)off, WSYNC_ALIGN, (unsigned long long)t->offset);
     if (!json_is_integer(jz) || (uint64_t)json_integer_value(jz) != t->size)
         return wsync_error(WSYNC_ERR_FORMAT, "manifest: tensor '%s': size must be %llu (shape x dtype)", name,
                            (unsigned long long)t->size);
@@ -266,16 +273,20 @@ wsync_status_t wsync_manifest_from_json(const json_t *j, wsync_manifest_t **out)
     if (json_is_object(meta)) {
         const char *k;
         json_t *v;
-        json_object_foreach((json_t *)meta, k, v)
-            if (!json_is_string(v))
-                return wsync_error(WSYNC_ERR_FORMAT, "manifest: metadata['%s'] must be a string", k);
+        json_object_foreach((json_t *)meta, k,
+                            v) if (!json_is_string(v)) return wsync_error(WSYNC_ERR_FORMAT,
+                                                                          "manifest: metadata['%s'] must be a "
+                                                                          "string",
+                                                                          k);
     }
     WSYNC_CHECK(wsync_manifest_create(&m));
     for (i = 0; i < json_array_size(tensors); i++)
         WSYNC_CHECK_GOTO(tensor_from_json(m, json_array_get(tensors, i), i), st, err);
     if (!json_is_integer(isz) || (uint64_t)json_integer_value(isz) != m->image_size) {
-        st = wsync_error(WSYNC_ERR_FORMAT, "manifest: image_size must be %llu (end of the last tensor, padded "
-                         "to %d)", (unsigned long long)m->image_size, WSYNC_ALIGN);
+        st = wsync_error(WSYNC_ERR_FORMAT,
+                         "manifest: image_size must be %llu (end of the last tensor, padded "
+                         "to %d)",
+                         (unsigned long long)m->image_size, WSYNC_ALIGN);
         goto err;
     }
     if (json_is_object(meta))

@@ -49,18 +49,18 @@ int64_t wsync_dtype_nbytes(wsync_dtype_t dtype, uint64_t nelem);
 typedef struct wsync_tensor {
     char *name;
     wsync_dtype_t dtype;
-    int ndim;                       /* 0 for a scalar */
+    int ndim; /* 0 for a scalar */
     int64_t shape[WSYNC_MAX_DIMS];
-    uint64_t offset;                /* in the image; multiple of WSYNC_ALIGN */
-    uint64_t size;                  /* bytes of data (no padding) */
+    uint64_t offset; /* in the image; multiple of WSYNC_ALIGN */
+    uint64_t size;   /* bytes of data (no padding) */
 } wsync_tensor_t;
 
 typedef struct wsync_manifest {
     size_t ntensors;
-    wsync_tensor_t *tensors;        /* image order */
-    uint64_t image_size;            /* end of the last tensor, padded to WSYNC_ALIGN */
-    json_t *metadata;               /* safetensors __metadata__ (object of strings) or NULL; owned */
-    json_t *by_name_;               /* private to manifest.c: name -> index, so add/find stay O(1)
+    wsync_tensor_t *tensors; /* image order */
+    uint64_t image_size;     /* end of the last tensor, padded to WSYNC_ALIGN */
+    json_t *metadata;        /* safetensors __metadata__ (object of strings) or NULL; owned */
+    json_t *by_name_;        /* private to manifest.c: name -> index, so add/find stay O(1)
                                      * on models of 100k tensors */
 } wsync_manifest_t;
 
@@ -70,8 +70,8 @@ void wsync_manifest_free(wsync_manifest_t *m);
 
 /* Append a tensor at the next aligned offset; copies `name`. Fails on a
  * duplicate name, a bad shape, or a size that overflows. */
-wsync_status_t wsync_manifest_add(wsync_manifest_t *m, const char *name, wsync_dtype_t dtype,
-                                  int ndim, const int64_t *shape);
+wsync_status_t wsync_manifest_add(wsync_manifest_t *m, const char *name, wsync_dtype_t dtype, int ndim,
+                                  const int64_t *shape);
 
 /* Index of the tensor named `name`, or -1. Constant time. */
 long wsync_manifest_find(const wsync_manifest_t *m, const char *name);

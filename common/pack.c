@@ -14,9 +14,9 @@
 #include "common/checks.h"
 #include "common/mem/host_copy.h"
 
-#define STREAM_ROW_MIN 128u      /* shorter rows: plain memcpy */
-#define ROW_AHEAD 4              /* rows prefetched ahead of the one copied */
-#define PREFETCH_LINES 8         /* first lines of each row prefetched */
+#define STREAM_ROW_MIN 128u         /* shorter rows: plain memcpy */
+#define ROW_AHEAD 4                 /* rows prefetched ahead of the one copied */
+#define PREFETCH_LINES 8            /* first lines of each row prefetched */
 #define THREAD_MIN_BYTES (1u << 20) /* less per thread is not worth a thread */
 #define PACK_MAX_THREADS 64
 
@@ -46,18 +46,24 @@ static wsync_status_t check_one(const wsync_run2d_t *r, size_t i, uint64_t src_l
         return wsync_error(WSYNC_ERR_INVALID, "pack run %zu: %llu rows of %llu bytes overflow 64 bits", i,
                            (unsigned long long)r->rows, (unsigned long long)r->row_bytes);
     if (r->rows > 1 && r->src_stride < r->row_bytes)
-        return wsync_error(WSYNC_ERR_INVALID, "pack run %zu: stride %llu is shorter than a row (%llu bytes): "
-                           "rows would overlap in the source", i, (unsigned long long)r->src_stride,
-                           (unsigned long long)r->row_bytes);
-    if (__builtin_mul_overflow(r->rows - 1, r->src_stride, &span) || __builtin_add_overflow(span, r->row_bytes, &span) ||
-        __builtin_add_overflow(span, r->src_off, &end) || end > src_len)
-        return wsync_error(WSYNC_ERR_INVALID, "pack run %zu: rows at source offset %llu (stride %llu, %llu rows of "
-                           "%llu bytes) end past the source's %llu bytes", i, (unsigned long long)r->src_off,
-                           (unsigned long long)r->src_stride, (unsigned long long)r->rows,
-                           (unsigned long long)r->row_bytes, (unsigned long long)src_len);
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "pack run %zu: stride %llu is shorter than a row (%llu bytes): "
+                           "rows would overlap in the source",
+                           i, (unsigned long long)r->src_stride, (unsigned long long)r->row_bytes);
+    if (__builtin_mul_overflow(r->rows - 1, r->src_stride, &span) ||
+        __builtin_add_overflow(span, r->row_bytes, &span) || __builtin_add_overflow(span, r->src_off, &end) ||
+        end > src_len)
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "pack run %zu: rows at source offset %llu (stride %llu, %llu rows of "
+                           "%llu bytes) end past the source's %llu bytes",
+                           i, (unsigned long long)r->src_off, (unsigned long long)r->src_stride,
+                           (unsigned long long)r->rows, (unsigned long long)r->row_bytes,
+                           (unsigned long long)src_len);
     if (__builtin_add_overflow(r->dst_off, bytes, &end) || end > dst_len)
-        return wsync_error(WSYNC_ERR_INVALID, "pack run %zu: %llu bytes at destination offset %llu end past the "
-                           "destination's %llu bytes", i, (unsigned long long)bytes, (unsigned long long)r->dst_off,
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "pack run %zu: %llu bytes at destination offset %llu end past the "
+                           "destination's %llu bytes",
+                           i, (unsigned long long)bytes, (unsigned long long)r->dst_off,
                            (unsigned long long)dst_len);
     return WSYNC_OK;
 }
@@ -80,8 +86,9 @@ wsync_status_t wsync_pack_check(const wsync_run2d_t *runs, size_t n, uint64_t sr
     for (i = 1; i < k; i++) {
         const wsync_run2d_t *a = &runs[order[i - 1]], *b = &runs[order[i]];
         if (a->dst_off + wsync_run2d_bytes(a) > b->dst_off) {
-            st = wsync_error(WSYNC_ERR_INVALID, "pack runs %zu and %zu both write destination bytes from offset %llu",
-                             order[i - 1], order[i], (unsigned long long)b->dst_off);
+            st = wsync_error(WSYNC_ERR_INVALID,
+                             "pack runs %zu and %zu both write destination bytes from offset %llu", order[i - 1],
+                             order[i], (unsigned long long)b->dst_off);
             break;
         }
     }
@@ -117,7 +124,7 @@ __attribute__((target("avx2"))) static void stream_row_avx2(char *d, const char 
 
 __attribute__((target("avx2"))) static void fence_avx2(void)
 {
-    _mm_sfence();   /* streamed stores are visible before the pack returns */
+    _mm_sfence(); /* streamed stores are visible before the pack returns */
 }
 
 static void prefetch_row(const char *s, uint64_t len)
@@ -144,7 +151,8 @@ static void copy_rows(char *dst, const char *src, const wsync_run2d_t *r, uint64
     for (i = first; i < first + count; i++) {
         if (i + ROW_AHEAD < first + count)
             prefetch_row(src + r->src_off + (i + ROW_AHEAD) * r->src_stride + col, width);
-        stream_row_avx2(dst + r->dst_off + i * r->row_bytes + col, src + r->src_off + i * r->src_stride + col, width);
+        stream_row_avx2(dst + r->dst_off + i * r->row_bytes + col, src + r->src_off + i * r->src_stride + col,
+                        width);
     }
 }
 
@@ -161,7 +169,7 @@ static void pack_span(char *dst, const char *src, const wsync_run2d_t *runs, siz
             at += bytes;
             continue;
         }
-        a = lo > at ? lo - at : 0;                 /* run-local range [a, b) */
+        a = lo > at ? lo - at : 0; /* run-local range [a, b) */
         b = hi - at < bytes ? hi - at : bytes;
         while (a < b) {
             uint64_t row = a / r->row_bytes, col = a % r->row_bytes;
@@ -222,8 +230,12 @@ wsync_status_t wsync_pack_host_threads(void *dst, const void *src_base, const ws
     per = (total / (uint64_t)threads + 4095) / 4096 * 4096;
     for (t = 0; t < threads; t++) {
         uint64_t lo = per * (uint64_t)t, hi = lo + per;
-        shares[t] = (share_t){.dst = dst, .src = src_base, .runs = runs, .n = n,
-                              .lo = lo < total ? lo : total, .hi = hi < total && t + 1 < threads ? hi : total};
+        shares[t] = (share_t){.dst = dst,
+                              .src = src_base,
+                              .runs = runs,
+                              .n = n,
+                              .lo = lo < total ? lo : total,
+                              .hi = hi < total && t + 1 < threads ? hi : total};
     }
     for (t = 1; t < threads; t++) {
         int rc = pthread_create(&tids[t], NULL, share_main, &shares[t]);
@@ -234,7 +246,7 @@ wsync_status_t wsync_pack_host_threads(void *dst, const void *src_base, const ws
         started = t;
     }
     pack_span(dst, src_base, runs, n, shares[0].lo, shares[0].hi);
-    for (t = started + 1; t < threads; t++)     /* shares whose thread did not start */
+    for (t = started + 1; t < threads; t++) /* shares whose thread did not start */
         pack_span(dst, src_base, runs, n, shares[t].lo, shares[t].hi);
     for (t = 1; t <= started; t++)
         pthread_join(tids[t], NULL);

@@ -75,8 +75,8 @@ wsync_status_t wsync_pack_cuda_start(void *dst_dev, const void *src_dev_base, co
  * changed after it is made: any thread on its device may launch it, and
  * several launches of it may be in flight at once. */
 typedef struct wsync_pack_plan wsync_pack_plan_t;
-wsync_status_t wsync_pack_cuda_prepare(const wsync_run2d_t *runs, size_t n, uintptr_t dst_align, uintptr_t src_align,
-                                       wsync_pack_plan_t **plan);
+wsync_status_t wsync_pack_cuda_prepare(const wsync_run2d_t *runs, size_t n, uintptr_t dst_align,
+                                       uintptr_t src_align, wsync_pack_plan_t **plan);
 /* One kernel launch of a prepared plan on `stream` (as for
  * wsync_pack_cuda_start), with no host-side work but the launch and an
  * event. Fails with WSYNC_ERR_INVALID, launching nothing, when dst_dev or

@@ -27,22 +27,22 @@ static __device__ __forceinline__ void gather(const wsync_pack_task_t &t, const 
                                               unsigned char *dst)
 {
     const uint32_t W = sizeof(V);
-    const uint32_t vpr = t.row_bytes / W;          // vectors per row
-    const uint32_t total = vpr * t.rows;           // <= WSYNC_PACK_TASK_BYTES / W
+    const uint32_t vpr = t.row_bytes / W; // vectors per row
+    const uint32_t total = vpr * t.rows;  // <= WSYNC_PACK_TASK_BYTES / W
     const uint32_t step = blockDim.x;
     const uint32_t step_r = step / vpr, step_c = step - step_r * vpr;
     const unsigned char *s = src + t.src;
     V *d = (V *)(dst + t.dst);
     uint32_t i = threadIdx.x, r = i / vpr, c = i - r * vpr;
 
-#define PACK_ADVANCE()                                                                             \
-    do {                                                                                           \
-        c += step_c;                                                                               \
-        r += step_r;                                                                               \
-        if (c >= vpr) {                                                                            \
-            c -= vpr;                                                                              \
-            r++;                                                                                   \
-        }                                                                                          \
+#define PACK_ADVANCE()  \
+    do {                \
+        c += step_c;    \
+        r += step_r;    \
+        if (c >= vpr) { \
+            c -= vpr;   \
+            r++;        \
+        }               \
     } while (0)
 
     for (; i + (PACK_UNROLL - 1) * step < total; i += PACK_UNROLL * step) {
@@ -63,8 +63,8 @@ static __device__ __forceinline__ void gather(const wsync_pack_task_t &t, const 
 #undef PACK_ADVANCE
 }
 
-__global__ void __launch_bounds__(PACK_THREADS) pack_kernel(const wsync_pack_task_t *tasks, size_t n,
-                                                            const unsigned char *src, unsigned char *dst)
+__global__ void __launch_bounds__(PACK_THREADS)
+    pack_kernel(const wsync_pack_task_t *tasks, size_t n, const unsigned char *src, unsigned char *dst)
 {
     for (size_t b = blockIdx.x; b < n; b += gridDim.x) {
         const wsync_pack_task_t t = tasks[b];
@@ -86,6 +86,6 @@ extern "C" int wsync_cuda_pack_async(void *dst_base, const void *src_base, const
     // Past 2^31 - 1 blocks the grid loops over the tasks.
     unsigned grid = n < 0x7fffffffu ? (unsigned)n : 0x7fffffffu;
     pack_kernel<<<grid, PACK_THREADS, 0, (cudaStream_t)stream>>>(tasks_dev, n, (const unsigned char *)src_base,
-                                                                (unsigned char *)dst_base);
+                                                                 (unsigned char *)dst_base);
     return (int)cudaGetLastError();
 }

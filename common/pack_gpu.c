@@ -21,7 +21,7 @@
 struct wsync_pack_plan {
     int device;
     size_t nruns, ntasks;
-    wsync_pack_task_t *dev_tasks;   /* NULL when ntasks == 0 */
+    wsync_pack_task_t *dev_tasks; /* NULL when ntasks == 0 */
     /* The bases it was built for, modulo 16, and the widest task width:
      * any bases congruent to them modulo `align` keep every access of the
      * table aligned (each width divides align). */
@@ -31,8 +31,8 @@ struct wsync_pack_plan {
 struct wsync_pack_job {
     struct wsync_pack_job *next_free;
     int device;
-    wsync_pack_task_t *host_tasks, *dev_tasks;   /* start's pinned table, its device copy */
-    size_t cap;                                  /* tasks each holds (0: none, a launch job) */
+    wsync_pack_task_t *host_tasks, *dev_tasks; /* start's pinned table, its device copy */
+    size_t cap;                                /* tasks each holds (0: none, a launch job) */
     cudaEvent_t done;
 };
 
@@ -114,8 +114,8 @@ static wsync_status_t job_get(int device, size_t ntasks, wsync_pack_job_t **out)
 
 /* Queues the kernel over ntasks tasks of a device table, then the job's
  * event. */
-static wsync_status_t job_queue(wsync_pack_job_t *j, const wsync_pack_task_t *dev_tasks, size_t ntasks, size_t nruns,
-                                void *dst_dev, const void *src_dev_base, cudaStream_t s)
+static wsync_status_t job_queue(wsync_pack_job_t *j, const wsync_pack_task_t *dev_tasks, size_t ntasks,
+                                size_t nruns, void *dst_dev, const void *src_dev_base, cudaStream_t s)
 {
     if (ntasks > 0) {
         cudaError_t e = (cudaError_t)wsync_cuda_pack_async(dst_dev, src_dev_base, dev_tasks, ntasks, s);
@@ -141,7 +141,8 @@ wsync_status_t wsync_pack_cuda_start(void *dst_dev, const void *src_dev_base, co
     wsync_pack_tasks(runs, n, (uintptr_t)dst_dev, (uintptr_t)src_dev_base, j->host_tasks, j->cap);
     if (ntasks > 0)
         CUDA_CHECK_GOTO(cudaMemcpyAsync(j->dev_tasks, j->host_tasks, ntasks * sizeof(wsync_pack_task_t),
-                                        cudaMemcpyHostToDevice, s), st, err_put_job);
+                                        cudaMemcpyHostToDevice, s),
+                        st, err_put_job);
     WSYNC_CHECK_GOTO(job_queue(j, j->dev_tasks, ntasks, n, dst_dev, src_dev_base, s), st, err_put_job);
     *job = j;
     return WSYNC_OK;
@@ -152,8 +153,8 @@ err_put_job:
     return st;
 }
 
-wsync_status_t wsync_pack_cuda_prepare(const wsync_run2d_t *runs, size_t n, uintptr_t dst_align, uintptr_t src_align,
-                                       wsync_pack_plan_t **plan)
+wsync_status_t wsync_pack_cuda_prepare(const wsync_run2d_t *runs, size_t n, uintptr_t dst_align,
+                                       uintptr_t src_align, wsync_pack_plan_t **plan)
 {
     wsync_pack_plan_t *p;
     wsync_pack_task_t *host = NULL;
@@ -164,8 +165,11 @@ wsync_status_t wsync_pack_cuda_prepare(const wsync_run2d_t *runs, size_t n, uint
     WSYNC_CHECK(wsync_cuda_stream(&d, &s, NULL));
     p = calloc(1, sizeof(*p));
     WSYNC_CHECK_ALLOC(p);
-    *p = (wsync_pack_plan_t){.device = d, .nruns = n, .dst_mod = (uint32_t)(dst_align % 16),
-                             .src_mod = (uint32_t)(src_align % 16), .align = 1};
+    *p = (wsync_pack_plan_t){.device = d,
+                             .nruns = n,
+                             .dst_mod = (uint32_t)(dst_align % 16),
+                             .src_mod = (uint32_t)(src_align % 16),
+                             .align = 1};
     /* Only the bases' low four bits shape the table (pack_task.h). */
     p->ntasks = wsync_pack_tasks(runs, n, p->dst_mod, p->src_mod, NULL, 0);
     if (p->ntasks == 0)
@@ -208,12 +212,17 @@ wsync_status_t wsync_pack_cuda_launch(const wsync_pack_plan_t *p, void *dst_dev,
     int d;
     WSYNC_CHECK(wsync_cuda_stream(&d, &own, NULL));
     if (d != p->device)
-        return wsync_error(WSYNC_ERR_INVALID, "pack plan (%zu runs) was prepared on cuda:%d but launched on cuda:%d: "
-                           "prepare it on the device it packs on", p->nruns, p->device, d);
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "pack plan (%zu runs) was prepared on cuda:%d but launched on cuda:%d: "
+                           "prepare it on the device it packs on",
+                           p->nruns, p->device, d);
     if ((dm - p->dst_mod) % p->align != 0 || (sm - p->src_mod) % p->align != 0)
-        return wsync_error(WSYNC_ERR_INVALID, "pack plan (%zu runs) moves %u-byte vectors for a destination at "
-                           "16k+%u and a source at 16k+%u, but was launched with 16k+%u and 16k+%u: prepare it with "
-                           "the alignment of the bases it packs", p->nruns, p->align, p->dst_mod, p->src_mod, dm, sm);
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "pack plan (%zu runs) moves %u-byte vectors for a destination at "
+                           "16k+%u and a source at 16k+%u, but was launched with 16k+%u and 16k+%u: prepare it "
+                           "with "
+                           "the alignment of the bases it packs",
+                           p->nruns, p->align, p->dst_mod, p->src_mod, dm, sm);
     WSYNC_CHECK(job_get(d, 0, &j));
     st = job_queue(j, p->dev_tasks, p->ntasks, p->nruns, dst_dev, src_dev_base, stream ? (cudaStream_t)stream : own);
     if (st != WSYNC_OK) {
@@ -263,7 +272,7 @@ wsync_status_t wsync_pack_cuda_wait(wsync_pack_job_t *j)
 static wsync_status_t no_cuda(void)
 {
     return wsync_error(WSYNC_ERR_UNSUPPORTED, "GPU pack: wsync was not built with CUDA "
-                       "(rebuild with CUDA=1 where /usr/local/cuda exists)");
+                                              "(rebuild with CUDA=1 where /usr/local/cuda exists)");
 }
 
 wsync_status_t wsync_pack_cuda_start(void *dst_dev, const void *src_dev_base, const wsync_run2d_t *runs, size_t n,
@@ -272,8 +281,8 @@ wsync_status_t wsync_pack_cuda_start(void *dst_dev, const void *src_dev_base, co
     return no_cuda();
 }
 
-wsync_status_t wsync_pack_cuda_prepare(const wsync_run2d_t *runs, size_t n, uintptr_t dst_align, uintptr_t src_align,
-                                       wsync_pack_plan_t **plan)
+wsync_status_t wsync_pack_cuda_prepare(const wsync_run2d_t *runs, size_t n, uintptr_t dst_align,
+                                       uintptr_t src_align, wsync_pack_plan_t **plan)
 {
     return no_cuda();
 }
@@ -284,9 +293,7 @@ wsync_status_t wsync_pack_cuda_launch(const wsync_pack_plan_t *plan, void *dst_d
     return no_cuda();
 }
 
-void wsync_pack_cuda_plan_free(wsync_pack_plan_t *plan)
-{
-}
+void wsync_pack_cuda_plan_free(wsync_pack_plan_t *plan) {}
 
 wsync_status_t wsync_pack_cuda_poll(wsync_pack_job_t *job, int *done)
 {

@@ -17,8 +17,12 @@ static void push(emit_t *e, uint64_t src, uint64_t dst, uint64_t stride, uint32_
                  uint32_t width)
 {
     if (e->count < e->cap)
-        e->out[e->count] = (wsync_pack_task_t){.src = src, .dst = dst, .stride = rows > 1 ? stride : 0,
-                                               .row_bytes = row_bytes, .rows = rows, .width = width};
+        e->out[e->count] = (wsync_pack_task_t){.src = src,
+                                               .dst = dst,
+                                               .stride = rows > 1 ? stride : 0,
+                                               .row_bytes = row_bytes,
+                                               .rows = rows,
+                                               .width = width};
     e->count++;
 }
 
@@ -74,8 +78,8 @@ static void push_run(emit_t *e, uintptr_t sb, uintptr_t db, const wsync_run2d_t 
     w = width_of((sb + r->src_off) | (db + r->dst_off) | r->row_bytes | r->src_stride);
     for (i = 0; i < r->rows; i += per) {
         uint64_t k = r->rows - i < per ? r->rows - i : per;
-        push(e, r->src_off + i * r->src_stride, r->dst_off + i * r->row_bytes, r->src_stride, (uint32_t)r->row_bytes,
-             (uint32_t)k, (uint32_t)w);
+        push(e, r->src_off + i * r->src_stride, r->dst_off + i * r->row_bytes, r->src_stride,
+             (uint32_t)r->row_bytes, (uint32_t)k, (uint32_t)w);
     }
 }
 

@@ -31,8 +31,8 @@ typedef struct wsync_extent {
 typedef struct wsync_layout {
     int world;
     uint64_t image_size;
-    size_t *nextents;           /* [world] */
-    wsync_extent_t **extents;   /* [world][nextents[r]] */
+    size_t *nextents;         /* [world] */
+    wsync_extent_t **extents; /* [world][nextents[r]] */
 } wsync_layout_t;
 
 /* W even contiguous shards: rank r owns [r*S, (r+1)*S) with S = ceil(size/W)
@@ -49,10 +49,10 @@ wsync_status_t wsync_layout_explicit(uint64_t image_size, int world, const size_
 void wsync_layout_free(wsync_layout_t *l);
 
 typedef struct wsync_piece {
-    uint32_t id;            /* index in wsync_plan_t.pieces: the wire tag */
-    uint32_t chunk;         /* offset / chunk_size */
-    int src_rank;           /* trainer rank that owns and sends it */
-    uint64_t offset;        /* in the image */
+    uint32_t id;     /* index in wsync_plan_t.pieces: the wire tag */
+    uint32_t chunk;  /* offset / chunk_size */
+    int src_rank;    /* trainer rank that owns and sends it */
+    uint64_t offset; /* in the image */
     uint64_t len;
 } wsync_piece_t;
 
@@ -62,10 +62,10 @@ typedef struct wsync_plan {
     uint32_t nchunks;
     int world;
     size_t npieces;
-    wsync_piece_t *pieces;      /* sorted by offset; ids 0..npieces-1 */
-    uint32_t *chunk_first;      /* [nchunks+1]: pieces of chunk c are [chunk_first[c], chunk_first[c+1]) */
-    size_t *rank_npieces;       /* [world] */
-    uint32_t **rank_pieces;     /* [world][rank_npieces[r]]: ids a rank sends, in send order */
+    wsync_piece_t *pieces;  /* sorted by offset; ids 0..npieces-1 */
+    uint32_t *chunk_first;  /* [nchunks+1]: pieces of chunk c are [chunk_first[c], chunk_first[c+1]) */
+    size_t *rank_npieces;   /* [world] */
+    uint32_t **rank_pieces; /* [world][rank_npieces[r]]: ids a rank sends, in send order */
 } wsync_plan_t;
 
 /* Pieces = every non-empty intersection of a chunk with an owned extent,

@@ -8,7 +8,7 @@
 #include "common/msg.h"
 #include "common/plan.h"
 
-#define MAX_TARGET_CHUNKS (1u << 18)  /* the node board's bound */
+#define MAX_TARGET_CHUNKS (1u << 18) /* the node board's bound */
 #define MAX_HINT_WORLD 65536
 
 json_t *wsync_pull_request_to_json(const wsync_pull_request_t *r)
@@ -81,23 +81,29 @@ static wsync_status_t get_targets(const json_t *j, wsync_pull_request_t *out)
     const json_t *arr = json_object_get(j, "targets"), *defs = json_object_get(j, "target_defs"), *e;
     size_t k;
     if (!json_is_array(arr) || json_array_size(arr) != (size_t)out->local_ranks)
-        return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'targets' must be an array of %d target digests "
-                           "(one per local rank)", out->local_ranks);
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "pull request: field 'targets' must be an array of %d target digests "
+                           "(one per local rank)",
+                           out->local_ranks);
     out->targets = calloc((size_t)out->local_ranks, sizeof(*out->targets));
     WSYNC_CHECK_ALLOC(out->targets);
     out->ntargets = out->local_ranks;
-    json_array_foreach(arr, k, e) {
+    json_array_foreach(arr, k, e)
+    {
         const char *d = json_string_value(e);
         if (d == NULL || strlen(d) != 32 || strspn(d, "0123456789abcdef") != 32) {
             wsync_pull_request_clear(out);
-            return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'targets' entry %zu must be 32 lowercase hex "
-                               "digits", k);
+            return wsync_error(WSYNC_ERR_FORMAT,
+                               "pull request: field 'targets' entry %zu must be 32 lowercase hex "
+                               "digits",
+                               k);
         }
         memcpy(out->targets[k], d, 33);
     }
     if (defs && !json_is_object(defs)) {
         wsync_pull_request_clear(out);
-        return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'target_defs' must be an object of targets by digest");
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "pull request: field 'target_defs' must be an object of targets by digest");
     }
     if (defs)
         out->target_defs = json_incref((json_t *)defs);
@@ -111,21 +117,29 @@ static wsync_status_t get_hint(const json_t *j, wsync_pull_request_t *out)
     const int L = out->local_ranks;
     size_t t, k, world = json_array_size(hint);
     if (!json_is_array(hint) || world == 0 || world > MAX_HINT_WORLD)
-        return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'land_hint' must be an array of 1 to %d arrays "
-                           "(one per trainer rank)", MAX_HINT_WORLD);
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "pull request: field 'land_hint' must be an array of 1 to %d arrays "
+                           "(one per trainer rank)",
+                           MAX_HINT_WORLD);
     out->colo = calloc(world * (size_t)L, sizeof(*out->colo));
     out->ncolo = calloc(world, sizeof(*out->ncolo));
     if (out->colo == NULL || out->ncolo == NULL)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     out->hint_world = (int)world;
-    json_array_foreach(hint, t, one) {
+    json_array_foreach(hint, t, one)
+    {
         if (!json_is_array(one) || json_array_size(one) > (size_t)L)
-            return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'land_hint' entry %zu must be an array of at "
-                               "most %d local ranks", t, L);
-        json_array_foreach(one, k, e) {
+            return wsync_error(WSYNC_ERR_FORMAT,
+                               "pull request: field 'land_hint' entry %zu must be an array of at "
+                               "most %d local ranks",
+                               t, L);
+        json_array_foreach(one, k, e)
+        {
             if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) >= L)
-                return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'land_hint' entry %zu holds a local rank "
-                                   "outside [0, %d)", t, L);
+                return wsync_error(WSYNC_ERR_FORMAT,
+                                   "pull request: field 'land_hint' entry %zu holds a local rank "
+                                   "outside [0, %d)",
+                                   t, L);
             out->colo[t * (size_t)L + k] = (int)json_integer_value(e);
         }
         out->ncolo[t] = (int)json_array_size(one);
@@ -179,8 +193,10 @@ wsync_status_t wsync_pull_request_from_json(const json_t *j, uint32_t nchunks, w
         if (st == WSYNC_OK && out->ntargets)
             want = got;
         if (st == WSYNC_OK && got != want)
-            st = wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'chunks' has %zu bytes, the plan's %u chunks "
-                             "need %zu", got, nchunks, want);
+            st = wsync_error(WSYNC_ERR_FORMAT,
+                             "pull request: field 'chunks' has %zu bytes, the plan's %u chunks "
+                             "need %zu",
+                             got, nchunks, want);
         if (st != WSYNC_OK) {
             wsync_pull_request_clear(out);
             return st;
@@ -209,8 +225,10 @@ void wsync_pull_request_clear(wsync_pull_request_t *r)
 wsync_status_t wsync_pull_request_check_chunks(const wsync_pull_request_t *r, uint32_t nchunks)
 {
     if (r->chunks && r->chunk_bytes != ((size_t)nchunks + 7) / 8)
-        return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'chunks' has %zu bytes, the plan's %u chunks "
-                           "need %zu", r->chunk_bytes, nchunks, ((size_t)nchunks + 7) / 8);
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "pull request: field 'chunks' has %zu bytes, the plan's %u chunks "
+                           "need %zu",
+                           r->chunk_bytes, nchunks, ((size_t)nchunks + 7) / 8);
     return WSYNC_OK;
 }
 

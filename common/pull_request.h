@@ -13,14 +13,14 @@
 #include "common/transport/transport.h"
 
 typedef struct wsync_pull_request {
-    uint64_t version;               /* >= 1 */
-    char engine[128];               /* engine id, for messages */
-    int local_rank, local_ranks;    /* 0 <= local_rank < local_ranks */
-    uint32_t req;                   /* 1 .. 2^31-1: the high half of every put's tag */
-    char transport[16];             /* backend name the engine listens with */
-    wsync_blob_t addr, key;         /* its address and image region key */
-    char layout_digest[17];         /* must equal the trainer's */
-    int64_t timeout_ms;             /* how long the engine waits; <= 0: the trainer's default */
+    uint64_t version;            /* >= 1 */
+    char engine[128];            /* engine id, for messages */
+    int local_rank, local_ranks; /* 0 <= local_rank < local_ranks */
+    uint32_t req;                /* 1 .. 2^31-1: the high half of every put's tag */
+    char transport[16];          /* backend name the engine listens with */
+    wsync_blob_t addr, key;      /* its address and image region key */
+    char layout_digest[17];      /* must equal the trainer's */
+    int64_t timeout_ms;          /* how long the engine waits; <= 0: the trainer's default */
     /* NULL: chunk c lands on local rank c mod local_ranks. Else a bitmap of
      * the plan's chunks (bit c of byte c/8): the chunks landing on this rank. */
     unsigned char *chunks;

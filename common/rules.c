@@ -28,7 +28,7 @@ static const wsync_rule_t builtin_rules[] = {
 const wsync_rules_t rules_builtin_ = {WSYNC_ARRAY_LEN(builtin_rules), builtin_rules, NULL};
 
 static const char *const split_names[] = {
-    [WSYNC_SPLIT_REPLICATE] = "replicate", [WSYNC_SPLIT_ROWS] = "rows", [WSYNC_SPLIT_COLS] = "cols",
+    [WSYNC_SPLIT_REPLICATE] = "replicate", [WSYNC_SPLIT_ROWS] = "rows",       [WSYNC_SPLIT_COLS] = "cols",
     [WSYNC_SPLIT_VOCAB] = "vocab",         [WSYNC_SPLIT_EXPERTS] = "experts",
 };
 
@@ -231,7 +231,8 @@ wsync_status_t wsync_rules_from_json(const char *json, size_t len, wsync_rules_t
     o->strings = calloc(2 * json_array_size(arr) + 1, sizeof(*o->strings));
     if (o->rules == NULL || o->strings == NULL)
         goto nomem;
-    json_array_foreach(arr, i, e) {
+    json_array_foreach(arr, i, e)
+    {
         wsync_rule_t *ru = &o->rules[i];
         const char *m = json_string_value(json_object_get(e, "match"));
         const json_t *into = json_object_get(e, "into"), *pad = json_object_get(e, "pad");
@@ -241,13 +242,17 @@ wsync_status_t wsync_rules_from_json(const char *json, size_t len, wsync_rules_t
             goto err;
         }
         if (split == NULL || wsync_split_parse(split, &ru->split) != 0) {
-            st = wsync_error(WSYNC_ERR_FORMAT, "rules: rule %zu (\"%s\"): \"split\" must be one of replicate, rows, "
-                             "cols, vocab, experts", i, m);
+            st = wsync_error(WSYNC_ERR_FORMAT,
+                             "rules: rule %zu (\"%s\"): \"split\" must be one of replicate, rows, "
+                             "cols, vocab, experts",
+                             i, m);
             goto err;
         }
         if ((into != NULL && !json_is_string(into)) || (pad != NULL && !json_is_integer(pad))) {
-            st = wsync_error(WSYNC_ERR_FORMAT, "rules: rule %zu (\"%s\"): \"into\" must be a string and \"pad\" an "
-                             "integer", i, m);
+            st = wsync_error(WSYNC_ERR_FORMAT,
+                             "rules: rule %zu (\"%s\"): \"into\" must be a string and \"pad\" an "
+                             "integer",
+                             i, m);
             goto err;
         }
         WSYNC_CHECK_GOTO(keep(o, m, &ru->match), st, err);
@@ -294,4 +299,3 @@ wsync_status_t wsync_rules_load(const char *path, wsync_rules_t **out)
         return wsync_error(st, "rules file %s: %s", path, wsync_last_error());
     return WSYNC_OK;
 }
-

@@ -41,16 +41,16 @@ typedef enum wsync_split {
 } wsync_split_t;
 
 typedef struct wsync_rule {
-    const char *match;      /* pattern over source names */
-    const char *into;       /* destination name pattern, or NULL: the source's name */
+    const char *match; /* pattern over source names */
+    const char *into;  /* destination name pattern, or NULL: the source's name */
     wsync_split_t split;
-    int pad;                /* vocab: pad dim 0 to a multiple of this (>= 1) */
+    int pad; /* vocab: pad dim 0 to a multiple of this (>= 1) */
 } wsync_rule_t;
 
 typedef struct wsync_rules {
     size_t nrules;
     const wsync_rule_t *rules;
-    void *owned_;           /* private to rules.c: storage of parsed rules */
+    void *owned_; /* private to rules.c: storage of parsed rules */
 } wsync_rules_t;
 
 /* The built-in rules (static; never freed). */

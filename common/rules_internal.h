@@ -11,8 +11,8 @@
 typedef struct capture {
     const char *star;
     size_t star_len;
-    long expert;    /* -1: none */
-    int alt;        /* index in the {..} list; 0 without one */
+    long expert; /* -1: none */
+    int alt;     /* index in the {..} list; 0 without one */
 } capture_t;
 
 /* 1 when `name` matches `pattern` (rules.h syntax), with the captures. */

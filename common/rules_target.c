@@ -19,7 +19,7 @@ typedef struct member {
 
 typedef struct group {
     char *name;
-    long rule;          /* -1: no rule matched (replicated) */
+    long rule; /* -1: no rule matched (replicated) */
     member_t *m;
     size_t n, cap;
 } group_t;
@@ -180,8 +180,10 @@ static wsync_status_t group_tensors(gen_t *g)
 static wsync_status_t divides(const wsync_tensor_t *s, int dim, int64_t n, int T, const char *what)
 {
     if (n % T)
-        return wsync_error(WSYNC_ERR_INVALID, "rules: tensor '%s': %s %lld (dim %d) does not divide by the TP size "
-                           "%d", s->name, what, (long long)n, dim, T);
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "rules: tensor '%s': %s %lld (dim %d) does not divide by the TP size "
+                           "%d",
+                           s->name, what, (long long)n, dim, T);
     return WSYNC_OK;
 }
 
@@ -218,8 +220,10 @@ static wsync_status_t same_shapes(gen_t *g, const group_t *gr, int nalts, int64_
         if (same && d0[gr->m[i].alt] >= 0)
             same = d0[gr->m[i].alt] == s->shape[0];
         if (!same)
-            return wsync_error(WSYNC_ERR_INVALID, "rules: tensor '%s' does not match the dtype and shape of '%s', "
-                               "which '%s' fuses it with", s->name, f->name, gr->name);
+            return wsync_error(WSYNC_ERR_INVALID,
+                               "rules: tensor '%s' does not match the dtype and shape of '%s', "
+                               "which '%s' fuses it with",
+                               s->name, f->name, gr->name);
         d0[gr->m[i].alt] = s->shape[0];
     }
     return WSYNC_OK;
@@ -240,8 +244,10 @@ static wsync_status_t gen_group(gen_t *g, const group_t *gr, wsync_target_t *t)
         return wsync_error(WSYNC_ERR_INVALID, "rules: rule \"%s\" lists more than 64 parts", ru->match);
     memcpy(shape, s->shape, sizeof(shape));
     if ((split == WSYNC_SPLIT_REPLICATE || split == WSYNC_SPLIT_COLS || split == WSYNC_SPLIT_VOCAB) && gr->n > 1)
-        return wsync_error(WSYNC_ERR_INVALID, "rules: tensors '%s' and '%s' both become '%s', but only rows and "
-                           "experts splits fuse tensors", s->name, g->mf->tensors[gr->m[1].tensor].name, gr->name);
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "rules: tensors '%s' and '%s' both become '%s', but only rows and "
+                           "experts splits fuse tensors",
+                           s->name, g->mf->tensors[gr->m[1].tensor].name, gr->name);
     full_block(s, gr->m[0].tensor, &b);
     switch (split) {
     case WSYNC_SPLIT_REPLICATE:
@@ -249,8 +255,10 @@ static wsync_status_t gen_group(gen_t *g, const group_t *gr, wsync_target_t *t)
         return s->size > 0 ? wsync_target_add_block(t, &b) : WSYNC_OK;
     case WSYNC_SPLIT_COLS:
         if (s->ndim < 2)
-            return wsync_error(WSYNC_ERR_INVALID, "rules: tensor '%s' has %d dimensions; a cols split needs 2 or "
-                               "more", s->name, s->ndim);
+            return wsync_error(WSYNC_ERR_INVALID,
+                               "rules: tensor '%s' has %d dimensions; a cols split needs 2 or "
+                               "more",
+                               s->name, s->ndim);
         WSYNC_CHECK(divides(s, 1, s->shape[1], T, "columns"));
         shape[1] = s->shape[1] / T;
         b.src_start[1] = K * shape[1];
@@ -282,8 +290,10 @@ static wsync_status_t gen_group(gen_t *g, const group_t *gr, wsync_target_t *t)
         qsort(m, gr->n, sizeof(*m), cmp_member);
         for (k = 0; k < nalts; k++)
             if ((size_t)k >= gr->n || m[k].alt != k)
-                return wsync_error(WSYNC_ERR_INVALID, "rules: '%s' fuses %d parts by \"%s\" but part %d is missing "
-                                   "or repeated (next to tensor '%s')", gr->name, nalts, ru->match, k, s->name);
+                return wsync_error(WSYNC_ERR_INVALID,
+                                   "rules: '%s' fuses %d parts by \"%s\" but part %d is missing "
+                                   "or repeated (next to tensor '%s')",
+                                   gr->name, nalts, ru->match, k, s->name);
         if (gr->n != (size_t)nalts)
             return wsync_error(WSYNC_ERR_INVALID, "rules: '%s': tensors of %d parts expected by \"%s\", found %zu",
                                gr->name, nalts, ru->match, gr->n);
@@ -315,14 +325,17 @@ static wsync_status_t gen_group(gen_t *g, const group_t *gr, wsync_target_t *t)
         for (i = 0; i < gr->n; i++)
             if (m[i].expert != (long)(i / (size_t)nalts) || m[i].alt != (int)(i % (size_t)nalts) ||
                 gr->n % (size_t)nalts)
-                return wsync_error(WSYNC_ERR_INVALID, "rules: '%s': expert %ld part %d is missing or repeated "
+                return wsync_error(WSYNC_ERR_INVALID,
+                                   "rules: '%s': expert %ld part %d is missing or repeated "
                                    "(experts 0..E-1 must each have all %d parts of \"%s\"; near tensor '%s')",
                                    gr->name, (long)(i / (size_t)nalts), (int)(i % (size_t)nalts), nalts, ru->match,
                                    g->mf->tensors[m[i].tensor].name);
         WSYNC_CHECK(same_shapes(g, gr, nalts, d0));
         if (E % T)
-            return wsync_error(WSYNC_ERR_INVALID, "rules: '%s': %ld experts (from tensor '%s') do not divide by the "
-                               "TP size %d", gr->name, E, s->name, T);
+            return wsync_error(WSYNC_ERR_INVALID,
+                               "rules: '%s': %ld experts (from tensor '%s') do not divide by the "
+                               "TP size %d",
+                               gr->name, E, s->name, T);
         if (s->ndim + 1 > WSYNC_MAX_DIMS)
             return wsync_error(WSYNC_ERR_INVALID, "rules: tensor '%s' has too many dimensions to stack", s->name);
         for (k = 0; k < nalts; k++) {

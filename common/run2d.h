@@ -13,7 +13,7 @@ typedef struct wsync_run2d {
     uint64_t src_off;    /* trainer image offset of row 0 */
     uint64_t src_stride; /* bytes between rows (0 when rows == 1) */
     uint64_t row_bytes, rows;
-    uint64_t dst_off;    /* in a plan's put: offset inside the put; in wsync_target_runs: in the
+    uint64_t dst_off; /* in a plan's put: offset inside the put; in wsync_target_runs: in the
                           * rank's destination image */
 } wsync_run2d_t;
 

@@ -58,7 +58,8 @@ static wsync_status_t parse_entry(const char *file, const char *name, const json
     if (!json_is_array(js))
         return bad(file, "tensor '%s': missing shape", name);
     if (json_array_size(js) > WSYNC_MAX_DIMS)
-        return bad(file, "tensor '%s': %zu dimensions (wsync supports %d)", name, json_array_size(js), WSYNC_MAX_DIMS);
+        return bad(file, "tensor '%s': %zu dimensions (wsync supports %d)", name, json_array_size(js),
+                   WSYNC_MAX_DIMS);
     for (d = 0; d < json_array_size(js); d++) {
         const json_t *x = json_array_get(js, d);
         if (!json_is_integer(x) || json_integer_value(x) < 0)
@@ -78,9 +79,10 @@ static wsync_status_t parse_entry(const char *file, const char *name, const json
     out->begin = (uint64_t)json_integer_value(json_array_get(jo, 0));
     out->end = (uint64_t)json_integer_value(json_array_get(jo, 1));
     if (out->end > data_len)
-        return bad(file, "tensor '%s': data_offsets [%llu, %llu] run past the data section (%llu bytes); "
-                   "the file may be truncated", name, (unsigned long long)out->begin, (unsigned long long)out->end,
-                   (unsigned long long)data_len);
+        return bad(file,
+                   "tensor '%s': data_offsets [%llu, %llu] run past the data section (%llu bytes); "
+                   "the file may be truncated",
+                   name, (unsigned long long)out->begin, (unsigned long long)out->end, (unsigned long long)data_len);
     need = wsync_dtype_nbytes(out->dtype, nelem);
     if (need < 0)
         return bad(file, "tensor '%s': %llu %s elements do not fill whole bytes (or overflow)", name,
@@ -135,7 +137,8 @@ wsync_status_t wsync_safetensors_parse(const void *buf, size_t len, const char *
         json_decref(hdr);
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     }
-    json_object_foreach(hdr, key, v) {
+    json_object_foreach(hdr, key, v)
+    {
         if (strcmp(key, "__metadata__") == 0) {
             const char *mk;
             json_t *mv;
@@ -143,11 +146,11 @@ wsync_status_t wsync_safetensors_parse(const void *buf, size_t len, const char *
                 rc = bad(file, "__metadata__ must be an object of strings");
                 goto err;
             }
-            json_object_foreach(v, mk, mv)
-                if (!json_is_string(mv)) {
-                    rc = bad(file, "__metadata__ value '%s' is not a string", mk);
-                    goto err;
-                }
+            json_object_foreach(v, mk, mv) if (!json_is_string(mv))
+            {
+                rc = bad(file, "__metadata__ value '%s' is not a string", mk);
+                goto err;
+            }
             meta = v;
             continue;
         }
@@ -316,12 +319,14 @@ static wsync_status_t build_header(const char *path, const wsync_manifest_t *m, 
         json_t *shape = json_array(), *e;
         for (d = 0; d < t->ndim; d++)
             json_array_append_new(shape, json_integer(t->shape[d]));
-        e = json_pack("{s:s, s:o, s:[I, I]}", "dtype", wsync_dtype_name(t->dtype), "shape", shape,
-                      "data_offsets", (json_int_t)off, (json_int_t)(off + t->size));
+        e = json_pack("{s:s, s:o, s:[I, I]}", "dtype", wsync_dtype_name(t->dtype), "shape", shape, "data_offsets",
+                      (json_int_t)off, (json_int_t)(off + t->size));
         if (e == NULL || strcmp(t->name, "__metadata__") == 0 || json_object_set_new(hdr, t->name, e) != 0) {
             json_decref(hdr);
-            return wsync_error(WSYNC_ERR_INVALID, "%s: cannot write tensor '%s': its name is reserved or not "
-                               "UTF-8, or memory ran out", path, t->name);
+            return wsync_error(WSYNC_ERR_INVALID,
+                               "%s: cannot write tensor '%s': its name is reserved or not "
+                               "UTF-8, or memory ran out",
+                               path, t->name);
         }
         off += t->size;
     }
@@ -349,9 +354,11 @@ wsync_status_t wsync_safetensors_write(const char *path, const wsync_manifest_t 
         json_t *v;
         if (!json_is_object(metadata))
             return wsync_error(WSYNC_ERR_INVALID, "%s: __metadata__ must be an object of strings", path);
-        json_object_foreach((json_t *)metadata, k, v)
-            if (!json_is_string(v))
-                return wsync_error(WSYNC_ERR_INVALID, "%s: __metadata__ value '%s' is not a string", path, k);
+        json_object_foreach((json_t *)metadata, k,
+                            v) if (!json_is_string(v)) return wsync_error(WSYNC_ERR_INVALID,
+                                                                          "%s: __metadata__ value '%s' is not a "
+                                                                          "string",
+                                                                          path, k);
     }
     if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= sizeof(tmp))
         return wsync_error(WSYNC_ERR_INVALID, "%s: path too long", path);
@@ -362,8 +369,7 @@ wsync_status_t wsync_safetensors_write(const char *path, const wsync_manifest_t 
      * file system, and two writers of one path must not share a temp file. */
     fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
-        st = wsync_error(WSYNC_ERR_IO, "%s: cannot create a temp file in its directory: %s", path,
-                         strerror(errno));
+        st = wsync_error(WSYNC_ERR_IO, "%s: cannot create a temp file in its directory: %s", path, strerror(errno));
         free(text);
         return st;
     }
@@ -373,7 +379,8 @@ wsync_status_t wsync_safetensors_write(const char *path, const wsync_manifest_t 
     WSYNC_CHECK_GOTO(write_all(fd, text, tl, path), st, out);
     WSYNC_CHECK_GOTO(write_all(fd, "        ", hlen - tl, path), st, out);
     for (i = 0; i < m->ntensors; i++)
-        WSYNC_CHECK_GOTO(write_all(fd, (const char *)image + m->tensors[i].offset, m->tensors[i].size, path), st, out);
+        WSYNC_CHECK_GOTO(write_all(fd, (const char *)image + m->tensors[i].offset, m->tensors[i].size, path), st,
+                         out);
     if (fsync(fd) != 0)
         st = wsync_error(WSYNC_ERR_IO, "%s: fsync: %s", path, strerror(errno));
 out:

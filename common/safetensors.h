@@ -12,11 +12,11 @@
 
 typedef struct wsync_safetensors {
     char *path;
-    const unsigned char *base;      /* whole file (mapped) or the caller's buffer */
+    const unsigned char *base; /* whole file (mapped) or the caller's buffer */
     size_t len;
     int mapped;
-    wsync_manifest_t *manifest;     /* image layout: file order, each tensor aligned to 256 */
-    const unsigned char **data;     /* [ntensors]: each tensor's bytes in the file */
+    wsync_manifest_t *manifest; /* image layout: file order, each tensor aligned to 256 */
+    const unsigned char **data; /* [ntensors]: each tensor's bytes in the file */
 } wsync_safetensors_t;
 
 /* Map and validate `path`. */

@@ -26,72 +26,137 @@ static int check_ib_devices(const char *v)
  * exponent 1..31 and retry count 0..7 are what the hardware takes, 16 TCP
  * connections and 8 NCCL ops per group are the arrays' sizes. */
 static const wsync_setting_def_t table[WSYNC_SET_COUNT] = {
-    [WSYNC_SET_LOG] = {.name = "log", .type = WSYNC_STYPE_ENUM, .dflt = "warn", .env = "WSYNC_LOG",
+    [WSYNC_SET_LOG] = {.name = "log",
+                       .type = WSYNC_STYPE_ENUM,
+                       .dflt = "warn",
+                       .env = "WSYNC_LOG",
                        .choices = "error|warn|info|debug",
                        .doc = "messages at or below this level go to stderr (`serve` shows info)"},
-    [WSYNC_SET_TRACE] = {.name = "trace", .type = WSYNC_STYPE_BOOL, .dflt = "0", .env = "WSYNC_TRACE",
+    [WSYNC_SET_TRACE] = {.name = "trace",
+                         .type = WSYNC_STYPE_BOOL,
+                         .dflt = "0",
+                         .env = "WSYNC_TRACE",
                          .doc = "a timestamped line per phase of a pull, one clock for all processes of a host"},
-    [WSYNC_SET_TOKEN] = {.name = "token", .type = WSYNC_STYPE_STRING, .dflt = "", .env = "WSYNC_TOKEN",
+    [WSYNC_SET_TOKEN] = {.name = "token",
+                         .type = WSYNC_STYPE_STRING,
+                         .dflt = "",
+                         .env = "WSYNC_TOKEN",
                          .secret = 1,
                          .doc = "the deployment's token: sent to the control endpoint and proven on every "
                                 "data-plane connection (docs/SECURITY.md), when the caller gives none"},
-    [WSYNC_SET_HOST_ID] = {.name = "host_id", .type = WSYNC_STYPE_STRING, .dflt = "", .env = "WSYNC_HOST_ID",
+    [WSYNC_SET_HOST_ID] = {.name = "host_id",
+                           .type = WSYNC_STYPE_STRING,
+                           .dflt = "",
+                           .env = "WSYNC_HOST_ID",
                            .doc = "this machine's id (node boards and colocated trainer ranks are matched by "
                                   "it); empty: the host name"},
-    [WSYNC_SET_CONNECT_TIMEOUT_MS] = {.name = "connect_timeout_ms", .type = WSYNC_STYPE_MS, .dflt = "10000",
-                                      .min = 1, .max = 3600000, .env = "WSYNC_CONNECT_TIMEOUT_MS",
+    [WSYNC_SET_CONNECT_TIMEOUT_MS] = {.name = "connect_timeout_ms",
+                                      .type = WSYNC_STYPE_MS,
+                                      .dflt = "10000",
+                                      .min = 1,
+                                      .max = 3600000,
+                                      .env = "WSYNC_CONNECT_TIMEOUT_MS",
                                       .doc = "connect and handshake timeout of transports and the pull-request "
                                              "channel"},
-    [WSYNC_SET_PUBLISH_THREADS] = {.name = "publish_threads", .type = WSYNC_STYPE_INT, .dflt = "0", .min = 0,
-                                   .max = 8, .env = "WSYNC_PUBLISH_THREADS",
+    [WSYNC_SET_PUBLISH_THREADS] = {.name = "publish_threads",
+                                   .type = WSYNC_STYPE_INT,
+                                   .dflt = "0",
+                                   .min = 0,
+                                   .max = 8,
+                                   .env = "WSYNC_PUBLISH_THREADS",
                                    .doc = "threads that digest and copy a publish in host memory; 0: one per CPU "
                                           "(at most 8)"},
-    [WSYNC_SET_LOCAL_TRANSPORT] = {.name = "local_transport", .type = WSYNC_STYPE_BOOL, .dflt = "1",
+    [WSYNC_SET_LOCAL_TRANSPORT] = {.name = "local_transport",
+                                   .type = WSYNC_STYPE_BOOL,
+                                   .dflt = "1",
                                    .env = "WSYNC_LOCAL_TRANSPORT",
                                    .doc = "pull from a trainer rank on this host's GPUs by CUDA IPC copy (0: use "
                                           "the configured transport)"},
-    [WSYNC_SET_TCP_PORT] = {.name = "tcp_port", .type = WSYNC_STYPE_INT, .dflt = "0", .min = 0, .max = 65535,
+    [WSYNC_SET_TCP_PORT] = {.name = "tcp_port",
+                            .type = WSYNC_STYPE_INT,
+                            .dflt = "0",
+                            .min = 0,
+                            .max = 65535,
                             .env = "WSYNC_TCP_PORT",
                             .doc = "port the tcp transport of an engine rank listens on; 0: any free port"},
-    [WSYNC_SET_TCP_CONNS] = {.name = "tcp_conns", .type = WSYNC_STYPE_INT, .dflt = "4", .min = 1, .max = 16,
+    [WSYNC_SET_TCP_CONNS] = {.name = "tcp_conns",
+                             .type = WSYNC_STYPE_INT,
+                             .dflt = "4",
+                             .min = 1,
+                             .max = 16,
                              .env = "WSYNC_TCP_CONNS",
                              .doc = "TCP connections per trainer-engine pair (puts are spread over them)"},
-    [WSYNC_SET_VERBS_PORT] = {.name = "verbs_port", .type = WSYNC_STYPE_INT, .dflt = "0", .min = 0,
-                              .max = 65535, .env = "WSYNC_VERBS_PORT",
+    [WSYNC_SET_VERBS_PORT] = {.name = "verbs_port",
+                              .type = WSYNC_STYPE_INT,
+                              .dflt = "0",
+                              .min = 0,
+                              .max = 65535,
+                              .env = "WSYNC_VERBS_PORT",
                               .doc = "TCP port of the verbs transport's queue-pair handshake; 0: any free port"},
-    [WSYNC_SET_IB_DEVICES] = {.name = "ib_devices", .type = WSYNC_STYPE_STRING, .dflt = "",
-                              .env = "WSYNC_IB_DEVICES", .check = check_ib_devices,
+    [WSYNC_SET_IB_DEVICES] = {.name = "ib_devices",
+                              .type = WSYNC_STYPE_STRING,
+                              .dflt = "",
+                              .env = "WSYNC_IB_DEVICES",
+                              .check = check_ib_devices,
                               .doc = "RDMA devices to use, `name[:port]` list (`mlx5_0:1,mlx5_1`, `^mlx5_2`); "
                                      "empty: every active port"},
-    [WSYNC_SET_IB_GID_INDEX] = {.name = "ib_gid_index", .type = WSYNC_STYPE_INT, .dflt = "-1", .min = -1,
-                                .max = 255, .env = "WSYNC_IB_GID_INDEX",
+    [WSYNC_SET_IB_GID_INDEX] = {.name = "ib_gid_index",
+                                .type = WSYNC_STYPE_INT,
+                                .dflt = "-1",
+                                .min = -1,
+                                .max = 255,
+                                .env = "WSYNC_IB_GID_INDEX",
                                 .doc = "RoCE GID index; -1: the first RoCE v2 IPv4-mapped GID"},
-    [WSYNC_SET_IB_TIMEOUT] = {.name = "ib_timeout", .type = WSYNC_STYPE_INT, .dflt = "14", .min = 1, .max = 31,
+    [WSYNC_SET_IB_TIMEOUT] = {.name = "ib_timeout",
+                              .type = WSYNC_STYPE_INT,
+                              .dflt = "14",
+                              .min = 1,
+                              .max = 31,
                               .env = "WSYNC_IB_TIMEOUT",
                               .doc = "verbs ack timeout exponent (4.096 us x 2^N; 14: a dead peer is seen in "
                                      "about 0.5 s)"},
-    [WSYNC_SET_IB_RETRY_CNT] = {.name = "ib_retry_cnt", .type = WSYNC_STYPE_INT, .dflt = "7", .min = 0,
-                                .max = 7, .env = "WSYNC_IB_RETRY_CNT",
+    [WSYNC_SET_IB_RETRY_CNT] = {.name = "ib_retry_cnt",
+                                .type = WSYNC_STYPE_INT,
+                                .dflt = "7",
+                                .min = 0,
+                                .max = 7,
+                                .env = "WSYNC_IB_RETRY_CNT",
                                 .doc = "verbs transport retries before a queue pair fails"},
-    [WSYNC_SET_NCCL_OP_TIMEOUT_MS] = {.name = "nccl_op_timeout_ms", .type = WSYNC_STYPE_MS, .dflt = "60000",
-                                      .min = 1, .max = 3600000, .env = "WSYNC_NCCL_OP_TIMEOUT_MS",
+    [WSYNC_SET_NCCL_OP_TIMEOUT_MS] = {.name = "nccl_op_timeout_ms",
+                                      .type = WSYNC_STYPE_MS,
+                                      .dflt = "60000",
+                                      .min = 1,
+                                      .max = 3600000,
+                                      .env = "WSYNC_NCCL_OP_TIMEOUT_MS",
                                       .doc = "an NCCL send/recv group without any completion for this long "
                                              "fails (the peer is gone)"},
-    [WSYNC_SET_NCCL_GROUP] = {.name = "nccl_group", .type = WSYNC_STYPE_INT, .dflt = "8", .min = 1, .max = 8,
+    [WSYNC_SET_NCCL_GROUP] = {.name = "nccl_group",
+                              .type = WSYNC_STYPE_INT,
+                              .dflt = "8",
+                              .min = 1,
+                              .max = 8,
                               .env = "WSYNC_NCCL_GROUP",
                               .doc = "NCCL ops issued per group (both sides must agree)"},
-    [WSYNC_SET_CONTROL_GRACE_MS] = {.name = "control_grace_ms", .type = WSYNC_STYPE_MS, .dflt = "60000",
-                                    .min = 0, .max = 86400000, .env = "WSYNC_CONTROL_GRACE_MS",
+    [WSYNC_SET_CONTROL_GRACE_MS] = {.name = "control_grace_ms",
+                                    .type = WSYNC_STYPE_MS,
+                                    .dflt = "60000",
+                                    .min = 0,
+                                    .max = 86400000,
+                                    .env = "WSYNC_CONTROL_GRACE_MS",
                                     .doc = "how long trainers and engines retry an unreachable control endpoint "
                                            "(backoff with jitter) before a call fails; 0: no retries"},
-    [WSYNC_SET_TCP_STALL_MS] = {.name = "tcp_stall_ms", .type = WSYNC_STYPE_MS, .dflt = "10000", .min = 0,
-                                .max = 3600000, .env = "WSYNC_TCP_STALL_MS",
+    [WSYNC_SET_TCP_STALL_MS] = {.name = "tcp_stall_ms",
+                                .type = WSYNC_STYPE_MS,
+                                .dflt = "10000",
+                                .min = 0,
+                                .max = 3600000,
+                                .env = "WSYNC_TCP_STALL_MS",
                                 .doc = "a trainer's tcp put to a receiver that reads nothing for this long fails "
                                        "(frees the publish slot for the others); 0: no limit"},
 };
 
 typedef struct value {
-    char *text;            /* owned copy of the text in effect */
+    char *text; /* owned copy of the text in effect */
     long long v;
     wsync_setting_source_t src;
 } value_t;
@@ -139,7 +204,9 @@ static const char *accepted(const wsync_setting_def_t *d, char *buf, size_t len)
     case WSYNC_STYPE_INT: snprintf(buf, len, "an integer in %lld..%lld", d->min, d->max); break;
     case WSYNC_STYPE_SIZE: snprintf(buf, len, "a size in %lld..%lld bytes (4096, 64M, 1G)", d->min, d->max); break;
     case WSYNC_STYPE_BOOL: snprintf(buf, len, "1/0, true/false, yes/no or on/off"); break;
-    case WSYNC_STYPE_MS: snprintf(buf, len, "a duration in %lld..%lld ms (500, 250ms, 10s, 2m)", d->min, d->max); break;
+    case WSYNC_STYPE_MS:
+        snprintf(buf, len, "a duration in %lld..%lld ms (500, 250ms, 10s, 2m)", d->min, d->max);
+        break;
     case WSYNC_STYPE_ENUM: snprintf(buf, len, "one of %s", d->choices); break;
     case WSYNC_STYPE_STRING: snprintf(buf, len, "text"); break;
     }
@@ -159,11 +226,16 @@ static int parse_ms(const char *s, long long *out)
     long long v, mult = 1;
     if (!parse_ll(s, &v, &end))
         return 0;
-    if (strcmp(end, "ms") == 0 || *end == '\0') mult = 1;
-    else if (strcmp(end, "s") == 0) mult = 1000;
-    else if (strcmp(end, "m") == 0) mult = 60000;
-    else if (strcmp(end, "h") == 0) mult = 3600000;
-    else return 0;
+    if (strcmp(end, "ms") == 0 || *end == '\0')
+        mult = 1;
+    else if (strcmp(end, "s") == 0)
+        mult = 1000;
+    else if (strcmp(end, "m") == 0)
+        mult = 60000;
+    else if (strcmp(end, "h") == 0)
+        mult = 3600000;
+    else
+        return 0;
     if (v > 0 && v > (long long)9e18 / mult)
         return 0;
     *out = v * mult;
@@ -175,8 +247,14 @@ static int parse_bool(const char *s, long long *out)
     static const char *yes[] = {"1", "true", "yes", "on"}, *no[] = {"0", "false", "no", "off"};
     size_t i;
     for (i = 0; i < 4; i++) {
-        if (strcasecmp(s, yes[i]) == 0) { *out = 1; return 1; }
-        if (strcasecmp(s, no[i]) == 0) { *out = 0; return 1; }
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = 1;
+            return 1;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = 0;
+            return 1;
+        }
     }
     return 0;
 }
@@ -199,8 +277,7 @@ static int parse_enum(const char *choices, const char *s, long long *out)
     return 0;
 }
 
-wsync_status_t wsync_setting_parse(const wsync_setting_def_t *d, const char *text, const char *from,
-                                   long long *out)
+wsync_status_t wsync_setting_parse(const wsync_setting_def_t *d, const char *text, const char *from, long long *out)
 {
     char acc[128], *end = NULL;
     long long v = 0;
@@ -343,11 +420,16 @@ static wsync_status_t reresolve(void)
 
 static wsync_status_t json_text(const json_t *v, char *buf, size_t len)
 {
-    if (json_is_string(v)) snprintf(buf, len, "%s", json_string_value(v));
-    else if (json_is_integer(v)) snprintf(buf, len, "%lld", (long long)json_integer_value(v));
-    else if (json_is_real(v)) snprintf(buf, len, "%.17g", json_real_value(v));
-    else if (json_is_boolean(v)) snprintf(buf, len, "%d", json_is_true(v));
-    else return WSYNC_ERR_FORMAT;
+    if (json_is_string(v))
+        snprintf(buf, len, "%s", json_string_value(v));
+    else if (json_is_integer(v))
+        snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v))
+        snprintf(buf, len, "%.17g", json_real_value(v));
+    else if (json_is_boolean(v))
+        snprintf(buf, len, "%d", json_is_true(v));
+    else
+        return WSYNC_ERR_FORMAT;
     return WSYNC_OK;
 }
 
@@ -382,7 +464,8 @@ wsync_status_t wsync_settings_load_json(const json_t *obj, const char *what)
     memset(file_text, 0, sizeof(file_text));
     memset(file_what, 0, sizeof(file_what));
     snprintf(from, sizeof(from), "config file %s", what);
-    json_object_foreach((json_t *)obj, key, v) {
+    json_object_foreach((json_t *)obj, key, v)
+    {
         i = wsync_setting_find(key);
         if (i < 0) {
             st = wsync_error(WSYNC_ERR_INVALID, "%s: settings.%s is not a setting (`wsync config` lists them)",

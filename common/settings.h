@@ -41,12 +41,12 @@ typedef enum wsync_setting_id {
 } wsync_setting_id_t;
 
 typedef enum wsync_setting_type {
-    WSYNC_STYPE_INT,      /* decimal integer in [min, max] */
-    WSYNC_STYPE_SIZE,     /* bytes: 4096, 64M, 1G (in [min, max]) */
-    WSYNC_STYPE_BOOL,     /* 1/0, true/false, yes/no, on/off */
-    WSYNC_STYPE_STRING,   /* any text (a check function may refuse it) */
-    WSYNC_STYPE_MS,       /* duration in ms: 500, 500ms, 10s, 2m (in [min, max] ms) */
-    WSYNC_STYPE_ENUM,     /* one of `choices`; the value is its index */
+    WSYNC_STYPE_INT,    /* decimal integer in [min, max] */
+    WSYNC_STYPE_SIZE,   /* bytes: 4096, 64M, 1G (in [min, max]) */
+    WSYNC_STYPE_BOOL,   /* 1/0, true/false, yes/no, on/off */
+    WSYNC_STYPE_STRING, /* any text (a check function may refuse it) */
+    WSYNC_STYPE_MS,     /* duration in ms: 500, 500ms, 10s, 2m (in [min, max] ms) */
+    WSYNC_STYPE_ENUM,   /* one of `choices`; the value is its index */
 } wsync_setting_type_t;
 
 typedef enum wsync_setting_source {
@@ -57,15 +57,15 @@ typedef enum wsync_setting_source {
 } wsync_setting_source_t;
 
 typedef struct wsync_setting_def {
-    const char *name;          /* config-file key and name in messages */
+    const char *name; /* config-file key and name in messages */
     wsync_setting_type_t type;
-    const char *dflt;          /* default, written as the environment would */
-    long long min, max;        /* accepted range (int, size, ms) */
-    const char *env;           /* environment variable */
-    const char *choices;       /* enum: "a|b|c" */
-    int secret;                /* never printed (wsync config shows "(set)") */
+    const char *dflt;                /* default, written as the environment would */
+    long long min, max;              /* accepted range (int, size, ms) */
+    const char *env;                 /* environment variable */
+    const char *choices;             /* enum: "a|b|c" */
+    int secret;                      /* never printed (wsync config shows "(set)") */
     int (*check)(const char *value); /* string: 1 if valid, else 0 with the last error set */
-    const char *doc;           /* one line */
+    const char *doc;                 /* one line */
 } wsync_setting_def_t;
 
 /* The table, in id order. */

@@ -17,8 +17,7 @@
 /* Records a printf-style detail as this thread's last error and returns
  * `status`, so a failure reads `return wsync_error(WSYNC_ERR_IO, "...")`.
  * Say what failed, on which file/peer/tensor, and what to do if it helps. */
-wsync_status_t wsync_error(wsync_status_t status, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+wsync_status_t wsync_error(wsync_status_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void wsync_error_clear(void);
 

@@ -29,8 +29,8 @@ static void layout_digest(wsync_sync_layout_t *sl)
     XXH3_freeState(st);
 }
 
-wsync_status_t wsync_sync_layout_build(wsync_manifest_t *manifest, int kind, int world,
-                                       uint64_t chunk_size, wsync_sync_layout_t **out)
+wsync_status_t wsync_sync_layout_build(wsync_manifest_t *manifest, int kind, int world, uint64_t chunk_size,
+                                       wsync_sync_layout_t **out)
 {
     wsync_sync_layout_t *sl = calloc(1, sizeof(*sl));
     wsync_status_t st;
@@ -49,8 +49,8 @@ wsync_status_t wsync_sync_layout_build(wsync_manifest_t *manifest, int kind, int
         WSYNC_CHECK_GOTO(wsync_layout_even(manifest->image_size, world, &sl->layout), st, err);
     else
         WSYNC_CHECK_GOTO(wsync_error(WSYNC_ERR_INVALID, "unknown layout kind %d", kind), st, err);
-    WSYNC_CHECK_GOTO(wsync_plan_build(sl->layout, chunk_size ? chunk_size : WSYNC_DEFAULT_CHUNK,
-                                      &sl->plan), st, err);
+    WSYNC_CHECK_GOTO(wsync_plan_build(sl->layout, chunk_size ? chunk_size : WSYNC_DEFAULT_CHUNK, &sl->plan), st,
+                     err);
     layout_digest(sl);
     *out = sl;
     return WSYNC_OK;
@@ -71,10 +71,9 @@ void wsync_sync_layout_free(wsync_sync_layout_t *sl)
 
 json_t *wsync_sync_layout_to_json(const wsync_sync_layout_t *sl, int with_manifest)
 {
-    json_t *j = json_pack("{s:s, s:I, s:s, s:s, s:I, s:i}", "manifest_digest", sl->manifest_digest,
-                          "chunk_size", (json_int_t)sl->plan->chunk_size, "layout", kind_name(sl->kind),
-                          "layout_digest", sl->layout_digest, "image_size",
-                          (json_int_t)sl->manifest->image_size, "world", sl->world);
+    json_t *j = json_pack("{s:s, s:I, s:s, s:s, s:I, s:i}", "manifest_digest", sl->manifest_digest, "chunk_size",
+                          (json_int_t)sl->plan->chunk_size, "layout", kind_name(sl->kind), "layout_digest",
+                          sl->layout_digest, "image_size", (json_int_t)sl->manifest->image_size, "world", sl->world);
     if (j && with_manifest) {
         json_t *m = NULL;
         if (wsync_manifest_to_json(sl->manifest, &m) != WSYNC_OK) {
@@ -138,8 +137,7 @@ wsync_status_t wsync_sync_layout_from_record(const json_t *v, const json_t *mani
     return WSYNC_OK;
 }
 
-wsync_status_t wsync_sync_layout_digests(const wsync_sync_layout_t *sl, const json_t *v,
-                                         uint64_t **digests)
+wsync_status_t wsync_sync_layout_digests(const wsync_sync_layout_t *sl, const json_t *v, uint64_t **digests)
 {
     const json_t *pieces = json_object_get(v, "pieces");
     const wsync_plan_t *p = sl->plan;

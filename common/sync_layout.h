@@ -12,18 +12,18 @@
 #include "common/plan.h"
 
 typedef struct wsync_sync_layout {
-    wsync_manifest_t *manifest;     /* owned */
+    wsync_manifest_t *manifest; /* owned */
     char manifest_digest[33];
-    int kind;                       /* wsync_layout_kind_t: 0 even, 1 fsdp */
+    int kind; /* wsync_layout_kind_t: 0 even, 1 fsdp */
     int world;
-    wsync_layout_t *layout;         /* owned */
-    wsync_plan_t *plan;             /* owned */
-    char layout_digest[17];         /* over kind, world, chunk size, every extent */
+    wsync_layout_t *layout; /* owned */
+    wsync_plan_t *plan;     /* owned */
+    char layout_digest[17]; /* over kind, world, chunk size, every extent */
 } wsync_sync_layout_t;
 
 /* Takes ownership of `manifest` (also on failure). */
-wsync_status_t wsync_sync_layout_build(wsync_manifest_t *manifest, int kind, int world,
-                                       uint64_t chunk_size, wsync_sync_layout_t **out);
+wsync_status_t wsync_sync_layout_build(wsync_manifest_t *manifest, int kind, int world, uint64_t chunk_size,
+                                       wsync_sync_layout_t **out);
 void wsync_sync_layout_free(wsync_sync_layout_t *sl);
 
 /* {"manifest_digest","chunk_size","layout","layout_digest","image_size","world"};
@@ -44,7 +44,6 @@ wsync_status_t wsync_sync_layout_fetch(wsync_control_t *c, const json_t *version
 
 /* Piece digests of a version record, indexed by piece id; checks that the
  * record's pieces are exactly the plan's. Caller frees *digests. */
-wsync_status_t wsync_sync_layout_digests(const wsync_sync_layout_t *sl, const json_t *version,
-                                         uint64_t **digests);
+wsync_status_t wsync_sync_layout_digests(const wsync_sync_layout_t *sl, const json_t *version, uint64_t **digests);
 
 #endif

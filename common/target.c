@@ -76,8 +76,10 @@ wsync_status_t wsync_target_add_dest(wsync_target_t *t, const char *name, wsync_
                                name, k);
     size = wsync_dtype_nbytes(dtype, shape_elems(ndim, shape));
     if (wsync_dtype_name(dtype) == NULL || size < 0)
-        return wsync_error(WSYNC_ERR_INVALID, "target: destination tensor '%s': its size overflows or its "
-                           "%s elements do not fill whole bytes", name, wsync_dtype_name(dtype) ? wsync_dtype_name(dtype) : "?");
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "target: destination tensor '%s': its size overflows or its "
+                           "%s elements do not fill whole bytes",
+                           name, wsync_dtype_name(dtype) ? wsync_dtype_name(dtype) : "?");
     off = wsync_align_up(t->image_size, WSYNC_ALIGN);
     /* Grow by doubling: capacity is the next power of two above ndests. */
     if ((cap & (cap - 1)) == 0) {
@@ -139,8 +141,8 @@ wsync_status_t tgt_runs_push(tgt_runs_t *v, const wsync_run2d_t *r)
  * into one contiguous segment; the next dimension out becomes the rows of a
  * 2-D run when the destination rows are back to back; every dimension
  * further out is iterated. */
-wsync_status_t tgt_block_runs(const wsync_manifest_t *m, const wsync_dest_t *d, const wsync_block_t *b,
-                              size_t bi, tgt_runs_t *v)
+wsync_status_t tgt_block_runs(const wsync_manifest_t *m, const wsync_dest_t *d, const wsync_block_t *b, size_t bi,
+                              tgt_runs_t *v)
 {
     const wsync_tensor_t *s;
     uint64_t se[WSYNC_MAX_DIMS], de[WSYNC_MAX_DIMS], ext[WSYNC_MAX_DIMS], idx[WSYNC_MAX_DIMS];
@@ -148,8 +150,10 @@ wsync_status_t tgt_block_runs(const wsync_manifest_t *m, const wsync_dest_t *d, 
     int ns, nd, lead, i, k, outer, two_d;
 
     if (b->src >= m->ntensors)
-        return wsync_error(WSYNC_ERR_INVALID, "target: destination '%s' block %zu: source tensor %u does not exist "
-                           "(the manifest has %zu)", d->name, bi, b->src, m->ntensors);
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "target: destination '%s' block %zu: source tensor %u does not exist "
+                           "(the manifest has %zu)",
+                           d->name, bi, b->src, m->ntensors);
     s = &m->tensors[b->src];
     ns = s->ndim;
     nd = d->ndim;
@@ -158,23 +162,29 @@ wsync_status_t tgt_block_runs(const wsync_manifest_t *m, const wsync_dest_t *d, 
         return wsync_error(WSYNC_ERR_INVALID, "target: destination '%s' is %s but block %zu copies %s tensor '%s'",
                            d->name, wsync_dtype_name(d->dtype), bi, wsync_dtype_name(s->dtype), s->name);
     if (lead < 0)
-        return wsync_error(WSYNC_ERR_INVALID, "target: destination '%s' has %d dimensions, fewer than its source "
-                           "'%s' (%d) in block %zu", d->name, nd, s->name, ns, bi);
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "target: destination '%s' has %d dimensions, fewer than its source "
+                           "'%s' (%d) in block %zu",
+                           d->name, nd, s->name, ns, bi);
     for (k = 0; k < lead; k++)
         if (b->dst_start[k] < 0 || b->dst_start[k] >= d->shape[k])
-            return wsync_error(WSYNC_ERR_INVALID, "target: destination '%s' block %zu: dst_start[%d] = %lld is "
-                               "outside the dimension (%lld)", d->name, bi, k, (long long)b->dst_start[k],
-                               (long long)d->shape[k]);
+            return wsync_error(WSYNC_ERR_INVALID,
+                               "target: destination '%s' block %zu: dst_start[%d] = %lld is "
+                               "outside the dimension (%lld)",
+                               d->name, bi, k, (long long)b->dst_start[k], (long long)d->shape[k]);
     for (i = 0; i < ns; i++) {
         int64_t lo = b->src_start[i], hi = b->src_stop[i], at = b->dst_start[lead + i];
         if (lo < 0 || hi <= lo || hi > s->shape[i])
-            return wsync_error(WSYNC_ERR_INVALID, "target: destination '%s' block %zu: source '%s' dim %d range "
-                               "[%lld, %lld) is empty or outside [0, %lld)", d->name, bi, s->name, i,
-                               (long long)lo, (long long)hi, (long long)s->shape[i]);
+            return wsync_error(WSYNC_ERR_INVALID,
+                               "target: destination '%s' block %zu: source '%s' dim %d range "
+                               "[%lld, %lld) is empty or outside [0, %lld)",
+                               d->name, bi, s->name, i, (long long)lo, (long long)hi, (long long)s->shape[i]);
         if (at < 0 || at + (hi - lo) > d->shape[lead + i])
-            return wsync_error(WSYNC_ERR_INVALID, "target: destination '%s' block %zu: dim %d [%lld, %lld) is "
-                               "outside [0, %lld)", d->name, bi, lead + i, (long long)at,
-                               (long long)(at + (hi - lo)), (long long)d->shape[lead + i]);
+            return wsync_error(WSYNC_ERR_INVALID,
+                               "target: destination '%s' block %zu: dim %d [%lld, %lld) is "
+                               "outside [0, %lld)",
+                               d->name, bi, lead + i, (long long)at, (long long)(at + (hi - lo)),
+                               (long long)d->shape[lead + i]);
         ext[i] = (uint64_t)(hi - lo);
     }
     bits = wsync_dtype_bits(s->dtype);
@@ -204,9 +214,10 @@ wsync_status_t tgt_block_runs(const wsync_manifest_t *m, const wsync_dest_t *d, 
     outer = two_d ? k - 1 : k; /* dimensions [0, outer) are iterated */
     if ((seg * bits) % 8 || (se[k] * (uint64_t)b->src_start[k] * bits) % 8 ||
         (de[lead + k] * (uint64_t)b->dst_start[lead + k] * bits) % 8 || (k > 0 && (se[k - 1] * bits) % 8))
-        return wsync_error(WSYNC_ERR_INVALID, "target: destination '%s' block %zu cuts %s tensor '%s' inside a "
-                           "byte: slice sub-byte dtypes on whole bytes", d->name, bi, wsync_dtype_name(s->dtype),
-                           s->name);
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "target: destination '%s' block %zu cuts %s tensor '%s' inside a "
+                           "byte: slice sub-byte dtypes on whole bytes",
+                           d->name, bi, wsync_dtype_name(s->dtype), s->name);
     for (i = 0; i < ns; i++) {
         if (i < outer)
             continue;
@@ -257,7 +268,8 @@ static wsync_status_t dest_runs(const wsync_target_t *t, const wsync_manifest_t 
     for (i = first + 1; i < v->n; i++) {
         const wsync_run2d_t *p = &v->runs[i - 1];
         if (p->dst_off + wsync_run2d_bytes(p) > v->runs[i].dst_off)
-            return wsync_error(WSYNC_ERR_INVALID, "target: destination '%s': two blocks write the bytes at "
+            return wsync_error(WSYNC_ERR_INVALID,
+                               "target: destination '%s': two blocks write the bytes at "
                                "offset %llu of the tensor: every destination byte must be written at most once",
                                d->name, (unsigned long long)(v->runs[i].dst_off - d->offset));
     }

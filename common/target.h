@@ -31,10 +31,10 @@
 #include "common/run2d.h"
 
 typedef struct wsync_block {
-    uint32_t src;                          /* manifest tensor index */
-    int64_t src_start[WSYNC_MAX_DIMS];     /* per source dimension */
-    int64_t src_stop[WSYNC_MAX_DIMS];      /* exclusive; stop > start */
-    int64_t dst_start[WSYNC_MAX_DIMS];     /* per destination dimension */
+    uint32_t src;                      /* manifest tensor index */
+    int64_t src_start[WSYNC_MAX_DIMS]; /* per source dimension */
+    int64_t src_stop[WSYNC_MAX_DIMS];  /* exclusive; stop > start */
+    int64_t dst_start[WSYNC_MAX_DIMS]; /* per destination dimension */
 } wsync_block_t;
 
 typedef struct wsync_dest {
@@ -42,22 +42,22 @@ typedef struct wsync_dest {
     wsync_dtype_t dtype;
     int ndim;
     int64_t shape[WSYNC_MAX_DIMS];
-    uint64_t offset;                       /* in the rank's destination image; multiple of WSYNC_ALIGN */
-    uint64_t size;                         /* bytes (no padding) */
-    size_t first_block, nblocks;           /* its blocks: t->blocks[first_block ..] */
+    uint64_t offset;             /* in the rank's destination image; multiple of WSYNC_ALIGN */
+    uint64_t size;               /* bytes (no padding) */
+    size_t first_block, nblocks; /* its blocks: t->blocks[first_block ..] */
 } wsync_dest_t;
 
 typedef struct wsync_target {
     size_t ndests;
-    wsync_dest_t *dests;                   /* destination order: offsets increase */
+    wsync_dest_t *dests; /* destination order: offsets increase */
     size_t nblocks;
-    wsync_block_t *blocks;                 /* grouped by destination, in destination order */
-    uint64_t image_size;                   /* end of the last destination, padded to WSYNC_ALIGN */
-    int whole_image;                       /* the identity target: the mapping is the image itself */
-    uint64_t covered_bytes;                /* destination bytes some block writes (the rank's held bytes) */
-    uint8_t digest[16];                    /* XXH3-128 of the canonical JSON (big-endian high64, low64) */
-    char digest_hex[33];                   /* the same, 32 hex digits: the target's name */
-    json_t *by_name_;                      /* private to target.c: name -> index */
+    wsync_block_t *blocks;  /* grouped by destination, in destination order */
+    uint64_t image_size;    /* end of the last destination, padded to WSYNC_ALIGN */
+    int whole_image;        /* the identity target: the mapping is the image itself */
+    uint64_t covered_bytes; /* destination bytes some block writes (the rank's held bytes) */
+    uint8_t digest[16];     /* XXH3-128 of the canonical JSON (big-endian high64, low64) */
+    char digest_hex[33];    /* the same, 32 hex digits: the target's name */
+    json_t *by_name_;       /* private to target.c: name -> index */
 } wsync_target_t;
 
 /* The whole image of `m` (today's behaviour). */
@@ -86,8 +86,7 @@ long wsync_target_find(const wsync_target_t *t, const char *name);
  * written twice; the error names the destination tensor (and block) and the
  * problem. to_json returns a new reference (the canonical form the digest is
  * computed over). */
-wsync_status_t wsync_target_from_json(const wsync_manifest_t *m, const char *json, size_t len,
-                                      wsync_target_t **out);
+wsync_status_t wsync_target_from_json(const wsync_manifest_t *m, const char *json, size_t len, wsync_target_t **out);
 wsync_status_t wsync_target_from_json_obj(const wsync_manifest_t *m, const json_t *j, wsync_target_t **out);
 wsync_status_t wsync_target_to_json(const wsync_target_t *t, const wsync_manifest_t *m, json_t **out);
 

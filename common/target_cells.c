@@ -278,8 +278,8 @@ static wsync_status_t expand_sweep(tp_cells_t *c, const tp_need_t *nd, size_t n)
     wsync_status_t st;
     for (k = 0; k < n; k++)
         for (i = 0; i < nd[k].rows; i++) {
-            tp_need_t r = {nd[k].src + i * nd[k].stride, 0, nd[k].width, 1, nd[k].dst + i * nd[k].width,
-                           nd[k].rank, (uint32_t)nr};
+            tp_need_t r = {nd[k].src + i * nd[k].stride, 0,          nd[k].width, 1,
+                           nd[k].dst + i * nd[k].width,  nd[k].rank, (uint32_t)nr};
             if (nr == cap) {
                 size_t ncap = cap ? cap * 2 : 64;
                 tp_need_t *nrw = realloc(rows, ncap * sizeof(*nrw));

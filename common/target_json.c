@@ -81,8 +81,8 @@ wsync_status_t tgt_digest(wsync_target_t *t, const wsync_manifest_t *m)
 }
 
 /* Reads an optional array of `n` integers in [lo, ...) into v; absent keeps v. */
-static wsync_status_t get_ints(const json_t *obj, const char *key, int n, int64_t lo, int64_t *v,
-                               const char *what, size_t idx)
+static wsync_status_t get_ints(const json_t *obj, const char *key, int n, int64_t lo, int64_t *v, const char *what,
+                               size_t idx)
 {
     const json_t *a = json_object_get(obj, key), *e;
     size_t i;
@@ -91,7 +91,8 @@ static wsync_status_t get_ints(const json_t *obj, const char *key, int n, int64_
     if (!json_is_array(a) || json_array_size(a) != (size_t)n)
         return wsync_error(WSYNC_ERR_FORMAT, "target: %s block %zu: \"%s\" must be an array of %d integers", what,
                            idx, key, n);
-    json_array_foreach(a, i, e) {
+    json_array_foreach(a, i, e)
+    {
         if (!json_is_integer(e) || json_integer_value(e) < lo)
             return wsync_error(WSYNC_ERR_FORMAT, "target: %s block %zu: \"%s\"[%zu] must be an integer >= %lld",
                                what, idx, key, i, (long long)lo);
@@ -112,12 +113,16 @@ static wsync_status_t parse_block(const wsync_manifest_t *m, wsync_target_t *t, 
     if (!json_is_object(jb))
         return wsync_error(WSYNC_ERR_FORMAT, "target: '%s' block %zu is not an object", d->name, bi);
     if (src == NULL)
-        return wsync_error(WSYNC_ERR_FORMAT, "target: '%s' block %zu has no \"src\" string (the source tensor's "
-                           "name)", d->name, bi);
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "target: '%s' block %zu has no \"src\" string (the source tensor's "
+                           "name)",
+                           d->name, bi);
     si = wsync_manifest_find(m, src);
     if (si < 0)
-        return wsync_error(WSYNC_ERR_NOT_FOUND, "target: '%s' block %zu: source tensor '%s' is not in the "
-                           "manifest", d->name, bi, src);
+        return wsync_error(WSYNC_ERR_NOT_FOUND,
+                           "target: '%s' block %zu: source tensor '%s' is not in the "
+                           "manifest",
+                           d->name, bi, src);
     s = &m->tensors[si];
     memset(&b, 0, sizeof(b));
     b.src = (uint32_t)si;
@@ -145,12 +150,17 @@ static wsync_status_t parse_dest(const wsync_manifest_t *m, wsync_target_t *t, c
     if (name == NULL)
         return wsync_error(WSYNC_ERR_FORMAT, "target: tensors[%zu] has no \"name\" string", i);
     if (dt == NULL || wsync_dtype_parse(dt, &dtype) != 0)
-        return wsync_error(WSYNC_ERR_FORMAT, "target: tensor '%s': \"dtype\" %s%s%s is not a safetensors dtype "
-                           "(BF16, F32, ...)", name, dt ? "'" : "", dt ? dt : "missing", dt ? "'" : "");
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "target: tensor '%s': \"dtype\" %s%s%s is not a safetensors dtype "
+                           "(BF16, F32, ...)",
+                           name, dt ? "'" : "", dt ? dt : "missing", dt ? "'" : "");
     if (!json_is_array(shape) || json_array_size(shape) > WSYNC_MAX_DIMS)
-        return wsync_error(WSYNC_ERR_FORMAT, "target: tensor '%s': \"shape\" must be an array of at most %d "
-                           "integers", name, WSYNC_MAX_DIMS);
-    json_array_foreach(shape, k, e) {
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "target: tensor '%s': \"shape\" must be an array of at most %d "
+                           "integers",
+                           name, WSYNC_MAX_DIMS);
+    json_array_foreach(shape, k, e)
+    {
         if (!json_is_integer(e) || json_integer_value(e) < 0)
             return wsync_error(WSYNC_ERR_FORMAT, "target: tensor '%s': shape[%zu] is not an integer >= 0", name, k);
         dims[k] = (int64_t)json_integer_value(e);
@@ -160,11 +170,11 @@ static wsync_status_t parse_dest(const wsync_manifest_t *m, wsync_target_t *t, c
     WSYNC_CHECK(wsync_target_add_dest(t, name, dtype, (int)json_array_size(shape), dims));
     d = &t->dests[t->ndests - 1];
     if (off != NULL && (!json_is_integer(off) || (uint64_t)json_integer_value(off) != d->offset))
-        return wsync_error(WSYNC_ERR_FORMAT, "target: tensor '%s': \"offset\" must be %llu (destination tensors "
-                           "sit back to back in order, each aligned to %d bytes) or left out", name,
-                           (unsigned long long)d->offset, WSYNC_ALIGN);
-    json_array_foreach(blocks, k, e)
-        WSYNC_CHECK(parse_block(m, t, d, e, k));
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "target: tensor '%s': \"offset\" must be %llu (destination tensors "
+                           "sit back to back in order, each aligned to %d bytes) or left out",
+                           name, (unsigned long long)d->offset, WSYNC_ALIGN);
+    json_array_foreach(blocks, k, e) WSYNC_CHECK(parse_block(m, t, d, e, k));
     return WSYNC_OK;
 }
 
@@ -184,8 +194,10 @@ wsync_status_t wsync_target_from_json_obj(const wsync_manifest_t *m, const json_
         return wsync_error(WSYNC_ERR_FORMAT, "target: \"version\" must be 1");
     wsync_manifest_digest(m, mine);
     if (json_object_get(j, "manifest") != NULL && (md == NULL || strcmp(md, mine) != 0))
-        return wsync_error(WSYNC_ERR_CONFLICT, "target: made for manifest %s, but the model's manifest is %s: "
-                           "regenerate the target for this model", md ? md : "(not a string)", mine);
+        return wsync_error(WSYNC_ERR_CONFLICT,
+                           "target: made for manifest %s, but the model's manifest is %s: "
+                           "regenerate the target for this model",
+                           md ? md : "(not a string)", mine);
     if (whole != NULL && !json_is_boolean(whole))
         return wsync_error(WSYNC_ERR_FORMAT, "target: \"whole_image\" must be true or false");
     if (json_is_true(whole)) {
@@ -196,7 +208,8 @@ wsync_status_t wsync_target_from_json_obj(const wsync_manifest_t *m, const json_
     if (!json_is_array(tensors))
         return wsync_error(WSYNC_ERR_FORMAT, "target: \"tensors\" must be an array of destination tensors");
     WSYNC_CHECK(wsync_target_create(&t));
-    json_array_foreach(tensors, i, e) {
+    json_array_foreach(tensors, i, e)
+    {
         st = parse_dest(m, t, e, i);
         if (st != WSYNC_OK)
             break;
@@ -206,8 +219,10 @@ wsync_status_t wsync_target_from_json_obj(const wsync_manifest_t *m, const json_
     if (st == WSYNC_OK && json_object_get(j, "image_size") != NULL &&
         (!json_is_integer(json_object_get(j, "image_size")) ||
          (uint64_t)json_integer_value(json_object_get(j, "image_size")) != t->image_size))
-        st = wsync_error(WSYNC_ERR_FORMAT, "target: \"image_size\" must be %llu (the end of the last destination "
-                         "tensor, aligned to %d) or left out", (unsigned long long)t->image_size, WSYNC_ALIGN);
+        st = wsync_error(WSYNC_ERR_FORMAT,
+                         "target: \"image_size\" must be %llu (the end of the last destination "
+                         "tensor, aligned to %d) or left out",
+                         (unsigned long long)t->image_size, WSYNC_ALIGN);
     if (st != WSYNC_OK) {
         wsync_target_free(t);
         return st;
@@ -216,8 +231,7 @@ wsync_status_t wsync_target_from_json_obj(const wsync_manifest_t *m, const json_
     return WSYNC_OK;
 }
 
-wsync_status_t wsync_target_from_json(const wsync_manifest_t *m, const char *json, size_t len,
-                                      wsync_target_t **out)
+wsync_status_t wsync_target_from_json(const wsync_manifest_t *m, const char *json, size_t len, wsync_target_t **out)
 {
     json_error_t err;
     json_t *j = json_loadb(json, len, 0, &err);

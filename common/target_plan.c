@@ -8,14 +8,14 @@
 typedef struct ext_ref {
     uint64_t offset, len;
     int rank;
-    uint32_t idx;       /* global extent index: puts never span two extents */
+    uint32_t idx; /* global extent index: puts never span two extents */
 } ext_ref_t;
 
 /* A cell cut at one source chunk. */
 typedef struct sub {
     size_t cell;
-    uint32_t chunk;     /* source chunk */
-    uint32_t unit;      /* this plan's chunk */
+    uint32_t chunk; /* source chunk */
+    uint32_t unit;  /* this plan's chunk */
     tp_sub_t s;
     uint64_t src;
 } sub_t;
@@ -26,9 +26,9 @@ typedef struct frag {
     int trainer;
     uint32_t ext;
     size_t cell;
-    uint64_t i, j;      /* its first byte: row i, byte j of the cell */
-    uint64_t dst, len;  /* in the landing rank's image, once landing is known */
-    wsync_run2d_t run;  /* dst_off: absolute in the landing rank's image */
+    uint64_t i, j;     /* its first byte: row i, byte j of the cell */
+    uint64_t dst, len; /* in the landing rank's image, once landing is known */
+    wsync_run2d_t run; /* dst_off: absolute in the landing rank's image */
 } frag_t;
 
 typedef struct unit {
@@ -46,7 +46,7 @@ typedef struct build {
     size_t nunits, capunits;
     frag_t *frags;
     size_t nfrags, capfrags;
-    frag_t *pf;         /* frags placed in the landing rank's image, split where not contiguous there */
+    frag_t *pf; /* frags placed in the landing rank's image, split where not contiguous there */
     size_t npf, cappf;
     wsync_tcopy_t *copies;
     size_t ncopies, capcopies;
@@ -155,9 +155,10 @@ static wsync_status_t collect_needs(const wsync_manifest_t *m, int L, const wsyn
             tp_need_t nd = {u->src_off, u->rows > 1 ? u->src_stride : 0, u->row_bytes, u->rows, u->dst_off, r,
                             (uint32_t)n};
             if (end > m->image_size) {
-                st = wsync_error(WSYNC_ERR_INVALID, "node plan: local rank %d's target reads past the image "
-                                 "(%llu > %llu): it was made for another manifest", r, (unsigned long long)end,
-                                 (unsigned long long)m->image_size);
+                st = wsync_error(WSYNC_ERR_INVALID,
+                                 "node plan: local rank %d's target reads past the image "
+                                 "(%llu > %llu): it was made for another manifest",
+                                 r, (unsigned long long)end, (unsigned long long)m->image_size);
                 break;
             }
             if (n == cap) {
@@ -324,10 +325,18 @@ static wsync_status_t cut_extents(build_t *b)
         for (; lo < b->next && b->ext[lo].offset < e; lo++) {
             tp_sub_t out[3];
             int n = tp_cut(s->src, c->stride, s->s.w, s->s.rows, b->ext[lo].offset,
-                           b->ext[lo].offset + b->ext[lo].len, out), i;
+                           b->ext[lo].offset + b->ext[lo].len, out),
+                i;
             for (i = 0; i < n; i++) {
                 uint64_t fi = s->s.i + out[i].i, fj = s->s.j + out[i].j;
-                frag_t fr = {s->unit, b->ext[lo].rank, b->ext[lo].idx, s->cell, fi, fj, 0, out[i].w * out[i].rows,
+                frag_t fr = {s->unit,
+                             b->ext[lo].rank,
+                             b->ext[lo].idx,
+                             s->cell,
+                             fi,
+                             fj,
+                             0,
+                             out[i].w * out[i].rows,
                              {c->src + fi * c->stride + fj, out[i].rows > 1 ? c->stride : 0, out[i].w, out[i].rows,
                               0}};
                 TP_PUSH(b->frags, b->nfrags, b->capfrags, fr);
@@ -395,7 +404,10 @@ static wsync_status_t make_copies(build_t *b)
             if (o == lo)
                 continue;
             for (i = 0; i < (whole ? 1 : s->s.rows); i++) {
-                wsync_tcopy_t cp = {s->unit, land, lo->dst + (s->s.i + i) * lo->dpitch + s->s.j, o->rank,
+                wsync_tcopy_t cp = {s->unit,
+                                    land,
+                                    lo->dst + (s->s.i + i) * lo->dpitch + s->s.j,
+                                    o->rank,
                                     o->dst + (s->s.i + i) * o->dpitch + s->s.j,
                                     whole ? s->s.w * s->s.rows : s->s.w};
                 TP_PUSH(b->copies, b->ncopies, b->capcopies, cp);
@@ -435,7 +447,7 @@ static wsync_status_t make_puts(build_t *b, wsync_node_plan_t *np)
         if (p == NULL || p->chunk != f->unit || p->src_rank != f->trainer || b->pf[k - 1].ext != f->ext ||
             p->dst_off + p->len != f->dst) {
             wsync_tput_t np_ = {(uint32_t)np->nputs, f->trainer, b->units[f->unit].land, f->unit, f->dst, 0,
-                                np->nruns, 0};
+                                np->nruns,           0};
             TP_PUSH(np->puts, np->nputs, cap, np_);
             p = &np->puts[np->nputs - 1];
         }

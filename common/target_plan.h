@@ -34,29 +34,29 @@
 #include "common/target.h"
 
 typedef struct wsync_tput {
-    uint32_t id;            /* index in puts[] */
-    int src_rank;           /* trainer rank that owns every byte and sends it */
-    int land_rank;          /* local rank it lands on (its chunk's) */
+    uint32_t id;   /* index in puts[] */
+    int src_rank;  /* trainer rank that owns every byte and sends it */
+    int land_rank; /* local rank it lands on (its chunk's) */
     uint32_t chunk;
-    uint64_t dst_off;       /* in land_rank's destination image */
-    uint64_t len;           /* = the sum of its runs' bytes */
-    size_t first_run, nruns;/* runs[first_run ..]: dst_off relative to the put, in destination order */
+    uint64_t dst_off;        /* in land_rank's destination image */
+    uint64_t len;            /* = the sum of its runs' bytes */
+    size_t first_run, nruns; /* runs[first_run ..]: dst_off relative to the put, in destination order */
 } wsync_tput_t;
 
 typedef struct wsync_tchunk {
     int land_rank;
-    uint32_t src_chunk;     /* trainer-image chunk (offset / chunk_bytes) its bytes come from */
-    uint64_t bytes;         /* bytes landed (the sum of its puts) */
+    uint32_t src_chunk; /* trainer-image chunk (offset / chunk_bytes) its bytes come from */
+    uint64_t bytes;     /* bytes landed (the sum of its puts) */
     size_t first_put, nputs;
     size_t first_copy, ncopies;
 } wsync_tchunk_t;
 
 typedef struct wsync_tcopy {
     uint32_t chunk;
-    int from_rank;          /* the chunk's landing rank */
-    uint64_t from_off;      /* in from_rank's destination image */
+    int from_rank;     /* the chunk's landing rank */
+    uint64_t from_off; /* in from_rank's destination image */
     int to_rank;
-    uint64_t to_off;        /* in to_rank's destination image */
+    uint64_t to_off; /* in to_rank's destination image */
     uint64_t len;
 } wsync_tcopy_t;
 
@@ -64,8 +64,8 @@ typedef struct wsync_tcopy {
  * trainer rank t, the local ranks on its GPU are colo[t * L ..], ncolo[t] of
  * them. NULL: none. */
 typedef struct wsync_land_hint {
-    const int *colo;        /* [world * L] */
-    const int *ncolo;       /* [world] */
+    const int *colo;  /* [world * L] */
+    const int *ncolo; /* [world] */
 } wsync_land_hint_t;
 
 typedef struct wsync_node_plan {
@@ -73,7 +73,7 @@ typedef struct wsync_node_plan {
     int world;
     uint64_t chunk_bytes;
     size_t nputs;
-    wsync_tput_t *puts;     /* sorted by (chunk, dst_off) */
+    wsync_tput_t *puts; /* sorted by (chunk, dst_off) */
     size_t nruns;
     wsync_run2d_t *runs;
     uint32_t nchunks;

@@ -11,17 +11,17 @@
 #include "common/target_plan.h"
 
 /* Appends `item` to a growable array (ptr, n, cap); returns NOMEM on failure. */
-#define TP_PUSH(ptr, n, cap, item)                                                    \
-    do {                                                                              \
-        if ((n) == (cap)) {                                                           \
-            size_t tp_nc_ = (cap) ? (cap) * 2 : 64;                                   \
-            void *tp_np_ = realloc((ptr), tp_nc_ * sizeof(*(ptr)));                   \
-            if (tp_np_ == NULL)                                                       \
+#define TP_PUSH(ptr, n, cap, item)                                                      \
+    do {                                                                                \
+        if ((n) == (cap)) {                                                             \
+            size_t tp_nc_ = (cap) ? (cap)*2 : 64;                                       \
+            void *tp_np_ = realloc((ptr), tp_nc_ * sizeof(*(ptr)));                     \
+            if (tp_np_ == NULL)                                                         \
                 return wsync_error(WSYNC_ERR_NOMEM, "out of memory building the plan"); \
-            (ptr) = tp_np_;                                                           \
-            (cap) = tp_nc_;                                                           \
-        }                                                                             \
-        (ptr)[(n)++] = (item);                                                        \
+            (ptr) = tp_np_;                                                             \
+            (cap) = tp_nc_;                                                             \
+        }                                                                               \
+        (ptr)[(n)++] = (item);                                                          \
     } while (0)
 
 /* One rank's need: a run of its target (source rows -> back-to-back
@@ -30,7 +30,7 @@ typedef struct tp_need {
     uint64_t src, stride, width, rows;
     uint64_t dst;
     int rank;
-    uint32_t seq;           /* position in the input: a total order for sorting */
+    uint32_t seq; /* position in the input: a total order for sorting */
 } tp_need_t;
 
 /* Where one rank holds a cell: row i, byte j of the cell is at
@@ -59,7 +59,7 @@ typedef struct tp_cells {
     size_t nset_ranks, capset_ranks;
     size_t *set_first, *set_len;
     size_t nsets, capsets, capsets2;
-    uint32_t *hash;         /* [hash_cap]: set id + 1, 0 = empty */
+    uint32_t *hash; /* [hash_cap]: set id + 1, 0 = empty */
     size_t hash_cap;
 } tp_cells_t;
 

@@ -2,7 +2,6 @@
  * helper both sides use to tell a put that needs no packing. */
 #include "common/target_verify.h"
 
-
 wsync_status_t wsync_target_segments(const wsync_manifest_t *m, const wsync_layout_t *layout,
                                      const wsync_target_t *t, uint64_t chunk_bytes, wsync_node_plan_t **out)
 {

@@ -19,18 +19,29 @@ wsync_status_t wsync_parse_size(const char *s, const char *what, uint64_t *out)
     double mult = 1;
 
     if (s == NULL || *s == '\0' || *s == '-')
-        return wsync_error(WSYNC_ERR_INVALID, "%s: expected a size such as 4096, 64M or 1G, got '%s'",
-                           what, s ? s : "");
+        return wsync_error(WSYNC_ERR_INVALID, "%s: expected a size such as 4096, 64M or 1G, got '%s'", what,
+                           s ? s : "");
     errno = 0;
     v = strtod(s, &end);
     if (errno != 0 || end == s || !isfinite(v) || v < 0)
-        return wsync_error(WSYNC_ERR_INVALID, "%s: expected a size such as 4096, 64M or 1G, got '%s'",
-                           what, s);
+        return wsync_error(WSYNC_ERR_INVALID, "%s: expected a size such as 4096, 64M or 1G, got '%s'", what, s);
     switch (toupper((unsigned char)*end)) {
-    case 'K': mult = 1024.0; end++; break;
-    case 'M': mult = 1024.0 * 1024; end++; break;
-    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    case 'K':
+        mult = 1024.0;
+        end++;
+        break;
+    case 'M':
+        mult = 1024.0 * 1024;
+        end++;
+        break;
+    case 'G':
+        mult = 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 'T':
+        mult = 1024.0 * 1024 * 1024 * 1024;
+        end++;
+        break;
     default: break;
     }
     if (mult > 1 && (strcasecmp(end, "iB") == 0 || strcasecmp(end, "B") == 0))
@@ -38,8 +49,7 @@ wsync_status_t wsync_parse_size(const char *s, const char *what, uint64_t *out)
     else if (mult == 1 && strcasecmp(end, "B") == 0)
         end++;
     if (*end != '\0' || v * mult > 9.0e18)
-        return wsync_error(WSYNC_ERR_INVALID, "%s: expected a size such as 4096, 64M or 1G, got '%s'",
-                           what, s);
+        return wsync_error(WSYNC_ERR_INVALID, "%s: expected a size such as 4096, 64M or 1G, got '%s'", what, s);
     *out = (uint64_t)(v * mult);
     return WSYNC_OK;
 }

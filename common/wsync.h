@@ -19,23 +19,23 @@ extern "C" {
  * failure on the calling thread (what, which file, which peer). */
 typedef enum wsync_status {
     WSYNC_OK = 0,
-    WSYNC_ERR_INVALID = -1,     /* bad argument or configuration */
-    WSYNC_ERR_NOMEM = -2,       /* allocation failed */
-    WSYNC_ERR_IO = -3,          /* system call or file error */
-    WSYNC_ERR_FORMAT = -4,      /* malformed input (file, JSON, wire data) */
-    WSYNC_ERR_NOT_FOUND = -5,   /* no such tensor, version, peer or route */
-    WSYNC_ERR_TIMEOUT = -6,     /* deadline passed */
-    WSYNC_ERR_PEER = -7,        /* a peer disconnected or failed */
-    WSYNC_ERR_DIGEST = -8,      /* bytes failed verification */
-    WSYNC_ERR_CONFLICT = -9,    /* version or layout conflict */
-    WSYNC_ERR_UNSUPPORTED = -10,/* backend not built in, or no such device */
-    WSYNC_ERR_HTTP = -11,       /* control endpoint unreachable or refused */
-    WSYNC_ERR_CUDA = -12,       /* CUDA runtime or driver error */
-    WSYNC_ERR_NCCL = -13,       /* NCCL error */
-    WSYNC_ERR_VERBS = -14,      /* libibverbs error */
-    WSYNC_ERR_CANCELLED = -15,  /* operation stopped by close or shutdown */
-    WSYNC_ERR_AUTH = -16,       /* missing or wrong bearer token */
-    WSYNC_ERR_INTERNAL = -17,   /* a bug: an invariant did not hold */
+    WSYNC_ERR_INVALID = -1,      /* bad argument or configuration */
+    WSYNC_ERR_NOMEM = -2,        /* allocation failed */
+    WSYNC_ERR_IO = -3,           /* system call or file error */
+    WSYNC_ERR_FORMAT = -4,       /* malformed input (file, JSON, wire data) */
+    WSYNC_ERR_NOT_FOUND = -5,    /* no such tensor, version, peer or route */
+    WSYNC_ERR_TIMEOUT = -6,      /* deadline passed */
+    WSYNC_ERR_PEER = -7,         /* a peer disconnected or failed */
+    WSYNC_ERR_DIGEST = -8,       /* bytes failed verification */
+    WSYNC_ERR_CONFLICT = -9,     /* version or layout conflict */
+    WSYNC_ERR_UNSUPPORTED = -10, /* backend not built in, or no such device */
+    WSYNC_ERR_HTTP = -11,        /* control endpoint unreachable or refused */
+    WSYNC_ERR_CUDA = -12,        /* CUDA runtime or driver error */
+    WSYNC_ERR_NCCL = -13,        /* NCCL error */
+    WSYNC_ERR_VERBS = -14,       /* libibverbs error */
+    WSYNC_ERR_CANCELLED = -15,   /* operation stopped by close or shutdown */
+    WSYNC_ERR_AUTH = -16,        /* missing or wrong bearer token */
+    WSYNC_ERR_INTERNAL = -17,    /* a bug: an invariant did not hold */
 } wsync_status_t;
 
 /* Short fixed name of a status ("timeout", "digest mismatch"). Never NULL. */
@@ -63,12 +63,12 @@ WSYNC_API void wsync_log_set_level(wsync_log_level_t level);
 /* Description of one tensor of an image, as the receiver exposes it. */
 #define WSYNC_MAX_DIMS 8
 typedef struct wsync_tensor_info {
-    const char *name;       /* owned by wsync; valid while its owner lives */
-    const char *dtype;      /* safetensors dtype name: "BF16", "F32", ... */
+    const char *name;  /* owned by wsync; valid while its owner lives */
+    const char *dtype; /* safetensors dtype name: "BF16", "F32", ... */
     int ndim;
     int64_t shape[WSYNC_MAX_DIMS];
-    uint64_t offset;        /* byte offset in the image (multiple of 256) */
-    uint64_t size;          /* bytes */
+    uint64_t offset; /* byte offset in the image (multiple of 256) */
+    uint64_t size;   /* bytes */
 } wsync_tensor_info_t;
 
 #ifdef __cplusplus

@@ -45,8 +45,7 @@ static wsync_status_t wait_ranks(wsync_receiver_t *r, uint64_t deadline)
         if (missing < 0)
             return WSYNC_OK;
         if (wsync_now_ns() >= deadline)
-            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s: local rank %d is not running", r->engine_id,
-                               missing);
+            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s: local rank %d is not running", r->engine_id, missing);
         usleep(10000);
     }
 }
@@ -79,7 +78,7 @@ static wsync_status_t follow_attempt(wsync_receiver_t *r, uint64_t version, uint
         if (wsync_now_ns() >= deadline)
             return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s rank %d: local rank 0 started no pull in time",
                                r->engine_id, r->cfg.local_rank);
-        board_wait_attempt(r->board, seq, 20);   /* woken when rank 0 opens one */
+        board_wait_attempt(r->board, seq, 20); /* woken when rank 0 opens one */
     }
 }
 
@@ -93,8 +92,7 @@ static wsync_status_t attempt_open(wsync_receiver_t *r, uint64_t version, uint64
 
 /* The version record of `v`: its layout (the held one when the digests
  * match) and its piece digests. */
-static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_layout_t **sl,
-                                   uint64_t **digests)
+static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_layout_t **sl, uint64_t **digests)
 {
     json_t *rec = NULL;
     wsync_status_t st;
@@ -110,7 +108,7 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
         *sl = r->held;
         st = WSYNC_OK;
     } else {
-        st = wsync_sync_layout_fetch(r->control, rec, sl);   /* the manifest once per layout */
+        st = wsync_sync_layout_fetch(r->control, rec, sl); /* the manifest once per layout */
     }
     if (st == WSYNC_OK) {
         st = wsync_sync_layout_digests(*sl, rec, digests);
@@ -131,7 +129,7 @@ static void setup_undo(wsync_receiver_t *r)
     int s;
     for (s = 0; s < r->nslots; s++) {
         if (s == 0 && r->caller_image)
-            r->win[0] = (wsync_window_t){.fd = -1};   /* the caller's: not ours to free */
+            r->win[0] = (wsync_window_t){.fd = -1}; /* the caller's: not ours to free */
         else if (r->win[s].ptr)
             r->win_ops->free(&r->win[s]);
     }
@@ -172,7 +170,7 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
         t0 = wsync_now_ns();
         recv_progress_phase(r->progress, RECV_PHASE_SETUP, v, (uint64_t)r->nslots * need);
         st = recv_ensure_images(r, need);
-        if (wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS) > 0)   /* test hook: a slow reserve */
+        if (wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS) > 0) /* test hook: a slow reserve */
             usleep((useconds_t)wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS) * 1000);
         recv_progress_setup_took(r->progress, (double)(wsync_now_ns() - t0) / 1e9);
         recv_progress_phase(r->progress, RECV_PHASE_IDLE, 0, 0);
@@ -198,9 +196,10 @@ static wsync_status_t check_dests(const wsync_receiver_t *r, const recv_tlayout_
             return wsync_error(WSYNC_ERR_INVALID, "receiver: destination '%s' is not a tensor of this rank's target",
                                d->name ? d->name : "(null)");
         if (d->ptr == NULL || d->nbytes != t->dests[k].size)
-            return wsync_error(WSYNC_ERR_INVALID, "receiver: destination '%s' has %llu bytes at %p; the target's "
-                               "has %llu", d->name, (unsigned long long)d->nbytes, d->ptr,
-                               (unsigned long long)t->dests[k].size);
+            return wsync_error(WSYNC_ERR_INVALID,
+                               "receiver: destination '%s' has %llu bytes at %p; the target's "
+                               "has %llu",
+                               d->name, (unsigned long long)d->nbytes, d->ptr, (unsigned long long)t->dests[k].size);
     }
     return WSYNC_OK;
 }
@@ -242,15 +241,13 @@ static wsync_status_t wait_node(wsync_receiver_t *r, uint64_t gen, uint64_t dead
         int p, all = 1;
         if (r->cfg.local_rank != 0) {
             switch (board_attempt_outcome(r->board, gen)) {
-            case BOARD_ATTEMPT_OK:
-                return WSYNC_OK;
+            case BOARD_ATTEMPT_OK: return WSYNC_OK;
             case BOARD_ATTEMPT_FAILED:
                 return wsync_error(WSYNC_ERR_PEER, "engine %s: the node failed this pull", r->engine_id);
             case BOARD_ATTEMPT_SUPERSEDED:
                 return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 ended this pull and started another",
                                    r->engine_id);
-            case BOARD_ATTEMPT_OPEN:
-                break;
+            case BOARD_ATTEMPT_OPEN: break;
             }
             if (board_leader_gone(r->board))
                 return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 died", r->engine_id);
@@ -273,8 +270,10 @@ static wsync_status_t wait_node(wsync_receiver_t *r, uint64_t gen, uint64_t dead
             for (p = 0; p < r->cfg.local_world; p++)
                 if (!board_rank_done(r->board, p, gen))
                     n += (size_t)snprintf(who + n, n < sizeof(who) ? sizeof(who) - n : 0, "%s%d", n ? ", " : "", p);
-            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s: local rank %s did not verify in time (stalled or "
-                               "stopped?)", r->engine_id, who);
+            return wsync_error(WSYNC_ERR_TIMEOUT,
+                               "engine %s: local rank %s did not verify in time (stalled or "
+                               "stopped?)",
+                               r->engine_id, who);
         }
         usleep(500);
     }
@@ -340,7 +339,7 @@ static void attempt_keep(wsync_receiver_t *r, const board_attempt_t *a, wsync_sy
  * version too (the one image was overwritten in part). */
 static void attempt_drop(wsync_receiver_t *r, wsync_sync_layout_t *sl, recv_tlayout_t *tl)
 {
-    if (sl != r->held)      /* sl may be the held layout, reused */
+    if (sl != r->held) /* sl may be the held layout, reused */
         wsync_sync_layout_free(sl);
     if (tl != r->held_tl)
         recv_tlayout_free(tl);
@@ -385,7 +384,10 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     snprintf(err, sizeof(err), "%s", st == WSYNC_OK ? "" : wsync_last_error());
     if (leader)
         attempt_close(r, &a, st, (double)(wsync_now_ns() - t0) / 1e9,
-                      tl ? tl->image_len : sl ? sl->manifest->image_size : 0, err);
+                      tl   ? tl->image_len
+                      : sl ? sl->manifest->image_size
+                           : 0,
+                      err);
     free(digests);
     if (st != WSYNC_OK) {
         attempt_drop(r, sl, tl);

@@ -24,13 +24,13 @@
 #define BOARD_MAGIC 0x647261426e797357ULL /* "WsynBard" */
 
 typedef struct board_rank {
-    int32_t pid;                /* 0: never joined */
-    uint32_t epoch;             /* bumps on each (re)join: peers remap its windows */
-    uint64_t done_gen;          /* newest generation this rank holds verified */
-    uint64_t failed_gen;        /* newest generation this rank failed */
-    int32_t device;             /* its GPU ordinal, -1 for host memory (set before pid) */
+    int32_t pid;         /* 0: never joined */
+    uint32_t epoch;      /* bumps on each (re)join: peers remap its windows */
+    uint64_t done_gen;   /* newest generation this rank holds verified */
+    uint64_t failed_gen; /* newest generation this rank failed */
+    int32_t device;      /* its GPU ordinal, -1 for host memory (set before pid) */
     int32_t pad;
-    char error[256];            /* why, for failed_gen */
+    char error[256]; /* why, for failed_gen */
 } board_rank_t;
 
 /* The shared memory; board.h says who writes each part, and how. */
@@ -38,14 +38,14 @@ typedef struct board_shared {
     uint64_t magic;
     uint32_t local_world;
     int32_t leader_pid;
-    uint64_t gen;               /* current pull attempt */
-    uint32_t gen_seq;           /* bumped with gen: the futex followers sleep on */
+    uint64_t gen;     /* current pull attempt */
+    uint32_t gen_seq; /* bumped with gen: the futex followers sleep on */
     uint32_t pad0;
-    uint64_t gen_version;       /* the version it brings */
-    uint32_t gen_slot;          /* image slot it lands in */
-    uint32_t cur_slot;          /* slot of the held version */
-    uint64_t closed_gen;        /* attempts up to this one have ended ... */
-    uint64_t closed_ok;         /* ... and this says whether closed_gen succeeded */
+    uint64_t gen_version; /* the version it brings */
+    uint32_t gen_slot;    /* image slot it lands in */
+    uint32_t cur_slot;    /* slot of the held version */
+    uint64_t closed_gen;  /* attempts up to this one have ended ... */
+    uint64_t closed_ok;   /* ... and this says whether closed_gen succeeded */
     uint64_t held_version;
     board_rank_t ranks[BOARD_MAX_RANKS];            /* each rank writes its own entry */
     uint64_t landed[BOARD_SLOTS][BOARD_MAX_CHUNKS]; /* gen at which the chunk landed (landing rank writes) */
@@ -59,7 +59,7 @@ typedef struct board_msg {
     uint32_t op;
     int32_t rank;
     int32_t slot;
-    int32_t status;             /* reply: wsync_status_t */
+    int32_t status; /* reply: wsync_status_t */
     uint64_t len;
     uint32_t epoch;
     uint32_t pad;
@@ -80,10 +80,10 @@ typedef struct board_win {
 struct board {
     int local_rank;
     wsync_auth_t auth;
-    int device;                 /* GPU ordinal, -1 host */
+    int device; /* GPU ordinal, -1 host */
     board_shared_t *sh;
     int memfd;
-    int sock;                   /* rank > 0: connection to rank 0's service */
+    int sock; /* rank > 0: connection to rank 0's service */
     int32_t leader_pid;
     /* rank 0 only */
     int listen_fd;
@@ -258,8 +258,7 @@ static wsync_status_t open_member(board_t *b, const char *name, int local_world,
     if (__atomic_load_n(&b->sh->magic, __ATOMIC_ACQUIRE) != BOARD_MAGIC)
         return wsync_error(WSYNC_ERR_FORMAT, "node board '%s' is not a wsync board", name);
     if ((int)b->sh->local_world != local_world)
-        return wsync_error(WSYNC_ERR_CONFLICT,
-                           "node board '%s' has %u local ranks, this rank was started with %d",
+        return wsync_error(WSYNC_ERR_CONFLICT, "node board '%s' has %u local ranks, this rank was started with %d",
                            name, b->sh->local_world, local_world);
     b->leader_pid = b->sh->leader_pid;
     b->sh->ranks[b->local_rank].failed_gen = 0;
@@ -351,8 +350,8 @@ wsync_status_t board_put_window(board_t *b, int slot, const wsync_blob_t *blob, 
     return WSYNC_OK;
 }
 
-wsync_status_t board_get_window(board_t *b, int rank, int slot, int timeout_ms, wsync_blob_t *blob,
-                                int *fd, uint64_t *len, uint32_t *epoch)
+wsync_status_t board_get_window(board_t *b, int rank, int slot, int timeout_ms, wsync_blob_t *blob, int *fd,
+                                uint64_t *len, uint32_t *epoch)
 {
     uint64_t deadline = wsync_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
     for (;;) {
@@ -383,8 +382,8 @@ wsync_status_t board_get_window(board_t *b, int rank, int slot, int timeout_ms, 
                 close(got);
         }
         if (wsync_now_ns() >= deadline)
-            return wsync_error(WSYNC_ERR_TIMEOUT, "local rank %d has not shared its image window (slot %d)",
-                               rank, slot);
+            return wsync_error(WSYNC_ERR_TIMEOUT, "local rank %d has not shared its image window (slot %d)", rank,
+                               slot);
         usleep(5000);
     }
 }
@@ -451,7 +450,7 @@ void board_attempt_open(board_t *b, uint64_t version, int nslots, board_attempt_
 {
     board_shared_t *sh = b->sh;
     int slot = nslots == 2 ? 1 - (int)sh->cur_slot : 0;
-    uint64_t gen = sh->gen + 1;     /* rank 0 is the only writer of gen */
+    uint64_t gen = sh->gen + 1; /* rank 0 is the only writer of gen */
     sh->gen_version = version;
     sh->gen_slot = (uint32_t)slot;
     __atomic_store_n(&sh->gen, gen, __ATOMIC_RELEASE);

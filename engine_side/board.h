@@ -53,8 +53,8 @@ void board_close(board_t *b);
 wsync_status_t board_put_window(board_t *b, int slot, const wsync_blob_t *blob, int fd, uint64_t len);
 /* Fetch rank `rank`'s window for `slot`; *fd is a new descriptor the caller
  * closes (-1 if none). Waits up to timeout_ms for the rank to publish it. */
-wsync_status_t board_get_window(board_t *b, int rank, int slot, int timeout_ms, wsync_blob_t *blob,
-                                int *fd, uint64_t *len, uint32_t *epoch);
+wsync_status_t board_get_window(board_t *b, int rank, int slot, int timeout_ms, wsync_blob_t *blob, int *fd,
+                                uint64_t *len, uint32_t *epoch);
 
 /* Publish this rank's layout spec (a short JSON text: what its target is
  * made from) for the other local ranks; fetch rank `rank`'s (waiting up to
@@ -65,16 +65,16 @@ wsync_status_t board_get_spec(board_t *b, int rank, int timeout_ms, char **out);
 /* --- attempts --------------------------------------------------------- */
 
 typedef struct board_attempt {
-    uint64_t gen;               /* attempt number, > 0 */
-    uint64_t version;           /* the version it brings */
-    int slot;                   /* image slot it lands in */
+    uint64_t gen;     /* attempt number, > 0 */
+    uint64_t version; /* the version it brings */
+    int slot;         /* image slot it lands in */
 } board_attempt_t;
 
 typedef enum board_outcome {
-    BOARD_ATTEMPT_OPEN = 0,     /* not closed yet */
-    BOARD_ATTEMPT_OK,           /* closed, every rank holds the version */
-    BOARD_ATTEMPT_FAILED,       /* closed, failed */
-    BOARD_ATTEMPT_SUPERSEDED,   /* a later attempt was closed: this one is over */
+    BOARD_ATTEMPT_OPEN = 0,   /* not closed yet */
+    BOARD_ATTEMPT_OK,         /* closed, every rank holds the version */
+    BOARD_ATTEMPT_FAILED,     /* closed, failed */
+    BOARD_ATTEMPT_SUPERSEDED, /* a later attempt was closed: this one is over */
 } board_outcome_t;
 
 /* Local rank 0: open the next attempt, bringing `version` into the slot the

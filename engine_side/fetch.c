@@ -24,8 +24,8 @@
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
 
-#define FANOUT_INFLIGHT 4   /* fan-out copy jobs queued at once */
-#define POLL_BATCH 64       /* completions taken per transport poll */
+#define FANOUT_INFLIGHT 4 /* fan-out copy jobs queued at once */
+#define POLL_BATCH 64     /* completions taken per transport poll */
 
 typedef struct fan_job {
     wsync_mem_job_t *job;
@@ -41,14 +41,14 @@ typedef struct fetch {
     uint64_t gen, v, deadline;
     int slot, me;
     char *image;
-    const uint8_t *land;        /* the board's landing map */
-    uint32_t reqid;             /* tags this attempt's puts */
-    int land_delay_ms;          /* test hook */
+    const uint8_t *land; /* the board's landing map */
+    uint32_t reqid;      /* tags this attempt's puts */
+    int land_delay_ms;   /* test hook */
 
     /* chunks */
-    uint32_t *remaining;        /* pieces still to land, per chunk landing here */
-    unsigned char *mine;        /* bitmap of the chunks landing here */
-    uint32_t *pending;          /* chunks landing elsewhere, not yet copied here */
+    uint32_t *remaining; /* pieces still to land, per chunk landing here */
+    unsigned char *mine; /* bitmap of the chunks landing here */
+    uint32_t *pending;   /* chunks landing elsewhere, not yet copied here */
     uint32_t npending, nland, nlanded, ncopied, ndone;
 
     /* fan-out copies in flight, a ring */
@@ -118,8 +118,8 @@ static wsync_status_t check_pieces(const fetch_t *f, uint32_t first, size_t n, c
                                "version %llu, piece %u (bytes %llu..%llu from trainer rank %d) failed "
                                "verification on engine %s rank %d: digest %016llx, published %016llx",
                                (unsigned long long)f->v, i, (unsigned long long)pc->offset,
-                               (unsigned long long)(pc->offset + pc->len), pc->src_rank, f->r->engine_id,
-                               f->me, (unsigned long long)d, (unsigned long long)f->digests[i]);
+                               (unsigned long long)(pc->offset + pc->len), pc->src_rank, f->r->engine_id, f->me,
+                               (unsigned long long)d, (unsigned long long)f->digests[i]);
     }
     return WSYNC_OK;
 }
@@ -136,7 +136,8 @@ static size_t chunk_ranges(fetch_t *f, uint32_t c)
     uint32_t i;
     size_t n = 0;
     for (i = p->chunk_first[c]; i < p->chunk_first[c + 1]; i++, n++)
-        f->rg[n] = (wsync_digest_range_t){.ptr = f->image + p->pieces[i].offset, .len = p->pieces[i].len,
+        f->rg[n] = (wsync_digest_range_t){.ptr = f->image + p->pieces[i].offset,
+                                          .len = p->pieces[i].len,
                                           .off = p->pieces[i].offset};
     return n;
 }
@@ -172,7 +173,7 @@ static wsync_status_t wait_landing(fetch_t *f)
 /* The node's side of the attempt: its landing map, the peers' windows. */
 static wsync_status_t fetch_join(fetch_t *f)
 {
-    WSYNC_CHECK(wait_landing(f));   /* rank 0 checked the chunk count */
+    WSYNC_CHECK(wait_landing(f)); /* rank 0 checked the chunk count */
     return recv_map_peers(f->r, f->slot, f->deadline, NULL);
 }
 
@@ -229,10 +230,15 @@ static wsync_status_t request_rank(fetch_t *f, int t)
     if (f->addrs[t][0] == '\0')
         return wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
     {
-        wsync_pull_request_t pr = {.version = f->v, .local_rank = f->me, .local_ranks = r->cfg.local_world,
-                                   .req = f->reqid, .addr = rt->addr, .key = rt->key[f->slot],
+        wsync_pull_request_t pr = {.version = f->v,
+                                   .local_rank = f->me,
+                                   .local_ranks = r->cfg.local_world,
+                                   .req = f->reqid,
+                                   .addr = rt->addr,
+                                   .key = rt->key[f->slot],
                                    .timeout_ms = (int64_t)((f->deadline - wsync_now_ns()) / 1000000ULL),
-                                   .chunks = f->mine, .chunk_bytes = (plan->nchunks + 7) / 8};
+                                   .chunks = f->mine,
+                                   .chunk_bytes = (plan->nchunks + 7) / 8};
         snprintf(pr.engine, sizeof(pr.engine), "%s", r->engine_id);
         snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
         snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
@@ -266,7 +272,7 @@ static wsync_status_t land_one(fetch_t *f, const wsync_completion_t *cp)
     if (cp->kind == WSYNC_COMPLETION_ERROR && cp->tag != ~0ULL && (uint32_t)(cp->tag >> 32) == f->reqid)
         return wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
     if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != f->reqid)
-        return WSYNC_OK;    /* not of this attempt */
+        return WSYNC_OK; /* not of this attempt */
     if (id >= plan->npieces || f->land[plan->pieces[id].chunk] != f->me ||
         f->remaining[plan->pieces[id].chunk] == 0 || cp->len != plan->pieces[id].len)
         return wsync_error(WSYNC_ERR_PEER, "unexpected piece %u (%llu bytes) from trainer rank %d", id,
@@ -394,16 +400,22 @@ static void waiting_for(const fetch_t *f, char *out, size_t len)
                     if (plan->pieces[k].src_rank == t)
                         missing = 1;
         if (missing) {
-            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d", first ? "; pieces missing from trainer "
-                                  "rank " : ", ", t);
+            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d",
+                                  first ? "; pieces missing from trainer "
+                                          "rank "
+                                        : ", ",
+                                  t);
             first = 0;
         }
     }
     first = 1;
     for (k = 0; f->land && k < f->npending; k++)
         if (f->land[f->pending[k]] < BOARD_MAX_RANKS && !seen[f->land[f->pending[k]]]++) {
-            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d", first ? "; still waiting for chunks "
-                                  "landing on local rank " : ", ", f->land[f->pending[k]]);
+            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d",
+                                  first ? "; still waiting for chunks "
+                                          "landing on local rank "
+                                        : ", ",
+                                  f->land[f->pending[k]]);
             first = 0;
         }
     if (!first)
@@ -411,8 +423,11 @@ static void waiting_for(const fetch_t *f, char *out, size_t len)
     first = 1;
     for (t = 0; t < plan->world; t++)
         if (f->reqs[t].started && !recv_request_done(&f->reqs[t])) {
-            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d", first ? "; no answer yet from trainer "
-                                  "rank " : ", ", t);
+            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d",
+                                  first ? "; no answer yet from trainer "
+                                          "rank "
+                                        : ", ",
+                                  t);
             first = 0;
         }
 }
@@ -428,7 +443,8 @@ static wsync_status_t fetch_watch(fetch_t *f)
         return WSYNC_OK;
     f->last_check = wsync_now_ns();
     recv_progress_bytes(f->r->progress, (uint64_t)f->ndone * f->plan->chunk_size < f->plan->image_size
-                                            ? (uint64_t)f->ndone * f->plan->chunk_size : f->plan->image_size);
+                                            ? (uint64_t)f->ndone * f->plan->chunk_size
+                                            : f->plan->image_size);
     WSYNC_CHECK(check_peers(f));
     if (f->last_check > f->deadline) {
         char why[400];
@@ -444,9 +460,9 @@ static void fetch_end(fetch_t *f, wsync_status_t st)
 {
     int t;
     for (; f->fn > 0; f->fn--, f->fh = (f->fh + 1) % FANOUT_INFLIGHT)
-        f->r->mem->job_free(f->fan[f->fh].job);    /* waits: the copy must not outlive the attempt */
+        f->r->mem->job_free(f->fan[f->fh].job); /* waits: the copy must not outlive the attempt */
     if (st != WSYNC_OK)
-        recv_transport_reset(f->r);  /* stale puts of this attempt can no longer land */
+        recv_transport_reset(f->r); /* stale puts of this attempt can no longer land */
     for (t = 0; f->reqs && t < f->plan->world; t++)
         recv_request_end(&f->reqs[t]);
     free(f->remaining);
@@ -462,14 +478,22 @@ static void fetch_end(fetch_t *f, wsync_status_t st)
 wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
                           const uint64_t *digests, uint64_t deadline)
 {
-    fetch_t f = {.r = r, .sl = sl, .plan = sl->plan, .digests = digests, .gen = a->gen, .v = a->version,
-                 .deadline = deadline, .slot = a->slot, .me = r->cfg.local_rank, .image = r->win[a->slot].ptr,
+    fetch_t f = {.r = r,
+                 .sl = sl,
+                 .plan = sl->plan,
+                 .digests = digests,
+                 .gen = a->gen,
+                 .v = a->version,
+                 .deadline = deadline,
+                 .slot = a->slot,
+                 .me = r->cfg.local_rank,
+                 .image = r->win[a->slot].ptr,
                  /* Test hook (common/fault.h): slow the landing of each chunk so a
                   * test can kill a rank in the middle of a pull. */
                  .land_delay_ms = (int)wsync_fault(WSYNC_FAULT_LAND_DELAY_MS)};
     wsync_status_t st;
 
-    WSYNC_CHECK(fetch_join(&f));    /* nothing to undo yet */
+    WSYNC_CHECK(fetch_join(&f)); /* nothing to undo yet */
     st = fetch_prepare(&f);
     if (st == WSYNC_OK)
         st = fetch_request(&f);

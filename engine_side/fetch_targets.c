@@ -41,9 +41,9 @@ typedef struct tfetch {
     char *image;
     uint32_t reqid;
 
-    uint32_t *remaining;        /* puts still to land, per chunk landing here */
-    unsigned char *mine;        /* bitmap of the chunks landing here */
-    uint32_t *pending;          /* chunks landing elsewhere that this rank copies from */
+    uint32_t *remaining; /* puts still to land, per chunk landing here */
+    unsigned char *mine; /* bitmap of the chunks landing here */
+    uint32_t *pending;   /* chunks landing elsewhere that this rank copies from */
     uint32_t npending, nland, nlanded, ndone, nwant;
 
     recv_request_t *reqs;
@@ -51,8 +51,8 @@ typedef struct tfetch {
     const char **tnames;
     uint64_t last_check;
 
-    uint64_t *digests;          /* [segments]: the trainers' */
-    unsigned char *have;        /* [segments] */
+    uint64_t *digests;   /* [segments]: the trainers' */
+    unsigned char *have; /* [segments] */
 } tfetch_t;
 
 static wsync_status_t wait_landing(tfetch_t *f, const uint8_t **out)
@@ -81,8 +81,10 @@ static wsync_status_t tf_join(tfetch_t *f)
     for (c = 0; c < f->np->nchunks; c++)
         if (land[c] != f->np->chunks[c].land_rank)
             return wsync_error(WSYNC_ERR_CONFLICT,
-                               "engine %s rank %d: local rank 0's plan lands chunk %u on rank %d, this rank's on %d: "
-                               "the local ranks disagree on the targets (give every rank the same --tp and --rules)",
+                               "engine %s rank %d: local rank 0's plan lands chunk %u on rank %d, this rank's on "
+                               "%d: "
+                               "the local ranks disagree on the targets (give every rank the same --tp and "
+                               "--rules)",
                                f->r->engine_id, f->me, c, land[c], f->np->chunks[c].land_rank);
     return recv_map_peers(f->r, f->slot, f->deadline, f->tl);
 }
@@ -155,8 +157,12 @@ static wsync_status_t request_rank(tfetch_t *f, int t)
 {
     wsync_receiver_t *r = f->r;
     const wsync_node_plan_t *np = f->np;
-    wsync_pull_request_t pr = {.version = f->v, .local_rank = f->me, .local_ranks = r->cfg.local_world,
-                               .req = f->reqid, .chunks = f->mine, .chunk_bytes = (np->nchunks + 7) / 8};
+    wsync_pull_request_t pr = {.version = f->v,
+                               .local_rank = f->me,
+                               .local_ranks = r->cfg.local_world,
+                               .req = f->reqid,
+                               .chunks = f->mine,
+                               .chunk_bytes = (np->nchunks + 7) / 8};
     recv_transport_t *rt;
     wsync_status_t st;
     size_t k;
@@ -183,7 +189,7 @@ static wsync_status_t request_rank(tfetch_t *f, int t)
     pr.colo = f->tl->colo;
     pr.ncolo = f->tl->ncolo;
     msg = st == WSYNC_OK ? wsync_pull_request_to_json(&pr) : NULL;
-    pr.chunks = NULL;           /* ours, not the request's */
+    pr.chunks = NULL; /* ours, not the request's */
     pr.colo = pr.ncolo = NULL;
     pr.hint_world = 0;
     wsync_pull_request_clear(&pr);
@@ -238,8 +244,8 @@ static wsync_status_t land_one(tfetch_t *f, const wsync_completion_t *cp, int *p
     WSYNC_CHECK(copy_chunk(f, pu->chunk, f->me));
     board_mark_landed(f->r->board, f->slot, pu->chunk, f->gen);
     if (f->nlanded++ == 0 || f->nlanded == f->nland)
-        wsync_trace("engine %s rank %d: chunk %u landed (%u of %u)", f->r->engine_id, f->me, pu->chunk,
-                    f->nlanded, f->nland);
+        wsync_trace("engine %s rank %d: chunk %u landed (%u of %u)", f->r->engine_id, f->me, pu->chunk, f->nlanded,
+                    f->nland);
     f->ndone++;
     return WSYNC_OK;
 }
@@ -327,7 +333,8 @@ static wsync_status_t tf_collect(tfetch_t *f)
             return wsync_error(f->reqs[t].status, "%s", f->reqs[t].error);
         f->tl->defs_sent[t] = 1;
         d = json_object_get(f->reqs[t].reply, "segments");
-        json_object_foreach((json_t *)d, key, val) {
+        json_object_foreach((json_t *)d, key, val)
+        {
             char *end;
             unsigned long long id = strtoull(key, &end, 10);
             uint64_t dg;
@@ -340,7 +347,8 @@ static wsync_status_t tf_collect(tfetch_t *f)
     }
     for (i = 0; i < seg->nputs; i++)
         if (!f->have[i])
-            return wsync_error(WSYNC_ERR_PEER, "trainer rank %d sent no digest for segment %zu of this rank's target",
+            return wsync_error(WSYNC_ERR_PEER,
+                               "trainer rank %d sent no digest for segment %zu of this rank's target",
                                seg->puts[i].src_rank, i);
     return WSYNC_OK;
 }
@@ -350,7 +358,7 @@ static void tf_end(tfetch_t *f, wsync_status_t st)
     int t;
     if (st != WSYNC_OK) {
         recv_transport_reset(f->r);
-        memset(f->tl->defs_sent, 0, (size_t)f->world);   /* a trainer may have restarted: send them again */
+        memset(f->tl->defs_sent, 0, (size_t)f->world); /* a trainer may have restarted: send them again */
     }
     for (t = 0; f->reqs && t < f->world; t++)
         recv_request_end(&f->reqs[t]);
@@ -367,8 +375,17 @@ static void tf_end(tfetch_t *f, wsync_status_t st)
 wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
                                   recv_tlayout_t *tl, uint64_t deadline)
 {
-    tfetch_t f = {.r = r, .sl = sl, .tl = tl, .np = tl->np, .gen = a->gen, .v = a->version, .deadline = deadline,
-                  .slot = a->slot, .me = r->cfg.local_rank, .world = sl->world, .image = r->win[a->slot].ptr};
+    tfetch_t f = {.r = r,
+                  .sl = sl,
+                  .tl = tl,
+                  .np = tl->np,
+                  .gen = a->gen,
+                  .v = a->version,
+                  .deadline = deadline,
+                  .slot = a->slot,
+                  .me = r->cfg.local_rank,
+                  .world = sl->world,
+                  .image = r->win[a->slot].ptr};
     wsync_status_t st;
 
     WSYNC_CHECK(tf_join(&f));

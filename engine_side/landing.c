@@ -29,7 +29,8 @@ wsync_status_t recv_colocated_ranks(wsync_receiver_t *r, int world, int *colo, i
     if (r->mem->kind != WSYNC_MEM_CUDA)
         return WSYNC_OK;
     WSYNC_CHECK(wsync_control_trainers(r->control, &arr));
-    json_array_foreach(arr, i, e) {
+    json_array_foreach(arr, i, e)
+    {
         json_int_t rk = json_integer_value(json_object_get(e, "rank"));
         json_t *ep = json_object_get(e, "endpoint");
         const char *host = json_string_value(json_object_get(ep, "host_id"));
@@ -79,7 +80,7 @@ wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t 
                 best = t;
         }
         land[c] = (uint8_t)(best >= 0 && ncolo[best] > 0 ? colo[best * L + (int)(c % (uint32_t)ncolo[best])]
-                                                        : wsync_plan_land_rank(plan, c, L));
+                                                         : wsync_plan_land_rank(plan, c, L));
     }
     st = board_post_landing(r->board, gen, land, plan->nchunks);
 out:

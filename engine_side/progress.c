@@ -21,7 +21,7 @@ struct recv_progress {
     int stop;
     pthread_t th;
     int th_started;
-    wsync_control_t *control;       /* the reporter's own client */
+    wsync_control_t *control; /* the reporter's own client */
     char *engine_id;
 };
 

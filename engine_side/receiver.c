@@ -94,8 +94,10 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
         return wsync_error(WSYNC_ERR_INVALID, "receiver: control_url and engine_id are required");
     if (cfg->local_world < 1 || cfg->local_world > BOARD_MAX_RANKS || cfg->local_rank < 0 ||
         cfg->local_rank >= cfg->local_world)
-        return wsync_error(WSYNC_ERR_INVALID, "receiver: local rank %d must be in [0, local world %d), "
-                           "local world at most %d", cfg->local_rank, cfg->local_world, BOARD_MAX_RANKS);
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "receiver: local rank %d must be in [0, local world %d), "
+                           "local world at most %d",
+                           cfg->local_rank, cfg->local_world, BOARD_MAX_RANKS);
     r = calloc(1, sizeof(*r));
     WSYNC_CHECK_ALLOC(r);
     r->cfg = *cfg;
@@ -120,14 +122,15 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     r->progress = recv_progress_open(r->control_url, r->token, r->engine_id, cfg->local_rank == 0);
     WSYNC_CHECK_GOTO(wsync_auth_init(&r->auth, r->token), st, err);
     WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, board_device(r), &r->auth, 30000,
-                                &r->board), st, err);
+                                &r->board),
+                     st, err);
     WSYNC_CHECK_GOTO(recv_targets_init(r), st, err);
     if (cfg->local_rank == 0) {
         gethostname(host, sizeof(host));
-        WSYNC_CHECK_GOTO(wsync_control_register_engine(r->control, r->engine_id, host, cfg->local_world, NULL),
+        WSYNC_CHECK_GOTO(wsync_control_register_engine(r->control, r->engine_id, host, cfg->local_world, NULL), st,
+                         err);
+        WSYNC_CHECK_GOTO(reporter_start(r->control_url, r->token, r->engine_id, host, cfg->local_world, &r->reporter),
                          st, err);
-        WSYNC_CHECK_GOTO(reporter_start(r->control_url, r->token, r->engine_id, host, cfg->local_world,
-                                        &r->reporter), st, err);
     }
     *out = r;
     return WSYNC_OK;
@@ -169,7 +172,8 @@ wsync_status_t recv_ensure_images(wsync_receiver_t *r, uint64_t need)
         if (need > r->image_len)
             return wsync_error(WSYNC_ERR_CONFLICT,
                                "the model grew: version needs a %llu-byte image, this engine holds %zu; "
-                               "restart the engine", (unsigned long long)need, r->image_len);
+                               "restart the engine",
+                               (unsigned long long)need, r->image_len);
         return WSYNC_OK;
     }
     r->image_len = need ? need : WSYNC_ALIGN;
@@ -191,7 +195,7 @@ wsync_status_t recv_ensure_images(wsync_receiver_t *r, uint64_t need)
         } else {
             WSYNC_CHECK(r->win_ops->alloc(r->image_len, &r->win[s]));
         }
-        if (r->spec && (r->caller_image || r->mem->kind != WSYNC_MEM_HOST))   /* fresh shm is zero */
+        if (r->spec && (r->caller_image || r->mem->kind != WSYNC_MEM_HOST)) /* fresh shm is zero */
             WSYNC_CHECK(zero_image(r, r->win[s].ptr, r->image_len));
         WSYNC_CHECK(r->win_ops->export_blob(&r->win[s], &blob));
         WSYNC_CHECK(board_put_window(r->board, s, &blob, r->win[s].fd, r->image_len));
@@ -284,8 +288,7 @@ wsync_status_t wsync_receiver_tensor(const wsync_receiver_t *r, const char *name
                    : wsync_manifest_find(r->held->manifest, name);
     if (i < 0)
         return wsync_error(WSYNC_ERR_NOT_FOUND, "version %llu has no tensor named '%s'%s",
-                           (unsigned long long)r->held_version, name,
-                           r->held_tl ? " in this rank's target" : "");
+                           (unsigned long long)r->held_version, name, r->held_tl ? " in this rank's target" : "");
     return wsync_receiver_tensor_at(r, (size_t)i, ptr, info);
 }
 
@@ -303,8 +306,8 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     int p, s;
     if (r == NULL)
         return;
-    reporter_stop(r->reporter, 5000);     /* the last reports, if the endpoint is there */
-    recv_progress_close(r->progress);   /* its thread reports through its own client */
+    reporter_stop(r->reporter, 5000); /* the last reports, if the endpoint is there */
+    recv_progress_close(r->progress); /* its thread reports through its own client */
     recv_transport_reset(r);
     for (p = 0; p < BOARD_MAX_RANKS; p++)
         for (s = 0; s < BOARD_SLOTS; s++)

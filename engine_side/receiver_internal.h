@@ -18,9 +18,9 @@
 #include "engine_side/wsync_receiver.h"
 
 typedef struct peer_map {
-    void *ptr;              /* peer's window mapped here, or NULL */
+    void *ptr; /* peer's window mapped here, or NULL */
     uint64_t len;
-    uint32_t epoch;         /* the peer's board epoch when mapped */
+    uint32_t epoch; /* the peer's board epoch when mapped */
 } peer_map_t;
 
 /* One open data transport, keyed by the name it was asked for ("auto" stays
@@ -39,13 +39,13 @@ typedef struct recv_transport {
  * target, the node plan over them, and this rank's verification segments. */
 typedef struct recv_tlayout {
     int L;
-    wsync_target_t **tg;        /* [L] */
+    wsync_target_t **tg; /* [L] */
     wsync_node_plan_t *np;
-    wsync_node_plan_t *seg;     /* segments of tg[local_rank] (target_verify.h) */
-    uint64_t image_len;         /* this rank's destination image */
-    unsigned char *defs_sent;   /* [world]: that trainer rank answered a request that carried our targets */
-    int hint_world;             /* > 0: the colocated landing hint the plan was built with (sent along) */
-    int *colo, *ncolo;          /* [world * L], [world] */
+    wsync_node_plan_t *seg;   /* segments of tg[local_rank] (target_verify.h) */
+    uint64_t image_len;       /* this rank's destination image */
+    unsigned char *defs_sent; /* [world]: that trainer rank answered a request that carried our targets */
+    int hint_world;           /* > 0: the colocated landing hint the plan was built with (sent along) */
+    int *colo, *ncolo;        /* [world * L], [world] */
 } recv_tlayout_t;
 
 struct wsync_receiver {
@@ -57,14 +57,14 @@ struct wsync_receiver {
     int device;
     const wsync_window_ops_t *win_ops;
     wsync_control_t *control;
-    recv_reporter_t *reporter;  /* local rank 0: the node's reports */
-    wsync_auth_t auth;      /* the token's keys: pulls, transports and the board prove it */
+    recv_reporter_t *reporter; /* local rank 0: the node's reports */
+    wsync_auth_t auth;         /* the token's keys: pulls, transports and the board prove it */
     board_t *board;
 
     /* images: slot 0 (in-place and staged), slot 1 (staged) */
     int nslots;
     wsync_window_t win[BOARD_SLOTS];
-    int caller_image;       /* slot 0 is the caller's memory */
+    int caller_image; /* slot 0 is the caller's memory */
     size_t image_len;
     peer_map_t peers[BOARD_MAX_RANKS][BOARD_SLOTS];
 
@@ -78,8 +78,8 @@ struct wsync_receiver {
     int cur_slot;
     wsync_sync_layout_t *held;
     uint64_t last_gen;
-    double last_secs;       /* duration of the last successful pull attempt (set-up excluded) */
-    recv_progress_t *progress;  /* phase and bytes of the pull in progress */
+    double last_secs;          /* duration of the last successful pull attempt (set-up excluded) */
+    recv_progress_t *progress; /* phase and bytes of the pull in progress */
 
     /* engine layouts: this rank's spec on the board (NULL: the whole image,
      * today's path), and the engine layout of the held version */
@@ -91,13 +91,13 @@ struct wsync_receiver {
 typedef struct recv_request {
     char pull_addr[160];
     int rank;
-    const wsync_auth_t *auth;   /* the receiver's: the request proves the token */
-    json_t *msg;                /* owned: freed by recv_request_end */
-    json_t *reply;              /* the answer, when it succeeded (owned likewise) */
+    const wsync_auth_t *auth; /* the receiver's: the request proves the token */
+    json_t *msg;              /* owned: freed by recv_request_end */
+    json_t *reply;            /* the answer, when it succeeded (owned likewise) */
     uint64_t deadline;
     pthread_t th;
     int started;
-    int done;                   /* atomic */
+    int done; /* atomic */
     wsync_status_t status;
     char error[400];
 } recv_request_t;
@@ -142,8 +142,8 @@ wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t 
 /* requests.c: the pull address of every trainer rank and the transport its
  * pieces come over; start a request (takes `msg`), did it fail, join it. */
 wsync_status_t recv_trainer_addrs(wsync_receiver_t *r, int world, char (*addrs)[160], const char **tnames);
-wsync_status_t recv_request_start(recv_request_t *q, const wsync_auth_t *auth, int rank, const char *addr, json_t *msg,
-                                  uint64_t deadline);
+wsync_status_t recv_request_start(recv_request_t *q, const wsync_auth_t *auth, int rank, const char *addr,
+                                  json_t *msg, uint64_t deadline);
 int recv_request_failed(const recv_request_t *q);
 /* 1 once the answer came (or the request was never started). */
 int recv_request_done(const recv_request_t *q);

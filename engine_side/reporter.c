@@ -26,14 +26,14 @@ typedef struct report {
 } report_t;
 
 struct recv_reporter {
-    wsync_control_t *control;       /* the thread's own (a client is per thread) */
+    wsync_control_t *control; /* the thread's own (a client is per thread) */
     char *engine_id, *host;
     int local_ranks;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    report_t q[REPORTER_QUEUE];     /* oldest first */
+    report_t q[REPORTER_QUEUE]; /* oldest first */
     int n;
-    int busy;                       /* the thread is sending q[0] */
+    int busy; /* the thread is sending q[0] */
     int stopping;
     pthread_t thread;
     int started;
@@ -46,7 +46,8 @@ static int deliver(recv_reporter_t *rp, const report_t *rep)
                                              rep->bytes, rep->has_error ? rep->error : NULL);
     if (st == WSYNC_ERR_NOT_FOUND) {
         LOG_WARN("engine %s: the control endpoint does not know this node (restarted without its state?): "
-                 "registering again", rp->engine_id);
+                 "registering again",
+                 rp->engine_id);
         st = wsync_control_register_engine(rp->control, rp->engine_id, rp->host, rp->local_ranks, NULL);
         if (st == WSYNC_OK)
             st = wsync_control_report(rp->control, rp->engine_id, rep->version, rep->state, rep->duration_s,
@@ -55,7 +56,7 @@ static int deliver(recv_reporter_t *rp, const report_t *rep)
     if (st == WSYNC_OK)
         return 0;
     if (st == WSYNC_ERR_HTTP || st == WSYNC_ERR_TIMEOUT || st == WSYNC_ERR_NOT_FOUND)
-        return 1;                   /* away (or 5xx): keep it, try again */
+        return 1; /* away (or 5xx): keep it, try again */
     LOG_WARN("engine %s: report '%s' of version %llu refused: %s", rp->engine_id, rep->state,
              (unsigned long long)rep->version, wsync_last_error());
     return 0;

@@ -24,13 +24,12 @@ static void *req_main(void *arg)
         q->status = wsync_msg_call(fd, q->auth, WSYNC_HS_PULL, q->pull_addr, q->msg, left > 0 ? left : 1, &reply);
     }
     if (q->status != WSYNC_OK) {
-        snprintf(q->error, sizeof(q->error), "trainer rank %d at %s: %s", q->rank, q->pull_addr,
-                 wsync_last_error());
+        snprintf(q->error, sizeof(q->error), "trainer rank %d at %s: %s", q->rank, q->pull_addr, wsync_last_error());
     } else if ((err = json_string_value(json_object_get(reply, "error"))) != NULL) {
         q->status = WSYNC_ERR_PEER;
         snprintf(q->error, sizeof(q->error), "%s", err);
     } else {
-        q->reply = reply;   /* read after done, by the attempt */
+        q->reply = reply; /* read after done, by the attempt */
         reply = NULL;
     }
     json_decref(reply);
@@ -40,8 +39,8 @@ static void *req_main(void *arg)
     return NULL;
 }
 
-wsync_status_t recv_request_start(recv_request_t *q, const wsync_auth_t *auth, int rank, const char *addr, json_t *msg,
-                                  uint64_t deadline)
+wsync_status_t recv_request_start(recv_request_t *q, const wsync_auth_t *auth, int rank, const char *addr,
+                                  json_t *msg, uint64_t deadline)
 {
     q->auth = auth;
     q->rank = rank;
@@ -84,7 +83,8 @@ wsync_status_t recv_trainer_addrs(wsync_receiver_t *r, int world, char (*addrs)[
         addrs[rank][0] = '\0';
         tnames[rank] = r->transport_name;
     }
-    json_array_foreach(arr, i, e) {
+    json_array_foreach(arr, i, e)
+    {
         json_int_t rk = json_integer_value(json_object_get(e, "rank"));
         json_t *ep = json_object_get(e, "endpoint");
         const char *pull = json_string_value(json_object_get(ep, "pull"));

@@ -25,7 +25,7 @@ wsync_status_t recv_targets_init(wsync_receiver_t *r)
     char *text;
 
     if (c->target_json == NULL && c->tp_size <= 1)
-        return WSYNC_OK;    /* the whole image: today's path, nothing posted */
+        return WSYNC_OK; /* the whole image: today's path, nothing posted */
     if (c->target_json) {
         tj = json_loads(c->target_json, 0, &jerr);
         if (tj == NULL)
@@ -139,8 +139,10 @@ wsync_status_t recv_tlayout_build(wsync_receiver_t *r, const wsync_sync_layout_t
         else if ((st = board_get_spec(r->board, p, SPEC_TIMEOUT_MS, &text)) == WSYNC_OK)
             st = target_from_spec(sl->manifest, p, text, &tl->tg[p]);
         else
-            st = wsync_error(st, "engine %s: %s (every local rank of a node needs a target when one has; "
-                             "give all of them --tp or --target)", r->engine_id, wsync_last_error());
+            st = wsync_error(st,
+                             "engine %s: %s (every local rank of a node needs a target when one has; "
+                             "give all of them --tp or --target)",
+                             r->engine_id, wsync_last_error());
         free(text);
         text = NULL;
         if (st != WSYNC_OK)
@@ -154,12 +156,14 @@ wsync_status_t recv_tlayout_build(wsync_receiver_t *r, const wsync_sync_layout_t
                          st, err);
     }
     if (tl->np->nchunks > BOARD_MAX_CHUNKS) {
-        st = wsync_error(WSYNC_ERR_INVALID, "the node plan has %u chunks; the node board holds %u: raise the chunk size",
+        st = wsync_error(WSYNC_ERR_INVALID,
+                         "the node plan has %u chunks; the node board holds %u: raise the chunk size",
                          tl->np->nchunks, BOARD_MAX_CHUNKS);
         goto err;
     }
-    WSYNC_CHECK_GOTO(wsync_target_segments(sl->manifest, sl->layout, tl->tg[r->cfg.local_rank], sl->plan->chunk_size,
-                                           &tl->seg), st, err);
+    WSYNC_CHECK_GOTO(wsync_target_segments(sl->manifest, sl->layout, tl->tg[r->cfg.local_rank],
+                                           sl->plan->chunk_size, &tl->seg),
+                     st, err);
     tl->image_len = tl->tg[r->cfg.local_rank]->image_size;
     *out = tl;
     return WSYNC_OK;
@@ -182,7 +186,8 @@ wsync_status_t recv_tlayout_verify(wsync_receiver_t *r, const recv_tlayout_t *tl
         goto out;
     }
     for (i = 0; i < seg->nputs; i++)
-        rg[i] = (wsync_digest_range_t){.ptr = image + seg->puts[i].dst_off, .len = seg->puts[i].len,
+        rg[i] = (wsync_digest_range_t){.ptr = image + seg->puts[i].dst_off,
+                                       .len = seg->puts[i].len,
                                        .off = seg->puts[i].dst_off};
     WSYNC_CHECK_GOTO(r->mem->digest_many(rg, seg->nputs, sums), st, out);
     for (i = 0; i < seg->nputs; i++) {

@@ -28,9 +28,11 @@ void recv_transport_reset(wsync_receiver_t *r)
 
 wsync_status_t recv_transport_ensure(wsync_receiver_t *r, const char *name, recv_transport_t **out)
 {
-    wsync_transport_config_t cfg = {.bind_host = r->bind_host, .conns_per_peer = 0,
+    wsync_transport_config_t cfg = {.bind_host = r->bind_host,
+                                    .conns_per_peer = 0,
                                     .device = r->mem->kind == WSYNC_MEM_CUDA ? r->device : -1,
-                                    .timeout_ms = wsync_connect_timeout_ms(0), .auth = &r->auth};
+                                    .timeout_ms = wsync_connect_timeout_ms(0),
+                                    .auth = &r->auth};
     recv_transport_t *rt = NULL;
     int k, s;
     for (k = 0; k < r->ntr; k++)
@@ -45,13 +47,12 @@ wsync_status_t recv_transport_ensure(wsync_receiver_t *r, const char *name, recv
         snprintf(rt->want, sizeof(rt->want), "%s", name);
         WSYNC_CHECK(wsync_transport_get(name, &cfg, &rt->ops));
         WSYNC_CHECK(rt->ops->open(&cfg, &rt->t));
-        r->ntr++;   /* from here recv_transport_reset closes it */
+        r->ntr++; /* from here recv_transport_reset closes it */
         WSYNC_CHECK(rt->ops->listen(rt->t, &rt->addr));
     }
     for (s = 0; s < r->nslots; s++)
         if (rt->region[s] == NULL)
-            WSYNC_CHECK(rt->ops->reg(rt->t, r->win[s].ptr, r->image_len, r->mem->kind, &rt->region[s],
-                                     &rt->key[s]));
+            WSYNC_CHECK(rt->ops->reg(rt->t, r->win[s].ptr, r->image_len, r->mem->kind, &rt->region[s], &rt->key[s]));
     *out = rt;
     return WSYNC_OK;
 }

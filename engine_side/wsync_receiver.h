@@ -24,21 +24,21 @@ typedef enum wsync_mode {
 
 /* One destination tensor in the caller's memory (see config.dests). */
 typedef struct wsync_dest_tensor {
-    const char *name;           /* a destination tensor of the rank's target ("...qkv_proj.weight") */
-    void *ptr;                  /* host memory, or device memory of config.device */
-    uint64_t nbytes;            /* its size: must equal the target's */
+    const char *name; /* a destination tensor of the rank's target ("...qkv_proj.weight") */
+    void *ptr;        /* host memory, or device memory of config.device */
+    uint64_t nbytes;  /* its size: must equal the target's */
 } wsync_dest_tensor_t;
 
 typedef struct wsync_receiver_config {
-    const char *control_url;    /* required */
-    const char *token;          /* or NULL (then env WSYNC_TOKEN) */
-    const char *engine_id;      /* required: names the node; its ranks share it */
+    const char *control_url; /* required */
+    const char *token;       /* or NULL (then env WSYNC_TOKEN) */
+    const char *engine_id;   /* required: names the node; its ranks share it */
     int local_rank, local_world;
-    const char *device;         /* "host" (default) or "cuda:N" */
+    const char *device; /* "host" (default) or "cuda:N" */
     wsync_mode_t mode;
-    const char *transport;      /* "auto" (default), "tcp", "nccl", "verbs", "local" (same-host GPU peers get "local" anyway unless WSYNC_LOCAL_TRANSPORT=0) */
-    const char *bind_host;      /* address trainers put to (default: primary IPv4) */
-    const char *host_id;        /* see wsync_publisher_config_t.host_id */
+    const char *transport; /* "auto" (default), "tcp", "nccl", "verbs", "local" (same-host GPU peers get "local" anyway unless WSYNC_LOCAL_TRANSPORT=0) */
+    const char *bind_host; /* address trainers put to (default: primary IPv4) */
+    const char *host_id;   /* see wsync_publisher_config_t.host_id */
     /* Optional image memory: for "cuda", any device memory of image_len bytes;
      * for "host", memory from wsync_image_alloc (peers must be able to map it).
      * In staged mode a second image is allocated by wsync. */
@@ -51,9 +51,9 @@ typedef struct wsync_receiver_config {
      * digests the trainer computed for that target. Every local rank of a
      * node gives the same tp_size and rules (each derives every rank's
      * target). */
-    const char *target_json;    /* this rank's target (docs/TARGETS.md), or NULL */
-    int tp_size;                /* > 1 with target_json NULL: the rules' target, TP rank = local_rank % tp_size */
-    const char *rules_json;     /* rules for tp_size (docs/TARGETS.md); NULL: the built-in vLLM rules */
+    const char *target_json; /* this rank's target (docs/TARGETS.md), or NULL */
+    int tp_size;             /* > 1 with target_json NULL: the rules' target, TP rank = local_rank % tp_size */
+    const char *rules_json;  /* rules for tp_size (docs/TARGETS.md); NULL: the built-in vLLM rules */
     /* Optional caller memory, one entry per destination tensor: after each
      * verified pull the held version's tensors are copied into it (staged:
      * the pull itself lands in wsync's images, so the caller's tensors keep
@@ -62,16 +62,14 @@ typedef struct wsync_receiver_config {
     int ndests;
 } wsync_receiver_config_t;
 
-WSYNC_API wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg,
-                                               wsync_receiver_t **out);
+WSYNC_API wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_receiver_t **out);
 
 /* Bring the node to `version`, or with version 0 to the newest published
  * version newer than the one held (waiting for one up to timeout_ms). Every
  * local rank calls it; local rank 0 decides the version for the node. Returns
  * WSYNC_OK with *got set when every local rank holds it verified; on failure
  * the node keeps (staged) the version it held and reports failed. */
-WSYNC_API wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int timeout_ms,
-                                             uint64_t *got);
+WSYNC_API wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int timeout_ms, uint64_t *got);
 
 /* The version held (0 before the first pull). */
 WSYNC_API uint64_t wsync_receiver_version(const wsync_receiver_t *r);
@@ -82,8 +80,8 @@ WSYNC_API uint64_t wsync_receiver_version(const wsync_receiver_t *r);
 WSYNC_API size_t wsync_receiver_tensor_count(const wsync_receiver_t *r);
 WSYNC_API wsync_status_t wsync_receiver_tensor_at(const wsync_receiver_t *r, size_t i, void **ptr,
                                                   wsync_tensor_info_t *info);
-WSYNC_API wsync_status_t wsync_receiver_tensor(const wsync_receiver_t *r, const char *name,
-                                               void **ptr, wsync_tensor_info_t *info);
+WSYNC_API wsync_status_t wsync_receiver_tensor(const wsync_receiver_t *r, const char *name, void **ptr,
+                                               wsync_tensor_info_t *info);
 /* The whole held image. */
 WSYNC_API wsync_status_t wsync_receiver_image(const wsync_receiver_t *r, void **ptr, size_t *len);
 
@@ -94,11 +92,11 @@ WSYNC_API wsync_status_t wsync_receiver_image(const wsync_receiver_t *r, void **
  * move past the chosen version); "landing" (bytes of the image verified
  * here, landed or copied from a local peer, of `total`). */
 typedef struct wsync_pull_progress {
-    const char *phase;          /* "idle", "setup" or "landing" */
-    uint64_t version;           /* being pulled (for "setup": the one that sized the images) */
-    uint64_t done, total;       /* bytes */
-    double elapsed_s;           /* in this phase */
-    double last_setup_s;        /* how long the set-up took (0 before it ran) */
+    const char *phase;    /* "idle", "setup" or "landing" */
+    uint64_t version;     /* being pulled (for "setup": the one that sized the images) */
+    uint64_t done, total; /* bytes */
+    double elapsed_s;     /* in this phase */
+    double last_setup_s;  /* how long the set-up took (0 before it ran) */
 } wsync_pull_progress_t;
 WSYNC_API void wsync_receiver_progress(const wsync_receiver_t *r, wsync_pull_progress_t *out);
 

@@ -14,8 +14,8 @@
 #include "common/settings.h"
 #include "common/util.h"
 
-static wsync_status_t load_layout(const char *manifest_json, wsync_layout_kind_t kind, int world,
-                                  uint64_t chunk, wsync_sync_layout_t **out)
+static wsync_status_t load_layout(const char *manifest_json, wsync_layout_kind_t kind, int world, uint64_t chunk,
+                                  wsync_sync_layout_t **out)
 {
     json_error_t jerr;
     json_t *j = json_loads(manifest_json ? manifest_json : "", 0, &jerr);
@@ -30,8 +30,8 @@ static wsync_status_t load_layout(const char *manifest_json, wsync_layout_kind_t
     return wsync_sync_layout_build(m, (int)kind, world, chunk, out);
 }
 
-wsync_status_t wsync_publisher_owned_extents(const char *manifest_json, wsync_layout_kind_t layout,
-                                             int world, int rank, wsync_owned_t *out, int max, int *n)
+wsync_status_t wsync_publisher_owned_extents(const char *manifest_json, wsync_layout_kind_t layout, int world,
+                                             int rank, wsync_owned_t *out, int max, int *n)
 {
     wsync_sync_layout_t *sl = NULL;
     size_t i;
@@ -62,7 +62,8 @@ static wsync_status_t collect_owned(wsync_publisher_t *p)
     if (p->cfg.image == NULL && (size_t)p->cfg.nowned != n)
         return wsync_error(WSYNC_ERR_INVALID,
                            "rank %d owns %zu extents under this layout but %d were given "
-                           "(wsync_publisher_owned_extents lists them)", r, n, p->cfg.nowned);
+                           "(wsync_publisher_owned_extents lists them)",
+                           r, n, p->cfg.nowned);
     for (i = 0; i < n; i++) {
         const wsync_extent_t *e = &l->extents[r][i];
         p->owned[i].offset = e->offset;
@@ -74,9 +75,9 @@ static wsync_status_t collect_owned(wsync_publisher_t *p)
             if (o->offset != e->offset || o->len != e->len || (o->ptr == NULL && o->len))
                 return wsync_error(WSYNC_ERR_INVALID,
                                    "owned extent %zu of rank %d should be [%llu, +%llu) with a pointer, "
-                                   "got [%llu, +%llu)", i, r, (unsigned long long)e->offset,
-                                   (unsigned long long)e->len, (unsigned long long)o->offset,
-                                   (unsigned long long)o->len);
+                                   "got [%llu, +%llu)",
+                                   i, r, (unsigned long long)e->offset, (unsigned long long)e->len,
+                                   (unsigned long long)o->offset, (unsigned long long)o->len);
             p->owned[i].ptr = o->ptr;
         }
         p->owned_bytes += e->len;
@@ -103,8 +104,7 @@ static wsync_status_t slot_init(wsync_publisher_t *p, pub_slot_t *s)
         for (i = 0; i < p->nspans; i++) {
             s->area_ptr[i] = (void *)p->owned[i].ptr;
             s->area_len[i] = p->owned[i].len;
-            s->spans[i] = (pub_span_t){p->owned[i].offset, p->owned[i].len, (void *)p->owned[i].ptr,
-                                       (int)i, 0};
+            s->spans[i] = (pub_span_t){p->owned[i].offset, p->owned[i].len, (void *)p->owned[i].ptr, (int)i, 0};
         }
         return WSYNC_OK;
     }
@@ -200,7 +200,8 @@ static wsync_status_t post_layout(wsync_publisher_t *p)
  * without its state file) answers 404 to rank 0, which posts it again. */
 static wsync_status_t report(wsync_publisher_t *p, uint64_t version, const json_t *pieces)
 {
-    wsync_status_t st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, p->layout_json, pieces);
+    wsync_status_t st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, p->layout_json,
+                                              pieces);
     if (st == WSYNC_ERR_NOT_FOUND && p->cfg.rank == 0) {
         WSYNC_CHECK(post_layout(p));
         st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, p->layout_json, pieces);
@@ -218,8 +219,7 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     if (cfg == NULL || (cfg->control_url == NULL && cfg->serve == NULL) || cfg->manifest_json == NULL)
         return wsync_error(WSYNC_ERR_INVALID, "publisher: control_url (or serve) and manifest_json are required");
     if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world)
-        return wsync_error(WSYNC_ERR_INVALID, "publisher: rank %d must be in [0, world %d)", cfg->rank,
-                           cfg->world);
+        return wsync_error(WSYNC_ERR_INVALID, "publisher: rank %d must be in [0, world %d)", cfg->rank, cfg->world);
     if (cfg->image == NULL && cfg->owned == NULL)
         return wsync_error(WSYNC_ERR_INVALID, "publisher: give either image or owned extents");
     p = calloc(1, sizeof(*p));
@@ -240,8 +240,7 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
 
     WSYNC_CHECK_GOTO(wsync_mem_get(cfg->device ? cfg->device : "host", &p->mem, &p->device), st, err);
     WSYNC_CHECK_GOTO(p->mem->init(p->device), st, err);
-    WSYNC_CHECK_GOTO(load_layout(cfg->manifest_json, cfg->layout, cfg->world, cfg->chunk_size, &p->sl),
-                     st, err);
+    WSYNC_CHECK_GOTO(load_layout(cfg->manifest_json, cfg->layout, cfg->world, cfg->chunk_size, &p->sl), st, err);
     WSYNC_CHECK_GOTO(collect_owned(p), st, err);
     WSYNC_CHECK_GOTO(index_pieces(p), st, err);
     p->layout_json = wsync_sync_layout_to_json(p->sl, 0);
@@ -284,8 +283,8 @@ uint64_t wsync_publisher_owned_bytes(const wsync_publisher_t *p)
 /* A slot that is neither the newest version nor being pulled. */
 static wsync_status_t take_slot(wsync_publisher_t *p, int *slot)
 {
-    uint64_t deadline = wsync_now_ns() + (uint64_t)(p->cfg.slot_wait_ms > 0 ? p->cfg.slot_wait_ms : 60000) *
-                                             1000000ULL;
+    uint64_t deadline = wsync_now_ns() +
+                        (uint64_t)(p->cfg.slot_wait_ms > 0 ? p->cfg.slot_wait_ms : 60000) * 1000000ULL;
     int s;
     pthread_mutex_lock(&p->lock);
     for (;;) {
@@ -298,7 +297,8 @@ static wsync_status_t take_slot(wsync_publisher_t *p, int *slot)
             pthread_mutex_unlock(&p->lock);
             return wsync_error(WSYNC_ERR_TIMEOUT,
                                "trainer rank %d: both publish slots are still being pulled by engines; "
-                               "raise slot_wait_ms or check for stuck engines", p->cfg.rank);
+                               "raise slot_wait_ms or check for stuck engines",
+                               p->cfg.rank);
         }
         struct timespec ts;
         wsync_abstime_after_ms(&ts, 50);
@@ -365,8 +365,8 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
     sums = calloc(p->nmy ? p->nmy : 1, sizeof(*sums));
     pieces = json_array();
     if (sums == NULL || pieces == NULL) {
-        st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory publishing version %llu",
-                         p->cfg.rank, (unsigned long long)version);
+        st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory publishing version %llu", p->cfg.rank,
+                         (unsigned long long)version);
         goto out;
     }
     WSYNC_CHECK_GOTO(pub_digest(p, sums), st, out);
@@ -374,9 +374,8 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
         const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
         char hex[17];
         wsync_digest_hex(wsync_digest_final(sums[i], pc->len, pc->offset), hex);
-        json_array_append_new(pieces, json_pack("{s:I, s:I, s:I, s:s}", "id", (json_int_t)pc->id,
-                                                "offset", (json_int_t)pc->offset, "len",
-                                                (json_int_t)pc->len, "digest", hex));
+        json_array_append_new(pieces, json_pack("{s:I, s:I, s:I, s:s}", "id", (json_int_t)pc->id, "offset",
+                                                (json_int_t)pc->offset, "len", (json_int_t)pc->len, "digest", hex));
     }
     announce(p, slot, version);
     st = p->cfg.zero_copy ? WSYNC_OK : pub_copy_start(p, &p->slots[slot], &copy);
@@ -394,8 +393,10 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
         cst = pub_copy_finish(copy, st != WSYNC_OK);
         if (st == WSYNC_OK && cst != WSYNC_OK) {
             snprintf(why, sizeof(why), "its copy into the publish slot failed: %s", wsync_last_error());
-            st = wsync_error(cst, "trainer rank %d: version %llu was announced, but %s; it is withdrawn on "
-                             "this rank: publish a newer version", p->cfg.rank, (unsigned long long)version, why);
+            st = wsync_error(cst,
+                             "trainer rank %d: version %llu was announced, but %s; it is withdrawn on "
+                             "this rank: publish a newer version",
+                             p->cfg.rank, (unsigned long long)version, why);
         }
     }
     if (st != WSYNC_OK)
@@ -418,21 +419,24 @@ static wsync_status_t resend_if_lost(wsync_publisher_t *p, uint64_t version)
     if (p->reported_version != version || p->reported_pieces == NULL)
         return WSYNC_OK;
     WSYNC_CHECK(wsync_control_trainers(p->control, &arr));
-    json_array_foreach(arr, i, t)
-        if (json_integer_value(json_object_get(t, "rank")) == p->cfg.rank) {
-            registered = json_is_true(json_object_get(t, "registered"));
-            known = (uint64_t)json_integer_value(json_object_get(t, "version"));
-        }
+    json_array_foreach(arr, i, t) if (json_integer_value(json_object_get(t, "rank")) == p->cfg.rank)
+    {
+        registered = json_is_true(json_object_get(t, "registered"));
+        known = (uint64_t)json_integer_value(json_object_get(t, "version"));
+    }
     json_decref(arr);
     if (!registered) {
-        LOG_WARN("trainer rank %d: the control endpoint %s does not know this rank (restarted without its state?): "
-                 "registering again", p->cfg.rank, p->control_url);
+        LOG_WARN("trainer rank %d: the control endpoint %s does not know this rank (restarted without its "
+                 "state?): "
+                 "registering again",
+                 p->cfg.rank, p->control_url);
         WSYNC_CHECK(register_with_control(p));
     }
     if (known >= version)
         return WSYNC_OK;
     LOG_WARN("trainer rank %d: the control endpoint %s lost this rank's report of version %llu (restarted?): "
-             "sending it again", p->cfg.rank, p->control_url, (unsigned long long)version);
+             "sending it again",
+             p->cfg.rank, p->control_url, (unsigned long long)version);
     return report(p, version, p->reported_pieces);
 }
 
@@ -447,9 +451,10 @@ wsync_status_t wsync_publisher_wait_published(wsync_publisher_t *p, uint64_t ver
             return WSYNC_OK;
         now = wsync_now_ns();
         if (now >= end)
-            return wsync_error(WSYNC_ERR_TIMEOUT, "trainer rank %d: version %llu was not published within %d ms "
-                               "(another trainer rank has not reported it)", p->cfg.rank,
-                               (unsigned long long)version, timeout_ms);
+            return wsync_error(WSYNC_ERR_TIMEOUT,
+                               "trainer rank %d: version %llu was not published within %d ms "
+                               "(another trainer rank has not reported it)",
+                               p->cfg.rank, (unsigned long long)version, timeout_ms);
         /* Every 2 s of waiting: did the endpoint lose what this rank sent? */
         if (now >= p->resend_check_ns) {
             WSYNC_CHECK(resend_if_lost(p, version));

@@ -21,39 +21,39 @@
 /* One owned extent as it sits in a slot: image range -> registered memory. */
 typedef struct pub_span {
     uint64_t offset, len;
-    void *ptr;              /* where the bytes are in this slot */
-    int area;               /* index of the registered area holding them */
-    uint64_t area_off;      /* offset of ptr inside that area */
+    void *ptr;         /* where the bytes are in this slot */
+    int area;          /* index of the registered area holding them */
+    uint64_t area_off; /* offset of ptr inside that area */
 } pub_span_t;
 
 typedef struct pub_slot {
-    uint64_t version;       /* 0: empty */
-    int pins;               /* pulls in flight */
+    uint64_t version; /* 0: empty */
+    int pins;         /* pulls in flight */
     /* The copy into the slot runs after `version` is announced, so a pull
      * puts a piece only once it is copied. Both under the publisher's lock. */
-    unsigned char *copied;  /* [nmy]: my piece i is in the slot (all 1 with zero-copy) */
+    unsigned char *copied;      /* [nmy]: my piece i is in the slot (all 1 with zero-copy) */
     wsync_status_t copy_status; /* the copy failed: pulls waiting on it fail */
-    void *buf;              /* packed owned bytes (copy mode), else NULL */
-    int nareas;             /* memory areas to register: buf, or each extent */
+    void *buf;                  /* packed owned bytes (copy mode), else NULL */
+    int nareas;                 /* memory areas to register: buf, or each extent */
     void **area_ptr;
     uint64_t *area_len;
-    pub_span_t *spans;      /* [nspans], offset order */
-    wsync_region_t **regions[PUB_MAX_TRANSPORTS];   /* [transport][area], lazily */
+    pub_span_t *spans;                            /* [nspans], offset order */
+    wsync_region_t **regions[PUB_MAX_TRANSPORTS]; /* [transport][area], lazily */
 } pub_slot_t;
 
 typedef struct pub_conn {
     struct pub_conn *next;
-    char key[2 * WSYNC_BLOB_MAX + 1];   /* hex of the receiver's address */
-    char owner[160];                    /* "<engine id>/<local rank>": one live conn each */
+    char key[2 * WSYNC_BLOB_MAX + 1]; /* hex of the receiver's address */
+    char owner[160];                  /* "<engine id>/<local rank>": one live conn each */
     wsync_conn_t *conn;
-    int users;                          /* pulls using it now (p->lock) */
-    int stale;                          /* dropped when the last user is done */
+    int users; /* pulls using it now (p->lock) */
+    int stale; /* dropped when the last user is done */
 } pub_conn_t;
 
 /* A pull being served: puts in flight are counted down by the poller. */
 typedef struct pub_request {
     struct pub_request *next;
-    uint32_t req;           /* the engine's request id: high half of every tag */
+    uint32_t req; /* the engine's request id: high half of every tag */
     int outstanding;
     wsync_status_t status;
     char error[256];
@@ -62,7 +62,7 @@ typedef struct pub_request {
     const wsync_mem_ops_t *stage_mem;
     wsync_region_t *stage_region;
     const wsync_transport_ops_t *stage_ops;
-    json_t *segments;       /* {"segments": {...}}: the digests for the answer */
+    json_t *segments; /* {"segments": {...}}: the digests for the answer */
 } pub_request_t;
 
 /* Engine layouts (pull_targets.c): targets seen, node plans over lists of
@@ -71,8 +71,8 @@ typedef struct pub_target pub_target_t;
 typedef struct pub_nplan pub_nplan_t;
 typedef struct pub_segdig pub_segdig_t;
 typedef struct pub_treq {
-    pub_nplan_t *plan;          /* the node plan over the request's targets */
-    const pub_target_t *asker;  /* the asking rank's target */
+    pub_nplan_t *plan;         /* the node plan over the request's targets */
+    const pub_target_t *asker; /* the asking rank's target */
 } pub_treq_t;
 
 typedef struct pub_transport {
@@ -91,34 +91,34 @@ struct wsync_publisher {
     const wsync_mem_ops_t *mem;
     int device;
     wsync_control_t *control;
-    wsync_auth_t auth;              /* the token's keys: every pull and put proves it */
-    wsync_control_server_t *control_server;  /* with cfg.serve */
+    wsync_auth_t auth;                      /* the token's keys: every pull and put proves it */
+    wsync_control_server_t *control_server; /* with cfg.serve */
     char *control_url;
     wsync_sync_layout_t *sl;
-    json_t *layout_json;            /* what every publish reports (the manifest by digest); built once */
-    uint64_t reported_version;      /* the last version reported, and its pieces: */
-    json_t *reported_pieces;        /* sent again when the endpoint lost them */
-    uint64_t resend_check_ns;       /* when wait_published next checks that */
+    json_t *layout_json;       /* what every publish reports (the manifest by digest); built once */
+    uint64_t reported_version; /* the last version reported, and its pieces: */
+    json_t *reported_pieces;   /* sent again when the endpoint lost them */
+    uint64_t resend_check_ns;  /* when wait_published next checks that */
     size_t nspans;
-    wsync_owned_t *owned;           /* this rank's extents and the caller's pointers */
+    wsync_owned_t *owned; /* this rank's extents and the caller's pointers */
     uint64_t owned_bytes;
-    uint32_t *my_pieces;            /* ids of pieces this rank sends */
+    uint32_t *my_pieces; /* ids of pieces this rank sends */
     size_t nmy;
-    uint64_t *piece_slot_off;       /* per plan piece of mine: span index */
-    int pieces_tile;                /* my pieces cover my extents exactly */
-    int snap_threads;               /* threads of a host-memory snapshot */
+    uint64_t *piece_slot_off; /* per plan piece of mine: span index */
+    int pieces_tile;          /* my pieces cover my extents exactly */
+    int snap_threads;         /* threads of a host-memory snapshot */
 
     pthread_mutex_t lock;
     pthread_cond_t cond;
     pub_slot_t slots[PUB_SLOTS];
-    int latest;                     /* slot of the newest version, -1 none */
+    int latest; /* slot of the newest version, -1 none */
     pub_transport_t transports[PUB_MAX_TRANSPORTS];
     int ntransports;
     pub_request_t *requests;
-    uint64_t withdrawn;             /* the last version taken down after announcing it */
-    char withdrawn_why[512];        /* and why (named in the failed pulls) */
+    uint64_t withdrawn;      /* the last version taken down after announcing it */
+    char withdrawn_why[512]; /* and why (named in the failed pulls) */
 
-    pthread_mutex_t tlock;          /* the engine-layout caches below */
+    pthread_mutex_t tlock; /* the engine-layout caches below */
     pub_target_t *targets;
     pub_nplan_t *nplans;
     pub_segdig_t *segdigs;

@@ -82,8 +82,11 @@ static void *poller_main(void *arg)
 /* The transport named `name`, opened on first use. Called with p->lock held. */
 static wsync_status_t get_transport(wsync_publisher_t *p, const char *name, int *idx)
 {
-    wsync_transport_config_t cfg = {.bind_host = NULL, .conns_per_peer = 0, .device = -1,
-                                    .timeout_ms = wsync_connect_timeout_ms(0), .auth = &p->auth};
+    wsync_transport_config_t cfg = {.bind_host = NULL,
+                                    .conns_per_peer = 0,
+                                    .device = -1,
+                                    .timeout_ms = wsync_connect_timeout_ms(0),
+                                    .auth = &p->auth};
     const wsync_transport_ops_t *ops;
     pub_transport_t *pt;
     void **arg;
@@ -129,8 +132,7 @@ static wsync_status_t slot_regions(wsync_publisher_t *p, pub_slot_t *s, int ti)
     }
     for (a = 0; a < s->nareas; a++)
         if (s->regions[ti][a] == NULL)
-            WSYNC_CHECK(pt->ops->reg(pt->t, s->area_ptr[a], s->area_len[a], p->mem->kind,
-                                     &s->regions[ti][a], &key));
+            WSYNC_CHECK(pt->ops->reg(pt->t, s->area_ptr[a], s->area_len[a], p->mem->kind, &s->regions[ti][a], &key));
     return WSYNC_OK;
 }
 
@@ -143,8 +145,8 @@ static void drop_conn(wsync_publisher_t *p, int ti, pub_conn_t *dead);
  * a new address: its old connection (`owner` matches, address differs) is
  * dropped, so connections stay one per engine rank instead of piling up
  * half-closed (measured: ~200 descriptors per 1000 versions before). */
-static wsync_status_t get_conn(wsync_publisher_t *p, int ti, const json_t *addr_json,
-                               const wsync_blob_t *addr, const char *owner, pub_conn_t **out)
+static wsync_status_t get_conn(wsync_publisher_t *p, int ti, const json_t *addr_json, const wsync_blob_t *addr,
+                               const char *owner, pub_conn_t **out)
 {
     pub_transport_t *pt = &p->transports[ti];
     const char *key = json_string_value(addr_json);
@@ -181,7 +183,7 @@ static wsync_status_t get_conn(wsync_publisher_t *p, int ti, const json_t *addr_
         return WSYNC_ERR_PEER;
     }
     for (other = pt->conns; other; other = other->next)
-        if (strcmp(other->key, key) == 0 && !other->stale) {     /* another pull connected meanwhile */
+        if (strcmp(other->key, key) == 0 && !other->stale) { /* another pull connected meanwhile */
             pt->ops->disconnect(c->conn);
             free(c);
             other->users++;
@@ -332,8 +334,8 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
     int slot, ti = 0;
 
     if (strcmp(q->layout_digest, p->sl->layout_digest) != 0) {
-        snprintf(msg, sizeof(msg), "trainer rank %d: layout digest %s differs from the engine's %s",
-                 p->cfg.rank, p->sl->layout_digest, q->layout_digest);
+        snprintf(msg, sizeof(msg), "trainer rank %d: layout digest %s differs from the engine's %s", p->cfg.rank,
+                 p->sl->layout_digest, q->layout_digest);
         json_object_set_new(reply, "error", json_string(msg));
         return;
     }
@@ -354,9 +356,8 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
         goto fail_locked;
     }
     if (slot < 0) {
-        snprintf(msg, sizeof(msg), "trainer rank %d no longer holds version %lld (newest: %llu)",
-                 p->cfg.rank, (long long)version,
-                 p->latest >= 0 ? (unsigned long long)p->slots[p->latest].version : 0ULL);
+        snprintf(msg, sizeof(msg), "trainer rank %d no longer holds version %lld (newest: %llu)", p->cfg.rank,
+                 (long long)version, p->latest >= 0 ? (unsigned long long)p->slots[p->latest].version : 0ULL);
         goto fail_locked;
     }
     if (find_request(p, r.req)) {
@@ -412,7 +413,7 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
     if (r.stage_region)
-        r.stage_ops->dereg(r.stage_region);     /* no put reads it any more: answered, or the connection dropped */
+        r.stage_ops->dereg(r.stage_region); /* no put reads it any more: answered, or the connection dropped */
     if (r.stage)
         r.stage_mem->free(r.stage);
     if (r.status != WSYNC_OK) {
@@ -424,8 +425,10 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
     }
     json_object_set_new(reply, "ok", json_true());
     if (r.segments)
-        json_object_set_new(reply, "segments", json_object_get(r.segments, "segments") ?
-                                               json_incref(json_object_get(r.segments, "segments")) : json_object());
+        json_object_set_new(reply, "segments",
+                            json_object_get(r.segments, "segments")
+                                ? json_incref(json_object_get(r.segments, "segments"))
+                                : json_object());
     json_decref(r.segments);
     json_object_set_new(reply, "pieces", json_integer((json_int_t)n));
     json_object_set_new(reply, "bytes", json_integer((json_int_t)bytes));
@@ -441,7 +444,7 @@ static void serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
 {
     wsync_pull_request_t q;
     char msg[400];
-    if (wsync_pull_request_from_json(req, p->sl->plan->nchunks, &q) != WSYNC_OK) {  /* targets: checked later */
+    if (wsync_pull_request_from_json(req, p->sl->plan->nchunks, &q) != WSYNC_OK) { /* targets: checked later */
         snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
         json_object_set_new(reply, "error", json_string(msg));
         return;

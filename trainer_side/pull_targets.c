@@ -25,15 +25,15 @@
 struct pub_target {
     struct pub_target *next;
     wsync_target_t *t;
-    wsync_node_plan_t *seg;         /* its segments */
+    wsync_node_plan_t *seg; /* its segments */
 };
 
 struct pub_nplan {
     struct pub_nplan *next;
     int L;
-    char (*digests)[33];            /* [L]: the key, with the landing hint */
+    char (*digests)[33]; /* [L]: the key, with the landing hint */
     int hint_world;
-    int *colo, *ncolo;              /* [hint_world * L], [hint_world] */
+    int *colo, *ncolo; /* [hint_world * L], [hint_world] */
     wsync_node_plan_t *np;
 };
 
@@ -41,7 +41,7 @@ struct pub_segdig {
     struct pub_segdig *next;
     uint64_t version;
     const pub_target_t *tg;
-    json_t *segments;               /* {"<segment id>": "digest hex"} of the segments this rank owns */
+    json_t *segments; /* {"<segment id>": "digest hex"} of the segments this rank owns */
 };
 
 void pub_targets_free(wsync_publisher_t *p)
@@ -84,8 +84,10 @@ static wsync_status_t get_target(wsync_publisher_t *p, const wsync_pull_request_
             return WSYNC_OK;
         }
     if (def == NULL)
-        return wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d does not know target %s (the engine resends its "
-                           "targets on the next attempt)", p->cfg.rank, digest);
+        return wsync_error(WSYNC_ERR_NOT_FOUND,
+                           "trainer rank %d does not know target %s (the engine resends its "
+                           "targets on the next attempt)",
+                           p->cfg.rank, digest);
     t = calloc(1, sizeof(*t));
     WSYNC_CHECK_ALLOC(t);
     st = wsync_target_from_json_obj(sl->manifest, def, &t->t);
@@ -216,8 +218,8 @@ static wsync_status_t gather(const wsync_publisher_t *p, const pub_slot_t *s, co
     if (n == 0)
         return WSYNC_OK;
     if (sp == NULL)
-        return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: byte %llu of a put is not one it owns", p->cfg.rank,
-                           (unsigned long long)runs[0].src_off);
+        return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: byte %llu of a put is not one it owns",
+                           p->cfg.rank, (unsigned long long)runs[0].src_off);
     rel = malloc(n * sizeof(*rel));
     WSYNC_CHECK_ALLOC(rel);
     for (k = 0; k < n; k++) {
@@ -227,7 +229,7 @@ static wsync_status_t gather(const wsync_publisher_t *p, const pub_slot_t *s, co
             return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: a put reads outside its extent", p->cfg.rank);
         }
         rel[k] = runs[k];
-        rel[k].src_off -= sp->offset;   /* relative to the span's memory */
+        rel[k].src_off -= sp->offset; /* relative to the span's memory */
     }
     if (p->mem->kind == WSYNC_MEM_HOST) {
         wsync_pack_host(dst, sp->ptr, rel, n);
@@ -308,7 +310,7 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
         } else {
             WSYNC_CHECK(gather(p, s, runs, pu->nruns, r->stage + at));
             if (corrupt_packed && !corrupted && strided(runs, pu->nruns)) {
-                flip_byte(p, r->stage + at + pu->len / 2);   /* test hook: the first column slice of a request */
+                flip_byte(p, r->stage + at + pu->len / 2); /* test hook: the first column slice of a request */
                 corrupted = 1;
             }
             region = r->stage_region;
@@ -338,8 +340,7 @@ static wsync_status_t digest_at(const wsync_publisher_t *p, const void *ptr, uin
 }
 
 /* Digests of `tg`'s segments this rank owns, in the version held in slot s. */
-static wsync_status_t compute_segments(wsync_publisher_t *p, const pub_slot_t *s, const pub_target_t *tg,
-                                       json_t *out)
+static wsync_status_t compute_segments(wsync_publisher_t *p, const pub_slot_t *s, const pub_target_t *tg, json_t *out)
 {
     const wsync_node_plan_t *seg = tg->seg;
     void *buf = NULL;
@@ -354,7 +355,8 @@ static wsync_status_t compute_segments(wsync_publisher_t *p, const pub_slot_t *s
         if (wsync_runs_contiguous(runs, pu->nruns, &src)) {
             const pub_span_t *sp = span_at(p, s, src);
             if (sp == NULL || src + pu->len > sp->offset + sp->len) {
-                st = wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: segment %u is not its own", p->cfg.rank, pu->id);
+                st = wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: segment %u is not its own", p->cfg.rank,
+                                 pu->id);
                 break;
             }
             st = digest_at(p, (const char *)sp->ptr + (src - sp->offset), pu->len, pu->dst_off, &d);
@@ -421,7 +423,7 @@ wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, co
         d->next = p->segdigs;
         p->segdigs = d;
     }
-    json_object_set_new(reply, "segments", json_deep_copy(d->segments));   /* the cached one stays here */
+    json_object_set_new(reply, "segments", json_deep_copy(d->segments)); /* the cached one stays here */
     pthread_mutex_unlock(&p->tlock);
     return st;
 }

@@ -34,13 +34,13 @@
 struct pub_work {
     wsync_publisher_t *p;
     pub_slot_t *s;
-    uint64_t *sums;       /* digest: per piece of mine, in my_pieces order */
+    uint64_t *sums; /* digest: per piece of mine, in my_pieces order */
     wsync_status_t (*unit)(pub_work_t *w, size_t i);
     size_t nunits;
-    size_t next;          /* next unit to take (atomic) */
+    size_t next; /* next unit to take (atomic) */
     pthread_t tid[SNAP_MAX_THREADS];
     int started;
-    long corrupt_piece;   /* test hooks (see pub_copy_start), -1: none */
+    long corrupt_piece; /* test hooks (see pub_copy_start), -1: none */
     long fail_piece;
     int delay_ms;
     uint64_t block;       /* copy by blocks: bytes per block */
@@ -105,7 +105,7 @@ static void mark_copied(pub_work_t *w, size_t i, long k)
 /* My piece that copy block b belongs to. */
 static size_t block_piece(const pub_work_t *w, size_t b)
 {
-    size_t lo = 0, hi = w->p->nmy;   /* first_block[lo] <= b < first_block[hi] */
+    size_t lo = 0, hi = w->p->nmy; /* first_block[lo] <= b < first_block[hi] */
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
         if (w->first_block[mid] <= b)
@@ -193,7 +193,7 @@ static void *work_main(void *arg)
                 snprintf(w->why, sizeof(w->why), "%s", wsync_last_error());
             }
             pthread_mutex_unlock(&w->lock);
-            __atomic_store_n(&w->next, w->nunits, __ATOMIC_RELAXED);  /* the others stop too */
+            __atomic_store_n(&w->next, w->nunits, __ATOMIC_RELAXED); /* the others stop too */
         }
     }
     return NULL;

@@ -17,8 +17,8 @@ typedef struct wsync_publisher wsync_publisher_t;
 /* How the image is split among the trainer ranks; every party derives the
  * same extents from (manifest, kind, world). */
 typedef enum wsync_layout_kind {
-    WSYNC_LAYOUT_EVEN = 0,  /* W contiguous shards of the image */
-    WSYNC_LAYOUT_FSDP = 1,  /* every tensor split along dim 0 */
+    WSYNC_LAYOUT_EVEN = 0, /* W contiguous shards of the image */
+    WSYNC_LAYOUT_FSDP = 1, /* every tensor split along dim 0 */
 } wsync_layout_kind_t;
 
 /* One extent this rank owns: image bytes [offset, offset+len) live at ptr. */
@@ -29,12 +29,12 @@ typedef struct wsync_owned {
 } wsync_owned_t;
 
 typedef struct wsync_publisher_config {
-    const char *control_url;    /* required, e.g. "http://10.0.0.1:8470" */
-    const char *token;          /* bearer token or NULL (then env WSYNC_TOKEN) */
+    const char *control_url; /* required, e.g. "http://10.0.0.1:8470" */
+    const char *token;       /* bearer token or NULL (then env WSYNC_TOKEN) */
     int rank, world;
-    const char *manifest_json;  /* the image layout (manifest JSON); copied */
+    const char *manifest_json; /* the image layout (manifest JSON); copied */
     wsync_layout_kind_t layout;
-    uint64_t chunk_size;        /* 0: 64 MiB */
+    uint64_t chunk_size; /* 0: 64 MiB */
     /* Where this rank's bytes are: either `image` (a full image-shaped buffer;
      * only the owned extents are read) or `owned`/`nowned` (one pointer per
      * owned extent, in offset order; see wsync_publisher_owned_extents). */
@@ -59,8 +59,7 @@ typedef struct wsync_publisher_config {
 } wsync_publisher_config_t;
 
 /* Registers with the control endpoint and starts the pull server. Blocking. */
-WSYNC_API wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg,
-                                                wsync_publisher_t **out);
+WSYNC_API wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync_publisher_t **out);
 
 /* Publish the owned extents as `version` (must grow): digest them where they
  * are, report to the control endpoint (the version is published when all W
@@ -101,10 +100,8 @@ WSYNC_API void wsync_publisher_destroy(wsync_publisher_t *p);
 /* The extents rank `rank` of `world` owns under a layout, without creating a
  * publisher: fills up to `max` entries of out (ptr = NULL) and returns the
  * count in *n. */
-WSYNC_API wsync_status_t wsync_publisher_owned_extents(const char *manifest_json,
-                                                       wsync_layout_kind_t layout, int world,
-                                                       int rank, wsync_owned_t *out, int max,
-                                                       int *n);
+WSYNC_API wsync_status_t wsync_publisher_owned_extents(const char *manifest_json, wsync_layout_kind_t layout,
+                                                       int world, int rank, wsync_owned_t *out, int max, int *n);
 
 #ifdef __cplusplus
 }

@@ -22,9 +22,9 @@
  * its own event only, not on the whole device. */
 static __thread cudaStream_t tls_stream[CUDA_MAX_DEVICES];
 static __thread cudaEvent_t tls_event[CUDA_MAX_DEVICES];
-static __thread uint64_t *tls_dsum[CUDA_MAX_DEVICES];   /* device accumulators */
-static __thread uint64_t *tls_hsum[CUDA_MAX_DEVICES];   /* pinned copy of them */
-static __thread size_t tls_nsum[CUDA_MAX_DEVICES];      /* words in each */
+static __thread uint64_t *tls_dsum[CUDA_MAX_DEVICES]; /* device accumulators */
+static __thread uint64_t *tls_hsum[CUDA_MAX_DEVICES]; /* pinned copy of them */
+static __thread size_t tls_nsum[CUDA_MAX_DEVICES];    /* words in each */
 static __thread int tls_device = -1;
 /* The device chosen by the last init in any thread; threads that never
  * called init (a transport's worker threads) use it. */
@@ -35,12 +35,15 @@ static wsync_status_t cuda_init(int device)
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0)
-        return wsync_error(WSYNC_ERR_UNSUPPORTED, "cuda:%d requested but there is no CUDA device here (%s); "
+        return wsync_error(WSYNC_ERR_UNSUPPORTED,
+                           "cuda:%d requested but there is no CUDA device here (%s); "
                            "use --device host or run on a GPU machine",
                            device, e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     if (device < 0 || device >= n || device >= CUDA_MAX_DEVICES)
-        return wsync_error(WSYNC_ERR_UNSUPPORTED, "cuda:%d requested but this machine has %d CUDA device%s "
-                           "(cuda:0..cuda:%d)", device, n, n == 1 ? "" : "s", n - 1);
+        return wsync_error(WSYNC_ERR_UNSUPPORTED,
+                           "cuda:%d requested but this machine has %d CUDA device%s "
+                           "(cuda:0..cuda:%d)",
+                           device, n, n == 1 ? "" : "s", n - 1);
     CUDA_CHECK(cudaSetDevice(device));
     tls_device = device;
     __atomic_store_n(&default_device, device, __ATOMIC_RELAXED);
@@ -191,10 +194,10 @@ static wsync_status_t cuda_digest_many(const wsync_digest_range_t *r, size_t n, 
 struct wsync_mem_job {
     struct wsync_mem_job *next_free;
     int device;
-    cudaEvent_t copied, ev;     /* the copy is done; everything is done */
-    uint64_t *dsum, *hsum;      /* device accumulators, pinned copy */
+    cudaEvent_t copied, ev; /* the copy is done; everything is done */
+    uint64_t *dsum, *hsum;  /* device accumulators, pinned copy */
     size_t cap, n;
-    int host;                   /* the bytes were host memory: done at start */
+    int host; /* the bytes were host memory: done at start */
 };
 
 static __thread wsync_mem_job_t *tls_free_jobs;
@@ -331,19 +334,46 @@ int wsync_cuda_device_count(void)
 static wsync_status_t no_cuda(void)
 {
     return wsync_error(WSYNC_ERR_UNSUPPORTED, "memory cuda: wsync was not built with CUDA "
-                       "(rebuild with CUDA=1 where /usr/local/cuda exists)");
+                                              "(rebuild with CUDA=1 where /usr/local/cuda exists)");
 }
-int wsync_cuda_device_count(void) { return 0; }
-static wsync_status_t cuda_init(int device) { return no_cuda(); }
-static wsync_status_t cuda_alloc(size_t len, void **out) { return no_cuda(); }
+int wsync_cuda_device_count(void)
+{
+    return 0;
+}
+static wsync_status_t cuda_init(int device)
+{
+    return no_cuda();
+}
+static wsync_status_t cuda_alloc(size_t len, void **out)
+{
+    return no_cuda();
+}
 static void cuda_free(void *ptr) {}
-static wsync_status_t cuda_copy(void *dst, const void *src, size_t len) { return no_cuda(); }
-static wsync_status_t cuda_fill(void *dst, size_t len, uint64_t off, uint64_t seed) { return no_cuda(); }
-static wsync_status_t cuda_digest_sum(const void *ptr, size_t len, uint64_t off, uint64_t *sum) { return no_cuda(); }
-static wsync_status_t cuda_digest_many(const wsync_digest_range_t *r, size_t n, uint64_t *sums) { return no_cuda(); }
+static wsync_status_t cuda_copy(void *dst, const void *src, size_t len)
+{
+    return no_cuda();
+}
+static wsync_status_t cuda_fill(void *dst, size_t len, uint64_t off, uint64_t seed)
+{
+    return no_cuda();
+}
+static wsync_status_t cuda_digest_sum(const void *ptr, size_t len, uint64_t off, uint64_t *sum)
+{
+    return no_cuda();
+}
+static wsync_status_t cuda_digest_many(const wsync_digest_range_t *r, size_t n, uint64_t *sums)
+{
+    return no_cuda();
+}
 static wsync_status_t cuda_copy_digest_start(void *dst, const void *src, size_t len, const wsync_digest_range_t *r,
-                                             size_t n, wsync_mem_job_t **job) { return no_cuda(); }
-static wsync_status_t cuda_job_poll(wsync_mem_job_t *j, int wait, uint64_t *sums, int *done) { return no_cuda(); }
+                                             size_t n, wsync_mem_job_t **job)
+{
+    return no_cuda();
+}
+static wsync_status_t cuda_job_poll(wsync_mem_job_t *j, int wait, uint64_t *sums, int *done)
+{
+    return no_cuda();
+}
 static void cuda_job_free(wsync_mem_job_t *j) {}
 #endif
 

@@ -14,7 +14,7 @@
 #ifdef MADV_POPULATE_WRITE
 #define WSYNC_MADV_POPULATE_WRITE MADV_POPULATE_WRITE
 #else
-#define WSYNC_MADV_POPULATE_WRITE 23   /* Linux 5.14 */
+#define WSYNC_MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
 /* The size of each mapping, kept just before it, so free needs no length. */

@@ -38,7 +38,7 @@ __attribute__((target("avx2"))) static void stream_copy_avx2(char *d, const char
             _mm256_stream_si256((__m256i *)(d + o + k + 96), e);
         }
     }
-    _mm_sfence();   /* streamed stores are visible before the copy returns */
+    _mm_sfence(); /* streamed stores are visible before the copy returns */
     memcpy(d + o, s + o, len - o);
 }
 

@@ -25,7 +25,7 @@ typedef struct wsync_digest_range {
 typedef struct wsync_mem_job wsync_mem_job_t;
 
 typedef struct wsync_mem_ops {
-    const char *name;                   /* "host", "cuda" */
+    const char *name; /* "host", "cuda" */
     wsync_mem_kind_t kind;
     /* Select device `device` for the calling thread (host: no-op). Fails with
      * WSYNC_ERR_UNSUPPORTED and a clear message where there is no such device. */
@@ -56,7 +56,7 @@ typedef struct wsync_mem_ops {
 } wsync_mem_ops_t;
 
 extern const wsync_mem_ops_t wsync_mem_host;
-extern const wsync_mem_ops_t wsync_mem_cuda;   /* stub without CUDA */
+extern const wsync_mem_ops_t wsync_mem_cuda; /* stub without CUDA */
 
 /* CUDA devices usable here: 0 without CUDA, without a driver or without a
  * GPU (never fails; the reason is not recorded). */

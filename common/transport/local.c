@@ -32,8 +32,8 @@
 
 #include "common/cuda_checks.h"
 
-#define LO_MAGIC 0x6c61636f6c5f7973ULL  /* "sy_local" */
-#define LO_MAPS 256                      /* peer allocations mapped per transport */
+#define LO_MAGIC 0x6c61636f6c5f7973ULL /* "sy_local" */
+#define LO_MAPS 256                    /* peer allocations mapped per transport */
 #define LO_NAME 96
 
 typedef struct lo_addr {
@@ -46,7 +46,7 @@ typedef struct lo_addr {
  * the region's offset inside it travels along. */
 typedef struct lo_key {
     uint64_t magic, pid, id, len, alloc_off;
-    uint64_t base;      /* the allocation's address in the receiver (used when that is this process) */
+    uint64_t base; /* the allocation's address in the receiver (used when that is this process) */
     int32_t device, pad;
     cudaIpcMemHandle_t handle;
 } lo_key_t;
@@ -110,7 +110,7 @@ typedef struct lo_conn {
     int fd, id;
     char peer_name[LO_NAME];
     cudaStream_t stream;
-    pthread_mutex_t lock;       /* orders puts and the op queue */
+    pthread_mutex_t lock; /* orders puts and the op queue */
     pthread_cond_t cond;
     lo_op_t *head, *tail;
     int stopping, broken;
@@ -143,7 +143,7 @@ static int lo_can_use(const wsync_transport_config_t *cfg)
     cudaError_t e;
     if (cfg == NULL || cfg->device < 0) {
         wsync_error(WSYNC_ERR_UNSUPPORTED, "transport local moves GPU memory only (this side holds host "
-                    "memory); use tcp for host memory");
+                                           "memory); use tcp for host memory");
         return 0;
     }
     e = cudaGetDeviceCount(&n);
@@ -187,8 +187,10 @@ static wsync_status_t lo_reg(wsync_transport_t *tr, void *ptr, size_t len, wsync
     wsync_status_t st = WSYNC_OK;
     int prev = 0;
     if (kind != WSYNC_MEM_CUDA)
-        return wsync_error(WSYNC_ERR_UNSUPPORTED, "transport local moves GPU memory only; this %zu-byte region "
-                           "is host memory: use tcp", len);
+        return wsync_error(WSYNC_ERR_UNSUPPORTED,
+                           "transport local moves GPU memory only; this %zu-byte region "
+                           "is host memory: use tcp",
+                           len);
     r = calloc(1, sizeof(*r));
     WSYNC_CHECK_ALLOC(r);
     r->base = (wsync_region_t){.transport = tr, .ptr = ptr, .len = len, .kind = kind};
@@ -196,11 +198,13 @@ static wsync_status_t lo_reg(wsync_transport_t *tr, void *ptr, size_t len, wsync
     /* The driver's address range gives the allocation's base; reached through
      * the runtime so the static cudart build needs no -lcuda. */
     if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", (void **)&get_range, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess || q != cudaDriverEntryPointSuccess ||
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess ||
         (cr = get_range(&base, &size, (CUdeviceptr)(uintptr_t)ptr)) != CUDA_SUCCESS) {
-        st = wsync_error(WSYNC_ERR_CUDA, "transport local: cannot find the allocation under %p on cuda:%d "
-                         "(cuMemGetAddressRange: CUresult %d): is it device memory of this process?", ptr,
-                         t->device, (int)cr);
+        st = wsync_error(WSYNC_ERR_CUDA,
+                         "transport local: cannot find the allocation under %p on cuda:%d "
+                         "(cuMemGetAddressRange: CUresult %d): is it device memory of this process?",
+                         ptr, t->device, (int)cr);
         goto fail_dev;
     }
     if ((uintptr_t)ptr + len > (uintptr_t)base + size) {
@@ -257,8 +261,8 @@ static void *reader_main(void *arg)
         c.len = n.len;
         if (n.status != WSYNC_OK) {
             n.message[sizeof(n.message) - 1] = '\0';
-            wsync_cqueue_push_error(&t->cq, n.tag, rd->peer, (wsync_status_t)n.status, "local put from sender %d failed: %s",
-                       rd->peer, n.message);
+            wsync_cqueue_push_error(&t->cq, n.tag, rd->peer, (wsync_status_t)n.status,
+                                    "local put from sender %d failed: %s", rd->peer, n.message);
             continue;
         }
         wsync_cqueue_push(&t->cq, &c);
@@ -282,8 +286,8 @@ static void *accept_main(void *arg)
         fd = accept4(t->lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)
             continue;
-        if (wsync_hs_serve(&hs, fd, &t->auth, WSYNC_HS_LOCAL, "a local process", sizeof(h), t->timeout_ms, &payload,
-                           &len) != WSYNC_OK) {
+        if (wsync_hs_serve(&hs, fd, &t->auth, WSYNC_HS_LOCAL, "a local process", sizeof(h), t->timeout_ms,
+                           &payload, &len) != WSYNC_OK) {
             wsync_log(WSYNC_LOG_WARN, "local: %s", wsync_last_error());
             close(fd);
             continue;
@@ -293,7 +297,7 @@ static void *accept_main(void *arg)
         free(payload);
         if (len != sizeof(h) || h.magic != LO_MAGIC || h.nonce != t->nonce) {
             wsync_hs_refuse(&hs, WSYNC_ERR_PEER, "not a sender of this receiver (stale address?)");
-            close(fd);  /* not a sender of ours (stale address, scan) */
+            close(fd); /* not a sender of ours (stale address, scan) */
             continue;
         }
         if (wsync_hs_accept(&hs, NULL, 0) != WSYNC_OK) {
@@ -309,7 +313,8 @@ static void *accept_main(void *arg)
         rd->fd = fd;
         rd->peer = h.id;
         if (pthread_create(&rd->th, NULL, reader_main, rd) != 0) {
-            wsync_cqueue_push_error(&t->cq, ~0ULL, h.id, WSYNC_ERR_IO, "local: cannot start the reader of sender %d", h.id);
+            wsync_cqueue_push_error(&t->cq, ~0ULL, h.id, WSYNC_ERR_IO,
+                                    "local: cannot start the reader of sender %d", h.id);
             close(fd);
             free(rd);
             continue;
@@ -383,7 +388,7 @@ static void *progress_main(void *arg)
         }
         pthread_mutex_unlock(&c->lock);
         if (op == NULL)
-            break;  /* stopping and drained */
+            break; /* stopping and drained */
         e = cudaEventSynchronize(op->ev);
         cudaEventDestroy(op->ev);
         if (e == cudaSuccess) {
@@ -410,8 +415,10 @@ static wsync_status_t lo_connect(wsync_transport_t *tr, const wsync_blob_t *addr
     wsync_status_t st = WSYNC_OK;
     int prev = 0;
     if (addr->len != sizeof(a))
-        return wsync_error(WSYNC_ERR_FORMAT, "transport local: address of %u bytes, expected %zu (is the "
-                           "receiver using another transport?)", addr->len, sizeof(a));
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "transport local: address of %u bytes, expected %zu (is the "
+                           "receiver using another transport?)",
+                           addr->len, sizeof(a));
     memcpy(&a, addr->data, sizeof(a));
     a.name[LO_NAME - 1] = '\0';
     if (a.magic != LO_MAGIC)
@@ -426,8 +433,9 @@ static wsync_status_t lo_connect(wsync_transport_t *tr, const wsync_blob_t *addr
     pthread_cond_init(&c->cond, NULL);
     WSYNC_CHECK_GOTO(wsync_unix_connect(a.name, t->timeout_ms, &c->fd), st, fail);
     h.nonce = a.nonce;
-    WSYNC_CHECK_GOTO(wsync_hs_connect(c->fd, &t->auth, WSYNC_HS_LOCAL, a.name, &h, sizeof(h), t->timeout_ms, NULL, 0,
-                                      NULL), st, fail);
+    WSYNC_CHECK_GOTO(wsync_hs_connect(c->fd, &t->auth, WSYNC_HS_LOCAL, a.name, &h, sizeof(h), t->timeout_ms, NULL,
+                                      0, NULL),
+                     st, fail);
     WSYNC_CHECK_GOTO(enter_device(t->device, &prev), st, fail);
     st = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) == cudaSuccess
              ? WSYNC_OK
@@ -456,7 +464,7 @@ static wsync_status_t lo_expect(wsync_transport_t *t, int src_id, wsync_region_t
                                 uint64_t tag)
 {
     (void)t, (void)src_id, (void)dst, (void)off, (void)len, (void)tag;
-    return WSYNC_OK;    /* one-sided */
+    return WSYNC_OK; /* one-sided */
 }
 
 /* The receiver's allocation mapped here, once per handle. */
@@ -466,7 +474,7 @@ static wsync_status_t map_key(lo_transport_t *t, const lo_key_t *k, char **out)
     void *p = NULL;
     int i;
     if (k->pid == (uint64_t)getpid()) {
-        *out = (char *)(uintptr_t)k->base;    /* CUDA will not open a handle in its own process */
+        *out = (char *)(uintptr_t)k->base; /* CUDA will not open a handle in its own process */
         return WSYNC_OK;
     }
     pthread_mutex_lock(&t->lock);
@@ -509,8 +517,9 @@ static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_o
     if (k.magic != LO_MAGIC)
         return wsync_error(WSYNC_ERR_FORMAT, "transport local: not a local transport key");
     if (src->kind != WSYNC_MEM_CUDA || src_off + len > src->len || dst_off + len > k.len)
-        return wsync_error(WSYNC_ERR_INVALID, "local put of %zu bytes: source %zu+%zu of %zu, destination %zu of %llu",
-                           len, src_off, len, src->len, dst_off, (unsigned long long)k.len);
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "local put of %zu bytes: source %zu+%zu of %zu, destination %zu of %llu", len, src_off,
+                           len, src->len, dst_off, (unsigned long long)k.len);
     if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
         return wsync_error(WSYNC_ERR_PEER, "local put to '%s': the receiver went away", c->peer_name);
     op = calloc(1, sizeof(*op));
@@ -527,7 +536,8 @@ static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_o
     CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&op->ev, cudaEventDisableTiming), st, fail_locked);
     if (len > 0)
         CUDA_CHECK_GOTO(cudaMemcpyAsync(base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len,
-                                        cudaMemcpyDeviceToDevice, c->stream), st, fail_event);
+                                        cudaMemcpyDeviceToDevice, c->stream),
+                        st, fail_event);
     CUDA_CHECK_GOTO(cudaEventRecord(op->ev, c->stream), st, fail_event);
     if (c->tail)
         c->tail->next = op;
@@ -606,7 +616,7 @@ static void lo_close(wsync_transport_t *tr)
 static wsync_status_t no_cuda(void)
 {
     return wsync_error(WSYNC_ERR_UNSUPPORTED, "transport local: wsync was not built with CUDA (it moves GPU "
-                       "memory only; use tcp)");
+                                              "memory only; use tcp)");
 }
 static int lo_can_use(const wsync_transport_config_t *cfg)
 {
@@ -625,7 +635,10 @@ static wsync_status_t lo_reg(wsync_transport_t *t, void *ptr, size_t len, wsync_
     (void)t, (void)ptr, (void)len, (void)kind, (void)out, (void)key;
     return no_cuda();
 }
-static void lo_dereg(wsync_region_t *r) { (void)r; }
+static void lo_dereg(wsync_region_t *r)
+{
+    (void)r;
+}
 static wsync_status_t lo_listen(wsync_transport_t *t, wsync_blob_t *addr)
 {
     (void)t, (void)addr;
@@ -654,8 +667,14 @@ static wsync_status_t lo_poll(wsync_transport_t *t, wsync_completion_t *out, int
     *n = 0;
     return no_cuda();
 }
-static void lo_disconnect(wsync_conn_t *c) { (void)c; }
-static void lo_close(wsync_transport_t *t) { (void)t; }
+static void lo_disconnect(wsync_conn_t *c)
+{
+    (void)c;
+}
+static void lo_close(wsync_transport_t *t)
+{
+    (void)t;
+}
 #endif
 
 const wsync_transport_ops_t wsync_transport_local = {

@@ -38,12 +38,12 @@
  * 0.905 of one raw send on two H200s): one kernel launch drives them all.
  * WSYNC_NCCL_GROUP=1..8 overrides (both sides must agree). */
 #define NC_GROUP_MAX 8
-#define NC_INFLIGHT_MAX 8       /* groups in flight per pair */
+#define NC_INFLIGHT_MAX 8 /* groups in flight per pair */
 
 typedef struct nc_op {
     struct nc_op *next;
-    int send;                   /* 1 = ncclSend, 0 = ncclRecv */
-    int last;                   /* the caller's batch ends here: close the group */
+    int send; /* 1 = ncclSend, 0 = ncclRecv */
+    int last; /* the caller's batch ends here: close the group */
     uint64_t queued_ns;
     void *ptr;
     size_t len;
@@ -61,15 +61,15 @@ typedef struct nc_transport nc_transport_t;
 
 /* One pair: on the receiver, one per sender id; on the sender, the conn. */
 typedef struct nc_peer {
-    wsync_conn_t super;         /* used on the sender side */
+    wsync_conn_t super; /* used on the sender side */
     nc_transport_t *t;
-    int id;                     /* sender id (peer reported in completions) */
-    int sender;                 /* 1 on the sending side */
+    int id;     /* sender id (peer reported in completions) */
+    int sender; /* 1 on the sending side */
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    nc_op_t *head, *tail;       /* queued, not yet issued */
-    int nqueued, nlast;         /* ops queued; of them, ones ending a batch */
-    uint64_t first_op_ns;       /* when the first op was queued */
+    nc_op_t *head, *tail; /* queued, not yet issued */
+    int nqueued, nlast;   /* ops queued; of them, ones ending a batch */
+    uint64_t first_op_ns; /* when the first op was queued */
     ncclUniqueId uid;
     int have_uid, ready, dead, stop;
     ncclComm_t comm;
@@ -83,15 +83,15 @@ struct nc_transport {
     int timeout_ms;
     int op_timeout_ms;
     char bind_host[64];
-    wsync_auth_t auth;          /* handshakes prove the token, when set */
+    wsync_auth_t auth; /* handshakes prove the token, when set */
     int listen_fd;
-    char listen_addr[96];       /* "HOST:PORT" senders dial */
+    char listen_addr[96]; /* "HOST:PORT" senders dial */
     pthread_t acceptor;
     int acceptor_started;
     volatile int stop;
     wsync_cqueue_t cq;
     pthread_mutex_t lock;
-    nc_peer_t *peers[NC_MAX_PEERS];  /* receiver side, by slot */
+    nc_peer_t *peers[NC_MAX_PEERS]; /* receiver side, by slot */
     int npeers;
 };
 
@@ -225,7 +225,9 @@ static void complete_group(nc_peer_t *p, nc_group_t *g)
     for (i = 0; i < g->n; i++) {
         nc_op_t *o = g->ops[i];
         wsync_completion_t c = {.kind = o->send ? WSYNC_COMPLETION_SENT : WSYNC_COMPLETION_LANDED,
-                                .status = WSYNC_OK, .tag = o->tag, .len = o->len,
+                                .status = WSYNC_OK,
+                                .tag = o->tag,
+                                .len = o->len,
                                 .peer = o->send ? -1 : p->id};
         wsync_cqueue_push(&p->t->cq, &c);
         free(o);
@@ -248,7 +250,8 @@ static void *peer_main(void *arg)
     char why[160];
 
     memset(groups, 0, sizeof(groups));
-    if (cudaSetDevice(t->device) != cudaSuccess || cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+    if (cudaSetDevice(t->device) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
         st = wsync_error(WSYNC_ERR_CUDA, "nccl worker: cannot create a stream on cuda:%d", t->device);
         goto fail;
     }
@@ -297,9 +300,10 @@ static void *peer_main(void *arg)
             struct timespec ts;
             if (wsync_now_ns() - p->head->queued_ns > (uint64_t)t->op_timeout_ms * 1000000ULL) {
                 pthread_mutex_unlock(&p->lock);
-                st = wsync_error(WSYNC_ERR_INVALID, "nccl: %d ops with peer %d queued for %d ms in a batch "
-                                 "that never ended (a put_flush/expect_flush is missing)", p->nqueued, p->id,
-                                 t->op_timeout_ms);
+                st = wsync_error(WSYNC_ERR_INVALID,
+                                 "nccl: %d ops with peer %d queued for %d ms in a batch "
+                                 "that never ended (a put_flush/expect_flush is missing)",
+                                 p->nqueued, p->id, t->op_timeout_ms);
                 goto fail;
             }
             wsync_abstime_after_ms(&ts, 100);
@@ -322,10 +326,13 @@ static void *peer_main(void *arg)
             } else if (e != cudaErrorNotReady) {
                 st = wsync_error(WSYNC_ERR_CUDA, "nccl transfer with peer %d: %s", p->id, cudaGetErrorString(e));
             } else if (ncclCommGetAsyncError(p->comm, &r) == ncclSuccess && r != ncclSuccess && r != ncclInProgress) {
-                st = wsync_error(WSYNC_ERR_PEER, "nccl transfer with peer %d failed: %s", p->id, ncclGetErrorString(r));
+                st = wsync_error(WSYNC_ERR_PEER, "nccl transfer with peer %d failed: %s", p->id,
+                                 ncclGetErrorString(r));
             } else if (wsync_now_ns() - g->issued_ns > (uint64_t)t->op_timeout_ms * 1000000ULL) {
-                st = wsync_error(WSYNC_ERR_TIMEOUT, "nccl transfer with peer %d: no completion in %d ms "
-                                 "(peer dead or not posting the matching ops)", p->id, t->op_timeout_ms);
+                st = wsync_error(WSYNC_ERR_TIMEOUT,
+                                 "nccl transfer with peer %d: no completion in %d ms "
+                                 "(peer dead or not posting the matching ops)",
+                                 p->id, t->op_timeout_ms);
             } else {
                 usleep(10);
             }
@@ -586,7 +593,7 @@ static wsync_status_t nc_reg(wsync_transport_t *tt, void *ptr, size_t len, wsync
     uint64_t k[2] = {NC_MAGIC, len};
     if (kind != WSYNC_MEM_CUDA)
         return wsync_error(WSYNC_ERR_UNSUPPORTED, "transport nccl: needs GPU memory, got host memory "
-                           "(use --device cuda:N or the tcp transport)");
+                                                  "(use --device cuda:N or the tcp transport)");
     r = calloc(1, sizeof(*r));
     WSYNC_CHECK_ALLOC(r);
     *r = (wsync_region_t){.transport = tt, .ptr = ptr, .len = len, .kind = kind};
@@ -639,7 +646,8 @@ static wsync_status_t nc_connect(wsync_transport_t *tt, const wsync_blob_t *addr
     WSYNC_CHECK(wsync_tcp_connect(hostport, t->timeout_ms, &fd));
     WSYNC_CHECK_GOTO(peer_new(t, self_id, 1, &p), st, err_close);
     WSYNC_CHECK_GOTO(wsync_hs_connect(fd, &t->auth, WSYNC_HS_NCCL, hostport, &h, sizeof(h), t->timeout_ms, &p->uid,
-                                      sizeof(p->uid), &uid_len), st, err_peer);
+                                      sizeof(p->uid), &uid_len),
+                     st, err_peer);
     if (uid_len != sizeof(p->uid)) {
         st = wsync_error(WSYNC_ERR_FORMAT, "nccl: the receiver answered with %zu bytes, not a unique id", uid_len);
         goto err_peer;
@@ -746,19 +754,45 @@ static void nc_expect_flush(wsync_transport_t *tt, int src_id)
 static wsync_status_t no_nccl(void)
 {
     return wsync_error(WSYNC_ERR_UNSUPPORTED, "transport nccl: wsync was not built with CUDA and NCCL "
-                       "(rebuild with CUDA=1 NCCL=1 where /usr/local/cuda has nccl.h)");
+                                              "(rebuild with CUDA=1 NCCL=1 where /usr/local/cuda has nccl.h)");
 }
-static int nc_can_use(const wsync_transport_config_t *cfg) { no_nccl(); return 0; }
-static wsync_status_t nc_open(const wsync_transport_config_t *cfg, wsync_transport_t **out) { return no_nccl(); }
+static int nc_can_use(const wsync_transport_config_t *cfg)
+{
+    no_nccl();
+    return 0;
+}
+static wsync_status_t nc_open(const wsync_transport_config_t *cfg, wsync_transport_t **out)
+{
+    return no_nccl();
+}
 static wsync_status_t nc_reg(wsync_transport_t *t, void *p, size_t l, wsync_mem_kind_t k, wsync_region_t **o,
-                             wsync_blob_t *key) { return no_nccl(); }
+                             wsync_blob_t *key)
+{
+    return no_nccl();
+}
 static void nc_dereg(wsync_region_t *r) {}
-static wsync_status_t nc_listen(wsync_transport_t *t, wsync_blob_t *a) { return no_nccl(); }
-static wsync_status_t nc_connect(wsync_transport_t *t, const wsync_blob_t *a, int id, wsync_conn_t **o) { return no_nccl(); }
-static wsync_status_t nc_expect(wsync_transport_t *t, int s, wsync_region_t *d, size_t o, size_t l, uint64_t tag) { return no_nccl(); }
+static wsync_status_t nc_listen(wsync_transport_t *t, wsync_blob_t *a)
+{
+    return no_nccl();
+}
+static wsync_status_t nc_connect(wsync_transport_t *t, const wsync_blob_t *a, int id, wsync_conn_t **o)
+{
+    return no_nccl();
+}
+static wsync_status_t nc_expect(wsync_transport_t *t, int s, wsync_region_t *d, size_t o, size_t l, uint64_t tag)
+{
+    return no_nccl();
+}
 static wsync_status_t nc_put(wsync_conn_t *c, wsync_region_t *s, size_t so, const wsync_blob_t *k, size_t d,
-                             size_t l, uint64_t tag) { return no_nccl(); }
-static wsync_status_t nc_poll(wsync_transport_t *t, wsync_completion_t *o, int m, int *n, int to) { *n = 0; return no_nccl(); }
+                             size_t l, uint64_t tag)
+{
+    return no_nccl();
+}
+static wsync_status_t nc_poll(wsync_transport_t *t, wsync_completion_t *o, int m, int *n, int to)
+{
+    *n = 0;
+    return no_nccl();
+}
 static void nc_disconnect(wsync_conn_t *c) {}
 static void nc_close(wsync_transport_t *t) {}
 static void nc_put_flush(wsync_conn_t *c) {}

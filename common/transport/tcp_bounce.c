@@ -11,8 +11,8 @@
 
 typedef struct slot {
     char *buf;
-    char *dst;          /* where the copier puts it */
-    size_t n;           /* bytes in buf; 0 = empty */
+    char *dst; /* where the copier puts it */
+    size_t n;  /* bytes in buf; 0 = empty */
 } slot_t;
 
 struct tcp_bounce {
@@ -22,8 +22,8 @@ struct tcp_bounce {
     slot_t slot[2];
     size_t slice;
     const wsync_mem_ops_t *ops;
-    int next_copy;      /* the copier takes slots in order */
-    int failed;         /* a copy failed: the put is lost */
+    int next_copy; /* the copier takes slots in order */
+    int failed;    /* a copy failed: the put is lost */
     int stop;
 };
 
@@ -100,7 +100,7 @@ int tcp_bounce_recv(tcp_bounce_t **bp, size_t slice, int fd, const wsync_mem_ops
         LOG_ERROR("tcp: cannot allocate 2 x %zu bytes of bounce buffers", slice);
         return -1;
     }
-    b->ops = ops;   /* fixed for the whole put: the copier is idle between puts */
+    b->ops = ops; /* fixed for the whole put: the copier is idle between puts */
     /* Slots are filled and copied in the same order (0,1,0,1...), so the
      * copier's next_copy and our k stay in step across puts. */
     pthread_mutex_lock(&b->lock);

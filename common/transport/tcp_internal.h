@@ -12,7 +12,7 @@
 #include "common/transport/tcp_wire.h"
 #include "common/transport/transport.h"
 
-#define TCP_BOUNCE (4u << 20)           /* per slice of a GPU put; two per reader */
+#define TCP_BOUNCE (4u << 20) /* per slice of a GPU put; two per reader */
 #define TCP_SOCKBUF (8 << 20)
 #define TCP_MAX_CONNS 16
 
@@ -20,7 +20,7 @@ typedef struct tcp_region {
     wsync_region_t super;
     uint32_t id;
     int dead;
-    int inflight;                       /* readers writing into it now */
+    int inflight; /* readers writing into it now */
     struct tcp_region *next;
 } tcp_region_t;
 
@@ -47,14 +47,14 @@ typedef struct tcp_link {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     tcp_job_t *head, *tail;
-    uint64_t queued;                    /* bytes */
+    uint64_t queued; /* bytes */
     int broken;
 } tcp_link_t;
 
 typedef struct tcp_conn {
     wsync_conn_t super;
-    struct tcp_conn *next;              /* in the transport's list, so close can stop it */
-    uint64_t nonce;                     /* the receiver instance its keys must name */
+    struct tcp_conn *next; /* in the transport's list, so close can stop it */
+    uint64_t nonce;        /* the receiver instance its keys must name */
     int self_id;
     char peer[96];
     int nlinks;
@@ -66,7 +66,7 @@ typedef struct tcp_transport {
     wsync_transport_t super;
     wsync_transport_config_t cfg;
     char bind_host[64];
-    wsync_auth_t auth;                  /* every connection proves the token, when set */
+    wsync_auth_t auth; /* every connection proves the token, when set */
     uint64_t nonce;
     wsync_cqueue_t cq;
     pthread_mutex_t lock;

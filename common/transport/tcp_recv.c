@@ -73,7 +73,7 @@ static void release(tcp_transport_t *t, tcp_region_t *r)
  * their other receivers. */
 static void test_recv_stall(void)
 {
-    static uint64_t until;          /* 0: not armed yet; set once */
+    static uint64_t until; /* 0: not armed yet; set once */
     long long ms = wsync_fault(WSYNC_FAULT_RECV_STALL_MS);
     uint64_t u, now;
     if (ms <= 0)
@@ -111,9 +111,10 @@ static int handshake(tcp_reader_t *rd)
             wsync_cqueue_push_error(&t->cq, ~0ULL, -1, WSYNC_ERR_PEER,
                                     "tcp: connection from %s closed before its hello: not a wsync sender", rd->peer);
         else
-            wsync_cqueue_push_error(&t->cq, ~0ULL, -1, st, "tcp: connection from %s is not a sender of this "
-                                    "receiver (%s: %s): closed", rd->peer, st == WSYNC_ERR_AUTH ? "refused" : "garbage",
-                                    wsync_last_error());
+            wsync_cqueue_push_error(&t->cq, ~0ULL, -1, st,
+                                    "tcp: connection from %s is not a sender of this "
+                                    "receiver (%s: %s): closed",
+                                    rd->peer, st == WSYNC_ERR_AUTH ? "refused" : "garbage", wsync_last_error());
         return -1;
     }
     if (len == TCP_HELLO_LEN)
@@ -128,7 +129,8 @@ static int handshake(tcp_reader_t *rd)
     if (why) {
         wsync_hs_refuse(&hs, WSYNC_ERR_PEER, why);
         wsync_cqueue_push_error(&t->cq, ~0ULL, -1, WSYNC_ERR_PEER,
-                                "tcp: connection from %s is not a sender of this receiver (%s): closed", rd->peer, why);
+                                "tcp: connection from %s is not a sender of this receiver (%s): closed", rd->peer,
+                                why);
         return -1;
     }
     if (wsync_hs_accept(&hs, NULL, 0) != WSYNC_OK)
@@ -159,14 +161,16 @@ static void *reader_main(void *arg)
              * header it is a broken stream. */
             if (rc < 0 && !stopping(t))
                 wsync_cqueue_push_error(&t->cq, ~0ULL, sender, WSYNC_ERR_PEER,
-                           "tcp: sender %d at %s sent a truncated put header: connection closed", sender, rd->peer);
+                                        "tcp: sender %d at %s sent a truncated put header: connection closed",
+                                        sender, rd->peer);
             break;
         }
         tcp_hdr_decode(buf, &h);
         r = admit(t, &h, sender, why, sizeof(why));
         if (r == NULL) {
             wsync_cqueue_push_error(&t->cq, h.magic == TCP_MAGIC ? h.tag : ~0ULL, sender, WSYNC_ERR_PEER,
-                       "tcp: bad put from sender %d at %s: %s; connection closed", sender, rd->peer, why);
+                                    "tcp: bad put from sender %d at %s: %s; connection closed", sender, rd->peer,
+                                    why);
             break;
         }
         if (r->super.kind == WSYNC_MEM_HOST)
@@ -177,9 +181,12 @@ static void *reader_main(void *arg)
         release(t, r);
         if (rc != 0) {
             if (!stopping(t))
-                wsync_cqueue_push_error(&t->cq, h.tag, sender, WSYNC_ERR_PEER, "tcp: sender %d at %s went away in the middle of a %llu-byte put%s",
-                           sender, rd->peer, (unsigned long long)h.len,
-                           r->super.kind == WSYNC_MEM_HOST ? "" : " (or the copy into GPU memory failed: see the log)");
+                wsync_cqueue_push_error(&t->cq, h.tag, sender, WSYNC_ERR_PEER,
+                                        "tcp: sender %d at %s went away in the middle of a %llu-byte put%s",
+                                        sender, rd->peer, (unsigned long long)h.len,
+                                        r->super.kind == WSYNC_MEM_HOST
+                                            ? ""
+                                            : " (or the copy into GPU memory failed: see the log)");
             break;
         }
         {

@@ -87,7 +87,10 @@ static void *link_main(void *arg)
             rc = send_job(l, j, &bounce);
         err = rc != 0 ? errno : 0;
         if (rc == 0) {
-            wsync_completion_t done = {.kind = WSYNC_COMPLETION_SENT, .tag = j->hdr.tag, .len = j->hdr.len, .peer = -1};
+            wsync_completion_t done = {.kind = WSYNC_COMPLETION_SENT,
+                                       .tag = j->hdr.tag,
+                                       .len = j->hdr.len,
+                                       .peer = -1};
             wsync_cqueue_push(&t->cq, &done);
         } else {
             int was = __atomic_exchange_n(&l->broken, 1, __ATOMIC_ACQ_REL);
@@ -100,8 +103,9 @@ static void *link_main(void *arg)
                                         (unsigned long long)j->hdr.len, c->peer, stall_ms());
             else
                 wsync_cqueue_push_error(&t->cq, j->hdr.tag, -1, c->stopping ? WSYNC_ERR_CANCELLED : WSYNC_ERR_PEER,
-                       "tcp: put of %llu bytes to receiver %s failed: %s", (unsigned long long)j->hdr.len, c->peer,
-                       c->stopping ? "disconnected while sending" : "the connection broke");
+                                        "tcp: put of %llu bytes to receiver %s failed: %s",
+                                        (unsigned long long)j->hdr.len, c->peer,
+                                        c->stopping ? "disconnected while sending" : "the connection broke");
         }
         pthread_mutex_lock(&l->lock);
         l->queued -= j->hdr.len;
@@ -144,8 +148,8 @@ void tcp_disconnect(wsync_conn_t *cc)
         for (j = c->links[i].head; j; j = n) {
             n = j->next;
             wsync_cqueue_push_error(&t->cq, j->hdr.tag, -1, WSYNC_ERR_CANCELLED,
-                       "tcp: put of %llu bytes to receiver %s cancelled by disconnect",
-                       (unsigned long long)j->hdr.len, c->peer);
+                                    "tcp: put of %llu bytes to receiver %s cancelled by disconnect",
+                                    (unsigned long long)j->hdr.len, c->peer);
             free(j);
         }
         pthread_mutex_destroy(&c->links[i].lock);
@@ -235,7 +239,7 @@ wsync_status_t tcp_connect(wsync_transport_t *tt, const wsync_blob_t *addr, int 
 }
 
 wsync_status_t tcp_put(wsync_conn_t *cc, wsync_region_t *src, size_t src_off, const wsync_blob_t *dst_key,
-                              size_t dst_off, size_t len, uint64_t tag)
+                       size_t dst_off, size_t len, uint64_t tag)
 {
     tcp_conn_t *c = container_of(cc, tcp_conn_t, super);
     tcp_key_t k;
@@ -256,11 +260,11 @@ wsync_status_t tcp_put(wsync_conn_t *cc, wsync_region_t *src, size_t src_off, co
                            "tcp: region key belongs to another receiver than %s (stale key after a restart?)",
                            c->peer);
     if (len > k.len || dst_off > k.len - len)
-        return wsync_error(WSYNC_ERR_INVALID, "tcp: put of %zu bytes at %zu outside the %llu-byte region of %s", len,
-                           dst_off, (unsigned long long)k.len, c->peer);
+        return wsync_error(WSYNC_ERR_INVALID, "tcp: put of %zu bytes at %zu outside the %llu-byte region of %s",
+                           len, dst_off, (unsigned long long)k.len, c->peer);
     if (src_off > src->len || len > src->len - src_off)
-        return wsync_error(WSYNC_ERR_INVALID, "tcp: put source [%zu, +%zu) outside its %zu-byte region", src_off, len,
-                           src->len);
+        return wsync_error(WSYNC_ERR_INVALID, "tcp: put source [%zu, +%zu) outside its %zu-byte region", src_off,
+                           len, src->len);
     /* The link with the fewest bytes queued: keeps every connection busy. */
     for (i = 0; i < c->nlinks; i++) {
         tcp_link_t *x = &c->links[i];
@@ -276,8 +280,13 @@ wsync_status_t tcp_put(wsync_conn_t *cc, wsync_region_t *src, size_t src_off, co
     WSYNC_CHECK_ALLOC(j);
     j->src = container_of(src, tcp_region_t, super);
     j->src_off = src_off;
-    j->hdr = (tcp_hdr_t){.magic = TCP_MAGIC, .version = TCP_VERSION, .sender = c->self_id, .region = k.region,
-                         .dst_off = dst_off, .len = len, .tag = tag};
+    j->hdr = (tcp_hdr_t){.magic = TCP_MAGIC,
+                         .version = TCP_VERSION,
+                         .sender = c->self_id,
+                         .region = k.region,
+                         .dst_off = dst_off,
+                         .len = len,
+                         .tag = tag};
     pthread_mutex_lock(&l->lock);
     if (l->tail)
         l->tail->next = j;

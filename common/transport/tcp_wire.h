@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define TCP_MAGIC 0x70637477u          /* "wtcp" */
+#define TCP_MAGIC 0x70637477u /* "wtcp" */
 #define TCP_VERSION 1
 
 /* Sent once on each new connection: who the sender is and which receiver
@@ -54,12 +54,39 @@ typedef struct tcp_addr {
     char hostport[TCP_HOSTPORT_MAX];
 } tcp_addr_t;
 
-static inline void tcp_put16(unsigned char *p, uint16_t v) { v = htole16(v); memcpy(p, &v, 2); }
-static inline void tcp_put32(unsigned char *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
-static inline void tcp_put64(unsigned char *p, uint64_t v) { v = htole64(v); memcpy(p, &v, 8); }
-static inline uint16_t tcp_get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
-static inline uint32_t tcp_get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
-static inline uint64_t tcp_get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
+static inline void tcp_put16(unsigned char *p, uint16_t v)
+{
+    v = htole16(v);
+    memcpy(p, &v, 2);
+}
+static inline void tcp_put32(unsigned char *p, uint32_t v)
+{
+    v = htole32(v);
+    memcpy(p, &v, 4);
+}
+static inline void tcp_put64(unsigned char *p, uint64_t v)
+{
+    v = htole64(v);
+    memcpy(p, &v, 8);
+}
+static inline uint16_t tcp_get16(const unsigned char *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return le16toh(v);
+}
+static inline uint32_t tcp_get32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return le32toh(v);
+}
+static inline uint64_t tcp_get64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return le64toh(v);
+}
 
 static inline void tcp_hello_encode(const tcp_hello_t *h, unsigned char b[TCP_HELLO_LEN])
 {

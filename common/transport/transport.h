@@ -36,25 +36,25 @@ typedef struct wsync_region wsync_region_t;
 typedef struct wsync_conn wsync_conn_t;
 
 typedef enum wsync_completion_kind {
-    WSYNC_COMPLETION_SENT = 1,      /* sender: a put's bytes are handed to the network; src reusable */
-    WSYNC_COMPLETION_LANDED = 2,    /* receiver: a put's bytes are in the destination region */
-    WSYNC_COMPLETION_ERROR = 3,     /* either side: a connection or put failed (tag may be ~0) */
+    WSYNC_COMPLETION_SENT = 1,   /* sender: a put's bytes are handed to the network; src reusable */
+    WSYNC_COMPLETION_LANDED = 2, /* receiver: a put's bytes are in the destination region */
+    WSYNC_COMPLETION_ERROR = 3,  /* either side: a connection or put failed (tag may be ~0) */
 } wsync_completion_kind_t;
 
 typedef struct wsync_completion {
     wsync_completion_kind_t kind;
-    wsync_status_t status;          /* WSYNC_OK unless kind == ERROR */
+    wsync_status_t status; /* WSYNC_OK unless kind == ERROR */
     uint64_t tag;
     uint64_t len;
-    int peer;                       /* sender id (receiver side) or -1 */
-    char message[160];              /* for ERROR: what failed, which peer */
+    int peer;          /* sender id (receiver side) or -1 */
+    char message[160]; /* for ERROR: what failed, which peer */
 } wsync_completion_t;
 
 typedef struct wsync_transport_config {
-    const char *bind_host;          /* address to listen on / to advertise; NULL = auto */
-    int conns_per_peer;             /* tcp: parallel connections per peer pair (default 4) */
-    int device;                     /* GPU ordinal for GPU-aware backends, -1 none */
-    int timeout_ms;                 /* connect / handshake timeout (default 10000) */
+    const char *bind_host; /* address to listen on / to advertise; NULL = auto */
+    int conns_per_peer;    /* tcp: parallel connections per peer pair (default 4) */
+    int device;            /* GPU ordinal for GPU-aware backends, -1 none */
+    int timeout_ms;        /* connect / handshake timeout (default 10000) */
     /* The token's keys (common/net/auth.h), or NULL: no token. Copied at
      * open: every connection then proves it (common/net/handshake.h). */
     const struct wsync_auth *auth;
@@ -66,22 +66,21 @@ typedef struct wsync_transport_ops {
     int (*can_use)(const wsync_transport_config_t *cfg);
     wsync_status_t (*open)(const wsync_transport_config_t *cfg, wsync_transport_t **out);
     /* Register memory once (never per version). `key` lets a peer put into it. */
-    wsync_status_t (*reg)(wsync_transport_t *t, void *ptr, size_t len, wsync_mem_kind_t kind,
-                          wsync_region_t **out, wsync_blob_t *key);
+    wsync_status_t (*reg)(wsync_transport_t *t, void *ptr, size_t len, wsync_mem_kind_t kind, wsync_region_t **out,
+                          wsync_blob_t *key);
     void (*dereg)(wsync_region_t *r);
     /* Receiver: the address senders connect to. */
     wsync_status_t (*listen)(wsync_transport_t *t, wsync_blob_t *addr);
     /* Sender: connect to a receiver's address; `self_id` identifies the sender
      * to the receiver (the trainer rank), reported as completion.peer. Blocks
      * up to the configured timeout. */
-    wsync_status_t (*connect)(wsync_transport_t *t, const wsync_blob_t *addr, int self_id,
-                              wsync_conn_t **out);
+    wsync_status_t (*connect)(wsync_transport_t *t, const wsync_blob_t *addr, int self_id, wsync_conn_t **out);
     /* Receiver, two-sided backends: a put tagged `tag` of `len` bytes from
      * sender `src_id` will land at `off` of `dst`. */
-    wsync_status_t (*expect)(wsync_transport_t *t, int src_id, wsync_region_t *dst, size_t off,
-                             size_t len, uint64_t tag);
-    wsync_status_t (*put)(wsync_conn_t *c, wsync_region_t *src, size_t src_off,
-                          const wsync_blob_t *dst_key, size_t dst_off, size_t len, uint64_t tag);
+    wsync_status_t (*expect)(wsync_transport_t *t, int src_id, wsync_region_t *dst, size_t off, size_t len,
+                             uint64_t tag);
+    wsync_status_t (*put)(wsync_conn_t *c, wsync_region_t *src, size_t src_off, const wsync_blob_t *dst_key,
+                          size_t dst_off, size_t len, uint64_t tag);
     /* Optional (NULL: nothing to do). The caller's batch is complete: the
      * sender's puts on `c` for one request, or the receiver's expects from
      * `src_id` for one request. Backends that issue ops in groups (nccl)
@@ -90,8 +89,7 @@ typedef struct wsync_transport_ops {
     void (*put_flush)(wsync_conn_t *c);
     void (*expect_flush)(wsync_transport_t *t, int src_id);
     /* Up to `max` completions into `out`, waiting up to timeout_ms for the first. */
-    wsync_status_t (*poll)(wsync_transport_t *t, wsync_completion_t *out, int max, int *n,
-                           int timeout_ms);
+    wsync_status_t (*poll)(wsync_transport_t *t, wsync_completion_t *out, int max, int *n, int timeout_ms);
     void (*disconnect)(wsync_conn_t *c);
     void (*close)(wsync_transport_t *t);
 } wsync_transport_ops_t;
@@ -111,8 +109,8 @@ struct wsync_conn {
 };
 
 extern const wsync_transport_ops_t wsync_transport_tcp;
-extern const wsync_transport_ops_t wsync_transport_nccl;    /* stub without NCCL */
-extern const wsync_transport_ops_t wsync_transport_verbs;   /* stub without libibverbs */
+extern const wsync_transport_ops_t wsync_transport_nccl;  /* stub without NCCL */
+extern const wsync_transport_ops_t wsync_transport_verbs; /* stub without libibverbs */
 /* Same host, GPU memory only: CUDA IPC device-to-device copies; chosen by
  * name only (never by "auto"); stub without CUDA. */
 extern const wsync_transport_ops_t wsync_transport_local;

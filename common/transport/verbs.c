@@ -110,8 +110,7 @@ static wsync_status_t verbs_listen(wsync_transport_t *tt, wsync_blob_t *addr)
     return WSYNC_OK;
 }
 
-static wsync_status_t verbs_connect(wsync_transport_t *tt, const wsync_blob_t *addr, int self_id,
-                                   wsync_conn_t **out)
+static wsync_status_t verbs_connect(wsync_transport_t *tt, const wsync_blob_t *addr, int self_id, wsync_conn_t **out)
 {
     verbs_transport_t *t = container_of(tt, verbs_transport_t, super);
     verbs_addr_t a;
@@ -189,16 +188,11 @@ static int take_expect(verbs_transport_t *t, int sender, uint32_t low, uint64_t 
 static const char *wc_hint(enum ibv_wc_status s)
 {
     switch (s) {
-    case IBV_WC_RETRY_EXC_ERR:
-        return " (transport retries exhausted: the receiver is gone or unreachable)";
-    case IBV_WC_RNR_RETRY_EXC_ERR:
-        return " (the receiver posted no receive in time)";
-    case IBV_WC_REM_ACCESS_ERR:
-        return " (the receiver refused the write: stale region key or out of range)";
-    case IBV_WC_WR_FLUSH_ERR:
-        return " (flushed after an earlier error or a disconnect)";
-    default:
-        return "";
+    case IBV_WC_RETRY_EXC_ERR: return " (transport retries exhausted: the receiver is gone or unreachable)";
+    case IBV_WC_RNR_RETRY_EXC_ERR: return " (the receiver posted no receive in time)";
+    case IBV_WC_REM_ACCESS_ERR: return " (the receiver refused the write: stale region key or out of range)";
+    case IBV_WC_WR_FLUSH_ERR: return " (flushed after an earlier error or a disconnect)";
+    default: return "";
     }
 }
 
@@ -220,14 +214,17 @@ static void pump(verbs_transport_t *t, verbs_link_t *l)
         n = l->broken || c->stopping ? 0 : verbs_seg_build(j->len, l->dev->max_msg, seg, 64);
         for (i = 0; i < n && rc == 0; i++) {
             struct ibv_sge sge = {.addr = j->src_addr + seg[i].src_off, .length = seg[i].len, .lkey = j->lkey};
-            struct ibv_send_wr wr = {
-                .wr_id = (uint64_t)(uintptr_t)j | (seg[i].last ? VERBS_WR_LAST : 0),
-                .sg_list = seg[i].len ? &sge : NULL, .num_sge = seg[i].len ? 1 : 0,
-                .opcode = seg[i].last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
-                .send_flags = seg[i].last ? IBV_SEND_SIGNALED : 0,
-                .imm_data = verbs_imm_encode(j->tag),
-                .wr.rdma = {.remote_addr = j->dst_addr + seg[i].dst_off, .rkey = j->rkey},
-            }, *bad;
+            struct ibv_send_wr wr =
+                                   {
+                                       .wr_id = (uint64_t)(uintptr_t)j | (seg[i].last ? VERBS_WR_LAST : 0),
+                                       .sg_list = seg[i].len ? &sge : NULL,
+                                       .num_sge = seg[i].len ? 1 : 0,
+                                       .opcode = seg[i].last ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
+                                       .send_flags = seg[i].last ? IBV_SEND_SIGNALED : 0,
+                                       .imm_data = verbs_imm_encode(j->tag),
+                                       .wr.rdma = {.remote_addr = j->dst_addr + seg[i].dst_off, .rkey = j->rkey},
+                                   },
+                               *bad;
             rc = ibv_post_send(l->qp, &wr, &bad);
             if (rc == 0)
                 l->inflight_wr++;
@@ -243,11 +240,11 @@ static void pump(verbs_transport_t *t, verbs_link_t *l)
             l->broken = 1;
         }
         wsync_cqueue_push_error(&t->cq, j->tag, -1, c->stopping ? WSYNC_ERR_CANCELLED : WSYNC_ERR_PEER,
-                         "verbs: put of piece %u (%llu bytes) from sender %d to receiver %s on %s %s",
-                         (uint32_t)j->tag, (unsigned long long)j->len, c->self_id, c->peer, l->dev->name,
-                         c->stopping ? "cancelled by disconnect"
-                         : l->broken ? "not sent: the queue pair failed earlier"
-                                     : "could not be posted");
+                                "verbs: put of piece %u (%llu bytes) from sender %d to receiver %s on %s %s",
+                                (uint32_t)j->tag, (unsigned long long)j->len, c->self_id, c->peer, l->dev->name,
+                                c->stopping ? "cancelled by disconnect"
+                                : l->broken ? "not sent: the queue pair failed earlier"
+                                            : "could not be posted");
         if (i == 0)
             free(j);
     }
@@ -276,8 +273,10 @@ static wsync_status_t verbs_put(wsync_conn_t *cc, wsync_region_t *src, size_t sr
         return wsync_error(WSYNC_ERR_INVALID, "verbs: put source [%zu, +%zu) outside its %zu-byte region", src_off,
                            len, src->len);
     if (verbs_seg_count(len, t->devs[0].max_msg) > 64)
-        return wsync_error(WSYNC_ERR_INVALID, "verbs: a put of %zu bytes needs more than 64 work requests; "
-                           "use smaller chunks", len);
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "verbs: a put of %zu bytes needs more than 64 work requests; "
+                           "use smaller chunks",
+                           len);
     j = calloc(1, sizeof(*j));
     WSYNC_CHECK_ALLOC(j);
     pthread_mutex_lock(&c->lock);
@@ -320,14 +319,15 @@ static void on_recv(verbs_dev_t *d, verbs_peer_t *p, const struct ibv_wc *wc)
     int i;
     if (wc->status != IBV_WC_SUCCESS) {
         if (wc->status != IBV_WC_WR_FLUSH_ERR || !p->dead)
-            wsync_cqueue_push_error(&t->cq, ~0ULL, p->sender, WSYNC_ERR_PEER, "verbs: receive from sender %d (%s) failed on %s: %s%s",
-                             p->sender, p->addr, d->name, ibv_wc_status_str(wc->status), wc_hint(wc->status));
+            wsync_cqueue_push_error(&t->cq, ~0ULL, p->sender, WSYNC_ERR_PEER,
+                                    "verbs: receive from sender %d (%s) failed on %s: %s%s", p->sender, p->addr,
+                                    d->name, ibv_wc_status_str(wc->status), wc_hint(wc->status));
         return;
     }
     for (i = 0; i < p->nqp; i++)
         if (p->qp[i]->qp_num == wc->qp_num && verbs_post_recv(p, i) != 0)
-            wsync_cqueue_push_error(&t->cq, ~0ULL, p->sender, WSYNC_ERR_VERBS, "verbs: cannot repost a receive for sender %d on %s",
-                             p->sender, d->name);
+            wsync_cqueue_push_error(&t->cq, ~0ULL, p->sender, WSYNC_ERR_VERBS,
+                                    "verbs: cannot repost a receive for sender %d on %s", p->sender, d->name);
     if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM)
         return;
     take_expect(t, p->sender, piece, &tag, &len);
@@ -348,11 +348,11 @@ static void on_send(verbs_dev_t *d, verbs_job_t *j, int last, const struct ibv_w
     if (wc->status != IBV_WC_SUCCESS) {
         l->broken = 1;
         if (!j->failed)
-            wsync_cqueue_push_error(&t->cq, j->tag, -1,
-                             c->stopping ? WSYNC_ERR_CANCELLED : WSYNC_ERR_PEER,
-                             "verbs: put of piece %u (%llu bytes) from sender %d to receiver %s failed on %s: %s%s",
-                             (uint32_t)j->tag, (unsigned long long)j->len, c->self_id, c->peer, d->name,
-                             ibv_wc_status_str(wc->status), wc_hint(wc->status));
+            wsync_cqueue_push_error(&t->cq, j->tag, -1, c->stopping ? WSYNC_ERR_CANCELLED : WSYNC_ERR_PEER,
+                                    "verbs: put of piece %u (%llu bytes) from sender %d to receiver %s failed on "
+                                    "%s: %s%s",
+                                    (uint32_t)j->tag, (unsigned long long)j->len, c->self_id, c->peer, d->name,
+                                    ibv_wc_status_str(wc->status), wc_hint(wc->status));
         j->failed = 1;
     }
     if (!last) {

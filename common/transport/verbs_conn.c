@@ -28,11 +28,18 @@
 wsync_status_t verbs_qp_create(verbs_dev_t *d, int recv_depth, struct ibv_qp **out)
 {
     struct ibv_qp_init_attr ia = {
-        .send_cq = d->cq, .recv_cq = d->cq, .qp_type = IBV_QPT_RC, .sq_sig_all = 0,
-        .cap = {.max_send_wr = (uint32_t)d->send_depth, .max_recv_wr = (uint32_t)(recv_depth > 0 ? recv_depth : 1),
-                .max_send_sge = 1, .max_recv_sge = 1},
+        .send_cq = d->cq,
+        .recv_cq = d->cq,
+        .qp_type = IBV_QPT_RC,
+        .sq_sig_all = 0,
+        .cap = {.max_send_wr = (uint32_t)d->send_depth,
+                .max_recv_wr = (uint32_t)(recv_depth > 0 ? recv_depth : 1),
+                .max_send_sge = 1,
+                .max_recv_sge = 1},
     };
-    struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = d->port,
+    struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+                            .pkey_index = 0,
+                            .port_num = d->port,
                             .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE};
     struct ibv_qp *qp = ibv_create_qp(d->pd, &ia);
     if (qp == NULL)
@@ -74,8 +81,9 @@ wsync_status_t verbs_qp_connect(verbs_dev_t *d, struct ibv_qp *qp, uint32_t my_p
         a.ah_attr.grh.sgid_index = (uint8_t)d->gid_index;
         a.ah_attr.grh.hop_limit = 64;
     }
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
+    if (ibv_modify_qp(qp, &a,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
         return wsync_error(WSYNC_ERR_VERBS, "verbs: cannot move queue pair %u of %s to RTR (remote qpn %u): %s",
                            qp->qp_num, d->name, r->qpn, strerror(errno));
     memset(&a, 0, sizeof(a));
@@ -87,8 +95,9 @@ wsync_status_t verbs_qp_connect(verbs_dev_t *d, struct ibv_qp *qp, uint32_t my_p
     a.rnr_retry = 7;
     a.sq_psn = my_psn & 0xffffff;
     a.max_rd_atomic = 1;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                  IBV_QP_MAX_QP_RD_ATOMIC) != 0)
+    if (ibv_modify_qp(qp, &a,
+                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                          IBV_QP_MAX_QP_RD_ATOMIC) != 0)
         return wsync_error(WSYNC_ERR_VERBS, "verbs: cannot move queue pair %u of %s to RTS: %s", qp->qp_num,
                            d->name, strerror(errno));
     return WSYNC_OK;
@@ -329,8 +338,10 @@ wsync_status_t verbs_conn_open(verbs_transport_t *t, const verbs_addr_t *a, int 
     }
     WSYNC_CHECK_GOTO(parse_hello(rbuf, rlen, a->hostport, &r), st, err_destroy_qps);
     if (r.nonce != a->nonce || r.nqp != h.nqp) {
-        st = wsync_error(WSYNC_ERR_PEER, "verbs: receiver %s answered for another instance or with %u queue pairs "
-                         "instead of %u", a->hostport, r.nqp, h.nqp);
+        st = wsync_error(WSYNC_ERR_PEER,
+                         "verbs: receiver %s answered for another instance or with %u queue pairs "
+                         "instead of %u",
+                         a->hostport, r.nqp, h.nqp);
         goto err_destroy_qps;
     }
     for (i = 0; i < c->nlinks; i++) {
@@ -377,8 +388,8 @@ void verbs_conn_close(verbs_conn_t *c)
         while ((j = c->links[i].head) != NULL) {
             c->links[i].head = j->next;
             wsync_cqueue_push_error(&t->cq, j->tag, -1, WSYNC_ERR_CANCELLED,
-                             "verbs: put of piece %u (%llu bytes) to receiver %s cancelled by disconnect",
-                             (uint32_t)j->tag, (unsigned long long)j->len, c->peer);
+                                    "verbs: put of piece %u (%llu bytes) to receiver %s cancelled by disconnect",
+                                    (uint32_t)j->tag, (unsigned long long)j->len, c->peer);
             free(j);
         }
     }

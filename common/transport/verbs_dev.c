@@ -97,8 +97,9 @@ int verbs_probe(char *why, size_t whylen)
     }
     list = ibv_get_device_list(&n);
     if (list == NULL || n == 0) {
-        snprintf(why, whylen, "no RDMA device (libibverbs lists none: load a NIC driver, or rdma_rxe for "
-                              "software RoCE)");
+        snprintf(why, whylen,
+                 "no RDMA device (libibverbs lists none: load a NIC driver, or rdma_rxe for "
+                 "software RoCE)");
         if (list)
             ibv_free_device_list(list);
         return 0;
@@ -121,9 +122,9 @@ static int gid_type_of(struct ibv_context *ctx, uint8_t port, int idx, union ibv
         return VERBS_GID_IB;
     memcpy(gid->raw, e.gid.raw, 16);
     *valid = 1;
-    return e.gid_type == IBV_GID_TYPE_ROCE_V2 ? VERBS_GID_ROCE_V2
-         : e.gid_type == IBV_GID_TYPE_ROCE_V1 ? VERBS_GID_ROCE_V1
-                                               : VERBS_GID_IB;
+    return e.gid_type == IBV_GID_TYPE_ROCE_V2   ? VERBS_GID_ROCE_V2
+           : e.gid_type == IBV_GID_TYPE_ROCE_V1 ? VERBS_GID_ROCE_V1
+                                                : VERBS_GID_IB;
 }
 
 /* Port attributes, GID choice (RoCE v2, IPv4-mapped unless configured). */
@@ -131,7 +132,8 @@ static wsync_status_t dev_port_setup(verbs_dev_t *d, const struct ibv_device_att
 {
     struct ibv_port_attr pa;
     if (ibv_query_port(d->ctx, d->port, &pa) != 0)
-        return wsync_error(WSYNC_ERR_VERBS, "verbs: cannot query port %u of %s: %s", d->port, d->name, strerror(errno));
+        return wsync_error(WSYNC_ERR_VERBS, "verbs: cannot query port %u of %s: %s", d->port, d->name,
+                           strerror(errno));
     d->lid = pa.lid;
     d->mtu = pa.active_mtu;
     d->max_msg = pa.max_msg_sz ? pa.max_msg_sz : (1u << 30);
@@ -150,7 +152,8 @@ static wsync_status_t dev_port_setup(verbs_dev_t *d, const struct ibv_device_att
             return wsync_error(WSYNC_ERR_UNSUPPORTED, "verbs: %s port %u: %s", d->name, d->port, wsync_last_error());
     }
     if (ibv_query_gid(d->ctx, d->port, d->gid_index, &d->gid) != 0)
-        return wsync_error(WSYNC_ERR_VERBS, "verbs: cannot read GID %d of %s port %u", d->gid_index, d->name, d->port);
+        return wsync_error(WSYNC_ERR_VERBS, "verbs: cannot read GID %d of %s port %u", d->gid_index, d->name,
+                           d->port);
     d->send_depth = da->max_qp_wr < VERBS_SEND_DEPTH ? da->max_qp_wr : VERBS_SEND_DEPTH;
     return WSYNC_OK;
 }
@@ -258,8 +261,8 @@ wsync_status_t verbs_devs_open(verbs_transport_t *t)
     ibv_free_device_list(list);
     free(c);
     if (st == WSYNC_OK && t->ndev == 0)
-        st = wsync_error(WSYNC_ERR_UNSUPPORTED, "verbs: no active RDMA port%s%s", spec ? " matches WSYNC_IB_DEVICES=" : "",
-                         spec ? spec : "");
+        st = wsync_error(WSYNC_ERR_UNSUPPORTED, "verbs: no active RDMA port%s%s",
+                         spec ? " matches WSYNC_IB_DEVICES=" : "", spec ? spec : "");
     if (st != WSYNC_OK)
         verbs_devs_close(t);
     return st;
@@ -290,8 +293,8 @@ static void *poller_main(void *arg)
             continue;
         }
         if (n < 0) {
-            wsync_cqueue_push_error(&d->t->cq, ~0ULL, -1, WSYNC_ERR_VERBS, "verbs: polling the completion queue of %s failed",
-                             d->name);
+            wsync_cqueue_push_error(&d->t->cq, ~0ULL, -1, WSYNC_ERR_VERBS,
+                                    "verbs: polling the completion queue of %s failed", d->name);
             usleep(10000);
             continue;
         }
@@ -362,8 +365,10 @@ static wsync_status_t reg_one(verbs_dev_t *d, verbs_mr_t *m)
         m->mr[d->index] = ibv_reg_mr(d->pd, m->ptr, m->len, MR_ACCESS);
         if (m->mr[d->index] == NULL)
             return wsync_error(WSYNC_ERR_VERBS,
-                               "verbs: cannot register %zu bytes of host memory on %s: %s (raise the locked-memory "
-                               "limit: ulimit -l unlimited)", m->len, d->name, strerror(errno));
+                               "verbs: cannot register %zu bytes of host memory on %s: %s (raise the "
+                               "locked-memory "
+                               "limit: ulimit -l unlimited)",
+                               m->len, d->name, strerror(errno));
         return WSYNC_OK;
     }
     /* GPU memory: dma-buf first (upstream kernels, no extra module); the

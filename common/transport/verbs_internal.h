@@ -13,8 +13,8 @@
 #include "common/transport/transport.h"
 #include "common/transport/verbs_wire.h"
 
-#define VERBS_SEND_DEPTH 512        /* work requests in flight per queue pair */
-#define VERBS_RECV_DEPTH 512        /* receives kept posted per queue pair */
+#define VERBS_SEND_DEPTH 512 /* work requests in flight per queue pair */
+#define VERBS_RECV_DEPTH 512 /* receives kept posted per queue pair */
 #define VERBS_CQ_DEPTH 4096
 #define VERBS_EXP_BUCKETS 4096
 
@@ -54,7 +54,7 @@ typedef struct verbs_mr {
     size_t len;
     wsync_mem_kind_t kind;
     int refs;
-    int dmabuf_fd;                  /* -1 unless registered through dma-buf */
+    int dmabuf_fd; /* -1 unless registered through dma-buf */
     struct ibv_mr *mr[VERBS_MAX_DEVS];
 } verbs_mr_t;
 
@@ -71,7 +71,7 @@ typedef struct verbs_job {
     uint64_t src_addr, dst_addr;
     uint32_t lkey, rkey;
     uint32_t nseg;
-    int failed;                     /* an ERROR was already reported */
+    int failed; /* an ERROR was already reported */
 } verbs_job_t;
 
 /* Sender side: one queue pair of a connection, on one local device. */
@@ -79,8 +79,8 @@ typedef struct verbs_link {
     struct verbs_conn *c;
     verbs_dev_t *dev;
     struct ibv_qp *qp;
-    int remote_dev;                 /* index into the key's rkeys */
-    verbs_job_t *head, *tail;       /* queued, not yet posted */
+    int remote_dev;           /* index into the key's rkeys */
+    verbs_job_t *head, *tail; /* queued, not yet posted */
     int inflight_wr;
     int broken;
 } verbs_link_t;
@@ -91,7 +91,7 @@ typedef struct verbs_conn {
     uint64_t nonce;
     int self_id;
     char peer[VERBS_HOSTPORT_MAX];
-    int fd;                         /* handshake socket, kept so the receiver sees us leave */
+    int fd; /* handshake socket, kept so the receiver sees us leave */
     int stopping;
     unsigned rr;
     pthread_mutex_t lock;
@@ -125,10 +125,10 @@ typedef struct verbs_transport {
     wsync_transport_t super;
     wsync_transport_config_t cfg;
     char bind_host[64];
-    wsync_auth_t auth;              /* handshakes prove the token, when set */
+    wsync_auth_t auth; /* handshakes prove the token, when set */
     uint64_t nonce;
     wsync_cqueue_t cq;
-    pthread_mutex_t lock;           /* mrs, peers, conns, expectations */
+    pthread_mutex_t lock; /* mrs, peers, conns, expectations */
     int stopping;
     int ndev;
     verbs_dev_t devs[VERBS_MAX_DEVS];

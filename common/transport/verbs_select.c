@@ -62,7 +62,8 @@ int verbs_dev_spec_valid(const char *spec)
         if (bad) {
             wsync_error(WSYNC_ERR_INVALID,
                         "WSYNC_IB_DEVICES='%s': entry '%s' is not name[:port] with a port 1-255 "
-                        "(example: mlx5_0:1,mlx5_1 or ^mlx5_2)", spec, name);
+                        "(example: mlx5_0:1,mlx5_1 or ^mlx5_2)",
+                        spec, name);
             return 0;
         }
     return 1;

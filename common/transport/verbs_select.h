@@ -36,8 +36,8 @@ int verbs_pci_closest(const char *gpu_path, const char *const *nic_paths, int n,
 #define VERBS_GID_IB 0
 typedef struct verbs_gid_entry {
     uint8_t gid[16];
-    int type;               /* VERBS_GID_* */
-    int valid;              /* 0: empty slot */
+    int type;  /* VERBS_GID_* */
+    int valid; /* 0: empty slot */
 } verbs_gid_entry_t;
 
 /* The GID index to use on a RoCE port: `want` (>= 0) if that entry is valid;

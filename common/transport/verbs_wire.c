@@ -8,12 +8,39 @@
 
 #include "common/checks.h"
 
-static void put16(unsigned char *p, uint16_t v) { v = htole16(v); memcpy(p, &v, 2); }
-static void put32(unsigned char *p, uint32_t v) { v = htole32(v); memcpy(p, &v, 4); }
-static void put64(unsigned char *p, uint64_t v) { v = htole64(v); memcpy(p, &v, 8); }
-static uint16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return le16toh(v); }
-static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return le32toh(v); }
-static uint64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return le64toh(v); }
+static void put16(unsigned char *p, uint16_t v)
+{
+    v = htole16(v);
+    memcpy(p, &v, 2);
+}
+static void put32(unsigned char *p, uint32_t v)
+{
+    v = htole32(v);
+    memcpy(p, &v, 4);
+}
+static void put64(unsigned char *p, uint64_t v)
+{
+    v = htole64(v);
+    memcpy(p, &v, 8);
+}
+static uint16_t get16(const unsigned char *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return le16toh(v);
+}
+static uint32_t get32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return le32toh(v);
+}
+static uint64_t get64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return le64toh(v);
+}
 
 uint32_t verbs_imm_encode(uint64_t tag)
 {
@@ -61,8 +88,8 @@ static void put_head(unsigned char *out)
 static wsync_status_t check_head(const unsigned char *in, size_t len, size_t want, const char *what)
 {
     if (len != want)
-        return wsync_error(WSYNC_ERR_FORMAT, "verbs: %s is %zu bytes, expected %zu: not a verbs %s", what, len, want,
-                           what);
+        return wsync_error(WSYNC_ERR_FORMAT, "verbs: %s is %zu bytes, expected %zu: not a verbs %s", what, len,
+                           want, what);
     if (get32(in) != VERBS_MAGIC || get16(in + 4) != VERBS_VERSION)
         return wsync_error(WSYNC_ERR_FORMAT,
                            "verbs: %s has magic %08x version %u, expected %08x version %d "
@@ -182,7 +209,8 @@ wsync_status_t verbs_hello_decode(const unsigned char *in, size_t len, verbs_hel
         if (q->qpn == 0 || q->qpn > 0xffffff || q->psn > 0xffffff || q->mtu < 1 || q->mtu > 5 || q->port == 0)
             return wsync_error(WSYNC_ERR_FORMAT,
                                "verbs: handshake queue pair %u has out-of-range attributes (qpn %u, psn %u, "
-                               "mtu %u, port %u)", i, q->qpn, q->psn, q->mtu, q->port);
+                               "mtu %u, port %u)",
+                               i, q->qpn, q->psn, q->mtu, q->port);
     }
     return WSYNC_OK;
 }

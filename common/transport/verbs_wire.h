@@ -11,9 +11,9 @@
 
 #include "common/wsync.h"
 
-#define VERBS_MAGIC 0x73627677u        /* "wvbs" */
+#define VERBS_MAGIC 0x73627677u /* "wvbs" */
 #define VERBS_VERSION 1
-#define VERBS_MAX_DEVS 8                /* NICs per host a connection stripes over */
+#define VERBS_MAX_DEVS 8 /* NICs per host a connection stripes over */
 
 /* Immediate encoding. A put's tag is 64 bits (the data path puts the request
  * id in the high half and the piece id in the low half); the immediate has
@@ -21,8 +21,8 @@
  * the wire as verbs requires. The receiver restores the high half from the
  * expect() registered for (sender, piece) -- the data path expects every
  * piece before it asks for it -- and reports the low half alone otherwise. */
-uint32_t verbs_imm_encode(uint64_t tag);           /* value for wr.imm_data (big-endian) */
-uint32_t verbs_imm_decode(uint32_t imm_data);      /* wc.imm_data -> piece id */
+uint32_t verbs_imm_encode(uint64_t tag);      /* value for wr.imm_data (big-endian) */
+uint32_t verbs_imm_decode(uint32_t imm_data); /* wc.imm_data -> piece id */
 
 /* One work request of a put. A put longer than the device's largest message
  * is cut into consecutive segments of at most max_msg bytes, all on the same
@@ -32,10 +32,10 @@ uint32_t verbs_imm_decode(uint32_t imm_data);      /* wc.imm_data -> piece id */
  * immediate implies every earlier segment has been placed, and the sender's
  * completion of the last segment retires the whole put. */
 typedef struct verbs_seg {
-    uint64_t src_off;       /* from the put's source start */
-    uint64_t dst_off;       /* from the put's destination start */
+    uint64_t src_off; /* from the put's source start */
+    uint64_t dst_off; /* from the put's destination start */
     uint32_t len;
-    int last;               /* carries the immediate; signalled */
+    int last; /* carries the immediate; signalled */
 } verbs_seg_t;
 
 /* Number of segments a put of `len` bytes needs (>= 1; a 0-byte put is one
@@ -74,10 +74,10 @@ wsync_status_t verbs_key_decode(const unsigned char *in, size_t len, verbs_key_t
 /* Connection attributes of one queue pair, exchanged both ways. */
 typedef struct verbs_qp_attr {
     uint8_t gid[16];
-    uint32_t qpn;           /* 24 bits */
-    uint32_t psn;           /* 24 bits */
-    uint16_t lid;           /* InfiniBand only; 0 on RoCE */
-    uint8_t mtu;            /* enum ibv_mtu value, 1..5 */
+    uint32_t qpn; /* 24 bits */
+    uint32_t psn; /* 24 bits */
+    uint16_t lid; /* InfiniBand only; 0 on RoCE */
+    uint8_t mtu;  /* enum ibv_mtu value, 1..5 */
     uint8_t port;
 } verbs_qp_attr_t;
 

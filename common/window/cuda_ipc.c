@@ -20,8 +20,8 @@
 typedef struct ipc_blob {
     uint64_t magic;
     uint64_t len;
-    uint64_t pid;       /* exporting process: it maps its own window directly */
-    uint64_t ptr;       /* the exporter's address, valid in the exporter only */
+    uint64_t pid; /* exporting process: it maps its own window directly */
+    uint64_t ptr; /* the exporter's address, valid in the exporter only */
     int32_t device;
     int32_t pad;
     cudaIpcMemHandle_t handle;
@@ -82,10 +82,12 @@ static wsync_status_t ipc_map(const wsync_blob_t *blob, int fd, size_t len, void
     int i, free_slot = -1;
     void *p = NULL;
     if (blob->len != sizeof(b))
-        return wsync_error(WSYNC_ERR_FORMAT, "cuda_ipc window: blob of %u bytes, expected %zu", blob->len, sizeof(b));
+        return wsync_error(WSYNC_ERR_FORMAT, "cuda_ipc window: blob of %u bytes, expected %zu", blob->len,
+                           sizeof(b));
     memcpy(&b, blob->data, sizeof(b));
     if (b.magic != IPC_MAGIC || b.len < len)
-        return wsync_error(WSYNC_ERR_FORMAT, "cuda_ipc window: not a wsync GPU window, or smaller than %zu bytes", len);
+        return wsync_error(WSYNC_ERR_FORMAT, "cuda_ipc window: not a wsync GPU window, or smaller than %zu bytes",
+                           len);
     if (b.pid == (uint64_t)getpid()) {
         *out = (void *)(uintptr_t)b.ptr;
         return WSYNC_OK;
@@ -138,10 +140,19 @@ static wsync_status_t no_cuda(void)
 {
     return wsync_error(WSYNC_ERR_UNSUPPORTED, "window cuda_ipc: wsync was not built with CUDA");
 }
-static wsync_status_t ipc_alloc(size_t len, wsync_window_t *out) { return no_cuda(); }
+static wsync_status_t ipc_alloc(size_t len, wsync_window_t *out)
+{
+    return no_cuda();
+}
 static void ipc_free(wsync_window_t *w) {}
-static wsync_status_t ipc_export(const wsync_window_t *w, wsync_blob_t *blob) { return no_cuda(); }
-static wsync_status_t ipc_map(const wsync_blob_t *blob, int fd, size_t len, void **out) { return no_cuda(); }
+static wsync_status_t ipc_export(const wsync_window_t *w, wsync_blob_t *blob)
+{
+    return no_cuda();
+}
+static wsync_status_t ipc_map(const wsync_blob_t *blob, int fd, size_t len, void **out)
+{
+    return no_cuda();
+}
 static void ipc_unmap(void *ptr, size_t len) {}
 #endif
 

@@ -35,8 +35,10 @@ static wsync_status_t shm_alloc(size_t len, wsync_window_t *out)
     if (len && fallocate(fd, 0, 0, (off_t)len) != 0 && errno != EOPNOTSUPP) {
         int e = errno;
         close(fd);
-        return wsync_error(WSYNC_ERR_NOMEM, "cannot reserve %zu bytes of shared memory for the image: %s "
-                           "(free memory, or use a smaller image per node)", len, strerror(e));
+        return wsync_error(WSYNC_ERR_NOMEM,
+                           "cannot reserve %zu bytes of shared memory for the image: %s "
+                           "(free memory, or use a smaller image per node)",
+                           len, strerror(e));
     }
     p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED) {

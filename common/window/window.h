@@ -11,14 +11,14 @@
 #include "common/transport/transport.h"
 
 typedef struct wsync_window {
-    void *ptr;          /* local address of the memory */
+    void *ptr; /* local address of the memory */
     size_t len;
-    int fd;             /* shm: the memfd; -1 for backends without one */
+    int fd; /* shm: the memfd; -1 for backends without one */
     void *priv;
 } wsync_window_t;
 
 typedef struct wsync_window_ops {
-    const char *name;   /* "shm", "cuda_ipc" */
+    const char *name; /* "shm", "cuda_ipc" */
     wsync_mem_kind_t kind;
     /* Memory that can be exported. No file is left anywhere after a crash. */
     wsync_status_t (*alloc)(size_t len, wsync_window_t *out);
@@ -31,7 +31,7 @@ typedef struct wsync_window_ops {
 } wsync_window_ops_t;
 
 extern const wsync_window_ops_t wsync_window_shm;
-extern const wsync_window_ops_t wsync_window_cuda_ipc;    /* stub without CUDA */
+extern const wsync_window_ops_t wsync_window_cuda_ipc; /* stub without CUDA */
 
 /* For a memory kind: host -> shm, cuda -> cuda_ipc. */
 const wsync_window_ops_t *wsync_window_for(wsync_mem_kind_t kind);

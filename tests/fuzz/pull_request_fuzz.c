@@ -28,8 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (again == NULL || wsync_pull_request_from_json(again, nchunks, &back) != WSYNC_OK ||
             back.version != r.version || back.req != r.req || back.local_rank != r.local_rank ||
             back.addr.len != r.addr.len || memcmp(back.addr.data, r.addr.data, r.addr.len) != 0 ||
-            back.chunk_bytes != r.chunk_bytes ||
-            (r.chunks && memcmp(back.chunks, r.chunks, r.chunk_bytes) != 0))
+            back.chunk_bytes != r.chunk_bytes || (r.chunks && memcmp(back.chunks, r.chunks, r.chunk_bytes) != 0))
             abort();
         wsync_pull_request_clear(&back);
         json_decref(again);

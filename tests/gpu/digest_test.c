@@ -27,8 +27,25 @@ static void test_no_device_is_a_clear_error(void)
 
 static void test_gpu_digest_equals_cpu_on_random_data(void)
 {
-    static const size_t sizes[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 255, 256, 4095, 4096, 65537,
-                                   1 << 20, (1 << 20) + 13, 3 * (1 << 20) + 5, 64u << 20};
+    static const size_t sizes[] = {0,
+                                   1,
+                                   7,
+                                   8,
+                                   9,
+                                   15,
+                                   16,
+                                   17,
+                                   31,
+                                   33,
+                                   255,
+                                   256,
+                                   4095,
+                                   4096,
+                                   65537,
+                                   1 << 20,
+                                   (1 << 20) + 13,
+                                   3 * (1 << 20) + 5,
+                                   64u << 20};
     size_t max = (64u << 20) + 64, i, k;
     unsigned char *host = malloc(max), *dev = NULL;
     if (ngpu == 0) {
@@ -101,7 +118,7 @@ static void test_gpu_fill_equals_cpu_fill(void)
     CHECK_OK(wsync_mem_cuda.alloc(max, (void **)&dev));
     for (i = 0; dev && i < WSYNC_ARRAY_LEN(sizes); i++)
         for (k = 0; k < WSYNC_ARRAY_LEN(offs); k++) {
-            size_t mis = k % 3;  /* destination alignment differs from the offset's sometimes */
+            size_t mis = k % 3; /* destination alignment differs from the offset's sometimes */
             uint64_t gsum = 0;
             wsync_fill_pattern(want, sizes[i], offs[k], 99 + k);
             CHECK_OK(wsync_mem_cuda.fill(dev + mis, sizes[i], offs[k], 99 + k));

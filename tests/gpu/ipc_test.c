@@ -86,7 +86,10 @@ static void test_window_across_processes(void)
     wsync_window_cuda_ipc.free(&w);
     free(host);
     free(want);
-    close(p2c[0]); close(p2c[1]); close(c2p[0]); close(c2p[1]);
+    close(p2c[0]);
+    close(p2c[1]);
+    close(c2p[0]);
+    close(c2p[1]);
 }
 
 static void test_bad_blob_is_refused(void)

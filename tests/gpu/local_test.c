@@ -16,7 +16,7 @@
 #include "tests/test.h"
 
 #define REGION ((size_t)64 << 20)
-#define SLACK ((size_t)1 << 20)     /* regions start this far into their allocation */
+#define SLACK ((size_t)1 << 20) /* regions start this far into their allocation */
 #define NPIECES 24
 
 static int ngpu;
@@ -27,7 +27,7 @@ static void piece(int i, size_t *off, size_t *len)
     size_t o = 0;
     int k;
     for (k = 0; k < i; k++)
-        o += lens[k % 4] + 4096;    /* gaps between pieces stay as they were */
+        o += lens[k % 4] + 4096; /* gaps between pieces stay as they were */
     *off = o;
     *len = lens[i % 4];
 }
@@ -52,7 +52,8 @@ static void *send_main(void *arg)
     wsync_blob_t key;
     int i, got = 0;
     j->rc = 3;
-    if (ops->open(&cfg, &t) != WSYNC_OK || ops->reg(t, j->src + SLACK, REGION, WSYNC_MEM_CUDA, &r, &key) != WSYNC_OK ||
+    if (ops->open(&cfg, &t) != WSYNC_OK ||
+        ops->reg(t, j->src + SLACK, REGION, WSYNC_MEM_CUDA, &r, &key) != WSYNC_OK ||
         ops->connect(t, &j->addr, j->self_id, &c) != WSYNC_OK) {
         fprintf(stderr, "  sender: %s\n", wsync_last_error());
         return NULL;
@@ -93,7 +94,8 @@ static int sender(int in, int dev, int self_id)
     pthread_t th;
     if (read_full(in, &j.addr, sizeof(j.addr)) != 0 || read_full(in, &j.rkey, sizeof(j.rkey)) != 0)
         return 2;
-    if (wsync_mem_cuda.init(dev) != WSYNC_OK || wsync_mem_cuda.alloc(REGION + 2 * SLACK, (void **)&j.src) != WSYNC_OK ||
+    if (wsync_mem_cuda.init(dev) != WSYNC_OK ||
+        wsync_mem_cuda.alloc(REGION + 2 * SLACK, (void **)&j.src) != WSYNC_OK ||
         wsync_mem_cuda.fill(j.src + SLACK, REGION, 0, 11) != WSYNC_OK) {
         fprintf(stderr, "  sender: %s\n", wsync_last_error());
         return 3;
@@ -113,7 +115,7 @@ static pid_t start_sender(int *wfd, int dev, int self_id)
         return -1;
     pid = fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive a receiver that gave up */
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a receiver that gave up */
         close(fds[1]);
         _exit(sender(fds[0], dev, self_id));
     }
@@ -137,7 +139,7 @@ static void pieces_land(int dev)
     CHECK(pid > 0);
     CHECK_OK(wsync_mem_cuda.init(dev));
     CHECK_OK(wsync_mem_cuda.alloc(REGION + 2 * SLACK, (void **)&dst));
-    CHECK_OK(wsync_mem_cuda.fill(dst, REGION + 2 * SLACK, 0, 12));     /* not the source's bytes */
+    CHECK_OK(wsync_mem_cuda.fill(dst, REGION + 2 * SLACK, 0, 12)); /* not the source's bytes */
     CHECK_OK(ops->open(&cfg, &t));
     CHECK_OK(ops->reg(t, dst + SLACK, REGION, WSYNC_MEM_CUDA, &r, &key));
     CHECK_OK(ops->listen(t, &addr));
@@ -183,8 +185,14 @@ static void pieces_land(int dev)
     close(wfd);
 }
 
-static void body_same_gpu(void) { pieces_land(0); }
-static void body_across_gpus(void) { pieces_land(1); }
+static void body_same_gpu(void)
+{
+    pieces_land(0);
+}
+static void body_across_gpus(void)
+{
+    pieces_land(1);
+}
 
 /* Each case runs in its own CUDA-free-at-start process: the sender it forks
  * must not inherit an initialized CUDA context (CUDA does not survive fork). */

@@ -23,9 +23,9 @@ static void test_copies_every_direction(void)
     CHECK_OK(wsync_mem_cuda.alloc(len + 8, (void **)&d1));
     for (i = 0; d0 && d1 && i < WSYNC_ARRAY_LEN(lens); i++) {
         memset(back, 0, len);
-        CHECK_OK(wsync_mem_cuda.copy(d0, src, lens[i]));          /* H2D */
-        CHECK_OK(wsync_mem_cuda.copy(d1 + 3, d0, lens[i]));       /* D2D, unaligned */
-        CHECK_OK(wsync_mem_cuda.copy(back, d1 + 3, lens[i]));     /* D2H */
+        CHECK_OK(wsync_mem_cuda.copy(d0, src, lens[i]));      /* H2D */
+        CHECK_OK(wsync_mem_cuda.copy(d1 + 3, d0, lens[i]));   /* D2D, unaligned */
+        CHECK_OK(wsync_mem_cuda.copy(back, d1 + 3, lens[i])); /* D2H */
         CHECK(memcmp(src, back, lens[i]) == 0);
     }
     wsync_mem_cuda.free(d0);
@@ -51,7 +51,7 @@ static void test_copy_across_gpus(void)
     CHECK_OK(wsync_mem_cuda.init(0));
     if (d0 && d1) {
         CHECK_OK(wsync_mem_cuda.copy(d0, src, len));
-        CHECK_OK(wsync_mem_cuda.copy(d1, d0, len));   /* peer copy GPU0 -> GPU1 */
+        CHECK_OK(wsync_mem_cuda.copy(d1, d0, len)); /* peer copy GPU0 -> GPU1 */
         CHECK_OK(wsync_mem_cuda.init(1));
         CHECK_OK(wsync_mem_cuda.copy(back, d1, len));
         CHECK(memcmp(src, back, len) == 0);

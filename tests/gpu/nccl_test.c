@@ -43,12 +43,13 @@ static int sender(int in, int self_id, int die)
         return 2;
     if (wsync_mem_cuda.init(0) != WSYNC_OK || wsync_mem_cuda.alloc(REGION, &src) != WSYNC_OK ||
         wsync_mem_cuda.fill(src, REGION, 0, 11) != WSYNC_OK || ops->open(&cfg, &t) != WSYNC_OK ||
-        ops->reg(t, src, REGION, WSYNC_MEM_CUDA, &r, &key) != WSYNC_OK || ops->connect(t, &addr, self_id, &c) != WSYNC_OK) {
+        ops->reg(t, src, REGION, WSYNC_MEM_CUDA, &r, &key) != WSYNC_OK ||
+        ops->connect(t, &addr, self_id, &c) != WSYNC_OK) {
         fprintf(stderr, "  sender: %s\n", wsync_last_error());
         return 3;
     }
     if (die)
-        _exit(0);   /* connected, then gone without a word */
+        _exit(0); /* connected, then gone without a word */
     for (i = 0; i < NPIECES; i++) {
         size_t off, len;
         piece(i, &off, &len);
@@ -82,7 +83,7 @@ static pid_t start_sender(int *wfd, int self_id, int die)
         return -1;
     pid = fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);   /* never outlive a receiver that gave up */
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a receiver that gave up */
         close(fds[1]);
         _exit(sender(fds[0], self_id, die));
     }
@@ -138,7 +139,7 @@ static void body_pieces_land(void)
     CHECK(pid > 0);
     CHECK_OK(wsync_mem_cuda.init(dev));
     CHECK_OK(wsync_mem_cuda.alloc(REGION, &dst));
-    CHECK_OK(wsync_mem_cuda.fill(dst, REGION, 0, 12));  /* not the source's bytes */
+    CHECK_OK(wsync_mem_cuda.fill(dst, REGION, 0, 12)); /* not the source's bytes */
     CHECK_OK(ops->open(&cfg, &t));
     CHECK_OK(ops->reg(t, dst, REGION, WSYNC_MEM_CUDA, &r, &key));
     memset(&addr, 0, sizeof(addr));

@@ -44,8 +44,8 @@ static void without_gpu_the_pack_says_why(void)
  * back and compares it, sentinel bytes around the runs included, with the
  * host gather and the byte gather of the same runs. */
 static int pack_and_compare(unsigned char *src_dev, unsigned char *dst_dev, const unsigned char *src_host,
-                            unsigned char *want, unsigned char *want2, unsigned char *got, const wsync_run2d_t *runs,
-                            size_t n, uint64_t len, size_t so, size_t dof, void *stream,
+                            unsigned char *want, unsigned char *want2, unsigned char *got,
+                            const wsync_run2d_t *runs, size_t n, uint64_t len, size_t so, size_t dof, void *stream,
                             const wsync_pack_plan_t *plan)
 {
     wsync_pack_job_t *job = NULL;
@@ -111,7 +111,7 @@ static void gpu_gather_equals_host_gather_on_random_runs(void)
         CHECK_OK(wsync_pack_cuda_prepare(runs, n, (uintptr_t)(dst_dev + dof), (uintptr_t)(src_dev + so), &plan));
         if (plan) {
             memcpy(keep, runs, n * sizeof(*runs));
-            memset(runs, 0, n * sizeof(*runs));     /* the plan holds its own table */
+            memset(runs, 0, n * sizeof(*runs)); /* the plan holds its own table */
             ok &= pack_and_compare(src_dev, dst_dev, src, want, want2, got, keep, n, len, so, dof, NULL, plan);
             ok &= pack_and_compare(src_dev, dst_dev, src, want, want2, got, keep, n, len, so + 16, dof + 16, NULL,
                                    plan);
@@ -159,12 +159,15 @@ static void one_launch_many_runs_poll_and_streams(void)
     CHECK_OK(wsync_mem_cuda.copy(src_dev, src, src_len));
     /* matrix m = i / 8 holds rows [16 m, 16 m + 16); run i takes rank i % 8's slice */
     for (i = 0; i < NRUNS; i++)
-        runs[i] = (wsync_run2d_t){.src_off = (i / 8) * ROWS * COLS_BYTES + (i % 8) * SLICE, .src_stride = COLS_BYTES,
-                                  .row_bytes = SLICE, .rows = ROWS, .dst_off = i * ROWS * SLICE};
+        runs[i] = (wsync_run2d_t){.src_off = (i / 8) * ROWS * COLS_BYTES + (i % 8) * SLICE,
+                                  .src_stride = COLS_BYTES,
+                                  .row_bytes = SLICE,
+                                  .rows = ROWS,
+                                  .dst_off = i * ROWS * SLICE};
     CHECK_OK(wsync_pack_check(runs, NRUNS, src_len, dst_len));
     gather_bytes(want, src, runs, NRUNS);
     CHECK_OK(wsync_pack_cuda_start(dst_dev, src_dev, runs, NRUNS, NULL, &job));
-    memset(runs, 0, NRUNS * sizeof(*runs));     /* the job holds its own table */
+    memset(runs, 0, NRUNS * sizeof(*runs)); /* the job holds its own table */
     while (job && !done && polls++ < 100000000) {
         wsync_status_t st = wsync_pack_cuda_poll(job, &done);
         CHECK_OK(st);
@@ -187,7 +190,7 @@ static void one_launch_many_runs_poll_and_streams(void)
         wsync_run2d_t rr[16];
         uint64_t len = random_runs(rr, 16, 1);
         CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-        if (want2 && got2 && want3) {     /* src_len > SRC_LEN + 64: the random runs fit */
+        if (want2 && got2 && want3) { /* src_len > SRC_LEN + 64: the random runs fit */
             unsigned char *d2 = NULL;
             CHECK_OK(wsync_mem_cuda.alloc(DST_CAP + 128, (void **)&d2));
             if (d2)
@@ -236,9 +239,12 @@ static void plans_launch_in_flight_and_refuse_bad_bases(void)
         goto out;
     fill_random(src, src_len, 12);
     CHECK_OK(wsync_mem_cuda.copy(src_dev, src, src_len));
-    for (i = 0; i < NR; i++)     /* rank i % 8's slice of matrix i */
-        runs[i] = (wsync_run2d_t){.src_off = i * ROWS * STRIDE + (i % 8) * SLICE, .src_stride = STRIDE,
-                                  .row_bytes = SLICE, .rows = ROWS, .dst_off = i * ROWS * SLICE};
+    for (i = 0; i < NR; i++) /* rank i % 8's slice of matrix i */
+        runs[i] = (wsync_run2d_t){.src_off = i * ROWS * STRIDE + (i % 8) * SLICE,
+                                  .src_stride = STRIDE,
+                                  .row_bytes = SLICE,
+                                  .rows = ROWS,
+                                  .dst_off = i * ROWS * SLICE};
     gather_bytes(want, src, runs, NR);
     CHECK_OK(wsync_pack_cuda_prepare(runs, NR, (uintptr_t)d1, (uintptr_t)src_dev, &plan));
     if (plan == NULL)
@@ -259,7 +265,7 @@ static void plans_launch_in_flight_and_refuse_bad_bases(void)
     /* odd rows: every task 1 byte wide, so any base will do */
     memset(want, SENTINEL, len + 64);
     gather_bytes(want + 5, src, &odd, 1);
-    CHECK_OK(wsync_mem_cuda.copy(d1, want, 5));     /* the bytes before the run */
+    CHECK_OK(wsync_mem_cuda.copy(d1, want, 5)); /* the bytes before the run */
     CHECK_OK(wsync_mem_cuda.copy(d1 + 5 + 3000, want + 5 + 3000, 64));
     CHECK_OK(wsync_pack_cuda_prepare(&odd, 1, 0, 0, &odd_plan));
     if (odd_plan) {

@@ -51,7 +51,7 @@ int ctl_clients_add(ctl_clients_t *c, const struct sockaddr *sa, int delta)
             size_t cap = c->cap ? c->cap * 2 : 64;
             ctl_client_count_t *nv = realloc(c->v, cap * sizeof(*nv));
             if (nv == NULL)
-                return 0;           /* not counted: never refuse for our own memory */
+                return 0; /* not counted: never refuse for our own memory */
             c->v = nv;
             c->cap = cap;
         }
@@ -61,7 +61,7 @@ int ctl_clients_add(ctl_clients_t *c, const struct sockaddr *sa, int delta)
     }
     e->open += delta;
     open = e->open;
-    if (open <= 0)                  /* the last one closed: forget the client */
+    if (open <= 0) /* the last one closed: forget the client */
         *e = c->v[--c->n];
     return open > 0 ? open : 0;
 }

@@ -9,12 +9,12 @@
 #include <sys/socket.h>
 
 typedef struct ctl_client_count {
-    unsigned char addr[17];         /* family byte + up to 16 address bytes */
+    unsigned char addr[17]; /* family byte + up to 16 address bytes */
     int open;
 } ctl_client_count_t;
 
 typedef struct ctl_clients {
-    ctl_client_count_t *v;          /* clients with open connections */
+    ctl_client_count_t *v; /* clients with open connections */
     size_t n, cap;
 } ctl_clients_t;
 

@@ -26,8 +26,7 @@ typedef struct wsync_control_server_config {
 
 /* Loads the state file (a corrupt one is refused with the reason), binds,
  * and serves from MHD's own thread. */
-wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *cfg,
-                                          wsync_control_server_t **out);
+wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *cfg, wsync_control_server_t **out);
 /* "http://HOST:PORT" clients should use (loopback when bound to any). */
 const char *wsync_control_server_url(const wsync_control_server_t *s);
 /* Stops serving and frees; NULL is fine. */

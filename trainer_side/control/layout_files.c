@@ -51,28 +51,33 @@ wsync_status_t ctl_layout_files_load(ctl_model_t *m, const json_t *state, const 
     const json_t *list = ctl_state_layouts(state), *d;
     char path[4096];
     size_t i;
-    json_array_foreach(list, i, d) {
+    json_array_foreach(list, i, d)
+    {
         const char *digest = json_string_value(d);
         json_t *doc = NULL;
         int rc;
         if (!ctl_layout_digest_ok(digest))
-            return wsync_error(WSYNC_ERR_FORMAT, "state file %s: layouts[%zu] is not a layout digest; fix or "
-                               "move it away", state_path, i);
+            return wsync_error(WSYNC_ERR_FORMAT,
+                               "state file %s: layouts[%zu] is not a layout digest; fix or "
+                               "move it away",
+                               state_path, i);
         file_of(state_path, digest, path, sizeof(path));
         WSYNC_CHECK(ctl_state_read(path, &doc));
         if (doc == NULL || !json_is_object(json_object_get(doc, "manifest")) ||
             !json_equal(json_object_get(doc, "digest"), d)) {
             json_decref(doc);
-            return wsync_error(WSYNC_ERR_FORMAT, "state file %s lists layout %s, but %s is %s; restore it, or move "
-                               "the state file away to start from scratch", state_path, digest, path,
-                               doc ? "not that layout" : "missing");
+            return wsync_error(WSYNC_ERR_FORMAT,
+                               "state file %s lists layout %s, but %s is %s; restore it, or move "
+                               "the state file away to start from scratch",
+                               state_path, digest, path, doc ? "not that layout" : "missing");
         }
         pthread_mutex_lock(&m->lock);
         rc = ctl_layout_add_locked(m, digest, json_object_get(doc, "manifest"), 1);
         pthread_mutex_unlock(&m->lock);
         json_decref(doc);
         if (rc != 0)
-            return wsync_error(WSYNC_ERR_NOMEM, "state file %s: out of memory loading layout %s", state_path, digest);
+            return wsync_error(WSYNC_ERR_NOMEM, "state file %s: out of memory loading layout %s", state_path,
+                               digest);
     }
     return WSYNC_OK;
 }

@@ -107,8 +107,8 @@ int ctl_layout_add_locked(ctl_model_t *m, const char *digest, json_t *manifest, 
     return 0;
 }
 
-int ctl_put_layout(ctl_model_t *m, const char *digest, const json_t *body, json_t **reply, char *err, size_t errlen,
-                   int *changed)
+int ctl_put_layout(ctl_model_t *m, const char *digest, const json_t *body, json_t **reply, char *err,
+                   size_t errlen, int *changed)
 {
     static const ctl_field_t fields[] = {{"manifest", CTL_OBJECT, 1}};
     json_t *manifest = json_object_get(body, "manifest");
@@ -119,8 +119,10 @@ int ctl_put_layout(ctl_model_t *m, const char *digest, const json_t *body, json_
     if (code)
         return code;
     if (!ctl_layout_digest_ok(digest)) {
-        snprintf(err, errlen, "layout digest '%.40s' must be 32 lowercase hex digits (the manifest's digest, as "
-                 "wsync inspect prints it)", digest ? digest : "");
+        snprintf(err, errlen,
+                 "layout digest '%.40s' must be 32 lowercase hex digits (the manifest's digest, as "
+                 "wsync inspect prints it)",
+                 digest ? digest : "");
         return 422;
     }
     pthread_mutex_lock(&m->lock);
@@ -140,7 +142,7 @@ int ctl_put_layout(ctl_model_t *m, const char *digest, const json_t *body, json_
             return 422;
         }
         pthread_mutex_lock(&m->lock);
-        known = find(m, digest) != NULL;  /* another post of it may have won the race */
+        known = find(m, digest) != NULL; /* another post of it may have won the race */
         if (!known && ctl_layout_add_locked(m, digest, manifest, 0) != 0) {
             pthread_mutex_unlock(&m->lock);
             snprintf(err, errlen, "out of memory");
@@ -209,7 +211,7 @@ int ctl_layouts_take_dropped(ctl_model_t *m, char (*out)[33], int max)
     int i, n = 0;
     pthread_mutex_lock(&m->lock);
     for (i = 0; i < m->ndropped; i++)
-        if (find(m, m->dropped[i]) == NULL && n < max)  /* not registered again since */
+        if (find(m, m->dropped[i]) == NULL && n < max) /* not registered again since */
             memcpy(out[n++], m->dropped[i], 33);
     m->ndropped = 0;
     pthread_mutex_unlock(&m->lock);

@@ -64,21 +64,26 @@ char *ctl_metrics_text(wsync_control_server_t *s)
     add(&b, "wsync_sync_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
     add(&b, "wsync_sync_duration_seconds_sum %g\nwsync_sync_duration_seconds_count %llu\n", m->sync_seconds,
         (unsigned long long)m->syncs);
-    add(&b, "# HELP wsync_bytes_synced_total Image bytes made ready on engine nodes.\n"
-            "# TYPE wsync_bytes_synced_total counter\nwsync_bytes_synced_total %llu\n",
+    add(&b,
+        "# HELP wsync_bytes_synced_total Image bytes made ready on engine nodes.\n"
+        "# TYPE wsync_bytes_synced_total counter\nwsync_bytes_synced_total %llu\n",
         (unsigned long long)m->bytes_synced);
-    add(&b, "# HELP wsync_sync_failures_total Engine syncs reported failed.\n"
-            "# TYPE wsync_sync_failures_total counter\nwsync_sync_failures_total %llu\n",
+    add(&b,
+        "# HELP wsync_sync_failures_total Engine syncs reported failed.\n"
+        "# TYPE wsync_sync_failures_total counter\nwsync_sync_failures_total %llu\n",
         (unsigned long long)m->failures);
     pthread_mutex_unlock(&m->lock);
     if (s->state_path) {
         uint64_t failures = 0;
         int failing = ctl_state_failing(s, NULL, 0, &failures, NULL);
-        add(&b, "# HELP wsync_state_write_failures_total State-file writes that failed.\n"
-                "# TYPE wsync_state_write_failures_total counter\nwsync_state_write_failures_total %llu\n",
+        add(&b,
+            "# HELP wsync_state_write_failures_total State-file writes that failed.\n"
+            "# TYPE wsync_state_write_failures_total counter\nwsync_state_write_failures_total %llu\n",
             (unsigned long long)failures);
-        add(&b, "# HELP wsync_state_file_ok 1 while the last state-file write worked, else 0.\n"
-                "# TYPE wsync_state_file_ok gauge\nwsync_state_file_ok %d\n", !failing);
+        add(&b,
+            "# HELP wsync_state_file_ok 1 while the last state-file write worked, else 0.\n"
+            "# TYPE wsync_state_file_ok gauge\nwsync_state_file_ok %d\n",
+            !failing);
     }
     pthread_mutex_lock(&s->wait_lock);
     {
@@ -86,14 +91,16 @@ char *ctl_metrics_text(wsync_control_server_t *s)
         unsigned long long nwait = 0;
         for (w = s->waiters; w; w = w->next_waiter)
             nwait++;
-        add(&b, "# HELP wsync_long_polls_waiting Long polls held open (suspended) right now.\n"
-                "# TYPE wsync_long_polls_waiting gauge\nwsync_long_polls_waiting %llu\n", nwait);
+        add(&b,
+            "# HELP wsync_long_polls_waiting Long polls held open (suspended) right now.\n"
+            "# TYPE wsync_long_polls_waiting gauge\nwsync_long_polls_waiting %llu\n",
+            nwait);
     }
     add(&b, "# HELP wsync_http_requests_total HTTP requests by route and status code.\n"
             "# TYPE wsync_http_requests_total counter\n");
     for (i = 0; i < s->ncounts; i++)
-        add(&b, "wsync_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n", s->counts[i].route, s->counts[i].code,
-            (unsigned long long)s->counts[i].n);
+        add(&b, "wsync_http_requests_total{route=\"%s\",code=\"%d\"} %llu\n", s->counts[i].route,
+            s->counts[i].code, (unsigned long long)s->counts[i].n);
     pthread_mutex_unlock(&s->wait_lock);
     return b.p ? b.p : strdup("");
 }

@@ -83,8 +83,10 @@ static int set_world(ctl_model_t *m, int world, char *err, size_t errlen)
 
 int ctl_register_trainer(ctl_model_t *m, const json_t *body, char *err, size_t errlen, int *changed)
 {
-    static const ctl_field_t fields[] = {
-        {"rank", CTL_INT, 1}, {"world", CTL_INT, 1}, {"host", CTL_STRING, 1}, {"endpoint", CTL_OBJECT, 1}};
+    static const ctl_field_t fields[] = {{"rank", CTL_INT, 1},
+                                         {"world", CTL_INT, 1},
+                                         {"host", CTL_STRING, 1},
+                                         {"endpoint", CTL_OBJECT, 1}};
     int code = ctl_validate(body, fields, WSYNC_ARRAY_LEN(fields), err, errlen), rank, world;
     ctl_trainer_t *t;
     if (code)
@@ -139,8 +141,10 @@ static int id_ok(const char *id, size_t cap)
 
 int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t errlen, int *changed)
 {
-    static const ctl_field_t fields[] = {{"id", CTL_STRING, 1}, {"host", CTL_STRING, 1},
-                                         {"local_ranks", CTL_INT, 1}, {"endpoint", CTL_OBJECT, 0}};
+    static const ctl_field_t fields[] = {{"id", CTL_STRING, 1},
+                                         {"host", CTL_STRING, 1},
+                                         {"local_ranks", CTL_INT, 1},
+                                         {"endpoint", CTL_OBJECT, 0}};
     int code = ctl_validate(body, fields, WSYNC_ARRAY_LEN(fields), err, errlen);
     const char *id;
     ctl_engine_t *e;
@@ -148,8 +152,10 @@ int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t er
         return code;
     id = json_string_value(json_object_get(body, "id"));
     if (!id_ok(id, sizeof(e->id))) {
-        snprintf(err, errlen, "field 'id' must be under %zu printable characters without '/', quotes, "
-                 "backslashes or spaces (it goes into URLs and metric labels)", sizeof(e->id));
+        snprintf(err, errlen,
+                 "field 'id' must be under %zu printable characters without '/', quotes, "
+                 "backslashes or spaces (it goes into URLs and metric labels)",
+                 sizeof(e->id));
         return 422;
     }
     if (json_integer_value(json_object_get(body, "local_ranks")) < 1) {
@@ -161,8 +167,10 @@ int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t er
     if (e == NULL && m->nengines >= (m->max_engines > 0 ? m->max_engines : CTL_MAX_ENGINES)) {
         int max = m->max_engines > 0 ? m->max_engines : CTL_MAX_ENGINES;
         pthread_mutex_unlock(&m->lock);
-        snprintf(err, errlen, "engine node '%s' refused: %d engine nodes are registered, the limit of this "
-                 "endpoint (wsync serve --max-engines); nodes already registered may register again", id, max);
+        snprintf(err, errlen,
+                 "engine node '%s' refused: %d engine nodes are registered, the limit of this "
+                 "endpoint (wsync serve --max-engines); nodes already registered may register again",
+                 id, max);
         return 403;
     }
     if (e == NULL) {
@@ -197,7 +205,8 @@ int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t er
 /* Layout fields that must agree across the ranks of one version. */
 static int same_layout(const json_t *a, const json_t *b)
 {
-    static const char *keys[] = {"manifest_digest", "chunk_size", "layout", "layout_digest", "image_size", "world"};
+    static const char *keys[] = {"manifest_digest", "chunk_size", "layout",
+                                 "layout_digest",   "image_size", "world"};
     size_t i;
     for (i = 0; i < WSYNC_ARRAY_LEN(keys); i++)
         if (!json_equal(json_object_get(a, keys[i]), json_object_get(b, keys[i])))
@@ -224,7 +233,8 @@ static void complete(ctl_model_t *m, ctl_pending_t *p)
     all = calloc(n ? n : 1, sizeof(*all));
     for (r = 0, k = 0; all && r < p->world; r++) {
         json_t *pc;
-        json_array_foreach(p->pieces[r], i, pc) {
+        json_array_foreach(p->pieces[r], i, pc)
+        {
             json_object_set_new(pc, "rank", json_integer(r));
             all[k++] = pc;
         }
@@ -296,14 +306,14 @@ static int same_report(const json_t *rec, int rank, const json_t *layout, const 
     size_t i, j, mine = 0;
     if (!same_layout(rec, layout))
         return 0;
-    json_array_foreach(all, i, q)
-        if (json_integer_value(json_object_get(q, "rank")) == rank)
-            mine++;
+    json_array_foreach(all, i, q) if (json_integer_value(json_object_get(q, "rank")) == rank) mine++;
     if (mine != json_array_size(pieces))
         return 0;
-    json_array_foreach(pieces, i, pc) {
+    json_array_foreach(pieces, i, pc)
+    {
         int found = 0;
-        json_array_foreach(all, j, q) {
+        json_array_foreach(all, j, q)
+        {
             if (json_integer_value(json_object_get(q, "rank")) == rank &&
                 json_equal(json_object_get(q, "id"), json_object_get(pc, "id")) &&
                 json_equal(json_object_get(q, "offset"), json_object_get(pc, "offset")) &&
@@ -321,13 +331,22 @@ static int same_report(const json_t *rec, int rank, const json_t *layout, const 
 
 int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, size_t errlen, int *changed)
 {
-    static const ctl_field_t fields[] = {{"rank", CTL_INT, 1}, {"world", CTL_INT, 1}, {"version", CTL_INT, 1},
-                                         {"layout", CTL_OBJECT, 1}, {"pieces", CTL_ARRAY, 1}};
-    static const ctl_field_t layout_fields[] = {
-        {"manifest_digest", CTL_STRING, 1}, {"chunk_size", CTL_INT, 1}, {"layout", CTL_STRING, 1},
-        {"layout_digest", CTL_STRING, 1}, {"image_size", CTL_INT, 1}, {"world", CTL_INT, 1}, {"manifest", CTL_OBJECT, 0}};
-    static const ctl_field_t piece_fields[] = {
-        {"id", CTL_INT, 1}, {"offset", CTL_INT, 1}, {"len", CTL_INT, 1}, {"digest", CTL_STRING, 1}};
+    static const ctl_field_t fields[] = {{"rank", CTL_INT, 1},
+                                         {"world", CTL_INT, 1},
+                                         {"version", CTL_INT, 1},
+                                         {"layout", CTL_OBJECT, 1},
+                                         {"pieces", CTL_ARRAY, 1}};
+    static const ctl_field_t layout_fields[] = {{"manifest_digest", CTL_STRING, 1},
+                                                {"chunk_size", CTL_INT, 1},
+                                                {"layout", CTL_STRING, 1},
+                                                {"layout_digest", CTL_STRING, 1},
+                                                {"image_size", CTL_INT, 1},
+                                                {"world", CTL_INT, 1},
+                                                {"manifest", CTL_OBJECT, 0}};
+    static const ctl_field_t piece_fields[] = {{"id", CTL_INT, 1},
+                                               {"offset", CTL_INT, 1},
+                                               {"len", CTL_INT, 1},
+                                               {"digest", CTL_STRING, 1}};
     const json_t *layout = json_object_get(body, "layout"), *pieces = json_object_get(body, "pieces"), *pc;
     int code = ctl_validate(body, fields, WSYNC_ARRAY_LEN(fields), err, errlen), rank, world, i;
     ctl_pending_t *p = NULL;
@@ -336,13 +355,14 @@ int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, s
 
     if (code || (code = ctl_validate(layout, layout_fields, WSYNC_ARRAY_LEN(layout_fields), err, errlen)) != 0)
         return code;
-    json_array_foreach(pieces, k, pc)
-        if ((code = ctl_validate(pc, piece_fields, WSYNC_ARRAY_LEN(piece_fields), err, errlen)) != 0) {
-            char inner[256];
-            snprintf(inner, sizeof(inner), "%s", err);
-            snprintf(err, errlen, "pieces[%zu]: %s", k, inner);
-            return code;
-        }
+    json_array_foreach(pieces, k, pc) if ((code = ctl_validate(pc, piece_fields, WSYNC_ARRAY_LEN(piece_fields),
+                                                               err, errlen)) != 0)
+    {
+        char inner[256];
+        snprintf(inner, sizeof(inner), "%s", err);
+        snprintf(err, errlen, "pieces[%zu]: %s", k, inner);
+        return code;
+    }
     rank = (int)json_integer_value(json_object_get(body, "rank"));
     world = (int)json_integer_value(json_object_get(body, "world"));
     v = (uint64_t)json_integer_value(json_object_get(body, "version"));
@@ -377,8 +397,10 @@ int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, s
         if (m->pending[i].version == v)
             p = &m->pending[i];
     if (p && (p->world != world || !same_layout(p->layout, layout))) {
-        snprintf(err, errlen, "version %llu was reported by other ranks with a different layout (manifest, chunk "
-                 "size, layout or world)", (unsigned long long)v);
+        snprintf(err, errlen,
+                 "version %llu was reported by other ranks with a different layout (manifest, chunk "
+                 "size, layout or world)",
+                 (unsigned long long)v);
         code = 409;
         goto out;
     }
@@ -394,8 +416,10 @@ int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, s
             goto out;
         }
         if (!ctl_layout_known_locked(m, mdig)) {
-            snprintf(err, errlen, "layout.manifest_digest %s is not registered here: POST /v1/layouts/%s with "
-                     "{\"manifest\": ...} first (trainer rank 0 does, once per layout)", mdig, mdig);
+            snprintf(err, errlen,
+                     "layout.manifest_digest %s is not registered here: POST /v1/layouts/%s with "
+                     "{\"manifest\": ...} first (trainer rank 0 does, once per layout)",
+                     mdig, mdig);
             code = 404;
             goto out;
         }
@@ -414,7 +438,7 @@ int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, s
         memset(p, 0, sizeof(*p));
         p->version = v;
         p->world = world;
-        p->layout = json_copy((json_t *)layout);   /* shallow: its fields are scalars but the manifest */
+        p->layout = json_copy((json_t *)layout); /* shallow: its fields are scalars but the manifest */
         json_object_del(p->layout, "manifest");
         p->pieces = calloc((size_t)world, sizeof(json_t *));
     }
@@ -441,9 +465,9 @@ out:
 
 int ctl_report(ctl_model_t *m, const char *id, const json_t *body, char *err, size_t errlen, int *changed)
 {
-    static const ctl_field_t fields[] = {{"version", CTL_INT, 1}, {"state", CTL_STRING, 1},
+    static const ctl_field_t fields[] = {{"version", CTL_INT, 1},       {"state", CTL_STRING, 1},
                                          {"duration_s", CTL_NUMBER, 0}, {"bytes", CTL_INT, 0},
-                                         {"error", CTL_ANY_STRING, 0}, {"phase", CTL_STRING, 0},
+                                         {"error", CTL_ANY_STRING, 0},  {"phase", CTL_STRING, 0},
                                          {"total", CTL_INT, 0}};
     int code = ctl_validate(body, fields, WSYNC_ARRAY_LEN(fields), err, errlen);
     const char *state;
@@ -534,15 +558,16 @@ out:
 
 static json_t *engine_json(const ctl_model_t *m, const ctl_engine_t *e)
 {
-    json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:f, s:f, s:s, s:f, s:O*}", "id", e->id, "host", e->host,
-                     "local_ranks", e->local_ranks, "state", e->state, "version", (json_int_t)e->version, "target",
-                     (json_int_t)e->target, "behind", (json_int_t)(m->latest - (e->version < m->latest ? e->version : m->latest)),
-                     "last_sync_s", e->last_sync_s, "last_gbps", e->last_gbps, "last_error", e->last_error,
-                     "updated", e->updated, "endpoint", e->endpoint);
+    json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:f, s:f, s:s, s:f, s:O*}", "id", e->id, "host",
+                          e->host, "local_ranks", e->local_ranks, "state", e->state, "version",
+                          (json_int_t)e->version, "target", (json_int_t)e->target, "behind",
+                          (json_int_t)(m->latest - (e->version < m->latest ? e->version : m->latest)),
+                          "last_sync_s", e->last_sync_s, "last_gbps", e->last_gbps, "last_error", e->last_error,
+                          "updated", e->updated, "endpoint", e->endpoint);
     if (j && e->phase[0])
-        json_object_set_new(j, "progress", json_pack("{s:s, s:I, s:I}", "phase", e->phase, "bytes",
-                                                     (json_int_t)e->progress_bytes, "total",
-                                                     (json_int_t)e->progress_total));
+        json_object_set_new(j, "progress",
+                            json_pack("{s:s, s:I, s:I}", "phase", e->phase, "bytes", (json_int_t)e->progress_bytes,
+                                      "total", (json_int_t)e->progress_total));
     return j;
 }
 
@@ -641,13 +666,16 @@ wsync_status_t ctl_state_load(ctl_model_t *m, const json_t *s, const char *path)
     if (!json_is_object(s) || json_integer_value(json_object_get(s, "format")) != 1 ||
         !json_is_integer(json_object_get(s, "latest_version")) || !json_is_array(records) ||
         !json_is_array(engines) || !json_is_array(trainers))
-        return wsync_error(WSYNC_ERR_FORMAT, "state file %s: not a wsync state file (format 1 with latest_version, "
-                           "versions, trainers, engines); fix or move it away", path);
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "state file %s: not a wsync state file (format 1 with latest_version, "
+                           "versions, trainers, engines); fix or move it away",
+                           path);
     if (json_integer_value(json_object_get(s, "latest_version")) < 0)
         return wsync_error(WSYNC_ERR_FORMAT, "state file %s: latest_version is negative; fix or move it away", path);
     m->latest = (uint64_t)json_integer_value(json_object_get(s, "latest_version"));
     m->latest_at = json_number_value(json_object_get(s, "published_at"));
-    json_array_foreach(records, i, e) {
+    json_array_foreach(records, i, e)
+    {
         json_t *inline_manifest = json_object_get(e, "manifest");
         const char *mdig = json_string_value(json_object_get(e, "manifest_digest"));
         if (!json_is_object(e) || !json_is_integer(json_object_get(e, "version")) || m->nrecords == CTL_RETAIN)
@@ -661,7 +689,8 @@ wsync_status_t ctl_state_load(ctl_model_t *m, const json_t *s, const char *path)
             json_object_del((json_t *)e, "manifest");
         }
     }
-    json_array_foreach(trainers, i, e) {
+    json_array_foreach(trainers, i, e)
+    {
         json_t *reg = json_pack("{s:O, s:I, s:O, s:O}", "rank", json_object_get(e, "rank"), "world",
                                 (json_int_t)json_array_size(trainers), "host", json_object_get(e, "host"),
                                 "endpoint", json_object_get(e, "endpoint"));
@@ -683,9 +712,10 @@ wsync_status_t ctl_state_load(ctl_model_t *m, const json_t *s, const char *path)
         if (m->trainers[i].version > m->latest)
             m->trainers[i].version = m->latest;
     }
-    json_array_foreach(engines, i, e) {
-        json_t *reg = json_pack("{s:O, s:O, s:O}", "id", json_object_get(e, "id"), "host", json_object_get(e, "host"),
-                                "local_ranks", json_object_get(e, "local_ranks"));
+    json_array_foreach(engines, i, e)
+    {
+        json_t *reg = json_pack("{s:O, s:O, s:O}", "id", json_object_get(e, "id"), "host",
+                                json_object_get(e, "host"), "local_ranks", json_object_get(e, "local_ranks"));
         int code;
         if (reg == NULL)
             snprintf(err, sizeof(err), "id, host or local_ranks missing or of the wrong type");

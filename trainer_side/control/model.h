@@ -9,19 +9,19 @@
 
 #include "common/wsync.h"
 
-#define CTL_RETAIN 8                /* published versions kept with their records */
+#define CTL_RETAIN 8 /* published versions kept with their records */
 #define CTL_MAX_WORLD 4096
-#define CTL_MAX_PENDING 16          /* incomplete versions held at once */
+#define CTL_MAX_PENDING 16 /* incomplete versions held at once */
 #define CTL_HIST_BUCKETS 12
-#define CTL_MAX_ENGINES 100000      /* default limit of registered engine nodes */
-#define CTL_LAYOUTS_SPARE 4         /* layouts no retained or pending version names, kept */
+#define CTL_MAX_ENGINES 100000 /* default limit of registered engine nodes */
+#define CTL_LAYOUTS_SPARE 4    /* layouts no retained or pending version names, kept */
 #define CTL_MAX_DROPPED 64
 
 typedef struct ctl_trainer {
     int registered;
     char host[128];
     json_t *endpoint;
-    uint64_t version;               /* last version this rank reported */
+    uint64_t version; /* last version this rank reported */
 } ctl_trainer_t;
 
 typedef struct ctl_engine {
@@ -29,44 +29,44 @@ typedef struct ctl_engine {
     char host[128];
     int local_ranks;
     json_t *endpoint;
-    char state[16];                 /* idle | pulling | ready | failed */
-    uint64_t version;               /* held (last ready) */
-    uint64_t target;                /* being pulled / failed */
+    char state[16];   /* idle | pulling | ready | failed */
+    uint64_t version; /* held (last ready) */
+    uint64_t target;  /* being pulled / failed */
     double last_sync_s, last_gbps;
     char last_error[512];
-    double updated;                 /* unix time */
-    char phase[16];                 /* while pulling: "setup" | "landing" | "" (no note yet) */
+    double updated; /* unix time */
+    char phase[16]; /* while pulling: "setup" | "landing" | "" (no note yet) */
     uint64_t progress_bytes, progress_total;
 } ctl_engine_t;
 
 typedef struct ctl_pending {
     uint64_t version;
     int world;
-    json_t *layout;                 /* manifest_digest, chunk_size, layout, layout_digest, image_size, world */
-    json_t **pieces;                /* [world] */
+    json_t *layout;  /* manifest_digest, chunk_size, layout, layout_digest, image_size, world */
+    json_t **pieces; /* [world] */
     int reported;
 } ctl_pending_t;
 
 /* A layout (layouts.c): a manifest under its digest, posted once. */
 typedef struct ctl_layout {
     char digest[33];
-    json_t *doc;                    /* {"digest","manifest"}: GET /v1/layouts/<digest> */
-    uint64_t seq;                   /* registration order */
-    int saved;                      /* written beside the state file */
+    json_t *doc;  /* {"digest","manifest"}: GET /v1/layouts/<digest> */
+    uint64_t seq; /* registration order */
+    int saved;    /* written beside the state file */
 } ctl_layout_t;
 
 typedef struct ctl_model {
     pthread_mutex_t lock;
-    uint64_t gen;                   /* bumped by every change: caches key on it */
+    uint64_t gen; /* bumped by every change: caches key on it */
     uint64_t latest;
     double latest_at;
-    json_t *records[CTL_RETAIN];    /* newest last; GET /v1/versions/<v> */
+    json_t *records[CTL_RETAIN]; /* newest last; GET /v1/versions/<v> */
     int nrecords;
     int world;
-    ctl_trainer_t *trainers;        /* [world] */
+    ctl_trainer_t *trainers; /* [world] */
     ctl_engine_t *engines;
     int nengines, cap_engines;
-    int max_engines;                /* 0: CTL_MAX_ENGINES */
+    int max_engines; /* 0: CTL_MAX_ENGINES */
     ctl_pending_t *pending;
     int npending;
     ctl_layout_t *layouts;
@@ -94,17 +94,17 @@ int ctl_report(ctl_model_t *m, const char *engine, const json_t *body, char *err
 
 json_t *ctl_status_json(ctl_model_t *m);
 json_t *ctl_trainers_json(ctl_model_t *m);
-json_t *ctl_version_json(ctl_model_t *m, uint64_t version);    /* new ref or NULL */
+json_t *ctl_version_json(ctl_model_t *m, uint64_t version); /* new ref or NULL */
 uint64_t ctl_latest(ctl_model_t *m);
 uint64_t ctl_generation(ctl_model_t *m);
 
 /* Layouts (layouts.c). POST /v1/layouts/<digest>: body {"manifest": {..}},
  * validated, its digest must be `digest`; 201 when new, 200 when known
  * (idempotent). */
-int ctl_put_layout(ctl_model_t *m, const char *digest, const json_t *body, json_t **reply, char *err, size_t errlen,
-                   int *changed);
-json_t *ctl_layout_json(ctl_model_t *m, const char *digest);   /* new ref or NULL */
-int ctl_layout_digest_ok(const char *digest);                  /* 32 lowercase hex digits */
+int ctl_put_layout(ctl_model_t *m, const char *digest, const json_t *body, json_t **reply, char *err,
+                   size_t errlen, int *changed);
+json_t *ctl_layout_json(ctl_model_t *m, const char *digest); /* new ref or NULL */
+int ctl_layout_digest_ok(const char *digest);                /* 32 lowercase hex digits */
 /* With the lock held: is it registered; register (manifest borrowed; 0 or
  * -1 out of memory; no-op when known); drop spare layouts past the cap; the
  * digests as the state file lists them; free all (ctl_model_free). */

@@ -61,9 +61,9 @@ static void add_state_file(wsync_control_server_t *s, json_t *j)
     if (s->state_path == NULL)
         return;
     failing = ctl_state_failing(s, why, sizeof(why), &failures, NULL);
-    json_object_set_new(j, "state_file", json_pack("{s:s, s:b, s:I, s:s*}", "path", s->state_path, "ok", !failing,
-                                                   "failed_writes", (json_int_t)failures, "error",
-                                                   failing ? why : NULL));
+    json_object_set_new(j, "state_file",
+                        json_pack("{s:s, s:b, s:I, s:s*}", "path", s->state_path, "ok", !failing, "failed_writes",
+                                  (json_int_t)failures, "error", failing ? why : NULL));
 }
 
 static enum MHD_Result r_status(wsync_control_server_t *s, req_ctx_t *c, const char *url)
@@ -103,21 +103,21 @@ static enum MHD_Result r_trainers(wsync_control_server_t *s, req_ctx_t *c, const
 }
 
 /* POST routes: parse, apply to the model, save if changed. */
-#define BODY_ROUTE(fn, route, call)                                                                   \
-    static enum MHD_Result fn(wsync_control_server_t *s, req_ctx_t *c, const char *url)               \
-    {                                                                                                 \
-        enum MHD_Result ret;                                                                          \
-        json_t *body = parse_body(s, c, route, &ret), *reply = NULL;                                  \
-        char err[512] = "";                                                                           \
-        int changed = 0, code;                                                                        \
-        uint64_t before = ctl_latest(&s->model);                                                      \
-        if (body == NULL)                                                                             \
-            return ret;                                                                               \
-        code = (call);                                                                                \
-        json_decref(body);                                                                            \
-        if (code < 300 && changed)                                                                    \
-            ctl_changed(s, ctl_latest(&s->model) != before);                                          \
-        return finish(s, c, route, code, err, reply);                                                 \
+#define BODY_ROUTE(fn, route, call)                                                     \
+    static enum MHD_Result fn(wsync_control_server_t *s, req_ctx_t *c, const char *url) \
+    {                                                                                   \
+        enum MHD_Result ret;                                                            \
+        json_t *body = parse_body(s, c, route, &ret), *reply = NULL;                    \
+        char err[512] = "";                                                             \
+        int changed = 0, code;                                                          \
+        uint64_t before = ctl_latest(&s->model);                                        \
+        if (body == NULL)                                                               \
+            return ret;                                                                 \
+        code = (call);                                                                  \
+        json_decref(body);                                                              \
+        if (code < 300 && changed)                                                      \
+            ctl_changed(s, ctl_latest(&s->model) != before);                            \
+        return finish(s, c, route, code, err, reply);                                   \
     }
 
 BODY_ROUTE(r_register_trainer, "/v1/trainers/register",
@@ -235,8 +235,8 @@ static enum MHD_Result r_versions(wsync_control_server_t *s, req_ctx_t *c, const
     }
     if (rec != s->rec_obj) {
         char *text = json_dumps(rec, JSON_COMPACT);
-        struct MHD_Response *r =
-            text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
+        struct MHD_Response *r = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
+                                      : NULL;
         if (r == NULL) {
             free(text);
             json_decref(rec);
@@ -287,8 +287,8 @@ static enum MHD_Result r_get_layout(wsync_control_server_t *s, req_ctx_t *c, con
      * is built once, as for version records. */
     if (doc != s->lay_obj) {
         char *text = json_dumps(doc, JSON_COMPACT);
-        struct MHD_Response *r =
-            text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
+        struct MHD_Response *r = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
+                                      : NULL;
         if (r == NULL) {
             free(text);
             json_decref(doc);

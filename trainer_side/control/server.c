@@ -28,7 +28,8 @@ static void state_health(wsync_control_server_t *s, wsync_status_t rc)
             snprintf(s->state_error, sizeof(s->state_error), "%s", wsync_last_error());
             s->state_changes++;
             LOG_ERROR("%s; the state is kept in memory and written again every second until that works "
-                      "(GET /healthz says 503 meanwhile)", s->state_error);
+                      "(GET /healthz says 503 meanwhile)",
+                      s->state_error);
         }
     } else if (s->state_error[0]) {
         LOG_WARN("state file %s: written again, after %llu failed writes", s->state_path,
@@ -180,8 +181,9 @@ static const char *status_name(int code)
 
 enum MHD_Result ctl_error(struct MHD_Connection *conn, int code, const char *msg)
 {
-    return ctl_respond_json(conn, code, json_pack("{s:{s:i, s:s, s:s}}", "error", "code", code, "status",
-                                                  status_name(code), "message", msg));
+    return ctl_respond_json(conn, code,
+                            json_pack("{s:{s:i, s:s, s:s}}", "error", "code", code, "status", status_name(code),
+                                      "message", msg));
 }
 
 /* Constant-time: the time taken does not depend on where a guess differs. */
@@ -254,8 +256,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         char who[64], msg[256];
         ctl_clients_name(ci ? ci->client_addr : NULL, who, sizeof(who));
-        snprintf(msg, sizeof(msg), "too many connections from %s: at most %d per client (wsync serve "
-                 "--max-client-connections); close some and retry", who, s->max_client_conns);
+        snprintf(msg, sizeof(msg),
+                 "too many connections from %s: at most %d per client (wsync serve "
+                 "--max-client-connections); close some and retry",
+                 who, s->max_client_conns);
         ctl_count(s, route->name, 429);
         return ctl_error(conn, 429, msg);
     }
@@ -376,7 +380,7 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
     }
     if (cfg->private_status && s->token == NULL) {
         st = wsync_error(WSYNC_ERR_INVALID, "private status (--private-status) needs a token (--token-file): "
-                         "without one nobody could read /v1/status");
+                                            "without one nobody could read /v1/status");
         goto err;
     }
     s->private_status = cfg->private_status;

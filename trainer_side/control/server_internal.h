@@ -10,8 +10,8 @@
 #include "trainer_side/control/control_server.h"
 #include "trainer_side/control/model.h"
 
-#define CTL_BODY_CAP (64u << 10)            /* default request body limit */
-#define CTL_PUBLISH_CAP (64u << 20)         /* a layout's manifest (or a legacy publish with it): 100k tensors fit */
+#define CTL_BODY_CAP (64u << 10)    /* default request body limit */
+#define CTL_PUBLISH_CAP (64u << 20) /* a layout's manifest (or a legacy publish with it): 100k tensors fit */
 #define CTL_MAX_COUNTS 256
 /* MHD's per-connection pool (headers, read buffer; bodies go to our own
  * buffer). MHD zeroes it per request: at 256 KiB, answering 10 000 long polls
@@ -24,7 +24,7 @@ typedef struct req_ctx {
     char *body;
     size_t len, cap;
     int too_big;
-    int over_limit;                 /* the client had too many connections open */
+    int over_limit; /* the client had too many connections open */
     /* long poll */
     int waiting, resumed_answer;
     uint64_t after, deadline;
@@ -43,20 +43,20 @@ struct wsync_control_server {
     char url[128];
     char *state_path;
     char *token;
-    int private_status;             /* topology routes need the token */
-    int max_client_conns;           /* 0: none */
-    ctl_clients_t clients;          /* open connections per address (wait_lock) */
-    pthread_mutex_t wait_lock;      /* waiters and counts */
-    pthread_mutex_t save_lock;      /* one state-file write at a time */
-    int state_dirty;                /* engine reports not yet written (atomic) */
-    uint64_t saved_ns;              /* when the state file was last written */
+    int private_status;        /* topology routes need the token */
+    int max_client_conns;      /* 0: none */
+    ctl_clients_t clients;     /* open connections per address (wait_lock) */
+    pthread_mutex_t wait_lock; /* waiters and counts */
+    pthread_mutex_t save_lock; /* one state-file write at a time */
+    int state_dirty;           /* engine reports not yet written (atomic) */
+    uint64_t saved_ns;         /* when the state file was last written */
     /* State-file health: a failed write is counted, shown by /healthz,
      * /v1/status and /metrics, retried once a second, and logged once per
      * change of condition (failing with a new reason, or working again). */
-    pthread_mutex_t health_lock;    /* the three fields below */
-    uint64_t state_failures;        /* failed writes since start */
-    uint64_t state_changes;         /* changes of condition (status cache key) */
-    char state_error[512];          /* why the last write failed; "" when it worked */
+    pthread_mutex_t health_lock; /* the three fields below */
+    uint64_t state_failures;     /* failed writes since start */
+    uint64_t state_changes;      /* changes of condition (status cache key) */
+    char state_error[512];       /* why the last write failed; "" when it worked */
     req_ctx_t *waiters;
     ctl_count_t counts[CTL_MAX_COUNTS];
     int ncounts;
@@ -82,13 +82,13 @@ struct wsync_control_server {
 };
 
 typedef struct ctl_route {
-    const char *name;               /* for metrics */
+    const char *name; /* for metrics */
     const char *method;
-    const char *path;               /* exact, or a prefix ending in '/' matched with `prefix` */
+    const char *path; /* exact, or a prefix ending in '/' matched with `prefix` */
     int prefix;
     size_t body_cap;
     int mutating;
-    int topology;                   /* shows who runs where: token-only with private_status */
+    int topology; /* shows who runs where: token-only with private_status */
     enum MHD_Result (*run)(wsync_control_server_t *s, req_ctx_t *c, const char *url);
 } ctl_route_t;
 

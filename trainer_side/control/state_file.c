@@ -98,8 +98,10 @@ wsync_status_t ctl_state_read(const char *path, json_t **out)
         return WSYNC_OK;
     j = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     if (j == NULL)
-        return wsync_error(WSYNC_ERR_FORMAT, "state file %s is unreadable or corrupt (%s, line %d); refusing to "
-                           "start empty: fix it, or move it away to start from scratch", path, jerr.text, jerr.line);
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "state file %s is unreadable or corrupt (%s, line %d); refusing to "
+                           "start empty: fix it, or move it away to start from scratch",
+                           path, jerr.text, jerr.line);
     *out = j;
     return WSYNC_OK;
 }

@@ -7,12 +7,12 @@
 #include <stddef.h>
 
 typedef enum ctl_jtype {
-    CTL_INT,            /* integer >= 0 */
-    CTL_NUMBER,         /* integer or real >= 0 */
-    CTL_STRING,         /* non-empty string */
+    CTL_INT,    /* integer >= 0 */
+    CTL_NUMBER, /* integer or real >= 0 */
+    CTL_STRING, /* non-empty string */
     CTL_OBJECT,
     CTL_ARRAY,
-    CTL_ANY_STRING,     /* string, may be empty */
+    CTL_ANY_STRING, /* string, may be empty */
 } ctl_jtype_t;
 
 typedef struct ctl_field {

@@ -57,8 +57,8 @@ static long raw(wsync_control_t *c, const char *method, const char *path, const 
 
 static json_t *layout(const char *mdigest, int world, int with_manifest)
 {
-    json_t *l = json_pack("{s:s, s:i, s:s, s:s, s:i, s:i}", "manifest_digest", mdigest, "chunk_size", 1024, "layout",
-                          "even", "layout_digest", "00ff00ff", "image_size", 4096, "world", world);
+    json_t *l = json_pack("{s:s, s:i, s:s, s:s, s:i, s:i}", "manifest_digest", mdigest, "chunk_size", 1024,
+                          "layout", "even", "layout_digest", "00ff00ff", "image_size", 4096, "world", world);
     if (with_manifest)
         json_object_set_new(l, "manifest", json_pack("{s:[]}", "tensors"));
     return l;
@@ -196,7 +196,8 @@ static void test_publish_rules(void)
         json_decref(man);
     }
     CHECK_EQ(json_array_size(json_object_get(rec, "pieces")), 4);
-    json_array_foreach(json_object_get(rec, "pieces"), i, pc) {
+    json_array_foreach(json_object_get(rec, "pieces"), i, pc)
+    {
         CHECK_EQ(json_integer_value(json_object_get(pc, "id")), (long long)i); /* merged, sorted by id */
         CHECK_EQ(json_integer_value(json_object_get(pc, "rank")), (long long)i / 2);
     }
@@ -316,10 +317,10 @@ static void test_error_codes(void)
     expect_error(c, "POST", "/v1/engines/register", "{\"id\":\"n\",\"host\":\"h\",\"local_ranks\":\"8\"}", 422,
                  "'local_ranks'");
     expect_error(c, "POST", "/v1/engines/register", "{\"id\":\"n\",\"local_ranks\":8}", 422, "'host' is required");
-    expect_error(c, "POST", "/v1/trainers/register", "{\"rank\":-1,\"world\":2,\"host\":\"h\",\"endpoint\":{}}", 422,
-                 "'rank'");
-    expect_error(c, "POST", "/v1/publish", "{\"rank\":0,\"world\":1,\"version\":1,\"layout\":{},\"pieces\":[]}", 422,
-                 "manifest_digest");
+    expect_error(c, "POST", "/v1/trainers/register", "{\"rank\":-1,\"world\":2,\"host\":\"h\",\"endpoint\":{}}",
+                 422, "'rank'");
+    expect_error(c, "POST", "/v1/publish", "{\"rank\":0,\"world\":1,\"version\":1,\"layout\":{},\"pieces\":[]}",
+                 422, "manifest_digest");
     expect_error(c, "POST", "/v1/engines/n/report", "{\"version\":1,\"state\":\"ready\"}", 404, "not registered");
     expect_error(c, "GET", "/v1/versions/latest?after=-1", NULL, 400, "after");
     expect_error(c, "GET", "/v1/versions/latest?after=1&timeout_ms=x", NULL, 400, "timeout_ms");
@@ -444,7 +445,7 @@ static void test_restart_from_state(void)
     CHECK_OK(wsync_control_status(c, &st));
     CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(st, "engines"), 0), "id")), "keep");
     CHECK_EQ(json_integer_value(json_object_get(json_array_get(json_object_get(st, "engines"), 0), "version")), 7);
-    CHECK_OK(publish_all(c, 1, 7));         /* resent after the restart: one publish */
+    CHECK_OK(publish_all(c, 1, 7)); /* resent after the restart: one publish */
     CHECK_FAILS(publish_all(c, 1, 6), WSYNC_ERR_CONFLICT, "not newer");
     CHECK_OK(publish_all(c, 1, 8));
     wsync_control_close(c);
@@ -468,7 +469,8 @@ out:
 static void test_corrupt_state_refused(void)
 {
     static const char *bad[] = {"{\"format\":1,\"latest_version\":3,", "[1,2,3]",
-                                "{\"format\":1,\"latest_version\":-4,\"versions\":[],\"trainers\":[],\"engines\":[]}",
+                                "{\"format\":1,\"latest_version\":-4,\"versions\":[],\"trainers\":[],\"engines\":["
+                                "]}",
                                 "{\"format\":1,\"latest_version\":2,\"versions\":[],\"trainers\":[],"
                                 "\"engines\":[{\"id\":7}]}"};
     char path[300];
@@ -504,8 +506,8 @@ static void test_unreachable(void)
 typedef struct polls {
     const char *url;
     int n;
-    double answered_max;   /* wsync_now_s() of the last answer */
-    int ok;                /* answers with the published version */
+    double answered_max; /* wsync_now_s() of the last answer */
+    int ok;              /* answers with the published version */
 } polls_t;
 
 static void *poll_main(void *arg)
@@ -513,7 +515,7 @@ static void *poll_main(void *arg)
     polls_t *ps = arg;
     CURLM *m = curl_multi_init();
     CURL **h = calloc((size_t)ps->n, sizeof(*h));
-    char (*bodies)[128] = calloc((size_t)ps->n, 128);
+    char(*bodies)[128] = calloc((size_t)ps->n, 128);
     char url[256];
     int i, running = 1;
     snprintf(url, sizeof(url), "%s/v1/versions/latest?after=0&timeout_ms=20000", ps->url);

@@ -91,7 +91,7 @@ static uint64_t ref_sum(const unsigned char *b, size_t len, uint64_t off)
     size_t i, k;
     for (i = 0; i * 8 < len; i++) {
         uint64_t w = 0, x;
-        for (k = 0; k < 8 && i * 8 + k < len; k++)     /* little-endian, zero-padded */
+        for (k = 0; k < 8 && i * 8 + k < len; k++) /* little-endian, zero-padded */
             w |= (uint64_t)b[i * 8 + k] << (8 * k);
         x = w ^ (key0 + (uint64_t)i * WSYNC_DIGEST_GOLDEN);
         x *= WSYNC_DIGEST_M1;
@@ -131,7 +131,7 @@ static void random_data_matches_reference_in_every_implementation(void)
     for (trial = 0; trial < 3000; trial++) {
         /* Mostly small and odd lengths (tails, vector edges), some large. */
         size_t len = trial % 10 == 0 ? (size_t)(rnd() % (BUF / 2)) : (size_t)(rnd() % 1200);
-        size_t at = (size_t)(rnd() % (BUF - len + 1));   /* any alignment of the data pointer */
+        size_t at = (size_t)(rnd() % (BUF - len + 1)); /* any alignment of the data pointer */
         uint64_t off = trial % 3 == 0 ? rnd() : (rnd() % (1ULL << 40)) & ~7ULL;
         uint64_t want_sum = ref_sum(b + at, len, off);
         if (wsync_digest(b + at, len, off) != ref_digest(b + at, len, off) ||

@@ -10,7 +10,7 @@ static const struct {
     const char *name;
     unsigned bits;
 } spec_dtypes[] = {
-    {"BOOL", 8},    {"F4", 4},      {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"U8", 8},   {"I8", 8},   {"F8_E5M2", 8},
+    {"BOOL", 8},    {"F4", 4},      {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"U8", 8},   {"I8", 8},    {"F8_E5M2", 8},
     {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"I16", 16},    {"U16", 16},    {"F16", 16}, {"BF16", 16}, {"I32", 32},
     {"U32", 32},    {"F32", 32},    {"F64", 64},    {"I64", 64},    {"U64", 64}, {"C64", 64},
 };
@@ -34,7 +34,7 @@ static void unknown_dtypes_are_refused(void)
 {
     wsync_dtype_t d;
     CHECK_EQ(wsync_dtype_parse("F128", &d), -1);
-    CHECK_EQ(wsync_dtype_parse("bf16", &d), -1);   /* the spec's names are upper case */
+    CHECK_EQ(wsync_dtype_parse("bf16", &d), -1); /* the spec's names are upper case */
     CHECK_EQ(wsync_dtype_parse("", &d), -1);
     CHECK_EQ(wsync_dtype_parse(NULL, &d), -1);
     CHECK(wsync_dtype_name(WSYNC_DTYPE_COUNT) == NULL);
@@ -53,7 +53,7 @@ static void sub_byte_counts_must_pack_exactly(void)
     CHECK_EQ(wsync_dtype_nbytes(WSYNC_DTYPE_F6_E3M2, 12), 9);
     CHECK_EQ(wsync_dtype_nbytes(WSYNC_DTYPE_BF16, 3), 6);
     CHECK_EQ(wsync_dtype_nbytes(WSYNC_DTYPE_C64, 3), 24);
-    CHECK_EQ(wsync_dtype_nbytes(WSYNC_DTYPE_F64, UINT64_MAX / 2), -1);   /* overflow */
+    CHECK_EQ(wsync_dtype_nbytes(WSYNC_DTYPE_F64, UINT64_MAX / 2), -1); /* overflow */
 }
 
 static void add_places_tensors_aligned_in_order(void)
@@ -63,11 +63,11 @@ static void add_places_tensors_aligned_in_order(void)
     CHECK_OK(wsync_manifest_create(&m));
     CHECK_EQ(m->ntensors, 0);
     CHECK_EQ(m->image_size, 0);
-    CHECK_OK(wsync_manifest_add(m, "a", WSYNC_DTYPE_F32, 2, s1));       /* 60 bytes */
+    CHECK_OK(wsync_manifest_add(m, "a", WSYNC_DTYPE_F32, 2, s1));        /* 60 bytes */
     CHECK_OK(wsync_manifest_add(m, "scalar", WSYNC_DTYPE_F64, 0, NULL)); /* 8 bytes */
-    CHECK_OK(wsync_manifest_add(m, "b", WSYNC_DTYPE_U8, 1, s2));        /* 256 bytes */
-    CHECK_OK(wsync_manifest_add(m, "empty", WSYNC_DTYPE_BF16, 2, s3));  /* 0 bytes */
-    CHECK_OK(wsync_manifest_add(m, "c", WSYNC_DTYPE_F4, 1, s4));        /* 2 bytes */
+    CHECK_OK(wsync_manifest_add(m, "b", WSYNC_DTYPE_U8, 1, s2));         /* 256 bytes */
+    CHECK_OK(wsync_manifest_add(m, "empty", WSYNC_DTYPE_BF16, 2, s3));   /* 0 bytes */
+    CHECK_OK(wsync_manifest_add(m, "c", WSYNC_DTYPE_F4, 1, s4));         /* 2 bytes */
     CHECK_EQ(m->ntensors, 5);
     CHECK_EQ(m->tensors[0].offset, 0);
     CHECK_EQ(m->tensors[0].size, 60);
@@ -230,8 +230,11 @@ static void from_json_refuses_bad_manifests(void)
 {
     /* The good one, to show the others fail for their one defect. */
     json_error_t err;
-    json_t *j = json_loads("{\"version\":1,\"align\":256,\"image_size\":512,\"tensors\":[" T("a", "F32", "[4]", 0, 16)
-                           "," T("b", "BF16", "[2,3]", 256, 12) "]}", 0, &err);
+    json_t *j = json_loads("{\"version\":1,\"align\":256,\"image_size\":512,\"tensors\":[" T("a", "F32", "[4]", 0,
+                                                                                             16) "," T("b", "BF16",
+                                                                                                       "[2,3]", 256,
+                                                                                                       12) "]}",
+                           0, &err);
     wsync_manifest_t *m = NULL;
     CHECK_OK(wsync_manifest_from_json(j, &m));
     CHECK(m && m->ntensors == 2);
@@ -244,10 +247,12 @@ static void from_json_refuses_bad_manifests(void)
     REFUSES("{\"image_size\":0,\"tensors\":[3]}", "tensors[0] is not an object");
     REFUSES("{\"image_size\":256,\"tensors\":[{\"dtype\":\"F32\",\"shape\":[4],\"offset\":0,\"size\":16}]}",
             "tensors[0].name must be a string");
-    REFUSES("{\"image_size\":256,\"tensors\":[" T("a", "F33", "[4]", 0, 16) "]}", "tensor 'a': unknown or missing dtype");
+    REFUSES("{\"image_size\":256,\"tensors\":[" T("a", "F33", "[4]", 0, 16) "]}",
+            "tensor 'a': unknown or missing dtype");
     REFUSES("{\"image_size\":256,\"tensors\":[{\"name\":\"a\",\"shape\":[4],\"offset\":0,\"size\":16}]}",
             "tensor 'a': unknown or missing dtype");
-    REFUSES("{\"image_size\":256,\"tensors\":[" T("a", "F32", "4", 0, 16) "]}", "tensor 'a': shape must be an array");
+    REFUSES("{\"image_size\":256,\"tensors\":[" T("a", "F32", "4", 0, 16) "]}",
+            "tensor 'a': shape must be an array");
     REFUSES("{\"image_size\":256,\"tensors\":[" T("a", "F32", "[4.5]", 0, 16) "]}", "tensor 'a': shape[0]");
     REFUSES("{\"image_size\":256,\"tensors\":[" T("a", "F32", "[2,-4]", 0, 16) "]}", "tensor 'a': shape[1]");
     REFUSES("{\"image_size\":256,\"tensors\":[" T("a", "F32", "[\"4\"]", 0, 16) "]}", "tensor 'a': shape[0]");
@@ -259,7 +264,8 @@ static void from_json_refuses_bad_manifests(void)
             "tensor 'b': offset 100 is not aligned to 256");
     REFUSES("{\"image_size\":512,\"tensors\":[" T("a", "F32", "[100]", 0, 400) "," T("b", "F32", "[4]", 256, 16) "]}",
             "tensor 'b': offset 256 overlaps");
-    REFUSES("{\"image_size\":1024,\"tensors\":[" T("a", "F32", "[4]", 0, 16) "," T("b", "F32", "[4]", 768, 16) "]}",
+    REFUSES("{\"image_size\":1024,\"tensors\":[" T("a", "F32", "[4]", 0, 16) "," T("b", "F32", "[4]", 768,
+                                                                                   16) "]}",
             "tensor 'b': offset 768 leaves a gap");
     REFUSES("{\"image_size\":256,\"tensors\":[" T("a", "F32", "[4]", -256, 16) "]}", "tensor 'a': offset must be");
     REFUSES("{\"image_size\":512,\"tensors\":[" T("a", "F32", "[4]", 0, 16) "," T("a", "F32", "[4]", 256, 16) "]}",
@@ -295,13 +301,14 @@ static wsync_manifest_t *small(const char *name, wsync_dtype_t dt, int64_t d0, i
 
 static void digest_is_stable_and_sensitive(void)
 {
-    wsync_manifest_t *base = small("w", WSYNC_DTYPE_BF16, 4, 8, 0, 0), *same = small("w", WSYNC_DTYPE_BF16, 4, 8, 0, 0);
+    wsync_manifest_t *base = small("w", WSYNC_DTYPE_BF16, 4, 8, 0, 0),
+                     *same = small("w", WSYNC_DTYPE_BF16, 4, 8, 0, 0);
     wsync_manifest_t *v[5] = {
-        small("x", WSYNC_DTYPE_BF16, 4, 8, 0, 0),   /* name */
-        small("w", WSYNC_DTYPE_F16, 4, 8, 0, 0),    /* dtype of the same size */
-        small("w", WSYNC_DTYPE_BF16, 8, 4, 0, 0),   /* shape with the same size */
-        small("w", WSYNC_DTYPE_BF16, 4, 8, 1, 0),   /* order */
-        small("w", WSYNC_DTYPE_BF16, 4, 8, 0, 1),   /* one tensor more */
+        small("x", WSYNC_DTYPE_BF16, 4, 8, 0, 0), /* name */
+        small("w", WSYNC_DTYPE_F16, 4, 8, 0, 0),  /* dtype of the same size */
+        small("w", WSYNC_DTYPE_BF16, 8, 4, 0, 0), /* shape with the same size */
+        small("w", WSYNC_DTYPE_BF16, 4, 8, 1, 0), /* order */
+        small("w", WSYNC_DTYPE_BF16, 4, 8, 0, 1), /* one tensor more */
     };
     char a[33], b[33], c[33];
     size_t i, k;
@@ -338,8 +345,9 @@ static void digest_is_stable_and_sensitive(void)
 static void synthetic_sizes_track_the_budget(void)
 {
     static const uint64_t MiB = 1ull << 20;
-    const uint64_t sizes[] = {MiB, 2 * MiB, 3 * MiB, 10 * MiB, 48 * MiB, 100 * MiB, 1024 * MiB, 7 * 1024 * MiB,
-                              16 * 1024 * MiB, 64 * 1024 * MiB, 300 * 1024 * MiB};
+    const uint64_t sizes[] =
+        {MiB,        2 * MiB,        3 * MiB,         10 * MiB,        48 * MiB,        100 * MiB,
+         1024 * MiB, 7 * 1024 * MiB, 16 * 1024 * MiB, 64 * 1024 * MiB, 300 * 1024 * MiB};
     size_t i, k;
     for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         wsync_manifest_t *m = NULL, *again = NULL;

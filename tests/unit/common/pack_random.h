@@ -31,8 +31,7 @@ static inline void gather_bytes(unsigned char *dst, const unsigned char *src, co
     for (size_t i = 0; i < n; i++)
         for (uint64_t r = 0; r < runs[i].rows; r++)
             for (uint64_t b = 0; b < runs[i].row_bytes; b++)
-                dst[runs[i].dst_off + r * runs[i].row_bytes + b] =
-                    src[runs[i].src_off + r * runs[i].src_stride + b];
+                dst[runs[i].dst_off + r * runs[i].row_bytes + b] = src[runs[i].src_off + r * runs[i].src_stride + b];
 }
 
 /* A random run shape, fitted into the source. */
@@ -40,31 +39,31 @@ static inline wsync_run2d_t random_run(void)
 {
     wsync_run2d_t r = {0};
     switch (rnd(7)) {
-    case 0:  /* a column slice: short aligned rows far apart */
+    case 0: /* a column slice: short aligned rows far apart */
         r.row_bytes = 16 * (1 + rnd(64));
         r.src_stride = r.row_bytes * (2 + rnd(8));
         r.rows = 1 + rnd(300);
         break;
-    case 1:  /* odd short rows at an odd stride */
+    case 1: /* odd short rows at an odd stride */
         r.row_bytes = 1 + rnd(200);
         r.src_stride = r.row_bytes + rnd(97);
         r.rows = 1 + rnd(500);
         break;
-    case 2:  /* long rows (one or more tasks each) */
+    case 2: /* long rows (one or more tasks each) */
         r.row_bytes = (32u << 10) + rnd(200u << 10);
         r.src_stride = r.row_bytes + rnd(4096);
         r.rows = 1 + rnd(6);
         break;
-    case 3:  /* contiguous rows (stride == row length) */
+    case 3: /* contiguous rows (stride == row length) */
         r.row_bytes = 1 + rnd(3000);
         r.src_stride = r.row_bytes;
         r.rows = 1 + rnd(200);
         break;
-    case 4:  /* one row, any size (the host copy's streaming path too) */
+    case 4: /* one row, any size (the host copy's streaming path too) */
         r.row_bytes = 1 + rnd(rnd(2) ? 1000 : (600u << 10));
         r.rows = 1;
         break;
-    case 5:  /* empty */
+    case 5: /* empty */
         r.row_bytes = rnd(2) ? 0 : 10;
         r.rows = r.row_bytes ? 0 : 5;
         r.src_stride = 10;
@@ -79,7 +78,7 @@ static inline wsync_run2d_t random_run(void)
         r.src_stride = 0;
     {
         uint64_t span = r.rows ? (r.rows - 1) * r.src_stride + r.row_bytes : 0;
-        if (span > SRC_LEN) {       /* shrink to fit */
+        if (span > SRC_LEN) { /* shrink to fit */
             r.rows = 1;
             r.src_stride = 0;
             r.row_bytes = SRC_LEN / 2;

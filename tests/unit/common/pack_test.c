@@ -232,7 +232,7 @@ static void checks_name_the_bad_run(void)
     wsync_run2d_t r[3] = {
         {.src_off = 0, .src_stride = 100, .row_bytes = 50, .rows = 10, .dst_off = 0},
         {.src_off = 2000, .src_stride = 0, .row_bytes = 100, .rows = 1, .dst_off = 500},
-        {.src_off = 0, .src_stride = 0, .row_bytes = 0, .rows = 0, .dst_off = 1u << 30},  /* empty: ignored */
+        {.src_off = 0, .src_stride = 0, .row_bytes = 0, .rows = 0, .dst_off = 1u << 30}, /* empty: ignored */
     };
     CHECK_OK(wsync_pack_check(r, 3, 2100, 600));
     CHECK_EQ(wsync_pack_bytes(r, 3), 600);

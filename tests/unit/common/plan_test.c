@@ -197,10 +197,10 @@ static void even_layout_shards_are_aligned_and_cover(void)
     wsync_layout_t *l = NULL;
     CHECK_OK(wsync_layout_even(1000, 3, &l));
     CHECK_EQ(l->nextents[0], 1);
-    CHECK_EQ(l->extents[0][0].len, 512);   /* ceil(1000/3) rounded up to 256 */
+    CHECK_EQ(l->extents[0][0].len, 512); /* ceil(1000/3) rounded up to 256 */
     CHECK_EQ(l->extents[1][0].offset, 512);
     CHECK_EQ(l->extents[1][0].len, 488);
-    CHECK_EQ(l->nextents[2], 0);            /* nothing left for rank 2 */
+    CHECK_EQ(l->nextents[2], 0); /* nothing left for rank 2 */
     wsync_layout_free(l);
 }
 
@@ -210,8 +210,8 @@ static void fsdp_layout_splits_dim0(void)
     wsync_layout_t *l = NULL;
     int64_t s1[2] = {4, 64}, s0[1] = {3};
     wsync_manifest_create(&m);
-    wsync_manifest_add(m, "a", WSYNC_DTYPE_F32, 2, s1);   /* 1024 bytes, 256 per row */
-    wsync_manifest_add(m, "b", WSYNC_DTYPE_F32, 1, s0);   /* 12 bytes, at 1024 */
+    wsync_manifest_add(m, "a", WSYNC_DTYPE_F32, 2, s1); /* 1024 bytes, 256 per row */
+    wsync_manifest_add(m, "b", WSYNC_DTYPE_F32, 1, s0); /* 12 bytes, at 1024 */
     CHECK_OK(wsync_layout_fsdp(m, 2, &l));
     /* rank 0: rows 0-1 of a, then b's first 2 rows... */
     CHECK_EQ(l->extents[0][0].offset, 0);
@@ -236,11 +236,14 @@ static void explicit_layout_refuses_gaps_and_overlaps(void)
     wsync_layout_free(l);
     /* Each message names the rank and the offset where the layout goes wrong. */
     CHECK_FAILS(wsync_layout_explicit(256, 2, n, overlap, &l), WSYNC_ERR_INVALID,
-                "rank 1's extent at offset 90 overlaps bytes up to offset 100 that rank 0 owns: bytes owned twice");
+                "rank 1's extent at offset 90 overlaps bytes up to offset 100 that rank 0 owns: bytes owned "
+                "twice");
     CHECK_FAILS(wsync_layout_explicit(256, 2, n, gap, &l), WSYNC_ERR_INVALID,
                 "bytes from offset 100 to 120 are owned by no rank (the next extent is rank 1's");
-    CHECK_FAILS(wsync_layout_explicit(256, 2, n, empty, &l), WSYNC_ERR_INVALID, "rank 1 extent 0 at offset 100 (+0) is empty");
-    CHECK_FAILS(wsync_layout_explicit(256, 2, n, past, &l), WSYNC_ERR_INVALID, "rank 1 extent 0 at offset 100 (+200) ends past");
+    CHECK_FAILS(wsync_layout_explicit(256, 2, n, empty, &l), WSYNC_ERR_INVALID,
+                "rank 1 extent 0 at offset 100 (+0) is empty");
+    CHECK_FAILS(wsync_layout_explicit(256, 2, n, past, &l), WSYNC_ERR_INVALID,
+                "rank 1 extent 0 at offset 100 (+200) ends past");
     CHECK_FAILS(wsync_layout_explicit(256, 2, n2, unsorted, &l), WSYNC_ERR_INVALID,
                 "rank 1 extent 1 at offset 100 (+106) starts before the end");
     CHECK_FAILS(wsync_layout_explicit(256, 2, n, short_end, &l), WSYNC_ERR_INVALID,
@@ -297,7 +300,7 @@ static void more_ranks_than_bytes_and_empty_images_plan_fine(void)
     wsync_layout_t *l = NULL;
     wsync_plan_t *p = NULL;
     int r, owners = 0;
-    CHECK_OK(wsync_layout_even(300, 64, &l));   /* 256-byte shards: ranks 0 and 1 */
+    CHECK_OK(wsync_layout_even(300, 64, &l)); /* 256-byte shards: ranks 0 and 1 */
     CHECK_OK(wsync_plan_build(l, 4096, &p));
     if (p != NULL) {
         CHECK_EQ(p->nchunks, 1);

@@ -7,8 +7,13 @@
 
 static wsync_pull_request_t sample(unsigned char *map, size_t nmap)
 {
-    wsync_pull_request_t r = {.version = 42, .local_rank = 1, .local_ranks = 3, .req = 0x1234567,
-                              .timeout_ms = 4000, .chunks = map, .chunk_bytes = nmap};
+    wsync_pull_request_t r = {.version = 42,
+                              .local_rank = 1,
+                              .local_ranks = 3,
+                              .req = 0x1234567,
+                              .timeout_ms = 4000,
+                              .chunks = map,
+                              .chunk_bytes = nmap};
     snprintf(r.engine, sizeof(r.engine), "node-7");
     snprintf(r.transport, sizeof(r.transport), "tcp");
     snprintf(r.layout_digest, sizeof(r.layout_digest), "0123456789abcdef");
@@ -21,7 +26,7 @@ static wsync_pull_request_t sample(unsigned char *map, size_t nmap)
 
 static void round_trip_keeps_every_field(void)
 {
-    unsigned char map[2] = {0x81, 0x02};    /* chunks 0, 7, 9 of 10 */
+    unsigned char map[2] = {0x81, 0x02}; /* chunks 0, 7, 9 of 10 */
     wsync_pull_request_t in = sample(map, sizeof(map)), out;
     json_t *j = wsync_pull_request_to_json(&in);
     CHECK(j != NULL);
@@ -37,7 +42,8 @@ static void round_trip_keeps_every_field(void)
     CHECK_STR(out.layout_digest, "0123456789abcdef");
     CHECK_EQ(out.timeout_ms, 4000);
     CHECK(out.chunk_bytes == 2 && out.chunks && memcmp(out.chunks, map, 2) == 0);
-    CHECK(wsync_pull_request_lands(&out, 0) && wsync_pull_request_lands(&out, 7) && wsync_pull_request_lands(&out, 9));
+    CHECK(wsync_pull_request_lands(&out, 0) && wsync_pull_request_lands(&out, 7) &&
+          wsync_pull_request_lands(&out, 9));
     CHECK(!wsync_pull_request_lands(&out, 1) && !wsync_pull_request_lands(&out, 8) &&
           !wsync_pull_request_lands(&out, 12));
     wsync_pull_request_clear(&out);
@@ -74,7 +80,7 @@ static void refused(const char *field, const char *value, uint32_t nchunks, cons
 static void malformed_fields_are_named(void)
 {
     static const struct {
-        const char *field, *value;  /* value NULL: the field is removed */
+        const char *field, *value; /* value NULL: the field is removed */
         uint32_t nchunks;
         const char *needle;
     } cases[] = {
@@ -108,7 +114,7 @@ static void malformed_fields_are_named(void)
  * checked against the node plan later, by wsync_pull_request_check_chunks. */
 static void targets_round_trip(void)
 {
-    unsigned char map[3] = {0x05, 0x00, 0x01};  /* 17 chunks of the node plan */
+    unsigned char map[3] = {0x05, 0x00, 0x01}; /* 17 chunks of the node plan */
     char digests[3][33] = {"0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210",
                            "0123456789abcdef0123456789abcdef"};
     wsync_pull_request_t in = sample(map, sizeof(map)), out;
@@ -118,13 +124,14 @@ static void targets_round_trip(void)
     in.target_defs = json_pack("{s:{s:i}}", digests[1], "version", 1);
     j = wsync_pull_request_to_json(&in);
     CHECK(j != NULL);
-    CHECK_OK(wsync_pull_request_from_json(j, 10, &out));   /* 10: the identity plan's, not used */
+    CHECK_OK(wsync_pull_request_from_json(j, 10, &out)); /* 10: the identity plan's, not used */
     CHECK_EQ(out.ntargets, 3);
     CHECK(out.targets && strcmp(out.targets[1], digests[1]) == 0 && strcmp(out.targets[2], digests[0]) == 0);
     CHECK(json_object_get(out.target_defs, digests[1]) != NULL);
     CHECK_OK(wsync_pull_request_check_chunks(&out, 17));
     CHECK_FAILS(wsync_pull_request_check_chunks(&out, 30), WSYNC_ERR_FORMAT, "'chunks' has 3 bytes");
-    CHECK(wsync_pull_request_lands(&out, 0) && wsync_pull_request_lands(&out, 2) && wsync_pull_request_lands(&out, 16));
+    CHECK(wsync_pull_request_lands(&out, 0) && wsync_pull_request_lands(&out, 2) &&
+          wsync_pull_request_lands(&out, 16));
     CHECK(!wsync_pull_request_lands(&out, 1));
     CHECK_EQ(out.hint_world, 0);
     wsync_pull_request_clear(&out);
@@ -152,7 +159,7 @@ static void targets_round_trip(void)
 
 static void malformed_targets_are_named(void)
 {
-    static const char *bad[] = {"[\"0123456789abcdef0123456789abcdef\"]",    /* 1 digest for 3 ranks */
+    static const char *bad[] = {"[\"0123456789abcdef0123456789abcdef\"]", /* 1 digest for 3 ranks */
                                 "[\"x\", \"y\", \"z\"]", "7"};
     unsigned char map[2] = {1, 0};
     size_t i;

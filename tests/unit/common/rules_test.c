@@ -22,10 +22,10 @@ static wsync_manifest_t *qwen_model(const model_dims_t *d)
         return NULL;
     add_t(m, "model.embed_tokens.weight", 2, d->V, d->H);
     for (l = 0; l < d->layers; l++) {
-#define A_(fmt, nd, a, b)                                      \
-    do {                                                       \
-        snprintf(n, sizeof(n), "model.layers.%d." fmt, l);     \
-        add_t(m, n, nd, a, b);                                 \
+#define A_(fmt, nd, a, b)                                  \
+    do {                                                   \
+        snprintf(n, sizeof(n), "model.layers.%d." fmt, l); \
+        add_t(m, n, nd, a, b);                             \
     } while (0)
         A_("input_layernorm.weight", 1, d->H, 0);
         A_("self_attn.q_proj.weight", 2, d->Q, d->H);
@@ -138,7 +138,8 @@ static int expected_map(const wsync_manifest_t *m, const model_dims_t *d, int T,
             for (r = 0; r < q + 2 * kv; r++) {
                 const char *part = r < q ? "q" : r < q + kv ? "k" : "v";
                 int64_t sr = r < q ? K * q + r : r < q + kv ? K * kv + (r - q) : K * kv + (r - q - kv);
-                snprintf(sn, sizeof(sn), "model.layers.%d.self_attn.%s_proj.%s", l, part, w == 0 ? "weight" : "bias");
+                snprintf(sn, sizeof(sn), "model.layers.%d.self_attn.%s_proj.%s", l, part,
+                         w == 0 ? "weight" : "bias");
                 for (c = 0; c < cols; c++)
                     put_elem(m, exp, off, (uint64_t)(r * cols + c), sn, (uint64_t)(sr * cols + c));
             }
@@ -189,7 +190,8 @@ static int expected_map(const wsync_manifest_t *m, const model_dims_t *d, int T,
         if (expect_dest(t, dn, 3, el, H, I, &off))
             return -1;
         for (e = 0; e < el; e++) {
-            snprintf(sn, sizeof(sn), "model.layers.%d.mlp.experts.%lld.down_proj.weight", l, (long long)(K * el + e));
+            snprintf(sn, sizeof(sn), "model.layers.%d.mlp.experts.%lld.down_proj.weight", l,
+                     (long long)(K * el + e));
             for (r = 0; r < H * I; r++)
                 put_elem(m, exp, off, (uint64_t)(e * H * I + r), sn, (uint64_t)r);
         }
@@ -312,7 +314,8 @@ static void test_refusals(void)
     int64_t s[2] = {64, 64};
     /* The padded vocabulary (1024) does not divide by 3: the first tensor refused. */
     CHECK_FAILS(wsync_target_from_rules(m, NULL, 3, 0, &t), WSYNC_ERR_INVALID,
-                "'model.embed_tokens.weight': the padded vocabulary 1024 (dim 0) does not divide by the TP size 3");
+                "'model.embed_tokens.weight': the padded vocabulary 1024 (dim 0) does not divide by the TP size "
+                "3");
     CHECK_FAILS(wsync_target_from_rules(m, NULL, 2, 2, &t), WSYNC_ERR_INVALID, "TP rank 2 of 2");
     /* A fused part missing. */
     CHECK_OK(wsync_manifest_create(&part));
@@ -338,7 +341,8 @@ static void test_refusals(void)
     wsync_manifest_free(part);
     CHECK_OK(wsync_manifest_create(&part));
     wsync_manifest_add(part, "lm_head.weight", WSYNC_DTYPE_BF16, 2, s);
-    CHECK_FAILS(wsync_target_from_rules(part, NULL, 3, 0, &t), WSYNC_ERR_INVALID, "'lm_head.weight': the padded vocabulary 64");
+    CHECK_FAILS(wsync_target_from_rules(part, NULL, 3, 0, &t), WSYNC_ERR_INVALID,
+                "'lm_head.weight': the padded vocabulary 64");
     wsync_manifest_free(part);
     CHECK_FAILS(wsync_target_from_rules(mm, NULL, 16, 0, &t), WSYNC_ERR_INVALID, "8 experts");
     wsync_manifest_free(m);

@@ -190,7 +190,7 @@ static void writer_lays_out_the_reference_format(void)
     CHECK_EQ(got, 8 + hlen + 6);
     CHECK_EQ(buf[8], '{');
     CHECK(buf[8 + hlen - 1] == '}' || buf[8 + hlen - 1] == ' ');
-    CHECK(memcmp(buf + 8 + hlen, "xyzpqr", 6) == 0);   /* manifest order, packed */
+    CHECK(memcmp(buf + 8 + hlen, "xyzpqr", 6) == 0); /* manifest order, packed */
     CHECK(memmem(buf, got, "\"b\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[0,3]}", 49) != NULL);
     CHECK_EQ(stat(path, &sb), 0);
     CHECK_EQ(sb.st_mode & 0777, 0644);
@@ -265,7 +265,8 @@ static void scalars_and_zero_sized_tensors_are_valid(void)
 
 /* --- malformed files: one case each ---------------------------------------- */
 
-#define E(name, dtype, shape, b, e) "\"" name "\":{\"dtype\":\"" dtype "\",\"shape\":" shape ",\"data_offsets\":[" #b "," #e "]}"
+#define E(name, dtype, shape, b, e) \
+    "\"" name "\":{\"dtype\":\"" dtype "\",\"shape\":" shape ",\"data_offsets\":[" #b "," #e "]}"
 
 static void refuses_file_shorter_than_8_bytes(void)
 {
@@ -325,7 +326,8 @@ static void refuses_entry_without_data_offsets(void)
 {
     REFUSED("{\"w\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "tensor 'w': missing data_offsets");
     REFUSED("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 8, "tensor 'w': data_offsets must be");
-    REFUSED("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "tensor 'w': data_offsets must be");
+    REFUSED("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8,
+            "tensor 'w': data_offsets must be");
 }
 
 static void refuses_unknown_dtype(void)
@@ -346,7 +348,8 @@ static void refuses_non_integer_shape(void)
 
 static void refuses_size_that_does_not_match_shape(void)
 {
-    REFUSED("{" E("w", "F32", "[3]", 0, 8) "}", 8, "tensor 'w': shape [3] x F32 needs 12 bytes but data_offsets cover 8");
+    REFUSED("{" E("w", "F32", "[3]", 0, 8) "}", 8,
+            "tensor 'w': shape [3] x F32 needs 12 bytes but data_offsets cover 8");
     /* Sub-byte counts that do not fill whole bytes. */
     REFUSED("{" E("w", "F4", "[3]", 0, 2) "}", 2, "tensor 'w': 3 F4 elements do not fill whole bytes");
 }
@@ -379,7 +382,8 @@ static void refuses_duplicate_names(void)
 static void refuses_metadata_that_is_not_an_object_of_strings(void)
 {
     REFUSED("{\"__metadata__\":[\"a\"]," E("w", "U8", "[4]", 0, 4) "}", 4, "__metadata__ must be an object");
-    REFUSED("{\"__metadata__\":{\"step\":3}," E("w", "U8", "[4]", 0, 4) "}", 4, "__metadata__ value 'step' is not a string");
+    REFUSED("{\"__metadata__\":{\"step\":3}," E("w", "U8", "[4]", 0, 4) "}", 4,
+            "__metadata__ value 'step' is not a string");
 }
 
 static void refuses_missing_files_and_directories(void)

@@ -87,7 +87,8 @@ static void flag_beats_environment_beats_file_beats_default(void)
 {
     json_error_t je;
     json_t *file = json_loads("{\"tcp_conns\": 2, \"host_id\": \"from-file\", \"trace\": true, "
-                              "\"nccl_op_timeout_ms\": \"30s\"}", 0, &je);
+                              "\"nccl_op_timeout_ms\": \"30s\"}",
+                              0, &je);
     CHECK_OK(wsync_settings_load_json(file, "test.json"));
     CHECK_EQ(wsync_setting_int(WSYNC_SET_TCP_CONNS), 2);
     CHECK_EQ(wsync_setting_source(WSYNC_SET_TCP_CONNS), WSYNC_SRC_FILE);

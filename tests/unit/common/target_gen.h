@@ -76,10 +76,10 @@ static __attribute__((unused)) wsync_manifest_t *gen_llm_model(int T, int moe)
         return NULL;
     rc |= add_t(m, "model.embed_tokens.weight", 2, V, H);
     for (l = 0; l < layers; l++) {
-#define L_(fmt, nd, a, b)                                                   \
-    do {                                                                    \
-        snprintf(n, sizeof(n), "model.layers.%d." fmt, l);                  \
-        rc |= add_t(m, n, nd, a, b);                                        \
+#define L_(fmt, nd, a, b)                                  \
+    do {                                                   \
+        snprintf(n, sizeof(n), "model.layers.%d." fmt, l); \
+        rc |= add_t(m, n, nd, a, b);                       \
     } while (0)
         L_("input_layernorm.weight", 1, H, 0);
         L_("self_attn.q_proj.weight", 2, nh * hd, H);
@@ -174,8 +174,7 @@ static __attribute__((unused)) wsync_target_t *gen_random_target(const wsync_man
             for (k = 0; k < lead; k++)
                 bl[i].dst_start[k] = k == 0 ? i : rr(0, shape[k] - 1);
             for (k = 0; k < s0->ndim; k++)
-                bl[i].dst_start[lead + k] =
-                    rr(0, shape[lead + k] - (bl[i].src_stop[k] - bl[i].src_start[k]));
+                bl[i].dst_start[lead + k] = rr(0, shape[lead + k] - (bl[i].src_stop[k] - bl[i].src_start[k]));
             if (wsync_target_add_block(t, &bl[i]) != WSYNC_OK)
                 goto fail;
         }
@@ -214,7 +213,8 @@ static __attribute__((unused)) void eval_target(const wsync_manifest_t *m, const
                 for (k = 0; k < s->ndim; k++)
                     so = so * (uint64_t)s->shape[k] + (uint64_t)bl->src_start[k] + idx[k];
                 for (k = 0; k < ds->ndim; k++)
-                    dof = dof * (uint64_t)ds->shape[k] + (uint64_t)bl->dst_start[k] + (k >= lead ? idx[k - lead] : 0);
+                    dof = dof * (uint64_t)ds->shape[k] + (uint64_t)bl->dst_start[k] +
+                          (k >= lead ? idx[k - lead] : 0);
                 for (e = 0; e < es; e++)
                     exp[ds->offset + dof * es + e] = (uint32_t)(s->offset + so * es + e) + 1;
                 for (k = s->ndim - 1; k >= 0; k--) {

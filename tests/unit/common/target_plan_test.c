@@ -67,7 +67,8 @@ static int check_plan(const sim_case_t *c, const wsync_node_plan_t *np)
         const wsync_tput_t *pu = &np->puts[p];
         uint64_t at = 0;
         if (pu->chunk >= np->nchunks || np->chunks[pu->chunk].land_rank != pu->land_rank || pu->id != p) {
-            fprintf(stderr, "  put %zu: chunk %u / land rank %d disagree with the chunk\n", p, pu->chunk, pu->land_rank);
+            fprintf(stderr, "  put %zu: chunk %u / land rank %d disagree with the chunk\n", p, pu->chunk,
+                    pu->land_rank);
             bad++;
         }
         for (k = 0; k < pu->nruns; k++) {
@@ -166,8 +167,8 @@ static int check_plan(const sim_case_t *c, const wsync_node_plan_t *np)
         }
         for (s = 0; s < L; s++)
             if (need_set[s] && load[s] < load[ch->land_rank]) {
-                fprintf(stderr, "  chunk %zu lands on rank %d (loaded %llu) though rank %d holds it with %llu\n", k,
-                        ch->land_rank, (unsigned long long)load[ch->land_rank], s, (unsigned long long)load[s]);
+                fprintf(stderr, "  chunk %zu lands on rank %d (loaded %llu) though rank %d holds it with %llu\n",
+                        k, ch->land_rank, (unsigned long long)load[ch->land_rank], s, (unsigned long long)load[s]);
                 bad++;
             }
         load[ch->land_rank] += ch->bytes;
@@ -388,7 +389,8 @@ static void test_identity_hint(void)
     for (c = 0; np && c < np->nchunks; c++) {
         uint64_t lo = (uint64_t)c * (256 << 10), hi = lo + np->chunks[c].bytes;
         uint64_t e1 = l->extents[1][0].offset, e1e = e1 + l->extents[1][0].len;
-        uint64_t own1 = (hi < e1e ? hi : e1e) > (lo > e1 ? lo : e1) ? (hi < e1e ? hi : e1e) - (lo > e1 ? lo : e1) : 0;
+        uint64_t own1 = (hi < e1e ? hi : e1e) > (lo > e1 ? lo : e1) ? (hi < e1e ? hi : e1e) - (lo > e1 ? lo : e1)
+                                                                    : 0;
         /* Trainer 1 owns most of the chunk: its ranks 2, 3 in turn. */
         if (own1 * 2 > hi - lo)
             CHECK_EQ(np->chunks[c].land_rank, c % 2 ? 3 : 2);
@@ -427,9 +429,10 @@ static void bench_case(const char *what, wsync_manifest_t *m)
     CHECK_OK(wsync_node_plan_build(m, l, 8, tp, WSYNC_DEFAULT_CHUNK, NULL, &np));
     pt = ms_since(&t0);
     if (np)
-        fprintf(stderr, "  %s: %zu tensors, 8 targets in %.1f ms, node plan (fsdp 8, T=8, L=8) in %.1f ms: %u chunks, "
-                "%zu puts, %zu runs, %zu copies\n", what, m->ntensors, tt, pt, np->nchunks, np->nputs, np->nruns,
-                np->ncopies);
+        fprintf(stderr,
+                "  %s: %zu tensors, 8 targets in %.1f ms, node plan (fsdp 8, T=8, L=8) in %.1f ms: %u chunks, "
+                "%zu puts, %zu runs, %zu copies\n",
+                what, m->ntensors, tt, pt, np->nchunks, np->nputs, np->nruns, np->ncopies);
     wsync_node_plan_free(np);
     wsync_layout_free(l);
     for (r = 0; r < 8; r++)
@@ -446,10 +449,10 @@ static void test_plan_build_time(void)
     CHECK_OK(wsync_manifest_create(&m));
     add_t(m, "model.embed_tokens.weight", 2, 152064, 3584);
     for (l = 0; l < 28; l++) {
-#define Q_(fmt, nd, a, b)                                      \
-    do {                                                       \
-        snprintf(n, sizeof(n), "model.layers.%d." fmt, l);     \
-        add_t(m, n, nd, a, b);                                 \
+#define Q_(fmt, nd, a, b)                                  \
+    do {                                                   \
+        snprintf(n, sizeof(n), "model.layers.%d." fmt, l); \
+        add_t(m, n, nd, a, b);                             \
     } while (0)
         Q_("input_layernorm.weight", 1, 3584, 0);
         Q_("self_attn.q_proj.weight", 2, 3584, 3584);

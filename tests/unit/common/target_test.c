@@ -10,10 +10,10 @@ static wsync_manifest_t *small_model(void)
     wsync_manifest_t *m = NULL;
     int64_t s2[2] = {6, 10}, s1[1] = {5}, f4[2] = {4, 6};
     wsync_manifest_create(&m);
-    wsync_manifest_add(m, "w", WSYNC_DTYPE_BF16, 2, s2);   /* 120 bytes at 0 */
-    wsync_manifest_add(m, "b", WSYNC_DTYPE_F32, 1, s1);    /* 20 bytes at 256 */
-    wsync_manifest_add(m, "q", WSYNC_DTYPE_F4, 2, f4);     /* 12 bytes at 512 */
-    wsync_manifest_add(m, "s", WSYNC_DTYPE_F32, 0, NULL);  /* scalar at 768 */
+    wsync_manifest_add(m, "w", WSYNC_DTYPE_BF16, 2, s2);  /* 120 bytes at 0 */
+    wsync_manifest_add(m, "b", WSYNC_DTYPE_F32, 1, s1);   /* 20 bytes at 256 */
+    wsync_manifest_add(m, "q", WSYNC_DTYPE_F4, 2, f4);    /* 12 bytes at 512 */
+    wsync_manifest_add(m, "s", WSYNC_DTYPE_F32, 0, NULL); /* scalar at 768 */
     return m;
 }
 
@@ -170,36 +170,48 @@ static void test_json_malformed(void)
         {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[1],\"offset\":256}]}",
          "tensor 'x': \"offset\" must be 0", WSYNC_ERR_FORMAT},
         {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[1]},"
-         "{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[1]}]}", "'x' appears twice", WSYNC_ERR_INVALID},
+         "{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[1]}]}",
+         "'x' appears twice", WSYNC_ERR_INVALID},
         {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[5],\"blocks\":{}}]}",
          "tensor 'x': \"blocks\" must be an array", WSYNC_ERR_FORMAT},
         {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[5],\"blocks\":[1]}]}",
          "'x' block 0 is not an object", WSYNC_ERR_FORMAT},
         {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[5],\"blocks\":[{}]}]}",
          "'x' block 0 has no \"src\"", WSYNC_ERR_FORMAT},
-        {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[5],\"blocks\":[{\"src\":\"nope\"}]}]}",
+        {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[5],\"blocks\":[{\"src\":"
+         "\"nope\"}]}]}",
          "source tensor 'nope' is not in the manifest", WSYNC_ERR_NOT_FOUND},
         {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[5],\"blocks\":[{\"src\":\"b\","
-         "\"src_start\":[0,0]}]}]}", "x block 0: \"src_start\" must be an array of 1", WSYNC_ERR_FORMAT},
+         "\"src_start\":[0,0]}]}]}",
+         "x block 0: \"src_start\" must be an array of 1", WSYNC_ERR_FORMAT},
         {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[5],\"blocks\":[{\"src\":\"b\","
-         "\"src_stop\":[\"5\"]}]}]}", "x block 0: \"src_stop\"[0] must be an integer", WSYNC_ERR_FORMAT},
-        {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"BF16\",\"shape\":[5],\"blocks\":[{\"src\":\"b\"}]}]}",
+         "\"src_stop\":[\"5\"]}]}]}",
+         "x block 0: \"src_stop\"[0] must be an integer", WSYNC_ERR_FORMAT},
+        {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"BF16\",\"shape\":[5],\"blocks\":[{\"src\":\"b\"}"
+         "]}]}",
          "'x' is BF16 but block 0 copies F32 tensor 'b'", WSYNC_ERR_INVALID},
-        {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"BF16\",\"shape\":[60],\"blocks\":[{\"src\":\"w\"}]}]}",
+        {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"BF16\",\"shape\":[60],\"blocks\":[{\"src\":"
+         "\"w\"}]}]}",
          "'x' has 1 dimensions, fewer than its source 'w' (2)", WSYNC_ERR_INVALID},
         {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[5],\"blocks\":[{\"src\":\"b\","
-         "\"src_start\":[3],\"src_stop\":[3]}]}]}", "source 'b' dim 0 range [3, 3) is empty", WSYNC_ERR_INVALID},
+         "\"src_start\":[3],\"src_stop\":[3]}]}]}",
+         "source 'b' dim 0 range [3, 3) is empty", WSYNC_ERR_INVALID},
         {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[5],\"blocks\":[{\"src\":\"b\","
-         "\"src_stop\":[6]}]}]}", "range [0, 6) is empty or outside [0, 5)", WSYNC_ERR_INVALID},
+         "\"src_stop\":[6]}]}]}",
+         "range [0, 6) is empty or outside [0, 5)", WSYNC_ERR_INVALID},
         {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[5],\"blocks\":[{\"src\":\"b\","
-         "\"dst_start\":[1]}]}]}", "'x' block 0: dim 0 [1, 6) is outside [0, 5)", WSYNC_ERR_INVALID},
-        {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[2,5],\"blocks\":[{\"src\":\"b\","
-         "\"dst_start\":[2,0]}]}]}", "'x' block 0: dst_start[0] = 2 is outside", WSYNC_ERR_INVALID},
+         "\"dst_start\":[1]}]}]}",
+         "'x' block 0: dim 0 [1, 6) is outside [0, 5)", WSYNC_ERR_INVALID},
+        {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[2,5],\"blocks\":[{\"src\":"
+         "\"b\","
+         "\"dst_start\":[2,0]}]}]}",
+         "'x' block 0: dst_start[0] = 2 is outside", WSYNC_ERR_INVALID},
         {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F32\",\"shape\":[8],\"blocks\":[{\"src\":\"b\"},"
-         "{\"src\":\"b\",\"src_start\":[2],\"dst_start\":[3]}]}]}", "'x': two blocks write the bytes at offset 12",
-         WSYNC_ERR_INVALID},
+         "{\"src\":\"b\",\"src_start\":[2],\"dst_start\":[3]}]}]}",
+         "'x': two blocks write the bytes at offset 12", WSYNC_ERR_INVALID},
         {"{\"version\":1,\"tensors\":[{\"name\":\"x\",\"dtype\":\"F4\",\"shape\":[4,3],\"blocks\":[{\"src\":\"q\","
-         "\"src_start\":[0,1],\"src_stop\":[4,4]}]}]}", "cuts F4 tensor 'q' inside a byte", WSYNC_ERR_INVALID},
+         "\"src_start\":[0,1],\"src_stop\":[4,4]}]}]}",
+         "cuts F4 tensor 'q' inside a byte", WSYNC_ERR_INVALID},
     };
     wsync_manifest_t *m = small_model();
     size_t i;

@@ -14,12 +14,12 @@ static char name[128];
 
 /* The child's half of the conversation: rank 1. Exit status 0 = all good;
  * otherwise the line that failed. */
-#define EXPECT(cond)                 \
-    do {                             \
-        if (!(cond)) {               \
+#define EXPECT(cond)                                                            \
+    do {                                                                        \
+        if (!(cond)) {                                                          \
             fprintf(stderr, "  child: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            _exit(1);                \
-        }                            \
+            _exit(1);                                                           \
+        }                                                                       \
     } while (0)
 
 static void child(void)
@@ -34,7 +34,7 @@ static void child(void)
     for (tries = 0; !board_attempt_find(b, 0, 0, &a) && tries < 500; tries++)
         board_wait_attempt(b, board_attempt_seq(b), 20);
     EXPECT(a.gen == 1 && a.version == 7 && a.slot == 1);
-    EXPECT(!board_attempt_find(b, 0, 8, &a));      /* not the version asked for */
+    EXPECT(!board_attempt_find(b, 0, 8, &a)); /* not the version asked for */
     for (tries = 0; (land = board_landing(b, 1)) == NULL && tries < 5000; tries++)
         usleep(1000);
     EXPECT(land && land[0] == 0 && land[1] == 1 && land[2] == 0);
@@ -51,7 +51,7 @@ static void child(void)
     /* Attempt 2: we fail it. */
     for (tries = 0; !board_attempt_find(b, 1, 0, &a) && tries < 500; tries++)
         board_wait_attempt(b, board_attempt_seq(b), 20);
-    EXPECT(a.gen == 2 && a.version == 8 && a.slot == 0);   /* the other slot of two */
+    EXPECT(a.gen == 2 && a.version == 8 && a.slot == 0); /* the other slot of two */
     EXPECT(!board_is_landed(b, 0, 0, 2));
     board_mark_failed(b, 2, "digest mismatch in chunk 3");
     for (tries = 0; board_attempt_outcome(b, 2) == BOARD_ATTEMPT_OPEN && tries < 5000; tries++)
@@ -132,8 +132,8 @@ static void two_ranks_agree_on_attempts(void)
 
     board_attempt_open(b, 8, 2, &a2);
     CHECK_EQ(a2.gen, 2);
-    CHECK_EQ(a2.slot, 0);           /* slot 1 holds version 7 */
-    CHECK(board_landing(b, 2) == NULL);     /* attempt 1's map is not attempt 2's */
+    CHECK_EQ(a2.slot, 0);               /* slot 1 holds version 7 */
+    CHECK(board_landing(b, 2) == NULL); /* attempt 1's map is not attempt 2's */
     CHECK(wait_for(rank1_failed, b, NULL));
     CHECK(board_rank_failed(b, 1, 2, why, sizeof(why)));
     CHECK_STR(why, "digest mismatch in chunk 3");

@@ -46,8 +46,12 @@ static void *pull_main(void *arg)
 static int rig_up(rig_t *g)
 {
     wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
-    wsync_publisher_config_t pc = {.rank = 0, .world = 1, .chunk_size = CHUNK, .listen = "127.0.0.1:0",
-                                   .advertise_host = "127.0.0.1", .host_id = "dests-trainer"};
+    wsync_publisher_config_t pc = {.rank = 0,
+                                   .world = 1,
+                                   .chunk_size = CHUNK,
+                                   .listen = "127.0.0.1:0",
+                                   .advertise_host = "127.0.0.1",
+                                   .host_id = "dests-trainer"};
     json_t *mj = NULL;
     memset(g, 0, sizeof(*g));
     if (wsync_manifest_synthetic(IMAGE, &g->m) != WSYNC_OK || wsync_manifest_to_json(g->m, &mj) != WSYNC_OK ||
@@ -79,9 +83,15 @@ static void rig_down(rig_t *g)
 static wsync_status_t pull_with(rig_t *g, const char *engine, const wsync_dest_tensor_t *dests, int n, uint64_t v,
                                 wsync_receiver_t **out, char *error, size_t errlen)
 {
-    wsync_receiver_config_t rc = {.engine_id = engine, .local_rank = 0, .local_world = 1, .transport = "tcp",
-                                  .bind_host = "127.0.0.1", .host_id = "dests-engine", .tp_size = 2,
-                                  .dests = dests, .ndests = n};
+    wsync_receiver_config_t rc = {.engine_id = engine,
+                                  .local_rank = 0,
+                                  .local_world = 1,
+                                  .transport = "tcp",
+                                  .bind_host = "127.0.0.1",
+                                  .host_id = "dests-engine",
+                                  .tp_size = 2,
+                                  .dests = dests,
+                                  .ndests = n};
     pull_job_t j = {0};
     pthread_t th;
     rc.control_url = wsync_control_server_url(g->server);
@@ -120,11 +130,11 @@ static void caller_tensors_get_the_verified_slices(void)
     o = &g.m->tensors[wsync_manifest_find(g.m, O_PROJ)];
     e = &g.m->tensors[wsync_manifest_find(g.m, EMBED)];
     H = (uint64_t)o->shape[0];
-    Hc = (uint64_t)o->shape[1] / 2;                 /* TP rank 0 of 2: the first half of the columns */
+    Hc = (uint64_t)o->shape[1] / 2; /* TP rank 0 of 2: the first half of the columns */
     V = (uint64_t)e->shape[0];
     W = (uint64_t)e->shape[1];
     Vp = (V + 63) / 64 * 64;
-    rows = Vp / 2;                                  /* rows [0, Vp/2) of the padded vocabulary */
+    rows = Vp / 2; /* rows [0, Vp/2) of the padded vocabulary */
     o_bytes = H * Hc * 2;
     e_bytes = rows * W * 2;
     o_buf = calloc(1, o_bytes);
@@ -145,8 +155,8 @@ static void caller_tensors_get_the_verified_slices(void)
     CHECK_OK(wsync_receiver_tensor(r, O_PROJ, &ptr, &info));
     CHECK(ptr && info.size == o_bytes && info.ndim == 2 && info.shape[1] == (int64_t)Hc &&
           memcmp(ptr, o_want, o_bytes) == 0);
-    CHECK_FAILS(wsync_receiver_tensor(r, "model.layers.0.self_attn.q_proj.weight", &ptr, &info), WSYNC_ERR_NOT_FOUND,
-                "in this rank's target");
+    CHECK_FAILS(wsync_receiver_tensor(r, "model.layers.0.self_attn.q_proj.weight", &ptr, &info),
+                WSYNC_ERR_NOT_FOUND, "in this rank's target");
     CHECK_OK(wsync_receiver_tensor(r, "model.layers.0.self_attn.qkv_proj.weight", &ptr, &info));
     wsync_receiver_destroy(r);
     free(o_buf);

@@ -16,8 +16,8 @@
 #include "trainer_side/wsync_publisher.h"
 
 #define IMAGE (8u << 20)
-#define CHUNK (1u << 20)          /* 8 pieces, all from rank 0 */
-#define DELAY_MS 100              /* per piece copied (trainer) and landed (engine) */
+#define CHUNK (1u << 20) /* 8 pieces, all from rank 0 */
+#define DELAY_MS 100     /* per piece copied (trainer) and landed (engine) */
 
 typedef struct rig {
     wsync_control_server_t *server;
@@ -39,11 +39,19 @@ typedef struct pull_job {
 static int rig_up(rig_t *g, uint64_t image, uint64_t chunk, int threads)
 {
     wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
-    wsync_publisher_config_t pc = {.rank = 0, .world = 1, .chunk_size = chunk, .listen = "127.0.0.1:0",
-                                   .advertise_host = "127.0.0.1", .host_id = "pubtest-trainer",
+    wsync_publisher_config_t pc = {.rank = 0,
+                                   .world = 1,
+                                   .chunk_size = chunk,
+                                   .listen = "127.0.0.1:0",
+                                   .advertise_host = "127.0.0.1",
+                                   .host_id = "pubtest-trainer",
                                    .threads = threads};
-    wsync_receiver_config_t rc = {.engine_id = "pubtest-engine", .local_rank = 0, .local_world = 1,
-                                  .mode = WSYNC_MODE_STAGED, .transport = "tcp", .bind_host = "127.0.0.1",
+    wsync_receiver_config_t rc = {.engine_id = "pubtest-engine",
+                                  .local_rank = 0,
+                                  .local_world = 1,
+                                  .mode = WSYNC_MODE_STAGED,
+                                  .transport = "tcp",
+                                  .bind_host = "127.0.0.1",
                                   .host_id = "pubtest-engine-host"};
     wsync_manifest_t *m = NULL;
     json_t *mj = NULL;
@@ -156,8 +164,7 @@ static void test_engine_pulls_while_publish_copies(void)
     CHECK(t1 - t0 >= 8 * DELAY_MS / 1000.0);
     /* ... and the engine needed far less than 8 landings after it returned. */
     if (j.t_done - t1 >= 4 * DELAY_MS / 1000.0)
-        fprintf(stderr, "  engine ready %.3f s after publish() returned (publish %.3f s)\n", j.t_done - t1,
-                t1 - t0);
+        fprintf(stderr, "  engine ready %.3f s after publish() returned (publish %.3f s)\n", j.t_done - t1, t1 - t0);
     CHECK(j.t_done - t1 < 4 * DELAY_MS / 1000.0);
 out:
     rig_down(&g);

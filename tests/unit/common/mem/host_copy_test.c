@@ -13,8 +13,17 @@
 
 static void copies_equal_memcpy_at_every_alignment(void)
 {
-    size_t sizes[] = {0, 1, 63, 64, 4095, 4097, (256u << 10) - 1, 256u << 10, (256u << 10) + 1,
-                      (1u << 20) + 4096 + 17, (3u << 20) + 63};
+    size_t sizes[] = {0,
+                      1,
+                      63,
+                      64,
+                      4095,
+                      4097,
+                      (256u << 10) - 1,
+                      256u << 10,
+                      (256u << 10) + 1,
+                      (1u << 20) + 4096 + 17,
+                      (3u << 20) + 63};
     size_t max = (3u << 20) + 64 + 2 * GUARD + 64;
     unsigned char *src = malloc(max), *dst = malloc(max), *want = malloc(max);
     int bad = 0;

@@ -20,8 +20,8 @@ static void alloc_is_page_aligned_writable_and_freeable(void)
         CHECK(p != NULL && (uintptr_t)p % (uintptr_t)page == 0);
         if (p == NULL)
             continue;
-        CHECK(p[0] == 0 && p[sizes[i] - 1] == 0);  /* fresh anonymous memory */
-        p[sizes[i] - 1] = 2;  /* the last byte is ours */
+        CHECK(p[0] == 0 && p[sizes[i] - 1] == 0); /* fresh anonymous memory */
+        p[sizes[i] - 1] = 2;                      /* the last byte is ours */
         p[0] = 1;
         CHECK(p[0] == 1 && (sizes[i] == 1 || p[sizes[i] - 1] == 2));
         wsync_mem_host.free(p);

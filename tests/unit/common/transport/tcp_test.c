@@ -47,8 +47,8 @@ static uint64_t rnd(void)
 
 static wsync_transport_config_t cfg(void)
 {
-    return (wsync_transport_config_t){.bind_host = "127.0.0.1", .conns_per_peer = 4, .device = -1,
-                                      .timeout_ms = 5000};
+    return (
+        wsync_transport_config_t){.bind_host = "127.0.0.1", .conns_per_peer = 4, .device = -1, .timeout_ms = 5000};
 }
 
 /* Receiver with two regions listening; sender with a patterned source,
@@ -149,8 +149,13 @@ static uint32_t key_region(const wsync_blob_t *key)
 static void raw_put_header(int fd, int sender, uint32_t region, uint64_t off, uint64_t len, uint64_t tag)
 {
     unsigned char b[TCP_HDR_LEN];
-    tcp_hdr_t h = {.magic = TCP_MAGIC, .version = TCP_VERSION, .sender = sender, .region = region,
-                   .dst_off = off, .len = len, .tag = tag};
+    tcp_hdr_t h = {.magic = TCP_MAGIC,
+                   .version = TCP_VERSION,
+                   .sender = sender,
+                   .region = region,
+                   .dst_off = off,
+                   .len = len,
+                   .tag = tag};
     tcp_hdr_encode(&h, b);
     (void)!send(fd, b, sizeof(b), MSG_NOSIGNAL);
 }
@@ -181,7 +186,7 @@ static int busy_connections_to(int port)
 }
 
 typedef struct put {
-    int region;         /* 0: a, 1: b */
+    int region; /* 0: a, 1: b */
     size_t off, len, src_off;
     uint64_t tag;
     int landed, sent;
@@ -207,15 +212,18 @@ static void many_random_puts_land_byte_exact_over_four_connections(void)
             size_t len = 1 + rnd() % (256 << 10);
             if (np == MAXP || off + len > cap)
                 break;
-            p[np] = (put_t){.region = reg, .off = off, .len = len, .src_off = rnd() % (SRC_LEN - len),
+            p[np] = (put_t){.region = reg,
+                            .off = off,
+                            .len = len,
+                            .src_off = rnd() % (SRC_LEN - len),
                             .tag = ((uint64_t)reg << 40) | (uint64_t)np * 7919u};
             np++;
             off += len + rnd() % 4096;
         }
     }
     for (i = 0; i < np; i++)
-        CHECK_OK(T->put(r.conn, r.src, p[i].src_off, p[i].region ? &r.key_b : &r.key_a, p[i].off, p[i].len,
-                        p[i].tag));
+        CHECK_OK(
+            T->put(r.conn, r.src, p[i].src_off, p[i].region ? &r.key_b : &r.key_a, p[i].off, p[i].len, p[i].tag));
     deadline = wsync_now_ns() + (uint64_t)WAIT_MS * 1000000ULL;
     while ((landed < np || sent < np) && wsync_now_ns() < deadline) {
         wsync_completion_t c[64];
@@ -343,10 +351,14 @@ static void garbage_on_the_port_is_an_error_and_the_receiver_keeps_working(void)
 
 static void headers_outside_a_region_are_refused_without_writing(void)
 {
-    struct { uint32_t region; uint64_t off, len; const char *why; } bad[] = {
-        {0, REG_A - 10, 100, "outside"},          /* past the end */
-        {0, UINT64_MAX - 5, 10, "outside"},      /* offset + len overflows */
-        {0, 0, (uint64_t)REG_A + 1, "outside"},  /* longer than the region */
+    struct {
+        uint32_t region;
+        uint64_t off, len;
+        const char *why;
+    } bad[] = {
+        {0, REG_A - 10, 100, "outside"},        /* past the end */
+        {0, UINT64_MAX - 5, 10, "outside"},     /* offset + len overflows */
+        {0, 0, (uint64_t)REG_A + 1, "outside"}, /* longer than the region */
         {9999, 0, 16, "unknown region"},
     };
     rig_t r;
@@ -359,8 +371,7 @@ static void headers_outside_a_region_are_refused_without_writing(void)
         char payload[128];
         int fd = raw_sender(&r.addr, 5);
         CHECK(fd >= 0);
-        raw_put_header(fd, 5, bad[i].region ? bad[i].region : key_region(&r.key_a), bad[i].off, bad[i].len,
-                       100 + i);
+        raw_put_header(fd, 5, bad[i].region ? bad[i].region : key_region(&r.key_a), bad[i].off, bad[i].len, 100 + i);
         memset(payload, 0x11, sizeof(payload));
         (void)!send(fd, payload, sizeof(payload), MSG_NOSIGNAL);
         CHECK_EQ(wait_for(r.rx, WSYNC_COMPLETION_ERROR, &c), 0);
@@ -564,8 +575,8 @@ static void close_while_puts_are_in_flight_is_safe(void)
         }
         for (int i = 0; i < 64; i++)
             CHECK_OK(T->put(r.conn, r.src, 0, &r.key_a, (size_t)(i % 6) << 20, 1 << 20, (uint64_t)i));
-        r.conn = NULL;              /* close must disconnect it itself */
-        if (round == 1) {           /* receiver first: the senders see broken pipes */
+        r.conn = NULL;    /* close must disconnect it itself */
+        if (round == 1) { /* receiver first: the senders see broken pipes */
             T->close(r.rx);
             T->close(r.tx);
         } else {

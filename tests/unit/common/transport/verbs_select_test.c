@@ -30,9 +30,9 @@ static void caret_excludes(void)
 {
     CHECK(!verbs_dev_selected("^mlx5_0", "mlx5_0", 1));
     CHECK(verbs_dev_selected("^mlx5_0", "mlx5_1", 1));
-    CHECK(!verbs_dev_selected("^mlx5_0,mlx5_1", "mlx5_1", 1));   /* a leading ^ covers the list */
+    CHECK(!verbs_dev_selected("^mlx5_0,mlx5_1", "mlx5_1", 1)); /* a leading ^ covers the list */
     CHECK(verbs_dev_selected("^mlx5_0,mlx5_1", "rxe0", 1));
-    CHECK(verbs_dev_selected("mlx5,^mlx5_2", "mlx5_1", 1));      /* per-entry exclusion */
+    CHECK(verbs_dev_selected("mlx5,^mlx5_2", "mlx5_1", 1)); /* per-entry exclusion */
     CHECK(!verbs_dev_selected("mlx5,^mlx5_2", "mlx5_2", 1));
     CHECK(!verbs_dev_selected("mlx5,^mlx5_2", "rxe0", 1));
 }
@@ -59,9 +59,9 @@ static void nearest_nics_share_the_longest_pci_path(void)
 {
     const char *gpu = "/sys/devices/pci0000:00/0000:00:02.0/0000:03:00.0/0000:04:00.0";
     const char *nics[] = {
-        "/sys/devices/pci0000:80/0000:80:02.0/0000:81:00.0",             /* other socket */
+        "/sys/devices/pci0000:80/0000:80:02.0/0000:81:00.0",              /* other socket */
         "/sys/devices/pci0000:00/0000:00:02.0/0000:03:00.0/0000:04:01.0", /* same switch */
-        "/sys/devices/pci0000:00/0000:00:03.0/0000:05:00.0",             /* same root */
+        "/sys/devices/pci0000:00/0000:00:03.0/0000:05:00.0",              /* same root */
         "/sys/devices/pci0000:00/0000:00:02.0/0000:03:00.0/0000:04:02.0", /* same switch */
     };
     int near[4];
@@ -76,12 +76,14 @@ static void roce_v2_ipv4_mapped_gid_wins(void)
     verbs_gid_entry_t t[4] = {0};
     t[0] = (verbs_gid_entry_t){.gid = {0xfe, 0x80, [15] = 1}, .type = VERBS_GID_ROCE_V1, .valid = 1};
     t[1] = (verbs_gid_entry_t){.gid = {0xfe, 0x80, [15] = 1}, .type = VERBS_GID_ROCE_V2, .valid = 1};
-    t[2] = (verbs_gid_entry_t){.gid = {[10] = 0xff, [11] = 0xff, [12] = 10, [15] = 15}, .type = VERBS_GID_ROCE_V1,
+    t[2] = (verbs_gid_entry_t){.gid = {[10] = 0xff, [11] = 0xff, [12] = 10, [15] = 15},
+                               .type = VERBS_GID_ROCE_V1,
                                .valid = 1};
-    t[3] = (verbs_gid_entry_t){.gid = {[10] = 0xff, [11] = 0xff, [12] = 10, [15] = 15}, .type = VERBS_GID_ROCE_V2,
+    t[3] = (verbs_gid_entry_t){.gid = {[10] = 0xff, [11] = 0xff, [12] = 10, [15] = 15},
+                               .type = VERBS_GID_ROCE_V2,
                                .valid = 1};
     CHECK_EQ(verbs_gid_pick(t, 4, -1), 3);
-    CHECK_EQ(verbs_gid_pick(t, 4, 2), 2);                /* configured index */
+    CHECK_EQ(verbs_gid_pick(t, 4, 2), 2); /* configured index */
     CHECK_EQ(verbs_gid_pick(t, 4, 7), -1);
     CHECK(strstr(wsync_last_error(), "WSYNC_IB_GID_INDEX=7") != NULL);
     /* rxe's table: GID 0 link-local v2, GID 1 the ::ffff: IPv4 entry. */

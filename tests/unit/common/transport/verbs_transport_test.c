@@ -68,8 +68,7 @@ static void rig_down(rig_t *r)
 
 /* Collect completions of `kind` from t until `want` arrived or time ran out;
  * ERRORs are counted in *errors (message printed). */
-static int collect(wsync_transport_t *t, wsync_completion_kind_t kind, int want, wsync_completion_t *out,
-                   int *errors)
+static int collect(wsync_transport_t *t, wsync_completion_kind_t kind, int want, wsync_completion_t *out, int *errors)
 {
     uint64_t deadline = wsync_now_ns() + (uint64_t)WAIT_MS * 1000000ULL;
     int got = 0;
@@ -114,8 +113,8 @@ static void many_puts_land_byte_exact_with_full_tags(void)
         CHECK_OK(V->expect(r.rx, 7, r.dst, (size_t)(NPUTS - 1 - i) * piece, piece - (size_t)i, tag));
     }
     for (i = 0; i < NPUTS; i++)
-        CHECK_OK(V->put(r.conn, r.src, (size_t)i * piece, &r.key, (size_t)(NPUTS - 1 - i) * piece, piece - (size_t)i,
-                        (0x5eedULL << 32) | (uint64_t)i));
+        CHECK_OK(V->put(r.conn, r.src, (size_t)i * piece, &r.key, (size_t)(NPUTS - 1 - i) * piece,
+                        piece - (size_t)i, (0x5eedULL << 32) | (uint64_t)i));
     CHECK_EQ(collect(r.rx, WSYNC_COMPLETION_LANDED, NPUTS, landed, &errors), NPUTS);
     CHECK_EQ(collect(r.tx, WSYNC_COMPLETION_SENT, NPUTS, sent, &errors), NPUTS);
     CHECK_EQ(errors, 0);

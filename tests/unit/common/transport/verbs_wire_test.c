@@ -22,7 +22,7 @@ static void small_put_is_one_signalled_write_with_imm(void)
     CHECK_EQ(s[0].len, 1000);
     CHECK_EQ(s[0].src_off, 0);
     CHECK(s[0].last);
-    CHECK_EQ(verbs_seg_build(0, 4096, s, 4), 1);   /* empty put still lands */
+    CHECK_EQ(verbs_seg_build(0, 4096, s, 4), 1); /* empty put still lands */
     CHECK_EQ(s[0].len, 0);
     CHECK(s[0].last);
 }
@@ -42,9 +42,9 @@ static void large_put_is_split_and_only_the_last_carries_the_imm(void)
     }
     CHECK_EQ(sum, 10000);
     CHECK_EQ(s[2].len, 10000 - 2 * 4096);
-    CHECK_EQ(verbs_seg_build(8192, 4096, s, 8), 2);   /* exact multiple: no empty tail */
-    CHECK_EQ(verbs_seg_build(10000, 4096, s, 2), 0);  /* too small an array */
-    CHECK_EQ(verbs_seg_build(10, 0, s, 8), 0);        /* no max message size */
+    CHECK_EQ(verbs_seg_build(8192, 4096, s, 8), 2);  /* exact multiple: no empty tail */
+    CHECK_EQ(verbs_seg_build(10000, 4096, s, 2), 0); /* too small an array */
+    CHECK_EQ(verbs_seg_build(10, 0, s, 8), 0);       /* no max message size */
 }
 
 static void address_round_trips_and_refuses_others(void)
@@ -63,8 +63,12 @@ static void address_round_trips_and_refuses_others(void)
 
 static void key_round_trips_every_rkey(void)
 {
-    verbs_key_t k = {.nonce = 9, .addr = 0x7f0000001000ULL, .len = 1ULL << 33, .ndev = 3,
-                     .rkey = {0x11, 0x2222, 0x333333}}, o;
+    verbs_key_t k = {.nonce = 9,
+                     .addr = 0x7f0000001000ULL,
+                     .len = 1ULL << 33,
+                     .ndev = 3,
+                     .rkey = {0x11, 0x2222, 0x333333}},
+                o;
     unsigned char buf[VERBS_KEY_LEN];
     verbs_key_encode(&k, buf);
     CHECK_OK(verbs_key_decode(buf, sizeof(buf), &o));
@@ -126,7 +130,7 @@ static void handshake_refuses_garbage_and_bad_attributes(void)
     memset(buf, 0x41, sizeof(buf));
     CHECK_EQ(verbs_hello_peek_len(buf), 0);
     CHECK_FAILS(verbs_hello_decode(buf, VERBS_HELLO_HDR, &o), WSYNC_ERR_FORMAT, "queue pairs");
-    h.qp[1].psn = 1u << 24;           /* PSNs are 24 bits */
+    h.qp[1].psn = 1u << 24; /* PSNs are 24 bits */
     len = verbs_hello_encode(&h, buf);
     CHECK_FAILS(verbs_hello_decode(buf, len, &o), WSYNC_ERR_FORMAT, "out-of-range");
     h = sample_hello();

@@ -47,7 +47,7 @@ static int child_main(const char *name)
         return 11;
     if (wsync_window_shm.map(&blob, fd, WIN_LEN, (void **)&p) != WSYNC_OK)
         return 12;
-    close(fd);  /* the mapping outlives the descriptor */
+    close(fd); /* the mapping outlives the descriptor */
     want = malloc(WIN_LEN / 2);
     wsync_fill_pattern(want, WIN_LEN / 2, 0, 1);
     if (memcmp(p, want, WIN_LEN / 2) != 0)
@@ -127,7 +127,7 @@ static void map_refuses_bad_blobs_and_missing_descriptors(void)
     CHECK(((char *)p)[100] == 'x');
     wsync_window_shm.unmap(p, 4096);
     wsync_window_shm.free(&w);
-    wsync_window_shm.free(&w);  /* twice is harmless */
+    wsync_window_shm.free(&w); /* twice is harmless */
 }
 
 static void window_for_picks_by_memory_kind(void)

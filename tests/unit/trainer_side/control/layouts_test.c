@@ -78,8 +78,8 @@ static const char *message(const json_t *reply)
 /* Rank r of 2 reports version v naming manifest `digest` (no manifest sent). */
 static wsync_status_t report(wsync_control_t *c, int rank, uint64_t v, const char *digest)
 {
-    json_t *l = json_pack("{s:s, s:i, s:s, s:s, s:i, s:i}", "manifest_digest", digest, "chunk_size", 4096, "layout",
-                          "even", "layout_digest", "00ff", "image_size", 8192, "world", 2);
+    json_t *l = json_pack("{s:s, s:i, s:s, s:s, s:i, s:i}", "manifest_digest", digest, "chunk_size", 4096,
+                          "layout", "even", "layout_digest", "00ff", "image_size", 8192, "world", 2);
     json_t *p = json_pack("[{s:i, s:i, s:i, s:s}]", "id", rank, "offset", rank * 4096, "len", 4096, "digest",
                           "0123456789abcdef");
     wsync_status_t st = wsync_control_publish(c, rank, 2, v, l, p);
@@ -101,10 +101,10 @@ static void post_validates_and_is_idempotent(void)
     CHECK_EQ(post(c, d, body, &reply), 201);
     CHECK(json_is_true(json_object_get(reply, "new")));
     json_decref(reply);
-    CHECK_EQ(post(c, d, body, &reply), 200);          /* again: known */
+    CHECK_EQ(post(c, d, body, &reply), 200); /* again: known */
     CHECK(json_is_false(json_object_get(reply, "new")));
     json_decref(reply);
-    CHECK_OK(wsync_control_put_layout(c, d, m));        /* the client's call: no error either */
+    CHECK_OK(wsync_control_put_layout(c, d, m)); /* the client's call: no error either */
     CHECK_OK(wsync_control_get_layout(c, d, &got));
     CHECK(json_equal(got, m));
     json_decref(got);
@@ -133,7 +133,7 @@ static void post_validates_and_is_idempotent(void)
     json_object_set_new(json_array_get(json_object_get(m2, "tensors"), 1), "offset", json_integer(3));
     body = json_pack("{s:O}", "manifest", m2);
     CHECK_EQ(post(c, other, body, &reply), 422);
-    CHECK(strstr(message(reply), "layer.1.weight") != NULL);   /* names the tensor */
+    CHECK(strstr(message(reply), "layer.1.weight") != NULL); /* names the tensor */
     json_decref(reply);
     json_decref(body);
 out:
@@ -214,7 +214,7 @@ static void state_keeps_layouts_in_files_of_their_own(void)
     CHECK(file_exists(state, d));
     text = slurp(state);
     CHECK(text != NULL && strstr(text, "\"layouts\":[\"") != NULL && strstr(text, d) != NULL);
-    CHECK(text != NULL && strstr(text, "layer.0.weight") == NULL);   /* no manifest in the state file */
+    CHECK(text != NULL && strstr(text, "layer.0.weight") == NULL); /* no manifest in the state file */
     free(text);
     wsync_control_close(c);
     wsync_control_server_stop(s);

@@ -11,9 +11,9 @@
 static int publish(ctl_model_t *m, int rank, int world, int v, const char *mdigest)
 {
     json_t *b = json_pack("{s:i, s:i, s:i, s:{s:s, s:i, s:s, s:s, s:i, s:i}, s:[{s:i, s:i, s:i, s:s}]}", "rank",
-                          rank, "world", world, "version", v, "layout", "manifest_digest", mdigest, "chunk_size", 4,
-                          "layout", "even", "layout_digest", "cd", "image_size", 8 * world, "world", world, "pieces",
-                          "id", rank, "offset", rank * 8, "len", 8, "digest", "00");
+                          rank, "world", world, "version", v, "layout", "manifest_digest", mdigest, "chunk_size",
+                          4, "layout", "even", "layout_digest", "cd", "image_size", 8 * world, "world", world,
+                          "pieces", "id", rank, "offset", rank * 8, "len", 8, "digest", "00");
     json_t *reply = NULL;
     char err[512] = "";
     int changed = 0, code;
