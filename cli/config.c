@@ -232,6 +232,8 @@ static int take_common(int *argc, char **argv, const char **file)
     return 0;
 }
 
+static char **kept_argv;
+
 int cli_config_apply(const char *cmd, int *argc, char ***argv)
 {
     const char *file = NULL;
@@ -269,7 +271,9 @@ int cli_config_apply(const char *cmd, int *argc, char ***argv)
     for (i = 1; i < *argc; i++)
         nargv[n++] = (*argv)[i];
     nargv[n] = NULL;
-    /* The process keeps the new vector (and its strings) to its end. */
+    /* The process keeps the new vector (and its strings) to its end; held
+     * here so it stays reachable (LeakSanitizer) after the caller returns. */
+    kept_argv = nargv;
     *argc = n;
     *argv = nargv;
     json_decref(root);
