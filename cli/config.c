@@ -232,7 +232,7 @@ static int take_common(int *argc, char **argv, const char **file)
     return 0;
 }
 
-static char **kept_argv;
+static char **volatile kept_argv; /* volatile: a store never read would be optimised away */
 
 int cli_config_apply(const char *cmd, int *argc, char ***argv)
 {
