@@ -152,20 +152,22 @@ static wsync_status_t verify_chunk(fetch_t *f, uint32_t c)
 }
 
 /* Poll until local rank 0 posted this attempt's landing map. */
-static wsync_status_t wait_landing(fetch_t *f)
+/* Wait for local rank 0's landing map of attempt `gen`; fails when rank 0
+ * ended the attempt or died, or at the deadline. Shared by both fetches. */
+wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t deadline, const uint8_t **out)
 {
-    wsync_receiver_t *r = f->r;
+    int me = r->cfg.local_rank;
     for (;;) {
-        if ((f->land = board_landing(r->board, f->gen)) != NULL)
+        if ((*out = board_landing(r->board, gen)) != NULL)
             return WSYNC_OK;
-        if (board_attempt_outcome(r->board, f->gen) != BOARD_ATTEMPT_OPEN)
+        if (board_attempt_outcome(r->board, gen) != BOARD_ATTEMPT_OPEN)
             return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 ended the pull before it started",
                                r->engine_id);
-        if (f->me != 0 && board_leader_gone(r->board))
+        if (me != 0 && board_leader_gone(r->board))
             return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 died", r->engine_id);
-        if (wsync_now_ns() >= f->deadline)
+        if (wsync_now_ns() >= deadline)
             return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s rank %d: local rank 0 posted no landing map in time",
-                               r->engine_id, f->me);
+                               r->engine_id, me);
         usleep(100);
     }
 }
@@ -173,7 +175,7 @@ static wsync_status_t wait_landing(fetch_t *f)
 /* The node's side of the attempt: its landing map, the peers' windows. */
 static wsync_status_t fetch_join(fetch_t *f)
 {
-    WSYNC_CHECK(wait_landing(f)); /* rank 0 checked the chunk count */
+    WSYNC_CHECK(recv_wait_landing(f->r, f->gen, f->deadline, &f->land)); /* rank 0 checked the chunk count */
     return recv_map_peers(f->r, f->slot, f->deadline, NULL);
 }
 

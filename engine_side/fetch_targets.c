@@ -55,29 +55,11 @@ typedef struct tfetch {
     unsigned char *have; /* [segments] */
 } tfetch_t;
 
-static wsync_status_t wait_landing(tfetch_t *f, const uint8_t **out)
-{
-    wsync_receiver_t *r = f->r;
-    for (;;) {
-        if ((*out = board_landing(r->board, f->gen)) != NULL)
-            return WSYNC_OK;
-        if (board_attempt_outcome(r->board, f->gen) != BOARD_ATTEMPT_OPEN)
-            return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 ended the pull before it started",
-                               r->engine_id);
-        if (f->me != 0 && board_leader_gone(r->board))
-            return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 died", r->engine_id);
-        if (wsync_now_ns() >= f->deadline)
-            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s rank %d: local rank 0 posted no landing map in time",
-                               r->engine_id, f->me);
-        usleep(100);
-    }
-}
-
 static wsync_status_t tf_join(tfetch_t *f)
 {
     const uint8_t *land;
     uint32_t c;
-    WSYNC_CHECK(wait_landing(f, &land));
+    WSYNC_CHECK(recv_wait_landing(f->r, f->gen, f->deadline, &land));
     for (c = 0; c < f->np->nchunks; c++)
         if (land[c] != f->np->chunks[c].land_rank)
             return wsync_error(WSYNC_ERR_CONFLICT,
