@@ -366,17 +366,18 @@ static wsync_status_t fetch_reap(fetch_t *f, int *progressed)
     return WSYNC_OK;
 }
 
-/* A local rank that died or failed this attempt ends it here too. */
-static wsync_status_t check_peers(fetch_t *f)
+/* A local rank of this node that died or failed attempt `gen` ends it here
+ * too. Shared by both fetches. */
+wsync_status_t recv_check_peers(wsync_receiver_t *r, uint64_t gen)
 {
     char why[300];
     int p;
-    for (p = 0; p < f->r->cfg.local_world; p++) {
-        if (p == f->me)
+    for (p = 0; p < r->cfg.local_world; p++) {
+        if (p == r->cfg.local_rank)
             continue;
-        if (!board_rank_alive(f->r->board, p))
-            return wsync_error(WSYNC_ERR_PEER, "local rank %d of engine %s is not running", p, f->r->engine_id);
-        if (board_rank_failed(f->r->board, p, f->gen, why, sizeof(why)))
+        if (!board_rank_alive(r->board, p))
+            return wsync_error(WSYNC_ERR_PEER, "local rank %d of engine %s is not running", p, r->engine_id);
+        if (board_rank_failed(r->board, p, gen, why, sizeof(why)))
             return wsync_error(WSYNC_ERR_PEER, "local rank %d failed: %s", p, why);
     }
     return WSYNC_OK;
@@ -447,7 +448,7 @@ static wsync_status_t fetch_watch(fetch_t *f)
     recv_progress_bytes(f->r->progress, (uint64_t)f->ndone * f->plan->chunk_size < f->plan->image_size
                                             ? (uint64_t)f->ndone * f->plan->chunk_size
                                             : f->plan->image_size);
-    WSYNC_CHECK(check_peers(f));
+    WSYNC_CHECK(recv_check_peers(f->r, f->gen));
     if (f->last_check > f->deadline) {
         char why[400];
         waiting_for(f, why, sizeof(why));

@@ -263,21 +263,6 @@ static wsync_status_t tf_fan_out(tfetch_t *f, int *progressed)
     return WSYNC_OK;
 }
 
-static wsync_status_t check_peers(tfetch_t *f)
-{
-    char why[300];
-    int p;
-    for (p = 0; p < f->r->cfg.local_world; p++) {
-        if (p == f->me)
-            continue;
-        if (!board_rank_alive(f->r->board, p))
-            return wsync_error(WSYNC_ERR_PEER, "local rank %d of engine %s is not running", p, f->r->engine_id);
-        if (board_rank_failed(f->r->board, p, f->gen, why, sizeof(why)))
-            return wsync_error(WSYNC_ERR_PEER, "local rank %d failed: %s", p, why);
-    }
-    return WSYNC_OK;
-}
-
 static wsync_status_t tf_watch(tfetch_t *f)
 {
     int t;
@@ -289,7 +274,7 @@ static wsync_status_t tf_watch(tfetch_t *f)
     f->last_check = wsync_now_ns();
     /* Chunks differ in size here: the share of them in, of the image. */
     recv_progress_bytes(f->r->progress, f->nwant ? f->tl->image_len * f->ndone / f->nwant : 0);
-    WSYNC_CHECK(check_peers(f));
+    WSYNC_CHECK(recv_check_peers(f->r, f->gen));
     if (f->last_check > f->deadline)
         return wsync_error(WSYNC_ERR_TIMEOUT,
                            "version %llu: %u of %u chunks in on engine %s rank %d when the timeout passed",

@@ -126,6 +126,7 @@ wsync_status_t recv_post_tlanding(wsync_receiver_t *r, const recv_tlayout_t *tl,
  * restarted); with `tl`, a peer's window must hold its own target. */
 wsync_status_t recv_map_peers(wsync_receiver_t *r, int slot, uint64_t deadline, const recv_tlayout_t *tl);
 wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t deadline, const uint8_t **out);
+wsync_status_t recv_check_peers(wsync_receiver_t *r, uint64_t gen);
 
 /* receiver.c: image slots sized for `need` bytes, exported on the board;
  * ranks > 0: rejoin the board when local rank 0 restarted. */
