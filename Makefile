@@ -10,6 +10,7 @@
 #   cli/*.c                             -> the wsync binary
 #   tests/unit/**/_test.c, tests/gpu/*_test.c, bench/*.c, tests/fuzz/*_fuzz.c
 #                                       -> one program each
+#   tests/tools/*.c                     -> one test tool each (no libwsync)
 
 VERSION   := 0.1.0
 BUILD     ?= build
@@ -62,6 +63,7 @@ UNIT_SRCS  := $(shell find tests/unit -name '*_test.c' | sort)
 GPU_SRCS   := $(sort $(wildcard tests/gpu/*_test.c))
 BENCH_SRCS := $(sort $(wildcard bench/*.c))
 FUZZ_SRCS  := $(sort $(wildcard tests/fuzz/*_fuzz.c))
+TOOL_SRCS  := $(sort $(wildcard tests/tools/*.c))
 
 LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(CU_SRCS:%.cu=$(BUILD)/obj/%.cu.o)
 CLI_OBJS   := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -69,6 +71,7 @@ UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 GPU_BINS   := $(GPU_SRCS:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 FUZZ_BINS  := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+TOOL_BINS  := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
 .PHONY: chaos all binaries deps deps-check deps-check-build test all-tests unit unit-bins asan valgrind fuzz \
         fuzz-bins demo bench bench-bins test-gpu gpu-bins test-verbs test-fresh install install-files \
@@ -85,13 +88,14 @@ binaries: $(BUILD)/wsync $(BUILD)/libwsync.a $(BUILD)/libwsync.so $(BUILD)/wsync
 # toolchain, pkg-config, libmicrohttpd (control endpoint), jansson (JSON),
 # libcurl (control client), libxxhash (layout digests), libssl (libcrypto:
 # the data-plane handshake's HMAC), libibverbs (RDMA transport). To test: clang + its runtime (libFuzzer),
-# valgrind, iproute2 (network namespaces), nftables (network faults), curl,
+# valgrind, iproute2 (network namespaces), nftables and ethtool (network
+# faults: loss and partitions; offloads off where tests/tools/delay_link runs), curl,
 # python3 with torch and numpy (Python API tests), procps/psmisc.
 DEB_BUILD_PKGS := build-essential pkg-config libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev \
             libxxhash-dev libssl-dev libibverbs-dev
 DEB_PKGS := $(DEB_BUILD_PKGS) ibverbs-providers rdma-core clang libclang-rt-dev valgrind \
             iproute2 curl python3 procps psmisc \
-            python3-torch python3-numpy nftables clang-format python3-venv
+            python3-torch python3-numpy nftables ethtool clang-format python3-venv
 DEB_VM_PKGS := qemu-system-x86 debootstrap
 # Test-only packages some releases do not have (Ubuntu 24.04 has no
 # python3-torch): installed where apt has them; the tests that need them skip.
@@ -131,7 +135,7 @@ DEPS_BUILD_FILES := /usr/bin/cc /usr/bin/pkg-config /usr/include/microhttpd.h /u
           /usr/include/openssl/hmac.h
 DEPS_FILES := $(DEPS_BUILD_FILES) /usr/bin/clang /usr/bin/valgrind /usr/bin/curl /usr/bin/python3 \
           /usr/bin/pkill /usr/bin/killall /usr/sbin/ip /usr/lib/python3/dist-packages/numpy /usr/sbin/nft \
-          /usr/bin/clang-format
+          /usr/sbin/ethtool /usr/bin/clang-format
 
 deps-check-build:
 	@for f in $(DEPS_BUILD_FILES); do \
@@ -179,6 +183,10 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libwsync.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libwsync.a $(LDFLAGS) $(LDLIBS)
 
+$(BUILD)/tests/tools/%: tests/tools/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDFLAGS)
+
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/libwsync.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libwsync.a $(LDFLAGS) $(LDLIBS)
@@ -189,7 +197,7 @@ test: deps-check
 	@$(MAKE) --no-print-directory all-tests
 	@tests/run.sh $(BUILD)
 
-all-tests: binaries $(UNIT_BINS) $(GPU_BINS) $(BENCH_BINS)
+all-tests: binaries $(UNIT_BINS) $(GPU_BINS) $(BENCH_BINS) $(TOOL_BINS)
 
 unit: deps-check
 	@$(MAKE) --no-print-directory unit-bins
@@ -225,6 +233,7 @@ demo: deps-check
 # Seeded fault campaign (tests/chaos/chaos.py): CHAOS_FAULTS faults, SEED=N to replay one.
 CHAOS_FAULTS ?= 120
 chaos: deps-check all
+	@$(MAKE) --no-print-directory $(TOOL_BINS)
 	/usr/bin/python3 tests/chaos/chaos.py --wsync $(BUILD)/wsync --faults $(CHAOS_FAULTS) \
 	  $(if $(SEED),--seed $(SEED)) --time-limit 900
 
