@@ -1,55 +1,35 @@
 #!/usr/bin/env bash
-# Network faults for real, in network namespaces joined by a bridge (as the
-# multi-host test does): the control endpoint on one host, two trainer ranks
-# on another, two engine nodes on two more. This kernel has no netem, so:
-#   "50 ms delay and 1% loss" is emulated with a tbf qdisc (rate 20 Mbit,
-#   queue up to 50 ms: a bottlenecked link whose queueing delay reaches 50 ms
-#   under load) plus an nftables rule dropping 1% of packets at random;
-#   a cut link is `ip link set eth0 down`; a partition is an nftables drop
-#   rule between two addresses, added and then removed.
+# Network faults for real, in network namespaces joined by a bridge
+# (tests/integration/netns.sh): the control endpoint on one host, two trainer
+# ranks on another, two engine nodes on two more, node 0 attached through a
+# middle namespace. This kernel has no netem, so:
+#   "50 ms delay and 1% loss" is tests/tools/delay_link in node 0's middle
+#   namespace: a user-space Ethernet bridge between node 0's link and the hub
+#   that sends every frame on 50 ms after it arrived, each way (100 ms round
+#   trip), and drops 1% of them at random (seeded), as netem's delay and loss
+#   would; the test first checks that the round trip across it is >= 100 ms;
+#   a cut link is `ip link set eth0 down` (a tbf qdisc first slows node 1's
+#   pull to about 8 s, so the cut lands mid-pull);
+#   a partition is an nftables drop rule between two addresses, added and
+#   then removed.
 # Each case checks that the affected node fails within its timeout with a
 # clear error (or rides through), the others finish, and it catches up.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/netns.sh"
 
 NAME=netfault
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! command -v nft >/dev/null || ! command -v tc >/dev/null; then
-    skip "$NAME" "needs root, ip, tc and nft (make deps) for network namespaces"; exit 0
-fi
-HUB=wfh$$; CNS=wfc$$; TNS=wft$$; ENS=(wfe0-$$ wfe1-$$)
-NETNS=()
+if ! command -v tc >/dev/null; then skip "$NAME" "needs tc (iproute2, make deps)"; exit 0; fi
+HUB=wfh$$; CNS=wfc$$; TNS=wft$$; ENS=(wfe0-$$ wfe1-$$); MID0=wfm$$
 NET="10.$(( (($$ >> 8) & 127) + 128 )).$(( $$ & 255 ))"
 CIP=$NET.1; TIP=$NET.2; EIP=("$NET.10" "$NET.11")
-netns_cleanup() {
-    local ns
-    # The ranks run under `ip netns exec` in subshells: end them by namespace
-    # first, then what lib.sh started, then the namespaces.
-    for ns in "${NETNS[@]}"; do ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
-    sleep 0.2
-    cleanup
-    for ns in "${NETNS[@]}"; do ip netns del "$ns" 2>/dev/null; done
-}
-trap netns_cleanup EXIT
+if ! netns_begin "$HUB"; then skip "$NAME" "$NETNS_WHY"; exit 0; fi
 [ -n "${NETFAULT_DEBUG:-}" ] && trap 'cp -r "$TMP" /tmp/netfault-debug.$$; netns_cleanup' EXIT
-trap "exit 143" TERM; trap "exit 130" INT
-declare -A HUBPORT                       # namespace -> its port on the bridge
-add_host() {
-    local ns=$1 ip=$2 port=p${#NETNS[@]}
-    HUBPORT[$ns]=$port
-    ip netns add "$ns" && NETNS+=("$ns") && ip -n "$ns" link set lo up &&
-    ip -n "$ns" link add name eth0 type veth peer name "$port" netns "$HUB" &&
-    ip -n "$HUB" link set "$port" master br0 up && ip -n "$ns" addr add "$ip/24" dev eth0 &&
-    ip -n "$ns" link set eth0 up
-}
-if ! ip netns add "$HUB" 2>"$TMP/setup.err"; then
-    skip "$NAME" "cannot add a network namespace ($(head -1 "$TMP/setup.err"))"; exit 0
-fi
-NETNS+=("$HUB")
-if ! { ip -n "$HUB" link set lo up && ip -n "$HUB" link add name br0 type bridge && ip -n "$HUB" link set br0 up &&
-       add_host "$CNS" "$CIP" && add_host "$TNS" "$TIP" && add_host "${ENS[0]}" "${EIP[0]}" &&
-       add_host "${ENS[1]}" "${EIP[1]}"; } 2>"$TMP/setup.err"; then
+if ! { netns_host "$CNS" "$CIP" && netns_host "$TNS" "$TIP" && netns_host_via "${ENS[0]}" "${EIP[0]}" "$MID0" &&
+       netns_host "${ENS[1]}" "${EIP[1]}"; } 2>"$TMP/setup.err"; then
     fail "$NAME"_setup "cannot build the namespaces: $(cat "$TMP/setup.err")"; exit 1
 fi
-nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+# The bridge port of node 1 (netns_host names it p<index>), shaped in case 2.
+PORT1=p$(( ${#NETNS[@]} - 1 ))
 
 port=$(free_port)
 URL="http://$CIP:$port"
@@ -73,38 +53,46 @@ latest_at_least() { local v; v=$(latest); [ "${v:-0}" -ge "$1" ]; }
 # more_failures LOG N: LOG has more than N pull failures naming a trainer rank.
 more_failures() { [ "$(grep -c 'pull failed.*trainer rank' "$1")" -gt "$2" ]; }
 holds_at_least() { local v; v=$(field "$1" version); [ -n "$v" ] && [ "$v" -ge "$2" ]; }
-# dump_ok NODE: the newest dump of NODE equals the trainers' synthetic content.
-dump_ok() {
-    local f; f=$(ls "$TMP/dump/node$1-$$/rank0/" 2>/dev/null | sort -V | tail -1)
-    [ -n "$f" ] && /usr/bin/python3 -c '
-import sys; sys.path.insert(0, sys.argv[1]); import chaos
-v = int(sys.argv[3].split("/")[-1][1:].split(".")[0]); why = chaos.check_dump(sys.argv[3], v)
-print(why, file=sys.stderr); sys.exit(1 if why else 0)' "$WSYNC_ROOT/tests/chaos" x "$TMP/dump/node$1-$$/rank0/$f"
+# dumps_ok NODE FROM [LAST]: every dump of NODE newer than version FROM (only
+# the newest with LAST) equals the trainers' synthetic content, and there is one.
+dumps_ok() {
+    /usr/bin/python3 - "$WSYNC_ROOT/tests/chaos" "$TMP/dump/node$1-$$/rank0" "$2" "${3:-all}" <<'PY'
+import glob, os, sys
+sys.path.insert(0, sys.argv[1]); import chaos
+dumps = sorted((int(os.path.basename(f)[1:].split(".")[0]), f) for f in glob.glob(sys.argv[2] + "/v*.safetensors"))
+dumps = [d for d in dumps if d[0] > int(sys.argv[3])][-1 if sys.argv[4] == "last" else 0:]
+bad = [(v, why) for v, why in ((v, chaos.check_dump(f, v)) for v, f in dumps) if why]
+print("%s: %d dumps after v%s checked, %s" % (sys.argv[2], len(dumps), sys.argv[3],
+      "; ".join("v%d: %s" % b for b in bad) or "all equal the source"), file=sys.stderr)
+sys.exit(1 if bad or not dumps else 0)
+PY
 }
+dump_ok() { dumps_ok "$1" 0 last; }
 if ! wait_until 60 holds_at_least 0 1 || ! wait_until 30 holds_at_least 1 1; then
     fail "$NAME"_deployment_up "nodes hold $(field 0 version) and $(field 1 version)"; exit 1
 fi
 
-# --- 1. node 0's link: tbf (20 Mbit, <= 50 ms of queue) + 1% random loss.
-# Shaped on the bridge's port towards node 0 (what node 0 receives: the data).
-nsx "$HUB" tc qdisc add dev "${HUBPORT[${ENS[0]}]}" root tbf rate 20mbit burst 32kb latency 50ms
-nsx "${ENS[0]}" nft add table inet wsyncloss
-nsx "${ENS[0]}" nft add chain inet wsyncloss in '{ type filter hook input priority 0; }'
-nsx "${ENS[0]}" nft add chain inet wsyncloss out '{ type filter hook output priority 0; }'
-nsx "${ENS[0]}" nft add rule inet wsyncloss in numgen random mod 100 \< 1 counter drop
-nsx "${ENS[0]}" nft add rule inet wsyncloss out numgen random mod 100 \< 1 counter drop
+# --- 1. node 0's link: 50 ms each way and 1% random loss (the delay line).
+netns_delay_on "$MID0" 50 0.01 "${NETFAULT_SEED:-14}"
+# The fault tool itself: a TCP connect (one round trip) from node 0 to the
+# control host takes >= 100 ms now (the least of 5, as a lost SYN is resent).
+rtt=$(for i in 1 2 3 4 5; do nsx "${ENS[0]}" curl -s -o /dev/null --max-time 5 -w '%{time_connect}\n' "$URL/healthz"; done |
+      sort -n | head -1)
+echo "delay line: TCP connect across it, least of 5: $rtt s" >&2
+check netfault_delay_line_round_trip_at_least_100ms awk -v t="$rtt" 'BEGIN { exit !(t >= 0.100) }'
+v_from=$(field 0 version)
 target=$(( $(latest) + 2 ))
 if wait_until 90 holds_at_least 0 "$target"; then pass netfault_delay_loss_sync_completes
 else fail netfault_delay_loss_sync_completes "node0 holds $(field 0 version), wanted $target"; fi
-check netfault_delay_loss_dump_matches_source dump_ok 0
-dropped=$(nsx "${ENS[0]}" nft list table inet wsyncloss | grep -o 'packets [0-9]*' | head -1)
-echo "delay+loss on node 0: tbf $(nsx "$HUB" tc -s qdisc show dev "${HUBPORT[${ENS[0]}]}" | grep -o 'dropped [0-9]*, overlimits [0-9]*' | head -1); nft: ${dropped:-no} dropped" >&2
-nsx "${ENS[0]}" nft delete table inet wsyncloss
-nsx "$HUB" tc qdisc del dev "${HUBPORT[${ENS[0]}]}" root
+netns_delay_off "$MID0"
+grep '^delay_link: .* -> ' "$TMP/delay-$MID0.log" >&2
+lost=$(grep -o 'lost [0-9]*' "$TMP/delay-$MID0.log" | awk '{ n += $2 } END { print n + 0 }')
+check netfault_delay_line_dropped_frames [ "$lost" -gt 0 ]
+check netfault_delay_loss_every_version_verified dumps_ok 0 "$v_from"
 
 # --- 2. node 1's link cut mid-pull: it fails within its timeout naming the
 #        trainer rank it lost; node 0 keeps syncing; back up, node 1 catches up.
-nsx "$HUB" tc qdisc add dev "${HUBPORT[${ENS[1]}]}" root tbf rate 8mbit burst 16kb latency 200ms   # a pull: ~8 s
+nsx "$HUB" tc qdisc add dev "$PORT1" root tbf rate 8mbit burst 16kb latency 200ms   # a pull: ~8 s
 n1=$(grep -c 'pull failed.*trainer rank' "$TMP/e1.log")
 sent=$(grep -c 'requests sent' "$TMP/e1.log")
 wait_until 30 eval '[ $(grep -c "requests sent" "$TMP/e1.log") -gt $sent ]'
@@ -118,7 +106,7 @@ else fail netfault_cut_link_pull_fails_naming_trainer_rank "node1 log: $(tail -2
 grep 'pull failed' "$TMP/e1.log" | tail -1 >&2
 if wait_until 40 holds_at_least 0 $((v0 + 1)); then pass netfault_cut_link_other_node_finishes
 else fail netfault_cut_link_other_node_finishes "node0 stays at $(field 0 version)"; fi
-nsx "$HUB" tc qdisc del dev "${HUBPORT[${ENS[1]}]}" root
+nsx "$HUB" tc qdisc del dev "$PORT1" root
 nsx "${ENS[1]}" ip link set eth0 up
 target=$(latest)
 if wait_until 60 holds_at_least 1 "$target"; then pass netfault_cut_link_back_node_catches_up
