@@ -246,7 +246,8 @@ static wsync_status_t open_leader(board_t *b, const char *name, int local_world)
     return WSYNC_OK;
 }
 
-static wsync_status_t open_member(board_t *b, const char *name, int local_world, int timeout_ms)
+/* One try at joining rank 0's board: connected, proved, board mapped. */
+static wsync_status_t join_once(board_t *b, const char *name, int timeout_ms)
 {
     board_msg_t m = {.op = OP_JOIN, .rank = b->local_rank};
     WSYNC_CHECK(wsync_unix_connect(name, timeout_ms, &b->sock));
@@ -254,7 +255,38 @@ static wsync_status_t open_member(board_t *b, const char *name, int local_world,
     WSYNC_CHECK(call(b, &m, -1, &b->memfd));
     if (b->memfd < 0)
         return wsync_error(WSYNC_ERR_PEER, "node board '%s': local rank 0 sent no board", name);
-    WSYNC_CHECK(map_board(b));
+    return map_board(b);
+}
+
+static void unjoin(board_t *b)
+{
+    if (b->sh)
+        munmap(b->sh, sizeof(board_shared_t));
+    b->sh = NULL;
+    if (b->memfd >= 0)
+        close(b->memfd);
+    if (b->sock >= 0)
+        close(b->sock);
+    b->memfd = b->sock = -1;
+}
+
+static wsync_status_t open_member(board_t *b, const char *name, int local_world, int timeout_ms)
+{
+    uint64_t deadline = wsync_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+    wsync_status_t st;
+
+    /* A rank 0 killed while this rank joins (a restart) closes the connection
+     * mid-handshake or mid-join: join its successor, within timeout_ms. A
+     * refused proof (WSYNC_ERR_AUTH) or a timeout is final. */
+    while ((st = join_once(b, name, timeout_ms)) == WSYNC_ERR_PEER || st == WSYNC_ERR_IO) {
+        uint64_t now = wsync_now_ns();
+        if (now + 50000000ULL >= deadline)
+            return st;
+        unjoin(b);
+        usleep(50000);
+        timeout_ms = (int)((deadline - now - 50000000ULL) / 1000000ULL);
+    }
+    WSYNC_CHECK(st);
     if (__atomic_load_n(&b->sh->magic, __ATOMIC_ACQUIRE) != BOARD_MAGIC)
         return wsync_error(WSYNC_ERR_FORMAT, "node board '%s' is not a wsync board", name);
     if ((int)b->sh->local_world != local_world)

@@ -5,11 +5,18 @@ local ranks, all real processes. Faults are drawn at random: engine ranks,
 trainer ranks and the control endpoint SIGKILLed and restarted, ranks stalled
 with SIGSTOP for seconds, a trainer rank restarted with a corrupting fault
 hook (WSYNC_TEST_CORRUPT_PIECE) for a while, garbage on the control port and
-on a trainer's pull port. A checker compares every version an engine rank
-holds (its --dump, written after the rank verified the version) with the
-trainers' synthetic content, computed here independently (numpy). Prints a
-table and exits 1 on any torn version, crash, exit the campaign did not cause,
-or missed convergence after the last fault."""
+on a trainer's pull port. With --hosts (tests/integration/chaos_test.sh writes
+it as root) every host is a network namespace and network faults join the
+draw, each healed after seconds: 50 ms each way and 1% loss on an engine
+node's link (tests/tools/delay_link started in its middle namespace, then
+stopped), a node's link cut (eth0 down, then up), the trainers' host
+partitioned from one node and the control endpoint's host from everyone
+(nftables drop rules, added then removed). A checker compares every version
+an engine rank holds (its --dump, written after the rank verified the
+version) with the trainers' synthetic content, computed here independently
+(numpy). Prints a table and exits 1 on any torn version, crash, exit the
+campaign did not cause, failed fault tool, or missed convergence after the
+last fault."""
 import argparse, glob, heapq, json, os, random, shutil, signal, socket, struct, subprocess, sys, tempfile
 import threading, time, urllib.request
 
@@ -52,8 +59,10 @@ def check_dump(path, version):
 
 
 class Proc:
-    def __init__(self, camp, name, argv, env=None):
+    def __init__(self, camp, name, argv, env=None, ns=None):
         self.camp, self.name, self.argv, self.env = camp, name, argv, env or {}
+        # `ip netns exec` execs the command, so the pid is wsync's own.
+        self.prefix = ["ip", "netns", "exec", ns] if ns else []
         self.p, self.expected_exit, self.stopped, self.starts = None, False, False, 0
         self.log = os.path.join(camp.dir, name + ".log")
 
@@ -64,7 +73,7 @@ class Proc:
         self.logf = open(self.log, "a")
         self.logf.write("=== start %d at %.2f\n" % (self.starts, time.time()))
         self.logf.flush()
-        self.p = subprocess.Popen([self.camp.wsync] + self.argv, stdout=self.logf, stderr=subprocess.STDOUT,
+        self.p = subprocess.Popen(self.prefix + [self.camp.wsync] + self.argv, stdout=self.logf, stderr=subprocess.STDOUT,
                                   stdin=subprocess.DEVNULL, env=env)
         self.expected_exit, self.stopped = False, False
         self.starts += 1
@@ -102,8 +111,13 @@ class Campaign:
         self.wsync = a.wsync
         self.dir = tempfile.mkdtemp(prefix="wsync-chaos.")
         self.dumps = os.path.join(self.dir, "dump")
+        # Hosts: {"control": {"ns", "ip"}, "trainers": {"ns", "ip"}, "nodes":
+        # [{"ns", "ip", "mid"}], "netns_sh": path}, or None for loopback.
+        self.hosts = h = json.load(open(a.hosts)) if a.hosts else None
         self.port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
+        self.control_ip = h["control"]["ip"] if h else "127.0.0.1"
+        self.url = "http://%s:%d" % (self.control_ip, self.port)
+        self.net_active, self.tool_errors = set(), []
         self.faults, self.heals = {}, []          # kind -> count; heap of (time, seq, fn, what)
         self.seq = 0
         self.verified, self.torn, self.torn_what = {}, 0, []
@@ -112,11 +126,15 @@ class Campaign:
         self.stop_checker = False
         size = a.size
         state = os.path.join(self.dir, "state.json")
-        self.serve = Proc(self, "serve", ["serve", "--listen", "127.0.0.1:%d" % self.port, "--state", state])
-        self.trainers = [Proc(self, "trainer%d" % r, self.trainer_argv(r)) for r in range(2)]
+        self.serve = Proc(self, "serve", ["serve", "--listen", "%s:%d" % (self.control_ip, self.port), "--state", state],
+                          ns=h and h["control"]["ns"])
+        self.trainers = [Proc(self, "trainer%d" % r, self.trainer_argv(r), ns=h and h["trainers"]["ns"])
+                         for r in range(2)]
         self.engines = [[Proc(self, "n%d-rank%d" % (e, r),
                               ["engine", "--control", self.url, "--engine", "n%d" % e, "--local-rank", str(r),
-                               "--local-world", "2", "--follow", "--timeout-ms", "5000", "--dump", self.dumps])
+                               "--local-world", "2", "--follow", "--timeout-ms", "5000", "--dump", self.dumps] +
+                              (["--transport", "tcp", "--bind", h["nodes"][e]["ip"]] if h else []),
+                              ns=h and h["nodes"][e]["ns"])
                          for r in range(2)] for e in range(2)]
         # Trainers break a link whose receiver reads nothing for 3 s (default 10).
         for t in self.trainers:
@@ -124,8 +142,10 @@ class Campaign:
         self.all = [self.serve] + self.trainers + [p for n in self.engines for p in n]
 
     def trainer_argv(self, r):
+        ip = self.hosts and self.hosts["trainers"]["ip"]
         return ["trainer", "--control", self.url, "--rank", str(r), "--world", "2", "--synthetic", self.a.size,
-                "--chunk", self.a.chunk, "--versions", "100000000", "--interval-ms", "300"]
+                "--chunk", self.a.chunk, "--versions", "100000000", "--interval-ms", "300"] + \
+            (["--listen", ip + ":0", "--advertise", ip] if ip else [])
 
     # --- the endpoint, read with plain HTTP (an independent client)
     def status(self):
@@ -168,25 +188,72 @@ class Campaign:
                 crash = rc < 0 or "Sanitizer" in text or "Segmentation" in text
                 self.crashes += crash
                 self.unexpected.append("%s exited with %d: %s" % (p.name, rc, text))
+                self.event("unexpected exit of %s (%d)" % (p.name, rc))
                 p.expected_exit = True
-                self.later(0.5, p.start, "restart after unexpected exit")
+                self.later(0.5, p.start, "restart %s after an unexpected exit" % p.name)
+
+    def event(self, what):
+        """A line of events.log in the work directory: the campaign's timeline."""
+        with open(os.path.join(self.dir, "events.log"), "a") as f:
+            f.write("%.2f %s\n" % (time.time(), what))
 
     def later(self, delay, fn, what):
+        self.event("  then in %.1f s: %s" % (delay, what))
         self.seq += 1
         heapq.heappush(self.heals, (time.time() + delay, self.seq, fn, what))
 
     def run_heals(self, all_now=False):
         while self.heals and (all_now or self.heals[0][0] <= time.time()):
-            _, _, fn, _ = heapq.heappop(self.heals)
+            _, _, fn, what = heapq.heappop(self.heals)
+            self.event(what)
             fn()
 
     # --- faults
     def healthy(self, procs):
         return [p for p in procs if p.alive() and not p.stopped]
 
+    # --- network faults (--hosts only), applied with netns.sh, healed later
+    NET_KINDS = ["net_delay_loss"] * 2 + ["net_link_cut"] * 2 + ["net_partition_node"] * 2 + \
+        ["net_partition_control"]
+
+    def netns(self, *args):
+        """Runs a function of netns.sh; a failure is the fault tool's, counted."""
+        try:
+            r = subprocess.run(["bash", self.hosts["netns_sh"]] + [str(x) for x in args], stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, timeout=30)
+            why = (r.stderr or r.stdout).strip()[-300:] if r.returncode else ""
+        except subprocess.TimeoutExpired:
+            why = "did not finish in 30 s"
+        if why:
+            self.tool_errors.append("netns.sh %s: %s" % (" ".join(map(str, args)), why))
+        return not why
+
+    def net_fault(self, kind):
+        r, h = self.rng, self.hosts
+        e = r.randrange(len(h["nodes"]))
+        node, tns, cns = h["nodes"][e], h["trainers"]["ns"], h["control"]["ns"]
+        if kind == "net_delay_loss":      # 50 ms each way, 1% loss, for 3-8 s
+            key, hold = ("delay", e), r.uniform(3.0, 8.0)
+            on, off = ("netns_delay_on", node["mid"], 50, 0.01, r.getrandbits(32)), ("netns_delay_off", node["mid"])
+        elif kind == "net_link_cut":      # mid-pull as often as not: pulls run back to back
+            key, hold = ("link", e), r.uniform(1.0, 4.0)
+            on, off = ("netns_link", node["ns"], "down"), ("netns_link", node["ns"], "up")
+        elif kind == "net_partition_node":
+            key, hold = ("part", e), r.uniform(1.0, 5.0)
+            on, off = ("netns_block", tns, "chaos_n%d" % e, node["ip"]), ("netns_unblock", tns, "chaos_n%d" % e)
+        else:
+            key, hold = ("control",), r.uniform(1.0, 5.0)
+            on, off = ("netns_isolate", cns, "chaos_ctl"), ("netns_unblock", cns, "chaos_ctl")
+        if key in self.net_active or not self.netns(*on):
+            return False
+        self.net_active.add(key)
+        self.later(hold, lambda: (self.netns(*off), self.net_active.discard(key)), "heal %s n%d" % (kind, e) if key[0] != "control" else "heal " + kind)
+        return True
+
     def fault(self):
         kinds = ["kill_engine"] * 4 + ["kill_trainer"] * 2 + ["kill_control"] * 2 + ["stop_engine"] * 3 + \
-                ["stop_trainer"] * 2 + ["corrupt_trainer"] + ["garbage_control"] * 2 + ["garbage_pull"]
+                ["stop_trainer"] * 2 + ["corrupt_trainer"] + ["garbage_control"] * 2 + ["garbage_pull"] + \
+                (self.NET_KINDS if self.hosts else [])
         kind = self.rng.choice(kinds)
         engines = [p for n in self.engines for p in n]
         r = self.rng
@@ -223,7 +290,10 @@ class Campaign:
                 return None
             host, port = r.choice(pulls).rsplit(":", 1)
             garbage(int(port), r, host)
+        elif kind.startswith("net_") and not self.net_fault(kind):
+            return None
         self.faults[kind] = self.faults.get(kind, 0) + 1
+        self.event("fault " + kind)
         return kind
 
     def run(self):
@@ -288,10 +358,16 @@ class Campaign:
                 pass
         print("chaos campaign: seed %d, %d faults in %.0f s max, %s model, workdir %s" %
               (self.a.seed, n, self.a.time_limit, self.a.size, self.dir))
-        print("%-18s %6s" % ("fault", "count"))
+        h = self.hosts
+        print("hosts: " + ("network namespaces: control %s, trainers %s, nodes %s (each through a middle namespace)" %
+                           (h["control"]["ip"], h["trainers"]["ip"], ", ".join(x["ip"] for x in h["nodes"]))
+                           if h else "this machine's loopback"))
+        print("%-22s %6s" % ("fault", "count"))
         for k in sorted(self.faults):
-            print("%-18s %6d" % (k, self.faults[k]))
-        print("%-18s %6d" % ("total", n))
+            print("%-22s %6d" % (k, self.faults[k]))
+        print("%-22s %6d" % ("total", n))
+        if not self.hosts:
+            print("skipped fault kinds: %s (%s)" % (", ".join(sorted(set(self.NET_KINDS))), self.a.no_net_reason))
         print("versions published: %d (latest %d)" % (st.get("latest_version", 0) - first,
                                                       st.get("latest_version", 0)))
         print("%-6s %-6s %9s %8s" % ("node", "rank", "verified", "newest"))
@@ -302,6 +378,9 @@ class Campaign:
         print("corrupt or stale pulls caught by the digests: %d" % caught)
         print("torn: %d" % self.torn)
         for t in self.torn_what[:10]:
+            print("  " + t)
+        print("fault tool errors: %d" % len(self.tool_errors))
+        for t in self.tool_errors[:10]:
             print("  " + t)
         print("crashes: %d" % self.crashes)
         print("exits not caused by the campaign: %d" % len(self.unexpected))
@@ -314,7 +393,7 @@ class Campaign:
             print("time to converge after the last fault: NOT within %d s (wanted version >= %d)" %
                   (self.a.converge_s, target))
         good = ok and not timed_out and self.torn == 0 and self.crashes == 0 and not self.unexpected and \
-            converged is not None
+            converged is not None and not self.tool_errors
         if timed_out:
             print("chaos: only %d of %d faults within the %d s limit" % (n, self.a.faults, self.a.time_limit))
         print("chaos: %s" % ("PASS" if good else "FAIL"))
@@ -369,6 +448,10 @@ def main():
     ap.add_argument("--size", default="4M")
     ap.add_argument("--chunk", default="256K")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs) even on success")
+    ap.add_argument("--hosts", help="JSON: the network namespace and address of each host and the path of netns.sh "
+                    "(written by tests/integration/chaos_test.sh as root); network faults join the draw")
+    ap.add_argument("--no-net-reason", default="no --hosts: the deployment runs on loopback",
+                    help="why there are no network faults, for the table")
     a = ap.parse_args()
     camp = Campaign(a)
     old = signal.getsignal(signal.SIGTERM)
