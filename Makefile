@@ -230,12 +230,13 @@ demo: deps-check
 	@$(MAKE) --no-print-directory binaries
 	$(BUILD)/wsync demo
 
-# Seeded fault campaign (tests/chaos/chaos.py): CHAOS_FAULTS faults, SEED=N to replay one.
+# Seeded fault campaign (tests/chaos/chaos.py through tests/integration/chaos_test.sh:
+# in network namespaces with network faults as root): CHAOS_FAULTS faults, SEED=N to replay one.
 CHAOS_FAULTS ?= 120
 chaos: deps-check all
 	@$(MAKE) --no-print-directory $(TOOL_BINS)
-	/usr/bin/python3 tests/chaos/chaos.py --wsync $(BUILD)/wsync --faults $(CHAOS_FAULTS) \
-	  $(if $(SEED),--seed $(SEED)) --time-limit 900
+	@WSYNC_BIN=$(CURDIR)/$(BUILD)/wsync WSYNC_BUILD=$(CURDIR)/$(BUILD) CHAOS_FAULTS=$(CHAOS_FAULTS) \
+	  CHAOS_SEED=$(if $(SEED),$(SEED),$$(date +%s)) CHAOS_TIME_LIMIT=900 bash tests/integration/chaos_test.sh
 
 bench: deps-check-build
 	@$(MAKE) --no-print-directory bench-bins

@@ -67,6 +67,7 @@ class Proc:
         self.log = os.path.join(camp.dir, name + ".log")
 
     def start(self, extra_env=None):
+        self.kill()                     # never two processes of one name
         env = dict(os.environ)
         env.update(self.env)
         env.update(extra_env or {})
@@ -77,6 +78,13 @@ class Proc:
                                   stdin=subprocess.DEVNULL, env=env)
         self.expected_exit, self.stopped = False, False
         self.starts += 1
+
+    def restart(self):
+        """A heal: starts the process unless it runs already (two heals can be
+        due for one process: a kill's restart and a corrupting run's clean
+        restart; starting twice would leave an orphan with the same rank)."""
+        if not self.alive():
+            self.start()
 
     def alive(self):
         return self.p is not None and self.p.poll() is None
@@ -190,7 +198,7 @@ class Campaign:
                 self.unexpected.append("%s exited with %d: %s" % (p.name, rc, text))
                 self.event("unexpected exit of %s (%d)" % (p.name, rc))
                 p.expected_exit = True
-                self.later(0.5, p.start, "restart %s after an unexpected exit" % p.name)
+                self.later(0.5, p.restart, "restart %s after an unexpected exit" % p.name)
 
     def event(self, what):
         """A line of events.log in the work directory: the campaign's timeline."""
@@ -264,7 +272,7 @@ class Campaign:
             p = r.choice(pool)
             if kind.startswith("kill"):
                 p.kill()
-                self.later(r.uniform(0.2, 2.0), p.start, "restart " + p.name)
+                self.later(r.uniform(0.2, 2.0), p.restart, "restart " + p.name)
             elif kind.startswith("stop"):
                 p.signal(signal.SIGSTOP)
                 self.later(r.uniform(1.0, 4.0), lambda p=p: (p.signal(signal.SIGCONT)), "resume " + p.name)
@@ -279,7 +287,7 @@ class Campaign:
             if not self.serve.alive():
                 return None
             self.serve.kill()
-            self.later(r.uniform(0.5, 3.0), self.serve.start, "restart serve")
+            self.later(r.uniform(0.5, 3.0), self.serve.restart, "restart serve")
         elif kind == "garbage_control":
             garbage(self.port, r)
         elif kind == "garbage_pull":
