@@ -11,7 +11,9 @@ draw, each healed after seconds: 50 ms each way and 1% loss on an engine
 node's link (tests/tools/delay_link started in its middle namespace, then
 stopped), a node's link cut (eth0 down, then up), the trainers' host
 partitioned from one node and the control endpoint's host from everyone
-(nftables drop rules, added then removed). A checker compares every version
+(nftables drop rules, added then removed). The first faults are one of each
+kind in a random order, so that a short run has them all; later kinds are
+drawn by weight. A checker compares every version
 an engine rank holds (its --dump, written after the rank verified the
 version) with the trainers' synthetic content, computed here independently
 (numpy). Prints a table and exits 1 on any torn version, crash, exit the
@@ -126,6 +128,7 @@ class Campaign:
         self.control_ip = h["control"]["ip"] if h else "127.0.0.1"
         self.url = "http://%s:%d" % (self.control_ip, self.port)
         self.net_active, self.tool_errors = set(), []
+        self.first_round = None
         self.faults, self.heals = {}, []          # kind -> count; heap of (time, seq, fn, what)
         self.seq = 0
         self.verified, self.torn, self.torn_what = {}, 0, []
@@ -259,10 +262,21 @@ class Campaign:
         return True
 
     def fault(self):
+        """Draws and applies a fault; its kind, or None when it could not be
+        applied now (nobody to stop, the link already cut)."""
         kinds = ["kill_engine"] * 4 + ["kill_trainer"] * 2 + ["kill_control"] * 2 + ["stop_engine"] * 3 + \
                 ["stop_trainer"] * 2 + ["corrupt_trainer"] + ["garbage_control"] * 2 + ["garbage_pull"] + \
                 (self.NET_KINDS if self.hosts else [])
-        kind = self.rng.choice(kinds)
+        if self.first_round is None:    # every kind once, in a random order, then draws by weight
+            self.first_round = sorted(set(kinds))
+            self.rng.shuffle(self.first_round)
+        kind = self.first_round.pop() if self.first_round else self.rng.choice(kinds)
+        done = self.apply(kind)
+        if done is None and kind not in self.faults and kind not in self.first_round:
+            self.first_round.insert(0, kind)    # not applied: its first turn comes again
+        return done
+
+    def apply(self, kind):
         engines = [p for n in self.engines for p in n]
         r = self.rng
         if kind in ("kill_engine", "stop_engine", "kill_trainer", "stop_trainer", "corrupt_trainer"):

@@ -42,9 +42,19 @@ fi
 "${run[@]}" /usr/bin/python3 "$WSYNC_ROOT/tests/chaos/chaos.py" "${args[@]}" >"$TMP/chaos.out" 2>&1
 rc=$?
 cat "$TMP/chaos.out" >&2
+# What the delay lines did, from their counters (netns.sh keeps their logs).
+ls "$TMP"/delay-*.log >/dev/null 2>&1 && awk '/^delay_link: .* -> / {
+        for (i = 1; i < NF; i++) { if ($i == "received") r += $(i + 1); if ($i == "lost") l += $(i + 1) } }
+    END { printf "delay lines (50 ms each way, 1%% loss): %d frames received, %d lost at random (%.2f%%)\n",
+          r, l, r ? 100 * l / r : 0 }' "$TMP"/delay-*.log | tee -a "$TMP/chaos.out" >&2
 enough() { awk -v n="$FAULTS" '$1 == "total" { t = $2 } END { exit !(t >= n) }' "$TMP/chaos.out"; }
 check "$NAME"_faults_done enough
-[ ${#run[@]} = 0 ] || check "$NAME"_network_faults_in_the_mix grep -q '^net_' "$TMP/chaos.out"
+# Each kind comes once before the weighted draws start (chaos.py).
+has_kinds() { local k; for k in "$@"; do grep -Eq "^$k +[1-9]" "$TMP/chaos.out" || return 1; done; }
+check "$NAME"_every_process_fault_kind has_kinds kill_engine kill_trainer kill_control stop_engine stop_trainer \
+    corrupt_trainer garbage_control garbage_pull
+[ ${#run[@]} = 0 ] || check "$NAME"_every_network_fault_kind has_kinds net_delay_loss net_link_cut \
+    net_partition_node net_partition_control
 check "$NAME"_torn_0 grep -qx 'torn: 0' "$TMP/chaos.out"
 check "$NAME"_crashes_0 grep -qx 'crashes: 0' "$TMP/chaos.out"
 check "$NAME"_unexpected_exits_0 grep -qx 'exits not caused by the campaign: 0' "$TMP/chaos.out"

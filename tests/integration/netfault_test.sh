@@ -86,8 +86,14 @@ if wait_until 90 holds_at_least 0 "$target"; then pass netfault_delay_loss_sync_
 else fail netfault_delay_loss_sync_completes "node0 holds $(field 0 version), wanted $target"; fi
 netns_delay_off "$MID0"
 grep '^delay_link: .* -> ' "$TMP/delay-$MID0.log" >&2
-lost=$(grep -o 'lost [0-9]*' "$TMP/delay-$MID0.log" | awk '{ n += $2 } END { print n + 0 }')
-check netfault_delay_line_dropped_frames [ "$lost" -gt 0 ]
+# About 1% of the frames it received were dropped (the fault tool again: 0.5%
+# to 2% of some 20,000 frames is more than 5 standard deviations either way).
+loss_ok() {
+    awk '/^delay_link: .* -> / { for (i = 1; i < NF; i++) { if ($i == "received") r += $(i + 1); if ($i == "lost") l += $(i + 1) } }
+         END { printf "delay line: %d of %d frames lost (%.2f%%)\n", l, r, r ? 100 * l / r : 0 > "/dev/stderr"
+               exit !(r > 0 && l >= 0.005 * r && l <= 0.02 * r) }' "$TMP/delay-$MID0.log"
+}
+check netfault_delay_line_drops_about_1_percent loss_ok
 check netfault_delay_loss_every_version_verified dumps_ok 0 "$v_from"
 
 # --- 2. node 1's link cut mid-pull: it fails within its timeout naming the

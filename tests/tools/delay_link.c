@@ -98,21 +98,22 @@ static int lose_frame(uint64_t *state, double loss)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: delay_link --if-a IF --if-b IF [--delay-ms MS] [--loss P] [--seed N] [--queue FRAMES]\n"
-               "  forwards every Ethernet frame between IF and IF after MS milliseconds (default 50)\n"
-               "  each way, dropping a fraction P (0..1, default 0) at random from seed N (default 1);\n"
-               "  FRAMES per direction are queued at most (default %d), the rest dropped\n",
+    fprintf(f,
+            "usage: delay_link --if-a IF --if-b IF [--delay-ms MS] [--loss P] [--seed N] [--queue FRAMES]\n"
+            "  forwards every Ethernet frame between the two interfaces after MS milliseconds (default 50)\n"
+            "  each way, dropping a fraction P (0..1, default 0) at random from seed N (default 1);\n"
+            "  FRAMES per direction are queued at most (default %d), the rest dropped\n",
             DEFAULT_QUEUE);
 }
 
-/* 0, or -1 after printing what was wrong with the command line. */
+/* 0 to run, 1 after --help, -1 after printing what was wrong with the command line. */
 static int parse_options(int argc, char **argv, struct options *o)
 {
     static const struct option longs[] = {
-        {"if-a", required_argument, NULL, 'a'}, {"if-b", required_argument, NULL, 'b'},
+        {"if-a", required_argument, NULL, 'a'},     {"if-b", required_argument, NULL, 'b'},
         {"delay-ms", required_argument, NULL, 'd'}, {"loss", required_argument, NULL, 'l'},
-        {"seed", required_argument, NULL, 's'}, {"queue", required_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+        {"seed", required_argument, NULL, 's'},     {"queue", required_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     char *end;
     int c;
@@ -217,8 +218,7 @@ err_close:
     return -1;
 }
 
-static int lane_init(struct lane *l, const char *from, const char *to, int rx_fd, int tx_fd, size_t slot,
-                     size_t cap)
+static int lane_init(struct lane *l, const char *from, const char *to, int rx_fd, int tx_fd, size_t slot, size_t cap)
 {
     *l = (struct lane){.from = from, .to = to, .rx_fd = rx_fd, .tx_fd = tx_fd, .slot = slot, .cap = cap};
     l->due_ns = calloc(cap, sizeof *l->due_ns);
@@ -254,7 +254,9 @@ static int lane_receive(struct lane *l, uint64_t delay_ns, double loss, uint64_t
         ssize_t n = recvfrom(l->rx_fd, buf, cap, MSG_DONTWAIT | MSG_TRUNC, (struct sockaddr *)&from, &fromlen);
 
         if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+            /* ENETDOWN: the interface was set down (a cut link); the socket
+             * reports it once and works again once it is up. */
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ENETDOWN)
                 return 0;
             fprintf(stderr, "delay_link: reading from '%s': %s\n", l->from, strerror(errno));
             return -1;
@@ -340,11 +342,13 @@ static int forward(struct lane lanes[2], const struct options *o, uint8_t *scrat
             return -1;
         }
         for (int i = 0; i < 2; i++) {
-            if ((fds[i].revents & (POLLERR | POLLNVAL))) {
-                fprintf(stderr, "delay_link: socket of '%s' failed (interface gone?)\n", lanes[i].from);
+            if (fds[i].revents & POLLNVAL) {
+                fprintf(stderr, "delay_link: socket of '%s' is not open\n", lanes[i].from);
                 return -1;
             }
-            if ((fds[i].revents & POLLIN) && lane_receive(&lanes[i], delay_ns, o->loss, &rng, scratch, scratch_len))
+            /* POLLERR: reading returns (and clears) the error. */
+            if ((fds[i].revents & (POLLIN | POLLERR)) &&
+                lane_receive(&lanes[i], delay_ns, o->loss, &rng, scratch, scratch_len))
                 return -1;
         }
     }
