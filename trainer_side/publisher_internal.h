@@ -11,6 +11,7 @@
 #include "common/net/auth.h"
 #include "common/pull_request.h"
 #include "common/sync_layout.h"
+#include "common/target_plan.h"
 #include "common/transport/transport.h"
 #include "trainer_side/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
@@ -70,9 +71,10 @@ typedef struct pub_request {
 typedef struct pub_target pub_target_t;
 typedef struct pub_nplan pub_nplan_t;
 typedef struct pub_segdig pub_segdig_t;
+typedef struct pub_tdig pub_tdig_t;
 typedef struct pub_treq {
     pub_nplan_t *plan;         /* the node plan over the request's targets */
-    const pub_target_t *asker; /* the asking rank's target */
+    pub_target_t *asker; /* the asking rank's target (its digest cache is filled in) */
 } pub_treq_t;
 
 typedef struct pub_transport {
@@ -158,6 +160,17 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
 wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
                                    uint64_t version, json_t *reply);
 void pub_targets_free(wsync_publisher_t *p);
+/* pull_targets.c: the span of slot s holding image offset off (NULL: none of
+ * mine); gather runs of slot s into dst (memory of the publisher's kind). */
+const pub_span_t *pub_span_at(const wsync_publisher_t *p, const pub_slot_t *s, uint64_t off);
+wsync_status_t pub_gather(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_run2d_t *runs, size_t n,
+                          void *dst);
+/* target_digests.c: the digests of the segments of `seg` this rank owns, in
+ * the version of slot s, into out ({"<segment id>": "hex"}); *dig caches how
+ * (built on the first call, for the target; under p->tlock). */
+wsync_status_t pub_tdig_compute(wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *seg,
+                                pub_tdig_t **dig, json_t *out);
+void pub_tdig_free(pub_tdig_t *d);
 
 /* pull_server.c */
 wsync_status_t pub_server_start(wsync_publisher_t *p);

@@ -26,6 +26,7 @@ struct pub_target {
     struct pub_target *next;
     wsync_target_t *t;
     wsync_node_plan_t *seg; /* its segments */
+    pub_tdig_t *dig;        /* how this rank digests its segments of it (target_digests.c) */
 };
 
 struct pub_nplan {
@@ -51,6 +52,7 @@ void pub_targets_free(wsync_publisher_t *p)
         p->targets = t->next;
         wsync_target_free(t->t);
         wsync_node_plan_free(t->seg);
+        pub_tdig_free(t->dig);
         free(t);
     }
     while (p->nplans) {
@@ -188,7 +190,7 @@ wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_reques
 }
 
 /* The span of slot s holding image offset off (spans are in offset order). */
-static const pub_span_t *span_at(const wsync_publisher_t *p, const pub_slot_t *s, uint64_t off)
+const pub_span_t *pub_span_at(const wsync_publisher_t *p, const pub_slot_t *s, uint64_t off)
 {
     size_t lo = 0, hi = p->nspans;
     while (lo < hi) {
@@ -207,10 +209,10 @@ static const pub_span_t *span_at(const wsync_publisher_t *p, const pub_slot_t *s
  * publisher's kind): the host gather, or one GPU gather kernel launch. All
  * its bytes are in one span: the plan never lets a put span two trainer
  * extents. */
-static wsync_status_t gather(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_run2d_t *runs, size_t n,
-                             void *dst)
+wsync_status_t pub_gather(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_run2d_t *runs, size_t n,
+                          void *dst)
 {
-    const pub_span_t *sp = n ? span_at(p, s, runs[0].src_off) : NULL;
+    const pub_span_t *sp = n ? pub_span_at(p, s, runs[0].src_off) : NULL;
     wsync_run2d_t *rel;
     wsync_pack_job_t *job = NULL;
     wsync_status_t st = WSYNC_OK;
@@ -301,14 +303,14 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
         if (pu->land_rank != q->local_rank || !wsync_pull_request_lands(q, pu->chunk) || pu->len == 0)
             continue;
         if (wsync_runs_contiguous(runs, pu->nruns, &src)) {
-            const pub_span_t *sp = span_at(p, s, src);
+            const pub_span_t *sp = pub_span_at(p, s, src);
             if (sp == NULL || src + pu->len > sp->offset + sp->len)
                 return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: put %u reads bytes it does not own", me,
                                    pu->id);
             region = s->regions[ti][sp->area];
             off = sp->area_off + (src - sp->offset);
         } else {
-            WSYNC_CHECK(gather(p, s, runs, pu->nruns, r->stage + at));
+            WSYNC_CHECK(pub_gather(p, s, runs, pu->nruns, r->stage + at));
             if (corrupt_packed && !corrupted && strided(runs, pu->nruns)) {
                 flip_byte(p, r->stage + at + pu->len / 2); /* test hook: the first column slice of a request */
                 corrupted = 1;
@@ -327,58 +329,6 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
         *bytes += pu->len;
     }
     return WSYNC_OK;
-}
-
-/* The digest of `len` bytes at `ptr` (memory of the publisher's kind) keyed
- * at destination offset `off`. */
-static wsync_status_t digest_at(const wsync_publisher_t *p, const void *ptr, uint64_t len, uint64_t off, uint64_t *d)
-{
-    uint64_t sum = 0;
-    WSYNC_CHECK(p->mem->digest_sum(ptr, len, off, &sum));
-    *d = wsync_digest_final(sum, len, off);
-    return WSYNC_OK;
-}
-
-/* Digests of `tg`'s segments this rank owns, in the version held in slot s. */
-static wsync_status_t compute_segments(wsync_publisher_t *p, const pub_slot_t *s, const pub_target_t *tg, json_t *out)
-{
-    const wsync_node_plan_t *seg = tg->seg;
-    void *buf = NULL;
-    uint64_t cap = 0, src;
-    wsync_status_t st = WSYNC_OK;
-    size_t k;
-    for (k = 0; k < seg->rank_nputs[p->cfg.rank] && st == WSYNC_OK; k++) {
-        const wsync_tput_t *pu = &seg->puts[seg->rank_puts[p->cfg.rank][k]];
-        const wsync_run2d_t *runs = &seg->runs[pu->first_run];
-        uint64_t d = 0;
-        char hex[17], id[24];
-        if (wsync_runs_contiguous(runs, pu->nruns, &src)) {
-            const pub_span_t *sp = span_at(p, s, src);
-            if (sp == NULL || src + pu->len > sp->offset + sp->len) {
-                st = wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: segment %u is not its own", p->cfg.rank,
-                                 pu->id);
-                break;
-            }
-            st = digest_at(p, (const char *)sp->ptr + (src - sp->offset), pu->len, pu->dst_off, &d);
-        } else {
-            if (pu->len > cap) {
-                p->mem->free(buf);
-                buf = NULL;
-                cap = pu->len;
-                if ((st = p->mem->alloc(cap, &buf)) != WSYNC_OK)
-                    break;
-            }
-            st = gather(p, s, runs, pu->nruns, buf);
-            if (st == WSYNC_OK)
-                st = digest_at(p, buf, pu->len, pu->dst_off, &d);
-        }
-        wsync_digest_hex(d, hex);
-        snprintf(id, sizeof(id), "%u", pu->id);
-        json_object_set_new(out, id, json_string(hex));
-    }
-    if (buf)
-        p->mem->free(buf);
-    return st;
 }
 
 wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
@@ -413,7 +363,7 @@ wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, co
         }
         d->version = version;
         d->tg = tr->asker;
-        st = compute_segments(p, s, tr->asker, d->segments);
+        st = pub_tdig_compute(p, s, tr->asker->seg, &tr->asker->dig, d->segments);
         if (st != WSYNC_OK) {
             json_decref(d->segments);
             free(d);
