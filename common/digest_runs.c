@@ -146,6 +146,15 @@ static __thread uint64_t *tls_dsum, *tls_hsum;
 static __thread size_t tls_cap;
 static __thread int tls_dev = -1;
 
+static void free_thread_sums(void)
+{
+    cudaFree(tls_dsum);
+    cudaFreeHost(tls_hsum);
+    tls_dsum = tls_hsum = NULL;
+    tls_cap = 0;
+    tls_dev = -1;
+}
+
 wsync_status_t wsync_digest_runs_prepare(const wsync_digest_seg_t *segs, size_t n, wsync_digest_runs_plan_t **out)
 {
     wsync_digest_runs_plan_t *p = calloc(1, sizeof(*p));
@@ -193,6 +202,7 @@ wsync_status_t wsync_digest_runs_sums(const wsync_digest_runs_plan_t *p, const v
         CUDA_CHECK(cudaMallocHost((void **)&tls_hsum, p->nsegs * sizeof(uint64_t)));
         tls_cap = p->nsegs;
         tls_dev = d;
+        wsync_cuda_at_thread_exit(free_thread_sums);
     }
     CUDA_CHECK(cudaMemsetAsync(tls_dsum, 0, p->nsegs * sizeof(uint64_t), s));
     if (p->ntasks && (e = wsync_cuda_digest_tasks_async(p->dev_tasks, p->ntasks, src_base, tls_dsum, s)) != 0)

@@ -244,26 +244,10 @@ wsync_status_t pub_gather(const wsync_publisher_t *p, const pub_slot_t *s, const
     return st;
 }
 
-/* Test hook: flip the byte at `off` of memory of the publisher's kind. */
-static void flip_byte(const wsync_publisher_t *p, char *at)
+/* 1 if put `pu` of the plan is mine to send to the asking rank now. */
+static int lands_on_asker(const wsync_tput_t *pu, const wsync_pull_request_t *q)
 {
-    unsigned char b = 0;
-    if (p->mem->kind == WSYNC_MEM_HOST) {
-        *at ^= 0x5a;
-    } else if (p->mem->copy(&b, at, 1) == WSYNC_OK) {
-        b ^= 0x5a;
-        p->mem->copy(at, &b, 1);
-    }
-}
-
-/* 1 if a run reads rows apart: a column slice. */
-static int strided(const wsync_run2d_t *runs, size_t n)
-{
-    size_t k;
-    for (k = 0; k < n; k++)
-        if (runs[k].rows > 1 && runs[k].src_stride != runs[k].row_bytes)
-            return 1;
-    return 0;
+    return pu->land_rank == q->local_rank && wsync_pull_request_lands(q, pu->chunk) && pu->len > 0;
 }
 
 wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr,
@@ -273,36 +257,28 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
     const wsync_node_plan_t *np = tr->plan->np;
     const wsync_transport_ops_t *ops = p->transports[ti].ops;
     const int me = p->cfg.rank;
-    /* Test hook (common/fault.h): corrupt a byte of a packed put after its
-     * segments' digests were taken from the slot. */
-    const int corrupt_packed = wsync_fault(WSYNC_FAULT_CORRUPT_PACKED) == 1;
-    int corrupted = 0;
-    uint64_t stage_len = 0, at = 0, src;
-    size_t k;
-    /* Staging for the puts that need packing, one buffer for the request. */
+    uint32_t *packed = calloc(np->rank_nputs[me] + 1, sizeof(*packed));
+    size_t k, npacked = 0, at = 0;
+    uint64_t src;
+    WSYNC_CHECK_ALLOC(packed);
+    /* The puts that need packing, staged together (target_stage.c). */
     for (k = 0; k < np->rank_nputs[me]; k++) {
         const wsync_tput_t *pu = &np->puts[np->rank_puts[me][k]];
-        if (pu->land_rank == q->local_rank && wsync_pull_request_lands(q, pu->chunk) &&
-            !wsync_runs_contiguous(&np->runs[pu->first_run], pu->nruns, &src))
-            stage_len += pu->len;
+        if (lands_on_asker(pu, q) && !wsync_runs_contiguous(&np->runs[pu->first_run], pu->nruns, &src))
+            packed[npacked++] = (uint32_t)np->rank_puts[me][k];
     }
-    if (stage_len) {
-        wsync_blob_t key;
-        void *buf = NULL;
-        WSYNC_CHECK(p->mem->alloc(stage_len, &buf));
-        r->stage = buf;
-        r->stage_mem = p->mem;
-        WSYNC_CHECK(ops->reg(p->transports[ti].t, r->stage, stage_len, p->mem->kind, &r->stage_region, &key));
-        r->stage_ops = ops;
+    if (npacked && pub_stage_acquire(p, s, tr->plan, np, q->local_rank, packed, npacked, ti, &r->stage) != WSYNC_OK) {
+        free(packed);
+        return wsync_error(WSYNC_ERR_PEER, "%s", wsync_last_error());
     }
+    free(packed);
     for (k = 0; k < np->rank_nputs[me]; k++) {
         const wsync_tput_t *pu = &np->puts[np->rank_puts[me][k]];
-        const wsync_run2d_t *runs = &np->runs[pu->first_run];
         wsync_region_t *region;
         uint64_t off;
-        if (pu->land_rank != q->local_rank || !wsync_pull_request_lands(q, pu->chunk) || pu->len == 0)
+        if (!lands_on_asker(pu, q))
             continue;
-        if (wsync_runs_contiguous(runs, pu->nruns, &src)) {
+        if (wsync_runs_contiguous(&np->runs[pu->first_run], pu->nruns, &src)) {
             const pub_span_t *sp = pub_span_at(p, s, src);
             if (sp == NULL || src + pu->len > sp->offset + sp->len)
                 return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: put %u reads bytes it does not own", me,
@@ -310,14 +286,8 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
             region = s->regions[ti][sp->area];
             off = sp->area_off + (src - sp->offset);
         } else {
-            WSYNC_CHECK(pub_gather(p, s, runs, pu->nruns, r->stage + at));
-            if (corrupt_packed && !corrupted && strided(runs, pu->nruns)) {
-                flip_byte(p, r->stage + at + pu->len / 2); /* test hook: the first column slice of a request */
-                corrupted = 1;
-            }
-            region = r->stage_region;
-            off = at;
-            at += pu->len;
+            region = pub_stage_region(r->stage, ti);
+            off = pub_stage_offset(r->stage, at++); /* the stage holds them in this order */
         }
         r->outstanding++;
         if (ops->put(conn->conn, region, off, &q->key, pu->dst_off, pu->len, ((uint64_t)r->req << 32) | pu->id) !=
