@@ -104,14 +104,9 @@ static void a_column_slice_of_o_proj(void)
 
 int main(void)
 {
-    size_t i;
     ngpu = gpu_count();
-    src = malloc(SRC_LEN);
-    buf = malloc(DST_CAP);
-    if (!src || !buf)
+    if (!dr_buffers(&src, &buf))
         return 1;
-    for (i = 0; i < SRC_LEN; i++)
-        src[i] = (unsigned char)rnd(256);
     RUN(without_gpu_digest_runs_say_why);
     RUN(gpu_sums_equal_pack_then_digest);
     RUN(a_column_slice_of_o_proj);

@@ -5,6 +5,8 @@
 #ifndef WSYNC_TESTS_DIGEST_RUNS_RANDOM_H
 #define WSYNC_TESTS_DIGEST_RUNS_RANDOM_H
 
+#include <stdlib.h>
+
 #include "common/digest.h"
 #include "common/digest_runs.h"
 #include "tests/unit/common/pack_random.h"
@@ -93,6 +95,20 @@ static inline size_t dr_random_segments(wsync_digest_seg_t *segs, size_t max_seg
         }
     }
     return s;
+}
+
+/* A random source of SRC_LEN bytes and a packing buffer of DST_CAP, both
+ * malloc'd (0 when out of memory). */
+static inline int dr_buffers(unsigned char **src, unsigned char **buf)
+{
+    size_t i;
+    *src = malloc(SRC_LEN);
+    *buf = malloc(DST_CAP);
+    if (*src == NULL || *buf == NULL)
+        return 0;
+    for (i = 0; i < SRC_LEN; i++)
+        (*src)[i] = (unsigned char)rnd(256);
+    return 1;
 }
 
 /* The reference: segment i's word sum, from its runs packed byte by byte

@@ -78,13 +78,8 @@ static void runs_that_are_not_whole_words_are_refused(void)
 
 int main(void)
 {
-    size_t i;
-    src = malloc(SRC_LEN);
-    buf = malloc(DST_CAP);
-    if (!src || !buf)
+    if (!dr_buffers(&src, &buf))
         return 1;
-    for (i = 0; i < SRC_LEN; i++)
-        src[i] = (unsigned char)rnd(256);
     RUN(host_tasks_equal_pack_then_digest);
     RUN(tasks_stay_near_their_size_and_rows_are_cut);
     RUN(runs_that_are_not_whole_words_are_refused);
