@@ -121,10 +121,14 @@ netns_delay_off() {
     local mid=$1 pidf=$NETNS_RUN/delay-$1.pid pid i
     [ -e "$pidf" ] || { echo "netns_delay_off: no delay line runs in $mid" >&2; return 1; }
     pid=$(cat "$pidf")
-    kill -TERM "$pid" 2>/dev/null
+    rm -f "$pidf"
+    if ! kill -TERM "$pid" 2>/dev/null; then   # it ended on its own: the fault was not what it said
+        ip -n "$mid" link set host master br0; ip -n "$mid" link set hub master br0
+        echo "netns_delay_off: the delay line in $mid had exited: $(tail -2 "$NETNS_RUN/delay-$mid.log")" >&2
+        return 1
+    fi
     for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
     kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-    rm -f "$pidf"
     ip -n "$mid" link set host master br0 && ip -n "$mid" link set hub master br0
 }
 
