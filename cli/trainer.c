@@ -242,7 +242,7 @@ int cmd_trainer(int argc, char **argv)
     if (serve)
         printf("control endpoint: %s\n", wsync_publisher_control_url(pub));
     if ((st = wsync_control_open(wsync_publisher_control_url(pub), pc.token, &ctl)) != WSYNC_OK ||
-        (st = wsync_control_wait_version(ctl, 0, 0, &base)) != WSYNC_OK) {
+        (st = wsync_control_latest_version(ctl, &base)) != WSYNC_OK) {
         cli_report("trainer", "control endpoint", st);
         goto out;
     }

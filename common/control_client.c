@@ -377,6 +377,23 @@ wsync_status_t wsync_control_wait_version(wsync_control_t *c, uint64_t after, in
     }
 }
 
+wsync_status_t wsync_control_latest_version(wsync_control_t *c, uint64_t *version)
+{
+    json_t *resp = NULL;
+    long http = 0;
+
+    *version = 0;
+    WSYNC_CHECK(wsync_control_request_retry(c, "GET", "/v1/versions/latest?after=0&timeout_ms=0", NULL, 10000,
+                                            &http, &resp));
+    if (http == 200)
+        *version = (uint64_t)json_integer_value(json_object_get(resp, "version"));
+    json_decref(resp);
+    if (http != 200 && http != 204)
+        return wsync_error(http == 401 ? WSYNC_ERR_AUTH : WSYNC_ERR_HTTP,
+                           "control endpoint %s: GET /v1/versions/latest answered HTTP %ld", c->url, http);
+    return WSYNC_OK;
+}
+
 wsync_status_t wsync_control_get_version(wsync_control_t *c, uint64_t version, json_t **out)
 {
     char path[64];

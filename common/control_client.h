@@ -59,6 +59,11 @@ wsync_status_t wsync_control_get_layout(wsync_control_t *c, const char *digest, 
 /* Long poll: *version > after, or 0 when timeout_ms passed first (also when
  * the endpoint was away until then: the caller's wait bounds the retries). */
 wsync_status_t wsync_control_wait_version(wsync_control_t *c, uint64_t after, int timeout_ms, uint64_t *version);
+/* The newest published version now (0: none yet), without waiting for a
+ * newer one. Unlike wait_version with timeout 0, an endpoint that does not
+ * answer is ridden through for the grace period, so a trainer started while
+ * the endpoint restarts learns the real number instead of starting from 1. */
+wsync_status_t wsync_control_latest_version(wsync_control_t *c, uint64_t *version);
 wsync_status_t wsync_control_get_version(wsync_control_t *c, uint64_t version, json_t **out);
 wsync_status_t wsync_control_report(wsync_control_t *c, const char *engine_id, uint64_t version, const char *state,
                                     double duration_s, uint64_t bytes, const char *error);
