@@ -2,10 +2,10 @@
  * `wsync config`, which prints every setting with its value and source.
  *
  * A file's "settings" object feeds the settings table (common/settings.h);
- * its "serve", "trainer", "engine" and "demo" objects hold those commands' options,
- * key = option name with '_' for '-'. A command's options from the file are
- * placed before the command line's, so a flag given on the command line
- * overrides the file (getopt keeps the last value). */
+ * its "serve", "trainer", "engine" and "demo" objects hold those commands'
+ * options, key = option name with '_' for '-'. A command's options from the
+ * file are placed before the command line's, so a flag given on the command
+ * line overrides the file (getopt keeps the last value). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -55,7 +55,8 @@ static void usage(FILE *f)
             "  --tp T             each node's L local ranks form L/T tensor-parallel groups of T (engine\n"
             "                     layouts, docs/ENGINE_LAYOUTS.md); L must be a multiple of T\n"
             "  --config FILE      read settings and these options from FILE's \"demo\" object (docs/CONFIG.md;\n"
-            "                     flags given here override the file); the trainers and engines get the settings\n");
+            "                     flags given here override the file); its settings and --set's reach the\n"
+            "                     trainers and engines too\n");
 }
 
 static const char *plural(long n)
