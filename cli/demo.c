@@ -106,7 +106,7 @@ int cmd_demo(int argc, char **argv)
     const char *synthetic = NULL, *files = NULL, *dumpdir = NULL, *mode = "staged", *transport = "tcp",
                *chunk = "64M", *layout = "even";
     long W = 2, M = 2, L = 2, N = 3, T = 0, timeout_s = 600;
-    uint64_t size = 0;
+    uint64_t checked = 0; /* sizes are checked here; the processes get the text */
     wsync_control_server_t *server = NULL;
     wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
     proc_t *procs = NULL;
@@ -126,7 +126,7 @@ int cmd_demo(int argc, char **argv)
         case 's':
             synthetic = optarg;
             files = NULL;
-            bad = cli_parse_size("demo", "--synthetic", optarg, DEMO_MIN_MODEL, DEMO_MAX_MODEL, &size);
+            bad = cli_parse_size("demo", "--synthetic", optarg, DEMO_MIN_MODEL, DEMO_MAX_MODEL, &checked);
             break;
         case 'f':
             files = optarg;
@@ -138,7 +138,7 @@ int cmd_demo(int argc, char **argv)
         case 't': transport = optarg; break;
         case 'k':
             chunk = optarg;
-            bad = cli_parse_size("demo", "--chunk", optarg, CLI_MIN_CHUNK, CLI_MAX_CHUNK, &size);
+            bad = cli_parse_size("demo", "--chunk", optarg, CLI_MIN_CHUNK, CLI_MAX_CHUNK, &checked);
             break;
         case 'y': layout = optarg; break;
         case 'T': bad = cli_parse_long("demo", "--timeout-s", optarg, 1, INT_MAX, &timeout_s); break;
