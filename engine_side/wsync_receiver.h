@@ -3,7 +3,10 @@
  * on their landing rank over the network, the other local ranks copy each
  * chunk out of the landing rank's window as soon as it has landed, every rank
  * verifies every piece, and only then is the version held (and reported
- * ready). A version that fails verification is never held. */
+ * ready). A version that fails verification is never held. With
+ * config.dests a pull also brings the caller's own tensors to the version:
+ * staged, copied once the node verified it; in place, written during the
+ * pull and verified there (see dests). */
 #ifndef WSYNC_RECEIVER_H
 #define WSYNC_RECEIVER_H
 
@@ -19,7 +22,8 @@ typedef enum wsync_mode {
     WSYNC_MODE_STAGED = 0,   /* receive into a second image, then switch: the held
                                 version stays readable during a pull */
     WSYNC_MODE_IN_PLACE = 1, /* receive into the one image: no extra memory; the
-                                image is invalid while a pull runs and after a failure */
+                                image (and config.dests) is invalid while a pull
+                                runs and after a failure */
 } wsync_mode_t;
 
 /* One destination tensor in the caller's memory (see config.dests). */
