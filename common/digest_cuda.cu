@@ -139,6 +139,43 @@ extern "C" int wsync_cuda_digest_sum_async(const void *ptr, size_t len, uint64_t
     return (int)cudaGetLastError();
 }
 
+// digest_runs.h: one block per task, each warp a row at a time (rows of a
+// column slice are a few KiB: a warp reads 256 contiguous bytes per step),
+// two words in flight per lane; the block's sum goes to its segment.
+__global__ void __launch_bounds__(DIG_THREADS)
+    digest_tasks_kernel(const wsync_digest_task_t *tasks, const unsigned char *src, unsigned long long *dsum)
+{
+    const uint64_t G = WSYNC_DIGEST_GOLDEN;
+    const wsync_digest_task_t t = tasks[blockIdx.x];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    uint64_t s = 0;
+    for (uint32_t r = t.row0 + warp; r < t.row0 + t.nrows; r += DIG_THREADS / 32) {
+        const uint64_t *row = (const uint64_t *)(src + t.src_off + (uint64_t)r * t.src_stride);
+        const uint64_t key = t.key0 + (uint64_t)r * t.row_words * G;
+        uint32_t w = lane;
+        for (; w + 32 < t.row_words; w += 64) {
+            uint64_t a = __ldcs(row + w), b = __ldcs(row + w + 32);
+            s += d_word(a, key + w * G) + d_word(b, key + (w + 32) * G);
+        }
+        if (w < t.row_words)
+            s += d_word(__ldcs(row + w), key + w * G);
+    }
+    d_block_add(s, dsum + t.seg);
+}
+
+extern "C" int wsync_cuda_digest_tasks_async(const wsync_digest_task_t *dev_tasks, size_t n, const void *src_base,
+                                             uint64_t *dsum, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    // Grids are at most 2^31 - 1 blocks: launch in parts.
+    for (size_t at = 0; at < n; at += 1u << 30) {
+        size_t k = n - at < (1u << 30) ? n - at : (1u << 30);
+        digest_tasks_kernel<<<(unsigned)k, DIG_THREADS, 0, s>>>(dev_tasks + at, (const unsigned char *)src_base,
+                                                                 (unsigned long long *)dsum);
+    }
+    return (int)cudaGetLastError();
+}
+
 // Fill: byte i of dst holds byte (off+i)%8 of fmix64(((off+i)/8) ^ seed).
 __global__ void fill_words_kernel(uint64_t *dst, uint64_t nwords, uint64_t first_word, uint64_t seed)
 {

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/digest_runs.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -15,6 +17,12 @@ extern "C" {
  * on `stream` (a cudaStream_t). Asynchronous; ptr is device memory of the
  * current device; any alignment. Returns a cudaError_t as int (0 = launched). */
 int wsync_cuda_digest_sum_async(const void *ptr, size_t len, uint64_t off, uint64_t *dsum, void *stream);
+
+/* digest_runs.h's kernel: adds each of the n device tasks' word sums into
+ * dsum[task.seg] (device words), reading from src_base, asynchronously on
+ * `stream`. One block per task. Returns a cudaError_t as int. */
+int wsync_cuda_digest_tasks_async(const wsync_digest_task_t *dev_tasks, size_t n, const void *src_base,
+                                  uint64_t *dsum, void *stream);
 
 /* wsync_fill_pattern(dst, len, off, seed) on the GPU, asynchronous on `stream`. */
 int wsync_cuda_fill_async(void *dst, size_t len, uint64_t off, uint64_t seed, void *stream);

@@ -46,8 +46,22 @@ static void job_drop_tables(wsync_pack_job_t *j)
     j->cap = 0;
 }
 
+/* The calling thread's free jobs, at its exit (wsync_cuda_at_thread_exit). */
+static void free_thread_jobs(void)
+{
+    while (tls_free_jobs) {
+        wsync_pack_job_t *j = tls_free_jobs;
+        tls_free_jobs = j->next_free;
+        job_drop_tables(j);
+        cudaEventDestroy(j->done);
+        free(j);
+    }
+}
+
 static void job_put(wsync_pack_job_t *j)
 {
+    if (tls_free_jobs == NULL)
+        wsync_cuda_at_thread_exit(free_thread_jobs);
     j->next_free = tls_free_jobs;
     tls_free_jobs = j;
 }

@@ -471,6 +471,7 @@ void wsync_publisher_destroy(wsync_publisher_t *p)
     pub_server_stop(p);
     for (i = 0; i < PUB_SLOTS; i++)
         slot_free(p, &p->slots[i]);
+    pub_stages_free(p);
     for (i = 0; i < p->ntransports; i++)
         p->transports[i].ops->close(p->transports[i].t);
     wsync_control_close(p->control);

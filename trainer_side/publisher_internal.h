@@ -11,6 +11,7 @@
 #include "common/net/auth.h"
 #include "common/pull_request.h"
 #include "common/sync_layout.h"
+#include "common/target_plan.h"
 #include "common/transport/transport.h"
 #include "trainer_side/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
@@ -57,11 +58,7 @@ typedef struct pub_request {
     int outstanding;
     wsync_status_t status;
     char error[256];
-    /* engine layouts: the packed puts' staging buffer (memory of stage_mem's kind), registered */
-    char *stage;
-    const wsync_mem_ops_t *stage_mem;
-    wsync_region_t *stage_region;
-    const wsync_transport_ops_t *stage_ops;
+    struct pub_stage *stage; /* engine layouts: the packed puts' stage it reads (target_stage.c) */
     json_t *segments; /* {"segments": {...}}: the digests for the answer */
 } pub_request_t;
 
@@ -70,9 +67,11 @@ typedef struct pub_request {
 typedef struct pub_target pub_target_t;
 typedef struct pub_nplan pub_nplan_t;
 typedef struct pub_segdig pub_segdig_t;
+typedef struct pub_tdig pub_tdig_t;
+typedef struct pub_stage pub_stage_t;
 typedef struct pub_treq {
     pub_nplan_t *plan;         /* the node plan over the request's targets */
-    const pub_target_t *asker; /* the asking rank's target */
+    pub_target_t *asker; /* the asking rank's target (its digest cache is filled in) */
 } pub_treq_t;
 
 typedef struct pub_transport {
@@ -122,6 +121,7 @@ struct wsync_publisher {
     pub_target_t *targets;
     pub_nplan_t *nplans;
     pub_segdig_t *segdigs;
+    pub_stage_t *stages; /* target_stage.c, under p->lock */
 
     int listen_fd;
     int listen_port;
@@ -158,6 +158,29 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
 wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
                                    uint64_t version, json_t *reply);
 void pub_targets_free(wsync_publisher_t *p);
+/* pull_targets.c: the span of slot s holding image offset off (NULL: none of
+ * mine); gather runs of slot s into dst (memory of the publisher's kind). */
+const pub_span_t *pub_span_at(const wsync_publisher_t *p, const pub_slot_t *s, uint64_t off);
+wsync_status_t pub_gather(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_run2d_t *runs, size_t n,
+                          void *dst);
+/* target_digests.c: the digests of the segments of `seg` this rank owns, in
+ * the version of slot s, into out ({"<segment id>": "hex"}); *dig caches how
+ * (built on the first call, for the target; under p->tlock). */
+wsync_status_t pub_tdig_compute(wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *seg,
+                                pub_tdig_t **dig, json_t *out);
+void pub_tdig_free(pub_tdig_t *d);
+/* target_stage.c (p->lock held): the stage of the `n` packed puts `puts` of
+ * node plan np (keyed `key`) landing on local rank `asker`, holding the
+ * version of slot s (packed now, the lock dropped meanwhile, unless another
+ * request did) and registered with transport ti; released when no put
+ * reads it any more. Its region and each put's offset in it (k-th packed
+ * put). pub_stages_free: all of them, before the transports close. */
+wsync_status_t pub_stage_acquire(wsync_publisher_t *p, pub_slot_t *s, const void *key, const wsync_node_plan_t *np,
+                                 int asker, const uint32_t *puts, size_t n, int ti, pub_stage_t **out);
+void pub_stage_release(wsync_publisher_t *p, pub_stage_t *st);
+wsync_region_t *pub_stage_region(const pub_stage_t *st, int ti);
+uint64_t pub_stage_offset(const pub_stage_t *st, size_t k);
+void pub_stages_free(wsync_publisher_t *p);
 
 /* pull_server.c */
 wsync_status_t pub_server_start(wsync_publisher_t *p);

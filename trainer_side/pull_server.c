@@ -409,13 +409,10 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
                 break;
             }
     }
+    pub_stage_release(p, r.stage); /* no put reads it any more: answered, or the connection dropped */
     s->pins--;
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
-    if (r.stage_region)
-        r.stage_ops->dereg(r.stage_region); /* no put reads it any more: answered, or the connection dropped */
-    if (r.stage)
-        r.stage_mem->free(r.stage);
     if (r.status != WSYNC_OK) {
         json_decref(r.segments);
         snprintf(msg, sizeof(msg), "trainer rank %d, version %lld, engine %s rank %lld: %s", p->cfg.rank,

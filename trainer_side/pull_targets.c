@@ -26,6 +26,7 @@ struct pub_target {
     struct pub_target *next;
     wsync_target_t *t;
     wsync_node_plan_t *seg; /* its segments */
+    pub_tdig_t *dig;        /* how this rank digests its segments of it (target_digests.c) */
 };
 
 struct pub_nplan {
@@ -51,6 +52,7 @@ void pub_targets_free(wsync_publisher_t *p)
         p->targets = t->next;
         wsync_target_free(t->t);
         wsync_node_plan_free(t->seg);
+        pub_tdig_free(t->dig);
         free(t);
     }
     while (p->nplans) {
@@ -188,7 +190,7 @@ wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_reques
 }
 
 /* The span of slot s holding image offset off (spans are in offset order). */
-static const pub_span_t *span_at(const wsync_publisher_t *p, const pub_slot_t *s, uint64_t off)
+const pub_span_t *pub_span_at(const wsync_publisher_t *p, const pub_slot_t *s, uint64_t off)
 {
     size_t lo = 0, hi = p->nspans;
     while (lo < hi) {
@@ -207,10 +209,10 @@ static const pub_span_t *span_at(const wsync_publisher_t *p, const pub_slot_t *s
  * publisher's kind): the host gather, or one GPU gather kernel launch. All
  * its bytes are in one span: the plan never lets a put span two trainer
  * extents. */
-static wsync_status_t gather(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_run2d_t *runs, size_t n,
-                             void *dst)
+wsync_status_t pub_gather(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_run2d_t *runs, size_t n,
+                          void *dst)
 {
-    const pub_span_t *sp = n ? span_at(p, s, runs[0].src_off) : NULL;
+    const pub_span_t *sp = n ? pub_span_at(p, s, runs[0].src_off) : NULL;
     wsync_run2d_t *rel;
     wsync_pack_job_t *job = NULL;
     wsync_status_t st = WSYNC_OK;
@@ -242,26 +244,10 @@ static wsync_status_t gather(const wsync_publisher_t *p, const pub_slot_t *s, co
     return st;
 }
 
-/* Test hook: flip the byte at `off` of memory of the publisher's kind. */
-static void flip_byte(const wsync_publisher_t *p, char *at)
+/* 1 if put `pu` of the plan is mine to send to the asking rank now. */
+static int lands_on_asker(const wsync_tput_t *pu, const wsync_pull_request_t *q)
 {
-    unsigned char b = 0;
-    if (p->mem->kind == WSYNC_MEM_HOST) {
-        *at ^= 0x5a;
-    } else if (p->mem->copy(&b, at, 1) == WSYNC_OK) {
-        b ^= 0x5a;
-        p->mem->copy(at, &b, 1);
-    }
-}
-
-/* 1 if a run reads rows apart: a column slice. */
-static int strided(const wsync_run2d_t *runs, size_t n)
-{
-    size_t k;
-    for (k = 0; k < n; k++)
-        if (runs[k].rows > 1 && runs[k].src_stride != runs[k].row_bytes)
-            return 1;
-    return 0;
+    return pu->land_rank == q->local_rank && wsync_pull_request_lands(q, pu->chunk) && pu->len > 0;
 }
 
 wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr,
@@ -271,51 +257,37 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
     const wsync_node_plan_t *np = tr->plan->np;
     const wsync_transport_ops_t *ops = p->transports[ti].ops;
     const int me = p->cfg.rank;
-    /* Test hook (common/fault.h): corrupt a byte of a packed put after its
-     * segments' digests were taken from the slot. */
-    const int corrupt_packed = wsync_fault(WSYNC_FAULT_CORRUPT_PACKED) == 1;
-    int corrupted = 0;
-    uint64_t stage_len = 0, at = 0, src;
-    size_t k;
-    /* Staging for the puts that need packing, one buffer for the request. */
+    uint32_t *packed = calloc(np->rank_nputs[me] + 1, sizeof(*packed));
+    size_t k, npacked = 0, at = 0;
+    uint64_t src;
+    WSYNC_CHECK_ALLOC(packed);
+    /* The puts that need packing, staged together (target_stage.c). */
     for (k = 0; k < np->rank_nputs[me]; k++) {
         const wsync_tput_t *pu = &np->puts[np->rank_puts[me][k]];
-        if (pu->land_rank == q->local_rank && wsync_pull_request_lands(q, pu->chunk) &&
-            !wsync_runs_contiguous(&np->runs[pu->first_run], pu->nruns, &src))
-            stage_len += pu->len;
+        if (lands_on_asker(pu, q) && !wsync_runs_contiguous(&np->runs[pu->first_run], pu->nruns, &src))
+            packed[npacked++] = (uint32_t)np->rank_puts[me][k];
     }
-    if (stage_len) {
-        wsync_blob_t key;
-        void *buf = NULL;
-        WSYNC_CHECK(p->mem->alloc(stage_len, &buf));
-        r->stage = buf;
-        r->stage_mem = p->mem;
-        WSYNC_CHECK(ops->reg(p->transports[ti].t, r->stage, stage_len, p->mem->kind, &r->stage_region, &key));
-        r->stage_ops = ops;
+    if (npacked && pub_stage_acquire(p, s, tr->plan, np, q->local_rank, packed, npacked, ti, &r->stage) != WSYNC_OK) {
+        free(packed);
+        return wsync_error(WSYNC_ERR_PEER, "%s", wsync_last_error());
     }
+    free(packed);
     for (k = 0; k < np->rank_nputs[me]; k++) {
         const wsync_tput_t *pu = &np->puts[np->rank_puts[me][k]];
-        const wsync_run2d_t *runs = &np->runs[pu->first_run];
         wsync_region_t *region;
         uint64_t off;
-        if (pu->land_rank != q->local_rank || !wsync_pull_request_lands(q, pu->chunk) || pu->len == 0)
+        if (!lands_on_asker(pu, q))
             continue;
-        if (wsync_runs_contiguous(runs, pu->nruns, &src)) {
-            const pub_span_t *sp = span_at(p, s, src);
+        if (wsync_runs_contiguous(&np->runs[pu->first_run], pu->nruns, &src)) {
+            const pub_span_t *sp = pub_span_at(p, s, src);
             if (sp == NULL || src + pu->len > sp->offset + sp->len)
                 return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: put %u reads bytes it does not own", me,
                                    pu->id);
             region = s->regions[ti][sp->area];
             off = sp->area_off + (src - sp->offset);
         } else {
-            WSYNC_CHECK(gather(p, s, runs, pu->nruns, r->stage + at));
-            if (corrupt_packed && !corrupted && strided(runs, pu->nruns)) {
-                flip_byte(p, r->stage + at + pu->len / 2); /* test hook: the first column slice of a request */
-                corrupted = 1;
-            }
-            region = r->stage_region;
-            off = at;
-            at += pu->len;
+            region = pub_stage_region(r->stage, ti);
+            off = pub_stage_offset(r->stage, at++); /* the stage holds them in this order */
         }
         r->outstanding++;
         if (ops->put(conn->conn, region, off, &q->key, pu->dst_off, pu->len, ((uint64_t)r->req << 32) | pu->id) !=
@@ -327,58 +299,6 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
         *bytes += pu->len;
     }
     return WSYNC_OK;
-}
-
-/* The digest of `len` bytes at `ptr` (memory of the publisher's kind) keyed
- * at destination offset `off`. */
-static wsync_status_t digest_at(const wsync_publisher_t *p, const void *ptr, uint64_t len, uint64_t off, uint64_t *d)
-{
-    uint64_t sum = 0;
-    WSYNC_CHECK(p->mem->digest_sum(ptr, len, off, &sum));
-    *d = wsync_digest_final(sum, len, off);
-    return WSYNC_OK;
-}
-
-/* Digests of `tg`'s segments this rank owns, in the version held in slot s. */
-static wsync_status_t compute_segments(wsync_publisher_t *p, const pub_slot_t *s, const pub_target_t *tg, json_t *out)
-{
-    const wsync_node_plan_t *seg = tg->seg;
-    void *buf = NULL;
-    uint64_t cap = 0, src;
-    wsync_status_t st = WSYNC_OK;
-    size_t k;
-    for (k = 0; k < seg->rank_nputs[p->cfg.rank] && st == WSYNC_OK; k++) {
-        const wsync_tput_t *pu = &seg->puts[seg->rank_puts[p->cfg.rank][k]];
-        const wsync_run2d_t *runs = &seg->runs[pu->first_run];
-        uint64_t d = 0;
-        char hex[17], id[24];
-        if (wsync_runs_contiguous(runs, pu->nruns, &src)) {
-            const pub_span_t *sp = span_at(p, s, src);
-            if (sp == NULL || src + pu->len > sp->offset + sp->len) {
-                st = wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: segment %u is not its own", p->cfg.rank,
-                                 pu->id);
-                break;
-            }
-            st = digest_at(p, (const char *)sp->ptr + (src - sp->offset), pu->len, pu->dst_off, &d);
-        } else {
-            if (pu->len > cap) {
-                p->mem->free(buf);
-                buf = NULL;
-                cap = pu->len;
-                if ((st = p->mem->alloc(cap, &buf)) != WSYNC_OK)
-                    break;
-            }
-            st = gather(p, s, runs, pu->nruns, buf);
-            if (st == WSYNC_OK)
-                st = digest_at(p, buf, pu->len, pu->dst_off, &d);
-        }
-        wsync_digest_hex(d, hex);
-        snprintf(id, sizeof(id), "%u", pu->id);
-        json_object_set_new(out, id, json_string(hex));
-    }
-    if (buf)
-        p->mem->free(buf);
-    return st;
 }
 
 wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
@@ -413,7 +333,7 @@ wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, co
         }
         d->version = version;
         d->tg = tr->asker;
-        st = compute_segments(p, s, tr->asker, d->segments);
+        st = pub_tdig_compute(p, s, tr->asker->seg, &tr->asker->dig, d->segments);
         if (st != WSYNC_OK) {
             json_decref(d->segments);
             free(d);

@@ -1,6 +1,7 @@
 /* cuda.c: the CUDA memory backend: device memory, copies on a dedicated
  * non-blocking stream per thread and device, completion by events, fill and
  * digest by the kernels of digest_cuda.cu. Without CUDA every op says so. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,46 @@ static __thread int tls_device = -1;
 /* The device chosen by the last init in any thread; threads that never
  * called init (a transport's worker threads) use it. */
 static int default_device = 0;
+
+/* Thread-exit cleanups (wsync_cuda_at_thread_exit): registered once per
+ * module, run by the key's destructor in every thread that armed it. */
+#define MAX_CLEANUPS 8
+static void (*cleanups[MAX_CLEANUPS])(void);
+static int ncleanups;
+static pthread_mutex_t cleanup_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void run_cleanups(void *arg)
+{
+    int i, n;
+    (void)arg;
+    pthread_mutex_lock(&cleanup_lock);
+    n = ncleanups;
+    pthread_mutex_unlock(&cleanup_lock);
+    for (i = 0; i < n; i++)
+        cleanups[i]();
+}
+
+static void make_exit_key(void)
+{
+    pthread_key_create(&exit_key, run_cleanups);
+}
+
+void wsync_cuda_at_thread_exit(void (*cleanup)(void))
+{
+    int i, known = 0;
+    pthread_once(&exit_once, make_exit_key);
+    pthread_mutex_lock(&cleanup_lock);
+    for (i = 0; i < ncleanups; i++)
+        known |= cleanups[i] == cleanup;
+    if (!known && ncleanups < MAX_CLEANUPS)
+        cleanups[ncleanups++] = cleanup;
+    pthread_mutex_unlock(&cleanup_lock);
+    pthread_setspecific(exit_key, (void *)1); /* non-NULL: the destructor runs at this thread's exit */
+}
+
+static void thread_cleanup(void);
 
 static wsync_status_t cuda_init(int device)
 {
@@ -60,6 +101,7 @@ wsync_status_t wsync_cuda_stream(int *device_out, cudaStream_t *stream_out, cuda
     if (tls_stream[d] == NULL) {
         CUDA_CHECK(cudaStreamCreateWithFlags(&tls_stream[d], cudaStreamNonBlocking));
         CUDA_CHECK(cudaEventCreateWithFlags(&tls_event[d], cudaEventDisableTiming));
+        wsync_cuda_at_thread_exit(thread_cleanup);
     }
     if (device_out)
         *device_out = d;
@@ -209,12 +251,47 @@ static __thread wsync_mem_job_t *tls_free_jobs;
 static __thread cudaStream_t tls_job_copy[CUDA_MAX_DEVICES][2], tls_job_digest[CUDA_MAX_DEVICES];
 static __thread unsigned tls_job_turn;
 
+/* Frees the calling thread's streams, events, sums and free jobs (at its
+ * exit). Work still queued on its streams completes first. */
+static void thread_cleanup(void)
+{
+    int d;
+    while (tls_free_jobs) {
+        wsync_mem_job_t *j = tls_free_jobs;
+        tls_free_jobs = j->next_free;
+        cudaEventDestroy(j->ev);
+        cudaEventDestroy(j->copied);
+        cudaFree(j->dsum);
+        cudaFreeHost(j->hsum);
+        free(j);
+    }
+    for (d = 0; d < CUDA_MAX_DEVICES; d++) {
+        cudaStream_t *all[4] = {&tls_stream[d], &tls_job_copy[d][0], &tls_job_copy[d][1], &tls_job_digest[d]};
+        int k;
+        for (k = 0; k < 4; k++)
+            if (*all[k]) {
+                cudaStreamSynchronize(*all[k]);
+                cudaStreamDestroy(*all[k]);
+                *all[k] = NULL;
+            }
+        if (tls_event[d]) {
+            cudaEventDestroy(tls_event[d]);
+            tls_event[d] = NULL;
+        }
+        cudaFree(tls_dsum[d]);
+        cudaFreeHost(tls_hsum[d]);
+        tls_dsum[d] = tls_hsum[d] = NULL;
+        tls_nsum[d] = 0;
+    }
+}
+
 static wsync_status_t job_streams(int d, cudaStream_t *copy, cudaStream_t *digest)
 {
     if (tls_job_digest[d] == NULL) {
         CUDA_CHECK(cudaStreamCreateWithFlags(&tls_job_copy[d][0], cudaStreamNonBlocking));
         CUDA_CHECK(cudaStreamCreateWithFlags(&tls_job_copy[d][1], cudaStreamNonBlocking));
         CUDA_CHECK(cudaStreamCreateWithFlags(&tls_job_digest[d], cudaStreamNonBlocking));
+        wsync_cuda_at_thread_exit(thread_cleanup);
     }
     *copy = tls_job_copy[d][tls_job_turn++ & 1];
     *digest = tls_job_digest[d];

@@ -13,4 +13,11 @@
  * for blocking waits. Outputs may be NULL except stream_out. */
 wsync_status_t wsync_cuda_stream(int *device_out, cudaStream_t *stream_out, cudaEvent_t *event_out);
 
+/* Per-thread CUDA resources (streams, events, sums, job lists) are freed when
+ * their thread exits: a module calls this with its cleanup (which frees the
+ * calling thread's resources of that module) whenever a thread first takes
+ * some. A trainer serves every pull request on a thread of its own; before,
+ * each request left a stream, events and buffers behind. */
+void wsync_cuda_at_thread_exit(void (*cleanup)(void));
+
 #endif
