@@ -9,9 +9,9 @@
  *             sized for it; rank 0 posts the landing map;
  *   fetch     the data (fetch.c; with targets fetch_targets.c); in place
  *             it writes the caller's destination tensors too (dests.h);
- *   settle    this rank done (then wait for the node) or failed; staged,
- *             the caller's destination tensors get the verified version;
+ *   settle    this rank done (then wait for the node) or failed;
  *   close     rank 0 closes the attempt on the board and reports it;
+ *   deliver   staged, the caller's destination tensors get the version;
  *   keep      the version is held, or (in place, failed) nothing is. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,14 +272,9 @@ static wsync_status_t wait_node(wsync_receiver_t *r, uint64_t gen, uint64_t dead
 }
 
 /* This rank's outcome on the board; with success, the node's. */
-/* This rank's outcome on the board; with success, the node's. Staged, the
- * caller's destination tensors get the version only now, once every local
- * rank verified it (a version the node does not hold never reaches them):
- * rank 0 copies before it closes the attempt, so a failed copy fails the
- * node; the other ranks copy after (their failure fails their pull alone,
- * and leaves their tensors invalid). */
-static wsync_status_t attempt_settle(wsync_receiver_t *r, const board_attempt_t *a, const recv_dests_t *dm,
-                                     wsync_status_t st, uint64_t deadline)
+/* This rank's outcome on the board; with success, the node's. */
+static wsync_status_t attempt_settle(wsync_receiver_t *r, const board_attempt_t *a, wsync_status_t st,
+                                     uint64_t deadline)
 {
     if (st != WSYNC_OK) {
         board_mark_failed(r->board, a->gen, wsync_last_error());
@@ -288,9 +283,22 @@ static wsync_status_t attempt_settle(wsync_receiver_t *r, const board_attempt_t 
     board_mark_done(r->board, a->gen);
     st = wait_node(r, a->gen, deadline);
     wsync_trace("engine %s rank %d: every local rank verified", r->engine_id, r->cfg.local_rank);
-    if (st == WSYNC_OK && dm && !dm->in_place)
-        st = recv_dests_copy_all(r->mem, dm, r->win[a->slot].ptr);
     return st;
+}
+
+/* Staged: the caller's destination tensors get the version only now, once
+ * the node verified it and rank 0 closed the attempt (a version the node
+ * does not hold never reaches them), every rank copying at once. A copy that
+ * fails (a device error) fails this rank's pull alone and leaves its tensors
+ * invalid; the node keeps the version. */
+static wsync_status_t attempt_deliver(wsync_receiver_t *r, const board_attempt_t *a, const recv_dests_t *dm)
+{
+    if (dm == NULL || dm->in_place)
+        return WSYNC_OK;
+    WSYNC_CHECK(recv_dests_copy_all(r->mem, dm, r->win[a->slot].ptr));
+    wsync_trace("engine %s rank %d: the caller's tensors hold version %llu", r->engine_id, r->cfg.local_rank,
+                (unsigned long long)a->version);
+    return WSYNC_OK;
 }
 
 /* Local rank 0: close the attempt on the board and report it. */
@@ -377,7 +385,7 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
         recv_progress_bytes(r->progress, st == WSYNC_OK ? total : 0);
     }
     recv_progress_phase(r->progress, RECV_PHASE_IDLE, 0, 0);
-    st = attempt_settle(r, &a, dm, st, deadline);
+    st = attempt_settle(r, &a, st, deadline);
     snprintf(err, sizeof(err), "%s", st == WSYNC_OK ? "" : wsync_last_error());
     if (leader)
         attempt_close(r, &a, st, (double)(wsync_now_ns() - t0) / 1e9,
@@ -386,6 +394,8 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
                            : 0,
                       err);
     free(digests);
+    if (st == WSYNC_OK && (st = attempt_deliver(r, &a, dm)) != WSYNC_OK)
+        snprintf(err, sizeof(err), "%s", wsync_last_error());
     if (st != WSYNC_OK) {
         attempt_drop(r, sl, tl, dm);
         return wsync_error(st, "%s", err);

@@ -66,8 +66,10 @@ typedef struct wsync_receiver_config {
      * WSYNC_ERR_INVALID naming the tensor, nothing written).
      *   staged:   the pull lands in wsync's images as without dests; once
      *             every local rank verified the version, each destination
-     *             tensor is copied out of the verified image. On a failed
-     *             pull the caller's tensors keep the version they had.
+     *             tensor is copied out of the verified image (each rank
+     *             after local rank 0 reported it ready). On a failed pull
+     *             the caller's tensors keep the version they had (a copy
+     *             that fails, a device error, leaves them invalid).
      *   in place: written during the pull: as soon as a chunk is complete in
      *             this rank's image (landed here, or copied out of the
      *             landing rank's window), its bytes that belong to caller
