@@ -380,6 +380,38 @@ wsync_status_t recv_dests_copy_all(const wsync_mem_ops_t *mem, const recv_dests_
 
 /* ---- whole-image chunks written through as jobs ---- */
 
+/* Host memory: copy image bytes [s, e) of destination d from `src` block by
+ * block and digest each caller part (rg[0..n), in d, in image order) right
+ * behind the copy, while its bytes are still in cache: one pass over memory
+ * fewer than a streamed copy and a digest after it (which is what
+ * copy_digest_start does on the host). Blocks stay under the size from which
+ * wsync_host_copy streams past the cache. */
+static void host_write_digest(const recv_dest_t *d, const char *src, uint64_t s, uint64_t e,
+                              const wsync_digest_range_t *rg, size_t n, uint64_t *sums)
+{
+    enum { BLOCK = 128 << 10 };
+    uint64_t at = s;
+    size_t k;
+    for (k = 0; k < n; k++) {
+        const char *p = rg[k].ptr;
+        const uint64_t start = d->off + (uint64_t)(p - d->ptr);
+        uint64_t done = 0;
+        sums[k] = 0;
+        while (done < rg[k].len) {
+            uint64_t len = rg[k].len - done < BLOCK ? rg[k].len - done : BLOCK;
+            while (at < start + done + len) {
+                uint64_t c = e - at < BLOCK ? e - at : BLOCK;
+                memcpy(d->ptr + (at - d->off), src + at, c);
+                at += c;
+            }
+            sums[k] += wsync_digest_sum(p + done, len, recv_digest_key_at(rg[k].off, done / 8));
+            done += len;
+        }
+    }
+    if (at < e)
+        memcpy(d->ptr + (at - d->off), src + at, e - at);
+}
+
 wsync_status_t recv_dgroup_start(recv_dgroup_t *g, const wsync_mem_ops_t *mem, const recv_dests_t *ds, char *image,
                                  const char *src, uint64_t off, uint64_t len, const wsync_digest_range_t *pieces,
                                  size_t npieces)
@@ -431,10 +463,16 @@ wsync_status_t recv_dgroup_start(recv_dgroup_t *g, const wsync_mem_ops_t *mem, c
     for (i = base, j = 1; j <= nd; i++, j++) {
         const recv_dest_t *d = &ds->d[i];
         uint64_t s = d->off > off ? d->off : off, e = d->off + d->size < off + len ? d->off + d->size : off + len;
+        g->njobs++;
+        if (mem->kind == WSYNC_MEM_HOST) { /* done here and now, as a host job would be */
+            host_write_digest(d, src, s, e, g->parts.rg + g->first[j], g->first[j + 1] - g->first[j],
+                              g->psums + g->first[j]);
+            g->ok[j] = 1;
+            continue;
+        }
         WSYNC_CHECK_GOTO(mem->copy_digest_start(d->ptr + (s - d->off), src + s, e - s, g->parts.rg + g->first[j],
                                                 g->first[j + 1] - g->first[j], &g->jobs[j]),
                          st, out);
-        g->njobs++;
     }
 out:
     free(at);
@@ -466,7 +504,8 @@ void recv_dgroup_end(recv_dgroup_t *g, const wsync_mem_ops_t *mem)
 {
     size_t j;
     for (j = 0; j < g->njobs; j++)
-        mem->job_free(g->jobs[j]); /* waits: a copy must not outlive the attempt */
+        if (g->jobs[j])
+            mem->job_free(g->jobs[j]); /* waits: a copy must not outlive the attempt */
     recv_parts_free(&g->parts);
     free(g->jobs);
     free(g->first);
