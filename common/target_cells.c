@@ -166,6 +166,21 @@ out:
     return st;
 }
 
+/* Appends one occupant to the cell table's occupant list. */
+static wsync_status_t add_occ(tp_cells_t *c, tp_occ_t o)
+{
+    if (c->nocc == c->capocc) {
+        size_t ncap = c->capocc ? c->capocc * 2 : 64;
+        tp_occ_t *no = realloc(c->occ, ncap * sizeof(*no));
+        if (no == NULL)
+            return wsync_error(WSYNC_ERR_NOMEM, "out of memory building the plan");
+        c->occ = no;
+        c->capocc = ncap;
+    }
+    c->occ[c->nocc++] = o;
+    return WSYNC_OK;
+}
+
 /* Appends a cell whose occurrences are the last `nocc` of c->occ. */
 static wsync_status_t emit_cell(tp_cells_t *c, uint64_t src, uint64_t stride, uint64_t width, uint64_t rows,
                                 size_t nocc)
@@ -248,17 +263,7 @@ static wsync_status_t sweep(tp_cells_t *c, const tp_need_t *it, size_t n)
         for (k = 0; k < nact && st == WSYNC_OK; k++) {
             const tp_need_t *e = &it[act[k]];
             tp_occ_t o = {e->rank, e->dst + (p - e->src), 0};
-            if (c->nocc == c->capocc) {
-                size_t ncap = c->capocc ? c->capocc * 2 : 64;
-                tp_occ_t *no = realloc(c->occ, ncap * sizeof(*no));
-                if (no == NULL) {
-                    st = wsync_error(WSYNC_ERR_NOMEM, "out of memory building the plan");
-                    break;
-                }
-                c->occ = no;
-                c->capocc = ncap;
-            }
-            c->occ[c->nocc++] = o;
+            st = add_occ(c, o);
         }
         if (st == WSYNC_OK)
             st = emit_cell(c, p, 0, q - p, 1, nact);
@@ -387,17 +392,7 @@ static wsync_status_t grid(tp_cells_t *c, const tp_need_t *nd, size_t n, uint64_
                 if (q->r0 > rc[bi] || q->r1 <= rc[bi] || q->c0 > cc[bj] || q->c1 <= cc[bj])
                     continue;
                 o = (tp_occ_t){q->rank, q->dst + (rc[bi] - q->r0) * q->dpitch + (cc[bj] - q->c0), q->dpitch};
-                if (c->nocc == c->capocc) {
-                    size_t ncap = c->capocc ? c->capocc * 2 : 64;
-                    tp_occ_t *no = realloc(c->occ, ncap * sizeof(*no));
-                    if (no == NULL) {
-                        st = wsync_error(WSYNC_ERR_NOMEM, "out of memory building the plan");
-                        break;
-                    }
-                    c->occ = no;
-                    c->capocc = ncap;
-                }
-                c->occ[c->nocc++] = o;
+                st = add_occ(c, o);
             }
             if (st == WSYNC_OK)
                 st = emit_cell(c, B + rc[bi] * P + cc[bj], P, cc[bj + 1] - cc[bj], rc[bi + 1] - rc[bi], cnt[cell]);

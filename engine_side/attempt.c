@@ -323,6 +323,8 @@ static void attempt_keep(wsync_receiver_t *r, const board_attempt_t *a, wsync_sy
     r->last_secs = (double)(wsync_now_ns() - t0) / 1e9;
     r->cur_slot = a->slot;
     r->held_version = a->version;
+    if (r->held != sl || r->held_tl != tl)
+        r->layout_generation++;
     if (r->held != sl)
         wsync_sync_layout_free(r->held);
     r->held = sl;
@@ -342,6 +344,7 @@ static void attempt_drop(wsync_receiver_t *r, wsync_sync_layout_t *sl, recv_tlay
     if (tl != r->held_tl)
         recv_tlayout_free(tl);
     if (r->cfg.mode == WSYNC_MODE_IN_PLACE && r->held_version) {
+        r->layout_generation++;
         r->held_version = 0;
         wsync_sync_layout_free(r->held);
         r->held = NULL;

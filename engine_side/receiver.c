@@ -236,6 +236,11 @@ uint64_t wsync_receiver_version(const wsync_receiver_t *r)
     return r->held_version;
 }
 
+uint64_t wsync_receiver_layout_generation(const wsync_receiver_t *r)
+{
+    return r->layout_generation;
+}
+
 size_t wsync_receiver_tensor_count(const wsync_receiver_t *r)
 {
     if (r->held_tl)

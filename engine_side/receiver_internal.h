@@ -78,6 +78,7 @@ struct wsync_receiver {
     uint64_t held_version;
     int cur_slot;
     wsync_sync_layout_t *held;
+    uint64_t layout_generation; /* changes whenever the held tensor list may have (wsync_receiver_layout_generation) */
     uint64_t last_gen;
     double last_secs;          /* duration of the last successful pull attempt (set-up excluded) */
     recv_progress_t *progress; /* phase and bytes of the pull in progress */

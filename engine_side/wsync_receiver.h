@@ -108,6 +108,14 @@ WSYNC_API wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t versi
 /* The version held (0 before the first pull). */
 WSYNC_API uint64_t wsync_receiver_version(const wsync_receiver_t *r);
 
+/* A number that changes whenever the held version's tensor list (names,
+ * dtypes, shapes, offsets in the image) may have changed. Versions of one
+ * training run share it: a caller that keeps views built from
+ * wsync_receiver_tensor_at may reuse them while this number and
+ * wsync_receiver_image's pointer stay the same (the Python package does,
+ * instead of asking for every tensor after every pull). */
+WSYNC_API uint64_t wsync_receiver_layout_generation(const wsync_receiver_t *r);
+
 /* Tensors of the held version: by name, or by index < count. *ptr points into
  * the image (device memory for "cuda"); valid until the next pull. With a
  * target these are the rank's destination tensors (names like qkv_proj). */

@@ -154,7 +154,11 @@ int pub_snapshot_threads(int asked);
 wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_request_t *q, pub_treq_t *tr);
 wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr,
                                const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
-                               size_t *nputs, uint64_t *bytes);
+                               uint64_t deadline, size_t *nputs, uint64_t *bytes);
+/* pull_server.c (p->lock held): wait until every piece of mine overlapping
+ * image bytes [off, off + len) is copied into slot s (the copy runs after
+ * the version is announced); fails naming why (withdrawn, timeout, stop). */
+wsync_status_t pub_wait_range(wsync_publisher_t *p, pub_slot_t *s, uint64_t off, uint64_t len, uint64_t deadline);
 wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
                                    uint64_t version, json_t *reply);
 void pub_targets_free(wsync_publisher_t *p);

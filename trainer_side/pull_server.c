@@ -246,6 +246,27 @@ static wsync_status_t wait_copied(wsync_publisher_t *p, pub_slot_t *s, size_t i,
     return WSYNC_OK;
 }
 
+wsync_status_t pub_wait_range(wsync_publisher_t *p, pub_slot_t *s, uint64_t off, uint64_t len, uint64_t deadline)
+{
+    const wsync_plan_t *plan = p->sl->plan;
+    char why[400];
+    size_t lo = 0, hi = p->nmy, i;
+    while (lo < hi) { /* the first piece of mine ending after off (mine are in offset order) */
+        size_t mid = lo + (hi - lo) / 2;
+        const wsync_piece_t *pc = &plan->pieces[p->my_pieces[mid]];
+        if (pc->offset + pc->len <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (i = lo; i < p->nmy && plan->pieces[p->my_pieces[i]].offset < off + len; i++) {
+        wsync_status_t st = wait_copied(p, s, i, deadline, why, sizeof(why));
+        if (st != WSYNC_OK)
+            return wsync_error(st, "%s", why);
+    }
+    return WSYNC_OK;
+}
+
 static int find_slot(wsync_publisher_t *p, uint64_t version)
 {
     int s;
@@ -289,22 +310,16 @@ static void put_pieces(wsync_publisher_t *p, pub_slot_t *s, const wsync_pull_req
     }
 }
 
-/* Engine layouts: once the whole slot is copied, my puts of the node plan
- * landing on the asking rank; then (the lock released meanwhile, the slot
- * pinned) the digests of its target's segments I own, into r->segments. */
+/* Engine layouts: my puts of the node plan landing on the asking rank, each
+ * as soon as the bytes it reads are in the slot; then (the lock released
+ * meanwhile, the slot pinned) the digests of its target's segments I own,
+ * into r->segments. */
 static void put_targets(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr, const wsync_pull_request_t *q,
                         pub_request_t *r, int ti, pub_conn_t *conn, uint64_t deadline, size_t *n, uint64_t *bytes)
 {
-    char why[sizeof(r->error)];
-    wsync_status_t st;
-    size_t i;
-    for (i = 0; i < p->nmy; i++)
-        if ((st = wait_copied(p, s, i, deadline, why, sizeof(why))) != WSYNC_OK) {
-            fail_request(r, st, why);
-            return;
-        }
-    if (pub_targets_put(p, s, tr, q, r, ti, conn, n, bytes) != WSYNC_OK) {
-        fail_request(r, WSYNC_ERR_PEER, wsync_last_error());
+    wsync_status_t st = pub_targets_put(p, s, tr, q, r, ti, conn, deadline, n, bytes);
+    if (st != WSYNC_OK) {
+        fail_request(r, st, wsync_last_error());
         return;
     }
     if (p->transports[ti].ops->put_flush)

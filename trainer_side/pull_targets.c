@@ -244,53 +244,41 @@ wsync_status_t pub_gather(const wsync_publisher_t *p, const pub_slot_t *s, const
     return st;
 }
 
-/* 1 if put `pu` of the plan is mine to send to the asking rank now. */
-static int lands_on_asker(const wsync_tput_t *pu, const wsync_pull_request_t *q)
+typedef struct src_put {
+    uint64_t src;
+    const wsync_tput_t *pu;
+} src_put_t;
+
+static int by_src(const void *a, const void *b)
 {
-    return pu->land_rank == q->local_rank && wsync_pull_request_lands(q, pu->chunk) && pu->len > 0;
+    const src_put_t *x = a, *y = b;
+    return x->src < y->src ? -1 : x->src > y->src;
 }
 
-wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr,
-                               const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
-                               size_t *nputs, uint64_t *bytes)
+static wsync_status_t put_one(const wsync_publisher_t *p, const pub_request_t *r, int ti, pub_conn_t *conn,
+                              const wsync_pull_request_t *q, const wsync_tput_t *pu, wsync_region_t *region,
+                              uint64_t off)
 {
-    const wsync_node_plan_t *np = tr->plan->np;
-    const wsync_transport_ops_t *ops = p->transports[ti].ops;
-    const int me = p->cfg.rank;
-    uint32_t *packed = calloc(np->rank_nputs[me] + 1, sizeof(*packed));
-    size_t k, npacked = 0, at = 0;
-    uint64_t src;
-    WSYNC_CHECK_ALLOC(packed);
-    /* The puts that need packing, staged together (target_stage.c). */
-    for (k = 0; k < np->rank_nputs[me]; k++) {
-        const wsync_tput_t *pu = &np->puts[np->rank_puts[me][k]];
-        if (lands_on_asker(pu, q) && !wsync_runs_contiguous(&np->runs[pu->first_run], pu->nruns, &src))
-            packed[npacked++] = (uint32_t)np->rank_puts[me][k];
-    }
-    if (npacked && pub_stage_acquire(p, s, tr->plan, np, q->local_rank, packed, npacked, ti, &r->stage) != WSYNC_OK) {
-        free(packed);
-        return wsync_error(WSYNC_ERR_PEER, "%s", wsync_last_error());
-    }
-    free(packed);
-    for (k = 0; k < np->rank_nputs[me]; k++) {
-        const wsync_tput_t *pu = &np->puts[np->rank_puts[me][k]];
-        wsync_region_t *region;
-        uint64_t off;
-        if (!lands_on_asker(pu, q))
-            continue;
-        if (wsync_runs_contiguous(&np->runs[pu->first_run], pu->nruns, &src)) {
-            const pub_span_t *sp = pub_span_at(p, s, src);
-            if (sp == NULL || src + pu->len > sp->offset + sp->len)
-                return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: put %u reads bytes it does not own", me,
-                                   pu->id);
-            region = s->regions[ti][sp->area];
-            off = sp->area_off + (src - sp->offset);
-        } else {
-            region = pub_stage_region(r->stage, ti);
-            off = pub_stage_offset(r->stage, at++); /* the stage holds them in this order */
-        }
+    return p->transports[ti].ops->put(conn->conn, region, off, &q->key, pu->dst_off, pu->len,
+                                      ((uint64_t)r->req << 32) | pu->id);
+}
+
+/* The puts read straight from the slot, in source order, each once the
+ * pieces under it are copied into the slot. */
+static wsync_status_t put_contiguous(wsync_publisher_t *p, pub_slot_t *s, const src_put_t *cs, size_t n,
+                                     const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
+                                     uint64_t deadline, size_t *nputs, uint64_t *bytes)
+{
+    size_t k;
+    for (k = 0; k < n; k++) {
+        const wsync_tput_t *pu = cs[k].pu;
+        const pub_span_t *sp = pub_span_at(p, s, cs[k].src);
+        if (sp == NULL || cs[k].src + pu->len > sp->offset + sp->len)
+            return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: put %u reads bytes it does not own", p->cfg.rank,
+                               pu->id);
+        WSYNC_CHECK(pub_wait_range(p, s, cs[k].src, pu->len, deadline));
         r->outstanding++;
-        if (ops->put(conn->conn, region, off, &q->key, pu->dst_off, pu->len, ((uint64_t)r->req << 32) | pu->id) !=
+        if (put_one(p, r, ti, conn, q, pu, s->regions[ti][sp->area], sp->area_off + (cs[k].src - sp->offset)) !=
             WSYNC_OK) {
             r->outstanding--;
             return wsync_error(WSYNC_ERR_PEER, "%s", wsync_last_error());
@@ -299,6 +287,67 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
         *bytes += pu->len;
     }
     return WSYNC_OK;
+}
+
+/* The packed puts, once their stage holds this version (target_stage.c),
+ * which needs my whole share of the slot. */
+static wsync_status_t put_packed(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr, const uint32_t *packed,
+                                 size_t n, const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
+                                 uint64_t deadline, size_t *nputs, uint64_t *bytes)
+{
+    const wsync_node_plan_t *np = tr->plan->np;
+    size_t k;
+    if (n == 0)
+        return WSYNC_OK;
+    WSYNC_CHECK(pub_wait_range(p, s, 0, UINT64_MAX, deadline));
+    WSYNC_CHECK(pub_stage_acquire(p, s, tr->plan, np, q->local_rank, packed, n, ti, &r->stage));
+    for (k = 0; k < n; k++) {
+        const wsync_tput_t *pu = &np->puts[packed[k]];
+        r->outstanding++;
+        if (put_one(p, r, ti, conn, q, pu, pub_stage_region(r->stage, ti), pub_stage_offset(r->stage, k)) !=
+            WSYNC_OK) {
+            r->outstanding--;
+            return wsync_error(WSYNC_ERR_PEER, "%s", wsync_last_error());
+        }
+        (*nputs)++;
+        *bytes += pu->len;
+    }
+    return WSYNC_OK;
+}
+
+wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr,
+                               const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
+                               uint64_t deadline, size_t *nputs, uint64_t *bytes)
+{
+    const wsync_node_plan_t *np = tr->plan->np;
+    const int me = p->cfg.rank;
+    const size_t mine = np->rank_nputs[me];
+    uint32_t *packed = calloc(mine + 1, sizeof(*packed));
+    src_put_t *cs = calloc(mine + 1, sizeof(*cs));
+    size_t k, npacked = 0, ncs = 0;
+    wsync_status_t st;
+    if (packed == NULL || cs == NULL) {
+        free(packed);
+        free(cs);
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    }
+    for (k = 0; k < mine; k++) {
+        const wsync_tput_t *pu = &np->puts[np->rank_puts[me][k]];
+        uint64_t src;
+        if (pu->land_rank != q->local_rank || !wsync_pull_request_lands(q, pu->chunk) || pu->len == 0)
+            continue;
+        if (wsync_runs_contiguous(&np->runs[pu->first_run], pu->nruns, &src))
+            cs[ncs++] = (src_put_t){src, pu};
+        else
+            packed[npacked++] = (uint32_t)np->rank_puts[me][k];
+    }
+    qsort(cs, ncs, sizeof(*cs), by_src);
+    st = put_contiguous(p, s, cs, ncs, q, r, ti, conn, deadline, nputs, bytes);
+    if (st == WSYNC_OK)
+        st = put_packed(p, s, tr, packed, npacked, q, r, ti, conn, deadline, nputs, bytes);
+    free(packed);
+    free(cs);
+    return st;
 }
 
 wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/checks.h"
+#include "common/le.h"
 #include "common/net/handshake.h"
 
 enum { TYPE_CHALLENGE = 1, TYPE_HELLO = 2, TYPE_FINISH = 3 };
@@ -49,32 +50,10 @@ wsync_status_t wsync_hs_key(const wsync_auth_t *auth, wsync_hs_purpose_t p, unsi
     return wsync_auth_key(auth, purposes[p].label, key);
 }
 
-static void put16(unsigned char *p, uint16_t v)
-{
-    v = htole16(v);
-    memcpy(p, &v, 2);
-}
-static void put32(unsigned char *p, uint32_t v)
-{
-    v = htole32(v);
-    memcpy(p, &v, 4);
-}
-static uint16_t get16(const unsigned char *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return le16toh(v);
-}
-static uint32_t get32(const unsigned char *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return le32toh(v);
-}
 
 static void put_head(unsigned char *b, int type, uint8_t purpose, uint8_t flags)
 {
-    put32(b, WSYNC_HS_MAGIC);
+    wsync_put32(b, WSYNC_HS_MAGIC);
     b[4] = WSYNC_HS_VERSION;
     b[5] = (unsigned char)type;
     b[6] = purpose;
@@ -84,9 +63,9 @@ static void put_head(unsigned char *b, int type, uint8_t purpose, uint8_t flags)
 /* Magic, version, type, purpose and length of any message. */
 static wsync_status_t check_head(const unsigned char *b, size_t n, size_t want, int type, const char *name)
 {
-    if (n < 8 || get32(b) != WSYNC_HS_MAGIC)
+    if (n < 8 || wsync_get32(b) != WSYNC_HS_MAGIC)
         return wsync_error(WSYNC_ERR_FORMAT, "handshake %s: not a wsync handshake (magic %08x)", name,
-                           n >= 4 ? get32(b) : 0);
+                           n >= 4 ? wsync_get32(b) : 0);
     if (b[4] != WSYNC_HS_VERSION)
         return wsync_error(WSYNC_ERR_FORMAT,
                            "handshake %s: version %u, this build speaks %d (upgrade both sides "
@@ -121,7 +100,7 @@ void wsync_hs_hello_encode(const wsync_hs_hello_t *h, unsigned char b[WSYNC_HS_H
 {
     memset(b, 0, WSYNC_HS_HELLO_LEN);
     put_head(b, TYPE_HELLO, h->purpose, h->flags);
-    put32(b + 8, h->payload_len);
+    wsync_put32(b + 8, h->payload_len);
     memcpy(b + 16, h->nonce, WSYNC_HS_NONCE_LEN);
     memcpy(b + HELLO_PROOF_OFF, h->proof, WSYNC_AUTH_MAC_LEN);
 }
@@ -129,11 +108,11 @@ void wsync_hs_hello_encode(const wsync_hs_hello_t *h, unsigned char b[WSYNC_HS_H
 wsync_status_t wsync_hs_hello_decode(const unsigned char *b, size_t n, wsync_hs_hello_t *h)
 {
     WSYNC_CHECK(check_head(b, n, WSYNC_HS_HELLO_LEN, TYPE_HELLO, "hello"));
-    if (get32(b + 12) != 0)
-        return wsync_error(WSYNC_ERR_FORMAT, "handshake hello: reserved field is %08x, must be 0", get32(b + 12));
+    if (wsync_get32(b + 12) != 0)
+        return wsync_error(WSYNC_ERR_FORMAT, "handshake hello: reserved field is %08x, must be 0", wsync_get32(b + 12));
     h->purpose = b[6];
     h->flags = b[7];
-    h->payload_len = get32(b + 8);
+    h->payload_len = wsync_get32(b + 8);
     memcpy(h->nonce, b + 16, WSYNC_HS_NONCE_LEN);
     memcpy(h->proof, b + HELLO_PROOF_OFF, WSYNC_AUTH_MAC_LEN);
     return WSYNC_OK;
@@ -143,22 +122,22 @@ void wsync_hs_finish_encode(const wsync_hs_finish_t *f, unsigned char b[WSYNC_HS
 {
     memset(b, 0, WSYNC_HS_FINISH_LEN);
     put_head(b, TYPE_FINISH, f->purpose, f->flags);
-    put32(b + 8, (uint32_t)f->status);
-    put16(b + 12, f->msg_len);
-    put32(b + 16, f->reply_len);
+    wsync_put32(b + 8, (uint32_t)f->status);
+    wsync_put16(b + 12, f->msg_len);
+    wsync_put32(b + 16, f->reply_len);
     memcpy(b + FINISH_PROOF_OFF, f->proof, WSYNC_AUTH_MAC_LEN);
 }
 
 wsync_status_t wsync_hs_finish_decode(const unsigned char *b, size_t n, wsync_hs_finish_t *f)
 {
     WSYNC_CHECK(check_head(b, n, WSYNC_HS_FINISH_LEN, TYPE_FINISH, "finish"));
-    if (get16(b + 14) != 0)
-        return wsync_error(WSYNC_ERR_FORMAT, "handshake finish: reserved field is %04x, must be 0", get16(b + 14));
+    if (wsync_get16(b + 14) != 0)
+        return wsync_error(WSYNC_ERR_FORMAT, "handshake finish: reserved field is %04x, must be 0", wsync_get16(b + 14));
     f->purpose = b[6];
     f->flags = b[7];
-    f->status = (int32_t)get32(b + 8);
-    f->msg_len = get16(b + 12);
-    f->reply_len = get32(b + 16);
+    f->status = (int32_t)wsync_get32(b + 8);
+    f->msg_len = wsync_get16(b + 12);
+    f->reply_len = wsync_get32(b + 16);
     memcpy(f->proof, b + FINISH_PROOF_OFF, WSYNC_AUTH_MAC_LEN);
     if (f->msg_len > WSYNC_HS_MSG_MAX)
         return wsync_error(WSYNC_ERR_FORMAT, "handshake finish: reason of %u bytes (limit %d)", f->msg_len,

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/le.h"
+
 #define TCP_MAGIC 0x70637477u /* "wtcp" */
 #define TCP_VERSION 1
 
@@ -54,113 +56,79 @@ typedef struct tcp_addr {
     char hostport[TCP_HOSTPORT_MAX];
 } tcp_addr_t;
 
-static inline void tcp_put16(unsigned char *p, uint16_t v)
-{
-    v = htole16(v);
-    memcpy(p, &v, 2);
-}
-static inline void tcp_put32(unsigned char *p, uint32_t v)
-{
-    v = htole32(v);
-    memcpy(p, &v, 4);
-}
-static inline void tcp_put64(unsigned char *p, uint64_t v)
-{
-    v = htole64(v);
-    memcpy(p, &v, 8);
-}
-static inline uint16_t tcp_get16(const unsigned char *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return le16toh(v);
-}
-static inline uint32_t tcp_get32(const unsigned char *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return le32toh(v);
-}
-static inline uint64_t tcp_get64(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return le64toh(v);
-}
-
 static inline void tcp_hello_encode(const tcp_hello_t *h, unsigned char b[TCP_HELLO_LEN])
 {
     memset(b, 0, TCP_HELLO_LEN);
-    tcp_put32(b, h->magic);
-    tcp_put16(b + 4, h->version);
-    tcp_put32(b + 8, (uint32_t)h->sender);
-    tcp_put64(b + 16, h->nonce);
+    wsync_put32(b, h->magic);
+    wsync_put16(b + 4, h->version);
+    wsync_put32(b + 8, (uint32_t)h->sender);
+    wsync_put64(b + 16, h->nonce);
 }
 
 static inline void tcp_hello_decode(const unsigned char b[TCP_HELLO_LEN], tcp_hello_t *h)
 {
-    h->magic = tcp_get32(b);
-    h->version = tcp_get16(b + 4);
-    h->sender = (int32_t)tcp_get32(b + 8);
-    h->nonce = tcp_get64(b + 16);
+    h->magic = wsync_get32(b);
+    h->version = wsync_get16(b + 4);
+    h->sender = (int32_t)wsync_get32(b + 8);
+    h->nonce = wsync_get64(b + 16);
 }
 
 static inline void tcp_hdr_encode(const tcp_hdr_t *h, unsigned char b[TCP_HDR_LEN])
 {
     memset(b, 0, TCP_HDR_LEN);
-    tcp_put32(b, h->magic);
-    tcp_put16(b + 4, h->version);
-    tcp_put32(b + 8, (uint32_t)h->sender);
-    tcp_put32(b + 12, h->region);
-    tcp_put64(b + 16, h->dst_off);
-    tcp_put64(b + 24, h->len);
-    tcp_put64(b + 32, h->tag);
+    wsync_put32(b, h->magic);
+    wsync_put16(b + 4, h->version);
+    wsync_put32(b + 8, (uint32_t)h->sender);
+    wsync_put32(b + 12, h->region);
+    wsync_put64(b + 16, h->dst_off);
+    wsync_put64(b + 24, h->len);
+    wsync_put64(b + 32, h->tag);
 }
 
 static inline void tcp_hdr_decode(const unsigned char b[TCP_HDR_LEN], tcp_hdr_t *h)
 {
-    h->magic = tcp_get32(b);
-    h->version = tcp_get16(b + 4);
-    h->sender = (int32_t)tcp_get32(b + 8);
-    h->region = tcp_get32(b + 12);
-    h->dst_off = tcp_get64(b + 16);
-    h->len = tcp_get64(b + 24);
-    h->tag = tcp_get64(b + 32);
+    h->magic = wsync_get32(b);
+    h->version = wsync_get16(b + 4);
+    h->sender = (int32_t)wsync_get32(b + 8);
+    h->region = wsync_get32(b + 12);
+    h->dst_off = wsync_get64(b + 16);
+    h->len = wsync_get64(b + 24);
+    h->tag = wsync_get64(b + 32);
 }
 
 static inline void tcp_key_encode(const tcp_key_t *k, unsigned char b[TCP_KEY_LEN])
 {
     memset(b, 0, TCP_KEY_LEN);
-    tcp_put32(b, k->magic);
-    tcp_put16(b + 4, k->version);
-    tcp_put32(b + 8, k->region);
-    tcp_put64(b + 16, k->nonce);
-    tcp_put64(b + 24, k->len);
+    wsync_put32(b, k->magic);
+    wsync_put16(b + 4, k->version);
+    wsync_put32(b + 8, k->region);
+    wsync_put64(b + 16, k->nonce);
+    wsync_put64(b + 24, k->len);
 }
 
 static inline void tcp_key_decode(const unsigned char b[TCP_KEY_LEN], tcp_key_t *k)
 {
-    k->magic = tcp_get32(b);
-    k->version = tcp_get16(b + 4);
-    k->region = tcp_get32(b + 8);
-    k->nonce = tcp_get64(b + 16);
-    k->len = tcp_get64(b + 24);
+    k->magic = wsync_get32(b);
+    k->version = wsync_get16(b + 4);
+    k->region = wsync_get32(b + 8);
+    k->nonce = wsync_get64(b + 16);
+    k->len = wsync_get64(b + 24);
 }
 
 static inline void tcp_addr_encode(const tcp_addr_t *a, unsigned char b[TCP_ADDR_LEN])
 {
     memset(b, 0, TCP_ADDR_LEN);
-    tcp_put32(b, a->magic);
-    tcp_put16(b + 4, a->version);
-    tcp_put64(b + 8, a->nonce);
+    wsync_put32(b, a->magic);
+    wsync_put16(b + 4, a->version);
+    wsync_put64(b + 8, a->nonce);
     memcpy(b + 16, a->hostport, TCP_HOSTPORT_MAX);
 }
 
 static inline void tcp_addr_decode(const unsigned char b[TCP_ADDR_LEN], tcp_addr_t *a)
 {
-    a->magic = tcp_get32(b);
-    a->version = tcp_get16(b + 4);
-    a->nonce = tcp_get64(b + 8);
+    a->magic = wsync_get32(b);
+    a->version = wsync_get16(b + 4);
+    a->nonce = wsync_get64(b + 8);
     memcpy(a->hostport, b + 16, TCP_HOSTPORT_MAX);
     a->hostport[TCP_HOSTPORT_MAX - 1] = '\0';
 }

@@ -7,40 +7,8 @@
 #include <string.h>
 
 #include "common/checks.h"
+#include "common/le.h"
 
-static void put16(unsigned char *p, uint16_t v)
-{
-    v = htole16(v);
-    memcpy(p, &v, 2);
-}
-static void put32(unsigned char *p, uint32_t v)
-{
-    v = htole32(v);
-    memcpy(p, &v, 4);
-}
-static void put64(unsigned char *p, uint64_t v)
-{
-    v = htole64(v);
-    memcpy(p, &v, 8);
-}
-static uint16_t get16(const unsigned char *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return le16toh(v);
-}
-static uint32_t get32(const unsigned char *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return le32toh(v);
-}
-static uint64_t get64(const unsigned char *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return le64toh(v);
-}
 
 uint32_t verbs_imm_encode(uint64_t tag)
 {
@@ -80,9 +48,9 @@ size_t verbs_seg_build(uint64_t len, uint32_t max_msg, verbs_seg_t *segs, size_t
 
 static void put_head(unsigned char *out)
 {
-    put32(out, VERBS_MAGIC);
-    put16(out + 4, VERBS_VERSION);
-    put16(out + 6, 0);
+    wsync_put32(out, VERBS_MAGIC);
+    wsync_put16(out + 4, VERBS_VERSION);
+    wsync_put16(out + 6, 0);
 }
 
 static wsync_status_t check_head(const unsigned char *in, size_t len, size_t want, const char *what)
@@ -90,11 +58,11 @@ static wsync_status_t check_head(const unsigned char *in, size_t len, size_t wan
     if (len != want)
         return wsync_error(WSYNC_ERR_FORMAT, "verbs: %s is %zu bytes, expected %zu: not a verbs %s", what, len,
                            want, what);
-    if (get32(in) != VERBS_MAGIC || get16(in + 4) != VERBS_VERSION)
+    if (wsync_get32(in) != VERBS_MAGIC || wsync_get16(in + 4) != VERBS_VERSION)
         return wsync_error(WSYNC_ERR_FORMAT,
                            "verbs: %s has magic %08x version %u, expected %08x version %d "
                            "(another transport, or another wsync version)",
-                           what, get32(in), get16(in + 4), VERBS_MAGIC, VERBS_VERSION);
+                           what, wsync_get32(in), wsync_get16(in + 4), VERBS_MAGIC, VERBS_VERSION);
     return WSYNC_OK;
 }
 
@@ -102,14 +70,14 @@ void verbs_addr_encode(const verbs_addr_t *a, unsigned char *out)
 {
     memset(out, 0, VERBS_ADDR_LEN);
     put_head(out);
-    put64(out + 8, a->nonce);
+    wsync_put64(out + 8, a->nonce);
     memcpy(out + 16, a->hostport, strnlen(a->hostport, VERBS_HOSTPORT_MAX - 1));
 }
 
 wsync_status_t verbs_addr_decode(const unsigned char *in, size_t len, verbs_addr_t *a)
 {
     WSYNC_CHECK(check_head(in, len, VERBS_ADDR_LEN, "receiver address"));
-    a->nonce = get64(in + 8);
+    a->nonce = wsync_get64(in + 8);
     memcpy(a->hostport, in + 16, VERBS_HOSTPORT_MAX);
     a->hostport[VERBS_HOSTPORT_MAX - 1] = '\0';
     if (a->hostport[0] == '\0' || strchr(a->hostport, ':') == NULL)
@@ -122,12 +90,12 @@ void verbs_key_encode(const verbs_key_t *k, unsigned char *out)
     uint32_t i;
     memset(out, 0, VERBS_KEY_LEN);
     put_head(out);
-    put16(out + 6, (uint16_t)k->ndev);
-    put64(out + 8, k->nonce);
-    put64(out + 16, k->addr);
-    put64(out + 24, k->len);
+    wsync_put16(out + 6, (uint16_t)k->ndev);
+    wsync_put64(out + 8, k->nonce);
+    wsync_put64(out + 16, k->addr);
+    wsync_put64(out + 24, k->len);
     for (i = 0; i < k->ndev && i < VERBS_MAX_DEVS; i++)
-        put32(out + 32 + 4 * i, k->rkey[i]);
+        wsync_put32(out + 32 + 4 * i, k->rkey[i]);
 }
 
 wsync_status_t verbs_key_decode(const unsigned char *in, size_t len, verbs_key_t *k)
@@ -135,17 +103,17 @@ wsync_status_t verbs_key_decode(const unsigned char *in, size_t len, verbs_key_t
     uint32_t i;
     WSYNC_CHECK(check_head(in, len, VERBS_KEY_LEN, "region key"));
     memset(k, 0, sizeof(*k));
-    k->ndev = get16(in + 6);
-    k->nonce = get64(in + 8);
-    k->addr = get64(in + 16);
-    k->len = get64(in + 24);
+    k->ndev = wsync_get16(in + 6);
+    k->nonce = wsync_get64(in + 8);
+    k->addr = wsync_get64(in + 16);
+    k->len = wsync_get64(in + 24);
     if (k->ndev == 0 || k->ndev > VERBS_MAX_DEVS)
         return wsync_error(WSYNC_ERR_FORMAT, "verbs: region key names %u devices (1..%d allowed)", k->ndev,
                            VERBS_MAX_DEVS);
     if (k->addr + k->len < k->addr)
         return wsync_error(WSYNC_ERR_FORMAT, "verbs: region key's address range wraps around");
     for (i = 0; i < k->ndev; i++)
-        k->rkey[i] = get32(in + 32 + 4 * i);
+        k->rkey[i] = wsync_get32(in + 32 + 4 * i);
     return WSYNC_OK;
 }
 
@@ -160,16 +128,16 @@ size_t verbs_hello_encode(const verbs_hello_t *h, unsigned char *out)
     size_t len = verbs_hello_len(h->nqp);
     memset(out, 0, len);
     put_head(out);
-    put32(out + 8, (uint32_t)h->sender);
-    put32(out + 12, h->nqp);
-    put64(out + 16, h->nonce);
+    wsync_put32(out + 8, (uint32_t)h->sender);
+    wsync_put32(out + 12, h->nqp);
+    wsync_put64(out + 16, h->nonce);
     for (i = 0; i < h->nqp; i++) {
         unsigned char *p = out + VERBS_HELLO_HDR + (size_t)VERBS_ATTR_LEN * i;
         const verbs_qp_attr_t *q = &h->qp[i];
         memcpy(p, q->gid, 16);
-        put32(p + 16, q->qpn);
-        put32(p + 20, q->psn);
-        put16(p + 24, q->lid);
+        wsync_put32(p + 16, q->qpn);
+        wsync_put32(p + 20, q->psn);
+        wsync_put16(p + 24, q->lid);
         p[26] = q->mtu;
         p[27] = q->port;
     }
@@ -178,8 +146,8 @@ size_t verbs_hello_encode(const verbs_hello_t *h, unsigned char *out)
 
 size_t verbs_hello_peek_len(const unsigned char *hdr)
 {
-    uint32_t n = get32(hdr + 12);
-    if (get32(hdr) != VERBS_MAGIC || get16(hdr + 4) != VERBS_VERSION || n == 0 || n > VERBS_MAX_DEVS)
+    uint32_t n = wsync_get32(hdr + 12);
+    if (wsync_get32(hdr) != VERBS_MAGIC || wsync_get16(hdr + 4) != VERBS_VERSION || n == 0 || n > VERBS_MAX_DEVS)
         return 0;
     return verbs_hello_len(n);
 }
@@ -190,20 +158,20 @@ wsync_status_t verbs_hello_decode(const unsigned char *in, size_t len, verbs_hel
     if (len < VERBS_HELLO_HDR)
         return wsync_error(WSYNC_ERR_FORMAT, "verbs: handshake of %zu bytes is shorter than its header", len);
     memset(h, 0, sizeof(*h));
-    h->nqp = get32(in + 12);
+    h->nqp = wsync_get32(in + 12);
     if (h->nqp == 0 || h->nqp > VERBS_MAX_DEVS)
         return wsync_error(WSYNC_ERR_FORMAT, "verbs: handshake names %u queue pairs (1..%d allowed)", h->nqp,
                            VERBS_MAX_DEVS);
     WSYNC_CHECK(check_head(in, len, verbs_hello_len(h->nqp), "handshake"));
-    h->sender = (int32_t)get32(in + 8);
-    h->nonce = get64(in + 16);
+    h->sender = (int32_t)wsync_get32(in + 8);
+    h->nonce = wsync_get64(in + 16);
     for (i = 0; i < h->nqp; i++) {
         const unsigned char *p = in + VERBS_HELLO_HDR + (size_t)VERBS_ATTR_LEN * i;
         verbs_qp_attr_t *q = &h->qp[i];
         memcpy(q->gid, p, 16);
-        q->qpn = get32(p + 16);
-        q->psn = get32(p + 20);
-        q->lid = get16(p + 24);
+        q->qpn = wsync_get32(p + 16);
+        q->psn = wsync_get32(p + 20);
+        q->lid = wsync_get16(p + 24);
         q->mtu = p[26];
         q->port = p[27];
         if (q->qpn == 0 || q->qpn > 0xffffff || q->psn > 0xffffff || q->mtu < 1 || q->mtu > 5 || q->port == 0)

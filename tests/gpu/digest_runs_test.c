@@ -17,8 +17,10 @@
 
 static int ngpu;
 static unsigned char *src, *buf;
+#if WSYNC_HAVE_CUDA
 static wsync_run2d_t runs[DR_MAX_RUNS];
 static wsync_digest_seg_t segs[64];
+#endif
 
 static void without_gpu_digest_runs_say_why(void)
 {
