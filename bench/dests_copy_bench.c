@@ -41,7 +41,9 @@ int main(int argc, char **argv)
         recv_dest_t d = {.off = 0, .size = n, .ptr = caller, .name = "t"};
         recv_dests_t ds = {.in_place = 1, .n = 1, .d = &d};
         for (k = 0; k < NPIECES; k++) {
-            pc[k] = (wsync_digest_range_t){.ptr = img + k * (n / NPIECES), .len = n / NPIECES, .off = k * (n / NPIECES)};
+            pc[k] = (wsync_digest_range_t){.ptr = img + k * (n / NPIECES),
+                                           .len = n / NPIECES,
+                                           .off = k * (n / NPIECES)};
             in_caller[k] = pc[k];
             in_caller[k].ptr = caller + k * (n / NPIECES);
         }

@@ -444,7 +444,8 @@ static int run_config(bench_cfg_t *c)
     m_pull = median(pull, MEASURED);
     m_pub = median(pub, MEASURED);
     v = c->size;
-    printf("%s: image %llu bytes, chunk %llu MiB, 1 trainer rank%s -> 1 engine node x %d local rank%s, %s mode%s\n",
+    printf("%s: image %llu bytes, chunk %llu MiB, 1 trainer rank%s -> 1 engine node x %d local rank%s, %s "
+           "mode%s\n",
            c->name, (unsigned long long)v, (unsigned long long)(c->chunk >> 20), c->zero_copy ? " (zero-copy)" : "",
            c->L, c->L > 1 ? "s" : "", c->mode == WSYNC_MODE_IN_PLACE ? "in-place" : "staged",
            c->dests ? ", into the engine's own tensors (dests)" : "");
@@ -477,9 +478,9 @@ static int run_config(bench_cfg_t *c)
         snprintf(who, sizeof(who), "engine rank %d", p);
         if (c->L == 1)
             print_mem(who, &S->engine[p], bound,
-                      c->dests ? (c->mode == WSYNC_MODE_IN_PLACE ? "image+tensors+2 chunks"
-                                                                 : "2 images+tensors+2 chunks")
-                               : (c->mode == WSYNC_MODE_IN_PLACE ? "image+2 chunks" : "2 images+2 chunks"));
+                      c->dests
+                          ? (c->mode == WSYNC_MODE_IN_PLACE ? "image+tensors+2 chunks" : "2 images+tensors+2 chunks")
+                          : (c->mode == WSYNC_MODE_IN_PLACE ? "image+2 chunks" : "2 images+2 chunks"));
         else
             print_mem(who, &S->engine[p], 0, NULL);
     }

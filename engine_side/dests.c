@@ -35,13 +35,19 @@ static wsync_status_t call_check(const wsync_receiver_config_t *cfg, const wsync
     for (i = 0; i < n; i++) {
         if (t) {
             const wsync_dest_t *d = &t->dests[i];
-            info[i] = (wsync_tensor_info_t){.name = d->name, .dtype = wsync_dtype_name(d->dtype), .ndim = d->ndim,
-                                            .offset = d->offset, .size = d->size};
+            info[i] = (wsync_tensor_info_t){.name = d->name,
+                                            .dtype = wsync_dtype_name(d->dtype),
+                                            .ndim = d->ndim,
+                                            .offset = d->offset,
+                                            .size = d->size};
             memcpy(info[i].shape, d->shape, sizeof(info[i].shape));
         } else {
             const wsync_tensor_t *x = &m->tensors[i];
-            info[i] = (wsync_tensor_info_t){.name = x->name, .dtype = wsync_dtype_name(x->dtype), .ndim = x->ndim,
-                                            .offset = x->offset, .size = x->size};
+            info[i] = (wsync_tensor_info_t){.name = x->name,
+                                            .dtype = wsync_dtype_name(x->dtype),
+                                            .ndim = x->ndim,
+                                            .offset = x->offset,
+                                            .size = x->size};
             memcpy(info[i].shape, x->shape, sizeof(info[i].shape));
         }
     }
@@ -96,8 +102,8 @@ static wsync_status_t find_gaps(recv_dests_t *ds, const wsync_node_plan_t *seg)
     return WSYNC_OK;
 }
 
-wsync_status_t recv_dests_build(const wsync_receiver_config_t *cfg, const wsync_manifest_t *m, const wsync_target_t *t,
-                                const wsync_node_plan_t *seg, recv_dests_t **out)
+wsync_status_t recv_dests_build(const wsync_receiver_config_t *cfg, const wsync_manifest_t *m,
+                                const wsync_target_t *t, const wsync_node_plan_t *seg, recv_dests_t **out)
 {
     recv_dests_t *ds;
     wsync_status_t st = WSYNC_OK;
@@ -120,7 +126,8 @@ wsync_status_t recv_dests_build(const wsync_receiver_config_t *cfg, const wsync_
         long k = d->name == NULL ? -1 : t ? wsync_target_find(t, d->name) : wsync_manifest_find(m, d->name);
         uint64_t off, size;
         if (k < 0) {
-            st = t ? wsync_error(WSYNC_ERR_INVALID, "receiver: destination '%s' is not a tensor of this rank's target",
+            st = t ? wsync_error(WSYNC_ERR_INVALID,
+                                 "receiver: destination '%s' is not a tensor of this rank's target",
                                  d->name ? d->name : "(null)")
                    : wsync_error(WSYNC_ERR_INVALID,
                                  "receiver: destination '%s' is not a tensor of the published manifest (which has "
@@ -249,8 +256,8 @@ wsync_status_t recv_parts_split(recv_parts_t *p, const recv_dests_t *ds, const c
         if (ce <= cs)
             continue;
         WSYNC_CHECK(parts_add(p, image + pos, cs - pos, recv_digest_key_at(key, (pos - off) / 8), of, -1));
-        WSYNC_CHECK(parts_add(p, d->ptr + (cs - d->off), ce - cs, recv_digest_key_at(key, (cs - off) / 8), of,
-                              (long)i));
+        WSYNC_CHECK(
+            parts_add(p, d->ptr + (cs - d->off), ce - cs, recv_digest_key_at(key, (cs - off) / 8), of, (long)i));
         pos = ce;
     }
     return parts_add(p, image + pos, end - pos, recv_digest_key_at(key, (pos - off) / 8), of, -1);
@@ -310,8 +317,8 @@ out:
 
 /* ---- copies ---- */
 
-wsync_status_t recv_dests_write(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const char *image, uint64_t off,
-                                uint64_t len)
+wsync_status_t recv_dests_write(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const char *image,
+                                uint64_t off, uint64_t len)
 {
     const uint64_t end = off + len;
     size_t i;

@@ -28,7 +28,7 @@ typedef struct recv_span {
 } recv_span_t;
 
 typedef struct recv_dests {
-    int in_place;   /* the receiver's mode: write-through during the pull */
+    int in_place; /* the receiver's mode: write-through during the pull */
     size_t n;
     recv_dest_t *d; /* by image offset; disjoint */
     size_t ngaps;
@@ -41,8 +41,8 @@ typedef struct recv_dests {
  * config's check_dests callback (when set) sees the tensors; then every
  * destination must name one of them, once, with its byte count. *out NULL
  * when there are no destinations. Nothing is written. */
-wsync_status_t recv_dests_build(const wsync_receiver_config_t *cfg, const wsync_manifest_t *m, const wsync_target_t *t,
-                                const wsync_node_plan_t *seg, recv_dests_t **out);
+wsync_status_t recv_dests_build(const wsync_receiver_config_t *cfg, const wsync_manifest_t *m,
+                                const wsync_target_t *t, const wsync_node_plan_t *seg, recv_dests_t **out);
 void recv_dests_free(recv_dests_t *ds);
 
 /* Digest ranges cut between the caller's memory and the image. */
@@ -75,8 +75,8 @@ wsync_status_t recv_dests_digest_many(const wsync_mem_ops_t *mem, const recv_des
 
 /* In place: copy the destination bytes of image range [off, off+len) from
  * `image` into the caller's tensors (blocking); nothing without ds or staged. */
-wsync_status_t recv_dests_write(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const char *image, uint64_t off,
-                                uint64_t len);
+wsync_status_t recv_dests_write(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const char *image,
+                                uint64_t off, uint64_t len);
 /* In place: the bytes target chunk c brought to local rank `me` (its puts
  * when it landed here, the copies into `me`), written through. The one call
  * fetch_targets.c makes when a chunk is complete on this rank. */

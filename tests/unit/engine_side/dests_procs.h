@@ -224,8 +224,8 @@ static int dests_procs_run(const char *device, wsync_mode_t mode, int L, const c
         for (p = 0; p < L; p++) {
             char c = DP_SETUP;
             if (read(res[p][0], &c, 1) != 1 || c != (steps[s].corrupt ? DP_PULL_FAILED : DP_OK)) {
-                fprintf(stderr, "  version %llu, rank %d: result %d, expected %d\n", (unsigned long long)steps[s].v,
-                        p, c, steps[s].corrupt ? DP_PULL_FAILED : DP_OK);
+                fprintf(stderr, "  version %llu, rank %d: result %d, expected %d\n",
+                        (unsigned long long)steps[s].v, p, c, steps[s].corrupt ? DP_PULL_FAILED : DP_OK);
                 failures++;
             }
         }
