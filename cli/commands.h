@@ -17,20 +17,17 @@ int cmd_demo(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 
 /* The options of the commands a config file can configure (its "serve",
- * "trainer" and "engine" objects are checked against them). */
+ * "trainer", "engine" and "demo" objects are checked against them). */
 extern const struct option cli_serve_options[];
 extern const struct option cli_trainer_options[];
 extern const struct option cli_engine_options[];
+extern const struct option cli_demo_options[];
 
 /* Takes "--config FILE" and "--set SETTING=VALUE" out of the command line,
  * loads the file's settings and the --set values, checks every setting, and
  * puts the file's `cmd` options before the remaining arguments (so flags
  * win). 0, or 2 with the reason printed. */
 int cli_config_apply(const char *cmd, int *argc, char ***argv);
-
-/* --tp / --rank values: a whole number from lo to 4096, else a message on
- * stderr naming `cmd` and `opt`, and -1. */
-int cli_parse_tp(const char *cmd, const char *opt, const char *s, int lo, int *out);
 
 /* Print "wsync <cmd>: <what failed>: <last error>" to stderr. */
 void cli_report(const char *cmd, const char *what, int status);

@@ -2,10 +2,10 @@
  * `wsync config`, which prints every setting with its value and source.
  *
  * A file's "settings" object feeds the settings table (common/settings.h);
- * its "serve", "trainer" and "engine" objects hold those commands' options,
- * key = option name with '_' for '-'. A command's options from the file are
- * placed before the command line's, so a flag given on the command line
- * overrides the file (getopt keeps the last value). */
+ * its "serve", "trainer", "engine" and "demo" objects hold those commands'
+ * options, key = option name with '_' for '-'. A command's options from the
+ * file are placed before the command line's, so a flag given on the command
+ * line overrides the file (getopt keeps the last value). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +26,7 @@ static const section_t sections[] = {
     {"serve", cli_serve_options},
     {"trainer", cli_trainer_options},
     {"engine", cli_engine_options},
+    {"demo", cli_demo_options},
 };
 
 static const struct option *find_option(const struct option *opts, const char *key)
@@ -175,10 +176,10 @@ static int load_file(const char *file, json_t **root_out)
                 known = 1;
             }
         if (!known) {
-            fprintf(stderr,
-                    "wsync: config file %s: unknown key \"%s\" (expected about, settings, serve, trainer, "
-                    "engine)\n",
-                    file, key);
+            char expected[128] = "about, settings";
+            for (i = 0; i < sizeof(sections) / sizeof(sections[0]); i++)
+                snprintf(expected + strlen(expected), sizeof(expected) - strlen(expected), ", %s", sections[i].name);
+            fprintf(stderr, "wsync: config file %s: unknown key \"%s\" (expected %s)\n", file, key, expected);
             json_decref(root);
             return 2;
         }
@@ -364,8 +365,8 @@ int cmd_config(int argc, char **argv)
         case 'h':
             printf("usage: wsync config [--config FILE] [--set SETTING=VALUE]... [--markdown]\n"
                    "Prints every setting with the value in effect and where it came from (default, config\n"
-                   "file, env, flag); with --config FILE also checks that file's serve, trainer and engine\n"
-                   "options. --markdown prints the tables of docs/CONFIG.md instead.\n");
+                   "file, env, flag); with --config FILE also checks that file's serve, trainer, engine and\n"
+                   "demo options. --markdown prints the tables of docs/CONFIG.md instead.\n");
             return 0;
         default: return 2;
         }

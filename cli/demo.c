@@ -3,6 +3,7 @@
  * L processes each, publishes N versions (each once every engine holds the
  * previous one), and succeeds only when every engine verified every version. */
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "common/mem/mem.h"
 #include "common/settings.h"
@@ -17,6 +19,10 @@
 #include "trainer_side/control/control_server.h"
 
 #define DEMO_MAX_PROCS 512
+/* A synthetic model: the smallest one wsync_manifest_synthetic builds, and
+ * far more than one machine holds several copies of. */
+#define DEMO_MIN_MODEL (1ULL << 20)
+#define DEMO_MAX_MODEL (1ULL << 40)
 
 typedef struct proc {
     pid_t pid;
@@ -41,13 +47,16 @@ static void usage(FILE *f)
             "                  [--synthetic SIZE | --safetensors F1,F2,...] [--versions N] [--dump DIR]\n"
             "                  [--mode staged|in-place] [--transport auto|tcp|nccl|verbs|local] [--chunk SIZE]\n"
             "                  [--layout even|fsdp] [--timeout-s S] [--device host|cuda] [--host-id PREFIX]\n"
-            "                  [--tp T [--rules FILE]]\n"
+            "                  [--tp T [--rules FILE]] [--config FILE] [--set SETTING=VALUE]...\n"
             "Defaults: 2 trainers, 2 engine nodes x 2 local ranks, a 1 GiB synthetic LLM, 3 versions.\n"
             "  --device cuda      trainer rank i on GPU i %% G, engine local rank j on GPU j %% G (G GPUs here)\n"
             "  --host-id PREFIX   trainers claim host PREFIX-trainers and engine node k host PREFIX-e<k>,\n"
             "                     as if each ran on its own machine\n"
             "  --tp T             each node's L local ranks form L/T tensor-parallel groups of T (engine\n"
-            "                     layouts, docs/ENGINE_LAYOUTS.md); L must be a multiple of T\n");
+            "                     layouts, docs/ENGINE_LAYOUTS.md); L must be a multiple of T\n"
+            "  --config FILE      read settings and these options from FILE's \"demo\" object (docs/CONFIG.md;\n"
+            "                     flags given here override the file); its settings and --set's reach the\n"
+            "                     trainers and engines too\n");
 }
 
 static const char *plural(long n)
@@ -66,62 +75,98 @@ static pid_t spawn(char *const argv[])
     return pid;
 }
 
+const struct option cli_demo_options[] = {{"trainers", 1, 0, 'W'},    {"engines", 1, 0, 'M'},
+                                          {"local-ranks", 1, 0, 'L'}, {"synthetic", 1, 0, 's'},
+                                          {"safetensors", 1, 0, 'f'}, {"versions", 1, 0, 'n'},
+                                          {"dump", 1, 0, 'D'},        {"mode", 1, 0, 'm'},
+                                          {"transport", 1, 0, 't'},   {"chunk", 1, 0, 'k'},
+                                          {"layout", 1, 0, 'y'},      {"timeout-s", 1, 0, 'T'},
+                                          {"device", 1, 0, 'd'},      {"host-id", 1, 0, 'H'},
+                                          {"tp", 1, 0, 'P'},          {"rules", 1, 0, 'R'},
+                                          {"help", 0, 0, 'h'},        {0, 0, 0, 0}};
+
+/* The trainers and engines are processes of their own: the settings a file
+ * or --set gave this one reach them through their environment variables
+ * (below a flag, above a file, so they resolve to the same values). */
+static void export_settings(void)
+{
+    int i;
+    for (i = 0; i < WSYNC_SET_COUNT; i++) {
+        wsync_setting_source_t src = wsync_setting_source((wsync_setting_id_t)i);
+        if (src == WSYNC_SRC_FILE || src == WSYNC_SRC_FLAG)
+            setenv(wsync_setting_def((wsync_setting_id_t)i)->env, wsync_setting_text((wsync_setting_id_t)i), 1);
+    }
+}
+
 int cmd_demo(int argc, char **argv)
 {
-    static const struct option opts[] = {{"trainers", 1, 0, 'W'},    {"engines", 1, 0, 'M'},
-                                         {"local-ranks", 1, 0, 'L'}, {"synthetic", 1, 0, 's'},
-                                         {"safetensors", 1, 0, 'f'}, {"versions", 1, 0, 'n'},
-                                         {"dump", 1, 0, 'D'},        {"mode", 1, 0, 'm'},
-                                         {"transport", 1, 0, 't'},   {"chunk", 1, 0, 'k'},
-                                         {"layout", 1, 0, 'y'},      {"timeout-s", 1, 0, 'T'},
-                                         {"device", 1, 0, 'd'},      {"host-id", 1, 0, 'H'},
-                                         {"tp", 1, 0, 'P'},          {"rules", 1, 0, 'R'},
-                                         {"help", 0, 0, 'h'},        {0, 0, 0, 0}};
+    const struct option *opts = cli_demo_options;
     const char *device = "host", *host_id = NULL, *tp = NULL, *rules = NULL;
     int ngpus = 0;
     const char *synthetic = NULL, *files = NULL, *dumpdir = NULL, *mode = "staged", *transport = "tcp",
                *chunk = "64M", *layout = "even";
-    long W = 2, M = 2, L = 2, N = 3, timeout_s = 600;
+    long W = 2, M = 2, L = 2, N = 3, T = 0, timeout_s = 600;
+    uint64_t checked = 0; /* sizes are checked here; the processes get the text */
     wsync_control_server_t *server = NULL;
     wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
     proc_t *procs = NULL;
-    int nprocs = 0, i, o, failed = 0, engines_left;
+    int nprocs = 0, i, o, bad = 0, failed = 0, engines_left;
     uint64_t t0, deadline;
     char url[256], wbuf[24], nbuf[24], mbuf[24], lbuf[24], rbuf[24], ebuf[48], dbuf[32], hbuf[160];
 
+    if ((o = cli_config_apply("demo", &argc, &argv)) != 0)
+        return o;
     optind = 1;
-    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while (bad == 0 && (o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
-        case 'W': W = atol(optarg); break;
-        case 'M': M = atol(optarg); break;
-        case 'L': L = atol(optarg); break;
-        case 's': synthetic = optarg; break;
-        case 'f': files = optarg; break;
-        case 'n': N = atol(optarg); break;
+        case 'W': bad = cli_parse_long("demo", "--trainers", optarg, 1, DEMO_MAX_PROCS, &W); break;
+        case 'M': bad = cli_parse_long("demo", "--engines", optarg, 1, DEMO_MAX_PROCS, &M); break;
+        case 'L': bad = cli_parse_long("demo", "--local-ranks", optarg, 1, DEMO_MAX_PROCS, &L); break;
+        /* The later of --synthetic / --safetensors wins (a flag over a file's). */
+        case 's':
+            synthetic = optarg;
+            files = NULL;
+            bad = cli_parse_size("demo", "--synthetic", optarg, DEMO_MIN_MODEL, DEMO_MAX_MODEL, &checked);
+            break;
+        case 'f':
+            files = optarg;
+            synthetic = NULL;
+            break;
+        case 'n': bad = cli_parse_long("demo", "--versions", optarg, 1, INT_MAX, &N); break;
         case 'D': dumpdir = optarg; break;
         case 'm': mode = optarg; break;
         case 't': transport = optarg; break;
-        case 'k': chunk = optarg; break;
+        case 'k':
+            chunk = optarg;
+            bad = cli_parse_size("demo", "--chunk", optarg, CLI_MIN_CHUNK, CLI_MAX_CHUNK, &checked);
+            break;
         case 'y': layout = optarg; break;
-        case 'T': timeout_s = atol(optarg); break;
+        case 'T': bad = cli_parse_long("demo", "--timeout-s", optarg, 1, INT_MAX, &timeout_s); break;
         case 'd': device = optarg; break;
         case 'H': host_id = optarg; break;
-        case 'P': tp = optarg; break;
+        case 'P':
+            tp = optarg;
+            bad = cli_parse_long("demo", "--tp", optarg, 1, DEMO_MAX_PROCS, &T);
+            break;
         case 'R': rules = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    if (W < 1 || M < 1 || L < 1 || N < 1 || W + M * L > DEMO_MAX_PROCS || (synthetic && files)) {
-        fprintf(stderr,
-                "wsync demo: need --trainers, --engines, --local-ranks, --versions >= 1 (at most %d "
-                "processes) and at most one of --synthetic / --safetensors\n",
-                DEMO_MAX_PROCS);
+    if (bad)
+        return bad;
+    if (optind != argc) {
+        fprintf(stderr, "wsync demo: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (W + M * L > DEMO_MAX_PROCS) {
+        fprintf(stderr, "wsync demo: --trainers %ld + --engines %ld x --local-ranks %ld is more than %d processes\n",
+                W, M, L, DEMO_MAX_PROCS);
         return 2;
     }
     if (synthetic == NULL && files == NULL)
         synthetic = "1G";
-    if ((tp && (atol(tp) < 1 || L % atol(tp) != 0)) || (rules && tp == NULL)) {
+    if ((tp && L % T != 0) || (rules && tp == NULL)) {
         fprintf(stderr,
                 "wsync demo: --tp T needs T >= 1 dividing --local-ranks (%ld), and --rules goes with --tp\n", L);
         return 2;
@@ -149,6 +194,7 @@ int cmd_demo(int argc, char **argv)
         snprintf(hid, sizeof(hid), "%s.demo%d", hn, (int)getpid());
         setenv("WSYNC_HOST_ID", hid, 1);
     }
+    export_settings();
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     signal(SIGPIPE, SIG_IGN);
@@ -163,7 +209,7 @@ int cmd_demo(int argc, char **argv)
            W, plural(W), M, plural(M), L, plural(L), synthetic ? synthetic : files, N, plural(N), mode, transport,
            device);
     if (tp)
-        printf(", %ld TP group%s of %s per node", L / atol(tp), plural(L / atol(tp)), tp);
+        printf(", %ld TP group%s of %ld per node", L / T, plural(L / T), T);
     if (ngpus > 0)
         printf(" (%d GPUs, ranks round-robin)", ngpus);
     printf("\n");

@@ -3,6 +3,7 @@
  * safetensors file with the original names, dtypes and shapes. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "common/checks.h"
 #include "common/manifest.h"
@@ -20,6 +22,10 @@
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
 #include "engine_side/wsync_receiver.h"
+
+/* The bound the TP options of every command share; the receiver refuses a
+ * node of more local ranks than its board holds, saying how many. */
+#define ENGINE_MAX_LOCAL 4096
 
 static volatile sig_atomic_t stop_flag;
 
@@ -198,8 +204,14 @@ int cmd_engine(int argc, char **argv)
         switch (o) {
         case 'c': rc_cfg.control_url = optarg; break;
         case 'e': rc_cfg.engine_id = optarg; break;
-        case 'r': rc_cfg.local_rank = atoi(optarg); break;
-        case 'w': rc_cfg.local_world = atoi(optarg); break;
+        case 'r':
+            if (cli_parse_int("engine", "--local-rank", optarg, 0, ENGINE_MAX_LOCAL - 1, &rc_cfg.local_rank))
+                return 2;
+            break;
+        case 'w':
+            if (cli_parse_int("engine", "--local-world", optarg, 1, ENGINE_MAX_LOCAL, &rc_cfg.local_world))
+                return 2;
+            break;
         case 'm':
             if (strcmp(optarg, "staged") == 0)
                 rc_cfg.mode = WSYNC_MODE_STAGED;
@@ -214,16 +226,26 @@ int cmd_engine(int argc, char **argv)
         /* The later of --follow / --versions wins (a flag over a file's). */
         case 'F': follow = 1; break;
         case 'n':
-            versions = atol(optarg);
+            if (cli_parse_long("engine", "--versions", optarg, 1, INT_MAX, &versions))
+                return 2;
             follow = 0;
             break;
         case 'd': rc_cfg.device = optarg; break;
         case 't': rc_cfg.transport = optarg; break;
         case 'b': rc_cfg.bind_host = optarg; break;
-        case 'T': timeout_ms = atol(optarg); break;
+        case 'T':
+            if (cli_parse_long("engine", "--timeout-ms", optarg, 1, INT_MAX, &timeout_ms))
+                return 2;
+            break;
         case 'H': rc_cfg.host_id = optarg; break;
-        case 'x': max_failures = atoi(optarg) > 0 ? atoi(optarg) : 1; break;
-        case 'P': rc_cfg.tp_size = atoi(optarg); break;
+        case 'x':
+            if (cli_parse_int("engine", "--max-failures", optarg, 1, INT_MAX, &max_failures))
+                return 2;
+            break;
+        case 'P':
+            if (cli_parse_int("engine", "--tp", optarg, 1, ENGINE_MAX_LOCAL, &rc_cfg.tp_size))
+                return 2;
+            break;
         case 'R': rules_path = optarg; break;
         case 'G': target_path = optarg; break;
         case 'K':

@@ -2,7 +2,6 @@
  * each trainer rank sends, what each engine local rank lands from the network
  * and what it copies out of its peers' windows. Pure arithmetic; no I/O
  * besides reading the safetensors header. */
-#include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
@@ -10,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/plan_nodes.h"
 #include "common/plan.h"
@@ -47,20 +47,6 @@ typedef struct local_stat {
     uint64_t copied_out;
 } local_stat_t;
 
-static int parse_count(const char *s, const char *opt, int max, int *out)
-{
-    char *end = NULL;
-    long v;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < 1 || v > max) {
-        fprintf(stderr, "wsync plan: %s: expected a whole number from 1 to %d, got '%s'\n", opt, max, s);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
 /* Returns 0 when the options are good, 2 (usage error) or -1 (--help given). */
 static int parse_opts(int argc, char **argv, plan_opts_t *o)
 {
@@ -84,22 +70,20 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
         switch (c) {
         case 's': o->synthetic = optarg; break;
         case 'w':
-            if (parse_count(optarg, "--trainers", PLAN_MAX_TRAINERS, &o->trainers))
+            if (cli_parse_int("plan", "--trainers", optarg, 1, PLAN_MAX_TRAINERS, &o->trainers))
                 return 2;
             break;
         case 'm':
-            if (parse_count(optarg, "--engines", PLAN_MAX_ENGINES, &o->engines))
+            if (cli_parse_int("plan", "--engines", optarg, 1, PLAN_MAX_ENGINES, &o->engines))
                 return 2;
             break;
         case 'l':
-            if (parse_count(optarg, "--local-ranks", PLAN_MAX_LOCAL, &o->local_ranks))
+            if (cli_parse_int("plan", "--local-ranks", optarg, 1, PLAN_MAX_LOCAL, &o->local_ranks))
                 return 2;
             break;
         case 'c':
-            if (wsync_parse_size(optarg, "--chunk", &o->chunk) != WSYNC_OK) {
-                fprintf(stderr, "wsync plan: %s\n", wsync_last_error());
+            if (cli_parse_size("plan", "--chunk", optarg, CLI_MIN_CHUNK, CLI_MAX_CHUNK, &o->chunk))
                 return 2;
-            }
             break;
         case 'y':
             if (strcmp(optarg, "even") == 0) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "common/checks.h"
 #include "common/rules.h"
@@ -56,7 +57,7 @@ static int parse_spec(const char *spec, int M, int L, int *tp_of)
             item[n] = '\0';
             if (strcmp(item, "image") == 0) {
                 last = 0;
-            } else if (cli_parse_tp("plan", "--tp", item, 0, &last)) {
+            } else if (cli_parse_int("plan", "--tp", item, 0, 4096, &last)) {
                 return -1;
             }
             if (last > 0 && L % last != 0) {

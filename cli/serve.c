@@ -1,14 +1,20 @@
 /* serve.c: `wsync serve`: the control endpoint, standalone. */
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "common/log.h"
 #include "trainer_side/control/control_server.h"
+
+/* Each connection holds a descriptor: past Linux's default fs.nr_open no
+ * process gets that many. */
+#define SERVE_MAX_CONNECTIONS (1 << 20)
 
 static volatile sig_atomic_t stop_flag;
 
@@ -52,9 +58,19 @@ int cmd_serve(int argc, char **argv)
         case 'l': cfg.listen = optarg; break;
         case 's': cfg.state_file = optarg; break;
         case 't': cfg.token_file = optarg; break;
-        case 'm': cfg.max_connections = atoi(optarg); break;
-        case 'E': cfg.max_engines = atoi(optarg); break;
-        case 'C': cfg.max_client_connections = atoi(optarg); break;
+        /* 0 in each: the default (16384, 100000, no limit). */
+        case 'm':
+            if (cli_parse_int("serve", "--max-connections", optarg, 0, SERVE_MAX_CONNECTIONS, &cfg.max_connections))
+                return 2;
+            break;
+        case 'E':
+            if (cli_parse_int("serve", "--max-engines", optarg, 0, INT_MAX, &cfg.max_engines))
+                return 2;
+            break;
+        case 'C':
+            if (cli_parse_int("serve", "--max-client-connections", optarg, 0, INT_MAX, &cfg.max_client_connections))
+                return 2;
+            break;
         case 'P': cfg.private_status = 1; break;
         case 'h':
             printf("usage: wsync serve [--listen HOST:PORT] [--state FILE] [--token-file FILE] "

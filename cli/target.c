@@ -2,13 +2,12 @@
  * destination tensors (name, dtype, shape, offset in the rank's memory,
  * bytes) by the rules, or the target JSON (docs/TARGETS.md). Pure; reads only
  * the safetensors header. */
-#include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/model.h"
 #include "common/rules.h"
@@ -16,20 +15,6 @@
 
 #define TARGET_USAGE \
     "usage: wsync target (FILE.safetensors | --synthetic SIZE) [--tp T] [--rank K] [--rules FILE] [--json]\n"
-
-int cli_parse_tp(const char *cmd, const char *opt, const char *s, int lo, int *out)
-{
-    char *end = NULL;
-    long v;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > 4096) {
-        fprintf(stderr, "wsync %s: %s: expected a whole number from %d to 4096, got '%s'\n", cmd, opt, lo, s);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
 
 static void print_target(const wsync_target_t *t, int tp, int rank)
 {
@@ -71,11 +56,11 @@ int cmd_target(int argc, char **argv)
         switch (c) {
         case 's': synthetic = optarg; break;
         case 't':
-            if (cli_parse_tp("target", "--tp", optarg, 1, &tp))
+            if (cli_parse_int("target", "--tp", optarg, 1, 4096, &tp))
                 return 2;
             break;
         case 'k':
-            if (cli_parse_tp("target", "--rank", optarg, 0, &rank))
+            if (cli_parse_int("target", "--rank", optarg, 0, 4095, &rank))
                 return 2;
             break;
         case 'r': rules_path = optarg; break;

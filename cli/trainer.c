@@ -2,12 +2,14 @@
  * of a model's image and publishes versions of it (synthetic content that
  * differs per version, or safetensors files in turn). */
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/model.h"
 #include "common/control_client.h"
@@ -16,6 +18,11 @@
 #include "common/net/auth.h"
 #include "common/util.h"
 #include "trainer_side/wsync_publisher.h"
+
+/* The control endpoint takes worlds up to 4096 ranks; the interval is slept
+ * in one usleep, whose microseconds are 32 bits. */
+#define TRAINER_MAX_WORLD 4096
+#define TRAINER_MAX_INTERVAL_MS 3600000
 
 static volatile sig_atomic_t stop_flag;
 
@@ -143,13 +150,35 @@ int cmd_trainer(int argc, char **argv)
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
         case 'c': control = optarg; break;
-        case 'r': pc.rank = atoi(optarg); break;
-        case 'w': pc.world = atoi(optarg); break;
-        case 's': synthetic = optarg; break;
-        case 'f': files = optarg; break;
-        case 'n': versions = atol(optarg); break;
-        case 'i': interval = atol(optarg); break;
-        case 'e': engines = atol(optarg); break;
+        case 'r':
+            if (cli_parse_int("trainer", "--rank", optarg, 0, TRAINER_MAX_WORLD - 1, &pc.rank))
+                return 2;
+            break;
+        case 'w':
+            if (cli_parse_int("trainer", "--world", optarg, 1, TRAINER_MAX_WORLD, &pc.world))
+                return 2;
+            break;
+        /* The later of --synthetic / --safetensors wins (a flag over a file's). */
+        case 's':
+            synthetic = optarg;
+            files = NULL;
+            break;
+        case 'f':
+            files = optarg;
+            synthetic = NULL;
+            break;
+        case 'n':
+            if (cli_parse_long("trainer", "--versions", optarg, 0, INT_MAX, &versions))
+                return 2;
+            break;
+        case 'i':
+            if (cli_parse_long("trainer", "--interval-ms", optarg, 0, TRAINER_MAX_INTERVAL_MS, &interval))
+                return 2;
+            break;
+        case 'e':
+            if (cli_parse_long("trainer", "--wait-engines", optarg, 0, INT_MAX, &engines))
+                return 2;
+            break;
         case 'S': serve = optarg; break;
         case 'K':
             if (wsync_auth_read_token_file(optarg, token, sizeof(token)) != WSYNC_OK) {
@@ -162,10 +191,8 @@ int cmd_trainer(int argc, char **argv)
         case 'a': pc.advertise_host = optarg; break;
         case 'd': pc.device = optarg; break;
         case 'k':
-            if (wsync_parse_size(optarg, "--chunk", &chunk) != WSYNC_OK) {
-                fprintf(stderr, "wsync trainer: %s\n", wsync_last_error());
+            if (cli_parse_size("trainer", "--chunk", optarg, CLI_MIN_CHUNK, CLI_MAX_CHUNK, &chunk))
                 return 2;
-            }
             break;
         case 'L':
             if (strcmp(optarg, "even") == 0)
@@ -185,9 +212,9 @@ int cmd_trainer(int argc, char **argv)
         }
     }
     if ((control == NULL && serve == NULL) || pc.world < 1 || pc.rank < 0 || pc.rank >= pc.world ||
-        (synthetic == NULL) == (files == NULL) || versions < 0) {
-        fprintf(stderr, "wsync trainer: need --control URL (or --serve), --rank R < --world W, and exactly one "
-                        "of --synthetic / --safetensors\n");
+        (synthetic == NULL && files == NULL)) {
+        fprintf(stderr, "wsync trainer: need --control URL (or --serve), --rank R < --world W, and one of "
+                        "--synthetic / --safetensors\n");
         usage(stderr);
         return 2;
     }

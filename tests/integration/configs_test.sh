@@ -4,7 +4,8 @@
 # precedence flag > env > file > default holds, and small deployments start
 # from configs/single-host.json and configs/two-host-tcp.json (addresses
 # overridden by flags to this machine's loopback) with every engine rank
-# verifying every version.
+# verifying every version; `wsync demo --config FILE` takes its options and
+# settings from the file, flags winning.
 source "$(dirname "$0")/lib.sh"
 
 for f in "$WSYNC_ROOT"/configs/*.json; do
@@ -66,6 +67,45 @@ out=$(WSYNC_LOG=loud "$WSYNC" status 2>&1); rc=$?
 out=$("$WSYNC" config --config "$TMP/missing.json" 2>&1); rc=$?
 { [ $rc = 2 ] && grep -q "missing.json" <<<"$out"; } || { ok=0; echo "missing: $rc $out" >&2; }
 check bad_files_and_values_exit_2_naming_the_problem [ $ok = 1 ]
+# wsync demo reads the same files: its own object is checked, the others too.
+echo '{"demo": {"trainerz": 1}}' >"$TMP/bad6.json"
+ok=1
+for spec in "bad6:$TMP/bad6.json: demo.trainerz is not an option of wsync demo (known: trainers, engines" \
+            "bad1:tcp_conns = '99' (from config file $TMP/bad1.json" "bad2:$TMP/bad2.json: engine.local_wrld" \
+            "bad4:config file $TMP/bad4.json: unknown key \"engines\" (expected about, settings, serve, trainer, engine, demo)"; do
+    f=${spec%%:*} want=${spec#*:}
+    out=$("$WSYNC" demo --config "$TMP/$f.json" 2>&1); rc=$?
+    if [ $rc != 2 ] || ! grep -qF "$want" <<<"$out"; then ok=0; echo "demo $f: rc=$rc: $out" >&2; fi
+done
+check demo_bad_files_exit_2_naming_the_key_and_file [ $ok = 1 ]
+
+# wsync demo --config FILE: the file's "demo" options are defaults (a flag
+# wins: here the model size), and its settings reach the trainer and engine
+# processes it starts (trace: their TRACE lines), unless --set says otherwise.
+out=$(env -u WSYNC_TRACE "$WSYNC" demo --config "$WSYNC_ROOT/configs/single-host.json" --synthetic 24M 2>&1); rc=$?
+if [ $rc = 0 ] && grep -q '2 trainer ranks -> 1 engine node x 2 local ranks, model 24M, 3 versions' <<<"$out" &&
+   grep -q 'verified all 3 versions of 24M' <<<"$out"; then pass demo_from_single_host_json
+else fail demo_from_single_host_json "rc=$rc: $(tail -3 <<<"$out")"; fi
+cat >"$TMP/demo.json" <<JSON
+{"settings": {"trace": true, "tcp_conns": 2},
+ "demo": {"trainers": 1, "engines": 1, "local_ranks": 2, "synthetic": "8M", "chunk": "1M", "versions": 3,
+          "dump": "$TMP/dump", "timeout_s": 300}}
+JSON
+env -u WSYNC_TRACE "$WSYNC" demo --config "$TMP/demo.json" --versions 2 >"$TMP/demo.out" 2>"$TMP/demo.err"; rc=$?
+if [ $rc = 0 ] && grep -q 'model 8M, 2 versions' "$TMP/demo.out" && grep -q 'verified all 2 versions of 8M' "$TMP/demo.out" &&
+   grep -q '^TRACE .*engine e0 rank 0: pull of version 1 opened' "$TMP/demo.err" &&
+   grep -q '^TRACE .*trainer rank 0: publish of version 1 started' "$TMP/demo.err"; then
+    pass demo_config_options_and_settings_reach_its_processes
+else fail demo_config_options_and_settings_reach_its_processes "rc=$rc: $(tail -3 "$TMP/demo.out") $(head -3 "$TMP/demo.err")"; fi
+# --safetensors on the command line replaces the file's --synthetic; --set
+# beats the file's settings in the processes too.
+st=$TMP/dump/e0/rank0/v1.safetensors
+out=$(env -u WSYNC_TRACE "$WSYNC" demo --config "$TMP/demo.json" --safetensors "$st" --versions 1 --set trace=0 \
+      --dump "$TMP/dump2" 2>&1); rc=$?
+if [ $rc = 0 ] && grep -q "model $st, 1 version," <<<"$out" && grep -q "verified all 1 version of $st" <<<"$out" &&
+   ! grep -q '^TRACE' <<<"$out" && cmp -s "$st" "$TMP/dump2/e0/rank0/v1.safetensors"; then
+    pass demo_flags_override_the_file
+else fail demo_flags_override_the_file "rc=$rc: $(grep -c '^TRACE' <<<"$out") TRACE lines: $(tail -3 <<<"$out")"; fi
 
 # start_deployment NAME FILE HOSTIDS...: serve, 2 trainer ranks and 2 engine
 # ranks from FILE, addresses overridden by flags; every engine rank must
@@ -96,5 +136,6 @@ start_deployment() {
     kill "$spid" 2>/dev/null
     check "$name" [ $ok = 1 ]
 }
-start_deployment deployment_from_single_host_json "$WSYNC_ROOT/configs/single-host.json" h-single h-single
-start_deployment deployment_from_two_host_tcp_json "$WSYNC_ROOT/configs/two-host-tcp.json" h-train h-infer
+# Host ids of this run's own: two runs at once never share a node board.
+start_deployment deployment_from_single_host_json "$WSYNC_ROOT/configs/single-host.json" h-single-$$ h-single-$$
+start_deployment deployment_from_two_host_tcp_json "$WSYNC_ROOT/configs/two-host-tcp.json" h-train-$$ h-infer-$$

@@ -64,7 +64,7 @@ bad() { # NAME EXPECTED-TEXT ARGS...
 }
 printf 'not a safetensors file' >"$TMP/bad.safetensors"
 bad plan_bad_chunk_multiple "not a multiple of 256" --synthetic 1G --chunk 5000
-bad plan_bad_chunk_zero "too small" --synthetic 1G --chunk 0
+bad plan_bad_chunk_zero "--chunk: expected a size such as 4096, 64M or 1G, from 4K" --synthetic 1G --chunk 0
 bad plan_bad_trainers "--trainers: expected a whole number" --synthetic 1G --trainers 0
 bad plan_bad_engines "--engines: expected a whole number" --synthetic 1G --engines two
 bad plan_bad_local_ranks "--local-ranks: expected a whole number" --synthetic 1G --local-ranks -1

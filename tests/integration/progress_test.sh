@@ -13,9 +13,10 @@ wait_http "$url/healthz" 10 || { fail serve_started "$(tail -3 "$TMP/serve.log")
 # 1. A set-up (made slow by the test hook) that outlasts several publishes,
 # trainers not waiting for engines (the README's by-hand shape): the first
 # pull must not fail, and it pulls a version the trainers still hold.
+# (The engines take a host id of this run's own: two runs at once never share a node board.)
 for r in 0 1; do
     WSYNC_TEST_SETUP_DELAY_MS=3000 bg "$WSYNC" engine --control "$url" --engine slow --local-rank $r --local-world 2 \
-        --versions 1 --max-failures 1 >"$TMP/slow$r.log" 2>&1
+        --versions 1 --max-failures 1 --host-id progress-$$ >"$TMP/slow$r.log" 2>&1
     epid[$r]=$!
 done
 for r in 0 1; do
@@ -52,7 +53,7 @@ bg "$WSYNC" serve --listen 127.0.0.1:$port2 2>"$TMP/serve2.log" >/dev/null
 wait_http "$url2/healthz" 10
 for r in 0 1; do
     WSYNC_TEST_LAND_DELAY_MS=150 bg "$WSYNC" engine --control "$url2" --engine slowland --local-rank $r --local-world 2 \
-        --versions 1 --max-failures 1 >"$TMP/land$r.log" 2>&1
+        --versions 1 --max-failures 1 --host-id progress-$$ >"$TMP/land$r.log" 2>&1
     lpid[$r]=$!
 done
 for r in 0 1; do

@@ -4,6 +4,7 @@
  * control endpoint, a publisher (1 rank) and a receiver (1 local rank) over
  * tcp on loopback; test hooks slow the copy (and the engine's landing). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -36,8 +37,19 @@ typedef struct pull_job {
     char error[512];
 } pull_job_t;
 
+/* The engine's node board is an abstract Unix socket named by host id and
+ * engine id: a host id of this process's own (pid and a count) keeps two
+ * runs of this test on one machine, and the cases of one run, apart. */
+static const char *unique_host_id(char *buf, size_t len)
+{
+    static int n;
+    snprintf(buf, len, "pubtest-engine-host-%d-%d", (int)getpid(), n++);
+    return buf;
+}
+
 static int rig_up(rig_t *g, uint64_t image, uint64_t chunk, int threads)
 {
+    static char host_id[64];
     wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
     wsync_publisher_config_t pc = {.rank = 0,
                                    .world = 1,
@@ -52,7 +64,7 @@ static int rig_up(rig_t *g, uint64_t image, uint64_t chunk, int threads)
                                   .mode = WSYNC_MODE_STAGED,
                                   .transport = "tcp",
                                   .bind_host = "127.0.0.1",
-                                  .host_id = "pubtest-engine-host"};
+                                  .host_id = unique_host_id(host_id, sizeof(host_id))};
     wsync_manifest_t *m = NULL;
     json_t *mj = NULL;
 
