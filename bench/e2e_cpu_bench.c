@@ -12,7 +12,10 @@
  * Variants: staged mode; 2 local ranks (half the chunks land on each and the
  * other half is copied out of the peer's shm window: the fan-out should hide
  * behind the network, so the bench also times that copy + verify alone);
- * a zero-copy trainer (no snapshot in publish).
+ * a zero-copy trainer (no snapshot in publish); the engine's own tensors
+ * (config.dests: one malloc'd buffer per manifest tensor), in place (written
+ * through during the pull) and staged (copied after verification), whose
+ * peak counts the caller's tensors on top of wsync's image(s).
  * The ceiling is measured right before every measured version, by a raw-TCP
  * process the trainer asks and waits for (nothing else runs meanwhile): on a
  * shared, noisy machine a ceiling taken minutes apart from the version it is
@@ -21,7 +24,9 @@
  * (each version against the raw run just before it), the fairer figure.
  * Median over the measured versions; both sides keep two slots, so the first
  * two versions are warm-up (each touches one slot's pages for the first time).
- * Usage: e2e_cpu_bench [image bytes, default 1G] [chunk, default 64M] */
+ * Usage: e2e_cpu_bench [image bytes, default 1G] [chunk, default 64M]
+ *        [configurations, comma-separated, default all: in-place, staged,
+ *        fan-out, zero-copy, in-place-dests, staged-dests] */
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <signal.h>
@@ -74,6 +79,7 @@ typedef struct bench_cfg {
     int L;
     wsync_mode_t mode;
     int zero_copy;
+    int dests; /* the engine receives into tensors of its own */
     const char *name;
     char url[128];
     char *manifest_json;
@@ -239,9 +245,49 @@ static int check_image(wsync_receiver_t *r, uint64_t size, uint64_t v)
     return bad;
 }
 
+/* One buffer per manifest tensor, first touched by the pull (as a fresh
+ * engine's parameters would be if allocated lazily; zeroed ones would count
+ * the same once written). */
+static wsync_dest_tensor_t *make_dests(const bench_cfg_t *c, int *n)
+{
+    json_t *mj = json_loads(c->manifest_json, 0, NULL);
+    wsync_manifest_t *m = NULL;
+    wsync_dest_tensor_t *d = NULL;
+    size_t i;
+    if (mj && wsync_manifest_from_json(mj, &m) == WSYNC_OK && (d = calloc(m->ntensors, sizeof(*d))) != NULL) {
+        for (i = 0; i < m->ntensors; i++)
+            d[i] = (wsync_dest_tensor_t){.name = strdup(m->tensors[i].name),
+                                         .ptr = malloc(m->tensors[i].size),
+                                         .nbytes = m->tensors[i].size};
+        *n = (int)m->ntensors;
+    }
+    json_decref(mj);
+    wsync_manifest_free(m);
+    return d;
+}
+
+/* Every destination equals the trainer's version v (its bytes at the tensor's image offset). */
+static int check_dests(wsync_receiver_t *r, const wsync_dest_tensor_t *d, int n, uint64_t v)
+{
+    int i, bad = 0;
+    for (i = 0; i < n && !bad; i++) {
+        wsync_tensor_info_t info;
+        char *want = malloc(d[i].nbytes + 1);
+        bad = want == NULL || wsync_receiver_tensor(r, d[i].name, NULL, &info) != WSYNC_OK;
+        if (!bad) {
+            wsync_fill_pattern(want, d[i].nbytes, info.offset, v);
+            bad = memcmp(want, d[i].ptr, d[i].nbytes) != 0;
+        }
+        free(want);
+    }
+    return bad;
+}
+
 static int engine_child(const bench_cfg_t *c, int rank)
 {
     char id[64];
+    int nd = 0, i;
+    wsync_dest_tensor_t *dests = c->dests ? make_dests(c, &nd) : NULL;
     wsync_receiver_config_t rc = {.control_url = c->url,
                                   .local_rank = rank,
                                   .local_world = c->L,
@@ -253,7 +299,9 @@ static int engine_child(const bench_cfg_t *c, int rank)
     uint64_t v, got = 0;
     snprintf(id, sizeof(id), "bench-%s-%d", c->name, (int)getppid());
     rc.engine_id = id;
-    if (wsync_receiver_create(&rc, &r) != WSYNC_OK) {
+    rc.dests = dests;
+    rc.ndests = nd;
+    if ((c->dests && dests == NULL) || wsync_receiver_create(&rc, &r) != WSYNC_OK) {
         fail("engine", "create");
         return 1;
     }
@@ -276,11 +324,17 @@ static int engine_child(const bench_cfg_t *c, int rank)
         set_flag(&S->ready[v][rank]);
     }
     read_mem(&S->engine[rank]);
-    if (!__atomic_load_n(&S->failed, __ATOMIC_ACQUIRE) && check_image(r, c->size, NVERS)) {
+    if (!__atomic_load_n(&S->failed, __ATOMIC_ACQUIRE) &&
+        (check_image(r, c->size, NVERS) || check_dests(r, dests, nd, NVERS))) {
         fprintf(stderr, "e2e_cpu_bench: engine rank %d holds bytes that differ from version %d\n", rank, NVERS);
         __atomic_store_n(&S->failed, 1, __ATOMIC_RELEASE);
     }
     wsync_receiver_destroy(r);
+    for (i = 0; i < nd; i++) {
+        free((char *)dests[i].name);
+        free(dests[i].ptr);
+    }
+    free(dests);
     return __atomic_load_n(&S->failed, __ATOMIC_ACQUIRE);
 }
 
@@ -390,9 +444,11 @@ static int run_config(bench_cfg_t *c)
     m_pull = median(pull, MEASURED);
     m_pub = median(pub, MEASURED);
     v = c->size;
-    printf("%s: image %llu bytes, chunk %llu MiB, 1 trainer rank%s -> 1 engine node x %d local rank%s, %s mode\n",
+    printf("%s: image %llu bytes, chunk %llu MiB, 1 trainer rank%s -> 1 engine node x %d local rank%s, %s "
+           "mode%s\n",
            c->name, (unsigned long long)v, (unsigned long long)(c->chunk >> 20), c->zero_copy ? " (zero-copy)" : "",
-           c->L, c->L > 1 ? "s" : "", c->mode == WSYNC_MODE_IN_PLACE ? "in-place" : "staged");
+           c->L, c->L > 1 ? "s" : "", c->mode == WSYNC_MODE_IN_PLACE ? "in-place" : "staged",
+           c->dests ? ", into the engine's own tensors (dests)" : "");
     printf("  raw tcp, 1 connection (ceiling, median of %d, one run before each version): %6.2f GB/s  (%.3f s)\n",
            2 * MEASURED, v / raw_med / 1e9, raw_med);
     printf("  publish-to-ready (median of %d):             %6.2f GB/s  (%.3f s)  ratio %.2f;"
@@ -416,11 +472,15 @@ static int run_config(bench_cfg_t *c)
            c->zero_copy ? " only (zero-copy)" : " and two publish slots", c->zero_copy ? 1 : 3);
     for (p = 0; p < c->L; p++) {
         char who[32];
-        uint64_t bound = c->mode == WSYNC_MODE_IN_PLACE ? c->size + 2 * c->chunk : 2 * c->size + 2 * c->chunk;
+        /* with dests the caller's tensors (about one image) come on top */
+        uint64_t bound = (c->mode == WSYNC_MODE_IN_PLACE ? c->size : 2 * c->size) + (c->dests ? c->size : 0) +
+                         2 * c->chunk;
         snprintf(who, sizeof(who), "engine rank %d", p);
         if (c->L == 1)
             print_mem(who, &S->engine[p], bound,
-                      c->mode == WSYNC_MODE_IN_PLACE ? "image+2 chunks" : "2 images+2 chunks");
+                      c->dests
+                          ? (c->mode == WSYNC_MODE_IN_PLACE ? "image+tensors+2 chunks" : "2 images+tensors+2 chunks")
+                          : (c->mode == WSYNC_MODE_IN_PLACE ? "image+2 chunks" : "2 images+2 chunks"));
         else
             print_mem(who, &S->engine[p], 0, NULL);
     }
@@ -438,14 +498,14 @@ int main(int argc, char **argv)
     static const struct {
         int L;
         wsync_mode_t mode;
-        int zero_copy;
+        int zero_copy, dests;
         const char *name;
     } runs[] = {
-        {1, WSYNC_MODE_IN_PLACE, 0, "in-place"},
-        {1, WSYNC_MODE_STAGED, 0, "staged"},
-        {2, WSYNC_MODE_IN_PLACE, 0, "fan-out"},
-        {1, WSYNC_MODE_IN_PLACE, 1, "zero-copy"},
+        {1, WSYNC_MODE_IN_PLACE, 0, 0, "in-place"},       {1, WSYNC_MODE_STAGED, 0, 0, "staged"},
+        {2, WSYNC_MODE_IN_PLACE, 0, 0, "fan-out"},        {1, WSYNC_MODE_IN_PLACE, 1, 0, "zero-copy"},
+        {1, WSYNC_MODE_IN_PLACE, 0, 1, "in-place-dests"}, {1, WSYNC_MODE_STAGED, 0, 1, "staged-dests"},
     };
+    const char *only = argc > 3 ? argv[3] : NULL;
     wsync_manifest_t *m = NULL;
     json_t *mj = NULL;
     size_t i;
@@ -453,7 +513,8 @@ int main(int argc, char **argv)
 
     if ((argc > 1 && wsync_parse_size(argv[1], "the image size", &cfg.size) != WSYNC_OK) ||
         (argc > 2 && wsync_parse_size(argv[2], "the chunk size", &cfg.chunk) != WSYNC_OK)) {
-        fprintf(stderr, "e2e_cpu_bench: %s\nusage: e2e_cpu_bench [SIZE=1G] [CHUNK=64M]\n", wsync_last_error());
+        fprintf(stderr, "e2e_cpu_bench: %s\nusage: e2e_cpu_bench [SIZE=1G] [CHUNK=64M] [CONFIG,...]\n",
+                wsync_last_error());
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -471,6 +532,15 @@ int main(int argc, char **argv)
     json_decref(mj);
     wsync_manifest_free(m);
     for (i = 0; i < sizeof(runs) / sizeof(runs[0]) && rc == 0; i++) {
+        char want[256];
+        snprintf(want, sizeof(want), ",%s,", runs[i].name);
+        if (only) { /* a comma-separated list of configuration names */
+            char have[1024];
+            snprintf(have, sizeof(have), ",%s,", only);
+            if (strstr(have, want) == NULL)
+                continue;
+        }
+        cfg.dests = runs[i].dests;
         cfg.L = runs[i].L;
         cfg.mode = runs[i].mode;
         cfg.zero_copy = runs[i].zero_copy;

@@ -10,7 +10,11 @@
  *   (b) the floor: a rank's held bytes over the copy bandwidth measured in the
  *       same run (host memcpy, or cudaMemcpy D2D, of that many bytes).
  * wsync runs staged and in place, the baseline too (each compared with its
- * own mode). After the last version every rank's destination bytes are
+ * own mode); and wsync into the engine's own tensors (config.dests: staged,
+ * copied after verification; in place, written through during the pull).
+ * Each engine rank's peak resident memory (VmHWM) is printed per
+ * configuration (host memory: the images and, with dests or the baseline,
+ * the rank's own tensors). After the last version every rank's destination bytes are
  * compared with slices this file computes on its own (the vLLM rules of
  * docs/ENGINE_LAYOUTS.md, written again here from the source pattern).
  *   tp_e2e_bench cpu [SIZE=1G]    host memory, TCP, trainers on another host id.
@@ -77,12 +81,14 @@ typedef struct shared {
     volatile int go, failed;
     int waiting[NV + 1], pub_arrive[NV + 1], ready[NV + 1];
     uint64_t t_pub[NV + 1][W], t_ready[NV + 1][L];
+    uint64_t hwm_kb[L]; /* each engine rank's VmHWM at its end */
 } shared_t;
 
 typedef struct run_cfg {
     const char *name, *id;
     int tp; /* 2: wsync's target; 0: whole image, then the bench slices */
     wsync_mode_t mode;
+    int dests; /* with tp: the receiver writes the rank's own tensors (config.dests) */
 } run_cfg_t;
 
 static shared_t *S;
@@ -375,6 +381,20 @@ static int verify(int k, wsync_receiver_t *r, char **own, uint64_t v)
     return bad;
 }
 
+/* This process's VmHWM in kB (0 if unreadable). */
+static uint64_t hwm_kb(void)
+{
+    char line[256];
+    unsigned long long kb = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
 static int engine_main(const run_cfg_t *c, int k)
 {
     wsync_receiver_config_t rc = {.control_url = url,
@@ -389,22 +409,33 @@ static int engine_main(const run_cfg_t *c, int k)
                                   .tp_size = c->tp};
     wsync_receiver_t *r = NULL;
     char *own[MAX_DEST] = {0};
+    wsync_dest_tensor_t dt[MAX_DEST];
+    const int owns = c->tp == 0 || c->dests;
     int d, v, bad = 0;
 
-    if (mem->init(0) != WSYNC_OK || wsync_receiver_create(&rc, &r) != WSYNC_OK) {
+    if (mem->init(0) != WSYNC_OK) {
         fail("engine rank", k, "create");
         return 1;
     }
-    for (d = 0; c->tp == 0 && d < ndests[k]; d++) {
-        /* The engine's own parameters, sliced into after every pull. */
+    for (d = 0; owns && d < ndests[k]; d++) {
+        /* The engine's own parameters: sliced into after every pull
+         * (baseline), or the receiver's dests. */
         if (mem->alloc(dests[k][d].nbytes, (void **)&own[d]) != WSYNC_OK) {
             fail("engine rank", k, "alloc");
-            bad = 1;
-            break;
+            return 1;
         }
         xo->zero(own[d], dests[k][d].nbytes);
+        dt[d] = (wsync_dest_tensor_t){.name = dests[k][d].name, .ptr = own[d], .nbytes = dests[k][d].nbytes};
     }
     xo->sync();
+    if (c->dests) {
+        rc.dests = dt;
+        rc.ndests = ndests[k];
+    }
+    if (wsync_receiver_create(&rc, &r) != WSYNC_OK) {
+        fail("engine rank", k, "create");
+        bad = 1;
+    }
     for (v = 1; v <= NV && !bad; v++) {
         uint64_t got = 0;
         __atomic_add_fetch(&S->waiting[v], 1, __ATOMIC_ACQ_REL);
@@ -430,7 +461,8 @@ static int engine_main(const run_cfg_t *c, int k)
     bad |= cuda_bad;
 #endif
     if (!bad && !S->failed)
-        bad = verify(k, r, c->tp == 0 ? own : NULL, NV);
+        bad = verify(k, r, owns ? own : NULL, NV);
+    S->hwm_kb[k] = hwm_kb();
     for (d = 0; d < MAX_DEST; d++)
         if (own[d])
             mem->free(own[d]);
@@ -508,7 +540,8 @@ static int run_config(const run_cfg_t *c, double *med)
     for (v = 0; v < NV; v++)
         printf(" %.1f%s", t[v] * 1e3, v == WARMUP - 1 ? " |" : "");
     *med = median(t + WARMUP, MEASURED);
-    printf(" ms; median %.1f ms; every rank's bytes verified\n", *med * 1e3);
+    printf(" ms; median %.1f ms; every rank's bytes verified; VmHWM %.1f / %.1f MiB\n", *med * 1e3,
+           S->hwm_kb[0] / 1024.0, S->hwm_kb[1] / 1024.0);
     fflush(stdout);
     return 0;
 }
@@ -566,12 +599,14 @@ static int gpu_count(void)
 int main(int argc, char **argv)
 {
     static const run_cfg_t runs[] = {
-        {"wsync --tp 2, staged", "tp-staged", TP, WSYNC_MODE_STAGED},
-        {"baseline whole image + slice, staged", "whole-staged", 0, WSYNC_MODE_STAGED},
-        {"wsync --tp 2, in-place", "tp-in-place", TP, WSYNC_MODE_IN_PLACE},
-        {"baseline whole image + slice, in-place", "whole-in-place", 0, WSYNC_MODE_IN_PLACE},
+        {"wsync --tp 2, staged", "tp-staged", TP, WSYNC_MODE_STAGED, 0},
+        {"baseline whole image + slice, staged", "whole-staged", 0, WSYNC_MODE_STAGED, 0},
+        {"wsync --tp 2, in-place", "tp-in-place", TP, WSYNC_MODE_IN_PLACE, 0},
+        {"baseline whole image + slice, in-place", "whole-in-place", 0, WSYNC_MODE_IN_PLACE, 0},
+        {"wsync --tp 2 into own tensors, staged", "tp-dests-staged", TP, WSYNC_MODE_STAGED, 1},
+        {"wsync --tp 2 into own tensors, in-place", "tp-dests-in-place", TP, WSYNC_MODE_IN_PLACE, 1},
     };
-    double med[4], copy[4], copy_s, floor_rank, floor_dev;
+    double med[6], copy[6], copy_s, floor_rank, floor_dev;
     uint64_t size = 0, hmax;
     int64_t div = 1;
     json_t *mj = NULL;
@@ -653,7 +688,7 @@ int main(int argc, char **argv)
            gpu ? "cudaMemcpy D2D" : "host memcpy", hmax / 1e9);
     for (i = 0; i < sizeof(runs) / sizeof(runs[0]); i++)
         printf(" %.1f", hmax / copy[i] / 1e9);
-    copy_s = median(copy, 4);
+    copy_s = median(copy, (int)(sizeof(runs) / sizeof(runs[0])));
     printf(" GB/s; median %.1f GB/s\n", hmax / copy_s / 1e9);
     floor_rank = copy_s;
     floor_dev = copy_s * (double)(held[0] + held[1]) / (double)hmax;
@@ -666,6 +701,9 @@ int main(int argc, char **argv)
     printf("  in-place: wsync %.1f ms, baseline %.1f ms: wsync/baseline %.2f; wsync/floor %.2f (both ranks: "
            "%.2f)\n",
            med[2] * 1e3, med[3] * 1e3, med[2] / med[3], med[2] / floor_rank, med[2] / floor_dev);
+    printf("  into own tensors (dests): staged %.1f ms (%.2f of wsync staged), in-place %.1f ms (%.2f of wsync "
+           "in-place)\n",
+           med[4] * 1e3, med[4] / med[0], med[5] * 1e3, med[5] / med[2]);
     free(manifest_json);
     wsync_manifest_free(M);
     munmap(S, sizeof(*S));

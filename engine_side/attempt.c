@@ -4,11 +4,14 @@
  *   open      local rank 0 chooses the version and opens an attempt on the
  *             board; the other ranks wait for it;
  *   layout    the version record: the held layout reused, or a new one;
- *             with targets, the engine layout (targets.c); image slots
+ *             with targets, the engine layout (targets.c); the caller's
+ *             destination tensors checked against it (dests.c); image slots
  *             sized for it; rank 0 posts the landing map;
- *   fetch     the data (fetch.c; with targets fetch_targets.c);
+ *   fetch     the data (fetch.c; with targets fetch_targets.c); in place
+ *             it writes the caller's destination tensors too (dests.h);
  *   settle    this rank done (then wait for the node) or failed;
  *   close     rank 0 closes the attempt on the board and reports it;
+ *   deliver   staged, the caller's destination tensors get the version;
  *   keep      the version is held, or (in place, failed) nothing is. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,26 +187,6 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
     return st;
 }
 
-/* The caller's destination tensors (config.dests) against the target. */
-static wsync_status_t check_dests(const wsync_receiver_t *r, const recv_tlayout_t *tl)
-{
-    const wsync_target_t *t = tl->tg[r->cfg.local_rank];
-    int i;
-    for (i = 0; i < r->cfg.ndests; i++) {
-        const wsync_dest_tensor_t *d = &r->cfg.dests[i];
-        long k = d->name ? wsync_target_find(t, d->name) : -1;
-        if (k < 0)
-            return wsync_error(WSYNC_ERR_INVALID, "receiver: destination '%s' is not a tensor of this rank's target",
-                               d->name ? d->name : "(null)");
-        if (d->ptr == NULL || d->nbytes != t->dests[k].size)
-            return wsync_error(WSYNC_ERR_INVALID,
-                               "receiver: destination '%s' has %llu bytes at %p; the target's "
-                               "has %llu",
-                               d->name, (unsigned long long)d->nbytes, d->ptr, (unsigned long long)t->dests[k].size);
-    }
-    return WSYNC_OK;
-}
-
 /* The engine layout for `sl`: the held one when sl is the held layout. */
 static wsync_status_t attempt_tlayout(wsync_receiver_t *r, const wsync_sync_layout_t *sl, recv_tlayout_t **tl)
 {
@@ -211,21 +194,30 @@ static wsync_status_t attempt_tlayout(wsync_receiver_t *r, const wsync_sync_layo
         *tl = r->held_tl;
         return WSYNC_OK;
     }
-    WSYNC_CHECK(recv_tlayout_build(r, sl, tl));
-    if (check_dests(r, *tl) != WSYNC_OK) {
-        recv_tlayout_free(*tl);
-        *tl = NULL;
-        return WSYNC_ERR_INVALID;
+    return recv_tlayout_build(r, sl, tl);
+}
+
+/* The caller's destination tensors for (sl, tl): the held ones when both are
+ * the held layout, else checked again (dests.h). */
+static wsync_status_t attempt_dests(wsync_receiver_t *r, const wsync_sync_layout_t *sl, const recv_tlayout_t *tl,
+                                    recv_dests_t **dm)
+{
+    if (r->held && sl == r->held && tl == r->held_tl) {
+        *dm = r->held_dm;
+        return WSYNC_OK;
     }
-    return WSYNC_OK;
+    if (r->cfg.ndests == 0 && r->cfg.check_dests == NULL)
+        return WSYNC_OK;
+    return recv_dests_build(&r->cfg, sl->manifest, tl ? tl->tg[r->cfg.local_rank] : NULL, tl ? tl->seg : NULL, dm);
 }
 
 static wsync_status_t attempt_layout(wsync_receiver_t *r, const board_attempt_t *a, wsync_sync_layout_t **sl,
-                                     uint64_t **digests, recv_tlayout_t **tl)
+                                     uint64_t **digests, recv_tlayout_t **tl, recv_dests_t **dm)
 {
     WSYNC_CHECK(fetch_record(r, a->version, sl, digests));
     if (r->spec)
         WSYNC_CHECK(attempt_tlayout(r, *sl, tl));
+    WSYNC_CHECK(attempt_dests(r, *sl, *tl, dm));
     WSYNC_CHECK(recv_ensure_images(r, *tl ? (*tl)->image_len : (*sl)->manifest->image_size));
     if (r->cfg.local_rank == 0)
         WSYNC_CHECK(*tl ? recv_post_tlanding(r, *tl, a->gen) : recv_plan_landing(r, *sl, a->gen));
@@ -279,25 +271,11 @@ static wsync_status_t wait_node(wsync_receiver_t *r, uint64_t gen, uint64_t dead
     }
 }
 
-/* The verified destination tensors into the caller's (config.dests). */
-static wsync_status_t copy_dests(wsync_receiver_t *r, const board_attempt_t *a, const recv_tlayout_t *tl)
-{
-    const wsync_target_t *t = tl->tg[r->cfg.local_rank];
-    int i;
-    for (i = 0; i < r->cfg.ndests; i++) {
-        const wsync_dest_tensor_t *d = &r->cfg.dests[i];
-        const wsync_dest_t *dt = &t->dests[wsync_target_find(t, d->name)];
-        WSYNC_CHECK(r->mem->copy(d->ptr, (char *)r->win[a->slot].ptr + dt->offset, dt->size));
-    }
-    return WSYNC_OK;
-}
-
 /* This rank's outcome on the board; with success, the node's. */
-static wsync_status_t attempt_settle(wsync_receiver_t *r, const board_attempt_t *a, const recv_tlayout_t *tl,
-                                     wsync_status_t st, uint64_t deadline)
+/* This rank's outcome on the board; with success, the node's. */
+static wsync_status_t attempt_settle(wsync_receiver_t *r, const board_attempt_t *a, wsync_status_t st,
+                                     uint64_t deadline)
 {
-    if (st == WSYNC_OK && tl)
-        st = copy_dests(r, a, tl);
     if (st != WSYNC_OK) {
         board_mark_failed(r->board, a->gen, wsync_last_error());
         return st;
@@ -306,6 +284,21 @@ static wsync_status_t attempt_settle(wsync_receiver_t *r, const board_attempt_t 
     st = wait_node(r, a->gen, deadline);
     wsync_trace("engine %s rank %d: every local rank verified", r->engine_id, r->cfg.local_rank);
     return st;
+}
+
+/* Staged: the caller's destination tensors get the version only now, once
+ * the node verified it and rank 0 closed the attempt (a version the node
+ * does not hold never reaches them), every rank copying at once. A copy that
+ * fails (a device error) fails this rank's pull alone and leaves its tensors
+ * invalid; the node keeps the version. */
+static wsync_status_t attempt_deliver(wsync_receiver_t *r, const board_attempt_t *a, const recv_dests_t *dm)
+{
+    if (dm == NULL || dm->in_place)
+        return WSYNC_OK;
+    WSYNC_CHECK(recv_dests_copy_all(r->mem, dm, r->win[a->slot].ptr));
+    wsync_trace("engine %s rank %d: the caller's tensors hold version %llu", r->engine_id, r->cfg.local_rank,
+                (unsigned long long)a->version);
+    return WSYNC_OK;
 }
 
 /* Local rank 0: close the attempt on the board and report it. */
@@ -322,8 +315,11 @@ static void attempt_close(wsync_receiver_t *r, const board_attempt_t *a, wsync_s
 
 /* Hold the version this attempt brought (sl, tl become the held ones). */
 static void attempt_keep(wsync_receiver_t *r, const board_attempt_t *a, wsync_sync_layout_t *sl,
-                         recv_tlayout_t *tl, uint64_t t0)
+                         recv_tlayout_t *tl, recv_dests_t *dm, uint64_t t0)
 {
+    if (r->held_dm != dm)
+        recv_dests_free(r->held_dm);
+    r->held_dm = dm;
     r->last_secs = (double)(wsync_now_ns() - t0) / 1e9;
     r->cur_slot = a->slot;
     r->held_version = a->version;
@@ -339,8 +335,10 @@ static void attempt_keep(wsync_receiver_t *r, const board_attempt_t *a, wsync_sy
 
 /* Drop what a failed attempt leaves: its layout, and in place the held
  * version too (the one image was overwritten in part). */
-static void attempt_drop(wsync_receiver_t *r, wsync_sync_layout_t *sl, recv_tlayout_t *tl)
+static void attempt_drop(wsync_receiver_t *r, wsync_sync_layout_t *sl, recv_tlayout_t *tl, recv_dests_t *dm)
 {
+    if (dm != r->held_dm)
+        recv_dests_free(dm);
     if (sl != r->held) /* sl may be the held layout, reused */
         wsync_sync_layout_free(sl);
     if (tl != r->held_tl)
@@ -352,6 +350,8 @@ static void attempt_drop(wsync_receiver_t *r, wsync_sync_layout_t *sl, recv_tlay
         r->held = NULL;
         recv_tlayout_free(r->held_tl);
         r->held_tl = NULL;
+        recv_dests_free(r->held_dm);
+        r->held_dm = NULL;
     }
 }
 
@@ -362,6 +362,7 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     board_attempt_t a;
     wsync_sync_layout_t *sl = NULL;
     recv_tlayout_t *tl = NULL;
+    recv_dests_t *dm = NULL;
     uint64_t *digests = NULL, t0;
     wsync_status_t st;
     char err[512];
@@ -375,15 +376,19 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     if (leader)
         reporter_post(r->reporter, a.version, "pulling", 0, 0, NULL);
 
-    st = attempt_layout(r, &a, &sl, &digests, &tl);
+    st = attempt_layout(r, &a, &sl, &digests, &tl, &dm);
     if (st == WSYNC_OK) {
         uint64_t total = tl ? tl->image_len : sl->manifest->image_size;
         recv_progress_phase(r->progress, RECV_PHASE_LANDING, a.version, total);
-        st = tl ? recv_fetch_targets(r, &a, sl, tl, deadline) : recv_fetch(r, &a, sl, digests, deadline);
+        r->cur_dm = dm;
+        st = recv_dests_zero_gaps(r->mem, dm); /* in place: padding no block writes */
+        if (st == WSYNC_OK)
+            st = tl ? recv_fetch_targets(r, &a, sl, tl, deadline) : recv_fetch(r, &a, sl, digests, deadline);
+        r->cur_dm = NULL;
         recv_progress_bytes(r->progress, st == WSYNC_OK ? total : 0);
     }
     recv_progress_phase(r->progress, RECV_PHASE_IDLE, 0, 0);
-    st = attempt_settle(r, &a, tl, st, deadline);
+    st = attempt_settle(r, &a, st, deadline);
     snprintf(err, sizeof(err), "%s", st == WSYNC_OK ? "" : wsync_last_error());
     if (leader)
         attempt_close(r, &a, st, (double)(wsync_now_ns() - t0) / 1e9,
@@ -392,11 +397,13 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
                            : 0,
                       err);
     free(digests);
+    if (st == WSYNC_OK && (st = attempt_deliver(r, &a, dm)) != WSYNC_OK)
+        snprintf(err, sizeof(err), "%s", wsync_last_error());
     if (st != WSYNC_OK) {
-        attempt_drop(r, sl, tl);
+        attempt_drop(r, sl, tl, dm);
         return wsync_error(st, "%s", err);
     }
-    attempt_keep(r, &a, sl, tl, t0);
+    attempt_keep(r, &a, sl, tl, dm, t0);
     if (got)
         *got = a.version;
     return WSYNC_OK;

@@ -10,6 +10,11 @@
  *             another rank, as soon as the board says it did;
  *   reap      verify finished copies;
  *   watch     trainer answers, peers, the deadline.
+ * In place with the caller's destination tensors (dests.h), a chunk that
+ * landed here or is copied in from a peer goes out as a group of jobs
+ * instead: copies into the caller's tensors and the digests of the caller's
+ * bytes; it counts (and, landed here, is marked landed) once the group
+ * verified.
  * All state of the attempt is in one fetch_t; fetch_end undoes it. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +63,13 @@ typedef struct fetch {
     /* one chunk's pieces, for digests */
     wsync_digest_range_t *rg;
     uint64_t *sums;
+
+    /* in place with the caller's destination tensors: chunks written
+     * through as job groups, at most one per chunk */
+    const recv_dests_t *dm;
+    recv_dgroup_t *groups; /* [nchunks] */
+    uint32_t *inflight;    /* chunks whose group runs */
+    uint32_t ninflight, nfan;
 
     /* trainer ranks */
     recv_request_t *reqs;
@@ -196,6 +208,12 @@ static wsync_status_t fetch_prepare(fetch_t *f)
     f->tnames = calloc((size_t)plan->world, sizeof(*f->tnames));
     if (!f->remaining || !f->mine || !f->pending || !f->rg || !f->sums || !f->reqs || !f->addrs || !f->tnames)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    if (f->dm) {
+        f->groups = calloc(plan->nchunks + 1, sizeof(*f->groups));
+        f->inflight = calloc(plan->nchunks + 1, sizeof(*f->inflight));
+        if (!f->groups || !f->inflight)
+            return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    }
     for (c = 0; c < plan->nchunks; c++)
         if (f->land[c] == f->me) {
             f->remaining[c] = chunk_npieces(plan, c);
@@ -262,6 +280,74 @@ static wsync_status_t fetch_request(fetch_t *f)
     return WSYNC_OK;
 }
 
+static uint64_t chunk_len(const wsync_plan_t *plan, uint32_t c)
+{
+    uint64_t off = (uint64_t)c * plan->chunk_size;
+    return off + plan->chunk_size > plan->image_size ? plan->image_size - off : plan->chunk_size;
+}
+
+/* In place with destinations: chunk c's write-through and digests, from the
+ * image (it landed here) or from the landing rank's window. */
+static wsync_status_t group_start(fetch_t *f, uint32_t c, int landed)
+{
+    const char *src = landed ? f->image : f->r->peers[f->land[c]][f->slot].ptr;
+    size_t np = chunk_ranges(f, c);
+    recv_dgroup_t *g = &f->groups[c];
+    wsync_status_t st = recv_dgroup_start(g, f->r->mem, f->dm, f->image, src, (uint64_t)c * f->plan->chunk_size,
+                                          chunk_len(f->plan, c), f->rg, np);
+    if (st != WSYNC_OK) {
+        recv_dgroup_end(g, f->r->mem);
+        return st;
+    }
+    g->chunk = c;
+    g->landed = landed;
+    f->inflight[f->ninflight++] = c;
+    f->nfan += !landed;
+    return WSYNC_OK;
+}
+
+/* A chunk this rank holds verified (landed here: marked landed on the board). */
+static void chunk_done(fetch_t *f, uint32_t c, int landed)
+{
+    if (landed) {
+        board_mark_landed(f->r->board, f->slot, c, f->gen);
+        if (f->nlanded++ == 0 || f->nlanded == f->nland)
+            wsync_trace("engine %s rank %d: chunk %u landed and verified (%u of %u)", f->r->engine_id, f->me, c,
+                        f->nlanded, f->nland);
+    } else if (++f->ncopied == f->plan->nchunks - f->nland) {
+        wsync_trace("engine %s rank %d: fan-out copies done and verified", f->r->engine_id, f->me);
+    } else if (f->ncopied % 32 == 0) {
+        wsync_trace("engine %s rank %d: %u fan-out copies verified", f->r->engine_id, f->me, f->ncopied);
+    }
+    f->ndone++;
+}
+
+/* Verify the groups that finished. */
+static wsync_status_t reap_groups(fetch_t *f, int *progressed)
+{
+    wsync_status_t st = WSYNC_OK;
+    uint32_t k, keep = 0;
+    for (k = 0; k < f->ninflight; k++) {
+        uint32_t c = f->inflight[k];
+        recv_dgroup_t *g = &f->groups[c];
+        int done = 0, landed = g->landed;
+        if (st == WSYNC_OK)
+            st = recv_dgroup_poll(g, f->r->mem, f->sums, &done);
+        if (!done) {
+            f->inflight[keep++] = c; /* running (or left for fetch_end) */
+            continue;
+        }
+        recv_dgroup_end(g, f->r->mem);
+        f->nfan -= !landed;
+        *progressed = 1;
+        st = check_pieces(f, f->plan->chunk_first[c], chunk_npieces(f->plan, c), f->sums);
+        if (st == WSYNC_OK)
+            chunk_done(f, c, landed);
+    }
+    f->ninflight = keep;
+    return st;
+}
+
 /* One completion: a piece of this attempt landed here (or a put failed). */
 static wsync_status_t land_one(fetch_t *f, const wsync_completion_t *cp)
 {
@@ -284,12 +370,10 @@ static wsync_status_t land_one(fetch_t *f, const wsync_completion_t *cp)
         return WSYNC_OK;
     if (f->land_delay_ms > 0)
         usleep((useconds_t)f->land_delay_ms * 1000);
+    if (f->dm)
+        return group_start(f, pc->chunk, 1); /* marked landed once verified */
     WSYNC_CHECK(verify_chunk(f, pc->chunk));
-    board_mark_landed(f->r->board, f->slot, pc->chunk, f->gen);
-    if (f->nlanded++ == 0 || f->nlanded == f->nland)
-        wsync_trace("engine %s rank %d: chunk %u landed and verified (%u of %u)", f->r->engine_id, f->me,
-                    pc->chunk, f->nlanded, f->nland);
-    f->ndone++;
+    chunk_done(f, pc->chunk, 1);
     return WSYNC_OK;
 }
 
@@ -302,7 +386,7 @@ static wsync_status_t fetch_land(fetch_t *f, int *progressed, int *got)
     int k, i, n = 0;
     for (k = 0; k < r->ntr && f->ndone < f->plan->nchunks; k++) {
         WSYNC_CHECK(r->tr[k].ops->poll(r->tr[k].t, comps, POLL_BATCH, &n,
-                                       f->npending > 0 || f->fn > 0 || r->ntr > 1 ? 0 : 5));
+                                       f->npending > 0 || f->fn > 0 || f->ninflight > 0 || r->ntr > 1 ? 0 : 5));
         *got += n;
         for (i = 0; i < n; i++) {
             WSYNC_CHECK(land_one(f, &comps[i]));
@@ -323,11 +407,23 @@ static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
     for (k = 0; k < f->npending; k++) {
         uint32_t cc = f->pending[k];
         uint64_t off = (uint64_t)cc * plan->chunk_size;
-        uint64_t len = off + plan->chunk_size > plan->image_size ? plan->image_size - off : plan->chunk_size;
+        uint64_t len = chunk_len(plan, cc);
         fan_job_t *fj = &f->fan[(f->fh + f->fn) % FANOUT_INFLIGHT];
         size_t np;
-        if (f->fn == FANOUT_INFLIGHT || !board_is_landed(f->r->board, f->slot, cc, f->gen)) {
+        if ((f->dm ? f->nfan : (uint32_t)f->fn) == FANOUT_INFLIGHT ||
+            !board_is_landed(f->r->board, f->slot, cc, f->gen)) {
             f->pending[keep++] = cc;
+            continue;
+        }
+        if (f->dm) {
+            wsync_status_t st = group_start(f, cc, 0);
+            if (st != WSYNC_OK) {
+                for (; k < f->npending; k++) /* cc and the rest stay pending */
+                    f->pending[keep++] = f->pending[k];
+                f->npending = keep;
+                return st;
+            }
+            *progressed = 1;
             continue;
         }
         np = chunk_ranges(f, cc);
@@ -344,6 +440,8 @@ static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
 /* Verify the copies that finished, oldest first. */
 static wsync_status_t fetch_reap(fetch_t *f, int *progressed)
 {
+    if (f->dm)
+        return reap_groups(f, progressed);
     while (f->fn > 0) {
         fan_job_t *fj = &f->fan[f->fh];
         uint32_t cc = fj->chunk;
@@ -356,12 +454,8 @@ static wsync_status_t fetch_reap(fetch_t *f, int *progressed)
         f->fh = (f->fh + 1) % FANOUT_INFLIGHT;
         f->fn--;
         WSYNC_CHECK(check_pieces(f, f->plan->chunk_first[cc], chunk_npieces(f->plan, cc), f->sums));
-        f->ndone++;
+        chunk_done(f, cc, 0);
         *progressed = 1;
-        if (++f->ncopied == f->plan->nchunks - f->nland)
-            wsync_trace("engine %s rank %d: fan-out copies done and verified", f->r->engine_id, f->me);
-        else if (f->ncopied % 32 == 0)
-            wsync_trace("engine %s rank %d: %u fan-out copies verified", f->r->engine_id, f->me, f->ncopied);
     }
     return WSYNC_OK;
 }
@@ -462,8 +556,13 @@ static wsync_status_t fetch_watch(fetch_t *f)
 static void fetch_end(fetch_t *f, wsync_status_t st)
 {
     int t;
+    uint32_t k;
     for (; f->fn > 0; f->fn--, f->fh = (f->fh + 1) % FANOUT_INFLIGHT)
         f->r->mem->job_free(f->fan[f->fh].job); /* waits: the copy must not outlive the attempt */
+    for (k = 0; k < f->ninflight; k++)
+        recv_dgroup_end(&f->groups[f->inflight[k]], f->r->mem); /* waits likewise */
+    free(f->groups);
+    free(f->inflight);
     if (st != WSYNC_OK)
         recv_transport_reset(f->r); /* stale puts of this attempt can no longer land */
     for (t = 0; f->reqs && t < f->plan->world; t++)
@@ -491,6 +590,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
                  .slot = a->slot,
                  .me = r->cfg.local_rank,
                  .image = r->win[a->slot].ptr,
+                 .dm = r->cur_dm && r->cur_dm->in_place ? r->cur_dm : NULL,
                  /* Test hook (common/fault.h): slow the landing of each chunk so a
                   * test can kill a rank in the middle of a pull. */
                  .land_delay_ms = (int)wsync_fault(WSYNC_FAULT_LAND_DELAY_MS)};
@@ -509,7 +609,8 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
             st = fetch_reap(&f, &progressed);
         if (st == WSYNC_OK)
             st = fetch_watch(&f);
-        if (st == WSYNC_OK && !progressed && got == 0 && (f.npending > 0 || f.fn > 0 || r->ntr != 1))
+        if (st == WSYNC_OK && !progressed && got == 0 &&
+            (f.npending > 0 || f.fn > 0 || f.ninflight > 0 || r->ntr != 1))
             usleep(200);
     }
     fetch_end(&f, st);

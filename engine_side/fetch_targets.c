@@ -13,7 +13,10 @@
  *             of each chunk the board says landed elsewhere;
  *   watch     trainer answers, peers, the deadline;
  *   verify    every segment of this rank's target against the trainer's
- *             digest (the answers of every trainer rank).
+ *             digest (the answers of every trainer rank); in place with the
+ *             caller's destination tensors, their bytes are the ones
+ *             digested (each chunk was written through to them when it was
+ *             complete here: chunk_complete).
  * A chunk is marked landed before it is verified: every rank verifies its
  * own destination bytes, so a corrupted byte is caught on every rank that
  * holds it, before the node reports ready. */
@@ -206,6 +209,15 @@ static wsync_status_t copy_chunk(tfetch_t *f, uint32_t c, int from)
     return WSYNC_OK;
 }
 
+/* Chunk c is complete in this rank's image (landed here and copied inside
+ * it, or copied out of the landing rank's window). In place with the
+ * caller's destination tensors, its bytes are written through to them
+ * (dests.h); verification then digests the caller's bytes. */
+static wsync_status_t chunk_complete(tfetch_t *f, uint32_t c)
+{
+    return recv_dests_chunk_in(f->r->mem, f->r->cur_dm, f->np, c, f->me, f->image);
+}
+
 static wsync_status_t land_one(tfetch_t *f, const wsync_completion_t *cp, int *progressed)
 {
     const wsync_node_plan_t *np = f->np;
@@ -224,6 +236,7 @@ static wsync_status_t land_one(tfetch_t *f, const wsync_completion_t *cp, int *p
     if (--f->remaining[pu->chunk] > 0)
         return WSYNC_OK;
     WSYNC_CHECK(copy_chunk(f, pu->chunk, f->me));
+    WSYNC_CHECK(chunk_complete(f, pu->chunk));
     board_mark_landed(f->r->board, f->slot, pu->chunk, f->gen);
     if (f->nlanded++ == 0 || f->nlanded == f->nland)
         wsync_trace("engine %s rank %d: chunk %u landed (%u of %u)", f->r->engine_id, f->me, pu->chunk, f->nlanded,
@@ -256,6 +269,7 @@ static wsync_status_t tf_fan_out(tfetch_t *f, int *progressed)
             continue;
         }
         WSYNC_CHECK(copy_chunk(f, c, f->np->chunks[c].land_rank));
+        WSYNC_CHECK(chunk_complete(f, c));
         f->ndone++;
         *progressed = 1;
     }

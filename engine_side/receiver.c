@@ -325,6 +325,7 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     wsync_control_close(r->control);
     wsync_sync_layout_free(r->held);
     recv_tlayout_free(r->held_tl);
+    recv_dests_free(r->held_dm);
     free(r->spec);
     free(r->engine_id);
     free(r->control_url);

@@ -13,6 +13,7 @@
 #include "common/window/window.h"
 #include "common/target_verify.h"
 #include "engine_side/board.h"
+#include "engine_side/dests.h"
 #include "engine_side/reporter.h"
 #include "engine_side/progress.h"
 #include "engine_side/wsync_receiver.h"
@@ -86,6 +87,12 @@ struct wsync_receiver {
      * today's path), and the engine layout of the held version */
     char *spec;
     recv_tlayout_t *held_tl;
+
+    /* the caller's destination tensors (config.dests) for the held layout,
+     * and for the attempt running (set only during its fetch: the fetches
+     * and recv_tlayout_verify write through and digest them in place) */
+    recv_dests_t *held_dm;
+    const recv_dests_t *cur_dm;
 };
 
 /* One request to a trainer rank, sent and answered on a thread of its own. */

@@ -189,7 +189,8 @@ wsync_status_t recv_tlayout_verify(wsync_receiver_t *r, const recv_tlayout_t *tl
         rg[i] = (wsync_digest_range_t){.ptr = image + seg->puts[i].dst_off,
                                        .len = seg->puts[i].len,
                                        .off = seg->puts[i].dst_off};
-    WSYNC_CHECK_GOTO(r->mem->digest_many(rg, seg->nputs, sums), st, out);
+    /* in place with the caller's destination tensors: their bytes */
+    WSYNC_CHECK_GOTO(recv_dests_digest_many(r->mem, r->cur_dm, image, rg, seg->nputs, sums), st, out);
     for (i = 0; i < seg->nputs; i++) {
         const wsync_tput_t *s = &seg->puts[i];
         uint64_t d = wsync_digest_final(sums[i], s->len, s->dst_off);

@@ -3,7 +3,10 @@
  * on their landing rank over the network, the other local ranks copy each
  * chunk out of the landing rank's window as soon as it has landed, every rank
  * verifies every piece, and only then is the version held (and reported
- * ready). A version that fails verification is never held. */
+ * ready). A version that fails verification is never held. With
+ * config.dests a pull also brings the caller's own tensors to the version:
+ * staged, copied once the node verified it; in place, written during the
+ * pull and verified there (see dests). */
 #ifndef WSYNC_RECEIVER_H
 #define WSYNC_RECEIVER_H
 
@@ -19,14 +22,15 @@ typedef enum wsync_mode {
     WSYNC_MODE_STAGED = 0,   /* receive into a second image, then switch: the held
                                 version stays readable during a pull */
     WSYNC_MODE_IN_PLACE = 1, /* receive into the one image: no extra memory; the
-                                image is invalid while a pull runs and after a failure */
+                                image (and config.dests) is invalid while a pull
+                                runs and after a failure */
 } wsync_mode_t;
 
 /* One destination tensor in the caller's memory (see config.dests). */
 typedef struct wsync_dest_tensor {
-    const char *name; /* a destination tensor of the rank's target ("...qkv_proj.weight") */
+    const char *name; /* a tensor the rank holds: its target's ("...qkv_proj.weight") or the manifest's */
     void *ptr;        /* host memory, or device memory of config.device */
-    uint64_t nbytes;  /* its size: must equal the target's */
+    uint64_t nbytes;  /* its size: must equal the target's (or the manifest's) */
 } wsync_dest_tensor_t;
 
 typedef struct wsync_receiver_config {
@@ -54,12 +58,42 @@ typedef struct wsync_receiver_config {
     const char *target_json; /* this rank's target (docs/TARGETS.md), or NULL */
     int tp_size;             /* > 1 with target_json NULL: the rules' target, TP rank = local_rank % tp_size */
     const char *rules_json;  /* rules for tp_size (docs/TARGETS.md); NULL: the built-in vLLM rules */
-    /* Optional caller memory, one entry per destination tensor: after each
-     * verified pull the held version's tensors are copied into it (staged:
-     * the pull itself lands in wsync's images, so the caller's tensors keep
-     * the previous version until the new one is verified). */
+    /* Optional caller memory: one entry per destination tensor the caller
+     * owns (with a target, its destination tensors, "...qkv_proj.weight";
+     * without, the manifest's tensors), any subset of them. Every pull that
+     * meets a new layout checks them, before any byte moves: each name must
+     * be one of the rank's tensors, given once, with its byte count (else
+     * WSYNC_ERR_INVALID naming the tensor, nothing written).
+     *   staged:   the pull lands in wsync's images as without dests; once
+     *             every local rank verified the version, each destination
+     *             tensor is copied out of the verified image (each rank
+     *             after local rank 0 reported it ready). On a failed pull
+     *             the caller's tensors keep the version they had (a copy
+     *             that fails, a device error, leaves them invalid).
+     *   in place: written during the pull: as soon as a chunk is complete in
+     *             this rank's image (landed here, or copied out of the
+     *             landing rank's window), its bytes that belong to caller
+     *             tensors are copied into them (a GPU queues the copies and
+     *             their digests as jobs, so they overlap the rest of the
+     *             pull), and verification digests the caller's bytes, what
+     *             the engine will use. Bytes no block covers (vocabulary
+     *             padding) are zeroed in the caller's tensors. While a pull
+     *             runs, and after one that failed, the caller's tensors are
+     *             invalid, as the image is.
+     * wsync's image stays the landing memory either way (the node's other
+     * ranks copy out of its window), so a rank holds its image (two in
+     * staged mode) plus the caller's tensors. The memory must stay valid and
+     * unmoved while the receiver lives. */
     const wsync_dest_tensor_t *dests;
     int ndests;
+    /* Optional: called on the pulling thread when a pull meets a new layout,
+     * before any byte of it moves and before dests are checked, with the
+     * tensors this rank will hold (the manifest's, or the target's
+     * destination tensors; valid during the call). Anything but WSYNC_OK
+     * refuses the pull with that status, nothing written (a language binding
+     * checks its tensors' dtypes and shapes here). */
+    wsync_status_t (*check_dests)(void *arg, const wsync_tensor_info_t *tensors, size_t n);
+    void *check_dests_arg;
 } wsync_receiver_config_t;
 
 WSYNC_API wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_receiver_t **out);

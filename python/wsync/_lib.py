@@ -108,7 +108,13 @@ class ReceiverConfig(ctypes.Structure):
         ("rules_json", ctypes.c_char_p),
         ("dests", ctypes.POINTER(DestTensor)),
         ("ndests", ctypes.c_int),
+        ("check_dests", ctypes.c_void_p),  # a CHECK_DESTS callback (kept alive by its Receiver)
+        ("check_dests_arg", ctypes.c_void_p),
     ]
+
+
+# wsync_status_t (*check_dests)(void *arg, const wsync_tensor_info_t *tensors, size_t n)
+CHECK_DESTS = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(TensorInfo), ctypes.c_size_t)
 
 
 LAYOUT_EVEN, LAYOUT_FSDP = 0, 1

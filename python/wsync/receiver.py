@@ -3,12 +3,15 @@
 Without `into`, tensors() are views over the receiver's own image (no copy):
 in mode "in-place" the image never moves, so an engine can make those views
 its tensors and every pull lands in them (wsync.hf does this with a model's
-parameters). With `into` (the engine's own tensors), a pull lands in wsync's
-image(s) and, once the whole version verified, is copied into `into`, each
-tensor checked against the manifest first: the contract of the C receiver's
-`dests`, done here so that a dtype or shape mismatch is refused before
-anything is written (the C side checks byte counts only, and only for ranks
-with a target).
+parameters). With `into` (the engine's own tensors), they are the C
+receiver's `dests`: in mode "in-place" each chunk's bytes are written into
+them during the pull and verification digests them there; in mode "staged"
+the pull lands in wsync's second image and is copied into them only once
+every local rank verified it (a failed pull leaves them as they were).
+Before any byte of a new layout moves, the C receiver hands this rank's
+tensors (the manifest's, or the target's destination tensors) to a callback
+here, which checks every `into` tensor's name, dtype and shape and refuses
+the pull naming the tensor; the C side checks byte counts again.
 """
 import json
 import ctypes
@@ -17,10 +20,14 @@ from collections.abc import Mapping
 import torch
 
 from . import _lib
-from ._torch import bytes_at, device_string, invalid, sync, torch_dtype, typed_view
+from ._torch import TO_NAME, bytes_at, device_string, invalid, sync, torch_dtype, typed_view
 from .publisher import check_tensors
 
 _MODES = {"staged": _lib.MODE_STAGED, "in-place": _lib.MODE_IN_PLACE}
+
+
+def _dtype_name(dtype):
+    return TO_NAME.get(dtype, str(dtype))
 
 
 def _json_text(doc):
@@ -57,6 +64,7 @@ class Receiver:
             raise invalid("local_rank %r must be in [0, local_world %r)" % (local_rank, local_world))
         if not engine:
             raise invalid("engine= names the engine node (its local ranks share it); it is required")
+        self._check_error, self._check_fn, self._dests = None, None, None
         if into is not None:
             if not isinstance(into, Mapping):
                 raise invalid("into= must map destination names to the engine's tensors (e.g. model.state_dict())")
@@ -82,11 +90,57 @@ class Receiver:
         cfg.tp_size = self.tp or 0
         cfg.rules_json = _lib.cstr(_json_text(rules))
         cfg.target_json = _lib.cstr(_json_text(target))
+        if self._into is not None:
+            self._set_dests(cfg)
         self._cfg = cfg
         r = ctypes.c_void_p()
         _lib.check(_lib.lib.wsync_receiver_create(ctypes.byref(cfg), ctypes.byref(r)),
                    "engine %s rank %d: creating the receiver" % (engine, local_rank))
         self._r = r
+
+    def _set_dests(self, cfg):
+        """`into` as the C config's dests, and the callback that checks them."""
+        items = list(self._into.items())
+        self._dest_names = [n.encode() for n, _ in items]  # kept alive: the C side holds the pointers
+        arr = (_lib.DestTensor * max(len(items), 1))()
+        for i, (n, t) in enumerate(items):
+            arr[i].name = self._dest_names[i]
+            arr[i].ptr = t.data_ptr()
+            arr[i].nbytes = t.numel() * t.element_size()
+        self._dests = arr
+        cfg.dests = ctypes.cast(arr, ctypes.POINTER(_lib.DestTensor))
+        cfg.ndests = len(items)
+        self._check_fn = _lib.CHECK_DESTS(self._on_check)
+        cfg.check_dests = ctypes.cast(self._check_fn, ctypes.c_void_p)
+
+    def _on_check(self, _arg, infos, n):
+        """The C receiver's check_dests: the tensors this rank will hold, before
+        any byte moves. Never raises into C: a refusal is kept for pull()."""
+        try:
+            held = {}
+            for i in range(n):
+                info = infos[i]
+                held[info.name.decode()] = (info.dtype.decode(), tuple(info.shape[:info.ndim]))
+            self._check_into_against(held)
+            return 0
+        except Exception as e:  # noqa: BLE001 - handed back to pull()
+            self._check_error = e if isinstance(e, _lib.Error) else invalid("into: %s" % (e,))
+            return _lib.WSYNC_ERR_INVALID
+
+    def _check_into_against(self, held):
+        """held: name -> (safetensors dtype name, shape) of the tensors this
+        rank holds; every `into` tensor must be one of them, equal in both."""
+        for name, dst in self._into.items():
+            if name not in held:
+                raise invalid("into: tensor '%s' is not in the published manifest (which has %d tensors, e.g. %s)"
+                              % (name, len(held), ", ".join(list(held)[:3])))
+            dtype_name, shape = held[name]
+            want = torch_dtype(dtype_name, "tensor '%s'" % name)
+            if dst.dtype != want:
+                raise invalid("into: tensor '%s' is %s but the manifest says %s" % (name, dst.dtype, want))
+            if tuple(dst.shape) != shape:
+                raise invalid("into: tensor '%s' has shape %s but the manifest says %s"
+                              % (name, tuple(dst.shape), shape))
 
     def _live(self):
         if self._r is None:
@@ -107,7 +161,10 @@ class Receiver:
         than the one held, waiting up to `timeout` seconds for one). Returns the
         version now held, verified on every local rank. Raises wsync.Error
         (wsync.TimeoutError on a timeout); in mode "staged" the held version,
-        and `into`, stay as they were."""
+        and `into`, stay as they were; in mode "in-place" a failed pull leaves
+        nothing held and `into` invalid (partly written) until a pull succeeds.
+        An `into` tensor whose name, dtype or shape does not match is refused
+        before anything is written."""
         self._live()
         if version is not None and (not isinstance(version, int) or version < 1):
             raise invalid("version=%r must be a positive integer or None (the newest)" % (version,))
@@ -115,12 +172,16 @@ class Receiver:
             raise invalid("timeout=%r must be a number of seconds >= 0" % (timeout,))
         got = ctypes.c_uint64(0)
         ms = int(min(timeout * 1000.0, 2**31 - 1))
-        _lib.check(_lib.lib.wsync_receiver_pull(self._r, version or 0, ms, ctypes.byref(got)),
-                   "engine %s rank %d: pull of %s" % (self.engine, self.local_rank,
-                                                      "version %d" % version if version else "the newest version"))
-        self._views = None
         if self._into is not None:
-            self._copy_into()
+            sync(self._dev)  # torch's queued work on `into` ends before wsync writes it
+        self._check_error = None
+        st = _lib.lib.wsync_receiver_pull(self._r, version or 0, ms, ctypes.byref(got))
+        self._views = None
+        if st != 0 and self._check_error is not None:
+            e, self._check_error = self._check_error, None
+            raise e
+        _lib.check(st, "engine %s rank %d: pull of %s" % (self.engine, self.local_rank,
+                                                          "version %d" % version if version else "the newest version"))
         return got.value
 
     def _held_views(self):
@@ -166,27 +227,12 @@ class Receiver:
         self._views, self._views_key = views, self.version
         return views
 
-    def _copy_into(self):
-        views = self._held_views()
-        self.check_into(views)
-        for name, dst in self._into.items():
-            dst.copy_(views[name])
-        sync(self._dev)
-
     def check_into(self, views=None):
-        """Check `into` against the held version's manifest: every name known,
-        dtype and shape equal (raises wsync.Error naming the tensor)."""
+        """Check `into` against the held version's tensors: every name known,
+        dtype and shape equal (raises wsync.Error naming the tensor). Pulls
+        do this themselves before anything is written."""
         views = views if views is not None else self._held_views()
-        for name, dst in self._into.items():
-            if name not in views:
-                raise invalid("into: tensor '%s' is not in the published manifest (which has %d tensors, e.g. %s)"
-                              % (name, len(views), ", ".join(list(views)[:3])))
-            src = views[name]
-            if dst.dtype != src.dtype:
-                raise invalid("into: tensor '%s' is %s but the manifest says %s" % (name, dst.dtype, src.dtype))
-            if tuple(dst.shape) != tuple(src.shape):
-                raise invalid("into: tensor '%s' has shape %s but the manifest says %s"
-                              % (name, tuple(dst.shape), tuple(src.shape)))
+        self._check_into_against({n: (_dtype_name(v.dtype), tuple(v.shape)) for n, v in views.items()})
 
     def tensors(self):
         """name -> torch tensor of the held version, on the receiver's device:

@@ -79,7 +79,7 @@ sync_case full full views staged
 sync_case fsdp fsdp views staged
 sync_case pack pack views
 sync_case inplace full inplace
-MODEL_CFG=tp sync_case tp full tp
+MODEL_CFG=tp sync_case tp full tp tpinto
 
 for s in abi layout errors hf examples doc dtensor; do
     timeout 300 $PY "$T/${s}_test.py" 2>"$TMP/$s.err" || { echo "FAIL ${s}_test: exited $?"; tail -n 20 "$TMP/$s.err" >&2; }

@@ -2,7 +2,9 @@
 tensors refused before anything is sent (non-contiguous, mixed devices,
 wrong shard shape, unknown name, wrong dtype or shape vs the manifest, on
 either side), a dead trainer, a timeout (wsync.TimeoutError), and a version
-that fails verification leaving the staged `into` tensors as they were."""
+that fails verification leaving the staged `into` tensors as they were (and,
+in place, raising with nothing held, the next clean version landing in the
+same `into` tensors)."""
 import os
 import signal
 
@@ -83,16 +85,24 @@ def corrupt_version(c):
     """Version 1 comes from a clean trainer; version 2 from a restarted rank 0
     whose piece 0 is corrupted after its digest (WSYNC_TEST_CORRUPT_PIECE):
     the staged pull fails verification and `into` (and the held version)
-    stay version 1."""
+    stay version 1; the in-place pull (into= written during the pull) fails
+    too, holding nothing; version 3, clean, lands in place in the same
+    tensors."""
     with common.Serve() as srv:
         clean = common.spawn("sync_trainer.py", srv.url, 0, 1, "full", 1, "-")
-        bad = None
+        bad = good = None
         try:
             own = {n: torch.zeros(s, dtype=torch.bfloat16) for n, s in qwen_tiny.specs()}
-            with wsync.Receiver(srv.url, "corrupt", 0, 1, into=own, mode="staged") as r:
+            mine = {n: torch.zeros(s, dtype=torch.bfloat16) for n, s in qwen_tiny.specs()}
+            ptrs = {n: t.data_ptr() for n, t in mine.items()}
+            with wsync.Receiver(srv.url, "corrupt", 0, 1, into=own, mode="staged") as r, \
+                    wsync.Receiver(srv.url, "corrupt-ip", 0, 1, into=mine, mode="in-place") as ip:
                 v1 = qwen_tiny.state(1)
                 c.ok("corrupt_case_v1_received", r.pull(timeout=120) == 1
                      and all(torch.equal(own[n], v1[n]) for n in v1))
+                c.ok("in_place_into_v1_received", ip.pull(timeout=120) == 1
+                     and all(torch.equal(mine[n], v1[n]) for n in v1)
+                     and all(ip.tensors()[n].data_ptr() == ptrs[n] for n in mine))
                 held = {n: x.data_ptr() for n, x in r.tensors().items()}
                 clean.kill()
                 clean.wait()
@@ -107,8 +117,21 @@ def corrupt_version(c):
                 c.ok("corrupt_version_staged_image_unchanged", r.version == 1 and all(
                     torch.equal(views[n], v1[n]) for n in v1) and held == {n: x.data_ptr() for n, x in views.items()},
                     "held version %d" % r.version)
+                e = c.raises("in_place_corrupt_version_raises", lambda: ip.pull(timeout=60), wsync.Error)
+                c.ok("in_place_corrupt_version_error_says_digest", e is not None and "digest" in str(e).lower(),
+                     str(e))
+                c.ok("in_place_corrupt_version_nothing_held", ip.version == 0 and ip.tensors() == {},
+                     "held version %d" % ip.version)
+                bad.kill()
+                bad.wait()
+                good = common.spawn("sync_trainer.py", srv.url, 0, 1, "full", 3, "-", env={"START_VERSION": "3"})
+                common.wait_line(good, "published version 3")
+                v3 = qwen_tiny.state(3)
+                c.ok("in_place_into_next_clean_version", ip.pull(timeout=60) == 3
+                     and all(torch.equal(mine[n], v3[n]) for n in v3)
+                     and ptrs == {n: t.data_ptr() for n, t in mine.items()})
         finally:
-            for t in (clean, bad):
+            for t in (clean, bad, good):
                 if t is not None:
                     t.kill()
                     t.wait()

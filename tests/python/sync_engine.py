@@ -7,6 +7,8 @@ tensor with torch.equal against the state it regenerates itself. KIND:
   inplace  into= the rank's own tensors, mode "in-place"
   tp       tp=2 (vLLM's slices, TP rank = local rank % 2), staged, compared with
            slices cut here with torch ops (qwen_tiny.tp_slices)
+  tpinto   tp=2, into= the rank's own destination tensors (filled with 7s
+           first: vocabulary padding must come out zero), mode "in-place"
 Prints PASS/FAIL lines."""
 import sys
 
@@ -26,6 +28,11 @@ def main():
         rcv = wsync.Receiver(url, engine, lr, lw, mode="in-place")
     elif kind == "tp":
         rcv = wsync.Receiver(url, engine, lr, lw, tp=2)
+    elif kind == "tpinto":
+        own = {n: torch.full_like(t, 7) for n, t in
+               qwen_tiny.tp_slices(qwen_tiny.state(1, cfg=qwen_tiny.CONFIG_TP), 2, lr % 2).items()}
+        own_ptrs = {n: t.data_ptr() for n, t in own.items()}
+        rcv = wsync.Receiver(url, engine, lr, lw, tp=2, into=own, mode="in-place")
     else:
         rcv = wsync.Receiver(url, engine, lr, lw, into=own, mode="in-place" if kind == "inplace" else "staged")
     with rcv:
@@ -33,7 +40,13 @@ def main():
         for v in range(1, versions + 1):
             got = rcv.pull(timeout=60)
             want = qwen_tiny.state(v)
-            if kind == "tp":
+            if kind == "tpinto":
+                want = qwen_tiny.tp_slices(qwen_tiny.state(v, cfg=qwen_tiny.CONFIG_TP), 2, lr % 2)
+                held = own
+                checks.ok("%s_v%d_tensors_are_into" % (tag, v),
+                          own_ptrs == {n: t.data_ptr() for n, t in rcv.tensors().items() if n in own},
+                          "tensors() does not hand out the into= tensors")
+            elif kind == "tp":
                 want = qwen_tiny.tp_slices(qwen_tiny.state(v, cfg=qwen_tiny.CONFIG_TP), 2, lr % 2)
                 held = rcv.tensors()
                 shapes = [n for n in want if n in held and tuple(held[n].shape) != tuple(want[n].shape)]

@@ -1,6 +1,9 @@
 /* receiver_dests_test.c: a receiver with a target (tp_size 2, TP rank 0)
- * copies each verified version into the caller's destination tensors
- * (config.dests), and refuses destinations that are not the target's. One
+ * brings each verified version into the caller's destination tensors
+ * (config.dests), staged (copied after verification) and in place (written
+ * through during the pull, the caller's bytes verified), the vocabulary
+ * padding zero in the caller's tensor either way (they start as 0xff here),
+ * and refuses destinations that are not the target's. One
  * process: the control endpoint, a publisher (1 rank, host memory) and the
  * receiver (1 local rank) over tcp on loopback. The expected bytes are cut
  * out of the source image here, by hand: o_proj's first half of each row
@@ -11,6 +14,8 @@
 #include <unistd.h>
 
 #include "common/manifest.h"
+#include "common/rules.h"
+#include "common/target.h"
 #include "common/util.h"
 #include "engine_side/wsync_receiver.h"
 #include "tests/test.h"
@@ -90,11 +95,13 @@ static const char *unique_host_id(char *buf, size_t len)
 
 /* A receiver for TP rank 0 of 2 with `dests`; pulls the next version while
  * the publisher publishes `v`. Returns the pull's status. */
-static wsync_status_t pull_with(rig_t *g, const char *engine, const wsync_dest_tensor_t *dests, int n, uint64_t v,
-                                wsync_receiver_t **out, char *error, size_t errlen)
+static wsync_status_t pull_mode(rig_t *g, const char *engine, wsync_mode_t mode, int K,
+                                const wsync_dest_tensor_t *dests, int n, uint64_t v, wsync_receiver_t **out,
+                                char *error, size_t errlen)
 {
     char host_id[64];
     wsync_receiver_config_t rc = {.engine_id = engine,
+                                  .mode = mode,
                                   .local_rank = 0,
                                   .local_world = 1,
                                   .transport = "tcp",
@@ -105,8 +112,21 @@ static wsync_status_t pull_with(rig_t *g, const char *engine, const wsync_dest_t
                                   .ndests = n};
     pull_job_t j = {0};
     pthread_t th;
+    char *tj = NULL;
     rc.control_url = wsync_control_server_url(g->server);
+    if (K > 0) { /* TP rank K of 2 on a lone local rank: its target, given */
+        wsync_target_t *t = NULL;
+        json_t *j_ = NULL;
+        if (wsync_target_from_rules(g->m, wsync_rules_builtin(), 2, K, &t) == WSYNC_OK &&
+            wsync_target_to_json(t, g->m, &j_) == WSYNC_OK)
+            tj = json_dumps(j_, JSON_COMPACT);
+        json_decref(j_);
+        wsync_target_free(t);
+        rc.tp_size = 0;
+        rc.target_json = tj;
+    }
     if (wsync_receiver_create(&rc, &j.recv) != WSYNC_OK) {
+        free(tj);
         snprintf(error, errlen, "%s", wsync_last_error());
         return WSYNC_ERR_INVALID;
     }
@@ -116,19 +136,26 @@ static wsync_status_t pull_with(rig_t *g, const char *engine, const wsync_dest_t
     if (wsync_publisher_publish(g->pub, v) != WSYNC_OK)
         fprintf(stderr, "  publish: %s\n", wsync_last_error());
     pthread_join(th, NULL);
+    free(tj);
     snprintf(error, errlen, "%s", j.error);
     *out = j.recv;
     return j.st;
 }
 
-static void caller_tensors_get_the_verified_slices(void)
+static wsync_status_t pull_with(rig_t *g, const char *engine, const wsync_dest_tensor_t *dests, int n, uint64_t v,
+                                wsync_receiver_t **out, char *error, size_t errlen)
+{
+    return pull_mode(g, engine, WSYNC_MODE_STAGED, 0, dests, n, v, out, error, errlen);
+}
+
+static void caller_tensors_get_the_verified_slices(wsync_mode_t mode, int K, const char *engine)
 {
     rig_t g;
     const wsync_tensor_t *o, *e;
     wsync_receiver_t *r = NULL;
     wsync_dest_tensor_t d[2];
     char *o_buf, *e_buf, *o_want, *e_want, err[512];
-    uint64_t H, Hc, V, Vp, W, rows, i, o_bytes, e_bytes;
+    uint64_t H, Hc, V, Vp, W, rows, i, o_bytes, e_bytes, k = (uint64_t)K;
     void *ptr = NULL;
     wsync_tensor_info_t info;
 
@@ -141,25 +168,29 @@ static void caller_tensors_get_the_verified_slices(void)
     o = &g.m->tensors[wsync_manifest_find(g.m, O_PROJ)];
     e = &g.m->tensors[wsync_manifest_find(g.m, EMBED)];
     H = (uint64_t)o->shape[0];
-    Hc = (uint64_t)o->shape[1] / 2; /* TP rank 0 of 2: the first half of the columns */
+    Hc = (uint64_t)o->shape[1] / 2; /* TP rank K of 2: half K of the columns */
     V = (uint64_t)e->shape[0];
     W = (uint64_t)e->shape[1];
     Vp = (V + 63) / 64 * 64;
-    rows = Vp / 2; /* rows [0, Vp/2) of the padded vocabulary */
+    rows = Vp / 2; /* rows [K Vp/2, (K+1) Vp/2) of the padded vocabulary */
     o_bytes = H * Hc * 2;
     e_bytes = rows * W * 2;
-    o_buf = calloc(1, o_bytes);
-    e_buf = calloc(1, e_bytes);
+    o_buf = malloc(o_bytes);
+    e_buf = malloc(e_bytes);
+    memset(o_buf, 0xff, o_bytes);
+    memset(e_buf, 0xff, e_bytes); /* the padding rows must come out zero */
     o_want = calloc(1, o_bytes);
     e_want = calloc(1, e_bytes);
     d[0] = (wsync_dest_tensor_t){.name = O_PROJ, .ptr = o_buf, .nbytes = o_bytes};
     d[1] = (wsync_dest_tensor_t){.name = EMBED, .ptr = e_buf, .nbytes = e_bytes};
-    CHECK_OK(pull_with(&g, "dests-ok", d, 2, 1, &r, err, sizeof(err)));
+    CHECK(K == 0 || V < 2 * rows); /* TP rank 1's slice has padding rows */
+    CHECK_OK(pull_mode(&g, engine, mode, K, d, 2, 1, &r, err, sizeof(err)));
     if (err[0])
         fprintf(stderr, "  pull: %s\n", err);
     for (i = 0; i < H; i++)
-        memcpy(o_want + i * Hc * 2, g.src + o->offset + i * (uint64_t)o->shape[1] * 2, Hc * 2);
-    memcpy(e_want, g.src + e->offset, (rows < V ? rows : V) * W * 2);
+        memcpy(o_want + i * Hc * 2, g.src + o->offset + (i * (uint64_t)o->shape[1] + k * Hc) * 2, Hc * 2);
+    if (V > k * rows) /* the real rows of the slice; the rest stays zero */
+        memcpy(e_want, g.src + e->offset + k * rows * W * 2, ((k + 1) * rows < V ? rows : V - k * rows) * W * 2);
     CHECK(memcmp(o_buf, o_want, o_bytes) == 0);
     CHECK(memcmp(e_buf, e_want, e_bytes) == 0);
     /* The accessors give the held destination tensors, the same bytes (when
@@ -204,9 +235,22 @@ static void destinations_not_in_the_target_are_refused(void)
     rig_down(&g);
 }
 
+static void staged_caller_tensors_get_the_verified_slices(void)
+{
+    caller_tensors_get_the_verified_slices(WSYNC_MODE_STAGED, 0, "dests-ok");
+    caller_tensors_get_the_verified_slices(WSYNC_MODE_STAGED, 1, "dests-ok-k1");
+}
+
+static void in_place_caller_tensors_get_the_verified_slices(void)
+{
+    caller_tensors_get_the_verified_slices(WSYNC_MODE_IN_PLACE, 0, "dests-ok-inplace");
+    caller_tensors_get_the_verified_slices(WSYNC_MODE_IN_PLACE, 1, "dests-ok-inplace-k1");
+}
+
 int main(void)
 {
-    RUN(caller_tensors_get_the_verified_slices);
+    RUN(staged_caller_tensors_get_the_verified_slices);
+    RUN(in_place_caller_tensors_get_the_verified_slices);
     RUN(destinations_not_in_the_target_are_refused);
     TEST_EXIT();
 }

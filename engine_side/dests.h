@@ -1,0 +1,118 @@
+/* dests.h: the caller's destination tensors (config.dests) for one layout:
+ * where each lies in this rank's image, the checks before any byte moves,
+ * and the two ways bytes reach them. Staged: every destination tensor is
+ * copied out of the verified image once the node verified. In place: each
+ * chunk's destination bytes are copied into the caller's tensors as soon as
+ * the chunk is complete in this rank's image (write-through), and
+ * verification digests the caller's bytes where a destination holds them
+ * (recv_parts_split: a digest range is cut between the caller's memory and
+ * the image so that the part sums add up to the range's sum). */
+#ifndef WSYNC_ENGINE_DESTS_H
+#define WSYNC_ENGINE_DESTS_H
+
+#include "common/manifest.h"
+#include "common/mem/mem.h"
+#include "common/target.h"
+#include "common/target_plan.h"
+#include "engine_side/wsync_receiver.h"
+
+typedef struct recv_dest {
+    uint64_t off, size; /* in this rank's image */
+    char *ptr;          /* the caller's memory */
+    const char *name;   /* the caller's string */
+} recv_dest_t;
+
+typedef struct recv_span {
+    char *ptr;
+    uint64_t len;
+} recv_span_t;
+
+typedef struct recv_dests {
+    int in_place; /* the receiver's mode: write-through during the pull */
+    size_t n;
+    recv_dest_t *d; /* by image offset; disjoint */
+    size_t ngaps;
+    recv_span_t *gaps; /* caller bytes no block writes (a target's padding): zeroed before an in-place pull */
+} recv_dests_t;
+
+/* The caller's destinations against the tensors this rank holds: the
+ * manifest's (t NULL: the whole image) or target t's destination tensors,
+ * whose verification segments `seg` tell the bytes blocks write. First the
+ * config's check_dests callback (when set) sees the tensors; then every
+ * destination must name one of them, once, with its byte count. *out NULL
+ * when there are no destinations. Nothing is written. */
+wsync_status_t recv_dests_build(const wsync_receiver_config_t *cfg, const wsync_manifest_t *m,
+                                const wsync_target_t *t, const wsync_node_plan_t *seg, recv_dests_t **out);
+void recv_dests_free(recv_dests_t *ds);
+
+/* Digest ranges cut between the caller's memory and the image. */
+typedef struct recv_parts {
+    size_t n, cap;
+    wsync_digest_range_t *rg;
+    uint32_t *of; /* the range (piece, segment) each part belongs to */
+    long *dest;   /* the destination it lies in, or -1 (the image) */
+} recv_parts_t;
+
+/* Append the parts of the digest range of image bytes [off, off+len) keyed at
+ * `key` (its digest offset), belonging to range `of`: whole words of it that
+ * lie in a destination, in the caller's memory, the rest at `image` (image
+ * offset 0), each keyed so that the sum of the part sums is the range's sum. */
+wsync_status_t recv_parts_split(recv_parts_t *p, const recv_dests_t *ds, const char *image, uint64_t off,
+                                uint64_t len, uint64_t key, uint32_t of);
+void recv_parts_free(recv_parts_t *p);
+
+/* The digest key of word `word` of a range keyed at `key`, as the key of a
+ * range of its own (digest.h): fmix64 is a bijection, so a range can be cut
+ * on any word and its parts digested apart. */
+uint64_t recv_digest_key_at(uint64_t key, uint64_t word);
+
+/* digest_many of n image ranges (rg[i].ptr inside `image`, rg[i].off their
+ * keys; image offsets ptr - image), in place reading the caller's bytes
+ * where a destination holds them; without destinations or staged, the
+ * image's. One wait for the image's ranges, one for the caller's. */
+wsync_status_t recv_dests_digest_many(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const char *image,
+                                      const wsync_digest_range_t *rg, size_t n, uint64_t *sums);
+
+/* In place: copy the destination bytes of image range [off, off+len) from
+ * `image` into the caller's tensors (blocking); nothing without ds or staged. */
+wsync_status_t recv_dests_write(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const char *image,
+                                uint64_t off, uint64_t len);
+/* In place: the bytes target chunk c brought to local rank `me` (its puts
+ * when it landed here, the copies into `me`), written through. The one call
+ * fetch_targets.c makes when a chunk is complete on this rank. */
+wsync_status_t recv_dests_chunk_in(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const wsync_node_plan_t *np,
+                                   uint32_t c, int me, const char *image);
+/* In place, before a pull: zero the caller's bytes no block writes. */
+wsync_status_t recv_dests_zero_gaps(const wsync_mem_ops_t *mem, const recv_dests_t *ds);
+/* Staged, once the node verified: every destination tensor out of `image`. */
+wsync_status_t recv_dests_copy_all(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const char *image);
+
+/* One whole-image chunk written through in place, as mem jobs that overlap
+ * the rest of the pull: for each destination the chunk touches, a copy from
+ * `src` (this rank's image when the chunk landed here, the landing rank's
+ * window when it fans out) into the caller's tensor and the digests of the
+ * caller's parts; one more for the image (the fan-out copy into it, and the
+ * digests of the bytes no destination holds). The copies read `src` only,
+ * so the jobs have no order among them. */
+typedef struct recv_dgroup {
+    uint32_t chunk;
+    int landed; /* the chunk landed here (else it was copied from a peer) */
+    size_t npieces, njobs;
+    wsync_mem_job_t **jobs;
+    size_t *first;     /* [njobs + 1]: job j digests parts first[j] .. first[j+1] */
+    unsigned char *ok; /* [njobs]: finished */
+    recv_parts_t parts;
+    uint64_t *psums;
+} recv_dgroup_t;
+
+/* pieces[k]: the chunk's piece k as an image range (ptr at `image`, off its
+ * key); the chunk is image bytes [off, off+len); src at image offset 0. */
+wsync_status_t recv_dgroup_start(recv_dgroup_t *g, const wsync_mem_ops_t *mem, const recv_dests_t *ds, char *image,
+                                 const char *src, uint64_t off, uint64_t len, const wsync_digest_range_t *pieces,
+                                 size_t npieces);
+/* *done once every job finished; then sums[k] is piece k's sum. */
+wsync_status_t recv_dgroup_poll(recv_dgroup_t *g, const wsync_mem_ops_t *mem, uint64_t *sums, int *done);
+/* Ends the jobs (waiting for those still running) and frees g's memory. */
+void recv_dgroup_end(recv_dgroup_t *g, const wsync_mem_ops_t *mem);
+
+#endif

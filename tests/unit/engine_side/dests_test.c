@@ -1,0 +1,340 @@
+/* dests_test.c: the caller's destination tensors (engine_side/dests.c).
+ *
+ * The digest cut: a range digested as parts (some in another buffer, keyed
+ * by recv_digest_key_at) sums to wsync_digest_sum of the whole, for random
+ * ranges and destination layouts.
+ *
+ * Whole-image receivers with dests, staged and in place: a node of 2 local
+ * ranks (threads of this process, each its own receiver, over tcp on
+ * loopback from 1 trainer rank) with every other manifest tensor in memory
+ * of its own; after each pull every destination equals the published
+ * tensor (the bytes kept here, not read back through wsync), the same
+ * through both modes; a version corrupted after its digest
+ * (WSYNC_TEST_CORRUPT_PIECE) fails both ranks, leaving the staged
+ * destinations at the previous version; the next clean version lands in
+ * both modes; a wrong byte count is refused naming the tensor. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "common/digest.h"
+#include "common/fault.h"
+#include "common/manifest.h"
+#include "common/util.h"
+#include "engine_side/dests.h"
+#include "engine_side/wsync_receiver.h"
+#include "tests/test.h"
+#include "trainer_side/control/control_server.h"
+#include "trainer_side/wsync_publisher.h"
+
+/* ---- the digest cut ---- */
+
+static void split_parts_sum_to_the_range(void)
+{
+    enum { IMG = 1 << 16 };
+    unsigned char *image = malloc(IMG), *caller = malloc(IMG);
+    int trial, bad = 0, caller_parts = 0;
+    srand(7);
+    for (trial = 0; trial < 400; trial++) {
+        recv_dest_t d[6];
+        recv_dests_t ds = {.in_place = 1, .d = d};
+        recv_parts_t p = {0};
+        uint64_t at = (uint64_t)(rand() % 512), off, len, key, sum = 0, want;
+        size_t i;
+        for (i = 0; i < 6; i++) {
+            uint64_t size = 1 + (uint64_t)(rand() % 3000);
+            if (at + size > IMG)
+                break;
+            d[i] = (recv_dest_t){.off = at, .size = size, .ptr = (char *)caller + at, .name = "t"};
+            at += size + (uint64_t)(rand() % 3) * (uint64_t)(rand() % 700);
+        }
+        ds.n = i;
+        wsync_fill_pattern(image, IMG, 0, (uint64_t)trial);
+        memcpy(caller, image, IMG); /* the caller holds the same bytes elsewhere */
+        off = (uint64_t)(rand() % 4000);
+        len = 1 + (uint64_t)(rand() % 12000);
+        key = (uint64_t)rand() * 977 + (uint64_t)trial;
+        if (recv_parts_split(&p, &ds, (const char *)image, off, len, key, 3) != WSYNC_OK) {
+            bad++;
+            continue;
+        }
+        for (i = 0; i < p.n; i++) {
+            sum += wsync_digest_sum(p.rg[i].ptr, p.rg[i].len, p.rg[i].off);
+            caller_parts += p.dest[i] >= 0;
+            if (p.of[i] != 3)
+                bad++;
+        }
+        want = wsync_digest_sum(image + off, len, key);
+        if (sum != want)
+            bad++;
+        /* a byte changed in the caller's copy changes the sum when a part
+         * reads it */
+        for (i = 0; i < p.n; i++)
+            if (p.dest[i] >= 0) {
+                uint64_t s2 = 0;
+                size_t k;
+                ((unsigned char *)p.rg[i].ptr)[0] ^= 1;
+                for (k = 0; k < p.n; k++)
+                    s2 += wsync_digest_sum(p.rg[k].ptr, p.rg[k].len, p.rg[k].off);
+                ((unsigned char *)p.rg[i].ptr)[0] ^= 1;
+                if (s2 == want)
+                    bad++;
+                break;
+            }
+        recv_parts_free(&p);
+    }
+    CHECK_EQ(bad, 0);
+    CHECK(caller_parts > 100); /* the trials did cut into destinations */
+    free(image);
+    free(caller);
+}
+
+static void key_at_matches_the_word_keys(void)
+{
+    uint64_t key = 12345, w;
+    int bad = 0;
+    for (w = 0; w < 1000; w += 37)
+        if (wsync_digest_base_key(recv_digest_key_at(key, w)) != wsync_digest_base_key(key) + w * WSYNC_DIGEST_GOLDEN)
+            bad++;
+    CHECK_EQ(bad, 0);
+}
+
+/* ---- whole-image receivers ---- */
+
+#define IMAGE (6u << 20)
+#define CHUNK (1u << 20)
+#define L 2
+
+typedef struct rig {
+    wsync_control_server_t *server;
+    wsync_publisher_t *pub;
+    wsync_manifest_t *m;
+    char *manifest_json, *src, *sent; /* sent: the bytes of the last clean version */
+} rig_t;
+
+typedef struct rank {
+    wsync_receiver_t *recv;
+    wsync_dest_tensor_t *d;
+    int nd;
+    uint64_t v;
+    wsync_status_t st;
+    char error[512];
+} rank_t;
+
+static int rig_up(rig_t *g)
+{
+    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
+    wsync_publisher_config_t pc = {.rank = 0,
+                                   .world = 1,
+                                   .chunk_size = CHUNK,
+                                   .listen = "127.0.0.1:0",
+                                   .advertise_host = "127.0.0.1",
+                                   .host_id = "dests-whole-trainer"};
+    json_t *mj = NULL;
+    memset(g, 0, sizeof(*g));
+    if (wsync_manifest_synthetic(IMAGE, &g->m) != WSYNC_OK || wsync_manifest_to_json(g->m, &mj) != WSYNC_OK ||
+        (g->manifest_json = json_dumps(mj, JSON_COMPACT)) == NULL)
+        return -1;
+    json_decref(mj);
+    if ((g->src = malloc(g->m->image_size)) == NULL || (g->sent = malloc(g->m->image_size)) == NULL)
+        return -1;
+    if (wsync_control_server_start(&sc, &g->server) != WSYNC_OK)
+        return -1;
+    pc.control_url = wsync_control_server_url(g->server);
+    pc.manifest_json = g->manifest_json;
+    pc.image = g->src;
+    return wsync_publisher_create(&pc, &g->pub) == WSYNC_OK ? 0 : -1;
+}
+
+static void rig_down(rig_t *g)
+{
+    wsync_publisher_destroy(g->pub);
+    wsync_control_server_stop(g->server);
+    wsync_manifest_free(g->m);
+    free(g->src);
+    free(g->sent);
+    free(g->manifest_json);
+}
+
+static void *pull_main(void *arg)
+{
+    rank_t *k = arg;
+    k->st = wsync_receiver_pull(k->recv, k->v, 20000, NULL);
+    snprintf(k->error, sizeof(k->error), "%s", k->st == WSYNC_OK ? "" : wsync_last_error());
+    return NULL;
+}
+
+/* Publish version v (corrupted after its digest when `corrupt`), pull it on
+ * both ranks; 0 when both succeeded, else -1 (errors in ranks[].error). */
+static int publish_and_pull(rig_t *g, rank_t *ranks, uint64_t v, int corrupt)
+{
+    pthread_t th[L];
+    int p, ok = 0;
+    if (corrupt)
+        setenv("WSYNC_TEST_CORRUPT_PIECE", "0", 1);
+    wsync_faults_reload();
+    wsync_fill_pattern(g->src, g->m->image_size, 0, 1000 + v);
+    if (wsync_publisher_publish(g->pub, v) != WSYNC_OK)
+        fprintf(stderr, "  publish: %s\n", wsync_last_error());
+    unsetenv("WSYNC_TEST_CORRUPT_PIECE");
+    wsync_faults_reload();
+    if (!corrupt)
+        memcpy(g->sent, g->src, g->m->image_size);
+    for (p = 0; p < L; p++) {
+        ranks[p].v = v;
+        pthread_create(&th[p], NULL, pull_main, &ranks[p]);
+    }
+    for (p = 0; p < L; p++) {
+        pthread_join(th[p], NULL);
+        ok |= ranks[p].st != WSYNC_OK;
+    }
+    return ok ? -1 : 0;
+}
+
+/* Every destination of every rank holds g->sent's bytes. */
+static int dests_hold_sent(const rig_t *g, const rank_t *ranks)
+{
+    int p, i;
+    for (p = 0; p < L; p++)
+        for (i = 0; i < ranks[p].nd; i++) {
+            long k = wsync_manifest_find(g->m, ranks[p].d[i].name);
+            if (k < 0 || memcmp(ranks[p].d[i].ptr, g->sent + g->m->tensors[k].offset, ranks[p].d[i].nbytes) != 0) {
+                fprintf(stderr, "  rank %d: %s differs\n", p, ranks[p].d[i].name);
+                return 0;
+            }
+        }
+    return 1;
+}
+
+static int ranks_up(rig_t *g, rank_t *ranks, wsync_mode_t mode, const char *engine)
+{
+    int p;
+    size_t i;
+    for (p = 0; p < L; p++) {
+        wsync_receiver_config_t rc = {.engine_id = engine,
+                                      .local_rank = p,
+                                      .local_world = L,
+                                      .mode = mode,
+                                      .transport = "tcp",
+                                      .bind_host = "127.0.0.1",
+                                      .host_id = "dests-whole-engine"};
+        rank_t *k = &ranks[p];
+        memset(k, 0, sizeof(*k));
+        k->d = calloc(g->m->ntensors, sizeof(*k->d));
+        for (i = 0; i < g->m->ntensors; i++)
+            if ((i + (size_t)p) % 2 == 0) { /* every other tensor, a different half per rank */
+                const wsync_tensor_t *t = &g->m->tensors[i];
+                k->d[k->nd++] = (wsync_dest_tensor_t){.name = t->name, .ptr = malloc(t->size), .nbytes = t->size};
+                memset(k->d[k->nd - 1].ptr, 0xa5, t->size);
+            }
+        rc.control_url = wsync_control_server_url(g->server);
+        rc.dests = k->d;
+        rc.ndests = k->nd;
+        if (wsync_receiver_create(&rc, &k->recv) != WSYNC_OK) {
+            fprintf(stderr, "  create rank %d: %s\n", p, wsync_last_error());
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void ranks_down(rank_t *ranks)
+{
+    int p, i;
+    for (p = L - 1; p >= 0; p--) {
+        wsync_receiver_destroy(ranks[p].recv);
+        for (i = 0; i < ranks[p].nd; i++)
+            free(ranks[p].d[i].ptr);
+        free(ranks[p].d);
+    }
+}
+
+static void whole_image_dests(wsync_mode_t mode, const char *engine)
+{
+    rig_t g;
+    rank_t ranks[L];
+    int p, failed;
+    if (rig_up(&g) != 0 || ranks_up(&g, ranks, mode, engine) != 0) {
+        fprintf(stderr, "  set-up: %s\n", wsync_last_error());
+        CHECK(!"set-up");
+        rig_down(&g);
+        return;
+    }
+    CHECK_EQ(publish_and_pull(&g, ranks, 1, 0), 0);
+    CHECK(dests_hold_sent(&g, ranks));
+    CHECK_EQ(publish_and_pull(&g, ranks, 2, 0), 0);
+    CHECK(dests_hold_sent(&g, ranks));
+    /* corrupted after its digest: every rank holds piece 0, every rank fails */
+    failed = publish_and_pull(&g, ranks, 3, 1);
+    CHECK_EQ(failed, -1);
+    for (p = 0; p < L; p++)
+        if (ranks[p].st == WSYNC_OK)
+            fprintf(stderr, "  rank %d passed a corrupted version\n", p);
+    CHECK(strstr(ranks[0].error, "verification") != NULL || strstr(ranks[1].error, "verification") != NULL);
+    if (mode == WSYNC_MODE_STAGED) {
+        CHECK(dests_hold_sent(&g, ranks)); /* still version 2 */
+        CHECK_EQ(wsync_receiver_version(ranks[0].recv), 2);
+    } else {
+        CHECK_EQ(wsync_receiver_version(ranks[0].recv), 0); /* in place: nothing held */
+    }
+    CHECK_EQ(publish_and_pull(&g, ranks, 4, 0), 0);
+    CHECK(dests_hold_sent(&g, ranks));
+    ranks_down(ranks);
+    rig_down(&g);
+}
+
+static void staged_whole_image_dests(void)
+{
+    whole_image_dests(WSYNC_MODE_STAGED, "dests-whole-staged");
+}
+
+static void in_place_whole_image_dests(void)
+{
+    whole_image_dests(WSYNC_MODE_IN_PLACE, "dests-whole-inplace");
+}
+
+static void wrong_byte_count_is_refused_naming_the_tensor(void)
+{
+    rig_t g;
+    wsync_receiver_t *r = NULL;
+    char buf[64];
+    wsync_dest_tensor_t d = {.ptr = buf, .nbytes = sizeof(buf)};
+    wsync_receiver_config_t rc = {.engine_id = "dests-whole-wrong",
+                                  .local_world = 1,
+                                  .transport = "tcp",
+                                  .bind_host = "127.0.0.1",
+                                  .host_id = "dests-whole-engine",
+                                  .dests = &d,
+                                  .ndests = 1};
+    if (rig_up(&g) != 0) {
+        CHECK(!"set-up");
+        rig_down(&g);
+        return;
+    }
+    d.name = g.m->tensors[1].name;
+    rc.control_url = wsync_control_server_url(g.server);
+    wsync_fill_pattern(g.src, g.m->image_size, 0, 1);
+    CHECK_OK(wsync_publisher_publish(g.pub, 1));
+    CHECK_OK(wsync_receiver_create(&rc, &r));
+    CHECK_FAILS(wsync_receiver_pull(r, 1, 20000, NULL), WSYNC_ERR_INVALID, "has 64 bytes");
+    CHECK(strstr(wsync_last_error(), g.m->tensors[1].name) != NULL);
+    CHECK(strstr(wsync_last_error(), "manifest's has") != NULL);
+    wsync_receiver_destroy(r);
+    d.name = "no.such.tensor";
+    rc.engine_id = "dests-whole-unknown";
+    CHECK_OK(wsync_receiver_create(&rc, &r));
+    CHECK_FAILS(wsync_receiver_pull(r, 1, 20000, NULL), WSYNC_ERR_INVALID,
+                "'no.such.tensor' is not a tensor of the published manifest");
+    wsync_receiver_destroy(r);
+    rig_down(&g);
+}
+
+int main(void)
+{
+    RUN(key_at_matches_the_word_keys);
+    RUN(split_parts_sum_to_the_range);
+    RUN(staged_whole_image_dests);
+    RUN(in_place_whole_image_dests);
+    RUN(wrong_byte_count_is_refused_naming_the_tensor);
+    TEST_EXIT();
+}
