@@ -317,35 +317,72 @@ out:
 
 /* ---- copies ---- */
 
-wsync_status_t recv_dests_write(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const char *image,
-                                uint64_t off, uint64_t len)
+/* The copies of image range [off, off+len) into the caller's tensors,
+ * appended to cs (grown as needed). */
+static wsync_status_t add_writes(const recv_dests_t *ds, const char *image, uint64_t off, uint64_t len,
+                                 wsync_copy_t **cs, size_t *n, size_t *cap)
 {
     const uint64_t end = off + len;
     size_t i;
-    if (ds == NULL || !ds->in_place)
-        return WSYNC_OK;
     for (i = dest_after(ds, off); i < ds->n && ds->d[i].off < end; i++) {
         const recv_dest_t *d = &ds->d[i];
         uint64_t s = d->off > off ? d->off : off, e = d->off + d->size < end ? d->off + d->size : end;
-        WSYNC_CHECK(mem->copy(d->ptr + (s - d->off), image + s, e - s));
+        if (*n == *cap) {
+            size_t ncap = *cap ? 2 * *cap : 64;
+            wsync_copy_t *nc = realloc(*cs, ncap * sizeof(*nc));
+            WSYNC_CHECK_ALLOC(nc);
+            *cs = nc;
+            *cap = ncap;
+        }
+        (*cs)[(*n)++] = (wsync_copy_t){d->ptr + (s - d->off), image + s, e - s};
     }
     return WSYNC_OK;
+}
+
+wsync_status_t recv_dests_write(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const char *image,
+                                uint64_t off, uint64_t len)
+{
+    wsync_copy_t *cs = NULL;
+    size_t n = 0, cap = 0;
+    wsync_status_t st;
+    if (ds == NULL || !ds->in_place)
+        return WSYNC_OK;
+    st = add_writes(ds, image, off, len, &cs, &n, &cap);
+    if (st == WSYNC_OK)
+        st = mem->copy_many(cs, n, 1);
+    free(cs);
+    return st;
 }
 
 wsync_status_t recv_dests_chunk_in(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const wsync_node_plan_t *np,
                                    uint32_t c, int me, const char *image)
 {
     const wsync_tchunk_t *ch = &np->chunks[c];
-    size_t k;
+    wsync_copy_t *cs = NULL;
+    size_t k, n = 0, cap = 0;
+    wsync_status_t st = WSYNC_OK;
     if (ds == NULL || !ds->in_place)
         return WSYNC_OK;
     if (ch->land_rank == me)
-        for (k = ch->first_put; k < ch->first_put + ch->nputs; k++)
-            WSYNC_CHECK(recv_dests_write(mem, ds, image, np->puts[k].dst_off, np->puts[k].len));
-    for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++)
+        for (k = ch->first_put; k < ch->first_put + ch->nputs && st == WSYNC_OK; k++)
+            st = add_writes(ds, image, np->puts[k].dst_off, np->puts[k].len, &cs, &n, &cap);
+    for (k = ch->first_copy; k < ch->first_copy + ch->ncopies && st == WSYNC_OK; k++)
         if (np->copies[k].to_rank == me)
-            WSYNC_CHECK(recv_dests_write(mem, ds, image, np->copies[k].to_off, np->copies[k].len));
-    return WSYNC_OK;
+            st = add_writes(ds, image, np->copies[k].to_off, np->copies[k].len, &cs, &n, &cap);
+    /* Queued, not waited for: the digests of the caller's bytes run after
+     * them on the same stream (recv_dests_digest_many), and recv_dests_drain
+     * ends them on every other way out. */
+    if (st == WSYNC_OK)
+        st = mem->copy_many(cs, n, 0);
+    free(cs);
+    return st;
+}
+
+wsync_status_t recv_dests_drain(const wsync_mem_ops_t *mem, const recv_dests_t *ds)
+{
+    if (ds == NULL || !ds->in_place)
+        return WSYNC_OK;
+    return mem->copy_many(NULL, 0, 1);
 }
 
 wsync_status_t recv_dests_zero_gaps(const wsync_mem_ops_t *mem, const recv_dests_t *ds)
@@ -379,10 +416,18 @@ wsync_status_t recv_dests_zero_gaps(const wsync_mem_ops_t *mem, const recv_dests
 
 wsync_status_t recv_dests_copy_all(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const char *image)
 {
+    wsync_copy_t *cs;
+    wsync_status_t st;
     size_t i;
-    for (i = 0; ds && i < ds->n; i++)
-        WSYNC_CHECK(mem->copy(ds->d[i].ptr, image + ds->d[i].off, ds->d[i].size));
-    return WSYNC_OK;
+    if (ds == NULL || ds->n == 0)
+        return WSYNC_OK;
+    cs = calloc(ds->n, sizeof(*cs));
+    WSYNC_CHECK_ALLOC(cs);
+    for (i = 0; i < ds->n; i++)
+        cs[i] = (wsync_copy_t){ds->d[i].ptr, image + ds->d[i].off, ds->d[i].size};
+    st = mem->copy_many(cs, ds->n, 1); /* one wait for all of them */
+    free(cs);
+    return st;
 }
 
 /* ---- whole-image chunks written through as jobs ---- */

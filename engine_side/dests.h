@@ -78,10 +78,15 @@ wsync_status_t recv_dests_digest_many(const wsync_mem_ops_t *mem, const recv_des
 wsync_status_t recv_dests_write(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const char *image,
                                 uint64_t off, uint64_t len);
 /* In place: the bytes target chunk c brought to local rank `me` (its puts
- * when it landed here, the copies into `me`), written through. The one call
+ * when it landed here, the copies into `me`), written through: queued on
+ * this thread's stream (a GPU) without waiting; the digests of the
+ * caller's bytes come after them on that stream. The one call
  * fetch_targets.c makes when a chunk is complete on this rank. */
 wsync_status_t recv_dests_chunk_in(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const wsync_node_plan_t *np,
                                    uint32_t c, int me, const char *image);
+/* In place: wait for the write-through copies recv_dests_chunk_in queued
+ * on this thread (a fetch that ends before its verification calls it). */
+wsync_status_t recv_dests_drain(const wsync_mem_ops_t *mem, const recv_dests_t *ds);
 /* In place, before a pull: zero the caller's bytes no block writes. */
 wsync_status_t recv_dests_zero_gaps(const wsync_mem_ops_t *mem, const recv_dests_t *ds);
 /* Staged, once the node verified: every destination tensor out of `image`. */

@@ -337,6 +337,7 @@ static wsync_status_t tf_collect(tfetch_t *f)
 static void tf_end(tfetch_t *f, wsync_status_t st)
 {
     int t;
+    recv_dests_drain(f->r->mem, f->r->cur_dm); /* write-through copies still queued (a failed pull) */
     if (st != WSYNC_OK) {
         recv_transport_reset(f->r);
         memset(f->tl->defs_sent, 0, (size_t)f->world); /* a trainer may have restarted: send them again */

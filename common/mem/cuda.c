@@ -153,6 +153,18 @@ static wsync_status_t cuda_copy(void *dst, const void *src, size_t len)
     return stream_wait(s, ev);
 }
 
+static wsync_status_t cuda_copy_many(const wsync_copy_t *c, size_t n, int wait)
+{
+    cudaStream_t s;
+    cudaEvent_t ev;
+    size_t i;
+    WSYNC_CHECK(wsync_cuda_stream(NULL, &s, &ev));
+    for (i = 0; i < n; i++)
+        if (c[i].len)
+            CUDA_CHECK(cudaMemcpyAsync(c[i].dst, c[i].src, c[i].len, cudaMemcpyDefault, s));
+    return wait ? stream_wait(s, ev) : WSYNC_OK;
+}
+
 static int is_device_ptr(const void *p)
 {
     struct cudaPointerAttributes a;
@@ -430,6 +442,10 @@ static wsync_status_t cuda_copy(void *dst, const void *src, size_t len)
 {
     return no_cuda();
 }
+static wsync_status_t cuda_copy_many(const wsync_copy_t *c, size_t n, int wait)
+{
+    return no_cuda();
+}
 static wsync_status_t cuda_fill(void *dst, size_t len, uint64_t off, uint64_t seed)
 {
     return no_cuda();
@@ -462,6 +478,7 @@ const wsync_mem_ops_t wsync_mem_cuda = {
     .alloc = cuda_alloc,
     .free = cuda_free,
     .copy = cuda_copy,
+    .copy_many = cuda_copy_many,
     .fill = cuda_fill,
     .digest_sum = cuda_digest_sum,
     .digest_many = cuda_digest_many,

@@ -59,6 +59,15 @@ static wsync_status_t host_copy(void *dst, const void *src, size_t len)
     return WSYNC_OK;
 }
 
+static wsync_status_t host_copy_many(const wsync_copy_t *c, size_t n, int wait)
+{
+    size_t i;
+    (void)wait;
+    for (i = 0; i < n; i++)
+        wsync_host_copy(c[i].dst, c[i].src, c[i].len);
+    return WSYNC_OK;
+}
+
 static wsync_status_t host_fill(void *dst, size_t len, uint64_t off, uint64_t seed)
 {
     wsync_fill_pattern(dst, len, off, seed);
@@ -117,6 +126,7 @@ const wsync_mem_ops_t wsync_mem_host = {
     .alloc = host_alloc,
     .free = host_free,
     .copy = host_copy,
+    .copy_many = host_copy_many,
     .fill = host_fill,
     .digest_sum = host_digest_sum,
     .digest_many = host_digest_many,

@@ -21,6 +21,13 @@ typedef struct wsync_digest_range {
     uint64_t off;
 } wsync_digest_range_t;
 
+/* One copy of copy_many. */
+typedef struct wsync_copy {
+    void *dst;
+    const void *src;
+    size_t len;
+} wsync_copy_t;
+
 /* A copy-and-digest running in the background (see copy_digest_start). */
 typedef struct wsync_mem_job wsync_mem_job_t;
 
@@ -35,6 +42,12 @@ typedef struct wsync_mem_ops {
     /* Copies of `len` bytes; any of dst/src may be host or this kind's memory
      * (a GPU backend handles H2D/D2H/D2D/peer). Blocking: returns when done. */
     wsync_status_t (*copy)(void *dst, const void *src, size_t len);
+    /* n copies queued in order on the calling thread's stream, as copy does
+     * one; with `wait`, returns once they are done, else at once: a later
+     * blocking op of this backend on the same thread (copy, digest_sum,
+     * digest_many, copy_many with wait) runs after them, and copy_many(NULL,
+     * 0, 1) waits for them. The host does the copies before returning. */
+    wsync_status_t (*copy_many)(const wsync_copy_t *c, size_t n, int wait);
     wsync_status_t (*fill)(void *dst, size_t len, uint64_t off, uint64_t seed); /* wsync_fill_pattern */
     /* wsync_digest_sum of `len` bytes at `ptr` placed at image offset `off`. */
     wsync_status_t (*digest_sum)(const void *ptr, size_t len, uint64_t off, uint64_t *sum);

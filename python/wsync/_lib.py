@@ -139,6 +139,7 @@ _PROTOTYPES = {
     "wsync_receiver_pull": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int,
                                            ctypes.POINTER(ctypes.c_uint64)]),
     "wsync_receiver_version": (ctypes.c_uint64, [ctypes.c_void_p]),
+    "wsync_receiver_layout_generation": (ctypes.c_uint64, [ctypes.c_void_p]),
     "wsync_receiver_tensor_count": (ctypes.c_size_t, [ctypes.c_void_p]),
     "wsync_receiver_tensor_at": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p),
                                                 ctypes.POINTER(TensorInfo)]),

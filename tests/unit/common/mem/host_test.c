@@ -61,6 +61,21 @@ static void copy_fill_and_digest_match_the_reference(void)
     free(ref);
 }
 
+static void copy_many_copies_every_part(void)
+{
+    unsigned char src[4096], dst[4096];
+    wsync_copy_t cs[3] = {{dst, src + 100, 1000}, {dst + 1000, src, 100}, {dst + 1100, src + 1100, 2996}};
+    size_t i;
+    for (i = 0; i < sizeof(src); i++)
+        src[i] = (unsigned char)(i * 7 + 3);
+    memset(dst, 0, sizeof(dst));
+    CHECK_OK(wsync_mem_host.copy_many(cs, 3, 0));
+    CHECK(memcmp(dst, src + 100, 1000) == 0);
+    CHECK(memcmp(dst + 1000, src, 100) == 0);
+    CHECK(memcmp(dst + 1100, src + 1100, 2996) == 0);
+    CHECK_OK(wsync_mem_host.copy_many(NULL, 0, 1));
+}
+
 static void mem_get_parses_device_specs(void)
 {
     const wsync_mem_ops_t *ops = NULL;
@@ -83,6 +98,7 @@ int main(void)
 {
     RUN(alloc_is_page_aligned_writable_and_freeable);
     RUN(copy_fill_and_digest_match_the_reference);
+    RUN(copy_many_copies_every_part);
     RUN(mem_get_parses_device_specs);
     TEST_EXIT();
 }
