@@ -171,7 +171,7 @@ extern "C" int wsync_cuda_digest_tasks_async(const wsync_digest_task_t *dev_task
     for (size_t at = 0; at < n; at += 1u << 30) {
         size_t k = n - at < (1u << 30) ? n - at : (1u << 30);
         digest_tasks_kernel<<<(unsigned)k, DIG_THREADS, 0, s>>>(dev_tasks + at, (const unsigned char *)src_base,
-                                                                 (unsigned long long *)dsum);
+                                                                (unsigned long long *)dsum);
     }
     return (int)cudaGetLastError();
 }

@@ -31,8 +31,8 @@ typedef struct task_list {
 /* Tasks for `rows` rows of `row_bytes` (<= LONG_ROW or a single-row cut)
  * read from src_off at `stride`, whose row 0 is destination word `word0` of
  * a segment keyed `base`. */
-static wsync_status_t add_rows(task_list_t *l, uint64_t src_off, uint64_t stride, uint64_t row_bytes, uint64_t rows,
-                               uint64_t base, uint64_t word0, uint32_t seg)
+static wsync_status_t add_rows(task_list_t *l, uint64_t src_off, uint64_t stride, uint64_t row_bytes,
+                               uint64_t rows, uint64_t base, uint64_t word0, uint32_t seg)
 {
     const uint64_t per = row_bytes >= TASK_BYTES ? 1 : TASK_BYTES / row_bytes;
     uint64_t r;
@@ -82,8 +82,7 @@ static wsync_status_t add_run(task_list_t *l, const wsync_run2d_t *r, uint64_t b
     return WSYNC_OK;
 }
 
-wsync_status_t wsync_digest_tasks(const wsync_digest_seg_t *segs, size_t n, wsync_digest_task_t **out,
-                                  size_t *ntasks)
+wsync_status_t wsync_digest_tasks(const wsync_digest_seg_t *segs, size_t n, wsync_digest_task_t **out, size_t *ntasks)
 {
     task_list_t l = {0};
     wsync_status_t st = WSYNC_OK;

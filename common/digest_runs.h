@@ -24,7 +24,7 @@
 #include "common/wsync.h"
 
 typedef struct wsync_digest_seg {
-    uint64_t dst_off;        /* the key: the segment's destination offset */
+    uint64_t dst_off;          /* the key: the segment's destination offset */
     const wsync_run2d_t *runs; /* its runs: src_off from the source base, dst_off inside the segment */
     size_t nruns;
 } wsync_digest_seg_t;

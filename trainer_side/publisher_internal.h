@@ -59,7 +59,7 @@ typedef struct pub_request {
     wsync_status_t status;
     char error[256];
     struct pub_stage *stage; /* engine layouts: the packed puts' stage it reads (target_stage.c) */
-    json_t *segments; /* {"segments": {...}}: the digests for the answer */
+    json_t *segments;        /* {"segments": {...}}: the digests for the answer */
 } pub_request_t;
 
 /* Engine layouts (pull_targets.c): targets seen, node plans over lists of
@@ -70,7 +70,7 @@ typedef struct pub_segdig pub_segdig_t;
 typedef struct pub_tdig pub_tdig_t;
 typedef struct pub_stage pub_stage_t;
 typedef struct pub_treq {
-    pub_nplan_t *plan;         /* the node plan over the request's targets */
+    pub_nplan_t *plan;   /* the node plan over the request's targets */
     pub_target_t *asker; /* the asking rank's target (its digest cache is filled in) */
 } pub_treq_t;
 

@@ -274,8 +274,8 @@ static wsync_status_t put_contiguous(wsync_publisher_t *p, pub_slot_t *s, const 
         const wsync_tput_t *pu = cs[k].pu;
         const pub_span_t *sp = pub_span_at(p, s, cs[k].src);
         if (sp == NULL || cs[k].src + pu->len > sp->offset + sp->len)
-            return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: put %u reads bytes it does not own", p->cfg.rank,
-                               pu->id);
+            return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: put %u reads bytes it does not own",
+                               p->cfg.rank, pu->id);
         WSYNC_CHECK(pub_wait_range(p, s, cs[k].src, pu->len, deadline));
         r->outstanding++;
         if (put_one(p, r, ti, conn, q, pu, s->regions[ti][sp->area], sp->area_off + (cs[k].src - sp->offset)) !=
@@ -292,8 +292,8 @@ static wsync_status_t put_contiguous(wsync_publisher_t *p, pub_slot_t *s, const 
 /* The packed puts, once their stage holds this version (target_stage.c),
  * which needs my whole share of the slot. */
 static wsync_status_t put_packed(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr, const uint32_t *packed,
-                                 size_t n, const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
-                                 uint64_t deadline, size_t *nputs, uint64_t *bytes)
+                                 size_t n, const wsync_pull_request_t *q, pub_request_t *r, int ti,
+                                 pub_conn_t *conn, uint64_t deadline, size_t *nputs, uint64_t *bytes)
 {
     const wsync_node_plan_t *np = tr->plan->np;
     size_t k;

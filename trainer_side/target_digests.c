@@ -147,8 +147,9 @@ static wsync_status_t digest_contig(const wsync_publisher_t *p, const pub_slot_t
                              d->contig[k]);
             goto out;
         }
-        rg[k] = (wsync_digest_range_t){
-            .ptr = (const char *)sp->ptr + (d->contig_src[k] - sp->offset), .len = pu->len, .off = pu->dst_off};
+        rg[k] = (wsync_digest_range_t){.ptr = (const char *)sp->ptr + (d->contig_src[k] - sp->offset),
+                                       .len = pu->len,
+                                       .off = pu->dst_off};
     }
     WSYNC_CHECK_GOTO(p->mem->digest_many(rg, d->ncontig, sums), st, out);
     for (k = 0; k < d->ncontig; k++)
@@ -160,8 +161,8 @@ out:
 }
 
 /* Segments `ids` gathered into a scratch buffer one by one, then digested. */
-static wsync_status_t digest_gathered(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *seg,
-                                      const size_t *ids, size_t n, json_t *out)
+static wsync_status_t digest_gathered(const wsync_publisher_t *p, const pub_slot_t *s,
+                                      const wsync_node_plan_t *seg, const size_t *ids, size_t n, json_t *out)
 {
     void *buf = NULL;
     uint64_t cap = 0, sum = 0;

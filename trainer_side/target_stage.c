@@ -217,7 +217,8 @@ wsync_status_t pub_stage_acquire(wsync_publisher_t *p, pub_slot_t *s, const void
     WSYNC_CHECK(rc);
 ready:
     if (st->region[ti] == NULL)
-        WSYNC_CHECK(p->transports[ti].ops->reg(p->transports[ti].t, st->buf, st->len, p->mem->kind, &st->region[ti], &k));
+        WSYNC_CHECK(
+            p->transports[ti].ops->reg(p->transports[ti].t, st->buf, st->len, p->mem->kind, &st->region[ti], &k));
     st->users++;
     *out = st;
     return WSYNC_OK;

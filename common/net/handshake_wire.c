@@ -50,7 +50,6 @@ wsync_status_t wsync_hs_key(const wsync_auth_t *auth, wsync_hs_purpose_t p, unsi
     return wsync_auth_key(auth, purposes[p].label, key);
 }
 
-
 static void put_head(unsigned char *b, int type, uint8_t purpose, uint8_t flags)
 {
     wsync_put32(b, WSYNC_HS_MAGIC);
@@ -109,7 +108,8 @@ wsync_status_t wsync_hs_hello_decode(const unsigned char *b, size_t n, wsync_hs_
 {
     WSYNC_CHECK(check_head(b, n, WSYNC_HS_HELLO_LEN, TYPE_HELLO, "hello"));
     if (wsync_get32(b + 12) != 0)
-        return wsync_error(WSYNC_ERR_FORMAT, "handshake hello: reserved field is %08x, must be 0", wsync_get32(b + 12));
+        return wsync_error(WSYNC_ERR_FORMAT, "handshake hello: reserved field is %08x, must be 0",
+                           wsync_get32(b + 12));
     h->purpose = b[6];
     h->flags = b[7];
     h->payload_len = wsync_get32(b + 8);
@@ -132,7 +132,8 @@ wsync_status_t wsync_hs_finish_decode(const unsigned char *b, size_t n, wsync_hs
 {
     WSYNC_CHECK(check_head(b, n, WSYNC_HS_FINISH_LEN, TYPE_FINISH, "finish"));
     if (wsync_get16(b + 14) != 0)
-        return wsync_error(WSYNC_ERR_FORMAT, "handshake finish: reserved field is %04x, must be 0", wsync_get16(b + 14));
+        return wsync_error(WSYNC_ERR_FORMAT, "handshake finish: reserved field is %04x, must be 0",
+                           wsync_get16(b + 14));
     f->purpose = b[6];
     f->flags = b[7];
     f->status = (int32_t)wsync_get32(b + 8);

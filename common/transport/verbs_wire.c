@@ -9,7 +9,6 @@
 #include "common/checks.h"
 #include "common/le.h"
 
-
 uint32_t verbs_imm_encode(uint64_t tag)
 {
     return htonl((uint32_t)tag);

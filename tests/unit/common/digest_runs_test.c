@@ -38,7 +38,7 @@ static void tasks_stay_near_their_size_and_rows_are_cut(void)
 {
     wsync_run2d_t r[3] = {
         {.src_off = 0, .src_stride = 7168, .row_bytes = 3584, .rows = 1000, .dst_off = 0}, /* a column slice */
-        {.src_off = 8, .row_bytes = 1 << 20, .rows = 1, .dst_off = 3584000},                /* a long block */
+        {.src_off = 8, .row_bytes = 1 << 20, .rows = 1, .dst_off = 3584000},               /* a long block */
         {.src_off = 0, .src_stride = 65536, .row_bytes = 40960, .rows = 2, .dst_off = 3584000 + (1 << 20)},
     };
     wsync_digest_seg_t s = {.dst_off = 4096, .runs = r, .nruns = 3};
