@@ -102,7 +102,10 @@ else
 fi
 WSYNC_TEST_SERVE_DELAY_MS=0 bg "$WSYNC" trainer --control "$URL" --rank 1 --world 2 --synthetic 4M --chunk 256K \
     --versions 1000 --interval-ms 700 >"$TMP/s1b.log" 2>&1; S1B=$!
-if wait_until 40 version_above surv-$$ "${held_before:-0}" && field_is surv-$$ state ready; then
+# Both at once: with trainers publishing every 0.7 s the engine may already be
+# pulling the next version when the first check passes.
+newer_and_ready() { version_above "$1" "$2" && field_is "$1" state ready; }
+if wait_until 40 newer_and_ready surv-$$ "${held_before:-0}"; then
     pass trainer_back_next_pull_succeeds
 else
     fail trainer_back_next_pull_succeeds "state=$(engine_field surv-$$ state) version=$(engine_field surv-$$ version)"
