@@ -167,6 +167,11 @@ void pub_targets_free(wsync_publisher_t *p);
 const pub_span_t *pub_span_at(const wsync_publisher_t *p, const pub_slot_t *s, uint64_t off);
 wsync_status_t pub_gather(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_run2d_t *runs, size_t n,
                           void *dst);
+/* The runs of put `pu` of np with src_off relative to the memory area of
+ * slot s holding them, into out (pu->nruns of them), *area set; 0 when they
+ * do not all lie in one span. */
+int pub_area_runs(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *np,
+                  const wsync_tput_t *pu, wsync_run2d_t *out, int *area);
 /* target_digests.c: the digests of the segments of `seg` this rank owns, in
  * the version of slot s, into out ({"<segment id>": "hex"}); *dig caches how
  * (built on the first call, for the target; under p->tlock). */

@@ -244,6 +244,27 @@ wsync_status_t pub_gather(const wsync_publisher_t *p, const pub_slot_t *s, const
     return st;
 }
 
+/* Runs relative to their memory area (publisher_internal.h). */
+int pub_area_runs(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *np,
+                  const wsync_tput_t *pu, wsync_run2d_t *out, int *area)
+{
+    const wsync_run2d_t *runs = &np->runs[pu->first_run];
+    const pub_span_t *sp = pu->nruns ? pub_span_at(p, s, runs[0].src_off) : NULL;
+    size_t k;
+    if (sp == NULL)
+        return 0;
+    for (k = 0; k < pu->nruns; k++) {
+        uint64_t last = runs[k].src_off + (runs[k].rows ? (runs[k].rows - 1) * runs[k].src_stride : 0) +
+                        runs[k].row_bytes;
+        if (runs[k].src_off < sp->offset || last > sp->offset + sp->len)
+            return 0;
+        out[k] = runs[k];
+        out[k].src_off = sp->area_off + (runs[k].src_off - sp->offset);
+    }
+    *area = sp->area;
+    return 1;
+}
+
 typedef struct src_put {
     uint64_t src;
     const wsync_tput_t *pu;
@@ -255,12 +276,20 @@ static int by_src(const void *a, const void *b)
     return x->src < y->src ? -1 : x->src > y->src;
 }
 
-static wsync_status_t put_one(const wsync_publisher_t *p, const pub_request_t *r, int ti, pub_conn_t *conn,
+/* Puts `pu` from `region` at `off`, counted in r (in flight), nputs and bytes. */
+static wsync_status_t put_one(const wsync_publisher_t *p, pub_request_t *r, int ti, pub_conn_t *conn,
                               const wsync_pull_request_t *q, const wsync_tput_t *pu, wsync_region_t *region,
-                              uint64_t off)
+                              uint64_t off, size_t *nputs, uint64_t *bytes)
 {
-    return p->transports[ti].ops->put(conn->conn, region, off, &q->key, pu->dst_off, pu->len,
-                                      ((uint64_t)r->req << 32) | pu->id);
+    r->outstanding++;
+    if (p->transports[ti].ops->put(conn->conn, region, off, &q->key, pu->dst_off, pu->len,
+                                   ((uint64_t)r->req << 32) | pu->id) != WSYNC_OK) {
+        r->outstanding--;
+        return wsync_error(WSYNC_ERR_PEER, "%s", wsync_last_error());
+    }
+    (*nputs)++;
+    *bytes += pu->len;
+    return WSYNC_OK;
 }
 
 /* The puts read straight from the slot, in source order, each once the
@@ -277,14 +306,8 @@ static wsync_status_t put_contiguous(wsync_publisher_t *p, pub_slot_t *s, const 
             return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: put %u reads bytes it does not own",
                                p->cfg.rank, pu->id);
         WSYNC_CHECK(pub_wait_range(p, s, cs[k].src, pu->len, deadline));
-        r->outstanding++;
-        if (put_one(p, r, ti, conn, q, pu, s->regions[ti][sp->area], sp->area_off + (cs[k].src - sp->offset)) !=
-            WSYNC_OK) {
-            r->outstanding--;
-            return wsync_error(WSYNC_ERR_PEER, "%s", wsync_last_error());
-        }
-        (*nputs)++;
-        *bytes += pu->len;
+        WSYNC_CHECK(put_one(p, r, ti, conn, q, pu, s->regions[ti][sp->area],
+                            sp->area_off + (cs[k].src - sp->offset), nputs, bytes));
     }
     return WSYNC_OK;
 }
@@ -301,17 +324,9 @@ static wsync_status_t put_packed(wsync_publisher_t *p, pub_slot_t *s, const pub_
         return WSYNC_OK;
     WSYNC_CHECK(pub_wait_range(p, s, 0, UINT64_MAX, deadline));
     WSYNC_CHECK(pub_stage_acquire(p, s, tr->plan, np, q->local_rank, packed, n, ti, &r->stage));
-    for (k = 0; k < n; k++) {
-        const wsync_tput_t *pu = &np->puts[packed[k]];
-        r->outstanding++;
-        if (put_one(p, r, ti, conn, q, pu, pub_stage_region(r->stage, ti), pub_stage_offset(r->stage, k)) !=
-            WSYNC_OK) {
-            r->outstanding--;
-            return wsync_error(WSYNC_ERR_PEER, "%s", wsync_last_error());
-        }
-        (*nputs)++;
-        *bytes += pu->len;
-    }
+    for (k = 0; k < n; k++)
+        WSYNC_CHECK(put_one(p, r, ti, conn, q, &np->puts[packed[k]], pub_stage_region(r->stage, ti),
+                            pub_stage_offset(r->stage, k), nputs, bytes));
     return WSYNC_OK;
 }
 

@@ -42,28 +42,6 @@ void pub_tdig_free(pub_tdig_t *d)
     free(d);
 }
 
-/* The runs of segment `pu` relative to the memory area holding them, into
- * out (nruns of them); *area set. 0 when they are not all in one span. */
-static int area_runs(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *seg,
-                     const wsync_tput_t *pu, wsync_run2d_t *out, int *area)
-{
-    const wsync_run2d_t *runs = &seg->runs[pu->first_run];
-    const pub_span_t *sp = pu->nruns ? pub_span_at(p, s, runs[0].src_off) : NULL;
-    size_t k;
-    if (sp == NULL)
-        return 0;
-    for (k = 0; k < pu->nruns; k++) {
-        uint64_t last = runs[k].src_off + (runs[k].rows ? (runs[k].rows - 1) * runs[k].src_stride : 0) +
-                        runs[k].row_bytes;
-        if (runs[k].src_off < sp->offset || last > sp->offset + sp->len)
-            return 0;
-        out[k] = runs[k];
-        out[k].src_off = sp->area_off + (runs[k].src_off - sp->offset);
-    }
-    *area = sp->area;
-    return 1;
-}
-
 /* Sorts this rank's segments of `seg` into the three batches. */
 static wsync_status_t tdig_build(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *seg,
                                  pub_tdig_t **out)
@@ -97,7 +75,7 @@ static wsync_status_t tdig_build(const wsync_publisher_t *p, const pub_slot_t *s
         if (wsync_runs_contiguous(&seg->runs[pu->first_run], pu->nruns, &src)) {
             d->contig_src[d->ncontig] = src;
             d->contig[d->ncontig++] = id;
-        } else if (p->mem->kind == WSYNC_MEM_CUDA && area_runs(p, s, seg, pu, rel + used, &area) &&
+        } else if (p->mem->kind == WSYNC_MEM_CUDA && pub_area_runs(p, s, seg, pu, rel + used, &area) &&
                    (d->area < 0 || area == d->area) && wsync_digest_runs_ok(rel + used, pu->nruns)) {
             d->area = area;
             ds[d->nstrided] = (wsync_digest_seg_t){.dst_off = pu->dst_off, .runs = rel + used, .nruns = pu->nruns};

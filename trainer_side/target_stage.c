@@ -77,17 +77,13 @@ static void stage_prepare_gpu(const wsync_publisher_t *p, const pub_slot_t *s, c
         return;
     for (k = 0; k < st->n; k++) {
         const wsync_tput_t *pu = &np->puts[st->puts[k]];
-        const wsync_run2d_t *r = &np->runs[pu->first_run];
-        const pub_span_t *sp = pu->nruns ? pub_span_at(p, s, r[0].src_off) : NULL;
-        if (sp == NULL || (area >= 0 && sp->area != area))
+        int a = -1;
+        if (!pub_area_runs(p, s, np, pu, runs + at, &a) || (area >= 0 && a != area))
             goto out;
-        area = sp->area;
-        for (j = 0; j < pu->nruns; j++) {
-            runs[at] = r[j];
-            runs[at].src_off = sp->area_off + (r[j].src_off - sp->offset);
-            runs[at].dst_off = st->off[k] + r[j].dst_off;
-            at++;
-        }
+        area = a;
+        for (j = 0; j < pu->nruns; j++)
+            runs[at + j].dst_off += st->off[k]; /* inside the stage, not the put */
+        at += pu->nruns;
     }
     if (wsync_pack_cuda_prepare(runs, at, (uintptr_t)st->buf, (uintptr_t)s->area_ptr[area], &st->gpu) == WSYNC_OK)
         st->area = area;
