@@ -226,7 +226,6 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     WSYNC_CHECK_ALLOC(p);
     p->cfg = *cfg;
     p->latest = -1;
-    p->listen_fd = -1;
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->tlock, NULL);
     pthread_cond_init(&p->cond, NULL);

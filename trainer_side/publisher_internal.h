@@ -123,11 +123,9 @@ struct wsync_publisher {
     pub_segdig_t *segdigs;
     pub_stage_t *stages; /* target_stage.c, under p->lock */
 
-    int listen_fd;
+    struct wsync_pull_port *port; /* the pull port (common/pull_port.h) */
     int listen_port;
-    pthread_t server;
     int stopping;
-    int active_handlers;
 };
 
 /* snapshot.c: sums[i] = the digest sum of my_pieces[i], read from the

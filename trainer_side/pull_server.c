@@ -5,25 +5,18 @@
  * once, and answers when all were handed to the network. A request that
  * names targets (engine layouts) is served by the node plan over them
  * (pull_targets.c). */
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/checks.h"
 #include "common/fault.h"
-#include "common/msg.h"
+#include "common/pull_port.h"
 #include "common/pull_request.h"
 #include "common/settings.h"
 #include "common/util.h"
 #include "trainer_side/publisher_internal.h"
-
-typedef struct handler_arg {
-    wsync_publisher_t *p;
-    int fd;
-} handler_arg_t;
 
 static pub_request_t *find_request(wsync_publisher_t *p, uint32_t req)
 {
@@ -452,8 +445,9 @@ fail_locked:
 
 /* Parse the request (a malformed one is answered with what is wrong), then
  * serve it. */
-static void serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
+static void serve(void *ctx, const json_t *req, json_t *reply)
 {
+    wsync_publisher_t *p = ctx;
     wsync_pull_request_t q;
     char msg[400];
     if (wsync_pull_request_from_json(req, p->sl->plan->nchunks, &q) != WSYNC_OK) { /* targets: checked later */
@@ -465,92 +459,27 @@ static void serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
     wsync_pull_request_clear(&q);
 }
 
-static void *handler_main(void *arg)
-{
-    handler_arg_t *h = arg;
-    wsync_publisher_t *p = h->p;
-    json_t *req = NULL, *reply = json_object();
-    /* Nothing is served to a peer that did not prove the token (if set). */
-    if (wsync_msg_accept(h->fd, &p->auth, WSYNC_HS_PULL, wsync_connect_timeout_ms(0), &req) == WSYNC_OK) {
-        serve(p, req, reply);
-        wsync_msg_send(h->fd, reply);
-    } else {
-        LOG_WARN("trainer rank %d: %s", p->cfg.rank, wsync_last_error());
-    }
-    json_decref(req);
-    json_decref(reply);
-    close(h->fd);
-    free(h);
-    pthread_mutex_lock(&p->lock);
-    p->active_handlers--;
-    pthread_cond_broadcast(&p->cond);
-    pthread_mutex_unlock(&p->lock);
-    return NULL;
-}
-
-static void *accept_main(void *arg)
-{
-    wsync_publisher_t *p = arg;
-    while (!__atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE)) {
-        struct pollfd pfd = {.fd = p->listen_fd, .events = POLLIN};
-        handler_arg_t *h;
-        pthread_t th;
-        int fd;
-        if (poll(&pfd, 1, 100) <= 0)
-            continue;
-        fd = accept4(p->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
-            continue;
-        h = malloc(sizeof(*h));
-        if (h == NULL) {
-            close(fd);
-            continue;
-        }
-        h->p = p;
-        h->fd = fd;
-        pthread_mutex_lock(&p->lock);
-        p->active_handlers++;
-        pthread_mutex_unlock(&p->lock);
-        if (pthread_create(&th, NULL, handler_main, h) != 0) {
-            close(fd);
-            free(h);
-            pthread_mutex_lock(&p->lock);
-            p->active_handlers--;
-            pthread_mutex_unlock(&p->lock);
-            continue;
-        }
-        pthread_detach(th);
-    }
-    return NULL;
-}
-
 wsync_status_t pub_server_start(wsync_publisher_t *p)
 {
-    char host[128] = "0.0.0.0";
-    int port = 0;
-    if (p->cfg.listen && p->cfg.listen[0])
-        WSYNC_CHECK(wsync_split_hostport(p->cfg.listen, host, sizeof(host), &port));
-    WSYNC_CHECK(wsync_tcp_listen(host, port, &p->listen_fd, &p->listen_port));
-    if (pthread_create(&p->server, NULL, accept_main, p) != 0) {
-        close(p->listen_fd);
-        p->listen_fd = -1;
-        return wsync_error(WSYNC_ERR_IO, "cannot start the pull server thread");
-    }
+    char who[64];
+    snprintf(who, sizeof(who), "trainer rank %d", p->cfg.rank);
+    WSYNC_CHECK(wsync_pull_port_start(p->cfg.listen, &p->auth, who, serve, p, &p->port));
+    p->listen_port = wsync_pull_port_number(p->port);
     return WSYNC_OK;
 }
 
 void pub_server_stop(wsync_publisher_t *p)
 {
     int i;
-    if (p->listen_fd < 0)
+    if (p->port == NULL)
         return;
-    __atomic_store_n(&p->stopping, 1, __ATOMIC_RELEASE);
-    pthread_join(p->server, NULL);
+    /* Requests being served see `stopping` (they wait on p->cond) and answer. */
     pthread_mutex_lock(&p->lock);
+    __atomic_store_n(&p->stopping, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->cond);
-    while (p->active_handlers > 0)
-        pthread_cond_wait(&p->cond, &p->lock);
     pthread_mutex_unlock(&p->lock);
+    wsync_pull_port_stop(p->port);
+    p->port = NULL;
     for (i = 0; i < p->ntransports; i++) {
         pub_transport_t *pt = &p->transports[i];
         if (pt->poller_started)
@@ -558,6 +487,4 @@ void pub_server_stop(wsync_publisher_t *p)
         while (pt->conns)
             drop_conn(p, i, pt->conns);
     }
-    close(p->listen_fd);
-    p->listen_fd = -1;
 }

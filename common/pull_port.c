@@ -1,0 +1,145 @@
+/* pull_port.c: the pull port's listener and its per-connection threads
+ * (pull_port.h). Nothing reaches the serve function from a peer that did not
+ * prove the token (when one is set). */
+#include "common/pull_port.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+#include "common/log.h"
+#include "common/msg.h"
+#include "common/settings.h"
+
+struct wsync_pull_port {
+    wsync_auth_t auth;
+    char who[128];
+    wsync_pull_serve_fn serve;
+    void *ctx;
+    int fd, port;
+    pthread_t acceptor;
+    int stopping; /* atomic */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int active; /* connections being served (lock) */
+};
+
+typedef struct conn_arg {
+    wsync_pull_port_t *pp;
+    int fd;
+} conn_arg_t;
+
+static void *conn_main(void *arg)
+{
+    conn_arg_t *h = arg;
+    wsync_pull_port_t *pp = h->pp;
+    json_t *req = NULL, *reply = json_object();
+    if (reply && wsync_msg_accept(h->fd, &pp->auth, WSYNC_HS_PULL, wsync_connect_timeout_ms(0), &req) == WSYNC_OK) {
+        pp->serve(pp->ctx, req, reply);
+        wsync_msg_send(h->fd, reply);
+    } else {
+        LOG_WARN("%s: %s", pp->who, wsync_last_error());
+    }
+    json_decref(req);
+    json_decref(reply);
+    close(h->fd);
+    free(h);
+    pthread_mutex_lock(&pp->lock);
+    pp->active--;
+    pthread_cond_broadcast(&pp->cond);
+    pthread_mutex_unlock(&pp->lock);
+    return NULL;
+}
+
+static void *accept_main(void *arg)
+{
+    wsync_pull_port_t *pp = arg;
+    while (!__atomic_load_n(&pp->stopping, __ATOMIC_ACQUIRE)) {
+        struct pollfd pfd = {.fd = pp->fd, .events = POLLIN};
+        conn_arg_t *h;
+        pthread_t th;
+        int fd;
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        fd = accept4(pp->fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        h = malloc(sizeof(*h));
+        if (h == NULL) {
+            close(fd);
+            continue;
+        }
+        *h = (conn_arg_t){.pp = pp, .fd = fd};
+        pthread_mutex_lock(&pp->lock);
+        pp->active++;
+        pthread_mutex_unlock(&pp->lock);
+        if (pthread_create(&th, NULL, conn_main, h) != 0) {
+            close(fd);
+            free(h);
+            pthread_mutex_lock(&pp->lock);
+            pp->active--;
+            pthread_mutex_unlock(&pp->lock);
+            continue;
+        }
+        pthread_detach(th);
+    }
+    return NULL;
+}
+
+wsync_status_t wsync_pull_port_start(const char *listen, const wsync_auth_t *auth, const char *who,
+                                     wsync_pull_serve_fn serve, void *ctx, wsync_pull_port_t **out)
+{
+    char host[128] = "0.0.0.0";
+    int port = 0;
+    wsync_pull_port_t *pp;
+    wsync_status_t st;
+    if (listen && listen[0])
+        WSYNC_CHECK(wsync_split_hostport(listen, host, sizeof(host), &port));
+    pp = calloc(1, sizeof(*pp));
+    WSYNC_CHECK_ALLOC(pp);
+    pp->auth = *auth;
+    snprintf(pp->who, sizeof(pp->who), "%s", who);
+    pp->serve = serve;
+    pp->ctx = ctx;
+    pthread_mutex_init(&pp->lock, NULL);
+    pthread_cond_init(&pp->cond, NULL);
+    WSYNC_CHECK_GOTO(wsync_tcp_listen(host, port, &pp->fd, &pp->port), st, err_free);
+    if (pthread_create(&pp->acceptor, NULL, accept_main, pp) != 0) {
+        st = wsync_error(WSYNC_ERR_IO, "%s: cannot start the pull port's thread", who);
+        goto err_close;
+    }
+    *out = pp;
+    return WSYNC_OK;
+err_close:
+    close(pp->fd);
+err_free:
+    pthread_mutex_destroy(&pp->lock);
+    pthread_cond_destroy(&pp->cond);
+    free(pp);
+    return st;
+}
+
+int wsync_pull_port_number(const wsync_pull_port_t *pp)
+{
+    return pp->port;
+}
+
+void wsync_pull_port_stop(wsync_pull_port_t *pp)
+{
+    if (pp == NULL)
+        return;
+    __atomic_store_n(&pp->stopping, 1, __ATOMIC_RELEASE);
+    pthread_join(pp->acceptor, NULL);
+    pthread_mutex_lock(&pp->lock);
+    while (pp->active > 0)
+        pthread_cond_wait(&pp->cond, &pp->lock);
+    pthread_mutex_unlock(&pp->lock);
+    close(pp->fd);
+    pthread_mutex_destroy(&pp->lock);
+    pthread_cond_destroy(&pp->cond);
+    free(pp);
+}
