@@ -13,6 +13,7 @@
 
 #include "common/checks.h"
 #include "common/fault.h"
+#include "common/plan_spec.h"
 #include "common/transport/verbs_select.h"
 #include "common/util.h"
 
@@ -153,6 +154,22 @@ static const wsync_setting_def_t table[WSYNC_SET_COUNT] = {
                                 .env = "WSYNC_TCP_STALL_MS",
                                 .doc = "a trainer's tcp put to a receiver that reads nothing for this long fails "
                                        "(frees the publish slot for the others); 0: no limit"},
+    [WSYNC_SET_PLAN] = {.name = "plan",
+                        .type = WSYNC_STYPE_STRING,
+                        .dflt = "auto",
+                        .env = "WSYNC_PLAN",
+                        .check = wsync_plan_spec_valid,
+                        .doc = "how engine nodes get a version: `direct` (every node from the trainer ranks), "
+                               "`relay:F` (trees of fan-out F through engine nodes, `relay:1` a chain; whole-image "
+                               "host nodes over tcp), `auto` (chosen)"},
+    [WSYNC_SET_RELAY_STALL_MS] = {.name = "relay_stall_ms",
+                                  .type = WSYNC_STYPE_MS,
+                                  .dflt = "3000",
+                                  .min = 1,
+                                  .max = 3600000,
+                                  .env = "WSYNC_RELAY_STALL_MS",
+                                  .doc = "a relay node that lands no piece for this long is given up: the node "
+                                         "gets the missing pieces from the trainer ranks"},
 };
 
 typedef struct value {

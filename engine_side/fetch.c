@@ -27,56 +27,8 @@
 #include "common/digest.h"
 #include "common/pull_request.h"
 #include "common/util.h"
-#include "engine_side/receiver_internal.h"
-
-#define FANOUT_INFLIGHT 4 /* fan-out copy jobs queued at once */
-#define POLL_BATCH 64     /* completions taken per transport poll */
-
-typedef struct fan_job {
-    wsync_mem_job_t *job;
-    uint32_t chunk;
-} fan_job_t;
-
-typedef struct fetch {
-    /* the attempt */
-    wsync_receiver_t *r;
-    const wsync_sync_layout_t *sl;
-    const wsync_plan_t *plan;
-    const uint64_t *digests;
-    uint64_t gen, v, deadline;
-    int slot, me;
-    char *image;
-    const uint8_t *land; /* the board's landing map */
-    uint32_t reqid;      /* tags this attempt's puts */
-    int land_delay_ms;   /* test hook */
-
-    /* chunks */
-    uint32_t *remaining; /* pieces still to land, per chunk landing here */
-    unsigned char *mine; /* bitmap of the chunks landing here */
-    uint32_t *pending;   /* chunks landing elsewhere, not yet copied here */
-    uint32_t npending, nland, nlanded, ncopied, ndone;
-
-    /* fan-out copies in flight, a ring */
-    fan_job_t fan[FANOUT_INFLIGHT];
-    int fh, fn;
-
-    /* one chunk's pieces, for digests */
-    wsync_digest_range_t *rg;
-    uint64_t *sums;
-
-    /* in place with the caller's destination tensors: chunks written
-     * through as job groups, at most one per chunk */
-    const recv_dests_t *dm;
-    recv_dgroup_t *groups; /* [nchunks] */
-    uint32_t *inflight;    /* chunks whose group runs */
-    uint32_t ninflight, nfan;
-
-    /* trainer ranks */
-    recv_request_t *reqs;
-    char (*addrs)[160];
-    const char **tnames;
-    uint64_t last_check;
-} fetch_t;
+#include "engine_side/fetch_internal.h"
+#include "engine_side/relay.h"
 
 wsync_status_t recv_map_peers(wsync_receiver_t *r, int slot, uint64_t deadline, const recv_tlayout_t *tl)
 {
@@ -225,22 +177,24 @@ static wsync_status_t fetch_prepare(fetch_t *f)
     return recv_trainer_addrs(f->r, plan->world, f->addrs, f->tnames);
 }
 
-/* Expect trainer rank t's pieces landing here, and ask it to put them. */
-static wsync_status_t request_rank(fetch_t *f, int t)
+/* Expect trainer rank t's pieces of the chunks asked for here (those landing
+ * here; after a relay was given up, those still missing), and ask it to put
+ * them. */
+wsync_status_t fetch_request_rank(fetch_t *f, int t)
 {
     wsync_receiver_t *r = f->r;
     const wsync_plan_t *plan = f->plan;
     recv_transport_t *rt;
     size_t k, n = 0;
     for (k = 0; k < plan->rank_npieces[t]; k++)
-        if (f->land[plan->pieces[plan->rank_pieces[t][k]].chunk] == f->me)
+        if (asked_here(f, plan->pieces[plan->rank_pieces[t][k]].chunk))
             n++;
     if (n == 0)
         return WSYNC_OK;
     WSYNC_CHECK(recv_transport_ensure(r, f->tnames[t], &rt));
     for (k = 0; k < plan->rank_npieces[t]; k++) {
         const wsync_piece_t *pc = &plan->pieces[plan->rank_pieces[t][k]];
-        if (f->land[pc->chunk] != f->me)
+        if (!asked_here(f, pc->chunk))
             continue;
         WSYNC_CHECK(rt->ops->expect(rt->t, t, rt->region[f->slot], pc->offset, pc->len,
                                     ((uint64_t)f->reqid << 32) | pc->id));
@@ -249,33 +203,44 @@ static wsync_status_t request_rank(fetch_t *f, int t)
         rt->ops->expect_flush(rt->t, t);
     if (f->addrs[t][0] == '\0')
         return wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
-    {
-        wsync_pull_request_t pr = {.version = f->v,
-                                   .local_rank = f->me,
-                                   .local_ranks = r->cfg.local_world,
-                                   .req = f->reqid,
-                                   .addr = rt->addr,
-                                   .key = rt->key[f->slot],
-                                   .timeout_ms = (int64_t)((f->deadline - wsync_now_ns()) / 1000000ULL),
-                                   .chunks = f->mine,
-                                   .chunk_bytes = (plan->nchunks + 7) / 8};
-        snprintf(pr.engine, sizeof(pr.engine), "%s", r->engine_id);
-        snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
-        snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
-        return recv_request_start(&f->reqs[t], &r->auth, t, f->addrs[t], wsync_pull_request_to_json(&pr),
-                                  f->deadline);
-    }
+    return recv_request_start(&f->reqs[t], &r->auth, t, f->addrs[t], fetch_pull_json(f, rt), f->deadline);
+}
+
+json_t *fetch_pull_json(const fetch_t *f, const recv_transport_t *rt)
+{
+    const wsync_receiver_t *r = f->r;
+    wsync_pull_request_t pr = {.version = f->v,
+                               .local_rank = f->me,
+                               .local_ranks = r->cfg.local_world,
+                               .req = f->reqid,
+                               .addr = rt->addr,
+                               .key = rt->key[f->slot],
+                               .timeout_ms = (int64_t)((f->deadline - wsync_now_ns()) / 1000000ULL),
+                               .chunks = f->mine,
+                               .chunk_bytes = (f->plan->nchunks + 7) / 8};
+    snprintf(pr.engine, sizeof(pr.engine), "%s", r->engine_id);
+    snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
+    snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
+    return wsync_pull_request_to_json(&pr);
+}
+
+void fetch_new_reqid(fetch_t *f)
+{
+    uint32_t old = f->reqid;
+    do
+        f->reqid = (uint32_t)(((uint64_t)rand() << 16 ^ (uint64_t)wsync_now_ns() ^ (uint64_t)getpid() << 8) &
+                              0x7fffffff);
+    while (f->reqid == 0 || f->reqid == old);
 }
 
 static wsync_status_t fetch_request(fetch_t *f)
 {
-    int t;
-    do
-        f->reqid = (uint32_t)(((uint64_t)rand() << 16 ^ (uint64_t)wsync_now_ns() ^ (uint64_t)getpid() << 8) &
-                              0x7fffffff);
-    while (f->reqid == 0);
-    for (t = 0; t < f->plan->world; t++)
-        WSYNC_CHECK(request_rank(f, t));
+    int t, relayed = 0;
+    fetch_new_reqid(f);
+    f->last_landed = wsync_now_ns();
+    WSYNC_CHECK(fetch_relay_request(f, &relayed));
+    for (t = 0; t < f->plan->world && !relayed; t++)
+        WSYNC_CHECK(fetch_request_rank(f, t));
     wsync_trace("engine %s rank %d: requests sent", f->r->engine_id, f->me);
     return WSYNC_OK;
 }
@@ -309,6 +274,8 @@ static wsync_status_t group_start(fetch_t *f, uint32_t c, int landed)
 /* A chunk this rank holds verified (landed here: marked landed on the board). */
 static void chunk_done(fetch_t *f, uint32_t c, int landed)
 {
+    if (f->r->relay) /* local rank 0 of a relaying node: other nodes may have it now */
+        relay_chunk_verified(f->r->relay, f->slot, c);
     if (landed) {
         board_mark_landed(f->r->board, f->slot, c, f->gen);
         if (f->nlanded++ == 0 || f->nlanded == f->nland)
@@ -390,8 +357,10 @@ static wsync_status_t fetch_land(fetch_t *f, int *progressed, int *got)
         *got += n;
         for (i = 0; i < n; i++) {
             WSYNC_CHECK(land_one(f, &comps[i]));
-            if (comps[i].kind == WSYNC_COMPLETION_LANDED && (uint32_t)(comps[i].tag >> 32) == f->reqid)
+            if (comps[i].kind == WSYNC_COMPLETION_LANDED && (uint32_t)(comps[i].tag >> 32) == f->reqid) {
                 *progressed = 1;
+                f->last_landed = wsync_now_ns();
+            }
         }
     }
     return WSYNC_OK;
@@ -533,6 +502,7 @@ static void waiting_for(const fetch_t *f, char *out, size_t len)
 static wsync_status_t fetch_watch(fetch_t *f)
 {
     int t;
+    WSYNC_CHECK(fetch_relay_watch(f));
     for (t = 0; t < f->plan->world; t++)
         if (recv_request_failed(&f->reqs[t]))
             return wsync_error(f->reqs[t].status, "%s", f->reqs[t].error);
@@ -563,6 +533,7 @@ static void fetch_end(fetch_t *f, wsync_status_t st)
         recv_dgroup_end(&f->groups[f->inflight[k]], f->r->mem); /* waits likewise */
     free(f->groups);
     free(f->inflight);
+    fetch_relay_end(f);
     if (st != WSYNC_OK)
         recv_transport_reset(f->r); /* stale puts of this attempt can no longer land */
     for (t = 0; f->reqs && t < f->plan->world; t++)
@@ -596,6 +567,11 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
                  .land_delay_ms = (int)wsync_fault(WSYNC_FAULT_LAND_DELAY_MS)};
     wsync_status_t st;
 
+    /* Nothing lands in this slot before its requests go out: from here its
+     * relay serves only chunks of this version verified here. */
+    if (r->relay)
+        relay_slot_begin(r->relay, a->slot, r->win[a->slot].ptr, r->image_len, a->version, sl->plan,
+                         sl->layout_digest);
     WSYNC_CHECK(fetch_join(&f)); /* nothing to undo yet */
     st = fetch_prepare(&f);
     if (st == WSYNC_OK)

@@ -13,6 +13,7 @@
 #include "common/msg.h"
 #include "common/settings.h"
 #include "common/util.h"
+#include "engine_side/plan_choice.h"
 #include "engine_side/receiver_internal.h"
 
 /* Host images from wsync_image_alloc: remembered so a receiver given one can
@@ -83,6 +84,19 @@ static char *dup_or(const char *s, const char *dflt)
     return strdup(s && s[0] ? s : dflt);
 }
 
+/* The plan setting resolved for this node (plan_choice.c). */
+static wsync_status_t choose_plan(wsync_receiver_t *r)
+{
+    plan_choice_input_t in = {.relay_capable = r->spec == NULL && r->cfg.ndests == 0 && r->cfg.check_dests == NULL &&
+                                               r->mem->kind == WSYNC_MEM_HOST &&
+                                               (strcmp(r->transport_name, "tcp") == 0 ||
+                                                strcmp(r->transport_name, "auto") == 0)};
+    wsync_plan_spec_t asked;
+    WSYNC_CHECK(wsync_plan_spec_parse(wsync_setting_str(WSYNC_SET_PLAN), &asked));
+    r->plan = plan_choice_resolve(&asked, &in);
+    return WSYNC_OK;
+}
+
 wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_receiver_t **out)
 {
     wsync_receiver_t *r;
@@ -125,12 +139,23 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
                                 &r->board),
                      st, err);
     WSYNC_CHECK_GOTO(recv_targets_init(r), st, err);
+    WSYNC_CHECK_GOTO(choose_plan(r), st, err);
     if (cfg->local_rank == 0) {
+        json_t *endpoint = NULL;
+        /* Under relay:F the node serves what it holds to other nodes; they
+         * find its relay in its registration. */
+        if (r->plan.kind == WSYNC_PLAN_RELAY) {
+            WSYNC_CHECK_GOTO(relay_start(r->bind_host, &r->auth, r->engine_id, &r->relay), st, err);
+            endpoint = json_pack("{s:s}", "relay", relay_address(r->relay));
+        }
         gethostname(host, sizeof(host));
-        WSYNC_CHECK_GOTO(wsync_control_register_engine(r->control, r->engine_id, host, cfg->local_world, NULL), st,
-                         err);
-        WSYNC_CHECK_GOTO(reporter_start(r->control_url, r->token, r->engine_id, host, cfg->local_world, &r->reporter),
-                         st, err);
+        st = wsync_control_register_engine(r->control, r->engine_id, host, cfg->local_world, endpoint);
+        if (st == WSYNC_OK)
+            st = reporter_start(r->control_url, r->token, r->engine_id, host, cfg->local_world, endpoint,
+                                &r->reporter);
+        json_decref(endpoint);
+        if (st != WSYNC_OK)
+            goto err;
     }
     *out = r;
     return WSYNC_OK;
@@ -312,6 +337,7 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     if (r == NULL)
         return;
     reporter_stop(r->reporter, 5000); /* the last reports, if the endpoint is there */
+    relay_stop(r->relay);              /* before the images it serves go */
     recv_progress_close(r->progress); /* its thread reports through its own client */
     recv_transport_reset(r);
     for (p = 0; p < BOARD_MAX_RANKS; p++)

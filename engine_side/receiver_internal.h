@@ -16,6 +16,8 @@
 #include "engine_side/dests.h"
 #include "engine_side/reporter.h"
 #include "engine_side/progress.h"
+#include "engine_side/relay.h"
+#include "common/plan_spec.h"
 #include "engine_side/wsync_receiver.h"
 
 typedef struct peer_map {
@@ -93,12 +95,22 @@ struct wsync_receiver {
      * and recv_tlayout_verify write through and digest them in place) */
     recv_dests_t *held_dm;
     const recv_dests_t *cur_dm;
+
+    /* the plan this node pulls by (plan_choice.c), and under relay:F on
+     * local rank 0 the relay serving other nodes (relay.h), else NULL */
+    wsync_plan_spec_t plan;
+    recv_relay_t *relay;
 };
 
-/* One request to a trainer rank, sent and answered on a thread of its own. */
+/* One request to a trainer rank (or to a relay node), sent and answered on
+ * a thread of its own. */
 typedef struct recv_request {
     char pull_addr[160];
+    char who[160]; /* "trainer rank 3", "relay of engine e1": for messages */
     int rank;
+    int connect_ms; /* > 0: the connect's bound, else the deadline's */
+    pthread_mutex_t lock; /* fd and aborted, between the thread and recv_request_abort */
+    int fd, aborted;
     const wsync_auth_t *auth; /* the receiver's: the request proves the token */
     json_t *msg;              /* owned: freed by recv_request_end */
     json_t *reply;            /* the answer, when it succeeded (owned likewise) */
@@ -157,6 +169,9 @@ wsync_status_t recv_request_start(recv_request_t *q, const wsync_auth_t *auth, i
 int recv_request_failed(const recv_request_t *q);
 /* 1 once the answer came (or the request was never started). */
 int recv_request_done(const recv_request_t *q);
+/* Gives up on it: its connection is shut, so its thread ends at once (then
+ * recv_request_end joins it without waiting for the deadline). */
+void recv_request_abort(recv_request_t *q);
 void recv_request_end(recv_request_t *q);
 
 /* transports.c: the transport asked for as `name`, opened, listening, with

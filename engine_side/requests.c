@@ -3,6 +3,7 @@
  * waits for the answer (the puts land meanwhile, over the data transport). */
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/checks.h"
@@ -17,14 +18,21 @@ static void *req_main(void *arg)
     int fd = -1, left = (int)((q->deadline - wsync_now_ns()) / 1000000ULL);
     const char *err;
 
+    if (q->connect_ms > 0 && left > q->connect_ms)
+        left = q->connect_ms;
     q->status = wsync_tcp_connect(q->pull_addr, left > 0 ? left : 1, &fd);
     if (q->status == WSYNC_OK) {
+        pthread_mutex_lock(&q->lock);
+        q->fd = fd;
+        if (q->aborted)
+            shutdown(fd, SHUT_RDWR);
+        pthread_mutex_unlock(&q->lock);
         /* The request proves the token, bound to the trainer's challenge. */
         left = (int)((q->deadline - wsync_now_ns()) / 1000000ULL);
         q->status = wsync_msg_call(fd, q->auth, WSYNC_HS_PULL, q->pull_addr, q->msg, left > 0 ? left : 1, &reply);
     }
     if (q->status != WSYNC_OK) {
-        snprintf(q->error, sizeof(q->error), "trainer rank %d at %s: %s", q->rank, q->pull_addr, wsync_last_error());
+        snprintf(q->error, sizeof(q->error), "%s at %s: %s", q->who, q->pull_addr, wsync_last_error());
     } else if ((err = json_string_value(json_object_get(reply, "error"))) != NULL) {
         q->status = WSYNC_ERR_PEER;
         snprintf(q->error, sizeof(q->error), "%s", err);
@@ -33,6 +41,9 @@ static void *req_main(void *arg)
         reply = NULL;
     }
     json_decref(reply);
+    pthread_mutex_lock(&q->lock);
+    q->fd = -1;
+    pthread_mutex_unlock(&q->lock);
     if (fd >= 0)
         close(fd);
     __atomic_store_n(&q->done, 1, __ATOMIC_RELEASE);
@@ -46,9 +57,16 @@ wsync_status_t recv_request_start(recv_request_t *q, const wsync_auth_t *auth, i
     q->rank = rank;
     q->deadline = deadline;
     q->msg = msg;
+    q->fd = -1;
+    q->aborted = 0;
     snprintf(q->pull_addr, sizeof(q->pull_addr), "%s", addr);
-    if (msg == NULL || pthread_create(&q->th, NULL, req_main, q) != 0)
-        return wsync_error(WSYNC_ERR_NOMEM, "cannot start the request to trainer rank %d", rank);
+    if (q->who[0] == '\0')
+        snprintf(q->who, sizeof(q->who), "trainer rank %d", rank);
+    pthread_mutex_init(&q->lock, NULL);
+    if (msg == NULL || pthread_create(&q->th, NULL, req_main, q) != 0) {
+        pthread_mutex_destroy(&q->lock);
+        return wsync_error(WSYNC_ERR_NOMEM, "cannot start the request to %s", q->who);
+    }
     q->started = 1;
     return WSYNC_OK;
 }
@@ -63,10 +81,23 @@ int recv_request_done(const recv_request_t *q)
     return !q->started || __atomic_load_n(&q->done, __ATOMIC_ACQUIRE);
 }
 
+void recv_request_abort(recv_request_t *q)
+{
+    if (!q->started)
+        return;
+    pthread_mutex_lock(&q->lock);
+    q->aborted = 1;
+    if (q->fd >= 0)
+        shutdown(q->fd, SHUT_RDWR);
+    pthread_mutex_unlock(&q->lock);
+}
+
 void recv_request_end(recv_request_t *q)
 {
-    if (q->started)
+    if (q->started) {
         pthread_join(q->th, NULL);
+        pthread_mutex_destroy(&q->lock);
+    }
     json_decref(q->msg);
     json_decref(q->reply);
     q->msg = q->reply = NULL;

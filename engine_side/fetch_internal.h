@@ -1,0 +1,89 @@
+/* fetch_internal.h: one pull attempt's data part on a whole-image engine
+ * rank, shared by fetch.c (landing, fan-out, verification, the trainer
+ * requests) and fetch_relay.c (pieces from a parent node under relay:F,
+ * and the fall back to the trainer ranks). */
+#ifndef WSYNC_ENGINE_FETCH_INTERNAL_H
+#define WSYNC_ENGINE_FETCH_INTERNAL_H
+
+#include "engine_side/receiver_internal.h"
+
+#define FANOUT_INFLIGHT 4 /* fan-out copy jobs queued at once */
+#define POLL_BATCH 64     /* completions taken per transport poll */
+
+typedef struct fan_job {
+    wsync_mem_job_t *job;
+    uint32_t chunk;
+} fan_job_t;
+
+typedef struct fetch {
+    /* the attempt */
+    wsync_receiver_t *r;
+    const wsync_sync_layout_t *sl;
+    const wsync_plan_t *plan;
+    const uint64_t *digests;
+    uint64_t gen, v, deadline;
+    int slot, me;
+    char *image;
+    const uint8_t *land; /* the board's landing map */
+    uint32_t reqid;      /* tags this attempt's puts */
+    int land_delay_ms;   /* test hook */
+
+    /* chunks */
+    uint32_t *remaining; /* pieces still to land, per chunk landing here */
+    unsigned char *mine; /* bitmap of the chunks landing here */
+    uint32_t *pending;   /* chunks landing elsewhere, not yet copied here */
+    uint32_t npending, nland, nlanded, ncopied, ndone;
+
+    /* fan-out copies in flight, a ring */
+    fan_job_t fan[FANOUT_INFLIGHT];
+    int fh, fn;
+
+    /* one chunk's pieces, for digests */
+    wsync_digest_range_t *rg;
+    uint64_t *sums;
+
+    /* in place with the caller's destination tensors: chunks written
+     * through as job groups, at most one per chunk */
+    const recv_dests_t *dm;
+    recv_dgroup_t *groups; /* [nchunks] */
+    uint32_t *inflight;    /* chunks whose group runs */
+    uint32_t ninflight, nfan;
+
+    /* trainer ranks */
+    recv_request_t *reqs;
+    char (*addrs)[160];
+    const char **tnames;
+    uint64_t last_check;
+
+    /* the parent node under relay:F (fetch_relay.c): while relay_on, every
+     * piece landing here comes from its relay, asked once */
+    int relay_on;
+    recv_request_t relay_req;
+    char relay_id[128], relay_addr[160];
+    uint64_t last_landed; /* when the last piece of this attempt landed */
+} fetch_t;
+
+/* Chunk c is one this rank asks for (lands here and, after a relay was
+ * given up, is still missing). */
+static inline int asked_here(const fetch_t *f, uint32_t c)
+{
+    return (f->mine[c / 8] >> (c % 8)) & 1;
+}
+
+/* fetch.c: the pull request for the chunks in f->mine, pieces put over rt
+ * (new reference, NULL without memory). */
+json_t *fetch_pull_json(const fetch_t *f, const recv_transport_t *rt);
+/* fetch.c: ask trainer rank t for its pieces of the chunks in f->mine. */
+wsync_status_t fetch_request_rank(fetch_t *f, int t);
+/* A fresh request id (tags this attempt's puts from now on). */
+void fetch_new_reqid(fetch_t *f);
+
+/* fetch_relay.c: under relay:F, ask the parent node for every piece landing
+ * here (*asked 0: this node has none, or none answers: ask the trainers);
+ * each poll, a relay that failed or landed nothing for relay_stall_ms is
+ * given up, named, and what is missing is asked of the trainer ranks. */
+wsync_status_t fetch_relay_request(fetch_t *f, int *asked);
+wsync_status_t fetch_relay_watch(fetch_t *f);
+void fetch_relay_end(fetch_t *f);
+
+#endif

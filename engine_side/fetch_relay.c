@@ -1,0 +1,150 @@
+/* fetch_relay.c: a whole-image rank's pieces from its parent node under
+ * relay:F (relay_tree.h says who that is), and the fall back to the trainer
+ * ranks: a relay that fails, or lands nothing here for relay_stall_ms, is
+ * given up, named in the log, and every piece still missing is asked of
+ * the trainer ranks under a new request id, after this rank's transports
+ * were reset (none of the relay's puts can land after that). Whatever the
+ * source, a chunk is verified against the version record's digests. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/checks.h"
+#include "common/log.h"
+#include "common/settings.h"
+#include "common/util.h"
+#include "engine_side/fetch_internal.h"
+#include "engine_side/relay_tree.h"
+
+/* The relaying nodes the control endpoint knows, and which hold v. */
+static wsync_status_t relay_nodes(wsync_receiver_t *r, uint64_t v, relay_node_t **out, size_t *n)
+{
+    json_t *st = NULL, *engines, *e;
+    relay_node_t *nodes;
+    size_t i;
+    WSYNC_CHECK(wsync_control_status(r->control, &st));
+    engines = json_object_get(st, "engines");
+    nodes = calloc(json_array_size(engines) + 1, sizeof(*nodes));
+    if (nodes == NULL) {
+        json_decref(st);
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    }
+    *n = 0;
+    json_array_foreach(engines, i, e)
+    {
+        const char *id = json_string_value(json_object_get(e, "id"));
+        const char *addr = json_string_value(json_object_get(json_object_get(e, "endpoint"), "relay"));
+        relay_node_t *nd = &nodes[*n];
+        if (id == NULL || addr == NULL || strlen(id) >= sizeof(nd->id) || strlen(addr) >= sizeof(nd->addr))
+            continue;
+        snprintf(nd->id, sizeof(nd->id), "%s", id);
+        snprintf(nd->addr, sizeof(nd->addr), "%s", addr);
+        nd->holds = (uint64_t)json_integer_value(json_object_get(e, "version")) == v;
+        (*n)++;
+    }
+    json_decref(st);
+    *out = nodes;
+    return WSYNC_OK;
+}
+
+wsync_status_t fetch_relay_request(fetch_t *f, int *asked)
+{
+    wsync_receiver_t *r = f->r;
+    relay_node_t *nodes = NULL;
+    recv_transport_t *rt;
+    size_t n = 0;
+    int parent;
+    wsync_status_t st;
+    *asked = 0;
+    if (r->plan.kind != WSYNC_PLAN_RELAY)
+        return WSYNC_OK;
+    if (relay_nodes(r, f->v, &nodes, &n) != WSYNC_OK) {
+        LOG_WARN("engine %s rank %d: no list of relay nodes (%s): version %llu from the trainer ranks",
+                 r->engine_id, f->me, wsync_last_error(), (unsigned long long)f->v);
+        return WSYNC_OK;
+    }
+    parent = relay_tree_parent(nodes, n, r->engine_id, r->plan.fanout);
+    if (parent < 0) {
+        free(nodes);
+        return WSYNC_OK;
+    }
+    snprintf(f->relay_id, sizeof(f->relay_id), "%s", nodes[parent].id);
+    snprintf(f->relay_addr, sizeof(f->relay_addr), "%s", nodes[parent].addr);
+    free(nodes);
+    WSYNC_CHECK(recv_transport_ensure(r, "tcp", &rt));
+    memset(&f->relay_req, 0, sizeof(f->relay_req));
+    snprintf(f->relay_req.who, sizeof(f->relay_req.who), "relay of engine %s", f->relay_id);
+    f->relay_req.connect_ms = (int)wsync_setting_int(WSYNC_SET_RELAY_STALL_MS);
+    st = recv_request_start(&f->relay_req, &r->auth, -1, f->relay_addr, fetch_pull_json(f, rt), f->deadline);
+    if (st != WSYNC_OK)
+        return st;
+    f->relay_on = 1;
+    *asked = 1;
+    wsync_trace("engine %s rank %d: version %llu from the relay of engine %s at %s", r->engine_id, f->me,
+                (unsigned long long)f->v, f->relay_id, f->relay_addr);
+    return WSYNC_OK;
+}
+
+/* 1 while some chunk asked for here still misses pieces. */
+static int missing_pieces(const fetch_t *f)
+{
+    uint32_t c;
+    for (c = 0; c < f->plan->nchunks; c++)
+        if (asked_here(f, c) && f->remaining[c] > 0)
+            return 1;
+    return 0;
+}
+
+/* Gives the relay up; what is missing comes from the trainer ranks. */
+static wsync_status_t fall_back(fetch_t *f, const char *why)
+{
+    const wsync_plan_t *plan = f->plan;
+    uint32_t c, n = 0;
+    int t;
+    LOG_WARN("engine %s rank %d: relay of engine %s at %s given up (%s); the missing pieces of version %llu come "
+             "from the trainer ranks",
+             f->r->engine_id, f->me, f->relay_id, f->relay_addr, why, (unsigned long long)f->v);
+    fetch_relay_end(f);
+    recv_transport_reset(f->r); /* the relay's connections go: none of its puts lands from here */
+    fetch_new_reqid(f);
+    for (c = 0; c < plan->nchunks; c++) {
+        if (!asked_here(f, c))
+            continue;
+        if (f->remaining[c] == 0) { /* complete: verified, or being verified */
+            f->mine[c / 8] &= (unsigned char)~(1u << (c % 8));
+            continue;
+        }
+        f->remaining[c] = plan->chunk_first[c + 1] - plan->chunk_first[c]; /* landed parts count no more */
+        n++;
+    }
+    f->last_landed = wsync_now_ns();
+    for (t = 0; t < plan->world && n > 0; t++)
+        WSYNC_CHECK(fetch_request_rank(f, t));
+    return WSYNC_OK;
+}
+
+wsync_status_t fetch_relay_watch(fetch_t *f)
+{
+    const int stall_ms = (int)wsync_setting_int(WSYNC_SET_RELAY_STALL_MS);
+    char why[500];
+    if (!f->relay_on)
+        return WSYNC_OK;
+    if (recv_request_failed(&f->relay_req)) {
+        snprintf(why, sizeof(why), "%s", f->relay_req.error);
+        return fall_back(f, why);
+    }
+    if (wsync_now_ns() - f->last_landed > (uint64_t)stall_ms * 1000000ULL && missing_pieces(f)) {
+        snprintf(why, sizeof(why), "no piece landed for %d ms (relay_stall_ms)", stall_ms);
+        return fall_back(f, why);
+    }
+    return WSYNC_OK;
+}
+
+void fetch_relay_end(fetch_t *f)
+{
+    if (!f->relay_on)
+        return;
+    recv_request_abort(&f->relay_req); /* its answer is no longer needed */
+    recv_request_end(&f->relay_req);
+    f->relay_on = 0;
+}

@@ -1,0 +1,433 @@
+/* relay.c: an engine node's relay (relay.h). A request is served on its own
+ * sender: a tcp transport opened for it, the slot's memory registered, one
+ * connection to the asking rank; each chunk landing on that rank is put as
+ * soon as it is verified here, and the answer comes once every put was
+ * handed to the network. A slot reused meanwhile (the node pulls the next
+ * version into it) ends the request with an error. */
+#include "engine_side/relay.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/checks.h"
+#include "common/log.h"
+#include "common/pull_port.h"
+#include "common/pull_request.h"
+#include "common/settings.h"
+#include "common/transport/transport.h"
+#include "common/util.h"
+#include "engine_side/board.h"
+
+/* The sender id the receiver sees in its completions (trainer ranks use
+ * 0..W-1): only ever named in messages. */
+#define RELAY_SENDER_ID 1000000
+#define RELAY_DRAIN_MS 5000 /* relay_slot_begin's bound on puts still reading the slot */
+
+typedef struct relay_slot {
+    uint64_t version; /* 0: nothing served */
+    uint32_t epoch;   /* bumped whenever the slot is reused */
+    void *ptr;
+    size_t len;
+    char ldig[17];
+    uint32_t nchunks;
+    uint32_t *chunk_first;   /* [nchunks + 1] */
+    wsync_piece_t *pieces;   /* [chunk_first[nchunks]] */
+    unsigned char *verified; /* [nchunks] */
+    int pins;                /* requests reading the slot */
+} relay_slot_t;
+
+struct recv_relay {
+    wsync_auth_t auth;
+    char engine_id[128];
+    char addr[160];
+    wsync_pull_port_t *port;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    relay_slot_t slots[BOARD_SLOTS];
+    int stopping;
+    uint64_t served;
+};
+
+/* One request being served. */
+typedef struct relay_req {
+    recv_relay_t *rl;
+    wsync_pull_request_t q;
+    int slot;
+    uint32_t epoch;
+    const wsync_transport_ops_t *ops;
+    wsync_transport_t *t;
+    wsync_region_t *region;
+    wsync_conn_t *conn;
+    size_t nput, nsent;
+    uint64_t bytes, deadline;
+    unsigned char *sent; /* [nchunks]: chunk put */
+    char error[300];
+} relay_req_t;
+
+static int find_slot(const recv_relay_t *rl, uint64_t v)
+{
+    int s;
+    for (s = 0; s < BOARD_SLOTS; s++)
+        if (v != 0 && rl->slots[s].version == v)
+            return s;
+    return -1;
+}
+
+static void held_versions(const recv_relay_t *rl, char *out, size_t len)
+{
+    int s;
+    size_t n = 0;
+    out[0] = '\0';
+    for (s = 0; s < BOARD_SLOTS; s++)
+        if (rl->slots[s].version)
+            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%llu", n ? ", " : "",
+                                  (unsigned long long)rl->slots[s].version);
+    if (n == 0)
+        snprintf(out, len, "none");
+}
+
+/* Takes what the transport finished; a failed put fails the request. */
+static int reap(relay_req_t *rq, int timeout_ms)
+{
+    wsync_completion_t comps[64];
+    int n = 0, i;
+    if (rq->ops->poll(rq->t, comps, 64, &n, timeout_ms) != WSYNC_OK) {
+        snprintf(rq->error, sizeof(rq->error), "%s", wsync_last_error());
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        if (comps[i].kind == WSYNC_COMPLETION_ERROR) {
+            snprintf(rq->error, sizeof(rq->error), "put failed: %s", comps[i].message);
+            return -1;
+        }
+        if (comps[i].kind == WSYNC_COMPLETION_SENT)
+            rq->nsent++;
+    }
+    return 0;
+}
+
+/* Puts chunk c's pieces (verified here). */
+static int put_chunk(relay_req_t *rq, const relay_slot_t *s, uint32_t c)
+{
+    uint32_t i;
+    for (i = s->chunk_first[c]; i < s->chunk_first[c + 1]; i++) {
+        const wsync_piece_t *pc = &s->pieces[i];
+        if (pc->len == 0)
+            continue;
+        if (rq->ops->put(rq->conn, rq->region, pc->offset, &rq->q.key, pc->offset, pc->len,
+                         ((uint64_t)rq->q.req << 32) | pc->id) != WSYNC_OK) {
+            snprintf(rq->error, sizeof(rq->error), "put failed: %s", wsync_last_error());
+            return -1;
+        }
+        rq->nput++;
+        rq->bytes += pc->len;
+    }
+    return 0;
+}
+
+/* Every chunk landing on the asking rank, each as soon as it is verified
+ * here (under rl->lock, dropped while putting and waiting). */
+static int put_all(relay_req_t *rq)
+{
+    recv_relay_t *rl = rq->rl;
+    relay_slot_t *s = &rl->slots[rq->slot];
+    uint32_t c, left = 0;
+    for (c = 0; c < s->nchunks; c++)
+        left += wsync_pull_request_lands(&rq->q, c) ? 1 : 0;
+    while (left > 0) {
+        struct timespec ts;
+        int put = 0;
+        if (rl->stopping || s->epoch != rq->epoch) {
+            snprintf(rq->error, sizeof(rq->error), "%s",
+                     rl->stopping ? "the relay is stopping" : "the node started pulling another version into it");
+            return -1;
+        }
+        if (wsync_now_ns() >= rq->deadline) {
+            snprintf(rq->error, sizeof(rq->error), "%u chunks were not verified here within the request's timeout",
+                     left);
+            return -1;
+        }
+        for (c = 0; c < s->nchunks; c++) {
+            if (rq->sent[c] || !s->verified[c] || !wsync_pull_request_lands(&rq->q, c))
+                continue;
+            rq->sent[c] = 1;
+            left--;
+            put = 1;
+            /* The slot is pinned: its pieces and bytes stay while unlocked. */
+            pthread_mutex_unlock(&rl->lock);
+            if (put_chunk(rq, s, c) != 0) {
+                pthread_mutex_lock(&rl->lock);
+                return -1;
+            }
+            pthread_mutex_lock(&rl->lock);
+        }
+        if (put) {
+            if (rq->ops->put_flush)
+                rq->ops->put_flush(rq->conn);
+            continue;
+        }
+        pthread_mutex_unlock(&rl->lock);
+        if (reap(rq, 0) != 0) {
+            pthread_mutex_lock(&rl->lock);
+            return -1;
+        }
+        pthread_mutex_lock(&rl->lock);
+        wsync_abstime_after_ms(&ts, 20);
+        pthread_cond_timedwait(&rl->cond, &rl->lock, &ts);
+    }
+    return 0;
+}
+
+/* Opens the request's sender and connects to the asking rank (no lock held). */
+static int open_sender(relay_req_t *rq, const relay_slot_t *s)
+{
+    wsync_transport_config_t cfg = {.device = -1, .timeout_ms = wsync_connect_timeout_ms(0), .auth = &rq->rl->auth};
+    wsync_blob_t key;
+    if (wsync_transport_get("tcp", &cfg, &rq->ops) != WSYNC_OK || rq->ops->open(&cfg, &rq->t) != WSYNC_OK ||
+        rq->ops->reg(rq->t, s->ptr, s->len, WSYNC_MEM_HOST, &rq->region, &key) != WSYNC_OK ||
+        rq->ops->connect(rq->t, &rq->q.addr, RELAY_SENDER_ID, &rq->conn) != WSYNC_OK) {
+        snprintf(rq->error, sizeof(rq->error), "%s", wsync_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static void close_sender(relay_req_t *rq)
+{
+    if (rq->conn)
+        rq->ops->disconnect(rq->conn); /* no put reads the slot after this */
+    if (rq->region)
+        rq->ops->dereg(rq->region);
+    if (rq->t)
+        rq->ops->close(rq->t);
+}
+
+/* Checks the request against the slot holding its version and pins it;
+ * rl->lock held. 0, or -1 with rq->error set. */
+static int pin_slot(relay_req_t *rq)
+{
+    recv_relay_t *rl = rq->rl;
+    char held[64];
+    relay_slot_t *s;
+    rq->slot = find_slot(rl, rq->q.version);
+    if (rq->slot < 0) {
+        held_versions(rl, held, sizeof(held));
+        snprintf(rq->error, sizeof(rq->error), "does not hold version %llu (holds: %s)",
+                 (unsigned long long)rq->q.version, held);
+        return -1;
+    }
+    s = &rl->slots[rq->slot];
+    if (strcmp(rq->q.layout_digest, s->ldig) != 0) {
+        snprintf(rq->error, sizeof(rq->error), "layout digest %s differs from the asker's %s", s->ldig,
+                 rq->q.layout_digest);
+        return -1;
+    }
+    rq->sent = calloc(s->nchunks + 1, 1);
+    if (rq->sent == NULL) {
+        snprintf(rq->error, sizeof(rq->error), "out of memory");
+        return -1;
+    }
+    rq->epoch = s->epoch;
+    s->pins++;
+    return 0;
+}
+
+static int serve_pinned(relay_req_t *rq)
+{
+    recv_relay_t *rl = rq->rl;
+    relay_slot_t *s = &rl->slots[rq->slot];
+    int rc;
+    pthread_mutex_unlock(&rl->lock);
+    rc = open_sender(rq, s);
+    pthread_mutex_lock(&rl->lock);
+    if (rc == 0)
+        rc = put_all(rq);
+    pthread_mutex_unlock(&rl->lock);
+    while (rc == 0 && rq->nsent < rq->nput) {
+        if (wsync_now_ns() >= rq->deadline) {
+            snprintf(rq->error, sizeof(rq->error), "puts did not complete in time");
+            rc = -1;
+        } else {
+            rc = reap(rq, 20);
+        }
+    }
+    close_sender(rq);
+    pthread_mutex_lock(&rl->lock);
+    return rc;
+}
+
+/* rl->lock held: the slot of version v, waiting for the node to begin
+ * pulling it for up to relay_stall_ms (a node asked by its child before it
+ * saw the version itself), or -1. */
+static int wait_version(recv_relay_t *rl, uint64_t v)
+{
+    uint64_t end = wsync_now_ns() + (uint64_t)wsync_setting_int(WSYNC_SET_RELAY_STALL_MS) * 1000000ULL;
+    int s;
+    while ((s = find_slot(rl, v)) < 0 && !rl->stopping && wsync_now_ns() < end) {
+        struct timespec ts;
+        wsync_abstime_after_ms(&ts, 20);
+        pthread_cond_timedwait(&rl->cond, &rl->lock, &ts);
+    }
+    return s;
+}
+
+static void serve(void *ctx, const json_t *req, json_t *reply)
+{
+    relay_req_t rq = {.rl = ctx};
+    recv_relay_t *rl = rq.rl;
+    uint64_t v = (uint64_t)json_integer_value(json_object_get(req, "version"));
+    char msg[1000];
+    uint32_t nchunks;
+    int s, rc = -1;
+
+    pthread_mutex_lock(&rl->lock);
+    s = wait_version(rl, v);
+    nchunks = s >= 0 ? rl->slots[s].nchunks : 0;
+    pthread_mutex_unlock(&rl->lock);
+    if (wsync_pull_request_from_json(req, nchunks, &rq.q) != WSYNC_OK) {
+        snprintf(rq.error, sizeof(rq.error), "%s", wsync_last_error());
+        goto answer;
+    }
+    if (rq.q.ntargets > 0 || strcmp(rq.q.transport, "tcp") != 0) {
+        snprintf(rq.error, sizeof(rq.error), "relays serve whole-image nodes over tcp only (asked: %s%s)",
+                 rq.q.transport, rq.q.ntargets ? ", with targets" : "");
+        goto answer;
+    }
+    rq.deadline = wsync_now_ns() + (uint64_t)(rq.q.timeout_ms > 0 ? rq.q.timeout_ms : 120000) * 1000000ULL;
+    pthread_mutex_lock(&rl->lock);
+    if ((rc = pin_slot(&rq)) == 0) {
+        rc = serve_pinned(&rq);
+        rl->slots[rq.slot].pins--;
+        rl->served += rq.bytes;
+        pthread_cond_broadcast(&rl->cond);
+    }
+    pthread_mutex_unlock(&rl->lock);
+answer:
+    if (rc == 0) {
+        json_object_set_new(reply, "ok", json_true());
+        json_object_set_new(reply, "pieces", json_integer((json_int_t)rq.nput));
+        json_object_set_new(reply, "bytes", json_integer((json_int_t)rq.bytes));
+    } else {
+        snprintf(msg, sizeof(msg), "relay of engine %s at %s, version %llu, engine %s rank %d: %s", rl->engine_id,
+                 rl->addr, (unsigned long long)v, rq.q.engine, rq.q.local_rank, rq.error);
+        json_object_set_new(reply, "error", json_string(msg));
+    }
+    free(rq.sent);
+    wsync_pull_request_clear(&rq.q);
+}
+
+wsync_status_t relay_start(const char *bind_host, const wsync_auth_t *auth, const char *engine_id,
+                           recv_relay_t **out)
+{
+    recv_relay_t *rl = calloc(1, sizeof(*rl));
+    char listen[160], who[200];
+    wsync_status_t st;
+    WSYNC_CHECK_ALLOC(rl);
+    rl->auth = *auth;
+    snprintf(rl->engine_id, sizeof(rl->engine_id), "%s", engine_id);
+    pthread_mutex_init(&rl->lock, NULL);
+    pthread_cond_init(&rl->cond, NULL);
+    snprintf(listen, sizeof(listen), "%s:0", bind_host);
+    snprintf(who, sizeof(who), "engine %s's relay", engine_id);
+    st = wsync_pull_port_start(listen, auth, who, serve, rl, &rl->port);
+    if (st != WSYNC_OK) {
+        relay_stop(rl);
+        return st;
+    }
+    snprintf(rl->addr, sizeof(rl->addr), "%s:%d", bind_host, wsync_pull_port_number(rl->port));
+    *out = rl;
+    return WSYNC_OK;
+}
+
+const char *relay_address(const recv_relay_t *rl)
+{
+    return rl->addr;
+}
+
+/* rl->lock held: until no request reads slot s, at most RELAY_DRAIN_MS. */
+static void drain(recv_relay_t *rl, relay_slot_t *s, int slot)
+{
+    uint64_t end = wsync_now_ns() + RELAY_DRAIN_MS * 1000000ULL;
+    while (s->pins > 0 && wsync_now_ns() < end) {
+        struct timespec ts;
+        wsync_abstime_after_ms(&ts, 20);
+        pthread_cond_timedwait(&rl->cond, &rl->lock, &ts);
+    }
+    if (s->pins > 0)
+        LOG_WARN("engine %s: %d relay requests still read image slot %d after %d ms; reusing it (their receivers "
+                 "verify what they got)",
+                 rl->engine_id, s->pins, slot, RELAY_DRAIN_MS);
+}
+
+void relay_slot_begin(recv_relay_t *rl, int slot, void *ptr, size_t len, uint64_t v, const wsync_plan_t *plan,
+                      const char *ldig)
+{
+    relay_slot_t *s = &rl->slots[slot];
+    uint32_t *cf;
+    wsync_piece_t *pcs;
+    unsigned char *ver;
+    pthread_mutex_lock(&rl->lock);
+    s->version = 0;
+    s->epoch++;
+    pthread_cond_broadcast(&rl->cond);
+    drain(rl, s, slot);
+    cf = realloc(s->chunk_first, (plan->nchunks + 1) * sizeof(*cf));
+    pcs = realloc(s->pieces, (plan->npieces + 1) * sizeof(*pcs));
+    ver = realloc(s->verified, plan->nchunks + 1);
+    s->chunk_first = cf ? cf : s->chunk_first;
+    s->pieces = pcs ? pcs : s->pieces;
+    s->verified = ver ? ver : s->verified;
+    if (cf && pcs && ver) { /* without memory the slot serves nothing: its asker falls back */
+        memcpy(cf, plan->chunk_first, (plan->nchunks + 1) * sizeof(*cf));
+        memcpy(pcs, plan->pieces, plan->npieces * sizeof(*pcs));
+        memset(ver, 0, plan->nchunks + 1);
+        s->ptr = ptr;
+        s->len = len;
+        s->nchunks = plan->nchunks;
+        snprintf(s->ldig, sizeof(s->ldig), "%s", ldig);
+        s->version = v;
+    }
+    pthread_mutex_unlock(&rl->lock);
+}
+
+void relay_chunk_verified(recv_relay_t *rl, int slot, uint32_t chunk)
+{
+    relay_slot_t *s = &rl->slots[slot];
+    pthread_mutex_lock(&rl->lock);
+    if (s->version && chunk < s->nchunks) {
+        s->verified[chunk] = 1;
+        pthread_cond_broadcast(&rl->cond);
+    }
+    pthread_mutex_unlock(&rl->lock);
+}
+
+uint64_t relay_bytes_served(recv_relay_t *rl)
+{
+    uint64_t b;
+    pthread_mutex_lock(&rl->lock);
+    b = rl->served;
+    pthread_mutex_unlock(&rl->lock);
+    return b;
+}
+
+void relay_stop(recv_relay_t *rl)
+{
+    int s;
+    if (rl == NULL)
+        return;
+    pthread_mutex_lock(&rl->lock);
+    rl->stopping = 1;
+    pthread_cond_broadcast(&rl->cond);
+    pthread_mutex_unlock(&rl->lock);
+    wsync_pull_port_stop(rl->port);
+    for (s = 0; s < BOARD_SLOTS; s++) {
+        free(rl->slots[s].chunk_first);
+        free(rl->slots[s].pieces);
+        free(rl->slots[s].verified);
+    }
+    pthread_mutex_destroy(&rl->lock);
+    pthread_cond_destroy(&rl->cond);
+    free(rl);
+}

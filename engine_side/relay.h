@@ -1,0 +1,44 @@
+/* relay.h: an engine node's relay (local rank 0 of a whole-image host node
+ * whose plan is relay:F): a pull port (common/pull_port.h, the trainers'
+ * protocol and handshake) serving other engine nodes the pieces of a
+ * version this node holds. Per image slot it knows the version the slot
+ * holds or receives and which of its chunks are verified in local rank 0's
+ * image; a chunk is put only once verified there (so a chain pipelines: a
+ * node serves while it still pulls), and the slot's version until the slot
+ * is reused. The receiver verifies every piece against the version record's
+ * digests wherever it came from, so a relay is never trusted with a byte.
+ *
+ * Threads: relay_slot_begin and relay_chunk_verified are called by the
+ * pulling thread of local rank 0; requests are served on the pull port's
+ * threads; everything shared is under the relay's lock. */
+#ifndef WSYNC_ENGINE_RELAY_H
+#define WSYNC_ENGINE_RELAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/net/auth.h"
+#include "common/plan.h"
+
+typedef struct recv_relay recv_relay_t;
+
+/* Listens on bind_host, a free port; `engine_id` names it in messages. */
+wsync_status_t relay_start(const char *bind_host, const wsync_auth_t *auth, const char *engine_id,
+                           recv_relay_t **out);
+/* "host:port": what other nodes connect to (registered with the control endpoint). */
+const char *relay_address(const recv_relay_t *rl);
+/* Image slot `slot` (len bytes at ptr) is about to receive version v of
+ * `plan` (layout digest ldig): what it held is no longer served, and this
+ * returns once no put reads the slot any more (at most a few seconds: a put
+ * that takes longer reaches a receiver that verifies it). The plan's pieces
+ * are copied. */
+void relay_slot_begin(recv_relay_t *rl, int slot, void *ptr, size_t len, uint64_t v, const wsync_plan_t *plan,
+                      const char *ldig);
+/* Chunk `chunk` of the version in `slot` is verified in the image. */
+void relay_chunk_verified(recv_relay_t *rl, int slot, uint32_t chunk);
+/* Bytes put to other nodes since start (for status and tests). */
+uint64_t relay_bytes_served(recv_relay_t *rl);
+/* Stops serving (requests being served are answered first); NULL is fine. */
+void relay_stop(recv_relay_t *rl);
+
+#endif
