@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/settings.h"
 #include "common/util.h"
 
 /* Whole decimal numbers only: strtoll alone would take " 7", "+7" and "0x7". */
@@ -71,5 +72,14 @@ int cli_parse_size(const char *cmd, const char *opt, const char *text, uint64_t 
         return 2;
     }
     *out = v;
+    return 0;
+}
+
+int cli_set_plan(const char *cmd, const char *text)
+{
+    if (wsync_settings_set_flag("plan", text) != WSYNC_OK) {
+        fprintf(stderr, "wsync %s: --plan: %s\n", cmd, wsync_last_error());
+        return 2;
+    }
     return 0;
 }

@@ -21,4 +21,8 @@ int cli_parse_int(const char *cmd, const char *opt, const char *text, int lo, in
 /* A size as wsync_parse_size reads it (4096, 64M, 1G, 1.5GiB) in [lo, hi]. */
 int cli_parse_size(const char *cmd, const char *opt, const char *text, uint64_t lo, uint64_t hi, uint64_t *out);
 
+/* --plan P: the plan setting (common/plan_spec.h) as a flag; a bad value
+ * is refused saying what is accepted. */
+int cli_set_plan(const char *cmd, const char *text);
+
 #endif

@@ -47,13 +47,15 @@ static void usage(FILE *f)
             "                  [--synthetic SIZE | --safetensors F1,F2,...] [--versions N] [--dump DIR]\n"
             "                  [--mode staged|in-place] [--transport auto|tcp|nccl|verbs|local] [--chunk SIZE]\n"
             "                  [--layout even|fsdp] [--timeout-s S] [--device host|cuda] [--host-id PREFIX]\n"
-            "                  [--tp T [--rules FILE]] [--config FILE] [--set SETTING=VALUE]...\n"
+            "                  [--tp T [--rules FILE]] [--plan auto|direct|relay:F] [--config FILE]\n"
+            "                  [--set SETTING=VALUE]...\n"
             "Defaults: 2 trainers, 2 engine nodes x 2 local ranks, a 1 GiB synthetic LLM, 3 versions.\n"
             "  --device cuda      trainer rank i on GPU i %% G, engine local rank j on GPU j %% G (G GPUs here)\n"
             "  --host-id PREFIX   trainers claim host PREFIX-trainers and engine node k host PREFIX-e<k>,\n"
             "                     as if each ran on its own machine\n"
             "  --tp T             each node's L local ranks form L/T tensor-parallel groups of T (engine\n"
             "                     layouts, docs/ENGINE_LAYOUTS.md); L must be a multiple of T\n"
+            "  --plan P           the engines' plan setting (relay:F: nodes relay to each other)\n"
             "  --config FILE      read settings and these options from FILE's \"demo\" object (docs/CONFIG.md;\n"
             "                     flags given here override the file); its settings and --set's reach the\n"
             "                     trainers and engines too\n");
@@ -83,7 +85,8 @@ const struct option cli_demo_options[] = {{"trainers", 1, 0, 'W'},    {"engines"
                                           {"layout", 1, 0, 'y'},      {"timeout-s", 1, 0, 'T'},
                                           {"device", 1, 0, 'd'},      {"host-id", 1, 0, 'H'},
                                           {"tp", 1, 0, 'P'},          {"rules", 1, 0, 'R'},
-                                          {"help", 0, 0, 'h'},        {0, 0, 0, 0}};
+                                          {"plan", 1, 0, 'p'},        {"help", 0, 0, 'h'},
+                                          {0, 0, 0, 0}};
 
 /* The trainers and engines are processes of their own: the settings a file
  * or --set gave this one reach them through their environment variables
@@ -149,6 +152,7 @@ int cmd_demo(int argc, char **argv)
             bad = cli_parse_long("demo", "--tp", optarg, 1, DEMO_MAX_PROCS, &T);
             break;
         case 'R': rules = optarg; break;
+        case 'p': bad = cli_set_plan("demo", optarg); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

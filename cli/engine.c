@@ -75,7 +75,7 @@ static void usage(FILE *f)
                "                    [--mode staged|in-place] [--dump DIR] [--follow | --versions N]\n"
                "                    [--device host|cuda:N] [--transport auto|tcp|nccl|verbs|local] [--bind HOST]\n"
                "                    [--timeout-ms MS] [--host-id ID] [--max-failures K] [--token-file FILE]\n"
-               "                    [--tp T [--rules FILE] | --target FILE.json]\n"
+               "                    [--tp T [--rules FILE] | --target FILE.json] [--plan auto|direct|relay:F]\n"
                "                    [--config FILE] [--set SETTING=VALUE]...\n"
                "Pulls the newest version whenever one is published; exits 0 after holding N versions\n"
                "(default 1), or runs until interrupted with --follow. A failed pull is reported and retried;\n"
@@ -86,6 +86,8 @@ static void usage(FILE *f)
                "                   local rank of the node gives the same T and rules\n"
                "  --rules FILE     rules for --tp (default: the built-in vLLM rules)\n"
                "  --target F       hold exactly the target in F (JSON, docs/TARGETS.md)\n"
+               "  --plan P         the plan setting: direct (from the trainer ranks), relay:F (through other\n"
+               "                   engine nodes, trees of fan-out F; whole-image host nodes), auto (default)\n"
                "  --config FILE    read settings and these options from FILE's \"engine\" object\n"
                "                   (docs/CONFIG.md; flags given here override the file)\n"
                "  --token-file FILE  the deployment's token (default: setting token, env WSYNC_TOKEN); pulls and\n"
@@ -180,7 +182,8 @@ const struct option cli_engine_options[] =
      {"mode", 1, 0, 'm'},    {"dump", 1, 0, 'D'},         {"follow", 0, 0, 'F'},     {"versions", 1, 0, 'n'},
      {"device", 1, 0, 'd'},  {"transport", 1, 0, 't'},    {"bind", 1, 0, 'b'},       {"timeout-ms", 1, 0, 'T'},
      {"host-id", 1, 0, 'H'}, {"max-failures", 1, 0, 'x'}, {"tp", 1, 0, 'P'},         {"rules", 1, 0, 'R'},
-     {"target", 1, 0, 'G'},  {"token-file", 1, 0, 'K'},   {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
+     {"target", 1, 0, 'G'},  {"token-file", 1, 0, 'K'},   {"plan", 1, 0, 'p'},
+     {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
 
 int cmd_engine(int argc, char **argv)
 {
@@ -254,6 +257,10 @@ int cmd_engine(int argc, char **argv)
                 return 2;
             }
             rc_cfg.token = token;
+            break;
+        case 'p':
+            if (cli_set_plan("engine", optarg))
+                return 2;
             break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
