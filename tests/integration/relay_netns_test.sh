@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# Relays through engine nodes (plan relay:F), across hosts in network
+# namespaces: the control endpoint on a host of its own, two trainer ranks on
+# another, four engine nodes (one local rank each) on four more.
+#   (a) relay:1 (a chain) and relay:2 (a tree): every node holds every
+#       version, each dump equals the safetensors file it came from (compared
+#       by st_tool.py, in Python), and the trainer host's eth0 sent about one
+#       image per version instead of one per node (its veth counter);
+#   (b) with the trainer uplink rate-limited (tbf), the middle node of a
+#       chain is killed (-9) while its child pulls from it: the child gives
+#       the relay up, naming it, gets the rest from the trainer ranks and is
+#       ready with a dump equal to the source;
+#   (c) a late joiner (an id that sorts first) catches up from a node that
+#       holds the version: the trainer host sends far less than an image;
+#   (d) a pull request without the token is refused by a relay before a
+#       byte moves, and the relay names whom it refused;
+#   (e) the middle node of a chain is stopped (SIGSTOP) mid-pull: after
+#       relay_stall_ms without a piece its child gives it up, naming it, and
+#       is ready from the trainer ranks.
+# Every process of (b)-(d) proves a token.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/netns.sh"
+
+NAME=relay_netns
+if ! netns_begin "wrh$$"; then skip "$NAME" "$NETNS_WHY"; exit 0; fi
+NET="10.$(( ($$ >> 8) & 255 )).$(( ($$ & 255) ^ 85 ))"
+CNS=wrc$$; TNS=wrt$$; ENS=(wre0-$$ wre1-$$ wre2-$$ wre3-$$)
+CIP=$NET.1; TIP=$NET.2; EIP=("$NET.10" "$NET.11" "$NET.12" "$NET.13")
+setup() {
+    netns_host "$CNS" "$CIP" && netns_host "$TNS" "$TIP" &&
+    for i in 0 1 2 3; do netns_host "${ENS[$i]}" "${EIP[$i]}" || return 1; done
+}
+if ! setup 2>"$TMP/setup.err"; then fail "$NAME"_setup "cannot build the namespaces: $(cat "$TMP/setup.err")"; exit 1; fi
+
+ST="$WSYNC_ROOT/tests/integration/st_tool.py"
+PY=/usr/bin/python3
+# Two 8 MiB models of random bytes, same tensors (version v is file (v-1) mod 2).
+image=$("$PY" - "$ST" "$TMP/m" <<'PY'
+import importlib.util, os, sys
+spec = importlib.util.spec_from_file_location("st", sys.argv[1]); st = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(st)
+for i in range(2):
+    ts = [(f"model.layers.{k}.weight", "BF16", [1024, 1024], os.urandom(2 << 20)) for k in range(4)]
+    st.write(f"{sys.argv[2]}{i}.safetensors", ts, {"format": "pt"})
+print(4 * (2 << 20))
+PY
+)
+files="$TMP/m0.safetensors,$TMP/m1.safetensors"
+
+bytes() { ip -n "$1" -s -j link show dev eth0 | "$PY" -c "import json,sys; print(json.load(sys.stdin)[0]['stats64']['$2']['bytes'])"; }
+# engine_field URL ID FIELD
+engine_field() {
+    ip netns exec "$CNS" curl -fsS "$1/v1/status" | "$PY" -c '
+import json, sys
+for e in json.load(sys.stdin).get("engines", []):
+    if e.get("id") == sys.argv[1]:
+        v = e.get(sys.argv[2]); print("" if v is None else json.dumps(v) if isinstance(v, dict) else v); break' "$2" "$3"
+}
+field_is() { [ "$(engine_field "$1" "$2" "$3")" = "$4" ]; }
+wait_until() { local t=$1 i; shift; for ((i = 0; i < t * 20; i++)); do "$@" && return 0; sleep 0.05; done; return 1; }
+
+# deploy TAG VERSIONS ENGINES [TOKEN]: control endpoint and two trainer ranks
+# (each next version once ENGINES nodes hold the last); sets URL.
+deploy() {
+    local tag=$1 versions=$2 engines=$3 tok=${4:-} port r
+    port=$(free_port)
+    URL="http://$CIP:$port"
+    bg ip netns exec "$CNS" env ${tok:+WSYNC_TOKEN=$tok} "$WSYNC" serve --listen "$CIP:$port" 2>"$TMP/$tag-serve.log"
+    SERVE=$!
+    ip netns exec "$CNS" bash -c "$(declare -f wait_http); wait_http $URL/healthz" ||
+        { fail "$tag"_control_up "$(tail -3 "$TMP/$tag-serve.log")"; return 1; }
+    TRAINERS=()
+    for r in 0 1; do
+        bg ip netns exec "$TNS" env ${tok:+WSYNC_TOKEN=$tok} "$WSYNC" trainer --control "$URL" --rank $r --world 2 \
+            --safetensors "$files" --versions "$versions" --wait-engines "$engines" --chunk 256K \
+            --listen "$TIP:0" --advertise "$TIP" >"$TMP/$tag-t$r.log" 2>&1
+        TRAINERS+=($!)
+    done
+}
+undeploy() { local p; for p in "${TRAINERS[@]}" "$SERVE"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }
+
+# engine TAG E ID PLAN VERSIONS|follow [TOKEN]: one engine node on host E, in the background ($!).
+engine() {
+    local tag=$1 e=$2 id=$3 plan=$4 versions=$5 tok=${6:-} how
+    how=(--versions "$versions"); [ "$versions" = follow ] && how=(--follow)
+    ip netns exec "${ENS[$e]}" env ${tok:+WSYNC_TOKEN=$tok} WSYNC_RELAY_STALL_MS=2000 "$WSYNC" engine \
+        --control "$URL" --engine "$id" --local-rank 0 --local-world 1 --plan "$plan" "${how[@]}" \
+        --transport tcp --bind "${EIP[$e]}" --timeout-ms 40000 --dump "$TMP/$tag" >"$TMP/$tag-$id.log" 2>&1 &
+    WSYNC_PIDS+=($!)
+}
+
+# wait_all SECONDS PID...: 0 when every one exited 0 in time (the rest are killed).
+wait_all() {
+    local t=$1 ok=0 p end; shift
+    end=$((SECONDS + t))
+    for p in "$@"; do
+        while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.05; done
+        if kill -0 "$p" 2>/dev/null; then kill -9 "$p"; ok=1; fi
+        wait "$p" || ok=1
+    done
+    return $ok
+}
+
+# dumps_match TAG VERSIONS ID...: every node's dump of every version equals its source.
+dumps_match() {
+    local tag=$1 versions=$2 id v ok=0; shift 2
+    for id in "$@"; do for v in $(seq 1 "$versions"); do
+        if ! "$PY" "$ST" compare "$TMP/m$(( (v - 1) % 2 )).safetensors" "$TMP/$tag/$id/rank0/v$v.safetensors" \
+            2>>"$TMP/$tag-cmp.err"; then ok=1; echo "$tag: $id v$v differs or is missing" >&2; fi
+    done; done
+    return $ok
+}
+
+# (a) a chain and a tree: every node ready, dumps equal, the model crosses
+# the trainers' uplink about once per version.
+VERSIONS=2
+for plan in relay:1 relay:2; do
+    tag=${plan/:/}
+    deploy "$tag" $VERSIONS 4 || exit 1
+    tx0=$(bytes "$TNS" tx)
+    pids=()
+    for e in 0 1 2 3; do engine "$tag" $e "n$e-$$" "$plan" $VERSIONS; pids+=($!); done
+    if wait_all 90 "${pids[@]}"; then pass "${tag}_every_node_holds_every_version"
+    else fail "${tag}_every_node_holds_every_version" "$(tail -n 2 "$TMP/$tag"-n*.log | tr '\n' ' ')"; fi
+    check "${tag}_dumps_match_sources" dumps_match "$tag" $VERSIONS n0-$$ n1-$$ n2-$$ n3-$$
+    sent=$(( $(bytes "$TNS" tx) - tx0 ))
+    echo "$plan: image $image bytes x $VERSIONS versions, 4 nodes; trainer host sent $sent bytes (direct: >= $((4 * VERSIONS * image)))" >&2
+    if [ "$sent" -ge $((VERSIONS * image)) ] && [ "$sent" -lt $((VERSIONS * image * 3 / 2)) ]; then
+        pass "${tag}_trainer_uplink_carries_the_model_about_once"
+    else
+        fail "${tag}_trainer_uplink_carries_the_model_about_once" "sent $sent, want ~$((VERSIONS * image)) (1 to 1.5x)"
+    fi
+    relayed=$(cat "$TMP/$tag"-n*.log | grep -c 'ready' )
+    check "${tag}_nodes_report_ready" [ "$relayed" -ge $((4 * VERSIONS)) ]
+    undeploy
+done
+
+# (b) a relay killed mid-pull: its child falls back to the trainer ranks.
+# These nodes follow (keep serving what they hold) so that (c) and (d) find
+# live relays.
+TOKEN=relay-test-token-$$
+ip netns exec "$TNS" tc qdisc replace dev eth0 root tbf rate 24mbit burst 64kb latency 100ms
+deploy kill 1 0 "$TOKEN" || exit 1
+tx0=$(bytes "$TNS" tx)
+engine kill 0 n0-$$ relay:1 follow "$TOKEN"
+engine kill 1 n1-$$ relay:1 follow "$TOKEN"; P1=$!
+engine kill 2 n2-$$ relay:1 follow "$TOKEN"
+# The chain n0 -> n1 -> n2 pipelines at the uplink's rate (~3 s for 8 MiB):
+# once n2 has some bytes verified, n1 goes.
+landed() { local p; p=$(engine_field "$URL" n2-$$ progress); [ -n "$p" ] && "$PY" -c '
+import json, sys; p = json.loads(sys.argv[1]); sys.exit(0 if p.get("bytes", 0) > 0 else 1)' "$p"; }
+if wait_until 30 landed && ! field_is "$URL" n2-$$ state ready; then
+    pass kill_relay_killed_while_its_child_pulls
+else
+    fail kill_relay_killed_while_its_child_pulls "n2 was not pulling when n1 was killed: $(tail -2 "$TMP/kill-n2-$$.log")"
+fi
+relay1=$(engine_field "$URL" n1-$$ endpoint | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["relay"])')
+kill -9 $P1; wait $P1 2>/dev/null
+ready() { field_is "$URL" "$1" state ready && field_is "$URL" "$1" version 1; }
+if wait_until 60 ready n2-$$ && wait_until 10 ready n0-$$; then pass kill_downstream_falls_back_and_is_ready
+else fail kill_downstream_falls_back_and_is_ready "$(tail -n 3 "$TMP"/kill-n[02]-$$.log | tr '\n' ' ')"; fi
+check kill_log_names_the_relay grep -q "relay of engine n1-$$ at $relay1 given up" "$TMP/kill-n2-$$.log"
+wait_until 10 test -s "$TMP/kill/n2-$$/rank0/v1.safetensors"
+check kill_dumps_match_sources dumps_match kill 1 n0-$$ n2-$$
+echo "kill: trainer host sent $(( $(bytes "$TNS" tx) - tx0 )) bytes for 3 nodes of $image" >&2
+
+# (c) a late joiner, its id first in order, catches up from a node holding
+# the version (n0 or n2), not from the trainer ranks.
+tx0=$(bytes "$TNS" tx)
+engine kill 3 aaa-late-$$ relay:1 1 "$TOKEN"; PL=$!
+if wait_all 60 $PL; then pass late_joiner_is_ready
+else fail late_joiner_is_ready "$(tail -n 3 "$TMP/kill-aaa-late-$$.log" | tr '\n' ' ')"; fi
+check late_joiner_dump_matches_source dumps_match kill 1 aaa-late-$$
+sent=$(( $(bytes "$TNS" tx) - tx0 ))
+echo "late joiner: trainer host sent $sent bytes (image $image)" >&2
+check late_joiner_not_served_by_the_trainers [ "$sent" -lt $((image / 4)) ]
+
+# (d) no token, no bytes: a raw client asks n0's relay for the weights.
+relay0=$(engine_field "$URL" n0-$$ endpoint | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["relay"])')
+digest=$(ip netns exec "$CNS" curl -fsS "$URL/v1/versions/1" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["layout_digest"])')
+out=$(ip netns exec "${ENS[3]}" "$PY" "$WSYNC_ROOT/tests/integration/auth_attack.py" pull noproof "$relay0" "$digest" 2>&1)
+if echo "$out" | "$PY" -c 'import json,sys; o = json.loads(sys.stdin.read().strip().splitlines()[-1])
+sys.exit(0 if o["sink_conns"] == 0 and o["sink_bytes"] == 0 and o["status"] == -16 and "no proof" in o["why"] else 1)'; then
+    pass relay_refuses_a_pull_without_the_token
+else
+    fail relay_refuses_a_pull_without_the_token "$out"
+fi
+check relay_names_whom_it_refused grep -q "engine n0-$$'s relay: pull request from .* refused" "$TMP/kill-n0-$$.log"
+
+# (e) a stalled relay: stopped, not dead (its connections stay open).
+deploy stall 1 0 "$TOKEN" || exit 1
+engine stall 0 s0-$$ relay:1 1 "$TOKEN"; S0=$!
+engine stall 1 s1-$$ relay:1 1 "$TOKEN"; S1=$!
+engine stall 2 s2-$$ relay:1 1 "$TOKEN"; S2=$!
+landed_s2() { local p; p=$(engine_field "$URL" s2-$$ progress); [ -n "$p" ] && "$PY" -c '
+import json, sys; p = json.loads(sys.argv[1]); sys.exit(0 if p.get("bytes", 0) > 0 else 1)' "$p"; }
+wait_until 30 landed_s2
+relay1=$(engine_field "$URL" s1-$$ endpoint | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["relay"])')
+kill -STOP $S1
+if wait_all 60 $S0 $S2; then pass stall_downstream_falls_back_and_is_ready
+else fail stall_downstream_falls_back_and_is_ready "$(tail -n 3 "$TMP"/stall-s[02]-$$.log | tr '\n' ' ')"; fi
+kill -CONT $S1
+check stall_log_names_the_relay grep -q "relay of engine s1-$$ at $relay1 given up (no piece landed for 2000 ms" \
+    "$TMP/stall-s2-$$.log"
+check stall_dumps_match_sources dumps_match stall 1 s0-$$ s2-$$
+if wait_all 60 $S1; then pass stall_stopped_relay_resumes_and_is_ready
+else fail stall_stopped_relay_resumes_and_is_ready "$(tail -n 3 "$TMP/stall-s1-$$.log" | tr '\n' ' ')"; fi
+check stall_resumed_relay_dump_matches_source dumps_match stall 1 s1-$$
+exit 0
