@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# relay_netns_bench.sh: publish -> ready of one version for the plans direct,
+# relay:1 and relay:2, across hosts in network namespaces with tbf rate
+# limits giving the links distinct classes: one trainer host (two trainer
+# ranks) whose uplink is slower than the engines' aggregate, N engine hosts
+# (one local rank each) with their own uplink rate, the control endpoint on
+# a host of its own. For each plan, versions 2..V (the first one includes the
+# engines' start) are timed from trainer rank 0's "publish started" to the
+# last node's ready report (WSYNC_TRACE lines: one clock for every process
+# of the machine); prints the median per plan and the ratios to direct.
+#
+#   bash bench/relay_netns_bench.sh [--trainer-rate 200mbit] [--engine-rate 1gbit]
+#        [--engines 6] [--size 32M] [--versions 4] [--plans "direct relay:1 relay:2"]
+#
+# As root (network namespaces). WSYNC_BIN (default build/wsync) is the binary.
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$ROOT/tests/integration/lib.sh"
+source "$ROOT/tests/integration/netns.sh"
+
+TRATE=200mbit ERATE=1gbit N=6 SIZE=32M V=4 PLANS="direct relay:1 relay:2"
+while [ $# -gt 0 ]; do
+    case $1 in
+    --trainer-rate) TRATE=$2; shift 2 ;;
+    --engine-rate) ERATE=$2; shift 2 ;;
+    --engines) N=$2; shift 2 ;;
+    --size) SIZE=$2; shift 2 ;;
+    --versions) V=$2; shift 2 ;;
+    --plans) PLANS=$2; shift 2 ;;
+    *) echo "usage: $0 [--trainer-rate R] [--engine-rate R] [--engines N] [--size SIZE] [--versions V] [--plans LIST]" >&2
+       exit 2 ;;
+    esac
+done
+if [ "$V" -lt 2 ] || [ "$N" -lt 1 ]; then echo "$0: need --versions >= 2 and --engines >= 1" >&2; exit 2; fi
+if ! netns_begin "wbh$$"; then echo "$0: $NETNS_WHY" >&2; exit 1; fi
+NET="10.$(( ($$ >> 8) & 255 )).$(( ($$ & 255) ^ 170 ))"
+CNS=wbc$$; TNS=wbt$$; CIP=$NET.1; TIP=$NET.2
+netns_host "$CNS" "$CIP" && netns_host "$TNS" "$TIP" || { echo "$0: cannot build the namespaces" >&2; exit 1; }
+ip netns exec "$TNS" tc qdisc replace dev eth0 root tbf rate "$TRATE" burst 256kb latency 200ms
+ENS=(); EIP=()
+for ((e = 0; e < N; e++)); do
+    ENS+=(wbe$e-$$); EIP+=("$NET.$((10 + e))")
+    netns_host "${ENS[$e]}" "${EIP[$e]}" || { echo "$0: cannot add engine host $e" >&2; exit 1; }
+    ip netns exec "${ENS[$e]}" tc qdisc replace dev eth0 root tbf rate "$ERATE" burst 256kb latency 200ms
+done
+
+# run PLAN: every version's publish -> ready, one per line (versions 2..V).
+run() {
+    local plan=$1 tag=${1/:/} port url r e pids=()
+    port=$(free_port); url="http://$CIP:$port"
+    bg ip netns exec "$CNS" "$WSYNC" serve --listen "$CIP:$port" 2>"$TMP/$tag-serve.log"
+    ip netns exec "$CNS" bash -c "$(declare -f wait_http); wait_http $url/healthz" || { echo "no control endpoint" >&2; return 1; }
+    for r in 0 1; do
+        bg ip netns exec "$TNS" env WSYNC_TRACE=1 "$WSYNC" trainer --control "$url" --rank $r --world 2 \
+            --synthetic "$SIZE" --versions "$V" --wait-engines "$N" --listen "$TIP:0" --advertise "$TIP" \
+            >"$TMP/$tag-t$r.log" 2>&1
+    done
+    for ((e = 0; e < N; e++)); do
+        ip netns exec "${ENS[$e]}" env WSYNC_TRACE=1 "$WSYNC" engine --control "$url" --engine "n$e" --local-rank 0 \
+            --local-world 1 --plan "$plan" --versions "$V" --transport tcp --bind "${EIP[$e]}" --timeout-ms 300000 \
+            >"$TMP/$tag-e$e.log" 2>&1 &
+        pids+=($!); WSYNC_PIDS+=($!)
+    done
+    for e in "${pids[@]}"; do wait "$e" || echo "$plan: an engine failed: $(tail -2 "$TMP/$tag"-e*.log)" >&2; done
+    "$PY" - "$V" "$TMP/$tag-t0.log" "$TMP/$tag"-e*.log <<'PY'
+import re, sys
+V = int(sys.argv[1])
+pub, ready = {}, {}
+for line in open(sys.argv[2]):
+    m = re.match(r"TRACE (\d+\.\d+) .*trainer rank 0: publish of version (\d+) started", line)
+    if m:
+        pub[int(m.group(2))] = float(m.group(1))
+for path in sys.argv[3:]:
+    cur = None
+    for line in open(path):
+        m = re.match(r"TRACE (\d+\.\d+) .*pull of version (\d+) opened", line)
+        if m:
+            cur = int(m.group(2))
+        m = re.match(r"TRACE (\d+\.\d+) .*engine \S+: reported", line)
+        if m and cur is not None:
+            ready[cur] = max(ready.get(cur, 0.0), float(m.group(1)))
+for v in range(2, V + 1):
+    if v in pub and v in ready:
+        print("%.4f" % (ready[v] - pub[v]))
+PY
+    ip netns pids "$TNS" | xargs -r kill; ip netns pids "$CNS" | xargs -r kill
+    sleep 0.5
+}
+
+PY=/usr/bin/python3
+declare -A MED
+echo "relay_netns_bench: $N engine hosts (uplink $ERATE each), 1 trainer host of 2 ranks (uplink $TRATE), synthetic $SIZE, versions 2..$V timed"
+for plan in $PLANS; do
+    times=$(run "$plan")
+    med=$(echo "$times" | "$PY" -c 'import statistics, sys; t = [float(x) for x in sys.stdin.read().split()]; print("%.3f" % statistics.median(t) if t else "nan")')
+    MED[$plan]=$med
+    printf '%-10s publish->ready median %s s  (versions: %s)\n' "$plan" "$med" "$(echo $times)"
+done
+if [ -n "${MED[direct]:-}" ]; then
+    for plan in $PLANS; do
+        [ "$plan" = direct ] && continue
+        "$PY" -c 'import sys; d, r = float(sys.argv[2]), float(sys.argv[3]); print("%-10s %.2fx faster than direct (%.3f s vs %.3f s)" % (sys.argv[1], d / r, r, d))' \
+            "$plan" "${MED[direct]}" "${MED[$plan]}"
+    done
+fi
