@@ -47,7 +47,6 @@ struct recv_relay {
     pthread_cond_t cond;
     relay_slot_t slots[BOARD_SLOTS];
     int stopping;
-    uint64_t served;
 };
 
 /* One request being served. */
@@ -300,7 +299,6 @@ static void serve(void *ctx, const json_t *req, json_t *reply)
     if ((rc = pin_slot(&rq)) == 0) {
         rc = serve_pinned(&rq);
         rl->slots[rq.slot].pins--;
-        rl->served += rq.bytes;
         pthread_cond_broadcast(&rl->cond);
     }
     pthread_mutex_unlock(&rl->lock);
@@ -401,15 +399,6 @@ void relay_chunk_verified(recv_relay_t *rl, int slot, uint32_t chunk)
         pthread_cond_broadcast(&rl->cond);
     }
     pthread_mutex_unlock(&rl->lock);
-}
-
-uint64_t relay_bytes_served(recv_relay_t *rl)
-{
-    uint64_t b;
-    pthread_mutex_lock(&rl->lock);
-    b = rl->served;
-    pthread_mutex_unlock(&rl->lock);
-    return b;
 }
 
 void relay_stop(recv_relay_t *rl)

@@ -36,8 +36,6 @@ void relay_slot_begin(recv_relay_t *rl, int slot, void *ptr, size_t len, uint64_
                       const char *ldig);
 /* Chunk `chunk` of the version in `slot` is verified in the image. */
 void relay_chunk_verified(recv_relay_t *rl, int slot, uint32_t chunk);
-/* Bytes put to other nodes since start (for status and tests). */
-uint64_t relay_bytes_served(recv_relay_t *rl);
 /* Stops serving (requests being served are answered first); NULL is fine. */
 void relay_stop(recv_relay_t *rl);
 
