@@ -480,7 +480,9 @@ static int run_config(bench_cfg_t *c)
         snprintf(who, sizeof(who), "engine rank %d", p);
         if (c->L == 1)
             print_mem(who, &S->engine[p], bound,
-                      c->dests ? "image+tensors+2 chunks" : one ? "image+2 chunks" : "2 images+2 chunks");
+                      c->dests ? "image+tensors+2 chunks"
+                      : one    ? "image+2 chunks"
+                               : "2 images+2 chunks");
         else
             print_mem(who, &S->engine[p], 0, NULL);
     }

@@ -30,7 +30,7 @@ typedef struct board_rank {
     uint64_t failed_gen; /* newest generation this rank failed */
     int32_t device;      /* its GPU ordinal, -1 for host memory (set before pid) */
     int32_t slots;       /* image slots it set up (0: not yet since it joined) */
-    char error[256]; /* why, for failed_gen */
+    char error[256];     /* why, for failed_gen */
 } board_rank_t;
 
 /* The shared memory; board.h says who writes each part, and how. */
