@@ -10,7 +10,7 @@
 # of the machine); prints the median per plan and the ratios to direct.
 #
 #   bash bench/relay_netns_bench.sh [--trainer-rate 200mbit] [--engine-rate 1gbit]
-#        [--engines 6] [--size 32M] [--versions 4] [--plans "direct relay:1 relay:2"]
+#        [--engines 6] [--size 32M] [--chunk 2M] [--versions 4] [--plans "direct relay:1 relay:2"]
 #
 # As root (network namespaces). WSYNC_BIN (default build/wsync) is the binary.
 set -u
@@ -18,16 +18,17 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/tests/integration/lib.sh"
 source "$ROOT/tests/integration/netns.sh"
 
-TRATE=200mbit ERATE=1gbit N=6 SIZE=32M V=4 PLANS="direct relay:1 relay:2"
+TRATE=200mbit ERATE=1gbit N=6 SIZE=32M CHUNK=2M V=4 PLANS="direct relay:1 relay:2"
 while [ $# -gt 0 ]; do
     case $1 in
     --trainer-rate) TRATE=$2; shift 2 ;;
     --engine-rate) ERATE=$2; shift 2 ;;
     --engines) N=$2; shift 2 ;;
     --size) SIZE=$2; shift 2 ;;
+    --chunk) CHUNK=$2; shift 2 ;;
     --versions) V=$2; shift 2 ;;
     --plans) PLANS=$2; shift 2 ;;
-    *) echo "usage: $0 [--trainer-rate R] [--engine-rate R] [--engines N] [--size SIZE] [--versions V] [--plans LIST]" >&2
+    *) echo "usage: $0 [--trainer-rate R] [--engine-rate R] [--engines N] [--size SIZE] [--chunk SIZE] [--versions V] [--plans LIST]" >&2
        exit 2 ;;
     esac
 done
@@ -48,11 +49,11 @@ done
 run() {
     local plan=$1 tag=${1/:/} port url r e pids=()
     port=$(free_port); url="http://$CIP:$port"
-    bg ip netns exec "$CNS" "$WSYNC" serve --listen "$CIP:$port" 2>"$TMP/$tag-serve.log"
+    bg ip netns exec "$CNS" "$WSYNC" serve --listen "$CIP:$port" >"$TMP/$tag-serve.log" 2>&1
     ip netns exec "$CNS" bash -c "$(declare -f wait_http); wait_http $url/healthz" || { echo "no control endpoint" >&2; return 1; }
     for r in 0 1; do
         bg ip netns exec "$TNS" env WSYNC_TRACE=1 "$WSYNC" trainer --control "$url" --rank $r --world 2 \
-            --synthetic "$SIZE" --versions "$V" --wait-engines "$N" --listen "$TIP:0" --advertise "$TIP" \
+            --synthetic "$SIZE" --chunk "$CHUNK" --versions "$V" --wait-engines "$N" --listen "$TIP:0" --advertise "$TIP" \
             >"$TMP/$tag-t$r.log" 2>&1
     done
     for ((e = 0; e < N; e++)); do
@@ -89,7 +90,7 @@ PY
 
 PY=/usr/bin/python3
 declare -A MED
-echo "relay_netns_bench: $N engine hosts (uplink $ERATE each), 1 trainer host of 2 ranks (uplink $TRATE), synthetic $SIZE, versions 2..$V timed"
+echo "relay_netns_bench: $N engine hosts (uplink $ERATE each), 1 trainer host of 2 ranks (uplink $TRATE), synthetic $SIZE in chunks of $CHUNK, versions 2..$V timed"
 for plan in $PLANS; do
     times=$(run "$plan")
     med=$(echo "$times" | "$PY" -c 'import statistics, sys; t = [float(x) for x in sys.stdin.read().split()]; print("%.3f" % statistics.median(t) if t else "nan")')
