@@ -486,6 +486,9 @@ static void waiting_for(const fetch_t *f, char *out, size_t len)
         }
     if (!first)
         n += (size_t)snprintf(out + n, n < len ? len - n : 0, " (stalled or stopped?)");
+    if (f->relay_on)
+        n += (size_t)snprintf(out + n, n < len ? len - n : 0, "; pieces come from the relay of engine %s at %s",
+                              f->relay_id, f->relay_addr);
     first = 1;
     for (t = 0; t < plan->world; t++)
         if (f->reqs[t].started && !recv_request_done(&f->reqs[t])) {
