@@ -77,15 +77,24 @@ static pid_t spawn(char *const argv[])
     return pid;
 }
 
-const struct option cli_demo_options[] = {{"trainers", 1, 0, 'W'},    {"engines", 1, 0, 'M'},
-                                          {"local-ranks", 1, 0, 'L'}, {"synthetic", 1, 0, 's'},
-                                          {"safetensors", 1, 0, 'f'}, {"versions", 1, 0, 'n'},
-                                          {"dump", 1, 0, 'D'},        {"mode", 1, 0, 'm'},
-                                          {"transport", 1, 0, 't'},   {"chunk", 1, 0, 'k'},
-                                          {"layout", 1, 0, 'y'},      {"timeout-s", 1, 0, 'T'},
-                                          {"device", 1, 0, 'd'},      {"host-id", 1, 0, 'H'},
-                                          {"tp", 1, 0, 'P'},          {"rules", 1, 0, 'R'},
-                                          {"plan", 1, 0, 'p'},        {"help", 0, 0, 'h'},
+const struct option cli_demo_options[] = {{"trainers", 1, 0, 'W'},
+                                          {"engines", 1, 0, 'M'},
+                                          {"local-ranks", 1, 0, 'L'},
+                                          {"synthetic", 1, 0, 's'},
+                                          {"safetensors", 1, 0, 'f'},
+                                          {"versions", 1, 0, 'n'},
+                                          {"dump", 1, 0, 'D'},
+                                          {"mode", 1, 0, 'm'},
+                                          {"transport", 1, 0, 't'},
+                                          {"chunk", 1, 0, 'k'},
+                                          {"layout", 1, 0, 'y'},
+                                          {"timeout-s", 1, 0, 'T'},
+                                          {"device", 1, 0, 'd'},
+                                          {"host-id", 1, 0, 'H'},
+                                          {"tp", 1, 0, 'P'},
+                                          {"rules", 1, 0, 'R'},
+                                          {"plan", 1, 0, 'p'},
+                                          {"help", 0, 0, 'h'},
                                           {0, 0, 0, 0}};
 
 /* The trainers and engines are processes of their own: the settings a file

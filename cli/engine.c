@@ -178,12 +178,13 @@ static char *read_text(const char *path)
 }
 
 const struct option cli_engine_options[] =
-    {{"control", 1, 0, 'c'}, {"engine", 1, 0, 'e'},       {"local-rank", 1, 0, 'r'}, {"local-world", 1, 0, 'w'},
-     {"mode", 1, 0, 'm'},    {"dump", 1, 0, 'D'},         {"follow", 0, 0, 'F'},     {"versions", 1, 0, 'n'},
-     {"device", 1, 0, 'd'},  {"transport", 1, 0, 't'},    {"bind", 1, 0, 'b'},       {"timeout-ms", 1, 0, 'T'},
-     {"host-id", 1, 0, 'H'}, {"max-failures", 1, 0, 'x'}, {"tp", 1, 0, 'P'},         {"rules", 1, 0, 'R'},
-     {"target", 1, 0, 'G'},  {"token-file", 1, 0, 'K'},   {"plan", 1, 0, 'p'},
-     {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
+    {{"control", 1, 0, 'c'},     {"engine", 1, 0, 'e'},       {"local-rank", 1, 0, 'r'},
+     {"local-world", 1, 0, 'w'}, {"mode", 1, 0, 'm'},         {"dump", 1, 0, 'D'},
+     {"follow", 0, 0, 'F'},      {"versions", 1, 0, 'n'},     {"device", 1, 0, 'd'},
+     {"transport", 1, 0, 't'},   {"bind", 1, 0, 'b'},         {"timeout-ms", 1, 0, 'T'},
+     {"host-id", 1, 0, 'H'},     {"max-failures", 1, 0, 'x'}, {"tp", 1, 0, 'P'},
+     {"rules", 1, 0, 'R'},       {"target", 1, 0, 'G'},       {"token-file", 1, 0, 'K'},
+     {"plan", 1, 0, 'p'},        {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
 
 int cmd_engine(int argc, char **argv)
 {

@@ -87,10 +87,10 @@ static char *dup_or(const char *s, const char *dflt)
 /* The plan setting resolved for this node (plan_choice.c). */
 static wsync_status_t choose_plan(wsync_receiver_t *r)
 {
-    plan_choice_input_t in = {.relay_capable = r->spec == NULL && r->cfg.ndests == 0 && r->cfg.check_dests == NULL &&
-                                               r->mem->kind == WSYNC_MEM_HOST &&
-                                               (strcmp(r->transport_name, "tcp") == 0 ||
-                                                strcmp(r->transport_name, "auto") == 0)};
+    plan_choice_input_t in = {
+        .relay_capable = r->spec == NULL && r->cfg.ndests == 0 && r->cfg.check_dests == NULL &&
+                         r->mem->kind == WSYNC_MEM_HOST &&
+                         (strcmp(r->transport_name, "tcp") == 0 || strcmp(r->transport_name, "auto") == 0)};
     wsync_plan_spec_t asked;
     WSYNC_CHECK(wsync_plan_spec_parse(wsync_setting_str(WSYNC_SET_PLAN), &asked));
     r->plan = plan_choice_resolve(&asked, &in);
@@ -348,7 +348,7 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     if (r == NULL)
         return;
     reporter_stop(r->reporter, 5000); /* the last reports, if the endpoint is there */
-    relay_stop(r->relay);              /* before the images it serves go */
+    relay_stop(r->relay);             /* before the images it serves go */
     recv_progress_close(r->progress); /* its thread reports through its own client */
     recv_transport_reset(r);
     for (p = 0; p < BOARD_MAX_RANKS; p++)

@@ -108,7 +108,7 @@ typedef struct recv_request {
     char pull_addr[160];
     char who[160]; /* "trainer rank 3", "relay of engine e1": for messages */
     int rank;
-    int connect_ms; /* > 0: the connect's bound, else the deadline's */
+    int connect_ms;       /* > 0: the connect's bound, else the deadline's */
     pthread_mutex_t lock; /* fd and aborted, between the thread and recv_request_abort */
     int fd, aborted;
     const wsync_auth_t *auth; /* the receiver's: the request proves the token */

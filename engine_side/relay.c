@@ -316,8 +316,7 @@ answer:
     wsync_pull_request_clear(&rq.q);
 }
 
-wsync_status_t relay_start(const char *bind_host, const wsync_auth_t *auth, const char *engine_id,
-                           recv_relay_t **out)
+wsync_status_t relay_start(const char *bind_host, const wsync_auth_t *auth, const char *engine_id, recv_relay_t **out)
 {
     recv_relay_t *rl = calloc(1, sizeof(*rl));
     char listen[160], who[200];

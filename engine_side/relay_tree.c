@@ -26,7 +26,8 @@ int relay_tree_parent(const relay_node_t *nodes, size_t n, const char *self, int
     if (n == 0 || fanout < 1 || (order = calloc(n, sizeof(*order))) == NULL)
         return -1;
     for (i = 0; i < n; i++)
-        order[i] = (ranked_t){.node = &nodes[i], .index = i,
+        order[i] = (ranked_t){.node = &nodes[i],
+                              .index = i,
                               .holds = nodes[i].holds && strcmp(nodes[i].id, self) != 0};
     qsort(order, n, sizeof(*order), by_order);
     for (i = 0; i < n; i++)
