@@ -1,5 +1,5 @@
 /* cost.h: the link cost model (docs/COST_MODEL.md). A machine kind's links
- * are read from a JSON file (configs/links/*.json, written by hand from
+ * are read from a JSON file (configs/links/, written by hand from
  * measurements or by `wsync calibrate`); a deployment (trainer ranks and
  * hosts, engine nodes, ranks per node, the bytes each node and rank needs,
  * chunk size, memory kind, transport) is costed per candidate plan as stages
@@ -121,6 +121,7 @@ typedef struct cost_stage {
     char name[24]; /* "announce", "cross", "relay", "windows", "verify", ... */
     int pipelined;
     double units; /* pieces it pipelines in (chunks); >= 1 */
+    int hops;     /* times a unit passes through it one after another (a relay chain's depth); >= 1 */
     int nloads;
     cost_load_t loads[COST_MAX_LOADS];
     double seconds;
@@ -145,7 +146,8 @@ typedef struct cost_plan {
 wsync_status_t cost_stage_add(cost_stage_t *s, const cost_links_t *links, cost_class_t cls, const char *what,
                               double bytes, double msgs, double rate);
 /* Times every stage and the plan: serial stages add up; the pipelined ones
- * take the slowest plus one unit of each other (fill and drain). */
+ * take the slowest plus, for fill and drain, `hops` units of each (one unit
+ * less of the slowest, which its own time holds). */
 void cost_plan_finish(cost_plan_t *p);
 
 /* Every candidate plan for `d` (direct, relay:F for F = 1, 2, 4, ... below
