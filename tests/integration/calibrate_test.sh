@@ -33,7 +33,7 @@ else
 fi
 
 port=$(free_port)
-bg "$WSYNC" calibrate --serve "127.0.0.1:$port"
+bg "$WSYNC" calibrate --serve "127.0.0.1:$port" >/dev/null
 for i in $(seq 50); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $port)).close()" 2>/dev/null && break; sleep 0.1; done
 if "$WSYNC" calibrate --reps 3 --size 8M --peer "127.0.0.1:$port" >"$TMP/peer.json" 2>"$TMP/peer.err" \
    && grep -q "127.0.0.1:$port, one connection" "$TMP/peer.err"; then
@@ -46,7 +46,8 @@ if [ $rc = 2 ] && grep -q "bad.json: links.tcp: unknown key 'speed'" <<<"$out"; 
     pass predict_refuses_a_bad_links_file
 else fail predict_refuses_a_bad_links_file "rc=$rc: $out"; fi
 out=$("$WSYNC" plan --synthetic 64M --predict 2>&1); rc=$?
-check predict_without_links_says_how [ $rc = 2 ] && grep -q -- "--predict needs a links file" <<<"$out"
+if [ $rc = 2 ] && grep -q -- "--predict needs a links file" <<<"$out"; then pass predict_without_links_says_how
+else fail predict_without_links_says_how "rc=$rc: $out"; fi
 
 # docs/COST_MODEL.md's reference table: its "predicted" column is what the
 # command prints (rounded as the doc writes it).
