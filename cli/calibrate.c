@@ -20,8 +20,8 @@
 #include "common/pack.h"
 #include "common/util.h"
 
-#define CALIB_USAGE                                                                                    \
-    "usage: wsync calibrate [--out FILE] [--peer HOST:PORT] [--reps N] [--size SIZE]\n"               \
+#define CALIB_USAGE                                                                     \
+    "usage: wsync calibrate [--out FILE] [--peer HOST:PORT] [--reps N] [--size SIZE]\n" \
     "       wsync calibrate --serve HOST:PORT   (the peer side of --peer, until killed)\n"
 
 static int cmp_double(const void *a, const void *b)
@@ -111,8 +111,10 @@ static void calib_verbs(calib_t *cb)
     if (n == 0)
         snprintf(why, sizeof(why), "verbs: not present (no RDMA device)");
     else
-        snprintf(why, sizeof(why), "verbs: %d RDMA device%s present, not measured by calibrate (give nic_put by hand "
-                 "from ib_write_bw)", n, n == 1 ? "" : "s");
+        snprintf(why, sizeof(why),
+                 "verbs: %d RDMA device%s present, not measured by calibrate (give nic_put by hand "
+                 "from ib_write_bw)",
+                 n, n == 1 ? "" : "s");
     calib_absent(cb, COST_NIC_PUT, why);
     calib_absent(cb, COST_NIC_STAGED, "nccl across hosts: not measured by calibrate");
 }
@@ -138,7 +140,7 @@ static int write_out(const calib_t *cb, const char *path)
 
 int cmd_calibrate(int argc, char **argv)
 {
-    static const struct option opts[] = {{"out", 1, 0, 'o'},  {"peer", 1, 0, 'p'}, {"reps", 1, 0, 'r'},
+    static const struct option opts[] = {{"out", 1, 0, 'o'},  {"peer", 1, 0, 'p'},  {"reps", 1, 0, 'r'},
                                          {"size", 1, 0, 's'}, {"serve", 1, 0, 'S'}, {"help", 0, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *out = NULL, *peer = NULL, *serve = NULL;
@@ -186,7 +188,8 @@ int cmd_calibrate(int argc, char **argv)
     snprintf(cb.links.machine, sizeof(cb.links.machine), "%.100s (wsync calibrate)", host);
     snprintf(cb.links.source, sizeof(cb.links.source),
              "wsync calibrate on %.100s: %d repetitions of %llu bytes per class; gbps is the median, min_gbps and "
-             "max_gbps the spread", host, cb.reps, (unsigned long long)size);
+             "max_gbps the spread",
+             host, cb.reps, (unsigned long long)size);
     cb.links.host_gpus = wsync_cuda_device_count();
     cb.links.host_nics = 1;
     for (i = 0; i < COST_CLASS_COUNT; i++)

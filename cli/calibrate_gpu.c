@@ -16,8 +16,8 @@
 #include "common/mem/mem.h"
 #include "common/util.h"
 
-static const cost_class_t gpu_classes[] = {COST_LOCAL,      COST_GPU_PEER,  COST_WINDOW,
-                                           COST_HOST_GPU,   COST_DIGEST_GPU, COST_PACK_GPU};
+static const cost_class_t gpu_classes[] = {COST_LOCAL,    COST_GPU_PEER,   COST_WINDOW,
+                                           COST_HOST_GPU, COST_DIGEST_GPU, COST_PACK_GPU};
 
 /* `reps` timed copies of cb->bytes: rates into r. */
 static wsync_status_t time_copies(const wsync_mem_ops_t *m, void *dst, const void *src, const calib_t *cb, double *r)
@@ -54,8 +54,9 @@ static void calib_pinned(calib_t *cb, const wsync_mem_ops_t *m, void *dev, doubl
             hm += r[i] / cb->reps;
             bm += back[i] / cb->reps;
         }
-        snprintf(note, sizeof(note), "pinned host <-> GPU 0: the slower way (mean host->GPU %.1f, GPU->host %.1f GB/s)",
-                 hm / 1e9, bm / 1e9);
+        snprintf(note, sizeof(note),
+                 "pinned host <-> GPU 0: the slower way (mean host->GPU %.1f, GPU->host %.1f GB/s)", hm / 1e9,
+                 bm / 1e9);
         calib_set(cb, COST_HOST_GPU, hm <= bm ? r : back, cb->reps, 0, note);
     }
     cudaFreeHost(host);

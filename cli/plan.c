@@ -21,8 +21,8 @@
 #define PLAN_USAGE                                                                              \
     "usage: wsync plan (FILE.safetensors | --synthetic SIZE) [--trainers W] [--engines M]\n"    \
     "                  [--local-ranks L] [--chunk SIZE] [--layout even|fsdp] [--tp T[,T...]]\n" \
-    "                  [--rules FILE] [--json]\n"                                                   \
-    "       wsync plan ... --links FILE --predict [--trainer-hosts H] [--replica-gpus G]\n"         \
+    "                  [--rules FILE] [--json]\n"                                               \
+    "       wsync plan ... --links FILE --predict [--trainer-hosts H] [--replica-gpus G]\n"     \
     "                  [--memory gpu|host] [--transport put|staged|tcp] [--scenarios] [--json]\n"
 
 /* Upper bounds keep a typo (--trainers 1e9) from allocating gigabytes; they
@@ -56,24 +56,13 @@ typedef struct local_stat {
 /* Returns 0 when the options are good, 2 (usage error) or -1 (--help given). */
 static int parse_opts(int argc, char **argv, plan_opts_t *o)
 {
-    static const struct option opts[] = {{"synthetic", 1, 0, 's'},
-                                         {"trainers", 1, 0, 'w'},
-                                         {"engines", 1, 0, 'm'},
-                                         {"local-ranks", 1, 0, 'l'},
-                                         {"chunk", 1, 0, 'c'},
-                                         {"layout", 1, 0, 'y'},
-                                         {"json", 0, 0, 'j'},
-                                         {"help", 0, 0, 'h'},
-                                         {"tp", 1, 0, 't'},
-                                         {"rules", 1, 0, 'r'},
-                                         {"links", 1, 0, 1000},
-                                         {"predict", 0, 0, 1001},
-                                         {"scenarios", 0, 0, 1002},
-                                         {"trainer-hosts", 1, 0, 1003},
-                                         {"replica-gpus", 1, 0, 1004},
-                                         {"memory", 1, 0, 1005},
-                                         {"transport", 1, 0, 1006},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] =
+        {{"synthetic", 1, 0, 's'},   {"trainers", 1, 0, 'w'},       {"engines", 1, 0, 'm'},
+         {"local-ranks", 1, 0, 'l'}, {"chunk", 1, 0, 'c'},          {"layout", 1, 0, 'y'},
+         {"json", 0, 0, 'j'},        {"help", 0, 0, 'h'},           {"tp", 1, 0, 't'},
+         {"rules", 1, 0, 'r'},       {"links", 1, 0, 1000},         {"predict", 0, 0, 1001},
+         {"scenarios", 0, 0, 1002},  {"trainer-hosts", 1, 0, 1003}, {"replica-gpus", 1, 0, 1004},
+         {"memory", 1, 0, 1005},     {"transport", 1, 0, 1006},     {0, 0, 0, 0}};
     int c;
 
     *o = (plan_opts_t){.trainers = 2, .engines = 2, .local_ranks = 2, .chunk = WSYNC_DEFAULT_CHUNK};
@@ -315,8 +304,10 @@ int cmd_plan(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     if ((o.pr.links || o.pr.scenarios || o.pr.trainer_hosts || o.pr.replica_gpus || o.pr.memory || o.pr.net) &&
         !o.predict) {
-        fprintf(stderr, "wsync plan: --links, --scenarios, --trainer-hosts, --replica-gpus, --memory and "
-                        "--transport go with --predict\n%s", PLAN_USAGE);
+        fprintf(stderr,
+                "wsync plan: --links, --scenarios, --trainer-hosts, --replica-gpus, --memory and "
+                "--transport go with --predict\n%s",
+                PLAN_USAGE);
         return 2;
     }
     if (o.predict && o.tp == NULL)

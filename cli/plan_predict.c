@@ -32,7 +32,7 @@ static int pick_kinds(const plan_predict_opts_t *o, const cost_links_t *l, cost_
         return 2;
     }
     if (o->net == NULL) {
-        *net = *mem == COST_MEM_HOST                ? COST_NET_TCP
+        *net = *mem == COST_MEM_HOST              ? COST_NET_TCP
                : l->link[COST_NIC_PUT].present    ? COST_NET_PUT
                : l->link[COST_NIC_STAGED].present ? COST_NET_STAGED
                                                   : COST_NET_TCP;
@@ -60,8 +60,10 @@ static int apply_replicas(const plan_predict_opts_t *o, cost_deploy_t *d)
     if (G >= L) {
         int R = G / L;
         if (G % L != 0 || d->engines % R != 0) {
-            fprintf(stderr, "wsync plan: --replica-gpus %d: expected a multiple of --local-ranks %d whose nodes (%d) "
-                            "divide --engines %d\n", G, L, R, d->engines);
+            fprintf(stderr,
+                    "wsync plan: --replica-gpus %d: expected a multiple of --local-ranks %d whose nodes (%d) "
+                    "divide --engines %d\n",
+                    G, L, R, d->engines);
             return 2;
         }
         d->node_bytes = (S + R - 1) / R;
@@ -70,8 +72,8 @@ static int apply_replicas(const plan_predict_opts_t *o, cost_deploy_t *d)
         d->node_groups = R;
     } else {
         if (L % G != 0) {
-            fprintf(stderr, "wsync plan: --replica-gpus %d: expected a divisor or a multiple of --local-ranks %d\n", G,
-                    L);
+            fprintf(stderr,
+                    "wsync plan: --replica-gpus %d: expected a divisor or a multiple of --local-ranks %d\n", G, L);
             return 2;
         }
         d->rank_hold_bytes = (S + G - 1) / G;
@@ -193,15 +195,15 @@ static int run_plans(const plan_predict_opts_t *o, const char *path, const cost_
             json_array_append_new(arr, plan_json(&plans[i]));
         json_object_set_new(j, "links", json_string(path));
         json_object_set_new(j, "deployment",
-                            json_pack("{s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:s, s:s}", "trainers",
-                                      d->trainers, "trainer_hosts", d->trainer_hosts, "engines", d->engines,
-                                      "local_ranks", d->local_ranks, "image_bytes", (json_int_t)d->image_bytes,
-                                      "node_bytes", (json_int_t)d->node_bytes, "rank_land_bytes",
-                                      (json_int_t)d->rank_land_bytes, "rank_copy_bytes",
+                            json_pack("{s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:s, s:s}",
+                                      "trainers", d->trainers, "trainer_hosts", d->trainer_hosts, "engines",
+                                      d->engines, "local_ranks", d->local_ranks, "image_bytes",
+                                      (json_int_t)d->image_bytes, "node_bytes", (json_int_t)d->node_bytes,
+                                      "rank_land_bytes", (json_int_t)d->rank_land_bytes, "rank_copy_bytes",
                                       (json_int_t)d->rank_copy_bytes, "rank_hold_bytes",
                                       (json_int_t)d->rank_hold_bytes, "node_groups", d->node_groups, "chunk_bytes",
-                                      (json_int_t)d->chunk_bytes, "memory", d->mem == COST_MEM_GPU ? "gpu" : "host",
-                                      "transport", net_name(d->net)));
+                                      (json_int_t)d->chunk_bytes, "memory",
+                                      d->mem == COST_MEM_GPU ? "gpu" : "host", "transport", net_name(d->net)));
         json_object_set_new(j, "floor_s", json_real(floor_s));
         json_object_set_new(j, "plans", arr);
         json_object_set_new(j, "chosen", json_string(ch.name));
@@ -213,8 +215,8 @@ static int run_plans(const plan_predict_opts_t *o, const char *path, const cost_
     }
     printf("links       %s (%s)\n", path, l->machine[0] ? l->machine : "no machine named");
     printf("deployment  %d trainer rank%s on %d host%s -> %d engine node%s x %d rank%s, %s memory, %s transport\n",
-           d->trainers, d->trainers == 1 ? "" : "s", d->trainer_hosts, d->trainer_hosts == 1 ? "" : "s", d->engines,
-           d->engines == 1 ? "" : "s", d->local_ranks, d->local_ranks == 1 ? "" : "s",
+           d->trainers, d->trainers == 1 ? "" : "s", d->trainer_hosts, d->trainer_hosts == 1 ? "" : "s",
+           d->engines, d->engines == 1 ? "" : "s", d->local_ranks, d->local_ranks == 1 ? "" : "s",
            d->mem == COST_MEM_GPU ? "gpu" : "host", net_name(d->net));
     printf("bytes       image %s; a node needs %s, a rank lands %s, copies %s, holds %s; chunks of %s\n",
            wsync_fmt_size(d->image_bytes, a, sizeof(a)), wsync_fmt_size(d->node_bytes, b, sizeof(b)),
@@ -266,10 +268,10 @@ static int run_scenarios(const plan_predict_opts_t *o, const char *path, const c
                 if (sc == COST_SC_INCAST)
                     gbps = (double)s2.bytes * k / p.predicted_s / 1e9;
                 if (o->json)
-                    json_array_append_new(arr, json_pack("{s:s, s:s, s:i, s:f, s:f, s:s}", "name", p.name, "method",
-                                                         net_name(net), "senders", sc == COST_SC_INCAST ? k : 0,
-                                                         "predicted_s", p.predicted_s, "gbps", gbps, "bottleneck",
-                                                         p.bottleneck));
+                    json_array_append_new(arr, json_pack("{s:s, s:s, s:i, s:f, s:f, s:s}", "name", p.name,
+                                                         "method", net_name(net), "senders",
+                                                         sc == COST_SC_INCAST ? k : 0, "predicted_s",
+                                                         p.predicted_s, "gbps", gbps, "bottleneck", p.bottleneck));
                 else if (sc == COST_SC_INCAST)
                     printf("%-18s %-7s %-8d %7.1f GB/s  %s\n", p.name, net_name(net), k, gbps, p.bottleneck);
                 else

@@ -8,8 +8,8 @@
 #include <stdint.h>
 
 typedef struct plan_predict_opts {
-    const char *links;  /* NULL: the `links` setting */
-    int scenarios;      /* cost the reference scenarios */
+    const char *links; /* NULL: the `links` setting */
+    int scenarios;     /* cost the reference scenarios */
     int json;
     int trainers, engines, local_ranks;
     int trainer_hosts;  /* 0: from the links file's GPUs per host */

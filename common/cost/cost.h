@@ -85,20 +85,20 @@ typedef enum cost_net {
  * windows); change node_bytes / rank_land_bytes / rank_copy_bytes /
  * node_groups for engine layouts and sharded replicas. */
 typedef struct cost_deploy {
-    int trainers;              /* trainer ranks (each owns image_bytes / trainers) */
-    int trainer_hosts;         /* hosts they run on, ranks spread evenly */
-    int engines;               /* engine nodes */
-    int local_ranks;           /* engine ranks per node */
-    uint64_t image_bytes;      /* the whole image */
-    uint64_t node_bytes;       /* bytes one node needs from outside it */
-    uint64_t rank_land_bytes;  /* most bytes one local rank lands from the network */
-    uint64_t rank_copy_bytes;  /* most bytes one local rank copies out of its peers' windows */
-    uint64_t rank_hold_bytes;  /* bytes one local rank holds (and verifies) */
-    int node_groups;           /* nodes hold this many different byte sets (a replica spans that many
+    int trainers;             /* trainer ranks (each owns image_bytes / trainers) */
+    int trainer_hosts;        /* hosts they run on, ranks spread evenly */
+    int engines;              /* engine nodes */
+    int local_ranks;          /* engine ranks per node */
+    uint64_t image_bytes;     /* the whole image */
+    uint64_t node_bytes;      /* bytes one node needs from outside it */
+    uint64_t rank_land_bytes; /* most bytes one local rank lands from the network */
+    uint64_t rank_copy_bytes; /* most bytes one local rank copies out of its peers' windows */
+    uint64_t rank_hold_bytes; /* bytes one local rank holds (and verifies) */
+    int node_groups;          /* nodes hold this many different byte sets (a replica spans that many
                                   nodes; relays forward only inside a group); 1: all the same */
-    uint64_t chunk_bytes;      /* the plan's chunk */
-    cost_mem_t mem;            /* where trainer and engine images live */
-    cost_net_t net;            /* the cross-host transport */
+    uint64_t chunk_bytes;     /* the plan's chunk */
+    cost_mem_t mem;           /* where trainer and engine images live */
+    cost_net_t net;           /* the cross-host transport */
 } cost_deploy_t;
 
 void cost_deploy_init(cost_deploy_t *d, int trainers, int trainer_hosts, int engines, int local_ranks,

@@ -28,8 +28,8 @@ static const char *const class_names[COST_CLASS_COUNT] = {
     [COST_CONTROL] = "control",
 };
 
-#define CLASS_LIST                                                                                             \
-    "local, gpu_peer, window, host_gpu, nic_put, nic_staged, tcp, host_memcpy, digest_host, digest_gpu, "     \
+#define CLASS_LIST                                                                                        \
+    "local, gpu_peer, window, host_gpu, nic_put, nic_staged, tcp, host_memcpy, digest_host, digest_gpu, " \
     "pack_host, pack_gpu, control"
 #define FIELD_LIST "alpha_us, gbps, fan_out_gbps, fan_in_gbps, host_gbps, min_gbps, max_gbps, reps, present, note"
 
@@ -47,9 +47,12 @@ typedef struct field {
 } field_t;
 
 static const field_t fields[] = {
-    {"alpha_us", offsetof(cost_link_t, alpha_s), 1e-6},     {"gbps", offsetof(cost_link_t, bw), 1e9},
-    {"fan_out_gbps", offsetof(cost_link_t, fan_out_bw), 1e9}, {"fan_in_gbps", offsetof(cost_link_t, fan_in_bw), 1e9},
-    {"host_gbps", offsetof(cost_link_t, host_bw), 1e9},     {"min_gbps", offsetof(cost_link_t, bw_min), 1e9},
+    {"alpha_us", offsetof(cost_link_t, alpha_s), 1e-6},
+    {"gbps", offsetof(cost_link_t, bw), 1e9},
+    {"fan_out_gbps", offsetof(cost_link_t, fan_out_bw), 1e9},
+    {"fan_in_gbps", offsetof(cost_link_t, fan_in_bw), 1e9},
+    {"host_gbps", offsetof(cost_link_t, host_bw), 1e9},
+    {"min_gbps", offsetof(cost_link_t, bw_min), 1e9},
     {"max_gbps", offsetof(cost_link_t, bw_max), 1e9},
 };
 
@@ -95,8 +98,8 @@ static wsync_status_t parse_class(const char *what, const char *name, const json
             *(double *)((char *)l + f->off) = x * f->scale;
         } else if (strcmp(key, "reps") == 0) {
             if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000000)
-                return wsync_error(WSYNC_ERR_FORMAT, "%s: links.%s.reps: expected a whole number from 0 to 1000000",
-                                   what, name);
+                return wsync_error(WSYNC_ERR_FORMAT,
+                                   "%s: links.%s.reps: expected a whole number from 0 to 1000000", what, name);
             l->reps = (int)json_integer_value(v);
         } else if (strcmp(key, "present") == 0) {
             if (!json_is_boolean(v))
@@ -116,11 +119,12 @@ static wsync_status_t parse_class(const char *what, const char *name, const json
     }
     if (name[0] == 'c') { /* control: a round trip, no bandwidth */
         if (l->alpha_s <= 0)
-            return wsync_error(WSYNC_ERR_FORMAT, "%s: links.control: alpha_us (the round trip) is required and > 0",
-                               what);
+            return wsync_error(WSYNC_ERR_FORMAT,
+                               "%s: links.control: alpha_us (the round trip) is required and > 0", what);
     } else if (l->bw <= 0) {
         return wsync_error(WSYNC_ERR_FORMAT,
-                           "%s: links.%s: gbps is required and > 0 (or \"present\": false for a class this machine "
+                           "%s: links.%s: gbps is required and > 0 (or \"present\": false for a class this "
+                           "machine "
                            "lacks)",
                            what, name);
     }
@@ -167,16 +171,16 @@ static wsync_status_t parse_root(const char *what, const json_t *root, cost_link
             const char *cname;
             json_t *c;
             if (!json_is_object(v))
-                return wsync_error(WSYNC_ERR_FORMAT, "%s: links: expected an object of link classes (" CLASS_LIST ")",
-                                   what);
+                return wsync_error(WSYNC_ERR_FORMAT,
+                                   "%s: links: expected an object of link classes (" CLASS_LIST ")", what);
             json_object_foreach(v, cname, c)
             {
                 int i;
                 for (i = 0; i < COST_CLASS_COUNT && strcmp(class_names[i], cname) != 0; i++)
                     ;
                 if (i == COST_CLASS_COUNT)
-                    return wsync_error(WSYNC_ERR_FORMAT, "%s: links: unknown link class '%s' (accepted: " CLASS_LIST ")",
-                                       what, cname);
+                    return wsync_error(WSYNC_ERR_FORMAT,
+                                       "%s: links: unknown link class '%s' (accepted: " CLASS_LIST ")", what, cname);
                 WSYNC_CHECK(parse_class(what, cname, c, &out->link[i]));
             }
             have_links = 1;

@@ -64,14 +64,18 @@ static wsync_status_t check_deploy(const cost_deploy_t *d)
         return wsync_error(WSYNC_ERR_INVALID, "deployment: %d trainer ranks on %d hosts (need 1 <= hosts <= ranks)",
                            d->trainers, d->trainer_hosts);
     if (d->engines < 1 || d->local_ranks < 1 || d->node_groups < 1 || d->node_groups > d->engines)
-        return wsync_error(WSYNC_ERR_INVALID, "deployment: %d engine nodes x %d ranks in %d groups (need >= 1 each, "
-                           "groups <= nodes)", d->engines, d->local_ranks, d->node_groups);
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "deployment: %d engine nodes x %d ranks in %d groups (need >= 1 each, "
+                           "groups <= nodes)",
+                           d->engines, d->local_ranks, d->node_groups);
     if (d->image_bytes == 0 || d->chunk_bytes == 0 || d->node_bytes == 0 || d->node_bytes > d->image_bytes ||
         d->rank_land_bytes > d->node_bytes || d->rank_hold_bytes > d->node_bytes)
-        return wsync_error(WSYNC_ERR_INVALID, "deployment: bytes do not add up (image %llu, node %llu, rank lands "
-                           "%llu, holds %llu, chunk %llu)", (unsigned long long)d->image_bytes,
-                           (unsigned long long)d->node_bytes, (unsigned long long)d->rank_land_bytes,
-                           (unsigned long long)d->rank_hold_bytes, (unsigned long long)d->chunk_bytes);
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "deployment: bytes do not add up (image %llu, node %llu, rank lands "
+                           "%llu, holds %llu, chunk %llu)",
+                           (unsigned long long)d->image_bytes, (unsigned long long)d->node_bytes,
+                           (unsigned long long)d->rank_land_bytes, (unsigned long long)d->rank_hold_bytes,
+                           (unsigned long long)d->chunk_bytes);
     return WSYNC_OK;
 }
 

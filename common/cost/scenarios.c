@@ -12,8 +12,8 @@
 #include "common/cost/scenarios.h"
 
 static const char *const names[COST_SC_COUNT] = {
-    [COST_SC_DIRECT_ONE] = "direct-one-gpu",       [COST_SC_RELAY_ONE] = "relay-one-gpu",
-    [COST_SC_SHARDED_DIRECT] = "sharded-direct",   [COST_SC_SHARDED_WINDOWS] = "sharded-windows",
+    [COST_SC_DIRECT_ONE] = "direct-one-gpu",           [COST_SC_RELAY_ONE] = "relay-one-gpu",
+    [COST_SC_SHARDED_DIRECT] = "sharded-direct",       [COST_SC_SHARDED_WINDOWS] = "sharded-windows",
     [COST_SC_SHARDED_ALLGATHER] = "sharded-allgather", [COST_SC_INCAST] = "incast",
 };
 
@@ -69,32 +69,29 @@ wsync_status_t cost_scenario(const cost_links_t *links, cost_scenario_t sc, cost
 
     if (G < 1 || S <= 0 || (unsigned)sc >= COST_SC_COUNT || (method != COST_NET_PUT && method != COST_NET_STAGED) ||
         (sc == COST_SC_INCAST && (shape->senders < 1 || shape->senders > G)))
-        return wsync_error(WSYNC_ERR_INVALID, "reference scenario: bad shape (%d GPUs per host, %g bytes, %d senders)",
-                           G, S, shape->senders);
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "reference scenario: bad shape (%d GPUs per host, %g bytes, %d senders)", G, S,
+                           shape->senders);
     shard = S / G;
     memset(&p, 0, sizeof(p));
     snprintf(p.name, sizeof(p.name), "%s", names[sc]);
     snprintf(p.landing, sizeof(p.landing), "%s", method == COST_NET_PUT ? "put" : "staged");
     switch (sc) {
-    case COST_SC_DIRECT_ONE:
-        WSYNC_CHECK(cross(&p, links, nc, 1, S * G, (double)T * G, G, S, 1, G));
-        break;
+    case COST_SC_DIRECT_ONE: WSYNC_CHECK(cross(&p, links, nc, 1, S * G, (double)T * G, G, S, 1, G)); break;
     case COST_SC_RELAY_ONE:
         WSYNC_CHECK(cross(&p, links, nc, 1, S, T, 1, S, 1, 1));
         WSYNC_CHECK(inside(&p, links, ic, "inside", 1, S * (G - 1), (double)T * (G - 1), G - 1, S, 1));
         break;
-    case COST_SC_SHARDED_DIRECT:
-        WSYNC_CHECK(cross(&p, links, nc, G, shard * G, (double)T * G, G, S, G, G));
-        break;
+    case COST_SC_SHARDED_DIRECT: WSYNC_CHECK(cross(&p, links, nc, G, shard * G, (double)T * G, G, S, G, G)); break;
     case COST_SC_SHARDED_WINDOWS:
         WSYNC_CHECK(cross(&p, links, nc, G, shard, T, 1, shard, 1, G));
-        WSYNC_CHECK(inside(&p, links, ic, "inside", G, shard * (G - 1), (double)T * (G - 1), G - 1, shard * (G - 1),
-                           G - 1));
+        WSYNC_CHECK(inside(&p, links, ic, "inside", G, shard * (G - 1), (double)T * (G - 1), G - 1,
+                           shard * (G - 1), G - 1));
         break;
     case COST_SC_SHARDED_ALLGATHER:
         WSYNC_CHECK(cross(&p, links, nc, G, shard, T, 1, shard, 1, G));
-        WSYNC_CHECK(inside(&p, links, COST_WINDOW, "all-gather", G, shard * (G - 1), T, G - 1, shard * (G - 1),
-                           G - 1));
+        WSYNC_CHECK(
+            inside(&p, links, COST_WINDOW, "all-gather", G, shard * (G - 1), T, G - 1, shard * (G - 1), G - 1));
         break;
     case COST_SC_INCAST:
         WSYNC_CHECK(cross(&p, links, nc, shape->senders, S, 1, 1, S * shape->senders, shape->senders, 1));

@@ -31,10 +31,11 @@ static void test_round_trip(void)
     cost_links_t a, b;
     json_t *j;
     char *text;
-    CHECK_OK(parse("{\"machine\": \"m\", \"host\": {\"gpus\": 2, \"nics\": 1}, \"links\": {\"nic_put\": "
-                   "{\"alpha_us\": 5, \"gbps\": 12.5, \"fan_in_gbps\": 20, \"min_gbps\": 11, \"max_gbps\": 13, "
-                   "\"reps\": 5}, \"control\": {\"alpha_us\": 100}, \"tcp\": {\"present\": false, \"note\": \"x\"}}}",
-                   &a));
+    CHECK_OK(
+        parse("{\"machine\": \"m\", \"host\": {\"gpus\": 2, \"nics\": 1}, \"links\": {\"nic_put\": "
+              "{\"alpha_us\": 5, \"gbps\": 12.5, \"fan_in_gbps\": 20, \"min_gbps\": 11, \"max_gbps\": 13, "
+              "\"reps\": 5}, \"control\": {\"alpha_us\": 100}, \"tcp\": {\"present\": false, \"note\": \"x\"}}}",
+              &a));
     j = cost_links_to_json(&a);
     text = json_dumps(j, 0);
     CHECK_OK(parse(text, &b));
@@ -50,12 +51,14 @@ static void test_bad_files_named(void)
 {
     cost_links_t l;
     CHECK_FAILS(parse("{", &l), WSYNC_ERR_FORMAT, "links file x.json: not JSON");
-    CHECK_FAILS(parse("{\"links\": {\"nvlink\": {}}}", &l), WSYNC_ERR_FORMAT, "unknown link class 'nvlink' (accepted");
+    CHECK_FAILS(parse("{\"links\": {\"nvlink\": {}}}", &l), WSYNC_ERR_FORMAT,
+                "unknown link class 'nvlink' (accepted");
     CHECK_FAILS(parse("{\"links\": {\"tcp\": {\"gbps\": \"fast\"}}}", &l), WSYNC_ERR_FORMAT,
                 "links.tcp.gbps: expected a number");
     CHECK_FAILS(parse("{\"links\": {\"tcp\": {\"gbps\": 1, \"speed\": 2}}}", &l), WSYNC_ERR_FORMAT,
                 "links.tcp: unknown key 'speed'");
-    CHECK_FAILS(parse("{\"links\": {\"tcp\": {\"alpha_us\": 3}}}", &l), WSYNC_ERR_FORMAT, "links.tcp: gbps is required");
+    CHECK_FAILS(parse("{\"links\": {\"tcp\": {\"alpha_us\": 3}}}", &l), WSYNC_ERR_FORMAT,
+                "links.tcp: gbps is required");
     CHECK_FAILS(parse("{\"links\": {\"control\": {}}}", &l), WSYNC_ERR_FORMAT, "links.control: alpha_us");
     CHECK_FAILS(parse("{\"host\": {\"gpus\": -1}, \"links\": {}}", &l), WSYNC_ERR_FORMAT, "host.gpus");
     CHECK_FAILS(parse("{\"machine\": \"m\"}", &l), WSYNC_ERR_FORMAT, "no \"links\" object");

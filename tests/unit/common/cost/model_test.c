@@ -39,8 +39,8 @@ static void test_fan_caps(void)
 {
     cost_link_t l = {.present = 1, .bw = 20e9, .fan_out_bw = 80e9, .fan_in_bw = 22e9};
     CHECK(NEAR(cost_send_rate(&l, 1, 1), 20e9));
-    CHECK(NEAR(cost_send_rate(&l, 8, 1), 80e9));     /* alone: the whole fan-out */
-    CHECK(NEAR(cost_send_rate(&l, 8, 4), 35e9));     /* 20 + 60 / 4 */
+    CHECK(NEAR(cost_send_rate(&l, 8, 1), 80e9)); /* alone: the whole fan-out */
+    CHECK(NEAR(cost_send_rate(&l, 8, 4), 35e9)); /* 20 + 60 / 4 */
     CHECK(NEAR(cost_recv_rate(&l, 1), 20e9));
     CHECK(NEAR(cost_recv_rate(&l, 5), 22e9));
     l.fan_in_bw = 0;

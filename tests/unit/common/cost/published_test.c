@@ -71,8 +71,8 @@ static void test_published_rows_within_20_percent(void)
     size_t i;
     for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         double got = predict(&rows[i]), ratio = got / rows[i].measured;
-        printf("  %-40s predicted %8.1f measured %8.1f ratio %.2f%s\n", rows[i].label, got, rows[i].measured, ratio,
-               rows[i].expressed ? "" : " (not expressed)");
+        printf("  %-40s predicted %8.1f measured %8.1f ratio %.2f%s\n", rows[i].label, got, rows[i].measured,
+               ratio, rows[i].expressed ? "" : " (not expressed)");
         if (rows[i].expressed && !(ratio >= 0.8 && ratio <= 1.2)) {
             fprintf(stderr, "  %s: predicted %.1f, measured %.1f (ratio %.2f)\n", rows[i].label, got,
                     rows[i].measured, ratio);
