@@ -28,6 +28,10 @@ void calib_absent(calib_t *cb, cost_class_t c, const char *why);
  * CUDA device". */
 void calib_gpu(calib_t *cb);
 
+/* The control class: round trips to a control endpoint started here on
+ * loopback. */
+void calib_control(calib_t *cb);
+
 /* `wsync calibrate --serve HOST:PORT`: answers pings and bulk transfers
  * until killed. Returns an exit status. */
 int calib_serve(const char *hostport);

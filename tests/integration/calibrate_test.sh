@@ -15,7 +15,7 @@ l = json.load(open(sys.argv[1])); p = json.load(open(sys.argv[2]))
 for c in ("host_memcpy", "digest_host", "pack_host", "tcp"):
     e = l["links"][c]
     assert e["gbps"] > 0 and e["min_gbps"] <= e["gbps"] <= e["max_gbps"] and e["reps"] == 3, (c, e)
-assert l["links"]["tcp"]["alpha_us"] > 0
+assert l["links"]["tcp"]["alpha_us"] > 0 and l["links"]["control"]["alpha_us"] > 0
 names = [x["name"] for x in p["plans"]]
 assert names[0] == "direct" and "relay:1" in names and "direct+own" in names, names
 assert p["chosen"] in names and p["chosen"] in ("direct",) + tuple(n for n in names if n.startswith("relay:"))
