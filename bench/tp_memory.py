@@ -18,13 +18,14 @@ in units of the rank's destination bytes, and the node's total.
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from soak import free_port  # noqa: E402  (bench/soak.py)
 
 
 def pss_kib():
@@ -33,14 +34,6 @@ def pss_kib():
             if line.startswith("Pss:"):
                 return int(line.split()[1])
     return 0
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def rank_main(a):
