@@ -161,8 +161,7 @@ static const wsync_setting_def_t table[WSYNC_SET_COUNT] = {
                         .check = wsync_plan_spec_valid,
                         .doc = "how engine nodes get a version: `direct` (every node from the trainer ranks), "
                                "`relay:F` (trees of fan-out F through engine nodes, `relay:1` a chain; "
-                               "whole-image "
-                               "host nodes over tcp), `auto` (chosen)"},
+                               "whole-image host nodes over tcp), `auto` (chosen)"},
     [WSYNC_SET_RELAY_STALL_MS] = {.name = "relay_stall_ms",
                                   .type = WSYNC_STYPE_MS,
                                   .dflt = "3000",
@@ -171,6 +170,12 @@ static const wsync_setting_def_t table[WSYNC_SET_COUNT] = {
                                   .env = "WSYNC_RELAY_STALL_MS",
                                   .doc = "a relay node that lands no piece for this long is given up: the node "
                                          "gets the missing pieces from the trainer ranks"},
+    [WSYNC_SET_LINKS] = {.name = "links",
+                         .type = WSYNC_STYPE_STRING,
+                         .dflt = "",
+                         .env = "WSYNC_LINKS",
+                         .doc = "links file of this machine kind (configs/links/, or one `wsync calibrate` wrote) "
+                                "for the cost model: `wsync plan --predict` and plan=auto; empty: none"},
 };
 
 typedef struct value {

@@ -39,6 +39,7 @@ typedef enum wsync_setting_id {
     WSYNC_SET_TCP_STALL_MS,
     WSYNC_SET_PLAN,
     WSYNC_SET_RELAY_STALL_MS,
+    WSYNC_SET_LINKS,
     WSYNC_SET_COUNT
 } wsync_setting_id_t;
 
