@@ -11,6 +11,7 @@
 #
 #   bash bench/relay_netns_bench.sh [--trainer-rate 200mbit] [--engine-rate 1gbit]
 #        [--engines 6] [--size 32M] [--chunk 2M] [--versions 4] [--plans "direct relay:1 relay:2"]
+#        [--links FILE]   (the engines' links setting: add `auto` to --plans to time the cost model's choice)
 #
 # As root (network namespaces). WSYNC_BIN (default build/wsync) is the binary.
 set -u
@@ -18,7 +19,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/tests/integration/lib.sh"
 source "$ROOT/tests/integration/netns.sh"
 
-TRATE=200mbit ERATE=1gbit N=6 SIZE=32M CHUNK=2M V=4 PLANS="direct relay:1 relay:2"
+TRATE=200mbit ERATE=1gbit N=6 SIZE=32M CHUNK=2M V=4 LINKS= PLANS="direct relay:1 relay:2"
 while [ $# -gt 0 ]; do
     case $1 in
     --trainer-rate) TRATE=$2; shift 2 ;;
@@ -28,7 +29,8 @@ while [ $# -gt 0 ]; do
     --chunk) CHUNK=$2; shift 2 ;;
     --versions) V=$2; shift 2 ;;
     --plans) PLANS=$2; shift 2 ;;
-    *) echo "usage: $0 [--trainer-rate R] [--engine-rate R] [--engines N] [--size SIZE] [--chunk SIZE] [--versions V] [--plans LIST]" >&2
+    --links) LINKS=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
+    *) echo "usage: $0 [--trainer-rate R] [--engine-rate R] [--engines N] [--size SIZE] [--chunk SIZE] [--versions V] [--plans LIST] [--links FILE]" >&2
        exit 2 ;;
     esac
 done
@@ -57,7 +59,7 @@ run() {
             >"$TMP/$tag-t$r.log" 2>&1
     done
     for ((e = 0; e < N; e++)); do
-        ip netns exec "${ENS[$e]}" env WSYNC_TRACE=1 "$WSYNC" engine --control "$url" --engine "n$e" --local-rank 0 \
+        ip netns exec "${ENS[$e]}" env WSYNC_TRACE=1 ${LINKS:+WSYNC_LINKS=$LINKS} "$WSYNC" engine --control "$url" --engine "n$e" --local-rank 0 \
             --local-world 1 --plan "$plan" --versions "$V" --transport tcp --bind "${EIP[$e]}" --timeout-ms 300000 \
             >"$TMP/$tag-e$e.log" 2>&1 &
         pids+=($!); WSYNC_PIDS+=($!)

@@ -14,15 +14,36 @@
 #include "common/settings.h"
 #include "common/util.h"
 #include "engine_side/fetch_internal.h"
+#include "engine_side/plan_choice.h"
 #include "engine_side/relay_tree.h"
 
-/* The relaying nodes the control endpoint knows, and which hold v. */
-static wsync_status_t relay_nodes(wsync_receiver_t *r, uint64_t v, relay_node_t **out, size_t *n)
+/* The distinct hosts of the trainer ranks in `st` (GET /v1/status), at least 1. */
+static int trainer_hosts(const json_t *st)
+{
+    json_t *trainers = json_object_get(st, "trainers"), *t;
+    size_t i, k;
+    int n = 0;
+    json_array_foreach(trainers, i, t)
+    {
+        const char *h = json_string_value(json_object_get(t, "host")), *o;
+        int seen = 0;
+        for (k = 0; h && k < i && !seen; k++)
+            seen = (o = json_string_value(json_object_get(json_array_get(trainers, k), "host"))) &&
+                   strcmp(o, h) == 0;
+        n += h && !seen;
+    }
+    return n > 0 ? n : 1;
+}
+
+/* The relaying nodes the control endpoint knows, which hold v, and how many
+ * hosts the trainer ranks run on. */
+static wsync_status_t relay_nodes(wsync_receiver_t *r, uint64_t v, relay_node_t **out, size_t *n, int *thosts)
 {
     json_t *st = NULL, *engines, *e;
     relay_node_t *nodes;
     size_t i;
     WSYNC_CHECK(wsync_control_status(r->control, &st));
+    *thosts = trainer_hosts(st);
     engines = json_object_get(st, "engines");
     nodes = calloc(json_array_size(engines) + 1, sizeof(*nodes));
     if (nodes == NULL) {
@@ -47,23 +68,44 @@ static wsync_status_t relay_nodes(wsync_receiver_t *r, uint64_t v, relay_node_t 
     return WSYNC_OK;
 }
 
+/* plan auto with a links file: the cost model's choice for this version,
+ * from what every node sees alike (the version's plan, the registered
+ * relays, the trainers' hosts). */
+static wsync_plan_spec_t choose_for_version(const fetch_t *f, size_t nodes, int thosts)
+{
+    const wsync_receiver_t *r = f->r;
+    cost_deploy_t d;
+    plan_choice_input_t in = {.relay_capable = r->relay_capable, .links = r->links, .deploy = &d};
+    wsync_plan_spec_t s;
+    char name[32];
+    cost_deploy_init(&d, f->plan->world, thosts, nodes > 0 ? (int)nodes : 1, r->cfg.local_world,
+                     f->plan->image_size, f->plan->chunk_size, COST_MEM_HOST, COST_NET_TCP);
+    s = plan_choice_resolve(&r->asked, &in);
+    wsync_trace("engine %s rank %d: plan auto chose %s for version %llu (%zu nodes, %d trainer hosts)", r->engine_id,
+                f->me, wsync_plan_spec_name(&s, name, sizeof(name)), (unsigned long long)f->v, nodes, thosts);
+    return s;
+}
+
 wsync_status_t fetch_relay_request(fetch_t *f, int *asked)
 {
     wsync_receiver_t *r = f->r;
     relay_node_t *nodes = NULL;
     recv_transport_t *rt;
+    wsync_plan_spec_t plan = r->plan;
     size_t n = 0;
-    int parent;
+    int parent, thosts = 1;
     wsync_status_t st;
     *asked = 0;
-    if (r->plan.kind != WSYNC_PLAN_RELAY)
+    if (plan.kind != WSYNC_PLAN_RELAY && r->links == NULL)
         return WSYNC_OK;
-    if (relay_nodes(r, f->v, &nodes, &n) != WSYNC_OK) {
+    if (relay_nodes(r, f->v, &nodes, &n, &thosts) != WSYNC_OK) {
         LOG_WARN("engine %s rank %d: no list of relay nodes (%s): version %llu from the trainer ranks",
                  r->engine_id, f->me, wsync_last_error(), (unsigned long long)f->v);
         return WSYNC_OK;
     }
-    parent = relay_tree_parent(nodes, n, r->engine_id, r->plan.fanout);
+    if (r->links)
+        plan = choose_for_version(f, n, thosts);
+    parent = plan.kind == WSYNC_PLAN_RELAY ? relay_tree_parent(nodes, n, r->engine_id, plan.fanout) : -1;
     if (parent < 0) {
         free(nodes);
         return WSYNC_OK;

@@ -2,14 +2,22 @@
  * This is the one place the automatic choice is made. */
 #include "engine_side/plan_choice.h"
 
+#include "common/log.h"
+
 wsync_plan_spec_t plan_choice_resolve(const wsync_plan_spec_t *asked, const plan_choice_input_t *in)
 {
     wsync_plan_spec_t s = *asked;
-    /* auto: the cost model's choice (common/cost: cost_choose()) is wired in
-     * here by the coordinator once it has landed; until then auto is
-     * today's behaviour, direct. */
-    if (s.kind == WSYNC_PLAN_AUTO)
+    if (s.kind == WSYNC_PLAN_AUTO) {
+        cost_choice_t ch;
         s = (wsync_plan_spec_t){.kind = WSYNC_PLAN_DIRECT};
+        /* The cost model's fastest runnable plan ("direct" or "relay:F"). */
+        if (in->links && in->deploy && in->relay_capable) {
+            if (cost_choose(in->links, in->deploy, &ch) != WSYNC_OK)
+                LOG_WARN("plan auto: the cost model cannot choose (%s): direct", wsync_last_error());
+            else if (wsync_plan_spec_parse(ch.name, &s) != WSYNC_OK || s.kind == WSYNC_PLAN_AUTO)
+                s = (wsync_plan_spec_t){.kind = WSYNC_PLAN_DIRECT};
+        }
+    }
     if (s.kind == WSYNC_PLAN_RELAY && !in->relay_capable)
         s = (wsync_plan_spec_t){.kind = WSYNC_PLAN_DIRECT};
     return s;

@@ -1,8 +1,11 @@
 /* plan_choice.h: the plan an engine node pulls by, from the `plan` setting
- * (common/plan_spec.h) and what the node is. */
+ * (common/plan_spec.h), what the node is, and for `auto` the cost model's
+ * choice (common/cost/cost.h) over the machine's links file (the `links`
+ * setting). */
 #ifndef WSYNC_ENGINE_PLAN_CHOICE_H
 #define WSYNC_ENGINE_PLAN_CHOICE_H
 
+#include "common/cost/cost.h"
 #include "common/plan_spec.h"
 
 typedef struct plan_choice_input {
@@ -10,10 +13,17 @@ typedef struct plan_choice_input {
      * destination tensors) in host memory, over tcp. Nodes that cannot
      * pull direct whatever the setting says. */
     int relay_capable;
+    /* For auto: the machine's links and the deployment of the version
+     * being pulled (whole-image nodes, host memory, tcp); either NULL:
+     * auto is direct. */
+    const cost_links_t *links;
+    const cost_deploy_t *deploy;
 } plan_choice_input_t;
 
-/* `asked` resolved: auto becomes a named plan, relay becomes direct on a
- * node that cannot relay. Never fails: the setting was checked at start. */
+/* `asked` resolved: auto becomes the cost model's fastest runnable plan
+ * (direct without links or a deployment, or when the model cannot cost it),
+ * relay becomes direct on a node that cannot relay. Every node given the
+ * same inputs makes the same choice. Never fails. */
 wsync_plan_spec_t plan_choice_resolve(const wsync_plan_spec_t *asked, const plan_choice_input_t *in);
 
 #endif

@@ -84,16 +84,24 @@ static char *dup_or(const char *s, const char *dflt)
     return strdup(s && s[0] ? s : dflt);
 }
 
-/* The plan setting resolved for this node (plan_choice.c). */
+/* The plan setting resolved for this node (plan_choice.c); under auto with
+ * a links file (the links setting) the file is read here, once, and the
+ * choice is made again for each version (fetch_relay.c). */
 static wsync_status_t choose_plan(wsync_receiver_t *r)
 {
-    plan_choice_input_t in = {
-        .relay_capable = r->spec == NULL && r->cfg.ndests == 0 && r->cfg.check_dests == NULL &&
-                         r->mem->kind == WSYNC_MEM_HOST &&
-                         (strcmp(r->transport_name, "tcp") == 0 || strcmp(r->transport_name, "auto") == 0)};
-    wsync_plan_spec_t asked;
-    WSYNC_CHECK(wsync_plan_spec_parse(wsync_setting_str(WSYNC_SET_PLAN), &asked));
-    r->plan = plan_choice_resolve(&asked, &in);
+    plan_choice_input_t in = {0};
+    const char *links = wsync_setting_str(WSYNC_SET_LINKS);
+    r->relay_capable = r->spec == NULL && r->cfg.ndests == 0 && r->cfg.check_dests == NULL &&
+                       r->mem->kind == WSYNC_MEM_HOST &&
+                       (strcmp(r->transport_name, "tcp") == 0 || strcmp(r->transport_name, "auto") == 0);
+    WSYNC_CHECK(wsync_plan_spec_parse(wsync_setting_str(WSYNC_SET_PLAN), &r->asked));
+    if (r->asked.kind == WSYNC_PLAN_AUTO && r->relay_capable && links[0]) {
+        r->links = calloc(1, sizeof(*r->links));
+        WSYNC_CHECK_ALLOC(r->links);
+        WSYNC_CHECK(cost_links_load(links, r->links));
+    }
+    in.relay_capable = r->relay_capable;
+    r->plan = plan_choice_resolve(&r->asked, &in);
     return WSYNC_OK;
 }
 
@@ -144,7 +152,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
         json_t *endpoint = NULL;
         /* Under relay:F the node serves what it holds to other nodes; they
          * find its relay in its registration. */
-        if (r->plan.kind == WSYNC_PLAN_RELAY) {
+        if (r->plan.kind == WSYNC_PLAN_RELAY || r->links) { /* auto may choose a relay plan */
             WSYNC_CHECK_GOTO(relay_start(r->bind_host, &r->auth, r->engine_id, &r->relay), st, err);
             endpoint = json_pack("{s:s}", "relay", relay_address(r->relay));
         }
@@ -363,6 +371,7 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     wsync_sync_layout_free(r->held);
     recv_tlayout_free(r->held_tl);
     recv_dests_free(r->held_dm);
+    free(r->links);
     free(r->spec);
     free(r->engine_id);
     free(r->control_url);

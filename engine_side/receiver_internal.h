@@ -96,9 +96,14 @@ struct wsync_receiver {
     recv_dests_t *held_dm;
     const recv_dests_t *cur_dm;
 
-    /* the plan this node pulls by (plan_choice.c), and under relay:F on
-     * local rank 0 the relay serving other nodes (relay.h), else NULL */
-    wsync_plan_spec_t plan;
+    /* the plan setting as given, the plan this node pulls by (plan_choice.c;
+     * under auto with a links file, chosen again for each version), the
+     * machine's links (auto with the links setting, else NULL), and, when
+     * the node may relay, on local rank 0 the relay serving other nodes
+     * (relay.h), else NULL */
+    wsync_plan_spec_t asked, plan;
+    struct cost_links *links;
+    int relay_capable;
     recv_relay_t *relay;
 };
 

@@ -4,7 +4,7 @@
  * F = 1; at most F children each; holders first, so a late joiner hangs below
  * a node holding the version; no cycles when every node sees a different
  * (random) set of holders. Also the plan setting's text (common/plan_spec.c)
- * and auto's resolution (engine_side/plan_choice.c). */
+ * and auto's resolution (engine_side/plan_choice.c: the cost model's choice). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +165,30 @@ static void plan_setting_text(void)
     CHECK_FAILS(wsync_plan_spec_parse("chain", &s), WSYNC_ERR_INVALID, "auto, direct, relay:F");
 }
 
+/* auto is the cost model's choice (checked against cost_choose itself on a
+ * links file of the repository), and direct without links or on a node that
+ * cannot relay. */
+static void auto_is_the_cost_models_choice(void)
+{
+    const char *root = getenv("WSYNC_ROOT");
+    char path[1024], name[32];
+    cost_links_t links;
+    cost_deploy_t d;
+    cost_choice_t ch;
+    wsync_plan_spec_t asked = {.kind = WSYNC_PLAN_AUTO}, s;
+    plan_choice_input_t in = {.relay_capable = 1, .links = &links, .deploy = &d};
+    snprintf(path, sizeof(path), "%s/configs/links/h200-1gpu.json", root ? root : ".");
+    CHECK_OK(cost_links_load(path, &links));
+    cost_deploy_init(&d, 2, 1, 6, 1, 1ULL << 30, 64ULL << 20, COST_MEM_HOST, COST_NET_TCP);
+    CHECK_OK(cost_choose(&links, &d, &ch));
+    s = plan_choice_resolve(&asked, &in);
+    CHECK_STR(wsync_plan_spec_name(&s, name, sizeof(name)), ch.name);
+    in.relay_capable = 0;
+    CHECK_EQ(plan_choice_resolve(&asked, &in).kind, WSYNC_PLAN_DIRECT);
+    in = (plan_choice_input_t){.relay_capable = 1};
+    CHECK_EQ(plan_choice_resolve(&asked, &in).kind, WSYNC_PLAN_DIRECT);
+}
+
 int main(void)
 {
     RUN(matches_the_rule_in_any_input_order);
@@ -172,5 +196,6 @@ int main(void)
     RUN(late_joiner_hangs_below_a_holder);
     RUN(views_that_differ_make_no_cycle);
     RUN(plan_setting_text);
+    RUN(auto_is_the_cost_models_choice);
     TEST_EXIT();
 }
