@@ -5,7 +5,10 @@
  *             owns some of them to put them;
  *   then, until every chunk of this rank's image is verified, in turn:
  *   land      take the transports' completions; a chunk whose last piece
- *             landed is verified and marked landed on the board;
+ *             landed is verified and marked landed on the board (against
+ *             the sums its puts brought along where every one did: the
+ *             local transport's copy inside one GPU digests what it writes,
+ *             so those bytes are not read a second time);
  *   fan out   queue a copy (and its digests) of each chunk that landed on
  *             another rank, as soon as the board says it did;
  *   reap      verify finished copies;
@@ -63,6 +66,9 @@ typedef struct fetch {
     /* one chunk's pieces, for digests */
     wsync_digest_range_t *rg;
     uint64_t *sums;
+    /* per piece: the word sum its put brought along, if it did */
+    uint64_t *put_sum;
+    unsigned char *has_put_sum;
 
     /* in place with the caller's destination tensors: chunks written
      * through as job groups, at most one per chunk */
@@ -163,7 +169,16 @@ static wsync_status_t verify_chunk(fetch_t *f, uint32_t c)
     return check_pieces(f, f->plan->chunk_first[c], n, f->sums);
 }
 
-/* Poll until local rank 0 posted this attempt's landing map. */
+/* 1 if every piece of chunk c came with the sum of the bytes its put wrote. */
+static int chunk_has_put_sums(const fetch_t *f, uint32_t c)
+{
+    uint32_t i;
+    for (i = f->plan->chunk_first[c]; i < f->plan->chunk_first[c + 1]; i++)
+        if (!f->has_put_sum[i])
+            return 0;
+    return 1;
+}
+
 /* Wait for local rank 0's landing map of attempt `gen`; fails when rank 0
  * ended the attempt or died, or at the deadline. Shared by both fetches. */
 wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t deadline, const uint8_t **out)
@@ -206,7 +221,10 @@ static wsync_status_t fetch_prepare(fetch_t *f)
     f->reqs = calloc((size_t)plan->world, sizeof(*f->reqs));
     f->addrs = calloc((size_t)plan->world, sizeof(*f->addrs));
     f->tnames = calloc((size_t)plan->world, sizeof(*f->tnames));
-    if (!f->remaining || !f->mine || !f->pending || !f->rg || !f->sums || !f->reqs || !f->addrs || !f->tnames)
+    f->put_sum = calloc(plan->npieces + 1, sizeof(*f->put_sum));
+    f->has_put_sum = calloc(plan->npieces + 1, 1);
+    if (!f->remaining || !f->mine || !f->pending || !f->rg || !f->sums || !f->reqs || !f->addrs || !f->tnames ||
+        !f->put_sum || !f->has_put_sum)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     if (f->dm) {
         f->groups = calloc(plan->nchunks + 1, sizeof(*f->groups));
@@ -366,13 +384,20 @@ static wsync_status_t land_one(fetch_t *f, const wsync_completion_t *cp)
         return wsync_error(WSYNC_ERR_PEER, "unexpected piece %u (%llu bytes) from trainer rank %d", id,
                            (unsigned long long)cp->len, cp->peer);
     pc = &plan->pieces[id];
+    /* The put's key is its region offset, the piece's image offset here. */
+    f->put_sum[id] = cp->sum;
+    f->has_put_sum[id] = cp->has_sum != 0;
     if (--f->remaining[pc->chunk] > 0)
         return WSYNC_OK;
     if (f->land_delay_ms > 0)
         usleep((useconds_t)f->land_delay_ms * 1000);
     if (f->dm)
         return group_start(f, pc->chunk, 1); /* marked landed once verified */
-    WSYNC_CHECK(verify_chunk(f, pc->chunk));
+    if (chunk_has_put_sums(f, pc->chunk))
+        WSYNC_CHECK(check_pieces(f, plan->chunk_first[pc->chunk], chunk_npieces(plan, pc->chunk),
+                                 f->put_sum + plan->chunk_first[pc->chunk]));
+    else
+        WSYNC_CHECK(verify_chunk(f, pc->chunk));
     chunk_done(f, pc->chunk, 1);
     return WSYNC_OK;
 }
@@ -575,6 +600,8 @@ static void fetch_end(fetch_t *f, wsync_status_t st)
     free(f->reqs);
     free(f->addrs);
     free(f->tnames);
+    free(f->put_sum);
+    free(f->has_put_sum);
 }
 
 wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
