@@ -10,7 +10,9 @@
  *             local transport's copy inside one GPU digests what it writes,
  *             so those bytes are not read a second time);
  *   fan out   queue a copy (and its digests) of each chunk that landed on
- *             another rank, as soon as the board says it did;
+ *             another rank, as soon as the board says it did (a chunk the
+ *             map lands on every rank of its landing rank's GPU lands here
+ *             too when this rank shares that GPU: no fan-out);
  *   reap      verify finished copies;
  *   watch     trainer answers, peers, the deadline.
  * In place with the caller's destination tensors (dests.h), a chunk that
@@ -199,6 +201,26 @@ wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t dea
     }
 }
 
+/* The rank chunk c lands on (and is copied from by ranks that fan it out). */
+static int land_rank(const fetch_t *f, uint32_t c)
+{
+    return f->land[c] & BOARD_LAND_RANK;
+}
+
+/* 1 if chunk c lands on this rank: it is the landing rank, or shares its
+ * GPU where the map says every rank there lands the chunk. */
+static int lands_here(const fetch_t *f, uint32_t c)
+{
+    const int p = land_rank(f, c);
+    return p == f->me || ((f->land[c] & BOARD_LAND_GPU) &&
+                          board_rank_device(f->r->board, p) == board_rank_device(f->r->board, f->me));
+}
+
+static int is_mine(const fetch_t *f, uint32_t c)
+{
+    return (f->mine[c / 8] >> (c % 8)) & 1;
+}
+
 /* The node's side of the attempt: its landing map, the peers' windows. */
 static wsync_status_t fetch_join(fetch_t *f)
 {
@@ -233,7 +255,7 @@ static wsync_status_t fetch_prepare(fetch_t *f)
             return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     }
     for (c = 0; c < plan->nchunks; c++)
-        if (f->land[c] == f->me) {
+        if (lands_here(f, c)) {
             f->remaining[c] = chunk_npieces(plan, c);
             f->mine[c / 8] |= (unsigned char)(1u << (c % 8));
             f->nland++;
@@ -251,14 +273,14 @@ static wsync_status_t request_rank(fetch_t *f, int t)
     recv_transport_t *rt;
     size_t k, n = 0;
     for (k = 0; k < plan->rank_npieces[t]; k++)
-        if (f->land[plan->pieces[plan->rank_pieces[t][k]].chunk] == f->me)
+        if (is_mine(f, plan->pieces[plan->rank_pieces[t][k]].chunk))
             n++;
     if (n == 0)
         return WSYNC_OK;
     WSYNC_CHECK(recv_transport_ensure(r, f->tnames[t], &rt));
     for (k = 0; k < plan->rank_npieces[t]; k++) {
         const wsync_piece_t *pc = &plan->pieces[plan->rank_pieces[t][k]];
-        if (f->land[pc->chunk] != f->me)
+        if (!is_mine(f, pc->chunk))
             continue;
         WSYNC_CHECK(rt->ops->expect(rt->t, t, rt->region[f->slot], pc->offset, pc->len,
                                     ((uint64_t)f->reqid << 32) | pc->id));
@@ -308,7 +330,7 @@ static uint64_t chunk_len(const wsync_plan_t *plan, uint32_t c)
  * image (it landed here) or from the landing rank's window. */
 static wsync_status_t group_start(fetch_t *f, uint32_t c, int landed)
 {
-    const char *src = landed ? f->image : f->r->peers[f->land[c]][f->slot].ptr;
+    const char *src = landed ? f->image : f->r->peers[land_rank(f, c)][f->slot].ptr;
     size_t np = chunk_ranges(f, c);
     recv_dgroup_t *g = &f->groups[c];
     wsync_status_t st = recv_dgroup_start(g, f->r->mem, f->dm, f->image, src, (uint64_t)c * f->plan->chunk_size,
@@ -328,7 +350,8 @@ static wsync_status_t group_start(fetch_t *f, uint32_t c, int landed)
 static void chunk_done(fetch_t *f, uint32_t c, int landed)
 {
     if (landed) {
-        board_mark_landed(f->r->board, f->slot, c, f->gen);
+        if (land_rank(f, c) == f->me) /* the copy other GPUs' ranks read */
+            board_mark_landed(f->r->board, f->slot, c, f->gen);
         if (f->nlanded++ == 0 || f->nlanded == f->nland)
             wsync_trace("engine %s rank %d: chunk %u landed and verified (%u of %u)", f->r->engine_id, f->me, c,
                         f->nlanded, f->nland);
@@ -379,7 +402,7 @@ static wsync_status_t land_one(fetch_t *f, const wsync_completion_t *cp)
         return wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
     if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != f->reqid)
         return WSYNC_OK; /* not of this attempt */
-    if (id >= plan->npieces || f->land[plan->pieces[id].chunk] != f->me ||
+    if (id >= plan->npieces || !is_mine(f, plan->pieces[id].chunk) ||
         f->remaining[plan->pieces[id].chunk] == 0 || cp->len != plan->pieces[id].len)
         return wsync_error(WSYNC_ERR_PEER, "unexpected piece %u (%llu bytes) from trainer rank %d", id,
                            (unsigned long long)cp->len, cp->peer);
@@ -453,7 +476,7 @@ static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
         }
         np = chunk_ranges(f, cc);
         fj->chunk = cc;
-        WSYNC_CHECK(f->r->mem->copy_digest_start(f->image + off, (char *)f->r->peers[f->land[cc]][f->slot].ptr + off,
+        WSYNC_CHECK(f->r->mem->copy_digest_start(f->image + off, (char *)f->r->peers[land_rank(f, cc)][f->slot].ptr + off,
                                                  len, f->rg, np, &fj->job));
         f->fn++;
         *progressed = 1;
@@ -532,12 +555,12 @@ static void waiting_for(const fetch_t *f, char *out, size_t len)
     }
     first = 1;
     for (k = 0; f->land && k < f->npending; k++)
-        if (f->land[f->pending[k]] < BOARD_MAX_RANKS && !seen[f->land[f->pending[k]]]++) {
+        if (land_rank(f, f->pending[k]) < BOARD_MAX_RANKS && !seen[land_rank(f, f->pending[k])]++) {
             n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d",
                                   first ? "; still waiting for chunks "
                                           "landing on local rank "
                                         : ", ",
-                                  f->land[f->pending[k]]);
+                                  land_rank(f, f->pending[k]));
             first = 0;
         }
     if (!first)
