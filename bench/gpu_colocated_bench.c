@@ -68,7 +68,7 @@ static int one_model(int64_t div)
     json_t *mj = NULL;
     char *mjs = NULL, why[300];
     double copy, packed[COLO_MAXL + 1] = {0}, times[STEPS];
-    int l, ip, zc, rc = 0;
+    int l, ip, zc, sh, rc = 0;
     if (qwen7b_manifest_scaled(div, &m) != WSYNC_OK || wsync_manifest_to_json(m, &mj) != WSYNC_OK ||
         (mjs = json_dumps(mj, JSON_COMPACT)) == NULL) {
         fprintf(stderr, "gpu_colocated_bench: manifest: %s\n", wsync_last_error());
@@ -90,28 +90,36 @@ static int one_model(int64_t div)
         printf("  packed IPC, %d engine rank%s (pack + unpack)    %8.2f ms  %.2fx one copy\n", l, l > 1 ? "s" : " ",
                packed[l] * 1e3, packed[l] / copy);
     }
+    printf("  floor for 2 ranks: each rank's image written once and read once at the D2D rate %8.2f ms\n",
+           2 * copy * 1e3);
     for (l = 1; l <= COLO_MAXL; l++)
         for (zc = 1; zc >= 0; zc--)
-            for (ip = 0; ip <= 1; ip++) {
-                colo_cfg_t c = {.m = m,
-                                .manifest_json = mjs,
-                                .ranks = l,
-                                .in_place = ip,
-                                .zero_copy = zc,
-                                .versions = STEPS};
-                double t;
-                if (colo_run(&c, times, why, sizeof(why)) != 0) {
-                    printf("  wsync %-11s %-8s %d rank%s: FAILED: %s\n", zc ? "single-copy" : "slot",
-                           ip ? "in-place" : "staged", l, l > 1 ? "s" : "", why);
-                    rc = 1;
-                    continue;
+            for (ip = 0; ip <= 1; ip++)
+                for (sh = 1; sh >= (l > 1 && !ip ? 0 : 1); sh--) {
+                    colo_cfg_t c = {.m = m,
+                                    .manifest_json = mjs,
+                                    .ranks = l,
+                                    .in_place = ip,
+                                    .zero_copy = zc,
+                                    .versions = STEPS};
+                    double t;
+                    char name[96];
+                    snprintf(name, sizeof(name), "%s %s %d rank%s%s", zc ? "single-copy" : "slot",
+                             ip ? "in-place" : "staged", l, l > 1 ? "s" : " ",
+                             sh ? "" : " (gpu_shared_landing=0: land + fan-out)");
+                    setenv("WSYNC_GPU_SHARED_LANDING", sh ? "1" : "0", 1);
+                    if (colo_run(&c, times, why, sizeof(why)) != 0) {
+                        printf("  wsync %s: FAILED: %s\n", name, why);
+                        rc = 1;
+                        continue;
+                    }
+                    t = colo_median(times + WARMUP, STEPS - WARMUP);
+                    printf("  wsync %-30s publish->ready %8.2f ms  wsync/packed %.2f  wsync/copy %.2f%s", name,
+                           t * 1e3, packed[l] > 0 ? t / packed[l] : 0.0, t / copy, l > 1 ? "" : "\n");
+                    if (l > 1)
+                        printf("  wsync/floor %.2f\n", t / (2 * copy));
                 }
-                t = colo_median(times + WARMUP, STEPS - WARMUP);
-                printf("  wsync %-11s %-8s %d rank%s publish->ready %8.2f ms  wsync/packed %.2f  "
-                       "wsync/copy %.2f\n",
-                       zc ? "single-copy" : "slot", ip ? "in-place" : "staged", l, l > 1 ? "s" : " ", t * 1e3,
-                       packed[l] > 0 ? t / packed[l] : 0.0, t / copy);
-            }
+    setenv("WSYNC_GPU_SHARED_LANDING", "1", 1);
     free(mjs);
     json_decref(mj);
     wsync_manifest_free(m);
