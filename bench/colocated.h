@@ -67,15 +67,15 @@ typedef struct colo_cfg {
 
 typedef struct colo_shared {
     volatile int failed;
-    volatile int go;                           /* the parent's control endpoint is up */
-    volatile int engines_up;                   /* engine ranks set up (packed: mapped the buffer) */
-    volatile int sent[COLO_MAXV + 1];          /* packed: the trainer packed step v */
-    volatile int ready[COLO_MAXV + 1];         /* engine ranks holding step v */
-    volatile int handle_set;                   /* packed: ipc handle below is valid */
-    unsigned char handle[64];                  /* packed: the trainer's cudaIpcMemHandle_t */
-    uint64_t t0[COLO_MAXV + 1];                /* step v starts (trainer) */
-    uint64_t t1[COLO_MAXV + 1][COLO_MAXL];     /* step v held by engine rank r */
-    char why[256];                             /* first failure */
+    volatile int go;                       /* the parent's control endpoint is up */
+    volatile int engines_up;               /* engine ranks set up (packed: mapped the buffer) */
+    volatile int sent[COLO_MAXV + 1];      /* packed: the trainer packed step v */
+    volatile int ready[COLO_MAXV + 1];     /* engine ranks holding step v */
+    volatile int handle_set;               /* packed: ipc handle below is valid */
+    unsigned char handle[64];              /* packed: the trainer's cudaIpcMemHandle_t */
+    uint64_t t0[COLO_MAXV + 1];            /* step v starts (trainer) */
+    uint64_t t1[COLO_MAXV + 1][COLO_MAXL]; /* step v held by engine rank r */
+    char why[256];                         /* first failure */
 } colo_shared_t;
 
 static colo_shared_t *colo_sh;
@@ -130,8 +130,7 @@ static inline int colo_wsync_trainer(void)
     wsync_owned_t owned[8];
     int n = 0, i, v;
     if (mem->init(0) != WSYNC_OK ||
-        wsync_publisher_owned_extents(c->manifest_json, WSYNC_LAYOUT_EVEN, 1, 0, owned, 8, &n) != WSYNC_OK ||
-        n > 8)
+        wsync_publisher_owned_extents(c->manifest_json, WSYNC_LAYOUT_EVEN, 1, 0, owned, 8, &n) != WSYNC_OK || n > 8)
         goto fail;
     for (i = 0; i < n; i++)
         if (mem->alloc(owned[i].len, (void **)&owned[i].ptr) != WSYNC_OK)
@@ -197,8 +196,8 @@ static inline int colo_wsync_engine(int rank)
             void *ptr;
             if (wsync_receiver_tensor_at(r, i, &ptr, &ti) != WSYNC_OK ||
                 colo_check_bytes(ptr, ti.size, ti.offset, v, host, want) != 0) {
-                snprintf(what, sizeof(what), "rank %d, step %d: tensor %s differs from the trainer's bytes", rank, v,
-                         ti.name ? ti.name : "?");
+                snprintf(what, sizeof(what), "rank %d, step %d: tensor %s differs from the trainer's bytes", rank,
+                         v, ti.name ? ti.name : "?");
                 colo_fail("engine", what);
                 break;
             }
@@ -215,15 +214,15 @@ out:
 /* ---- packed IPC ----------------------------------------------------- */
 
 #if WSYNC_HAVE_CUDA
-#define COLO_CU(call, who)                                           \
-    do {                                                             \
-        cudaError_t e_ = (call);                                     \
-        if (e_ != cudaSuccess) {                                     \
-            char m_[200];                                            \
+#define COLO_CU(call, who)                                                     \
+    do {                                                                       \
+        cudaError_t e_ = (call);                                               \
+        if (e_ != cudaSuccess) {                                               \
+            char m_[200];                                                      \
             snprintf(m_, sizeof(m_), "%s: %s", #call, cudaGetErrorString(e_)); \
-            colo_fail(who, m_);                                      \
-            return 1;                                                \
-        }                                                            \
+            colo_fail(who, m_);                                                \
+            return 1;                                                          \
+        }                                                                      \
     } while (0)
 
 /* Packed offsets: tensors back to back at 256-byte alignment (as the
@@ -302,8 +301,8 @@ static inline int colo_packed_engine(int rank)
         for (i = 0; c->check && i < m->ntensors; i++)
             if (colo_check_bytes(params + m->tensors[i].offset, m->tensors[i].size, m->tensors[i].offset, v, host,
                                  want) != 0) {
-                snprintf(what, sizeof(what), "rank %d, step %d: tensor %s differs from the trainer's bytes", rank, v,
-                         m->tensors[i].name);
+                snprintf(what, sizeof(what), "rank %d, step %d: tensor %s differs from the trainer's bytes", rank,
+                         v, m->tensors[i].name);
                 colo_fail("engine", what);
                 break;
             }

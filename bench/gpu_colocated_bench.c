@@ -87,8 +87,8 @@ static int one_model(int64_t div)
             continue;
         }
         packed[l] = colo_median(times + WARMUP, STEPS - WARMUP);
-        printf("  packed IPC, %d engine rank%s (pack + unpack)    %8.2f ms  %.2fx one copy\n", l, l > 1 ? "s" : " ",
-               packed[l] * 1e3, packed[l] / copy);
+        printf("  packed IPC, %d engine rank%s (pack + unpack)    %8.2f ms  %.2fx one copy\n", l,
+               l > 1 ? "s" : " ", packed[l] * 1e3, packed[l] / copy);
     }
     printf("  floor for 2 ranks: each rank's image written once and read once at the D2D rate %8.2f ms\n",
            2 * copy * 1e3);

@@ -76,8 +76,10 @@ static const wsync_setting_def_t table[WSYNC_SET_COUNT] = {
                                       .type = WSYNC_STYPE_BOOL,
                                       .dflt = "1",
                                       .env = "WSYNC_GPU_SHARED_LANDING",
-                                      .doc = "local ranks sharing the GPU of the trainer rank that owns a chunk each "
-                                             "copy it from the trainer (0: one lands it, the others copy it from that "
+                                      .doc = "local ranks sharing the GPU of the trainer rank that owns a chunk "
+                                             "each "
+                                             "copy it from the trainer (0: one lands it, the others copy it from "
+                                             "that "
                                              "rank)"},
     [WSYNC_SET_TCP_PORT] = {.name = "tcp_port",
                             .type = WSYNC_STYPE_INT,

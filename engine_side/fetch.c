@@ -402,8 +402,8 @@ static wsync_status_t land_one(fetch_t *f, const wsync_completion_t *cp)
         return wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
     if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != f->reqid)
         return WSYNC_OK; /* not of this attempt */
-    if (id >= plan->npieces || !is_mine(f, plan->pieces[id].chunk) ||
-        f->remaining[plan->pieces[id].chunk] == 0 || cp->len != plan->pieces[id].len)
+    if (id >= plan->npieces || !is_mine(f, plan->pieces[id].chunk) || f->remaining[plan->pieces[id].chunk] == 0 ||
+        cp->len != plan->pieces[id].len)
         return wsync_error(WSYNC_ERR_PEER, "unexpected piece %u (%llu bytes) from trainer rank %d", id,
                            (unsigned long long)cp->len, cp->peer);
     pc = &plan->pieces[id];
@@ -476,8 +476,9 @@ static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
         }
         np = chunk_ranges(f, cc);
         fj->chunk = cc;
-        WSYNC_CHECK(f->r->mem->copy_digest_start(f->image + off, (char *)f->r->peers[land_rank(f, cc)][f->slot].ptr + off,
-                                                 len, f->rg, np, &fj->job));
+        WSYNC_CHECK(f->r->mem->copy_digest_start(f->image + off,
+                                                 (char *)f->r->peers[land_rank(f, cc)][f->slot].ptr + off, len,
+                                                 f->rg, np, &fj->job));
         f->fn++;
         *progressed = 1;
     }

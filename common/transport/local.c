@@ -539,8 +539,8 @@ static wsync_status_t put_fused(lo_conn_t *c, lo_op_t *op, char *dst, const char
     if ((e = wsync_cuda_copy_digest_async(dst, src, len, key_off, c->dsums + slot, c->stream)) != 0)
         return wsync_error(WSYNC_ERR_CUDA, "copy-digest kernel (%zu bytes): %s", len,
                            cudaGetErrorString((cudaError_t)e));
-    CUDA_CHECK(cudaMemcpyAsync(c->hsums + slot, c->dsums + slot, sizeof(uint64_t), cudaMemcpyDeviceToHost,
-                               c->stream));
+    CUDA_CHECK(
+        cudaMemcpyAsync(c->hsums + slot, c->dsums + slot, sizeof(uint64_t), cudaMemcpyDeviceToHost, c->stream));
     c->sums_taken++;
     op->sum = slot;
     return WSYNC_OK;
@@ -581,9 +581,10 @@ static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_o
     WSYNC_CHECK_GOTO(map_key(t, &k, &base), st, fail_dev);
     pthread_mutex_lock(&c->lock);
     CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&op->ev, cudaEventDisableTiming), st, fail_locked);
-    if (len > 0 && k.device == t->device && c->sums_taken - __atomic_load_n(&c->sums_done, __ATOMIC_ACQUIRE) < LO_SUMS)
-        WSYNC_CHECK_GOTO(put_fused(c, op, base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len, dst_off), st,
-                         fail_event);
+    if (len > 0 && k.device == t->device &&
+        c->sums_taken - __atomic_load_n(&c->sums_done, __ATOMIC_ACQUIRE) < LO_SUMS)
+        WSYNC_CHECK_GOTO(put_fused(c, op, base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len, dst_off),
+                         st, fail_event);
     else if (len > 0)
         CUDA_CHECK_GOTO(cudaMemcpyAsync(base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len,
                                         cudaMemcpyDeviceToDevice, c->stream),

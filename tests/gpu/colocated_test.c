@@ -29,8 +29,13 @@ static void route(int packed, int ranks, int in_place, int zero_copy)
     char why[300];
     if (colo_run(&c, times, why, sizeof(why)) != 0) {
         fprintf(stderr, "  %s, %d engine rank(s)%s%s: %s\n", packed ? "packed IPC" : "wsync", ranks,
-                packed ? "" : in_place ? ", in place" : ", staged",
-                packed ? "" : zero_copy ? ", single-copy" : ", slot", why);
+                packed     ? ""
+                : in_place ? ", in place"
+                           : ", staged",
+                packed      ? ""
+                : zero_copy ? ", single-copy"
+                            : ", slot",
+                why);
         CHECK(0);
     }
 }

@@ -65,8 +65,27 @@ static int one_copy(unsigned char *dsrc, unsigned char *ddst, const unsigned cha
 static void test_fused_copy_equals_cpu_on_random_data(void)
 {
 #if WSYNC_HAVE_CUDA
-    static const size_t sizes[] = {0, 1, 7, 8, 9, 15, 16, 17, 24, 31, 33, 255, 256, 4095, 4096, 65537,
-                                   1 << 20, (1 << 20) + 13, 3 * (1 << 20) + 5, (16u << 20) + 8, 16u << 20};
+    static const size_t sizes[] = {0,
+                                   1,
+                                   7,
+                                   8,
+                                   9,
+                                   15,
+                                   16,
+                                   17,
+                                   24,
+                                   31,
+                                   33,
+                                   255,
+                                   256,
+                                   4095,
+                                   4096,
+                                   65537,
+                                   1 << 20,
+                                   (1 << 20) + 13,
+                                   3 * (1 << 20) + 5,
+                                   (16u << 20) + 8,
+                                   16u << 20};
     /* source and destination misalignments: equal mod 16, equal mod 8 only, different mod 8 */
     static const size_t mis[][2] = {{0, 0}, {8, 8}, {8, 0}, {0, 8}, {24, 40}, {1, 1}, {3, 0}, {0, 5}, {7, 13}};
     static const uint64_t offs[] = {0, 5, 4096, 1ULL << 33, 123456789};
@@ -145,7 +164,9 @@ static void test_mem_job_sums_equal_cpu(void)
     for (mis = 0; mis < 3; mis++) {
         const size_t so = mis == 2 ? 3 : 0, d0 = mis * 8; /* same, 8-apart, and byte-apart alignments */
         for (i = 0; i < N; i++)
-            rg[i] = (wsync_digest_range_t){.ptr = dst + d0 + cuts[i], .len = cuts[i + 1] - cuts[i], .off = cuts[i] * 3};
+            rg[i] = (wsync_digest_range_t){.ptr = dst + d0 + cuts[i],
+                                           .len = cuts[i + 1] - cuts[i],
+                                           .off = cuts[i] * 3};
         /* a range outside the copy: bytes of dst the copy does not write */
         rg[N] = (wsync_digest_range_t){.ptr = dst + d0 + len + 5, .len = 1000, .off = 77};
         CHECK_OK(wsync_mem_cuda.copy(dst + d0 + len + 5, host + len + 5, 1000));
