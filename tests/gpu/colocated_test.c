@@ -4,7 +4,10 @@
  * (zero_copy) and slot routes, and the packed-IPC path the benchmark
  * compares with; after every step each engine rank copies every tensor
  * back and compares it with the pattern the trainer wrote, computed again
- * on the CPU. Correctness only: nothing here is timed. */
+ * on the CPU. And a byte flipped in the trainer's publish slot after it
+ * digested the version is caught on one GPU too, where the landing's
+ * digest comes out of the fused copy. Correctness only: nothing here is
+ * timed. */
 #include "bench/colocated.h"
 #include "bench/qwen7b.h"
 #include "tests/test.h"
@@ -59,6 +62,24 @@ ROUTE_TEST(test_slot_in_place_2_ranks, 0, 2, 1, 0)
 ROUTE_TEST(test_packed_ipc_1_rank, 1, 1, 0, 0)
 ROUTE_TEST(test_packed_ipc_2_ranks, 1, 2, 0, 0)
 
+static void test_corrupt_byte_caught_by_fused_landing(void)
+{
+    colo_cfg_t c = {.m = model, .manifest_json = model_json, .ranks = 1, .versions = 1};
+    double times[1];
+    char why[300] = "";
+    int rc;
+    if (ngpu == 0)
+        SKIP("no CUDA device");
+    setenv("WSYNC_TEST_CORRUPT_PIECE", "0", 1); /* read by the trainer process forked below */
+    rc = colo_run(&c, times, why, sizeof(why));
+    unsetenv("WSYNC_TEST_CORRUPT_PIECE");
+    CHECK(rc != 0);
+    if (strstr(why, "piece 0") == NULL || strstr(why, "failed verification") == NULL) {
+        fprintf(stderr, "  expected piece 0 to fail verification, got: %s\n", why);
+        CHECK(0);
+    }
+}
+
 int main(void)
 {
     json_t *mj = NULL;
@@ -80,6 +101,7 @@ int main(void)
     RUN(test_slot_in_place_2_ranks);
     RUN(test_packed_ipc_1_rank);
     RUN(test_packed_ipc_2_ranks);
+    RUN(test_corrupt_byte_caught_by_fused_landing);
     free(model_json);
     json_decref(mj);
     wsync_manifest_free(model);
