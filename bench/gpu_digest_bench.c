@@ -26,7 +26,8 @@
 
 /* One timed pass: the whole buffer (`chunked` = 0) or chunk after chunk,
  * fused (`shape` >= 0: an index into shapes[]) or cudaMemcpyAsync (-1). */
-static const int shapes[][2] = {{4, 8}, {2, 8}, {8, 4}, {4, 4}, {8, 8}, {1, 8}};
+/* unroll, blocks per SM, streaming stores; the first is the default */
+static const int shapes[][3] = {{2, 8, 0}, {4, 8, 0}, {4, 4, 0}, {1, 8, 0}, {8, 4, 0}, {2, 8, 1}, {4, 4, 1}};
 #define NSHAPES ((int)(sizeof(shapes) / sizeof(shapes[0])))
 
 static double pass(char *dst, const char *src, uint64_t *dsum, int shape, int chunked, cudaStream_t s,
@@ -40,7 +41,7 @@ static double pass(char *dst, const char *src, uint64_t *dsum, int shape, int ch
         if (shape < 0)
             CU(cudaMemcpyAsync(dst + at, src + at, step, cudaMemcpyDeviceToDevice, s));
         else if (wsync_cuda_copy_digest_shape_async(dst + at, src + at, step, at, dsum, s, shapes[shape][0],
-                                                    shapes[shape][1]) != 0)
+                                                    shapes[shape][1], shapes[shape][2]) != 0)
             DIE("copy-digest launch: %s", cudaGetErrorString(cudaGetLastError()));
     }
     CU(cudaEventRecord(e1, s));
@@ -66,10 +67,10 @@ static double fused_vs_copy(char *dst, const char *src, uint64_t *dsum, int shap
     }
     f = median(tf, REPS);
     c = median(tc, REPS);
-    printf("  %-10s unroll %d, %d blocks/SM: fused %7.3f ms %7.1f GB/s, memcpy %7.3f ms %7.1f GB/s, "
+    printf("  %-10s unroll %d, %d blocks/SM, %s stores: fused %7.3f ms %7.1f GB/s, memcpy %7.3f ms %7.1f GB/s, "
            "fused/memcpy speed %.3f\n",
-           chunked ? "64 MiB x64" : "4 GiB", shapes[shape][0], shapes[shape][1], f * 1e3, gb / f, c * 1e3, gb / c,
-           c / f);
+           chunked ? "64 MiB x64" : "4 GiB", shapes[shape][0], shapes[shape][1],
+           shapes[shape][2] ? "streaming" : "plain", f * 1e3, gb / f, c * 1e3, gb / c, c / f);
     return f;
 }
 

@@ -15,9 +15,12 @@
 #include "common/digest_cuda.h"
 #include "common/digest_cuda.cuh"
 
-// Measured on an H200 (bench/gpu_digest_bench, 4 GiB and 64 MiB copies):
-// see bench/RESULTS.md for the shapes tried.
-#define CD_UNROLL 4
+// Measured on an H200 (bench/gpu_digest_bench, fused / cudaMemcpyAsync of
+// the same bytes, 4 GiB at once and 64 jobs of 64 MiB): 0.90-0.93 in every
+// shape tried (unroll 1, 2, 4, 8 x 4 or 8 blocks per SM); 2 x 8 was the
+// best on 64 MiB jobs (0.926), which is what the fan-out and the landings
+// queue. bench/RESULTS.md has the table.
+#define CD_UNROLL 2
 #define CD_BLOCKS_PER_SM 8
 
 // The words outside the vector loop: `nhead` words before it (the source
@@ -60,7 +63,8 @@ static __device__ __forceinline__ uint64_t vec_sum(const unsigned long long &v, 
 // V: ulonglong2 (two words per vector) or unsigned long long (one). The
 // vectors start at word `nhead` of the range; vector i holds words
 // nhead + W i .. nhead + W i + W - 1.
-template <typename V, int U>
+// ST: 1 stores with the streaming hint (evict first), 0 plain stores.
+template <typename V, int U, int ST>
 __global__ void __launch_bounds__(DIG_THREADS)
     copy_digest_kernel(unsigned char *d, const unsigned char *s, uint64_t len, uint64_t base, uint64_t nhead,
                        uint64_t nvec, unsigned long long *out)
@@ -80,8 +84,12 @@ __global__ void __launch_bounds__(DIG_THREADS)
         for (int k = 0; k < U; k++)
             v[k] = __ldcs(src + i + k * stride);
 #pragma unroll
-        for (int k = 0; k < U; k++)
-            dst[i + k * stride] = v[k];
+        for (int k = 0; k < U; k++) {
+            if (ST)
+                __stcs(dst + i + k * stride, v[k]);
+            else
+                dst[i + k * stride] = v[k];
+        }
 #pragma unroll
         for (int k = 0; k < U; k++)
             acc += vec_sum(v[k], key0 + W * (i + k * stride) * G);
@@ -108,20 +116,31 @@ static int grid_for(uint64_t nvec, int blocks_per_sm)
     return want ? (int)want : 1;
 }
 
-template <typename V>
-static void launch(int unroll, int grid, cudaStream_t st, unsigned char *d, const unsigned char *s, uint64_t len,
-                   uint64_t base, uint64_t nhead, uint64_t nvec, unsigned long long *out)
+template <typename V, int ST>
+static void launch_st(int unroll, int grid, cudaStream_t st, unsigned char *d, const unsigned char *s,
+                      uint64_t len, uint64_t base, uint64_t nhead, uint64_t nvec, unsigned long long *out)
 {
     switch (unroll) {
-    case 1: copy_digest_kernel<V, 1><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
-    case 2: copy_digest_kernel<V, 2><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
-    case 8: copy_digest_kernel<V, 8><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
-    default: copy_digest_kernel<V, 4><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
+    case 1: copy_digest_kernel<V, 1, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
+    case 4: copy_digest_kernel<V, 4, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
+    case 8: copy_digest_kernel<V, 8, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
+    default: copy_digest_kernel<V, 2, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
     }
 }
 
+template <typename V>
+static void launch(int unroll, int streaming, int grid, cudaStream_t st, unsigned char *d, const unsigned char *s,
+                   uint64_t len, uint64_t base, uint64_t nhead, uint64_t nvec, unsigned long long *out)
+{
+    if (streaming)
+        launch_st<V, 1>(unroll, grid, st, d, s, len, base, nhead, nvec, out);
+    else
+        launch_st<V, 0>(unroll, grid, st, d, s, len, base, nhead, nvec, out);
+}
+
 extern "C" int wsync_cuda_copy_digest_shape_async(void *dst, const void *src, size_t len, uint64_t off,
-                                                  uint64_t *dsum, void *stream, int unroll, int blocks_per_sm)
+                                                  uint64_t *dsum, void *stream, int unroll, int blocks_per_sm,
+                                                  int streaming_stores)
 {
     unsigned char *d = (unsigned char *)dst;
     const unsigned char *s = (const unsigned char *)src;
@@ -145,10 +164,11 @@ extern "C" int wsync_cuda_copy_digest_shape_async(void *dst, const void *src, si
     if ((uintptr_t)s % 16 == (uintptr_t)d % 16) {
         const uint64_t nhead = (uintptr_t)s % 16 ? 1 : 0;
         const uint64_t nvec = nwords > nhead ? (nwords - nhead) / 2 : 0;
-        launch<ulonglong2>(unroll, grid_for(nvec, blocks_per_sm), st, d, s, len, base,
+        launch<ulonglong2>(unroll, streaming_stores, grid_for(nvec, blocks_per_sm), st, d, s, len, base,
                            nhead < nwords ? nhead : nwords, nvec, out);
     } else {
-        launch<unsigned long long>(unroll, grid_for(nwords, blocks_per_sm), st, d, s, len, base, 0, nwords, out);
+        launch<unsigned long long>(unroll, streaming_stores, grid_for(nwords, blocks_per_sm), st, d, s, len, base,
+                                   0, nwords, out);
     }
     return (int)cudaGetLastError();
 }
@@ -156,5 +176,5 @@ extern "C" int wsync_cuda_copy_digest_shape_async(void *dst, const void *src, si
 extern "C" int wsync_cuda_copy_digest_async(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dsum,
                                             void *stream)
 {
-    return wsync_cuda_copy_digest_shape_async(dst, src, len, off, dsum, stream, 0, 0);
+    return wsync_cuda_copy_digest_shape_async(dst, src, len, off, dsum, stream, 0, 0, 0);
 }

@@ -28,11 +28,11 @@ extern "C" {
 int wsync_cuda_copy_digest_async(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dsum, void *stream);
 
 /* The same with the kernel's shape chosen by the caller, for the benchmark
- * that picks it: `unroll` vectors in flight per thread (1, 2, 4 or 8) and
- * `blocks_per_sm` resident blocks of 256 threads (1..8); 0 takes the
- * default. */
+ * that picks it: `unroll` vectors in flight per thread (1, 2, 4 or 8),
+ * `blocks_per_sm` blocks of 256 threads per SM (1..8) (0 takes the default
+ * of each), and stores plain (0) or with the streaming hint (1). */
 int wsync_cuda_copy_digest_shape_async(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dsum,
-                                       void *stream, int unroll, int blocks_per_sm);
+                                       void *stream, int unroll, int blocks_per_sm, int streaming_stores);
 
 #ifdef __cplusplus
 }
