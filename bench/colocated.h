@@ -351,6 +351,8 @@ static inline int colo_gpu_count(void)
     pid_t pid;
     if (pipe(fds) != 0)
         return 0;
+    fflush(stdout);
+    fflush(stderr);
     pid = fork();
     if (pid == 0) {
         n = wsync_cuda_device_count();
@@ -367,7 +369,11 @@ static inline int colo_gpu_count(void)
 
 static inline pid_t colo_fork(int rank) /* rank -1: the trainer */
 {
-    pid_t pid = fork();
+    pid_t pid;
+    /* what this process printed so far must not be printed again by a child */
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
     if (pid == 0) {
         int rc;
         prctl(PR_SET_PDEATHSIG, SIGKILL);

@@ -29,6 +29,7 @@ static double d2d_copy(size_t len)
     pid_t pid;
     if (pipe(fds) != 0)
         return -1;
+    fflush(stdout);
     pid = fork();
     if (pid == 0) {
         char *a, *b;
