@@ -20,7 +20,8 @@
  * Each step the trainer writes fresh bytes (wsync_fill_pattern of the image
  * offset, seeded by the version) once the engines hold the previous one.
  * The parent stays CUDA-free: it forks the ranks (each initializes CUDA
- * after the fork) and runs the control endpoint. With `check`, each engine
+ * after the fork and reads the WSYNC_* environment again, so a caller may
+ * change a setting between configurations) and runs the control endpoint. With `check`, each engine
  * rank copies every tensor back after every step and compares it with the
  * pattern computed on the CPU. */
 #ifndef WSYNC_BENCH_COLOCATED_H
@@ -42,6 +43,7 @@
 #include "common/manifest.h"
 #include "common/mem/mem.h"
 #include "common/net/sock.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "engine_side/wsync_receiver.h"
 #include "trainer_side/control/control_server.h"
@@ -377,6 +379,12 @@ static inline pid_t colo_fork(int rank) /* rank -1: the trainer */
     if (pid == 0) {
         int rc;
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* the parent resolved the settings for an earlier configuration:
+         * read the environment the caller set for this one */
+        if (wsync_settings_reload() != WSYNC_OK) {
+            colo_fail(rank < 0 ? "trainer" : "engine", wsync_last_error());
+            _exit(1);
+        }
         if (colo_wait(&colo_sh->go, 1) != 0)
             _exit(1);
         if (rank < 0)

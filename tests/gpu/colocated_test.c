@@ -4,7 +4,8 @@
  * (zero_copy) and slot routes, and the packed-IPC path the benchmark
  * compares with; after every step each engine rank copies every tensor
  * back and compares it with the pattern the trainer wrote, computed again
- * on the CPU. And a byte flipped in the trainer's publish slot after it
+ * on the CPU; with 2 ranks both when each lands every chunk itself and when
+ * one lands it and the other copies it out of its window. And a byte flipped in the trainer's publish slot after it
  * digested the version is caught on one GPU too, where the landing's
  * digest comes out of the fused copy. Correctness only: nothing here is
  * timed. */
@@ -62,6 +63,18 @@ ROUTE_TEST(test_slot_in_place_2_ranks, 0, 2, 1, 0)
 ROUTE_TEST(test_packed_ipc_1_rank, 1, 1, 0, 0)
 ROUTE_TEST(test_packed_ipc_2_ranks, 1, 2, 0, 0)
 
+/* One rank lands each chunk and the other copies it out of its window (the
+ * fan-out job with the fused digest, both ranks on one GPU). */
+static void test_land_and_fan_out_2_ranks(void)
+{
+    if (ngpu == 0)
+        SKIP("no CUDA device");
+    setenv("WSYNC_GPU_SHARED_LANDING", "0", 1);
+    route(0, 2, 0, 1);
+    route(0, 2, 1, 0);
+    unsetenv("WSYNC_GPU_SHARED_LANDING");
+}
+
 static void test_corrupt_byte_caught_by_fused_landing(void)
 {
     colo_cfg_t c = {.m = model, .manifest_json = model_json, .ranks = 1, .versions = 1};
@@ -101,6 +114,7 @@ int main(void)
     RUN(test_slot_in_place_2_ranks);
     RUN(test_packed_ipc_1_rank);
     RUN(test_packed_ipc_2_ranks);
+    RUN(test_land_and_fan_out_2_ranks);
     RUN(test_corrupt_byte_caught_by_fused_landing);
     free(model_json);
     json_decref(mj);
