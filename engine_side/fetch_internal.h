@@ -41,6 +41,9 @@ typedef struct fetch {
     /* one chunk's pieces, for digests */
     wsync_digest_range_t *rg;
     uint64_t *sums;
+    /* per piece: the word sum its put brought along, if it did */
+    uint64_t *put_sum;
+    unsigned char *has_put_sum;
 
     /* in place with the caller's destination tensors: chunks written
      * through as job groups, at most one per chunk */
@@ -65,7 +68,7 @@ typedef struct fetch {
 
 /* Chunk c is one this rank asks for (lands here and, after a relay was
  * given up, is still missing). */
-static inline int asked_here(const fetch_t *f, uint32_t c)
+static inline int is_mine(const fetch_t *f, uint32_t c)
 {
     return (f->mine[c / 8] >> (c % 8)) & 1;
 }

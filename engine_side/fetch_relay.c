@@ -132,7 +132,7 @@ static int missing_pieces(const fetch_t *f)
 {
     uint32_t c;
     for (c = 0; c < f->plan->nchunks; c++)
-        if (asked_here(f, c) && f->remaining[c] > 0)
+        if (is_mine(f, c) && f->remaining[c] > 0)
             return 1;
     return 0;
 }
@@ -150,13 +150,14 @@ static wsync_status_t fall_back(fetch_t *f, const char *why)
     recv_transport_reset(f->r); /* the relay's connections go: none of its puts lands from here */
     fetch_new_reqid(f);
     for (c = 0; c < plan->nchunks; c++) {
-        if (!asked_here(f, c))
+        if (!is_mine(f, c))
             continue;
         if (f->remaining[c] == 0) { /* complete: verified, or being verified */
             f->mine[c / 8] &= (unsigned char)~(1u << (c % 8));
             continue;
         }
         f->remaining[c] = plan->chunk_first[c + 1] - plan->chunk_first[c]; /* landed parts count no more */
+        memset(f->has_put_sum + plan->chunk_first[c], 0, f->remaining[c]);
         n++;
     }
     f->last_landed = wsync_now_ns();

@@ -5,7 +5,11 @@
  * GPU, no host bounce). Completion travels back over an abstract Unix
  * socket: the sender's progress thread waits for each put's event in order,
  * queues SENT locally and writes a notice {tag, len, status}; the receiver's
- * reader thread turns notices into LANDED (or ERROR) completions. A sender
+ * reader thread turns notices into LANDED (or ERROR) completions. A put
+ * inside one GPU (trainer and engine colocated) is the copy with the digest
+ * fused into it (copy_digest_cuda.h): the notice carries the word sum of
+ * the bytes written, keyed at their region offset, so the receiver need not
+ * read them again to verify them. A sender
  * opens with the data-plane handshake (common/net/handshake.h): with a
  * token, only a process of the receiver's uid or one that proves the token
  * gets in. Host memory
@@ -30,11 +34,13 @@
 #if WSYNC_HAVE_CUDA
 #include <cuda.h>
 
+#include "common/copy_digest_cuda.h"
 #include "common/cuda_checks.h"
 
 #define LO_MAGIC 0x6c61636f6c5f7973ULL /* "sy_local" */
 #define LO_MAPS 256                    /* peer allocations mapped per transport */
 #define LO_NAME 96
+#define LO_SUMS 1024 /* puts with a fused digest in flight per connection; more go without */
 
 typedef struct lo_addr {
     uint64_t magic, pid, nonce;
@@ -58,7 +64,8 @@ typedef struct lo_hello {
 
 typedef struct lo_notice {
     uint64_t tag, len;
-    int32_t status, pad;
+    int32_t status, has_sum;
+    uint64_t sum; /* with has_sum: the word sum of the bytes written, keyed at their region offset */
     char message[128];
 } lo_notice_t;
 
@@ -103,6 +110,7 @@ typedef struct lo_op {
     struct lo_op *next;
     cudaEvent_t ev;
     uint64_t tag, len;
+    int sum; /* its slot in the connection's sums, -1: copied without */
 } lo_op_t;
 
 typedef struct lo_conn {
@@ -115,6 +123,10 @@ typedef struct lo_conn {
     lo_op_t *head, *tail;
     int stopping, broken;
     pthread_t progress;
+    /* fused puts' sums: a ring of LO_SUMS device words and their pinned
+     * copies, taken in put order and given back in completion order */
+    uint64_t *dsums, *hsums;
+    uint64_t sums_taken, sums_done; /* sums_done: written by the progress thread */
 } lo_conn_t;
 
 typedef CUresult (*get_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
@@ -259,6 +271,8 @@ static void *reader_main(void *arg)
             close(fd);
         c.tag = n.tag;
         c.len = n.len;
+        c.has_sum = n.has_sum != 0;
+        c.sum = n.sum;
         if (n.status != WSYNC_OK) {
             n.message[sizeof(n.message) - 1] = '\0';
             wsync_cqueue_push_error(&t->cq, n.tag, rd->peer, (wsync_status_t)n.status,
@@ -352,13 +366,16 @@ static wsync_status_t lo_listen(wsync_transport_t *tr, wsync_blob_t *addr)
     return WSYNC_OK;
 }
 
-static void send_notice(lo_conn_t *c, uint64_t tag, uint64_t len, wsync_status_t st, const char *msg)
+static void send_notice(lo_conn_t *c, uint64_t tag, uint64_t len, wsync_status_t st, const char *msg, int has_sum,
+                        uint64_t sum)
 {
     lo_notice_t n;
     memset(&n, 0, sizeof(n));
     n.tag = tag;
     n.len = len;
     n.status = st;
+    n.has_sum = has_sum;
+    n.sum = sum;
     if (msg)
         snprintf(n.message, sizeof(n.message), "%s", msg);
     if (!c->broken && wsync_fd_send(c->fd, &n, sizeof(n), -1) != WSYNC_OK) {
@@ -393,14 +410,16 @@ static void *progress_main(void *arg)
         cudaEventDestroy(op->ev);
         if (e == cudaSuccess) {
             wsync_completion_t done = {.kind = WSYNC_COMPLETION_SENT, .tag = op->tag, .len = op->len, .peer = -1};
-            send_notice(c, op->tag, op->len, WSYNC_OK, NULL);
+            send_notice(c, op->tag, op->len, WSYNC_OK, NULL, op->sum >= 0, op->sum >= 0 ? c->hsums[op->sum] : 0);
             wsync_cqueue_push(&t->cq, &done);
         } else {
             char msg[128];
             snprintf(msg, sizeof(msg), "device copy on cuda:%d failed: %s", t->device, cudaGetErrorString(e));
-            send_notice(c, op->tag, op->len, WSYNC_ERR_CUDA, msg);
+            send_notice(c, op->tag, op->len, WSYNC_ERR_CUDA, msg, 0, 0);
             wsync_cqueue_push_error(&t->cq, op->tag, -1, WSYNC_ERR_CUDA, "local put to '%s': %s", c->peer_name, msg);
         }
+        if (op->sum >= 0)
+            __atomic_add_fetch(&c->sums_done, 1, __ATOMIC_RELEASE);
         free(op);
     }
     return NULL;
@@ -440,10 +459,19 @@ static wsync_status_t lo_connect(wsync_transport_t *tr, const wsync_blob_t *addr
     st = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) == cudaSuccess
              ? WSYNC_OK
              : wsync_error(WSYNC_ERR_CUDA, "transport local: cannot create a stream on cuda:%d", t->device);
+    if (st == WSYNC_OK && (cudaMalloc((void **)&c->dsums, LO_SUMS * sizeof(uint64_t)) != cudaSuccess ||
+                           cudaMallocHost((void **)&c->hsums, LO_SUMS * sizeof(uint64_t)) != cudaSuccess)) {
+        cudaFree(c->dsums);
+        cudaStreamDestroy(c->stream);
+        st = wsync_error(WSYNC_ERR_CUDA, "transport local: cannot allocate put sums on cuda:%d: %s", t->device,
+                         cudaGetErrorString(cudaGetLastError()));
+    }
     leave_device(t->device, prev);
     if (st != WSYNC_OK)
         goto fail;
     if (pthread_create(&c->progress, NULL, progress_main, c) != 0) {
+        cudaFree(c->dsums);
+        cudaFreeHost(c->hsums);
         cudaStreamDestroy(c->stream);
         st = wsync_error(WSYNC_ERR_IO, "transport local: cannot start the progress thread");
         goto fail;
@@ -500,6 +528,24 @@ out:
     return st;
 }
 
+/* One GPU: the put's copy computes its digest (keyed at its region offset)
+ * into the next sum of the ring, then copies it to the pinned word the
+ * progress thread reads once the op's event fired. Called with c->lock. */
+static wsync_status_t put_fused(lo_conn_t *c, lo_op_t *op, char *dst, const char *src, size_t len, uint64_t key_off)
+{
+    const int slot = (int)(c->sums_taken % LO_SUMS);
+    int e;
+    CUDA_CHECK(cudaMemsetAsync(c->dsums + slot, 0, sizeof(uint64_t), c->stream));
+    if ((e = wsync_cuda_copy_digest_async(dst, src, len, key_off, c->dsums + slot, c->stream)) != 0)
+        return wsync_error(WSYNC_ERR_CUDA, "copy-digest kernel (%zu bytes): %s", len,
+                           cudaGetErrorString((cudaError_t)e));
+    CUDA_CHECK(
+        cudaMemcpyAsync(c->hsums + slot, c->dsums + slot, sizeof(uint64_t), cudaMemcpyDeviceToHost, c->stream));
+    c->sums_taken++;
+    op->sum = slot;
+    return WSYNC_OK;
+}
+
 static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_off, const wsync_blob_t *dst_key,
                              size_t dst_off, size_t len, uint64_t tag)
 {
@@ -526,6 +572,7 @@ static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_o
     WSYNC_CHECK_ALLOC(op);
     op->tag = tag;
     op->len = len;
+    op->sum = -1;
     /* The device first: the handle is opened in the current device's
      * context and peer access is enabled for that device only; a request
      * thread that had made no CUDA call would open it on device 0 even in a
@@ -534,7 +581,11 @@ static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_o
     WSYNC_CHECK_GOTO(map_key(t, &k, &base), st, fail_dev);
     pthread_mutex_lock(&c->lock);
     CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&op->ev, cudaEventDisableTiming), st, fail_locked);
-    if (len > 0)
+    if (len > 0 && k.device == t->device &&
+        c->sums_taken - __atomic_load_n(&c->sums_done, __ATOMIC_ACQUIRE) < LO_SUMS)
+        WSYNC_CHECK_GOTO(put_fused(c, op, base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len, dst_off),
+                         st, fail_event);
+    else if (len > 0)
         CUDA_CHECK_GOTO(cudaMemcpyAsync(base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len,
                                         cudaMemcpyDeviceToDevice, c->stream),
                         st, fail_event);
@@ -579,6 +630,8 @@ static void lo_disconnect(wsync_conn_t *cn)
     pthread_mutex_unlock(&c->lock);
     pthread_join(c->progress, NULL);
     cudaStreamDestroy(c->stream);
+    cudaFree(c->dsums);
+    cudaFreeHost(c->hsums);
     close(c->fd);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);

@@ -1,0 +1,180 @@
+// copy_digest_cuda.cu: the copy with the digest fused into it. Each thread
+// loads `U` vectors (16 bytes: two digest words, or 8 bytes: one) before it
+// stores any: a copy runs at memory speed only with enough bytes in flight,
+// and the digest's arithmetic (about half what the digest kernel does per
+// byte at 4.4 TB/s) hides under the loads of the next round. The words
+// stored are the words summed, so the sum is the destination's digest.
+// A range whose source and destination sit at different addresses modulo 8
+// cannot use word loads and stores both; it is copied by the copy engine and
+// digested afterwards (digest_cuda.cu), the same sum in two passes.
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "common/copy_digest_cuda.h"
+#include "common/digest.h"
+#include "common/digest_cuda.h"
+#include "common/digest_cuda.cuh"
+
+// Measured on an H200 (bench/gpu_digest_bench, fused / cudaMemcpyAsync of
+// the same bytes, 4 GiB at once and 64 jobs of 64 MiB): 0.90-0.93 in every
+// shape tried (unroll 1, 2, 4, 8 x 4 or 8 blocks per SM); 2 x 8 was the
+// best on 64 MiB jobs (0.926), which is what the fan-out and the landings
+// queue. bench/RESULTS.md has the table.
+#define CD_UNROLL 2
+#define CD_BLOCKS_PER_SM 8
+
+// The words outside the vector loop: `nhead` words before it (the source
+// is 8 but not 16 bytes aligned), the words after it, and the zero-padded
+// tail; one thread, few words.
+static __device__ void copy_digest_edges(unsigned char *d, const unsigned char *s, uint64_t len, uint64_t base,
+                                         uint64_t nhead, uint64_t body_end, uint64_t *acc)
+{
+    const uint64_t G = WSYNC_DIGEST_GOLDEN;
+    const uint64_t nwords = len / 8;
+    for (uint64_t i = 0; i < nhead; i++) {
+        uint64_t w = *(const uint64_t *)(s + 8 * i);
+        *(uint64_t *)(d + 8 * i) = w;
+        *acc += d_word(w, base + i * G);
+    }
+    for (uint64_t i = body_end; i < nwords; i++) {
+        uint64_t w = *(const uint64_t *)(s + 8 * i);
+        *(uint64_t *)(d + 8 * i) = w;
+        *acc += d_word(w, base + i * G);
+    }
+    if (len % 8) {
+        const int n = (int)(len % 8);
+        for (int b = 0; b < n; b++)
+            d[8 * nwords + b] = s[8 * nwords + b];
+        *acc += d_word(d_load_bytes(s + 8 * nwords, n), base + nwords * G);
+    }
+}
+
+// The word sum of one vector whose first word is keyed `key`.
+static __device__ __forceinline__ uint64_t vec_sum(const ulonglong2 &v, uint64_t key)
+{
+    return d_word(v.x, key) + d_word(v.y, key + WSYNC_DIGEST_GOLDEN);
+}
+
+static __device__ __forceinline__ uint64_t vec_sum(const unsigned long long &v, uint64_t key)
+{
+    return d_word(v, key);
+}
+
+// V: ulonglong2 (two words per vector) or unsigned long long (one). The
+// vectors start at word `nhead` of the range; vector i holds words
+// nhead + W i .. nhead + W i + W - 1.
+// ST: 1 stores with the streaming hint (evict first), 0 plain stores.
+template <typename V, int U, int ST>
+__global__ void __launch_bounds__(DIG_THREADS)
+    copy_digest_kernel(unsigned char *d, const unsigned char *s, uint64_t len, uint64_t base, uint64_t nhead,
+                       uint64_t nvec, unsigned long long *out)
+{
+    const uint64_t G = WSYNC_DIGEST_GOLDEN;
+    const int W = sizeof(V) / 8;
+    const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    const V *src = (const V *)(s + 8 * nhead);
+    V *dst = (V *)(d + 8 * nhead);
+    const uint64_t key0 = base + nhead * G;
+    uint64_t acc = 0, i = tid;
+
+    for (; i + (U - 1) * stride < nvec; i += U * stride) {
+        V v[U];
+#pragma unroll
+        for (int k = 0; k < U; k++)
+            v[k] = __ldcs(src + i + k * stride);
+#pragma unroll
+        for (int k = 0; k < U; k++) {
+            if (ST)
+                __stcs(dst + i + k * stride, v[k]);
+            else
+                dst[i + k * stride] = v[k];
+        }
+#pragma unroll
+        for (int k = 0; k < U; k++)
+            acc += vec_sum(v[k], key0 + W * (i + k * stride) * G);
+    }
+    for (; i < nvec; i += stride) {
+        V v = __ldcs(src + i);
+        dst[i] = v;
+        acc += vec_sum(v, key0 + W * i * G);
+    }
+    if (tid == 0)
+        copy_digest_edges(d, s, len, base, nhead, nhead + W * nvec, &acc);
+    d_block_add(acc, out);
+}
+
+static int grid_for(uint64_t nvec, int blocks_per_sm)
+{
+    int dev = 0, sms = 132;
+    uint64_t want = (nvec + DIG_THREADS - 1) / DIG_THREADS;
+    if (cudaGetDevice(&dev) == cudaSuccess)
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    uint64_t cap = (uint64_t)sms * (uint64_t)blocks_per_sm;
+    if (want > cap)
+        want = cap;
+    return want ? (int)want : 1;
+}
+
+template <typename V, int ST>
+static void launch_st(int unroll, int grid, cudaStream_t st, unsigned char *d, const unsigned char *s,
+                      uint64_t len, uint64_t base, uint64_t nhead, uint64_t nvec, unsigned long long *out)
+{
+    switch (unroll) {
+    case 1: copy_digest_kernel<V, 1, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
+    case 4: copy_digest_kernel<V, 4, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
+    case 8: copy_digest_kernel<V, 8, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
+    default: copy_digest_kernel<V, 2, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
+    }
+}
+
+template <typename V>
+static void launch(int unroll, int streaming, int grid, cudaStream_t st, unsigned char *d, const unsigned char *s,
+                   uint64_t len, uint64_t base, uint64_t nhead, uint64_t nvec, unsigned long long *out)
+{
+    if (streaming)
+        launch_st<V, 1>(unroll, grid, st, d, s, len, base, nhead, nvec, out);
+    else
+        launch_st<V, 0>(unroll, grid, st, d, s, len, base, nhead, nvec, out);
+}
+
+extern "C" int wsync_cuda_copy_digest_shape_async(void *dst, const void *src, size_t len, uint64_t off,
+                                                  uint64_t *dsum, void *stream, int unroll, int blocks_per_sm,
+                                                  int streaming_stores)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    cudaStream_t st = (cudaStream_t)stream;
+    unsigned long long *out = (unsigned long long *)dsum;
+    const uint64_t base = wsync_digest_base_key(off), nwords = len / 8;
+    if (len == 0)
+        return 0;
+    if (unroll <= 0)
+        unroll = CD_UNROLL;
+    if (blocks_per_sm <= 0 || blocks_per_sm > 8)
+        blocks_per_sm = CD_BLOCKS_PER_SM;
+    if ((uintptr_t)s % 8 != 0 || (uintptr_t)d % 8 != 0) {
+        // No word access fits both sides: the copy engine, then the digest
+        // of what it wrote (stream order makes the second see the first).
+        cudaError_t e = cudaMemcpyAsync(d, s, len, cudaMemcpyDefault, st);
+        if (e != cudaSuccess)
+            return (int)e;
+        return wsync_cuda_digest_sum_async(d, len, off, dsum, stream);
+    }
+    if ((uintptr_t)s % 16 == (uintptr_t)d % 16) {
+        const uint64_t nhead = (uintptr_t)s % 16 ? 1 : 0;
+        const uint64_t nvec = nwords > nhead ? (nwords - nhead) / 2 : 0;
+        launch<ulonglong2>(unroll, streaming_stores, grid_for(nvec, blocks_per_sm), st, d, s, len, base,
+                           nhead < nwords ? nhead : nwords, nvec, out);
+    } else {
+        launch<unsigned long long>(unroll, streaming_stores, grid_for(nwords, blocks_per_sm), st, d, s, len, base,
+                                   0, nwords, out);
+    }
+    return (int)cudaGetLastError();
+}
+
+extern "C" int wsync_cuda_copy_digest_async(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dsum,
+                                            void *stream)
+{
+    return wsync_cuda_copy_digest_shape_async(dst, src, len, off, dsum, stream, 0, 0, 0);
+}

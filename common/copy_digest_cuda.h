@@ -1,0 +1,41 @@
+/* copy_digest_cuda.h: a device copy that computes the piece digest
+ * (digest.h) of the bytes it writes while it copies: the source is read
+ * once, the destination written once, and the sum comes out of the same
+ * registers that are stored, so it is the destination's digest without a
+ * second pass over it. Only built with CUDA (WSYNC_HAVE_CUDA); callers are
+ * the CUDA memory backend (fan-out jobs), the local transport (landing on
+ * one GPU) and the benchmarks. */
+#ifndef WSYNC_COMMON_COPY_DIGEST_CUDA_H
+#define WSYNC_COMMON_COPY_DIGEST_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Copies `len` bytes src -> dst and adds wsync_digest_sum(dst, len, off)
+ * into the device word *dsum (mod 2^64), asynchronously on `stream` (a
+ * cudaStream_t). dst and src are device memory the current device can
+ * reach (its own, or a peer's through a mapping; the kernel reads the
+ * source with loads, so a peer's bytes cross the link once). The ranges
+ * must not overlap. Source and destination at the same address modulo 8
+ * take the fused kernel (16-byte vectors when also equal modulo 16); any
+ * other alignment is copied by cudaMemcpyAsync and then digested by the
+ * digest kernel (the same value, two passes). Returns a cudaError_t as int
+ * (0 = queued). */
+int wsync_cuda_copy_digest_async(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dsum, void *stream);
+
+/* The same with the kernel's shape chosen by the caller, for the benchmark
+ * that picks it: `unroll` vectors in flight per thread (1, 2, 4 or 8),
+ * `blocks_per_sm` blocks of 256 threads per SM (1..8) (0 takes the default
+ * of each), and stores plain (0) or with the streaming hint (1). */
+int wsync_cuda_copy_digest_shape_async(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dsum,
+                                       void *stream, int unroll, int blocks_per_sm, int streaming_stores);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
