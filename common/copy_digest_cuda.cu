@@ -67,7 +67,7 @@ static __device__ __forceinline__ uint64_t vec_sum(const unsigned long long &v, 
 template <typename V, int U, int ST>
 __global__ void __launch_bounds__(DIG_THREADS)
     copy_digest_kernel(unsigned char *d, const unsigned char *s, uint64_t len, uint64_t base, uint64_t nhead,
-                       uint64_t nvec, unsigned long long *out)
+                       uint64_t nvec, unsigned long long *out, unsigned int *count, unsigned long long *hout)
 {
     const uint64_t G = WSYNC_DIGEST_GOLDEN;
     const int W = sizeof(V) / 8;
@@ -101,15 +101,41 @@ __global__ void __launch_bounds__(DIG_THREADS)
     }
     if (tid == 0)
         copy_digest_edges(d, s, len, base, nhead, nhead + W * nvec, &acc);
-    d_block_add(acc, out);
+    d_block_add_out(acc, out, count, hout);
+}
+
+// The fallback's end (copy engine, then the digest kernel): the sum to
+// *hout, the accumulator back to 0, as the fused kernel's last block does.
+__global__ void copy_digest_finish(unsigned long long *out, unsigned long long *hout)
+{
+    *hout = *out;
+    *out = 0;
+    __threadfence_system();
+}
+
+#define CD_MAX_DEVICES 64
+
+// The device's SM count, asked once per device (a put launches a kernel per
+// piece: the attribute call is not free).
+static int sm_count(void)
+{
+    static int cached[CD_MAX_DEVICES];
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
+        return 132;
+    if (dev < CD_MAX_DEVICES && (sms = __atomic_load_n(&cached[dev], __ATOMIC_RELAXED)) > 0)
+        return sms;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0)
+        return 132;
+    if (dev < CD_MAX_DEVICES)
+        __atomic_store_n(&cached[dev], sms, __ATOMIC_RELAXED);
+    return sms;
 }
 
 static int grid_for(uint64_t nvec, int blocks_per_sm)
 {
-    int dev = 0, sms = 132;
+    const int sms = sm_count();
     uint64_t want = (nvec + DIG_THREADS - 1) / DIG_THREADS;
-    if (cudaGetDevice(&dev) == cudaSuccess)
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     uint64_t cap = (uint64_t)sms * (uint64_t)blocks_per_sm;
     if (want > cap)
         want = cap;
@@ -118,63 +144,84 @@ static int grid_for(uint64_t nvec, int blocks_per_sm)
 
 template <typename V, int ST>
 static void launch_st(int unroll, int grid, cudaStream_t st, unsigned char *d, const unsigned char *s,
-                      uint64_t len, uint64_t base, uint64_t nhead, uint64_t nvec, unsigned long long *out)
+                      uint64_t len, uint64_t base, uint64_t nhead, uint64_t nvec, unsigned long long *out,
+                      unsigned int *count, unsigned long long *hout)
 {
     switch (unroll) {
-    case 1: copy_digest_kernel<V, 1, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
-    case 4: copy_digest_kernel<V, 4, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
-    case 8: copy_digest_kernel<V, 8, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
-    default: copy_digest_kernel<V, 2, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out); break;
+    case 1: copy_digest_kernel<V, 1, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out, count, hout); break;
+    case 4: copy_digest_kernel<V, 4, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out, count, hout); break;
+    case 8: copy_digest_kernel<V, 8, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out, count, hout); break;
+    default: copy_digest_kernel<V, 2, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out, count, hout); break;
     }
 }
 
 template <typename V>
 static void launch(int unroll, int streaming, int grid, cudaStream_t st, unsigned char *d, const unsigned char *s,
-                   uint64_t len, uint64_t base, uint64_t nhead, uint64_t nvec, unsigned long long *out)
+                   uint64_t len, uint64_t base, uint64_t nhead, uint64_t nvec, unsigned long long *out,
+                   unsigned int *count, unsigned long long *hout)
 {
     if (streaming)
-        launch_st<V, 1>(unroll, grid, st, d, s, len, base, nhead, nvec, out);
+        launch_st<V, 1>(unroll, grid, st, d, s, len, base, nhead, nvec, out, count, hout);
     else
-        launch_st<V, 0>(unroll, grid, st, d, s, len, base, nhead, nvec, out);
+        launch_st<V, 0>(unroll, grid, st, d, s, len, base, nhead, nvec, out, count, hout);
+}
+
+// count and hout both NULL: the sum is added into *dsum; both set: it
+// goes to *hout and *dsum and *count end at 0 (copy_digest_cuda.h).
+static int copy_digest(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dsum, unsigned int *count,
+                       uint64_t *hout, cudaStream_t st, int unroll, int blocks_per_sm, int streaming_stores)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    unsigned long long *out = (unsigned long long *)dsum, *hw = (unsigned long long *)hout;
+    const uint64_t base = wsync_digest_base_key(off), nwords = len / 8;
+    if (unroll <= 0)
+        unroll = CD_UNROLL;
+    if (blocks_per_sm <= 0 || blocks_per_sm > 8)
+        blocks_per_sm = CD_BLOCKS_PER_SM;
+    if (len == 0 || (uintptr_t)s % 8 != 0 || (uintptr_t)d % 8 != 0) {
+        // No word access fits both sides: the copy engine, then the digest
+        // of what it wrote (stream order makes the second see the first).
+        int e = len ? (int)cudaMemcpyAsync(d, s, len, cudaMemcpyDefault, st) : 0;
+        if (e == 0)
+            e = wsync_cuda_digest_sum_async(d, len, off, dsum, st);
+        if (e != 0 || hout == NULL)
+            return e;
+        copy_digest_finish<<<1, 1, 0, st>>>(out, hw);
+        return (int)cudaGetLastError();
+    }
+    if ((uintptr_t)s % 16 == (uintptr_t)d % 16) {
+        const uint64_t nhead = (uintptr_t)s % 16 ? 1 : 0;
+        const uint64_t nvec = nwords > nhead ? (nwords - nhead) / 2 : 0;
+        launch<ulonglong2>(unroll, streaming_stores, grid_for(nvec, blocks_per_sm), st, d, s, len, base,
+                           nhead < nwords ? nhead : nwords, nvec, out, count, hw);
+    } else {
+        launch<unsigned long long>(unroll, streaming_stores, grid_for(nwords, blocks_per_sm), st, d, s, len, base,
+                                   0, nwords, out, count, hw);
+    }
+    return (int)cudaGetLastError();
 }
 
 extern "C" int wsync_cuda_copy_digest_shape_async(void *dst, const void *src, size_t len, uint64_t off,
                                                   uint64_t *dsum, void *stream, int unroll, int blocks_per_sm,
                                                   int streaming_stores)
 {
-    unsigned char *d = (unsigned char *)dst;
-    const unsigned char *s = (const unsigned char *)src;
-    cudaStream_t st = (cudaStream_t)stream;
-    unsigned long long *out = (unsigned long long *)dsum;
-    const uint64_t base = wsync_digest_base_key(off), nwords = len / 8;
     if (len == 0)
         return 0;
-    if (unroll <= 0)
-        unroll = CD_UNROLL;
-    if (blocks_per_sm <= 0 || blocks_per_sm > 8)
-        blocks_per_sm = CD_BLOCKS_PER_SM;
-    if ((uintptr_t)s % 8 != 0 || (uintptr_t)d % 8 != 0) {
-        // No word access fits both sides: the copy engine, then the digest
-        // of what it wrote (stream order makes the second see the first).
-        cudaError_t e = cudaMemcpyAsync(d, s, len, cudaMemcpyDefault, st);
-        if (e != cudaSuccess)
-            return (int)e;
-        return wsync_cuda_digest_sum_async(d, len, off, dsum, stream);
-    }
-    if ((uintptr_t)s % 16 == (uintptr_t)d % 16) {
-        const uint64_t nhead = (uintptr_t)s % 16 ? 1 : 0;
-        const uint64_t nvec = nwords > nhead ? (nwords - nhead) / 2 : 0;
-        launch<ulonglong2>(unroll, streaming_stores, grid_for(nvec, blocks_per_sm), st, d, s, len, base,
-                           nhead < nwords ? nhead : nwords, nvec, out);
-    } else {
-        launch<unsigned long long>(unroll, streaming_stores, grid_for(nwords, blocks_per_sm), st, d, s, len, base,
-                                   0, nwords, out);
-    }
-    return (int)cudaGetLastError();
+    return copy_digest(dst, src, len, off, dsum, NULL, NULL, (cudaStream_t)stream, unroll, blocks_per_sm,
+                       streaming_stores);
 }
 
 extern "C" int wsync_cuda_copy_digest_async(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dsum,
                                             void *stream)
 {
     return wsync_cuda_copy_digest_shape_async(dst, src, len, off, dsum, stream, 0, 0, 0);
+}
+
+extern "C" int wsync_cuda_copy_digest_out_async(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dacc,
+                                                unsigned int *dcount, uint64_t *hout, void *stream)
+{
+    if (dacc == NULL || dcount == NULL || hout == NULL)
+        return (int)cudaErrorInvalidValue;
+    return copy_digest(dst, src, len, off, dacc, dcount, hout, (cudaStream_t)stream, 0, 0, 0);
 }

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/log.h"
 #include "common/settings.h"
 #include "common/transport/cqueue.h"
 #include "common/transport/transport.h"
@@ -123,9 +124,14 @@ typedef struct lo_conn {
     lo_op_t *head, *tail;
     int stopping, broken;
     pthread_t progress;
-    /* fused puts' sums: a ring of LO_SUMS device words and their pinned
-     * copies, taken in put order and given back in completion order */
-    uint64_t *dsums, *hsums;
+    lo_op_t *free_ops; /* done ops with their events, for the next puts (under lock) */
+    /* fused puts: one device accumulator and block counter (the kernel's
+     * last block puts them back to 0, so puts in stream order share them)
+     * and a ring of LO_SUMS words of mapped pinned memory the kernels write
+     * the sums into, taken in put order, given back in completion order */
+    uint64_t *dacc;
+    unsigned int *dcount;
+    uint64_t *hsums, *hsums_dev; /* the ring, as the host and as the device address it */
     uint64_t sums_taken, sums_done; /* sums_done: written by the progress thread */
 } lo_conn_t;
 
@@ -407,10 +413,13 @@ static void *progress_main(void *arg)
         if (op == NULL)
             break; /* stopping and drained */
         e = cudaEventSynchronize(op->ev);
-        cudaEventDestroy(op->ev);
         if (e == cudaSuccess) {
             wsync_completion_t done = {.kind = WSYNC_COMPLETION_SENT, .tag = op->tag, .len = op->len, .peer = -1};
-            send_notice(c, op->tag, op->len, WSYNC_OK, NULL, op->sum >= 0, op->sum >= 0 ? c->hsums[op->sum] : 0);
+            /* the kernel wrote the word before the event fired */
+            const uint64_t sum = op->sum >= 0 ? ((volatile uint64_t *)c->hsums)[op->sum] : 0;
+            if ((uint32_t)op->tag == 0)
+                wsync_trace("local: put of piece 0 (req %08x) copied", (unsigned)(op->tag >> 32));
+            send_notice(c, op->tag, op->len, WSYNC_OK, NULL, op->sum >= 0, sum);
             wsync_cqueue_push(&t->cq, &done);
         } else {
             char msg[128];
@@ -420,9 +429,41 @@ static void *progress_main(void *arg)
         }
         if (op->sum >= 0)
             __atomic_add_fetch(&c->sums_done, 1, __ATOMIC_RELEASE);
-        free(op);
+        pthread_mutex_lock(&c->lock); /* the op and its event serve a later put */
+        op->next = c->free_ops;
+        c->free_ops = op;
+        pthread_mutex_unlock(&c->lock);
     }
     return NULL;
+}
+
+/* The connection's device words and mapped sum ring, zeroed (once: the
+ * kernels leave the accumulator and counter at 0). Called on its device. */
+static wsync_status_t conn_sums_alloc(lo_conn_t *c)
+{
+    void *dev = NULL;
+    CUDA_CHECK(cudaMalloc(&dev, 2 * sizeof(uint64_t)));
+    c->dacc = dev;
+    c->dcount = (unsigned int *)((uint64_t *)dev + 1);
+    CUDA_CHECK(cudaMemset(dev, 0, 2 * sizeof(uint64_t)));
+    CUDA_CHECK(cudaHostAlloc((void **)&c->hsums, LO_SUMS * sizeof(uint64_t), cudaHostAllocMapped));
+    memset(c->hsums, 0, LO_SUMS * sizeof(uint64_t));
+    CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->hsums_dev, c->hsums, 0));
+    return WSYNC_OK;
+}
+
+static void conn_sums_free(lo_conn_t *c)
+{
+    lo_op_t *op;
+    cudaFree(c->dacc);
+    cudaFreeHost(c->hsums);
+    c->dacc = NULL;
+    c->hsums = NULL;
+    while ((op = c->free_ops) != NULL) {
+        c->free_ops = op->next;
+        cudaEventDestroy(op->ev);
+        free(op);
+    }
 }
 
 static wsync_status_t lo_connect(wsync_transport_t *tr, const wsync_blob_t *addr, int self_id, wsync_conn_t **out)
@@ -459,19 +500,17 @@ static wsync_status_t lo_connect(wsync_transport_t *tr, const wsync_blob_t *addr
     st = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) == cudaSuccess
              ? WSYNC_OK
              : wsync_error(WSYNC_ERR_CUDA, "transport local: cannot create a stream on cuda:%d", t->device);
-    if (st == WSYNC_OK && (cudaMalloc((void **)&c->dsums, LO_SUMS * sizeof(uint64_t)) != cudaSuccess ||
-                           cudaMallocHost((void **)&c->hsums, LO_SUMS * sizeof(uint64_t)) != cudaSuccess)) {
-        cudaFree(c->dsums);
+    if (st == WSYNC_OK && conn_sums_alloc(c) != WSYNC_OK) {
+        conn_sums_free(c);
         cudaStreamDestroy(c->stream);
         st = wsync_error(WSYNC_ERR_CUDA, "transport local: cannot allocate put sums on cuda:%d: %s", t->device,
-                         cudaGetErrorString(cudaGetLastError()));
+                         wsync_last_error());
     }
     leave_device(t->device, prev);
     if (st != WSYNC_OK)
         goto fail;
     if (pthread_create(&c->progress, NULL, progress_main, c) != 0) {
-        cudaFree(c->dsums);
-        cudaFreeHost(c->hsums);
+        conn_sums_free(c);
         cudaStreamDestroy(c->stream);
         st = wsync_error(WSYNC_ERR_IO, "transport local: cannot start the progress thread");
         goto fail;
@@ -528,19 +567,18 @@ out:
     return st;
 }
 
-/* One GPU: the put's copy computes its digest (keyed at its region offset)
- * into the next sum of the ring, then copies it to the pinned word the
- * progress thread reads once the op's event fired. Called with c->lock. */
+/* One GPU: the put is one kernel on the stream, the copy computing its
+ * digest (keyed at its region offset); its last block writes the sum into
+ * the next word of the mapped ring, which the progress thread reads once
+ * the op's event fired. Called with c->lock. */
 static wsync_status_t put_fused(lo_conn_t *c, lo_op_t *op, char *dst, const char *src, size_t len, uint64_t key_off)
 {
     const int slot = (int)(c->sums_taken % LO_SUMS);
     int e;
-    CUDA_CHECK(cudaMemsetAsync(c->dsums + slot, 0, sizeof(uint64_t), c->stream));
-    if ((e = wsync_cuda_copy_digest_async(dst, src, len, key_off, c->dsums + slot, c->stream)) != 0)
+    if ((e = wsync_cuda_copy_digest_out_async(dst, src, len, key_off, c->dacc, c->dcount, c->hsums_dev + slot,
+                                              c->stream)) != 0)
         return wsync_error(WSYNC_ERR_CUDA, "copy-digest kernel (%zu bytes): %s", len,
                            cudaGetErrorString((cudaError_t)e));
-    CUDA_CHECK(
-        cudaMemcpyAsync(c->hsums + slot, c->dsums + slot, sizeof(uint64_t), cudaMemcpyDeviceToHost, c->stream));
     c->sums_taken++;
     op->sum = slot;
     return WSYNC_OK;
@@ -568,11 +606,6 @@ static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_o
                            len, src->len, dst_off, (unsigned long long)k.len);
     if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
         return wsync_error(WSYNC_ERR_PEER, "local put to '%s': the receiver went away", c->peer_name);
-    op = calloc(1, sizeof(*op));
-    WSYNC_CHECK_ALLOC(op);
-    op->tag = tag;
-    op->len = len;
-    op->sum = -1;
     /* The device first: the handle is opened in the current device's
      * context and peer access is enabled for that device only; a request
      * thread that had made no CUDA call would open it on device 0 even in a
@@ -580,7 +613,22 @@ static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_o
     WSYNC_CHECK_GOTO(enter_device(t->device, &prev), st, fail);
     WSYNC_CHECK_GOTO(map_key(t, &k, &base), st, fail_dev);
     pthread_mutex_lock(&c->lock);
-    CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&op->ev, cudaEventDisableTiming), st, fail_locked);
+    if ((op = c->free_ops) != NULL) { /* a done op, its event reused */
+        c->free_ops = op->next;
+    } else if ((op = calloc(1, sizeof(*op))) == NULL) {
+        st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+        goto fail_locked;
+    } else if (cudaEventCreateWithFlags(&op->ev, cudaEventDisableTiming) != cudaSuccess) {
+        free(op);
+        op = NULL;
+        st = wsync_error(WSYNC_ERR_CUDA, "cannot create an event on cuda:%d: %s", t->device,
+                         cudaGetErrorString(cudaGetLastError()));
+        goto fail_locked;
+    }
+    op->next = NULL;
+    op->tag = tag;
+    op->len = len;
+    op->sum = -1;
     if (len > 0 && k.device == t->device &&
         c->sums_taken - __atomic_load_n(&c->sums_done, __ATOMIC_ACQUIRE) < LO_SUMS)
         WSYNC_CHECK_GOTO(put_fused(c, op, base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len, dst_off),
@@ -597,16 +645,18 @@ static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_o
     c->tail = op;
     pthread_cond_signal(&c->cond);
     pthread_mutex_unlock(&c->lock);
+    if ((uint32_t)tag == 0)
+        wsync_trace("local: put of piece 0 (req %08x) queued", (unsigned)(tag >> 32));
     leave_device(t->device, prev);
     return WSYNC_OK;
 fail_event:
-    cudaEventDestroy(op->ev);
+    op->next = c->free_ops; /* its event stays for a later put */
+    c->free_ops = op;
 fail_locked:
     pthread_mutex_unlock(&c->lock);
 fail_dev:
     leave_device(t->device, prev);
 fail:
-    free(op);
     return wsync_error(st, "local put of %zu bytes (tag %llx) to '%s': %s", len, (unsigned long long)tag,
                        c->peer_name, wsync_last_error());
 }
@@ -630,8 +680,7 @@ static void lo_disconnect(wsync_conn_t *cn)
     pthread_mutex_unlock(&c->lock);
     pthread_join(c->progress, NULL);
     cudaStreamDestroy(c->stream);
-    cudaFree(c->dsums);
-    cudaFreeHost(c->hsums);
+    conn_sums_free(c);
     close(c->fd);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);

@@ -3,7 +3,10 @@
  * them, and its sum equals the CPU digest of the source, on random data of
  * many sizes, source and destination alignments and image offsets; and the
  * CUDA memory backend's copy-and-digest jobs (which use it) give the CPU
- * digest of every range, inside the copy or not. */
+ * digest of every range, inside the copy or not. The variant that
+ * delivers its sum into mapped host memory (the local transport's puts)
+ * gives the same sum each time while reusing one accumulator and counter,
+ * which it leaves at 0. */
 #include <string.h>
 
 #include "common/checks.h"
@@ -24,6 +27,32 @@
 static int ngpu;
 
 #if WSYNC_HAVE_CUDA
+static uint64_t *g_dacc;  /* the out variant's accumulator and counter, zeroed once */
+static uint64_t *g_hout;  /* its sum, mapped pinned host memory */
+static uint64_t *g_hdev;  /* g_hout as the device addresses it */
+
+/* The out variant of the same copy: 0 if its sum is `want` and it left the
+ * accumulator and counter at 0. */
+static int one_copy_out(unsigned char *dsrc, unsigned char *ddst, size_t len, uint64_t want, uint64_t off)
+{
+    uint64_t words[2] = {1, 1};
+    int e;
+    *(volatile uint64_t *)g_hout = ~want;
+    e = wsync_cuda_copy_digest_out_async(ddst, dsrc, len, off, g_dacc, (unsigned int *)(g_dacc + 1), g_hdev, NULL);
+    if (e != 0 || cudaDeviceSynchronize() != cudaSuccess ||
+        cudaMemcpy(words, g_dacc, sizeof(words), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        fprintf(stderr, "  out variant: %s\n", cudaGetErrorString(e ? (cudaError_t)e : cudaGetLastError()));
+        return 1;
+    }
+    if (*(volatile uint64_t *)g_hout != want || words[0] != 0 || (unsigned int)words[1] != 0) {
+        fprintf(stderr, "  size %zu off %llu, out variant: sum %016llx (CPU %016llx), left %llx %llx\n", len,
+                (unsigned long long)off, (unsigned long long)*(volatile uint64_t *)g_hout,
+                (unsigned long long)want, (unsigned long long)words[0], (unsigned long long)words[1]);
+        return 1;
+    }
+    return 0;
+}
+
 /* One fused copy of `len` bytes from src_mis into dst_mis keyed `off`;
  * 0 if the bytes, the guards and the sum are right. */
 static int one_copy(unsigned char *dsrc, unsigned char *ddst, const unsigned char *host, unsigned char *back,
@@ -58,7 +87,7 @@ static int one_copy(unsigned char *dsrc, unsigned char *ddst, const unsigned cha
     if (bad)
         fprintf(stderr, "  size %zu src+%zu dst+%zu: wrong bytes or bytes written outside the copy\n", len, smis,
                 dmis);
-    return bad;
+    return bad | one_copy_out(dsrc + smis, ddst + GUARD + dmis, len, want, off);
 }
 #endif
 
@@ -101,7 +130,11 @@ static void test_fused_copy_equals_cpu_on_random_data(void)
     CHECK_OK(wsync_mem_cuda.alloc(MAX + GUARD, (void **)&dsrc));
     CHECK_OK(wsync_mem_cuda.alloc(MAX + 3 * GUARD, (void **)&ddst));
     CHECK(cudaMalloc((void **)&dsum, 8) == cudaSuccess);
-    if (host == NULL || back == NULL || dsrc == NULL || ddst == NULL || dsum == NULL)
+    CHECK(cudaMalloc((void **)&g_dacc, 16) == cudaSuccess && cudaMemset(g_dacc, 0, 16) == cudaSuccess);
+    CHECK(cudaHostAlloc((void **)&g_hout, 8, cudaHostAllocMapped) == cudaSuccess &&
+          cudaHostGetDevicePointer((void **)&g_hdev, g_hout, 0) == cudaSuccess);
+    if (host == NULL || back == NULL || dsrc == NULL || ddst == NULL || dsum == NULL || g_dacc == NULL ||
+        g_hdev == NULL)
         goto out;
     fill_random(host, MAX + GUARD, 7);
     CHECK_OK(wsync_mem_cuda.copy(dsrc, host, MAX + GUARD));
@@ -127,6 +160,8 @@ static void test_fused_copy_equals_cpu_on_random_data(void)
     }
 out:
     cudaFree(dsum);
+    cudaFree(g_dacc);
+    cudaFreeHost(g_hout);
     wsync_mem_cuda.free(dsrc);
     wsync_mem_cuda.free(ddst);
     free(host);
