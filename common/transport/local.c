@@ -133,6 +133,7 @@ typedef struct lo_conn {
     unsigned int *dcount;
     uint64_t *hsums, *hsums_dev; /* the ring, as the host and as the device address it */
     uint64_t sums_taken, sums_done; /* sums_done: written by the progress thread */
+    uint64_t nqueued, ncopied;      /* puts, for the trace (under lock; the progress thread's) */
 } lo_conn_t;
 
 typedef CUresult (*get_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
@@ -417,8 +418,9 @@ static void *progress_main(void *arg)
             wsync_completion_t done = {.kind = WSYNC_COMPLETION_SENT, .tag = op->tag, .len = op->len, .peer = -1};
             /* the kernel wrote the word before the event fired */
             const uint64_t sum = op->sum >= 0 ? ((volatile uint64_t *)c->hsums)[op->sum] : 0;
-            if ((uint32_t)op->tag == 0)
-                wsync_trace("local: put of piece 0 (req %08x) copied", (unsigned)(op->tag >> 32));
+            if (++c->ncopied % 32 == 0 || (uint32_t)op->tag == 0)
+                wsync_trace("local: put of piece %u (req %08x) copied, %llu on this connection",
+                            (unsigned)op->tag, (unsigned)(op->tag >> 32), (unsigned long long)c->ncopied);
             send_notice(c, op->tag, op->len, WSYNC_OK, NULL, op->sum >= 0, sum);
             wsync_cqueue_push(&t->cq, &done);
         } else {
@@ -644,9 +646,10 @@ static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_o
         c->head = op;
     c->tail = op;
     pthread_cond_signal(&c->cond);
+    if (++c->nqueued % 32 == 0 || (uint32_t)tag == 0)
+        wsync_trace("local: put of piece %u (req %08x) queued, %llu on this connection", (unsigned)tag,
+                    (unsigned)(tag >> 32), (unsigned long long)c->nqueued);
     pthread_mutex_unlock(&c->lock);
-    if ((uint32_t)tag == 0)
-        wsync_trace("local: put of piece 0 (req %08x) queued", (unsigned)(tag >> 32));
     leave_device(t->device, prev);
     return WSYNC_OK;
 fail_event:
