@@ -9,6 +9,7 @@
 // digested afterwards (digest_cuda.cu), the same sum in two passes.
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common/copy_digest_cuda.h"
 #include "common/digest.h"
@@ -166,6 +167,55 @@ static void launch(int unroll, int streaming, int grid, cudaStream_t st, unsigne
         launch_st<V, 0>(unroll, grid, st, d, s, len, base, nhead, nvec, out, count, hout);
 }
 
+// A batch: range y of the launch is blockIdx.y, copied by the gridDim.x
+// blocks of its row with 16-byte vectors; its sum to acc[y] and, by the
+// row's last block, to r[y].hout (d_block_add_out).
+typedef struct cd_range {
+    unsigned char *d;
+    const unsigned char *s;
+    uint64_t len, base, nhead, nvec;
+    unsigned long long *hout;
+} cd_range_t;
+
+typedef struct cd_batch {
+    cd_range_t r[WSYNC_CD_BATCH_MAX];
+    unsigned long long *acc;
+    unsigned int *count;
+} cd_batch_t;
+
+__global__ void __launch_bounds__(DIG_THREADS) copy_digest_batch_kernel(const cd_batch_t b)
+{
+    const uint64_t G = WSYNC_DIGEST_GOLDEN;
+    const int U = CD_UNROLL;
+    const cd_range_t &r = b.r[blockIdx.y];
+    const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    const ulonglong2 *src = (const ulonglong2 *)(r.s + 8 * r.nhead);
+    ulonglong2 *dst = (ulonglong2 *)(r.d + 8 * r.nhead);
+    const uint64_t key0 = r.base + r.nhead * G, nvec = r.nvec;
+    uint64_t acc = 0, i = tid;
+    for (; i + (U - 1) * stride < nvec; i += U * stride) {
+        ulonglong2 v[U];
+#pragma unroll
+        for (int k = 0; k < U; k++)
+            v[k] = __ldcs(src + i + k * stride);
+#pragma unroll
+        for (int k = 0; k < U; k++)
+            dst[i + k * stride] = v[k];
+#pragma unroll
+        for (int k = 0; k < U; k++)
+            acc += vec_sum(v[k], key0 + 2 * (i + k * stride) * G);
+    }
+    for (; i < nvec; i += stride) {
+        ulonglong2 v = __ldcs(src + i);
+        dst[i] = v;
+        acc += vec_sum(v, key0 + 2 * i * G);
+    }
+    if (tid == 0)
+        copy_digest_edges(r.d, r.s, r.len, r.base, r.nhead, r.nhead + 2 * nvec, &acc);
+    d_block_add_out(acc, b.acc + blockIdx.y, b.count + blockIdx.y, r.hout);
+}
+
 // count and hout both NULL: the sum is added into *dsum; both set: it
 // goes to *hout and *dsum and *count end at 0 (copy_digest_cuda.h).
 static int copy_digest(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dsum, unsigned int *count,
@@ -224,4 +274,52 @@ extern "C" int wsync_cuda_copy_digest_out_async(void *dst, const void *src, size
     if (dacc == NULL || dcount == NULL || hout == NULL)
         return (int)cudaErrorInvalidValue;
     return copy_digest(dst, src, len, off, dacc, dcount, hout, (cudaStream_t)stream, 0, 0, 0);
+}
+
+extern "C" int wsync_cuda_copy_digest_batch_async(const wsync_cd_piece_t *p, int n, uint64_t *dacc,
+                                                  unsigned int *dcount, void *stream)
+{
+    cudaStream_t st = (cudaStream_t)stream;
+    cd_batch_t b;
+    uint64_t most = 0;
+    int i, vec = n > 1 && n <= WSYNC_CD_BATCH_MAX;
+    if (n < 0 || n > WSYNC_CD_BATCH_MAX || (n > 0 && (dacc == NULL || dcount == NULL)))
+        return (int)cudaErrorInvalidValue;
+    for (i = 0; i < n && vec; i++) {
+        const uintptr_t s = (uintptr_t)p[i].src, d = (uintptr_t)p[i].dst;
+        vec = p[i].len >= 16 && s % 8 == 0 && s % 16 == d % 16 && p[i].hout != NULL;
+    }
+    if (!vec) { // one launch each, the same sums
+        for (i = 0; i < n; i++) {
+            int e = wsync_cuda_copy_digest_out_async(p[i].dst, p[i].src, p[i].len, p[i].off, dacc + i, dcount + i,
+                                                     p[i].hout, stream);
+            if (e != 0)
+                return e;
+        }
+        return 0;
+    }
+    memset(&b, 0, sizeof(b));
+    for (i = 0; i < n; i++) {
+        const uint64_t nwords = p[i].len / 8, nhead = (uintptr_t)p[i].src % 16 ? 1 : 0;
+        b.r[i] = (cd_range_t){.d = (unsigned char *)p[i].dst,
+                              .s = (const unsigned char *)p[i].src,
+                              .len = p[i].len,
+                              .base = wsync_digest_base_key(p[i].off),
+                              .nhead = nhead,
+                              .nvec = (nwords - nhead) / 2,
+                              .hout = (unsigned long long *)p[i].hout};
+        if (b.r[i].nvec > most)
+            most = b.r[i].nvec;
+    }
+    b.acc = (unsigned long long *)dacc;
+    b.count = dcount;
+    {
+        // the device's resident blocks shared among the ranges
+        int gx = (sm_count() * CD_BLOCKS_PER_SM) / n;
+        const uint64_t want = (most + DIG_THREADS - 1) / DIG_THREADS;
+        if ((uint64_t)gx > want)
+            gx = (int)want;
+        copy_digest_batch_kernel<<<dim3(gx > 0 ? gx : 1, n), DIG_THREADS, 0, st>>>(b);
+    }
+    return (int)cudaGetLastError();
 }

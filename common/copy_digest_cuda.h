@@ -49,6 +49,29 @@ int wsync_cuda_copy_digest_shape_async(void *dst, const void *src, size_t len, u
 int wsync_cuda_copy_digest_out_async(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dacc,
                                      unsigned int *dcount, uint64_t *hout, void *stream);
 
+/* One piece of a batch: copy len bytes src -> dst, its digest (keyed
+ * `off`) to *hout as in wsync_cuda_copy_digest_out_async. */
+typedef struct wsync_cd_piece {
+    void *dst;
+    const void *src;
+    size_t len;
+    uint64_t off;
+    uint64_t *hout;
+} wsync_cd_piece_t;
+
+#define WSYNC_CD_BATCH_MAX 16 /* pieces per batch launch */
+
+/* Up to WSYNC_CD_BATCH_MAX pieces in one kernel launch, each with its own
+ * sum: dacc[i] and dcount[i] (device words at 0, left at 0) serve piece i.
+ * Back-to-back launches of 64 MiB each cost the landing ~8 us a piece on
+ * an H200 over the kernel's rate (a launch, its event, its tail); one
+ * launch over several pieces pays that once. Pieces that are not all
+ * 16-byte vector copies (source and destination equal modulo 16, source at
+ * a multiple of 8, 16 bytes or more) go one launch each, with the same
+ * result. Returns a cudaError_t as int (0 = queued). */
+int wsync_cuda_copy_digest_batch_async(const wsync_cd_piece_t *p, int n, uint64_t *dacc, unsigned int *dcount,
+                                       void *stream);
+
 #ifdef __cplusplus
 }
 #endif

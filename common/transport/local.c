@@ -107,11 +107,22 @@ typedef struct lo_region {
     lo_key_t key;
 } lo_region_t;
 
+#define LO_BATCH WSYNC_CD_BATCH_MAX /* fused puts per kernel launch, at most */
+#define LO_FLIGHT 2                 /* launches in flight before fused puts wait to go together */
+
+typedef struct lo_item {
+    uint64_t tag, len;
+    int sum; /* its slot in the connection's sums, -1: copied without */
+} lo_item_t;
+
+/* One launch on the stream and its event: a device copy of one put, or a
+ * batch of fused puts (one kernel, a sum each). */
 typedef struct lo_op {
     struct lo_op *next;
     cudaEvent_t ev;
-    uint64_t tag, len;
-    int sum; /* its slot in the connection's sums, -1: copied without */
+    int n; /* puts it completes */
+    lo_item_t it[LO_BATCH];
+    wsync_cd_piece_t pc[LO_BATCH]; /* the fused puts' copies */
 } lo_op_t;
 
 typedef struct lo_conn {
@@ -125,10 +136,16 @@ typedef struct lo_conn {
     int stopping, broken;
     pthread_t progress;
     lo_op_t *free_ops; /* done ops with their events, for the next puts (under lock) */
-    /* fused puts: one device accumulator and block counter (the kernel's
-     * last block puts them back to 0, so puts in stream order share them)
-     * and a ring of LO_SUMS words of mapped pinned memory the kernels write
-     * the sums into, taken in put order, given back in completion order */
+    /* Fused puts go together: while LO_FLIGHT launches are in flight the
+     * next ones gather in `pend`, launched as one kernel when it is full,
+     * when a launch completes, or at put_flush (under lock). */
+    lo_op_t *pend;
+    int nflight;
+    /* fused puts: a device accumulator and block counter per piece of a
+     * launch (the kernel's last block of each puts them back to 0, so
+     * launches in stream order share them) and a ring of LO_SUMS words of
+     * mapped pinned memory the kernels write the sums into, taken in put
+     * order, given back in completion order */
     uint64_t *dacc;
     unsigned int *dcount;
     uint64_t *hsums, *hsums_dev; /* the ring, as the host and as the device address it */
@@ -392,6 +409,84 @@ static void send_notice(lo_conn_t *c, uint64_t tag, uint64_t len, wsync_status_t
     }
 }
 
+/* The first n puts of op failed: both sides are told; the op goes back to
+ * the free list. Called with c->lock. */
+static void op_fail(lo_conn_t *c, lo_op_t *op, int n, wsync_status_t st, const char *msg)
+{
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    int i;
+    for (i = 0; i < n; i++) {
+        send_notice(c, op->it[i].tag, op->it[i].len, st, msg, 0, 0);
+        wsync_cqueue_push_error(&t->cq, op->it[i].tag, -1, st, "local put to '%s': %s", c->peer_name, msg);
+    }
+    for (i = 0; i < op->n; i++)
+        if (op->it[i].sum >= 0)
+            __atomic_add_fetch(&c->sums_done, 1, __ATOMIC_RELEASE);
+    op->next = c->free_ops;
+    c->free_ops = op;
+}
+
+/* A free op (with its event), or NULL with the error set. Called with
+ * c->lock on the transport's device. */
+static lo_op_t *op_get(lo_conn_t *c)
+{
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    lo_op_t *op = c->free_ops;
+    cudaError_t e;
+    if (op != NULL) {
+        c->free_ops = op->next;
+    } else if ((op = calloc(1, sizeof(*op))) == NULL) {
+        wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+        return NULL;
+    } else if ((e = cudaEventCreateWithFlags(&op->ev, cudaEventDisableTiming)) != cudaSuccess) {
+        free(op);
+        wsync_error(WSYNC_ERR_CUDA, "cannot create an event on cuda:%d: %s", t->device, cudaGetErrorString(e));
+        return NULL;
+    }
+    op->next = NULL;
+    op->n = 0;
+    return op;
+}
+
+/* An op launched: into the queue the progress thread waits on. Called
+ * with c->lock. */
+static void op_queue(lo_conn_t *c, lo_op_t *op)
+{
+    if (c->tail)
+        c->tail->next = op;
+    else
+        c->head = op;
+    c->tail = op;
+    c->nflight++;
+    pthread_cond_signal(&c->cond);
+}
+
+/* The gathered fused puts as one kernel and its event. On failure every
+ * put of it is failed to both sides but, with `own_last`, the last (the
+ * caller's, which returns the error instead). Called with c->lock on the
+ * transport's device. */
+static wsync_status_t launch_pending(lo_conn_t *c, int own_last)
+{
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    lo_op_t *op = c->pend;
+    char msg[160];
+    int e;
+    if (op == NULL)
+        return WSYNC_OK;
+    c->pend = NULL;
+    e = wsync_cuda_copy_digest_batch_async(op->pc, op->n, c->dacc, c->dcount, c->stream);
+    if (e == 0)
+        e = (int)cudaEventRecord(op->ev, c->stream);
+    if (e == 0) {
+        op_queue(c, op);
+        return WSYNC_OK;
+    }
+    snprintf(msg, sizeof(msg), "copy-digest kernel of %d puts on cuda:%d: %s", op->n, t->device,
+             cudaGetErrorString((cudaError_t)e));
+    op_fail(c, op, own_last ? op->n - 1 : op->n, WSYNC_ERR_CUDA, msg);
+    return wsync_error(WSYNC_ERR_CUDA, "%s", msg);
+}
+
 /* Sender: waits for each put's copy in order, then tells both sides. */
 static void *progress_main(void *arg)
 {
@@ -401,6 +496,7 @@ static void *progress_main(void *arg)
     for (;;) {
         lo_op_t *op;
         cudaError_t e;
+        int i;
         pthread_mutex_lock(&c->lock);
         while (c->head == NULL && !c->stopping)
             pthread_cond_wait(&c->cond, &c->lock);
@@ -415,25 +511,32 @@ static void *progress_main(void *arg)
             break; /* stopping and drained */
         e = cudaEventSynchronize(op->ev);
         if (e == cudaSuccess) {
-            wsync_completion_t done = {.kind = WSYNC_COMPLETION_SENT, .tag = op->tag, .len = op->len, .peer = -1};
-            /* the kernel wrote the word before the event fired */
-            const uint64_t sum = op->sum >= 0 ? ((volatile uint64_t *)c->hsums)[op->sum] : 0;
-            if (++c->ncopied % 32 == 0 || (uint32_t)op->tag == 0)
-                wsync_trace("local: put of piece %u (req %08x) copied, %llu on this connection",
-                            (unsigned)op->tag, (unsigned)(op->tag >> 32), (unsigned long long)c->ncopied);
-            send_notice(c, op->tag, op->len, WSYNC_OK, NULL, op->sum >= 0, sum);
-            wsync_cqueue_push(&t->cq, &done);
+            for (i = 0; i < op->n; i++) {
+                const lo_item_t *it = &op->it[i];
+                wsync_completion_t done = {.kind = WSYNC_COMPLETION_SENT, .tag = it->tag, .len = it->len, .peer = -1};
+                /* the kernel wrote the word before the event fired */
+                const uint64_t sum = it->sum >= 0 ? ((volatile uint64_t *)c->hsums)[it->sum] : 0;
+                if (++c->ncopied % 32 == 0 || (uint32_t)it->tag == 0)
+                    wsync_trace("local: put of piece %u (req %08x) copied, %llu on this connection",
+                                (unsigned)it->tag, (unsigned)(it->tag >> 32), (unsigned long long)c->ncopied);
+                send_notice(c, it->tag, it->len, WSYNC_OK, NULL, it->sum >= 0, sum);
+                wsync_cqueue_push(&t->cq, &done);
+            }
+            for (i = 0; i < op->n; i++)
+                if (op->it[i].sum >= 0)
+                    __atomic_add_fetch(&c->sums_done, 1, __ATOMIC_RELEASE);
+            pthread_mutex_lock(&c->lock); /* the op and its event serve later puts */
+            op->next = c->free_ops;
+            c->free_ops = op;
         } else {
             char msg[128];
             snprintf(msg, sizeof(msg), "device copy on cuda:%d failed: %s", t->device, cudaGetErrorString(e));
-            send_notice(c, op->tag, op->len, WSYNC_ERR_CUDA, msg, 0, 0);
-            wsync_cqueue_push_error(&t->cq, op->tag, -1, WSYNC_ERR_CUDA, "local put to '%s': %s", c->peer_name, msg);
+            pthread_mutex_lock(&c->lock);
+            op_fail(c, op, op->n, WSYNC_ERR_CUDA, msg);
         }
-        if (op->sum >= 0)
-            __atomic_add_fetch(&c->sums_done, 1, __ATOMIC_RELEASE);
-        pthread_mutex_lock(&c->lock); /* the op and its event serve a later put */
-        op->next = c->free_ops;
-        c->free_ops = op;
+        c->nflight--;
+        if (c->pend && c->nflight < LO_FLIGHT)
+            launch_pending(c, 0); /* a failure went to its puts */
         pthread_mutex_unlock(&c->lock);
     }
     return NULL;
@@ -444,10 +547,10 @@ static void *progress_main(void *arg)
 static wsync_status_t conn_sums_alloc(lo_conn_t *c)
 {
     void *dev = NULL;
-    CUDA_CHECK(cudaMalloc(&dev, 2 * sizeof(uint64_t)));
+    CUDA_CHECK(cudaMalloc(&dev, 2 * LO_BATCH * sizeof(uint64_t)));
     c->dacc = dev;
-    c->dcount = (unsigned int *)((uint64_t *)dev + 1);
-    CUDA_CHECK(cudaMemset(dev, 0, 2 * sizeof(uint64_t)));
+    c->dcount = (unsigned int *)((uint64_t *)dev + LO_BATCH);
+    CUDA_CHECK(cudaMemset(dev, 0, 2 * LO_BATCH * sizeof(uint64_t)));
     CUDA_CHECK(cudaHostAlloc((void **)&c->hsums, LO_SUMS * sizeof(uint64_t), cudaHostAllocMapped));
     memset(c->hsums, 0, LO_SUMS * sizeof(uint64_t));
     CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->hsums_dev, c->hsums, 0));
@@ -569,20 +672,50 @@ out:
     return st;
 }
 
-/* One GPU: the put is one kernel on the stream, the copy computing its
- * digest (keyed at its region offset); its last block writes the sum into
- * the next word of the mapped ring, which the progress thread reads once
- * the op's event fired. Called with c->lock. */
-static wsync_status_t put_fused(lo_conn_t *c, lo_op_t *op, char *dst, const char *src, size_t len, uint64_t key_off)
+/* One GPU: the put joins the gathered fused puts (the copy computing its
+ * digest, keyed at its region offset, into the next word of the mapped
+ * ring, which the progress thread reads once the launch's event fired);
+ * they go as one kernel now if the stream has less than LO_FLIGHT launches
+ * or the batch is full, else when a launch completes. Called with c->lock
+ * on the transport's device. */
+static wsync_status_t put_fused(lo_conn_t *c, uint64_t tag, char *dst, const char *src, size_t len,
+                                uint64_t key_off)
 {
     const int slot = (int)(c->sums_taken % LO_SUMS);
-    int e;
-    if ((e = wsync_cuda_copy_digest_out_async(dst, src, len, key_off, c->dacc, c->dcount, c->hsums_dev + slot,
-                                              c->stream)) != 0)
-        return wsync_error(WSYNC_ERR_CUDA, "copy-digest kernel (%zu bytes): %s", len,
-                           cudaGetErrorString((cudaError_t)e));
+    lo_op_t *op = c->pend;
+    if (op == NULL && (op = c->pend = op_get(c)) == NULL)
+        return WSYNC_ERR_NOMEM;
     c->sums_taken++;
-    op->sum = slot;
+    op->it[op->n] = (lo_item_t){.tag = tag, .len = len, .sum = slot};
+    op->pc[op->n] = (wsync_cd_piece_t){.dst = dst, .src = src, .len = len, .off = key_off, .hout = c->hsums_dev + slot};
+    op->n++;
+    if (op->n == LO_BATCH || c->nflight < LO_FLIGHT)
+        return launch_pending(c, 1);
+    return WSYNC_OK;
+}
+
+/* Any other put: one device copy and its event, after the gathered fused
+ * puts (stream order is put order). Called with c->lock on the device. */
+static wsync_status_t put_copy(lo_conn_t *c, uint64_t tag, char *dst, const char *src, size_t len)
+{
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    lo_op_t *op;
+    cudaError_t e = cudaSuccess;
+    WSYNC_CHECK(launch_pending(c, 0));
+    if ((op = op_get(c)) == NULL)
+        return WSYNC_ERR_NOMEM;
+    op->it[0] = (lo_item_t){.tag = tag, .len = len, .sum = -1};
+    op->n = 1;
+    if (len > 0)
+        e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDeviceToDevice, c->stream);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(op->ev, c->stream);
+    if (e != cudaSuccess) {
+        op->n = 0;
+        op_fail(c, op, 0, WSYNC_ERR_CUDA, NULL);
+        return wsync_error(WSYNC_ERR_CUDA, "device copy on cuda:%d: %s", t->device, cudaGetErrorString(e));
+    }
+    op_queue(c, op);
     return WSYNC_OK;
 }
 
@@ -592,7 +725,6 @@ static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_o
     lo_conn_t *c = (lo_conn_t *)cn;
     lo_transport_t *t = (lo_transport_t *)cn->transport;
     lo_key_t k;
-    lo_op_t *op;
     char *base = NULL;
     wsync_status_t st = WSYNC_OK;
     int prev = 0;
@@ -615,46 +747,19 @@ static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_o
     WSYNC_CHECK_GOTO(enter_device(t->device, &prev), st, fail);
     WSYNC_CHECK_GOTO(map_key(t, &k, &base), st, fail_dev);
     pthread_mutex_lock(&c->lock);
-    if ((op = c->free_ops) != NULL) { /* a done op, its event reused */
-        c->free_ops = op->next;
-    } else if ((op = calloc(1, sizeof(*op))) == NULL) {
-        st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-        goto fail_locked;
-    } else if (cudaEventCreateWithFlags(&op->ev, cudaEventDisableTiming) != cudaSuccess) {
-        free(op);
-        op = NULL;
-        st = wsync_error(WSYNC_ERR_CUDA, "cannot create an event on cuda:%d: %s", t->device,
-                         cudaGetErrorString(cudaGetLastError()));
-        goto fail_locked;
-    }
-    op->next = NULL;
-    op->tag = tag;
-    op->len = len;
-    op->sum = -1;
     if (len > 0 && k.device == t->device &&
         c->sums_taken - __atomic_load_n(&c->sums_done, __ATOMIC_ACQUIRE) < LO_SUMS)
-        WSYNC_CHECK_GOTO(put_fused(c, op, base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len, dst_off),
-                         st, fail_event);
-    else if (len > 0)
-        CUDA_CHECK_GOTO(cudaMemcpyAsync(base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len,
-                                        cudaMemcpyDeviceToDevice, c->stream),
-                        st, fail_event);
-    CUDA_CHECK_GOTO(cudaEventRecord(op->ev, c->stream), st, fail_event);
-    if (c->tail)
-        c->tail->next = op;
+        st = put_fused(c, tag, base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len, dst_off);
     else
-        c->head = op;
-    c->tail = op;
-    pthread_cond_signal(&c->cond);
+        st = put_copy(c, tag, base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len);
+    if (st != WSYNC_OK)
+        goto fail_locked;
     if (++c->nqueued % 32 == 0 || (uint32_t)tag == 0)
         wsync_trace("local: put of piece %u (req %08x) queued, %llu on this connection", (unsigned)tag,
                     (unsigned)(tag >> 32), (unsigned long long)c->nqueued);
     pthread_mutex_unlock(&c->lock);
     leave_device(t->device, prev);
     return WSYNC_OK;
-fail_event:
-    op->next = c->free_ops; /* its event stays for a later put */
-    c->free_ops = op;
 fail_locked:
     pthread_mutex_unlock(&c->lock);
 fail_dev:
@@ -662,6 +767,20 @@ fail_dev:
 fail:
     return wsync_error(st, "local put of %zu bytes (tag %llx) to '%s': %s", len, (unsigned long long)tag,
                        c->peer_name, wsync_last_error());
+}
+
+/* The gathered fused puts go now (the caller's batch of puts ended). */
+static void lo_put_flush(wsync_conn_t *cn)
+{
+    lo_conn_t *c = (lo_conn_t *)cn;
+    lo_transport_t *t = (lo_transport_t *)cn->transport;
+    int prev = 0;
+    if (enter_device(t->device, &prev) != WSYNC_OK)
+        return;
+    pthread_mutex_lock(&c->lock);
+    launch_pending(c, 0); /* a failure went to its puts */
+    pthread_mutex_unlock(&c->lock);
+    leave_device(t->device, prev);
 }
 
 static wsync_status_t lo_poll(wsync_transport_t *tr, wsync_completion_t *out, int max, int *n, int timeout_ms)
@@ -677,6 +796,7 @@ static void lo_disconnect(wsync_conn_t *cn)
     if (c == NULL)
         return;
     /* Drain: every queued copy finishes before the mapping can go. */
+    lo_put_flush(cn);
     pthread_mutex_lock(&c->lock);
     c->stopping = 1;
     pthread_cond_signal(&c->cond);
@@ -772,6 +892,10 @@ static wsync_status_t lo_poll(wsync_transport_t *t, wsync_completion_t *out, int
     *n = 0;
     return no_cuda();
 }
+static void lo_put_flush(wsync_conn_t *c)
+{
+    (void)c;
+}
 static void lo_disconnect(wsync_conn_t *c)
 {
     (void)c;
@@ -792,6 +916,7 @@ const wsync_transport_ops_t wsync_transport_local = {
     .connect = lo_connect,
     .expect = lo_expect,
     .put = lo_put,
+    .put_flush = lo_put_flush,
     .poll = lo_poll,
     .disconnect = lo_disconnect,
     .close = lo_close,

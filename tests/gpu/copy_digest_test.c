@@ -6,7 +6,8 @@
  * digest of every range, inside the copy or not. The variant that
  * delivers its sum into mapped host memory (the local transport's puts)
  * gives the same sum each time while reusing one accumulator and counter,
- * which it leaves at 0. */
+ * which it leaves at 0; so does the batch of pieces in one launch, each
+ * piece's sum its own. */
 #include <string.h>
 
 #include "common/checks.h"
@@ -222,10 +223,81 @@ out:
     free(host);
 }
 
+/* A batch of pieces in one launch (the local transport's gathered puts):
+ * every piece's bytes and sum, for batches of 1..WSYNC_CD_BATCH_MAX pieces
+ * of uneven sizes, and one with a piece the vector kernel cannot take. */
+static void test_batch_sums_equal_cpu(void)
+{
+#if WSYNC_HAVE_CUDA
+    enum { N = WSYNC_CD_BATCH_MAX, PIECE = 1 << 20 };
+    unsigned char *host = malloc((size_t)N * PIECE), *back = malloc((size_t)N * PIECE), *dsrc = NULL, *ddst = NULL;
+    uint64_t *dacc = NULL, *hout = NULL, *hdev = NULL;
+    int n, i, round, bad = 0;
+    if (ngpu == 0) {
+        free(host);
+        free(back);
+        SKIP("no CUDA device");
+    }
+    CHECK(host != NULL && back != NULL);
+    CHECK_OK(wsync_mem_cuda.alloc((size_t)N * PIECE, (void **)&dsrc));
+    CHECK_OK(wsync_mem_cuda.alloc((size_t)N * PIECE, (void **)&ddst));
+    CHECK(cudaMalloc((void **)&dacc, 2 * N * sizeof(uint64_t)) == cudaSuccess &&
+          cudaMemset(dacc, 0, 2 * N * sizeof(uint64_t)) == cudaSuccess);
+    CHECK(cudaHostAlloc((void **)&hout, N * sizeof(uint64_t), cudaHostAllocMapped) == cudaSuccess &&
+          cudaHostGetDevicePointer((void **)&hdev, hout, 0) == cudaSuccess);
+    if (host == NULL || back == NULL || dsrc == NULL || ddst == NULL || dacc == NULL || hdev == NULL)
+        goto out;
+    fill_random(host, (size_t)N * PIECE, 11);
+    CHECK_OK(wsync_mem_cuda.copy(dsrc, host, (size_t)N * PIECE));
+    for (round = 0; round < 2; round++)
+        for (n = 1; n <= N; n++) {
+            wsync_cd_piece_t pc[N];
+            uint64_t left[2 * N];
+            for (i = 0; i < n; i++) {
+                /* uneven lengths; round 1: piece n/2 starts 8 bytes off (a word kernel of its own) */
+                size_t at = (size_t)i * PIECE + (round && i == n / 2 ? 8 : 0);
+                pc[i] = (wsync_cd_piece_t){.dst = ddst + at + (round && i == n / 2 ? 8 : 0),
+                                           .src = dsrc + at,
+                                           .len = PIECE - 64 - (size_t)i * 4093 % 1000,
+                                           .off = (uint64_t)at + 77,
+                                           .hout = hdev + i};
+                hout[i] = 0;
+            }
+            CHECK(cudaMemset(ddst, 0, (size_t)N * PIECE) == cudaSuccess);
+            CHECK(wsync_cuda_copy_digest_batch_async(pc, n, dacc, (unsigned int *)(dacc + N), NULL) == 0);
+            CHECK(cudaDeviceSynchronize() == cudaSuccess);
+            CHECK(cudaMemcpy(left, dacc, sizeof(left), cudaMemcpyDeviceToHost) == cudaSuccess);
+            CHECK_OK(wsync_mem_cuda.copy(back, ddst, (size_t)N * PIECE));
+            for (i = 0; i < n; i++) {
+                const size_t so = (size_t)((const unsigned char *)pc[i].src - dsrc);
+                const size_t dof = (size_t)((unsigned char *)pc[i].dst - ddst);
+                if (((volatile uint64_t *)hout)[i] != wsync_digest_sum(host + so, pc[i].len, pc[i].off) ||
+                    memcmp(back + dof, host + so, pc[i].len) != 0) {
+                    fprintf(stderr, "  batch of %d (round %d), piece %d: wrong sum or bytes\n", n, round, i);
+                    bad = 1;
+                }
+            }
+            for (i = 0; i < 2 * N; i++)
+                bad |= left[i] != 0;
+        }
+    CHECK(bad == 0);
+out:
+    cudaFree(dacc);
+    cudaFreeHost(hout);
+    wsync_mem_cuda.free(dsrc);
+    wsync_mem_cuda.free(ddst);
+    free(host);
+    free(back);
+#else
+    SKIP("not built with CUDA");
+#endif
+}
+
 int main(void)
 {
     ngpu = gpu_count();
     RUN(test_fused_copy_equals_cpu_on_random_data);
     RUN(test_mem_job_sums_equal_cpu);
+    RUN(test_batch_sums_equal_cpu);
     TEST_EXIT();
 }
