@@ -9,7 +9,9 @@
  * inside one GPU (trainer and engine colocated) is the copy with the digest
  * fused into it (copy_digest_cuda.h): the notice carries the word sum of
  * the bytes written, keyed at their region offset, so the receiver need not
- * read them again to verify them. A sender
+ * read them again to verify them. Such a put is its kernel alone on the
+ * stream (the sum goes to mapped pinned memory); while LO_FLIGHT launches
+ * run, the next puts gather and go as one kernel (put_fused). A sender
  * opens with the data-plane handshake (common/net/handshake.h): with a
  * token, only a process of the receiver's uid or one that proves the token
  * gets in. Host memory
