@@ -34,6 +34,44 @@ int wsync_cuda_copy_digest_async(void *dst, const void *src, size_t len, uint64_
 int wsync_cuda_copy_digest_shape_async(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dsum,
                                        void *stream, int unroll, int blocks_per_sm, int streaming_stores);
 
+/* The same copy, its sum delivered without a memset before it or a copy
+ * after it: *dacc and *dcount are device words at 0 (zeroed once, when
+ * allocated); the kernel's last block stores the digest sum of the bytes
+ * written into *hout, a word the device can write (mapped pinned host
+ * memory, from cudaHostGetDevicePointer, or device memory), and puts *dacc
+ * and *dcount back to 0. So launches in one stream reuse the same dacc and
+ * dcount, and the put is one kernel on the stream: each small operation
+ * between two 64 MiB copies was a bubble (the local transport's landing ran
+ * at 1.31 TB/s with a memset and an 8-byte copy around each kernel). *hout
+ * is valid once an event recorded after the call has completed. len 0 and
+ * other alignments (copy engine, then the digest kernel) deliver the same
+ * way. Returns a cudaError_t as int (0 = queued). */
+int wsync_cuda_copy_digest_out_async(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dacc,
+                                     unsigned int *dcount, uint64_t *hout, void *stream);
+
+/* One piece of a batch: copy len bytes src -> dst, its digest (keyed
+ * `off`) to *hout as in wsync_cuda_copy_digest_out_async. */
+typedef struct wsync_cd_piece {
+    void *dst;
+    const void *src;
+    size_t len;
+    uint64_t off;
+    uint64_t *hout;
+} wsync_cd_piece_t;
+
+#define WSYNC_CD_BATCH_MAX 16 /* pieces per batch launch */
+
+/* Up to WSYNC_CD_BATCH_MAX pieces in one kernel launch, each with its own
+ * sum: dacc[i] and dcount[i] (device words at 0, left at 0) serve piece i.
+ * Back-to-back launches of 64 MiB each cost the landing ~8 us a piece on
+ * an H200 over the kernel's rate (a launch, its event, its tail); one
+ * launch over several pieces pays that once. Pieces that are not all
+ * 16-byte vector copies (source and destination equal modulo 16, source at
+ * a multiple of 8, 16 bytes or more) go one launch each, with the same
+ * result. Returns a cudaError_t as int (0 = queued). */
+int wsync_cuda_copy_digest_batch_async(const wsync_cd_piece_t *p, int n, uint64_t *dacc, unsigned int *dcount,
+                                       void *stream);
+
 #ifdef __cplusplus
 }
 #endif

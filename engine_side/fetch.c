@@ -311,7 +311,7 @@ static void chunk_done(fetch_t *f, uint32_t c, int landed)
     if (landed) {
         if (land_rank(f, c) == f->me) /* the copy other GPUs' ranks read */
             board_mark_landed(f->r->board, f->slot, c, f->gen);
-        if (f->nlanded++ == 0 || f->nlanded == f->nland)
+        if (f->nlanded++ == 0 || f->nlanded == f->nland || f->nlanded % 32 == 0)
             wsync_trace("engine %s rank %d: chunk %u landed and verified (%u of %u)", f->r->engine_id, f->me, c,
                         f->nlanded, f->nland);
     } else if (++f->ncopied == f->plan->nchunks - f->nland) {

@@ -3,7 +3,11 @@
  * them, and its sum equals the CPU digest of the source, on random data of
  * many sizes, source and destination alignments and image offsets; and the
  * CUDA memory backend's copy-and-digest jobs (which use it) give the CPU
- * digest of every range, inside the copy or not. */
+ * digest of every range, inside the copy or not. The variant that
+ * delivers its sum into mapped host memory (the local transport's puts)
+ * gives the same sum each time while reusing one accumulator and counter,
+ * which it leaves at 0; so does the batch of pieces in one launch, each
+ * piece's sum its own. */
 #include <string.h>
 
 #include "common/checks.h"
@@ -24,6 +28,32 @@
 static int ngpu;
 
 #if WSYNC_HAVE_CUDA
+static uint64_t *g_dacc; /* the out variant's accumulator and counter, zeroed once */
+static uint64_t *g_hout; /* its sum, mapped pinned host memory */
+static uint64_t *g_hdev; /* g_hout as the device addresses it */
+
+/* The out variant of the same copy: 0 if its sum is `want` and it left the
+ * accumulator and counter at 0. */
+static int one_copy_out(unsigned char *dsrc, unsigned char *ddst, size_t len, uint64_t want, uint64_t off)
+{
+    uint64_t words[2] = {1, 1};
+    int e;
+    *(volatile uint64_t *)g_hout = ~want;
+    e = wsync_cuda_copy_digest_out_async(ddst, dsrc, len, off, g_dacc, (unsigned int *)(g_dacc + 1), g_hdev, NULL);
+    if (e != 0 || cudaDeviceSynchronize() != cudaSuccess ||
+        cudaMemcpy(words, g_dacc, sizeof(words), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        fprintf(stderr, "  out variant: %s\n", cudaGetErrorString(e ? (cudaError_t)e : cudaGetLastError()));
+        return 1;
+    }
+    if (*(volatile uint64_t *)g_hout != want || words[0] != 0 || (unsigned int)words[1] != 0) {
+        fprintf(stderr, "  size %zu off %llu, out variant: sum %016llx (CPU %016llx), left %llx %llx\n", len,
+                (unsigned long long)off, (unsigned long long)*(volatile uint64_t *)g_hout,
+                (unsigned long long)want, (unsigned long long)words[0], (unsigned long long)words[1]);
+        return 1;
+    }
+    return 0;
+}
+
 /* One fused copy of `len` bytes from src_mis into dst_mis keyed `off`;
  * 0 if the bytes, the guards and the sum are right. */
 static int one_copy(unsigned char *dsrc, unsigned char *ddst, const unsigned char *host, unsigned char *back,
@@ -58,7 +88,7 @@ static int one_copy(unsigned char *dsrc, unsigned char *ddst, const unsigned cha
     if (bad)
         fprintf(stderr, "  size %zu src+%zu dst+%zu: wrong bytes or bytes written outside the copy\n", len, smis,
                 dmis);
-    return bad;
+    return bad | one_copy_out(dsrc + smis, ddst + GUARD + dmis, len, want, off);
 }
 #endif
 
@@ -101,7 +131,11 @@ static void test_fused_copy_equals_cpu_on_random_data(void)
     CHECK_OK(wsync_mem_cuda.alloc(MAX + GUARD, (void **)&dsrc));
     CHECK_OK(wsync_mem_cuda.alloc(MAX + 3 * GUARD, (void **)&ddst));
     CHECK(cudaMalloc((void **)&dsum, 8) == cudaSuccess);
-    if (host == NULL || back == NULL || dsrc == NULL || ddst == NULL || dsum == NULL)
+    CHECK(cudaMalloc((void **)&g_dacc, 16) == cudaSuccess && cudaMemset(g_dacc, 0, 16) == cudaSuccess);
+    CHECK(cudaHostAlloc((void **)&g_hout, 8, cudaHostAllocMapped) == cudaSuccess &&
+          cudaHostGetDevicePointer((void **)&g_hdev, g_hout, 0) == cudaSuccess);
+    if (host == NULL || back == NULL || dsrc == NULL || ddst == NULL || dsum == NULL || g_dacc == NULL ||
+        g_hdev == NULL)
         goto out;
     fill_random(host, MAX + GUARD, 7);
     CHECK_OK(wsync_mem_cuda.copy(dsrc, host, MAX + GUARD));
@@ -127,6 +161,8 @@ static void test_fused_copy_equals_cpu_on_random_data(void)
     }
 out:
     cudaFree(dsum);
+    cudaFree(g_dacc);
+    cudaFreeHost(g_hout);
     wsync_mem_cuda.free(dsrc);
     wsync_mem_cuda.free(ddst);
     free(host);
@@ -187,10 +223,81 @@ out:
     free(host);
 }
 
+/* A batch of pieces in one launch (the local transport's gathered puts):
+ * every piece's bytes and sum, for batches of 1..WSYNC_CD_BATCH_MAX pieces
+ * of uneven sizes, and one with a piece the vector kernel cannot take. */
+static void test_batch_sums_equal_cpu(void)
+{
+#if WSYNC_HAVE_CUDA
+    enum { N = WSYNC_CD_BATCH_MAX, PIECE = 1 << 20 };
+    unsigned char *host = malloc((size_t)N * PIECE), *back = malloc((size_t)N * PIECE), *dsrc = NULL, *ddst = NULL;
+    uint64_t *dacc = NULL, *hout = NULL, *hdev = NULL;
+    int n, i, round, bad = 0;
+    if (ngpu == 0) {
+        free(host);
+        free(back);
+        SKIP("no CUDA device");
+    }
+    CHECK(host != NULL && back != NULL);
+    CHECK_OK(wsync_mem_cuda.alloc((size_t)N * PIECE, (void **)&dsrc));
+    CHECK_OK(wsync_mem_cuda.alloc((size_t)N * PIECE, (void **)&ddst));
+    CHECK(cudaMalloc((void **)&dacc, 2 * N * sizeof(uint64_t)) == cudaSuccess &&
+          cudaMemset(dacc, 0, 2 * N * sizeof(uint64_t)) == cudaSuccess);
+    CHECK(cudaHostAlloc((void **)&hout, N * sizeof(uint64_t), cudaHostAllocMapped) == cudaSuccess &&
+          cudaHostGetDevicePointer((void **)&hdev, hout, 0) == cudaSuccess);
+    if (host == NULL || back == NULL || dsrc == NULL || ddst == NULL || dacc == NULL || hdev == NULL)
+        goto out;
+    fill_random(host, (size_t)N * PIECE, 11);
+    CHECK_OK(wsync_mem_cuda.copy(dsrc, host, (size_t)N * PIECE));
+    for (round = 0; round < 2; round++)
+        for (n = 1; n <= N; n++) {
+            wsync_cd_piece_t pc[N];
+            uint64_t left[2 * N];
+            for (i = 0; i < n; i++) {
+                /* uneven lengths; round 1: piece n/2 starts 8 bytes off (a word kernel of its own) */
+                size_t at = (size_t)i * PIECE + (round && i == n / 2 ? 8 : 0);
+                pc[i] = (wsync_cd_piece_t){.dst = ddst + at + (round && i == n / 2 ? 8 : 0),
+                                           .src = dsrc + at,
+                                           .len = PIECE - 64 - (size_t)i * 4093 % 1000,
+                                           .off = (uint64_t)at + 77,
+                                           .hout = hdev + i};
+                hout[i] = 0;
+            }
+            CHECK(cudaMemset(ddst, 0, (size_t)N * PIECE) == cudaSuccess);
+            CHECK(wsync_cuda_copy_digest_batch_async(pc, n, dacc, (unsigned int *)(dacc + N), NULL) == 0);
+            CHECK(cudaDeviceSynchronize() == cudaSuccess);
+            CHECK(cudaMemcpy(left, dacc, sizeof(left), cudaMemcpyDeviceToHost) == cudaSuccess);
+            CHECK_OK(wsync_mem_cuda.copy(back, ddst, (size_t)N * PIECE));
+            for (i = 0; i < n; i++) {
+                const size_t so = (size_t)((const unsigned char *)pc[i].src - dsrc);
+                const size_t dof = (size_t)((unsigned char *)pc[i].dst - ddst);
+                if (((volatile uint64_t *)hout)[i] != wsync_digest_sum(host + so, pc[i].len, pc[i].off) ||
+                    memcmp(back + dof, host + so, pc[i].len) != 0) {
+                    fprintf(stderr, "  batch of %d (round %d), piece %d: wrong sum or bytes\n", n, round, i);
+                    bad = 1;
+                }
+            }
+            for (i = 0; i < 2 * N; i++)
+                bad |= left[i] != 0;
+        }
+    CHECK(bad == 0);
+out:
+    cudaFree(dacc);
+    cudaFreeHost(hout);
+    wsync_mem_cuda.free(dsrc);
+    wsync_mem_cuda.free(ddst);
+    free(host);
+    free(back);
+#else
+    SKIP("not built with CUDA");
+#endif
+}
+
 int main(void)
 {
     ngpu = gpu_count();
     RUN(test_fused_copy_equals_cpu_on_random_data);
     RUN(test_mem_job_sums_equal_cpu);
+    RUN(test_batch_sums_equal_cpu);
     TEST_EXIT();
 }
