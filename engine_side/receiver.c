@@ -326,6 +326,8 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     wsync_sync_layout_free(r->held);
     recv_tlayout_free(r->held_tl);
     recv_dests_free(r->held_dm);
+    json_decref(r->next_record);
+    json_decref(r->cur_trainers);
     free(r->spec);
     free(r->engine_id);
     free(r->control_url);
