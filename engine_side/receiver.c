@@ -126,11 +126,17 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
                      st, err);
     WSYNC_CHECK_GOTO(recv_targets_init(r), st, err);
     if (cfg->local_rank == 0) {
+        /* The host id tells a single-copy trainer on this host that this
+         * node reads its memory (wsync_publisher_wait_held). */
+        json_t *ep = json_pack("{s:s}", "host_id", r->host_id);
         gethostname(host, sizeof(host));
-        WSYNC_CHECK_GOTO(wsync_control_register_engine(r->control, r->engine_id, host, cfg->local_world, NULL), st,
-                         err);
-        WSYNC_CHECK_GOTO(reporter_start(r->control_url, r->token, r->engine_id, host, cfg->local_world, &r->reporter),
-                         st, err);
+        st = ep ? wsync_control_register_engine(r->control, r->engine_id, host, cfg->local_world, ep)
+                : wsync_error(WSYNC_ERR_NOMEM, "engine %s: out of memory", r->engine_id);
+        if (st == WSYNC_OK)
+            st = reporter_start(r->control_url, r->token, r->engine_id, host, cfg->local_world, ep, &r->reporter);
+        json_decref(ep);
+        if (st != WSYNC_OK)
+            goto err;
     }
     *out = r;
     return WSYNC_OK;

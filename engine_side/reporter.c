@@ -29,6 +29,7 @@ struct recv_reporter {
     wsync_control_t *control; /* the thread's own (a client is per thread) */
     char *engine_id, *host;
     int local_ranks;
+    json_t *endpoint; /* registered with the node (host_id): sent again when re-registering */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     report_t q[REPORTER_QUEUE]; /* oldest first */
@@ -48,7 +49,7 @@ static int deliver(recv_reporter_t *rp, const report_t *rep)
         LOG_WARN("engine %s: the control endpoint does not know this node (restarted without its state?): "
                  "registering again",
                  rp->engine_id);
-        st = wsync_control_register_engine(rp->control, rp->engine_id, rp->host, rp->local_ranks, NULL);
+        st = wsync_control_register_engine(rp->control, rp->engine_id, rp->host, rp->local_ranks, rp->endpoint);
         if (st == WSYNC_OK)
             st = wsync_control_report(rp->control, rp->engine_id, rep->version, rep->state, rep->duration_s,
                                       rep->bytes, rep->has_error ? rep->error : NULL);
@@ -95,7 +96,7 @@ static void *reporter_main(void *arg)
 }
 
 wsync_status_t reporter_start(const char *url, const char *token, const char *engine_id, const char *host,
-                              int local_ranks, recv_reporter_t **out)
+                              int local_ranks, const json_t *endpoint, recv_reporter_t **out)
 {
     recv_reporter_t *rp = calloc(1, sizeof(*rp));
     wsync_status_t st;
@@ -105,6 +106,7 @@ wsync_status_t reporter_start(const char *url, const char *token, const char *en
     rp->engine_id = strdup(engine_id);
     rp->host = strdup(host);
     rp->local_ranks = local_ranks;
+    rp->endpoint = endpoint ? json_deep_copy(endpoint) : NULL;
     if (rp->engine_id == NULL || rp->host == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "engine %s: out of memory", engine_id);
         goto err;
@@ -173,6 +175,7 @@ void reporter_stop(recv_reporter_t *rp, int flush_ms)
     wsync_control_close(rp->control);
     free(rp->engine_id);
     free(rp->host);
+    json_decref(rp->endpoint);
     pthread_mutex_destroy(&rp->lock);
     pthread_cond_destroy(&rp->cond);
     free(rp);

@@ -7,15 +7,17 @@
 #ifndef WSYNC_ENGINE_REPORTER_H
 #define WSYNC_ENGINE_REPORTER_H
 
+#include <jansson.h>
 #include <stdint.h>
 
 #include "common/wsync.h"
 
 typedef struct recv_reporter recv_reporter_t;
 
-/* Starts the thread (its own control client). Strings are copied. */
+/* Starts the thread (its own control client). Strings and `endpoint` (the
+ * node's registration endpoint, or NULL) are copied. */
 wsync_status_t reporter_start(const char *url, const char *token, const char *engine_id, const char *host,
-                              int local_ranks, recv_reporter_t **out);
+                              int local_ranks, const json_t *endpoint, recv_reporter_t **out);
 /* Queues a report and returns at once; at most REPORTER_QUEUE wait, the
  * oldest is dropped past that. Thread-safe. */
 void reporter_post(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s, uint64_t bytes,
