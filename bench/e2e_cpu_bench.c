@@ -472,15 +472,17 @@ static int run_config(bench_cfg_t *c)
            c->zero_copy ? " only (zero-copy)" : " and two publish slots", c->zero_copy ? 1 : 3);
     for (p = 0; p < c->L; p++) {
         char who[32];
-        /* with dests the caller's tensors (about one image) come on top */
-        uint64_t bound = (c->mode == WSYNC_MODE_IN_PLACE ? c->size : 2 * c->size) + (c->dests ? c->size : 0) +
-                         2 * c->chunk;
+        /* with dests the caller's tensors (about one image) come on top; they
+         * hold every tensor, so staged keeps one image (the held version is
+         * in them) */
+        int one = c->mode == WSYNC_MODE_IN_PLACE || c->dests;
+        uint64_t bound = (one ? c->size : 2 * c->size) + (c->dests ? c->size : 0) + 2 * c->chunk;
         snprintf(who, sizeof(who), "engine rank %d", p);
         if (c->L == 1)
             print_mem(who, &S->engine[p], bound,
-                      c->dests
-                          ? (c->mode == WSYNC_MODE_IN_PLACE ? "image+tensors+2 chunks" : "2 images+tensors+2 chunks")
-                          : (c->mode == WSYNC_MODE_IN_PLACE ? "image+2 chunks" : "2 images+2 chunks"));
+                      c->dests ? "image+tensors+2 chunks"
+                      : one    ? "image+2 chunks"
+                               : "2 images+2 chunks");
         else
             print_mem(who, &S->engine[p], 0, NULL);
     }

@@ -67,6 +67,7 @@ static wsync_status_t wait_newer(wsync_receiver_t *r, uint64_t deadline, uint64_
 static wsync_status_t lead_attempt(wsync_receiver_t *r, uint64_t version, uint64_t deadline, board_attempt_t *a)
 {
     uint64_t v = version;
+    int most = 0, least = 0;
     if (v == 0) {
         WSYNC_CHECK(wait_newer(r, deadline, &v));
         if (v == 0)
@@ -76,6 +77,13 @@ static wsync_status_t lead_attempt(wsync_receiver_t *r, uint64_t version, uint64
     wsync_trace("engine %s: version %llu is the one to pull%s", r->engine_id, (unsigned long long)v,
                 r->next_record ? " (its record came with the answer)" : "");
     WSYNC_CHECK(wait_ranks(r, deadline));
+    WSYNC_CHECK(board_node_slots(r->board, left_ms(deadline), &most, &least));
+    if (least < r->nslots)
+        return wsync_error(WSYNC_ERR_CONFLICT,
+                           "engine %s: a local rank set up %d image slot(s), local rank 0 %d (ranks started with "
+                           "different modes or destination tensors, then one restarted): give every rank the same "
+                           "mode and dests, and restart the node",
+                           r->engine_id, least, r->nslots);
     board_attempt_open(r->board, v, r->nslots, a);
     return WSYNC_OK;
 }
@@ -160,6 +168,25 @@ static void setup_undo(wsync_receiver_t *r)
     r->image_len = 0;
 }
 
+/* How many image slots this rank needs: in place one; staged two (the held
+ * version stays readable in one while the next lands in the other), or one
+ * when the caller's tensors hold every tensor of this rank (the held version
+ * lives there: the pull may overwrite the image, and the caller's tensors
+ * get the new version only once the node verified it). Every rank sets up
+ * the node's count, the most any rank needs, so an attempt's slot exists on
+ * each (board.h). */
+static wsync_status_t agree_slots(wsync_receiver_t *r, size_t ntensors, uint64_t deadline)
+{
+    int wish = 1, most = 0, least = 0;
+    if (r->cfg.mode != WSYNC_MODE_IN_PLACE && (r->cfg.ndests <= 0 || (size_t)r->cfg.ndests < ntensors))
+        wish = 2;
+    board_post_slots(r->board, wish);
+    WSYNC_CHECK(board_node_slots(r->board, left_ms(deadline), &most, &least));
+    r->nslots = most;
+    board_post_slots(r->board, most);
+    return WSYNC_OK;
+}
+
 /* The first pull: size and reserve the image slots before any attempt is
  * opened. Reserving every page of a large image takes seconds (8.5-10 s for
  * two slots of a 4 GiB model on a 2-core host); done inside the attempt it
@@ -171,6 +198,7 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
 {
     wsync_sync_layout_t *sl = NULL;
     uint64_t *digests = NULL, v = version, need = 0, t0;
+    size_t ntensors = 0;
     wsync_status_t st;
     if (r->image_len)
         return WSYNC_OK;
@@ -184,9 +212,13 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
     }
     WSYNC_CHECK(fetch_record(r, v, &sl, &digests));
     free(digests);
-    st = r->spec ? recv_target_image_len(r, sl, &need) : WSYNC_OK;
-    if (!r->spec)
+    st = r->spec ? recv_target_size(r, sl, &need, &ntensors) : WSYNC_OK;
+    if (!r->spec) {
         need = sl->manifest->image_size;
+        ntensors = sl->manifest->ntensors;
+    }
+    if (st == WSYNC_OK)
+        st = agree_slots(r, ntensors, deadline);
     if (st == WSYNC_OK) {
         if (r->cfg.local_rank == 0)
             reporter_post(r->reporter, v, "pulling", 0, 0, NULL);

@@ -29,8 +29,8 @@ typedef struct board_rank {
     uint64_t done_gen;   /* newest generation this rank holds verified */
     uint64_t failed_gen; /* newest generation this rank failed */
     int32_t device;      /* its GPU ordinal, -1 for host memory (set before pid) */
-    int32_t pad;
-    char error[256]; /* why, for failed_gen */
+    int32_t slots;       /* image slots it set up (0: not yet since it joined) */
+    char error[256];     /* why, for failed_gen */
 } board_rank_t;
 
 /* The shared memory; board.h says who writes each part, and how. */
@@ -296,6 +296,7 @@ static wsync_status_t open_member(board_t *b, const char *name, int local_world,
     b->sh->ranks[b->local_rank].failed_gen = 0;
     b->sh->ranks[b->local_rank].error[0] = '\0';
     b->sh->ranks[b->local_rank].device = b->device;
+    b->sh->ranks[b->local_rank].slots = 0;
     __atomic_store_n(&b->sh->ranks[b->local_rank].pid, getpid(), __ATOMIC_RELEASE);
     __atomic_add_fetch(&b->sh->ranks[b->local_rank].epoch, 1, __ATOMIC_RELEASE);
     return WSYNC_OK;
@@ -597,4 +598,34 @@ uint32_t board_rank_epoch(board_t *b, int rank)
 int board_rank_device(board_t *b, int rank)
 {
     return __atomic_load_n(&b->sh->ranks[rank].device, __ATOMIC_ACQUIRE);
+}
+
+void board_post_slots(board_t *b, int n)
+{
+    __atomic_store_n(&b->sh->ranks[b->local_rank].slots, n, __ATOMIC_RELEASE);
+}
+
+wsync_status_t board_node_slots(board_t *b, int timeout_ms, int *most, int *least)
+{
+    uint64_t deadline = wsync_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1) * 1000000ULL;
+    for (;;) {
+        int p, hi = 0, lo = BOARD_SLOTS, missing = -1;
+        for (p = 0; p < (int)b->sh->local_world; p++) {
+            int s = __atomic_load_n(&b->sh->ranks[p].slots, __ATOMIC_ACQUIRE);
+            if (s <= 0 && missing < 0)
+                missing = p;
+            hi = s > hi ? s : hi;
+            lo = s < lo ? s : lo;
+        }
+        if (missing < 0) {
+            *most = hi;
+            *least = lo;
+            return WSYNC_OK;
+        }
+        if (wsync_now_ns() >= deadline)
+            return wsync_error(WSYNC_ERR_TIMEOUT,
+                               "local rank %d has not set up its image slots in time (is it running and pulling?)",
+                               missing);
+        usleep(2000);
+    }
 }

@@ -19,6 +19,7 @@
  *   rank p's pid, epoch, device   rank p, on (re)join   device plain, then pid and epoch (release)
  *   rank p done / failed at gen   rank p                error text plain, then failed_gen
  *                                                       (release); done_gen (release)
+ *   rank p's image slots (1 or 2) rank p, at set-up     one store (release); reset on (re)join
  *
  * Generations number pull attempts, so a retried version never mistakes old
  * "landed" marks for new: every mark carries the gen it was made for. Every
@@ -129,5 +130,14 @@ int board_rank_device(board_t *b, int rank);
 int board_rank_alive(board_t *b, int rank);
 /* For ranks > 0: 1 if rank 0 that served our board is gone (reopen needed). */
 int board_leader_gone(board_t *b);
+
+/* Image slots: every rank posts how many it needs (1: in place, or staged
+ * with the caller's tensors holding every tensor it holds; 2: staged), and
+ * every rank sets up the node's count, the most any rank posted, so an
+ * attempt's slot exists on every rank. board_node_slots waits up to
+ * timeout_ms for every rank to post, and gives the most and the fewest
+ * posted (a rank that rejoins posts what it set up). */
+void board_post_slots(board_t *b, int n);
+wsync_status_t board_node_slots(board_t *b, int timeout_ms, int *most, int *least);
 
 #endif

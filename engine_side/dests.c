@@ -161,6 +161,21 @@ err:
     return st;
 }
 
+char *recv_dests_ptr(const recv_dests_t *ds, uint64_t off)
+{
+    size_t lo = 0, hi = ds ? ds->n : 0;
+    while (lo < hi) { /* d[] is sorted by offset */
+        size_t mid = lo + (hi - lo) / 2;
+        if (ds->d[mid].off == off)
+            return ds->d[mid].ptr;
+        if (ds->d[mid].off < off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
 void recv_dests_free(recv_dests_t *ds)
 {
     if (ds == NULL)

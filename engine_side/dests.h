@@ -44,6 +44,8 @@ typedef struct recv_dests {
 wsync_status_t recv_dests_build(const wsync_receiver_config_t *cfg, const wsync_manifest_t *m,
                                 const wsync_target_t *t, const wsync_node_plan_t *seg, recv_dests_t **out);
 void recv_dests_free(recv_dests_t *ds);
+/* The caller's memory of the destination at image offset `off`, or NULL. */
+char *recv_dests_ptr(const recv_dests_t *ds, uint64_t off);
 
 /* Digest ranges cut between the caller's memory and the image. */
 typedef struct recv_parts {

@@ -112,7 +112,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
         wsync_primary_ipv4(host, sizeof(host));
         r->bind_host = strdup(host);
     }
-    r->nslots = cfg->mode == WSYNC_MODE_IN_PLACE ? 1 : 2;
+    r->nslots = cfg->mode == WSYNC_MODE_IN_PLACE ? 1 : 2; /* the first pull agrees on the node's count */
     snprintf(r->board_name, sizeof(r->board_name), "wsync/%s/%s", r->host_id, r->engine_id);
 
     WSYNC_CHECK_GOTO(wsync_mem_get(cfg->device ? cfg->device : "host", &r->mem, &r->device), st, err);
@@ -229,6 +229,8 @@ wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
     r->last_gen = 0;
     if (r->spec)
         WSYNC_CHECK(board_put_spec(r->board, r->spec));
+    if (r->image_len)
+        board_post_slots(r->board, r->nslots);
     for (s = 0; s < r->nslots && r->image_len; s++) {
         wsync_blob_t blob;
         WSYNC_CHECK(r->win_ops->export_blob(&r->win[s], &blob));
@@ -254,6 +256,15 @@ size_t wsync_receiver_tensor_count(const wsync_receiver_t *r)
     return r->held ? r->held->manifest->ntensors : 0;
 }
 
+/* Where the held tensor at image offset `off` is: in the caller's memory
+ * when a destination holds it (staged with one image, the image may already
+ * hold part of the next version), else in the image. */
+static void *held_ptr(const wsync_receiver_t *r, uint64_t off)
+{
+    char *p = recv_dests_ptr(r->held_dm, off);
+    return p ? p : (char *)r->win[r->cur_slot].ptr + off;
+}
+
 wsync_status_t wsync_receiver_tensor_at(const wsync_receiver_t *r, size_t i, void **ptr, wsync_tensor_info_t *info)
 {
     const wsync_tensor_t *t;
@@ -264,7 +275,7 @@ wsync_status_t wsync_receiver_tensor_at(const wsync_receiver_t *r, size_t i, voi
     if (r->held_tl) {
         const wsync_dest_t *d = &r->held_tl->tg[r->cfg.local_rank]->dests[i];
         if (ptr)
-            *ptr = (char *)r->win[r->cur_slot].ptr + d->offset;
+            *ptr = held_ptr(r, d->offset);
         if (info) {
             info->name = d->name;
             info->dtype = wsync_dtype_name(d->dtype);
@@ -277,7 +288,7 @@ wsync_status_t wsync_receiver_tensor_at(const wsync_receiver_t *r, size_t i, voi
     }
     t = &r->held->manifest->tensors[i];
     if (ptr)
-        *ptr = (char *)r->win[r->cur_slot].ptr + t->offset;
+        *ptr = held_ptr(r, t->offset);
     if (info) {
         info->name = t->name;
         info->dtype = wsync_dtype_name(t->dtype);

@@ -124,9 +124,11 @@ typedef struct recv_request {
 wsync_status_t recv_targets_init(wsync_receiver_t *r);
 wsync_status_t recv_tlayout_build(wsync_receiver_t *r, const wsync_sync_layout_t *sl, recv_tlayout_t **out);
 void recv_tlayout_free(recv_tlayout_t *tl);
-/* This rank's destination image size for `sl` (its own target alone: the
- * first pull sizes its image slots with it before the attempt opens). */
-wsync_status_t recv_target_image_len(const wsync_receiver_t *r, const wsync_sync_layout_t *sl, uint64_t *len);
+/* This rank's destination image size and tensor count for `sl` (its own
+ * target alone: the first pull sizes its image slots with it before the
+ * attempt opens). */
+wsync_status_t recv_target_size(const wsync_receiver_t *r, const wsync_sync_layout_t *sl, uint64_t *len,
+                                size_t *ntensors);
 wsync_status_t recv_tlayout_verify(wsync_receiver_t *r, const recv_tlayout_t *tl, const char *image,
                                    const uint64_t *digests, uint64_t v);
 

@@ -77,11 +77,13 @@ static wsync_status_t target_from_spec(const wsync_manifest_t *m, int p, const c
     return WSYNC_OK;
 }
 
-wsync_status_t recv_target_image_len(const wsync_receiver_t *r, const wsync_sync_layout_t *sl, uint64_t *len)
+wsync_status_t recv_target_size(const wsync_receiver_t *r, const wsync_sync_layout_t *sl, uint64_t *len,
+                                size_t *ntensors)
 {
     wsync_target_t *t = NULL;
     WSYNC_CHECK(target_from_spec(sl->manifest, r->cfg.local_rank, r->spec, &t));
     *len = t->image_size;
+    *ntensors = t->ndests;
     wsync_target_free(t);
     return WSYNC_OK;
 }

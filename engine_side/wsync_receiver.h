@@ -81,9 +81,14 @@ typedef struct wsync_receiver_config {
      *             runs, and after one that failed, the caller's tensors are
      *             invalid, as the image is.
      * wsync's image stays the landing memory either way (the node's other
-     * ranks copy out of its window), so a rank holds its image (two in
-     * staged mode) plus the caller's tensors. The memory must stay valid and
-     * unmoved while the receiver lives. */
+     * ranks copy out of its window), so a rank holds its image plus the
+     * caller's tensors. Staged keeps a second image (the held version stays
+     * readable while the next lands) unless the caller's tensors hold every
+     * tensor of the rank: then the held version lives in them, one image
+     * suffices (when every local rank of the node gives all its tensors; a
+     * rank that gives fewer makes the node keep two), and the image, like
+     * wsync_receiver_image's pointer, is invalid while a pull runs. The
+     * memory must stay valid and unmoved while the receiver lives. */
     const wsync_dest_tensor_t *dests;
     int ndests;
     /* Optional: called on the pulling thread when a pull meets a new layout,
@@ -117,8 +122,9 @@ WSYNC_API uint64_t wsync_receiver_version(const wsync_receiver_t *r);
 WSYNC_API uint64_t wsync_receiver_layout_generation(const wsync_receiver_t *r);
 
 /* Tensors of the held version: by name, or by index < count. *ptr points into
- * the image (device memory for "cuda"); valid until the next pull. With a
- * target these are the rank's destination tensors (names like qkv_proj). */
+ * the image (device memory for "cuda"), or into the caller's memory for a
+ * tensor config.dests gives; valid until the next pull. With a target these
+ * are the rank's destination tensors (names like qkv_proj). */
 WSYNC_API size_t wsync_receiver_tensor_count(const wsync_receiver_t *r);
 WSYNC_API wsync_status_t wsync_receiver_tensor_at(const wsync_receiver_t *r, size_t i, void **ptr,
                                                   wsync_tensor_info_t *info);

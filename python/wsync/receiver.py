@@ -6,8 +6,9 @@ its tensors and every pull lands in them (wsync.hf does this with a model's
 parameters). With `into` (the engine's own tensors), they are the C
 receiver's `dests`: in mode "in-place" each chunk's bytes are written into
 them during the pull and verification digests them there; in mode "staged"
-the pull lands in wsync's second image and is copied into them only once
-every local rank verified it (a failed pull leaves them as they were).
+the pull lands in wsync's image (a second one unless `into` holds every
+tensor on every local rank) and is copied into them only once every local
+rank verified it (a failed pull leaves them as they were).
 Before any byte of a new layout moves, the C receiver hands this rank's
 tensors (the manifest's, or the target's destination tensors) to a callback
 here, which checks every `into` tensor's name, dtype and shape and refuses

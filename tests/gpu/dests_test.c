@@ -14,20 +14,28 @@ static void staged_dests_on_one_gpu(void)
 {
     if (ngpu == 0)
         SKIP("needs a CUDA device");
-    CHECK_EQ(dests_procs_run("cuda:0", WSYNC_MODE_STAGED, 2, "dests-gpu-staged"), 0);
+    CHECK_EQ(dests_procs_run("cuda:0", WSYNC_MODE_STAGED, 2, 0, "dests-gpu-staged"), 0);
 }
 
 static void in_place_dests_on_one_gpu(void)
 {
     if (ngpu == 0)
         SKIP("needs a CUDA device");
-    CHECK_EQ(dests_procs_run("cuda:0", WSYNC_MODE_IN_PLACE, 2, "dests-gpu-inplace"), 0);
+    CHECK_EQ(dests_procs_run("cuda:0", WSYNC_MODE_IN_PLACE, 2, 0, "dests-gpu-inplace"), 0);
+}
+
+static void staged_every_tensor_given_on_one_gpu(void)
+{
+    if (ngpu == 0)
+        SKIP("needs a CUDA device");
+    CHECK_EQ(dests_procs_run("cuda:0", WSYNC_MODE_STAGED, 2, 3, "dests-gpu-staged-all"), 0);
 }
 
 int main(void)
 {
     ngpu = gpu_count_forked(); /* no CUDA in this process: it forks the engines */
     RUN(staged_dests_on_one_gpu);
+    RUN(staged_every_tensor_given_on_one_gpu);
     RUN(in_place_dests_on_one_gpu);
     TEST_EXIT();
 }

@@ -2,8 +2,11 @@
  * (config.dests) as real processes: this process runs the control endpoint
  * and one trainer rank (host memory); L forked engine processes form one
  * node (shm windows on the host, CUDA IPC windows between processes on one
- * GPU), each with every other manifest tensor (a different half per rank)
- * in memory of its own, allocated on the receiver's device. Per version
+ * GPU), each with every other manifest tensor (a different half per rank),
+ * or every tensor (ranks in `full`, a bit mask), in memory of its own,
+ * allocated on the receiver's device. Staged, the node sets up one image
+ * slot per rank when every rank gives every tensor, else two (checked
+ * after each pull). Per version
  * the parent publishes, then tells every child which version to pull; a
  * child pulls it and compares its tensors, copied back to the host, with
  * the bytes the trainer's fill gives at their image offsets (regenerated in
@@ -28,6 +31,7 @@
 #include "common/manifest.h"
 #include "common/mem/mem.h"
 #include "common/util.h"
+#include "engine_side/receiver_internal.h"
 #include "engine_side/wsync_receiver.h"
 #include "trainer_side/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
@@ -66,9 +70,10 @@ static int dp_dests_hold(const wsync_mem_ops_t *mem, const wsync_manifest_t *m, 
 
 /* An engine rank: pulls the versions it is told (0: stop), answers one
  * result byte each. */
-static int dp_child(const char *engine, const char *device, wsync_mode_t mode, int rank, int L, int cmd_fd,
-                    int res_fd)
+static int dp_child(const char *engine, const char *device, wsync_mode_t mode, int rank, int L, unsigned full,
+                    int cmd_fd, int res_fd)
 {
+    const int all = full == (1u << L) - 1, slots = mode == WSYNC_MODE_IN_PLACE || all ? 1 : 2;
     char url[128] = "";
     const wsync_mem_ops_t *mem = NULL;
     wsync_manifest_t *m = NULL;
@@ -99,7 +104,7 @@ static int dp_child(const char *engine, const char *device, wsync_mode_t mode, i
     d = calloc(m->ntensors, sizeof(*d));
     idx = calloc(m->ntensors, sizeof(*idx));
     for (i = 0; d && idx && i < m->ntensors; i++)
-        if ((i + (size_t)rank) % 2 == 0) {
+        if ((full >> rank & 1) || (i + (size_t)rank) % 2 == 0) {
             void *p = NULL;
             if (mem->alloc(m->tensors[i].size, &p) != WSYNC_OK)
                 break;
@@ -128,6 +133,10 @@ static int dp_child(const char *engine, const char *device, wsync_mode_t mode, i
             good = v;
             if (dp_dests_hold(mem, m, idx, d, nd, v))
                 res = DP_MISMATCH;
+            if (r->nslots != slots) {
+                fprintf(stderr, "  rank %d set up %d image slots, expected %d\n", rank, r->nslots, slots);
+                res = DP_MISMATCH;
+            }
         }
         if (write(res_fd, &res, 1) != 1)
             break;
@@ -142,7 +151,7 @@ static int dp_child(const char *engine, const char *device, wsync_mode_t mode, i
 }
 
 /* Runs the versions; returns the number of checks that failed (messages on stderr). */
-static int dests_procs_run(const char *device, wsync_mode_t mode, int L, const char *engine)
+static int dests_procs_run(const char *device, wsync_mode_t mode, int L, unsigned full, const char *engine)
 {
     wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
     wsync_publisher_config_t pc = {.rank = 0,
@@ -180,7 +189,7 @@ static int dests_procs_run(const char *device, wsync_mode_t mode, int L, const c
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             close(cmd[p][1]);
             close(res[p][0]);
-            _exit(dp_child(engine, device, mode, p, L, cmd[p][0], res[p][1]));
+            _exit(dp_child(engine, device, mode, p, L, full, cmd[p][0], res[p][1]));
         }
         close(cmd[p][0]);
         close(res[p][1]);

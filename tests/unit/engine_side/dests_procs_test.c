@@ -1,22 +1,37 @@
 /* dests_procs_test.c: whole-image receivers with the caller's tensors as a
  * node of 2 engine processes on the host (shm windows), staged and in place,
- * over a corrupted version (tests/unit/engine_side/dests_procs.h). */
+ * over a corrupted version (tests/unit/engine_side/dests_procs.h); staged
+ * with every tensor given by both ranks (one image each: the failed pull
+ * overwrites it, the caller's tensors keep the version) and by one rank
+ * only (the node keeps two). */
 #include "tests/test.h"
 #include "tests/unit/engine_side/dests_procs.h"
 
 static void staged_node_of_two_processes(void)
 {
-    CHECK_EQ(dests_procs_run("host", WSYNC_MODE_STAGED, 2, "dests-procs-staged"), 0);
+    CHECK_EQ(dests_procs_run("host", WSYNC_MODE_STAGED, 2, 0, "dests-procs-staged"), 0);
 }
 
 static void in_place_node_of_two_processes(void)
 {
-    CHECK_EQ(dests_procs_run("host", WSYNC_MODE_IN_PLACE, 2, "dests-procs-inplace"), 0);
+    CHECK_EQ(dests_procs_run("host", WSYNC_MODE_IN_PLACE, 2, 0, "dests-procs-inplace"), 0);
+}
+
+static void staged_every_tensor_given_one_image(void)
+{
+    CHECK_EQ(dests_procs_run("host", WSYNC_MODE_STAGED, 2, 3, "dests-procs-staged-all"), 0);
+}
+
+static void staged_one_rank_gives_all_node_keeps_two(void)
+{
+    CHECK_EQ(dests_procs_run("host", WSYNC_MODE_STAGED, 2, 1, "dests-procs-staged-mixed"), 0);
 }
 
 int main(void)
 {
     RUN(staged_node_of_two_processes);
+    RUN(staged_every_tensor_given_one_image);
+    RUN(staged_one_rank_gives_all_node_keeps_two);
     RUN(in_place_node_of_two_processes);
     TEST_EXIT();
 }
