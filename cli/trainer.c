@@ -50,7 +50,9 @@ static void usage(FILE *f)
             "  --single-copy      publish each version single-copy: engines copy it straight out of this\n"
             "                     rank's memory; the next version is written only once the engine nodes on\n"
             "                     this host hold it (wsync_publisher_wait_held), or after --hold-timeout-ms\n"
-            "                     (default 10000). --zero-copy does the same without any publish slot\n"
+            "                     (default 10000). --zero-copy: single copy too, without any publish slot\n"
+            "                     and without the wait (engines still pulling a version when the next is\n"
+            "                     written fail it, their digests catching it)\n"
             "  --config FILE      read settings and these options from FILE's \"trainer\" object\n"
             "                     (docs/CONFIG.md; flags given here override the file)\n"
             "  --token-file FILE  the deployment's token (default: setting token, env WSYNC_TOKEN): engines\n"
@@ -349,9 +351,9 @@ int cmd_trainer(int argc, char **argv)
         }
         if (k > 0)
             break;
-        if ((single || pc.zero_copy) && (st = hold_then_write(pub, &model, mem, v, owned, n, stage, hold_ms)) != WSYNC_OK)
+        if (single && (st = hold_then_write(pub, &model, mem, v, owned, n, stage, hold_ms)) != WSYNC_OK)
             goto out;
-        filled = single || pc.zero_copy;
+        filled = single;
     }
     if (engines > 0 && !stop_flag && versions > 0)
         wait_engines(ctl, (int)engines, base + (uint64_t)versions);
