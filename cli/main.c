@@ -22,6 +22,7 @@ static const command_t commands[] = {
     {"plan", cmd_plan, "print who sends what to whom for a model and topology"},
     {"target", cmd_target, "print what one tensor-parallel engine rank holds"},
     {"config", cmd_config, "print every setting, its value and where it came from"},
+    {"calibrate", cmd_calibrate, "measure this machine's links and write a links file"},
 };
 
 void cli_report(const char *cmd, const char *what, int status)

@@ -12,14 +12,18 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/plan_nodes.h"
+#include "cli/plan_predict.h"
 #include "common/plan.h"
 #include "common/safetensors.h"
+#include "common/status.h"
 #include "common/util.h"
 
 #define PLAN_USAGE                                                                              \
     "usage: wsync plan (FILE.safetensors | --synthetic SIZE) [--trainers W] [--engines M]\n"    \
     "                  [--local-ranks L] [--chunk SIZE] [--layout even|fsdp] [--tp T[,T...]]\n" \
-    "                  [--rules FILE] [--json]\n"
+    "                  [--rules FILE] [--json]\n"                                               \
+    "       wsync plan ... --links FILE --predict [--trainer-hosts H] [--replica-gpus G]\n"     \
+    "                  [--memory gpu|host] [--transport put|staged|tcp] [--scenarios] [--json]\n"
 
 /* Upper bounds keep a typo (--trainers 1e9) from allocating gigabytes; they
  * are far above any real deployment. */
@@ -36,6 +40,8 @@ typedef struct plan_opts {
     int json;
     const char *tp; /* per-node TP sizes, or NULL: every rank holds the whole image */
     const char *rules;
+    int predict;
+    plan_predict_opts_t pr;
 } plan_opts_t;
 
 /* What one local rank of a node does: lands from the network, copies from
@@ -50,17 +56,13 @@ typedef struct local_stat {
 /* Returns 0 when the options are good, 2 (usage error) or -1 (--help given). */
 static int parse_opts(int argc, char **argv, plan_opts_t *o)
 {
-    static const struct option opts[] = {{"synthetic", 1, 0, 's'},
-                                         {"trainers", 1, 0, 'w'},
-                                         {"engines", 1, 0, 'm'},
-                                         {"local-ranks", 1, 0, 'l'},
-                                         {"chunk", 1, 0, 'c'},
-                                         {"layout", 1, 0, 'y'},
-                                         {"json", 0, 0, 'j'},
-                                         {"help", 0, 0, 'h'},
-                                         {"tp", 1, 0, 't'},
-                                         {"rules", 1, 0, 'r'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] =
+        {{"synthetic", 1, 0, 's'},   {"trainers", 1, 0, 'w'},       {"engines", 1, 0, 'm'},
+         {"local-ranks", 1, 0, 'l'}, {"chunk", 1, 0, 'c'},          {"layout", 1, 0, 'y'},
+         {"json", 0, 0, 'j'},        {"help", 0, 0, 'h'},           {"tp", 1, 0, 't'},
+         {"rules", 1, 0, 'r'},       {"links", 1, 0, 1000},         {"predict", 0, 0, 1001},
+         {"scenarios", 0, 0, 1002},  {"trainer-hosts", 1, 0, 1003}, {"replica-gpus", 1, 0, 1004},
+         {"memory", 1, 0, 1005},     {"transport", 1, 0, 1006},     {0, 0, 0, 0}};
     int c;
 
     *o = (plan_opts_t){.trainers = 2, .engines = 2, .local_ranks = 2, .chunk = WSYNC_DEFAULT_CHUNK};
@@ -98,6 +100,19 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
         case 'j': o->json = 1; break;
         case 't': o->tp = optarg; break;
         case 'r': o->rules = optarg; break;
+        case 1000: o->pr.links = optarg; break;
+        case 1001: o->predict = 1; break;
+        case 1002: o->pr.scenarios = 1; break;
+        case 1003:
+            if (cli_parse_int("plan", "--trainer-hosts", optarg, 1, PLAN_MAX_TRAINERS, &o->pr.trainer_hosts))
+                return 2;
+            break;
+        case 1004:
+            if (cli_parse_int("plan", "--replica-gpus", optarg, 1, PLAN_MAX_ENGINES, &o->pr.replica_gpus))
+                return 2;
+            break;
+        case 1005: o->pr.memory = optarg; break;
+        case 1006: o->pr.net = optarg; break;
         case 'h':
             printf(PLAN_USAGE
                    "Prints the plan: image size, chunks, pieces, the bytes each trainer rank sends to one\n"
@@ -108,7 +123,14 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
                    "--rules FILE), TP rank = local rank mod T; per node it shows the bytes that cross into\n"
                    "it and per rank the bytes it lands and holds. --tp 4,2,image gives node 0 TP=4, node 1\n"
                    "TP=2 and the other nodes the whole image (the last value repeats). --json always lists\n"
-                   "the nodes (\"nodes\": [{network_bytes, ranks: [{land_bytes, holds_bytes}]}]).\n");
+                   "the nodes (\"nodes\": [{network_bytes, ranks: [{land_bytes, holds_bytes}]}]).\n"
+                   "--predict: one version's time per candidate plan (direct, relay:F, direct+own) on the links\n"
+                   "of FILE (configs/links/, or `wsync calibrate`; default: the links setting), with the\n"
+                   "bottleneck, bytes per link class and the stages, and the plan plan=auto would choose.\n"
+                   "--trainer-hosts H (default: trainers / the file's GPUs per host), --replica-gpus G (a\n"
+                   "replica of G GPUs holds the image sharded: G > L spans G/L nodes), --memory, --transport\n"
+                   "(default: gpu and puts when the file has them). --scenarios costs the reference scenarios\n"
+                   "of docs/COST_MODEL.md on a host of --local-ranks GPUs instead. SIZE may exceed 64G here.\n");
             return -1;
         default: fprintf(stderr, PLAN_USAGE); return 2; /* getopt already said which option was wrong */
         }
@@ -225,6 +247,46 @@ static void plan_print(const plan_opts_t *o, const wsync_manifest_t *m, const ws
            both(p->image_size * (L - 1) * M, b, sizeof(b)));
 }
 
+static void fill_predict(plan_opts_t *o, uint64_t image)
+{
+    o->pr.json = o->json;
+    o->pr.trainers = o->trainers;
+    o->pr.engines = o->engines;
+    o->pr.local_ranks = o->local_ranks;
+    o->pr.image = image;
+    o->pr.chunk = o->chunk;
+}
+
+/* --predict without --tp needs only the image size: a synthetic size is
+ * not built into a manifest, so it may be any size (a 1T model). */
+static int predict_whole(plan_opts_t *o)
+{
+    wsync_safetensors_t *st = NULL;
+    uint64_t size = 0;
+    wsync_status_t s;
+    int rc;
+    if (o->synthetic) {
+        s = wsync_parse_size(o->synthetic, "--synthetic", &size);
+        if (s == WSYNC_OK && size == 0)
+            s = wsync_error(WSYNC_ERR_INVALID, "--synthetic: the size must be above 0");
+        if (s != WSYNC_OK) {
+            cli_report("plan", "synthetic model", s);
+            return 2;
+        }
+    } else {
+        s = wsync_safetensors_open(o->file, &st);
+        if (s != WSYNC_OK) {
+            cli_report("plan", o->file, s);
+            return s == WSYNC_ERR_NOMEM ? 1 : 2;
+        }
+        size = st->manifest->image_size;
+    }
+    fill_predict(o, size);
+    rc = plan_predict_run(&o->pr);
+    wsync_safetensors_close(st);
+    return rc;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     plan_opts_t o;
@@ -240,6 +302,16 @@ int cmd_plan(int argc, char **argv)
 
     if (rc != 0)
         return rc < 0 ? 0 : rc;
+    if ((o.pr.links || o.pr.scenarios || o.pr.trainer_hosts || o.pr.replica_gpus || o.pr.memory || o.pr.net) &&
+        !o.predict) {
+        fprintf(stderr,
+                "wsync plan: --links, --scenarios, --trainer-hosts, --replica-gpus, --memory and "
+                "--transport go with --predict\n%s",
+                PLAN_USAGE);
+        return 2;
+    }
+    if (o.predict && o.tp == NULL)
+        return predict_whole(&o);
     if (o.synthetic) {
         uint64_t size;
         s = wsync_parse_size(o.synthetic, "--synthetic", &size);
@@ -280,7 +352,11 @@ int cmd_plan(int argc, char **argv)
     rc = plan_nodes_build(o.tp, o.rules, m, layout, o.engines, o.local_ranks, o.chunk, &pn);
     if (rc != 0)
         goto out;
-    if (o.json) {
+    if (o.predict) {
+        plan_nodes_max(pn, &o.pr.tp_node, &o.pr.tp_land, &o.pr.tp_hold);
+        fill_predict(&o, m->image_size);
+        rc = plan_predict_run(&o.pr);
+    } else if (o.json) {
         json_t *j = plan_json(&o, m, plan, ls, pn);
         char *text = json_dumps(j, JSON_INDENT(2));
         printf("%s\n", text ? text : "{}");

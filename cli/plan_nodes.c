@@ -224,3 +224,20 @@ void plan_nodes_print(const plan_nodes_t *pn)
         }
     }
 }
+
+void plan_nodes_max(const plan_nodes_t *pn, uint64_t *node, uint64_t *land, uint64_t *hold)
+{
+    int k, r;
+    *node = *land = *hold = 0;
+    for (k = 0; pn != NULL && k < pn->nkinds; k++) {
+        const wsync_node_plan_t *np = pn->kinds[k].plan;
+        if (np->network_bytes > *node)
+            *node = np->network_bytes;
+        for (r = 0; r < pn->L; r++) {
+            if (np->land_bytes[r] > *land)
+                *land = np->land_bytes[r];
+            if (np->holds_bytes[r] > *hold)
+                *hold = np->holds_bytes[r];
+        }
+    }
+}

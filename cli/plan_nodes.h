@@ -19,6 +19,9 @@ int plan_nodes_build(const char *tp_spec, const char *rules_path, const wsync_ma
  *          copy_in_bytes}]}]: a new reference. */
 json_t *plan_nodes_json(const plan_nodes_t *pn);
 void plan_nodes_print(const plan_nodes_t *pn);
+/* The most bytes any node needs from the network, any rank lands, any rank
+ * holds (what `wsync plan --predict --tp` costs). */
+void plan_nodes_max(const plan_nodes_t *pn, uint64_t *node, uint64_t *land, uint64_t *hold);
 void plan_nodes_free(plan_nodes_t *pn);
 
 #endif

@@ -153,6 +153,12 @@ static const wsync_setting_def_t table[WSYNC_SET_COUNT] = {
                                 .env = "WSYNC_TCP_STALL_MS",
                                 .doc = "a trainer's tcp put to a receiver that reads nothing for this long fails "
                                        "(frees the publish slot for the others); 0: no limit"},
+    [WSYNC_SET_LINKS] = {.name = "links",
+                         .type = WSYNC_STYPE_STRING,
+                         .dflt = "",
+                         .env = "WSYNC_LINKS",
+                         .doc = "links file of this machine kind (configs/links/, or one `wsync calibrate` wrote) "
+                                "for the cost model: `wsync plan --predict` and plan=auto; empty: none"},
 };
 
 typedef struct value {

@@ -37,6 +37,7 @@ typedef enum wsync_setting_id {
     WSYNC_SET_NCCL_GROUP,
     WSYNC_SET_CONTROL_GRACE_MS,
     WSYNC_SET_TCP_STALL_MS,
+    WSYNC_SET_LINKS,
     WSYNC_SET_COUNT
 } wsync_setting_id_t;
 

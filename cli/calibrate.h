@@ -1,0 +1,42 @@
+/* calibrate.h: the parts of `wsync calibrate` (cli/calibrate.c): repeated
+ * timings reduced to median and spread, the TCP peer, the GPU classes. */
+#ifndef WSYNC_CLI_CALIBRATE_H
+#define WSYNC_CLI_CALIBRATE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "common/cost/cost.h"
+
+#define CALIB_NOTE_LEN 160
+
+typedef struct calib {
+    cost_links_t links;
+    char note[COST_CLASS_COUNT][CALIB_NOTE_LEN];
+    size_t bytes; /* per repetition */
+    int reps;
+    FILE *log; /* one line per class */
+} calib_t;
+
+/* Records class `c` from `reps` rates (bytes/s) and alpha (s, 0: none). */
+void calib_set(calib_t *cb, cost_class_t c, const double *rates, int reps, double alpha_s, const char *note);
+/* Marks `c` absent with the reason, printed as "<class>: <why>". */
+void calib_absent(calib_t *cb, cost_class_t c, const char *why);
+
+/* The GPU classes (local, gpu_peer, window, host_gpu, digest_gpu,
+ * pack_gpu): measured when CUDA devices are present, else each "skipped: no
+ * CUDA device". */
+void calib_gpu(calib_t *cb);
+
+/* The control class: round trips to a control endpoint started here on
+ * loopback. */
+void calib_control(calib_t *cb);
+
+/* `wsync calibrate --serve HOST:PORT`: answers pings and bulk transfers
+ * until killed. Returns an exit status. */
+int calib_serve(const char *hostport);
+/* Measures tcp to `hostport` (a --serve peer): alpha from ping round trips,
+ * bandwidth from bulk transfers. */
+wsync_status_t calib_tcp(calib_t *cb, const char *hostport);
+
+#endif

@@ -1,0 +1,56 @@
+/* calibrate_control.c: the control class of `wsync calibrate`: round trips
+ * to a control endpoint started in this process on loopback (GET /healthz
+ * through the same client the trainers and engines use). What it measures
+ * is the endpoint's and the client's own cost; a deployment's round trip
+ * adds its network's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/calibrate.h"
+#include "common/control_client.h"
+#include "common/util.h"
+#include "trainer_side/control/control_server.h"
+
+#define ROUND_TRIPS 50
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+void calib_control(calib_t *cb)
+{
+    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
+    wsync_control_server_t *server = NULL;
+    wsync_control_t *c = NULL;
+    double rtt[ROUND_TRIPS];
+    int i;
+    if (wsync_control_server_start(&sc, &server) != WSYNC_OK ||
+        wsync_control_open(wsync_control_server_url(server), NULL, &c) != WSYNC_OK) {
+        calib_absent(cb, COST_CONTROL, "a control endpoint on loopback could not start");
+        goto out;
+    }
+    for (i = 0; i < ROUND_TRIPS; i++) {
+        long http = 0;
+        uint64_t t0 = wsync_now_ns();
+        if (wsync_control_request(c, "GET", "/healthz", NULL, 5000, &http, NULL) != WSYNC_OK || http != 200) {
+            calib_absent(cb, COST_CONTROL, "the loopback control endpoint did not answer /healthz");
+            goto out;
+        }
+        rtt[i] = (wsync_now_ns() - t0) / 1e9;
+    }
+    qsort(rtt, ROUND_TRIPS, sizeof(double), cmp_double);
+    memset(&cb->links.link[COST_CONTROL], 0, sizeof(cb->links.link[COST_CONTROL]));
+    cb->links.link[COST_CONTROL].present = 1;
+    cb->links.link[COST_CONTROL].alpha_s = rtt[ROUND_TRIPS / 2];
+    cb->links.link[COST_CONTROL].reps = ROUND_TRIPS;
+    snprintf(cb->note[COST_CONTROL], CALIB_NOTE_LEN,
+             "median of %d GET /healthz round trips to a control endpoint on loopback (min %.0f, max %.0f us)",
+             ROUND_TRIPS, rtt[0] * 1e6, rtt[ROUND_TRIPS - 1] * 1e6);
+    fprintf(cb->log, "%-12s alpha %.1f us: %s\n", "control", rtt[ROUND_TRIPS / 2] * 1e6, cb->note[COST_CONTROL]);
+out:
+    wsync_control_close(c);
+    wsync_control_server_stop(server);
+}
