@@ -2,7 +2,11 @@
  * GPU 0 (bytes read per second), against a device-to-device copy of the same
  * buffer measured in the same run (its bytes copied per second: about
  * 2120 GB/s on an H200), and that it equals the CPU digest of the same
- * bytes. */
+ * bytes. Then the copy with the digest fused into it (copy_digest_cuda.h)
+ * against cudaMemcpyAsync of the same bytes, alternated in the same run:
+ * the whole 4 GiB at once and as 64 jobs of 64 MiB (a chunk) queued back
+ * to back, in each kernel shape (vectors in flight per thread, blocks per
+ * SM); its sum must equal the CPU digest. */
 #include <stdint.h>
 #include <stdio.h>
 
@@ -10,6 +14,7 @@
 
 #if WSYNC_HAVE_CUDA && WSYNC_HAVE_NCCL
 #include "bench/gpu_pair.h"
+#include "common/copy_digest_cuda.h"
 #include "common/digest.h"
 #include "common/digest_cuda.h"
 #include "common/mem/mem.h"
@@ -17,9 +22,85 @@
 #define LEN ((size_t)4 << 30)
 #define REPS 10
 
+#define CHUNK ((size_t)64 << 20)
+
+/* One timed pass: the whole buffer (`chunked` = 0) or chunk after chunk,
+ * fused (`shape` >= 0: an index into shapes[]) or cudaMemcpyAsync (-1). */
+/* unroll, blocks per SM, streaming stores; the first is the default */
+static const int shapes[][3] = {{2, 8, 0}, {4, 8, 0}, {4, 4, 0}, {1, 8, 0}, {8, 4, 0}, {2, 8, 1}, {4, 4, 1}};
+#define NSHAPES ((int)(sizeof(shapes) / sizeof(shapes[0])))
+
+static double pass(char *dst, const char *src, uint64_t *dsum, int shape, int chunked, cudaStream_t s,
+                   cudaEvent_t e0, cudaEvent_t e1)
+{
+    size_t at, step = chunked ? CHUNK : LEN;
+    float ms;
+    CU(cudaMemsetAsync(dsum, 0, 8, s));
+    CU(cudaEventRecord(e0, s));
+    for (at = 0; at < LEN; at += step) {
+        if (shape < 0)
+            CU(cudaMemcpyAsync(dst + at, src + at, step, cudaMemcpyDeviceToDevice, s));
+        else if (wsync_cuda_copy_digest_shape_async(dst + at, src + at, step, at, dsum, s, shapes[shape][0],
+                                                    shapes[shape][1], shapes[shape][2]) != 0)
+            DIE("copy-digest launch: %s", cudaGetErrorString(cudaGetLastError()));
+    }
+    CU(cudaEventRecord(e1, s));
+    CU(cudaEventSynchronize(e1));
+    CU(cudaEventElapsedTime(&ms, e0, e1));
+    return ms / 1e3;
+}
+
+/* Fused against memcpy, alternated REPS times after a warm-up; prints both
+ * and their ratio; returns the fused median. */
+static double fused_vs_copy(char *dst, const char *src, uint64_t *dsum, int shape, int chunked, cudaStream_t s,
+                            cudaEvent_t e0, cudaEvent_t e1)
+{
+    double tf[REPS], tc[REPS], f, c, gb = (double)LEN / 1e9;
+    int i;
+    for (i = -2; i < REPS; i++) {
+        double a = pass(dst, src, dsum, shape, chunked, s, e0, e1);
+        double b = pass(dst, src, dsum, -1, chunked, s, e0, e1);
+        if (i >= 0) {
+            tf[i] = a;
+            tc[i] = b;
+        }
+    }
+    f = median(tf, REPS);
+    c = median(tc, REPS);
+    printf("  %-10s unroll %d, %d blocks/SM, %s stores: fused %7.3f ms %7.1f GB/s, memcpy %7.3f ms %7.1f GB/s, "
+           "fused/memcpy speed %.3f\n",
+           chunked ? "64 MiB x64" : "4 GiB", shapes[shape][0], shapes[shape][1],
+           shapes[shape][2] ? "streaming" : "plain", f * 1e3, gb / f, c * 1e3, gb / c, c / f);
+    return f;
+}
+
+/* The fused sum of the whole buffer (one pass, copies src -> dst) against
+ * the CPU's digest of src's bytes and the digest kernel's of dst. */
+static void check_fused(char *dst, const char *src, const char *host, uint64_t *dsum, int chunked, cudaStream_t s,
+                        cudaEvent_t e0, cudaEvent_t e1)
+{
+    uint64_t fused = 0, after = 0, cpu = 0;
+    size_t at, step = chunked ? CHUNK : LEN;
+    CU(cudaMemsetAsync(dst, 0, LEN, s));
+    (void)pass(dst, src, dsum, 0, chunked, s, e0, e1);
+    CU(cudaMemcpy(&fused, dsum, 8, cudaMemcpyDeviceToHost));
+    for (at = 0; at < LEN; at += step)
+        cpu += wsync_digest_sum(host + at, step, at);
+    CU(cudaMemsetAsync(dsum, 0, 8, s));
+    for (at = 0; at < LEN; at += step)
+        if (wsync_cuda_digest_sum_async(dst + at, step, at, dsum, s) != 0)
+            DIE("digest launch");
+    CU(cudaStreamSynchronize(s));
+    CU(cudaMemcpy(&after, dsum, 8, cudaMemcpyDeviceToHost));
+    if (fused != cpu || after != cpu)
+        DIE("fused copy-digest %016llx, digest of its copy %016llx, CPU digest %016llx (%s)",
+            (unsigned long long)fused, (unsigned long long)after, (unsigned long long)cpu,
+            chunked ? "64 MiB jobs" : "4 GiB");
+}
+
 static int run(int unused)
 {
-    char *a, *b;
+    char *a, *b, *host;
     uint64_t *dsum, gpu = 0;
     cudaStream_t s;
     cudaEvent_t e0, e1;
@@ -56,15 +137,13 @@ static int run(int unused)
             tc[i] = ms / 1e3;
     }
     CU(cudaMemcpy(&gpu, dsum, 8, cudaMemcpyDeviceToHost));
-    {
-        char *host = malloc(LEN);
-        uint64_t cpu;
-        CU(cudaMemcpy(host, a, LEN, cudaMemcpyDeviceToHost));
-        cpu = wsync_digest_sum(host, LEN, 0);
-        free(host);
-        if (cpu != gpu)
-            DIE("GPU digest %016llx != CPU digest %016llx", (unsigned long long)gpu, (unsigned long long)cpu);
-    }
+    host = malloc(LEN);
+    if (host == NULL)
+        DIE("no host memory for 4 GiB");
+    CU(cudaMemcpy(host, a, LEN, cudaMemcpyDeviceToHost));
+    if (wsync_digest_sum(host, LEN, 0) != gpu)
+        DIE("GPU digest %016llx != CPU digest %016llx", (unsigned long long)gpu,
+            (unsigned long long)wsync_digest_sum(host, LEN, 0));
     {
         double d = median(td, REPS), c = median(tc, REPS), gb = (double)LEN / 1e9;
         printf("gpu_digest_bench: 4 GiB on GPU 0, median of %d\n", REPS);
@@ -72,6 +151,14 @@ static int run(int unused)
         printf("  ceiling: D2D copy        %7.3f ms  %7.1f GB/s copied (%.1f GB/s read+written)\n", c * 1e3,
                gb / c, 2 * gb / c);
         printf("  ratio digest / copy: %.2f; GPU digest == CPU digest\n", (gb / d) / (gb / c));
+    }
+    check_fused(b, a, host, dsum, 0, s, e0, e1);
+    check_fused(b, a, host, dsum, 1, s, e0, e1);
+    free(host);
+    printf("copy with the digest fused (target: fused/memcpy speed >= 0.95; sums == CPU digest, checked):\n");
+    for (i = 0; i < NSHAPES; i++) {
+        fused_vs_copy(b, a, dsum, i, 0, s, e0, e1);
+        fused_vs_copy(b, a, dsum, i, 1, s, e0, e1);
     }
     return 0;
 }

@@ -7,54 +7,7 @@
 
 #include "common/digest.h"
 #include "common/digest_cuda.h"
-
-#define DIG_THREADS 256
-
-static __device__ __forceinline__ uint64_t d_fmix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
-static __device__ __forceinline__ uint64_t d_word(uint64_t w, uint64_t key)
-{
-    uint64_t x = w ^ key;
-    x *= WSYNC_DIGEST_M1;
-    x ^= x >> 32;
-    x *= WSYNC_DIGEST_M2;
-    x ^= x >> 29;
-    return x;
-}
-
-// Little-endian word from `n` (1..8) bytes at any alignment, zero-padded.
-static __device__ __forceinline__ uint64_t d_load_bytes(const unsigned char *p, int n)
-{
-    uint64_t w = 0;
-    for (int b = 0; b < n; b++)
-        w |= (uint64_t)p[b] << (8 * b);
-    return w;
-}
-
-static __device__ __forceinline__ void d_block_add(uint64_t s, unsigned long long *out)
-{
-    __shared__ uint64_t warp_sums[DIG_THREADS / 32];
-    for (int o = 16; o > 0; o >>= 1)
-        s += __shfl_down_sync(0xffffffffu, s, o);
-    if ((threadIdx.x & 31) == 0)
-        warp_sums[threadIdx.x >> 5] = s;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        s = threadIdx.x < DIG_THREADS / 32 ? warp_sums[threadIdx.x] : 0;
-        for (int o = 16; o > 0; o >>= 1)
-            s += __shfl_down_sync(0xffffffffu, s, o);
-        if (threadIdx.x == 0 && s != 0)
-            atomicAdd(out, (unsigned long long)s);
-    }
-}
+#include "common/digest_cuda.cuh"
 
 // MODE 16: pointer 16-byte aligned, two words per 16-byte load (the fast path);
 // MODE 8: 8-byte aligned; MODE 1: any alignment, byte loads.

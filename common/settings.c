@@ -72,6 +72,15 @@ static const wsync_setting_def_t table[WSYNC_SET_COUNT] = {
                                    .env = "WSYNC_LOCAL_TRANSPORT",
                                    .doc = "pull from a trainer rank on this host's GPUs by CUDA IPC copy (0: use "
                                           "the configured transport)"},
+    [WSYNC_SET_GPU_SHARED_LANDING] = {.name = "gpu_shared_landing",
+                                      .type = WSYNC_STYPE_BOOL,
+                                      .dflt = "1",
+                                      .env = "WSYNC_GPU_SHARED_LANDING",
+                                      .doc = "local ranks sharing the GPU of the trainer rank that owns a chunk "
+                                             "each "
+                                             "copy it from the trainer (0: one lands it, the others copy it from "
+                                             "that "
+                                             "rank)"},
     [WSYNC_SET_TCP_PORT] = {.name = "tcp_port",
                             .type = WSYNC_STYPE_INT,
                             .dflt = "0",

@@ -100,7 +100,12 @@ board_outcome_t board_attempt_outcome(board_t *b, uint64_t gen);
 /* --- the landing map and landed chunks -------------------------------- */
 
 /* Local rank 0: post attempt `gen`'s landing map: land[c] = the local rank
- * chunk c lands on, for nchunks <= BOARD_MAX_CHUNKS chunks. */
+ * chunk c lands on (BOARD_LAND_RANK bits), for nchunks <= BOARD_MAX_CHUNKS
+ * chunks; with BOARD_LAND_GPU set, every other rank on that rank's GPU
+ * lands it too (its own copy out of the trainer, no fan-out), and only the
+ * landing rank marks it landed (ranks on other GPUs copy it from there). */
+#define BOARD_LAND_RANK 0x7f
+#define BOARD_LAND_GPU 0x80
 wsync_status_t board_post_landing(board_t *b, uint64_t gen, const uint8_t *land, uint32_t nchunks);
 /* Any rank: attempt `gen`'s landing map, or NULL while rank 0 has not posted
  * it. Valid until rank 0 opens the next attempt. */

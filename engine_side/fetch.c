@@ -5,9 +5,14 @@
  *             owns some of them to put them;
  *   then, until every chunk of this rank's image is verified, in turn:
  *   land      take the transports' completions; a chunk whose last piece
- *             landed is verified and marked landed on the board;
+ *             landed is verified and marked landed on the board (against
+ *             the sums its puts brought along where every one did: the
+ *             local transport's copy inside one GPU digests what it writes,
+ *             so those bytes are not read a second time);
  *   fan out   queue a copy (and its digests) of each chunk that landed on
- *             another rank, as soon as the board says it did;
+ *             another rank, as soon as the board says it did (a chunk the
+ *             map lands on every rank of its landing rank's GPU lands here
+ *             too when this rank shares that GPU: no fan-out);
  *   reap      verify finished copies;
  *   watch     trainer answers, peers, the deadline.
  * In place with the caller's destination tensors (dests.h), a chunk that
@@ -63,6 +68,9 @@ typedef struct fetch {
     /* one chunk's pieces, for digests */
     wsync_digest_range_t *rg;
     uint64_t *sums;
+    /* per piece: the word sum its put brought along, if it did */
+    uint64_t *put_sum;
+    unsigned char *has_put_sum;
 
     /* in place with the caller's destination tensors: chunks written
      * through as job groups, at most one per chunk */
@@ -163,7 +171,16 @@ static wsync_status_t verify_chunk(fetch_t *f, uint32_t c)
     return check_pieces(f, f->plan->chunk_first[c], n, f->sums);
 }
 
-/* Poll until local rank 0 posted this attempt's landing map. */
+/* 1 if every piece of chunk c came with the sum of the bytes its put wrote. */
+static int chunk_has_put_sums(const fetch_t *f, uint32_t c)
+{
+    uint32_t i;
+    for (i = f->plan->chunk_first[c]; i < f->plan->chunk_first[c + 1]; i++)
+        if (!f->has_put_sum[i])
+            return 0;
+    return 1;
+}
+
 /* Wait for local rank 0's landing map of attempt `gen`; fails when rank 0
  * ended the attempt or died, or at the deadline. Shared by both fetches. */
 wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t deadline, const uint8_t **out)
@@ -182,6 +199,26 @@ wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t dea
                                r->engine_id, me);
         usleep(100);
     }
+}
+
+/* The rank chunk c lands on (and is copied from by ranks that fan it out). */
+static int land_rank(const fetch_t *f, uint32_t c)
+{
+    return f->land[c] & BOARD_LAND_RANK;
+}
+
+/* 1 if chunk c lands on this rank: it is the landing rank, or shares its
+ * GPU where the map says every rank there lands the chunk. */
+static int lands_here(const fetch_t *f, uint32_t c)
+{
+    const int p = land_rank(f, c);
+    return p == f->me || ((f->land[c] & BOARD_LAND_GPU) &&
+                          board_rank_device(f->r->board, p) == board_rank_device(f->r->board, f->me));
+}
+
+static int is_mine(const fetch_t *f, uint32_t c)
+{
+    return (f->mine[c / 8] >> (c % 8)) & 1;
 }
 
 /* The node's side of the attempt: its landing map, the peers' windows. */
@@ -206,7 +243,10 @@ static wsync_status_t fetch_prepare(fetch_t *f)
     f->reqs = calloc((size_t)plan->world, sizeof(*f->reqs));
     f->addrs = calloc((size_t)plan->world, sizeof(*f->addrs));
     f->tnames = calloc((size_t)plan->world, sizeof(*f->tnames));
-    if (!f->remaining || !f->mine || !f->pending || !f->rg || !f->sums || !f->reqs || !f->addrs || !f->tnames)
+    f->put_sum = calloc(plan->npieces + 1, sizeof(*f->put_sum));
+    f->has_put_sum = calloc(plan->npieces + 1, 1);
+    if (!f->remaining || !f->mine || !f->pending || !f->rg || !f->sums || !f->reqs || !f->addrs || !f->tnames ||
+        !f->put_sum || !f->has_put_sum)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     if (f->dm) {
         f->groups = calloc(plan->nchunks + 1, sizeof(*f->groups));
@@ -215,7 +255,7 @@ static wsync_status_t fetch_prepare(fetch_t *f)
             return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     }
     for (c = 0; c < plan->nchunks; c++)
-        if (f->land[c] == f->me) {
+        if (lands_here(f, c)) {
             f->remaining[c] = chunk_npieces(plan, c);
             f->mine[c / 8] |= (unsigned char)(1u << (c % 8));
             f->nland++;
@@ -233,14 +273,14 @@ static wsync_status_t request_rank(fetch_t *f, int t)
     recv_transport_t *rt;
     size_t k, n = 0;
     for (k = 0; k < plan->rank_npieces[t]; k++)
-        if (f->land[plan->pieces[plan->rank_pieces[t][k]].chunk] == f->me)
+        if (is_mine(f, plan->pieces[plan->rank_pieces[t][k]].chunk))
             n++;
     if (n == 0)
         return WSYNC_OK;
     WSYNC_CHECK(recv_transport_ensure(r, f->tnames[t], &rt));
     for (k = 0; k < plan->rank_npieces[t]; k++) {
         const wsync_piece_t *pc = &plan->pieces[plan->rank_pieces[t][k]];
-        if (f->land[pc->chunk] != f->me)
+        if (!is_mine(f, pc->chunk))
             continue;
         WSYNC_CHECK(rt->ops->expect(rt->t, t, rt->region[f->slot], pc->offset, pc->len,
                                     ((uint64_t)f->reqid << 32) | pc->id));
@@ -290,7 +330,7 @@ static uint64_t chunk_len(const wsync_plan_t *plan, uint32_t c)
  * image (it landed here) or from the landing rank's window. */
 static wsync_status_t group_start(fetch_t *f, uint32_t c, int landed)
 {
-    const char *src = landed ? f->image : f->r->peers[f->land[c]][f->slot].ptr;
+    const char *src = landed ? f->image : f->r->peers[land_rank(f, c)][f->slot].ptr;
     size_t np = chunk_ranges(f, c);
     recv_dgroup_t *g = &f->groups[c];
     wsync_status_t st = recv_dgroup_start(g, f->r->mem, f->dm, f->image, src, (uint64_t)c * f->plan->chunk_size,
@@ -310,8 +350,9 @@ static wsync_status_t group_start(fetch_t *f, uint32_t c, int landed)
 static void chunk_done(fetch_t *f, uint32_t c, int landed)
 {
     if (landed) {
-        board_mark_landed(f->r->board, f->slot, c, f->gen);
-        if (f->nlanded++ == 0 || f->nlanded == f->nland)
+        if (land_rank(f, c) == f->me) /* the copy other GPUs' ranks read */
+            board_mark_landed(f->r->board, f->slot, c, f->gen);
+        if (f->nlanded++ == 0 || f->nlanded == f->nland || f->nlanded % 32 == 0)
             wsync_trace("engine %s rank %d: chunk %u landed and verified (%u of %u)", f->r->engine_id, f->me, c,
                         f->nlanded, f->nland);
     } else if (++f->ncopied == f->plan->nchunks - f->nland) {
@@ -361,18 +402,25 @@ static wsync_status_t land_one(fetch_t *f, const wsync_completion_t *cp)
         return wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
     if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != f->reqid)
         return WSYNC_OK; /* not of this attempt */
-    if (id >= plan->npieces || f->land[plan->pieces[id].chunk] != f->me ||
-        f->remaining[plan->pieces[id].chunk] == 0 || cp->len != plan->pieces[id].len)
+    if (id >= plan->npieces || !is_mine(f, plan->pieces[id].chunk) || f->remaining[plan->pieces[id].chunk] == 0 ||
+        cp->len != plan->pieces[id].len)
         return wsync_error(WSYNC_ERR_PEER, "unexpected piece %u (%llu bytes) from trainer rank %d", id,
                            (unsigned long long)cp->len, cp->peer);
     pc = &plan->pieces[id];
+    /* The put's key is its region offset, the piece's image offset here. */
+    f->put_sum[id] = cp->sum;
+    f->has_put_sum[id] = cp->has_sum != 0;
     if (--f->remaining[pc->chunk] > 0)
         return WSYNC_OK;
     if (f->land_delay_ms > 0)
         usleep((useconds_t)f->land_delay_ms * 1000);
     if (f->dm)
         return group_start(f, pc->chunk, 1); /* marked landed once verified */
-    WSYNC_CHECK(verify_chunk(f, pc->chunk));
+    if (chunk_has_put_sums(f, pc->chunk))
+        WSYNC_CHECK(check_pieces(f, plan->chunk_first[pc->chunk], chunk_npieces(plan, pc->chunk),
+                                 f->put_sum + plan->chunk_first[pc->chunk]));
+    else
+        WSYNC_CHECK(verify_chunk(f, pc->chunk));
     chunk_done(f, pc->chunk, 1);
     return WSYNC_OK;
 }
@@ -428,8 +476,9 @@ static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
         }
         np = chunk_ranges(f, cc);
         fj->chunk = cc;
-        WSYNC_CHECK(f->r->mem->copy_digest_start(f->image + off, (char *)f->r->peers[f->land[cc]][f->slot].ptr + off,
-                                                 len, f->rg, np, &fj->job));
+        WSYNC_CHECK(f->r->mem->copy_digest_start(f->image + off,
+                                                 (char *)f->r->peers[land_rank(f, cc)][f->slot].ptr + off, len,
+                                                 f->rg, np, &fj->job));
         f->fn++;
         *progressed = 1;
     }
@@ -507,12 +556,12 @@ static void waiting_for(const fetch_t *f, char *out, size_t len)
     }
     first = 1;
     for (k = 0; f->land && k < f->npending; k++)
-        if (f->land[f->pending[k]] < BOARD_MAX_RANKS && !seen[f->land[f->pending[k]]]++) {
+        if (land_rank(f, f->pending[k]) < BOARD_MAX_RANKS && !seen[land_rank(f, f->pending[k])]++) {
             n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d",
                                   first ? "; still waiting for chunks "
                                           "landing on local rank "
                                         : ", ",
-                                  f->land[f->pending[k]]);
+                                  land_rank(f, f->pending[k]));
             first = 0;
         }
     if (!first)
@@ -575,6 +624,8 @@ static void fetch_end(fetch_t *f, wsync_status_t st)
     free(f->reqs);
     free(f->addrs);
     free(f->tnames);
+    free(f->put_sum);
+    free(f->has_put_sum);
 }
 
 wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,

@@ -4,7 +4,12 @@
  * GPU memory on this host, on the GPU of one of the node's ranks (colocated
  * RL: trainer and engine share GPUs), the chunk lands on that rank instead:
  * the put is a copy inside one GPU, and only the fan-out to the other ranks
- * crosses between GPUs, once. Local rank 0 decides and posts the map on the
+ * crosses between GPUs, once. Where several of the node's ranks share that
+ * GPU, each of them lands the chunk (BOARD_LAND_GPU): on one GPU a landing
+ * and a fan-out copy move the same bytes through the same memory, but the
+ * landings of all of them run at once, each in chunk order, while a fan-out
+ * waits for its chunk to land on the other rank first (setting
+ * gpu_shared_landing = 0 goes back to one landing rank). Local rank 0 decides and posts the map on the
  * node board (which refuses more chunks than it holds); every rank asks its trainers for exactly the chunks the map
  * gives it (the pull request's "chunks" bitmap). With engine layouts the node
  * plan (target_plan.h) chooses the landing rank; rank 0 posts its map all the
@@ -14,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
 
@@ -59,7 +65,7 @@ wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t 
     int *colo = NULL, *ncolo = NULL;
     wsync_status_t st = WSYNC_OK;
     uint32_t c, i;
-    int t, best;
+    int t, best, shared = (int)wsync_setting_int(WSYNC_SET_GPU_SHARED_LANDING);
 
     colo = calloc((size_t)plan->world * (size_t)L, sizeof(*colo));
     ncolo = calloc((size_t)plan->world, sizeof(*ncolo));
@@ -81,6 +87,8 @@ wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t 
         }
         land[c] = (uint8_t)(best >= 0 && ncolo[best] > 0 ? colo[best * L + (int)(c % (uint32_t)ncolo[best])]
                                                          : wsync_plan_land_rank(plan, c, L));
+        if (best >= 0 && ncolo[best] > 1 && shared)
+            land[c] |= BOARD_LAND_GPU;
     }
     st = board_post_landing(r->board, gen, land, plan->nchunks);
 out:

@@ -12,6 +12,7 @@
 #include "common/util.h"
 
 #if WSYNC_HAVE_CUDA
+#include "common/copy_digest_cuda.h"
 #include "common/cuda_checks.h"
 #include "common/digest_cuda.h"
 #include "common/mem/cuda_stream.h"
@@ -352,6 +353,56 @@ static void cuda_job_free(wsync_mem_job_t *j)
     tls_free_jobs = j;
 }
 
+/* 1 if the copy's digests can come out of the copy itself: the source is
+ * device memory of this device (a peer GPU's bytes go by its copy engine,
+ * which moves them without taking this GPU's SMs), and the ranges lie in
+ * the copied bytes, in order, apart. */
+static int fusable(int device, void *dst, const void *src, size_t len, const wsync_digest_range_t *r, size_t n)
+{
+    struct cudaPointerAttributes a;
+    const char *d = dst, *at = dst;
+    size_t i;
+    if (len == 0 || cudaPointerGetAttributes(&a, src) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    if (a.type != cudaMemoryTypeDevice || a.device != device)
+        return 0;
+    for (i = 0; i < n; i++) {
+        const char *p = r[i].ptr;
+        if (p < at || r[i].len > len || p > d + len - r[i].len)
+            return 0;
+        at = p + r[i].len;
+    }
+    return 1;
+}
+
+/* Queues on `s`: the sums zeroed, the copy (each range by the fused
+ * copy-digest, the bytes between ranges by the copy engine), the sums to
+ * pinned hsum. */
+static wsync_status_t queue_fused(char *dst, const char *src, size_t len, const wsync_digest_range_t *r, size_t n,
+                                  uint64_t *dsum, uint64_t *hsum, cudaStream_t s)
+{
+    size_t at = 0, i;
+    int e;
+    if (n > 0)
+        CUDA_CHECK(cudaMemsetAsync(dsum, 0, n * sizeof(uint64_t), s));
+    for (i = 0; i < n; i++) {
+        size_t o = (size_t)((const char *)r[i].ptr - dst);
+        if (o > at)
+            CUDA_CHECK(cudaMemcpyAsync(dst + at, src + at, o - at, cudaMemcpyDeviceToDevice, s));
+        if ((e = wsync_cuda_copy_digest_async(dst + o, src + o, r[i].len, r[i].off, dsum + i, s)) != 0)
+            return wsync_error(WSYNC_ERR_CUDA, "copy-digest kernel (%zu bytes): %s", r[i].len,
+                               cudaGetErrorString((cudaError_t)e));
+        at = o + r[i].len;
+    }
+    if (at < len)
+        CUDA_CHECK(cudaMemcpyAsync(dst + at, src + at, len - at, cudaMemcpyDeviceToDevice, s));
+    if (n > 0)
+        CUDA_CHECK(cudaMemcpyAsync(hsum, dsum, n * sizeof(uint64_t), cudaMemcpyDeviceToHost, s));
+    return WSYNC_OK;
+}
+
 static wsync_status_t cuda_copy_digest_start(void *dst, const void *src, size_t len, const wsync_digest_range_t *r,
                                              size_t n, wsync_mem_job_t **job)
 {
@@ -369,6 +420,12 @@ static wsync_status_t cuda_copy_digest_start(void *dst, const void *src, size_t 
         st = cuda_copy(dst, src, len);
         if (st == WSYNC_OK)
             st = cuda_digest_many(r, n, j->hsum);
+        goto out;
+    }
+    if (fusable(d, dst, src, len, r, n)) {
+        /* one pass: the source read once, the copy's sums out of its registers */
+        WSYNC_CHECK_GOTO(queue_fused(dst, src, len, r, n, j->dsum, j->hsum, cs), st, out);
+        CUDA_CHECK_GOTO(cudaEventRecord(j->ev, cs), st, out);
         goto out;
     }
     if (len > 0)

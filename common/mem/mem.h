@@ -58,7 +58,10 @@ typedef struct wsync_mem_ops {
     /* Copy `len` bytes src -> dst, then digest the n ranges (lying in dst)
      * after it, without waiting: a GPU queues both on streams of the calling
      * thread kept for jobs, so several jobs keep the copy engines busy back
-     * to back; the host does the work before returning. job_poll sets *done (and fills
+     * to back (where the source is on the same GPU and the ranges lie in
+     * the copied bytes, in order, the copy computes their digests as it
+     * writes them: one pass, copy_digest_cuda.h); the host does the work
+     * before returning. job_poll sets *done (and fills
      * sums[0..n)) once finished, waiting for it if `wait`; job_free ends a
      * job (finished or not: it waits). Jobs belong to the thread that
      * started them. */

@@ -5,7 +5,13 @@
  * GPU, no host bounce). Completion travels back over an abstract Unix
  * socket: the sender's progress thread waits for each put's event in order,
  * queues SENT locally and writes a notice {tag, len, status}; the receiver's
- * reader thread turns notices into LANDED (or ERROR) completions. A sender
+ * reader thread turns notices into LANDED (or ERROR) completions. A put
+ * inside one GPU (trainer and engine colocated) is the copy with the digest
+ * fused into it (copy_digest_cuda.h): the notice carries the word sum of
+ * the bytes written, keyed at their region offset, so the receiver need not
+ * read them again to verify them. Such a put is its kernel alone on the
+ * stream (the sum goes to mapped pinned memory); while LO_FLIGHT launches
+ * run, the next puts gather and go as one kernel (put_fused). A sender
  * opens with the data-plane handshake (common/net/handshake.h): with a
  * token, only a process of the receiver's uid or one that proves the token
  * gets in. Host memory
@@ -20,6 +26,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/log.h"
 #include "common/settings.h"
 #include "common/transport/cqueue.h"
 #include "common/transport/transport.h"
@@ -30,11 +37,13 @@
 #if WSYNC_HAVE_CUDA
 #include <cuda.h>
 
+#include "common/copy_digest_cuda.h"
 #include "common/cuda_checks.h"
 
 #define LO_MAGIC 0x6c61636f6c5f7973ULL /* "sy_local" */
 #define LO_MAPS 256                    /* peer allocations mapped per transport */
 #define LO_NAME 96
+#define LO_SUMS 1024 /* puts with a fused digest in flight per connection; more go without */
 
 typedef struct lo_addr {
     uint64_t magic, pid, nonce;
@@ -58,7 +67,8 @@ typedef struct lo_hello {
 
 typedef struct lo_notice {
     uint64_t tag, len;
-    int32_t status, pad;
+    int32_t status, has_sum;
+    uint64_t sum; /* with has_sum: the word sum of the bytes written, keyed at their region offset */
     char message[128];
 } lo_notice_t;
 
@@ -99,10 +109,22 @@ typedef struct lo_region {
     lo_key_t key;
 } lo_region_t;
 
+#define LO_BATCH WSYNC_CD_BATCH_MAX /* fused puts per kernel launch, at most */
+#define LO_FLIGHT 2                 /* launches in flight before fused puts wait to go together */
+
+typedef struct lo_item {
+    uint64_t tag, len;
+    int sum; /* its slot in the connection's sums, -1: copied without */
+} lo_item_t;
+
+/* One launch on the stream and its event: a device copy of one put, or a
+ * batch of fused puts (one kernel, a sum each). */
 typedef struct lo_op {
     struct lo_op *next;
     cudaEvent_t ev;
-    uint64_t tag, len;
+    int n; /* puts it completes */
+    lo_item_t it[LO_BATCH];
+    wsync_cd_piece_t pc[LO_BATCH]; /* the fused puts' copies */
 } lo_op_t;
 
 typedef struct lo_conn {
@@ -115,6 +137,22 @@ typedef struct lo_conn {
     lo_op_t *head, *tail;
     int stopping, broken;
     pthread_t progress;
+    lo_op_t *free_ops; /* done ops with their events, for the next puts (under lock) */
+    /* Fused puts go together: while LO_FLIGHT launches are in flight the
+     * next ones gather in `pend`, launched as one kernel when it is full,
+     * when a launch completes, or at put_flush (under lock). */
+    lo_op_t *pend;
+    int nflight;
+    /* fused puts: a device accumulator and block counter per piece of a
+     * launch (the kernel's last block of each puts them back to 0, so
+     * launches in stream order share them) and a ring of LO_SUMS words of
+     * mapped pinned memory the kernels write the sums into, taken in put
+     * order, given back in completion order */
+    uint64_t *dacc;
+    unsigned int *dcount;
+    uint64_t *hsums, *hsums_dev; /* the ring, as the host and as the device address it */
+    uint64_t sums_taken, sums_done; /* sums_done: written by the progress thread */
+    uint64_t nqueued, ncopied;      /* puts, for the trace (under lock; the progress thread's) */
 } lo_conn_t;
 
 typedef CUresult (*get_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
@@ -259,6 +297,8 @@ static void *reader_main(void *arg)
             close(fd);
         c.tag = n.tag;
         c.len = n.len;
+        c.has_sum = n.has_sum != 0;
+        c.sum = n.sum;
         if (n.status != WSYNC_OK) {
             n.message[sizeof(n.message) - 1] = '\0';
             wsync_cqueue_push_error(&t->cq, n.tag, rd->peer, (wsync_status_t)n.status,
@@ -352,13 +392,16 @@ static wsync_status_t lo_listen(wsync_transport_t *tr, wsync_blob_t *addr)
     return WSYNC_OK;
 }
 
-static void send_notice(lo_conn_t *c, uint64_t tag, uint64_t len, wsync_status_t st, const char *msg)
+static void send_notice(lo_conn_t *c, uint64_t tag, uint64_t len, wsync_status_t st, const char *msg, int has_sum,
+                        uint64_t sum)
 {
     lo_notice_t n;
     memset(&n, 0, sizeof(n));
     n.tag = tag;
     n.len = len;
     n.status = st;
+    n.has_sum = has_sum;
+    n.sum = sum;
     if (msg)
         snprintf(n.message, sizeof(n.message), "%s", msg);
     if (!c->broken && wsync_fd_send(c->fd, &n, sizeof(n), -1) != WSYNC_OK) {
@@ -366,6 +409,84 @@ static void send_notice(lo_conn_t *c, uint64_t tag, uint64_t len, wsync_status_t
         wsync_cqueue_push_error(&((lo_transport_t *)c->base.transport)->cq, tag, -1, WSYNC_ERR_PEER,
                                 "local: receiver at '%s' went away: %s", c->peer_name, wsync_last_error());
     }
+}
+
+/* The first n puts of op failed: both sides are told; the op goes back to
+ * the free list. Called with c->lock. */
+static void op_fail(lo_conn_t *c, lo_op_t *op, int n, wsync_status_t st, const char *msg)
+{
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    int i;
+    for (i = 0; i < n; i++) {
+        send_notice(c, op->it[i].tag, op->it[i].len, st, msg, 0, 0);
+        wsync_cqueue_push_error(&t->cq, op->it[i].tag, -1, st, "local put to '%s': %s", c->peer_name, msg);
+    }
+    for (i = 0; i < op->n; i++)
+        if (op->it[i].sum >= 0)
+            __atomic_add_fetch(&c->sums_done, 1, __ATOMIC_RELEASE);
+    op->next = c->free_ops;
+    c->free_ops = op;
+}
+
+/* A free op (with its event), or NULL with the error set. Called with
+ * c->lock on the transport's device. */
+static lo_op_t *op_get(lo_conn_t *c)
+{
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    lo_op_t *op = c->free_ops;
+    cudaError_t e;
+    if (op != NULL) {
+        c->free_ops = op->next;
+    } else if ((op = calloc(1, sizeof(*op))) == NULL) {
+        wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+        return NULL;
+    } else if ((e = cudaEventCreateWithFlags(&op->ev, cudaEventDisableTiming)) != cudaSuccess) {
+        free(op);
+        wsync_error(WSYNC_ERR_CUDA, "cannot create an event on cuda:%d: %s", t->device, cudaGetErrorString(e));
+        return NULL;
+    }
+    op->next = NULL;
+    op->n = 0;
+    return op;
+}
+
+/* An op launched: into the queue the progress thread waits on. Called
+ * with c->lock. */
+static void op_queue(lo_conn_t *c, lo_op_t *op)
+{
+    if (c->tail)
+        c->tail->next = op;
+    else
+        c->head = op;
+    c->tail = op;
+    c->nflight++;
+    pthread_cond_signal(&c->cond);
+}
+
+/* The gathered fused puts as one kernel and its event. On failure every
+ * put of it is failed to both sides but, with `own_last`, the last (the
+ * caller's, which returns the error instead). Called with c->lock on the
+ * transport's device. */
+static wsync_status_t launch_pending(lo_conn_t *c, int own_last)
+{
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    lo_op_t *op = c->pend;
+    char msg[160];
+    int e;
+    if (op == NULL)
+        return WSYNC_OK;
+    c->pend = NULL;
+    e = wsync_cuda_copy_digest_batch_async(op->pc, op->n, c->dacc, c->dcount, c->stream);
+    if (e == 0)
+        e = (int)cudaEventRecord(op->ev, c->stream);
+    if (e == 0) {
+        op_queue(c, op);
+        return WSYNC_OK;
+    }
+    snprintf(msg, sizeof(msg), "copy-digest kernel of %d puts on cuda:%d: %s", op->n, t->device,
+             cudaGetErrorString((cudaError_t)e));
+    op_fail(c, op, own_last ? op->n - 1 : op->n, WSYNC_ERR_CUDA, msg);
+    return wsync_error(WSYNC_ERR_CUDA, "%s", msg);
 }
 
 /* Sender: waits for each put's copy in order, then tells both sides. */
@@ -377,6 +498,7 @@ static void *progress_main(void *arg)
     for (;;) {
         lo_op_t *op;
         cudaError_t e;
+        int i;
         pthread_mutex_lock(&c->lock);
         while (c->head == NULL && !c->stopping)
             pthread_cond_wait(&c->cond, &c->lock);
@@ -390,20 +512,65 @@ static void *progress_main(void *arg)
         if (op == NULL)
             break; /* stopping and drained */
         e = cudaEventSynchronize(op->ev);
-        cudaEventDestroy(op->ev);
         if (e == cudaSuccess) {
-            wsync_completion_t done = {.kind = WSYNC_COMPLETION_SENT, .tag = op->tag, .len = op->len, .peer = -1};
-            send_notice(c, op->tag, op->len, WSYNC_OK, NULL);
-            wsync_cqueue_push(&t->cq, &done);
+            for (i = 0; i < op->n; i++) {
+                const lo_item_t *it = &op->it[i];
+                wsync_completion_t done = {.kind = WSYNC_COMPLETION_SENT, .tag = it->tag, .len = it->len, .peer = -1};
+                /* the kernel wrote the word before the event fired */
+                const uint64_t sum = it->sum >= 0 ? ((volatile uint64_t *)c->hsums)[it->sum] : 0;
+                if (++c->ncopied % 32 == 0 || (uint32_t)it->tag == 0)
+                    wsync_trace("local: put of piece %u (req %08x) copied, %llu on this connection",
+                                (unsigned)it->tag, (unsigned)(it->tag >> 32), (unsigned long long)c->ncopied);
+                send_notice(c, it->tag, it->len, WSYNC_OK, NULL, it->sum >= 0, sum);
+                wsync_cqueue_push(&t->cq, &done);
+            }
+            for (i = 0; i < op->n; i++)
+                if (op->it[i].sum >= 0)
+                    __atomic_add_fetch(&c->sums_done, 1, __ATOMIC_RELEASE);
+            pthread_mutex_lock(&c->lock); /* the op and its event serve later puts */
+            op->next = c->free_ops;
+            c->free_ops = op;
         } else {
             char msg[128];
             snprintf(msg, sizeof(msg), "device copy on cuda:%d failed: %s", t->device, cudaGetErrorString(e));
-            send_notice(c, op->tag, op->len, WSYNC_ERR_CUDA, msg);
-            wsync_cqueue_push_error(&t->cq, op->tag, -1, WSYNC_ERR_CUDA, "local put to '%s': %s", c->peer_name, msg);
+            pthread_mutex_lock(&c->lock);
+            op_fail(c, op, op->n, WSYNC_ERR_CUDA, msg);
         }
-        free(op);
+        c->nflight--;
+        if (c->pend && c->nflight < LO_FLIGHT)
+            launch_pending(c, 0); /* a failure went to its puts */
+        pthread_mutex_unlock(&c->lock);
     }
     return NULL;
+}
+
+/* The connection's device words and mapped sum ring, zeroed (once: the
+ * kernels leave the accumulator and counter at 0). Called on its device. */
+static wsync_status_t conn_sums_alloc(lo_conn_t *c)
+{
+    void *dev = NULL;
+    CUDA_CHECK(cudaMalloc(&dev, 2 * LO_BATCH * sizeof(uint64_t)));
+    c->dacc = dev;
+    c->dcount = (unsigned int *)((uint64_t *)dev + LO_BATCH);
+    CUDA_CHECK(cudaMemset(dev, 0, 2 * LO_BATCH * sizeof(uint64_t)));
+    CUDA_CHECK(cudaHostAlloc((void **)&c->hsums, LO_SUMS * sizeof(uint64_t), cudaHostAllocMapped));
+    memset(c->hsums, 0, LO_SUMS * sizeof(uint64_t));
+    CUDA_CHECK(cudaHostGetDevicePointer((void **)&c->hsums_dev, c->hsums, 0));
+    return WSYNC_OK;
+}
+
+static void conn_sums_free(lo_conn_t *c)
+{
+    lo_op_t *op;
+    cudaFree(c->dacc);
+    cudaFreeHost(c->hsums);
+    c->dacc = NULL;
+    c->hsums = NULL;
+    while ((op = c->free_ops) != NULL) {
+        c->free_ops = op->next;
+        cudaEventDestroy(op->ev);
+        free(op);
+    }
 }
 
 static wsync_status_t lo_connect(wsync_transport_t *tr, const wsync_blob_t *addr, int self_id, wsync_conn_t **out)
@@ -440,10 +607,17 @@ static wsync_status_t lo_connect(wsync_transport_t *tr, const wsync_blob_t *addr
     st = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) == cudaSuccess
              ? WSYNC_OK
              : wsync_error(WSYNC_ERR_CUDA, "transport local: cannot create a stream on cuda:%d", t->device);
+    if (st == WSYNC_OK && conn_sums_alloc(c) != WSYNC_OK) {
+        conn_sums_free(c);
+        cudaStreamDestroy(c->stream);
+        st = wsync_error(WSYNC_ERR_CUDA, "transport local: cannot allocate put sums on cuda:%d: %s", t->device,
+                         wsync_last_error());
+    }
     leave_device(t->device, prev);
     if (st != WSYNC_OK)
         goto fail;
     if (pthread_create(&c->progress, NULL, progress_main, c) != 0) {
+        conn_sums_free(c);
         cudaStreamDestroy(c->stream);
         st = wsync_error(WSYNC_ERR_IO, "transport local: cannot start the progress thread");
         goto fail;
@@ -500,13 +674,59 @@ out:
     return st;
 }
 
+/* One GPU: the put joins the gathered fused puts (the copy computing its
+ * digest, keyed at its region offset, into the next word of the mapped
+ * ring, which the progress thread reads once the launch's event fired);
+ * they go as one kernel now if the stream has less than LO_FLIGHT launches
+ * or the batch is full, else when a launch completes. Called with c->lock
+ * on the transport's device. */
+static wsync_status_t put_fused(lo_conn_t *c, uint64_t tag, char *dst, const char *src, size_t len,
+                                uint64_t key_off)
+{
+    const int slot = (int)(c->sums_taken % LO_SUMS);
+    lo_op_t *op = c->pend;
+    if (op == NULL && (op = c->pend = op_get(c)) == NULL)
+        return WSYNC_ERR_NOMEM;
+    c->sums_taken++;
+    op->it[op->n] = (lo_item_t){.tag = tag, .len = len, .sum = slot};
+    op->pc[op->n] = (wsync_cd_piece_t){.dst = dst, .src = src, .len = len, .off = key_off, .hout = c->hsums_dev + slot};
+    op->n++;
+    if (op->n == LO_BATCH || c->nflight < LO_FLIGHT)
+        return launch_pending(c, 1);
+    return WSYNC_OK;
+}
+
+/* Any other put: one device copy and its event, after the gathered fused
+ * puts (stream order is put order). Called with c->lock on the device. */
+static wsync_status_t put_copy(lo_conn_t *c, uint64_t tag, char *dst, const char *src, size_t len)
+{
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    lo_op_t *op;
+    cudaError_t e = cudaSuccess;
+    WSYNC_CHECK(launch_pending(c, 0));
+    if ((op = op_get(c)) == NULL)
+        return WSYNC_ERR_NOMEM;
+    op->it[0] = (lo_item_t){.tag = tag, .len = len, .sum = -1};
+    op->n = 1;
+    if (len > 0)
+        e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDeviceToDevice, c->stream);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(op->ev, c->stream);
+    if (e != cudaSuccess) {
+        op->n = 0;
+        op_fail(c, op, 0, WSYNC_ERR_CUDA, NULL);
+        return wsync_error(WSYNC_ERR_CUDA, "device copy on cuda:%d: %s", t->device, cudaGetErrorString(e));
+    }
+    op_queue(c, op);
+    return WSYNC_OK;
+}
+
 static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_off, const wsync_blob_t *dst_key,
                              size_t dst_off, size_t len, uint64_t tag)
 {
     lo_conn_t *c = (lo_conn_t *)cn;
     lo_transport_t *t = (lo_transport_t *)cn->transport;
     lo_key_t k;
-    lo_op_t *op;
     char *base = NULL;
     wsync_status_t st = WSYNC_OK;
     int prev = 0;
@@ -522,10 +742,6 @@ static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_o
                            len, src->len, dst_off, (unsigned long long)k.len);
     if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
         return wsync_error(WSYNC_ERR_PEER, "local put to '%s': the receiver went away", c->peer_name);
-    op = calloc(1, sizeof(*op));
-    WSYNC_CHECK_ALLOC(op);
-    op->tag = tag;
-    op->len = len;
     /* The device first: the handle is opened in the current device's
      * context and peer access is enabled for that device only; a request
      * thread that had made no CUDA call would open it on device 0 even in a
@@ -533,31 +749,40 @@ static wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_o
     WSYNC_CHECK_GOTO(enter_device(t->device, &prev), st, fail);
     WSYNC_CHECK_GOTO(map_key(t, &k, &base), st, fail_dev);
     pthread_mutex_lock(&c->lock);
-    CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&op->ev, cudaEventDisableTiming), st, fail_locked);
-    if (len > 0)
-        CUDA_CHECK_GOTO(cudaMemcpyAsync(base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len,
-                                        cudaMemcpyDeviceToDevice, c->stream),
-                        st, fail_event);
-    CUDA_CHECK_GOTO(cudaEventRecord(op->ev, c->stream), st, fail_event);
-    if (c->tail)
-        c->tail->next = op;
+    if (len > 0 && k.device == t->device &&
+        c->sums_taken - __atomic_load_n(&c->sums_done, __ATOMIC_ACQUIRE) < LO_SUMS)
+        st = put_fused(c, tag, base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len, dst_off);
     else
-        c->head = op;
-    c->tail = op;
-    pthread_cond_signal(&c->cond);
+        st = put_copy(c, tag, base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len);
+    if (st != WSYNC_OK)
+        goto fail_locked;
+    if (++c->nqueued % 32 == 0 || (uint32_t)tag == 0)
+        wsync_trace("local: put of piece %u (req %08x) queued, %llu on this connection", (unsigned)tag,
+                    (unsigned)(tag >> 32), (unsigned long long)c->nqueued);
     pthread_mutex_unlock(&c->lock);
     leave_device(t->device, prev);
     return WSYNC_OK;
-fail_event:
-    cudaEventDestroy(op->ev);
 fail_locked:
     pthread_mutex_unlock(&c->lock);
 fail_dev:
     leave_device(t->device, prev);
 fail:
-    free(op);
     return wsync_error(st, "local put of %zu bytes (tag %llx) to '%s': %s", len, (unsigned long long)tag,
                        c->peer_name, wsync_last_error());
+}
+
+/* The gathered fused puts go now (the caller's batch of puts ended). */
+static void lo_put_flush(wsync_conn_t *cn)
+{
+    lo_conn_t *c = (lo_conn_t *)cn;
+    lo_transport_t *t = (lo_transport_t *)cn->transport;
+    int prev = 0;
+    if (enter_device(t->device, &prev) != WSYNC_OK)
+        return;
+    pthread_mutex_lock(&c->lock);
+    launch_pending(c, 0); /* a failure went to its puts */
+    pthread_mutex_unlock(&c->lock);
+    leave_device(t->device, prev);
 }
 
 static wsync_status_t lo_poll(wsync_transport_t *tr, wsync_completion_t *out, int max, int *n, int timeout_ms)
@@ -573,12 +798,14 @@ static void lo_disconnect(wsync_conn_t *cn)
     if (c == NULL)
         return;
     /* Drain: every queued copy finishes before the mapping can go. */
+    lo_put_flush(cn);
     pthread_mutex_lock(&c->lock);
     c->stopping = 1;
     pthread_cond_signal(&c->cond);
     pthread_mutex_unlock(&c->lock);
     pthread_join(c->progress, NULL);
     cudaStreamDestroy(c->stream);
+    conn_sums_free(c);
     close(c->fd);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cond);
@@ -667,6 +894,10 @@ static wsync_status_t lo_poll(wsync_transport_t *t, wsync_completion_t *out, int
     *n = 0;
     return no_cuda();
 }
+static void lo_put_flush(wsync_conn_t *c)
+{
+    (void)c;
+}
 static void lo_disconnect(wsync_conn_t *c)
 {
     (void)c;
@@ -687,6 +918,7 @@ const wsync_transport_ops_t wsync_transport_local = {
     .connect = lo_connect,
     .expect = lo_expect,
     .put = lo_put,
+    .put_flush = lo_put_flush,
     .poll = lo_poll,
     .disconnect = lo_disconnect,
     .close = lo_close,

@@ -46,7 +46,12 @@ typedef struct wsync_completion {
     wsync_status_t status; /* WSYNC_OK unless kind == ERROR */
     uint64_t tag;
     uint64_t len;
-    int peer;          /* sender id (receiver side) or -1 */
+    int peer; /* sender id (receiver side) or -1 */
+    /* LANDED, where the backend computed it on the way (local, inside one
+     * GPU): has_sum = 1 and sum = wsync_digest_sum of the bytes as written,
+     * keyed at their offset in the destination region. */
+    int has_sum;
+    uint64_t sum;
     char message[160]; /* for ERROR: what failed, which peer */
 } wsync_completion_t;
 

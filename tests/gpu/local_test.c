@@ -5,12 +5,15 @@
  * id, every byte equal to its source and the bytes around them untouched.
  * The sender works from a thread that made no CUDA call before (as a
  * trainer's request thread does). Host memory is refused with a message that
- * says to use tcp. */
+ * says to use tcp. Inside one GPU each landing carries the digest sum of
+ * the bytes written (the copy with the digest fused), equal to the CPU's
+ * digest of the bytes that landed; across GPUs it carries none. */
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 
 #include "common/checks.h"
+#include "common/digest.h"
 #include "common/util.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/test.h"
@@ -134,6 +137,8 @@ static void pieces_land(int dev)
     wsync_blob_t addr, key;
     char *dst = NULL;
     unsigned char *host, *want;
+    uint64_t sums[NPIECES];
+    int has_sum[NPIECES];
     int wfd = -1, status = 0, got = 0, i;
     pid_t pid = start_sender(&wfd, 0, 3);
     CHECK(pid > 0);
@@ -159,6 +164,8 @@ static void pieces_land(int dev)
             CHECK_EQ(cs[k].tag, 100 + got);
             CHECK_EQ(cs[k].len, len);
             CHECK_EQ(cs[k].peer, 3);
+            has_sum[got] = cs[k].has_sum;
+            sums[got] = cs[k].sum;
             got++;
         }
     }
@@ -177,6 +184,16 @@ static void pieces_land(int dev)
     }
     CHECK_OK(wsync_mem_cuda.copy(host, dst, REGION + 2 * SLACK));
     CHECK(memcmp(host, want, REGION + 2 * SLACK) == 0);
+    /* the sums the landings brought: same GPU only, keyed at the region offset */
+    for (i = 0; i < NPIECES; i++) {
+        size_t off, len;
+        piece(i, &off, &len);
+        CHECK_EQ(has_sum[i], dev == 0);
+        if (has_sum[i] && sums[i] != wsync_digest_sum(host + SLACK + off, len, off)) {
+            fprintf(stderr, "  piece %d (%zu bytes at %zu): landed sum differs from the CPU digest\n", i, len, off);
+            CHECK(0);
+        }
+    }
     free(host);
     free(want);
     ops->dereg(r);

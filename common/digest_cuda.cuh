@@ -1,0 +1,82 @@
+// digest_cuda.cuh: the device side of the piece digest (digest.h) that the
+// kernels of digest_cuda.cu and copy_digest_cuda.cu share: the word mix, a
+// word from bytes at any alignment, and the block's sum added with one
+// 64-bit atomic (the sum is order-free, so any order gives the CPU value).
+#ifndef WSYNC_COMMON_DIGEST_CUDA_CUH
+#define WSYNC_COMMON_DIGEST_CUDA_CUH
+
+#include <stdint.h>
+
+#include "common/digest.h"
+
+#define DIG_THREADS 256
+
+static __device__ __forceinline__ uint64_t d_fmix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static __device__ __forceinline__ uint64_t d_word(uint64_t w, uint64_t key)
+{
+    uint64_t x = w ^ key;
+    x *= WSYNC_DIGEST_M1;
+    x ^= x >> 32;
+    x *= WSYNC_DIGEST_M2;
+    x ^= x >> 29;
+    return x;
+}
+
+// Little-endian word from `n` (1..8) bytes at any alignment, zero-padded.
+static __device__ __forceinline__ uint64_t d_load_bytes(const unsigned char *p, int n)
+{
+    uint64_t w = 0;
+    for (int b = 0; b < n; b++)
+        w |= (uint64_t)p[b] << (8 * b);
+    return w;
+}
+
+// Adds the block's sum of every thread's `s` into *out. Blocks of
+// DIG_THREADS threads; every thread of the block calls it.
+static __device__ __forceinline__ void d_block_add(uint64_t s, unsigned long long *out)
+{
+    __shared__ uint64_t warp_sums[DIG_THREADS / 32];
+    for (int o = 16; o > 0; o >>= 1)
+        s += __shfl_down_sync(0xffffffffu, s, o);
+    if ((threadIdx.x & 31) == 0)
+        warp_sums[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        s = threadIdx.x < DIG_THREADS / 32 ? warp_sums[threadIdx.x] : 0;
+        for (int o = 16; o > 0; o >>= 1)
+            s += __shfl_down_sync(0xffffffffu, s, o);
+        if (threadIdx.x == 0 && s != 0)
+            atomicAdd(out, (unsigned long long)s);
+    }
+}
+
+// d_block_add, then, with `count` (a device counter at 0 before the
+// launch): the grid's last block to finish stores the total of *out into
+// *hout (a word of mapped pinned host memory, or any device word) and puts
+// *out and *count back to 0, so the next launch in stream order reuses them
+// with no memset and the host reads the sum with no copy.
+static __device__ __forceinline__ void d_block_add_out(uint64_t s, unsigned long long *out, unsigned int *count,
+                                                       unsigned long long *hout)
+{
+    d_block_add(s, out);
+    if (count == NULL || threadIdx.x != 0)
+        return;
+    __threadfence(); // this block's add is visible before it is counted
+    if (atomicAdd(count, 1u) == gridDim.x - 1) {
+        __threadfence();
+        *hout = atomicExch(out, 0ULL);
+        *count = 0;
+        __threadfence_system();
+    }
+}
+
+#endif
