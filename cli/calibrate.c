@@ -131,7 +131,8 @@ static int write_out(const calib_t *cb, const char *path)
     if (f == NULL) {
         fprintf(stderr, "wsync calibrate: --out %s: cannot write it: %s\n", path, strerror(errno));
         rc = 1;
-    } else if (json_dumpf(j, f, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) != 0 || fputc('\n', f) == EOF || (path && fclose(f) != 0)) {
+    } else if (json_dumpf(j, f, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) != 0 || fputc('\n', f) == EOF ||
+               (path && fclose(f) != 0)) {
         fprintf(stderr, "wsync calibrate: --out %s: write failed\n", path ? path : "(stdout)");
         rc = 1;
     }

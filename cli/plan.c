@@ -23,7 +23,7 @@
     "                  [--local-ranks L] [--chunk SIZE] [--layout even|fsdp] [--tp T[,T...]]\n" \
     "                  [--rules FILE] [--json]\n"                                               \
     "       wsync plan ... --links FILE --predict [--trainer-hosts H] [--replica-gpus G]\n"     \
-    "                  [--memory gpu|host] [--transport put|staged|tcp] [--scenarios] [--json]\n"
+    "                  [--memory gpu|host] [--transport put|staged|tcp|local] [--scenarios] [--json]\n"
 
 /* Upper bounds keep a typo (--trainers 1e9) from allocating gigabytes; they
  * are far above any real deployment. */
@@ -129,7 +129,8 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
                    "bottleneck, bytes per link class and the stages, and the plan plan=auto would choose.\n"
                    "--trainer-hosts H (default: trainers / the file's GPUs per host), --replica-gpus G (a\n"
                    "replica of G GPUs holds the image sharded: G > L spans G/L nodes), --memory, --transport\n"
-                   "(default: gpu and puts when the file has them). --scenarios costs the reference scenarios\n"
+                   "(default: gpu and puts when the file has them; local: trainers and engines share one GPU,\n"
+                   "colocated). --scenarios costs the reference scenarios\n"
                    "of docs/COST_MODEL.md on a host of --local-ranks GPUs instead. SIZE may exceed 64G here.\n");
             return -1;
         default: fprintf(stderr, PLAN_USAGE); return 2; /* getopt already said which option was wrong */

@@ -18,7 +18,7 @@
 
 static const char *net_name(cost_net_t n)
 {
-    return n == COST_NET_PUT ? "put" : n == COST_NET_STAGED ? "staged" : "tcp";
+    return n == COST_NET_PUT ? "put" : n == COST_NET_STAGED ? "staged" : n == COST_NET_LOCAL ? "local" : "tcp";
 }
 
 static int pick_kinds(const plan_predict_opts_t *o, const cost_links_t *l, cost_mem_t *mem, cost_net_t *net)
@@ -42,8 +42,12 @@ static int pick_kinds(const plan_predict_opts_t *o, const cost_links_t *l, cost_
         *net = COST_NET_STAGED;
     } else if (strcmp(o->net, "tcp") == 0) {
         *net = COST_NET_TCP;
+    } else if (strcmp(o->net, "local") == 0) {
+        *net = COST_NET_LOCAL;
     } else {
-        fprintf(stderr, "wsync plan: --transport: expected 'put' (verbs), 'staged' (nccl) or 'tcp', got '%s'\n",
+        fprintf(stderr,
+                "wsync plan: --transport: expected 'put' (verbs), 'staged' (nccl), 'tcp' or 'local' (trainers "
+                "and engines on one GPU), got '%s'\n",
                 o->net);
         return 2;
     }
@@ -107,6 +111,10 @@ static int build_deploy(const plan_predict_opts_t *o, const cost_links_t *l, cos
         d->rank_land_bytes = o->tp_land;
         d->rank_hold_bytes = o->tp_hold;
         d->rank_copy_bytes = o->tp_hold > o->tp_land ? o->tp_hold - o->tp_land : 0;
+    }
+    if (net == COST_NET_LOCAL) { /* ranks sharing the trainers' GPU each land all they hold */
+        d->rank_land_bytes = d->rank_hold_bytes;
+        d->rank_copy_bytes = 0;
     }
     return 0;
 }

@@ -149,10 +149,18 @@ static void launch_st(int unroll, int grid, cudaStream_t st, unsigned char *d, c
                       unsigned int *count, unsigned long long *hout)
 {
     switch (unroll) {
-    case 1: copy_digest_kernel<V, 1, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out, count, hout); break;
-    case 4: copy_digest_kernel<V, 4, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out, count, hout); break;
-    case 8: copy_digest_kernel<V, 8, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out, count, hout); break;
-    default: copy_digest_kernel<V, 2, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out, count, hout); break;
+    case 1:
+        copy_digest_kernel<V, 1, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out, count, hout);
+        break;
+    case 4:
+        copy_digest_kernel<V, 4, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out, count, hout);
+        break;
+    case 8:
+        copy_digest_kernel<V, 8, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out, count, hout);
+        break;
+    default:
+        copy_digest_kernel<V, 2, ST><<<grid, DIG_THREADS, 0, st>>>(d, s, len, base, nhead, nvec, out, count, hout);
+        break;
     }
 }
 
@@ -268,8 +276,8 @@ extern "C" int wsync_cuda_copy_digest_async(void *dst, const void *src, size_t l
     return wsync_cuda_copy_digest_shape_async(dst, src, len, off, dsum, stream, 0, 0, 0);
 }
 
-extern "C" int wsync_cuda_copy_digest_out_async(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dacc,
-                                                unsigned int *dcount, uint64_t *hout, void *stream)
+extern "C" int wsync_cuda_copy_digest_out_async(void *dst, const void *src, size_t len, uint64_t off,
+                                                uint64_t *dacc, unsigned int *dcount, uint64_t *hout, void *stream)
 {
     if (dacc == NULL || dcount == NULL || hout == NULL)
         return (int)cudaErrorInvalidValue;

@@ -78,6 +78,8 @@ typedef enum cost_net {
     COST_NET_PUT = 0,    /* verbs / NCCL puts: nic_put */
     COST_NET_STAGED = 1, /* NCCL send/recv: nic_staged */
     COST_NET_TCP = 2,    /* tcp */
+    COST_NET_LOCAL = 3,  /* trainer and engine ranks on one GPU (colocated): the local transport's fused
+                            copy+digest, `local`; every engine rank on the GPU lands each chunk itself */
 } cost_net_t;
 
 /* A deployment. cost_deploy_init fills a whole-image one (every engine rank

@@ -35,7 +35,17 @@ void cost_deploy_init(cost_deploy_t *d, int trainers, int trainer_hosts, int eng
 
 static cost_class_t net_class(const cost_deploy_t *d)
 {
-    return d->net == COST_NET_PUT ? COST_NIC_PUT : d->net == COST_NET_STAGED ? COST_NIC_STAGED : COST_TCP;
+    return d->net == COST_NET_PUT      ? COST_NIC_PUT
+           : d->net == COST_NET_STAGED ? COST_NIC_STAGED
+           : d->net == COST_NET_LOCAL  ? COST_LOCAL
+                                       : COST_TCP;
+}
+
+/* Colocated whole-image ranks verify the sums their landing copies computed
+ * (the fused copy+digest): no pass of their own. */
+static int fused_landing(const cost_deploy_t *d)
+{
+    return d->net == COST_NET_LOCAL && d->rank_hold_bytes == d->image_bytes;
 }
 
 static cost_class_t window_class(const cost_deploy_t *d)
@@ -104,6 +114,12 @@ static wsync_status_t add_cross(cost_plan_t *p, const cost_links_t *links, const
     const cost_link_t *l = &links->link[nc];
     cost_stage_t *s = cost_plan_stage(p, "cross", 1, ceil_div(node_in, (double)d->chunk_bytes));
     int W = d->trainers, L = d->local_ranks;
+    if (d->net == COST_NET_LOCAL) { /* one GPU: every copy into every rank shares its memory */
+        WSYNC_CHECK(cost_stage_add(s, links, nc, "the GPU's copies into every rank", rank_in * L * nodes,
+                                   ceil_div(rank_in, (double)d->chunk_bytes) * L * nodes, l->bw));
+        cost_plan_bytes(p, nc, rank_in * L * nodes);
+        return WSYNC_OK;
+    }
     int rpt = (int)ceil_div(W, d->trainer_hosts);
     double tb = per_node / W, pieces = ceil_div(tb, (double)d->chunk_bytes) + (W > 1);
     int peers = nodes * min_int(pieces, L);
@@ -183,7 +199,10 @@ static wsync_status_t add_verify(cost_plan_t *p, const cost_links_t *links, cons
 {
     cost_class_t dg = digest_class(d);
     double H = (double)d->rank_hold_bytes;
-    cost_stage_t *s = cost_plan_stage(p, "verify", 1, ceil_div(H, (double)d->chunk_bytes));
+    cost_stage_t *s;
+    if (fused_landing(d))
+        return WSYNC_OK;
+    s = cost_plan_stage(p, "verify", 1, ceil_div(H, (double)d->chunk_bytes));
     WSYNC_CHECK(cost_stage_add(s, links, dg, "rank's digest of what it holds", H, 0, links->link[dg].bw));
     cost_plan_bytes(p, dg, H * d->local_ranks * d->engines);
     return WSYNC_OK;

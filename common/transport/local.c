@@ -150,7 +150,7 @@ typedef struct lo_conn {
      * order, given back in completion order */
     uint64_t *dacc;
     unsigned int *dcount;
-    uint64_t *hsums, *hsums_dev; /* the ring, as the host and as the device address it */
+    uint64_t *hsums, *hsums_dev;    /* the ring, as the host and as the device address it */
     uint64_t sums_taken, sums_done; /* sums_done: written by the progress thread */
     uint64_t nqueued, ncopied;      /* puts, for the trace (under lock; the progress thread's) */
 } lo_conn_t;
@@ -680,8 +680,7 @@ out:
  * they go as one kernel now if the stream has less than LO_FLIGHT launches
  * or the batch is full, else when a launch completes. Called with c->lock
  * on the transport's device. */
-static wsync_status_t put_fused(lo_conn_t *c, uint64_t tag, char *dst, const char *src, size_t len,
-                                uint64_t key_off)
+static wsync_status_t put_fused(lo_conn_t *c, uint64_t tag, char *dst, const char *src, size_t len, uint64_t key_off)
 {
     const int slot = (int)(c->sums_taken % LO_SUMS);
     lo_op_t *op = c->pend;

@@ -28,9 +28,9 @@
 static int ngpu;
 
 #if WSYNC_HAVE_CUDA
-static uint64_t *g_dacc;  /* the out variant's accumulator and counter, zeroed once */
-static uint64_t *g_hout;  /* its sum, mapped pinned host memory */
-static uint64_t *g_hdev;  /* g_hout as the device addresses it */
+static uint64_t *g_dacc; /* the out variant's accumulator and counter, zeroed once */
+static uint64_t *g_hout; /* its sum, mapped pinned host memory */
+static uint64_t *g_hdev; /* g_hout as the device addresses it */
 
 /* The out variant of the same copy: 0 if its sum is `want` and it left the
  * accumulator and counter at 0. */

@@ -111,6 +111,27 @@ static void test_bad_deployment_refused(void)
     CHECK_FAILS(cost_predict(&l, &d, plans, COST_MAX_PLANS, &n), WSYNC_ERR_INVALID, "2 trainer ranks on 3 hosts");
 }
 
+/* Colocated on one GPU: the trainer's digest, then every rank's copy of the
+ * whole image through the one GPU's memory (fused with its digest: no
+ * verification pass of its own). */
+static void test_colocated_ranks_share_the_gpu(void)
+{
+    cost_links_t l = links_of(0, 1);
+    cost_deploy_t d;
+    cost_plan_t p[COST_MAX_PLANS];
+    size_t n = 0;
+    l.link[COST_LOCAL] = (cost_link_t){.present = 1, .bw = 2e12};
+    l.link[COST_DIGEST_GPU].bw = 4e12;
+    cost_deploy_init(&d, 1, 1, 1, 2, 8000000000ULL, 64ULL << 20, COST_MEM_GPU, COST_NET_LOCAL);
+    d.rank_land_bytes = d.rank_hold_bytes; /* as plan --predict sets it: each rank lands all it holds */
+    d.rank_copy_bytes = 0;
+    CHECK_OK(cost_predict(&l, &d, p, COST_MAX_PLANS, &n));
+    CHECK_EQ((int)n, 1);
+    /* 8 GB digested at 4 TB/s, then 2 x 8 GB copied at 2 TB/s */
+    CHECK(NEAR(p[0].predicted_s, 2e-3 + 8e-3));
+    CHECK_STR(p[0].bottleneck, "cross: the GPU's copies into every rank");
+}
+
 int main(void)
 {
     RUN(test_single_link_is_alpha_plus_bytes_over_beta);
@@ -119,5 +140,6 @@ int main(void)
     RUN(test_missing_class_names_it);
     RUN(test_relay_wins_when_trainers_are_the_bottleneck);
     RUN(test_bad_deployment_refused);
+    RUN(test_colocated_ranks_share_the_gpu);
     TEST_EXIT();
 }
