@@ -38,7 +38,8 @@ static void usage(FILE *f)
             "usage: wsync trainer --control URL --rank R --world W (--synthetic SIZE | --safetensors F1[,F2...])\n"
             "                     [--versions N] [--interval-ms MS] [--wait-engines M] [--serve HOST:PORT]\n"
             "                     [--listen HOST:PORT] [--advertise HOST] [--device host|cuda:N] [--chunk SIZE]\n"
-            "                     [--layout even|fsdp] [--zero-copy] [--host-id ID] [--exit-after-publish]\n"
+            "                     [--layout even|fsdp] [--zero-copy] [--single-copy] [--hold-timeout-ms MS]\n"
+            "                     [--host-id ID] [--exit-after-publish]\n"
             "                     [--token-file FILE]\n"
             "                     [--config FILE] [--set SETTING=VALUE]...\n"
             "Publishes N versions (default 3) of its rank's share of the model, then keeps serving pulls\n"
@@ -46,6 +47,12 @@ static void usage(FILE *f)
             "together (version v+1 waits until every rank published v).\n"
             "  --wait-engines M   before publishing the next version, wait until M engines hold the last\n"
             "  --serve HOST:PORT  also run the control endpoint in this process (rank 0)\n"
+            "  --single-copy      publish each version single-copy: engines copy it straight out of this\n"
+            "                     rank's memory; the next version is written only once the engine nodes on\n"
+            "                     this host hold it (wsync_publisher_wait_held), or after --hold-timeout-ms\n"
+            "                     (default 10000). --zero-copy: single copy too, without any publish slot\n"
+            "                     and without the wait (engines still pulling a version when the next is\n"
+            "                     written fail it, their digests catching it)\n"
             "  --config FILE      read settings and these options from FILE's \"trainer\" object\n"
             "                     (docs/CONFIG.md; flags given here override the file)\n"
             "  --token-file FILE  the deployment's token (default: setting token, env WSYNC_TOKEN): engines\n"
@@ -104,6 +111,29 @@ static int wait_published(wsync_publisher_t *pub, uint64_t v)
     return 1;
 }
 
+/* Single copy: until the engine nodes on this host hold v (or the
+ * timeout), then at once the next version's bytes, where engines read v
+ * from: what a trainer's next optimizer step does. */
+static wsync_status_t hold_then_write(wsync_publisher_t *pub, const cli_model_t *model, const wsync_mem_ops_t *mem,
+                                      uint64_t v, const wsync_owned_t *owned, int n, void *stage, long hold_ms)
+{
+    uint64_t t0 = wsync_now_ns();
+    wsync_status_t st = wsync_publisher_wait_held(pub, v, (int)hold_ms);
+    int k;
+    if (st == WSYNC_OK)
+        printf("trainer: version %llu held by the engine nodes on this host (waited %.1f ms)\n",
+               (unsigned long long)v, (double)(wsync_now_ns() - t0) / 1e6);
+    else if (st == WSYNC_ERR_TIMEOUT || st == WSYNC_ERR_PEER)
+        printf("trainer: version %llu not held (%s, waited %.1f ms): %s\n", (unsigned long long)v,
+               wsync_status_str(st), (double)(wsync_now_ns() - t0) / 1e6, wsync_last_error());
+    else
+        return st;
+    fflush(stdout);
+    for (k = 0; k < n; k++)
+        WSYNC_CHECK(fill_extent(model, mem, v + 1, (void *)owned[k].ptr, owned[k].offset, owned[k].len, stage));
+    return WSYNC_OK;
+}
+
 const struct option cli_trainer_options[] = {{"control", 1, 0, 'c'},
                                              {"rank", 1, 0, 'r'},
                                              {"world", 1, 0, 'w'},
@@ -119,6 +149,8 @@ const struct option cli_trainer_options[] = {{"control", 1, 0, 'c'},
                                              {"chunk", 1, 0, 'k'},
                                              {"layout", 1, 0, 'L'},
                                              {"zero-copy", 0, 0, 'z'},
+                                             {"single-copy", 0, 0, 'C'},
+                                             {"hold-timeout-ms", 1, 0, 'T'},
                                              {"host-id", 1, 0, 'H'},
                                              {"exit-after-publish", 0, 0, 'x'},
                                              {"token-file", 1, 0, 'K'},
@@ -140,8 +172,8 @@ int cmd_trainer(int argc, char **argv)
     json_t *mj = NULL;
     char *mtext = NULL;
     uint64_t base = 0, chunk = 0, maxlen = 0;
-    long versions = 3, interval = 0, engines = 0;
-    int o, n = 0, i, rc = 1, exit_after = 0, dev = 0;
+    long versions = 3, interval = 0, engines = 0, hold_ms = 10000;
+    int o, n = 0, i, rc = 1, exit_after = 0, dev = 0, single = 0, filled = 0;
     wsync_status_t st;
 
     if ((o = cli_config_apply("trainer", &argc, &argv)) != 0)
@@ -205,6 +237,11 @@ int cmd_trainer(int argc, char **argv)
             }
             break;
         case 'z': pc.zero_copy = 1; break;
+        case 'C': single = 1; break;
+        case 'T':
+            if (cli_parse_long("trainer", "--hold-timeout-ms", optarg, 0, TRAINER_MAX_INTERVAL_MS, &hold_ms))
+                return 2;
+            break;
         case 'H': pc.host_id = optarg; break;
         case 'x': exit_after = 1; break;
         case 'h': usage(stdout); return 0;
@@ -287,15 +324,17 @@ int cmd_trainer(int argc, char **argv)
             break;
         if (i > 0 && interval > 0)
             usleep((useconds_t)interval * 1000);
-        for (k = 0; k < n; k++)
+        for (k = 0; k < n && !filled; k++)
             if ((st = fill_extent(&model, mem, v, (void *)owned[k].ptr, owned[k].offset, owned[k].len, stage)) !=
                 WSYNC_OK)
                 break;
+        filled = 0;
         /* Timed: the publish alone (digest, report, snapshot copy), not the
          * wait for engines, the interval or the stand-in's fill before it. */
         if (st == WSYNC_OK) {
+            wsync_publish_opts_t po = {.flags = single ? WSYNC_PUBLISH_SINGLE_COPY : 0};
             t0 = wsync_now_ns();
-            st = wsync_publisher_publish(pub, v);
+            st = wsync_publisher_publish_opts(pub, v, &po);
         }
         if (st != WSYNC_OK) {
             cli_report("trainer", "publish failed", st);
@@ -312,6 +351,9 @@ int cmd_trainer(int argc, char **argv)
         }
         if (k > 0)
             break;
+        if (single && (st = hold_then_write(pub, &model, mem, v, owned, n, stage, hold_ms)) != WSYNC_OK)
+            goto out;
+        filled = single;
     }
     if (engines > 0 && !stop_flag && versions > 0)
         wait_engines(ctl, (int)engines, base + (uint64_t)versions);

@@ -324,7 +324,25 @@ wsync_status_t wsync_control_get_layout(wsync_control_t *c, const char *digest, 
     return WSYNC_OK;
 }
 
+static wsync_status_t wait_version(wsync_control_t *c, uint64_t after, int timeout_ms, uint64_t *version,
+                                   json_t **record);
+
 wsync_status_t wsync_control_wait_version(wsync_control_t *c, uint64_t after, int timeout_ms, uint64_t *version)
+{
+    return wait_version(c, after, timeout_ms, version, NULL);
+}
+
+wsync_status_t wsync_control_wait_version_record(wsync_control_t *c, uint64_t after, int timeout_ms,
+                                                 uint64_t *version, json_t **record)
+{
+    *record = NULL;
+    return wait_version(c, after, timeout_ms, version, record);
+}
+
+/* The long poll; with `record`, asks for the version's record in the answer
+ * (an endpoint from before that answers without it: *record stays NULL). */
+static wsync_status_t wait_version(wsync_control_t *c, uint64_t after, int timeout_ms, uint64_t *version,
+                                   json_t **record)
 {
     const uint64_t end = wsync_now_ns() + (uint64_t)(timeout_ms < 0 ? 0 : timeout_ms) * 1000000ULL;
     uint64_t down_since = 0; /* first unanswered poll of the current outage */
@@ -339,10 +357,16 @@ wsync_status_t wsync_control_wait_version(wsync_control_t *c, uint64_t after, in
         int left = now >= end ? 0 : (int)((end - now) / 1000000ULL);
         int t = left > 60000 ? 60000 : left;
         wsync_status_t st;
-        snprintf(path, sizeof(path), "/v1/versions/latest?after=%llu&timeout_ms=%d", (unsigned long long)after, t);
+        snprintf(path, sizeof(path), "/v1/versions/latest?after=%llu&timeout_ms=%d%s", (unsigned long long)after, t,
+                 record ? "&record=1" : "");
         st = wsync_control_request(c, "GET", path, NULL, (long)t + 10000, &http, &resp);
-        if (st == WSYNC_OK && http == 200)
+        if (st == WSYNC_OK && http == 200) {
+            json_t *rec = json_object_get(resp, "record");
             *version = (uint64_t)json_integer_value(json_object_get(resp, "version"));
+            if (record && json_is_object(rec) &&
+                (uint64_t)json_integer_value(json_object_get(rec, "version")) == *version)
+                *record = json_incref(rec);
+        }
         json_decref(resp);
         if (st == WSYNC_OK && http == 200)
             return WSYNC_OK;

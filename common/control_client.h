@@ -59,6 +59,13 @@ wsync_status_t wsync_control_get_layout(wsync_control_t *c, const char *digest, 
 /* Long poll: *version > after, or 0 when timeout_ms passed first (also when
  * the endpoint was away until then: the caller's wait bounds the retries). */
 wsync_status_t wsync_control_wait_version(wsync_control_t *c, uint64_t after, int timeout_ms, uint64_t *version);
+/* The same, with the answer carrying the version's record (?record=1): *record
+ * is what wsync_control_get_version would return for *version (new
+ * reference), or NULL when the endpoint did not send it (one from before
+ * this, or the version no longer retained): fetch it then. Saves the engine
+ * a round trip per version. */
+wsync_status_t wsync_control_wait_version_record(wsync_control_t *c, uint64_t after, int timeout_ms,
+                                                 uint64_t *version, json_t **record);
 /* The newest published version now (0: none yet), without waiting for a
  * newer one. Unlike wait_version with timeout 0, an endpoint that does not
  * answer is ridden through for the grace period, so a trainer started while

@@ -53,18 +53,29 @@ static wsync_status_t wait_ranks(wsync_receiver_t *r, uint64_t deadline)
     }
 }
 
+/* The long poll for a version newer than the held one; its answer carries
+ * the version's record, kept for fetch_record (one round trip per version
+ * instead of two). */
+static wsync_status_t wait_newer(wsync_receiver_t *r, uint64_t deadline, uint64_t *v)
+{
+    json_decref(r->next_record);
+    r->next_record = NULL;
+    return wsync_control_wait_version_record(r->control, r->held_version, left_ms(deadline), v, &r->next_record);
+}
+
 /* Local rank 0: choose the version and open an attempt on the board. */
 static wsync_status_t lead_attempt(wsync_receiver_t *r, uint64_t version, uint64_t deadline, board_attempt_t *a)
 {
     uint64_t v = version;
     int most = 0, least = 0;
     if (v == 0) {
-        WSYNC_CHECK(wsync_control_wait_version(r->control, r->held_version, left_ms(deadline), &v));
+        WSYNC_CHECK(wait_newer(r, deadline, &v));
         if (v == 0)
             return wsync_error(WSYNC_ERR_TIMEOUT, "no version newer than %llu was published in time",
                                (unsigned long long)r->held_version);
     }
-    wsync_trace("engine %s: version %llu is the one to pull", r->engine_id, (unsigned long long)v);
+    wsync_trace("engine %s: version %llu is the one to pull%s", r->engine_id, (unsigned long long)v,
+                r->next_record ? " (its record came with the answer)" : "");
     WSYNC_CHECK(wait_ranks(r, deadline));
     WSYNC_CHECK(board_node_slots(r->board, left_ms(deadline), &most, &least));
     if (least < r->nslots)
@@ -108,7 +119,16 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
     json_t *rec = NULL;
     wsync_status_t st;
     const char *mdig, *ldig;
-    WSYNC_CHECK(wsync_control_get_version(r->control, v, &rec));
+    json_t *trainers;
+    if (r->next_record && (uint64_t)json_integer_value(json_object_get(r->next_record, "version")) == v) {
+        rec = r->next_record; /* came with the long poll's answer */
+        r->next_record = NULL;
+    } else {
+        WSYNC_CHECK(wsync_control_get_version(r->control, v, &rec));
+    }
+    trainers = json_object_get(rec, "trainers");
+    json_decref(r->cur_trainers);
+    r->cur_trainers = json_is_array(trainers) ? json_incref(trainers) : NULL;
     mdig = json_string_value(json_object_get(rec, "manifest_digest"));
     ldig = json_string_value(json_object_get(rec, "layout_digest"));
     /* Versions of one training run share the layout: reuse the held one
@@ -185,7 +205,7 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
     if (r->cfg.local_rank != 0)
         WSYNC_CHECK(recv_rejoin_if_needed(r));
     if (v == 0) {
-        WSYNC_CHECK(wsync_control_wait_version(r->control, r->held_version, left_ms(deadline), &v));
+        WSYNC_CHECK(wait_newer(r, deadline, &v));
         if (v == 0)
             return wsync_error(WSYNC_ERR_TIMEOUT, "no version newer than %llu was published in time",
                                (unsigned long long)r->held_version);

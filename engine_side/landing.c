@@ -34,7 +34,7 @@ wsync_status_t recv_colocated_ranks(wsync_receiver_t *r, int world, int *colo, i
         ncolo[t] = 0;
     if (r->mem->kind != WSYNC_MEM_CUDA)
         return WSYNC_OK;
-    WSYNC_CHECK(wsync_control_trainers(r->control, &arr));
+    WSYNC_CHECK(recv_trainers(r, &arr));
     json_array_foreach(arr, i, e)
     {
         json_int_t rk = json_integer_value(json_object_get(e, "rank"));

@@ -149,15 +149,22 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     WSYNC_CHECK_GOTO(recv_targets_init(r), st, err);
     WSYNC_CHECK_GOTO(choose_plan(r), st, err);
     if (cfg->local_rank == 0) {
-        json_t *endpoint = NULL;
-        /* Under relay:F the node serves what it holds to other nodes; they
-         * find its relay in its registration. */
+        /* The host id tells a single-copy trainer on this host that this
+         * node reads its memory (wsync_publisher_wait_held); under relay:F
+         * the node serves what it holds to other nodes, which find its relay
+         * in its registration. */
+        json_t *endpoint = json_pack("{s:s}", "host_id", r->host_id);
+        if (endpoint == NULL)
+            WSYNC_CHECK_GOTO(wsync_error(WSYNC_ERR_NOMEM, "engine %s: out of memory", r->engine_id), st, err);
+        st = WSYNC_OK;
         if (r->plan.kind == WSYNC_PLAN_RELAY || r->links) { /* auto may choose a relay plan */
-            WSYNC_CHECK_GOTO(relay_start(r->bind_host, &r->auth, r->engine_id, &r->relay), st, err);
-            endpoint = json_pack("{s:s}", "relay", relay_address(r->relay));
+            st = relay_start(r->bind_host, &r->auth, r->engine_id, &r->relay);
+            if (st == WSYNC_OK)
+                json_object_set_new(endpoint, "relay", json_string(relay_address(r->relay)));
         }
         gethostname(host, sizeof(host));
-        st = wsync_control_register_engine(r->control, r->engine_id, host, cfg->local_world, endpoint);
+        if (st == WSYNC_OK)
+            st = wsync_control_register_engine(r->control, r->engine_id, host, cfg->local_world, endpoint);
         if (st == WSYNC_OK)
             st = reporter_start(r->control_url, r->token, r->engine_id, host, cfg->local_world, endpoint,
                                 &r->reporter);
@@ -372,6 +379,8 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     recv_tlayout_free(r->held_tl);
     recv_dests_free(r->held_dm);
     free(r->links);
+    json_decref(r->next_record);
+    json_decref(r->cur_trainers);
     free(r->spec);
     free(r->engine_id);
     free(r->control_url);

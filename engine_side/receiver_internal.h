@@ -105,6 +105,13 @@ struct wsync_receiver {
     struct cost_links *links;
     int relay_capable;
     recv_relay_t *relay;
+    /* Local rank 0: the record the long poll's answer carried (for
+     * next_record's "version"), taken by the attempt's fetch_record instead
+     * of a GET; every rank: the trainer ranks' endpoints of the record the
+     * attempt uses (NULL: a record from an endpoint without them), so where
+     * to pull from costs no GET /v1/trainers per version. Both owned. */
+    json_t *next_record;
+    json_t *cur_trainers;
 };
 
 /* One request to a trainer rank (or to a relay node), sent and answered on
@@ -171,6 +178,9 @@ wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t 
 /* requests.c: the pull address of every trainer rank and the transport its
  * pieces come over; start a request (takes `msg`), did it fail, join it. */
 wsync_status_t recv_trainer_addrs(wsync_receiver_t *r, int world, char (*addrs)[160], const char **tnames);
+/* The trainer ranks' endpoints ([{"rank","endpoint"}], new reference): the
+ * attempt's record's, else GET /v1/trainers. */
+wsync_status_t recv_trainers(wsync_receiver_t *r, json_t **out);
 wsync_status_t recv_request_start(recv_request_t *q, const wsync_auth_t *auth, int rank, const char *addr,
                                   json_t *msg, uint64_t deadline);
 int recv_request_failed(const recv_request_t *q);

@@ -29,7 +29,7 @@ struct recv_reporter {
     wsync_control_t *control; /* the thread's own (a client is per thread) */
     char *engine_id, *host;
     int local_ranks;
-    json_t *endpoint; /* registered again with the node */
+    json_t *endpoint; /* registered with the node (host_id): sent again when re-registering */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     report_t q[REPORTER_QUEUE]; /* oldest first */

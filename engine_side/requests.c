@@ -104,12 +104,21 @@ void recv_request_end(recv_request_t *q)
     q->started = 0;
 }
 
+wsync_status_t recv_trainers(wsync_receiver_t *r, json_t **out)
+{
+    if (r->cur_trainers) {
+        *out = json_incref(r->cur_trainers);
+        return WSYNC_OK;
+    }
+    return wsync_control_trainers(r->control, out);
+}
+
 wsync_status_t recv_trainer_addrs(wsync_receiver_t *r, int world, char (*addrs)[160], const char **tnames)
 {
     json_t *arr = NULL, *e;
     size_t i;
     int rank;
-    WSYNC_CHECK(wsync_control_trainers(r->control, &arr));
+    WSYNC_CHECK(recv_trainers(r, &arr));
     for (rank = 0; rank < world; rank++) {
         addrs[rank][0] = '\0';
         tnames[rank] = r->transport_name;

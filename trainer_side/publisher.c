@@ -85,7 +85,9 @@ static wsync_status_t collect_owned(wsync_publisher_t *p)
     return WSYNC_OK;
 }
 
-static wsync_status_t slot_init(wsync_publisher_t *p, pub_slot_t *s)
+/* A copy slot (`direct` 0: one buffer the owned bytes are copied into) or
+ * the direct slot (the caller's extents, served as they are). */
+static wsync_status_t slot_init(wsync_publisher_t *p, pub_slot_t *s, int direct)
 {
     uint64_t pos = 0;
     size_t i;
@@ -94,7 +96,7 @@ static wsync_status_t slot_init(wsync_publisher_t *p, pub_slot_t *s)
     s->copied = calloc(p->nmy ? p->nmy : 1, 1);
     WSYNC_CHECK_ALLOC(s->spans);
     WSYNC_CHECK_ALLOC(s->copied);
-    if (p->cfg.zero_copy) {
+    if (direct) {
         /* Every extent is its own area, registered where the caller keeps it. */
         s->nareas = (int)p->nspans;
         s->area_ptr = calloc(p->nspans ? p->nspans : 1, sizeof(void *));
@@ -248,8 +250,9 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
         goto err;
     }
     p->snap_threads = pub_snapshot_threads(cfg->threads);
-    for (i = 0; i < PUB_SLOTS; i++)
-        WSYNC_CHECK_GOTO(slot_init(p, &p->slots[i]), st, err);
+    for (i = 0; i < PUB_SLOTS && !cfg->zero_copy; i++) /* zero_copy: no slot memory at all */
+        WSYNC_CHECK_GOTO(slot_init(p, &p->slots[i], 0), st, err);
+    WSYNC_CHECK_GOTO(slot_init(p, &p->slots[PUB_DIRECT], 1), st, err);
     if (cfg->serve) {
         wsync_control_server_config_t sc = {.listen = cfg->serve, .state_file = cfg->serve_state};
         WSYNC_CHECK_GOTO(wsync_control_server_start(&sc, &p->control_server), st, err);
@@ -279,18 +282,29 @@ uint64_t wsync_publisher_owned_bytes(const wsync_publisher_t *p)
     return p->owned_bytes;
 }
 
-/* A slot that is neither the newest version nor being pulled. */
-static wsync_status_t take_slot(wsync_publisher_t *p, int *slot)
+/* A slot that is neither the newest version nor being pulled, or with
+ * `direct` the caller's extents. Either way the caller has written its
+ * extents since the last publish: a single-copy version still served from
+ * them is released first. */
+static wsync_status_t take_slot(wsync_publisher_t *p, int direct, uint64_t version, int *slot)
 {
     uint64_t deadline = wsync_now_ns() +
                         (uint64_t)(p->cfg.slot_wait_ms > 0 ? p->cfg.slot_wait_ms : 60000) * 1000000ULL;
+    char why[160];
     int s;
     pthread_mutex_lock(&p->lock);
+    if (p->held_version && !p->held_released) {
+        snprintf(why, sizeof(why),
+                 "it was served single-copy and version %llu was published before wsync_publisher_wait_held "
+                 "released it",
+                 (unsigned long long)version);
+        pub_release_direct(p, p->held_version, why);
+    }
     for (;;) {
         for (s = 0; s < PUB_SLOTS; s++)
             if (s != p->latest && p->slots[s].pins == 0)
                 break;
-        if (s < PUB_SLOTS || p->cfg.zero_copy)
+        if (s < PUB_SLOTS || direct)
             break;
         if (wsync_now_ns() >= deadline) {
             pthread_mutex_unlock(&p->lock);
@@ -303,8 +317,8 @@ static wsync_status_t take_slot(wsync_publisher_t *p, int *slot)
         wsync_abstime_after_ms(&ts, 50);
         pthread_cond_timedwait(&p->cond, &p->lock, &ts);
     }
-    if (p->cfg.zero_copy)
-        s = 0;
+    if (direct)
+        s = PUB_DIRECT;
     /* The slot is ours: mark it empty so no new pull starts on it. */
     p->slots[s].version = 0;
     if (p->latest == s)
@@ -320,10 +334,14 @@ static void announce(wsync_publisher_t *p, int slot, uint64_t version)
 {
     pub_slot_t *s = &p->slots[slot];
     pthread_mutex_lock(&p->lock);
-    memset(s->copied, p->cfg.zero_copy ? 1 : 0, p->nmy ? p->nmy : 1);
+    memset(s->copied, slot == PUB_DIRECT ? 1 : 0, p->nmy ? p->nmy : 1);
     s->copy_status = WSYNC_OK;
     s->version = version;
     p->latest = slot;
+    if (slot == PUB_DIRECT) {
+        p->held_version = version;
+        p->held_released = 0;
+    }
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -337,6 +355,8 @@ static void withdraw(wsync_publisher_t *p, int slot, uint64_t version, wsync_sta
     s->version = 0;
     if (p->latest == slot)
         p->latest = -1;
+    if (slot == PUB_DIRECT && p->held_version == version)
+        p->held_released = 1; /* nothing left to wait for */
     p->withdrawn = version;
     snprintf(p->withdrawn_why, sizeof(p->withdrawn_why), "%s", why);
     pthread_cond_broadcast(&p->cond);
@@ -348,6 +368,29 @@ static void withdraw(wsync_publisher_t *p, int slot, uint64_t version, wsync_sta
  * the copy, and the copy overlaps their transfer. */
 wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
 {
+    return wsync_publisher_publish_opts(p, version, NULL);
+}
+
+/* Single copy or a slot, for this publish: the flags, else the publisher's
+ * default (zero_copy). */
+static wsync_status_t publish_direct(const wsync_publisher_t *p, const wsync_publish_opts_t *opts, int *direct)
+{
+    unsigned f = opts ? opts->flags : 0;
+    if ((f & WSYNC_PUBLISH_SINGLE_COPY) && (f & WSYNC_PUBLISH_SLOT))
+        return wsync_error(WSYNC_ERR_INVALID, "publish: WSYNC_PUBLISH_SINGLE_COPY and WSYNC_PUBLISH_SLOT exclude "
+                                              "each other");
+    if (f & ~(unsigned)(WSYNC_PUBLISH_SINGLE_COPY | WSYNC_PUBLISH_SLOT))
+        return wsync_error(WSYNC_ERR_INVALID, "publish: unknown flags 0x%x", f);
+    if ((f & WSYNC_PUBLISH_SLOT) && p->cfg.zero_copy)
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "publish: WSYNC_PUBLISH_SLOT needs publish slots, and this publisher has none "
+                           "(zero_copy = 1); create it with zero_copy = 0");
+    *direct = (f & WSYNC_PUBLISH_SINGLE_COPY) || (p->cfg.zero_copy && !(f & WSYNC_PUBLISH_SLOT));
+    return WSYNC_OK;
+}
+
+wsync_status_t wsync_publisher_publish_opts(wsync_publisher_t *p, uint64_t version, const wsync_publish_opts_t *opts)
+{
     const wsync_plan_t *plan = p->sl->plan;
     json_t *pieces = NULL;
     pub_work_t *copy = NULL;
@@ -355,12 +398,13 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
     uint64_t *sums = NULL;
     char why[512];
     size_t i;
-    int slot = 0;
+    int slot = 0, direct = 0;
 
     /* The start of publish-to-ready on the trace clock (the engine's
      * "reported" line is its end): bench/python_hf_bench.py reads both. */
     wsync_trace("trainer rank %d: publish of version %llu started", p->cfg.rank, (unsigned long long)version);
-    WSYNC_CHECK(take_slot(p, &slot));
+    WSYNC_CHECK(publish_direct(p, opts, &direct));
+    WSYNC_CHECK(take_slot(p, direct, version, &slot));
     sums = calloc(p->nmy ? p->nmy : 1, sizeof(*sums));
     pieces = json_array();
     if (sums == NULL || pieces == NULL) {
@@ -377,7 +421,7 @@ wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version)
                                                 (json_int_t)pc->offset, "len", (json_int_t)pc->len, "digest", hex));
     }
     announce(p, slot, version);
-    st = p->cfg.zero_copy ? WSYNC_OK : pub_copy_start(p, &p->slots[slot], &copy);
+    st = direct ? WSYNC_OK : pub_copy_start(p, &p->slots[slot], &copy);
     if (st == WSYNC_OK)
         st = report(p, version, pieces);
     if (st == WSYNC_OK) {
@@ -468,7 +512,7 @@ void wsync_publisher_destroy(wsync_publisher_t *p)
     if (p == NULL)
         return;
     pub_server_stop(p);
-    for (i = 0; i < PUB_SLOTS; i++)
+    for (i = 0; i < PUB_NSLOTS; i++)
         slot_free(p, &p->slots[i]);
     pub_stages_free(p);
     for (i = 0; i < p->ntransports; i++)

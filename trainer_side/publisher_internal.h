@@ -16,7 +16,9 @@
 #include "trainer_side/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
-#define PUB_SLOTS 2
+#define PUB_SLOTS 2              /* publish slots the bytes are copied into */
+#define PUB_DIRECT PUB_SLOTS     /* the caller's own extents: single-copy versions */
+#define PUB_NSLOTS (PUB_SLOTS + 1)
 #define PUB_MAX_TRANSPORTS 4
 
 /* One owned extent as it sits in a slot: image range -> registered memory. */
@@ -109,8 +111,13 @@ struct wsync_publisher {
 
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    pub_slot_t slots[PUB_SLOTS];
-    int latest; /* slot of the newest version, -1 none */
+    pub_slot_t slots[PUB_NSLOTS]; /* zero_copy: slots[PUB_DIRECT] alone is set up */
+    int latest;                   /* slot of the newest version, -1 none */
+    /* Single copy (hold.c): the version served straight from the caller's
+     * extents (slots[PUB_DIRECT]) until wait_held or the next publish
+     * releases it; 0 none. Under p->lock. */
+    uint64_t held_version;
+    int held_released;
     pub_transport_t transports[PUB_MAX_TRANSPORTS];
     int ntransports;
     pub_request_t *requests;
@@ -188,6 +195,12 @@ void pub_stage_release(wsync_publisher_t *p, pub_stage_t *st);
 wsync_region_t *pub_stage_region(const pub_stage_t *st, int ti);
 uint64_t pub_stage_offset(const pub_stage_t *st, size_t k);
 void pub_stages_free(wsync_publisher_t *p);
+
+/* hold.c (p->lock held): take the single-copy version `version` down
+ * (no-op if it is not the one served from the caller's extents): new pulls
+ * of it are refused naming `why`, pulls in flight stop before their next
+ * put. */
+void pub_release_direct(wsync_publisher_t *p, uint64_t version, const char *why);
 
 /* pull_server.c */
 wsync_status_t pub_server_start(wsync_publisher_t *p);

@@ -263,7 +263,7 @@ wsync_status_t pub_wait_range(wsync_publisher_t *p, pub_slot_t *s, uint64_t off,
 static int find_slot(wsync_publisher_t *p, uint64_t version)
 {
     int s;
-    for (s = 0; s < PUB_SLOTS; s++)
+    for (s = 0; s < PUB_NSLOTS; s++)
         if (p->slots[s].version == version && version != 0)
             return s;
     return -1;

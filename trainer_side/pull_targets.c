@@ -374,7 +374,7 @@ wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, co
     /* Versions no slot holds any more are not asked for again. */
     for (pp = &p->segdigs; *pp;) {
         int held = 0, k;
-        for (k = 0; k < PUB_SLOTS; k++)
+        for (k = 0; k < PUB_NSLOTS; k++)
             held |= p->slots[k].version == (*pp)->version;
         if (held) {
             pp = &(*pp)->next;

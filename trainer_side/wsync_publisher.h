@@ -42,8 +42,9 @@ typedef struct wsync_publisher_config {
     const wsync_owned_t *owned;
     int nowned;
     const char *device;         /* "host" (default) or "cuda:N": where the bytes live */
-    int zero_copy;              /* 1: no snapshot; caller does not write its extents
-                                   until the next publish returns */
+    int zero_copy;              /* 1: every publish is single-copy (see
+                                   wsync_publisher_publish_opts) and no publish
+                                   slot is allocated */
     const char *listen;         /* pull server "HOST:PORT" ("0.0.0.0:0" default) */
     const char *advertise_host; /* address engines dial (default: primary IPv4) */
     const char *host_id;        /* hosts with the same id use the local transport;
@@ -66,8 +67,9 @@ WSYNC_API wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *
  * ranks have reported, and engines start pulling at once), then copy them into
  * a publish slot (unless zero_copy) while this rank already serves the pieces
  * copied so far. Returns once the report is accepted and the copy is done: the
- * caller must not write its extents until publish() returns (with zero_copy,
- * until the next publish() returns); afterwards it may.
+ * caller must not write its extents until publish() returns; afterwards it
+ * may. With zero_copy = 1 the version is single-copy: see
+ * wsync_publisher_publish_opts and wsync_publisher_wait_held.
  * If the copy fails after the report, publish() fails and the version is
  * withdrawn on this rank: engines' pulls of it fail naming the failed copy and
  * they keep the version they hold. The control endpoint still lists it as the
@@ -76,6 +78,46 @@ WSYNC_API wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *
  * (409). Not thread-safe against itself (one publishing thread per
  * publisher). */
 WSYNC_API wsync_status_t wsync_publisher_publish(wsync_publisher_t *p, uint64_t version);
+
+/* Per-publish choices (wsync_publisher_publish_opts). Zeroed: the
+ * publisher's default (single copy with zero_copy = 1, else a slot). */
+#define WSYNC_PUBLISH_SINGLE_COPY 1u /* serve this version straight from the caller's extents */
+#define WSYNC_PUBLISH_SLOT 2u        /* copy it into a publish slot (not with zero_copy = 1) */
+typedef struct wsync_publish_opts {
+    unsigned flags; /* WSYNC_PUBLISH_* */
+} wsync_publish_opts_t;
+
+/* wsync_publisher_publish with a choice of route (opts NULL: the default).
+ * Single copy (the colocated route): no snapshot; engines copy the version
+ * straight out of the caller's extents (on a shared GPU one device-to-device
+ * copy end to end, instead of the slot's copy and then the engine's). The
+ * contract: the caller does not write its extents until
+ * wsync_publisher_wait_held(p, version, ...) returns (whatever it returns);
+ * it returns when the engines on this host hold the version, or at its
+ * timeout. publish() returns after the digest and the report, without a
+ * copy. The next publish (of either route) also releases a single-copy
+ * version wait_held did not: engines still pulling it then fail it (their
+ * digests catch the bytes the caller wrote) and keep what they held. */
+WSYNC_API wsync_status_t wsync_publisher_publish_opts(wsync_publisher_t *p, uint64_t version,
+                                                      const wsync_publish_opts_t *opts);
+
+/* For a single-copy `version` (this rank's last): blocks until every engine
+ * node registered from this rank's host id (host_id, which engines and
+ * trainers on one host share: they read the caller's memory directly)
+ * reports `version` ready at the control endpoint (read every 1 ms) and no
+ * pull of it is in flight on this rank, or until timeout_ms. Then, whatever
+ * the outcome, this rank stops serving the version (later pulls of it are
+ * refused, naming why) and the caller may write its extents. Returns
+ * WSYNC_OK (held), WSYNC_ERR_TIMEOUT (not held in time: the message names
+ * each engine node not holding it and its state), WSYNC_ERR_PEER (an engine
+ * node failed the version), WSYNC_ERR_INVALID (version was not published
+ * single-copy by this rank). A version already released (by an earlier
+ * wait_held or a publish failure) returns WSYNC_OK at once. Engine nodes of
+ * other hosts are not waited for: the ones pulling when the wait ends are
+ * waited for up to the timeout; one asking later is refused and pulls the
+ * next version. No engine node on this host: returns once no pull is in
+ * flight. Call it from the publishing thread. */
+WSYNC_API wsync_status_t wsync_publisher_wait_held(wsync_publisher_t *p, uint64_t version, int timeout_ms);
 
 /* Waits until `version` (this rank's last publish) is published, i.e. every
  * rank reported it, for up to timeout_ms: for trainers whose ranks step

@@ -85,6 +85,14 @@ class PublisherConfig(ctypes.Structure):
     ]
 
 
+class PublishOpts(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint)]
+
+
+WSYNC_PUBLISH_SINGLE_COPY = 1
+WSYNC_PUBLISH_SLOT = 2
+
+
 class DestTensor(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("ptr", ctypes.c_void_p), ("nbytes", ctypes.c_uint64)]
 
@@ -129,6 +137,8 @@ _PROTOTYPES = {
     "wsync_log_set_level": (None, [ctypes.c_int]),
     "wsync_publisher_create": (ctypes.c_int, [ctypes.POINTER(PublisherConfig), ctypes.POINTER(ctypes.c_void_p)]),
     "wsync_publisher_publish": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64]),
+    "wsync_publisher_publish_opts": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64, ctypes.POINTER(PublishOpts)]),
+    "wsync_publisher_wait_held": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int]),
     "wsync_publisher_control_url": (ctypes.c_char_p, [ctypes.c_void_p]),
     "wsync_publisher_owned_bytes": (ctypes.c_uint64, [ctypes.c_void_p]),
     "wsync_publisher_destroy": (None, [ctypes.c_void_p]),

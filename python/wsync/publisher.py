@@ -114,6 +114,7 @@ class Publisher:
         extents = _manifest.owned_extents(self.manifest_json, _LAYOUTS[layout], world, rank)
         self._plan_reads(extents, shapes, zero_copy)
         self._version = 0
+        self.hold_error = ""  # why the last wait_held returned False
 
         cfg = _lib.PublisherConfig()
         cfg.control_url = _lib.cstr(control)
@@ -280,21 +281,47 @@ class Publisher:
         if self._p is None:
             raise _lib.Error(_lib.WSYNC_ERR_INVALID, "this publisher is closed")
 
-    def publish(self, version):
+    def publish(self, version, single_copy=None):
         """Publish the tensors' current values as `version` (greater than the
-        last). Returns when the caller may write its tensors again (with
-        zero_copy: once the next publish() returns)."""
+        last). Returns when the caller may write its tensors again, except for
+        a single-copy version: single_copy=True (or None with zero_copy=True)
+        serves it straight out of the tensors, with no copy into a publish
+        slot, and the tensors must not be written until wait_held(version)
+        returns. single_copy=False copies into a slot (not with zero_copy)."""
         self._live()
         if not isinstance(version, int) or version <= self._version:
             raise invalid("version %r must be an integer above the last one published (%d)"
                           % (version, self._version))
+        if single_copy not in (None, True, False):
+            raise invalid("single_copy=%r must be True, False or None (the publisher's default)" % (single_copy,))
+        opts = _lib.PublishOpts(0 if single_copy is None else
+                                _lib.WSYNC_PUBLISH_SINGLE_COPY if single_copy else _lib.WSYNC_PUBLISH_SLOT)
         sync(self._dev)
         for dst, src in self._copies:
             dst.copy_(src)
         sync(self._dev)
-        _lib.check(_lib.lib.wsync_publisher_publish(self._p, version),
+        _lib.check(_lib.lib.wsync_publisher_publish_opts(self._p, version, ctypes.byref(opts)),
                    "trainer rank %d: publishing version %d" % (self.rank, version))
         self._version = version
+
+    def wait_held(self, version, timeout_ms=10000):
+        """After a single-copy publish(version): wait until every engine node
+        registered from this host id holds `version` (reported ready) and no
+        pull of it is in flight here, for up to timeout_ms. Then the version
+        is released and the tensors may be written, whatever the outcome.
+        Returns True when held, False when not (a timeout, or an engine node
+        failed the version: `hold_error` says which and why). Raises
+        wsync.Error for a version that was not published single-copy."""
+        self._live()
+        if not isinstance(timeout_ms, int) or timeout_ms < 0:
+            raise invalid("timeout_ms=%r must be a non-negative integer" % (timeout_ms,))
+        st = _lib.lib.wsync_publisher_wait_held(self._p, version, timeout_ms)
+        if st in (_lib.WSYNC_ERR_TIMEOUT, _lib.WSYNC_ERR_PEER):
+            self.hold_error = _lib.last_error()
+            return False
+        _lib.check(st, "trainer rank %d: waiting for version %d to be held" % (self.rank, version))
+        self.hold_error = ""
+        return True
 
     def close(self):
         """Stop serving pulls and free the C publisher. Idempotent."""

@@ -81,6 +81,6 @@ sync_case pack pack views
 sync_case inplace full inplace
 MODEL_CFG=tp sync_case tp full tp tpinto
 
-for s in abi layout errors hf examples doc dtensor; do
+for s in abi layout errors hf examples doc dtensor single_copy; do
     timeout 300 $PY "$T/${s}_test.py" 2>"$TMP/$s.err" || { echo "FAIL ${s}_test: exited $?"; tail -n 20 "$TMP/$s.err" >&2; }
 done

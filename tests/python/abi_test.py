@@ -12,6 +12,7 @@ STRUCTS = {
     "wsync_publisher_config_t": (_lib.PublisherConfig, "trainer_side/wsync_publisher.h"),
     "wsync_receiver_config_t": (_lib.ReceiverConfig, "engine_side/wsync_receiver.h"),
     "wsync_owned_t": (_lib.Owned, "trainer_side/wsync_publisher.h"),
+    "wsync_publish_opts_t": (_lib.PublishOpts, "trainer_side/wsync_publisher.h"),
     "wsync_tensor_info_t": (_lib.TensorInfo, "common/wsync.h"),
     "wsync_dest_tensor_t": (_lib.DestTensor, "engine_side/wsync_receiver.h"),
 }

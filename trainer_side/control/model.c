@@ -221,6 +221,20 @@ static int cmp_piece(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The trainer ranks' endpoints as the version is published, in the record:
+ * an engine learns where to pull from with the record it already fetches
+ * (or gets in the long poll's answer), not with a GET /v1/trainers more per
+ * version. O(world), whatever the tensor count. Lock held. */
+static json_t *record_trainers(const ctl_model_t *m)
+{
+    json_t *arr = json_array();
+    int r;
+    for (r = 0; arr && r < m->world; r++)
+        if (m->trainers[r].registered && m->trainers[r].endpoint)
+            json_array_append_new(arr, json_pack("{s:i, s:O}", "rank", r, "endpoint", m->trainers[r].endpoint));
+    return arr;
+}
+
 /* All ranks reported: the pending version becomes the published one. */
 static void complete(ctl_model_t *m, ctl_pending_t *p)
 {
@@ -248,6 +262,7 @@ static void complete(ctl_model_t *m, ctl_pending_t *p)
      * what every engine rank fetches and parses per version is O(pieces). */
     json_object_set_new(rec, "version", json_integer((json_int_t)p->version));
     json_object_set_new(rec, "pieces", pieces);
+    json_object_set_new(rec, "trainers", record_trainers(m));
     json_object_set_new(rec, "published_at", json_real(unix_now()));
     if (m->nrecords == CTL_RETAIN) {
         json_decref(m->records[0]);

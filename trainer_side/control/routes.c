@@ -166,9 +166,42 @@ static uint64_t query_u64(struct MHD_Connection *conn, const char *key, uint64_t
     return x;
 }
 
+/* {"version":V,"record":{..}}: the long poll's answer with the record of V
+ * (?record=1), one response object per version shared by every poll that
+ * asked for it. NULL when V is not retained (answered without it then). */
+static struct MHD_Response *latest_with_record(wsync_control_server_t *s, uint64_t latest)
+{
+    json_t *rec, *doc;
+    char *text;
+    struct MHD_Response *r;
+    if (s->latest_rec_resp && s->latest_rec_resp_version == latest)
+        return s->latest_rec_resp;
+    if ((rec = ctl_version_json(&s->model, latest)) == NULL)
+        return NULL;
+    doc = json_pack("{s:I, s:o}", "version", (json_int_t)latest, "record", rec);
+    text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    r = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
+    if (r == NULL) {
+        free(text);
+        return NULL;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    if (s->latest_rec_resp)
+        MHD_destroy_response(s->latest_rec_resp);
+    s->latest_rec_resp = r;
+    s->latest_rec_resp_version = latest;
+    return r;
+}
+
 static enum MHD_Result answer_latest(wsync_control_server_t *s, req_ctx_t *c)
 {
     uint64_t latest = ctl_latest(&s->model);
+    struct MHD_Response *with_rec;
+    if (latest > c->after && c->with_record && (with_rec = latest_with_record(s, latest)) != NULL) {
+        ctl_count(s, "/v1/versions/latest", 200);
+        return MHD_queue_response(c->conn, 200, with_rec);
+    }
     if (latest > c->after) {
         /* One response object per version, shared by every waiting poll (MHD
          * counts its references): a publish may answer 10 000 at once. */
@@ -207,9 +240,11 @@ static enum MHD_Result r_versions(wsync_control_server_t *s, req_ctx_t *c, const
     if (strcmp(rest, "latest") == 0) {
         uint64_t timeout = query_u64(c->conn, "timeout_ms", 0, &ok);
         c->after = query_u64(c->conn, "after", 0, &ok);
+        c->with_record = query_u64(c->conn, "record", 0, &ok) != 0;
         if (!ok) {
             ctl_count(s, "/v1/versions/latest", 400);
-            return ctl_error(c->conn, 400, "query arguments after and timeout_ms must be non-negative integers");
+            return ctl_error(c->conn, 400,
+                             "query arguments after, timeout_ms and record must be non-negative integers");
         }
         if (timeout > CTL_MAX_POLL_MS)
             timeout = CTL_MAX_POLL_MS;

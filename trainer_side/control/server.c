@@ -464,6 +464,8 @@ void wsync_control_server_stop(wsync_control_server_t *s)
         save_state(s);
     if (s->latest_resp)
         MHD_destroy_response(s->latest_resp);
+    if (s->latest_rec_resp)
+        MHD_destroy_response(s->latest_rec_resp);
     if (s->rec_resp)
         MHD_destroy_response(s->rec_resp);
     json_decref(s->rec_obj);

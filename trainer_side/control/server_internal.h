@@ -27,6 +27,7 @@ typedef struct req_ctx {
     int over_limit; /* the client had too many connections open */
     /* long poll */
     int waiting, resumed_answer;
+    int with_record; /* ?record=1: the answer carries the version's record */
     uint64_t after, deadline;
     struct req_ctx *next_waiter;
 } req_ctx_t;
@@ -70,6 +71,10 @@ struct wsync_control_server {
     /* The long polls' 200 answer for latest_resp_version. MHD thread only. */
     struct MHD_Response *latest_resp;
     uint64_t latest_resp_version;
+    /* The same with the version's record in it (?record=1), built once per
+     * version: the engine's pull needs no GET /v1/versions/<v> after it. */
+    struct MHD_Response *latest_rec_resp;
+    uint64_t latest_rec_resp_version;
     /* The answer for the last version record served, by record object (a
      * record never changes once published; holding a reference keeps the
      * object alive, so the same pointer is the same record): every engine

@@ -215,6 +215,70 @@ out:
     wsync_control_server_stop(s);
 }
 
+typedef struct later_publish {
+    const char *url;
+    uint64_t version;
+} later_publish_t;
+
+static void *publish_later(void *arg)
+{
+    later_publish_t *lp = arg;
+    wsync_control_t *c = NULL;
+    usleep(200000); /* the long poll is suspended by then */
+    if (wsync_control_open(lp->url, NULL, &c) == WSYNC_OK)
+        publish_all(c, 1, lp->version);
+    wsync_control_close(c);
+    return NULL;
+}
+
+/* ?record=1: the long poll's answer carries the version's record, the same
+ * JSON as GET /v1/versions/<v>, with the trainer ranks' endpoints, both for
+ * a version already out and for a poll that waited for it. */
+static void test_long_poll_record(void)
+{
+    wsync_control_server_t *s = start(NULL, NULL);
+    wsync_control_t *c = client(s, NULL);
+    json_t *rec = NULL, *got = NULL, *ep = json_pack("{s:s, s:s}", "pull", "10.0.0.9:4100", "host_id", "h9");
+    later_publish_t lp;
+    pthread_t th;
+    uint64_t v = 0;
+    if (c == NULL)
+        goto out;
+    CHECK_OK(wsync_control_register_trainer(c, 0, 1, "10.0.0.9", ep));
+    CHECK_OK(publish_all(c, 1, 3));
+    CHECK_OK(wsync_control_wait_version_record(c, 0, 0, &v, &got));
+    CHECK_EQ(v, 3);
+    CHECK(got != NULL);
+    CHECK_OK(wsync_control_get_version(c, 3, &rec));
+    CHECK(got && rec && json_equal(got, rec));
+    CHECK_STR(json_string_value(json_object_get(
+                  json_object_get(json_array_get(json_object_get(rec, "trainers"), 0), "endpoint"), "pull")),
+              "10.0.0.9:4100");
+    json_decref(got);
+    got = NULL;
+    lp = (later_publish_t){wsync_control_server_url(s), 4};
+    CHECK(pthread_create(&th, NULL, publish_later, &lp) == 0);
+    CHECK_OK(wsync_control_wait_version_record(c, 3, 10000, &v, &got));
+    pthread_join(th, NULL);
+    CHECK_EQ(v, 4);
+    CHECK_EQ(json_integer_value(json_object_get(got, "version")), 4);
+    CHECK_EQ(json_array_size(json_object_get(got, "pieces")), 2);
+    /* Without record=1 the answer is as before: the version alone. */
+    {
+        json_t *plain = NULL;
+        CHECK_EQ(raw(c, "GET", "/v1/versions/latest?after=0&timeout_ms=0", NULL, &plain), 200);
+        CHECK_EQ(json_object_size(plain), 1);
+        json_decref(plain);
+        CHECK_EQ(raw(c, "GET", "/v1/versions/latest?after=0&timeout_ms=0&record=x", NULL, NULL), 400);
+    }
+out:
+    json_decref(ep);
+    json_decref(rec);
+    json_decref(got);
+    wsync_control_close(c);
+    wsync_control_server_stop(s);
+}
+
 static void test_retention(void)
 {
     wsync_control_server_t *s = start(NULL, NULL);
@@ -627,6 +691,7 @@ int main(void)
     RUN(test_healthz_status_metrics);
     RUN(test_register_and_lookup);
     RUN(test_publish_rules);
+    RUN(test_long_poll_record);
     RUN(test_retention);
     RUN(test_reports);
     RUN(test_error_codes);
