@@ -37,8 +37,8 @@ static const char *route_names[NROUTES] = {"slot", "single"};
 typedef struct shared {
     char url[256];
     volatile int url_ready;
-    volatile int held;    /* the engine's last version returned by pull */
-    volatile int failed;  /* a process failed */
+    volatile int held;   /* the engine's last version returned by pull */
+    volatile int failed; /* a process failed */
     uint64_t t_pub0[MAX_VERS + 1], t_pub1[MAX_VERS + 1], t_held[MAX_VERS + 1], t_ready[MAX_VERS + 1];
 } shared_t;
 
@@ -62,7 +62,8 @@ static char *manifest_json(uint64_t size, int tensors)
                           (unsigned long long)(each * (uint64_t)tensors));
     for (i = 0; i < tensors; i++, off += each)
         n += (size_t)snprintf(s + n, cap - n,
-                              "%s{\"name\":\"w%d\",\"dtype\":\"BF16\",\"shape\":[%llu],\"offset\":%llu,\"size\":%llu}",
+                              "%s{\"name\":\"w%d\",\"dtype\":\"BF16\",\"shape\":[%llu],\"offset\":%llu,\"size\":%"
+                              "llu}",
                               i ? "," : "", i, (unsigned long long)(each / 2), (unsigned long long)off,
                               (unsigned long long)each);
     snprintf(s + n, cap - n, "]}");
@@ -81,9 +82,15 @@ static int wait_flag(volatile int *flag, int want, volatile int *failed)
 static int trainer_main(const run_cfg_t *c, shared_t *sh)
 {
     char *mj = manifest_json(c->size, c->tensors);
-    wsync_publisher_config_t pc = {.rank = 0, .world = 1, .manifest_json = mj, .device = c->device,
-                                   .serve = "127.0.0.1:0", .listen = "127.0.0.1:0", .advertise_host = "127.0.0.1",
-                                   .host_id = "bench-host", .chunk_size = 64ULL << 20};
+    wsync_publisher_config_t pc = {.rank = 0,
+                                   .world = 1,
+                                   .manifest_json = mj,
+                                   .device = c->device,
+                                   .serve = "127.0.0.1:0",
+                                   .listen = "127.0.0.1:0",
+                                   .advertise_host = "127.0.0.1",
+                                   .host_id = "bench-host",
+                                   .chunk_size = 64ULL << 20};
     const wsync_mem_ops_t *mem = NULL;
     wsync_publisher_t *pub = NULL;
     void *image = NULL;
@@ -107,7 +114,8 @@ static int trainer_main(const run_cfg_t *c, shared_t *sh)
         if (wsync_publisher_publish_opts(pub, (uint64_t)v, &po) != WSYNC_OK)
             goto out;
         sh->t_pub1[v] = wsync_now_ns();
-        if (po.flags == WSYNC_PUBLISH_SINGLE_COPY && wsync_publisher_wait_held(pub, (uint64_t)v, TIMEOUT_MS) != WSYNC_OK)
+        if (po.flags == WSYNC_PUBLISH_SINGLE_COPY &&
+            wsync_publisher_wait_held(pub, (uint64_t)v, TIMEOUT_MS) != WSYNC_OK)
             goto out;
         sh->t_held[v] = wsync_now_ns();
     }
@@ -125,8 +133,13 @@ out:
 
 static int engine_main(const run_cfg_t *c, shared_t *sh)
 {
-    wsync_receiver_config_t rc = {.engine_id = "bench-e0", .local_rank = 0, .local_world = 1, .device = c->device,
-                                  .mode = c->mode, .bind_host = "127.0.0.1", .host_id = "bench-host"};
+    wsync_receiver_config_t rc = {.engine_id = "bench-e0",
+                                  .local_rank = 0,
+                                  .local_world = 1,
+                                  .device = c->device,
+                                  .mode = c->mode,
+                                  .bind_host = "127.0.0.1",
+                                  .host_id = "bench-host"};
     wsync_receiver_t *r = NULL;
     int v, ret = 1;
     if (wait_flag(&sh->url_ready, 1, &sh->failed) != 0)
@@ -230,8 +243,9 @@ int main(int argc, char **argv)
             break;
     }
     if (i < argc || c.versions <= WARMUP || 2 * c.versions > MAX_VERS || c.tensors < 1) {
-        fprintf(stderr, "usage: ready_latency_bench [--device host|cuda:N] [--sizes 1M,4M,16M,64M] "
-                        "[--versions N (%d..%d)] [--modes staged,in-place] [--tensors T]\n",
+        fprintf(stderr,
+                "usage: ready_latency_bench [--device host|cuda:N] [--sizes 1M,4M,16M,64M] "
+                "[--versions N (%d..%d)] [--modes staged,in-place] [--tensors T]\n",
                 WARMUP + 1, MAX_VERS / 2);
         return 2;
     }

@@ -357,8 +357,8 @@ static wsync_status_t wait_version(wsync_control_t *c, uint64_t after, int timeo
         int left = now >= end ? 0 : (int)((end - now) / 1000000ULL);
         int t = left > 60000 ? 60000 : left;
         wsync_status_t st;
-        snprintf(path, sizeof(path), "/v1/versions/latest?after=%llu&timeout_ms=%d%s", (unsigned long long)after, t,
-                 record ? "&record=1" : "");
+        snprintf(path, sizeof(path), "/v1/versions/latest?after=%llu&timeout_ms=%d%s", (unsigned long long)after,
+                 t, record ? "&record=1" : "");
         st = wsync_control_request(c, "GET", path, NULL, (long)t + 10000, &http, &resp);
         if (st == WSYNC_OK && http == 200) {
             json_t *rec = json_object_get(resp, "record");

@@ -16,8 +16,8 @@
 #include "trainer_side/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
-#define PUB_SLOTS 2              /* publish slots the bytes are copied into */
-#define PUB_DIRECT PUB_SLOTS     /* the caller's own extents: single-copy versions */
+#define PUB_SLOTS 2          /* publish slots the bytes are copied into */
+#define PUB_DIRECT PUB_SLOTS /* the caller's own extents: single-copy versions */
 #define PUB_NSLOTS (PUB_SLOTS + 1)
 #define PUB_MAX_TRANSPORTS 4
 

@@ -251,8 +251,9 @@ static void test_long_poll_record(void)
     CHECK(got != NULL);
     CHECK_OK(wsync_control_get_version(c, 3, &rec));
     CHECK(got && rec && json_equal(got, rec));
-    CHECK_STR(json_string_value(json_object_get(
-                  json_object_get(json_array_get(json_object_get(rec, "trainers"), 0), "endpoint"), "pull")),
+    CHECK_STR(json_string_value(
+                  json_object_get(json_object_get(json_array_get(json_object_get(rec, "trainers"), 0), "endpoint"),
+                                  "pull")),
               "10.0.0.9:4100");
     json_decref(got);
     got = NULL;
