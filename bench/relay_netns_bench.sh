@@ -12,6 +12,9 @@
 #   bash bench/relay_netns_bench.sh [--trainer-rate 200mbit] [--engine-rate 1gbit]
 #        [--engines 6] [--size 32M] [--chunk 2M] [--versions 4] [--plans "direct relay:1 relay:2"]
 #        [--links FILE]   (the engines' links setting: add `auto` to --plans to time the cost model's choice)
+#        [--calibrate]    (first `wsync calibrate` between the trainer host and engine host 0 over their
+#                          rate-limited links; its file becomes --links, and every plan's time predicted by
+#                          `wsync plan --predict` on it is printed next to the measured one)
 #
 # As root (network namespaces). WSYNC_BIN (default build/wsync) is the binary.
 set -u
@@ -19,7 +22,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/tests/integration/lib.sh"
 source "$ROOT/tests/integration/netns.sh"
 
-TRATE=200mbit ERATE=1gbit N=6 SIZE=32M CHUNK=2M V=4 LINKS= PLANS="direct relay:1 relay:2"
+TRATE=200mbit ERATE=1gbit N=6 SIZE=32M CHUNK=2M V=4 LINKS= PLANS="direct relay:1 relay:2" CALIB=0
 while [ $# -gt 0 ]; do
     case $1 in
     --trainer-rate) TRATE=$2; shift 2 ;;
@@ -30,6 +33,7 @@ while [ $# -gt 0 ]; do
     --versions) V=$2; shift 2 ;;
     --plans) PLANS=$2; shift 2 ;;
     --links) LINKS=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
+    --calibrate) CALIB=1; shift ;;
     *) echo "usage: $0 [--trainer-rate R] [--engine-rate R] [--engines N] [--size SIZE] [--chunk SIZE] [--versions V] [--plans LIST] [--links FILE]" >&2
        exit 2 ;;
     esac
@@ -91,13 +95,30 @@ PY
 }
 
 PY=/usr/bin/python3
-declare -A MED
+declare -A MED PRED
 echo "relay_netns_bench: $N engine hosts (uplink $ERATE each), 1 trainer host of 2 ranks (uplink $TRATE), synthetic $SIZE in chunks of $CHUNK, versions 2..$V timed"
+if [ "$CALIB" = 1 ]; then # the tcp class measured across the rate-limited links (tbf: one class per run)
+    cport=$(free_port)
+    bg ip netns exec "${ENS[0]}" "$WSYNC" calibrate --serve "${EIP[0]}:$cport" >"$TMP/calib-serve.log" 2>&1
+    sleep 0.5
+    LINKS=$TMP/links.json
+    ip netns exec "$TNS" "$WSYNC" calibrate --peer "${EIP[0]}:$cport" --reps 3 --size 8M --out "$LINKS" 2>&1 | grep -E '^tcp' || {
+        echo "$0: calibrate failed" >&2; exit 1; }
+    "$WSYNC" plan --synthetic "$SIZE" --chunk "$CHUNK" --trainers 2 --trainer-hosts 1 --engines "$N" --local-ranks 1 \
+        --memory host --transport tcp --links "$LINKS" --predict --json >"$TMP/predict.json" || exit 1
+    while read -r name secs; do PRED[$name]=$secs; done < <("$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+for p in d["plans"]: print(p["name"], "%.3f" % p["predicted_s"])
+print("auto", "%.3f" % next(p["predicted_s"] for p in d["plans"] if p["name"] == d["chosen"]))
+print("chosen", d["chosen"])' "$TMP/predict.json")
+    echo "calibrated links: $LINKS; plan=auto chooses ${PRED[chosen]}"
+fi
 for plan in $PLANS; do
     times=$(run "$plan")
     med=$(echo "$times" | "$PY" -c 'import statistics, sys; t = [float(x) for x in sys.stdin.read().split()]; print("%.3f" % statistics.median(t) if t else "nan")')
     MED[$plan]=$med
-    printf '%-10s publish->ready median %s s  (versions: %s)\n' "$plan" "$med" "$(echo $times)"
+    printf '%-10s publish->ready median %s s  (versions: %s)%s\n' "$plan" "$med" "$(echo $times)" \
+        "${PRED[$plan]:+  predicted ${PRED[$plan]} s, predicted/measured $("$PY" -c 'import sys; print("%.2f" % (float(sys.argv[1]) / float(sys.argv[2])))' "${PRED[$plan]}" "$med")}"
 done
 if [ -n "${MED[direct]:-}" ]; then
     for plan in $PLANS; do
