@@ -35,30 +35,30 @@ static __device__ void copy_digest_edges(unsigned char *d, const unsigned char *
     for (uint64_t i = 0; i < nhead; i++) {
         uint64_t w = *(const uint64_t *)(s + 8 * i);
         *(uint64_t *)(d + 8 * i) = w;
-        *acc += d_word(w, base + i * G);
+        *acc += wsync_digest_word(w, base + i * G);
     }
     for (uint64_t i = body_end; i < nwords; i++) {
         uint64_t w = *(const uint64_t *)(s + 8 * i);
         *(uint64_t *)(d + 8 * i) = w;
-        *acc += d_word(w, base + i * G);
+        *acc += wsync_digest_word(w, base + i * G);
     }
     if (len % 8) {
         const int n = (int)(len % 8);
         for (int b = 0; b < n; b++)
             d[8 * nwords + b] = s[8 * nwords + b];
-        *acc += d_word(d_load_bytes(s + 8 * nwords, n), base + nwords * G);
+        *acc += wsync_digest_word(d_load_bytes(s + 8 * nwords, n), base + nwords * G);
     }
 }
 
 // The word sum of one vector whose first word is keyed `key`.
 static __device__ __forceinline__ uint64_t vec_sum(const ulonglong2 &v, uint64_t key)
 {
-    return d_word(v.x, key) + d_word(v.y, key + WSYNC_DIGEST_GOLDEN);
+    return wsync_digest_word(v.x, key) + wsync_digest_word(v.y, key + WSYNC_DIGEST_GOLDEN);
 }
 
 static __device__ __forceinline__ uint64_t vec_sum(const unsigned long long &v, uint64_t key)
 {
-    return d_word(v, key);
+    return wsync_digest_word(v, key);
 }
 
 // V: ulonglong2 (two words per vector) or unsigned long long (one). The

@@ -27,7 +27,15 @@
 #define WSYNC_DIGEST_M1 0xbf58476d1ce4e5b9ULL
 #define WSYNC_DIGEST_M2 0x94d049bb133111ebULL
 
-static inline uint64_t wsync_fmix64(uint64_t x)
+/* The word functions compile for the GPU too (the kernels of digest_cuda.cu
+ * and copy_digest_cuda.cu use them), so both sides mix words alike. */
+#ifdef __CUDACC__
+#define WSYNC_DIGEST_FN static __host__ __device__ __forceinline__
+#else
+#define WSYNC_DIGEST_FN static inline
+#endif
+
+WSYNC_DIGEST_FN uint64_t wsync_fmix64(uint64_t x)
 {
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdULL;
@@ -37,7 +45,7 @@ static inline uint64_t wsync_fmix64(uint64_t x)
     return x;
 }
 
-static inline uint64_t wsync_digest_word(uint64_t word, uint64_t key)
+WSYNC_DIGEST_FN uint64_t wsync_digest_word(uint64_t word, uint64_t key)
 {
     uint64_t x = word ^ key;
     x *= WSYNC_DIGEST_M1;

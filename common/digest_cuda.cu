@@ -34,31 +34,31 @@ __global__ void __launch_bounds__(DIG_THREADS)
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 uint64_t key = base + 2 * (i + k * stride) * G;
-                s += d_word(v[k].x, key) + d_word(v[k].y, key + G);
+                s += wsync_digest_word(v[k].x, key) + wsync_digest_word(v[k].y, key + G);
             }
         }
         for (; i < npairs; i += stride) {
             ulonglong2 v = __ldcs(q + i);
             uint64_t key = base + 2 * i * G;
-            s += d_word(v.x, key) + d_word(v.y, key + G);
+            s += wsync_digest_word(v.x, key) + wsync_digest_word(v.y, key + G);
         }
         done = npairs * 2;
     } else if (MODE == 8) {
         const uint64_t *q = (const uint64_t *)p;
         for (uint64_t i = tid; i < nwords; i += stride)
-            s += d_word(__ldcs(q + i), base + i * G);
+            s += wsync_digest_word(__ldcs(q + i), base + i * G);
         done = nwords;
     } else {
         for (uint64_t i = tid; i < nwords; i += stride)
-            s += d_word(d_load_bytes(p + 8 * i, 8), base + i * G);
+            s += wsync_digest_word(d_load_bytes(p + 8 * i, 8), base + i * G);
         done = nwords;
     }
     // Leftover whole word (odd count on the 16-byte path) and the padded tail.
     if (tid == 0) {
         for (uint64_t i = done; i < nwords; i++)
-            s += d_word(d_load_bytes(p + 8 * i, 8), base + i * G);
+            s += wsync_digest_word(d_load_bytes(p + 8 * i, 8), base + i * G);
         if (len % 8)
-            s += d_word(d_load_bytes(p + 8 * nwords, (int)(len % 8)), base + nwords * G);
+            s += wsync_digest_word(d_load_bytes(p + 8 * nwords, (int)(len % 8)), base + nwords * G);
     }
     d_block_add(s, out);
 }
@@ -108,10 +108,10 @@ __global__ void __launch_bounds__(DIG_THREADS)
         uint32_t w = lane;
         for (; w + 32 < t.row_words; w += 64) {
             uint64_t a = __ldcs(row + w), b = __ldcs(row + w + 32);
-            s += d_word(a, key + w * G) + d_word(b, key + (w + 32) * G);
+            s += wsync_digest_word(a, key + w * G) + wsync_digest_word(b, key + (w + 32) * G);
         }
         if (w < t.row_words)
-            s += d_word(__ldcs(row + w), key + w * G);
+            s += wsync_digest_word(__ldcs(row + w), key + w * G);
     }
     d_block_add(s, dsum + t.seg);
 }
@@ -134,7 +134,7 @@ __global__ void fill_words_kernel(uint64_t *dst, uint64_t nwords, uint64_t first
 {
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nwords; i += stride)
-        dst[i] = d_fmix64((first_word + i) ^ seed);
+        dst[i] = wsync_fmix64((first_word + i) ^ seed);
 }
 
 __global__ void fill_bytes_kernel(unsigned char *dst, uint64_t len, uint64_t off, uint64_t seed)
@@ -142,7 +142,7 @@ __global__ void fill_bytes_kernel(unsigned char *dst, uint64_t len, uint64_t off
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += stride) {
         uint64_t pos = off + i;
-        dst[i] = (unsigned char)(d_fmix64((pos / 8) ^ seed) >> (8 * (pos % 8)));
+        dst[i] = (unsigned char)(wsync_fmix64((pos / 8) ^ seed) >> (8 * (pos % 8)));
     }
 }
 

@@ -11,26 +11,6 @@
 
 #define DIG_THREADS 256
 
-static __device__ __forceinline__ uint64_t d_fmix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
-}
-
-static __device__ __forceinline__ uint64_t d_word(uint64_t w, uint64_t key)
-{
-    uint64_t x = w ^ key;
-    x *= WSYNC_DIGEST_M1;
-    x ^= x >> 32;
-    x *= WSYNC_DIGEST_M2;
-    x ^= x >> 29;
-    return x;
-}
-
 // Little-endian word from `n` (1..8) bytes at any alignment, zero-padded.
 static __device__ __forceinline__ uint64_t d_load_bytes(const unsigned char *p, int n)
 {
