@@ -189,7 +189,8 @@ int cmd_calibrate(int argc, char **argv)
         snprintf(host, sizeof(host), "this host");
     snprintf(cb.links.machine, sizeof(cb.links.machine), "%.100s (wsync calibrate)", host);
     snprintf(cb.links.source, sizeof(cb.links.source),
-             "wsync calibrate on %.100s: %d repetitions of %llu bytes per class (GPU classes: at least 1 GiB); gbps "
+             "wsync calibrate on %.100s: %d repetitions of %llu bytes per class (GPU classes: at least 1 GiB); "
+             "gbps "
              "is the median, min_gbps and max_gbps the spread",
              host, cb.reps, (unsigned long long)size);
     cb.links.host_gpus = wsync_cuda_device_count();
