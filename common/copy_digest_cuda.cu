@@ -61,22 +61,18 @@ static __device__ __forceinline__ uint64_t vec_sum(const unsigned long long &v, 
     return wsync_digest_word(v, key);
 }
 
-// V: ulonglong2 (two words per vector) or unsigned long long (one). The
-// vectors start at word `nhead` of the range; vector i holds words
-// nhead + W i .. nhead + W i + W - 1.
-// ST: 1 stores with the streaming hint (evict first), 0 plain stores.
+// The vector loop of one range, for thread `tid` of `stride`: copies its
+// vectors src -> dst, U loads in flight before any store, and returns the
+// word sum of what it stored. V: ulonglong2 (two words per vector) or
+// unsigned long long (one); vector i holds the range's words from word
+// W i of `src` on, the first keyed `key0`. ST: 1 stores with the streaming
+// hint (evict first), 0 plain stores.
 template <typename V, int U, int ST>
-__global__ void __launch_bounds__(DIG_THREADS)
-    copy_digest_kernel(unsigned char *d, const unsigned char *s, uint64_t len, uint64_t base, uint64_t nhead,
-                       uint64_t nvec, unsigned long long *out, unsigned int *count, unsigned long long *hout)
+static __device__ __forceinline__ uint64_t copy_digest_vectors(V *dst, const V *src, uint64_t nvec, uint64_t key0,
+                                                               uint64_t tid, uint64_t stride)
 {
     const uint64_t G = WSYNC_DIGEST_GOLDEN;
     const int W = sizeof(V) / 8;
-    const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    const V *src = (const V *)(s + 8 * nhead);
-    V *dst = (V *)(d + 8 * nhead);
-    const uint64_t key0 = base + nhead * G;
     uint64_t acc = 0, i = tid;
 
     for (; i + (U - 1) * stride < nvec; i += U * stride) {
@@ -100,8 +96,22 @@ __global__ void __launch_bounds__(DIG_THREADS)
         dst[i] = v;
         acc += vec_sum(v, key0 + W * i * G);
     }
+    return acc;
+}
+
+// One range: its vectors start at word `nhead`; the edges (copy_digest_edges)
+// go to thread 0.
+template <typename V, int U, int ST>
+__global__ void __launch_bounds__(DIG_THREADS)
+    copy_digest_kernel(unsigned char *d, const unsigned char *s, uint64_t len, uint64_t base, uint64_t nhead,
+                       uint64_t nvec, unsigned long long *out, unsigned int *count, unsigned long long *hout)
+{
+    const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    uint64_t acc = copy_digest_vectors<V, U, ST>((V *)(d + 8 * nhead), (const V *)(s + 8 * nhead), nvec,
+                                                 base + nhead * WSYNC_DIGEST_GOLDEN, tid, stride);
     if (tid == 0)
-        copy_digest_edges(d, s, len, base, nhead, nhead + W * nvec, &acc);
+        copy_digest_edges(d, s, len, base, nhead, nhead + (sizeof(V) / 8) * nvec, &acc);
     d_block_add_out(acc, out, count, hout);
 }
 
@@ -112,35 +122,6 @@ __global__ void copy_digest_finish(unsigned long long *out, unsigned long long *
     *hout = *out;
     *out = 0;
     __threadfence_system();
-}
-
-#define CD_MAX_DEVICES 64
-
-// The device's SM count, asked once per device (a put launches a kernel per
-// piece: the attribute call is not free).
-static int sm_count(void)
-{
-    static int cached[CD_MAX_DEVICES];
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
-        return 132;
-    if (dev < CD_MAX_DEVICES && (sms = __atomic_load_n(&cached[dev], __ATOMIC_RELAXED)) > 0)
-        return sms;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0)
-        return 132;
-    if (dev < CD_MAX_DEVICES)
-        __atomic_store_n(&cached[dev], sms, __ATOMIC_RELAXED);
-    return sms;
-}
-
-static int grid_for(uint64_t nvec, int blocks_per_sm)
-{
-    const int sms = sm_count();
-    uint64_t want = (nvec + DIG_THREADS - 1) / DIG_THREADS;
-    uint64_t cap = (uint64_t)sms * (uint64_t)blocks_per_sm;
-    if (want > cap)
-        want = cap;
-    return want ? (int)want : 1;
 }
 
 template <typename V, int ST>
@@ -193,34 +174,15 @@ typedef struct cd_batch {
 
 __global__ void __launch_bounds__(DIG_THREADS) copy_digest_batch_kernel(const cd_batch_t b)
 {
-    const uint64_t G = WSYNC_DIGEST_GOLDEN;
-    const int U = CD_UNROLL;
     const cd_range_t &r = b.r[blockIdx.y];
     const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-    const ulonglong2 *src = (const ulonglong2 *)(r.s + 8 * r.nhead);
-    ulonglong2 *dst = (ulonglong2 *)(r.d + 8 * r.nhead);
-    const uint64_t key0 = r.base + r.nhead * G, nvec = r.nvec;
-    uint64_t acc = 0, i = tid;
-    for (; i + (U - 1) * stride < nvec; i += U * stride) {
-        ulonglong2 v[U];
-#pragma unroll
-        for (int k = 0; k < U; k++)
-            v[k] = __ldcs(src + i + k * stride);
-#pragma unroll
-        for (int k = 0; k < U; k++)
-            dst[i + k * stride] = v[k];
-#pragma unroll
-        for (int k = 0; k < U; k++)
-            acc += vec_sum(v[k], key0 + 2 * (i + k * stride) * G);
-    }
-    for (; i < nvec; i += stride) {
-        ulonglong2 v = __ldcs(src + i);
-        dst[i] = v;
-        acc += vec_sum(v, key0 + 2 * i * G);
-    }
+    uint64_t acc = copy_digest_vectors<ulonglong2, CD_UNROLL, 0>((ulonglong2 *)(r.d + 8 * r.nhead),
+                                                                 (const ulonglong2 *)(r.s + 8 * r.nhead), r.nvec,
+                                                                 r.base + r.nhead * WSYNC_DIGEST_GOLDEN, tid,
+                                                                 stride);
     if (tid == 0)
-        copy_digest_edges(r.d, r.s, r.len, r.base, r.nhead, r.nhead + 2 * nvec, &acc);
+        copy_digest_edges(r.d, r.s, r.len, r.base, r.nhead, r.nhead + 2 * r.nvec, &acc);
     d_block_add_out(acc, b.acc + blockIdx.y, b.count + blockIdx.y, r.hout);
 }
 
@@ -251,11 +213,11 @@ static int copy_digest(void *dst, const void *src, size_t len, uint64_t off, uin
     if ((uintptr_t)s % 16 == (uintptr_t)d % 16) {
         const uint64_t nhead = (uintptr_t)s % 16 ? 1 : 0;
         const uint64_t nvec = nwords > nhead ? (nwords - nhead) / 2 : 0;
-        launch<ulonglong2>(unroll, streaming_stores, grid_for(nvec, blocks_per_sm), st, d, s, len, base,
+        launch<ulonglong2>(unroll, streaming_stores, wsync_cuda_grid_for(nvec, blocks_per_sm), st, d, s, len, base,
                            nhead < nwords ? nhead : nwords, nvec, out, count, hw);
     } else {
-        launch<unsigned long long>(unroll, streaming_stores, grid_for(nwords, blocks_per_sm), st, d, s, len, base,
-                                   0, nwords, out, count, hw);
+        launch<unsigned long long>(unroll, streaming_stores, wsync_cuda_grid_for(nwords, blocks_per_sm), st, d, s,
+                                   len, base, 0, nwords, out, count, hw);
     }
     return (int)cudaGetLastError();
 }
@@ -323,7 +285,7 @@ extern "C" int wsync_cuda_copy_digest_batch_async(const wsync_cd_piece_t *p, int
     b.count = dcount;
     {
         // the device's resident blocks shared among the ranges
-        int gx = (sm_count() * CD_BLOCKS_PER_SM) / n;
+        int gx = (wsync_cuda_sm_count() * CD_BLOCKS_PER_SM) / n;
         const uint64_t want = (most + DIG_THREADS - 1) / DIG_THREADS;
         if ((uint64_t)gx > want)
             gx = (int)want;

@@ -63,18 +63,6 @@ __global__ void __launch_bounds__(DIG_THREADS)
     d_block_add(s, out);
 }
 
-static int grid_for(uint64_t items)
-{
-    int dev = 0, sms = 132;
-    uint64_t want = (items + DIG_THREADS - 1) / DIG_THREADS;
-    if (cudaGetDevice(&dev) == cudaSuccess)
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    uint64_t cap = (uint64_t)sms * 8; // 8 resident blocks of 256 per SM: full occupancy
-    if (want > cap)
-        want = cap;
-    return want ? (int)want : 1;
-}
-
 extern "C" int wsync_cuda_digest_sum_async(const void *ptr, size_t len, uint64_t off, uint64_t *dsum, void *stream)
 {
     const unsigned char *p = (const unsigned char *)ptr;
@@ -84,11 +72,11 @@ extern "C" int wsync_cuda_digest_sum_async(const void *ptr, size_t len, uint64_t
     if (len == 0)
         return 0;
     if ((uintptr_t)p % 16 == 0)
-        digest_kernel<16><<<grid_for(len / 16 + 1), DIG_THREADS, 0, s>>>(p, len, base, out);
+        digest_kernel<16><<<wsync_cuda_grid_for(len / 16 + 1, 8), DIG_THREADS, 0, s>>>(p, len, base, out);
     else if ((uintptr_t)p % 8 == 0)
-        digest_kernel<8><<<grid_for(len / 8 + 1), DIG_THREADS, 0, s>>>(p, len, base, out);
+        digest_kernel<8><<<wsync_cuda_grid_for(len / 8 + 1, 8), DIG_THREADS, 0, s>>>(p, len, base, out);
     else
-        digest_kernel<1><<<grid_for(len / 8 + 1), DIG_THREADS, 0, s>>>(p, len, base, out);
+        digest_kernel<1><<<wsync_cuda_grid_for(len / 8 + 1, 8), DIG_THREADS, 0, s>>>(p, len, base, out);
     return (int)cudaGetLastError();
 }
 
@@ -162,13 +150,13 @@ extern "C" int wsync_cuda_fill_async(void *dst, size_t len, uint64_t off, uint64
             fill_bytes_kernel<<<1, 32, 0, s>>>(d, head, off, seed);
         uint64_t nwords = (len - head) / 8;
         if (nwords)
-            fill_words_kernel<<<grid_for(nwords), DIG_THREADS, 0, s>>>((uint64_t *)(d + head), nwords,
-                                                                       (off + head) / 8, seed);
+            fill_words_kernel<<<wsync_cuda_grid_for(nwords, 8), DIG_THREADS, 0, s>>>((uint64_t *)(d + head), nwords,
+                                                                                     (off + head) / 8, seed);
         uint64_t tail_at = head + nwords * 8;
         if (tail_at < len)
             fill_bytes_kernel<<<1, 32, 0, s>>>(d + tail_at, len - tail_at, off + tail_at, seed);
     } else {
-        fill_bytes_kernel<<<grid_for(len), DIG_THREADS, 0, s>>>(d, len, off, seed);
+        fill_bytes_kernel<<<wsync_cuda_grid_for(len, 8), DIG_THREADS, 0, s>>>(d, len, off, seed);
     }
     return (int)cudaGetLastError();
 }

@@ -5,6 +5,7 @@
 #ifndef WSYNC_COMMON_DIGEST_CUDA_CUH
 #define WSYNC_COMMON_DIGEST_CUDA_CUH
 
+#include <cuda_runtime.h>
 #include <stdint.h>
 
 #include "common/digest.h"
@@ -57,6 +58,37 @@ static __device__ __forceinline__ void d_block_add_out(uint64_t s, unsigned long
         *count = 0;
         __threadfence_system();
     }
+}
+
+#define WSYNC_CUDA_MAX_DEVICES 64
+
+// The current device's SM count, asked once per device and process (a
+// kernel launched per put or per digest would pay the attribute call each
+// time); 132 (an H200's) when it cannot be read.
+static int wsync_cuda_sm_count(void)
+{
+    static int cached[WSYNC_CUDA_MAX_DEVICES];
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
+        return 132;
+    if (dev < WSYNC_CUDA_MAX_DEVICES && (sms = __atomic_load_n(&cached[dev], __ATOMIC_RELAXED)) > 0)
+        return sms;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0)
+        return 132;
+    if (dev < WSYNC_CUDA_MAX_DEVICES)
+        __atomic_store_n(&cached[dev], sms, __ATOMIC_RELAXED);
+    return sms;
+}
+
+// Blocks of DIG_THREADS for `items` (one per thread), at most
+// `blocks_per_sm` resident per SM (8: full occupancy), at least 1.
+static int wsync_cuda_grid_for(uint64_t items, int blocks_per_sm)
+{
+    uint64_t want = (items + DIG_THREADS - 1) / DIG_THREADS;
+    uint64_t cap = (uint64_t)wsync_cuda_sm_count() * (uint64_t)blocks_per_sm;
+    if (want > cap)
+        want = cap;
+    return want ? (int)want : 1;
 }
 
 #endif
