@@ -21,8 +21,9 @@
 #include "common/pack.h"
 #include "common/util.h"
 
-#define CALIB_USAGE                                                                     \
-    "usage: wsync calibrate [--out FILE] [--peer HOST:PORT] [--reps N] [--size SIZE]\n" \
+#define CALIB_USAGE                                                                                      \
+    "usage: wsync calibrate [--out FILE] [--peer HOST:PORT] [--tcp-class tcp|tcp_trainer|tcp_engine]\n" \
+    "                       [--base FILE] [--reps N] [--size SIZE]\n"                                   \
     "       wsync calibrate --serve HOST:PORT   (the peer side of --peer, until killed)\n"
 
 static int cmp_double(const void *a, const void *b)
@@ -144,8 +145,8 @@ int cmd_calibrate(int argc, char **argv)
 {
     static const struct option opts[] = {{"out", 1, 0, 'o'},  {"peer", 1, 0, 'p'},  {"reps", 1, 0, 'r'},
                                          {"size", 1, 0, 's'}, {"serve", 1, 0, 'S'}, {"help", 0, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *out = NULL, *peer = NULL, *serve = NULL;
+                                         {"tcp-class", 1, 0, 'c'}, {"base", 1, 0, 'b'}, {0, 0, 0, 0}};
+    const char *out = NULL, *peer = NULL, *serve = NULL, *base = NULL;
     uint64_t size = 64ull << 20;
     calib_t cb;
     char host[256];
@@ -153,12 +154,25 @@ int cmd_calibrate(int argc, char **argv)
 
     memset(&cb, 0, sizeof(cb));
     cb.reps = 5;
+    cb.tcp_class = COST_TCP;
     optind = 1;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
         case 'p': peer = optarg; break;
         case 'S': serve = optarg; break;
+        case 'b': base = optarg; break;
+        case 'c':
+            if (strcmp(optarg, "tcp") == 0 || strcmp(optarg, "tcp_trainer") == 0 || strcmp(optarg, "tcp_engine") == 0) {
+                cb.tcp_class = optarg[3] == '\0' ? COST_TCP : optarg[4] == 't' ? COST_TCP_TRAINER : COST_TCP_ENGINE;
+            } else {
+                fprintf(stderr,
+                        "wsync calibrate: --tcp-class: expected tcp, tcp_trainer (a trainer host's uplink: run on "
+                        "it, --peer on an engine host) or tcp_engine (between engine hosts), got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case 'r':
             if (cli_parse_int("calibrate", "--reps", optarg, 3, 64, &cb.reps))
                 return 2;
@@ -172,7 +186,10 @@ int cmd_calibrate(int argc, char **argv)
                                "bytes, default 64M) and writes a links file (median, min, max) to --out FILE or\n"
                                "stdout, for `wsync plan --predict --links FILE`. tcp runs over loopback unless\n"
                                "--peer names a `wsync calibrate --serve` on another host. GPU classes need CUDA\n"
-                               "devices (else each says 'skipped: no CUDA device').\n");
+                               "devices (else each says 'skipped: no CUDA device'). --tcp-class writes the tcp\n"
+                               "measure as that class (a trainer host's uplink, or between engine hosts);\n"
+                               "--base FILE starts from that links file: the classes this run does not measure\n"
+                               "keep its figures (two runs, one per host role, make one file).\n");
             return 0;
         default: fprintf(stderr, CALIB_USAGE); return 2;
         }
@@ -197,6 +214,18 @@ int cmd_calibrate(int argc, char **argv)
     cb.links.host_nics = 1;
     for (i = 0; i < COST_CLASS_COUNT; i++)
         snprintf(cb.note[i], CALIB_NOTE_LEN, "not measured");
+    if (base != NULL) {
+        cost_links_t b;
+        wsync_status_t st = cost_links_load(base, &b);
+        if (st != WSYNC_OK) {
+            fprintf(stderr, "wsync calibrate: --base: %s\n", wsync_last_error());
+            return 2;
+        }
+        memcpy(cb.links.link, b.link, sizeof(b.link));
+        for (i = 0; i < COST_CLASS_COUNT; i++)
+            if (b.link[i].present)
+                snprintf(cb.note[i], CALIB_NOTE_LEN, "kept from %.120s", base);
+    }
     if (calib_host(&cb) != 0)
         return 1;
     if (calib_tcp(&cb, peer) != WSYNC_OK) {

@@ -15,7 +15,8 @@ typedef struct calib {
     char note[COST_CLASS_COUNT][CALIB_NOTE_LEN];
     size_t bytes; /* per repetition */
     int reps;
-    FILE *log; /* one line per class */
+    FILE *log;              /* one line per class */
+    cost_class_t tcp_class; /* what the tcp measure is written as: tcp, tcp_trainer or tcp_engine */
 } calib_t;
 
 /* Records class `c` from `reps` rates (bytes/s) and alpha (s, 0: none). */
@@ -36,7 +37,7 @@ void calib_control(calib_t *cb);
  * until killed. Returns an exit status. */
 int calib_serve(const char *hostport);
 /* Measures tcp to `hostport` (a --serve peer): alpha from ping round trips,
- * bandwidth from bulk transfers. */
+ * bandwidth from bulk transfers; written as cb->tcp_class. */
 wsync_status_t calib_tcp(calib_t *cb, const char *hostport);
 
 #endif

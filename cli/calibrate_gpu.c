@@ -14,15 +14,20 @@
 
 #include "cli/calibrate.h"
 #include "common/mem/mem.h"
+#include "common/pack.h"
 #include "common/util.h"
 
-static const cost_class_t gpu_classes[] = {COST_LOCAL,    COST_GPU_PEER,   COST_WINDOW,
-                                           COST_HOST_GPU, COST_DIGEST_GPU, COST_PACK_GPU};
+static const cost_class_t gpu_classes[] = {COST_LOCAL,      COST_GPU_PEER, COST_WINDOW,   COST_HOST_GPU,
+                                           COST_DIGEST_GPU, COST_PACK_GPU, COST_FUSED_GPU};
 
 /* GPU classes are timed on at least this many bytes: a 64 MiB copy takes
  * ~30 us on an H200, where a launch and a synchronize add several (the
  * copy read 1567 GB/s there against cudaMemcpyAsync's 2135 on 4 GiB). */
 #define GPU_MIN_BYTES (1ULL << 30)
+/* The piece the digest and the fused copy are timed in: a default chunk,
+ * what the trainer's digest pass and the landing copies work on. */
+#define GPU_PIECE (64ULL << 20)
+#define GPU_MAX_PIECES 256
 
 /* `reps` timed copies of n bytes after a warm-up: rates into r. */
 static wsync_status_t time_copies(const wsync_mem_ops_t *m, void *dst, const void *src, size_t n, int reps,
@@ -75,13 +80,74 @@ static void calib_pinned(calib_t *cb, const wsync_mem_ops_t *m, void *dev, doubl
 #endif
 }
 
+/* The digest kernel over n bytes in 64 MiB pieces, one batch (the trainer's
+ * pass over its pieces), and the fused copy+digest in 64 MiB jobs started
+ * back to back, then reaped (the landing's copies). */
+static void calib_digests(calib_t *cb, const wsync_mem_ops_t *m, void *a, void *b, size_t n, double *r)
+{
+    static wsync_digest_range_t rg[GPU_MAX_PIECES];
+    static wsync_mem_job_t *jobs[GPU_MAX_PIECES];
+    static uint64_t sums[GPU_MAX_PIECES];
+    size_t np = n / GPU_PIECE < GPU_MAX_PIECES ? n / GPU_PIECE : GPU_MAX_PIECES, k;
+    int i, ok = 1;
+    for (k = 0; k < np; k++)
+        rg[k] = (wsync_digest_range_t){.ptr = (char *)a + k * GPU_PIECE, .len = GPU_PIECE, .off = k * GPU_PIECE};
+    for (i = -1; ok && i < cb->reps; i++) { /* -1: a warm-up */
+        uint64_t t0 = wsync_now_ns();
+        ok = m->digest_many(rg, np, sums) == WSYNC_OK;
+        if (i >= 0)
+            r[i] = np * GPU_PIECE / ((wsync_now_ns() - t0) / 1e9);
+    }
+    if (ok)
+        calib_set(cb, COST_DIGEST_GPU, r, cb->reps, 0, "GPU 0: the digest kernel, 64 MiB pieces in one batch");
+    for (i = -1; ok && i < cb->reps; i++) {
+        uint64_t t0 = wsync_now_ns();
+        for (k = 0; ok && k < np; k++) {
+            wsync_digest_range_t one = {.ptr = (char *)b + k * GPU_PIECE, .len = GPU_PIECE, .off = k * GPU_PIECE};
+            ok = m->copy_digest_start((char *)b + k * GPU_PIECE, rg[k].ptr, GPU_PIECE, &one, 1, &jobs[k]) ==
+                 WSYNC_OK;
+        }
+        for (k = 0; k < np && jobs[k]; k++) {
+            int done = 0;
+            ok = ok && m->job_poll(jobs[k], 1, &sums[k], &done) == WSYNC_OK && done;
+            m->job_free(jobs[k]);
+            jobs[k] = NULL;
+        }
+        if (i >= 0)
+            r[i] = np * GPU_PIECE / ((wsync_now_ns() - t0) / 1e9);
+    }
+    if (ok)
+        calib_set(cb, COST_FUSED_GPU, r, cb->reps, 0,
+                  "GPU 0: copy computing the digest of what it writes, 64 MiB jobs back to back (the landing)");
+    else
+        calib_absent(cb, COST_FUSED_GPU, "the fused copy+digest failed on GPU 0");
+}
+
+/* The gather kernel: a column slice (4 KiB rows out of 8 KiB rows, what a
+ * TP=2 rank's columns are) packed out of n bytes, one launch. */
+static void calib_pack_gpu(calib_t *cb, void *a, void *b, size_t n, double *r)
+{
+    wsync_run2d_t run = {.src_off = 0, .src_stride = 8192, .row_bytes = 4096, .rows = n / 8192, .dst_off = 0};
+    int i;
+    for (i = -1; i < cb->reps; i++) {
+        wsync_pack_job_t *job = NULL;
+        uint64_t t0 = wsync_now_ns();
+        if (wsync_pack_cuda_start(b, a, &run, 1, NULL, &job) != WSYNC_OK || wsync_pack_cuda_wait(job) != WSYNC_OK) {
+            calib_absent(cb, COST_PACK_GPU, "the gather kernel failed on GPU 0");
+            return;
+        }
+        if (i >= 0)
+            r[i] = (double)run.rows * run.row_bytes / ((wsync_now_ns() - t0) / 1e9);
+    }
+    calib_set(cb, COST_PACK_GPU, r, cb->reps, 0, "GPU 0: gather of 4 KiB rows out of 8 KiB rows, one launch");
+}
+
 void calib_gpu(calib_t *cb)
 {
     const wsync_mem_ops_t *m = &wsync_mem_cuda;
-    int ndev = wsync_cuda_device_count(), i;
+    int ndev = wsync_cuda_device_count();
     void *a = NULL, *b = NULL, *peer = NULL;
     double r[64];
-    uint64_t sum;
     size_t k, n = cb->bytes > GPU_MIN_BYTES ? cb->bytes : GPU_MIN_BYTES;
 
     if (ndev == 0) {
@@ -89,7 +155,6 @@ void calib_gpu(calib_t *cb)
             calib_absent(cb, gpu_classes[k], "skipped: no CUDA device");
         return;
     }
-    calib_absent(cb, COST_PACK_GPU, "not measured by calibrate (bench/gpu_pack_bench measures the gather kernel)");
     if (m->init(0) != WSYNC_OK || m->alloc(n, &a) != WSYNC_OK || m->alloc(n, &b) != WSYNC_OK) {
         fprintf(cb->log, "calibrate: GPU 0: %s\n", wsync_last_error());
         goto out;
@@ -99,14 +164,9 @@ void calib_gpu(calib_t *cb)
         if (ndev == 1)
             calib_set(cb, COST_WINDOW, r, cb->reps, 0, "one GPU: a window copy is a device-to-device copy");
     }
-    for (i = m->digest_sum(a, n, 0, &sum) == WSYNC_OK ? 0 : cb->reps + 1; i < cb->reps; i++) { /* after a warm-up */
-        uint64_t t0 = wsync_now_ns();
-        if (m->digest_sum(a, n, 0, &sum) != WSYNC_OK)
-            break;
-        r[i] = n / ((wsync_now_ns() - t0) / 1e9);
-    }
-    if (i == cb->reps)
-        calib_set(cb, COST_DIGEST_GPU, r, cb->reps, 0, "GPU 0: the digest kernel");
+    m->fill(a, n, 0, 7);
+    calib_digests(cb, m, a, b, n, r);
+    calib_pack_gpu(cb, a, b, n, r);
     calib_pinned(cb, m, a, r);
     if (ndev < 2) {
         calib_absent(cb, COST_GPU_PEER, "skipped: one CUDA device");

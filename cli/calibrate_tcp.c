@@ -139,6 +139,6 @@ wsync_status_t calib_tcp(calib_t *cb, const char *hostport)
     qsort(rtt, PINGS, sizeof(double), cmp_double);
     snprintf(note, sizeof(note), "%s, one connection; alpha: half the median of %d one-byte round trips",
              local ? "loopback" : hostport, PINGS);
-    calib_set(cb, COST_TCP, rates, cb->reps, rtt[PINGS / 2] / 2, note);
+    calib_set(cb, cb->tcp_class, rates, cb->reps, rtt[PINGS / 2] / 2, note);
     return WSYNC_OK;
 }

@@ -23,7 +23,8 @@
     "                  [--local-ranks L] [--chunk SIZE] [--layout even|fsdp] [--tp T[,T...]]\n" \
     "                  [--rules FILE] [--json]\n"                                               \
     "       wsync plan ... --links FILE --predict [--trainer-hosts H] [--replica-gpus G]\n"     \
-    "                  [--memory gpu|host] [--transport put|staged|tcp|local] [--scenarios] [--json]\n"
+    "                  [--memory gpu|host] [--transport put|staged|tcp|local] [--publish slot|single]\n" \
+    "                  [--scenarios] [--json]\n"
 
 /* Upper bounds keep a typo (--trainers 1e9) from allocating gigabytes; they
  * are far above any real deployment. */
@@ -62,7 +63,8 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
          {"json", 0, 0, 'j'},        {"help", 0, 0, 'h'},           {"tp", 1, 0, 't'},
          {"rules", 1, 0, 'r'},       {"links", 1, 0, 1000},         {"predict", 0, 0, 1001},
          {"scenarios", 0, 0, 1002},  {"trainer-hosts", 1, 0, 1003}, {"replica-gpus", 1, 0, 1004},
-         {"memory", 1, 0, 1005},     {"transport", 1, 0, 1006},     {0, 0, 0, 0}};
+         {"memory", 1, 0, 1005},     {"transport", 1, 0, 1006},     {"publish", 1, 0, 1007},
+         {0, 0, 0, 0}};
     int c;
 
     *o = (plan_opts_t){.trainers = 2, .engines = 2, .local_ranks = 2, .chunk = WSYNC_DEFAULT_CHUNK};
@@ -113,6 +115,7 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
             break;
         case 1005: o->pr.memory = optarg; break;
         case 1006: o->pr.net = optarg; break;
+        case 1007: o->pr.publish = optarg; break;
         case 'h':
             printf(PLAN_USAGE
                    "Prints the plan: image size, chunks, pieces, the bytes each trainer rank sends to one\n"
@@ -303,11 +306,12 @@ int cmd_plan(int argc, char **argv)
 
     if (rc != 0)
         return rc < 0 ? 0 : rc;
-    if ((o.pr.links || o.pr.scenarios || o.pr.trainer_hosts || o.pr.replica_gpus || o.pr.memory || o.pr.net) &&
+    if ((o.pr.links || o.pr.scenarios || o.pr.trainer_hosts || o.pr.replica_gpus || o.pr.memory || o.pr.net ||
+         o.pr.publish) &&
         !o.predict) {
         fprintf(stderr,
-                "wsync plan: --links, --scenarios, --trainer-hosts, --replica-gpus, --memory and "
-                "--transport go with --predict\n%s",
+                "wsync plan: --links, --scenarios, --trainer-hosts, --replica-gpus, --memory, "
+                "--transport and --publish go with --predict\n%s",
                 PLAN_USAGE);
         return 2;
     }

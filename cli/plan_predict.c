@@ -100,6 +100,12 @@ static int build_deploy(const plan_predict_opts_t *o, const cost_links_t *l, cos
         return 2;
     }
     cost_deploy_init(d, o->trainers, H, o->engines, o->local_ranks, o->image, o->chunk, mem, net);
+    d->tcp_conns = (int)wsync_setting_int(WSYNC_SET_TCP_CONNS);
+    if (o->publish != NULL && strcmp(o->publish, "slot") != 0 && strcmp(o->publish, "single") != 0) {
+        fprintf(stderr, "wsync plan: --publish: expected 'slot' or 'single' (single copy), got '%s'\n", o->publish);
+        return 2;
+    }
+    d->slot_copy = o->publish != NULL && o->publish[0] == 's' && o->publish[1] == 'l';
     if (o->replica_gpus && o->tp_node) {
         fprintf(stderr, "wsync plan: --replica-gpus and --tp describe the ranks' bytes twice: give one\n");
         return 2;
@@ -111,6 +117,10 @@ static int build_deploy(const plan_predict_opts_t *o, const cost_links_t *l, cos
         d->rank_land_bytes = o->tp_land;
         d->rank_hold_bytes = o->tp_hold;
         d->rank_copy_bytes = o->tp_hold > o->tp_land ? o->tp_hold - o->tp_land : 0;
+        /* Targets: the trainers pack every put of a node plan into a stage, and a rank verifies its
+         * segments once they all landed, against the trainers' segment digests. */
+        d->pack_bytes = (uint64_t)o->tp_node * (uint64_t)o->engines;
+        d->verify_after = 1;
     }
     if (net == COST_NET_LOCAL) { /* ranks sharing the trainers' GPU each land all they hold */
         d->rank_land_bytes = d->rank_hold_bytes;

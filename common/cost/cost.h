@@ -33,6 +33,11 @@ typedef enum cost_class {
     COST_PACK_HOST,   /* gathering strided runs into a packed buffer, host */
     COST_PACK_GPU,    /* the GPU gather kernel */
     COST_CONTROL,     /* a control-endpoint round trip (alpha only) */
+    COST_TCP_TRAINER, /* tcp out of a trainer host (its uplink); absent: tcp */
+    COST_TCP_ENGINE,  /* tcp into and out of an engine host (relays); absent: tcp */
+    COST_FUSED_GPU,   /* the GPU's copy that computes the digest of what it copies (the fused landing) */
+    COST_VERSION,     /* a version's fixed cost end to end, publish start to ready, of a small model (alpha
+                         only): the control path, the pull request's connection, the first piece */
     COST_CLASS_COUNT
 } cost_class_t;
 
@@ -101,6 +106,12 @@ typedef struct cost_deploy {
     uint64_t chunk_bytes;     /* the plan's chunk */
     cost_mem_t mem;           /* where trainer and engine images live */
     cost_net_t net;           /* the cross-host transport */
+    int tcp_conns;            /* tcp: connections per trainer rank and engine rank (the tcp_conns setting); each
+                                 carries other chunks at once (0: 1) */
+    uint64_t pack_bytes;      /* bytes the trainer ranks gather into packed puts per version (engine layouts) */
+    int slot_copy;            /* the trainers copy the version into a publish slot before their puts go */
+    int verify_after;         /* the engine ranks verify what they hold after every piece landed (targets'
+                                 segments), not chunk by chunk */
 } cost_deploy_t;
 
 void cost_deploy_init(cost_deploy_t *d, int trainers, int trainer_hosts, int engines, int local_ranks,
@@ -124,6 +135,8 @@ typedef struct cost_stage {
     int pipelined;
     double units; /* pieces it pipelines in (chunks); >= 1 */
     int hops;     /* times a unit passes through it one after another (a relay chain's depth); >= 1 */
+    int wave;     /* units it completes at once (parallel streams, each another chunk): a stage after it
+                     that forwards them waits for a whole wave, so the fill adds wave - 1 of its units */
     int nloads;
     cost_load_t loads[COST_MAX_LOADS];
     double seconds;

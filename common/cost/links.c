@@ -26,11 +26,15 @@ static const char *const class_names[COST_CLASS_COUNT] = {
     [COST_PACK_HOST] = "pack_host",
     [COST_PACK_GPU] = "pack_gpu",
     [COST_CONTROL] = "control",
+    [COST_TCP_TRAINER] = "tcp_trainer",
+    [COST_TCP_ENGINE] = "tcp_engine",
+    [COST_FUSED_GPU] = "copy_digest_gpu",
+    [COST_VERSION] = "version",
 };
 
 #define CLASS_LIST                                                                                        \
     "local, gpu_peer, window, host_gpu, nic_put, nic_staged, tcp, host_memcpy, digest_host, digest_gpu, " \
-    "pack_host, pack_gpu, control"
+    "pack_host, pack_gpu, control, tcp_trainer, tcp_engine, copy_digest_gpu, version"
 #define FIELD_LIST "alpha_us, gbps, fan_out_gbps, fan_in_gbps, host_gbps, min_gbps, max_gbps, reps, present, note"
 
 const char *cost_class_name(cost_class_t c)
@@ -117,10 +121,10 @@ static wsync_status_t parse_class(const char *what, const char *name, const json
         memset(l, 0, sizeof(*l));
         return WSYNC_OK;
     }
-    if (name[0] == 'c') { /* control: a round trip, no bandwidth */
+    if (strcmp(name, "control") == 0 || strcmp(name, "version") == 0) { /* a time, no bandwidth */
         if (l->alpha_s <= 0)
-            return wsync_error(WSYNC_ERR_FORMAT,
-                               "%s: links.control: alpha_us (the round trip) is required and > 0", what);
+            return wsync_error(WSYNC_ERR_FORMAT, "%s: links.%s: alpha_us (%s) is required and > 0", what, name,
+                               name[0] == 'c' ? "the round trip" : "the fixed cost of a version");
     } else if (l->bw <= 0) {
         return wsync_error(WSYNC_ERR_FORMAT,
                            "%s: links.%s: gbps is required and > 0 (or \"present\": false for a class this "

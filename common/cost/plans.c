@@ -41,6 +41,17 @@ static cost_class_t net_class(const cost_deploy_t *d)
                                        : COST_TCP;
 }
 
+/* The class of one side of a crossing: tcp out of a trainer host
+ * (tcp_trainer) or into / out of an engine host (tcp_engine), each the
+ * file's plain tcp when it has no class of that role. */
+static cost_class_t side_class(const cost_links_t *links, const cost_deploy_t *d, int engine_side)
+{
+    cost_class_t role = engine_side ? COST_TCP_ENGINE : COST_TCP_TRAINER;
+    if (d->net != COST_NET_TCP)
+        return net_class(d);
+    return links->link[role].present ? role : COST_TCP;
+}
+
 /* Colocated whole-image ranks verify the sums their landing copies computed
  * (the fused copy+digest): no pass of their own. */
 static int fused_landing(const cost_deploy_t *d)
@@ -89,18 +100,47 @@ static wsync_status_t check_deploy(const cost_deploy_t *d)
     return WSYNC_OK;
 }
 
-/* Serial: each trainer rank digests what it owns, then the version is
- * announced and the engines fetch its record (two control round trips). */
+/* Serial: each trainer rank digests what it owns (on one GPU, colocated,
+ * the ranks' digests share it: the whole image at its rate), then the
+ * version is announced and the engines fetch its record (two control round
+ * trips), or, where the file has it, the machine's measured fixed cost of a
+ * version (which holds those round trips, the pull request's connection and
+ * the first piece). With engine layouts the trainers copy into the publish
+ * slot and pack their puts before any goes. */
 static wsync_status_t add_announce(cost_plan_t *p, const cost_links_t *links, const cost_deploy_t *d)
 {
     cost_stage_t *s = cost_plan_stage(p, "digest", 0, 1);
+    int one_gpu = d->net == COST_NET_LOCAL;
     double owned = (double)d->image_bytes / d->trainers;
     cost_class_t dg = digest_class(d);
-    WSYNC_CHECK(cost_stage_add(s, links, dg, "trainer rank's digest of its share", owned, 0, links->link[dg].bw));
+    WSYNC_CHECK(cost_stage_add(s, links, dg,
+                               one_gpu ? "trainer ranks' digests on the one GPU" : "trainer rank's digest of its share",
+                               one_gpu ? (double)d->image_bytes : owned, 0, links->link[dg].bw));
     cost_plan_bytes(p, dg, owned * d->trainers);
-    if (links->link[COST_CONTROL].present) {
+    if (links->link[COST_VERSION].present) {
+        s = cost_plan_stage(p, "version", 0, 1);
+        WSYNC_CHECK(cost_stage_add(s, links, COST_VERSION, "a version's fixed cost (small model, end to end)", 0, 1,
+                                   1));
+    } else if (links->link[COST_CONTROL].present) {
         s = cost_plan_stage(p, "announce", 0, 1);
         WSYNC_CHECK(cost_stage_add(s, links, COST_CONTROL, "control round trips (report, record)", 0, 2, 1));
+    }
+    if (d->slot_copy) {
+        cost_class_t cc = d->mem == COST_MEM_GPU ? COST_LOCAL : COST_HOST_MEMCPY;
+        s = cost_plan_stage(p, "slot", 0, 1);
+        WSYNC_CHECK(cost_stage_add(s, links, cc,
+                                   one_gpu ? "trainer ranks' copies into their slots, one GPU"
+                                           : "trainer rank's copy into its publish slot",
+                                   one_gpu ? (double)d->image_bytes : owned, 0, links->link[cc].bw));
+        cost_plan_bytes(p, cc, owned * d->trainers);
+    }
+    if (d->pack_bytes > 0) {
+        cost_class_t pc = d->mem == COST_MEM_GPU ? COST_PACK_GPU : COST_PACK_HOST;
+        double b = one_gpu ? (double)d->pack_bytes : (double)d->pack_bytes / d->trainers;
+        s = cost_plan_stage(p, "pack", 0, 1);
+        WSYNC_CHECK(cost_stage_add(s, links, pc, one_gpu ? "trainer ranks' packs, one GPU" : "trainer rank's pack",
+                                   b, 0, links->link[pc].bw));
+        cost_plan_bytes(p, pc, (double)d->pack_bytes);
     }
     return WSYNC_OK;
 }
@@ -110,32 +150,36 @@ static wsync_status_t add_announce(cost_plan_t *p, const cost_links_t *links, co
 static wsync_status_t add_cross(cost_plan_t *p, const cost_links_t *links, const cost_deploy_t *d, int nodes,
                                 double per_node, double rank_in, double node_in)
 {
-    cost_class_t nc = net_class(d);
-    const cost_link_t *l = &links->link[nc];
+    cost_class_t nc = net_class(d), tc = side_class(links, d, 0), ec = side_class(links, d, 1);
+    const cost_link_t *lt = &links->link[tc], *le = &links->link[ec];
     cost_stage_t *s = cost_plan_stage(p, "cross", 1, ceil_div(node_in, (double)d->chunk_bytes));
     int W = d->trainers, L = d->local_ranks;
     if (d->net == COST_NET_LOCAL) { /* one GPU: every copy into every rank shares its memory */
-        WSYNC_CHECK(cost_stage_add(s, links, nc, "the GPU's copies into every rank", rank_in * L * nodes,
-                                   ceil_div(rank_in, (double)d->chunk_bytes) * L * nodes, l->bw));
-        cost_plan_bytes(p, nc, rank_in * L * nodes);
+        int fused = fused_landing(d) && links->link[COST_FUSED_GPU].present;
+        cost_class_t lc = fused ? COST_FUSED_GPU : nc;
+        WSYNC_CHECK(cost_stage_add(s, links, lc,
+                                   fused ? "the GPU's copies+digests into every rank" : "the GPU's copies into every rank",
+                                   rank_in * L * nodes, ceil_div(rank_in, (double)d->chunk_bytes) * L * nodes,
+                                   links->link[lc].bw));
+        cost_plan_bytes(p, lc, rank_in * L * nodes);
         return WSYNC_OK;
     }
     int rpt = (int)ceil_div(W, d->trainer_hosts);
     double tb = per_node / W, pieces = ceil_div(tb, (double)d->chunk_bytes) + (W > 1);
     int peers = nodes * min_int(pieces, L);
     int senders = min_int(ceil_div(rank_in, (double)d->chunk_bytes) + 1, W);
-    if (l->present) {
-        WSYNC_CHECK(cost_stage_add(s, links, nc, "trainer rank's adapter", tb * nodes, pieces * nodes,
-                                   cost_nic_share(links, cost_send_rate(l, peers, rpt), rpt)));
-        if (l->host_bw > 0)
-            WSYNC_CHECK(cost_stage_add(s, links, nc, "trainer host's adapters", tb * nodes * rpt, 0, l->host_bw));
-        WSYNC_CHECK(cost_stage_add(s, links, nc, "engine rank's adapter", rank_in,
+    if (lt->present && le->present) {
+        WSYNC_CHECK(cost_stage_add(s, links, tc, "trainer rank's adapter", tb * nodes, pieces * nodes,
+                                   cost_nic_share(links, cost_send_rate(lt, peers, rpt), rpt)));
+        if (lt->host_bw > 0)
+            WSYNC_CHECK(cost_stage_add(s, links, tc, "trainer host's adapters", tb * nodes * rpt, 0, lt->host_bw));
+        WSYNC_CHECK(cost_stage_add(s, links, ec, "engine rank's adapter", rank_in,
                                    ceil_div(rank_in, (double)d->chunk_bytes),
-                                   cost_nic_share(links, cost_recv_rate(l, senders), L)));
-        if (l->host_bw > 0)
-            WSYNC_CHECK(cost_stage_add(s, links, nc, "engine node's adapters", node_in, 0, l->host_bw));
+                                   cost_nic_share(links, cost_recv_rate(le, senders), L)));
+        if (le->host_bw > 0)
+            WSYNC_CHECK(cost_stage_add(s, links, ec, "engine node's adapters", node_in, 0, le->host_bw));
     } else {
-        WSYNC_CHECK(cost_stage_add(s, links, nc, "trainer rank's adapter", tb * nodes, pieces, 0));
+        WSYNC_CHECK(cost_stage_add(s, links, lt->present ? ec : tc, "trainer rank's adapter", tb * nodes, pieces, 0));
     }
     cost_plan_bytes(p, nc, per_node * nodes);
     return WSYNC_OK;
@@ -160,7 +204,7 @@ static int tree_depth(int m, int F)
  * adds a unit of this stage to the pipeline's fill. */
 static wsync_status_t add_relay(cost_plan_t *p, const cost_links_t *links, const cost_deploy_t *d, int F, int m)
 {
-    cost_class_t nc = net_class(d);
+    cost_class_t nc = side_class(links, d, 1);
     const cost_link_t *l = &links->link[nc];
     int L = d->local_ranks, kids = F < m - 1 ? F : m - 1;
     int senders = d->mem == COST_MEM_HOST ? 1 : L;
@@ -195,16 +239,31 @@ static wsync_status_t add_windows(cost_plan_t *p, const cost_links_t *links, con
     return WSYNC_OK;
 }
 
+/* Every rank verifies what it holds: chunk by chunk as it lands
+ * (pipelined), or, for targets' segments, once every piece landed and the
+ * trainers computed the segments' digests (serial: both passes). On one GPU
+ * the ranks' passes share it. */
 static wsync_status_t add_verify(cost_plan_t *p, const cost_links_t *links, const cost_deploy_t *d)
 {
     cost_class_t dg = digest_class(d);
-    double H = (double)d->rank_hold_bytes;
+    double H = (double)d->rank_hold_bytes, all = H * d->local_ranks * d->engines;
+    int one_gpu = d->net == COST_NET_LOCAL;
     cost_stage_t *s;
     if (fused_landing(d))
         return WSYNC_OK;
-    s = cost_plan_stage(p, "verify", 1, ceil_div(H, (double)d->chunk_bytes));
-    WSYNC_CHECK(cost_stage_add(s, links, dg, "rank's digest of what it holds", H, 0, links->link[dg].bw));
-    cost_plan_bytes(p, dg, H * d->local_ranks * d->engines);
+    if (d->verify_after) {
+        s = cost_plan_stage(p, "segments", 0, 1);
+        WSYNC_CHECK(cost_stage_add(s, links, dg,
+                                   one_gpu ? "trainer ranks' segment digests, one GPU"
+                                           : "trainer rank's segment digests",
+                                   one_gpu ? all : all / d->trainers, 0, links->link[dg].bw));
+        cost_plan_bytes(p, dg, all);
+    }
+    s = cost_plan_stage(p, "verify", !d->verify_after, ceil_div(H, (double)d->chunk_bytes));
+    WSYNC_CHECK(cost_stage_add(s, links, dg, one_gpu ? "ranks' digests of what they hold, one GPU"
+                                                     : "rank's digest of what it holds",
+                               one_gpu ? H * d->local_ranks : H, 0, links->link[dg].bw));
+    cost_plan_bytes(p, dg, all);
     return WSYNC_OK;
 }
 
@@ -228,6 +287,19 @@ static wsync_status_t plan_direct(cost_plan_t *p, const cost_links_t *links, con
     return WSYNC_OK;
 }
 
+/* Over tcp every trainer rank sends on tcp_conns connections per engine
+ * rank, each its own queue of chunks, all at once: a node's chunks do not
+ * arrive one after another at the link's rate but W x conns at a time, each
+ * at that share of it, and complete together. A relay forwards only chunks
+ * it verified, so its first hop waits for a whole wave (fill) and at the end
+ * holds one wave not yet forwarded (drain): wave - 1 more chunk times than
+ * chunks arriving in order. */
+static int cross_wave(const cost_deploy_t *d, double chunks)
+{
+    double w = (double)d->trainers * (d->tcp_conns > 0 ? d->tcp_conns : 1);
+    return (int)(w < chunks ? w : chunks);
+}
+
 static wsync_status_t plan_relay(cost_plan_t *p, const cost_links_t *links, const cost_deploy_t *d, int F)
 {
     int m = (d->engines + d->node_groups - 1) / d->node_groups;
@@ -237,6 +309,10 @@ static wsync_status_t plan_relay(cost_plan_t *p, const cost_links_t *links, cons
     WSYNC_CHECK(add_announce(p, links, d));
     WSYNC_CHECK(add_cross(p, links, d, d->node_groups, (double)d->node_bytes, (double)d->rank_land_bytes,
                           (double)d->node_bytes));
+    if (d->net == COST_NET_TCP) { /* the chunks reach a root in waves (see cross_wave) */
+        cost_stage_t *cross = &p->stages[p->nstages - 1];
+        cross->wave = cross_wave(d, cross->units);
+    }
     WSYNC_CHECK(add_relay(p, links, d, F, m));
     WSYNC_CHECK(add_windows(p, links, d));
     WSYNC_CHECK(add_verify(p, links, d));
@@ -299,7 +375,7 @@ wsync_status_t cost_choose(const cost_links_t *links, const cost_deploy_t *d, co
 
 double cost_floor_s(const cost_links_t *links, const cost_deploy_t *d)
 {
-    const cost_link_t *l = &links->link[net_class(d)];
+    const cost_link_t *l = &links->link[side_class(links, d, 1)];
     int nics = links->host_nics > 0 ? links->host_nics : 1;
     if (!l->present || l->bw <= 0)
         return 0;

@@ -1,7 +1,8 @@
 /* stage.c: the cost model's arithmetic: a load costs alpha per message plus
  * bytes over its rate; a stage lasts as long as its slowest load; serial
  * stages add up, pipelined stages overlap unit by unit (fill and drain cost
- * one unit of each other stage per hop). And the rate rules of
+ * one unit of each other stage per hop, and a stage that completes its units
+ * in waves of w adds w - 1 more). And the rate rules of
  * cost_internal.h. */
 #include <stdio.h>
 #include <string.h>
@@ -41,6 +42,7 @@ cost_stage_t *cost_plan_stage(cost_plan_t *p, const char *name, int pipelined, d
     s->pipelined = pipelined;
     s->units = units >= 1 ? units : 1;
     s->hops = 1;
+    s->wave = 1;
     return s;
 }
 
@@ -93,7 +95,7 @@ void cost_plan_finish(cost_plan_t *p)
             serial += s->seconds;
         } else {
             double unit = s->seconds / s->units;
-            fill += unit * (s->hops > 0 ? s->hops : 1);
+            fill += unit * ((s->hops > 0 ? s->hops : 1) + (s->wave > 1 ? s->wave - 1 : 0));
             if (s->seconds > slowest) {
                 slowest = s->seconds;
                 slowest_unit = unit;
