@@ -2,9 +2,9 @@
 # relay_netns_bench.sh: publish -> ready of one version for the plans direct,
 # relay:1 and relay:2, across hosts in network namespaces with tbf rate
 # limits giving the links distinct classes: one trainer host (two trainer
-# ranks) whose uplink is slower than the engines' aggregate, N engine hosts
-# (one local rank each) with their own uplink rate, the control endpoint on
-# a host of its own. For each plan, versions 2..V (the first one includes the
+# ranks) whose link is slower than the engines' aggregate, N engine hosts
+# (one local rank each) with their own link rate (each host's link shaped
+# both ways, as a NIC is), the control endpoint on a host of its own. For each plan, versions 2..V (the first one includes the
 # engines' start) are timed from trainer rank 0's "publish started" to the
 # last node's ready report (WSYNC_TRACE lines: one clock for every process
 # of the machine); prints the median per plan and the ratios to direct.
@@ -44,12 +44,18 @@ if ! netns_begin "wbh$$"; then echo "$0: $NETNS_WHY" >&2; exit 1; fi
 NET="10.$(( ($$ >> 8) & 255 )).$(( ($$ & 255) ^ 170 ))"
 CNS=wbc$$; TNS=wbt$$; CIP=$NET.1; TIP=$NET.2
 netns_host "$CNS" "$CIP" && netns_host "$TNS" "$TIP" || { echo "$0: cannot build the namespaces" >&2; exit 1; }
-ip netns exec "$TNS" tc qdisc replace dev eth0 root tbf rate "$TRATE" burst 256kb latency 200ms
+# shape NS RATE: the host's link at RATE both ways: tbf on its eth0 (what it sends) and on its port of the
+# hub's bridge (what it receives), the port netns_host just made for it.
+shape() {
+    ip netns exec "$1" tc qdisc replace dev eth0 root tbf rate "$2" burst 256kb latency 200ms &&
+    ip netns exec "$NETNS_HUB" tc qdisc replace dev "p$((${#NETNS[@]} - 1))" root tbf rate "$2" burst 256kb latency 200ms
+}
+shape "$TNS" "$TRATE" || { echo "$0: cannot shape the trainer host's link" >&2; exit 1; }
 ENS=(); EIP=()
 for ((e = 0; e < N; e++)); do
     ENS+=(wbe$e-$$); EIP+=("$NET.$((10 + e))")
     netns_host "${ENS[$e]}" "${EIP[$e]}" || { echo "$0: cannot add engine host $e" >&2; exit 1; }
-    ip netns exec "${ENS[$e]}" tc qdisc replace dev eth0 root tbf rate "$ERATE" burst 256kb latency 200ms
+    shape "${ENS[$e]}" "$ERATE" || { echo "$0: cannot shape engine host $e's link" >&2; exit 1; }
 done
 
 # run PLAN: every version's publish -> ready, one per line (versions 2..V).

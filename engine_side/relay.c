@@ -1,8 +1,8 @@
 /* relay.c: an engine node's relay (relay.h). A request is served on its own
  * sender: a tcp transport opened for it, the slot's memory registered, one
  * connection to the asking rank; each chunk landing on that rank is put as
- * soon as it is verified here, and the answer comes once every put was
- * handed to the network. A slot reused meanwhile (the node pulls the next
+ * soon as it is verified here, in chunk order, and the answer comes once
+ * every put was handed to the network. A slot reused meanwhile (the node pulls the next
  * version into it) ends the request with an error. */
 #include "engine_side/relay.h"
 
@@ -179,10 +179,18 @@ static int put_all(relay_req_t *rq)
     return 0;
 }
 
-/* Opens the request's sender and connects to the asking rank (no lock held). */
+/* Opens the request's sender and connects to the asking rank (no lock held):
+ * one connection, so the chunks it forwards arrive one after another, each
+ * at the link's whole rate, and the asker can forward each in turn; over
+ * several connections they would arrive several at a time, each at a share
+ * of the rate, and every hop of a chain would wait for the slowest of them
+ * (the tcp_conns setting, when given, still wins). */
 static int open_sender(relay_req_t *rq, const relay_slot_t *s)
 {
-    wsync_transport_config_t cfg = {.device = -1, .timeout_ms = wsync_connect_timeout_ms(0), .auth = &rq->rl->auth};
+    wsync_transport_config_t cfg = {.device = -1,
+                                    .conns_per_peer = 1,
+                                    .timeout_ms = wsync_connect_timeout_ms(0),
+                                    .auth = &rq->rl->auth};
     wsync_blob_t key;
     if (wsync_transport_get("tcp", &cfg, &rq->ops) != WSYNC_OK || rq->ops->open(&cfg, &rq->t) != WSYNC_OK ||
         rq->ops->reg(rq->t, s->ptr, s->len, WSYNC_MEM_HOST, &rq->region, &key) != WSYNC_OK ||

@@ -135,8 +135,8 @@ typedef struct cost_stage {
     int pipelined;
     double units; /* pieces it pipelines in (chunks); >= 1 */
     int hops;     /* times a unit passes through it one after another (a relay chain's depth); >= 1 */
-    int wave;     /* units it completes at once (parallel streams, each another chunk): a stage after it
-                     that forwards them waits for a whole wave, so the fill adds wave - 1 of its units */
+    int wave;     /* units it completes at once (parallel streams, each another chunk): the next pipelined
+                     stage gets them a wave at a time, so the fill adds wave - 1 of the smaller unit */
     int nloads;
     cost_load_t loads[COST_MAX_LOADS];
     double seconds;

@@ -291,9 +291,8 @@ static wsync_status_t plan_direct(cost_plan_t *p, const cost_links_t *links, con
  * rank, each its own queue of chunks, all at once: a node's chunks do not
  * arrive one after another at the link's rate but W x conns at a time, each
  * at that share of it, and complete together. A relay forwards only chunks
- * it verified, so its first hop waits for a whole wave (fill) and at the end
- * holds one wave not yet forwarded (drain): wave - 1 more chunk times than
- * chunks arriving in order. */
+ * it verified: its first hop starts a wave late, or, when the crossing is
+ * the slower, ends with a wave still to forward (cost_plan_finish). */
 static int cross_wave(const cost_deploy_t *d, double chunks)
 {
     double w = (double)d->trainers * (d->tcp_conns > 0 ? d->tcp_conns : 1);

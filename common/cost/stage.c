@@ -2,7 +2,8 @@
  * bytes over its rate; a stage lasts as long as its slowest load; serial
  * stages add up, pipelined stages overlap unit by unit (fill and drain cost
  * one unit of each other stage per hop, and a stage that completes its units
- * in waves of w adds w - 1 more). And the rate rules of
+ * in waves of w adds w - 1 of the smaller of its and the next stage's unit).
+ * And the rate rules of
  * cost_internal.h. */
 #include <stdio.h>
 #include <string.h>
@@ -77,6 +78,25 @@ wsync_status_t cost_stage_add(cost_stage_t *s, const cost_links_t *links, cost_c
     return WSYNC_OK;
 }
 
+/* A stage whose units complete in waves of w hands them to the next
+ * pipelined stage w at a time: that stage starts a wave late (w - 1 units of
+ * the first, when it is the slower) or ends a wave late (w - 1 of its own,
+ * when the first is): w - 1 of the smaller unit. */
+static double wave_fill(const cost_plan_t *p, int i)
+{
+    const cost_stage_t *s = &p->stages[i];
+    double unit = s->seconds / s->units;
+    int k;
+    if (s->wave <= 1)
+        return 0;
+    for (k = i + 1; k < p->nstages; k++)
+        if (p->stages[k].pipelined) {
+            double next = p->stages[k].seconds / p->stages[k].units;
+            return (s->wave - 1) * (next < unit ? next : unit);
+        }
+    return 0;
+}
+
 void cost_plan_finish(cost_plan_t *p)
 {
     double serial = 0, slowest = 0, fill = 0, slowest_unit = 0;
@@ -91,11 +111,14 @@ void cost_plan_finish(cost_plan_t *p)
                 s->seconds = s->loads[k].seconds;
                 s->bottleneck = k;
             }
+    }
+    for (i = 0; i < p->nstages; i++) {
+        cost_stage_t *s = &p->stages[i];
         if (!s->pipelined) {
             serial += s->seconds;
         } else {
             double unit = s->seconds / s->units;
-            fill += unit * ((s->hops > 0 ? s->hops : 1) + (s->wave > 1 ? s->wave - 1 : 0));
+            fill += unit * (s->hops > 0 ? s->hops : 1) + wave_fill(p, i);
             if (s->seconds > slowest) {
                 slowest = s->seconds;
                 slowest_unit = unit;

@@ -40,6 +40,31 @@ if "$WSYNC" calibrate --reps 3 --size 8M --peer "127.0.0.1:$port" >"$TMP/peer.js
     pass calibrate_tcp_to_a_serve_peer
 else fail calibrate_tcp_to_a_serve_peer "$(cat "$TMP/peer.err")"; fi
 
+# One file from two runs, one per host role: the trainer host's uplink, then between engine hosts
+# on top of it (--base keeps what the second run does not measure).
+if "$WSYNC" calibrate --reps 3 --size 8M --peer "127.0.0.1:$port" --tcp-class tcp_trainer --out "$TMP/t.json" \
+       >/dev/null 2>&1 \
+   && "$WSYNC" calibrate --reps 3 --size 8M --peer "127.0.0.1:$port" --tcp-class tcp_engine --base "$TMP/t.json" \
+       --out "$TMP/te.json" >/dev/null 2>&1 \
+   && "$WSYNC" plan --synthetic 64M --chunk 4M --trainers 2 --trainer-hosts 1 --engines 4 --local-ranks 1 --memory host \
+       --transport tcp --links "$TMP/te.json" --predict --json >"$TMP/te-p.json" \
+   && python3 - "$TMP/t.json" "$TMP/te.json" "$TMP/te-p.json" <<'PY'
+import json, sys
+t, te, p = (json.load(open(f)) for f in sys.argv[1:4])
+assert t["links"]["tcp_trainer"]["gbps"] > 0 and t["links"]["tcp"].get("present") is False
+assert te["links"]["tcp_trainer"] == {**t["links"]["tcp_trainer"], "note": te["links"]["tcp_trainer"]["note"]}
+assert "kept from" in te["links"]["tcp_trainer"]["note"] and te["links"]["tcp_engine"]["gbps"] > 0
+d = {x["name"]: x for x in p["plans"]}
+classes = lambda plan, stage: {l["class"] for s in d[plan]["stages"] if s["name"] == stage for l in s["loads"]}
+assert classes("direct", "cross") == {"tcp_trainer", "tcp_engine"}, classes("direct", "cross")
+assert classes("relay:1", "relay") == {"tcp_engine"}
+PY
+then pass calibrate_tcp_class_per_host_role
+else fail calibrate_tcp_class_per_host_role "$(cat "$TMP/te-p.json" 2>/dev/null | head -5)"; fi
+out=$("$WSYNC" calibrate --tcp-class nic 2>&1); rc=$?
+if [ $rc = 2 ] && grep -q -- "--tcp-class: expected tcp, tcp_trainer" <<<"$out"; then pass calibrate_refuses_a_bad_tcp_class
+else fail calibrate_refuses_a_bad_tcp_class "rc=$rc: $out"; fi
+
 echo '{"links": {"tcp": {"gbps": 1, "speed": 2}}}' >"$TMP/bad.json"
 out=$("$WSYNC" plan --synthetic 64M --links "$TMP/bad.json" --predict 2>&1); rc=$?
 if [ $rc = 2 ] && grep -q "bad.json: links.tcp: unknown key 'speed'" <<<"$out"; then

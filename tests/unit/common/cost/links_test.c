@@ -47,6 +47,17 @@ static void test_round_trip(void)
     CHECK(b.link[COST_CONTROL].present && !b.link[COST_TCP].present && b.host_gpus == 2);
     free(text);
     json_decref(j);
+    /* The host-role tcp classes, the fused copy and a version's fixed cost read back too */
+    CHECK_OK(parse("{\"links\": {\"tcp_trainer\": {\"gbps\": 0.03}, \"tcp_engine\": {\"gbps\": 0.11, "
+                   "\"alpha_us\": 4}, \"copy_digest_gpu\": {\"gbps\": 1808}, \"version\": {\"alpha_us\": 1163}}}",
+                   &a));
+    j = cost_links_to_json(&a);
+    text = json_dumps(j, 0);
+    CHECK_OK(parse(text, &b));
+    CHECK(fabs(b.link[COST_TCP_TRAINER].bw - 0.03e9) < 1 && fabs(b.link[COST_TCP_ENGINE].bw - 0.11e9) < 1);
+    CHECK(fabs(b.link[COST_FUSED_GPU].bw - 1808e9) < 1e3 && fabs(b.link[COST_VERSION].alpha_s - 1163e-6) < 1e-12);
+    free(text);
+    json_decref(j);
 }
 
 static void test_bad_files_named(void)
@@ -62,6 +73,10 @@ static void test_bad_files_named(void)
     CHECK_FAILS(parse("{\"links\": {\"tcp\": {\"alpha_us\": 3}}}", &l), WSYNC_ERR_FORMAT,
                 "links.tcp: gbps is required");
     CHECK_FAILS(parse("{\"links\": {\"control\": {}}}", &l), WSYNC_ERR_FORMAT, "links.control: alpha_us");
+    CHECK_FAILS(parse("{\"links\": {\"version\": {\"gbps\": 1}}}", &l), WSYNC_ERR_FORMAT,
+                "links.version: alpha_us (the fixed cost of a version) is required");
+    CHECK_FAILS(parse("{\"links\": {\"tcp_trainer\": {}}}", &l), WSYNC_ERR_FORMAT,
+                "links.tcp_trainer: gbps is required");
     CHECK_FAILS(parse("{\"host\": {\"gpus\": -1}, \"links\": {}}", &l), WSYNC_ERR_FORMAT, "host.gpus");
     CHECK_FAILS(parse("{\"machine\": \"m\"}", &l), WSYNC_ERR_FORMAT, "no \"links\" object");
     CHECK_FAILS(parse("{\"links\": {}, \"extra\": 1}", &l), WSYNC_ERR_FORMAT, "unknown key 'extra'");

@@ -1,8 +1,9 @@
 /* model_test.c: the cost model's arithmetic on hand-made links: one load
  * reduces to alpha + bytes / beta; fan-out and fan-in caps; the share of a
  * fan-out above one link when several senders fan out at once; serial
- * stages add up and pipelined ones overlap; relays beat direct exactly
- * when the trainers' adapters are the bottleneck. */
+ * stages add up and pipelined ones overlap; a wave adds the smaller unit;
+ * relays beat direct exactly when the trainers' adapters are the
+ * bottleneck; tcp classes per host role; one GPU's stages add up. */
 #include <math.h>
 
 #include "common/cost/cost.h"
@@ -64,6 +65,60 @@ static void test_serial_add_pipelined_overlap(void)
     c->hops = 3;
     cost_plan_finish(&p);
     CHECK(NEAR(p.predicted_s, 1 + 4 + 0.6));
+}
+
+/* A stage completing its units 4 at a time: the next stage gets them a wave
+ * late, 3 of the smaller unit. */
+static void test_wave_adds_the_smaller_unit(void)
+{
+    cost_links_t l = links_of(0, 1);
+    cost_plan_t p;
+    cost_stage_t *b, *c;
+    memset(&p, 0, sizeof(p));
+    b = cost_plan_stage(&p, "b", 1, 10);
+    c = cost_plan_stage(&p, "c", 1, 10);
+    CHECK_OK(cost_stage_add(b, &l, COST_NIC_PUT, "b", 4e9, 0, 1e9)); /* unit 0.4 s */
+    CHECK_OK(cost_stage_add(c, &l, COST_NIC_PUT, "c", 2e9, 0, 1e9)); /* unit 0.2 s */
+    b->wave = 4;
+    cost_plan_finish(&p);
+    CHECK(NEAR(p.predicted_s, 4 + 0.2 + 3 * 0.2));
+    c->loads[0].seconds = 8; /* the next stage the slower: 3 of the first's units */
+    cost_plan_finish(&p);
+    CHECK(NEAR(p.predicted_s, 8 + 0.4 + 3 * 0.4));
+}
+
+/* Host memory over tcp, the trainer host's uplink (tcp_trainer) slower than
+ * the engine hosts' links (tcp_engine), no plain tcp class: direct is the
+ * trainer uplink carrying the image once per node; a chain's crossing waits
+ * for waves of trainers x tcp_conns chunks, its hops run at the engines'
+ * rate. Without tcp_engine the plain tcp class stands in. */
+static void test_tcp_classes_per_host_role(void)
+{
+    cost_links_t l;
+    cost_deploy_t d;
+    cost_plan_t p[COST_MAX_PLANS];
+    size_t n = 0;
+    double S = 32.0 * (1 << 20), chunk = 2 << 20, te = 1e8, tt = 2.5e7;
+    memset(&l, 0, sizeof(l));
+    l.link[COST_TCP_TRAINER] = (cost_link_t){.present = 1, .bw = tt};
+    l.link[COST_TCP_ENGINE] = (cost_link_t){.present = 1, .bw = te};
+    l.link[COST_DIGEST_HOST] = (cost_link_t){.present = 1, .bw = 1e15};
+    cost_deploy_init(&d, 2, 1, 6, 1, (uint64_t)S, (uint64_t)chunk, COST_MEM_HOST, COST_NET_TCP);
+    d.tcp_conns = 4;
+    CHECK_OK(cost_predict(&l, &d, p, COST_MAX_PLANS, &n));
+    CHECK_STR(p[0].name, "direct");
+    CHECK_EQ(p[0].stages[1].loads[0].cls, COST_TCP_TRAINER);
+    CHECK(NEAR(p[0].stages[1].seconds, 6 * S / 2 / (tt / 2))); /* each rank its half, sharing the uplink */
+    CHECK_STR(p[1].name, "relay:1");
+    CHECK_EQ(p[1].stages[1].wave, 8);
+    CHECK_EQ(p[1].stages[2].loads[0].cls, COST_TCP_ENGINE);
+    /* the digest, then cross S / tt (the slowest), 7 relay units (the smaller) for the wave, 5 hops, a verify unit */
+    CHECK(NEAR(p[1].predicted_s, S / 2 / 1e15 + S / tt + 7 * chunk / te + 5 * chunk / te + chunk / 1e15));
+    l.link[COST_TCP_ENGINE].present = 0;
+    CHECK_FAILS(cost_predict(&l, &d, p, COST_MAX_PLANS, &n), WSYNC_ERR_INVALID, "no 'tcp' link class");
+    l.link[COST_TCP] = (cost_link_t){.present = 1, .bw = te};
+    CHECK_OK(cost_predict(&l, &d, p, COST_MAX_PLANS, &n));
+    CHECK_EQ(p[1].stages[2].loads[0].cls, COST_TCP);
 }
 
 static void test_missing_class_names_it(void)
@@ -130,6 +185,40 @@ static void test_colocated_ranks_share_the_gpu(void)
     /* 8 GB digested at 4 TB/s, then 2 x 8 GB copied at 2 TB/s */
     CHECK(NEAR(p[0].predicted_s, 2e-3 + 8e-3));
     CHECK_STR(p[0].bottleneck, "cross: the GPU's copies into every rank");
+    /* With the fused copy's own rate and a version's fixed cost measured: those instead */
+    l.link[COST_FUSED_GPU] = (cost_link_t){.present = 1, .bw = 1.6e12};
+    l.link[COST_VERSION] = (cost_link_t){.present = 1, .alpha_s = 1e-3};
+    CHECK_OK(cost_predict(&l, &d, p, COST_MAX_PLANS, &n));
+    CHECK(NEAR(p[0].predicted_s, 2e-3 + 1e-3 + 10e-3));
+    CHECK_STR(p[0].bottleneck, "cross: the GPU's copies+digests into every rank");
+}
+
+/* Targets on one GPU (TP=2, two trainer ranks): every pass shares the GPU,
+ * so digest, fixed cost, slot copy, pack, landing, the trainers' segment
+ * digests and the ranks' verification add up. */
+static void test_targets_on_one_gpu_add_up(void)
+{
+    cost_links_t l = links_of(0, 1);
+    cost_deploy_t d;
+    cost_plan_t p[COST_MAX_PLANS];
+    size_t n = 0;
+    int i;
+    double sum = 0;
+    l.link[COST_LOCAL] = (cost_link_t){.present = 1, .bw = 2e12};
+    l.link[COST_PACK_GPU] = (cost_link_t){.present = 1, .bw = 1.6e12};
+    l.link[COST_DIGEST_GPU].bw = 4e12;
+    l.link[COST_VERSION] = (cost_link_t){.present = 1, .alpha_s = 1e-3};
+    cost_deploy_init(&d, 2, 1, 1, 2, 8000000000ULL, 64ULL << 20, COST_MEM_GPU, COST_NET_LOCAL);
+    d.rank_land_bytes = d.rank_hold_bytes = 4000000000ULL;
+    d.rank_copy_bytes = 0;
+    d.pack_bytes = 8000000000ULL;
+    d.slot_copy = d.verify_after = 1;
+    CHECK_OK(cost_predict(&l, &d, p, COST_MAX_PLANS, &n));
+    CHECK_EQ(p[0].nstages, 7);
+    for (i = 0; i < p[0].nstages; i++)
+        sum += p[0].stages[i].seconds;
+    CHECK(NEAR(sum, 2e-3 + 1e-3 + 4e-3 + 5e-3 + 4e-3 + 2e-3 + 2e-3));
+    CHECK(NEAR(p[0].predicted_s, sum));
 }
 
 int main(void)
@@ -141,5 +230,8 @@ int main(void)
     RUN(test_relay_wins_when_trainers_are_the_bottleneck);
     RUN(test_bad_deployment_refused);
     RUN(test_colocated_ranks_share_the_gpu);
+    RUN(test_wave_adds_the_smaller_unit);
+    RUN(test_tcp_classes_per_host_role);
+    RUN(test_targets_on_one_gpu_add_up);
     TEST_EXIT();
 }
