@@ -12,9 +12,9 @@
 #   bash bench/relay_netns_bench.sh [--trainer-rate 200mbit] [--engine-rate 1gbit]
 #        [--engines 6] [--size 32M] [--chunk 2M] [--versions 4] [--plans "direct relay:1 relay:2"]
 #        [--links FILE]   (the engines' links setting: add `auto` to --plans to time the cost model's choice)
-#        [--calibrate]    (first `wsync calibrate` from the trainer host to engine host 0 (tcp_trainer: the
-#                          trainer uplink) and from engine host 1 to engine host 0 (tcp_engine: an engine
-#                          uplink); that file becomes --links, and every plan's time predicted by
+#        [--calibrate]    (first `wsync calibrate` from the trainer host to the control host (tcp_trainer: the
+#                          trainer host's link) and from engine host 1 to engine host 0 (tcp_engine: an
+#                          engine host's link); that file becomes --links, and every plan's time predicted by
 #                          `wsync plan --predict` on it is printed next to the measured one)
 #
 # As root (network namespaces). WSYNC_BIN (default build/wsync) is the binary.
@@ -103,13 +103,16 @@ PY
 
 PY=/usr/bin/python3
 declare -A MED PRED
-echo "relay_netns_bench: $N engine hosts (uplink $ERATE each), 1 trainer host of 2 ranks (uplink $TRATE), synthetic $SIZE in chunks of $CHUNK, versions 2..$V timed"
-if [ "$CALIB" = 1 ]; then # tcp measured across each rate-limited link: the trainer host's uplink, an engine host's
-    cport=$(free_port)
+echo "relay_netns_bench: $N engine hosts (link $ERATE each), 1 trainer host of 2 ranks (link $TRATE), synthetic $SIZE in chunks of $CHUNK, versions 2..$V timed"
+if [ "$CALIB" = 1 ]; then # tcp measured across each rate-limited link: the trainer host's, an engine host's
+    # The trainer host's link against the control host (whose link is not shaped: only the trainer's limits),
+    # an engine host's against another engine host.
+    tport=$(free_port); cport=$(free_port)
+    bg ip netns exec "$CNS" "$WSYNC" calibrate --serve "$CIP:$tport" >"$TMP/calib-serve-c.log" 2>&1
     bg ip netns exec "${ENS[0]}" "$WSYNC" calibrate --serve "${EIP[0]}:$cport" >"$TMP/calib-serve.log" 2>&1
     sleep 0.5
     LINKS=$TMP/links.json
-    ip netns exec "$TNS" "$WSYNC" calibrate --peer "${EIP[0]}:$cport" --tcp-class tcp_trainer --reps 3 --size 8M \
+    ip netns exec "$TNS" "$WSYNC" calibrate --peer "$CIP:$tport" --tcp-class tcp_trainer --reps 3 --size 8M \
         --out "$TMP/links-trainer.json" 2>&1 | grep -E '^tcp' || { echo "$0: calibrate (trainer host) failed" >&2; exit 1; }
     if [ "$N" -ge 2 ]; then
         ip netns exec "${ENS[1]}" "$WSYNC" calibrate --peer "${EIP[0]}:$cport" --tcp-class tcp_engine --reps 3 --size 8M \

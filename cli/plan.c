@@ -133,7 +133,8 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
                    "--trainer-hosts H (default: trainers / the file's GPUs per host), --replica-gpus G (a\n"
                    "replica of G GPUs holds the image sharded: G > L spans G/L nodes), --memory, --transport\n"
                    "(default: gpu and puts when the file has them; local: trainers and engines share one GPU,\n"
-                   "colocated). --scenarios costs the reference scenarios\n"
+                   "colocated). --publish slot: the trainers copy each version into a publish slot before\n"
+                   "their puts go (default single: single copy). --scenarios costs the reference scenarios\n"
                    "of docs/COST_MODEL.md on a host of --local-ranks GPUs instead. SIZE may exceed 64G here.\n");
             return -1;
         default: fprintf(stderr, PLAN_USAGE); return 2; /* getopt already said which option was wrong */
