@@ -186,6 +186,161 @@ __global__ void __launch_bounds__(DIG_THREADS) copy_digest_batch_kernel(const cd
     d_block_add_out(acc, b.acc + blockIdx.y, b.count + blockIdx.y, r.hout);
 }
 
+// The variants gpu_copy_variants_bench measures against cudaMemcpyAsync
+// (copy_digest_cuda.h, wsync_cuda_copy_digest_variant_async). A tile is
+// DIG_THREADS x U vectors: thread t takes vectors t, t + 256, ... of it
+// (each load of a warp 512 contiguous bytes), all U loaded before any is
+// stored; the first key of a thread's vectors is one multiply per tile,
+// the others a constant apart. ORDER 0: tile j of block b is b + j x
+// gridDim (the grid walks the range front to back); 1: each block a
+// contiguous run of tiles. LD 1: loads with the L2 256-byte prefetch hint
+// and no L1 allocation; 0: __ldcs. DIG 0: copy only (the bench's
+// hand-written-copy reference; no sum).
+static __device__ __forceinline__ ulonglong2 ld_vec(const ulonglong2 *p, int hint)
+{
+    if (hint) {
+        ulonglong2 v;
+        asm("ld.global.nc.L1::no_allocate.L2::256B.v2.u64 {%0, %1}, [%2];"
+                     : "=l"(v.x), "=l"(v.y)
+                     : "l"(p));
+        return v;
+    }
+    return __ldcs(p);
+}
+
+template <int U, int ORDER, int LD, int ST, int DIG>
+__global__ void __launch_bounds__(DIG_THREADS)
+    copy_digest_tiles_kernel(ulonglong2 *dst, const ulonglong2 *src, uint64_t nvec, uint64_t key0,
+                             unsigned long long *out)
+{
+    const uint64_t G = WSYNC_DIGEST_GOLDEN;
+    const uint64_t TV = (uint64_t)DIG_THREADS * U;
+    const uint64_t ntiles = (nvec + TV - 1) / TV;
+    uint64_t t0, tstep, tend, acc = 0;
+    if (ORDER == 0) {
+        t0 = blockIdx.x;
+        tstep = gridDim.x;
+        tend = ntiles;
+    } else {
+        const uint64_t per = (ntiles + gridDim.x - 1) / gridDim.x;
+        t0 = blockIdx.x * per;
+        tstep = 1;
+        tend = t0 + per < ntiles ? t0 + per : ntiles;
+    }
+    for (uint64_t t = t0; t < tend; t += tstep) {
+        const uint64_t v0 = t * TV + threadIdx.x;
+        ulonglong2 v[U];
+        if (v0 + (U - 1) * DIG_THREADS < nvec) {
+#pragma unroll
+            for (int k = 0; k < U; k++)
+                v[k] = ld_vec(src + v0 + k * DIG_THREADS, LD);
+#pragma unroll
+            for (int k = 0; k < U; k++) {
+                if (ST)
+                    __stcs(dst + v0 + k * DIG_THREADS, v[k]);
+                else
+                    dst[v0 + k * DIG_THREADS] = v[k];
+            }
+            if (DIG) {
+                uint64_t key = key0 + 2 * v0 * G;
+#pragma unroll
+                for (int k = 0; k < U; k++) {
+                    acc += vec_sum(v[k], key);
+                    key += 2 * DIG_THREADS * G;
+                }
+            }
+        } else {
+            for (int k = 0; k < U; k++) {
+                const uint64_t i = v0 + k * DIG_THREADS;
+                if (i < nvec) {
+                    ulonglong2 w = ld_vec(src + i, LD);
+                    dst[i] = w;
+                    if (DIG)
+                        acc += vec_sum(w, key0 + 2 * i * G);
+                }
+            }
+        }
+    }
+    if (DIG)
+        d_block_add(acc, out);
+}
+
+// The single-range kernel with its digest on the edges done apart: the
+// variants time the 16-byte body; copy_digest_edges covers the rest.
+__global__ void copy_digest_edges_kernel(unsigned char *d, const unsigned char *s, uint64_t len, uint64_t base,
+                                         uint64_t nhead, uint64_t body_end, unsigned long long *out)
+{
+    uint64_t acc = 0;
+    copy_digest_edges(d, s, len, base, nhead, body_end, &acc);
+    if (acc)
+        atomicAdd(out, (unsigned long long)acc);
+}
+
+#define TILES_CASE(U, O, L, S, D)                                                                                  \
+    copy_digest_tiles_kernel<U, O, L, S, D><<<grid, DIG_THREADS, 0, st>>>(vd, vs, nvec, key0, out)
+
+template <int U>
+static void launch_tiles(int order, int ld, int stcs, int dig, int grid, cudaStream_t st, ulonglong2 *vd,
+                         const ulonglong2 *vs, uint64_t nvec, uint64_t key0, unsigned long long *out)
+{
+    const int sel = order | ld << 1 | stcs << 2 | dig << 3;
+    switch (sel) {
+    case 0: TILES_CASE(U, 0, 0, 0, 0); break;
+    case 1: TILES_CASE(U, 1, 0, 0, 0); break;
+    case 2: TILES_CASE(U, 0, 1, 0, 0); break;
+    case 3: TILES_CASE(U, 1, 1, 0, 0); break;
+    case 4: TILES_CASE(U, 0, 0, 1, 0); break;
+    case 5: TILES_CASE(U, 1, 0, 1, 0); break;
+    case 6: TILES_CASE(U, 0, 1, 1, 0); break;
+    case 7: TILES_CASE(U, 1, 1, 1, 0); break;
+    case 8: TILES_CASE(U, 0, 0, 0, 1); break;
+    case 9: TILES_CASE(U, 1, 0, 0, 1); break;
+    case 10: TILES_CASE(U, 0, 1, 0, 1); break;
+    case 11: TILES_CASE(U, 1, 1, 0, 1); break;
+    case 12: TILES_CASE(U, 0, 0, 1, 1); break;
+    case 13: TILES_CASE(U, 1, 0, 1, 1); break;
+    case 14: TILES_CASE(U, 0, 1, 1, 1); break;
+    default: TILES_CASE(U, 1, 1, 1, 1); break;
+    }
+}
+
+extern "C" int wsync_cuda_copy_digest_variant_async(void *dst, const void *src, size_t len, uint64_t off,
+                                                    uint64_t *dsum, void *stream, const wsync_cd_variant_t *v)
+{
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    cudaStream_t st = (cudaStream_t)stream;
+    unsigned long long *out = (unsigned long long *)dsum;
+    const uint64_t base = wsync_digest_base_key(off), nwords = len / 8;
+    uint64_t nhead, nvec, key0, tv;
+    int grid;
+    if (v->kind == 0)
+        return wsync_cuda_copy_digest_shape_async(dst, src, len, off, dsum, stream, v->unroll, v->blocks_per_sm,
+                                                  v->streaming_stores);
+    if (len < 16 || (uintptr_t)s % 8 != 0 || (uintptr_t)s % 16 != (uintptr_t)d % 16 || v->blocks_per_sm < 1 ||
+        v->blocks_per_sm > 8)
+        return (int)cudaErrorInvalidValue;
+    nhead = (uintptr_t)s % 16 ? 1 : 0;
+    nvec = (nwords - nhead) / 2;
+    key0 = base + nhead * WSYNC_DIGEST_GOLDEN;
+    tv = (uint64_t)DIG_THREADS * (uint64_t)v->unroll;
+    grid = wsync_cuda_grid_for((nvec + tv - 1) / tv * DIG_THREADS, v->blocks_per_sm);
+    {
+        ulonglong2 *vd = (ulonglong2 *)(d + 8 * nhead);
+        const ulonglong2 *vs = (const ulonglong2 *)(s + 8 * nhead);
+        const int order = v->kind == 2, dig = !v->copy_only;
+        switch (v->unroll) {
+        case 1: launch_tiles<1>(order, v->l2_hint, v->streaming_stores, dig, grid, st, vd, vs, nvec, key0, out); break;
+        case 2: launch_tiles<2>(order, v->l2_hint, v->streaming_stores, dig, grid, st, vd, vs, nvec, key0, out); break;
+        case 8: launch_tiles<8>(order, v->l2_hint, v->streaming_stores, dig, grid, st, vd, vs, nvec, key0, out); break;
+        default: launch_tiles<4>(order, v->l2_hint, v->streaming_stores, dig, grid, st, vd, vs, nvec, key0, out); break;
+        }
+    }
+    if (!v->copy_only && (nhead || nwords > nhead + 2 * nvec || len % 8))
+        copy_digest_edges_kernel<<<1, 1, 0, st>>>(d, s, len, base, nhead, nhead + 2 * nvec, out);
+    return (int)cudaGetLastError();
+}
+
 // count and hout both NULL: the sum is added into *dsum; both set: it
 // goes to *hout and *dsum and *count end at 0 (copy_digest_cuda.h).
 static int copy_digest(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dsum, unsigned int *count,
