@@ -265,6 +265,139 @@ __global__ void __launch_bounds__(DIG_THREADS)
         d_block_add(acc, out);
 }
 
+// Kind 3: the bulk-copy unit (TMA, sm_90). Each block owns NS stages of S
+// bytes in shared memory; one thread moves a tile global -> stage with one
+// bulk load (its completion counted on the stage's mbarrier) and stage ->
+// global with one bulk store, and every thread digests the stage from
+// shared memory while the store drains. Tiles are grid-strided.
+static __device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+static __device__ __forceinline__ void bar_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t ok;
+    do {
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(ok)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!ok);
+}
+
+static __device__ __forceinline__ void bulk_load(uint32_t sdst, const void *gsrc, uint32_t bytes, uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(sdst),
+                 "l"(gsrc), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void bulk_store(void *gdst, uint32_t ssrc, uint32_t bytes)
+{
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gdst), "r"(ssrc), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+template <int S, int NS, int DIG>
+__global__ void __launch_bounds__(DIG_THREADS)
+    copy_digest_bulk_kernel(ulonglong2 *dst, const ulonglong2 *src, uint64_t nvec, uint64_t key0,
+                            unsigned long long *out)
+{
+    extern __shared__ __align__(128) unsigned char stage[];
+    __shared__ __align__(8) uint64_t bars[NS];
+    const uint64_t G = WSYNC_DIGEST_GOLDEN;
+    const uint64_t TV = S / 16;
+    const uint64_t ntiles = (nvec + TV - 1) / TV;
+    uint64_t acc = 0, k;
+    const bool lead = threadIdx.x == 0;
+    if (lead) {
+        for (int i = 0; i < NS; i++)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&bars[i])) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    __syncthreads();
+    if (lead)
+        for (int i = 0; i < NS; i++) {
+            const uint64_t t = blockIdx.x + (uint64_t)i * gridDim.x;
+            if (t < ntiles) {
+                const uint64_t n = nvec - t * TV < TV ? nvec - t * TV : TV;
+                bulk_load(smem_addr(stage + i * S), src + t * TV, (uint32_t)(16 * n), smem_addr(&bars[i]));
+            }
+        }
+    for (k = 0;; k++) {
+        const uint64_t t = blockIdx.x + k * gridDim.x;
+        const int sidx = (int)(k % NS);
+        if (t >= ntiles)
+            break;
+        const uint64_t n = nvec - t * TV < TV ? nvec - t * TV : TV;
+        const ulonglong2 *sv = (const ulonglong2 *)(stage + sidx * S);
+        bar_wait(smem_addr(&bars[sidx]), (uint32_t)((k / NS) & 1));
+        if (lead) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            bulk_store(dst + t * TV, smem_addr(stage + sidx * S), (uint32_t)(16 * n));
+        }
+        if (DIG) {
+            uint64_t key = key0 + 2 * (t * TV + threadIdx.x) * G;
+            for (uint64_t j = threadIdx.x; j < n; j += DIG_THREADS) {
+                acc += vec_sum(sv[j], key);
+                key += 2 * DIG_THREADS * G;
+            }
+        }
+        __syncthreads(); // every thread is done reading the previous stages
+        if (lead && k > 0) {
+            // refill the previous stage once its store has read it
+            const uint64_t kk = k - 1 + NS, tn = blockIdx.x + kk * gridDim.x;
+            if (tn < ntiles) {
+                const int pidx = (int)((k - 1) % NS);
+                const uint64_t nn = nvec - tn * TV < TV ? nvec - tn * TV : TV;
+                asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                bulk_load(smem_addr(stage + pidx * S), src + tn * TV, (uint32_t)(16 * nn), smem_addr(&bars[pidx]));
+            }
+        }
+    }
+    if (lead)
+        asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    if (DIG)
+        d_block_add(acc, out);
+}
+
+template <int S, int NS, int DIG>
+static int launch_bulk(int blocks_per_sm, cudaStream_t st, ulonglong2 *vd, const ulonglong2 *vs, uint64_t nvec,
+                       uint64_t key0, unsigned long long *out)
+{
+    const uint64_t ntiles = (nvec + S / 16 - 1) / (S / 16);
+    uint64_t grid = (uint64_t)wsync_cuda_sm_count() * (uint64_t)blocks_per_sm;
+    cudaError_t e = cudaFuncSetAttribute(copy_digest_bulk_kernel<S, NS, DIG>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, S * NS);
+    if (e != cudaSuccess)
+        return (int)e;
+    if (grid > ntiles)
+        grid = ntiles;
+    copy_digest_bulk_kernel<S, NS, DIG><<<(unsigned)(grid ? grid : 1), DIG_THREADS, S * NS, st>>>(vd, vs, nvec, key0,
+                                                                                                 out);
+    return (int)cudaGetLastError();
+}
+
+static int launch_bulk_shape(int shape, int dig, int bps, cudaStream_t st, ulonglong2 *vd, const ulonglong2 *vs,
+                             uint64_t nvec, uint64_t key0, unsigned long long *out)
+{
+    switch (shape * 2 + dig) {
+    case 0: return launch_bulk<32768, 4, 0>(bps, st, vd, vs, nvec, key0, out);
+    case 1: return launch_bulk<32768, 4, 1>(bps, st, vd, vs, nvec, key0, out);
+    case 2: return launch_bulk<16384, 4, 0>(bps, st, vd, vs, nvec, key0, out);
+    case 3: return launch_bulk<16384, 4, 1>(bps, st, vd, vs, nvec, key0, out);
+    case 4: return launch_bulk<49152, 4, 0>(bps, st, vd, vs, nvec, key0, out);
+    case 5: return launch_bulk<49152, 4, 1>(bps, st, vd, vs, nvec, key0, out);
+    case 6: return launch_bulk<8192, 8, 0>(bps, st, vd, vs, nvec, key0, out);
+    default: return launch_bulk<8192, 8, 1>(bps, st, vd, vs, nvec, key0, out);
+    }
+}
+
 // The single-range kernel with its digest on the edges done apart: the
 // variants time the 16-byte body; copy_digest_edges covers the rest.
 __global__ void copy_digest_edges_kernel(unsigned char *d, const unsigned char *s, uint64_t len, uint64_t base,
@@ -325,7 +458,12 @@ extern "C" int wsync_cuda_copy_digest_variant_async(void *dst, const void *src, 
     key0 = base + nhead * WSYNC_DIGEST_GOLDEN;
     tv = (uint64_t)DIG_THREADS * (uint64_t)v->unroll;
     grid = wsync_cuda_grid_for((nvec + tv - 1) / tv * DIG_THREADS, v->blocks_per_sm);
-    {
+    if (v->kind == 3) {
+        int e = launch_bulk_shape(v->unroll, !v->copy_only, v->blocks_per_sm, st, (ulonglong2 *)(d + 8 * nhead),
+                                  (const ulonglong2 *)(s + 8 * nhead), nvec, key0, out);
+        if (e != 0)
+            return e;
+    } else {
         ulonglong2 *vd = (ulonglong2 *)(d + 8 * nhead);
         const ulonglong2 *vs = (const ulonglong2 *)(s + 8 * nhead);
         const int order = v->kind == 2, dig = !v->copy_only;

@@ -39,7 +39,8 @@ int wsync_cuda_copy_digest_shape_async(void *dst, const void *src, size_t len, u
  * (wsync_cuda_copy_digest_shape_async with unroll, blocks_per_sm,
  * streaming_stores); 1 tiles of 256 x unroll vectors, the grid walking the
  * range front to back; 2 the same tiles, each block a contiguous run of
- * them. l2_hint: loads with the L2 256-byte prefetch hint; copy_only: the
+ * them; 3 the bulk-copy unit (TMA), `unroll` picking stages of 32, 16, 48
+ * or 8 KiB (0..3). l2_hint: loads with the L2 256-byte prefetch hint; copy_only: the
  * copy without the digest (a hand-written copy, no sum). */
 typedef struct wsync_cd_variant {
     int kind, unroll, blocks_per_sm, streaming_stores, l2_hint, copy_only;
