@@ -84,6 +84,7 @@ int main(int argc, char **argv)
         return 2;
     }
     pair_rank = 0;
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (wsync_mem_cuda.init(0) != WSYNC_OK)
         DIE("%s", wsync_last_error());
     CU(cudaMalloc((void **)&a, LEN));
@@ -116,6 +117,7 @@ int main(int argc, char **argv)
             if (memcmp(back, host, LEN) != 0)
                 DIE("%s (%s): the copy differs from the source", name, c ? "jobs" : "whole");
         }
+        printf("  checked: %s\n", name);
     }
     free(back);
     free(host);

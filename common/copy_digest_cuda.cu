@@ -456,7 +456,7 @@ extern "C" int wsync_cuda_copy_digest_variant_async(void *dst, const void *src, 
     nhead = (uintptr_t)s % 16 ? 1 : 0;
     nvec = (nwords - nhead) / 2;
     key0 = base + nhead * WSYNC_DIGEST_GOLDEN;
-    tv = (uint64_t)DIG_THREADS * (uint64_t)v->unroll;
+    tv = (uint64_t)DIG_THREADS * (uint64_t)(v->unroll > 0 ? v->unroll : 1);
     grid = wsync_cuda_grid_for((nvec + tv - 1) / tv * DIG_THREADS, v->blocks_per_sm);
     if (v->kind == 3) {
         int e = launch_bulk_shape(v->unroll, !v->copy_only, v->blocks_per_sm, st, (ulonglong2 *)(d + 8 * nhead),
