@@ -26,9 +26,8 @@
 
 /* kind, unroll, blocks/SM, streaming stores, L2 hint, copy only */
 static const wsync_cd_variant_t variants[] = {
-    {0, 2, 8, 0, 0, 0}, {0, 4, 4, 0, 0, 0}, {1, 4, 8, 0, 0, 1}, {1, 8, 4, 0, 1, 0}, {1, 4, 8, 1, 0, 0},
-    {3, 0, 1, 0, 0, 1}, {3, 0, 1, 0, 0, 0}, {3, 1, 2, 0, 0, 1}, {3, 1, 2, 0, 0, 0}, {3, 1, 3, 0, 0, 0},
-    {3, 2, 1, 0, 0, 0}, {3, 3, 2, 0, 0, 1}, {3, 3, 2, 0, 0, 0}, {3, 3, 3, 0, 0, 0},
+    {0, 2, 8, 0, 0, 0}, {0, 4, 4, 0, 0, 0}, {1, 4, 8, 0, 0, 1}, {1, 4, 8, 0, 0, 0}, {1, 8, 4, 0, 1, 0},
+    {1, 4, 8, 1, 0, 0}, {3, 0, 1, 0, 0, 1}, {3, 0, 1, 0, 0, 0}, {3, 1, 2, 0, 0, 1}, {3, 1, 2, 0, 0, 0},
 };
 #define NVARIANTS ((int)(sizeof(variants) / sizeof(variants[0])))
 
@@ -56,10 +55,9 @@ static double pass(char *dst, const char *src, uint64_t *dsum, int v, int chunke
 static void describe(int v, char *out, size_t n)
 {
     const wsync_cd_variant_t *x = &variants[v];
-    static const char *kinds[] = {"lib-stride", "tiles-stride", "tiles-runs", "bulk(TMA)"};
-    static const int stage_kib[] = {32, 16, 48, 8};
+    static const char *kinds[] = {"lib-stride", "tiles-stride", "-", "bulk(TMA)"};
     if (x->kind == 3)
-        snprintf(out, n, "bulk(TMA) %d KiB x%d/SM%s", stage_kib[x->unroll & 3], x->blocks_per_sm,
+        snprintf(out, n, "bulk(TMA) %d KiB x%d/SM%s", x->unroll ? 16 : 32, x->blocks_per_sm,
                  x->copy_only ? " COPY-ONLY" : "");
     else
         snprintf(out, n, "%s u%d x%d%s%s%s", kinds[x->kind], x->unroll, x->blocks_per_sm, x->streaming_stores ? " stcs" : "", x->l2_hint ? " l2hint" : "",

@@ -187,15 +187,14 @@ __global__ void __launch_bounds__(DIG_THREADS) copy_digest_batch_kernel(const cd
 }
 
 // The variants gpu_copy_variants_bench measures against cudaMemcpyAsync
-// (copy_digest_cuda.h, wsync_cuda_copy_digest_variant_async). A tile is
-// DIG_THREADS x U vectors: thread t takes vectors t, t + 256, ... of it
-// (each load of a warp 512 contiguous bytes), all U loaded before any is
-// stored; the first key of a thread's vectors is one multiply per tile,
-// the others a constant apart. ORDER 0: tile j of block b is b + j x
-// gridDim (the grid walks the range front to back); 1: each block a
-// contiguous run of tiles. LD 1: loads with the L2 256-byte prefetch hint
-// and no L1 allocation; 0: __ldcs. DIG 0: copy only (the bench's
-// hand-written-copy reference; no sum).
+// (copy_digest_cuda.h, wsync_cuda_copy_digest_variant_async); the
+// library's kernel above was as fast as the best of them (bench/RESULTS.md).
+// A tile is DIG_THREADS x U vectors: thread t takes vectors t, t + 256, ...
+// of it (each load of a warp 512 contiguous bytes), all U loaded before any
+// is stored; tile j of block b is b + j x gridDim. The first key of a
+// thread's vectors is one multiply per tile, the others a constant apart.
+// LD 1: loads with the L2 256-byte prefetch hint and no L1 allocation;
+// 0: __ldcs. DIG 0: copy only (a hand-written copy; no sum).
 static __device__ __forceinline__ ulonglong2 ld_vec(const ulonglong2 *p, int hint)
 {
     if (hint) {
@@ -208,7 +207,7 @@ static __device__ __forceinline__ ulonglong2 ld_vec(const ulonglong2 *p, int hin
     return __ldcs(p);
 }
 
-template <int U, int ORDER, int LD, int ST, int DIG>
+template <int U, int LD, int ST, int DIG>
 __global__ void __launch_bounds__(DIG_THREADS)
     copy_digest_tiles_kernel(ulonglong2 *dst, const ulonglong2 *src, uint64_t nvec, uint64_t key0,
                              unsigned long long *out)
@@ -216,18 +215,8 @@ __global__ void __launch_bounds__(DIG_THREADS)
     const uint64_t G = WSYNC_DIGEST_GOLDEN;
     const uint64_t TV = (uint64_t)DIG_THREADS * U;
     const uint64_t ntiles = (nvec + TV - 1) / TV;
-    uint64_t t0, tstep, tend, acc = 0;
-    if (ORDER == 0) {
-        t0 = blockIdx.x;
-        tstep = gridDim.x;
-        tend = ntiles;
-    } else {
-        const uint64_t per = (ntiles + gridDim.x - 1) / gridDim.x;
-        t0 = blockIdx.x * per;
-        tstep = 1;
-        tend = t0 + per < ntiles ? t0 + per : ntiles;
-    }
-    for (uint64_t t = t0; t < tend; t += tstep) {
+    uint64_t acc = 0;
+    for (uint64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
         const uint64_t v0 = t * TV + threadIdx.x;
         ulonglong2 v[U];
         if (v0 + (U - 1) * DIG_THREADS < nvec) {
@@ -391,10 +380,7 @@ static int launch_bulk_shape(int shape, int dig, int bps, cudaStream_t st, ulong
     case 1: return launch_bulk<32768, 4, 1>(bps, st, vd, vs, nvec, key0, out);
     case 2: return launch_bulk<16384, 4, 0>(bps, st, vd, vs, nvec, key0, out);
     case 3: return launch_bulk<16384, 4, 1>(bps, st, vd, vs, nvec, key0, out);
-    case 4: return launch_bulk<49152, 4, 0>(bps, st, vd, vs, nvec, key0, out);
-    case 5: return launch_bulk<49152, 4, 1>(bps, st, vd, vs, nvec, key0, out);
-    case 6: return launch_bulk<8192, 8, 0>(bps, st, vd, vs, nvec, key0, out);
-    default: return launch_bulk<8192, 8, 1>(bps, st, vd, vs, nvec, key0, out);
+    default: return (int)cudaErrorInvalidValue;
     }
 }
 
@@ -409,32 +395,24 @@ __global__ void copy_digest_edges_kernel(unsigned char *d, const unsigned char *
         atomicAdd(out, (unsigned long long)acc);
 }
 
-#define TILES_CASE(U, O, L, S, D)                                                                                  \
-    copy_digest_tiles_kernel<U, O, L, S, D><<<grid, DIG_THREADS, 0, st>>>(vd, vs, nvec, key0, out)
-
-template <int U>
-static void launch_tiles(int order, int ld, int stcs, int dig, int grid, cudaStream_t st, ulonglong2 *vd,
-                         const ulonglong2 *vs, uint64_t nvec, uint64_t key0, unsigned long long *out)
+// The tile shapes the bench times: 4 x 8 copy only and with the digest,
+// 8 x 4 with the prefetch hint, 4 x 8 with streaming stores.
+static int launch_tiles(const wsync_cd_variant_t *v, int grid, cudaStream_t st, ulonglong2 *vd,
+                        const ulonglong2 *vs, uint64_t nvec, uint64_t key0, unsigned long long *out)
 {
-    const int sel = order | ld << 1 | stcs << 2 | dig << 3;
-    switch (sel) {
-    case 0: TILES_CASE(U, 0, 0, 0, 0); break;
-    case 1: TILES_CASE(U, 1, 0, 0, 0); break;
-    case 2: TILES_CASE(U, 0, 1, 0, 0); break;
-    case 3: TILES_CASE(U, 1, 1, 0, 0); break;
-    case 4: TILES_CASE(U, 0, 0, 1, 0); break;
-    case 5: TILES_CASE(U, 1, 0, 1, 0); break;
-    case 6: TILES_CASE(U, 0, 1, 1, 0); break;
-    case 7: TILES_CASE(U, 1, 1, 1, 0); break;
-    case 8: TILES_CASE(U, 0, 0, 0, 1); break;
-    case 9: TILES_CASE(U, 1, 0, 0, 1); break;
-    case 10: TILES_CASE(U, 0, 1, 0, 1); break;
-    case 11: TILES_CASE(U, 1, 1, 0, 1); break;
-    case 12: TILES_CASE(U, 0, 0, 1, 1); break;
-    case 13: TILES_CASE(U, 1, 0, 1, 1); break;
-    case 14: TILES_CASE(U, 0, 1, 1, 1); break;
-    default: TILES_CASE(U, 1, 1, 1, 1); break;
-    }
+    const int dig = !v->copy_only;
+    if (v->unroll == 4 && !v->l2_hint && !v->streaming_stores)
+        if (dig)
+            copy_digest_tiles_kernel<4, 0, 0, 1><<<grid, DIG_THREADS, 0, st>>>(vd, vs, nvec, key0, out);
+        else
+            copy_digest_tiles_kernel<4, 0, 0, 0><<<grid, DIG_THREADS, 0, st>>>(vd, vs, nvec, key0, out);
+    else if (v->unroll == 8 && v->l2_hint && !v->streaming_stores && dig)
+        copy_digest_tiles_kernel<8, 1, 0, 1><<<grid, DIG_THREADS, 0, st>>>(vd, vs, nvec, key0, out);
+    else if (v->unroll == 4 && !v->l2_hint && v->streaming_stores && dig)
+        copy_digest_tiles_kernel<4, 0, 1, 1><<<grid, DIG_THREADS, 0, st>>>(vd, vs, nvec, key0, out);
+    else
+        return (int)cudaErrorInvalidValue;
+    return (int)cudaGetLastError();
 }
 
 extern "C" int wsync_cuda_copy_digest_variant_async(void *dst, const void *src, size_t len, uint64_t off,
@@ -464,15 +442,11 @@ extern "C" int wsync_cuda_copy_digest_variant_async(void *dst, const void *src, 
         if (e != 0)
             return e;
     } else {
-        ulonglong2 *vd = (ulonglong2 *)(d + 8 * nhead);
-        const ulonglong2 *vs = (const ulonglong2 *)(s + 8 * nhead);
-        const int order = v->kind == 2, dig = !v->copy_only;
-        switch (v->unroll) {
-        case 1: launch_tiles<1>(order, v->l2_hint, v->streaming_stores, dig, grid, st, vd, vs, nvec, key0, out); break;
-        case 2: launch_tiles<2>(order, v->l2_hint, v->streaming_stores, dig, grid, st, vd, vs, nvec, key0, out); break;
-        case 8: launch_tiles<8>(order, v->l2_hint, v->streaming_stores, dig, grid, st, vd, vs, nvec, key0, out); break;
-        default: launch_tiles<4>(order, v->l2_hint, v->streaming_stores, dig, grid, st, vd, vs, nvec, key0, out); break;
-        }
+        int e = (v->kind == 1) ? launch_tiles(v, grid, st, (ulonglong2 *)(d + 8 * nhead),
+                                              (const ulonglong2 *)(s + 8 * nhead), nvec, key0, out)
+                               : (int)cudaErrorInvalidValue;
+        if (e != 0)
+            return e;
     }
     if (!v->copy_only && (nhead || nwords > nhead + 2 * nvec || len % 8))
         copy_digest_edges_kernel<<<1, 1, 0, st>>>(d, s, len, base, nhead, nhead + 2 * nvec, out);

@@ -37,11 +37,11 @@ int wsync_cuda_copy_digest_shape_async(void *dst, const void *src, size_t len, u
 /* A kernel shape for the benchmark that compares them
  * (bench/gpu_copy_variants_bench): kind 0 is the library's kernel
  * (wsync_cuda_copy_digest_shape_async with unroll, blocks_per_sm,
- * streaming_stores); 1 tiles of 256 x unroll vectors, the grid walking the
- * range front to back; 2 the same tiles, each block a contiguous run of
- * them; 3 the bulk-copy unit (TMA), `unroll` picking stages of 32, 16, 48
- * or 8 KiB (0..3). l2_hint: loads with the L2 256-byte prefetch hint; copy_only: the
- * copy without the digest (a hand-written copy, no sum). */
+ * streaming_stores); kind 1 tiles of 256 x unroll vectors walked by the
+ * grid (unroll 4 copy only or digested, 8 with l2_hint: loads with the L2
+ * 256-byte prefetch hint, 4 with streaming stores); kind 3 the bulk-copy
+ * unit (TMA), unroll 0 or 1 picking stages of 32 or 16 KiB, copy only or
+ * digested. copy_only: the copy without the digest (no sum). */
 typedef struct wsync_cd_variant {
     int kind, unroll, blocks_per_sm, streaming_stores, l2_hint, copy_only;
 } wsync_cd_variant_t;
