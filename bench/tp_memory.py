@@ -10,7 +10,10 @@ map them, so the node's Pss adds up to what it really holds) every 10 ms
 from /proc/self/smaps_rollup, from before it creates the receiver to after
 its last pull. Printed per rank: its destination bytes, the peak Pss above
 the baseline (torch and the `into` tensors, touched), i.e. what wsync adds,
-in units of the rank's destination bytes, and the node's total.
+in units of the rank's destination bytes, and the node's total. In place,
+the image is sparse (setting sparse_image, default 1; WSYNC_SPARSE_IMAGE=0
+keeps a whole one): Pss sees its pages, since each is allocated by a write
+through a mapping.
 
     /usr/bin/python3 bench/tp_memory.py [--wsync build/wsync] [--size 1G] [--tp 4]
         [--mode staged|in-place] [--versions 3]

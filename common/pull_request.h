@@ -39,6 +39,10 @@ typedef struct wsync_pull_request {
      * colo[t * local_ranks ..], ncolo[t] of them. */
     int hint_world;
     int *colo, *ncolo;
+    /* With targets: put in the order of the node plan's chunks (the asking
+     * rank frees each chunk's memory once it is complete: an in-place pull
+     * into the engine's own tensors), not in source order. */
+    int in_order;
 } wsync_pull_request_t;
 
 /* The request as JSON (new reference), or NULL without memory. */

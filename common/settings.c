@@ -82,6 +82,14 @@ static const wsync_setting_def_t table[WSYNC_SET_COUNT] = {
                                              "copy it from the trainer (0: one lands it, the others copy it from "
                                              "that "
                                              "rank)"},
+    [WSYNC_SET_SPARSE_IMAGE] = {.name = "sparse_image",
+                                .type = WSYNC_STYPE_BOOL,
+                                .dflt = "1",
+                                .env = "WSYNC_SPARSE_IMAGE",
+                                .doc = "in place into the caller's tensors in host memory with a target: free the "
+                                       "image's pages chunk by chunk, trainers putting in chunk order one put at "
+                                       "a "
+                                       "time (0: keep a whole image, every connection busy)"},
     [WSYNC_SET_TCP_PORT] = {.name = "tcp_port",
                             .type = WSYNC_STYPE_INT,
                             .dflt = "0",

@@ -21,6 +21,7 @@
 #include "common/checks.h"
 #include "common/fault.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
 
@@ -187,6 +188,17 @@ static wsync_status_t agree_slots(wsync_receiver_t *r, size_t ntensors, uint64_t
     return WSYNC_OK;
 }
 
+/* In place with a target on the host, the caller's tensors holding every
+ * tensor of this rank: the image is only where bytes land on their way into
+ * them, so its pages are freed chunk by chunk once written through (and
+ * copied out by the ranks that need them): fetch_targets.c. */
+static int sparse_images(const wsync_receiver_t *r, size_t ntensors)
+{
+    return wsync_setting_int(WSYNC_SET_SPARSE_IMAGE) && r->spec && r->cfg.mode == WSYNC_MODE_IN_PLACE &&
+           r->mem->kind == WSYNC_MEM_HOST && r->cfg.image == NULL && r->cfg.ndests > 0 &&
+           (size_t)r->cfg.ndests >= ntensors;
+}
+
 /* The first pull: size and reserve the image slots before any attempt is
  * opened. Reserving every page of a large image takes seconds (8.5-10 s for
  * two slots of a 4 GiB model on a 2-core host); done inside the attempt it
@@ -222,6 +234,7 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
     if (st == WSYNC_OK) {
         if (r->cfg.local_rank == 0)
             reporter_post(r->reporter, v, "pulling", 0, 0, NULL);
+        r->sparse = sparse_images(r, ntensors);
         t0 = wsync_now_ns();
         recv_progress_phase(r->progress, RECV_PHASE_SETUP, v, (uint64_t)r->nslots * need);
         st = recv_ensure_images(r, need);

@@ -49,6 +49,7 @@ typedef struct board_shared {
     uint64_t held_version;
     board_rank_t ranks[BOARD_MAX_RANKS];            /* each rank writes its own entry */
     uint64_t landed[BOARD_SLOTS][BOARD_MAX_CHUNKS]; /* gen at which the chunk landed (landing rank writes) */
+    uint64_t copied[BOARD_SLOTS][BOARD_MAX_CHUNKS]; /* gen << 7 | ranks that copied it out (each adds one) */
     uint64_t land_gen;                              /* land[] below is for this attempt */
     uint8_t land[BOARD_MAX_CHUNKS];                 /* local rank each chunk lands on (rank 0 writes) */
 } board_shared_t;
@@ -561,6 +562,20 @@ void board_mark_landed(board_t *b, int slot, uint32_t c, uint64_t gen)
 int board_is_landed(board_t *b, int slot, uint32_t c, uint64_t gen)
 {
     return __atomic_load_n(&b->sh->landed[slot][c], __ATOMIC_ACQUIRE) == gen;
+}
+
+void board_mark_copied(board_t *b, int slot, uint32_t c, uint64_t gen)
+{
+    uint64_t *at = &b->sh->copied[slot][c], old = __atomic_load_n(at, __ATOMIC_RELAXED), next;
+    do
+        next = old >> 7 == gen ? old + 1 : gen << 7 | 1;
+    while (!__atomic_compare_exchange_n(at, &old, next, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+}
+
+int board_copied(board_t *b, int slot, uint32_t c, uint64_t gen)
+{
+    uint64_t v = __atomic_load_n(&b->sh->copied[slot][c], __ATOMIC_ACQUIRE);
+    return v >> 7 == gen ? (int)(v & 0x7f) : 0;
 }
 
 /* --- ranks ------------------------------------------------------------ */

@@ -16,6 +16,9 @@
  *                                 rank                  (release) after its bytes are verified;
  *                                                       a reader that sees it (acquire) sees
  *                                                       the bytes in the landing rank's window
+ *   "chunk c of slot s copied     each rank that copies one atomic add (release) after
+ *    out by one more rank"        out of it             its copy; the landing rank reads
+ *                                                       (acquire) before it frees the pages
  *   rank p's pid, epoch, device   rank p, on (re)join   device plain, then pid and epoch (release)
  *   rank p done / failed at gen   rank p                error text plain, then failed_gen
  *                                                       (release); done_gen (release)
@@ -116,6 +119,12 @@ void board_mark_landed(board_t *b, int slot, uint32_t c, uint64_t gen);
 /* Any rank: 1 if chunk `c` of `slot` has landed in attempt `gen` (acquire:
  * its bytes are then readable in the landing rank's window). */
 int board_is_landed(board_t *b, int slot, uint32_t c, uint64_t gen);
+
+/* A rank copied what it needs of chunk `c` of `slot` out of the landing
+ * rank's window in attempt `gen` (release: after its copy read them). */
+void board_mark_copied(board_t *b, int slot, uint32_t c, uint64_t gen);
+/* How many ranks marked chunk `c` of `slot` copied in attempt `gen`. */
+int board_copied(board_t *b, int slot, uint32_t c, uint64_t gen);
 
 /* --- ranks ------------------------------------------------------------ */
 

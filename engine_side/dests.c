@@ -445,6 +445,26 @@ wsync_status_t recv_dests_copy_all(const wsync_mem_ops_t *mem, const recv_dests_
     return st;
 }
 
+void recv_dests_release(const recv_dests_t *ds, const wsync_window_t *w, uint64_t off, uint64_t len)
+{
+    const uint64_t end = off + len;
+    size_t i;
+    if (ds == NULL || !ds->in_place || w == NULL || !w->sparse)
+        return;
+    /* Not the 8 bytes at either end of a destination: a digest word that
+     * crosses its edge is read out of the image (recv_parts_split). */
+    for (i = dest_after(ds, off); i < ds->n && ds->d[i].off < end; i++) {
+        const recv_dest_t *d = &ds->d[i];
+        uint64_t s, e;
+        if (d->size <= 16)
+            continue;
+        s = d->off + 8 > off ? d->off + 8 : off;
+        e = d->off + d->size - 8 < end ? d->off + d->size - 8 : end;
+        if (e > s)
+            wsync_window_release(w, s, e - s);
+    }
+}
+
 /* ---- whole-image chunks written through as jobs ---- */
 
 /* Host memory: copy image bytes [s, e) of destination d from `src` block by

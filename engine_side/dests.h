@@ -14,6 +14,7 @@
 #include "common/mem/mem.h"
 #include "common/target.h"
 #include "common/target_plan.h"
+#include "common/window/window.h"
 #include "engine_side/wsync_receiver.h"
 
 typedef struct recv_dest {
@@ -91,6 +92,11 @@ wsync_status_t recv_dests_chunk_in(const wsync_mem_ops_t *mem, const recv_dests_
 wsync_status_t recv_dests_drain(const wsync_mem_ops_t *mem, const recv_dests_t *ds);
 /* In place, before a pull: zero the caller's bytes no block writes. */
 wsync_status_t recv_dests_zero_gaps(const wsync_mem_ops_t *mem, const recv_dests_t *ds);
+/* In place, the image a sparse window (window.h): free its pages of image
+ * range [off, off+len) inside destinations, whose bytes the caller's
+ * tensors now hold (the pages at a destination's ends stay: verification
+ * reads the words that cross them out of the image); nothing otherwise. */
+void recv_dests_release(const recv_dests_t *ds, const wsync_window_t *w, uint64_t off, uint64_t len);
 /* Staged, once the node verified: every destination tensor out of `image`. */
 wsync_status_t recv_dests_copy_all(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const char *image);
 

@@ -12,6 +12,11 @@
  *   fan out   copy, out of the landing rank's window, what this rank needs
  *             of each chunk the board says landed elsewhere;
  *   watch     trainer answers, peers, the deadline;
+ *   release   in place into the caller's tensors on the host, the image
+ *             is a sparse window: a chunk's pages are freed once written
+ *             through, and, for bytes landed here, once every rank that
+ *             copies them out marked the chunk copied on the board, so a
+ *             rank holds its tensors plus the chunks in flight;
  *   verify    every segment of this rank's target against the trainer's
  *             digest (the answers of every trainer rank); in place with the
  *             caller's destination tensors, their bytes are the ones
@@ -48,6 +53,10 @@ typedef struct tfetch {
     unsigned char *mine; /* bitmap of the chunks landing here */
     uint32_t *pending;   /* chunks landing elsewhere that this rank copies from */
     uint32_t npending, nland, nlanded, ndone, nwant;
+
+    int release;    /* free the image's pages as chunks are written through */
+    uint32_t *held; /* chunks landed here, their pages kept until every reader copied them */
+    uint32_t nheld;
 
     recv_request_t *reqs;
     char (*addrs)[160];
@@ -98,7 +107,9 @@ static wsync_status_t tf_prepare(tfetch_t *f)
     f->tnames = calloc((size_t)f->world, sizeof(*f->tnames));
     f->digests = calloc(nseg + 1, sizeof(*f->digests));
     f->have = calloc(nseg + 1, 1);
-    if (!f->remaining || !f->mine || !f->pending || !f->reqs || !f->addrs || !f->tnames || !f->digests || !f->have)
+    f->held = calloc(np->nchunks + 1, sizeof(*f->held));
+    if (!f->remaining || !f->mine || !f->pending || !f->reqs || !f->addrs || !f->tnames || !f->digests ||
+        !f->have || !f->held)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     for (c = 0; c < np->nchunks; c++)
         if (np->chunks[c].land_rank == f->me) {
@@ -170,6 +181,7 @@ static wsync_status_t request_rank(tfetch_t *f, int t)
     snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
     snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
     st = add_targets(f, t, &pr);
+    pr.in_order = f->release;
     pr.hint_world = f->tl->hint_world;
     pr.colo = f->tl->colo;
     pr.ncolo = f->tl->ncolo;
@@ -218,6 +230,72 @@ static wsync_status_t chunk_complete(tfetch_t *f, uint32_t c)
     return recv_dests_chunk_in(f->r->mem, f->r->cur_dm, f->np, c, f->me, f->image);
 }
 
+/* ---- release: the pages of a sparse image ---- */
+
+/* How many other ranks copy bytes of chunk c out of this rank's image. */
+static int chunk_readers(const tfetch_t *f, uint32_t c)
+{
+    const wsync_tchunk_t *ch = &f->np->chunks[c];
+    uint64_t seen = 0;
+    int n = 0;
+    size_t k;
+    for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++) {
+        const wsync_tcopy_t *cp = &f->np->copies[k];
+        if (cp->from_rank == f->me && cp->to_rank != f->me && !(seen >> cp->to_rank & 1)) {
+            seen |= 1ULL << cp->to_rank;
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Chunk c's bytes copied into this rank (written through already). */
+static void release_copied_in(const tfetch_t *f, uint32_t c)
+{
+    const wsync_tchunk_t *ch = &f->np->chunks[c];
+    size_t k;
+    for (k = ch->first_copy; f->release && k < ch->first_copy + ch->ncopies; k++)
+        if (f->np->copies[k].to_rank == f->me)
+            recv_dests_release(f->r->cur_dm, &f->r->win[f->slot], f->np->copies[k].to_off, f->np->copies[k].len);
+}
+
+/* Chunk c's puts that landed here. */
+static void release_landed(const tfetch_t *f, uint32_t c)
+{
+    const wsync_tchunk_t *ch = &f->np->chunks[c];
+    size_t k;
+    for (k = ch->first_put; f->release && k < ch->first_put + ch->nputs; k++)
+        if (f->np->puts[k].land_rank == f->me)
+            recv_dests_release(f->r->cur_dm, &f->r->win[f->slot], f->np->puts[k].dst_off, f->np->puts[k].len);
+}
+
+/* Chunks landed here whose every reader has copied them out. */
+static void tf_release(tfetch_t *f)
+{
+    uint32_t k, keep = 0;
+    for (k = 0; k < f->nheld; k++) {
+        uint32_t c = f->held[k];
+        if (board_copied(f->r->board, f->slot, c, f->gen) < chunk_readers(f, c))
+            f->held[keep++] = c;
+        else
+            release_landed(f, c);
+    }
+    f->nheld = keep;
+}
+
+/* A chunk that landed here is complete: what was copied into this rank
+ * goes now, what landed once every reader copied it. */
+static void landed_complete(tfetch_t *f, uint32_t c)
+{
+    if (!f->release)
+        return;
+    release_copied_in(f, c);
+    if (chunk_readers(f, c) == 0)
+        release_landed(f, c);
+    else
+        f->held[f->nheld++] = c;
+}
+
 static wsync_status_t land_one(tfetch_t *f, const wsync_completion_t *cp, int *progressed)
 {
     const wsync_node_plan_t *np = f->np;
@@ -238,6 +316,7 @@ static wsync_status_t land_one(tfetch_t *f, const wsync_completion_t *cp, int *p
     WSYNC_CHECK(copy_chunk(f, pu->chunk, f->me));
     WSYNC_CHECK(chunk_complete(f, pu->chunk));
     board_mark_landed(f->r->board, f->slot, pu->chunk, f->gen);
+    landed_complete(f, pu->chunk);
     if (f->nlanded++ == 0 || f->nlanded == f->nland)
         wsync_trace("engine %s rank %d: chunk %u landed (%u of %u)", f->r->engine_id, f->me, pu->chunk, f->nlanded,
                     f->nland);
@@ -269,7 +348,9 @@ static wsync_status_t tf_fan_out(tfetch_t *f, int *progressed)
             continue;
         }
         WSYNC_CHECK(copy_chunk(f, c, f->np->chunks[c].land_rank));
+        board_mark_copied(f->r->board, f->slot, c, f->gen);
         WSYNC_CHECK(chunk_complete(f, c));
+        release_copied_in(f, c);
         f->ndone++;
         *progressed = 1;
     }
@@ -307,6 +388,7 @@ static wsync_status_t tf_collect(tfetch_t *f)
         const char *key;
         json_t *val;
         while (!recv_request_done(&f->reqs[t])) {
+            tf_release(f);
             WSYNC_CHECK(tf_watch(f));
             usleep(200);
         }
@@ -352,6 +434,7 @@ static void tf_end(tfetch_t *f, wsync_status_t st)
     free(f->tnames);
     free(f->digests);
     free(f->have);
+    free(f->held);
 }
 
 wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
@@ -371,6 +454,13 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
     wsync_status_t st;
 
     WSYNC_CHECK(tf_join(&f));
+    /* The last version's bytes are in the caller's tensors: none of the
+     * image is needed (a reader of the last attempt is done with it). */
+    f.release = r->cur_dm && r->cur_dm->in_place && r->win[a->slot].sparse && !recv_transport_pins(r);
+    if (f.release)
+        wsync_window_release(&r->win[a->slot], 0, r->image_len);
+    wsync_trace("engine %s rank %d: image pages %s", r->engine_id, f.me,
+                f.release ? "freed chunk by chunk (sparse)" : "kept");
     st = tf_prepare(&f);
     if (st == WSYNC_OK)
         st = tf_request(&f);
@@ -379,6 +469,7 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
         st = tf_land(&f, &progressed, &got);
         if (st == WSYNC_OK)
             st = tf_fan_out(&f, &progressed);
+        tf_release(&f);
         if (st == WSYNC_OK)
             st = tf_watch(&f);
         if (st == WSYNC_OK && !progressed && got == 0 && (f.npending > 0 || r->ntr != 1))
@@ -390,6 +481,7 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
         st = recv_tlayout_verify(r, tl, f.image, f.digests, f.v);
     if (st == WSYNC_OK)
         wsync_trace("engine %s rank %d: every segment of its target verified", r->engine_id, f.me);
+    tf_release(&f);
     tf_end(&f, st);
     return st;
 }

@@ -232,6 +232,8 @@ wsync_status_t recv_ensure_images(wsync_receiver_t *r, uint64_t need)
                 r->win[0] = (wsync_window_t){.ptr = r->cfg.image, .len = r->cfg.image_len, .fd = -1};
             }
             r->caller_image = 1;
+        } else if (r->sparse) {
+            WSYNC_CHECK(wsync_shm_alloc_sparse(r->image_len, &r->win[s]));
         } else {
             WSYNC_CHECK(r->win_ops->alloc(r->image_len, &r->win[s]));
         }

@@ -68,6 +68,7 @@ struct wsync_receiver {
     int nslots;
     wsync_window_t win[BOARD_SLOTS];
     int caller_image; /* slot 0 is the caller's memory */
+    int sparse;       /* the slots are sparse host windows (in place, the caller's tensors hold every tensor) */
     size_t image_len;
     peer_map_t peers[BOARD_MAX_RANKS][BOARD_SLOTS];
 
@@ -199,6 +200,9 @@ void recv_request_end(recv_request_t *q);
  * failed attempt, so nothing stale can land). */
 wsync_status_t recv_transport_ensure(wsync_receiver_t *r, const char *name, recv_transport_t **out);
 const char *recv_transport_for(wsync_receiver_t *r, const char *host_id, const char *device);
+/* 1 if an open transport pins the image's pages (verbs memory regions):
+ * freeing them would leave the adapter writing pages the image no longer has. */
+int recv_transport_pins(const wsync_receiver_t *r);
 void recv_transport_reset(wsync_receiver_t *r);
 
 #endif

@@ -73,3 +73,12 @@ const char *recv_transport_for(wsync_receiver_t *r, const char *host_id, const c
         return r->transport_name;
     return wsync_transport_local.can_use(&cfg) ? "local" : r->transport_name;
 }
+
+int recv_transport_pins(const wsync_receiver_t *r)
+{
+    int k;
+    for (k = 0; k < r->ntr; k++)
+        if (strcmp(r->tr[k].ops->name, "verbs") == 0)
+            return 1;
+    return 0;
+}

@@ -276,6 +276,14 @@ static int by_src(const void *a, const void *b)
     return x->src < y->src ? -1 : x->src > y->src;
 }
 
+static int by_chunk_src(const void *a, const void *b)
+{
+    const src_put_t *x = a, *y = b;
+    if (x->pu->chunk != y->pu->chunk)
+        return x->pu->chunk < y->pu->chunk ? -1 : 1;
+    return by_src(a, b);
+}
+
 /* Puts `pu` from `region` at `off`, counted in r (in flight), nputs and bytes. */
 static wsync_status_t put_one(const wsync_publisher_t *p, pub_request_t *r, int ti, pub_conn_t *conn,
                               const wsync_pull_request_t *q, const wsync_tput_t *pu, wsync_region_t *region,
@@ -330,6 +338,68 @@ static wsync_status_t put_packed(wsync_publisher_t *p, pub_slot_t *s, const pub_
     return WSYNC_OK;
 }
 
+/* In order, one put of the request in flight at a time (the one before it
+ * handed to the transport's socket or adapter), so the engine's chunks fill
+ * one after another instead of one per connection: the engine then holds
+ * the chunks of one put per trainer rank. Called with p->lock held. */
+static wsync_status_t one_in_flight(wsync_publisher_t *p, pub_request_t *r, int ti, pub_conn_t *conn,
+                                    uint64_t deadline)
+{
+    if (r->outstanding > 0 && p->transports[ti].ops->put_flush)
+        p->transports[ti].ops->put_flush(conn->conn);
+    while (r->outstanding > 0 && r->status == WSYNC_OK) {
+        struct timespec ts;
+        if (wsync_now_ns() > deadline || __atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE))
+            return wsync_error(WSYNC_ERR_TIMEOUT, "trainer rank %d: a put did not complete in time", p->cfg.rank);
+        wsync_abstime_after_ms(&ts, 20);
+        pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+    }
+    if (r->status != WSYNC_OK)
+        return wsync_error(r->status, "%s", r->error);
+    return WSYNC_OK;
+}
+
+/* Every put in the order of the chunks (the request's in_order), one in
+ * flight at a time: the contiguous ones from the slot, the packed ones from
+ * the stage, packed when the first of them comes; within a chunk the
+ * contiguous ones first. */
+static wsync_status_t put_in_order(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr, src_put_t *cs,
+                                   size_t ncs, uint32_t *packed, size_t npacked, const wsync_pull_request_t *q,
+                                   pub_request_t *r, int ti, pub_conn_t *conn, uint64_t deadline, size_t *nputs,
+                                   uint64_t *bytes)
+{
+    const wsync_node_plan_t *np = tr->plan->np;
+    size_t i = 0, k = 0;
+    int staged = 0;
+    qsort(cs, ncs, sizeof(*cs), by_chunk_src);
+    while (i < ncs || k < npacked) {
+        WSYNC_CHECK(one_in_flight(p, r, ti, conn, deadline));
+        if (k == npacked || (i < ncs && cs[i].pu->chunk <= np->puts[packed[k]].chunk)) {
+            WSYNC_CHECK(put_contiguous(p, s, cs + i, 1, q, r, ti, conn, deadline, nputs, bytes));
+            i++;
+            continue;
+        }
+        if (!staged) {
+            WSYNC_CHECK(pub_wait_range(p, s, 0, UINT64_MAX, deadline));
+            WSYNC_CHECK(pub_stage_acquire(p, s, tr->plan, np, q->local_rank, packed, npacked, ti, &r->stage));
+            staged = 1;
+        }
+        WSYNC_CHECK(put_one(p, r, ti, conn, q, &np->puts[packed[k]], pub_stage_region(r->stage, ti),
+                            pub_stage_offset(r->stage, k), nputs, bytes));
+        k++;
+    }
+    return WSYNC_OK;
+}
+
+static int by_put_chunk(const void *a, const void *b, void *arg)
+{
+    const wsync_node_plan_t *np = arg;
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (np->puts[x].chunk != np->puts[y].chunk)
+        return np->puts[x].chunk < np->puts[y].chunk ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
 wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr,
                                const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
                                uint64_t deadline, size_t *nputs, uint64_t *bytes)
@@ -356,10 +426,15 @@ wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_tr
         else
             packed[npacked++] = (uint32_t)np->rank_puts[me][k];
     }
-    qsort(cs, ncs, sizeof(*cs), by_src);
-    st = put_contiguous(p, s, cs, ncs, q, r, ti, conn, deadline, nputs, bytes);
-    if (st == WSYNC_OK)
-        st = put_packed(p, s, tr, packed, npacked, q, r, ti, conn, deadline, nputs, bytes);
+    if (q->in_order) {
+        qsort_r(packed, npacked, sizeof(*packed), by_put_chunk, (void *)np);
+        st = put_in_order(p, s, tr, cs, ncs, packed, npacked, q, r, ti, conn, deadline, nputs, bytes);
+    } else {
+        qsort(cs, ncs, sizeof(*cs), by_src);
+        st = put_contiguous(p, s, cs, ncs, q, r, ti, conn, deadline, nputs, bytes);
+        if (st == WSYNC_OK)
+            st = put_packed(p, s, tr, packed, npacked, q, r, ti, conn, deadline, nputs, bytes);
+    }
     free(packed);
     free(cs);
     return st;

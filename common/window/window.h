@@ -15,6 +15,7 @@ typedef struct wsync_window {
     size_t len;
     int fd; /* shm: the memfd; -1 for backends without one */
     void *priv;
+    int sparse; /* shm: pages only where written (wsync_shm_alloc_sparse) */
 } wsync_window_t;
 
 typedef struct wsync_window_ops {
@@ -32,6 +33,17 @@ typedef struct wsync_window_ops {
 
 extern const wsync_window_ops_t wsync_window_shm;
 extern const wsync_window_ops_t wsync_window_cuda_ipc; /* stub without CUDA */
+
+/* A host window whose pages are not reserved: each is allocated when first
+ * written and freed again by wsync_window_release, so the window holds only
+ * the bytes in flight (an in-place pull into the caller's tensors). Peers
+ * map it without populating it. A host out of memory faults (SIGBUS) on
+ * the write instead of failing here. */
+wsync_status_t wsync_shm_alloc_sparse(size_t len, wsync_window_t *out);
+/* Free the whole pages inside [off, off+len) of a sparse window: they read
+ * zero afterwards, here and in every peer's mapping. Nothing for windows
+ * that are not sparse. */
+void wsync_window_release(const wsync_window_t *w, uint64_t off, uint64_t len);
 
 /* For a memory kind: host -> shm, cuda -> cuda_ipc. */
 const wsync_window_ops_t *wsync_window_for(wsync_mem_kind_t kind);

@@ -12,8 +12,14 @@
  * through both modes; a version corrupted after its digest
  * (WSYNC_TEST_CORRUPT_PIECE) fails both ranks, leaving the staged
  * destinations at the previous version; the next clean version lands in
- * both modes; a wrong byte count is refused naming the tensor. */
+ * both modes; a wrong byte count is refused naming the tensor.
+ *
+ * Releasing a sparse image (recv_dests_release): the pages inside the
+ * destinations go, the bytes within 8 of a destination's ends (digest
+ * words that cross them are read from the image) and outside every
+ * destination stay; staged, nothing goes. */
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -329,8 +335,51 @@ static void wrong_byte_count_is_refused_naming_the_tensor(void)
     rig_down(&g);
 }
 
+static uint64_t allocated(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
+}
+
+static void release_frees_destination_interiors_only(void)
+{
+    const uint64_t len = 4u << 20, page = (uint64_t)sysconf(_SC_PAGESIZE);
+    /* two destinations: [4096 + 3, 1 MiB + 5) and [2 MiB, 3 MiB + 1); the
+     * rest of the image is in none */
+    recv_dest_t d[2] = {{.off = 4096 + 3, .size = (1u << 20) + 2 - 4096}, {.off = 2u << 20, .size = (1u << 20) + 1}};
+    recv_dests_t ds = {.in_place = 1, .n = 2, .d = d};
+    wsync_window_t w;
+    unsigned char *img;
+    uint64_t i, bad = 0, expect_freed = 0;
+    size_t k;
+    CHECK_OK(wsync_shm_alloc_sparse(len, &w));
+    img = w.ptr;
+    memset(img, 0xa5, len);
+    ds.in_place = 0;
+    recv_dests_release(&ds, &w, 0, len); /* staged: nothing */
+    CHECK_EQ(allocated(w.fd), len);
+    ds.in_place = 1;
+    recv_dests_release(&ds, &w, 0, len);
+    for (k = 0; k < 2; k++) {
+        uint64_t s = (d[k].off + 8 + page - 1) / page * page, e = (d[k].off + d[k].size - 8) / page * page;
+        expect_freed += e - s;
+        for (i = d[k].off; i < d[k].off + d[k].size; i++)
+            if ((i < s || i >= e) && img[i] != 0xa5)
+                bad++;
+    }
+    CHECK_EQ(allocated(w.fd), len - expect_freed);
+    for (i = 0; i < len; i++) {
+        int in_dest = (i >= d[0].off && i < d[0].off + d[0].size) || (i >= d[1].off && i < d[1].off + d[1].size);
+        if (!in_dest && img[i] != 0xa5)
+            bad++;
+    }
+    CHECK_EQ(bad, 0);
+    wsync_window_shm.free(&w);
+}
+
 int main(void)
 {
+    RUN(release_frees_destination_interiors_only);
     RUN(key_at_matches_the_word_keys);
     RUN(split_parts_sum_to_the_range);
     RUN(staged_whole_image_dests);

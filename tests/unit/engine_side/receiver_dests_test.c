@@ -8,11 +8,21 @@
  * receiver (1 local rank) over tcp on loopback. The expected bytes are cut
  * out of the source image here, by hand: o_proj's first half of each row
  * (a column slice), embed_tokens' first Vp/2 rows of the vocabulary padded to
- * a multiple of 64 (rows past V zero). */
+ * a multiple of 64 (rows past V zero).
+ *
+ * In place with every tensor of the target given, the image is sparse
+ * (engine_side/fetch_targets.c, phase release): after the pull the
+ * receiver's memfd image holds under a quarter of its pages, the hand-cut
+ * slices are right, and a version with a corrupted byte in a packed
+ * run (WSYNC_TEST_CORRUPT_PACKED) fails naming the tensor, its trainer rank
+ * and the engine rank; the next clean version lands. */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fault.h"
 #include "common/manifest.h"
 #include "common/rules.h"
 #include "common/target.h"
@@ -211,6 +221,103 @@ static void caller_tensors_get_the_verified_slices(wsync_mode_t mode, int K, con
     rig_down(&g);
 }
 
+/* How many of this process's memfd images ("wsync-image") hold under a
+ * quarter of their pages (the publisher's and dense images hold all). */
+static int sparse_images(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL) {
+        char path[300], link[300];
+        struct stat st;
+        ssize_t k;
+        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+        k = readlink(path, link, sizeof(link) - 1);
+        if (k <= 0)
+            continue;
+        link[k] = '\0';
+        if (strncmp(link, "/memfd:wsync-image", 18) == 0 && stat(path, &st) == 0 && st.st_size > 0 &&
+            (uint64_t)st.st_blocks * 512 < (uint64_t)st.st_size / 4)
+            n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void every_tensor_in_place_sparse_image_and_a_corrupted_run(void)
+{
+    rig_t g;
+    wsync_target_t *t = NULL;
+    wsync_receiver_t *r = NULL;
+    wsync_dest_tensor_t *d = NULL;
+    const wsync_tensor_t *o;
+    char err[512], *o_want = NULL;
+    uint64_t H, Hc, i, o_bytes = 0;
+    size_t k, n = 0, io = 0;
+    if (rig_up(&g) != 0 || wsync_target_from_rules(g.m, wsync_rules_builtin(), 2, 0, &t) != WSYNC_OK) {
+        CHECK(!"set-up");
+        rig_down(&g);
+        return;
+    }
+    n = t->ndests;
+    d = calloc(n, sizeof(*d));
+    for (k = 0; d && k < n; k++) {
+        d[k] = (wsync_dest_tensor_t){.name = t->dests[k].name,
+                                     .ptr = malloc(t->dests[k].size),
+                                     .nbytes = t->dests[k].size};
+        if (d[k].ptr)
+            memset(d[k].ptr, 0xff, d[k].nbytes);
+        if (strcmp(d[k].name, O_PROJ) == 0)
+            io = k;
+    }
+    o = &g.m->tensors[wsync_manifest_find(g.m, O_PROJ)];
+    H = (uint64_t)o->shape[0];
+    Hc = (uint64_t)o->shape[1] / 2;
+    o_bytes = H * Hc * 2;
+    o_want = malloc(o_bytes);
+    CHECK(d != NULL && o_want != NULL && strcmp(d[io].name, O_PROJ) == 0 && d[io].nbytes == o_bytes);
+    if (d == NULL || o_want == NULL)
+        goto out;
+
+    CHECK_OK(pull_mode(&g, "dests-sparse", WSYNC_MODE_IN_PLACE, 0, d, (int)n, 1, &r, err, sizeof(err)));
+    if (err[0])
+        fprintf(stderr, "  pull: %s\n", err);
+    for (i = 0; i < H; i++) /* TP rank 0: the first half of each row */
+        memcpy(o_want + i * Hc * 2, g.src + o->offset + i * (uint64_t)o->shape[1] * 2, Hc * 2);
+    CHECK(memcmp(d[io].ptr, o_want, o_bytes) == 0);
+    CHECK(sparse_images() >= 1);
+
+    if (r == NULL)
+        goto out;
+    setenv("WSYNC_TEST_CORRUPT_PACKED", "1", 1);
+    wsync_faults_reload();
+    wsync_fill_pattern(g.src, g.m->image_size, 0, 102);
+    CHECK_OK(wsync_publisher_publish(g.pub, 2));
+    CHECK_FAILS(wsync_receiver_pull(r, 2, 20000, NULL), WSYNC_ERR_DIGEST, "failed verification");
+    snprintf(err, sizeof(err), "%s", wsync_last_error());
+    unsetenv("WSYNC_TEST_CORRUPT_PACKED");
+    wsync_faults_reload();
+    CHECK(strstr(err, "tensor model.layers.") && strstr(err, "from trainer rank 0") &&
+          strstr(err, "engine dests-sparse rank 0"));
+
+    wsync_fill_pattern(g.src, g.m->image_size, 0, 103);
+    CHECK_OK(wsync_publisher_publish(g.pub, 3));
+    CHECK_OK(wsync_receiver_pull(r, 3, 20000, NULL));
+    for (i = 0; i < H; i++)
+        memcpy(o_want + i * Hc * 2, g.src + o->offset + i * (uint64_t)o->shape[1] * 2, Hc * 2);
+    CHECK(memcmp(d[io].ptr, o_want, o_bytes) == 0);
+out:
+    wsync_receiver_destroy(r);
+    for (k = 0; d && k < n; k++)
+        free(d[k].ptr);
+    free(d);
+    free(o_want);
+    wsync_target_free(t);
+    rig_down(&g);
+}
+
 static void destinations_not_in_the_target_are_refused(void)
 {
     rig_t g;
@@ -252,5 +359,6 @@ int main(void)
     RUN(staged_caller_tensors_get_the_verified_slices);
     RUN(in_place_caller_tensors_get_the_verified_slices);
     RUN(destinations_not_in_the_target_are_refused);
+    RUN(every_tensor_in_place_sparse_image_and_a_corrupted_run);
     TEST_EXIT();
 }

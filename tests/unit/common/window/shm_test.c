@@ -1,8 +1,13 @@
 /* shm_test.c: a shm window crosses a fork through an abstract Unix socket
  * (fd passing): the child maps the parent's window and each side sees the
  * other's writes; nothing appears in /dev/shm; the fdpass helpers fail
- * clearly. */
+ * clearly. A sparse window holds pages only where written: a mapping of it
+ * (as a peer maps it) adds none, a release frees the whole pages inside the
+ * range (they read zero in both mappings) and keeps every byte outside it;
+ * a release on a window that is not sparse changes nothing. */
 #include <dirent.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -130,6 +135,48 @@ static void map_refuses_bad_blobs_and_missing_descriptors(void)
     wsync_window_shm.free(&w); /* twice is harmless */
 }
 
+static uint64_t allocated(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512 : UINT64_MAX;
+}
+
+static void sparse_window_holds_only_what_was_written(void)
+{
+    const size_t len = 8u << 20, page = (size_t)sysconf(_SC_PAGESIZE);
+    const uint64_t off = (1u << 20) + 100, n = (3u << 20) - 100; /* [1 MiB + 100, 4 MiB) */
+    wsync_window_t w, dense;
+    wsync_blob_t blob;
+    unsigned char *peer = NULL;
+    size_t i, bad = 0;
+    CHECK_OK(wsync_shm_alloc_sparse(len, &w));
+    CHECK(w.sparse);
+    CHECK_EQ(allocated(w.fd), 0);
+    CHECK_OK(wsync_window_shm.export_blob(&w, &blob));
+    CHECK_OK(wsync_window_shm.map(&blob, w.fd, len, (void **)&peer));
+    CHECK_EQ(allocated(w.fd), 0); /* mapped without populating */
+    memset(w.ptr, 0x5a, 6u << 20);
+    CHECK(allocated(w.fd) >= (6u << 20));
+    wsync_window_release(&w, off, n);
+    /* the whole pages inside: from the page after off to 4 MiB */
+    CHECK_EQ(allocated(w.fd), (6u << 20) - ((4u << 20) - ((off + page - 1) / page * page)));
+    for (i = 0; i < (6u << 20); i++) {
+        int inside = i >= (off + page - 1) / page * page && i < (4u << 20);
+        bad += peer[i] != (inside ? 0 : 0x5a);
+    }
+    CHECK_EQ(bad, 0);
+    wsync_window_shm.unmap(peer, len);
+    wsync_window_shm.free(&w);
+
+    CHECK_OK(wsync_window_shm.alloc(1u << 20, &dense));
+    CHECK(!dense.sparse);
+    memset(dense.ptr, 0x33, 1u << 20);
+    wsync_window_release(&dense, 0, 1u << 20);
+    CHECK_EQ(((unsigned char *)dense.ptr)[4096 * 3], 0x33);
+    CHECK(allocated(dense.fd) >= (1u << 20));
+    wsync_window_shm.free(&dense);
+}
+
 static void window_for_picks_by_memory_kind(void)
 {
     CHECK(wsync_window_for(WSYNC_MEM_HOST) == &wsync_window_shm);
@@ -173,6 +220,7 @@ int main(void)
     RUN(a_forked_child_maps_the_window_and_both_see_writes);
     RUN(map_refuses_bad_blobs_and_missing_descriptors);
     RUN(window_for_picks_by_memory_kind);
+    RUN(sparse_window_holds_only_what_was_written);
     RUN(local_sockets_fail_clearly);
     TEST_EXIT();
 }
