@@ -384,8 +384,8 @@ static int launch_bulk_shape(int shape, int dig, int bps, cudaStream_t st, ulong
     }
 }
 
-// The single-range kernel with its digest on the edges done apart: the
-// variants time the 16-byte body; copy_digest_edges covers the rest.
+// The variants' words outside their 16-byte body (copy_digest_edges), one
+// thread, launched after the body.
 __global__ void copy_digest_edges_kernel(unsigned char *d, const unsigned char *s, uint64_t len, uint64_t base,
                                          uint64_t nhead, uint64_t body_end, unsigned long long *out)
 {
