@@ -14,8 +14,9 @@
  * behind the network, so the bench also times that copy + verify alone);
  * a zero-copy trainer (no snapshot in publish); the engine's own tensors
  * (config.dests: one malloc'd buffer per manifest tensor), in place (written
- * through during the pull) and staged (copied after verification), whose
- * peak counts the caller's tensors on top of wsync's image(s).
+ * through during the pull, the image sparse: setting sparse_image) and
+ * staged (copied after verification), whose peak counts the caller's
+ * tensors on top of wsync's image(s).
  * The ceiling is measured right before every measured version, by a raw-TCP
  * process the trainer asks and waits for (nothing else runs meanwhile): on a
  * shared, noisy machine a ceiling taken minutes apart from the version it is
@@ -42,6 +43,7 @@
 #include "common/manifest.h"
 #include "common/mem/mem.h"
 #include "common/msg.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "bench/raw_tcp.h"
 #include "engine_side/wsync_receiver.h"
@@ -325,7 +327,8 @@ static int engine_child(const bench_cfg_t *c, int rank)
     }
     read_mem(&S->engine[rank]);
     if (!__atomic_load_n(&S->failed, __ATOMIC_ACQUIRE) &&
-        (check_image(r, c->size, NVERS) || check_dests(r, dests, nd, NVERS))) {
+        ((!(c->dests && c->mode == WSYNC_MODE_IN_PLACE) && check_image(r, c->size, NVERS)) ||
+         check_dests(r, dests, nd, NVERS))) {
         fprintf(stderr, "e2e_cpu_bench: engine rank %d holds bytes that differ from version %d\n", rank, NVERS);
         __atomic_store_n(&S->failed, 1, __ATOMIC_RELEASE);
     }
@@ -476,13 +479,16 @@ static int run_config(bench_cfg_t *c)
          * hold every tensor, so staged keeps one image (the held version is
          * in them) */
         int one = c->mode == WSYNC_MODE_IN_PLACE || c->dests;
-        uint64_t bound = (one ? c->size : 2 * c->size) + (c->dests ? c->size : 0) + 2 * c->chunk;
+        /* in place into them the image is sparse (release.h): no image at all */
+        int sparse = c->dests && c->mode == WSYNC_MODE_IN_PLACE && wsync_setting_int(WSYNC_SET_SPARSE_IMAGE);
+        uint64_t bound = (sparse ? 0 : one ? c->size : 2 * c->size) + (c->dests ? c->size : 0) + 2 * c->chunk;
         snprintf(who, sizeof(who), "engine rank %d", p);
         if (c->L == 1)
             print_mem(who, &S->engine[p], bound,
-                      c->dests ? "image+tensors+2 chunks"
-                      : one    ? "image+2 chunks"
-                               : "2 images+2 chunks");
+                      sparse     ? "tensors+2 chunks (sparse image)"
+                      : c->dests ? "image+tensors+2 chunks"
+                      : one      ? "image+2 chunks"
+                                 : "2 images+2 chunks");
         else
             print_mem(who, &S->engine[p], 0, NULL);
     }

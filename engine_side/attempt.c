@@ -188,13 +188,13 @@ static wsync_status_t agree_slots(wsync_receiver_t *r, size_t ntensors, uint64_t
     return WSYNC_OK;
 }
 
-/* In place with a target on the host, the caller's tensors holding every
- * tensor of this rank: the image is only where bytes land on their way into
- * them, so its pages are freed chunk by chunk once written through (and
- * copied out by the ranks that need them): fetch_targets.c. */
+/* In place on the host, the caller's tensors holding every tensor of this
+ * rank: the image is only where bytes land on their way into them, so its
+ * pages are freed chunk by chunk once written through (and copied out by
+ * the ranks that need them): release.h. */
 static int sparse_images(const wsync_receiver_t *r, size_t ntensors)
 {
-    return wsync_setting_int(WSYNC_SET_SPARSE_IMAGE) && r->spec && r->cfg.mode == WSYNC_MODE_IN_PLACE &&
+    return wsync_setting_int(WSYNC_SET_SPARSE_IMAGE) && r->cfg.mode == WSYNC_MODE_IN_PLACE &&
            r->mem->kind == WSYNC_MEM_HOST && r->cfg.image == NULL && r->cfg.ndests > 0 &&
            (size_t)r->cfg.ndests >= ntensors;
 }

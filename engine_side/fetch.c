@@ -19,7 +19,8 @@
  * landed here or is copied in from a peer goes out as a group of jobs
  * instead: copies into the caller's tensors and the digests of the caller's
  * bytes; it counts (and, landed here, is marked landed) once the group
- * verified.
+ * verified. With a sparse image (release.h) each chunk's pages go once
+ * every rank holds it: landed here, once every other rank marked it copied.
  * All state of the attempt is in one fetch_t; fetch_end undoes it. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,7 +250,8 @@ json_t *fetch_pull_json(const fetch_t *f, const recv_transport_t *rt)
                                .key = rt->key[f->slot],
                                .timeout_ms = (int64_t)((f->deadline - wsync_now_ns()) / 1000000ULL),
                                .chunks = f->mine,
-                               .chunk_bytes = (f->plan->nchunks + 7) / 8};
+                               .chunk_bytes = (f->plan->nchunks + 7) / 8,
+                               .in_order = f->rl.on};
     snprintf(pr.engine, sizeof(pr.engine), "%s", r->engine_id);
     snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
     snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
@@ -303,9 +305,20 @@ static wsync_status_t group_start(fetch_t *f, uint32_t c, int landed)
     return WSYNC_OK;
 }
 
+/* A sparse image's chunk c (recv_release_poll's callback). */
+static void release_chunk(void *arg, uint32_t c)
+{
+    const fetch_t *f = arg;
+    recv_release_range(&f->rl, (uint64_t)c * f->plan->chunk_size, chunk_len(f->plan, c));
+}
+
 /* A chunk this rank holds verified (landed here: marked landed on the board). */
 static void chunk_done(fetch_t *f, uint32_t c, int landed)
 {
+    if (!landed)
+        board_mark_copied(f->r->board, f->slot, c, f->gen); /* read out of the landing rank's window */
+    if (!landed || (land_rank(f, c) == f->me && recv_release_landed(&f->rl, c, f->r->cfg.local_world - 1)))
+        release_chunk(f, c);
     if (f->r->relay) /* local rank 0 of a relaying node: other nodes may have it now */
         relay_chunk_verified(f->r->relay, f->slot, c);
     if (landed) {
@@ -577,6 +590,7 @@ static void fetch_end(fetch_t *f, wsync_status_t st)
         recv_dgroup_end(&f->groups[f->inflight[k]], f->r->mem); /* waits likewise */
     free(f->groups);
     free(f->inflight);
+    recv_release_end(&f->rl);
     fetch_relay_end(f);
     if (st != WSYNC_OK)
         recv_transport_reset(f->r); /* stale puts of this attempt can no longer land */
@@ -619,7 +633,9 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
         relay_slot_begin(r->relay, a->slot, r->win[a->slot].ptr, r->image_len, a->version, sl->plan,
                          sl->layout_digest);
     WSYNC_CHECK(fetch_join(&f)); /* nothing to undo yet */
-    st = fetch_prepare(&f);
+    st = f.dm ? recv_release_begin(&f.rl, r, a, f.plan->nchunks) : WSYNC_OK;
+    if (st == WSYNC_OK)
+        st = fetch_prepare(&f);
     if (st == WSYNC_OK)
         st = fetch_request(&f);
     while (st == WSYNC_OK && f.ndone < f.plan->nchunks) {
@@ -629,12 +645,15 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
             st = fetch_fan_out(&f, &progressed);
         if (st == WSYNC_OK)
             st = fetch_reap(&f, &progressed);
+        recv_release_poll(&f.rl, release_chunk, &f);
         if (st == WSYNC_OK)
             st = fetch_watch(&f);
         if (st == WSYNC_OK && !progressed && got == 0 &&
             (f.npending > 0 || f.fn > 0 || f.ninflight > 0 || r->ntr != 1))
             usleep(200);
     }
+    if (st == WSYNC_OK)
+        recv_release_drain(&f.rl, r, release_chunk, &f, deadline);
     fetch_end(&f, st);
     return st;
 }

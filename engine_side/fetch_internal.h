@@ -6,6 +6,7 @@
 #define WSYNC_ENGINE_FETCH_INTERNAL_H
 
 #include "engine_side/receiver_internal.h"
+#include "engine_side/release.h"
 
 #define FANOUT_INFLIGHT 4 /* fan-out copy jobs queued at once */
 #define POLL_BATCH 64     /* completions taken per transport poll */
@@ -51,6 +52,7 @@ typedef struct fetch {
     recv_dgroup_t *groups; /* [nchunks] */
     uint32_t *inflight;    /* chunks whose group runs */
     uint32_t ninflight, nfan;
+    recv_release_t rl; /* and with a sparse image, its pages freed chunk by chunk (release.h) */
 
     /* trainer ranks */
     recv_request_t *reqs;

@@ -36,6 +36,7 @@
 #include "common/pull_request.h"
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
+#include "engine_side/release.h"
 
 #define POLL_BATCH 64
 
@@ -54,9 +55,7 @@ typedef struct tfetch {
     uint32_t *pending;   /* chunks landing elsewhere that this rank copies from */
     uint32_t npending, nland, nlanded, ndone, nwant;
 
-    int release;    /* free the image's pages as chunks are written through */
-    uint32_t *held; /* chunks landed here, their pages kept until every reader copied them */
-    uint32_t nheld;
+    recv_release_t rl; /* a sparse image's pages, freed as chunks are written through (release.h) */
 
     recv_request_t *reqs;
     char (*addrs)[160];
@@ -107,9 +106,7 @@ static wsync_status_t tf_prepare(tfetch_t *f)
     f->tnames = calloc((size_t)f->world, sizeof(*f->tnames));
     f->digests = calloc(nseg + 1, sizeof(*f->digests));
     f->have = calloc(nseg + 1, 1);
-    f->held = calloc(np->nchunks + 1, sizeof(*f->held));
-    if (!f->remaining || !f->mine || !f->pending || !f->reqs || !f->addrs || !f->tnames || !f->digests ||
-        !f->have || !f->held)
+    if (!f->remaining || !f->mine || !f->pending || !f->reqs || !f->addrs || !f->tnames || !f->digests || !f->have)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     for (c = 0; c < np->nchunks; c++)
         if (np->chunks[c].land_rank == f->me) {
@@ -181,7 +178,7 @@ static wsync_status_t request_rank(tfetch_t *f, int t)
     snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
     snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
     st = add_targets(f, t, &pr);
-    pr.in_order = f->release;
+    pr.in_order = f->rl.on;
     pr.hint_world = f->tl->hint_world;
     pr.colo = f->tl->colo;
     pr.ncolo = f->tl->ncolo;
@@ -254,46 +251,34 @@ static void release_copied_in(const tfetch_t *f, uint32_t c)
 {
     const wsync_tchunk_t *ch = &f->np->chunks[c];
     size_t k;
-    for (k = ch->first_copy; f->release && k < ch->first_copy + ch->ncopies; k++)
+    for (k = ch->first_copy; f->rl.on && k < ch->first_copy + ch->ncopies; k++)
         if (f->np->copies[k].to_rank == f->me)
-            recv_dests_release(f->r->cur_dm, &f->r->win[f->slot], f->np->copies[k].to_off, f->np->copies[k].len);
+            recv_release_range(&f->rl, f->np->copies[k].to_off, f->np->copies[k].len);
 }
 
-/* Chunk c's puts that landed here. */
-static void release_landed(const tfetch_t *f, uint32_t c)
+/* Chunk c's puts that landed here (recv_release_poll's callback). */
+static void release_landed(void *arg, uint32_t c)
 {
+    const tfetch_t *f = arg;
     const wsync_tchunk_t *ch = &f->np->chunks[c];
     size_t k;
-    for (k = ch->first_put; f->release && k < ch->first_put + ch->nputs; k++)
+    for (k = ch->first_put; k < ch->first_put + ch->nputs; k++)
         if (f->np->puts[k].land_rank == f->me)
-            recv_dests_release(f->r->cur_dm, &f->r->win[f->slot], f->np->puts[k].dst_off, f->np->puts[k].len);
+            recv_release_range(&f->rl, f->np->puts[k].dst_off, f->np->puts[k].len);
 }
 
-/* Chunks landed here whose every reader has copied them out. */
 static void tf_release(tfetch_t *f)
 {
-    uint32_t k, keep = 0;
-    for (k = 0; k < f->nheld; k++) {
-        uint32_t c = f->held[k];
-        if (board_copied(f->r->board, f->slot, c, f->gen) < chunk_readers(f, c))
-            f->held[keep++] = c;
-        else
-            release_landed(f, c);
-    }
-    f->nheld = keep;
+    recv_release_poll(&f->rl, release_landed, f);
 }
 
 /* A chunk that landed here is complete: what was copied into this rank
  * goes now, what landed once every reader copied it. */
 static void landed_complete(tfetch_t *f, uint32_t c)
 {
-    if (!f->release)
-        return;
     release_copied_in(f, c);
-    if (chunk_readers(f, c) == 0)
+    if (recv_release_landed(&f->rl, c, chunk_readers(f, c)))
         release_landed(f, c);
-    else
-        f->held[f->nheld++] = c;
 }
 
 static wsync_status_t land_one(tfetch_t *f, const wsync_completion_t *cp, int *progressed)
@@ -434,7 +419,7 @@ static void tf_end(tfetch_t *f, wsync_status_t st)
     free(f->tnames);
     free(f->digests);
     free(f->have);
-    free(f->held);
+    recv_release_end(&f->rl);
 }
 
 wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
@@ -454,14 +439,9 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
     wsync_status_t st;
 
     WSYNC_CHECK(tf_join(&f));
-    /* The last version's bytes are in the caller's tensors: none of the
-     * image is needed (a reader of the last attempt is done with it). */
-    f.release = r->cur_dm && r->cur_dm->in_place && r->win[a->slot].sparse && !recv_transport_pins(r);
-    if (f.release)
-        wsync_window_release(&r->win[a->slot], 0, r->image_len);
-    wsync_trace("engine %s rank %d: image pages %s", r->engine_id, f.me,
-                f.release ? "freed chunk by chunk (sparse)" : "kept");
-    st = tf_prepare(&f);
+    st = recv_release_begin(&f.rl, r, a, f.np->nchunks);
+    if (st == WSYNC_OK)
+        st = tf_prepare(&f);
     if (st == WSYNC_OK)
         st = tf_request(&f);
     while (st == WSYNC_OK && f.ndone < f.nwant) {
@@ -481,7 +461,8 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
         st = recv_tlayout_verify(r, tl, f.image, f.digests, f.v);
     if (st == WSYNC_OK)
         wsync_trace("engine %s rank %d: every segment of its target verified", r->engine_id, f.me);
-    tf_release(&f);
+    if (st == WSYNC_OK)
+        recv_release_drain(&f.rl, r, release_landed, &f, deadline);
     tf_end(&f, st);
     return st;
 }

@@ -160,6 +160,13 @@ wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_reques
 wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr,
                                const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
                                uint64_t deadline, size_t *nputs, uint64_t *bytes);
+/* A request with in_order (the engine frees each chunk's memory once it is
+ * complete): wait until none of its puts is in flight, the last one handed
+ * to the transport's socket or adapter, so the engine's chunks fill one
+ * after another instead of one per connection and it holds about one
+ * chunk per trainer rank. Called with p->lock held. */
+wsync_status_t pub_one_in_flight(wsync_publisher_t *p, pub_request_t *r, int ti, pub_conn_t *conn,
+                                 uint64_t deadline);
 /* pull_server.c (p->lock held): wait until every piece of mine overlapping
  * image bytes [off, off + len) is copied into slot s (the copy runs after
  * the version is announced); fails naming why (withdrawn, timeout, stop). */

@@ -269,6 +269,25 @@ static int find_slot(wsync_publisher_t *p, uint64_t version)
     return -1;
 }
 
+/* In order, one put of the request in flight at a time (the one before it
+ * handed to the transport's socket or adapter), so the engine's chunks fill
+ * one after another instead of one per connection (publisher_internal.h). */
+wsync_status_t pub_one_in_flight(wsync_publisher_t *p, pub_request_t *r, int ti, pub_conn_t *conn, uint64_t deadline)
+{
+    if (r->outstanding > 0 && p->transports[ti].ops->put_flush)
+        p->transports[ti].ops->put_flush(conn->conn);
+    while (r->outstanding > 0 && r->status == WSYNC_OK) {
+        struct timespec ts;
+        if (wsync_now_ns() > deadline || __atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE))
+            return wsync_error(WSYNC_ERR_TIMEOUT, "trainer rank %d: a put did not complete in time", p->cfg.rank);
+        wsync_abstime_after_ms(&ts, 20);
+        pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+    }
+    if (r->status != WSYNC_OK)
+        return wsync_error(r->status, "%s", r->error);
+    return WSYNC_OK;
+}
+
 /* Every piece of mine landing on the asking rank, each as soon as it is in
  * the slot. Called with p->lock held; a failure is recorded in r. */
 static void put_pieces(wsync_publisher_t *p, pub_slot_t *s, const wsync_pull_request_t *q, pub_request_t *r,
@@ -283,6 +302,10 @@ static void put_pieces(wsync_publisher_t *p, pub_slot_t *s, const wsync_pull_req
         wsync_status_t st;
         if (pc->len == 0 || !wsync_pull_request_lands(q, pc->chunk))
             continue;
+        if (q->in_order && (st = pub_one_in_flight(p, r, ti, conn, deadline)) != WSYNC_OK) {
+            fail_request(r, st, wsync_last_error());
+            break;
+        }
         /* The copy goes in this same order, so waiting piece by piece puts
          * each one as soon as it is copied. */
         if ((st = wait_copied(p, s, i, deadline, why, sizeof(why))) != WSYNC_OK) {

@@ -338,27 +338,6 @@ static wsync_status_t put_packed(wsync_publisher_t *p, pub_slot_t *s, const pub_
     return WSYNC_OK;
 }
 
-/* In order, one put of the request in flight at a time (the one before it
- * handed to the transport's socket or adapter), so the engine's chunks fill
- * one after another instead of one per connection: the engine then holds
- * the chunks of one put per trainer rank. Called with p->lock held. */
-static wsync_status_t one_in_flight(wsync_publisher_t *p, pub_request_t *r, int ti, pub_conn_t *conn,
-                                    uint64_t deadline)
-{
-    if (r->outstanding > 0 && p->transports[ti].ops->put_flush)
-        p->transports[ti].ops->put_flush(conn->conn);
-    while (r->outstanding > 0 && r->status == WSYNC_OK) {
-        struct timespec ts;
-        if (wsync_now_ns() > deadline || __atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE))
-            return wsync_error(WSYNC_ERR_TIMEOUT, "trainer rank %d: a put did not complete in time", p->cfg.rank);
-        wsync_abstime_after_ms(&ts, 20);
-        pthread_cond_timedwait(&p->cond, &p->lock, &ts);
-    }
-    if (r->status != WSYNC_OK)
-        return wsync_error(r->status, "%s", r->error);
-    return WSYNC_OK;
-}
-
 /* Every put in the order of the chunks (the request's in_order), one in
  * flight at a time: the contiguous ones from the slot, the packed ones from
  * the stage, packed when the first of them comes; within a chunk the
@@ -373,7 +352,7 @@ static wsync_status_t put_in_order(wsync_publisher_t *p, pub_slot_t *s, const pu
     int staged = 0;
     qsort(cs, ncs, sizeof(*cs), by_chunk_src);
     while (i < ncs || k < npacked) {
-        WSYNC_CHECK(one_in_flight(p, r, ti, conn, deadline));
+        WSYNC_CHECK(pub_one_in_flight(p, r, ti, conn, deadline));
         if (k == npacked || (i < ncs && cs[i].pu->chunk <= np->puts[packed[k]].chunk)) {
             WSYNC_CHECK(put_contiguous(p, s, cs + i, 1, q, r, ti, conn, deadline, nputs, bytes));
             i++;

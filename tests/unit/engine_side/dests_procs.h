@@ -6,7 +6,9 @@
  * or every tensor (ranks in `full`, a bit mask), in memory of its own,
  * allocated on the receiver's device. Staged, the node sets up one image
  * slot per rank when every rank gives every tensor, else two (checked
- * after each pull). Per version
+ * after each pull); in place on the host with every tensor given, each
+ * rank's image is sparse and holds under a quarter of its pages after each
+ * pull (engine_side/release.h). Per version
  * the parent publishes, then tells every child which version to pull; a
  * child pulls it and compares its tensors, copied back to the host, with
  * the bytes the trainer's fill gives at their image offsets (regenerated in
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,6 +69,23 @@ static int dp_dests_hold(const wsync_mem_ops_t *mem, const wsync_manifest_t *m, 
         free(have);
     }
     return bad;
+}
+
+/* In place on the host with every tensor given: the image is sparse and
+ * holds under a quarter of its pages (0), else 1 with why on stderr. */
+static int dp_image_sparse(const wsync_receiver_t *r, int rank)
+{
+    struct stat st;
+    if (!r->sparse || !r->win[0].sparse || fstat(r->win[0].fd, &st) != 0) {
+        fprintf(stderr, "  rank %d: the image is not a sparse window\n", rank);
+        return 1;
+    }
+    if ((uint64_t)st.st_blocks * 512 >= r->image_len / 4) {
+        fprintf(stderr, "  rank %d: the sparse image holds %llu of its %zu bytes after the pull\n", rank,
+                (unsigned long long)st.st_blocks * 512, r->image_len);
+        return 1;
+    }
+    return 0;
 }
 
 /* An engine rank: pulls the versions it is told (0: stop), answers one
@@ -132,6 +152,8 @@ static int dp_child(const char *engine, const char *device, wsync_mode_t mode, i
         } else {
             good = v;
             if (dp_dests_hold(mem, m, idx, d, nd, v))
+                res = DP_MISMATCH;
+            if (mode == WSYNC_MODE_IN_PLACE && all && mem->kind == WSYNC_MEM_HOST && dp_image_sparse(r, rank))
                 res = DP_MISMATCH;
             if (r->nslots != slots) {
                 fprintf(stderr, "  rank %d set up %d image slots, expected %d\n", rank, r->nslots, slots);

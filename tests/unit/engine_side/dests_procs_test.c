@@ -3,7 +3,8 @@
  * over a corrupted version (tests/unit/engine_side/dests_procs.h); staged
  * with every tensor given by both ranks (one image each: the failed pull
  * overwrites it, the caller's tensors keep the version) and by one rank
- * only (the node keeps two). */
+ * only (the node keeps two); in place with every tensor given by both ranks
+ * (a sparse image each, freed chunk by chunk). */
 #include "tests/test.h"
 #include "tests/unit/engine_side/dests_procs.h"
 
@@ -27,11 +28,17 @@ static void staged_one_rank_gives_all_node_keeps_two(void)
     CHECK_EQ(dests_procs_run("host", WSYNC_MODE_STAGED, 2, 1, "dests-procs-staged-mixed"), 0);
 }
 
+static void in_place_every_tensor_given_sparse_images(void)
+{
+    CHECK_EQ(dests_procs_run("host", WSYNC_MODE_IN_PLACE, 2, 3, "dests-procs-inplace-all"), 0);
+}
+
 int main(void)
 {
     RUN(staged_node_of_two_processes);
     RUN(staged_every_tensor_given_one_image);
     RUN(staged_one_rank_gives_all_node_keeps_two);
     RUN(in_place_node_of_two_processes);
+    RUN(in_place_every_tensor_given_sparse_images);
     TEST_EXIT();
 }
