@@ -53,7 +53,7 @@ int main(int argc, char **argv)
                 if (mode == 0) {
                     recv_dgroup_t g;
                     int done = 0;
-                    if (recv_dgroup_start(&g, &wsync_mem_host, &ds, img, img, 0, n, pc, NPIECES) != WSYNC_OK ||
+                    if (recv_dgroup_start(&g, &wsync_mem_host, &ds, img, img, 0, n, pc, NPIECES, 0) != WSYNC_OK ||
                         recv_dgroup_poll(&g, &wsync_mem_host, sums, &done) != WSYNC_OK || !done)
                         return 1;
                     recv_dgroup_end(&g, &wsync_mem_host);

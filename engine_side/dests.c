@@ -332,25 +332,103 @@ out:
 
 /* ---- copies ---- */
 
-/* The copies of image range [off, off+len) into the caller's tensors,
+static wsync_status_t add_copy(wsync_copy_t **cs, size_t *n, size_t *cap, wsync_copy_t c)
+{
+    if (*n == *cap) {
+        size_t ncap = *cap ? 2 * *cap : 64;
+        wsync_copy_t *nc = realloc(*cs, ncap * sizeof(*nc));
+        WSYNC_CHECK_ALLOC(nc);
+        *cs = nc;
+        *cap = ncap;
+    }
+    (*cs)[(*n)++] = c;
+    return WSYNC_OK;
+}
+
+/* The copies of image range [off, off+len) into the caller's tensors but
+ * the bytes in skip[0..nskip) (sorted: they landed there directly),
  * appended to cs (grown as needed). */
 static wsync_status_t add_writes(const recv_dests_t *ds, const char *image, uint64_t off, uint64_t len,
-                                 wsync_copy_t **cs, size_t *n, size_t *cap)
+                                 const wsync_redirect_t *skip, size_t nskip, wsync_copy_t **cs, size_t *n,
+                                 size_t *cap)
 {
     const uint64_t end = off + len;
-    size_t i;
+    size_t i, k = 0;
     for (i = dest_after(ds, off); i < ds->n && ds->d[i].off < end; i++) {
         const recv_dest_t *d = &ds->d[i];
         uint64_t s = d->off > off ? d->off : off, e = d->off + d->size < end ? d->off + d->size : end;
-        if (*n == *cap) {
-            size_t ncap = *cap ? 2 * *cap : 64;
-            wsync_copy_t *nc = realloc(*cs, ncap * sizeof(*nc));
-            WSYNC_CHECK_ALLOC(nc);
-            *cs = nc;
-            *cap = ncap;
+        while (s < e) {
+            uint64_t stop = e;
+            while (k < nskip && skip[k].off + skip[k].len <= s)
+                k++;
+            if (k < nskip && skip[k].off <= s) {
+                s = skip[k].off + skip[k].len < e ? skip[k].off + skip[k].len : e;
+                continue;
+            }
+            if (k < nskip && skip[k].off < e)
+                stop = skip[k].off;
+            WSYNC_CHECK(add_copy(cs, n, cap, (wsync_copy_t){d->ptr + (s - d->off), image + s, stop - s}));
+            s = stop;
         }
-        (*cs)[(*n)++] = (wsync_copy_t){d->ptr + (s - d->off), image + s, e - s};
     }
+    return WSYNC_OK;
+}
+
+wsync_status_t recv_dests_direct(const recv_dests_t *ds, const wsync_node_plan_t *np, int me,
+                                 wsync_redirect_t **out, size_t *nout)
+{
+    size_t i, k, nkeep = 0, n = 0, cap = 0;
+    const size_t ncopies = np ? np->ncopies : 0;
+    uint64_t *keep = calloc(2 * ncopies + 2, sizeof(*keep));
+    wsync_redirect_t *sp = NULL;
+    *out = NULL;
+    *nout = 0;
+    WSYNC_CHECK_ALLOC(keep);
+    for (k = 0; k < ncopies; k++) { /* read out of this image, or written into it by a copy */
+        const wsync_tcopy_t *cp = &np->copies[k];
+        if (cp->from_rank == me) {
+            keep[2 * nkeep] = cp->from_off;
+            keep[2 * nkeep++ + 1] = cp->from_off + cp->len;
+        }
+        if (cp->to_rank == me) {
+            keep[2 * nkeep] = cp->to_off;
+            keep[2 * nkeep++ + 1] = cp->to_off + cp->len;
+        }
+    }
+    qsort(keep, nkeep, 2 * sizeof(*keep), by_pair_off); /* (start, end) pairs, by start */
+    for (i = 0, k = 0; ds && ds->in_place && i < ds->n; i++) {
+        const recv_dest_t *d = &ds->d[i];
+        uint64_t s = d->off + 8, e = d->off + d->size - 8;
+        if (d->size <= 16)
+            continue;
+        while (s < e) {
+            uint64_t stop = e;
+            while (k < nkeep && keep[2 * k + 1] <= s)
+                k++;
+            if (k < nkeep && keep[2 * k] <= s) {
+                s = keep[2 * k + 1] < e ? keep[2 * k + 1] : e;
+                continue;
+            }
+            if (k < nkeep && keep[2 * k] < e)
+                stop = keep[2 * k];
+            if (n == cap) {
+                size_t ncap = cap ? 2 * cap : 64;
+                wsync_redirect_t *x = realloc(sp, ncap * sizeof(*x));
+                if (x == NULL) {
+                    free(sp);
+                    free(keep);
+                    return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+                }
+                sp = x;
+                cap = ncap;
+            }
+            sp[n++] = (wsync_redirect_t){.off = s, .len = stop - s, .ptr = d->ptr + (s - d->off)};
+            s = stop;
+        }
+    }
+    free(keep);
+    *out = sp;
+    *nout = n;
     return WSYNC_OK;
 }
 
@@ -362,7 +440,7 @@ wsync_status_t recv_dests_write(const wsync_mem_ops_t *mem, const recv_dests_t *
     wsync_status_t st;
     if (ds == NULL || !ds->in_place)
         return WSYNC_OK;
-    st = add_writes(ds, image, off, len, &cs, &n, &cap);
+    st = add_writes(ds, image, off, len, NULL, 0, &cs, &n, &cap);
     if (st == WSYNC_OK)
         st = mem->copy_many(cs, n, 1);
     free(cs);
@@ -370,7 +448,8 @@ wsync_status_t recv_dests_write(const wsync_mem_ops_t *mem, const recv_dests_t *
 }
 
 wsync_status_t recv_dests_chunk_in(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const wsync_node_plan_t *np,
-                                   uint32_t c, int me, const char *image)
+                                   uint32_t c, int me, const char *image, const wsync_redirect_t *direct,
+                                   size_t ndirect)
 {
     const wsync_tchunk_t *ch = &np->chunks[c];
     wsync_copy_t *cs = NULL;
@@ -380,10 +459,10 @@ wsync_status_t recv_dests_chunk_in(const wsync_mem_ops_t *mem, const recv_dests_
         return WSYNC_OK;
     if (ch->land_rank == me)
         for (k = ch->first_put; k < ch->first_put + ch->nputs && st == WSYNC_OK; k++)
-            st = add_writes(ds, image, np->puts[k].dst_off, np->puts[k].len, &cs, &n, &cap);
+            st = add_writes(ds, image, np->puts[k].dst_off, np->puts[k].len, direct, ndirect, &cs, &n, &cap);
     for (k = ch->first_copy; k < ch->first_copy + ch->ncopies && st == WSYNC_OK; k++)
         if (np->copies[k].to_rank == me)
-            st = add_writes(ds, image, np->copies[k].to_off, np->copies[k].len, &cs, &n, &cap);
+            st = add_writes(ds, image, np->copies[k].to_off, np->copies[k].len, NULL, 0, &cs, &n, &cap);
     /* Queued, not waited for: the digests of the caller's bytes run after
      * them on the same stream (recv_dests_digest_many), and recv_dests_drain
      * ends them on every other way out. */
@@ -499,9 +578,25 @@ static void host_write_digest(const recv_dest_t *d, const char *src, uint64_t s,
         memcpy(d->ptr + (at - d->off), src + at, e - at);
 }
 
+/* Direct (recv_dests_direct): image bytes [s, e) of destination d that
+ * passed through the image, its 8 at either end (all of a short one), copied
+ * into it from `src`; then the digests of its parts. */
+static void host_ends_digest(const recv_dest_t *d, const char *src, uint64_t s, uint64_t e,
+                             const wsync_digest_range_t *rg, size_t n, uint64_t *sums)
+{
+    const uint64_t head = d->size <= 16 ? d->off + d->size : d->off + 8, tail = d->off + d->size - 8;
+    size_t k;
+    if (s < head)
+        memcpy(d->ptr + (s - d->off), src + s, (e < head ? e : head) - s);
+    if (d->size > 16 && e > tail && (s > tail ? s : tail) < e)
+        memcpy(d->ptr + ((s > tail ? s : tail) - d->off), src + (s > tail ? s : tail), e - (s > tail ? s : tail));
+    for (k = 0; k < n; k++)
+        sums[k] = wsync_digest_sum(rg[k].ptr, rg[k].len, rg[k].off);
+}
+
 wsync_status_t recv_dgroup_start(recv_dgroup_t *g, const wsync_mem_ops_t *mem, const recv_dests_t *ds, char *image,
                                  const char *src, uint64_t off, uint64_t len, const wsync_digest_range_t *pieces,
-                                 size_t npieces)
+                                 size_t npieces, int direct)
 {
     recv_parts_t all = {0};
     wsync_status_t st = WSYNC_OK;
@@ -552,8 +647,8 @@ wsync_status_t recv_dgroup_start(recv_dgroup_t *g, const wsync_mem_ops_t *mem, c
         uint64_t s = d->off > off ? d->off : off, e = d->off + d->size < off + len ? d->off + d->size : off + len;
         g->njobs++;
         if (mem->kind == WSYNC_MEM_HOST) { /* done here and now, as a host job would be */
-            host_write_digest(d, src, s, e, g->parts.rg + g->first[j], g->first[j + 1] - g->first[j],
-                              g->psums + g->first[j]);
+            (direct ? host_ends_digest : host_write_digest)(d, src, s, e, g->parts.rg + g->first[j],
+                                                            g->first[j + 1] - g->first[j], g->psums + g->first[j]);
             g->ok[j] = 1;
             continue;
         }

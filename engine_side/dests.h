@@ -84,9 +84,21 @@ wsync_status_t recv_dests_write(const wsync_mem_ops_t *mem, const recv_dests_t *
  * when it landed here, the copies into `me`), written through: queued on
  * this thread's stream (a GPU) without waiting; the digests of the
  * caller's bytes come after them on that stream. The one call
- * fetch_targets.c makes when a chunk is complete on this rank. */
+ * fetch_targets.c makes when a chunk is complete on this rank; bytes in
+ * direct[0..ndirect) (recv_dests_direct, sorted) landed in the caller's
+ * tensors already and are not copied. */
 wsync_status_t recv_dests_chunk_in(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const wsync_node_plan_t *np,
-                                   uint32_t c, int me, const char *image);
+                                   uint32_t c, int me, const char *image, const wsync_redirect_t *direct,
+                                   size_t ndirect);
+/* In place: the bytes puts bring to local rank `me` under node plan np that
+ * may land straight in the caller's tensors (a transport's redirect, so
+ * they skip the image and the write-through): every destination's bytes
+ * but the 8 at either end (verification reads digest words that cross an
+ * edge out of the image) and those the plan's copies read out of this
+ * rank's image or write into it (np NULL: none). Sorted by offset; *out
+ * (freed by the caller) NULL when none. */
+wsync_status_t recv_dests_direct(const recv_dests_t *ds, const wsync_node_plan_t *np, int me,
+                                 wsync_redirect_t **out, size_t *nout);
 /* In place: wait for the write-through copies recv_dests_chunk_in queued
  * on this thread (a fetch that ends before its verification calls it). */
 wsync_status_t recv_dests_drain(const wsync_mem_ops_t *mem, const recv_dests_t *ds);
@@ -119,10 +131,12 @@ typedef struct recv_dgroup {
 } recv_dgroup_t;
 
 /* pieces[k]: the chunk's piece k as an image range (ptr at `image`, off its
- * key); the chunk is image bytes [off, off+len); src at image offset 0. */
+ * key); the chunk is image bytes [off, off+len); src at image offset 0.
+ * direct (host memory): the destinations' bytes but 8 at either end landed
+ * in them already (recv_dests_direct), only those ends are copied. */
 wsync_status_t recv_dgroup_start(recv_dgroup_t *g, const wsync_mem_ops_t *mem, const recv_dests_t *ds, char *image,
                                  const char *src, uint64_t off, uint64_t len, const wsync_digest_range_t *pieces,
-                                 size_t npieces);
+                                 size_t npieces, int direct);
 /* *done once every job finished; then sums[k] is piece k's sum. */
 wsync_status_t recv_dgroup_poll(recv_dgroup_t *g, const wsync_mem_ops_t *mem, uint64_t *sums, int *done);
 /* Ends the jobs (waiting for those still running) and frees g's memory. */

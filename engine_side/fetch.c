@@ -251,7 +251,7 @@ json_t *fetch_pull_json(const fetch_t *f, const recv_transport_t *rt)
                                .timeout_ms = (int64_t)((f->deadline - wsync_now_ns()) / 1000000ULL),
                                .chunks = f->mine,
                                .chunk_bytes = (f->plan->nchunks + 7) / 8,
-                               .in_order = f->rl.on};
+                               .in_order = f->rl.on && f->ndirect == 0};
     snprintf(pr.engine, sizeof(pr.engine), "%s", r->engine_id);
     snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
     snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
@@ -272,6 +272,12 @@ static wsync_status_t fetch_request(fetch_t *f)
     int t, relayed = 0;
     fetch_new_reqid(f);
     f->last_landed = wsync_now_ns();
+    /* A lone rank: no other rank reads its image, so every destination byte
+     * but the ends may land straight in the caller's tensors (not while
+     * this node relays: its relay serves out of the image). */
+    WSYNC_CHECK(recv_transport_direct(f->r, f->slot, f->tnames, f->plan->world,
+                                      f->dm && f->r->cfg.local_world == 1 && f->r->relay == NULL, NULL, &f->direct,
+                                      &f->ndirect));
     WSYNC_CHECK(fetch_relay_request(f, &relayed));
     for (t = 0; t < f->plan->world && !relayed; t++)
         WSYNC_CHECK(fetch_request_rank(f, t));
@@ -293,7 +299,7 @@ static wsync_status_t group_start(fetch_t *f, uint32_t c, int landed)
     size_t np = chunk_ranges(f, c);
     recv_dgroup_t *g = &f->groups[c];
     wsync_status_t st = recv_dgroup_start(g, f->r->mem, f->dm, f->image, src, (uint64_t)c * f->plan->chunk_size,
-                                          chunk_len(f->plan, c), f->rg, np);
+                                          chunk_len(f->plan, c), f->rg, np, landed && f->ndirect > 0);
     if (st != WSYNC_OK) {
         recv_dgroup_end(g, f->r->mem);
         return st;
@@ -591,6 +597,7 @@ static void fetch_end(fetch_t *f, wsync_status_t st)
     free(f->groups);
     free(f->inflight);
     recv_release_end(&f->rl);
+    free(f->direct);
     fetch_relay_end(f);
     if (st != WSYNC_OK)
         recv_transport_reset(f->r); /* stale puts of this attempt can no longer land */

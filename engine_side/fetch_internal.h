@@ -52,7 +52,9 @@ typedef struct fetch {
     recv_dgroup_t *groups; /* [nchunks] */
     uint32_t *inflight;    /* chunks whose group runs */
     uint32_t ninflight, nfan;
-    recv_release_t rl; /* and with a sparse image, its pages freed chunk by chunk (release.h) */
+    recv_release_t rl;        /* and with a sparse image, its pages freed chunk by chunk (release.h) */
+    wsync_redirect_t *direct; /* a lone rank's: bytes landing straight in the caller's tensors */
+    size_t ndirect;
 
     /* trainer ranks */
     recv_request_t *reqs;

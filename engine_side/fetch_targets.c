@@ -4,8 +4,11 @@
  *             this rank derived; map the peers' windows;
  *   prepare   the chunks landing here, and those landing elsewhere that
  *             hold bytes this rank copies;
- *   request   expect every put landing here; ask every trainer rank (each
- *             also answers with the digests of this rank's segments it owns);
+ *   request   in place into the caller's tensors on the host, the bytes
+ *             no other rank reads land straight in them (the transports'
+ *             redirect, recv_transport_direct); expect every put landing
+ *             here; ask every trainer rank (each also answers with the
+ *             digests of this rank's segments it owns);
  *   then, until every chunk this rank needs is in:
  *   land      take the transports' completions; a chunk whose last put
  *             landed gets its copies inside this rank, then is marked landed;
@@ -55,7 +58,9 @@ typedef struct tfetch {
     uint32_t *pending;   /* chunks landing elsewhere that this rank copies from */
     uint32_t npending, nland, nlanded, ndone, nwant;
 
-    recv_release_t rl; /* a sparse image's pages, freed as chunks are written through (release.h) */
+    recv_release_t rl;        /* a sparse image's pages, freed as chunks are written through (release.h) */
+    wsync_redirect_t *direct; /* bytes landing straight in the caller's tensors (recv_dests_direct) */
+    size_t ndirect;
 
     recv_request_t *reqs;
     char (*addrs)[160];
@@ -178,7 +183,7 @@ static wsync_status_t request_rank(tfetch_t *f, int t)
     snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
     snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
     st = add_targets(f, t, &pr);
-    pr.in_order = f->rl.on;
+    pr.in_order = f->rl.on && f->ndirect == 0; /* else only edges and fan-out bytes pass through the image */
     pr.hint_world = f->tl->hint_world;
     pr.colo = f->tl->colo;
     pr.ncolo = f->tl->ncolo;
@@ -194,6 +199,7 @@ static wsync_status_t request_rank(tfetch_t *f, int t)
 static wsync_status_t tf_request(tfetch_t *f)
 {
     int t;
+    WSYNC_CHECK(recv_transport_direct(f->r, f->slot, f->tnames, f->world, 1, f->np, &f->direct, &f->ndirect));
     do
         f->reqid = (uint32_t)(((uint64_t)rand() << 16 ^ (uint64_t)wsync_now_ns() ^ (uint64_t)getpid() << 8) &
                               0x7fffffff);
@@ -224,7 +230,7 @@ static wsync_status_t copy_chunk(tfetch_t *f, uint32_t c, int from)
  * (dests.h); verification then digests the caller's bytes. */
 static wsync_status_t chunk_complete(tfetch_t *f, uint32_t c)
 {
-    return recv_dests_chunk_in(f->r->mem, f->r->cur_dm, f->np, c, f->me, f->image);
+    return recv_dests_chunk_in(f->r->mem, f->r->cur_dm, f->np, c, f->me, f->image, f->direct, f->ndirect);
 }
 
 /* ---- release: the pages of a sparse image ---- */
@@ -420,6 +426,7 @@ static void tf_end(tfetch_t *f, wsync_status_t st)
     free(f->digests);
     free(f->have);
     recv_release_end(&f->rl);
+    free(f->direct);
 }
 
 wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,

@@ -203,6 +203,15 @@ const char *recv_transport_for(wsync_receiver_t *r, const char *host_id, const c
 /* 1 if an open transport pins the image's pages (verbs memory regions):
  * freeing them would leave the adapter writing pages the image no longer has. */
 int recv_transport_pins(const wsync_receiver_t *r);
+/* In place into the caller's tensors in host memory (allowed: the fetch
+ * agrees), when every transport the trainer ranks (names[0..n)) put over
+ * can redirect: the bytes no other rank reads (recv_dests_direct over node
+ * plan np, NULL: the whole image, read by no other rank) land straight in
+ * the caller's tensors, skipping the image and the write-through. Every
+ * open transport's region of `slot` gets those spans (*spans, the
+ * caller's to free), or none. */
+wsync_status_t recv_transport_direct(wsync_receiver_t *r, int slot, const char **names, int n, int allowed,
+                                     const wsync_node_plan_t *np, wsync_redirect_t **spans, size_t *nspans);
 void recv_transport_reset(wsync_receiver_t *r);
 
 #endif

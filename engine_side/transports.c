@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/checks.h"
+#include "common/log.h"
 #include "common/settings.h"
 #include "engine_side/receiver_internal.h"
 
@@ -81,4 +82,26 @@ int recv_transport_pins(const wsync_receiver_t *r)
         if (strcmp(r->tr[k].ops->name, "verbs") == 0)
             return 1;
     return 0;
+}
+
+wsync_status_t recv_transport_direct(wsync_receiver_t *r, int slot, const char **names, int n, int allowed,
+                                     const wsync_node_plan_t *np, wsync_redirect_t **spans, size_t *nspans)
+{
+    recv_transport_t *rt;
+    int t, k, all = allowed && r->mem->kind == WSYNC_MEM_HOST && r->cur_dm && r->cur_dm->in_place;
+    *spans = NULL;
+    *nspans = 0;
+    for (t = 0; t < n; t++) {
+        WSYNC_CHECK(recv_transport_ensure(r, names[t], &rt));
+        all &= rt->ops->redirect != NULL;
+    }
+    if (all) {
+        WSYNC_CHECK(recv_dests_direct(r->cur_dm, np, r->cfg.local_rank, spans, nspans));
+        wsync_trace("engine %s rank %d: %zu ranges land straight in the caller's tensors", r->engine_id,
+                    r->cfg.local_rank, *nspans);
+    }
+    for (k = 0; k < r->ntr; k++)
+        if (r->tr[k].ops->redirect)
+            WSYNC_CHECK(r->tr[k].ops->redirect(r->tr[k].region[slot], *spans, *nspans));
+    return WSYNC_OK;
 }

@@ -80,20 +80,22 @@ typedef struct wsync_receiver_config {
      *             padding) are zeroed in the caller's tensors. While a pull
      *             runs, and after one that failed, the caller's tensors are
      *             invalid, as the image is.
-     * wsync's image stays the landing memory either way (the node's other
-     * ranks copy out of its window), so a rank holds its image plus the
-     * caller's tensors. Staged keeps a second image (the held version stays
+     * wsync's image is the landing memory (the node's other ranks copy out
+     * of its window), so a rank holds its image plus the caller's tensors
+     * (but in place on the host: below). Staged keeps a second image (the held version stays
      * readable while the next lands) unless the caller's tensors hold every
      * tensor of the rank: then the held version lives in them, one image
      * suffices (when every local rank of the node gives all its tensors; a
      * rank that gives fewer makes the node keep two), and the image, like
      * wsync_receiver_image's pointer, is invalid while a pull runs. In
-     * place in host memory with every tensor of the rank given, the image
-     * is only where bytes pass on their way into the caller's tensors: its
-     * pages are freed chunk by chunk (setting sparse_image, default 1), so
-     * a rank holds its tensors plus the chunks in flight, and after a pull
-     * the image reads zero where a destination lies (the version is in the
-     * caller's tensors, where wsync_receiver_tensor* point). The
+     * place in host memory over tcp, a destination's bytes no other local
+     * rank reads land straight in the caller's tensor (but its 8 at either
+     * end), skipping the image; with every tensor of the rank given, the
+     * image is sparse (setting sparse_image, default 1): its pages are
+     * freed chunk by chunk, so a rank holds its tensors plus the chunks in
+     * flight. Either way the image does not hold those bytes after a pull:
+     * read the version from the caller's tensors (where
+     * wsync_receiver_tensor* point; docs/ENGINE_LAYOUTS.md). The
      * memory must stay valid and unmoved while the receiver lives. */
     const wsync_dest_tensor_t *dests;
     int ndests;
@@ -136,8 +138,8 @@ WSYNC_API wsync_status_t wsync_receiver_tensor_at(const wsync_receiver_t *r, siz
                                                   wsync_tensor_info_t *info);
 WSYNC_API wsync_status_t wsync_receiver_tensor(const wsync_receiver_t *r, const char *name, void **ptr,
                                                wsync_tensor_info_t *info);
-/* The whole held image (in place with every tensor given on the host, its
- * destination bytes are freed after each pull: see config.dests). */
+/* The whole held image (in place into the caller's tensors on the host it
+ * does not hold their bytes: see config.dests). */
 WSYNC_API wsync_status_t wsync_receiver_image(const wsync_receiver_t *r, void **ptr, size_t *len);
 
 /* Where this rank's pull stands, for a progress display; callable from any

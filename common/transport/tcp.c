@@ -96,6 +96,7 @@ static void tcp_dereg(wsync_region_t *rr)
             break;
         }
     pthread_mutex_unlock(&t->lock);
+    free(r->spans);
     free(r);
 }
 
@@ -132,12 +133,41 @@ static void tcp_close(wsync_transport_t *tt)
     pthread_mutex_unlock(&t->lock);
     for (r = t->regions; r; r = n) {
         n = r->next;
+        free(r->spans);
         free(r);
     }
     wsync_cqueue_destroy(&t->cq);
     pthread_mutex_destroy(&t->lock);
     pthread_cond_destroy(&t->cond);
     free(t);
+}
+
+wsync_status_t tcp_redirect(wsync_region_t *rr, const wsync_redirect_t *spans, size_t n)
+{
+    tcp_transport_t *t = container_of(rr->transport, tcp_transport_t, super);
+    tcp_region_t *r = container_of(rr, tcp_region_t, super);
+    wsync_redirect_t *copy = NULL;
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (spans[i].len > rr->len || spans[i].off > rr->len - spans[i].len ||
+            (i > 0 && spans[i].off < spans[i - 1].off + spans[i - 1].len))
+            return wsync_error(WSYNC_ERR_INVALID,
+                               "tcp: redirect span %zu [%llu, +%llu) is outside the region or "
+                               "out of order",
+                               i, (unsigned long long)spans[i].off, (unsigned long long)spans[i].len);
+    if (n > 0) {
+        copy = malloc(n * sizeof(*copy));
+        WSYNC_CHECK_ALLOC(copy);
+        memcpy(copy, spans, n * sizeof(*copy));
+    }
+    pthread_mutex_lock(&t->lock);
+    while (r->inflight > 0) /* a reader holds the old spans */
+        pthread_cond_wait(&t->cond, &t->lock);
+    free(r->spans);
+    r->spans = copy;
+    r->nspans = n;
+    pthread_mutex_unlock(&t->lock);
+    return WSYNC_OK;
 }
 
 const wsync_transport_ops_t wsync_transport_tcp = {
@@ -150,6 +180,7 @@ const wsync_transport_ops_t wsync_transport_tcp = {
     .connect = tcp_connect,
     .expect = tcp_expect,
     .put = tcp_put,
+    .redirect = tcp_redirect,
     .poll = tcp_poll,
     .disconnect = tcp_disconnect,
     .close = tcp_close,

@@ -20,7 +20,9 @@ typedef struct tcp_region {
     wsync_region_t super;
     uint32_t id;
     int dead;
-    int inflight; /* readers writing into it now */
+    int inflight;            /* readers writing into it now */
+    wsync_redirect_t *spans; /* bytes landing elsewhere (tcp_redirect); changed only while inflight is 0 */
+    size_t nspans;
     struct tcp_region *next;
 } tcp_region_t;
 

@@ -138,6 +138,38 @@ static int handshake(tcp_reader_t *rd)
     return hello.sender;
 }
 
+/* The put's bytes [off, off+len) of region r read off the socket where
+ * they land: the region's memory, or a redirect span's (tcp_redirect);
+ * GPU memory through the bounce buffer. 0, or -1 when the stream broke. */
+static int recv_put(tcp_reader_t *rd, tcp_bounce_t **bounce, const tcp_region_t *r, uint64_t off, uint64_t len)
+{
+    size_t i = 0;
+    while (len > 0) {
+        const wsync_redirect_t *sp;
+        char *dst = (char *)r->super.ptr + off;
+        uint64_t n = len;
+        int rc;
+        while (i < r->nspans && r->spans[i].off + r->spans[i].len <= off)
+            i++;
+        sp = i < r->nspans ? &r->spans[i] : NULL;
+        if (sp && sp->off <= off) {
+            dst = (char *)sp->ptr + (off - sp->off);
+            n = sp->off + sp->len - off < len ? sp->off + sp->len - off : len;
+        } else if (sp && sp->off < off + len) {
+            n = sp->off - off;
+        }
+        if (r->super.kind == WSYNC_MEM_HOST)
+            rc = wsync_recv_all(rd->fd, dst, n, 0);
+        else
+            rc = tcp_bounce_recv(bounce, TCP_BOUNCE, rd->fd, &wsync_mem_cuda, dst, n);
+        if (rc != 0)
+            return -1;
+        off += n;
+        len -= n;
+    }
+    return 0;
+}
+
 /* One accepted connection: the handshake, then header+payload until the
  * sender closes. Anything malformed ends this connection only, with an ERROR
  * that names the peer; bytes are only ever written inside a checked region. */
@@ -173,11 +205,7 @@ static void *reader_main(void *arg)
                                     why);
             break;
         }
-        if (r->super.kind == WSYNC_MEM_HOST)
-            rc = wsync_recv_all(rd->fd, (char *)r->super.ptr + h.dst_off, h.len, 0);
-        else
-            rc = tcp_bounce_recv(&bounce, TCP_BOUNCE, rd->fd, &wsync_mem_cuda, (char *)r->super.ptr + h.dst_off,
-                                 h.len);
+        rc = recv_put(rd, &bounce, r, h.dst_off, h.len);
         release(t, r);
         if (rc != 0) {
             if (!stopping(t))

@@ -65,6 +65,12 @@ typedef struct wsync_transport_config {
     const struct wsync_auth *auth;
 } wsync_transport_config_t;
 
+/* Bytes of a registered region that land elsewhere (ops->redirect). */
+typedef struct wsync_redirect {
+    uint64_t off, len; /* in the region */
+    void *ptr;         /* where they land instead: memory of the region's kind */
+} wsync_redirect_t;
+
 typedef struct wsync_transport_ops {
     const char *name;
     /* 1 if this backend can run here; otherwise 0 with the reason recorded. */
@@ -93,6 +99,12 @@ typedef struct wsync_transport_ops {
      * every caller of put/expect calls these after its batch. */
     void (*put_flush)(wsync_conn_t *c);
     void (*expect_flush)(wsync_transport_t *t, int src_id);
+    /* Optional (NULL: not offered). Receiver: from now on the bytes of
+     * region r in each span [off, off+len) land at the span's ptr instead of
+     * the region's memory (spans sorted by off, disjoint, inside the region;
+     * copied); n 0: every byte in the region again. Waits until no put is
+     * being read into the region. A put crossing span edges is split. */
+    wsync_status_t (*redirect)(wsync_region_t *r, const wsync_redirect_t *spans, size_t n);
     /* Up to `max` completions into `out`, waiting up to timeout_ms for the first. */
     wsync_status_t (*poll)(wsync_transport_t *t, wsync_completion_t *out, int max, int *n, int timeout_ms);
     void (*disconnect)(wsync_conn_t *c);

@@ -4,7 +4,8 @@
  * with every tensor given by both ranks (one image each: the failed pull
  * overwrites it, the caller's tensors keep the version) and by one rank
  * only (the node keeps two); in place with every tensor given by both ranks
- * (a sparse image each, freed chunk by chunk). */
+ * (a sparse image each, freed chunk by chunk) and by a lone rank (its bytes
+ * land straight in its tensors, but each tensor's ends). */
 #include "tests/test.h"
 #include "tests/unit/engine_side/dests_procs.h"
 
@@ -33,6 +34,11 @@ static void in_place_every_tensor_given_sparse_images(void)
     CHECK_EQ(dests_procs_run("host", WSYNC_MODE_IN_PLACE, 2, 3, "dests-procs-inplace-all"), 0);
 }
 
+static void in_place_lone_rank_every_tensor_lands_direct(void)
+{
+    CHECK_EQ(dests_procs_run("host", WSYNC_MODE_IN_PLACE, 1, 1, "dests-procs-inplace-lone"), 0);
+}
+
 int main(void)
 {
     RUN(staged_node_of_two_processes);
@@ -40,5 +46,6 @@ int main(void)
     RUN(staged_one_rank_gives_all_node_keeps_two);
     RUN(in_place_node_of_two_processes);
     RUN(in_place_every_tensor_given_sparse_images);
+    RUN(in_place_lone_rank_every_tensor_lands_direct);
     TEST_EXIT();
 }

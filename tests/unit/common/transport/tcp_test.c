@@ -1,7 +1,11 @@
 /* tcp_test.c: the tcp transport over loopback in one process: many puts land
  * byte-exact over every connection; garbage, lying headers and truncated
  * streams end only their own connection with an ERROR naming the peer; a
- * disconnect or close with puts in flight is safe and accounts for each put. */
+ * disconnect or close with puts in flight is safe and accounts for each put.
+ * A redirected region: a put crossing two spans lands each span's bytes in
+ * its own memory and the rest in the region (which keeps its old bytes
+ * where a span took them); spans out of order or outside are refused;
+ * cleared, bytes land in the region again. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
@@ -309,6 +313,42 @@ static void check_still_works(rig_t *r, uint64_t tag)
     CHECK_EQ(wait_for(r->rx, WSYNC_COMPLETION_LANDED, &c), 0);
     CHECK_EQ(c.tag, tag);
     CHECK(memcmp(r->b + 4096, r->s + 100, 5000) == 0);
+}
+
+static void redirected_bytes_land_in_their_spans(void)
+{
+    rig_t r;
+    wsync_completion_t c;
+    unsigned char x[3000], y[5000];
+    const wsync_redirect_t spans[2] = {{.off = 11000, .len = sizeof(x), .ptr = x},
+                                       {.off = 20000, .len = sizeof(y), .ptr = y}};
+    const wsync_redirect_t bad[2] = {{.off = 20000, .len = 10, .ptr = y}, {.off = 11000, .len = 10, .ptr = x}};
+    const wsync_redirect_t outside = {.off = REG_B - 10, .len = 20, .ptr = y};
+    if (rig_up(&r, 1) != 0) {
+        CHECK(!"set-up");
+        rig_down(&r);
+        return;
+    }
+    memset(x, 0x11, sizeof(x));
+    memset(y, 0x22, sizeof(y));
+    CHECK_FAILS(T->redirect(r.rb, bad, 2), WSYNC_ERR_INVALID, "out of order");
+    CHECK_FAILS(T->redirect(r.rb, &outside, 1), WSYNC_ERR_INVALID, "outside the region");
+    CHECK_OK(T->redirect(r.rb, spans, 2));
+    /* region bytes [10000, 30000) from source offset 500 */
+    CHECK_OK(T->put(r.conn, r.src, 500, &r.key_b, 10000, 20000, 41));
+    CHECK_EQ(wait_for(r.rx, WSYNC_COMPLETION_LANDED, &c), 0);
+    CHECK_EQ(c.tag, 41);
+    CHECK(memcmp(r.b + 10000, r.s + 500, 1000) == 0);         /* before the first span */
+    CHECK(memcmp(x, r.s + 500 + 1000, sizeof(x)) == 0);       /* the first span */
+    CHECK(memcmp(r.b + 14000, r.s + 500 + 4000, 6000) == 0);  /* between them */
+    CHECK(memcmp(y, r.s + 500 + 10000, sizeof(y)) == 0);      /* the second */
+    CHECK(memcmp(r.b + 25000, r.s + 500 + 15000, 5000) == 0); /* after */
+    CHECK(r.b[11000] == 0xBB && r.b[11000 + sizeof(x) - 1] == 0xBB && r.b[20000] == 0xBB); /* untouched */
+    CHECK_OK(T->redirect(r.rb, NULL, 0));
+    CHECK_OK(T->put(r.conn, r.src, 0, &r.key_b, 11000, 100, 42));
+    CHECK_EQ(wait_for(r.rx, WSYNC_COMPLETION_LANDED, &c), 0);
+    CHECK(memcmp(r.b + 11000, r.s, 100) == 0 && x[0] == r.s[500 + 1000]);
+    rig_down(&r);
 }
 
 static void garbage_on_the_port_is_an_error_and_the_receiver_keeps_working(void)
@@ -622,6 +662,7 @@ int main(void)
     unsetenv("WSYNC_TCP_PORT");
     RUN(many_random_puts_land_byte_exact_over_four_connections);
     RUN(addresses_and_keys_are_checked_by_the_sender);
+    RUN(redirected_bytes_land_in_their_spans);
     RUN(garbage_on_the_port_is_an_error_and_the_receiver_keeps_working);
     RUN(headers_outside_a_region_are_refused_without_writing);
     RUN(a_sender_that_dies_mid_put_is_an_error_naming_it);
