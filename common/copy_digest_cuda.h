@@ -34,6 +34,24 @@ int wsync_cuda_copy_digest_async(void *dst, const void *src, size_t len, uint64_
 int wsync_cuda_copy_digest_shape_async(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dsum,
                                        void *stream, int unroll, int blocks_per_sm, int streaming_stores);
 
+/* A kernel shape for the benchmark that compares them
+ * (bench/gpu_copy_variants_bench): kind 0 is the library's kernel
+ * (wsync_cuda_copy_digest_shape_async with unroll, blocks_per_sm,
+ * streaming_stores); kind 1 tiles of 256 x unroll vectors walked by the
+ * grid (unroll 4 copy only or digested, 8 with l2_hint: loads with the L2
+ * 256-byte prefetch hint, 4 with streaming stores); kind 3 the bulk-copy
+ * unit (TMA), unroll 0 or 1 picking stages of 32 or 16 KiB, copy only or
+ * digested. copy_only: the copy without the digest (no sum). */
+typedef struct wsync_cd_variant {
+    int kind, unroll, blocks_per_sm, streaming_stores, l2_hint, copy_only;
+} wsync_cd_variant_t;
+
+/* wsync_cuda_copy_digest_async in shape `v`: source and destination equal
+ * modulo 16, source at a multiple of 8, 16 bytes or more (else
+ * cudaErrorInvalidValue, as int). */
+int wsync_cuda_copy_digest_variant_async(void *dst, const void *src, size_t len, uint64_t off, uint64_t *dsum,
+                                         void *stream, const wsync_cd_variant_t *v);
+
 /* The same copy, its sum delivered without a memset before it or a copy
  * after it: *dacc and *dcount are device words at 0 (zeroed once, when
  * allocated); the kernel's last block stores the digest sum of the bytes

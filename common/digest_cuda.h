@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "common/digest_runs.h"
+#include "common/mem/mem.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -17,6 +18,12 @@ extern "C" {
  * on `stream` (a cudaStream_t). Asynchronous; ptr is device memory of the
  * current device; any alignment. Returns a cudaError_t as int (0 = launched). */
 int wsync_cuda_digest_sum_async(const void *ptr, size_t len, uint64_t off, uint64_t *dsum, void *stream);
+
+/* Adds wsync_digest_sum(r[i].ptr, r[i].len, r[i].off) into dsum[i] for each
+ * of the n ranges, asynchronously on `stream`: 16-byte aligned ranges of 16
+ * bytes or more up to 64 to a launch, any other alone. Returns a
+ * cudaError_t as int (0 = launched). */
+int wsync_cuda_digest_batch_async(const wsync_digest_range_t *r, size_t n, uint64_t *dsum, void *stream);
 
 /* digest_runs.h's kernel: adds each of the n device tasks' word sums into
  * dsum[task.seg] (device words), reading from src_base, asynchronously on

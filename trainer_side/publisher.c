@@ -413,6 +413,7 @@ wsync_status_t wsync_publisher_publish_opts(wsync_publisher_t *p, uint64_t versi
         goto out;
     }
     WSYNC_CHECK_GOTO(pub_digest(p, sums), st, out);
+    wsync_trace("trainer rank %d: version %llu digested", p->cfg.rank, (unsigned long long)version);
     for (i = 0; i < p->nmy; i++) {
         const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
         char hex[17];
@@ -424,6 +425,7 @@ wsync_status_t wsync_publisher_publish_opts(wsync_publisher_t *p, uint64_t versi
     st = direct ? WSYNC_OK : pub_copy_start(p, &p->slots[slot], &copy);
     if (st == WSYNC_OK)
         st = report(p, version, pieces);
+    wsync_trace("trainer rank %d: version %llu reported", p->cfg.rank, (unsigned long long)version);
     if (st == WSYNC_OK) {
         json_decref(p->reported_pieces);
         p->reported_pieces = json_incref(pieces);

@@ -199,16 +199,13 @@ static wsync_status_t cuda_fill(void *dst, size_t len, uint64_t off, uint64_t se
 static wsync_status_t queue_digests(const wsync_digest_range_t *r, size_t n, uint64_t *dsum, uint64_t *hsum,
                                     cudaStream_t s)
 {
-    size_t i;
     int e;
     if (n == 0)
         return WSYNC_OK;
     CUDA_CHECK(cudaMemsetAsync(dsum, 0, n * sizeof(uint64_t), s));
-    for (i = 0; i < n; i++) {
-        e = wsync_cuda_digest_sum_async(r[i].ptr, r[i].len, r[i].off, dsum + i, s);
-        if (e != 0)
-            return wsync_error(WSYNC_ERR_CUDA, "digest kernel: %s", cudaGetErrorString((cudaError_t)e));
-    }
+    e = wsync_cuda_digest_batch_async(r, n, dsum, s);
+    if (e != 0)
+        return wsync_error(WSYNC_ERR_CUDA, "digest kernel: %s", cudaGetErrorString((cudaError_t)e));
     CUDA_CHECK(cudaMemcpyAsync(hsum, dsum, n * sizeof(uint64_t), cudaMemcpyDeviceToHost, s));
     return WSYNC_OK;
 }

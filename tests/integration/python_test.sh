@@ -8,6 +8,9 @@ source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 T="$WSYNC_ROOT/tests/python"
 export WSYNC_ROOT WSYNC_LIB=${WSYNC_BUILD:-$WSYNC_ROOT/build}/libwsync.so
+# Node boards are named by host id and engine id: a host id of this run's own
+# keeps two suites on one machine (helpers, CI beside a developer) apart.
+export WSYNC_HOST_ID=${WSYNC_HOST_ID:-pysuite-$$}
 # Under `make asan` libwsync.so is an AddressSanitizer build that Python can
 # only load with the sanitizer runtimes preloaded, and Debian's torch then
 # hangs (tried: the whole script timed out at 600 s). The Python tests run in
