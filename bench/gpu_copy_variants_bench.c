@@ -60,8 +60,8 @@ static void describe(int v, char *out, size_t n)
         snprintf(out, n, "bulk(TMA) %d KiB x%d/SM%s", x->unroll ? 16 : 32, x->blocks_per_sm,
                  x->copy_only ? " COPY-ONLY" : "");
     else
-        snprintf(out, n, "%s u%d x%d%s%s%s", kinds[x->kind], x->unroll, x->blocks_per_sm, x->streaming_stores ? " stcs" : "", x->l2_hint ? " l2hint" : "",
-             x->copy_only ? " COPY-ONLY" : "");
+        snprintf(out, n, "%s u%d x%d%s%s%s", kinds[x->kind], x->unroll, x->blocks_per_sm,
+                 x->streaming_stores ? " stcs" : "", x->l2_hint ? " l2hint" : "", x->copy_only ? " COPY-ONLY" : "");
 }
 
 int main(int argc, char **argv)
@@ -109,8 +109,8 @@ int main(int argc, char **argv)
             CU(cudaMemcpy(&got, dsum, 8, cudaMemcpyDeviceToHost));
             describe(v, name, sizeof(name));
             if (!variants[v].copy_only && got != (c ? cpu_jobs : cpu_whole))
-                DIE("%s (%s): sum %016llx, CPU digest %016llx", name, c ? "jobs" : "whole", (unsigned long long)got,
-                    (unsigned long long)(c ? cpu_jobs : cpu_whole));
+                DIE("%s (%s): sum %016llx, CPU digest %016llx", name, c ? "jobs" : "whole",
+                    (unsigned long long)got, (unsigned long long)(c ? cpu_jobs : cpu_whole));
             CU(cudaMemcpy(back, b, LEN, cudaMemcpyDeviceToHost));
             if (memcmp(back, host, LEN) != 0)
                 DIE("%s (%s): the copy differs from the source", name, c ? "jobs" : "whole");

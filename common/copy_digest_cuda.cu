@@ -199,9 +199,7 @@ static __device__ __forceinline__ ulonglong2 ld_vec(const ulonglong2 *p, int hin
 {
     if (hint) {
         ulonglong2 v;
-        asm("ld.global.nc.L1::no_allocate.L2::256B.v2.u64 {%0, %1}, [%2];"
-                     : "=l"(v.x), "=l"(v.y)
-                     : "l"(p));
+        asm("ld.global.nc.L1::no_allocate.L2::256B.v2.u64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(p));
         return v;
     }
     return __ldcs(p);
@@ -268,7 +266,8 @@ static __device__ __forceinline__ void bar_wait(uint32_t bar, uint32_t parity)
 {
     uint32_t ok;
     do {
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, "
+                     "0, p;\n}"
                      : "=r"(ok)
                      : "r"(bar), "r"(parity)
                      : "memory");
@@ -367,8 +366,8 @@ static int launch_bulk(int blocks_per_sm, cudaStream_t st, ulonglong2 *vd, const
         return (int)e;
     if (grid > ntiles)
         grid = ntiles;
-    copy_digest_bulk_kernel<S, NS, DIG><<<(unsigned)(grid ? grid : 1), DIG_THREADS, S * NS, st>>>(vd, vs, nvec, key0,
-                                                                                                 out);
+    copy_digest_bulk_kernel<S, NS, DIG>
+        <<<(unsigned)(grid ? grid : 1), DIG_THREADS, S * NS, st>>>(vd, vs, nvec, key0, out);
     return (int)cudaGetLastError();
 }
 

@@ -110,8 +110,7 @@ __global__ void __launch_bounds__(DIG_THREADS) digest_batch_kernel(const dg_batc
     d_block_add(s, r.out);
 }
 
-extern "C" int wsync_cuda_digest_batch_async(const wsync_digest_range_t *r, size_t n, uint64_t *dsum,
-                                             void *stream)
+extern "C" int wsync_cuda_digest_batch_async(const wsync_digest_range_t *r, size_t n, uint64_t *dsum, void *stream)
 {
     cudaStream_t st = (cudaStream_t)stream;
     size_t at = 0;

@@ -33,19 +33,50 @@ typedef struct conn_arg {
     int fd;
 } conn_arg_t;
 
+/* Waits for the next request on a kept connection: 1 with *req, 0 when the
+ * client closed it, the port stops, or a malformed frame came. */
+static int next_request(wsync_pull_port_t *pp, int fd, json_t **req)
+{
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int n;
+        if (__atomic_load_n(&pp->stopping, __ATOMIC_ACQUIRE))
+            return 0;
+        n = poll(&pfd, 1, 200);
+        if (n < 0 || (n > 0 && !(pfd.revents & POLLIN)))
+            return 0;
+        if (n > 0)
+            return wsync_msg_recv(fd, wsync_connect_timeout_ms(0), req) == WSYNC_OK && json_is_object(*req);
+    }
+}
+
+/* One connection: the first request comes with the handshake that proves
+ * the token; the client may keep the connection and send the next
+ * versions' requests over it, answered in turn, until it closes it. */
 static void *conn_main(void *arg)
 {
     conn_arg_t *h = arg;
     wsync_pull_port_t *pp = h->pp;
-    json_t *req = NULL, *reply = json_object();
-    if (reply && wsync_msg_accept(h->fd, &pp->auth, WSYNC_HS_PULL, wsync_connect_timeout_ms(0), &req) == WSYNC_OK) {
-        pp->serve(pp->ctx, req, reply);
-        wsync_msg_send(h->fd, reply);
-    } else {
+    json_t *req = NULL;
+    if (wsync_msg_accept(h->fd, &pp->auth, WSYNC_HS_PULL, wsync_connect_timeout_ms(0), &req) != WSYNC_OK) {
         LOG_WARN("%s: %s", pp->who, wsync_last_error());
+        req = NULL;
     }
-    json_decref(req);
-    json_decref(reply);
+    while (req) {
+        json_t *reply = json_object();
+        int sent = reply != NULL;
+        if (sent) {
+            pp->serve(pp->ctx, req, reply);
+            sent = wsync_msg_send(h->fd, reply) == WSYNC_OK;
+        }
+        json_decref(req);
+        json_decref(reply);
+        req = NULL;
+        if (!sent || !next_request(pp, h->fd, &req)) {
+            json_decref(req);
+            req = NULL;
+        }
+    }
     close(h->fd);
     free(h);
     pthread_mutex_lock(&pp->lock);

@@ -1,9 +1,12 @@
 /* pull_port.h: the pull port, served by trainer ranks (trainer_side/pull_server.c)
  * and by engine nodes that relay (engine_side/relay.c): a TCP listener whose
  * every connection first proves the token (the data-plane handshake,
- * purpose WSYNC_HS_PULL, common/net/handshake.h), then carries one pull
- * request (common/pull_request.h) and gets one answer. Each connection is
- * served on a thread of its own. */
+ * purpose WSYNC_HS_PULL, common/net/handshake.h), whose payload is the
+ * first pull request (common/pull_request.h); each answer may be followed
+ * by the next request on the same connection (framed messages, common/
+ * msg.h: an engine keeps one connection per peer between versions, so a
+ * version costs no connect and no handshake), until the client closes it.
+ * Each connection is served on a thread of its own. */
 #ifndef WSYNC_COMMON_PULL_PORT_H
 #define WSYNC_COMMON_PULL_PORT_H
 

@@ -236,7 +236,8 @@ wsync_status_t fetch_request_rank(fetch_t *f, int t)
         rt->ops->expect_flush(rt->t, t);
     if (f->addrs[t][0] == '\0')
         return wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
-    return recv_request_start(&f->reqs[t], &r->auth, t, f->addrs[t], fetch_pull_json(f, rt), f->deadline);
+    return recv_request_start(&f->reqs[t], &r->pull_conns, &r->auth, t, f->addrs[t], fetch_pull_json(f, rt),
+                              f->deadline);
 }
 
 json_t *fetch_pull_json(const fetch_t *f, const recv_transport_t *rt)

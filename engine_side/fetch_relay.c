@@ -118,7 +118,8 @@ wsync_status_t fetch_relay_request(fetch_t *f, int *asked)
     memset(&f->relay_req, 0, sizeof(f->relay_req));
     snprintf(f->relay_req.who, sizeof(f->relay_req.who), "relay of engine %s", f->relay_id);
     f->relay_req.connect_ms = (int)wsync_setting_int(WSYNC_SET_RELAY_STALL_MS);
-    st = recv_request_start(&f->relay_req, &r->auth, -1, f->relay_addr, fetch_pull_json(f, rt), f->deadline);
+    st = recv_request_start(&f->relay_req, &r->pull_conns, &r->auth, -1, f->relay_addr, fetch_pull_json(f, rt),
+                            f->deadline);
     if (st != WSYNC_OK)
         return st;
     f->relay_on = 1;

@@ -193,7 +193,7 @@ static wsync_status_t request_rank(tfetch_t *f, int t)
     pr.hint_world = 0;
     wsync_pull_request_clear(&pr);
     WSYNC_CHECK(st);
-    return recv_request_start(&f->reqs[t], &f->r->auth, t, f->addrs[t], msg, f->deadline);
+    return recv_request_start(&f->reqs[t], &f->r->pull_conns, &f->r->auth, t, f->addrs[t], msg, f->deadline);
 }
 
 static wsync_status_t tf_request(tfetch_t *f)

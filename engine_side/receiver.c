@@ -122,6 +122,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
                            cfg->local_rank, cfg->local_world, BOARD_MAX_RANKS);
     r = calloc(1, sizeof(*r));
     WSYNC_CHECK_ALLOC(r);
+    recv_pull_conns_init(&r->pull_conns);
     r->cfg = *cfg;
     r->engine_id = strdup(cfg->engine_id);
     r->control_url = strdup(cfg->control_url);
@@ -389,5 +390,6 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     free(r->token);
     free(r->transport_name);
     free(r->bind_host);
+    pthread_mutex_destroy(&r->pull_conns.lock);
     free(r);
 }

@@ -51,6 +51,19 @@ typedef struct recv_tlayout {
     int *colo, *ncolo;        /* [world * L], [world] */
 } recv_tlayout_t;
 
+/* Pull connections kept open between versions, by address: a request
+ * takes its peer's (proving the token only when it opens a new one) and
+ * gives it back once answered. */
+#define RECV_PULL_CONNS 256
+typedef struct recv_pull_conns {
+    pthread_mutex_t lock;
+    int n;
+    struct {
+        char addr[160];
+        int fd;
+    } c[RECV_PULL_CONNS];
+} recv_pull_conns_t;
+
 struct wsync_receiver {
     wsync_receiver_config_t cfg;
     char *engine_id, *control_url, *token, *transport_name, *bind_host;
@@ -63,6 +76,7 @@ struct wsync_receiver {
     recv_reporter_t *reporter; /* local rank 0: the node's reports */
     wsync_auth_t auth;         /* the token's keys: pulls, transports and the board prove it */
     board_t *board;
+    recv_pull_conns_t pull_conns; /* to trainer ranks and relays, kept between versions */
 
     /* images: slot 0 (in-place and staged), slot 1 (staged) */
     int nslots;
@@ -119,7 +133,9 @@ struct wsync_receiver {
  * a thread of its own. */
 typedef struct recv_request {
     char pull_addr[160];
-    char who[160]; /* "trainer rank 3", "relay of engine e1": for messages */
+    recv_pull_conns_t *conns; /* where its connection comes from and goes back to (NULL: none kept) */
+    int keep_fd;              /* answered: the connection to give back, or -1 */
+    char who[160];            /* "trainer rank 3", "relay of engine e1": for messages */
     int rank;
     int connect_ms;       /* > 0: the connect's bound, else the deadline's */
     pthread_mutex_t lock; /* fd and aborted, between the thread and recv_request_abort */
@@ -182,8 +198,11 @@ wsync_status_t recv_trainer_addrs(wsync_receiver_t *r, int world, char (*addrs)[
 /* The trainer ranks' endpoints ([{"rank","endpoint"}], new reference): the
  * attempt's record's, else GET /v1/trainers. */
 wsync_status_t recv_trainers(wsync_receiver_t *r, json_t **out);
-wsync_status_t recv_request_start(recv_request_t *q, const wsync_auth_t *auth, int rank, const char *addr,
-                                  json_t *msg, uint64_t deadline);
+wsync_status_t recv_request_start(recv_request_t *q, recv_pull_conns_t *conns, const wsync_auth_t *auth, int rank,
+                                  const char *addr, json_t *msg, uint64_t deadline);
+void recv_pull_conns_init(recv_pull_conns_t *pc);
+/* Close every kept connection (a trainer may have restarted; destroy). */
+void recv_pull_conns_drop(recv_pull_conns_t *pc);
 int recv_request_failed(const recv_request_t *q);
 /* 1 once the answer came (or the request was never started). */
 int recv_request_done(const recv_request_t *q);

@@ -1,6 +1,7 @@
 /* requests.c: an attempt's requests to the trainer ranks: where each one
  * listens for pull requests, and one thread per request that sends it and
- * waits for the answer (the puts land meanwhile, over the data transport). */
+ * waits for the answer (the puts land meanwhile, over the data transport),
+ * over a connection kept from the last version when there is one. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -11,26 +12,114 @@
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
 
+/* A kept connection to `addr`, taken out of the list, or -1. */
+static int take_conn(recv_pull_conns_t *pc, const char *addr)
+{
+    int k, fd = -1;
+    if (pc == NULL)
+        return -1;
+    pthread_mutex_lock(&pc->lock);
+    for (k = 0; k < pc->n; k++)
+        if (strcmp(pc->c[k].addr, addr) == 0) {
+            fd = pc->c[k].fd;
+            pc->c[k] = pc->c[--pc->n];
+            break;
+        }
+    pthread_mutex_unlock(&pc->lock);
+    return fd;
+}
+
+static void give_conn(recv_pull_conns_t *pc, const char *addr, int fd)
+{
+    if (pc)
+        pthread_mutex_lock(&pc->lock);
+    if (pc && pc->n < RECV_PULL_CONNS) {
+        snprintf(pc->c[pc->n].addr, sizeof(pc->c[pc->n].addr), "%s", addr);
+        pc->c[pc->n++].fd = fd;
+        fd = -1;
+    }
+    if (pc)
+        pthread_mutex_unlock(&pc->lock);
+    if (fd >= 0)
+        close(fd);
+}
+
+void recv_pull_conns_init(recv_pull_conns_t *pc)
+{
+    pthread_mutex_init(&pc->lock, NULL);
+    pc->n = 0;
+}
+
+void recv_pull_conns_drop(recv_pull_conns_t *pc)
+{
+    pthread_mutex_lock(&pc->lock);
+    while (pc->n > 0)
+        close(pc->c[--pc->n].fd);
+    pthread_mutex_unlock(&pc->lock);
+}
+
+static void set_fd(recv_request_t *q, int fd)
+{
+    pthread_mutex_lock(&q->lock);
+    q->fd = fd;
+    if (fd >= 0 && q->aborted)
+        shutdown(fd, SHUT_RDWR);
+    pthread_mutex_unlock(&q->lock);
+}
+
+static int aborted(recv_request_t *q)
+{
+    int a;
+    pthread_mutex_lock(&q->lock);
+    a = q->aborted;
+    pthread_mutex_unlock(&q->lock);
+    return a;
+}
+
+static int left_ms(const recv_request_t *q)
+{
+    int left = (int)((q->deadline - wsync_now_ns()) / 1000000ULL);
+    return left > 0 ? left : 1;
+}
+
+/* The request over a new connection: connect, then the handshake proving
+ * the token (bound to the trainer's challenge) carries it. */
+static wsync_status_t call_new(recv_request_t *q, int *fd, json_t **reply)
+{
+    int left = left_ms(q);
+    wsync_status_t st;
+    if (q->connect_ms > 0 && left > q->connect_ms)
+        left = q->connect_ms;
+    st = wsync_tcp_connect(q->pull_addr, left, fd);
+    if (st != WSYNC_OK)
+        return st;
+    set_fd(q, *fd);
+    return wsync_msg_call(*fd, q->auth, WSYNC_HS_PULL, q->pull_addr, q->msg, left_ms(q), reply);
+}
+
 static void *req_main(void *arg)
 {
     recv_request_t *q = arg;
     json_t *reply = NULL;
-    int fd = -1, left = (int)((q->deadline - wsync_now_ns()) / 1000000ULL);
+    int fd = take_conn(q->conns, q->pull_addr);
     const char *err;
 
-    if (q->connect_ms > 0 && left > q->connect_ms)
-        left = q->connect_ms;
-    q->status = wsync_tcp_connect(q->pull_addr, left > 0 ? left : 1, &fd);
-    if (q->status == WSYNC_OK) {
-        pthread_mutex_lock(&q->lock);
-        q->fd = fd;
-        if (q->aborted)
-            shutdown(fd, SHUT_RDWR);
-        pthread_mutex_unlock(&q->lock);
-        /* The request proves the token, bound to the trainer's challenge. */
-        left = (int)((q->deadline - wsync_now_ns()) / 1000000ULL);
-        q->status = wsync_msg_call(fd, q->auth, WSYNC_HS_PULL, q->pull_addr, q->msg, left > 0 ? left : 1, &reply);
+    if (fd >= 0) {
+        /* A kept connection proved the token when it opened; one the peer
+         * closed meanwhile (it restarted, or dropped an idle one) fails at
+         * once, before the peer read anything: then a new one. */
+        set_fd(q, fd);
+        q->status = wsync_msg_send(fd, q->msg);
+        if (q->status == WSYNC_OK)
+            q->status = wsync_msg_recv(fd, left_ms(q), &reply);
+        if (q->status != WSYNC_OK && !aborted(q) && wsync_now_ns() < q->deadline) {
+            set_fd(q, -1);
+            close(fd);
+            fd = -1;
+        }
     }
+    if (fd < 0)
+        q->status = call_new(q, &fd, &reply);
     if (q->status != WSYNC_OK) {
         snprintf(q->error, sizeof(q->error), "%s at %s: %s", q->who, q->pull_addr, wsync_last_error());
     } else if ((err = json_string_value(json_object_get(reply, "error"))) != NULL) {
@@ -41,18 +130,20 @@ static void *req_main(void *arg)
         reply = NULL;
     }
     json_decref(reply);
-    pthread_mutex_lock(&q->lock);
-    q->fd = -1;
-    pthread_mutex_unlock(&q->lock);
-    if (fd >= 0)
+    set_fd(q, -1);
+    if (fd >= 0 && q->status == WSYNC_OK && !aborted(q))
+        q->keep_fd = fd; /* answered: given back by recv_request_end */
+    else if (fd >= 0)
         close(fd);
     __atomic_store_n(&q->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
-wsync_status_t recv_request_start(recv_request_t *q, const wsync_auth_t *auth, int rank, const char *addr,
-                                  json_t *msg, uint64_t deadline)
+wsync_status_t recv_request_start(recv_request_t *q, recv_pull_conns_t *conns, const wsync_auth_t *auth, int rank,
+                                  const char *addr, json_t *msg, uint64_t deadline)
 {
+    q->conns = conns;
+    q->keep_fd = -1;
     q->auth = auth;
     q->rank = rank;
     q->deadline = deadline;
@@ -97,6 +188,9 @@ void recv_request_end(recv_request_t *q)
     if (q->started) {
         pthread_join(q->th, NULL);
         pthread_mutex_destroy(&q->lock);
+        if (q->keep_fd >= 0)
+            give_conn(q->conns, q->pull_addr, q->keep_fd);
+        q->keep_fd = -1;
     }
     json_decref(q->msg);
     json_decref(q->reply);

@@ -25,6 +25,7 @@ void recv_transport_reset(wsync_receiver_t *r)
         memset(rt, 0, sizeof(*rt));
     }
     r->ntr = 0;
+    recv_pull_conns_drop(&r->pull_conns); /* a trainer may have restarted */
 }
 
 wsync_status_t recv_transport_ensure(wsync_receiver_t *r, const char *name, recv_transport_t **out)
