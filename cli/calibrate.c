@@ -21,7 +21,7 @@
 #include "common/pack.h"
 #include "common/util.h"
 
-#define CALIB_USAGE                                                                                      \
+#define CALIB_USAGE                                                                                     \
     "usage: wsync calibrate [--out FILE] [--peer HOST:PORT] [--tcp-class tcp|tcp_trainer|tcp_engine]\n" \
     "                       [--base FILE] [--reps N] [--size SIZE]\n"                                   \
     "       wsync calibrate --serve HOST:PORT   (the peer side of --peer, until killed)\n"
@@ -143,9 +143,9 @@ static int write_out(const calib_t *cb, const char *path)
 
 int cmd_calibrate(int argc, char **argv)
 {
-    static const struct option opts[] = {{"out", 1, 0, 'o'},  {"peer", 1, 0, 'p'},  {"reps", 1, 0, 'r'},
-                                         {"size", 1, 0, 's'}, {"serve", 1, 0, 'S'}, {"help", 0, 0, 'h'},
-                                         {"tcp-class", 1, 0, 'c'}, {"base", 1, 0, 'b'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"out", 1, 0, 'o'},       {"peer", 1, 0, 'p'},  {"reps", 1, 0, 'r'},
+                                         {"size", 1, 0, 's'},      {"serve", 1, 0, 'S'}, {"help", 0, 0, 'h'},
+                                         {"tcp-class", 1, 0, 'c'}, {"base", 1, 0, 'b'},  {0, 0, 0, 0}};
     const char *out = NULL, *peer = NULL, *serve = NULL, *base = NULL;
     uint64_t size = 64ull << 20;
     calib_t cb;
@@ -163,8 +163,11 @@ int cmd_calibrate(int argc, char **argv)
         case 'S': serve = optarg; break;
         case 'b': base = optarg; break;
         case 'c':
-            if (strcmp(optarg, "tcp") == 0 || strcmp(optarg, "tcp_trainer") == 0 || strcmp(optarg, "tcp_engine") == 0) {
-                cb.tcp_class = optarg[3] == '\0' ? COST_TCP : optarg[4] == 't' ? COST_TCP_TRAINER : COST_TCP_ENGINE;
+            if (strcmp(optarg, "tcp") == 0 || strcmp(optarg, "tcp_trainer") == 0 ||
+                strcmp(optarg, "tcp_engine") == 0) {
+                cb.tcp_class = optarg[3] == '\0'  ? COST_TCP
+                               : optarg[4] == 't' ? COST_TCP_TRAINER
+                                                  : COST_TCP_ENGINE;
             } else {
                 fprintf(stderr,
                         "wsync calibrate: --tcp-class: expected tcp, tcp_trainer (a trainer host's uplink: run on "

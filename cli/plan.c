@@ -18,11 +18,11 @@
 #include "common/status.h"
 #include "common/util.h"
 
-#define PLAN_USAGE                                                                              \
-    "usage: wsync plan (FILE.safetensors | --synthetic SIZE) [--trainers W] [--engines M]\n"    \
-    "                  [--local-ranks L] [--chunk SIZE] [--layout even|fsdp] [--tp T[,T...]]\n" \
-    "                  [--rules FILE] [--json]\n"                                               \
-    "       wsync plan ... --links FILE --predict [--trainer-hosts H] [--replica-gpus G]\n"     \
+#define PLAN_USAGE                                                                                       \
+    "usage: wsync plan (FILE.safetensors | --synthetic SIZE) [--trainers W] [--engines M]\n"             \
+    "                  [--local-ranks L] [--chunk SIZE] [--layout even|fsdp] [--tp T[,T...]]\n"          \
+    "                  [--rules FILE] [--json]\n"                                                        \
+    "       wsync plan ... --links FILE --predict [--trainer-hosts H] [--replica-gpus G]\n"              \
     "                  [--memory gpu|host] [--transport put|staged|tcp|local] [--publish slot|single]\n" \
     "                  [--scenarios] [--json]\n"
 
@@ -57,14 +57,25 @@ typedef struct local_stat {
 /* Returns 0 when the options are good, 2 (usage error) or -1 (--help given). */
 static int parse_opts(int argc, char **argv, plan_opts_t *o)
 {
-    static const struct option opts[] =
-        {{"synthetic", 1, 0, 's'},   {"trainers", 1, 0, 'w'},       {"engines", 1, 0, 'm'},
-         {"local-ranks", 1, 0, 'l'}, {"chunk", 1, 0, 'c'},          {"layout", 1, 0, 'y'},
-         {"json", 0, 0, 'j'},        {"help", 0, 0, 'h'},           {"tp", 1, 0, 't'},
-         {"rules", 1, 0, 'r'},       {"links", 1, 0, 1000},         {"predict", 0, 0, 1001},
-         {"scenarios", 0, 0, 1002},  {"trainer-hosts", 1, 0, 1003}, {"replica-gpus", 1, 0, 1004},
-         {"memory", 1, 0, 1005},     {"transport", 1, 0, 1006},     {"publish", 1, 0, 1007},
-         {0, 0, 0, 0}};
+    static const struct option opts[] = {{"synthetic", 1, 0, 's'},
+                                         {"trainers", 1, 0, 'w'},
+                                         {"engines", 1, 0, 'm'},
+                                         {"local-ranks", 1, 0, 'l'},
+                                         {"chunk", 1, 0, 'c'},
+                                         {"layout", 1, 0, 'y'},
+                                         {"json", 0, 0, 'j'},
+                                         {"help", 0, 0, 'h'},
+                                         {"tp", 1, 0, 't'},
+                                         {"rules", 1, 0, 'r'},
+                                         {"links", 1, 0, 1000},
+                                         {"predict", 0, 0, 1001},
+                                         {"scenarios", 0, 0, 1002},
+                                         {"trainer-hosts", 1, 0, 1003},
+                                         {"replica-gpus", 1, 0, 1004},
+                                         {"memory", 1, 0, 1005},
+                                         {"transport", 1, 0, 1006},
+                                         {"publish", 1, 0, 1007},
+                                         {0, 0, 0, 0}};
     int c;
 
     *o = (plan_opts_t){.trainers = 2, .engines = 2, .local_ranks = 2, .chunk = WSYNC_DEFAULT_CHUNK};

@@ -12,10 +12,10 @@ typedef struct plan_predict_opts {
     int scenarios;     /* cost the reference scenarios */
     int json;
     int trainers, engines, local_ranks;
-    int trainer_hosts;  /* 0: from the links file's GPUs per host */
-    int replica_gpus;   /* 0: every rank holds the whole image (or its --tp target) */
-    const char *memory; /* "gpu", "host" or NULL (gpu when the file has a GPU digest) */
-    const char *net;    /* "put", "staged", "tcp" or NULL (the first the file has) */
+    int trainer_hosts;   /* 0: from the links file's GPUs per host */
+    int replica_gpus;    /* 0: every rank holds the whole image (or its --tp target) */
+    const char *memory;  /* "gpu", "host" or NULL (gpu when the file has a GPU digest) */
+    const char *net;     /* "put", "staged", "tcp" or NULL (the first the file has) */
     const char *publish; /* "slot" (the trainers copy into a publish slot first) or "single"/NULL */
     uint64_t image, chunk;
     /* From --tp's node plans (0: none): the most bytes a node needs, a rank

@@ -113,14 +113,15 @@ static wsync_status_t add_announce(cost_plan_t *p, const cost_links_t *links, co
     int one_gpu = d->net == COST_NET_LOCAL;
     double owned = (double)d->image_bytes / d->trainers;
     cost_class_t dg = digest_class(d);
-    WSYNC_CHECK(cost_stage_add(s, links, dg,
-                               one_gpu ? "trainer ranks' digests on the one GPU" : "trainer rank's digest of its share",
-                               one_gpu ? (double)d->image_bytes : owned, 0, links->link[dg].bw));
+    WSYNC_CHECK(
+        cost_stage_add(s, links, dg,
+                       one_gpu ? "trainer ranks' digests on the one GPU" : "trainer rank's digest of its share",
+                       one_gpu ? (double)d->image_bytes : owned, 0, links->link[dg].bw));
     cost_plan_bytes(p, dg, owned * d->trainers);
     if (links->link[COST_VERSION].present) {
         s = cost_plan_stage(p, "version", 0, 1);
-        WSYNC_CHECK(cost_stage_add(s, links, COST_VERSION, "a version's fixed cost (small model, end to end)", 0, 1,
-                                   1));
+        WSYNC_CHECK(
+            cost_stage_add(s, links, COST_VERSION, "a version's fixed cost (small model, end to end)", 0, 1, 1));
     } else if (links->link[COST_CONTROL].present) {
         s = cost_plan_stage(p, "announce", 0, 1);
         WSYNC_CHECK(cost_stage_add(s, links, COST_CONTROL, "control round trips (report, record)", 0, 2, 1));
@@ -157,10 +158,11 @@ static wsync_status_t add_cross(cost_plan_t *p, const cost_links_t *links, const
     if (d->net == COST_NET_LOCAL) { /* one GPU: every copy into every rank shares its memory */
         int fused = fused_landing(d) && links->link[COST_FUSED_GPU].present;
         cost_class_t lc = fused ? COST_FUSED_GPU : nc;
-        WSYNC_CHECK(cost_stage_add(s, links, lc,
-                                   fused ? "the GPU's copies+digests into every rank" : "the GPU's copies into every rank",
-                                   rank_in * L * nodes, ceil_div(rank_in, (double)d->chunk_bytes) * L * nodes,
-                                   links->link[lc].bw));
+        WSYNC_CHECK(
+            cost_stage_add(s, links, lc,
+                           fused ? "the GPU's copies+digests into every rank" : "the GPU's copies into every rank",
+                           rank_in * L * nodes, ceil_div(rank_in, (double)d->chunk_bytes) * L * nodes,
+                           links->link[lc].bw));
         cost_plan_bytes(p, lc, rank_in * L * nodes);
         return WSYNC_OK;
     }
@@ -253,16 +255,17 @@ static wsync_status_t add_verify(cost_plan_t *p, const cost_links_t *links, cons
         return WSYNC_OK;
     if (d->verify_after) {
         s = cost_plan_stage(p, "segments", 0, 1);
-        WSYNC_CHECK(cost_stage_add(s, links, dg,
-                                   one_gpu ? "trainer ranks' segment digests, one GPU"
-                                           : "trainer rank's segment digests",
-                                   one_gpu ? all : all / d->trainers, 0, links->link[dg].bw));
+        WSYNC_CHECK(
+            cost_stage_add(s, links, dg,
+                           one_gpu ? "trainer ranks' segment digests, one GPU" : "trainer rank's segment digests",
+                           one_gpu ? all : all / d->trainers, 0, links->link[dg].bw));
         cost_plan_bytes(p, dg, all);
     }
     s = cost_plan_stage(p, "verify", !d->verify_after, ceil_div(H, (double)d->chunk_bytes));
-    WSYNC_CHECK(cost_stage_add(s, links, dg, one_gpu ? "ranks' digests of what they hold, one GPU"
-                                                     : "rank's digest of what it holds",
-                               one_gpu ? H * d->local_ranks : H, 0, links->link[dg].bw));
+    WSYNC_CHECK(
+        cost_stage_add(s, links, dg,
+                       one_gpu ? "ranks' digests of what they hold, one GPU" : "rank's digest of what it holds",
+                       one_gpu ? H * d->local_ranks : H, 0, links->link[dg].bw));
     cost_plan_bytes(p, dg, all);
     return WSYNC_OK;
 }
