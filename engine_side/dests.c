@@ -332,6 +332,55 @@ out:
 
 /* ---- copies ---- */
 
+/* Bytes [*s, *e) of destination d that may skip the image: all but its 8
+ * at either end (a digest word that crosses its edge is read out of the
+ * image: recv_parts_split). 0 when none (a destination of 16 bytes or less). */
+static int dest_interior(const recv_dest_t *d, uint64_t *s, uint64_t *e)
+{
+    if (d->size <= 16)
+        return 0;
+    *s = d->off + 8;
+    *e = d->off + d->size - 8;
+    return 1;
+}
+
+static int by_span_off(const void *a, const void *b)
+{
+    const wsync_redirect_t *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* The first of n sorted, disjoint spans that ends after `at`. */
+static size_t span_after(const wsync_redirect_t *r, size_t n, uint64_t at)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r[mid].off + r[mid].len <= at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The next piece of [*s, e) outside spans r[*k..n) (sorted by offset; they
+ * may overlap): *s moves past the spans it lies in, and the piece is
+ * [*s, the return value); *s == e when nothing is left. */
+static uint64_t outside_next(const wsync_redirect_t *r, size_t n, size_t *k, uint64_t *s, uint64_t e)
+{
+    while (*s < e) {
+        while (*k < n && r[*k].off + r[*k].len <= *s)
+            (*k)++;
+        if (*k < n && r[*k].off <= *s) {
+            *s = r[*k].off + r[*k].len < e ? r[*k].off + r[*k].len : e;
+            continue;
+        }
+        return *k < n && r[*k].off < e ? r[*k].off : e;
+    }
+    return e;
+}
+
 static wsync_status_t add_copy(wsync_copy_t **cs, size_t *n, size_t *cap, wsync_copy_t c)
 {
     if (*n == *cap) {
@@ -353,23 +402,13 @@ static wsync_status_t add_writes(const recv_dests_t *ds, const char *image, uint
                                  size_t *cap)
 {
     const uint64_t end = off + len;
-    size_t i, k = 0;
+    size_t i, k = span_after(skip, nskip, off);
     for (i = dest_after(ds, off); i < ds->n && ds->d[i].off < end; i++) {
         const recv_dest_t *d = &ds->d[i];
-        uint64_t s = d->off > off ? d->off : off, e = d->off + d->size < end ? d->off + d->size : end;
-        while (s < e) {
-            uint64_t stop = e;
-            while (k < nskip && skip[k].off + skip[k].len <= s)
-                k++;
-            if (k < nskip && skip[k].off <= s) {
-                s = skip[k].off + skip[k].len < e ? skip[k].off + skip[k].len : e;
-                continue;
-            }
-            if (k < nskip && skip[k].off < e)
-                stop = skip[k].off;
+        uint64_t s = d->off > off ? d->off : off, e = d->off + d->size < end ? d->off + d->size : end, stop;
+        for (stop = outside_next(skip, nskip, &k, &s, e); s < e;
+             s = stop, stop = outside_next(skip, nskip, &k, &s, e))
             WSYNC_CHECK(add_copy(cs, n, cap, (wsync_copy_t){d->ptr + (s - d->off), image + s, stop - s}));
-            s = stop;
-        }
     }
     return WSYNC_OK;
 }
@@ -379,38 +418,25 @@ wsync_status_t recv_dests_direct(const recv_dests_t *ds, const wsync_node_plan_t
 {
     size_t i, k, nkeep = 0, n = 0, cap = 0;
     const size_t ncopies = np ? np->ncopies : 0;
-    uint64_t *keep = calloc(2 * ncopies + 2, sizeof(*keep));
-    wsync_redirect_t *sp = NULL;
+    wsync_redirect_t *keep = calloc(2 * ncopies + 1, sizeof(*keep)), *sp = NULL;
     *out = NULL;
     *nout = 0;
     WSYNC_CHECK_ALLOC(keep);
     for (k = 0; k < ncopies; k++) { /* read out of this image, or written into it by a copy */
         const wsync_tcopy_t *cp = &np->copies[k];
-        if (cp->from_rank == me) {
-            keep[2 * nkeep] = cp->from_off;
-            keep[2 * nkeep++ + 1] = cp->from_off + cp->len;
-        }
-        if (cp->to_rank == me) {
-            keep[2 * nkeep] = cp->to_off;
-            keep[2 * nkeep++ + 1] = cp->to_off + cp->len;
-        }
+        if (cp->from_rank == me)
+            keep[nkeep++] = (wsync_redirect_t){.off = cp->from_off, .len = cp->len};
+        if (cp->to_rank == me)
+            keep[nkeep++] = (wsync_redirect_t){.off = cp->to_off, .len = cp->len};
     }
-    qsort(keep, nkeep, 2 * sizeof(*keep), by_pair_off); /* (start, end) pairs, by start */
+    qsort(keep, nkeep, sizeof(*keep), by_span_off);
     for (i = 0, k = 0; ds && ds->in_place && i < ds->n; i++) {
         const recv_dest_t *d = &ds->d[i];
-        uint64_t s = d->off + 8, e = d->off + d->size - 8;
-        if (d->size <= 16)
+        uint64_t s, e, stop;
+        if (!dest_interior(d, &s, &e))
             continue;
-        while (s < e) {
-            uint64_t stop = e;
-            while (k < nkeep && keep[2 * k + 1] <= s)
-                k++;
-            if (k < nkeep && keep[2 * k] <= s) {
-                s = keep[2 * k + 1] < e ? keep[2 * k + 1] : e;
-                continue;
-            }
-            if (k < nkeep && keep[2 * k] < e)
-                stop = keep[2 * k];
+        for (stop = outside_next(keep, nkeep, &k, &s, e); s < e;
+             s = stop, stop = outside_next(keep, nkeep, &k, &s, e)) {
             if (n == cap) {
                 size_t ncap = cap ? 2 * cap : 64;
                 wsync_redirect_t *x = realloc(sp, ncap * sizeof(*x));
@@ -423,7 +449,6 @@ wsync_status_t recv_dests_direct(const recv_dests_t *ds, const wsync_node_plan_t
                 cap = ncap;
             }
             sp[n++] = (wsync_redirect_t){.off = s, .len = stop - s, .ptr = d->ptr + (s - d->off)};
-            s = stop;
         }
     }
     free(keep);
@@ -530,15 +555,12 @@ void recv_dests_release(const recv_dests_t *ds, const wsync_window_t *w, uint64_
     size_t i;
     if (ds == NULL || !ds->in_place || w == NULL || !w->sparse)
         return;
-    /* Not the 8 bytes at either end of a destination: a digest word that
-     * crosses its edge is read out of the image (recv_parts_split). */
     for (i = dest_after(ds, off); i < ds->n && ds->d[i].off < end; i++) {
-        const recv_dest_t *d = &ds->d[i];
         uint64_t s, e;
-        if (d->size <= 16)
+        if (!dest_interior(&ds->d[i], &s, &e))
             continue;
-        s = d->off + 8 > off ? d->off + 8 : off;
-        e = d->off + d->size - 8 < end ? d->off + d->size - 8 : end;
+        s = s > off ? s : off;
+        e = e < end ? e : end;
         if (e > s)
             wsync_window_release(w, s, e - s);
     }
@@ -584,12 +606,15 @@ static void host_write_digest(const recv_dest_t *d, const char *src, uint64_t s,
 static void host_ends_digest(const recv_dest_t *d, const char *src, uint64_t s, uint64_t e,
                              const wsync_digest_range_t *rg, size_t n, uint64_t *sums)
 {
-    const uint64_t head = d->size <= 16 ? d->off + d->size : d->off + 8, tail = d->off + d->size - 8;
+    uint64_t head, tail, t;
     size_t k;
+    if (!dest_interior(d, &head, &tail))
+        head = tail = d->off + d->size; /* the whole destination passed the image */
     if (s < head)
         memcpy(d->ptr + (s - d->off), src + s, (e < head ? e : head) - s);
-    if (d->size > 16 && e > tail && (s > tail ? s : tail) < e)
-        memcpy(d->ptr + ((s > tail ? s : tail) - d->off), src + (s > tail ? s : tail), e - (s > tail ? s : tail));
+    t = s > tail ? s : tail;
+    if (t < e)
+        memcpy(d->ptr + (t - d->off), src + t, e - t);
     for (k = 0; k < n; k++)
         sums[k] = wsync_digest_sum(rg[k].ptr, rg[k].len, rg[k].off);
 }

@@ -31,17 +31,19 @@ static int take_conn(recv_pull_conns_t *pc, const char *addr)
 
 static void give_conn(recv_pull_conns_t *pc, const char *addr, int fd)
 {
-    if (pc)
-        pthread_mutex_lock(&pc->lock);
-    if (pc && pc->n < RECV_PULL_CONNS) {
+    if (pc == NULL) {
+        close(fd);
+        return;
+    }
+    pthread_mutex_lock(&pc->lock);
+    if (pc->n < RECV_PULL_CONNS) {
         snprintf(pc->c[pc->n].addr, sizeof(pc->c[pc->n].addr), "%s", addr);
         pc->c[pc->n++].fd = fd;
         fd = -1;
     }
-    if (pc)
-        pthread_mutex_unlock(&pc->lock);
+    pthread_mutex_unlock(&pc->lock);
     if (fd >= 0)
-        close(fd);
+        close(fd); /* the list is full */
 }
 
 void recv_pull_conns_init(recv_pull_conns_t *pc)

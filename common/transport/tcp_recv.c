@@ -143,7 +143,14 @@ static int handshake(tcp_reader_t *rd)
  * GPU memory through the bounce buffer. 0, or -1 when the stream broke. */
 static int recv_put(tcp_reader_t *rd, tcp_bounce_t **bounce, const tcp_region_t *r, uint64_t off, uint64_t len)
 {
-    size_t i = 0;
+    size_t i = 0, hi = r->nspans;
+    while (i < hi) { /* the first span ending after off (spans are sorted and disjoint) */
+        size_t mid = i + (hi - i) / 2;
+        if (r->spans[mid].off + r->spans[mid].len <= off)
+            i = mid + 1;
+        else
+            hi = mid;
+    }
     while (len > 0) {
         const wsync_redirect_t *sp;
         char *dst = (char *)r->super.ptr + off;
