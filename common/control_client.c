@@ -425,6 +425,14 @@ wsync_status_t wsync_control_get_version(wsync_control_t *c, uint64_t version, j
     return call(c, "GET", path, NULL, 60000, out);
 }
 
+wsync_status_t wsync_control_wait_digests(wsync_control_t *c, uint64_t version, int timeout_ms, json_t **out)
+{
+    char path[96];
+    int t = timeout_ms < 0 ? 0 : timeout_ms > 60000 ? 60000 : timeout_ms;
+    snprintf(path, sizeof(path), "/v1/versions/%llu?digests=1&timeout_ms=%d", (unsigned long long)version, t);
+    return call(c, "GET", path, NULL, (long)t + 10000, out);
+}
+
 wsync_status_t wsync_control_report(wsync_control_t *c, const char *engine_id, uint64_t version, const char *state,
                                     double duration_s, uint64_t bytes, const char *error)
 {

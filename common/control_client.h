@@ -72,6 +72,10 @@ wsync_status_t wsync_control_wait_version_record(wsync_control_t *c, uint64_t af
  * the endpoint restarts learns the real number instead of starting from 1. */
 wsync_status_t wsync_control_latest_version(wsync_control_t *c, uint64_t *version);
 wsync_status_t wsync_control_get_version(wsync_control_t *c, uint64_t version, json_t **out);
+/* GET /v1/versions/<v>?digests=1: the record of `version` once every piece
+ * has its digest (late digests: docs/API.md), or as it is when timeout_ms
+ * passed first (its "digests_pending" then says how many are missing). */
+wsync_status_t wsync_control_wait_digests(wsync_control_t *c, uint64_t version, int timeout_ms, json_t **out);
 wsync_status_t wsync_control_report(wsync_control_t *c, const char *engine_id, uint64_t version, const char *state,
                                     double duration_s, uint64_t bytes, const char *error);
 /* A progress note on the pull the engine reported "pulling": `phase`

@@ -27,6 +27,11 @@ static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
                                     "engine's first-pull image set-up takes N ms longer (a slow reserve)"},
     [WSYNC_FAULT_RECV_STALL_MS] = {"WSYNC_TEST_RECV_STALL_MS", 0, 0, 600000,
                                    "engine's tcp receiver reads nothing for N ms after its first put (once)"},
+    [WSYNC_FAULT_NO_DIGESTS] = {"WSYNC_TEST_NO_DIGESTS", 0, 0, 1,
+                                "with 1, trainer announces a late-digest version and never posts its digests "
+                                "(as if it died after announcing)"},
+    [WSYNC_FAULT_BAD_DIGEST] = {"WSYNC_TEST_BAD_DIGEST", -1, -1, 0x7fffffff,
+                                "trainer posts a wrong late digest for piece N (engines must refuse it)"},
 };
 
 static long long values[WSYNC_FAULT_COUNT];

@@ -16,6 +16,8 @@ typedef enum wsync_fault_id {
     WSYNC_FAULT_CORRUPT_PACKED,  /* trainer: flip a byte of a packed column slice (engine layouts) */
     WSYNC_FAULT_SETUP_DELAY_MS,  /* engine: a slow image set-up (first pull) */
     WSYNC_FAULT_RECV_STALL_MS,   /* engine: tcp receiver stops reading once, after its first put */
+    WSYNC_FAULT_NO_DIGESTS,      /* trainer: announce a late-digest version, never post its digests */
+    WSYNC_FAULT_BAD_DIGEST,      /* trainer: post a wrong late digest for this piece */
     WSYNC_FAULT_COUNT
 } wsync_fault_id_t;
 

@@ -194,6 +194,13 @@ static const wsync_setting_def_t table[WSYNC_SET_COUNT] = {
                          .env = "WSYNC_LINKS",
                          .doc = "links file of this machine kind (configs/links/, or one `wsync calibrate` wrote) "
                                 "for the cost model: `wsync plan --predict` and plan=auto; empty: none"},
+    [WSYNC_SET_LATE_DIGESTS] = {.name = "late_digests",
+                                .type = WSYNC_STYPE_ENUM,
+                                .dflt = "auto",
+                                .env = "WSYNC_LATE_DIGESTS",
+                                .choices = "auto|on|off",
+                                .doc = "a single-copy publish announces the version before its digests and "
+                                       "posts them when done, engines landing meanwhile (auto: GPU trainers)"},
 };
 
 typedef struct value {

@@ -137,7 +137,8 @@ wsync_status_t wsync_sync_layout_from_record(const json_t *v, const json_t *mani
     return WSYNC_OK;
 }
 
-wsync_status_t wsync_sync_layout_digests(const wsync_sync_layout_t *sl, const json_t *v, uint64_t **digests)
+wsync_status_t wsync_sync_layout_digests(const wsync_sync_layout_t *sl, const json_t *v, uint64_t **digests,
+                                         size_t *missing)
 {
     const json_t *pieces = json_object_get(v, "pieces");
     const wsync_plan_t *p = sl->plan;
@@ -150,6 +151,8 @@ wsync_status_t wsync_sync_layout_digests(const wsync_sync_layout_t *sl, const js
                            json_is_array(pieces) ? json_array_size(pieces) : 0, p->npieces);
     d = calloc(p->npieces ? p->npieces : 1, sizeof(*d));
     seen = calloc(p->npieces ? p->npieces : 1, 1);
+    if (missing)
+        *missing = 0;
     if (d == NULL || seen == NULL) {
         free(d);
         free(seen);
@@ -161,14 +164,17 @@ wsync_status_t wsync_sync_layout_digests(const wsync_sync_layout_t *sl, const js
         json_int_t off = json_integer_value(json_object_get(e, "offset"));
         json_int_t len = json_integer_value(json_object_get(e, "len"));
         const char *hex = json_string_value(json_object_get(e, "digest"));
+        int late = hex == NULL && missing && json_object_get(e, "digest") == NULL;
         if (id < 0 || (size_t)id >= p->npieces || seen[id] || (uint64_t)off != p->pieces[id].offset ||
-            (uint64_t)len != p->pieces[id].len || wsync_digest_parse(hex, &d[id]) != 0) {
+            (uint64_t)len != p->pieces[id].len || (!late && wsync_digest_parse(hex, &d[id]) != 0)) {
             free(d);
             free(seen);
             return wsync_error(WSYNC_ERR_FORMAT, "version record: piece %lld does not match the plan",
                                (long long)id);
         }
         seen[id] = 1;
+        if (late)
+            (*missing)++;
     }
     free(seen);
     *digests = d;

@@ -43,7 +43,11 @@ wsync_status_t wsync_sync_layout_from_json(const json_t *version, wsync_sync_lay
 wsync_status_t wsync_sync_layout_fetch(wsync_control_t *c, const json_t *version, wsync_sync_layout_t **out);
 
 /* Piece digests of a version record, indexed by piece id; checks that the
- * record's pieces are exactly the plan's. Caller frees *digests. */
-wsync_status_t wsync_sync_layout_digests(const wsync_sync_layout_t *sl, const json_t *version, uint64_t **digests);
+ * record's pieces are exactly the plan's. Caller frees *digests. A piece
+ * without "digest" (its trainer rank announced the version before its
+ * digests: docs/API.md "late digests") is refused unless `missing` is given:
+ * then its digest reads 0 and *missing counts such pieces. */
+wsync_status_t wsync_sync_layout_digests(const wsync_sync_layout_t *sl, const json_t *version, uint64_t **digests,
+                                         size_t *missing);
 
 #endif

@@ -114,9 +114,12 @@ static wsync_status_t attempt_open(wsync_receiver_t *r, uint64_t version, uint64
 }
 
 /* The version record of `v`: its layout (the held one when the digests
- * match) and its piece digests. */
-static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_layout_t **sl, uint64_t **digests)
+ * match) and its piece digests; *late: some are still to come (the version
+ * was announced before its digests: recv_fetch waits for them). */
+static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_layout_t **sl, uint64_t **digests,
+                                   int *late)
 {
+    size_t missing = 0;
     json_t *rec = NULL;
     wsync_status_t st;
     const char *mdig, *ldig;
@@ -143,7 +146,8 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
         st = wsync_sync_layout_fetch(r->control, rec, sl); /* the manifest once per layout */
     }
     if (st == WSYNC_OK) {
-        st = wsync_sync_layout_digests(*sl, rec, digests);
+        st = wsync_sync_layout_digests(*sl, rec, digests, &missing);
+        *late = missing > 0;
         if (st != WSYNC_OK) {
             if (*sl != r->held)
                 wsync_sync_layout_free(*sl);
@@ -211,6 +215,7 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
     wsync_sync_layout_t *sl = NULL;
     uint64_t *digests = NULL, v = version, need = 0, t0;
     size_t ntensors = 0;
+    int late = 0;
     wsync_status_t st;
     if (r->image_len)
         return WSYNC_OK;
@@ -222,7 +227,7 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
             return wsync_error(WSYNC_ERR_TIMEOUT, "no version newer than %llu was published in time",
                                (unsigned long long)r->held_version);
     }
-    WSYNC_CHECK(fetch_record(r, v, &sl, &digests));
+    WSYNC_CHECK(fetch_record(r, v, &sl, &digests, &late));
     free(digests);
     st = r->spec ? recv_target_size(r, sl, &need, &ntensors) : WSYNC_OK;
     if (!r->spec) {
@@ -277,9 +282,9 @@ static wsync_status_t attempt_dests(wsync_receiver_t *r, const wsync_sync_layout
 }
 
 static wsync_status_t attempt_layout(wsync_receiver_t *r, const board_attempt_t *a, wsync_sync_layout_t **sl,
-                                     uint64_t **digests, recv_tlayout_t **tl, recv_dests_t **dm)
+                                     uint64_t **digests, int *late, recv_tlayout_t **tl, recv_dests_t **dm)
 {
-    WSYNC_CHECK(fetch_record(r, a->version, sl, digests));
+    WSYNC_CHECK(fetch_record(r, a->version, sl, digests, late));
     if (r->spec)
         WSYNC_CHECK(attempt_tlayout(r, *sl, tl));
     WSYNC_CHECK(attempt_dests(r, *sl, *tl, dm));
@@ -431,6 +436,7 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     uint64_t *digests = NULL, t0;
     wsync_status_t st;
     char err[512];
+    int late = 0;
 
     WSYNC_CHECK(attempt_setup(r, version, deadline));
     WSYNC_CHECK(attempt_open(r, version, deadline, &a));
@@ -441,14 +447,14 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     if (leader)
         reporter_post(r->reporter, a.version, "pulling", 0, 0, NULL);
 
-    st = attempt_layout(r, &a, &sl, &digests, &tl, &dm);
+    st = attempt_layout(r, &a, &sl, &digests, &late, &tl, &dm);
     if (st == WSYNC_OK) {
         uint64_t total = tl ? tl->image_len : sl->manifest->image_size;
         recv_progress_phase(r->progress, RECV_PHASE_LANDING, a.version, total);
         r->cur_dm = dm;
         st = recv_dests_zero_gaps(r->mem, dm); /* in place: padding no block writes */
         if (st == WSYNC_OK)
-            st = tl ? recv_fetch_targets(r, &a, sl, tl, deadline) : recv_fetch(r, &a, sl, digests, deadline);
+            st = tl ? recv_fetch_targets(r, &a, sl, tl, deadline) : recv_fetch(r, &a, sl, digests, late, deadline);
         r->cur_dm = NULL;
         recv_progress_bytes(r->progress, st == WSYNC_OK ? total : 0);
     }

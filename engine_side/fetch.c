@@ -112,13 +112,12 @@ static size_t chunk_ranges(fetch_t *f, uint32_t c)
     return n;
 }
 
-/* Every piece of chunk `c` in the image against the published digests,
- * with one wait. */
-static wsync_status_t verify_chunk(fetch_t *f, uint32_t c)
+/* The sums of every piece of chunk `c` in the image (into f->sums), with
+ * one wait. */
+static wsync_status_t sum_chunk(fetch_t *f, uint32_t c)
 {
     size_t n = chunk_ranges(f, c);
-    WSYNC_CHECK(f->r->mem->digest_many(f->rg, n, f->sums));
-    return check_pieces(f, f->plan->chunk_first[c], n, f->sums);
+    return f->r->mem->digest_many(f->rg, n, f->sums);
 }
 
 /* 1 if every piece of chunk c came with the sum of the bytes its put wrote. */
@@ -342,6 +341,53 @@ static void chunk_done(fetch_t *f, uint32_t c, int landed)
     f->ndone++;
 }
 
+/* Chunk c's pieces summed to `sums` (landed here, or copied in): compared
+ * with the digests now, or, while late digests are not in yet, kept until
+ * they are (fetch_late); only a compared chunk is done. */
+static wsync_status_t chunk_summed(fetch_t *f, uint32_t c, int landed, const uint64_t *sums)
+{
+    uint32_t first = f->plan->chunk_first[c], n = chunk_npieces(f->plan, c);
+    if (f->digests) {
+        WSYNC_CHECK(check_pieces(f, first, n, sums));
+        chunk_done(f, c, landed);
+        return WSYNC_OK;
+    }
+    memmove(f->late_sum + first, sums, n * sizeof(*sums));
+    f->wlanded[c] = (unsigned char)landed;
+    f->waiting[f->nwaiting++] = c;
+    return WSYNC_OK;
+}
+
+/* Late digests: once they are in, every chunk waiting for them compared. */
+static wsync_status_t fetch_late(fetch_t *f, int *progressed)
+{
+    const uint64_t *d = NULL;
+    uint32_t k, n = f->nwaiting;
+    int in = 0;
+    if (f->late == NULL || f->digests)
+        return WSYNC_OK;
+    WSYNC_CHECK(recv_late_poll(f->late, &d, &in));
+    if (!in)
+        return WSYNC_OK;
+    f->digests = d;
+    wsync_trace("engine %s rank %d: late digests of version %llu in, %u chunks waited for them", f->r->engine_id,
+                f->me, (unsigned long long)f->v, n);
+    f->nwaiting = 0;
+    for (k = 0; k < n; k++) {
+        uint32_t c = f->waiting[k];
+        WSYNC_CHECK(chunk_summed(f, c, f->wlanded[c], f->late_sum + f->plan->chunk_first[c]));
+    }
+    *progressed = 1;
+    return WSYNC_OK;
+}
+
+/* Every chunk of this rank's image has its sums: compared, or waiting for
+ * late digests. */
+static int all_summed(const fetch_t *f)
+{
+    return f->ndone + f->nwaiting >= f->plan->nchunks;
+}
+
 /* Verify the groups that finished. */
 static wsync_status_t reap_groups(fetch_t *f, int *progressed)
 {
@@ -360,9 +406,8 @@ static wsync_status_t reap_groups(fetch_t *f, int *progressed)
         recv_dgroup_end(g, f->r->mem);
         f->nfan -= !landed;
         *progressed = 1;
-        st = check_pieces(f, f->plan->chunk_first[c], chunk_npieces(f->plan, c), f->sums);
         if (st == WSYNC_OK)
-            chunk_done(f, c, landed);
+            st = chunk_summed(f, c, landed, f->sums);
     }
     f->ninflight = keep;
     return st;
@@ -396,12 +441,9 @@ static wsync_status_t land_one(fetch_t *f, const wsync_completion_t *cp)
     if (f->dm)
         return group_start(f, pc->chunk, 1); /* marked landed once verified */
     if (chunk_has_put_sums(f, pc->chunk))
-        WSYNC_CHECK(check_pieces(f, plan->chunk_first[pc->chunk], chunk_npieces(plan, pc->chunk),
-                                 f->put_sum + plan->chunk_first[pc->chunk]));
-    else
-        WSYNC_CHECK(verify_chunk(f, pc->chunk));
-    chunk_done(f, pc->chunk, 1);
-    return WSYNC_OK;
+        return chunk_summed(f, pc->chunk, 1, f->put_sum + plan->chunk_first[pc->chunk]);
+    WSYNC_CHECK(sum_chunk(f, pc->chunk));
+    return chunk_summed(f, pc->chunk, 1, f->sums);
 }
 
 /* Pieces arriving here, over each transport in use (only a lone transport
@@ -412,8 +454,9 @@ static wsync_status_t fetch_land(fetch_t *f, int *progressed, int *got)
     wsync_completion_t comps[POLL_BATCH];
     int k, i, n = 0;
     for (k = 0; k < r->ntr && f->ndone < f->plan->nchunks; k++) {
-        WSYNC_CHECK(r->tr[k].ops->poll(r->tr[k].t, comps, POLL_BATCH, &n,
-                                       f->npending > 0 || f->fn > 0 || f->ninflight > 0 || r->ntr > 1 ? 0 : 5));
+        WSYNC_CHECK(r->tr[k].ops->poll(
+            r->tr[k].t, comps, POLL_BATCH, &n,
+            f->npending > 0 || f->fn > 0 || f->ninflight > 0 || r->ntr > 1 || all_summed(f) ? 0 : 5));
         *got += n;
         for (i = 0; i < n; i++) {
             WSYNC_CHECK(land_one(f, &comps[i]));
@@ -483,8 +526,7 @@ static wsync_status_t fetch_reap(fetch_t *f, int *progressed)
         fj->job = NULL;
         f->fh = (f->fh + 1) % FANOUT_INFLIGHT;
         f->fn--;
-        WSYNC_CHECK(check_pieces(f, f->plan->chunk_first[cc], chunk_npieces(f->plan, cc), f->sums));
-        chunk_done(f, cc, 0);
+        WSYNC_CHECK(chunk_summed(f, cc, 0, f->sums));
         *progressed = 1;
     }
     return WSYNC_OK;
@@ -550,6 +592,14 @@ static void waiting_for(const fetch_t *f, char *out, size_t len)
     if (f->relay_on)
         n += (size_t)snprintf(out + n, n < len ? len - n : 0, "; pieces come from the relay of engine %s at %s",
                               f->relay_id, f->relay_addr);
+    if (f->late && f->digests == NULL) {
+        char who[160];
+        recv_late_missing(f->late, who, sizeof(who));
+        n += (size_t)snprintf(out + n, n < len ? len - n : 0,
+                              "; %u chunks summed and waiting for the late digests of %s, which never came "
+                              "(announced before its digests: it stopped or failed after announcing?)",
+                              f->nwaiting, who);
+    }
     first = 1;
     for (t = 0; t < plan->world; t++)
         if (f->reqs[t].started && !recv_request_done(&f->reqs[t])) {
@@ -614,15 +664,46 @@ static void fetch_end(fetch_t *f, wsync_status_t st)
     free(f->tnames);
     free(f->put_sum);
     free(f->has_put_sum);
+    if (f->late) {
+        recv_late_end(f->late); /* frees the digests f->digests may point to */
+        free(f->late);
+    }
+    free(f->late_sum);
+    free(f->waiting);
+    free(f->wlanded);
+}
+
+/* Late digests: the thread that waits for them, and room for the sums of
+ * the chunks that come first. */
+static wsync_status_t late_begin(fetch_t *f)
+{
+    const wsync_plan_t *plan = f->plan;
+    f->late = calloc(1, sizeof(*f->late));
+    f->late_sum = calloc(plan->npieces + 1, sizeof(*f->late_sum));
+    f->waiting = calloc(plan->nchunks + 1, sizeof(*f->waiting));
+    f->wlanded = calloc(plan->nchunks + 1, 1);
+    if (!f->late || !f->late_sum || !f->waiting || !f->wlanded) {
+        free(f->late);
+        f->late = NULL;
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    }
+    if (recv_late_start(f->late, f->r->control_url, f->r->token, f->sl, f->v, f->deadline) != WSYNC_OK) {
+        free(f->late);
+        f->late = NULL;
+        return WSYNC_ERR_NOMEM;
+    }
+    wsync_trace("engine %s rank %d: version %llu was announced before its digests: landing while they come",
+                f->r->engine_id, f->me, (unsigned long long)f->v);
+    return WSYNC_OK;
 }
 
 wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
-                          const uint64_t *digests, uint64_t deadline)
+                          const uint64_t *digests, int late, uint64_t deadline)
 {
     fetch_t f = {.r = r,
                  .sl = sl,
                  .plan = sl->plan,
-                 .digests = digests,
+                 .digests = late ? NULL : digests,
                  .gen = a->gen,
                  .v = a->version,
                  .deadline = deadline,
@@ -641,7 +722,9 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
         relay_slot_begin(r->relay, a->slot, r->win[a->slot].ptr, r->image_len, a->version, sl->plan,
                          sl->layout_digest);
     WSYNC_CHECK(fetch_join(&f)); /* nothing to undo yet */
-    st = f.dm ? recv_release_begin(&f.rl, r, a, f.plan->nchunks) : WSYNC_OK;
+    st = late ? late_begin(&f) : WSYNC_OK;
+    if (st == WSYNC_OK && f.dm)
+        st = recv_release_begin(&f.rl, r, a, f.plan->nchunks);
     if (st == WSYNC_OK)
         st = fetch_prepare(&f);
     if (st == WSYNC_OK)
@@ -653,12 +736,17 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
             st = fetch_fan_out(&f, &progressed);
         if (st == WSYNC_OK)
             st = fetch_reap(&f, &progressed);
+        if (st == WSYNC_OK)
+            st = fetch_late(&f, &progressed);
         recv_release_poll(&f.rl, release_chunk, &f);
         if (st == WSYNC_OK)
             st = fetch_watch(&f);
-        if (st == WSYNC_OK && !progressed && got == 0 &&
-            (f.npending > 0 || f.fn > 0 || f.ninflight > 0 || r->ntr != 1))
-            usleep(200);
+        if (st == WSYNC_OK && !progressed && got == 0) {
+            if (all_summed(&f))
+                usleep(50); /* only the late digests to wait for: seen within 50 us */
+            else if (f.npending > 0 || f.fn > 0 || f.ninflight > 0 || r->ntr != 1)
+                usleep(200);
+        }
     }
     if (st == WSYNC_OK)
         recv_release_drain(&f.rl, r, release_chunk, &f, deadline);

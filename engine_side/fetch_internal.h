@@ -5,6 +5,7 @@
 #ifndef WSYNC_ENGINE_FETCH_INTERNAL_H
 #define WSYNC_ENGINE_FETCH_INTERNAL_H
 
+#include "engine_side/late_digests.h"
 #include "engine_side/receiver_internal.h"
 #include "engine_side/release.h"
 
@@ -45,6 +46,14 @@ typedef struct fetch {
     /* per piece: the word sum its put brought along, if it did */
     uint64_t *put_sum;
     unsigned char *has_put_sum;
+
+    /* late digests (late_digests.h): until they are in (digests NULL),
+     * chunks summed here wait with their pieces' sums */
+    recv_late_t *late;
+    uint64_t *late_sum;      /* [npieces] */
+    uint32_t *waiting;       /* chunks summed, not compared yet */
+    unsigned char *wlanded;  /* [nchunks]: landed here (else copied in) */
+    uint32_t nwaiting;
 
     /* in place with the caller's destination tensors: chunks written
      * through as job groups, at most one per chunk */

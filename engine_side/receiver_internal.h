@@ -185,9 +185,10 @@ wsync_status_t recv_ensure_images(wsync_receiver_t *r, uint64_t need);
 wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r);
 
 /* fetch.c: bring this rank's image slot a->slot to version a->version in
- * attempt a->gen; on success the slot holds it verified. */
+ * attempt a->gen; on success the slot holds it verified. `late`: the record
+ * came without (some) digests; they are waited for while landing. */
 wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
-                          const uint64_t *digests, uint64_t deadline);
+                          const uint64_t *digests, int late, uint64_t deadline);
 /* landing.c, local rank 0: choose the local rank each chunk of `sl` lands
  * on for attempt `gen` and post it on the board. */
 wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t *sl, uint64_t gen);

@@ -10,6 +10,7 @@
 
 #include "common/checks.h"
 #include "common/digest.h"
+#include "common/fault.h"
 #include "common/msg.h"
 #include "common/settings.h"
 #include "common/util.h"
@@ -389,15 +390,112 @@ static wsync_status_t publish_direct(const wsync_publisher_t *p, const wsync_pub
     return WSYNC_OK;
 }
 
-wsync_status_t wsync_publisher_publish_opts(wsync_publisher_t *p, uint64_t version, const wsync_publish_opts_t *opts)
+/* This rank's pieces as a report lists them: id, offset, len and, with
+ * `sums`, the digest (piece `bad` given a wrong one: a test hook). */
+static json_t *pieces_json(const wsync_publisher_t *p, uint64_t version, const uint64_t *sums, long bad)
 {
     const wsync_plan_t *plan = p->sl->plan;
+    json_t *pieces = json_array();
+    size_t i;
+    for (i = 0; pieces && i < p->nmy; i++) {
+        const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
+        json_t *e = json_pack("{s:I, s:I, s:I}", "id", (json_int_t)pc->id, "offset", (json_int_t)pc->offset, "len",
+                              (json_int_t)pc->len);
+        if (e && sums) {
+            char hex[17];
+            uint64_t d = wsync_digest_final(sums[i], pc->len, pc->offset);
+            if ((long)pc->id == bad) {
+                d ^= 1;
+                LOG_WARN("test hook: trainer rank %d posts a wrong digest for piece %u of version %llu", p->cfg.rank,
+                         pc->id, (unsigned long long)version);
+            }
+            wsync_digest_hex(d, hex);
+            json_object_set_new(e, "digest", json_string(hex));
+        }
+        if (e == NULL || json_array_append_new(pieces, e) != 0) {
+            json_decref(pieces);
+            return NULL;
+        }
+    }
+    return pieces;
+}
+
+/* Whether this publish announces its version before digesting it (setting
+ * late_digests): single-copy only (the bytes engines copy are the caller's
+ * own, which it does not write until wait_held), and with `auto` only GPU
+ * memory, where the engines' landing and this digest share the GPU instead
+ * of waiting for each other. */
+static int late_digests(const wsync_publisher_t *p, int direct)
+{
+    long long v = wsync_setting_int(WSYNC_SET_LATE_DIGESTS); /* auto | on | off */
+    return direct && (v == 1 || (v == 0 && p->mem->kind == WSYNC_MEM_CUDA));
+}
+
+static void remember_report(wsync_publisher_t *p, uint64_t version, json_t *pieces)
+{
+    json_decref(p->reported_pieces);
+    p->reported_pieces = json_incref(pieces);
+    p->reported_version = version;
+    p->resend_check_ns = wsync_now_ns() + 2000000000ULL;
+}
+
+/* Late digests: announce the version (a report without digests: engines
+ * request and land now), digest while they do, then report again with the
+ * digests; no engine makes the version ready before it compared every
+ * piece with them. A failure after announcing withdraws the version here;
+ * engines waiting for the digests fail at their timeout naming this rank. */
+static wsync_status_t publish_late(wsync_publisher_t *p, int slot, uint64_t version)
+{
+    json_t *pieces = pieces_json(p, version, NULL, -1), *full = NULL;
+    uint64_t *sums = calloc(p->nmy ? p->nmy : 1, sizeof(*sums));
+    wsync_status_t st = WSYNC_OK;
+    char why[512];
+    if (pieces == NULL || sums == NULL) {
+        st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory publishing version %llu", p->cfg.rank,
+                         (unsigned long long)version);
+        goto out;
+    }
+    announce(p, slot, version);
+    st = report(p, version, pieces);
+    wsync_trace("trainer rank %d: version %llu announced, digests to follow", p->cfg.rank,
+                (unsigned long long)version);
+    if (st == WSYNC_OK)
+        remember_report(p, version, pieces);
+    if (st == WSYNC_OK)
+        st = pub_digest(p, sums);
+    wsync_trace("trainer rank %d: version %llu digested", p->cfg.rank, (unsigned long long)version);
+    if (st == WSYNC_OK && wsync_fault(WSYNC_FAULT_NO_DIGESTS)) {
+        LOG_WARN("test hook: trainer rank %d never posts the digests of version %llu", p->cfg.rank,
+                 (unsigned long long)version);
+        goto out;
+    }
+    if (st == WSYNC_OK && (full = pieces_json(p, version, sums, (long)wsync_fault(WSYNC_FAULT_BAD_DIGEST))) == NULL)
+        st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory", p->cfg.rank);
+    if (st == WSYNC_OK)
+        st = report(p, version, full);
+    wsync_trace("trainer rank %d: version %llu digests posted", p->cfg.rank, (unsigned long long)version);
+    if (st == WSYNC_OK)
+        remember_report(p, version, full);
+    if (st != WSYNC_OK) {
+        snprintf(why, sizeof(why), "%s", wsync_last_error());
+        withdraw(p, slot, version, st, why);
+        st = wsync_error(st, "trainer rank %d: version %llu was announced before its digests, but %s", p->cfg.rank,
+                         (unsigned long long)version, why);
+    }
+out:
+    json_decref(pieces);
+    json_decref(full);
+    free(sums);
+    return st;
+}
+
+wsync_status_t wsync_publisher_publish_opts(wsync_publisher_t *p, uint64_t version, const wsync_publish_opts_t *opts)
+{
     json_t *pieces = NULL;
     pub_work_t *copy = NULL;
     wsync_status_t st, cst;
     uint64_t *sums = NULL;
     char why[512];
-    size_t i;
     int slot = 0, direct = 0;
 
     /* The start of publish-to-ready on the trace clock (the engine's
@@ -405,33 +503,27 @@ wsync_status_t wsync_publisher_publish_opts(wsync_publisher_t *p, uint64_t versi
     wsync_trace("trainer rank %d: publish of version %llu started", p->cfg.rank, (unsigned long long)version);
     WSYNC_CHECK(publish_direct(p, opts, &direct));
     WSYNC_CHECK(take_slot(p, direct, version, &slot));
-    sums = calloc(p->nmy ? p->nmy : 1, sizeof(*sums));
-    pieces = json_array();
-    if (sums == NULL || pieces == NULL) {
+    if (late_digests(p, direct))
+        return publish_late(p, slot, version);
+    if ((sums = calloc(p->nmy ? p->nmy : 1, sizeof(*sums))) == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory publishing version %llu", p->cfg.rank,
                          (unsigned long long)version);
         goto out;
     }
     WSYNC_CHECK_GOTO(pub_digest(p, sums), st, out);
     wsync_trace("trainer rank %d: version %llu digested", p->cfg.rank, (unsigned long long)version);
-    for (i = 0; i < p->nmy; i++) {
-        const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
-        char hex[17];
-        wsync_digest_hex(wsync_digest_final(sums[i], pc->len, pc->offset), hex);
-        json_array_append_new(pieces, json_pack("{s:I, s:I, s:I, s:s}", "id", (json_int_t)pc->id, "offset",
-                                                (json_int_t)pc->offset, "len", (json_int_t)pc->len, "digest", hex));
+    if ((pieces = pieces_json(p, version, sums, -1)) == NULL) {
+        st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory publishing version %llu", p->cfg.rank,
+                         (unsigned long long)version);
+        goto out;
     }
     announce(p, slot, version);
     st = direct ? WSYNC_OK : pub_copy_start(p, &p->slots[slot], &copy);
     if (st == WSYNC_OK)
         st = report(p, version, pieces);
     wsync_trace("trainer rank %d: version %llu reported", p->cfg.rank, (unsigned long long)version);
-    if (st == WSYNC_OK) {
-        json_decref(p->reported_pieces);
-        p->reported_pieces = json_incref(pieces);
-        p->reported_version = version;
-        p->resend_check_ns = wsync_now_ns() + 2000000000ULL;
-    }
+    if (st == WSYNC_OK)
+        remember_report(p, version, pieces);
     if (st != WSYNC_OK)
         snprintf(why, sizeof(why), "%s", wsync_last_error());
     if (copy) {

@@ -235,6 +235,16 @@ static json_t *record_trainers(const ctl_model_t *m)
     return arr;
 }
 
+/* Pieces of `pieces` whose digest is still to come (late digests: the
+ * trainer rank announced the version before digesting it). */
+static size_t late_count(const json_t *pieces)
+{
+    const json_t *pc;
+    size_t i, n = 0;
+    json_array_foreach(pieces, i, pc) n += json_object_get(pc, "digest") == NULL;
+    return n;
+}
+
 /* All ranks reported: the pending version becomes the published one. */
 static void complete(ctl_model_t *m, ctl_pending_t *p)
 {
@@ -264,6 +274,8 @@ static void complete(ctl_model_t *m, ctl_pending_t *p)
     json_object_set_new(rec, "pieces", pieces);
     json_object_set_new(rec, "trainers", record_trainers(m));
     json_object_set_new(rec, "published_at", json_real(unix_now()));
+    if (late_count(pieces) > 0)
+        json_object_set_new(rec, "digests_pending", json_integer((json_int_t)late_count(pieces)));
     if (m->nrecords == CTL_RETAIN) {
         json_decref(m->records[0]);
         memmove(m->records, m->records + 1, (CTL_RETAIN - 1) * sizeof(json_t *));
@@ -344,6 +356,88 @@ static int same_report(const json_t *rec, int rank, const json_t *layout, const 
     return 1;
 }
 
+/* The piece `id` of a record's pieces (sorted by id), or NULL. */
+static json_t *record_piece(const json_t *all, json_int_t id)
+{
+    size_t lo = 0, hi = json_array_size(all);
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        json_t *q = json_array_get(all, mid);
+        json_int_t x = json_integer_value(json_object_get(q, "id"));
+        if (x == id)
+            return q;
+        if (x < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* Rank `rank`'s report of the published version at records[idx] with the
+ * same pieces (ids, offsets, lengths) as the record: its second report,
+ * carrying the digests it announced the version without (late digests).
+ * The digests the record lacks are filled in (one already there must be
+ * the same), in a new record object: answers cached by record object
+ * (routes.c) must not serve the old one. 1: this report's (*filled: some
+ * digest was new), 0: another report (a conflict). Lock held. */
+static int fill_digests(ctl_model_t *m, int idx, int rank, const json_t *layout, const json_t *pieces, int *filled)
+{
+    json_t *rec = m->records[idx], *all = json_object_get(rec, "pieces"), *copy, *pc, *q;
+    size_t i, mine = 0, pending;
+    *filled = 0;
+    if (!same_layout(rec, layout))
+        return 0;
+    json_array_foreach(all, i, q) mine += json_integer_value(json_object_get(q, "rank")) == rank;
+    if (mine != json_array_size(pieces))
+        return 0;
+    json_array_foreach(pieces, i, pc)
+    {
+        const json_t *d = json_object_get(pc, "digest"), *have;
+        q = record_piece(all, json_integer_value(json_object_get(pc, "id")));
+        if (q == NULL || json_integer_value(json_object_get(q, "rank")) != rank ||
+            !json_equal(json_object_get(q, "offset"), json_object_get(pc, "offset")) ||
+            !json_equal(json_object_get(q, "len"), json_object_get(pc, "len")))
+            return 0;
+        have = json_object_get(q, "digest");
+        if (d && have && !json_equal(d, have))
+            return 0;
+        *filled |= d && !have;
+    }
+    if (!*filled)
+        return 1;
+    copy = json_deep_copy(rec);
+    if (copy == NULL)
+        return 0;
+    all = json_object_get(copy, "pieces");
+    json_array_foreach(pieces, i, pc) if (json_object_get(pc, "digest"))
+    {
+        q = record_piece(all, json_integer_value(json_object_get(pc, "id")));
+        json_object_set(q, "digest", json_object_get(pc, "digest"));
+    }
+    pending = late_count(all);
+    if (pending)
+        json_object_set_new(copy, "digests_pending", json_integer((json_int_t)pending));
+    else
+        json_object_del(copy, "digests_pending");
+    json_decref(rec);
+    m->records[idx] = copy;
+    LOG_DEBUG("version %llu: trainer rank %d's digests came (%zu pieces still without)",
+              (unsigned long long)json_integer_value(json_object_get(copy, "version")), rank, pending);
+    return 1;
+}
+
+int ctl_digests_done(ctl_model_t *m, uint64_t v)
+{
+    const json_t *rec;
+    int done;
+    pthread_mutex_lock(&m->lock);
+    rec = record_of(m, v);
+    done = rec == NULL || json_object_get(rec, "digests_pending") == NULL;
+    pthread_mutex_unlock(&m->lock);
+    return done;
+}
+
 int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, size_t errlen, int *changed)
 {
     static const ctl_field_t fields[] = {{"rank", CTL_INT, 1},
@@ -361,7 +455,7 @@ int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, s
     static const ctl_field_t piece_fields[] = {{"id", CTL_INT, 1},
                                                {"offset", CTL_INT, 1},
                                                {"len", CTL_INT, 1},
-                                               {"digest", CTL_STRING, 1}};
+                                               {"digest", CTL_STRING, 0}}; /* absent: to follow */
     const json_t *layout = json_object_get(body, "layout"), *pieces = json_object_get(body, "pieces"), *pc;
     int code = ctl_validate(body, fields, WSYNC_ARRAY_LEN(fields), err, errlen), rank, world, i;
     ctl_pending_t *p = NULL;
@@ -400,6 +494,21 @@ int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, s
             code = 200;
             goto out;
         }
+        /* Or its second report: the digests it announced the version
+         * without (wakes the engines waiting for them). */
+        for (i = 0; rec && i < m->nrecords; i++)
+            if (m->records[i] == rec) {
+                int filled = 0;
+                if (!fill_digests(m, i, rank, layout, pieces, &filled))
+                    break;
+                *reply = json_pack("{s:I, s:b, s:I, s:b, s:I}", "version", (json_int_t)v, "published", 1,
+                                   "latest", (json_int_t)m->latest, "duplicate", !filled, "digests_pending",
+                                   json_integer_value(json_object_get(m->records[i], "digests_pending")));
+                *changed = filled;
+                m->gen += filled;
+                code = 200;
+                goto out;
+            }
         snprintf(err, errlen, "version %llu is not newer than the latest published version %llu%s",
                  (unsigned long long)v, (unsigned long long)m->latest,
                  rec ? " (it was published with other content)" : "");

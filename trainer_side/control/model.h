@@ -95,6 +95,9 @@ int ctl_report(ctl_model_t *m, const char *engine, const json_t *body, char *err
 json_t *ctl_status_json(ctl_model_t *m);
 json_t *ctl_trainers_json(ctl_model_t *m);
 json_t *ctl_version_json(ctl_model_t *m, uint64_t version); /* new ref or NULL */
+/* 1 when version's record has every piece's digest (or is not retained:
+ * nothing to wait for), 0 while some trainer rank's digests are to follow. */
+int ctl_digests_done(ctl_model_t *m, uint64_t version);
 uint64_t ctl_latest(ctl_model_t *m);
 uint64_t ctl_generation(ctl_model_t *m);
 

@@ -174,10 +174,14 @@ static struct MHD_Response *latest_with_record(wsync_control_server_t *s, uint64
     json_t *rec, *doc;
     char *text;
     struct MHD_Response *r;
-    if (s->latest_rec_resp && s->latest_rec_resp_version == latest)
-        return s->latest_rec_resp;
     if ((rec = ctl_version_json(&s->model, latest)) == NULL)
         return NULL;
+    if (s->latest_rec_resp && s->latest_rec_resp_version == latest && s->latest_rec_obj == rec) {
+        json_decref(rec);
+        return s->latest_rec_resp;
+    }
+    json_decref(s->latest_rec_obj); /* held: a freed record's address may come again */
+    s->latest_rec_obj = json_incref(rec);
     doc = json_pack("{s:I, s:o}", "version", (json_int_t)latest, "record", rec);
     text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
@@ -224,9 +228,11 @@ static enum MHD_Result answer_latest(wsync_control_server_t *s, req_ctx_t *c)
     return ctl_respond(c->conn, 204, "application/json", strdup(""));
 }
 
+static enum MHD_Result answer_record(wsync_control_server_t *s, req_ctx_t *c, uint64_t v);
+
 enum MHD_Result ctl_long_poll_answer(wsync_control_server_t *s, req_ctx_t *c)
 {
-    return answer_latest(s, c);
+    return c->digests_of ? answer_record(s, c, c->digests_of) : answer_latest(s, c);
 }
 
 static enum MHD_Result r_versions(wsync_control_server_t *s, req_ctx_t *c, const char *url)
@@ -234,7 +240,6 @@ static enum MHD_Result r_versions(wsync_control_server_t *s, req_ctx_t *c, const
     const char *rest = url + strlen("/v1/versions/");
     char *end = NULL;
     unsigned long long v;
-    json_t *rec;
     int ok = 1;
 
     if (strcmp(rest, "latest") == 0) {
@@ -260,11 +265,34 @@ static enum MHD_Result r_versions(wsync_control_server_t *s, req_ctx_t *c, const
         ctl_count(s, "/v1/versions", 404);
         return ctl_error(c->conn, 404, "no such route: use /v1/versions/latest or /v1/versions/<N>");
     }
-    rec = ctl_version_json(&s->model, v);
+    if (query_u64(c->conn, "digests", 0, &ok) != 0) {
+        /* Late digests: answer once every piece of the record has its
+         * digest, or at timeout_ms (the record as it is then). */
+        uint64_t timeout = query_u64(c->conn, "timeout_ms", 0, &ok);
+        if (!ok) {
+            ctl_count(s, "/v1/versions", 400);
+            return ctl_error(c->conn, 400, "query arguments digests and timeout_ms must be non-negative integers");
+        }
+        if (timeout > CTL_MAX_POLL_MS)
+            timeout = CTL_MAX_POLL_MS;
+        if (timeout > 0 && !ctl_digests_done(&s->model, v)) {
+            c->digests_of = v;
+            c->deadline = wsync_now_ns() + timeout * 1000000ULL;
+            if (ctl_suspend(s, c) == WSYNC_OK)
+                return MHD_YES;
+        }
+    }
+    return answer_record(s, c, v);
+}
+
+/* GET /v1/versions/<v>: the record, the answer cached by record object. */
+static enum MHD_Result answer_record(wsync_control_server_t *s, req_ctx_t *c, uint64_t v)
+{
+    json_t *rec = ctl_version_json(&s->model, v);
     if (rec == NULL) {
         char msg[160];
-        snprintf(msg, sizeof(msg), "version %llu is not published or no longer retained (latest is %llu)", v,
-                 (unsigned long long)ctl_latest(&s->model));
+        snprintf(msg, sizeof(msg), "version %llu is not published or no longer retained (latest is %llu)",
+                 (unsigned long long)v, (unsigned long long)ctl_latest(&s->model));
         ctl_count(s, "/v1/versions", 404);
         return ctl_error(c->conn, 404, msg);
     }

@@ -95,7 +95,8 @@ static void wake_waiters(wsync_control_server_t *s, int all)
     pp = &s->waiters;
     while (*pp) {
         req_ctx_t *c = *pp;
-        if (all || latest > c->after || now >= c->deadline) {
+        if (all || now >= c->deadline ||
+            (c->digests_of ? ctl_digests_done(&s->model, c->digests_of) : latest > c->after)) {
             *pp = c->next_waiter;
             c->waiting = 0;
             MHD_resume_connection(c->conn);
@@ -314,8 +315,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 void ctl_changed(wsync_control_server_t *s, int published)
 {
     save_state(s);
-    if (published)
-        wake_waiters(s, 0);
+    (void)published; /* a new version, or late digests filled in: the waiters that can be answered now */
+    wake_waiters(s, 0);
 }
 
 /* After an engine's ready/failed report: what it holds is kept across a
@@ -466,6 +467,7 @@ void wsync_control_server_stop(wsync_control_server_t *s)
         MHD_destroy_response(s->latest_resp);
     if (s->latest_rec_resp)
         MHD_destroy_response(s->latest_rec_resp);
+    json_decref(s->latest_rec_obj);
     if (s->rec_resp)
         MHD_destroy_response(s->rec_resp);
     json_decref(s->rec_obj);

@@ -29,6 +29,7 @@ typedef struct req_ctx {
     int waiting, resumed_answer;
     int with_record; /* ?record=1: the answer carries the version's record */
     uint64_t after, deadline;
+    uint64_t digests_of; /* GET /v1/versions/<v>?digests=1: v, waiting for its late digests */
     struct req_ctx *next_waiter;
 } req_ctx_t;
 
@@ -75,6 +76,7 @@ struct wsync_control_server {
      * version: the engine's pull needs no GET /v1/versions/<v> after it. */
     struct MHD_Response *latest_rec_resp;
     uint64_t latest_rec_resp_version;
+    json_t *latest_rec_obj; /* the record it was built from (held; late digests replace it) */
     /* The answer for the last version record served, by record object (a
      * record never changes once published; holding a reference keeps the
      * object alive, so the same pointer is the same record): every engine
