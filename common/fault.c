@@ -32,6 +32,9 @@ static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
                                 "(as if it died after announcing)"},
     [WSYNC_FAULT_BAD_DIGEST] = {"WSYNC_TEST_BAD_DIGEST", -1, -1, 0x7fffffff,
                                 "trainer posts a wrong late digest for piece N (engines must refuse it)"},
+    [WSYNC_FAULT_DIGEST_DELAY_MS] = {"WSYNC_TEST_DIGEST_DELAY_MS", 0, 0, 600000,
+                                     "trainer sleeps N ms after announcing a late-digest version, before "
+                                     "digesting it"},
 };
 
 static long long values[WSYNC_FAULT_COUNT];

@@ -461,6 +461,8 @@ static wsync_status_t publish_late(wsync_publisher_t *p, int slot, uint64_t vers
                 (unsigned long long)version);
     if (st == WSYNC_OK)
         remember_report(p, version, pieces);
+    if (st == WSYNC_OK && wsync_fault(WSYNC_FAULT_DIGEST_DELAY_MS) > 0) /* test hook: engines land first */
+        usleep((useconds_t)wsync_fault(WSYNC_FAULT_DIGEST_DELAY_MS) * 1000);
     if (st == WSYNC_OK)
         st = pub_digest(p, sums);
     wsync_trace("trainer rank %d: version %llu digested", p->cfg.rank, (unsigned long long)version);

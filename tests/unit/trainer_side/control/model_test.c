@@ -1,7 +1,8 @@
 /* model_test.c: the control endpoint's rules without HTTP: pending versions
  * (dropped when a later one completes, capped when ranks never finish),
- * world changes, engine ids, the status generation, and the state round
- * trip through ctl_state_json / ctl_state_load. */
+ * world changes, engine ids, the status generation, the state round
+ * trip through ctl_state_json / ctl_state_load, and late digests (a version
+ * announced without them, filled in by each rank's second report). */
 #include <string.h>
 
 #include "common/log.h"
@@ -149,6 +150,86 @@ static void test_state_round_trip(void)
     ctl_model_free(&back);
 }
 
+/* Rank `rank` of 2 reports version v: its one piece (offset `off`), with
+ * `digest` or (NULL) without one. */
+static int report_piece(ctl_model_t *m, int rank, int v, int off, const char *digest)
+{
+    json_t *b = json_pack("{s:i, s:i, s:i, s:{s:s, s:i, s:s, s:s, s:i, s:i}, s:[{s:i, s:i, s:i}]}", "rank", rank,
+                          "world", 2, "version", v, "layout", "manifest_digest", "aa", "chunk_size", 4, "layout",
+                          "even", "layout_digest", "cd", "image_size", 16, "world", 2, "pieces", "id", rank, "offset",
+                          off, "len", 8);
+    json_t *reply = NULL;
+    char err[512] = "";
+    int changed = 0, code;
+    if (digest)
+        json_object_set_new(json_array_get(json_object_get(b, "pieces"), 0), "digest", json_string(digest));
+    if (rank == 0)
+        json_object_set_new(json_object_get(b, "layout"), "manifest", json_object());
+    code = ctl_publish(m, b, &reply, err, sizeof(err), &changed);
+    json_decref(reply);
+    json_decref(b);
+    return code;
+}
+
+static json_int_t pending_of(ctl_model_t *m, uint64_t v)
+{
+    json_t *rec = ctl_version_json(m, v);
+    json_int_t n = json_integer_value(json_object_get(rec, "digests_pending"));
+    if (rec && json_object_get(rec, "digests_pending") == NULL)
+        n = 0;
+    json_decref(rec);
+    return rec ? n : -1;
+}
+
+static const char *digest_of(const json_t *rec, int id)
+{
+    const json_t *pc;
+    size_t i;
+    json_array_foreach(json_object_get(rec, "pieces"), i, pc) if (json_integer_value(json_object_get(pc, "id")) ==
+                                                                  id) return json_string_value(json_object_get(pc,
+                                                                                                               "digest"));
+    return NULL;
+}
+
+static void test_late_digests_filled_by_second_report(void)
+{
+    ctl_model_t m;
+    json_t *before, *after;
+    ctl_model_init(&m);
+    wsync_log_set_level(WSYNC_LOG_ERROR);
+    CHECK_EQ(report_piece(&m, 0, 1, 0, NULL), 200);
+    CHECK_EQ(ctl_latest(&m), 0);
+    CHECK_EQ(report_piece(&m, 1, 1, 8, NULL), 200);
+    CHECK_EQ(ctl_latest(&m), 1); /* announced: published without digests */
+    CHECK_EQ(pending_of(&m, 1), 2);
+    CHECK_EQ(ctl_digests_done(&m, 1), 0);
+    CHECK_EQ(report_piece(&m, 0, 1, 0, NULL), 200); /* the first report again (its answer lost) */
+    CHECK_EQ(pending_of(&m, 1), 2);
+    before = ctl_version_json(&m, 1);
+    CHECK_EQ(report_piece(&m, 0, 1, 0, "0a"), 200); /* rank 0's digests */
+    after = ctl_version_json(&m, 1);
+    CHECK(before != after); /* a new record object: answers cached by object are not reused */
+    CHECK(digest_of(before, 0) == NULL);
+    CHECK_STR(digest_of(after, 0), "0a");
+    CHECK(digest_of(after, 1) == NULL);
+    CHECK_EQ(pending_of(&m, 1), 1);
+    CHECK_EQ(ctl_digests_done(&m, 1), 0);
+    CHECK_EQ(report_piece(&m, 0, 1, 0, "0a"), 200); /* the same again: idempotent */
+    CHECK_EQ(report_piece(&m, 0, 1, 0, "0b"), 409); /* another digest for a piece that has one */
+    CHECK_EQ(report_piece(&m, 1, 1, 16, "0c"), 409); /* not the piece the record has */
+    CHECK_EQ(pending_of(&m, 1), 1);
+    CHECK_EQ(report_piece(&m, 1, 1, 8, "0c"), 200);
+    CHECK_EQ(pending_of(&m, 1), 0);
+    CHECK_EQ(ctl_digests_done(&m, 1), 1);
+    CHECK_EQ(ctl_digests_done(&m, 7), 1); /* not retained: nothing to wait for */
+    json_decref(before);
+    json_decref(after);
+    after = ctl_version_json(&m, 1);
+    CHECK_STR(digest_of(after, 1), "0c");
+    json_decref(after);
+    ctl_model_free(&m);
+}
+
 int main(void)
 {
     RUN(test_pending_dropped_by_later_version);
@@ -157,5 +238,6 @@ int main(void)
     RUN(test_engine_ids);
     RUN(test_generation_moves_on_change_only);
     RUN(test_state_round_trip);
+    RUN(test_late_digests_filled_by_second_report);
     TEST_EXIT();
 }
