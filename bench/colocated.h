@@ -65,6 +65,7 @@ typedef struct colo_cfg {
     int zero_copy; /* wsync: 1 single-copy route, 0 slot route */
     int versions;  /* steps, <= COLO_MAXV */
     int check;     /* compare every received byte with its source */
+    int timeout_ms; /* wsync: each engine pull's timeout (0: 120 s) */
 } colo_cfg_t;
 
 typedef struct colo_shared {
@@ -77,7 +78,7 @@ typedef struct colo_shared {
     unsigned char handle[64];              /* packed: the trainer's cudaIpcMemHandle_t */
     uint64_t t0[COLO_MAXV + 1];            /* step v starts (trainer) */
     uint64_t t1[COLO_MAXV + 1][COLO_MAXL]; /* step v held by engine rank r */
-    char why[256];                         /* first failure */
+    char why[1024];                        /* first failure */
 } colo_shared_t;
 
 static colo_shared_t *colo_sh;
@@ -173,7 +174,7 @@ static inline int colo_wsync_engine(int rank)
                                   .transport = "local",
                                   .bind_host = "127.0.0.1"};
     wsync_receiver_t *r = NULL;
-    char *host = NULL, *want = NULL, what[200];
+    char *host = NULL, *want = NULL, what[900];
     int v;
     if (c->check && ((host = malloc(c->m->image_size)) == NULL || (want = malloc(c->m->image_size)) == NULL)) {
         colo_fail("engine", "no host memory for the check");
@@ -186,7 +187,8 @@ static inline int colo_wsync_engine(int rank)
     for (v = 1; v <= c->versions && !colo_sh->failed; v++) {
         uint64_t got = 0;
         size_t i;
-        if (wsync_receiver_pull(r, 0, 120000, &got) != WSYNC_OK || got != (uint64_t)v) {
+        if (wsync_receiver_pull(r, 0, c->timeout_ms > 0 ? c->timeout_ms : 120000, &got) != WSYNC_OK ||
+            got != (uint64_t)v) {
             snprintf(what, sizeof(what), "rank %d, step %d (got %llu): %s", rank, v, (unsigned long long)got,
                      wsync_last_error());
             colo_fail("engine", what);

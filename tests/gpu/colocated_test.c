@@ -7,7 +7,12 @@
  * on the CPU; with 2 ranks both when each lands every chunk itself and when
  * one lands it and the other copies it out of its window. And a byte flipped in the trainer's publish slot after it
  * digested the version is caught on one GPU too, where the landing's
- * digest comes out of the fused copy. Correctness only: nothing here is
+ * digest comes out of the fused copy. Single-copy versions are announced
+ * before the trainer's digests (late_digests=auto on a GPU): the routes
+ * above run that way, and here also with the digests posted only after
+ * every chunk landed, with late digests off, with a wrong late digest
+ * (caught, naming the piece) and with digests that never come (the pull
+ * fails naming the trainer rank). Correctness only: nothing here is
  * timed. */
 #include "bench/colocated.h"
 #include "bench/qwen7b.h"
@@ -93,6 +98,64 @@ static void test_corrupt_byte_caught_by_fused_landing(void)
     }
 }
 
+/* The digests 200 ms after the announce: every chunk lands (and, with
+ * land + fan-out, is copied to the other rank) and waits for them. */
+static void test_single_copy_digests_after_landing(void)
+{
+    if (ngpu == 0)
+        SKIP("no CUDA device");
+    setenv("WSYNC_TEST_DIGEST_DELAY_MS", "200", 1);
+    route(0, 1, 0, 1);
+    route(0, 2, 1, 1);
+    setenv("WSYNC_GPU_SHARED_LANDING", "0", 1);
+    route(0, 2, 0, 1);
+    unsetenv("WSYNC_GPU_SHARED_LANDING");
+    unsetenv("WSYNC_TEST_DIGEST_DELAY_MS");
+}
+
+static void test_single_copy_late_digests_off(void)
+{
+    if (ngpu == 0)
+        SKIP("no CUDA device");
+    setenv("WSYNC_LATE_DIGESTS", "off", 1);
+    route(0, 1, 0, 1);
+    route(0, 1, 1, 1);
+    unsetenv("WSYNC_LATE_DIGESTS");
+}
+
+/* One single-copy step with test hook `hook`=`value` and a 3 s pull
+ * timeout: it must fail with a message holding `a` and `b`. */
+static void late_fault(const char *hook, const char *value, const char *a, const char *b)
+{
+    colo_cfg_t c = {.m = model, .manifest_json = model_json, .ranks = 1, .zero_copy = 1, .versions = 1,
+                    .timeout_ms = 3000};
+    double times[1];
+    char why[1024] = "";
+    int rc;
+    setenv(hook, value, 1); /* read by the trainer process forked below */
+    rc = colo_run(&c, times, why, sizeof(why));
+    unsetenv(hook);
+    CHECK(rc != 0);
+    if (strstr(why, a) == NULL || strstr(why, b) == NULL) {
+        fprintf(stderr, "  expected '%s' and '%s', got: %s\n", a, b, why);
+        CHECK(0);
+    }
+}
+
+static void test_wrong_late_digest_caught(void)
+{
+    if (ngpu == 0)
+        SKIP("no CUDA device");
+    late_fault("WSYNC_TEST_BAD_DIGEST", "3", "piece 3 (bytes", "failed verification");
+}
+
+static void test_late_digests_never_sent(void)
+{
+    if (ngpu == 0)
+        SKIP("no CUDA device");
+    late_fault("WSYNC_TEST_NO_DIGESTS", "1", "late digests of trainer rank 0", "never came");
+}
+
 int main(void)
 {
     json_t *mj = NULL;
@@ -116,6 +179,10 @@ int main(void)
     RUN(test_packed_ipc_2_ranks);
     RUN(test_land_and_fan_out_2_ranks);
     RUN(test_corrupt_byte_caught_by_fused_landing);
+    RUN(test_single_copy_digests_after_landing);
+    RUN(test_single_copy_late_digests_off);
+    RUN(test_wrong_late_digest_caught);
+    RUN(test_late_digests_never_sent);
     free(model_json);
     json_decref(mj);
     wsync_manifest_free(model);
