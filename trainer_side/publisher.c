@@ -448,7 +448,8 @@ static wsync_status_t publish_late(wsync_publisher_t *p, int slot, uint64_t vers
 {
     json_t *pieces = pieces_json(p, version, NULL, -1), *full = NULL;
     uint64_t *sums = calloc(p->nmy ? p->nmy : 1, sizeof(*sums));
-    wsync_status_t st = WSYNC_OK;
+    wsync_mem_job_t *job = NULL;
+    wsync_status_t st = WSYNC_OK, cst;
     char why[512];
     if (pieces == NULL || sums == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory publishing version %llu", p->cfg.rank,
@@ -456,16 +457,21 @@ static wsync_status_t publish_late(wsync_publisher_t *p, int slot, uint64_t vers
         goto out;
     }
     announce(p, slot, version);
-    st = report(p, version, pieces);
+    /* On a GPU the digest runs while the report travels (and then beside
+     * the engines' landing); on the host after it, on the publish threads. */
+    st = pub_digest_start(p, &job);
+    if (st == WSYNC_OK)
+        st = report(p, version, pieces);
     wsync_trace("trainer rank %d: version %llu announced, digests to follow", p->cfg.rank,
                 (unsigned long long)version);
     if (st == WSYNC_OK)
         remember_report(p, version, pieces);
+    cst = pub_digest_finish(p, job, sums); /* frees the job, also after a failed report */
+    if (st == WSYNC_OK)
+        st = cst;
+    wsync_trace("trainer rank %d: version %llu digested", p->cfg.rank, (unsigned long long)version);
     if (st == WSYNC_OK && wsync_fault(WSYNC_FAULT_DIGEST_DELAY_MS) > 0) /* test hook: engines land first */
         usleep((useconds_t)wsync_fault(WSYNC_FAULT_DIGEST_DELAY_MS) * 1000);
-    if (st == WSYNC_OK)
-        st = pub_digest(p, sums);
-    wsync_trace("trainer rank %d: version %llu digested", p->cfg.rank, (unsigned long long)version);
     if (st == WSYNC_OK && wsync_fault(WSYNC_FAULT_NO_DIGESTS)) {
         LOG_WARN("test hook: trainer rank %d never posts the digests of version %llu", p->cfg.rank,
                  (unsigned long long)version);

@@ -138,6 +138,11 @@ struct wsync_publisher {
 /* snapshot.c: sums[i] = the digest sum of my_pieces[i], read from the
  * caller's extents (threaded for host memory). */
 wsync_status_t pub_digest(wsync_publisher_t *p, uint64_t *sums);
+/* The same in two steps (late digests): start queues it on a GPU (*job;
+ * NULL on the host, where finish does it all), finish waits for the sums
+ * and frees the job; both on the publishing thread. */
+wsync_status_t pub_digest_start(wsync_publisher_t *p, wsync_mem_job_t **job);
+wsync_status_t pub_digest_finish(wsync_publisher_t *p, wsync_mem_job_t *job, uint64_t *sums);
 /* Copies the caller's extents into slot s in my_pieces order, on threads for
  * host memory, each piece marked in s->copied (under p->lock, waking the pull
  * server) once it is there. pub_copy_finish does what is left on the caller's

@@ -266,6 +266,43 @@ wsync_status_t pub_digest(wsync_publisher_t *p, uint64_t *sums)
     return work_finish(&w, 1, 0);
 }
 
+/* GPU memory: every piece's digest queued as one job on this thread's
+ * stream (a batched launch per 64 pieces), left running while the caller
+ * reports; pub_digest_finish waits for it. Host memory: nothing yet (the
+ * threads run in pub_digest_finish). */
+wsync_status_t pub_digest_start(wsync_publisher_t *p, wsync_mem_job_t **job)
+{
+    wsync_digest_range_t *rg;
+    wsync_status_t st;
+    size_t i;
+    *job = NULL;
+    if (host_memory(p) || p->nmy == 0)
+        return WSYNC_OK;
+    rg = calloc(p->nmy, sizeof(*rg));
+    WSYNC_CHECK_ALLOC(rg);
+    for (i = 0; i < p->nmy; i++) {
+        const wsync_piece_t *pc = &p->sl->plan->pieces[p->my_pieces[i]];
+        rg[i] = (wsync_digest_range_t){.ptr = piece_src(p, i), .len = pc->len, .off = pc->offset};
+    }
+    /* nothing copied (len 0): the ranges' digests alone */
+    st = p->mem->copy_digest_start((void *)rg[0].ptr, rg[0].ptr, 0, rg, p->nmy, job);
+    free(rg);
+    return st;
+}
+
+wsync_status_t pub_digest_finish(wsync_publisher_t *p, wsync_mem_job_t *job, uint64_t *sums)
+{
+    wsync_status_t st;
+    int done = 0;
+    if (job == NULL)
+        return p->nmy && host_memory(p) ? pub_digest(p, sums) : WSYNC_OK;
+    st = p->mem->job_poll(job, 1, sums, &done);
+    p->mem->job_free(job);
+    if (st == WSYNC_OK && !done)
+        st = wsync_error(WSYNC_ERR_CUDA, "trainer rank %d: the digest job did not finish", p->cfg.rank);
+    return st;
+}
+
 wsync_status_t pub_copy_start(wsync_publisher_t *p, pub_slot_t *s, pub_work_t **out)
 {
     pub_work_t *w = calloc(1, sizeof(*w));
