@@ -33,8 +33,8 @@ static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
     [WSYNC_FAULT_BAD_DIGEST] = {"WSYNC_TEST_BAD_DIGEST", -1, -1, 0x7fffffff,
                                 "trainer posts a wrong late digest for piece N (engines must refuse it)"},
     [WSYNC_FAULT_DIGEST_DELAY_MS] = {"WSYNC_TEST_DIGEST_DELAY_MS", 0, 0, 600000,
-                                     "trainer sleeps N ms after announcing a late-digest version, before "
-                                     "digesting it"},
+                                     "trainer waits N ms before posting the digests of a late-digest version "
+                                     "(engines land first)"},
 };
 
 static long long values[WSYNC_FAULT_COUNT];

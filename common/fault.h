@@ -18,7 +18,7 @@ typedef enum wsync_fault_id {
     WSYNC_FAULT_RECV_STALL_MS,   /* engine: tcp receiver stops reading once, after its first put */
     WSYNC_FAULT_NO_DIGESTS,      /* trainer: announce a late-digest version, never post its digests */
     WSYNC_FAULT_BAD_DIGEST,      /* trainer: post a wrong late digest for this piece */
-    WSYNC_FAULT_DIGEST_DELAY_MS, /* trainer: sleep after announcing a late-digest version */
+    WSYNC_FAULT_DIGEST_DELAY_MS, /* trainer: wait before posting late digests */
     WSYNC_FAULT_COUNT
 } wsync_fault_id_t;
 
