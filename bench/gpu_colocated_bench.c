@@ -67,7 +67,7 @@ static int one_model(int64_t div)
 {
     wsync_manifest_t *m = NULL;
     json_t *mj = NULL;
-    char *mjs = NULL, why[300];
+    char *mjs = NULL, why[1024];
     double copy, packed[COLO_MAXL + 1] = {0}, times[STEPS];
     int l, ip, zc, sh, rc = 0;
     if (qwen7b_manifest_scaled(div, &m) != WSYNC_OK || wsync_manifest_to_json(m, &mj) != WSYNC_OK ||

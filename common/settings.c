@@ -200,7 +200,8 @@ static const wsync_setting_def_t table[WSYNC_SET_COUNT] = {
                                 .env = "WSYNC_LATE_DIGESTS",
                                 .choices = "auto|on|off",
                                 .doc = "a single-copy publish announces the version before its digests and "
-                                       "posts them when done, engines landing meanwhile (auto: GPU trainers)"},
+                                       "posts them when done, engines landing meanwhile (auto: GPU trainers "
+                                       "whose share is 512 MiB or more)"},
 };
 
 typedef struct value {

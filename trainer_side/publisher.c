@@ -420,15 +420,23 @@ static json_t *pieces_json(const wsync_publisher_t *p, uint64_t version, const u
     return pieces;
 }
 
+/* `auto` announces before digesting from this rank's share up: below it the
+ * digest (~0.1 ms per 512 MiB on an H200) costs less than the second report
+ * and the engine's wait for it (one H200, bench/RESULTS.md: 4-64 MiB
+ * versions were ready 0.1-0.3 ms later with late digests, 15.23 GB ones
+ * 3.6 ms sooner). */
+#define LATE_DIGESTS_MIN_BYTES (512ULL << 20)
+
 /* Whether this publish announces its version before digesting it (setting
  * late_digests): single-copy only (the bytes engines copy are the caller's
  * own, which it does not write until wait_held), and with `auto` only GPU
  * memory, where the engines' landing and this digest share the GPU instead
- * of waiting for each other. */
+ * of waiting for each other, of a share large enough for it to pay. */
 static int late_digests(const wsync_publisher_t *p, int direct)
 {
     long long v = wsync_setting_int(WSYNC_SET_LATE_DIGESTS); /* auto | on | off */
-    return direct && (v == 1 || (v == 0 && p->mem->kind == WSYNC_MEM_CUDA));
+    return direct && (v == 1 || (v == 0 && p->mem->kind == WSYNC_MEM_CUDA &&
+                                 p->owned_bytes >= LATE_DIGESTS_MIN_BYTES));
 }
 
 static void remember_report(wsync_publisher_t *p, uint64_t version, json_t *pieces)

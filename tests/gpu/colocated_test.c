@@ -35,7 +35,7 @@ static void route(int packed, int ranks, int in_place, int zero_copy)
                     .versions = STEPS,
                     .check = 1};
     double times[STEPS];
-    char why[300];
+    char why[1024];
     if (colo_run(&c, times, why, sizeof(why)) != 0) {
         fprintf(stderr, "  %s, %d engine rank(s)%s%s: %s\n", packed ? "packed IPC" : "wsync", ranks,
                 packed     ? ""
@@ -84,7 +84,7 @@ static void test_corrupt_byte_caught_by_fused_landing(void)
 {
     colo_cfg_t c = {.m = model, .manifest_json = model_json, .ranks = 1, .versions = 1};
     double times[1];
-    char why[300] = "";
+    char why[1024] = "";
     int rc;
     if (ngpu == 0)
         SKIP("no CUDA device");
@@ -120,7 +120,7 @@ static void test_single_copy_late_digests_off(void)
     setenv("WSYNC_LATE_DIGESTS", "off", 1);
     route(0, 1, 0, 1);
     route(0, 1, 1, 1);
-    unsetenv("WSYNC_LATE_DIGESTS");
+    setenv("WSYNC_LATE_DIGESTS", "on", 1);
 }
 
 /* One single-copy step with test hook `hook`=`value` and a 3 s pull
@@ -146,7 +146,7 @@ static void test_wrong_late_digest_caught(void)
 {
     if (ngpu == 0)
         SKIP("no CUDA device");
-    late_fault("WSYNC_TEST_BAD_DIGEST", "3", "piece 3 (bytes", "failed verification");
+    late_fault("WSYNC_TEST_BAD_DIGEST", "0", "piece 0 (bytes", "failed verification"); /* one chunk: one piece */
 }
 
 static void test_late_digests_never_sent(void)
@@ -167,6 +167,9 @@ int main(void)
         fprintf(stderr, "colocated_test: manifest: %s\n", wsync_last_error());
         return 1;
     }
+    /* this ~60 MB model is below late_digests=auto's share: on, so the
+     * single-copy routes below run with late digests */
+    setenv("WSYNC_LATE_DIGESTS", "on", 1);
     RUN(test_single_copy_staged_1_rank);
     RUN(test_single_copy_in_place_1_rank);
     RUN(test_slot_staged_1_rank);
