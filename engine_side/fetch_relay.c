@@ -79,7 +79,8 @@ static wsync_plan_spec_t choose_for_version(const fetch_t *f, size_t nodes, int 
     wsync_plan_spec_t s;
     char name[32];
     cost_deploy_init(&d, f->plan->world, thosts, nodes > 0 ? (int)nodes : 1, r->cfg.local_world,
-                     f->plan->image_size, f->plan->chunk_size, COST_MEM_HOST, COST_NET_TCP);
+                     f->plan->image_size, f->plan->chunk_size,
+                     r->mem->kind == WSYNC_MEM_CUDA ? COST_MEM_GPU : COST_MEM_HOST, COST_NET_TCP);
     d.tcp_conns = (int)wsync_setting_int(WSYNC_SET_TCP_CONNS);
     s = plan_choice_resolve(&r->asked, &in);
     wsync_trace("engine %s rank %d: plan auto chose %s for version %llu (%zu nodes, %d trainer hosts)", r->engine_id,

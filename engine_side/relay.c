@@ -40,6 +40,8 @@ typedef struct relay_slot {
 
 struct recv_relay {
     wsync_auth_t auth;
+    wsync_mem_kind_t kind; /* of the images served */
+    int device;
     char engine_id[128];
     char addr[160];
     wsync_pull_port_t *port;
@@ -187,13 +189,13 @@ static int put_all(relay_req_t *rq)
  * (the tcp_conns setting, when given, still wins). */
 static int open_sender(relay_req_t *rq, const relay_slot_t *s)
 {
-    wsync_transport_config_t cfg = {.device = -1,
+    wsync_transport_config_t cfg = {.device = rq->rl->kind == WSYNC_MEM_CUDA ? rq->rl->device : -1,
                                     .conns_per_peer = 1,
                                     .timeout_ms = wsync_connect_timeout_ms(0),
                                     .auth = &rq->rl->auth};
     wsync_blob_t key;
     if (wsync_transport_get("tcp", &cfg, &rq->ops) != WSYNC_OK || rq->ops->open(&cfg, &rq->t) != WSYNC_OK ||
-        rq->ops->reg(rq->t, s->ptr, s->len, WSYNC_MEM_HOST, &rq->region, &key) != WSYNC_OK ||
+        rq->ops->reg(rq->t, s->ptr, s->len, rq->rl->kind, &rq->region, &key) != WSYNC_OK ||
         rq->ops->connect(rq->t, &rq->q.addr, RELAY_SENDER_ID, &rq->conn) != WSYNC_OK) {
         snprintf(rq->error, sizeof(rq->error), "%s", wsync_last_error());
         return -1;
@@ -324,13 +326,16 @@ answer:
     wsync_pull_request_clear(&rq.q);
 }
 
-wsync_status_t relay_start(const char *bind_host, const wsync_auth_t *auth, const char *engine_id, recv_relay_t **out)
+wsync_status_t relay_start(const char *bind_host, const wsync_auth_t *auth, const char *engine_id,
+                           wsync_mem_kind_t kind, int device, recv_relay_t **out)
 {
     recv_relay_t *rl = calloc(1, sizeof(*rl));
     char listen[160], who[200];
     wsync_status_t st;
     WSYNC_CHECK_ALLOC(rl);
     rl->auth = *auth;
+    rl->kind = kind;
+    rl->device = device;
     snprintf(rl->engine_id, sizeof(rl->engine_id), "%s", engine_id);
     pthread_mutex_init(&rl->lock, NULL);
     pthread_cond_init(&rl->cond, NULL);

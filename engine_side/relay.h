@@ -1,5 +1,5 @@
-/* relay.h: an engine node's relay (local rank 0 of a whole-image host node
- * whose plan is relay:F): a pull port (common/pull_port.h, the trainers'
+/* relay.h: an engine node's relay (local rank 0 of a whole-image node, host
+ * or GPU memory, whose plan is relay:F): a pull port (common/pull_port.h, the trainers'
  * protocol and handshake) serving other engine nodes the pieces of a
  * version this node holds. Per image slot it knows the version the slot
  * holds or receives and which of its chunks are verified in local rank 0's
@@ -17,14 +17,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/mem/mem.h"
 #include "common/net/auth.h"
 #include "common/plan.h"
 
 typedef struct recv_relay recv_relay_t;
 
-/* Listens on bind_host, a free port; `engine_id` names it in messages. */
+/* Listens on bind_host, a free port; `engine_id` names it in messages. The
+ * images it serves are memory of kind `kind` (on GPU `device`): GPU images
+ * go out through the tcp transport's bounce buffers. */
 wsync_status_t relay_start(const char *bind_host, const wsync_auth_t *auth, const char *engine_id,
-                           recv_relay_t **out);
+                           wsync_mem_kind_t kind, int device, recv_relay_t **out);
 /* "host:port": what other nodes connect to (registered with the control endpoint). */
 const char *relay_address(const recv_relay_t *rl);
 /* Image slot `slot` (len bytes at ptr) is about to receive version v of

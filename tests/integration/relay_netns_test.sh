@@ -16,7 +16,9 @@
 #       byte moves, and the relay names whom it refused;
 #   (e) the middle node of a chain is stopped (SIGSTOP) mid-pull: after
 #       relay_stall_ms without a piece its child gives it up, naming it, and
-#       is ready from the trainer ranks.
+#       is ready from the trainer ranks;
+#   (f) nodes that receive into tensors of their own (Python `into`, in
+#       place and staged) relay and are relayed to.
 # Every process of (b)-(d) proves a token.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
@@ -218,4 +220,40 @@ check stall_dumps_match_sources dumps_match stall 1 s0-$$ s2-$$
 if wait_all 60 $S1; then pass stall_stopped_relay_resumes_and_is_ready
 else fail stall_stopped_relay_resumes_and_is_ready "$(tail -n 3 "$TMP/stall-s1-$$.log" | tr '\n' ' ')"; fi
 check stall_resumed_relay_dump_matches_source dumps_match stall 1 s1-$$
+# (f) nodes that receive into tensors of their own (Python, `into`: the
+# caller's destination tensors): the chain f0 (the CLI) -> f1 (in place: it
+# relays out of its image while its tensors are written) -> f2 (staged);
+# every dump, written from the tensors torch holds, equals its source, and
+# the model crosses the trainers' uplink about once per version.
+LIB=${WSYNC_BUILD:-$WSYNC_ROOT/build}/libwsync.so
+if nm -D "$LIB" 2>/dev/null | grep -q ' U __asan_init'; then
+    skip own_tensors_relay "libwsync.so is an AddressSanitizer build (make asan): Python runs in make test"
+elif ! "$PY" -c 'import torch' 2>/dev/null; then
+    skip own_tensors_relay "no torch for $PY (make deps installs python3-torch)"
+else
+    # pyengine TAG E ID MODE VERSIONS: a Python node on host E, in the background ($!).
+    pyengine() {
+        ip netns exec "${ENS[$2]}" env WSYNC_PLAN=relay:1 WSYNC_RELAY_STALL_MS=2000 WSYNC_LIB="$LIB" \
+            WSYNC_ROOT="$WSYNC_ROOT" "$PY" "$WSYNC_ROOT/tests/python/relay_engine.py" "$URL" "$3" "$4" "$5" \
+            "${EIP[$2]}" "$TMP/$1" 4 1024 1024 >"$TMP/$1-$3.log" 2>&1 &
+        WSYNC_PIDS+=($!)
+    }
+    serve own || exit 1
+    tx0=$(bytes "$TNS" tx)
+    engine own 0 f0-$$ relay:1 $VERSIONS; F0=$!
+    pyengine own 1 f1-$$ in-place $VERSIONS; F1=$!
+    pyengine own 2 f2-$$ staged $VERSIONS; F2=$!
+    trainers own $VERSIONS 3 3 || exit 1
+    if wait_all 120 $F0 $F1 $F2; then pass own_tensors_every_node_holds_every_version
+    else fail own_tensors_every_node_holds_every_version "$(tail -n 2 "$TMP"/own-f*.log | tr '\n' ' ')"; fi
+    check own_tensors_dumps_match_sources dumps_match own $VERSIONS f0-$$ f1-$$ f2-$$
+    sent=$(( $(bytes "$TNS" tx) - tx0 ))
+    echo "own tensors, relay:1: trainer host sent $sent bytes for 3 nodes, image $image x $VERSIONS versions" >&2
+    if [ "$sent" -ge $((VERSIONS * image)) ] && [ "$sent" -lt $((VERSIONS * image * 3 / 2)) ]; then
+        pass own_tensors_trainer_uplink_carries_the_model_about_once
+    else
+        fail own_tensors_trainer_uplink_carries_the_model_about_once "sent $sent, want ~$((VERSIONS * image)) (1 to 1.5x)"
+    fi
+    undeploy
+fi
 exit 0
