@@ -91,8 +91,7 @@ static wsync_status_t choose_plan(wsync_receiver_t *r)
 {
     plan_choice_input_t in = {0};
     const char *links = wsync_setting_str(WSYNC_SET_LINKS);
-    r->relay_capable = r->spec == NULL &&
-                       (strcmp(r->transport_name, "tcp") == 0 || strcmp(r->transport_name, "auto") == 0);
+    r->relay_capable = (strcmp(r->transport_name, "tcp") == 0 || strcmp(r->transport_name, "auto") == 0);
     WSYNC_CHECK(wsync_plan_spec_parse(wsync_setting_str(WSYNC_SET_PLAN), &r->asked));
     if (r->asked.kind == WSYNC_PLAN_AUTO && r->relay_capable && links[0]) {
         r->links = calloc(1, sizeof(*r->links));

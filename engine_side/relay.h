@@ -20,6 +20,8 @@
 #include "common/mem/mem.h"
 #include "common/net/auth.h"
 #include "common/plan.h"
+#include "common/target_plan.h"
+#include "engine_side/board.h"
 
 typedef struct recv_relay recv_relay_t;
 
@@ -37,6 +39,29 @@ const char *relay_address(const recv_relay_t *rl);
  * are copied. */
 void relay_slot_begin(recv_relay_t *rl, int slot, void *ptr, size_t len, uint64_t v, const wsync_plan_t *plan,
                       const char *ldig);
+/* Slot `slot` serves nothing from now on (local rank 0, as soon as it opens
+ * an attempt, before any rank lands a byte of it); returns once no put
+ * reads it (as relay_slot_begin). */
+void relay_slot_end(recv_relay_t *rl, int slot);
+
+/* Engine layouts: the node's ranks hold targets, and what a rank of another
+ * node with the same targets needs is what the same rank here landed. */
+typedef struct relay_targets {
+    const wsync_node_plan_t *np; /* over the node's targets, without a landing hint */
+    int L;
+    const char (*targets)[33]; /* [L]: local rank k's target digest */
+    void *const *win;          /* [L]: local rank k's image of the slot, mapped in this process */
+    const size_t *win_len;     /* [L] */
+    board_t *board;            /* whose landed marks of attempt `gen` say a chunk may go */
+    uint64_t gen;
+} relay_targets_t;
+
+/* Image slot `slot` is about to receive version v under node plan t->np
+ * (layout digest ldig): from now on each put of chunk c goes to the asking
+ * rank out of the image of the rank c lands on, once that rank marked c
+ * landed (before verification: the asker verifies all it gets). Copied. */
+void relay_slot_begin_targets(recv_relay_t *rl, int slot, uint64_t v, const char *ldig, const relay_targets_t *t);
+
 /* Chunk `chunk` of the version in `slot` is verified in the image. */
 void relay_chunk_verified(recv_relay_t *rl, int slot, uint32_t chunk);
 /* Stops serving (requests being served are answered first); NULL is fine. */

@@ -18,7 +18,15 @@
 #       relay_stall_ms without a piece its child gives it up, naming it, and
 #       is ready from the trainer ranks;
 #   (f) nodes that receive into tensors of their own (Python `into`, in
-#       place and staged) relay and are relayed to.
+#       place and staged) relay and are relayed to;
+#   (g) nodes of two ranks as one TP=2 group (engine layouts, a Qwen2-shaped
+#       file from 2 fsdp trainer ranks) relay to nodes of the same targets:
+#       each rank's dump equals the slices tp_tool.py computes from the source
+#       (not wsync's code), the children say they got the puts from their
+#       parent's relay, and the trainers' uplink carries the model ~once;
+#   (h) a TP=2 node whose parent holds the whole image: the relay refuses
+#       (other targets), the child names it, falls back to the trainer ranks
+#       and is ready with the right slices.
 # Every process of (b)-(d) proves a token.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
@@ -79,13 +87,15 @@ print(sum(1 for e in json.load(sys.stdin)["engines"] if (e.get("endpoint") or {}
 # trainers TAG VERSIONS ENGINES NODES [TOKEN]: once NODES engine nodes are
 # registered (so every node derives its parent from the same list), two
 # trainer ranks, each next version once ENGINES nodes hold the last.
+# TFILES and TLAYOUT (--layout L), when set, replace the model and layout.
 trainers() {
     local tag=$1 versions=$2 engines=$3 nodes=$4 tok=${5:-} r
     wait_until 30 registered "$nodes" || { fail "$tag"_nodes_registered "not $nodes relays registered"; return 1; }
     TRAINERS=()
     for r in 0 1; do
         bg ip netns exec "$TNS" env ${tok:+WSYNC_TOKEN=$tok} "$WSYNC" trainer --control "$URL" --rank $r --world 2 \
-            --safetensors "$files" --versions "$versions" --wait-engines "$engines" --chunk 256K \
+            --safetensors "${TFILES:-$files}" ${TLAYOUT:+--layout $TLAYOUT} --versions "$versions" \
+            --wait-engines "$engines" --chunk "${TCHUNK:-256K}" \
             --listen "$TIP:0" --advertise "$TIP" >"$TMP/$tag-t$r.log" 2>&1
         TRAINERS+=($!)
     done
@@ -256,4 +266,68 @@ else
     fi
     undeploy
 fi
+# (g) engine layouts: a chain of three TP=2 nodes, staged, in place, staged.
+TOOL="$WSYNC_ROOT/tests/integration/tp_tool.py"
+"$PY" "$TOOL" qwen "$TMP/q1.safetensors" 1 && "$PY" "$TOOL" qwen "$TMP/q2.safetensors" 2 ||
+    { fail tp_relay_models "tp_tool.py could not write the models"; exit 1; }
+qbytes=$("$PY" - "$TMP/q1.safetensors" <<'PY'
+import struct, sys
+raw = open(sys.argv[1], "rb").read(); print(len(raw) - 8 - struct.unpack("<Q", raw[:8])[0])
+PY
+)
+# tpnode TAG E ID MODE: two local ranks, one TP=2 group, on host E; pids in TP_PIDS.
+tpnode() {
+    local tag=$1 e=$2 id=$3 mode=$4 r
+    for r in 0 1; do
+        ip netns exec "${ENS[$e]}" env WSYNC_RELAY_STALL_MS=2000 WSYNC_TRACE=1 "$WSYNC" engine --control "$URL" \
+            --engine "$id" --local-rank $r --local-world 2 --tp 2 --mode "$mode" --plan relay:1 --versions 2 \
+            --transport tcp --bind "${EIP[$e]}" --timeout-ms 40000 --dump "$TMP/$tag" >"$TMP/$tag-$id-r$r.log" 2>&1 &
+        WSYNC_PIDS+=($!); TP_PIDS+=($!)
+    done
+}
+# tp_dumps_match TAG ID...: both ranks of every node, both versions, by tp_tool.py.
+tp_dumps_match() {
+    local tag=$1 id r v ok=0; shift
+    for id in "$@"; do for r in 0 1; do for v in 1 2; do
+        "$PY" "$TOOL" check "$TMP/q$v.safetensors" "$TMP/$tag/$id/rank$r/v$v.safetensors" 2 $r \
+            2>>"$TMP/$tag-cmp.err" || { ok=1; echo "$tag: $id rank$r v$v differs or is missing" >&2; }
+    done; done; done
+    return $ok
+}
+TFILES="$TMP/q1.safetensors,$TMP/q2.safetensors" TLAYOUT=fsdp TCHUNK=64K
+export TFILES TLAYOUT TCHUNK
+serve tpr || exit 1
+tx0=$(bytes "$TNS" tx)
+TP_PIDS=()
+tpnode tpr 0 t0-$$ staged; tpnode tpr 1 t1-$$ in-place; tpnode tpr 2 t2-$$ staged
+trainers tpr 2 3 3 || exit 1
+if wait_all 120 "${TP_PIDS[@]}"; then pass tp_relay_every_node_holds_every_version
+else fail tp_relay_every_node_holds_every_version "$(tail -n 2 "$TMP"/tpr-t*.log | tr '\n' ' ')"; fi
+check tp_relay_dumps_are_the_rules_slices tp_dumps_match tpr t0-$$ t1-$$ t2-$$
+ok=0
+for n in 1 2; do for r in 0 1; do for v in 1 2; do
+    grep -q "version $v from the relay of engine t$((n - 1))-$$" "$TMP/tpr-t$n-$$-r$r.log" || ok=1
+done; done; done
+check tp_relay_children_get_the_puts_from_their_parent [ $ok = 0 ]
+sent=$(( $(bytes "$TNS" tx) - tx0 ))
+echo "tp relay:1: trainer host sent $sent bytes for 3 TP=2 nodes, model $qbytes bytes x 2 versions" >&2
+if [ "$sent" -ge $((2 * qbytes)) ] && [ "$sent" -lt $((2 * qbytes * 3 / 2)) ]; then
+    pass tp_relay_trainer_uplink_carries_the_model_about_once
+else
+    fail tp_relay_trainer_uplink_carries_the_model_about_once "sent $sent, want ~$((2 * qbytes)) (1 to 1.5x)"
+fi
+undeploy
+
+# (h) a TP=2 node below a whole-image node: refused, named, ready from the trainers.
+serve mix || exit 1
+TP_PIDS=()
+engine mix 0 u0-$$ relay:1 2; U0=$!
+tpnode mix 1 u1-$$ staged
+trainers mix 2 2 2 || exit 1
+if wait_all 120 $U0 "${TP_PIDS[@]}"; then pass tp_relay_other_targets_fall_back_and_are_ready
+else fail tp_relay_other_targets_fall_back_and_are_ready "$(tail -n 2 "$TMP"/mix-u1*.log | tr '\n' ' ')"; fi
+check tp_relay_other_targets_named grep -q "relay of engine u0-$$ at .* given up (.*a relay serves nodes with the same targets only" \
+    "$TMP/mix-u1-$$-r0.log"
+check tp_relay_other_targets_dumps_are_the_rules_slices tp_dumps_match mix u1-$$
+undeploy
 exit 0
