@@ -1,4 +1,5 @@
-/* fetch_relay.c: a whole-image rank's pieces from its parent node under
+/* fetch_relay.c: which node is this one's parent under relay:F (or auto
+ * choosing it), and a whole-image rank's pieces from its parent node under
  * relay:F (relay_tree.h says who that is), and the fall back to the trainer
  * ranks: a relay that fails, or lands nothing here for relay_stall_ms, is
  * given up, named in the log, and every piece still missing is asked of

@@ -55,7 +55,7 @@ wsync_status_t tf_relay_request(tfetch_t *f, int *asked)
     /* A node planned with a colocated landing hint has trainer ranks on its
      * GPUs: it pulls from them. */
     if (f->tl->hint_world != 0 ||
-        !recv_relay_parent(r, f->v, f->world, f->tl->image_len, f->np->chunk_bytes, f->relay_id,
+        !recv_relay_parent(r, f->v, f->world, f->np->network_bytes, f->np->chunk_bytes, f->relay_id,
                            sizeof(f->relay_id), f->relay_addr, sizeof(f->relay_addr)))
         return WSYNC_OK;
     WSYNC_CHECK(recv_transport_ensure(r, "tcp", &rt));

@@ -1,16 +1,19 @@
-/* relay.h: an engine node's relay (local rank 0 of a whole-image node, host
- * or GPU memory, whose plan is relay:F): a pull port (common/pull_port.h, the trainers'
- * protocol and handshake) serving other engine nodes the pieces of a
- * version this node holds. Per image slot it knows the version the slot
- * holds or receives and which of its chunks are verified in local rank 0's
- * image; a chunk is put only once verified there (so a chain pipelines: a
- * node serves while it still pulls), and the slot's version until the slot
- * is reused. The receiver verifies every piece against the version record's
- * digests wherever it came from, so a relay is never trusted with a byte.
+/* relay.h: an engine node's relay (local rank 0 of a node whose plan is
+ * relay:F, host or GPU memory): a pull port (common/pull_port.h, the
+ * trainers' protocol and handshake) serving other engine nodes the bytes of
+ * a version this node holds, over tcp. Per image slot it knows the version
+ * the slot holds or receives and what may go: a whole image's chunks once
+ * verified in local rank 0's image; with engine targets, the node plan's
+ * puts out of the image of the rank each lands on, once that rank marked
+ * its chunk landed, to nodes of the same targets only. So a chain
+ * pipelines (a node serves while it still pulls), and a slot's version is
+ * served until the slot is reused. The receiver verifies every byte against
+ * the trainers' digests wherever it came from, so a relay is never trusted
+ * with a byte.
  *
- * Threads: relay_slot_begin and relay_chunk_verified are called by the
- * pulling thread of local rank 0; requests are served on the pull port's
- * threads; everything shared is under the relay's lock. */
+ * Threads: relay_slot_* and relay_chunk_verified are called by the pulling
+ * thread of local rank 0; requests are served on the pull port's threads;
+ * everything shared is under the relay's lock. */
 #ifndef WSYNC_ENGINE_RELAY_H
 #define WSYNC_ENGINE_RELAY_H
 
