@@ -26,7 +26,11 @@
 #       parent's relay, and the trainers' uplink carries the model ~once;
 #   (h) a TP=2 node whose parent holds the whole image: the relay refuses
 #       (other targets), the child names it, falls back to the trainer ranks
-#       and is ready with the right slices.
+#       and is ready with the right slices;
+#   (i) the middle node of a chain of TP=2 nodes is killed (-9, both ranks)
+#       while its child pulls from it: the child names the relay, gets the
+#       missing chunks from the trainer ranks and is ready with the right
+#       slices.
 # Every process of (b)-(d) proves a token.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
@@ -275,20 +279,23 @@ import struct, sys
 raw = open(sys.argv[1], "rb").read(); print(len(raw) - 8 - struct.unpack("<Q", raw[:8])[0])
 PY
 )
-# tpnode TAG E ID MODE: two local ranks, one TP=2 group, on host E; pids in TP_PIDS.
+# tpnode TAG E ID MODE [VERSIONS|follow]: two local ranks, one TP=2 group, on host E;
+# pids in TP_PIDS.
 tpnode() {
-    local tag=$1 e=$2 id=$3 mode=$4 r
+    local tag=$1 e=$2 id=$3 mode=$4 nv=${5:-2} r how
+    how=(--versions "$nv"); [ "$nv" = follow ] && how=(--follow)
     for r in 0 1; do
         ip netns exec "${ENS[$e]}" env WSYNC_RELAY_STALL_MS=2000 WSYNC_TRACE=1 "$WSYNC" engine --control "$URL" \
-            --engine "$id" --local-rank $r --local-world 2 --tp 2 --mode "$mode" --plan relay:1 --versions 2 \
+            --engine "$id" --local-rank $r --local-world 2 --tp 2 --mode "$mode" --plan relay:1 "${how[@]}" \
             --transport tcp --bind "${EIP[$e]}" --timeout-ms 40000 --dump "$TMP/$tag" >"$TMP/$tag-$id-r$r.log" 2>&1 &
         WSYNC_PIDS+=($!); TP_PIDS+=($!)
     done
 }
-# tp_dumps_match TAG ID...: both ranks of every node, both versions, by tp_tool.py.
+# tp_dumps_match TAG ID...: both ranks of every node, versions 1 to TPV
+# (default 2), by tp_tool.py.
 tp_dumps_match() {
     local tag=$1 id r v ok=0; shift
-    for id in "$@"; do for r in 0 1; do for v in 1 2; do
+    for id in "$@"; do for r in 0 1; do for v in $(seq 1 "${TPV:-2}"); do
         "$PY" "$TOOL" check "$TMP/q$v.safetensors" "$TMP/$tag/$id/rank$r/v$v.safetensors" 2 $r \
             2>>"$TMP/$tag-cmp.err" || { ok=1; echo "$tag: $id rank$r v$v differs or is missing" >&2; }
     done; done; done
@@ -329,5 +336,25 @@ else fail tp_relay_other_targets_fall_back_and_are_ready "$(tail -n 2 "$TMP"/mix
 check tp_relay_other_targets_named grep -q "relay of engine u0-$$ at .* given up (.*a relay serves nodes with the same targets only" \
     "$TMP/mix-u1-$$-r0.log"
 check tp_relay_other_targets_dumps_are_the_rules_slices tp_dumps_match mix u1-$$
+undeploy
+# (i) a chain of TP=2 nodes, the middle one killed while its child pulls from
+# it: the trainer uplink shaped to 1 Mbit/s, so the chain pipelines the
+# ~1 MB model over about 8 s.
+ip netns exec "$TNS" tc qdisc replace dev eth0 root tbf rate 1mbit burst 32kb latency 400ms
+serve tpkill || exit 1
+TP_PIDS=()
+tpnode tpkill 0 i0-$$ staged follow; tpnode tpkill 1 i1-$$ staged follow; I1=("${TP_PIDS[@]:2:2}")
+tpnode tpkill 2 i2-$$ in-place 1
+trainers tpkill 1 0 3 || exit 1
+if wait_until 30 landed i2-$$ && ! field_is "$URL" i2-$$ state ready; then pass tp_relay_killed_while_its_child_pulls
+else fail tp_relay_killed_while_its_child_pulls "i2 was not pulling when i1 was killed: $(tail -2 "$TMP/tpkill-i2-$$-r0.log")"; fi
+kill -9 "${I1[@]}"; wait "${I1[@]}" 2>/dev/null
+if wait_until 60 ready i2-$$ && wait_until 20 ready i0-$$; then pass tp_relay_killed_child_falls_back_and_is_ready
+else fail tp_relay_killed_child_falls_back_and_is_ready "$(tail -n 3 "$TMP"/tpkill-i2-$$-r*.log | tr '\n' ' ')"; fi
+check tp_relay_killed_named grep -q "relay of engine i1-$$ at .* given up" "$TMP/tpkill-i2-$$-r0.log" \
+    "$TMP/tpkill-i2-$$-r1.log"
+wait_until 10 test -s "$TMP/tpkill/i2-$$/rank1/v1.safetensors"
+TPV=1 check tp_relay_killed_dumps_are_the_rules_slices tp_dumps_match tpkill i0-$$ i2-$$
+kill "${TP_PIDS[@]}" 2>/dev/null
 undeploy
 exit 0
