@@ -33,6 +33,11 @@ void calib_gpu(calib_t *cb);
  * loopback. */
 void calib_control(calib_t *cb);
 
+/* The version class: one version end to end (publish() start -> ready) of a
+ * small model, a trainer and an engine rank in this process on loopback, in
+ * GPU 0's memory when there is one, else host memory. */
+void calib_version(calib_t *cb);
+
 /* `wsync calibrate --serve HOST:PORT`: answers pings and bulk transfers
  * until killed. Returns an exit status. */
 int calib_serve(const char *hostport);

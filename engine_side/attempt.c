@@ -441,6 +441,8 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     WSYNC_CHECK(attempt_setup(r, version, deadline));
     WSYNC_CHECK(attempt_open(r, version, deadline, &a));
     r->last_gen = a.gen;
+    if (r->relay) /* before any rank lands a byte in the slot: its relay serves it no more */
+        relay_slot_end(r->relay, a.slot);
     t0 = wsync_now_ns();
     wsync_trace("engine %s rank %d: pull of version %llu opened (attempt %llu)", r->engine_id, r->cfg.local_rank,
                 (unsigned long long)a.version, (unsigned long long)a.gen);

@@ -258,26 +258,26 @@ json_t *fetch_pull_json(const fetch_t *f, const recv_transport_t *rt)
     return wsync_pull_request_to_json(&pr);
 }
 
-void fetch_new_reqid(fetch_t *f)
+uint32_t recv_new_reqid(uint32_t old)
 {
-    uint32_t old = f->reqid;
+    uint32_t id;
     do
-        f->reqid = (uint32_t)(((uint64_t)rand() << 16 ^ (uint64_t)wsync_now_ns() ^ (uint64_t)getpid() << 8) &
-                              0x7fffffff);
-    while (f->reqid == 0 || f->reqid == old);
+        id = (uint32_t)(((uint64_t)rand() << 16 ^ (uint64_t)wsync_now_ns() ^ (uint64_t)getpid() << 8) & 0x7fffffff);
+    while (id == 0 || id == old);
+    return id;
 }
 
 static wsync_status_t fetch_request(fetch_t *f)
 {
     int t, relayed = 0;
-    fetch_new_reqid(f);
+    f->reqid = recv_new_reqid(f->reqid);
     f->last_landed = wsync_now_ns();
     /* A lone rank: no other rank reads its image, so every destination byte
      * but the ends may land straight in the caller's tensors (not while
      * this node relays: its relay serves out of the image). */
     WSYNC_CHECK(recv_transport_direct(f->r, f->slot, f->tnames, f->plan->world,
-                                      f->dm && f->r->cfg.local_world == 1 && f->r->relay == NULL, NULL, &f->direct,
-                                      &f->ndirect));
+                                      f->dm && f->r->cfg.local_world == 1 && !recv_node_relays(f->r), NULL,
+                                      &f->direct, &f->ndirect));
     WSYNC_CHECK(fetch_relay_request(f, &relayed));
     for (t = 0; t < f->plan->world && !relayed; t++)
         WSYNC_CHECK(fetch_request_rank(f, t));

@@ -91,8 +91,6 @@ static inline int is_mine(const fetch_t *f, uint32_t c)
 json_t *fetch_pull_json(const fetch_t *f, const recv_transport_t *rt);
 /* fetch.c: ask trainer rank t for its pieces of the chunks in f->mine. */
 wsync_status_t fetch_request_rank(fetch_t *f, int t);
-/* A fresh request id (tags this attempt's puts from now on). */
-void fetch_new_reqid(fetch_t *f);
 
 /* fetch_relay.c: under relay:F, ask the parent node for every piece landing
  * here (*asked 0: this node has none, or none answers: ask the trainers);

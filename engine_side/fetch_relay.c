@@ -1,4 +1,5 @@
-/* fetch_relay.c: a whole-image rank's pieces from its parent node under
+/* fetch_relay.c: which node is this one's parent under relay:F (or auto
+ * choosing it), and a whole-image rank's pieces from its parent node under
  * relay:F (relay_tree.h says who that is), and the fall back to the trainer
  * ranks: a relay that fails, or lands nothing here for relay_stall_ms, is
  * given up, named in the log, and every piece still missing is asked of
@@ -71,49 +72,62 @@ static wsync_status_t relay_nodes(wsync_receiver_t *r, uint64_t v, relay_node_t 
 /* plan auto with a links file: the cost model's choice for this version,
  * from what every node sees alike (the version's plan, the registered
  * relays, the trainers' hosts). */
-static wsync_plan_spec_t choose_for_version(const fetch_t *f, size_t nodes, int thosts)
+static wsync_plan_spec_t choose_for_version(const wsync_receiver_t *r, uint64_t v, int world, uint64_t image,
+                                            uint64_t chunk, size_t nodes, int thosts)
 {
-    const wsync_receiver_t *r = f->r;
     cost_deploy_t d;
     plan_choice_input_t in = {.relay_capable = r->relay_capable, .links = r->links, .deploy = &d};
     wsync_plan_spec_t s;
     char name[32];
-    cost_deploy_init(&d, f->plan->world, thosts, nodes > 0 ? (int)nodes : 1, r->cfg.local_world,
-                     f->plan->image_size, f->plan->chunk_size, COST_MEM_HOST, COST_NET_TCP);
+    cost_deploy_init(&d, world, thosts, nodes > 0 ? (int)nodes : 1, r->cfg.local_world, image, chunk,
+                     r->mem->kind == WSYNC_MEM_CUDA ? COST_MEM_GPU : COST_MEM_HOST, COST_NET_TCP);
     d.tcp_conns = (int)wsync_setting_int(WSYNC_SET_TCP_CONNS);
     s = plan_choice_resolve(&r->asked, &in);
-    wsync_trace("engine %s rank %d: plan auto chose %s for version %llu (%zu nodes, %d trainer hosts)", r->engine_id,
-                f->me, wsync_plan_spec_name(&s, name, sizeof(name)), (unsigned long long)f->v, nodes, thosts);
+    wsync_trace("engine %s rank %d: plan auto chose %s for version %llu (%zu nodes, %d trainer hosts)",
+                r->engine_id, r->cfg.local_rank, wsync_plan_spec_name(&s, name, sizeof(name)),
+                (unsigned long long)v, nodes, thosts);
     return s;
+}
+
+int recv_relay_parent(wsync_receiver_t *r, uint64_t v, int world, uint64_t image, uint64_t chunk, char *id,
+                      size_t idlen, char *addr, size_t addrlen)
+{
+    relay_node_t *nodes = NULL;
+    wsync_plan_spec_t plan = r->plan;
+    size_t n = 0;
+    int parent, thosts = 1;
+    if (plan.kind != WSYNC_PLAN_RELAY && r->links == NULL)
+        return 0;
+    if (relay_nodes(r, v, &nodes, &n, &thosts) != WSYNC_OK) {
+        LOG_WARN("engine %s rank %d: no list of relay nodes (%s): version %llu from the trainer ranks",
+                 r->engine_id, r->cfg.local_rank, wsync_last_error(), (unsigned long long)v);
+        return 0;
+    }
+    if (r->links)
+        plan = choose_for_version(r, v, world, image, chunk, n, thosts);
+    parent = plan.kind == WSYNC_PLAN_RELAY ? relay_tree_parent(nodes, n, r->engine_id, plan.fanout) : -1;
+    if (parent >= 0) {
+        snprintf(id, idlen, "%s", nodes[parent].id);
+        snprintf(addr, addrlen, "%s", nodes[parent].addr);
+    }
+    free(nodes);
+    return parent >= 0;
+}
+
+int recv_node_relays(const wsync_receiver_t *r)
+{
+    return r->relay_capable && (r->plan.kind == WSYNC_PLAN_RELAY || r->links != NULL);
 }
 
 wsync_status_t fetch_relay_request(fetch_t *f, int *asked)
 {
     wsync_receiver_t *r = f->r;
-    relay_node_t *nodes = NULL;
     recv_transport_t *rt;
-    wsync_plan_spec_t plan = r->plan;
-    size_t n = 0;
-    int parent, thosts = 1;
     wsync_status_t st;
     *asked = 0;
-    if (plan.kind != WSYNC_PLAN_RELAY && r->links == NULL)
+    if (!recv_relay_parent(r, f->v, f->plan->world, f->plan->image_size, f->plan->chunk_size, f->relay_id,
+                           sizeof(f->relay_id), f->relay_addr, sizeof(f->relay_addr)))
         return WSYNC_OK;
-    if (relay_nodes(r, f->v, &nodes, &n, &thosts) != WSYNC_OK) {
-        LOG_WARN("engine %s rank %d: no list of relay nodes (%s): version %llu from the trainer ranks",
-                 r->engine_id, f->me, wsync_last_error(), (unsigned long long)f->v);
-        return WSYNC_OK;
-    }
-    if (r->links)
-        plan = choose_for_version(f, n, thosts);
-    parent = plan.kind == WSYNC_PLAN_RELAY ? relay_tree_parent(nodes, n, r->engine_id, plan.fanout) : -1;
-    if (parent < 0) {
-        free(nodes);
-        return WSYNC_OK;
-    }
-    snprintf(f->relay_id, sizeof(f->relay_id), "%s", nodes[parent].id);
-    snprintf(f->relay_addr, sizeof(f->relay_addr), "%s", nodes[parent].addr);
-    free(nodes);
     WSYNC_CHECK(recv_transport_ensure(r, "tcp", &rt));
     memset(&f->relay_req, 0, sizeof(f->relay_req));
     snprintf(f->relay_req.who, sizeof(f->relay_req.who), "relay of engine %s", f->relay_id);
@@ -150,7 +164,7 @@ static wsync_status_t fall_back(fetch_t *f, const char *why)
              f->r->engine_id, f->me, f->relay_id, f->relay_addr, why, (unsigned long long)f->v);
     fetch_relay_end(f);
     recv_transport_reset(f->r); /* the relay's connections go: none of its puts lands from here */
-    fetch_new_reqid(f);
+    f->reqid = recv_new_reqid(f->reqid);
     for (c = 0; c < plan->nchunks; c++) {
         if (!is_mine(f, c))
             continue;

@@ -38,38 +38,7 @@
 #include "common/log.h"
 #include "common/pull_request.h"
 #include "common/util.h"
-#include "engine_side/receiver_internal.h"
-#include "engine_side/release.h"
-
-#define POLL_BATCH 64
-
-typedef struct tfetch {
-    wsync_receiver_t *r;
-    const wsync_sync_layout_t *sl;
-    recv_tlayout_t *tl;
-    const wsync_node_plan_t *np;
-    uint64_t gen, v, deadline;
-    int slot, me, world;
-    char *image;
-    uint32_t reqid;
-
-    uint32_t *remaining; /* puts still to land, per chunk landing here */
-    unsigned char *mine; /* bitmap of the chunks landing here */
-    uint32_t *pending;   /* chunks landing elsewhere that this rank copies from */
-    uint32_t npending, nland, nlanded, ndone, nwant;
-
-    recv_release_t rl;        /* a sparse image's pages, freed as chunks are written through (release.h) */
-    wsync_redirect_t *direct; /* bytes landing straight in the caller's tensors (recv_dests_direct) */
-    size_t ndirect;
-
-    recv_request_t *reqs;
-    char (*addrs)[160];
-    const char **tnames;
-    uint64_t last_check;
-
-    uint64_t *digests;   /* [segments]: the trainers' */
-    unsigned char *have; /* [segments] */
-} tfetch_t;
+#include "engine_side/fetch_targets_internal.h"
 
 static wsync_status_t tf_join(tfetch_t *f)
 {
@@ -111,7 +80,9 @@ static wsync_status_t tf_prepare(tfetch_t *f)
     f->tnames = calloc((size_t)f->world, sizeof(*f->tnames));
     f->digests = calloc(nseg + 1, sizeof(*f->digests));
     f->have = calloc(nseg + 1, 1);
-    if (!f->remaining || !f->mine || !f->pending || !f->reqs || !f->addrs || !f->tnames || !f->digests || !f->have)
+    f->none = calloc((np->nchunks + 7) / 8 + 1, 1);
+    if (!f->remaining || !f->mine || !f->pending || !f->reqs || !f->addrs || !f->tnames || !f->digests ||
+        !f->have || !f->none)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     for (c = 0; c < np->nchunks; c++)
         if (np->chunks[c].land_rank == f->me) {
@@ -125,16 +96,14 @@ static wsync_status_t tf_prepare(tfetch_t *f)
     return recv_trainer_addrs(f->r, f->world, f->addrs, f->tnames);
 }
 
-/* The request's targets, with their definitions unless trainer rank t
- * already has them. */
-static wsync_status_t add_targets(tfetch_t *f, int t, wsync_pull_request_t *pr)
+wsync_status_t tf_add_targets(tfetch_t *f, int t, wsync_pull_request_t *pr)
 {
     const int L = f->r->cfg.local_world;
     int k;
     pr->ntargets = L;
     pr->targets = calloc((size_t)L, sizeof(*pr->targets));
     WSYNC_CHECK_ALLOC(pr->targets);
-    if (!f->tl->defs_sent[t]) {
+    if (t >= 0 && !f->tl->defs_sent[t]) {
         pr->target_defs = json_object();
         WSYNC_CHECK_ALLOC(pr->target_defs);
     }
@@ -150,8 +119,7 @@ static wsync_status_t add_targets(tfetch_t *f, int t, wsync_pull_request_t *pr)
     return WSYNC_OK;
 }
 
-/* Expect trainer rank t's puts landing here, and send it the request. */
-static wsync_status_t request_rank(tfetch_t *f, int t)
+wsync_status_t tf_request_rank(tfetch_t *f, int t, int digests_only)
 {
     wsync_receiver_t *r = f->r;
     const wsync_node_plan_t *np = f->np;
@@ -159,7 +127,7 @@ static wsync_status_t request_rank(tfetch_t *f, int t)
                                .local_rank = f->me,
                                .local_ranks = r->cfg.local_world,
                                .req = f->reqid,
-                               .chunks = f->mine,
+                               .chunks = digests_only ? f->none : f->mine,
                                .chunk_bytes = (np->nchunks + 7) / 8};
     recv_transport_t *rt;
     wsync_status_t st;
@@ -168,7 +136,7 @@ static wsync_status_t request_rank(tfetch_t *f, int t)
     WSYNC_CHECK(recv_transport_ensure(r, f->tnames[t], &rt));
     for (k = 0; k < np->rank_nputs[t]; k++) {
         const wsync_tput_t *pu = &np->puts[np->rank_puts[t][k]];
-        if (pu->land_rank == f->me)
+        if (pu->land_rank == f->me && !digests_only && tf_is_mine(f, pu->chunk))
             WSYNC_CHECK(rt->ops->expect(rt->t, t, rt->region[f->slot], pu->dst_off, pu->len,
                                         ((uint64_t)f->reqid << 32) | pu->id));
     }
@@ -182,7 +150,7 @@ static wsync_status_t request_rank(tfetch_t *f, int t)
     snprintf(pr.engine, sizeof(pr.engine), "%s", r->engine_id);
     snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
     snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
-    st = add_targets(f, t, &pr);
+    st = tf_add_targets(f, t, &pr);
     pr.in_order = f->rl.on && f->ndirect == 0; /* else only edges and fan-out bytes pass through the image */
     pr.hint_world = f->tl->hint_world;
     pr.colo = f->tl->colo;
@@ -198,15 +166,41 @@ static wsync_status_t request_rank(tfetch_t *f, int t)
 
 static wsync_status_t tf_request(tfetch_t *f)
 {
-    int t;
-    WSYNC_CHECK(recv_transport_direct(f->r, f->slot, f->tnames, f->world, 1, f->np, &f->direct, &f->ndirect));
-    do
-        f->reqid = (uint32_t)(((uint64_t)rand() << 16 ^ (uint64_t)wsync_now_ns() ^ (uint64_t)getpid() << 8) &
-                              0x7fffffff);
-    while (f->reqid == 0);
+    int t, relayed = 0;
+    /* (not while this node relays: its relay serves out of the ranks' images) */
+    WSYNC_CHECK(recv_transport_direct(f->r, f->slot, f->tnames, f->world, !recv_node_relays(f->r), f->np,
+                                      &f->direct, &f->ndirect));
+    f->reqid = recv_new_reqid(f->reqid);
+    f->last_landed = wsync_now_ns();
+    WSYNC_CHECK(tf_relay_request(f, &relayed));
     for (t = 0; t < f->world; t++)
-        WSYNC_CHECK(request_rank(f, t));
+        WSYNC_CHECK(tf_request_rank(f, t, relayed));
     wsync_trace("engine %s rank %d: target requests sent", f->r->engine_id, f->me);
+    return WSYNC_OK;
+}
+
+/* Local rank 0 of a relaying node: from now on its relay serves the puts
+ * of this attempt out of the ranks' images (the peers' windows are mapped
+ * here by tf_join). Not for a node planned with a colocated landing hint:
+ * no node elsewhere has its plan. */
+static wsync_status_t tf_serve(tfetch_t *f)
+{
+    wsync_receiver_t *r = f->r;
+    const int L = r->cfg.local_world;
+    char(*digests)[33] = calloc((size_t)L, 33);
+    void *win[BOARD_MAX_RANKS];
+    size_t len[BOARD_MAX_RANKS];
+    relay_targets_t t = {.np = f->np, .L = L, .win = win, .win_len = len, .board = r->board, .gen = f->gen};
+    int k;
+    WSYNC_CHECK_ALLOC(digests);
+    for (k = 0; k < L; k++) {
+        memcpy(digests[k], f->tl->tg[k]->digest_hex, 33);
+        win[k] = k == f->me ? (void *)f->image : r->peers[k][f->slot].ptr;
+        len[k] = k == f->me ? r->image_len : r->peers[k][f->slot].len;
+    }
+    t.targets = (const char(*)[33])digests;
+    relay_slot_begin_targets(r->relay, f->slot, f->v, f->sl->layout_digest, &t);
+    free(digests);
     return WSYNC_OK;
 }
 
@@ -301,6 +295,7 @@ static wsync_status_t land_one(tfetch_t *f, const wsync_completion_t *cp, int *p
         return wsync_error(WSYNC_ERR_PEER, "unexpected put %u (%llu bytes) from trainer rank %d", id,
                            (unsigned long long)cp->len, cp->peer);
     *progressed = 1;
+    f->last_landed = wsync_now_ns();
     pu = &np->puts[id];
     if (--f->remaining[pu->chunk] > 0)
         return WSYNC_OK;
@@ -352,6 +347,7 @@ static wsync_status_t tf_fan_out(tfetch_t *f, int *progressed)
 static wsync_status_t tf_watch(tfetch_t *f)
 {
     int t;
+    WSYNC_CHECK(tf_relay_watch(f));
     for (t = 0; t < f->world; t++)
         if (recv_request_failed(&f->reqs[t]))
             return wsync_error(f->reqs[t].status, "%s", f->reqs[t].error);
@@ -411,6 +407,7 @@ static void tf_end(tfetch_t *f, wsync_status_t st)
 {
     int t;
     recv_dests_drain(f->r->mem, f->r->cur_dm); /* write-through copies still queued (a failed pull) */
+    tf_relay_end(f);
     if (st != WSYNC_OK) {
         recv_transport_reset(f->r);
         memset(f->tl->defs_sent, 0, (size_t)f->world); /* a trainer may have restarted: send them again */
@@ -425,6 +422,7 @@ static void tf_end(tfetch_t *f, wsync_status_t st)
     free(f->tnames);
     free(f->digests);
     free(f->have);
+    free(f->none);
     recv_release_end(&f->rl);
     free(f->direct);
 }
@@ -446,6 +444,8 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
     wsync_status_t st;
 
     WSYNC_CHECK(tf_join(&f));
+    if (r->relay && tl->hint_world == 0)
+        WSYNC_CHECK(tf_serve(&f));
     st = recv_release_begin(&f.rl, r, a, f.np->nchunks);
     if (st == WSYNC_OK)
         st = tf_prepare(&f);

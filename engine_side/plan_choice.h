@@ -9,12 +9,11 @@
 #include "common/plan_spec.h"
 
 typedef struct plan_choice_input {
-    /* The node can relay: a whole image (no engine target, no caller
-     * destination tensors) in host memory, over tcp. Nodes that cannot
-     * pull direct whatever the setting says. */
+    /* The node can relay: it pulls over tcp (or auto), since relays put
+     * over tcp. Nodes that cannot pull direct whatever the setting says. */
     int relay_capable;
     /* For auto: the machine's links and the deployment of the version
-     * being pulled (whole-image nodes, host memory, tcp); either NULL:
+     * being pulled (the node's memory, tcp); either NULL:
      * auto is direct. */
     const cost_links_t *links;
     const cost_deploy_t *deploy;

@@ -91,9 +91,7 @@ static wsync_status_t choose_plan(wsync_receiver_t *r)
 {
     plan_choice_input_t in = {0};
     const char *links = wsync_setting_str(WSYNC_SET_LINKS);
-    r->relay_capable = r->spec == NULL && r->cfg.ndests == 0 && r->cfg.check_dests == NULL &&
-                       r->mem->kind == WSYNC_MEM_HOST &&
-                       (strcmp(r->transport_name, "tcp") == 0 || strcmp(r->transport_name, "auto") == 0);
+    r->relay_capable = (strcmp(r->transport_name, "tcp") == 0 || strcmp(r->transport_name, "auto") == 0);
     WSYNC_CHECK(wsync_plan_spec_parse(wsync_setting_str(WSYNC_SET_PLAN), &r->asked));
     if (r->asked.kind == WSYNC_PLAN_AUTO && r->relay_capable && links[0]) {
         r->links = calloc(1, sizeof(*r->links));
@@ -159,7 +157,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
             WSYNC_CHECK_GOTO(wsync_error(WSYNC_ERR_NOMEM, "engine %s: out of memory", r->engine_id), st, err);
         st = WSYNC_OK;
         if (r->plan.kind == WSYNC_PLAN_RELAY || r->links) { /* auto may choose a relay plan */
-            st = relay_start(r->bind_host, &r->auth, r->engine_id, &r->relay);
+            st = relay_start(r->bind_host, &r->auth, r->engine_id, r->mem->kind, r->device, &r->relay);
             if (st == WSYNC_OK)
                 json_object_set_new(endpoint, "relay", json_string(relay_address(r->relay)));
         }

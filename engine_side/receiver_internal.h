@@ -151,6 +151,21 @@ typedef struct recv_request {
     char error[400];
 } recv_request_t;
 
+/* fetch.c: a fresh request id (the high half of every put's tag), not `old`. */
+uint32_t recv_new_reqid(uint32_t old);
+
+/* fetch_relay.c: under relay:F (or auto choosing it, costed for a version
+ * of `image` bytes in `chunk`-byte chunks from `world` trainer ranks) the
+ * relay of this node's parent for version v: 1 with its engine id and
+ * address set, 0 when this node pulls from the trainer ranks. Every rank of
+ * a node derives the same. */
+int recv_relay_parent(wsync_receiver_t *r, uint64_t v, int world, uint64_t image, uint64_t chunk, char *id,
+                      size_t idlen, char *addr, size_t addrlen);
+/* 1 if this node may relay (its local rank 0 runs a relay): every rank then
+ * keeps its whole image (nothing lands direct, no page is freed), since the
+ * relay serves out of the ranks' images. */
+int recv_node_relays(const wsync_receiver_t *r);
+
 /* targets.c: post this rank's spec (with a target configured); the engine
  * layout of `sl`; check this rank's destination image against the
  * segment digests (digests[i] for segment i), naming the tensor that fails. */

@@ -25,21 +25,39 @@
 #define RELAY_SENDER_ID 1000000
 #define RELAY_DRAIN_MS 5000 /* relay_slot_begin's bound on puts still reading the slot */
 
+/* What a slot serves, one span per put: whole image, each piece of the
+ * version's plan out of local rank 0's image, once verified there; engine
+ * layouts, each put of the node plan out of the image of the local rank it
+ * lands on, once that rank marked its chunk landed on the board. */
+typedef struct relay_span {
+    uint64_t off, len; /* the same in the source image and the asker's */
+    uint32_t id;       /* the put's tag, below the request id */
+} relay_span_t;
+
 typedef struct relay_slot {
     uint64_t version; /* 0: nothing served */
     uint32_t epoch;   /* bumped whenever the slot is reused */
-    void *ptr;
-    size_t len;
     char ldig[17];
     uint32_t nchunks;
     uint32_t *chunk_first;   /* [nchunks + 1] */
-    wsync_piece_t *pieces;   /* [chunk_first[nchunks]] */
-    unsigned char *verified; /* [nchunks] */
-    int pins;                /* requests reading the slot */
+    relay_span_t *spans;     /* [chunk_first[nchunks]] */
+    unsigned char *verified; /* [nchunks]: whole image */
+    int L;                   /* local ranks whose images it reads: 1 (whole image) or the node's */
+    void *win[BOARD_MAX_RANKS];
+    size_t win_len[BOARD_MAX_RANKS];
+    /* engine layouts: the node's targets (their digests), the chunks' landing
+     * ranks, and the board whose landed marks of attempt gen it reads */
+    char (*targets)[33];
+    uint8_t *land; /* [nchunks] */
+    board_t *board;
+    uint64_t gen;
+    int pins; /* requests reading the slot */
 } relay_slot_t;
 
 struct recv_relay {
     wsync_auth_t auth;
+    wsync_mem_kind_t kind; /* of the images served */
+    int device;
     char engine_id[128];
     char addr[160];
     wsync_pull_port_t *port;
@@ -53,7 +71,7 @@ struct recv_relay {
 typedef struct relay_req {
     recv_relay_t *rl;
     wsync_pull_request_t q;
-    int slot;
+    int slot, src; /* the slot, and the local rank whose image it reads */
     uint32_t epoch;
     const wsync_transport_ops_t *ops;
     wsync_transport_t *t;
@@ -107,15 +125,15 @@ static int reap(relay_req_t *rq, int timeout_ms)
     return 0;
 }
 
-/* Puts chunk c's pieces (verified here). */
+/* Puts chunk c's spans (ready here). */
 static int put_chunk(relay_req_t *rq, const relay_slot_t *s, uint32_t c)
 {
     uint32_t i;
     for (i = s->chunk_first[c]; i < s->chunk_first[c + 1]; i++) {
-        const wsync_piece_t *pc = &s->pieces[i];
+        const relay_span_t *pc = &s->spans[i];
         if (pc->len == 0)
             continue;
-        if (rq->ops->put(rq->conn, rq->region, pc->offset, &rq->q.key, pc->offset, pc->len,
+        if (rq->ops->put(rq->conn, rq->region, pc->off, &rq->q.key, pc->off, pc->len,
                          ((uint64_t)rq->q.req << 32) | pc->id) != WSYNC_OK) {
             snprintf(rq->error, sizeof(rq->error), "put failed: %s", wsync_last_error());
             return -1;
@@ -126,8 +144,17 @@ static int put_chunk(relay_req_t *rq, const relay_slot_t *s, uint32_t c)
     return 0;
 }
 
-/* Every chunk landing on the asking rank, each as soon as it is verified
- * here (under rl->lock, dropped while putting and waiting). */
+/* Chunk c may be forwarded: verified in local rank 0's image (whole image),
+ * or marked landed on the board by the rank it lands on (engine layouts:
+ * not verified yet, which every rank does at the end; the asker verifies
+ * what it gets all the same). */
+static int chunk_ready(const relay_slot_t *s, int slot, uint32_t c)
+{
+    return s->board ? board_is_landed(s->board, slot, c, s->gen) : s->verified[c];
+}
+
+/* Every chunk landing on the asking rank, each as soon as it is ready here
+ * (under rl->lock, dropped while putting and waiting). */
 static int put_all(relay_req_t *rq)
 {
     recv_relay_t *rl = rq->rl;
@@ -149,7 +176,7 @@ static int put_all(relay_req_t *rq)
             return -1;
         }
         for (c = 0; c < s->nchunks; c++) {
-            if (rq->sent[c] || !s->verified[c] || !wsync_pull_request_lands(&rq->q, c))
+            if (rq->sent[c] || !wsync_pull_request_lands(&rq->q, c) || !chunk_ready(s, rq->slot, c))
                 continue;
             rq->sent[c] = 1;
             left--;
@@ -173,7 +200,7 @@ static int put_all(relay_req_t *rq)
             return -1;
         }
         pthread_mutex_lock(&rl->lock);
-        wsync_abstime_after_ms(&ts, 20);
+        wsync_abstime_after_ms(&ts, s->board ? 1 : 20); /* landed marks are polled, verified ones signalled */
         pthread_cond_timedwait(&rl->cond, &rl->lock, &ts);
     }
     return 0;
@@ -187,13 +214,13 @@ static int put_all(relay_req_t *rq)
  * (the tcp_conns setting, when given, still wins). */
 static int open_sender(relay_req_t *rq, const relay_slot_t *s)
 {
-    wsync_transport_config_t cfg = {.device = -1,
+    wsync_transport_config_t cfg = {.device = rq->rl->kind == WSYNC_MEM_CUDA ? rq->rl->device : -1,
                                     .conns_per_peer = 1,
                                     .timeout_ms = wsync_connect_timeout_ms(0),
                                     .auth = &rq->rl->auth};
     wsync_blob_t key;
     if (wsync_transport_get("tcp", &cfg, &rq->ops) != WSYNC_OK || rq->ops->open(&cfg, &rq->t) != WSYNC_OK ||
-        rq->ops->reg(rq->t, s->ptr, s->len, WSYNC_MEM_HOST, &rq->region, &key) != WSYNC_OK ||
+        rq->ops->reg(rq->t, s->win[rq->src], s->win_len[rq->src], rq->rl->kind, &rq->region, &key) != WSYNC_OK ||
         rq->ops->connect(rq->t, &rq->q.addr, RELAY_SENDER_ID, &rq->conn) != WSYNC_OK) {
         snprintf(rq->error, sizeof(rq->error), "%s", wsync_last_error());
         return -1;
@@ -209,6 +236,41 @@ static void close_sender(relay_req_t *rq)
         rq->ops->dereg(rq->region);
     if (rq->t)
         rq->ops->close(rq->t);
+}
+
+/* The asker's node holds what this one does: the whole image, or the same
+ * targets on the same local ranks (so the same node plan: the same puts at
+ * the same offsets); sets the image it reads. 0, or -1 with rq->error. */
+static int same_targets(relay_req_t *rq, const relay_slot_t *s)
+{
+    const wsync_pull_request_t *q = &rq->q;
+    uint32_t c;
+    rq->src = 0;
+    if (s->targets == NULL && q->ntargets == 0)
+        return 0;
+    if (s->targets == NULL || q->ntargets != s->L || memcmp(q->targets, s->targets, (size_t)s->L * 33) != 0 ||
+        q->hint_world != 0) {
+        snprintf(rq->error, sizeof(rq->error),
+                 "this node holds %s, the asker's %d local ranks hold %s%s: a relay serves nodes with the same "
+                 "targets only",
+                 s->targets ? "other targets" : "the whole image", q->local_ranks,
+                 q->ntargets ? "targets" : "the whole image", q->hint_world ? " by a colocated landing hint" : "");
+        return -1;
+    }
+    if (wsync_pull_request_check_chunks(q, s->nchunks) != WSYNC_OK) {
+        snprintf(rq->error, sizeof(rq->error), "%s", wsync_last_error());
+        return -1;
+    }
+    for (c = 0; c < s->nchunks; c++)
+        if (wsync_pull_request_lands(q, c) && s->land[c] != q->local_rank) {
+            snprintf(rq->error, sizeof(rq->error),
+                     "chunk %u lands on local rank %d here, the asker's plan lands it "
+                     "on %d",
+                     c, s->land[c], q->local_rank);
+            return -1;
+        }
+    rq->src = q->local_rank;
+    return 0;
 }
 
 /* Checks the request against the slot holding its version and pins it;
@@ -231,6 +293,8 @@ static int pin_slot(relay_req_t *rq)
                  rq->q.layout_digest);
         return -1;
     }
+    if (same_targets(rq, s) != 0)
+        return -1;
     rq->sent = calloc(s->nchunks + 1, 1);
     if (rq->sent == NULL) {
         snprintf(rq->error, sizeof(rq->error), "out of memory");
@@ -297,9 +361,8 @@ static void serve(void *ctx, const json_t *req, json_t *reply)
         snprintf(rq.error, sizeof(rq.error), "%s", wsync_last_error());
         goto answer;
     }
-    if (rq.q.ntargets > 0 || strcmp(rq.q.transport, "tcp") != 0) {
-        snprintf(rq.error, sizeof(rq.error), "relays serve whole-image nodes over tcp only (asked: %s%s)",
-                 rq.q.transport, rq.q.ntargets ? ", with targets" : "");
+    if (strcmp(rq.q.transport, "tcp") != 0) {
+        snprintf(rq.error, sizeof(rq.error), "relays put over tcp only (asked: %s)", rq.q.transport);
         goto answer;
     }
     rq.deadline = wsync_now_ns() + (uint64_t)(rq.q.timeout_ms > 0 ? rq.q.timeout_ms : 120000) * 1000000ULL;
@@ -324,13 +387,16 @@ answer:
     wsync_pull_request_clear(&rq.q);
 }
 
-wsync_status_t relay_start(const char *bind_host, const wsync_auth_t *auth, const char *engine_id, recv_relay_t **out)
+wsync_status_t relay_start(const char *bind_host, const wsync_auth_t *auth, const char *engine_id,
+                           wsync_mem_kind_t kind, int device, recv_relay_t **out)
 {
     recv_relay_t *rl = calloc(1, sizeof(*rl));
     char listen[160], who[200];
     wsync_status_t st;
     WSYNC_CHECK_ALLOC(rl);
     rl->auth = *auth;
+    rl->kind = kind;
+    rl->device = device;
     snprintf(rl->engine_id, sizeof(rl->engine_id), "%s", engine_id);
     pthread_mutex_init(&rl->lock, NULL);
     pthread_cond_init(&rl->cond, NULL);
@@ -366,31 +432,94 @@ static void drain(recv_relay_t *rl, relay_slot_t *s, int slot)
                  rl->engine_id, s->pins, slot, RELAY_DRAIN_MS);
 }
 
-void relay_slot_begin(recv_relay_t *rl, int slot, void *ptr, size_t len, uint64_t v, const wsync_plan_t *plan,
-                      const char *ldig)
+void relay_slot_end(recv_relay_t *rl, int slot)
 {
     relay_slot_t *s = &rl->slots[slot];
-    uint32_t *cf;
-    wsync_piece_t *pcs;
-    unsigned char *ver;
     pthread_mutex_lock(&rl->lock);
     s->version = 0;
     s->epoch++;
     pthread_cond_broadcast(&rl->cond);
     drain(rl, s, slot);
-    cf = realloc(s->chunk_first, (plan->nchunks + 1) * sizeof(*cf));
-    pcs = realloc(s->pieces, (plan->npieces + 1) * sizeof(*pcs));
-    ver = realloc(s->verified, plan->nchunks + 1);
-    s->chunk_first = cf ? cf : s->chunk_first;
-    s->pieces = pcs ? pcs : s->pieces;
-    s->verified = ver ? ver : s->verified;
-    if (cf && pcs && ver) { /* without memory the slot serves nothing: its asker falls back */
-        memcpy(cf, plan->chunk_first, (plan->nchunks + 1) * sizeof(*cf));
-        memcpy(pcs, plan->pieces, plan->npieces * sizeof(*pcs));
-        memset(ver, 0, plan->nchunks + 1);
-        s->ptr = ptr;
-        s->len = len;
+    pthread_mutex_unlock(&rl->lock);
+}
+
+/* rl->lock held: room for nchunks chunks of nspans spans and the landing
+ * map; 0, or -1 without memory (the slot then serves nothing: its askers
+ * fall back to the trainer ranks). */
+static int slot_room(relay_slot_t *s, uint32_t nchunks, size_t nspans)
+{
+    void *p;
+    if ((p = realloc(s->chunk_first, (nchunks + 1) * sizeof(*s->chunk_first))) == NULL)
+        return -1;
+    s->chunk_first = p;
+    if ((p = realloc(s->spans, (nspans + 1) * sizeof(*s->spans))) == NULL)
+        return -1;
+    s->spans = p;
+    if ((p = realloc(s->verified, nchunks + 1)) == NULL)
+        return -1;
+    s->verified = p;
+    if ((p = realloc(s->land, nchunks + 1)) == NULL)
+        return -1;
+    s->land = p;
+    return 0;
+}
+
+void relay_slot_begin(recv_relay_t *rl, int slot, void *ptr, size_t len, uint64_t v, const wsync_plan_t *plan,
+                      const char *ldig)
+{
+    relay_slot_t *s = &rl->slots[slot];
+    uint32_t i;
+    relay_slot_end(rl, slot);
+    pthread_mutex_lock(&rl->lock);
+    if (slot_room(s, plan->nchunks, plan->npieces) == 0) {
+        memcpy(s->chunk_first, plan->chunk_first, (plan->nchunks + 1) * sizeof(*s->chunk_first));
+        for (i = 0; i < plan->npieces; i++)
+            s->spans[i] = (relay_span_t){.off = plan->pieces[i].offset,
+                                         .len = plan->pieces[i].len,
+                                         .id = plan->pieces[i].id};
+        memset(s->verified, 0, plan->nchunks + 1);
+        free(s->targets);
+        s->targets = NULL;
+        s->board = NULL;
+        s->L = 1;
+        s->win[0] = ptr;
+        s->win_len[0] = len;
         s->nchunks = plan->nchunks;
+        snprintf(s->ldig, sizeof(s->ldig), "%s", ldig);
+        s->version = v;
+    }
+    pthread_mutex_unlock(&rl->lock);
+}
+
+void relay_slot_begin_targets(recv_relay_t *rl, int slot, uint64_t v, const char *ldig, const relay_targets_t *t)
+{
+    const wsync_node_plan_t *np = t->np;
+    relay_slot_t *s = &rl->slots[slot];
+    uint32_t c;
+    size_t i;
+    int k;
+    void *tg;
+    relay_slot_end(rl, slot);
+    pthread_mutex_lock(&rl->lock);
+    tg = t->L <= BOARD_MAX_RANKS ? realloc(s->targets, (size_t)t->L * 33) : NULL;
+    s->targets = tg ? tg : s->targets;
+    if (tg && slot_room(s, np->nchunks, np->nputs) == 0) {
+        for (c = 0; c < np->nchunks; c++) { /* puts are sorted by chunk */
+            s->chunk_first[c] = (uint32_t)np->chunks[c].first_put;
+            s->land[c] = (uint8_t)np->chunks[c].land_rank;
+        }
+        s->chunk_first[np->nchunks] = (uint32_t)np->nputs;
+        for (i = 0; i < np->nputs; i++)
+            s->spans[i] = (relay_span_t){.off = np->puts[i].dst_off, .len = np->puts[i].len, .id = np->puts[i].id};
+        memcpy(s->targets, t->targets, (size_t)t->L * 33);
+        for (k = 0; k < t->L; k++) {
+            s->win[k] = t->win[k];
+            s->win_len[k] = t->win_len[k];
+        }
+        s->L = t->L;
+        s->board = t->board;
+        s->gen = t->gen;
+        s->nchunks = np->nchunks;
         snprintf(s->ldig, sizeof(s->ldig), "%s", ldig);
         s->version = v;
     }
@@ -420,8 +549,10 @@ void relay_stop(recv_relay_t *rl)
     wsync_pull_port_stop(rl->port);
     for (s = 0; s < BOARD_SLOTS; s++) {
         free(rl->slots[s].chunk_first);
-        free(rl->slots[s].pieces);
+        free(rl->slots[s].spans);
         free(rl->slots[s].verified);
+        free(rl->slots[s].land);
+        free(rl->slots[s].targets);
     }
     pthread_mutex_destroy(&rl->lock);
     pthread_cond_destroy(&rl->cond);

@@ -1,30 +1,38 @@
-/* relay.h: an engine node's relay (local rank 0 of a whole-image host node
- * whose plan is relay:F): a pull port (common/pull_port.h, the trainers'
- * protocol and handshake) serving other engine nodes the pieces of a
- * version this node holds. Per image slot it knows the version the slot
- * holds or receives and which of its chunks are verified in local rank 0's
- * image; a chunk is put only once verified there (so a chain pipelines: a
- * node serves while it still pulls), and the slot's version until the slot
- * is reused. The receiver verifies every piece against the version record's
- * digests wherever it came from, so a relay is never trusted with a byte.
+/* relay.h: an engine node's relay (local rank 0 of a node whose plan is
+ * relay:F, host or GPU memory): a pull port (common/pull_port.h, the
+ * trainers' protocol and handshake) serving other engine nodes the bytes of
+ * a version this node holds, over tcp. Per image slot it knows the version
+ * the slot holds or receives and what may go: a whole image's chunks once
+ * verified in local rank 0's image; with engine targets, the node plan's
+ * puts out of the image of the rank each lands on, once that rank marked
+ * its chunk landed, to nodes of the same targets only. So a chain
+ * pipelines (a node serves while it still pulls), and a slot's version is
+ * served until the slot is reused. The receiver verifies every byte against
+ * the trainers' digests wherever it came from, so a relay is never trusted
+ * with a byte.
  *
- * Threads: relay_slot_begin and relay_chunk_verified are called by the
- * pulling thread of local rank 0; requests are served on the pull port's
- * threads; everything shared is under the relay's lock. */
+ * Threads: relay_slot_* and relay_chunk_verified are called by the pulling
+ * thread of local rank 0; requests are served on the pull port's threads;
+ * everything shared is under the relay's lock. */
 #ifndef WSYNC_ENGINE_RELAY_H
 #define WSYNC_ENGINE_RELAY_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/mem/mem.h"
 #include "common/net/auth.h"
 #include "common/plan.h"
+#include "common/target_plan.h"
+#include "engine_side/board.h"
 
 typedef struct recv_relay recv_relay_t;
 
-/* Listens on bind_host, a free port; `engine_id` names it in messages. */
+/* Listens on bind_host, a free port; `engine_id` names it in messages. The
+ * images it serves are memory of kind `kind` (on GPU `device`): GPU images
+ * go out through the tcp transport's bounce buffers. */
 wsync_status_t relay_start(const char *bind_host, const wsync_auth_t *auth, const char *engine_id,
-                           recv_relay_t **out);
+                           wsync_mem_kind_t kind, int device, recv_relay_t **out);
 /* "host:port": what other nodes connect to (registered with the control endpoint). */
 const char *relay_address(const recv_relay_t *rl);
 /* Image slot `slot` (len bytes at ptr) is about to receive version v of
@@ -34,6 +42,29 @@ const char *relay_address(const recv_relay_t *rl);
  * are copied. */
 void relay_slot_begin(recv_relay_t *rl, int slot, void *ptr, size_t len, uint64_t v, const wsync_plan_t *plan,
                       const char *ldig);
+/* Slot `slot` serves nothing from now on (local rank 0, as soon as it opens
+ * an attempt, before any rank lands a byte of it); returns once no put
+ * reads it (as relay_slot_begin). */
+void relay_slot_end(recv_relay_t *rl, int slot);
+
+/* Engine layouts: the node's ranks hold targets, and what a rank of another
+ * node with the same targets needs is what the same rank here landed. */
+typedef struct relay_targets {
+    const wsync_node_plan_t *np; /* over the node's targets, without a landing hint */
+    int L;
+    const char (*targets)[33]; /* [L]: local rank k's target digest */
+    void *const *win;          /* [L]: local rank k's image of the slot, mapped in this process */
+    const size_t *win_len;     /* [L] */
+    board_t *board;            /* whose landed marks of attempt `gen` say a chunk may go */
+    uint64_t gen;
+} relay_targets_t;
+
+/* Image slot `slot` is about to receive version v under node plan t->np
+ * (layout digest ldig): from now on each put of chunk c goes to the asking
+ * rank out of the image of the rank c lands on, once that rank marked c
+ * landed (before verification: the asker verifies all it gets). Copied. */
+void relay_slot_begin_targets(recv_relay_t *rl, int slot, uint64_t v, const char *ldig, const relay_targets_t *t);
+
 /* Chunk `chunk` of the version in `slot` is verified in the image. */
 void relay_chunk_verified(recv_relay_t *rl, int slot, uint32_t chunk);
 /* Stops serving (requests being served are answered first); NULL is fine. */

@@ -10,7 +10,7 @@ wsync_status_t recv_release_begin(recv_release_t *rl, wsync_receiver_t *r, const
 {
     *rl = (recv_release_t){.dm = r->cur_dm, .win = &r->win[a->slot], .board = r->board, .slot = a->slot, .gen = a->gen};
     rl->on = r->cur_dm && r->cur_dm->in_place && r->win[a->slot].sparse && !recv_transport_pins(r) &&
-             r->relay == NULL;
+             !recv_node_relays(r);
     if (!rl->on)
         return WSYNC_OK;
     rl->held = calloc((size_t)nchunks + 1, sizeof(*rl->held));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `wsync calibrate` on this machine: it runs in seconds, writes a links file
 # that the predictor reads back (`wsync plan --predict --links FILE`), says
-# why it skipped each GPU class without a device, measures tcp to a
+# why it skipped each GPU class without a device, times a whole version
+# (the version class), measures tcp to a
 # `--serve` peer; `wsync plan --predict` names the choice; a bad links file
 # is refused naming the key; and the table in docs/COST_MODEL.md equals what
 # `wsync plan --predict --scenarios --json` prints for the H20 file.
@@ -24,6 +25,20 @@ for x in p["plans"]:
 PY
 then pass calibrate_writes_a_links_file_the_predictor_reads
 else fail calibrate_writes_a_links_file_the_predictor_reads "$(tail -5 "$TMP/cal.out")"; fi
+
+# The version class: a whole version timed end to end here (a trainer and an
+# engine rank in the calibrating process), not entered by hand; the predictor
+# costs it as the plan's "version" stage.
+if python3 - "$TMP/links.json" "$TMP/p.json" <<'PY'
+import json, sys
+l = json.load(open(sys.argv[1])); p = json.load(open(sys.argv[2]))
+e = l["links"]["version"]
+assert e["alpha_us"] > 0 and e["reps"] == 9 and "publish() start -> ready" in e["note"], e
+direct = [x for x in p["plans"] if x["name"] == "direct"][0]
+assert any(s["name"] == "version" for s in direct["stages"]), direct["stages"]
+PY
+then pass calibrate_times_a_whole_version
+else fail calibrate_times_a_whole_version "$(grep '^version' "$TMP/cal.out")"; fi
 
 if python3 -c 'import os,sys; sys.exit(0 if os.path.exists("/dev/nvidia0") else 1)'; then
     skip calibrate_says_why_gpu_classes_are_skipped "a CUDA device is present"

@@ -16,7 +16,21 @@
 #       byte moves, and the relay names whom it refused;
 #   (e) the middle node of a chain is stopped (SIGSTOP) mid-pull: after
 #       relay_stall_ms without a piece its child gives it up, naming it, and
-#       is ready from the trainer ranks.
+#       is ready from the trainer ranks;
+#   (f) nodes that receive into tensors of their own (Python `into`, in
+#       place and staged) relay and are relayed to;
+#   (g) nodes of two ranks as one TP=2 group (engine layouts, a Qwen2-shaped
+#       file from 2 fsdp trainer ranks) relay to nodes of the same targets:
+#       each rank's dump equals the slices tp_tool.py computes from the source
+#       (not wsync's code), the children say they got the puts from their
+#       parent's relay, and the trainers' uplink carries the model ~once;
+#   (h) a TP=2 node whose parent holds the whole image: the relay refuses
+#       (other targets), the child names it, falls back to the trainer ranks
+#       and is ready with the right slices;
+#   (i) the middle node of a chain of TP=2 nodes is killed (-9, both ranks)
+#       while its child pulls from it: the child names the relay, gets the
+#       missing chunks from the trainer ranks and is ready with the right
+#       slices.
 # Every process of (b)-(d) proves a token.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
@@ -77,13 +91,15 @@ print(sum(1 for e in json.load(sys.stdin)["engines"] if (e.get("endpoint") or {}
 # trainers TAG VERSIONS ENGINES NODES [TOKEN]: once NODES engine nodes are
 # registered (so every node derives its parent from the same list), two
 # trainer ranks, each next version once ENGINES nodes hold the last.
+# TFILES and TLAYOUT (--layout L), when set, replace the model and layout.
 trainers() {
     local tag=$1 versions=$2 engines=$3 nodes=$4 tok=${5:-} r
     wait_until 30 registered "$nodes" || { fail "$tag"_nodes_registered "not $nodes relays registered"; return 1; }
     TRAINERS=()
     for r in 0 1; do
         bg ip netns exec "$TNS" env ${tok:+WSYNC_TOKEN=$tok} "$WSYNC" trainer --control "$URL" --rank $r --world 2 \
-            --safetensors "$files" --versions "$versions" --wait-engines "$engines" --chunk 256K \
+            --safetensors "${TFILES:-$files}" ${TLAYOUT:+--layout $TLAYOUT} --versions "$versions" \
+            --wait-engines "$engines" --chunk "${TCHUNK:-256K}" \
             --listen "$TIP:0" --advertise "$TIP" >"$TMP/$tag-t$r.log" 2>&1
         TRAINERS+=($!)
     done
@@ -218,4 +234,127 @@ check stall_dumps_match_sources dumps_match stall 1 s0-$$ s2-$$
 if wait_all 60 $S1; then pass stall_stopped_relay_resumes_and_is_ready
 else fail stall_stopped_relay_resumes_and_is_ready "$(tail -n 3 "$TMP/stall-s1-$$.log" | tr '\n' ' ')"; fi
 check stall_resumed_relay_dump_matches_source dumps_match stall 1 s1-$$
+# (f) nodes that receive into tensors of their own (Python, `into`: the
+# caller's destination tensors): the chain f0 (the CLI) -> f1 (in place: it
+# relays out of its image while its tensors are written) -> f2 (staged);
+# every dump, written from the tensors torch holds, equals its source, and
+# the model crosses the trainers' uplink about once per version.
+LIB=${WSYNC_BUILD:-$WSYNC_ROOT/build}/libwsync.so
+if nm -D "$LIB" 2>/dev/null | grep -q ' U __asan_init'; then
+    skip own_tensors_relay "libwsync.so is an AddressSanitizer build (make asan): Python runs in make test"
+elif ! "$PY" -c 'import torch' 2>/dev/null; then
+    skip own_tensors_relay "no torch for $PY (make deps installs python3-torch)"
+else
+    # pyengine TAG E ID MODE VERSIONS: a Python node on host E, in the background ($!).
+    pyengine() {
+        ip netns exec "${ENS[$2]}" env WSYNC_PLAN=relay:1 WSYNC_RELAY_STALL_MS=2000 WSYNC_LIB="$LIB" \
+            WSYNC_ROOT="$WSYNC_ROOT" "$PY" "$WSYNC_ROOT/tests/python/relay_engine.py" "$URL" "$3" "$4" "$5" \
+            "${EIP[$2]}" "$TMP/$1" 4 1024 1024 >"$TMP/$1-$3.log" 2>&1 &
+        WSYNC_PIDS+=($!)
+    }
+    serve own || exit 1
+    tx0=$(bytes "$TNS" tx)
+    engine own 0 f0-$$ relay:1 $VERSIONS; F0=$!
+    pyengine own 1 f1-$$ in-place $VERSIONS; F1=$!
+    pyengine own 2 f2-$$ staged $VERSIONS; F2=$!
+    trainers own $VERSIONS 3 3 || exit 1
+    if wait_all 120 $F0 $F1 $F2; then pass own_tensors_every_node_holds_every_version
+    else fail own_tensors_every_node_holds_every_version "$(tail -n 2 "$TMP"/own-f*.log | tr '\n' ' ')"; fi
+    check own_tensors_dumps_match_sources dumps_match own $VERSIONS f0-$$ f1-$$ f2-$$
+    sent=$(( $(bytes "$TNS" tx) - tx0 ))
+    echo "own tensors, relay:1: trainer host sent $sent bytes for 3 nodes, image $image x $VERSIONS versions" >&2
+    if [ "$sent" -ge $((VERSIONS * image)) ] && [ "$sent" -lt $((VERSIONS * image * 3 / 2)) ]; then
+        pass own_tensors_trainer_uplink_carries_the_model_about_once
+    else
+        fail own_tensors_trainer_uplink_carries_the_model_about_once "sent $sent, want ~$((VERSIONS * image)) (1 to 1.5x)"
+    fi
+    undeploy
+fi
+# (g) engine layouts: a chain of three TP=2 nodes, staged, in place, staged.
+TOOL="$WSYNC_ROOT/tests/integration/tp_tool.py"
+"$PY" "$TOOL" qwen "$TMP/q1.safetensors" 1 && "$PY" "$TOOL" qwen "$TMP/q2.safetensors" 2 ||
+    { fail tp_relay_models "tp_tool.py could not write the models"; exit 1; }
+qbytes=$("$PY" - "$TMP/q1.safetensors" <<'PY'
+import struct, sys
+raw = open(sys.argv[1], "rb").read(); print(len(raw) - 8 - struct.unpack("<Q", raw[:8])[0])
+PY
+)
+# tpnode TAG E ID MODE [VERSIONS|follow]: two local ranks, one TP=2 group, on host E;
+# pids in TP_PIDS.
+tpnode() {
+    local tag=$1 e=$2 id=$3 mode=$4 nv=${5:-2} r how
+    how=(--versions "$nv"); [ "$nv" = follow ] && how=(--follow)
+    for r in 0 1; do
+        ip netns exec "${ENS[$e]}" env WSYNC_RELAY_STALL_MS=2000 WSYNC_TRACE=1 "$WSYNC" engine --control "$URL" \
+            --engine "$id" --local-rank $r --local-world 2 --tp 2 --mode "$mode" --plan relay:1 "${how[@]}" \
+            --transport tcp --bind "${EIP[$e]}" --timeout-ms 40000 --dump "$TMP/$tag" >"$TMP/$tag-$id-r$r.log" 2>&1 &
+        WSYNC_PIDS+=($!); TP_PIDS+=($!)
+    done
+}
+# tp_dumps_match TAG ID...: both ranks of every node, versions 1 to TPV
+# (default 2), by tp_tool.py.
+tp_dumps_match() {
+    local tag=$1 id r v ok=0; shift
+    for id in "$@"; do for r in 0 1; do for v in $(seq 1 "${TPV:-2}"); do
+        "$PY" "$TOOL" check "$TMP/q$v.safetensors" "$TMP/$tag/$id/rank$r/v$v.safetensors" 2 $r \
+            2>>"$TMP/$tag-cmp.err" || { ok=1; echo "$tag: $id rank$r v$v differs or is missing" >&2; }
+    done; done; done
+    return $ok
+}
+TFILES="$TMP/q1.safetensors,$TMP/q2.safetensors" TLAYOUT=fsdp TCHUNK=64K
+export TFILES TLAYOUT TCHUNK
+serve tpr || exit 1
+tx0=$(bytes "$TNS" tx)
+TP_PIDS=()
+tpnode tpr 0 t0-$$ staged; tpnode tpr 1 t1-$$ in-place; tpnode tpr 2 t2-$$ staged
+trainers tpr 2 3 3 || exit 1
+if wait_all 120 "${TP_PIDS[@]}"; then pass tp_relay_every_node_holds_every_version
+else fail tp_relay_every_node_holds_every_version "$(tail -n 2 "$TMP"/tpr-t*.log | tr '\n' ' ')"; fi
+check tp_relay_dumps_are_the_rules_slices tp_dumps_match tpr t0-$$ t1-$$ t2-$$
+ok=0
+for n in 1 2; do for r in 0 1; do for v in 1 2; do
+    grep -q "version $v from the relay of engine t$((n - 1))-$$" "$TMP/tpr-t$n-$$-r$r.log" || ok=1
+done; done; done
+check tp_relay_children_get_the_puts_from_their_parent [ $ok = 0 ]
+sent=$(( $(bytes "$TNS" tx) - tx0 ))
+echo "tp relay:1: trainer host sent $sent bytes for 3 TP=2 nodes, model $qbytes bytes x 2 versions" >&2
+if [ "$sent" -ge $((2 * qbytes)) ] && [ "$sent" -lt $((2 * qbytes * 3 / 2)) ]; then
+    pass tp_relay_trainer_uplink_carries_the_model_about_once
+else
+    fail tp_relay_trainer_uplink_carries_the_model_about_once "sent $sent, want ~$((2 * qbytes)) (1 to 1.5x)"
+fi
+undeploy
+
+# (h) a TP=2 node below a whole-image node: refused, named, ready from the trainers.
+serve mix || exit 1
+TP_PIDS=()
+engine mix 0 u0-$$ relay:1 2; U0=$!
+tpnode mix 1 u1-$$ staged
+trainers mix 2 2 2 || exit 1
+if wait_all 120 $U0 "${TP_PIDS[@]}"; then pass tp_relay_other_targets_fall_back_and_are_ready
+else fail tp_relay_other_targets_fall_back_and_are_ready "$(tail -n 2 "$TMP"/mix-u1*.log | tr '\n' ' ')"; fi
+check tp_relay_other_targets_named grep -q "relay of engine u0-$$ at .* given up (.*a relay serves nodes with the same targets only" \
+    "$TMP/mix-u1-$$-r0.log"
+check tp_relay_other_targets_dumps_are_the_rules_slices tp_dumps_match mix u1-$$
+undeploy
+# (i) a chain of TP=2 nodes, the middle one killed while its child pulls from
+# it: the trainer uplink shaped to 1 Mbit/s, so the chain pipelines the
+# ~1 MB model over about 8 s.
+ip netns exec "$TNS" tc qdisc replace dev eth0 root tbf rate 1mbit burst 32kb latency 400ms
+serve tpkill || exit 1
+TP_PIDS=()
+tpnode tpkill 0 i0-$$ staged follow; tpnode tpkill 1 i1-$$ staged follow; I1=("${TP_PIDS[@]:2:2}")
+tpnode tpkill 2 i2-$$ in-place 1
+trainers tpkill 1 0 3 || exit 1
+if wait_until 30 landed i2-$$ && ! field_is "$URL" i2-$$ state ready; then pass tp_relay_killed_while_its_child_pulls
+else fail tp_relay_killed_while_its_child_pulls "i2 was not pulling when i1 was killed: $(tail -2 "$TMP/tpkill-i2-$$-r0.log")"; fi
+kill -9 "${I1[@]}"; wait "${I1[@]}" 2>/dev/null
+if wait_until 60 ready i2-$$ && wait_until 20 ready i0-$$; then pass tp_relay_killed_child_falls_back_and_is_ready
+else fail tp_relay_killed_child_falls_back_and_is_ready "$(tail -n 3 "$TMP"/tpkill-i2-$$-r*.log | tr '\n' ' ')"; fi
+check tp_relay_killed_named grep -q "relay of engine i1-$$ at .* given up" "$TMP/tpkill-i2-$$-r0.log" \
+    "$TMP/tpkill-i2-$$-r1.log"
+wait_until 10 test -s "$TMP/tpkill/i2-$$/rank1/v1.safetensors"
+TPV=1 check tp_relay_killed_dumps_are_the_rules_slices tp_dumps_match tpkill i0-$$ i2-$$
+kill "${TP_PIDS[@]}" 2>/dev/null
+undeploy
 exit 0

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Relays between GPU engine nodes (plan relay:1): one trainer rank with its
+# shard in GPU memory and three engine nodes whose images are GPU memory,
+# each node a host of its own (host ids), all on GPU 0 and over tcp (a
+# relay puts out of its GPU image through the tcp transport's bounce
+# buffers). The chain g0 -> g1 -> g2: g1 and g2 say they got each version
+# from their parent's relay, every node is ready with dumps equal to the
+# safetensors files they came from, staged and in place. Skips without a
+# CUDA device.
+source "$(dirname "$0")/../integration/lib.sh"
+
+ST="$WSYNC_ROOT/tests/integration/st_tool.py"
+CASES="relay_gpu_staged_chain_ready relay_gpu_staged_from_parents relay_gpu_staged_dumps_match
+       relay_gpu_in_place_chain_ready relay_gpu_in_place_from_parents relay_gpu_in_place_dumps_match"
+ngpu=0
+if command -v nvidia-smi >/dev/null 2>&1; then ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU '); fi
+probe=$(timeout 60 "$WSYNC" demo --device cuda --trainers 1 --engines 1 --local-ranks 1 --synthetic 1M \
+        --versions 1 --chunk 256K 2>&1)
+if [ "$ngpu" = 0 ] || grep -q 'no CUDA device' <<<"$probe"; then
+    for c in $CASES; do skip "$c" "no CUDA device"; done
+    exit 0
+fi
+
+python3 "$ST" make "$TMP/m" 2 >/dev/null
+files="$TMP/m0.safetensors,$TMP/m1.safetensors"
+relays() { # URL: how many engine nodes registered a relay address
+    curl -fsS "$1/v1/status" | python3 -c 'import json,sys
+print(sum(1 for e in json.load(sys.stdin)["engines"] if (e.get("endpoint") or {}).get("relay")))'
+}
+
+# chain NAME MODE: the trainer, three nodes; checks and logs under $TMP/NAME.
+chain() {
+    local name=$1 mode=$2 port url i pids=() ok=0 v
+    port=$(free_port); url="http://127.0.0.1:$port"
+    bg "$WSYNC" serve --listen "127.0.0.1:$port" >"$TMP/$name.serve.log" 2>&1
+    wait_http "$url/healthz" 30 || { fail "${name}_chain_ready" "control endpoint did not come up"; return; }
+    for i in 0 1 2; do
+        WSYNC_TRACE=1 timeout 200 "$WSYNC" engine --control "$url" --engine "g$i" --local-rank 0 --local-world 1 \
+            --versions 2 --mode "$mode" --plan relay:1 --transport tcp --device cuda:0 --host-id "h-g$i" \
+            --timeout-ms 120000 --dump "$TMP/$name" >"$TMP/$name.g$i.log" 2>&1 &
+        pids+=($!); WSYNC_PIDS+=($!)
+    done
+    for i in $(seq 1 600); do [ "$(relays "$url")" = 3 ] && break; sleep 0.05; done
+    timeout 200 "$WSYNC" trainer --control "$url" --rank 0 --world 1 --safetensors "$files" --versions 2 \
+        --wait-engines 3 --chunk 1M --device cuda:0 --host-id h-rt --exit-after-publish \
+        >"$TMP/$name.trainer.log" 2>&1 &
+    WSYNC_PIDS+=($!)
+    for i in "${pids[@]}"; do wait "$i" || ok=1; done
+    if [ $ok = 0 ]; then pass "${name}_chain_ready"
+    else fail "${name}_chain_ready" "$(tail -n 2 "$TMP/$name".g*.log | tr '\n' ' ')"; fi
+    ok=0
+    for i in 1 2; do for v in 1 2; do
+        grep -q "version $v from the relay of engine g$((i - 1))" "$TMP/$name.g$i.log" || ok=1
+    done; done
+    check "${name}_from_parents" [ $ok = 0 ]
+    ok=0
+    for i in 0 1 2; do for v in 1 2; do
+        python3 "$ST" compare "$TMP/m$(( (v - 1) % 2 )).safetensors" "$TMP/$name/g$i/rank0/v$v.safetensors" \
+            2>>"$TMP/$name.cmp.err" || ok=1
+    done; done
+    if [ $ok = 0 ]; then pass "${name}_dumps_match"; else fail "${name}_dumps_match" "$(head -3 "$TMP/$name.cmp.err")"; fi
+}
+
+chain relay_gpu_staged staged
+chain relay_gpu_in_place in-place
+exit 0
