@@ -241,20 +241,11 @@ wsync_status_t fetch_request_rank(fetch_t *f, int t)
 
 json_t *fetch_pull_json(const fetch_t *f, const recv_transport_t *rt)
 {
-    const wsync_receiver_t *r = f->r;
-    wsync_pull_request_t pr = {.version = f->v,
-                               .local_rank = f->me,
-                               .local_ranks = r->cfg.local_world,
-                               .req = f->reqid,
-                               .addr = rt->addr,
-                               .key = rt->key[f->slot],
-                               .timeout_ms = (int64_t)((f->deadline - wsync_now_ns()) / 1000000ULL),
-                               .chunks = f->mine,
-                               .chunk_bytes = (f->plan->nchunks + 7) / 8,
-                               .in_order = f->rl.on && f->ndirect == 0};
-    snprintf(pr.engine, sizeof(pr.engine), "%s", r->engine_id);
-    snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
-    snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
+    wsync_pull_request_t pr;
+    recv_pull_request_init(&pr, f->r, f->v, f->reqid, rt, f->slot, f->sl->layout_digest, f->deadline);
+    pr.chunks = f->mine;
+    pr.chunk_bytes = (f->plan->nchunks + 7) / 8;
+    pr.in_order = f->rl.on && f->ndirect == 0;
     return wsync_pull_request_to_json(&pr);
 }
 
@@ -589,9 +580,9 @@ static void waiting_for(const fetch_t *f, char *out, size_t len)
         }
     if (!first)
         n += (size_t)snprintf(out + n, n < len ? len - n : 0, " (stalled or stopped?)");
-    if (f->relay_on)
+    if (f->relay.on)
         n += (size_t)snprintf(out + n, n < len ? len - n : 0, "; pieces come from the relay of engine %s at %s",
-                              f->relay_id, f->relay_addr);
+                              f->relay.id, f->relay.addr);
     if (f->late && f->digests == NULL) {
         char who[160];
         recv_late_missing(f->late, who, sizeof(who));

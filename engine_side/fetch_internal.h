@@ -71,11 +71,9 @@ typedef struct fetch {
     const char **tnames;
     uint64_t last_check;
 
-    /* the parent node under relay:F (fetch_relay.c): while relay_on, every
+    /* the parent node under relay:F (fetch_relay.c): while relay.on, every
      * piece landing here comes from its relay, asked once */
-    int relay_on;
-    recv_request_t relay_req;
-    char relay_id[128], relay_addr[160];
+    recv_relay_pull_t relay;
     uint64_t last_landed; /* when the last piece of this attempt landed */
 } fetch_t;
 

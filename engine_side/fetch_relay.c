@@ -119,27 +119,54 @@ int recv_node_relays(const wsync_receiver_t *r)
     return r->relay_capable && (r->plan.kind == WSYNC_PLAN_RELAY || r->links != NULL);
 }
 
+wsync_status_t recv_relay_pull_send(recv_relay_pull_t *rp, wsync_receiver_t *r, json_t *msg, uint64_t deadline)
+{
+    memset(&rp->req, 0, sizeof(rp->req));
+    snprintf(rp->req.who, sizeof(rp->req.who), "relay of engine %s", rp->id);
+    rp->req.connect_ms = (int)wsync_setting_int(WSYNC_SET_RELAY_STALL_MS);
+    WSYNC_CHECK(recv_request_start(&rp->req, &r->pull_conns, &r->auth, -1, rp->addr, msg, deadline));
+    rp->on = 1;
+    return WSYNC_OK;
+}
+
+int recv_relay_pull_gone(const recv_relay_pull_t *rp, uint64_t last_landed, int missing, char *why, size_t len)
+{
+    const int stall_ms = (int)wsync_setting_int(WSYNC_SET_RELAY_STALL_MS);
+    if (!rp->on)
+        return 0;
+    if (recv_request_failed(&rp->req)) {
+        snprintf(why, len, "%s", rp->req.error);
+        return 1;
+    }
+    if (missing && wsync_now_ns() - last_landed > (uint64_t)stall_ms * 1000000ULL) {
+        snprintf(why, len, "no piece landed for %d ms (relay_stall_ms)", stall_ms);
+        return 1;
+    }
+    return 0;
+}
+
+void recv_relay_pull_end(recv_relay_pull_t *rp)
+{
+    if (!rp->on)
+        return;
+    recv_request_abort(&rp->req); /* its answer is no longer needed */
+    recv_request_end(&rp->req);
+    rp->on = 0;
+}
+
 wsync_status_t fetch_relay_request(fetch_t *f, int *asked)
 {
     wsync_receiver_t *r = f->r;
     recv_transport_t *rt;
-    wsync_status_t st;
     *asked = 0;
-    if (!recv_relay_parent(r, f->v, f->plan->world, f->plan->image_size, f->plan->chunk_size, f->relay_id,
-                           sizeof(f->relay_id), f->relay_addr, sizeof(f->relay_addr)))
+    if (!recv_relay_parent(r, f->v, f->plan->world, f->plan->image_size, f->plan->chunk_size, f->relay.id,
+                           sizeof(f->relay.id), f->relay.addr, sizeof(f->relay.addr)))
         return WSYNC_OK;
     WSYNC_CHECK(recv_transport_ensure(r, "tcp", &rt));
-    memset(&f->relay_req, 0, sizeof(f->relay_req));
-    snprintf(f->relay_req.who, sizeof(f->relay_req.who), "relay of engine %s", f->relay_id);
-    f->relay_req.connect_ms = (int)wsync_setting_int(WSYNC_SET_RELAY_STALL_MS);
-    st = recv_request_start(&f->relay_req, &r->pull_conns, &r->auth, -1, f->relay_addr, fetch_pull_json(f, rt),
-                            f->deadline);
-    if (st != WSYNC_OK)
-        return st;
-    f->relay_on = 1;
+    WSYNC_CHECK(recv_relay_pull_send(&f->relay, r, fetch_pull_json(f, rt), f->deadline));
     *asked = 1;
     wsync_trace("engine %s rank %d: version %llu from the relay of engine %s at %s", r->engine_id, f->me,
-                (unsigned long long)f->v, f->relay_id, f->relay_addr);
+                (unsigned long long)f->v, f->relay.id, f->relay.addr);
     return WSYNC_OK;
 }
 
@@ -161,7 +188,7 @@ static wsync_status_t fall_back(fetch_t *f, const char *why)
     int t;
     LOG_WARN("engine %s rank %d: relay of engine %s at %s given up (%s); the missing pieces of version %llu come "
              "from the trainer ranks",
-             f->r->engine_id, f->me, f->relay_id, f->relay_addr, why, (unsigned long long)f->v);
+             f->r->engine_id, f->me, f->relay.id, f->relay.addr, why, (unsigned long long)f->v);
     fetch_relay_end(f);
     recv_transport_reset(f->r); /* the relay's connections go: none of its puts lands from here */
     f->reqid = recv_new_reqid(f->reqid);
@@ -184,26 +211,12 @@ static wsync_status_t fall_back(fetch_t *f, const char *why)
 
 wsync_status_t fetch_relay_watch(fetch_t *f)
 {
-    const int stall_ms = (int)wsync_setting_int(WSYNC_SET_RELAY_STALL_MS);
     char why[500];
-    if (!f->relay_on)
-        return WSYNC_OK;
-    if (recv_request_failed(&f->relay_req)) {
-        snprintf(why, sizeof(why), "%s", f->relay_req.error);
-        return fall_back(f, why);
-    }
-    if (wsync_now_ns() - f->last_landed > (uint64_t)stall_ms * 1000000ULL && missing_pieces(f)) {
-        snprintf(why, sizeof(why), "no piece landed for %d ms (relay_stall_ms)", stall_ms);
-        return fall_back(f, why);
-    }
-    return WSYNC_OK;
+    return recv_relay_pull_gone(&f->relay, f->last_landed, missing_pieces(f), why, sizeof(why)) ? fall_back(f, why)
+                                                                                                : WSYNC_OK;
 }
 
 void fetch_relay_end(fetch_t *f)
 {
-    if (!f->relay_on)
-        return;
-    recv_request_abort(&f->relay_req); /* its answer is no longer needed */
-    recv_request_end(&f->relay_req);
-    f->relay_on = 0;
+    recv_relay_pull_end(&f->relay);
 }

@@ -123,12 +123,7 @@ wsync_status_t tf_request_rank(tfetch_t *f, int t, int digests_only)
 {
     wsync_receiver_t *r = f->r;
     const wsync_node_plan_t *np = f->np;
-    wsync_pull_request_t pr = {.version = f->v,
-                               .local_rank = f->me,
-                               .local_ranks = r->cfg.local_world,
-                               .req = f->reqid,
-                               .chunks = digests_only ? f->none : f->mine,
-                               .chunk_bytes = (np->nchunks + 7) / 8};
+    wsync_pull_request_t pr;
     recv_transport_t *rt;
     wsync_status_t st;
     size_t k;
@@ -144,12 +139,9 @@ wsync_status_t tf_request_rank(tfetch_t *f, int t, int digests_only)
         rt->ops->expect_flush(rt->t, t);
     if (f->addrs[t][0] == '\0')
         return wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
-    pr.addr = rt->addr;
-    pr.key = rt->key[f->slot];
-    pr.timeout_ms = (int64_t)((f->deadline - wsync_now_ns()) / 1000000ULL);
-    snprintf(pr.engine, sizeof(pr.engine), "%s", r->engine_id);
-    snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
-    snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
+    recv_pull_request_init(&pr, r, f->v, f->reqid, rt, f->slot, f->sl->layout_digest, f->deadline);
+    pr.chunks = digests_only ? f->none : f->mine;
+    pr.chunk_bytes = (np->nchunks + 7) / 8;
     st = tf_add_targets(f, t, &pr);
     pr.in_order = f->rl.on && f->ndirect == 0; /* else only edges and fan-out bytes pass through the image */
     pr.hint_world = f->tl->hint_world;

@@ -36,9 +36,7 @@ typedef struct tfetch {
 
     /* under relay:F, the puts come from the parent node's relay and the
      * trainer ranks are asked for the digests alone (fetch_targets_relay.c) */
-    int relay_on;
-    recv_request_t relay_req;
-    char relay_id[128], relay_addr[160];
+    recv_relay_pull_t relay;
     unsigned char *none; /* an empty chunk map: a request for digests alone */
     uint64_t last_landed;
 

@@ -16,7 +16,6 @@
 #include "common/checks.h"
 #include "common/log.h"
 #include "common/pull_request.h"
-#include "common/settings.h"
 #include "common/util.h"
 #include "engine_side/fetch_targets_internal.h"
 
@@ -24,20 +23,11 @@
  * targets' definitions (a relay plans nothing: it compares digests). */
 static wsync_status_t relay_json(tfetch_t *f, const recv_transport_t *rt, json_t **out)
 {
-    const wsync_receiver_t *r = f->r;
-    wsync_pull_request_t pr = {.version = f->v,
-                               .local_rank = f->me,
-                               .local_ranks = r->cfg.local_world,
-                               .req = f->reqid,
-                               .addr = rt->addr,
-                               .key = rt->key[f->slot],
-                               .timeout_ms = (int64_t)((f->deadline - wsync_now_ns()) / 1000000ULL),
-                               .chunks = f->mine,
-                               .chunk_bytes = (f->np->nchunks + 7) / 8};
+    wsync_pull_request_t pr;
     wsync_status_t st;
-    snprintf(pr.engine, sizeof(pr.engine), "%s", r->engine_id);
-    snprintf(pr.transport, sizeof(pr.transport), "%s", rt->ops->name);
-    snprintf(pr.layout_digest, sizeof(pr.layout_digest), "%s", f->sl->layout_digest);
+    recv_pull_request_init(&pr, f->r, f->v, f->reqid, rt, f->slot, f->sl->layout_digest, f->deadline);
+    pr.chunks = f->mine;
+    pr.chunk_bytes = (f->np->nchunks + 7) / 8;
     st = tf_add_targets(f, -1, &pr);
     *out = st == WSYNC_OK ? wsync_pull_request_to_json(&pr) : NULL;
     pr.chunks = NULL; /* ours, not the request's */
@@ -55,20 +45,16 @@ wsync_status_t tf_relay_request(tfetch_t *f, int *asked)
     /* A node planned with a colocated landing hint has trainer ranks on its
      * GPUs: it pulls from them. */
     if (f->tl->hint_world != 0 ||
-        !recv_relay_parent(r, f->v, f->world, f->np->network_bytes, f->np->chunk_bytes, f->relay_id,
-                           sizeof(f->relay_id), f->relay_addr, sizeof(f->relay_addr)))
+        !recv_relay_parent(r, f->v, f->world, f->np->network_bytes, f->np->chunk_bytes, f->relay.id,
+                           sizeof(f->relay.id), f->relay.addr, sizeof(f->relay.addr)))
         return WSYNC_OK;
     WSYNC_CHECK(recv_transport_ensure(r, "tcp", &rt));
     WSYNC_CHECK(relay_json(f, rt, &msg));
-    memset(&f->relay_req, 0, sizeof(f->relay_req));
-    snprintf(f->relay_req.who, sizeof(f->relay_req.who), "relay of engine %s", f->relay_id);
-    f->relay_req.connect_ms = (int)wsync_setting_int(WSYNC_SET_RELAY_STALL_MS);
-    WSYNC_CHECK(recv_request_start(&f->relay_req, &r->pull_conns, &r->auth, -1, f->relay_addr, msg, f->deadline));
-    f->relay_on = 1;
+    WSYNC_CHECK(recv_relay_pull_send(&f->relay, r, msg, f->deadline));
     *asked = 1;
     wsync_trace("engine %s rank %d: version %llu from the relay of engine %s at %s (digests from the trainer "
                 "ranks)",
-                r->engine_id, f->me, (unsigned long long)f->v, f->relay_id, f->relay_addr);
+                r->engine_id, f->me, (unsigned long long)f->v, f->relay.id, f->relay.addr);
     return WSYNC_OK;
 }
 
@@ -90,7 +76,7 @@ static wsync_status_t fall_back(tfetch_t *f, const char *why)
     int t;
     LOG_WARN("engine %s rank %d: relay of engine %s at %s given up (%s); the missing puts of version %llu come "
              "from the trainer ranks",
-             f->r->engine_id, f->me, f->relay_id, f->relay_addr, why, (unsigned long long)f->v);
+             f->r->engine_id, f->me, f->relay.id, f->relay.addr, why, (unsigned long long)f->v);
     tf_relay_end(f);
     for (t = 0; t < f->world; t++) { /* their digests come again with the new requests */
         recv_request_abort(&f->reqs[t]);
@@ -115,26 +101,12 @@ static wsync_status_t fall_back(tfetch_t *f, const char *why)
 
 wsync_status_t tf_relay_watch(tfetch_t *f)
 {
-    const int stall_ms = (int)wsync_setting_int(WSYNC_SET_RELAY_STALL_MS);
     char why[500];
-    if (!f->relay_on)
-        return WSYNC_OK;
-    if (recv_request_failed(&f->relay_req)) {
-        snprintf(why, sizeof(why), "%s", f->relay_req.error);
-        return fall_back(f, why);
-    }
-    if (wsync_now_ns() - f->last_landed > (uint64_t)stall_ms * 1000000ULL && missing_puts(f)) {
-        snprintf(why, sizeof(why), "no put landed for %d ms (relay_stall_ms)", stall_ms);
-        return fall_back(f, why);
-    }
-    return WSYNC_OK;
+    return recv_relay_pull_gone(&f->relay, f->last_landed, missing_puts(f), why, sizeof(why)) ? fall_back(f, why)
+                                                                                              : WSYNC_OK;
 }
 
 void tf_relay_end(tfetch_t *f)
 {
-    if (!f->relay_on)
-        return;
-    recv_request_abort(&f->relay_req); /* its answer is no longer needed */
-    recv_request_end(&f->relay_req);
-    f->relay_on = 0;
+    recv_relay_pull_end(&f->relay);
 }

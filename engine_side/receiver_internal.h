@@ -16,6 +16,7 @@
 #include "engine_side/dests.h"
 #include "engine_side/reporter.h"
 #include "engine_side/progress.h"
+#include "common/pull_request.h"
 #include "engine_side/relay.h"
 #include "common/plan_spec.h"
 #include "engine_side/wsync_receiver.h"
@@ -153,6 +154,30 @@ typedef struct recv_request {
 
 /* fetch.c: a fresh request id (the high half of every put's tag), not `old`. */
 uint32_t recv_new_reqid(uint32_t old);
+
+/* One rank's pull from its parent node's relay (fetch_relay.c), shared by
+ * the whole-image and the engine-layout fetch: while `on`, the puts landing
+ * here come from that relay. */
+typedef struct recv_relay_pull {
+    int on;
+    recv_request_t req;
+    char id[128], addr[160]; /* the parent's engine id and relay address */
+} recv_relay_pull_t;
+
+/* fetch_relay.c: send the parent's relay (rp->id and rp->addr, set by
+ * recv_relay_parent) the pull request `msg` (taken); rp is on from here. */
+wsync_status_t recv_relay_pull_send(recv_relay_pull_t *rp, wsync_receiver_t *r, json_t *msg, uint64_t deadline);
+/* 1 when the relay must be given up, with why: its request failed, or
+ * nothing landed since last_landed for relay_stall_ms while `missing`. */
+int recv_relay_pull_gone(const recv_relay_pull_t *rp, uint64_t last_landed, int missing, char *why, size_t len);
+void recv_relay_pull_end(recv_relay_pull_t *rp);
+
+/* requests.c: the fields every pull request of attempt (v, reqid) from this
+ * rank carries, for puts over rt into image slot `slot` (engine, transport,
+ * address, key, layout digest, the time left); the chunk map and targets
+ * are the caller's. */
+void recv_pull_request_init(wsync_pull_request_t *pr, const wsync_receiver_t *r, uint64_t v, uint32_t reqid,
+                            const recv_transport_t *rt, int slot, const char *layout_digest, uint64_t deadline);
 
 /* fetch_relay.c: under relay:F (or auto choosing it, costed for a version
  * of `image` bytes in `chunk`-byte chunks from `world` trainer ranks) the

@@ -233,3 +233,19 @@ wsync_status_t recv_trainer_addrs(wsync_receiver_t *r, int world, char (*addrs)[
     json_decref(arr);
     return WSYNC_OK;
 }
+
+void recv_pull_request_init(wsync_pull_request_t *pr, const wsync_receiver_t *r, uint64_t v, uint32_t reqid,
+                            const recv_transport_t *rt, int slot, const char *layout_digest, uint64_t deadline)
+{
+    uint64_t now = wsync_now_ns();
+    *pr = (wsync_pull_request_t){.version = v,
+                                 .local_rank = r->cfg.local_rank,
+                                 .local_ranks = r->cfg.local_world,
+                                 .req = reqid,
+                                 .addr = rt->addr,
+                                 .key = rt->key[slot],
+                                 .timeout_ms = deadline > now ? (int64_t)((deadline - now) / 1000000ULL) : 1};
+    snprintf(pr->engine, sizeof(pr->engine), "%s", r->engine_id);
+    snprintf(pr->transport, sizeof(pr->transport), "%s", rt->ops->name);
+    snprintf(pr->layout_digest, sizeof(pr->layout_digest), "%s", layout_digest);
+}
