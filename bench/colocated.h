@@ -59,12 +59,12 @@
 typedef struct colo_cfg {
     const wsync_manifest_t *m;
     const char *manifest_json;
-    int ranks;     /* engine ranks on the GPU: 1 or 2 */
-    int packed;    /* 1: the packed-IPC path; 0: wsync */
-    int in_place;  /* wsync: receiver mode */
-    int zero_copy; /* wsync: 1 single-copy route, 0 slot route */
-    int versions;  /* steps, <= COLO_MAXV */
-    int check;     /* compare every received byte with its source */
+    int ranks;      /* engine ranks on the GPU: 1 or 2 */
+    int packed;     /* 1: the packed-IPC path; 0: wsync */
+    int in_place;   /* wsync: receiver mode */
+    int zero_copy;  /* wsync: 1 single-copy route, 0 slot route */
+    int versions;   /* steps, <= COLO_MAXV */
+    int check;      /* compare every received byte with its source */
     int timeout_ms; /* wsync: each engine pull's timeout (0: 120 s) */
 } colo_cfg_t;
 

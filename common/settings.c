@@ -178,7 +178,8 @@ static const wsync_setting_def_t table[WSYNC_SET_COUNT] = {
                         .check = wsync_plan_spec_valid,
                         .doc = "how engine nodes get a version: `direct` (every node from the trainer ranks), "
                                "`relay:F` (trees of fan-out F through engine nodes, `relay:1` a chain; "
-                               "relays put over tcp, to nodes of the same targets), `auto` (the cost model's choice with `links`, "
+                               "relays put over tcp, to nodes of the same targets), `auto` (the cost model's "
+                               "choice with `links`, "
                                "else direct)"},
     [WSYNC_SET_RELAY_STALL_MS] = {.name = "relay_stall_ms",
                                   .type = WSYNC_STYPE_MS,

@@ -445,9 +445,10 @@ static wsync_status_t fetch_land(fetch_t *f, int *progressed, int *got)
     wsync_completion_t comps[POLL_BATCH];
     int k, i, n = 0;
     for (k = 0; k < r->ntr && f->ndone < f->plan->nchunks; k++) {
-        WSYNC_CHECK(r->tr[k].ops->poll(
-            r->tr[k].t, comps, POLL_BATCH, &n,
-            f->npending > 0 || f->fn > 0 || f->ninflight > 0 || r->ntr > 1 || all_summed(f) ? 0 : 5));
+        WSYNC_CHECK(
+            r->tr[k].ops->poll(r->tr[k].t, comps, POLL_BATCH, &n,
+                               f->npending > 0 || f->fn > 0 || f->ninflight > 0 || r->ntr > 1 || all_summed(f) ? 0
+                                                                                                               : 5));
         *got += n;
         for (i = 0; i < n; i++) {
             WSYNC_CHECK(land_one(f, &comps[i]));

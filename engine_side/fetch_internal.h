@@ -50,9 +50,9 @@ typedef struct fetch {
     /* late digests (late_digests.h): until they are in (digests NULL),
      * chunks summed here wait with their pieces' sums */
     recv_late_t *late;
-    uint64_t *late_sum;      /* [npieces] */
-    uint32_t *waiting;       /* chunks summed, not compared yet */
-    unsigned char *wlanded;  /* [nchunks]: landed here (else copied in) */
+    uint64_t *late_sum;     /* [npieces] */
+    uint32_t *waiting;      /* chunks summed, not compared yet */
+    unsigned char *wlanded; /* [nchunks]: landed here (else copied in) */
     uint32_t nwaiting;
 
     /* in place with the caller's destination tensors: chunks written

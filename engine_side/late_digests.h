@@ -18,13 +18,13 @@ typedef struct recv_late {
     char *url, *token;
     const wsync_sync_layout_t *sl;
     uint64_t v, deadline;
-    int stop;           /* atomic: the attempt is over */
-    int state;          /* atomic: 0 waiting, 1 the digests are in, -1 failed */
-    uint64_t *digests;  /* state 1: by piece id */
-    wsync_status_t st;  /* state -1 */
-    char error[400];    /* state -1 */
+    int stop;          /* atomic: the attempt is over */
+    int state;         /* atomic: 0 waiting, 1 the digests are in, -1 failed */
+    uint64_t *digests; /* state 1: by piece id */
+    wsync_status_t st; /* state -1 */
+    char error[400];   /* state -1 */
     pthread_mutex_t lock;
-    char missing[160];  /* trainer ranks whose digests the last answer still lacked */
+    char missing[160]; /* trainer ranks whose digests the last answer still lacked */
 } recv_late_t;
 
 /* Start waiting for version v's digests (plan of sl) until `deadline`. */

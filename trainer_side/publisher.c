@@ -406,8 +406,8 @@ static json_t *pieces_json(const wsync_publisher_t *p, uint64_t version, const u
             uint64_t d = wsync_digest_final(sums[i], pc->len, pc->offset);
             if ((long)pc->id == bad) {
                 d ^= 1;
-                LOG_WARN("test hook: trainer rank %d posts a wrong digest for piece %u of version %llu", p->cfg.rank,
-                         pc->id, (unsigned long long)version);
+                LOG_WARN("test hook: trainer rank %d posts a wrong digest for piece %u of version %llu",
+                         p->cfg.rank, pc->id, (unsigned long long)version);
             }
             wsync_digest_hex(d, hex);
             json_object_set_new(e, "digest", json_string(hex));
@@ -435,8 +435,8 @@ static json_t *pieces_json(const wsync_publisher_t *p, uint64_t version, const u
 static int late_digests(const wsync_publisher_t *p, int direct)
 {
     long long v = wsync_setting_int(WSYNC_SET_LATE_DIGESTS); /* auto | on | off */
-    return direct && (v == 1 || (v == 0 && p->mem->kind == WSYNC_MEM_CUDA &&
-                                 p->owned_bytes >= LATE_DIGESTS_MIN_BYTES));
+    return direct &&
+           (v == 1 || (v == 0 && p->mem->kind == WSYNC_MEM_CUDA && p->owned_bytes >= LATE_DIGESTS_MIN_BYTES));
 }
 
 static void remember_report(wsync_publisher_t *p, uint64_t version, json_t *pieces)

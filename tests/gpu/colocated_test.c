@@ -127,8 +127,8 @@ static void test_single_copy_late_digests_off(void)
  * timeout: it must fail with a message holding `a` and `b`. */
 static void late_fault(const char *hook, const char *value, const char *a, const char *b)
 {
-    colo_cfg_t c = {.m = model, .manifest_json = model_json, .ranks = 1, .zero_copy = 1, .versions = 1,
-                    .timeout_ms = 3000};
+    colo_cfg_t c =
+        {.m = model, .manifest_json = model_json, .ranks = 1, .zero_copy = 1, .versions = 1, .timeout_ms = 3000};
     double times[1];
     char why[1024] = "";
     int rc;

@@ -501,8 +501,8 @@ int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, s
                 int filled = 0;
                 if (!fill_digests(m, i, rank, layout, pieces, &filled))
                     break;
-                *reply = json_pack("{s:I, s:b, s:I, s:b, s:I}", "version", (json_int_t)v, "published", 1,
-                                   "latest", (json_int_t)m->latest, "duplicate", !filled, "digests_pending",
+                *reply = json_pack("{s:I, s:b, s:I, s:b, s:I}", "version", (json_int_t)v, "published", 1, "latest",
+                                   (json_int_t)m->latest, "duplicate", !filled, "digests_pending",
                                    json_integer_value(json_object_get(m->records[i], "digests_pending")));
                 *changed = filled;
                 m->gen += filled;

@@ -156,8 +156,8 @@ static int report_piece(ctl_model_t *m, int rank, int v, int off, const char *di
 {
     json_t *b = json_pack("{s:i, s:i, s:i, s:{s:s, s:i, s:s, s:s, s:i, s:i}, s:[{s:i, s:i, s:i}]}", "rank", rank,
                           "world", 2, "version", v, "layout", "manifest_digest", "aa", "chunk_size", 4, "layout",
-                          "even", "layout_digest", "cd", "image_size", 16, "world", 2, "pieces", "id", rank, "offset",
-                          off, "len", 8);
+                          "even", "layout_digest", "cd", "image_size", 16, "world", 2, "pieces", "id", rank,
+                          "offset", off, "len", 8);
     json_t *reply = NULL;
     char err[512] = "";
     int changed = 0, code;
@@ -185,9 +185,9 @@ static const char *digest_of(const json_t *rec, int id)
 {
     const json_t *pc;
     size_t i;
-    json_array_foreach(json_object_get(rec, "pieces"), i, pc) if (json_integer_value(json_object_get(pc, "id")) ==
-                                                                  id) return json_string_value(json_object_get(pc,
-                                                                                                               "digest"));
+    json_array_foreach(json_object_get(rec, "pieces"), i,
+                       pc) if (json_integer_value(json_object_get(pc, "id")) ==
+                               id) return json_string_value(json_object_get(pc, "digest"));
     return NULL;
 }
 
@@ -214,8 +214,8 @@ static void test_late_digests_filled_by_second_report(void)
     CHECK(digest_of(after, 1) == NULL);
     CHECK_EQ(pending_of(&m, 1), 1);
     CHECK_EQ(ctl_digests_done(&m, 1), 0);
-    CHECK_EQ(report_piece(&m, 0, 1, 0, "0a"), 200); /* the same again: idempotent */
-    CHECK_EQ(report_piece(&m, 0, 1, 0, "0b"), 409); /* another digest for a piece that has one */
+    CHECK_EQ(report_piece(&m, 0, 1, 0, "0a"), 200);  /* the same again: idempotent */
+    CHECK_EQ(report_piece(&m, 0, 1, 0, "0b"), 409);  /* another digest for a piece that has one */
     CHECK_EQ(report_piece(&m, 1, 1, 16, "0c"), 409); /* not the piece the record has */
     CHECK_EQ(pending_of(&m, 1), 1);
     CHECK_EQ(report_piece(&m, 1, 1, 8, "0c"), 200);
