@@ -117,6 +117,15 @@ static inline int colo_check_bytes(const void *ptr, uint64_t len, uint64_t off, 
 
 /* ---- wsync ---------------------------------------------------------- */
 
+/* The layout's chunk size: COLO_CHUNK_MB in the environment (a bench knob,
+ * to time how the chunk size moves a colocated version), else wsync's
+ * default (0). */
+static inline uint64_t colo_chunk_bytes(void)
+{
+    const char *e = getenv("COLO_CHUNK_MB");
+    return e && atoi(e) > 0 ? (uint64_t)atoi(e) << 20 : 0;
+}
+
 static inline int colo_wsync_trainer(void)
 {
     const colo_cfg_t *c = colo_c;
@@ -128,7 +137,8 @@ static inline int colo_wsync_trainer(void)
                                    .advertise_host = "127.0.0.1",
                                    .device = "cuda:0",
                                    .zero_copy = c->zero_copy,
-                                   .control_url = colo_url};
+                                   .control_url = colo_url,
+                                   .chunk_size = colo_chunk_bytes()};
     wsync_publisher_t *p = NULL;
     wsync_owned_t owned[8];
     int n = 0, i, v;

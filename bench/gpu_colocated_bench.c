@@ -132,7 +132,7 @@ int main(int argc, char **argv)
     const char *which = argc > 1 ? argv[1] : "all";
     int rc = 0, all = strcmp(which, "all") == 0;
     if (!all && strcmp(which, "7b") != 0 && strcmp(which, "1g") != 0) {
-        fprintf(stderr, "usage: gpu_colocated_bench [7b|1g|all]\n");
+        fprintf(stderr, "usage: [COLO_CHUNK_MB=N] gpu_colocated_bench [7b|1g|all]\n");
         return 2;
     }
     setenv("WSYNC_LOCAL_TRANSPORT", "1", 0);
