@@ -32,15 +32,20 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+double calib_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return v[n / 2];
+}
+
 void calib_set(calib_t *cb, cost_class_t c, const double *rates, int reps, double alpha_s, const char *note)
 {
     cost_link_t *l = &cb->links.link[c];
     double s[64];
     memcpy(s, rates, (size_t)reps * sizeof(double));
-    qsort(s, (size_t)reps, sizeof(double), cmp_double);
     memset(l, 0, sizeof(*l));
     l->present = 1;
-    l->bw = s[reps / 2];
+    l->bw = calib_median(s, reps);
     l->bw_min = s[0];
     l->bw_max = s[reps - 1];
     l->alpha_s = alpha_s;
@@ -51,6 +56,17 @@ void calib_set(calib_t *cb, cost_class_t c, const double *rates, int reps, doubl
     if (alpha_s > 0)
         fprintf(cb->log, ", alpha %.1f us", alpha_s * 1e6);
     fprintf(cb->log, ": %s\n", note);
+}
+
+void calib_set_time(calib_t *cb, cost_class_t c, double *times, int reps, const char *what)
+{
+    cost_link_t *l = &cb->links.link[c];
+    memset(l, 0, sizeof(*l));
+    l->present = 1;
+    l->alpha_s = calib_median(times, reps);
+    l->reps = reps;
+    snprintf(cb->note[c], CALIB_NOTE_LEN, "%s (min %.0f, max %.0f us)", what, times[0] * 1e6, times[reps - 1] * 1e6);
+    fprintf(cb->log, "%-12s alpha %.1f us: %s\n", cost_class_name(c), l->alpha_s * 1e6, cb->note[c]);
 }
 
 void calib_absent(calib_t *cb, cost_class_t c, const char *why)

@@ -19,8 +19,14 @@ typedef struct calib {
     cost_class_t tcp_class; /* what the tcp measure is written as: tcp, tcp_trainer or tcp_engine */
 } calib_t;
 
+/* Sorts v[0..n) in place and returns its median. */
+double calib_median(double *v, int n);
 /* Records class `c` from `reps` rates (bytes/s) and alpha (s, 0: none). */
 void calib_set(calib_t *cb, cost_class_t c, const double *rates, int reps, double alpha_s, const char *note);
+/* Records class `c` as a time alone (no bandwidth: control, version): alpha
+ * the median of `reps` times (s, sorted in place), noted as "<what> (min A,
+ * max B us)". */
+void calib_set_time(calib_t *cb, cost_class_t c, double *times, int reps, const char *what);
 /* Marks `c` absent with the reason, printed as "<class>: <why>". */
 void calib_absent(calib_t *cb, cost_class_t c, const char *why);
 

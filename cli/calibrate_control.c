@@ -14,18 +14,13 @@
 
 #define ROUND_TRIPS 50
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 void calib_control(calib_t *cb)
 {
     wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
     wsync_control_server_t *server = NULL;
     wsync_control_t *c = NULL;
     double rtt[ROUND_TRIPS];
+    char what[120];
     int i;
     if (wsync_control_server_start(&sc, &server) != WSYNC_OK ||
         wsync_control_open(wsync_control_server_url(server), NULL, &c) != WSYNC_OK) {
@@ -41,15 +36,9 @@ void calib_control(calib_t *cb)
         }
         rtt[i] = (wsync_now_ns() - t0) / 1e9;
     }
-    qsort(rtt, ROUND_TRIPS, sizeof(double), cmp_double);
-    memset(&cb->links.link[COST_CONTROL], 0, sizeof(cb->links.link[COST_CONTROL]));
-    cb->links.link[COST_CONTROL].present = 1;
-    cb->links.link[COST_CONTROL].alpha_s = rtt[ROUND_TRIPS / 2];
-    cb->links.link[COST_CONTROL].reps = ROUND_TRIPS;
-    snprintf(cb->note[COST_CONTROL], CALIB_NOTE_LEN,
-             "median of %d GET /healthz round trips to a control endpoint on loopback (min %.0f, max %.0f us)",
-             ROUND_TRIPS, rtt[0] * 1e6, rtt[ROUND_TRIPS - 1] * 1e6);
-    fprintf(cb->log, "%-12s alpha %.1f us: %s\n", "control", rtt[ROUND_TRIPS / 2] * 1e6, cb->note[COST_CONTROL]);
+    snprintf(what, sizeof(what), "median of %d GET /healthz round trips to a control endpoint on loopback",
+             ROUND_TRIPS);
+    calib_set_time(cb, COST_CONTROL, rtt, ROUND_TRIPS, what);
 out:
     wsync_control_close(c);
     wsync_control_server_stop(server);

@@ -80,12 +80,6 @@ int calib_serve(const char *hostport)
     return 1;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 wsync_status_t calib_tcp(calib_t *cb, const char *hostport)
 {
     char *buf = NULL, note[CALIB_NOTE_LEN];
@@ -136,9 +130,8 @@ wsync_status_t calib_tcp(calib_t *cb, const char *hostport)
     free(buf);
     if (s != WSYNC_OK)
         return s;
-    qsort(rtt, PINGS, sizeof(double), cmp_double);
     snprintf(note, sizeof(note), "%s, one connection; alpha: half the median of %d one-byte round trips",
              local ? "loopback" : hostport, PINGS);
-    calib_set(cb, cb->tcp_class, rates, cb->reps, rtt[PINGS / 2] / 2, note);
+    calib_set(cb, cb->tcp_class, rates, cb->reps, calib_median(rtt, PINGS) / 2, note);
     return WSYNC_OK;
 }

@@ -93,12 +93,6 @@ fail:
     return NULL;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The trainer side: each version once the engine holds the last one and
  * is back in its long poll; t_pub[v] its publish() start. */
 static int publish_all(vrun_t *vr, const wsync_mem_ops_t *mem, void *image, uint64_t *t_pub)
@@ -151,6 +145,7 @@ void calib_version(calib_t *cb)
     const wsync_mem_ops_t *mem = NULL;
     uint64_t t_pub[V_WARMUP + V_TIMED + 1] = {0};
     double t[V_TIMED];
+    char what[120];
     void *image = NULL;
     int dev = 0, i;
     if (wsync_mem_get(vr.device, &mem, &dev) != WSYNC_OK || mem->init(dev) != WSYNC_OK ||
@@ -168,14 +163,7 @@ void calib_version(calib_t *cb)
     mem->free(image);
     for (i = 0; i < V_TIMED; i++)
         t[i] = (double)(vr.t_ready[V_WARMUP + 1 + i] - t_pub[V_WARMUP + 1 + i]) / 1e9;
-    qsort(t, V_TIMED, sizeof(double), cmp_double);
-    memset(&cb->links.link[COST_VERSION], 0, sizeof(cb->links.link[COST_VERSION]));
-    cb->links.link[COST_VERSION].present = 1;
-    cb->links.link[COST_VERSION].alpha_s = t[V_TIMED / 2];
-    cb->links.link[COST_VERSION].reps = V_TIMED;
-    snprintf(cb->note[COST_VERSION], CALIB_NOTE_LEN,
-             "median publish() start -> ready, %d versions of %u KiB (%d tensors), %s, staged (min %.0f, max %.0f "
-             "us)",
-             V_TIMED, V_TENSORS * V_TENSOR_BYTES >> 10, V_TENSORS, vr.device, t[0] * 1e6, t[V_TIMED - 1] * 1e6);
-    fprintf(cb->log, "%-12s alpha %.1f us: %s\n", "version", t[V_TIMED / 2] * 1e6, cb->note[COST_VERSION]);
+    snprintf(what, sizeof(what), "median publish() start -> ready, %d versions of %u KiB (%d tensors), %s, staged",
+             V_TIMED, V_TENSORS * V_TENSOR_BYTES >> 10, V_TENSORS, vr.device);
+    calib_set_time(cb, COST_VERSION, t, V_TIMED, what);
 }
