@@ -9,21 +9,30 @@
 #include "tests/test.h"
 #include "trainer_side/control/model.h"
 
-static int publish(ctl_model_t *m, int rank, int world, int v, const char *mdigest)
+/* Rank `rank` of `world` reports version v (manifest digest `mdigest`): its
+ * one 8-byte piece at `off`, with `digest` or (NULL) without one. */
+static int report(ctl_model_t *m, int rank, int world, int v, const char *mdigest, int off, const char *digest)
 {
-    json_t *b = json_pack("{s:i, s:i, s:i, s:{s:s, s:i, s:s, s:s, s:i, s:i}, s:[{s:i, s:i, s:i, s:s}]}", "rank",
-                          rank, "world", world, "version", v, "layout", "manifest_digest", mdigest, "chunk_size",
-                          4, "layout", "even", "layout_digest", "cd", "image_size", 8 * world, "world", world,
-                          "pieces", "id", rank, "offset", rank * 8, "len", 8, "digest", "00");
+    json_t *b = json_pack("{s:i, s:i, s:i, s:{s:s, s:i, s:s, s:s, s:i, s:i}, s:[{s:i, s:i, s:i}]}", "rank", rank,
+                          "world", world, "version", v, "layout", "manifest_digest", mdigest, "chunk_size", 4,
+                          "layout", "even", "layout_digest", "cd", "image_size", 8 * world, "world", world,
+                          "pieces", "id", rank, "offset", off, "len", 8);
     json_t *reply = NULL;
     char err[512] = "";
     int changed = 0, code;
+    if (digest)
+        json_object_set_new(json_array_get(json_object_get(b, "pieces"), 0), "digest", json_string(digest));
     if (rank == 0)
         json_object_set_new(json_object_get(b, "layout"), "manifest", json_object());
     code = ctl_publish(m, b, &reply, err, sizeof(err), &changed);
     json_decref(reply);
     json_decref(b);
     return code;
+}
+
+static int publish(ctl_model_t *m, int rank, int world, int v, const char *mdigest)
+{
+    return report(m, rank, world, v, mdigest, rank * 8, "00");
 }
 
 static int register_engine(ctl_model_t *m, const char *id)
@@ -154,21 +163,7 @@ static void test_state_round_trip(void)
  * `digest` or (NULL) without one. */
 static int report_piece(ctl_model_t *m, int rank, int v, int off, const char *digest)
 {
-    json_t *b = json_pack("{s:i, s:i, s:i, s:{s:s, s:i, s:s, s:s, s:i, s:i}, s:[{s:i, s:i, s:i}]}", "rank", rank,
-                          "world", 2, "version", v, "layout", "manifest_digest", "aa", "chunk_size", 4, "layout",
-                          "even", "layout_digest", "cd", "image_size", 16, "world", 2, "pieces", "id", rank,
-                          "offset", off, "len", 8);
-    json_t *reply = NULL;
-    char err[512] = "";
-    int changed = 0, code;
-    if (digest)
-        json_object_set_new(json_array_get(json_object_get(b, "pieces"), 0), "digest", json_string(digest));
-    if (rank == 0)
-        json_object_set_new(json_object_get(b, "layout"), "manifest", json_object());
-    code = ctl_publish(m, b, &reply, err, sizeof(err), &changed);
-    json_decref(reply);
-    json_decref(b);
-    return code;
+    return report(m, rank, 2, v, "aa", off, digest);
 }
 
 static json_int_t pending_of(ctl_model_t *m, uint64_t v)
