@@ -9,11 +9,8 @@
 source "$(dirname "$0")/../integration/lib.sh"
 
 ST="$WSYNC_ROOT/tests/integration/st_tool.py"
-ngpu=0
-if command -v nvidia-smi >/dev/null 2>&1; then ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU '); fi
-probe=$(timeout 60 "$WSYNC" demo --device cuda --trainers 1 --engines 1 --local-ranks 1 --synthetic 1M \
-        --versions 1 --chunk 256K 2>&1)
-if [ "$ngpu" = 0 ] || grep -q 'no CUDA device' <<<"$probe"; then
+ngpu=$(cuda_devices)
+if [ "$ngpu" = 0 ]; then
     for c in colocated_2x2_on_2_gpus colocated_2x2_over_local nccl_across_gpus_host_ids ipc_fanout_2_ranks_staged ipc_fanout_2_ranks_in_place \
              corrupted_byte_caught safetensors_colocated_dumps_match safetensors_nccl_dumps_match; do
         skip "$c" "no CUDA device"

@@ -10,11 +10,8 @@ PY=/usr/bin/python3
 TOOL="$WSYNC_ROOT/tests/integration/tp_tool.py"
 CASES="tp2_one_gpu_gpu_trainers_staged tp2_one_gpu_host_trainers_in_place tp2_one_gpu_corrupted_column_slice"
 
-ngpu=0
-if command -v nvidia-smi >/dev/null 2>&1; then ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU '); fi
-probe=$(timeout 60 "$WSYNC" demo --device cuda --trainers 1 --engines 1 --local-ranks 1 --synthetic 1M \
-        --versions 1 --chunk 256K 2>&1)
-if [ "$ngpu" = 0 ] || grep -q 'no CUDA device' <<<"$probe"; then
+ngpu=$(cuda_devices)
+if [ "$ngpu" = 0 ]; then
     for c in $CASES; do skip "$c" "no CUDA device"; done
     exit 0
 fi

@@ -17,11 +17,8 @@ ST="$WSYNC_ROOT/tests/integration/st_tool.py"
 CASES="relay_gpu_staged_chain_ready relay_gpu_staged_from_parents relay_gpu_staged_dumps_match
        relay_gpu_in_place_chain_ready relay_gpu_in_place_from_parents relay_gpu_in_place_dumps_match
        relay_gpu_tp2_chain_ready relay_gpu_tp2_from_parent relay_gpu_tp2_dumps_are_the_rules_slices"
-ngpu=0
-if command -v nvidia-smi >/dev/null 2>&1; then ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU '); fi
-probe=$(timeout 60 "$WSYNC" demo --device cuda --trainers 1 --engines 1 --local-ranks 1 --synthetic 1M \
-        --versions 1 --chunk 256K 2>&1)
-if [ "$ngpu" = 0 ] || grep -q 'no CUDA device' <<<"$probe"; then
+ngpu=$(cuda_devices)
+if [ "$ngpu" = 0 ]; then
     for c in $CASES; do skip "$c" "no CUDA device"; done
     exit 0
 fi

@@ -28,15 +28,6 @@ start_serve() {
     wait_http "$URL/healthz"
 }
 
-wait_registered() {
-    local i
-    for ((i = 0; i < 300; i++)); do
-        curl -fsS "$URL/v1/status" 2>/dev/null | grep -q "\"id\":\"$1\"" && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
 # engine_field ID FIELD: the engine's FIELD in /v1/status.
 engine_field() {
     curl -fsS "$URL/v1/status" | python3 -c '
@@ -52,7 +43,7 @@ for mode in staged in-place; do
     WSYNC_TRACE=1 bg "$WSYNC" engine --control "$URL" --engine e0 --local-rank 0 --local-world 1 --mode $mode \
         --host-id hc --versions 3 --dump "$TMP/d-$mode" >"$TMP/e-$mode.log" 2>&1
     E=$!
-    wait_registered e0
+    wait_registered "$URL" e0
     WSYNC_TRACE=1 WSYNC_TEST_DIGEST_DELAY_MS=300 "$WSYNC" trainer --control "$URL" --rank 0 --world 1 --safetensors "$FILES" --versions 3 \
         --chunk 64K --single-copy --hold-timeout-ms 60000 --host-id hc --exit-after-publish \
         >"$TMP/t-$mode.log" 2>&1
@@ -115,7 +106,7 @@ fault_case() {
     bg "$WSYNC" engine --control "$URL" --engine e1 --local-rank 0 --local-world 1 --mode staged --host-id hc \
         --versions 2 --max-failures 1 --timeout-ms 4000 --dump "$TMP/d-$1" >"$TMP/e-$1.log" 2>&1
     E=$!
-    wait_registered e1
+    wait_registered "$URL" e1
     "$WSYNC" trainer --control "$URL" --rank 0 --world 1 --safetensors "$FILES" --versions 1 --chunk 64K \
         --single-copy --hold-timeout-ms 60000 --host-id hc --exit-after-publish >"$TMP/t1-$1.log" 2>&1
     env "$2" "$WSYNC" trainer --control "$URL" --rank 0 --world 1 --safetensors "$FILES" --versions 1 \

@@ -36,3 +36,28 @@ wait_http() {
     done
     return 1
 }
+
+# wait_registered URL ID: until engine node ID is registered at the control
+# endpoint URL (up to 30 s).
+wait_registered() {
+    local i
+    for ((i = 0; i < 300; i++)); do
+        curl -fsS "$1/v1/status" 2>/dev/null | grep -q "\"id\":\"$2\"" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# cuda_devices: how many CUDA devices the binary under test can use here
+# (0 without nvidia-smi's GPUs, or when a one-version GPU demo says there is
+# no CUDA device: a build without CUDA). The GPU tests skip on 0.
+cuda_devices() {
+    local n=0 probe
+    if command -v nvidia-smi >/dev/null 2>&1; then n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU '); fi
+    if [ "$n" != 0 ]; then
+        probe=$(timeout 60 "$WSYNC" demo --device cuda --trainers 1 --engines 1 --local-ranks 1 --synthetic 1M \
+                --versions 1 --chunk 256K 2>&1)
+        grep -q 'no CUDA device' <<<"$probe" && n=0
+    fi
+    echo "$n"
+}

@@ -32,16 +32,6 @@ dumps_match() {
     return $ok
 }
 
-# Until engine node e0 is registered: wait_held waits for the nodes of its
-# host registered when it looks (a node not yet registered is not waited for).
-wait_registered() {
-    local i
-    for ((i = 0; i < 300; i++)); do
-        curl -fsS "$URL/v1/status" 2>/dev/null | grep -q '"id":"e0"' && return 0
-        sleep 0.1
-    done
-    return 1
-}
 
 # wait_for FILE PATTERN SECONDS
 wait_for() {
@@ -58,7 +48,7 @@ for mode in staged in-place; do
     bg "$WSYNC" engine --control "$URL" --engine e0 --local-rank 0 --local-world 1 --mode $mode --host-id hc \
         --versions 3 --dump "$TMP/d-$mode" >"$TMP/e-$mode.log" 2>&1
     E=$!
-    wait_registered
+    wait_registered "$URL" e0 # wait_held waits only for the nodes of its host registered when it looks
     "$WSYNC" trainer --control "$URL" --rank 0 --world 1 --safetensors "$FILES" --versions 3 --chunk 64K \
         --single-copy --hold-timeout-ms 60000 --host-id hc --exit-after-publish >"$TMP/t-$mode.log" 2>&1
     trc=$?
@@ -80,7 +70,7 @@ start_serve slow
 bg "$WSYNC" engine --control "$URL" --engine e0 --local-rank 0 --local-world 1 --mode staged --host-id hc \
     --versions 2 --max-failures 1000 --dump "$TMP/d-slow" >"$TMP/e-slow.log" 2>&1
 E=$!
-wait_registered
+wait_registered "$URL" e0
 bg "$WSYNC" trainer --control "$URL" --rank 0 --world 1 --safetensors "$FILES" --versions 3 --chunk 64K \
     --single-copy --hold-timeout-ms 3000 --interval-ms 1000 --host-id hc --exit-after-publish >"$TMP/t-slow.log" 2>&1
 T=$!
