@@ -7,7 +7,11 @@
  * costs. Every digest variant's sum is checked against the CPU digest of
  * the same bytes (the whole buffer and the 64 jobs, keyed by their
  * offsets), and its copy byte for byte. Prints fused/memcpy speed per
- * variant (issue 17's target: >= 0.95).
+ * variant (issue 17's target: >= 0.95). Last, a pipeline that uses no SM
+ * for the copy: the copy engine copies sub-chunks of S MiB on one stream and
+ * the digest kernel reads each one's destination on a second stream right
+ * after it, while it is still in the 50 MB L2, so the source is read from
+ * memory once (the question: does the digest then cost no memory traffic?).
  *   gpu_copy_variants_bench [MiB]   (default 4096) */
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +23,7 @@
 #include "bench/gpu_pair.h"
 #include "common/copy_digest_cuda.h"
 #include "common/digest.h"
+#include "common/digest_cuda.h"
 #include "common/mem/mem.h"
 
 #define REPS 10
@@ -52,6 +57,34 @@ static double pass(char *dst, const char *src, uint64_t *dsum, int v, int chunke
     return ms / 1e3;
 }
 
+#define CE_EVENTS 64
+static const int ce_sub_mib[] = {2, 4, 8, 16};
+#define NCE ((int)(sizeof(ce_sub_mib) / sizeof(ce_sub_mib[0])))
+
+/* The copy engine copies sub-chunks of `sub` bytes on s; the digest kernel
+ * digests each one's destination on s2 once its copy completed (an event
+ * per sub-chunk, a ring of CE_EVENTS). Timed from e0 on s to e1 on s2. */
+static double pass_ce(char *dst, const char *src, uint64_t *dsum, size_t sub, cudaStream_t s, cudaStream_t s2,
+                      cudaEvent_t e0, cudaEvent_t e1, cudaEvent_t *ev)
+{
+    size_t at, k = 0;
+    float ms;
+    CU(cudaMemsetAsync(dsum, 0, 8, s));
+    CU(cudaEventRecord(e0, s));
+    CU(cudaStreamWaitEvent(s2, e0, 0));
+    for (at = 0; at < LEN; at += sub, k++) {
+        CU(cudaMemcpyAsync(dst + at, src + at, sub, cudaMemcpyDeviceToDevice, s));
+        CU(cudaEventRecord(ev[k % CE_EVENTS], s));
+        CU(cudaStreamWaitEvent(s2, ev[k % CE_EVENTS], 0));
+        if (wsync_cuda_digest_sum_async(dst + at, sub, at, dsum, s2) != 0)
+            DIE("digest launch: %s", cudaGetErrorString(cudaGetLastError()));
+    }
+    CU(cudaEventRecord(e1, s2));
+    CU(cudaEventSynchronize(e1));
+    CU(cudaEventElapsedTime(&ms, e0, e1));
+    return ms / 1e3;
+}
+
 static void describe(int v, char *out, size_t n)
 {
     const wsync_cd_variant_t *x = &variants[v];
@@ -68,8 +101,8 @@ int main(int argc, char **argv)
 {
     char *a, *b, *host, *back, name[80];
     uint64_t *dsum, cpu_whole, cpu_jobs = 0, got;
-    cudaStream_t s;
-    cudaEvent_t e0, e1;
+    cudaStream_t s, s2;
+    cudaEvent_t e0, e1, ev[CE_EVENTS];
     size_t at;
     int v, c, i;
     if (pair_gpus() < 1) {
@@ -117,6 +150,24 @@ int main(int argc, char **argv)
         }
         printf("  checked: %s\n", name);
     }
+    CU(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    for (i = 0; i < CE_EVENTS; i++)
+        CU(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
+    for (v = 0; v < NCE; v++) {
+        uint64_t want = 0;
+        for (at = 0; at < LEN; at += (size_t)ce_sub_mib[v] << 20)
+            want += wsync_digest_sum(host + at, (size_t)ce_sub_mib[v] << 20, at);
+        CU(cudaMemset(b, 0, LEN));
+        (void)pass_ce(b, a, dsum, (size_t)ce_sub_mib[v] << 20, s, s2, e0, e1, ev);
+        CU(cudaMemcpy(&got, dsum, 8, cudaMemcpyDeviceToHost));
+        if (got != want)
+            DIE("copy engine + L2 digest, %d MiB: sum %016llx, CPU digest %016llx", ce_sub_mib[v],
+                (unsigned long long)got, (unsigned long long)want);
+        CU(cudaMemcpy(back, b, LEN, cudaMemcpyDeviceToHost));
+        if (memcmp(back, host, LEN) != 0)
+            DIE("copy engine + L2 digest, %d MiB: the copy differs from the source", ce_sub_mib[v]);
+        printf("  checked: copy engine + L2 digest, %d MiB sub-chunks\n", ce_sub_mib[v]);
+    }
     free(back);
     free(host);
     printf("gpu_copy_variants_bench: %zu MiB on GPU 0, median of %d, each alternated with cudaMemcpyAsync; every "
@@ -142,6 +193,22 @@ int main(int argc, char **argv)
         describe(v, name, sizeof(name));
         printf("  %-34s %11.3f %11.3f %8.3f   %11.3f %11.3f %8.3f\n", name, r[0][0] * 1e3, r[0][1] * 1e3,
                r[0][1] / r[0][0], r[1][0] * 1e3, r[1][1] * 1e3, r[1][1] / r[1][0]);
+        fflush(stdout);
+    }
+    for (v = 0; v < NCE; v++) {
+        double tf[REPS], tc[REPS], x, y;
+        for (i = -2; i < REPS; i++) {
+            x = pass_ce(b, a, dsum, (size_t)ce_sub_mib[v] << 20, s, s2, e0, e1, ev);
+            y = pass(b, a, dsum, -1, 0, s, e0, e1);
+            if (i >= 0) {
+                tf[i] = x;
+                tc[i] = y;
+            }
+        }
+        snprintf(name, sizeof(name), "copy engine + L2 digest, %d MiB", ce_sub_mib[v]);
+        x = median(tf, REPS);
+        y = median(tc, REPS);
+        printf("  %-34s %11.3f %11.3f %8.3f\n", name, x * 1e3, y * 1e3, y / x);
         fflush(stdout);
     }
     return 0;

@@ -15,8 +15,14 @@ the image is sparse (setting sparse_image, default 1; WSYNC_SPARSE_IMAGE=0
 keeps a whole one): Pss sees its pages, since each is allocated by a write
 through a mapping.
 
+With --device cuda:0 the tensors are on that GPU (all ranks share it) and
+what is sampled is each rank's GPU memory (nvidia-smi's per-process
+used_memory, every 50 ms, from after the tensors are allocated to the
+end). In place into GPU tensors the image is still a whole one (no
+sparse GPU image yet), so a rank holds its tensors plus its image.
+
     /usr/bin/python3 bench/tp_memory.py [--wsync build/wsync] [--size 1G] [--tp 4]
-        [--mode staged|in-place] [--versions 3]
+        [--mode staged|in-place] [--versions 3] [--device cuda:0]
 """
 import argparse
 import json
@@ -49,11 +55,16 @@ def rank_main(a):
         [a.wsync, "target", "--synthetic", a.size, "--tp", str(a.tp), "--rank", str(a.rank), "--json"]))
     dtypes = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
     into, held = {}, 0
+    dev = a.device or "cpu"
     for d in target["tensors"]:
-        t = torch.empty(d["shape"], dtype=dtypes[d["dtype"]])
+        t = torch.empty(d["shape"], dtype=dtypes[d["dtype"]], device=dev)
         t.view(torch.uint8).fill_(1)  # resident before the baseline
         into[d["name"]] = t
         held += t.numel() * t.element_size()
+    if a.device:  # the parent samples this process's GPU memory from here on
+        torch.cuda.synchronize()
+        print(json.dumps({"ready": os.getpid()}), flush=True)
+        sys.stdin.readline()
     base = pss_kib()
     peak = [base]
     stop = threading.Event()
@@ -73,7 +84,45 @@ def rank_main(a):
         th.join()
         peak[0] = max(peak[0], pss_kib())
         time.sleep(1.0)  # no rank unmaps its windows while another still samples (its Pss would grow)
-    print(json.dumps({"rank": a.rank, "held": held, "base_kib": base, "peak_kib": peak[0]}), flush=True)
+    print(json.dumps({"rank": a.rank, "held": held, "base_kib": base, "peak_kib": peak[0], "pid": os.getpid()}),
+          flush=True)
+
+
+def gpu_used_kib():
+    """{pid: KiB of GPU memory} from nvidia-smi's compute processes."""
+    out = subprocess.check_output(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                                   "--format=csv,noheader,nounits"], text=True)
+    used = {}
+    for line in out.splitlines():
+        if "," in line:
+            pid, mib = line.split(",")
+            used[int(pid)] = int(mib) * 1024
+    return used
+
+
+def gpu_sampler(ranks):
+    """Once every rank's tensors are allocated (its "ready" line): each rank's
+    GPU memory then is its baseline; tells the ranks to go and samples every
+    50 ms until stopped (the thread's base and peak, by pid)."""
+    pids = [json.loads(p.stdout.readline())["ready"] for p in ranks]
+    th = threading.Thread(daemon=True)
+    th.stop, th.peak = threading.Event(), {}
+    time.sleep(0.5)
+    th.base = {pid: gpu_used_kib().get(pid, 0) for pid in pids}
+    th.peak = dict(th.base)
+
+    def run():
+        while not th.stop.is_set():
+            for pid, kib in gpu_used_kib().items():
+                if pid in th.peak:
+                    th.peak[pid] = max(th.peak[pid], kib)
+            time.sleep(0.05)
+    th.run = run
+    th.start()
+    for p in ranks:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    return th
 
 
 def main():
@@ -83,6 +132,7 @@ def main():
     ap.add_argument("--tp", type=int, default=4)
     ap.add_argument("--mode", default="staged", choices=["staged", "in-place"])
     ap.add_argument("--versions", type=int, default=3)
+    ap.add_argument("--device", default="", help="cuda:N: the tensors on that GPU, GPU memory sampled")
     ap.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
     ap.add_argument("--control", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -95,15 +145,23 @@ def main():
         time.sleep(0.5)
         ranks = [subprocess.Popen([sys.executable, __file__, "--wsync", a.wsync, "--size", a.size, "--tp", str(a.tp),
                                    "--mode", a.mode, "--versions", str(a.versions), "--rank", str(k),
-                                   "--control", url], stdout=subprocess.PIPE, text=True)
+                                   "--control", url] + (["--device", a.device] if a.device else []),
+                                  stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
                  for k in range(a.tp)]
-        time.sleep(2.0)  # the ranks allocate and sample their baseline first
+        gpu = gpu_sampler(ranks) if a.device else None
+        if not a.device:
+            time.sleep(2.0)  # the ranks allocate and sample their baseline first
         for w in range(2):
             procs.append(subprocess.Popen(
                 [a.wsync, "trainer", "--control", url, "--rank", str(w), "--world", "2", "--synthetic", a.size,
                  "--chunk", "64M", "--versions", str(a.versions), "--wait-engines", "1", "--host-id", "tpmem-trainer",
                  "--listen", "127.0.0.1:0", "--advertise", "127.0.0.1"], stderr=subprocess.DEVNULL))
         out = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in ranks]
+        if gpu:
+            gpu.stop.set()
+            gpu.join()
+            for o in out:
+                o["base_kib"], o["peak_kib"] = gpu.base[o["pid"]], gpu.peak[o["pid"]]
         if any(p.returncode for p in ranks):
             sys.exit("tp_memory: an engine rank failed")
     finally:
@@ -112,8 +170,8 @@ def main():
         for p in procs:
             p.wait()
     total = 0
-    print("TP=%d node, %s, %s synthetic model, %d versions, into the ranks' own tensors (host memory)" %
-          (a.tp, a.mode, a.size, a.versions))
+    print("TP=%d node, %s, %s synthetic model, %d versions, into the ranks' own tensors (%s)" %
+          (a.tp, a.mode, a.size, a.versions, "GPU memory on " + a.device if a.device else "host memory"))
     for o in out:
         extra = (o["peak_kib"] - o["base_kib"]) * 1024
         total += extra

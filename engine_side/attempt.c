@@ -278,7 +278,10 @@ static wsync_status_t attempt_dests(wsync_receiver_t *r, const wsync_sync_layout
     }
     if (r->cfg.ndests == 0 && r->cfg.check_dests == NULL)
         return WSYNC_OK;
-    return recv_dests_build(&r->cfg, sl->manifest, tl ? tl->tg[r->cfg.local_rank] : NULL, tl ? tl->seg : NULL, dm);
+    WSYNC_CHECK(
+        recv_dests_build(&r->cfg, sl->manifest, tl ? tl->tg[r->cfg.local_rank] : NULL, tl ? tl->seg : NULL, dm));
+    recv_dests_words(*dm, sl->plan, tl ? tl->seg : NULL);
+    return WSYNC_OK;
 }
 
 static wsync_status_t attempt_layout(wsync_receiver_t *r, const board_attempt_t *a, wsync_sync_layout_t **sl,

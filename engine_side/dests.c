@@ -185,6 +185,21 @@ void recv_dests_free(recv_dests_t *ds)
     free(ds);
 }
 
+void recv_dests_words(recv_dests_t *ds, const wsync_plan_t *plan, const wsync_node_plan_t *seg)
+{
+    size_t i;
+    if (ds == NULL)
+        return;
+    ds->word_edges = 1;
+    if (seg) {
+        for (i = 0; i < seg->nputs; i++)
+            ds->word_edges &= seg->puts[i].dst_off % 8 == 0;
+    } else {
+        for (i = 0; i < plan->npieces; i++)
+            ds->word_edges &= plan->pieces[i].offset % 8 == 0;
+    }
+}
+
 /* ---- cutting digest ranges ---- */
 
 /* The inverse of wsync_fmix64: each step of it is a bijection (an xor with
@@ -332,15 +347,24 @@ out:
 
 /* ---- copies ---- */
 
-/* Bytes [*s, *e) of destination d that may skip the image: all but its 8
- * at either end (a digest word that crosses its edge is read out of the
- * image: recv_parts_split). 0 when none (a destination of 16 bytes or less). */
-static int dest_interior(const recv_dest_t *d, uint64_t *s, uint64_t *e)
+/* Bytes [*s, *e) of destination d that may skip the image: all but the
+ * digest words that cross its edges, which are read out of the image
+ * (recv_parts_split). With word_edges (every digest range starts at a
+ * multiple of 8 in the image) those are the partial words at an edge off
+ * the 8-byte grid, none at an edge on it; else its 8 bytes at either end.
+ * 0 when nothing is left. */
+static int dest_interior(const recv_dest_t *d, int word_edges, uint64_t *s, uint64_t *e)
 {
+    const uint64_t end = d->off + d->size;
+    if (word_edges) {
+        *s = (d->off + 7) / 8 * 8;
+        *e = end / 8 * 8;
+        return *e > *s;
+    }
     if (d->size <= 16)
         return 0;
     *s = d->off + 8;
-    *e = d->off + d->size - 8;
+    *e = end - 8;
     return 1;
 }
 
@@ -433,7 +457,7 @@ wsync_status_t recv_dests_direct(const recv_dests_t *ds, const wsync_node_plan_t
     for (i = 0, k = 0; ds && ds->in_place && i < ds->n; i++) {
         const recv_dest_t *d = &ds->d[i];
         uint64_t s, e, stop;
-        if (!dest_interior(d, &s, &e))
+        if (!dest_interior(d, ds->word_edges, &s, &e))
             continue;
         for (stop = outside_next(keep, nkeep, &k, &s, e); s < e;
              s = stop, stop = outside_next(keep, nkeep, &k, &s, e)) {
@@ -557,7 +581,7 @@ void recv_dests_release(const recv_dests_t *ds, const wsync_window_t *w, uint64_
         return;
     for (i = dest_after(ds, off); i < ds->n && ds->d[i].off < end; i++) {
         uint64_t s, e;
-        if (!dest_interior(&ds->d[i], &s, &e))
+        if (!dest_interior(&ds->d[i], ds->word_edges, &s, &e))
             continue;
         s = s > off ? s : off;
         e = e < end ? e : end;
@@ -601,14 +625,14 @@ static void host_write_digest(const recv_dest_t *d, const char *src, uint64_t s,
 }
 
 /* Direct (recv_dests_direct): image bytes [s, e) of destination d that
- * passed through the image, its 8 at either end (all of a short one), copied
+ * passed through the image, the words across its edges (dest_interior), copied
  * into it from `src`; then the digests of its parts. */
-static void host_ends_digest(const recv_dest_t *d, const char *src, uint64_t s, uint64_t e,
+static void host_ends_digest(const recv_dest_t *d, int word_edges, const char *src, uint64_t s, uint64_t e,
                              const wsync_digest_range_t *rg, size_t n, uint64_t *sums)
 {
     uint64_t head, tail, t;
     size_t k;
-    if (!dest_interior(d, &head, &tail))
+    if (!dest_interior(d, word_edges, &head, &tail))
         head = tail = d->off + d->size; /* the whole destination passed the image */
     if (s < head)
         memcpy(d->ptr + (s - d->off), src + s, (e < head ? e : head) - s);
@@ -672,8 +696,12 @@ wsync_status_t recv_dgroup_start(recv_dgroup_t *g, const wsync_mem_ops_t *mem, c
         uint64_t s = d->off > off ? d->off : off, e = d->off + d->size < off + len ? d->off + d->size : off + len;
         g->njobs++;
         if (mem->kind == WSYNC_MEM_HOST) { /* done here and now, as a host job would be */
-            (direct ? host_ends_digest : host_write_digest)(d, src, s, e, g->parts.rg + g->first[j],
-                                                            g->first[j + 1] - g->first[j], g->psums + g->first[j]);
+            if (direct)
+                host_ends_digest(d, ds->word_edges, src, s, e, g->parts.rg + g->first[j],
+                                 g->first[j + 1] - g->first[j], g->psums + g->first[j]);
+            else
+                host_write_digest(d, src, s, e, g->parts.rg + g->first[j], g->first[j + 1] - g->first[j],
+                                  g->psums + g->first[j]);
             g->ok[j] = 1;
             continue;
         }

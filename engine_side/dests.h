@@ -29,7 +29,8 @@ typedef struct recv_span {
 } recv_span_t;
 
 typedef struct recv_dests {
-    int in_place; /* the receiver's mode: write-through during the pull */
+    int in_place;   /* the receiver's mode: write-through during the pull */
+    int word_edges; /* every digest range starts at a multiple of 8 in the image (recv_dests_words) */
     size_t n;
     recv_dest_t *d; /* by image offset; disjoint */
     size_t ngaps;
@@ -45,6 +46,12 @@ typedef struct recv_dests {
 wsync_status_t recv_dests_build(const wsync_receiver_config_t *cfg, const wsync_manifest_t *m,
                                 const wsync_target_t *t, const wsync_node_plan_t *seg, recv_dests_t **out);
 void recv_dests_free(recv_dests_t *ds);
+/* Sets ds->word_edges: whether every digest range this rank verifies
+ * starts at a multiple of 8 in its image (the segments of a target, seg;
+ * else the plan's pieces). Then a destination edge on the 8-byte grid cuts
+ * no digest word, and the bytes next to it may land straight in the
+ * caller's tensor (recv_dests_direct). Nothing when ds is NULL. */
+void recv_dests_words(recv_dests_t *ds, const wsync_plan_t *plan, const wsync_node_plan_t *seg);
 /* The caller's memory of the destination at image offset `off`, or NULL. */
 char *recv_dests_ptr(const recv_dests_t *ds, uint64_t off);
 
@@ -93,8 +100,9 @@ wsync_status_t recv_dests_chunk_in(const wsync_mem_ops_t *mem, const recv_dests_
 /* In place: the bytes puts bring to local rank `me` under node plan np that
  * may land straight in the caller's tensors (a transport's redirect, so
  * they skip the image and the write-through): every destination's bytes
- * but the 8 at either end (verification reads digest words that cross an
- * edge out of the image) and those the plan's copies read out of this
+ * but the digest words that cross its edges (verification reads them out of
+ * the image: with word_edges the partial words at an edge off the 8-byte
+ * grid, else 8 bytes at either end) and those the plan's copies read out of this
  * rank's image or write into it (np NULL: none). Sorted by offset; *out
  * (freed by the caller) NULL when none. */
 wsync_status_t recv_dests_direct(const recv_dests_t *ds, const wsync_node_plan_t *np, int me,

@@ -8,8 +8,10 @@ tensor with torch.equal against the state it regenerates itself. KIND:
   tp       tp=2 (vLLM's slices, TP rank = local rank % 2), staged, compared with
            slices cut here with torch ops (qwen_tiny.tp_slices)
   tpinto   tp=2, into= the rank's own destination tensors (filled with 7s
-           first: vocabulary padding must come out zero), mode "in-place"
+           first: vocabulary padding must come out zero), mode "in-place";
+           with WSYNC_TEST_DEVICE (e.g. cuda:0) those tensors are on that GPU
 Prints PASS/FAIL lines."""
+import os
 import sys
 
 import common
@@ -29,7 +31,8 @@ def main():
     elif kind == "tp":
         rcv = wsync.Receiver(url, engine, lr, lw, tp=2)
     elif kind == "tpinto":
-        own = {n: torch.full_like(t, 7) for n, t in
+        dev = os.environ.get("WSYNC_TEST_DEVICE", "cpu")
+        own = {n: torch.full_like(t, 7, device=dev) for n, t in
                qwen_tiny.tp_slices(qwen_tiny.state(1, cfg=qwen_tiny.CONFIG_TP), 2, lr % 2).items()}
         own_ptrs = {n: t.data_ptr() for n, t in own.items()}
         rcv = wsync.Receiver(url, engine, lr, lw, tp=2, into=own, mode="in-place")
@@ -65,7 +68,7 @@ def main():
                           "the in-place image moved")
             else:
                 held = own
-            bad = [n for n in want if not torch.equal(held[n], want[n])]
+            bad = [n for n in want if not torch.equal(held[n].cpu(), want[n])]
             checks.ok("%s_v%d_every_tensor_equal" % (tag, v), got == v and not bad and len(held) == len(want),
                       "got version %d, %d of %d tensors differ (%s)" % (got, len(bad), len(want), bad[:3]))
     checks.exit()
