@@ -18,8 +18,8 @@ through a mapping.
 With --device cuda:0 the tensors are on that GPU (all ranks share it) and
 what is sampled is each rank's GPU memory (nvidia-smi's per-process
 used_memory, every 50 ms, from after the tensors are allocated to the
-end). In place into GPU tensors the image is still a whole one (no
-sparse GPU image yet), so a rank holds its tensors plus its image.
+end). In place, the image is then a sparse GPU one (gpu_sparse.c) that
+holds only the bytes passing through it (WSYNC_SPARSE_IMAGE=0: a whole one).
 
     /usr/bin/python3 bench/tp_memory.py [--wsync build/wsync] [--size 1G] [--tp 4]
         [--mode staged|in-place] [--versions 3] [--device cuda:0]
@@ -76,6 +76,8 @@ def rank_main(a):
 
     th = threading.Thread(target=sample, daemon=True)
     th.start()
+    if a.device:
+        os.environ.setdefault("WSYNC_LOG", "info")  # the image's backing, one line per rank
     with wsync.Receiver(a.control, "tpmem", a.rank, a.tp, tp=a.tp, into=into, mode=a.mode,
                         host_id="tpmem-engine", transport="tcp", bind_host="127.0.0.1") as r:
         for _ in range(a.versions):

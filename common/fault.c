@@ -35,6 +35,10 @@ static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
     [WSYNC_FAULT_DIGEST_DELAY_MS] = {"WSYNC_TEST_DIGEST_DELAY_MS", 0, 0, 600000,
                                      "trainer waits N ms before posting the digests of a late-digest version "
                                      "(engines land first)"},
+    [WSYNC_FAULT_HOST_FAN_WINDOW] = {"WSYNC_TEST_HOST_FAN_WINDOW", 0, 0, 1,
+                                     "1: in place into host tensors with a target, take the sparse GPU image's "
+                                     "path (every destination byte lands or is copied straight, fan-out windows) "
+                                     "on a whole shm image, so CPU tests cover it"},
 };
 
 static long long values[WSYNC_FAULT_COUNT];

@@ -19,6 +19,7 @@ typedef enum wsync_fault_id {
     WSYNC_FAULT_NO_DIGESTS,      /* trainer: announce a late-digest version, never post its digests */
     WSYNC_FAULT_BAD_DIGEST,      /* trainer: post a wrong late digest for this piece */
     WSYNC_FAULT_DIGEST_DELAY_MS, /* trainer: wait before posting late digests */
+    WSYNC_FAULT_HOST_FAN_WINDOW, /* engine: the sparse GPU image's path on host memory (a whole shm image) */
     WSYNC_FAULT_COUNT
 } wsync_fault_id_t;
 

@@ -171,6 +171,7 @@ static void setup_undo(wsync_receiver_t *r)
     }
     r->caller_image = 0;
     r->image_len = 0;
+    recv_gpu_sparse_free(r); /* the next set-up decides again */
 }
 
 /* How many image slots this rank needs: in place one; staged two (the held
@@ -240,6 +241,9 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
         if (r->cfg.local_rank == 0)
             reporter_post(r->reporter, v, "pulling", 0, 0, NULL);
         r->sparse = sparse_images(r, ntensors);
+        st = recv_gpu_sparse_setup(r, sl, ntensors);
+    }
+    if (st == WSYNC_OK) {
         t0 = wsync_now_ns();
         recv_progress_phase(r->progress, RECV_PHASE_SETUP, v, (uint64_t)r->nslots * need);
         st = recv_ensure_images(r, need);

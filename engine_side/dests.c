@@ -511,7 +511,7 @@ wsync_status_t recv_dests_chunk_in(const wsync_mem_ops_t *mem, const recv_dests_
             st = add_writes(ds, image, np->puts[k].dst_off, np->puts[k].len, direct, ndirect, &cs, &n, &cap);
     for (k = ch->first_copy; k < ch->first_copy + ch->ncopies && st == WSYNC_OK; k++)
         if (np->copies[k].to_rank == me)
-            st = add_writes(ds, image, np->copies[k].to_off, np->copies[k].len, NULL, 0, &cs, &n, &cap);
+            st = add_writes(ds, image, np->copies[k].to_off, np->copies[k].len, direct, ndirect, &cs, &n, &cap);
     /* Queued, not waited for: the digests of the caller's bytes run after
      * them on the same stream (recv_dests_digest_many), and recv_dests_drain
      * ends them on every other way out. */

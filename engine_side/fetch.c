@@ -56,7 +56,9 @@ wsync_status_t recv_map_peers(wsync_receiver_t *r, int slot, uint64_t deadline, 
         }
         left = (int)((deadline - wsync_now_ns()) / 1000000ULL);
         WSYNC_CHECK(board_get_window(r->board, p, slot, left > 0 ? left : 1, &blob, &fd, &len, &epoch));
-        if (len < (tl ? tl->tg[p]->image_size : r->image_len)) {
+        /* a sparse GPU image's rank exports its fan-out window (gpu_sparse.c) */
+        pm->fan = tl && len < tl->tg[p]->image_size && len == tl->fan[p].len;
+        if (!pm->fan && len < (tl ? tl->tg[p]->image_size : r->image_len)) {
             if (fd >= 0)
                 close(fd);
             return wsync_error(WSYNC_ERR_CONFLICT, "local rank %d's image is %llu bytes, need %llu", p,

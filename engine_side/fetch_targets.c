@@ -160,8 +160,10 @@ static wsync_status_t tf_request(tfetch_t *f)
 {
     int t, relayed = 0;
     /* (not while this node relays: its relay serves out of the ranks' images) */
-    WSYNC_CHECK(recv_transport_direct(f->r, f->slot, f->tnames, f->world, !recv_node_relays(f->r), f->np,
-                                      &f->direct, &f->ndirect));
+    /* a sparse GPU image: the bytes other ranks copy land straight too (they
+     * read them out of its fan-out window, fan_publish) */
+    WSYNC_CHECK(recv_transport_direct(f->r, f->slot, f->tnames, f->world, !recv_node_relays(f->r),
+                                      f->r->gpu_sparse ? NULL : f->np, &f->direct, &f->ndirect));
     f->reqid = recv_new_reqid(f->reqid);
     f->last_landed = wsync_now_ns();
     WSYNC_CHECK(tf_relay_request(f, &relayed));
@@ -196,16 +198,93 @@ static wsync_status_t tf_serve(tfetch_t *f)
     return WSYNC_OK;
 }
 
-/* The copies of chunk c into this rank that come from rank `from`. */
+/* A sparse GPU image (gpu_sparse.c): image bytes [off, off+len) of this
+ * rank lie in the caller's tensor of the direct span holding off, else in
+ * the image (the words across destination edges off the 8-byte grid).
+ * Returns where off lies; *n how many bytes from it on lie there too. */
+static char *mine_at(const tfetch_t *f, uint64_t off, uint64_t len, uint64_t *n)
+{
+    size_t lo = 0, hi = f->ndirect;
+    while (lo < hi) { /* the first span ending after off */
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->direct[mid].off + f->direct[mid].len <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < f->ndirect && f->direct[lo].off <= off) {
+        const wsync_redirect_t *d = &f->direct[lo];
+        *n = d->off + d->len - off < len ? d->off + d->len - off : len;
+        return (char *)d->ptr + (off - d->off);
+    }
+    *n = lo < f->ndirect && f->direct[lo].off - off < len ? f->direct[lo].off - off : len;
+    return f->image + off;
+}
+
+/* A sparse GPU image: `len` bytes to this rank's image offset `to` from
+ * `src` (another rank's window), or, src NULL, from this rank's own offset
+ * `from`; each side where mine_at says it lies. */
+static wsync_status_t copy_sparse(tfetch_t *f, uint64_t to, const char *src, uint64_t from, uint64_t len)
+{
+    while (len > 0) {
+        uint64_t n, m;
+        char *dst = mine_at(f, to, len, &n);
+        const char *s = src;
+        if (src == NULL) {
+            s = mine_at(f, from, n, &m);
+            n = m;
+        }
+        WSYNC_CHECK(f->r->mem->copy(dst, s, n));
+        to += n;
+        from += n;
+        if (src)
+            src += n;
+        len -= n;
+    }
+    return WSYNC_OK;
+}
+
+/* The copies of chunk c into this rank that come from rank `from` (out of
+ * its fan-out window when its image is a sparse GPU one; with one here,
+ * straight into the caller's tensors). */
 static wsync_status_t copy_chunk(tfetch_t *f, uint32_t c, int from)
 {
     const wsync_tchunk_t *ch = &f->np->chunks[c];
-    const char *src = from == f->me ? f->image : f->r->peers[from][f->slot].ptr;
+    const peer_map_t *pm = &f->r->peers[from][f->slot];
+    const char *src = from == f->me ? f->image : pm->ptr;
+    const int fan = from != f->me && pm->fan;
     size_t k;
     for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++) {
         const wsync_tcopy_t *cp = &f->np->copies[k];
-        if (cp->to_rank == f->me && cp->from_rank == from)
-            WSYNC_CHECK(f->r->mem->copy(f->image + cp->to_off, src + cp->from_off, cp->len));
+        const uint64_t at = fan ? recv_fanmap_at(&f->tl->fan[from], cp->from_off) : cp->from_off;
+        if (cp->to_rank != f->me || cp->from_rank != from)
+            continue;
+        if (f->r->gpu_sparse)
+            WSYNC_CHECK(copy_sparse(f, cp->to_off, from == f->me ? NULL : src + at, cp->from_off, cp->len));
+        else
+            WSYNC_CHECK(f->r->mem->copy(f->image + cp->to_off, src + at, cp->len));
+    }
+    return WSYNC_OK;
+}
+
+/* A sparse GPU image: the bytes of chunk c the other ranks copy out of this
+ * one, into its fan-out window (what it exports), before c is marked landed. */
+static wsync_status_t fan_publish(tfetch_t *f, uint32_t c)
+{
+    const wsync_tchunk_t *ch = &f->np->chunks[c];
+    char *fan = f->r->gpu_fan[f->slot].ptr;
+    size_t k;
+    for (k = ch->first_copy; f->r->gpu_sparse && k < ch->first_copy + ch->ncopies; k++) {
+        const wsync_tcopy_t *cp = &f->np->copies[k];
+        uint64_t off = cp->from_off, left = cp->len, n;
+        char *dst;
+        if (cp->from_rank != f->me || cp->to_rank == f->me)
+            continue;
+        dst = fan + recv_fanmap_at(&f->tl->fan[f->me], cp->from_off);
+        for (; left > 0; off += n, dst += n, left -= n) {
+            const char *s = mine_at(f, off, left, &n);
+            WSYNC_CHECK(f->r->mem->copy(dst, s, n));
+        }
     }
     return WSYNC_OK;
 }
@@ -293,6 +372,7 @@ static wsync_status_t land_one(tfetch_t *f, const wsync_completion_t *cp, int *p
         return WSYNC_OK;
     WSYNC_CHECK(copy_chunk(f, pu->chunk, f->me));
     WSYNC_CHECK(chunk_complete(f, pu->chunk));
+    WSYNC_CHECK(fan_publish(f, pu->chunk));
     board_mark_landed(f->r->board, f->slot, pu->chunk, f->gen);
     landed_complete(f, pu->chunk);
     if (f->nlanded++ == 0 || f->nlanded == f->nland)

@@ -201,6 +201,17 @@ static wsync_status_t zero_image(wsync_receiver_t *r, void *ptr, size_t len)
     return WSYNC_OK;
 }
 
+/* Slot s's window on the board: the image, or with a sparse GPU image (which
+ * has no CUDA IPC handle) its fan-out window (recv_fanmap_t), which holds
+ * all the node's other ranks read of it. */
+static wsync_status_t export_slot(wsync_receiver_t *r, int s)
+{
+    const wsync_window_t *w = r->gpu_sparse ? &r->gpu_fan[s] : &r->win[s];
+    wsync_blob_t blob;
+    WSYNC_CHECK(r->win_ops->export_blob(w, &blob));
+    return board_put_window(r->board, s, &blob, w->fd, r->gpu_sparse ? r->gpu_fan_len : r->image_len);
+}
+
 /* Image slots sized for `need` bytes, exported on the board. With a target
  * they start zeroed: destination bytes no block covers (vocabulary padding)
  * are never sent, and must read zero. */
@@ -217,7 +228,6 @@ wsync_status_t recv_ensure_images(wsync_receiver_t *r, uint64_t need)
     }
     r->image_len = need ? need : WSYNC_ALIGN;
     for (s = 0; s < r->nslots; s++) {
-        wsync_blob_t blob;
         if (s == 0 && r->cfg.image) {
             if (r->cfg.image_len < r->image_len)
                 return wsync_error(WSYNC_ERR_INVALID, "the given image has %zu bytes, the model needs %zu",
@@ -231,15 +241,28 @@ wsync_status_t recv_ensure_images(wsync_receiver_t *r, uint64_t need)
                 r->win[0] = (wsync_window_t){.ptr = r->cfg.image, .len = r->cfg.image_len, .fd = -1};
             }
             r->caller_image = 1;
-        } else if (r->sparse) {
+        } else if (r->gpu_sparse && r->mem->kind == WSYNC_MEM_CUDA) {
+            size_t backed = 0;
+            WSYNC_CHECK(wsync_cuda_alloc_sparse(r->image_len, r->gpu_backed, r->ngpu_backed, &r->win[s], &backed));
+            LOG_INFO("engine %s rank %d: in place into the caller's GPU tensors, the image backs %zu of its %zu "
+                     "bytes (%zu ranges pass through it; the rest lands straight in the tensors), its fan-out "
+                     "window %llu",
+                     r->engine_id, r->cfg.local_rank, backed, r->image_len, r->ngpu_backed,
+                     (unsigned long long)r->gpu_fan_len);
+        } else if (r->sparse && !r->gpu_sparse) {
             WSYNC_CHECK(wsync_shm_alloc_sparse(r->image_len, &r->win[s]));
         } else {
             WSYNC_CHECK(r->win_ops->alloc(r->image_len, &r->win[s]));
+            if (r->gpu_sparse) /* WSYNC_TEST_HOST_FAN_WINDOW: that path on a whole host image */
+                LOG_INFO("engine %s rank %d: test hook: the sparse GPU image's path on host memory, its fan-out "
+                         "window %llu",
+                         r->engine_id, r->cfg.local_rank, (unsigned long long)r->gpu_fan_len);
         }
-        if (r->spec && (r->caller_image || r->mem->kind != WSYNC_MEM_HOST)) /* fresh shm is zero */
+        if (r->gpu_sparse) /* its fan-out window, exported instead of it */
+            WSYNC_CHECK(r->win_ops->alloc(r->gpu_fan_len ? r->gpu_fan_len : 1, &r->gpu_fan[s]));
+        if (r->spec && (r->caller_image || r->mem->kind != WSYNC_MEM_HOST) && !r->gpu_sparse) /* fresh shm is zero */
             WSYNC_CHECK(zero_image(r, r->win[s].ptr, r->image_len));
-        WSYNC_CHECK(r->win_ops->export_blob(&r->win[s], &blob));
-        WSYNC_CHECK(board_put_window(r->board, s, &blob, r->win[s].fd, r->image_len));
+        WSYNC_CHECK(export_slot(r, s));
     }
     return WSYNC_OK;
 }
@@ -266,11 +289,8 @@ wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
         WSYNC_CHECK(board_put_spec(r->board, r->spec));
     if (r->image_len)
         board_post_slots(r->board, r->nslots);
-    for (s = 0; s < r->nslots && r->image_len; s++) {
-        wsync_blob_t blob;
-        WSYNC_CHECK(r->win_ops->export_blob(&r->win[s], &blob));
-        WSYNC_CHECK(board_put_window(r->board, s, &blob, r->win[s].fd, r->image_len));
-    }
+    for (s = 0; s < r->nslots && r->image_len; s++)
+        WSYNC_CHECK(export_slot(r, s));
     return WSYNC_OK;
 }
 
@@ -374,6 +394,7 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     for (s = 0; s < r->nslots; s++)
         if (r->win[s].ptr && !(s == 0 && r->caller_image))
             r->win_ops->free(&r->win[s]);
+    recv_gpu_sparse_free(r);
     board_close(r->board);
     wsync_control_close(r->control);
     wsync_sync_layout_free(r->held);

@@ -25,7 +25,20 @@ typedef struct peer_map {
     void *ptr; /* peer's window mapped here, or NULL */
     uint64_t len;
     uint32_t epoch; /* the peer's board epoch when mapped */
+    int fan;        /* the peer's image is a sparse GPU one: this is its fan-out window (recv_fanmap_t) */
 } peer_map_t;
+
+/* The bytes of local rank p's image that the node's other ranks copy out of
+ * it (node plan copies from p to another rank), sorted and merged. When p's
+ * image is a sparse GPU one (gpu_sparse.c), p packs them back to back into
+ * a fan-out window of their own, which is what p exports, and the other
+ * ranks read them there. */
+typedef struct recv_fanmap {
+    size_t n;
+    wsync_window_range_t *r; /* image ranges, sorted, disjoint */
+    uint64_t *at;            /* [n]: where each starts in the fan-out window */
+    uint64_t len;            /* the fan-out window's bytes */
+} recv_fanmap_t;
 
 /* One open data transport, keyed by the name it was asked for ("auto" stays
  * "auto" even after it picked a backend). */
@@ -50,6 +63,7 @@ typedef struct recv_tlayout {
     unsigned char *defs_sent; /* [world]: that trainer rank answered a request that carried our targets */
     int hint_world;           /* > 0: the colocated landing hint the plan was built with (sent along) */
     int *colo, *ncolo;        /* [world * L], [world] */
+    recv_fanmap_t *fan;       /* [L] */
 } recv_tlayout_t;
 
 /* Pull connections kept open between versions, by address: a request
@@ -85,6 +99,15 @@ struct wsync_receiver {
     int caller_image; /* slot 0 is the caller's memory */
     int sparse;       /* the slots are sparse host windows (in place, the caller's tensors hold every tensor) */
     size_t image_len;
+    /* a sparse GPU image (gpu_sparse.c): the bytes that land straight in the
+     * caller's tensors, and the rest, which the image backs */
+    int gpu_sparse;
+    wsync_redirect_t *gpu_direct;
+    size_t ngpu_direct;
+    wsync_window_range_t *gpu_backed;
+    size_t ngpu_backed;
+    uint64_t gpu_fan_len;                /* this rank's fan-out bytes (recv_fanmap_t) */
+    wsync_window_t gpu_fan[BOARD_SLOTS]; /* the fan-out window of each slot, exported instead of the image */
     peer_map_t peers[BOARD_MAX_RANKS][BOARD_SLOTS];
 
     /* the data transports (the configured one, and "local" for trainer
@@ -263,8 +286,8 @@ const char *recv_transport_for(wsync_receiver_t *r, const char *host_id, const c
 /* 1 if an open transport pins the image's pages (verbs memory regions):
  * freeing them would leave the adapter writing pages the image no longer has. */
 int recv_transport_pins(const wsync_receiver_t *r);
-/* In place into the caller's tensors in host memory (allowed: the fetch
- * agrees), when every transport the trainer ranks (names[0..n)) put over
+/* In place into the caller's tensors in host memory or a sparse GPU image
+ * (allowed: the fetch agrees), when every transport the trainer ranks (names[0..n)) put over
  * can redirect: the bytes no other rank reads (recv_dests_direct over node
  * plan np, NULL: the whole image, read by no other rank) land straight in
  * the caller's tensors, skipping the image and the write-through. Every
@@ -273,5 +296,23 @@ int recv_transport_pins(const wsync_receiver_t *r);
 wsync_status_t recv_transport_direct(wsync_receiver_t *r, int slot, const char **names, int n, int allowed,
                                      const wsync_node_plan_t *np, wsync_redirect_t **spans, size_t *nspans);
 void recv_transport_reset(wsync_receiver_t *r);
+
+/* gpu_sparse.c: at setup, in place into the caller's GPU tensors with a
+ * target over transports that redirect, on a node that does not relay:
+ * r->gpu_sparse, the bytes landing straight in the caller's tensors and
+ * the ranges the image backs (recv_ensure_images allocates it sparse);
+ * nothing otherwise. */
+wsync_status_t recv_gpu_sparse_setup(wsync_receiver_t *r, const wsync_sync_layout_t *sl, size_t ntensors);
+/* An attempt on a sparse GPU image: its direct spans (can_direct 0 when it
+ * cannot land any) must be those of the setup, else a conflict that says
+ * to restart the engine. */
+wsync_status_t recv_gpu_sparse_check(const wsync_receiver_t *r, int can_direct, const wsync_redirect_t *spans,
+                                     size_t n);
+void recv_gpu_sparse_free(wsync_receiver_t *r);
+/* Rank p's fan-out bytes under node plan np. */
+wsync_status_t recv_fanmap_build(const wsync_node_plan_t *np, int p, recv_fanmap_t *out);
+void recv_fanmap_free(recv_fanmap_t *m);
+/* Where image offset `off` (inside one of m's ranges) lies in the fan-out window. */
+uint64_t recv_fanmap_at(const recv_fanmap_t *m, uint64_t off);
 
 #endif

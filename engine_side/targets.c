@@ -101,6 +101,9 @@ void recv_tlayout_free(recv_tlayout_t *tl)
     free(tl->defs_sent);
     free(tl->colo);
     free(tl->ncolo);
+    for (p = 0; tl->fan && p < tl->L; p++)
+        recv_fanmap_free(&tl->fan[p]);
+    free(tl->fan);
     free(tl);
 }
 
@@ -163,6 +166,13 @@ wsync_status_t recv_tlayout_build(wsync_receiver_t *r, const wsync_sync_layout_t
                          tl->np->nchunks, BOARD_MAX_CHUNKS);
         goto err;
     }
+    tl->fan = calloc((size_t)L, sizeof(*tl->fan));
+    if (tl->fan == NULL) {
+        st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+        goto err;
+    }
+    for (p = 0; p < L; p++)
+        WSYNC_CHECK_GOTO(recv_fanmap_build(tl->np, p, &tl->fan[p]), st, err);
     WSYNC_CHECK_GOTO(wsync_target_segments(sl->manifest, sl->layout, tl->tg[r->cfg.local_rank],
                                            sl->plan->chunk_size, &tl->seg),
                      st, err);

@@ -89,7 +89,7 @@ wsync_status_t recv_transport_direct(wsync_receiver_t *r, int slot, const char *
                                      const wsync_node_plan_t *np, wsync_redirect_t **spans, size_t *nspans)
 {
     recv_transport_t *rt;
-    int t, k, all = allowed && r->mem->kind == WSYNC_MEM_HOST && r->cur_dm && r->cur_dm->in_place;
+    int t, k, all = allowed && (r->mem->kind == WSYNC_MEM_HOST || r->gpu_sparse) && r->cur_dm && r->cur_dm->in_place;
     *spans = NULL;
     *nspans = 0;
     for (t = 0; t < n; t++) {
@@ -101,6 +101,8 @@ wsync_status_t recv_transport_direct(wsync_receiver_t *r, int slot, const char *
         wsync_trace("engine %s rank %d: %zu ranges land straight in the caller's tensors", r->engine_id,
                     r->cfg.local_rank, *nspans);
     }
+    if (r->gpu_sparse) /* the image has no memory under the bytes that must land straight */
+        WSYNC_CHECK(recv_gpu_sparse_check(r, all, *spans, *nspans));
     for (k = 0; k < r->ntr; k++)
         if (r->tr[k].ops->redirect)
             WSYNC_CHECK(r->tr[k].ops->redirect(r->tr[k].region[slot], *spans, *nspans));

@@ -13,6 +13,7 @@
 #if WSYNC_HAVE_CUDA
 #include "common/cuda_checks.h"
 #include "common/mem/cuda_stream.h"
+#include "common/window/cuda_vmm.h"
 
 #define IPC_MAGIC 0x6370695f6e797377ULL /* "wsyn_ipc" */
 #define IPC_CACHE 256
@@ -51,6 +52,10 @@ static wsync_status_t ipc_alloc(size_t len, wsync_window_t *out)
 
 static void ipc_free(wsync_window_t *w)
 {
+    if (w->priv) { /* a sparse window (wsync_cuda_alloc_sparse) */
+        cuda_vmm_free(w);
+        return;
+    }
     if (w->ptr)
         cudaFree(w->ptr);
     w->ptr = NULL;
@@ -61,6 +66,8 @@ static wsync_status_t ipc_export(const wsync_window_t *w, wsync_blob_t *blob)
     ipc_blob_t b;
     int d;
     cudaStream_t s;
+    if (w->priv)
+        return wsync_error(WSYNC_ERR_INVALID, "a sparse GPU window has no CUDA IPC handle: it cannot be exported");
     memset(&b, 0, sizeof(b));
     WSYNC_CHECK(wsync_cuda_stream(&d, &s, NULL));
     CUDA_CHECK(cudaIpcGetMemHandle(&b.handle, w->ptr));

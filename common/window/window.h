@@ -7,6 +7,7 @@
 #define WSYNC_COMMON_WINDOW_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/transport/transport.h"
 
@@ -44,6 +45,24 @@ wsync_status_t wsync_shm_alloc_sparse(size_t len, wsync_window_t *out);
  * zero afterwards, here and in every peer's mapping. Nothing for windows
  * that are not sparse. */
 void wsync_window_release(const wsync_window_t *w, uint64_t off, uint64_t len);
+
+/* Offsets [off, off+len) of a window. */
+typedef struct wsync_window_range {
+    uint64_t off, len;
+} wsync_window_range_t;
+
+/* A GPU window of `len` bytes of address space on the current device of
+ * which only the bytes of back[0..n) (sorted by offset) hold memory, rounded
+ * out to the driver's granule (2 MiB), zeroed; *backed (may be NULL) gets
+ * how many bytes of memory it holds. In place into the caller's GPU
+ * tensors over a transport that lands bytes straight in them (a redirect),
+ * the image then holds only the bytes that pass through it. Any other byte
+ * of it is not memory: touching it is an illegal address on the GPU. Built
+ * with the driver's virtual memory calls, it has no CUDA IPC handle: it is
+ * private to this process (export fails), and the local transport cannot
+ * register it. wsync_window_cuda_ipc's free releases it. */
+wsync_status_t wsync_cuda_alloc_sparse(size_t len, const wsync_window_range_t *back, size_t n, wsync_window_t *out,
+                                       size_t *backed);
 
 /* For a memory kind: host -> shm, cuda -> cuda_ipc. */
 const wsync_window_ops_t *wsync_window_for(wsync_mem_kind_t kind);

@@ -83,6 +83,9 @@ sync_case fsdp fsdp views staged
 sync_case pack pack views
 sync_case inplace full inplace
 MODEL_CFG=tp sync_case tp full tp tpinto
+# the sparse GPU image's path (gpu_sparse.c: everything straight into the
+# tensors, the norms the other rank copies through a fan-out window) on host memory
+WSYNC_TEST_HOST_FAN_WINDOW=1 MODEL_CFG=tp sync_case tpfan full tpinto
 
 for s in abi layout errors hf examples doc dtensor single_copy; do
     timeout 300 $PY "$T/${s}_test.py" 2>"$TMP/$s.err" || { echo "FAIL ${s}_test: exited $?"; tail -n 20 "$TMP/$s.err" >&2; }
