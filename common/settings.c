@@ -86,10 +86,10 @@ static const wsync_setting_def_t table[WSYNC_SET_COUNT] = {
                                 .type = WSYNC_STYPE_BOOL,
                                 .dflt = "1",
                                 .env = "WSYNC_SPARSE_IMAGE",
-                                .doc = "in place into the caller's tensors in host memory with a target: free the "
+                                .doc = "in place into the caller's tensors with a target: in host memory free the "
                                        "image's pages chunk by chunk, trainers putting in chunk order one put at "
-                                       "a "
-                                       "time (0: keep a whole image, every connection busy)"},
+                                       "a time; in GPU memory over tcp back only the bytes that do not land "
+                                       "straight in the tensors (0: keep a whole image)"},
     [WSYNC_SET_TCP_PORT] = {.name = "tcp_port",
                             .type = WSYNC_STYPE_INT,
                             .dflt = "0",

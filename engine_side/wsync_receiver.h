@@ -93,7 +93,12 @@ typedef struct wsync_receiver_config {
      * end), skipping the image; with every tensor of the rank given, the
      * image is sparse (setting sparse_image, default 1): its pages are
      * freed chunk by chunk, so a rank holds its tensors plus the chunks in
-     * flight. Either way the image does not hold those bytes after a pull:
+     * flight. In place into GPU tensors with a target over tcp, every byte
+     * lands or is copied straight in them and the image holds memory only
+     * under the digest words that cross destination edges off the 8-byte
+     * grid (setting sparse_image; docs/ENGINE_LAYOUTS.md): the rest of
+     * wsync_receiver_image's range is then not memory at all. Either way
+     * the image does not hold those bytes after a pull:
      * read the version from the caller's tensors (where
      * wsync_receiver_tensor* point; docs/ENGINE_LAYOUTS.md). The
      * memory must stay valid and unmoved while the receiver lives. */
