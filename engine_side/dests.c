@@ -374,8 +374,7 @@ static int by_span_off(const void *a, const void *b)
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* The first of n sorted, disjoint spans that ends after `at`. */
-static size_t span_after(const wsync_redirect_t *r, size_t n, uint64_t at)
+size_t recv_span_after(const wsync_redirect_t *r, size_t n, uint64_t at)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) {
@@ -426,7 +425,7 @@ static wsync_status_t add_writes(const recv_dests_t *ds, const char *image, uint
                                  size_t *cap)
 {
     const uint64_t end = off + len;
-    size_t i, k = span_after(skip, nskip, off);
+    size_t i, k = recv_span_after(skip, nskip, off);
     for (i = dest_after(ds, off); i < ds->n && ds->d[i].off < end; i++) {
         const recv_dest_t *d = &ds->d[i];
         uint64_t s = d->off > off ? d->off : off, e = d->off + d->size < end ? d->off + d->size : end, stop;

@@ -204,14 +204,7 @@ static wsync_status_t tf_serve(tfetch_t *f)
  * Returns where off lies; *n how many bytes from it on lie there too. */
 static char *mine_at(const tfetch_t *f, uint64_t off, uint64_t len, uint64_t *n)
 {
-    size_t lo = 0, hi = f->ndirect;
-    while (lo < hi) { /* the first span ending after off */
-        size_t mid = lo + (hi - lo) / 2;
-        if (f->direct[mid].off + f->direct[mid].len <= off)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    const size_t lo = recv_span_after(f->direct, f->ndirect, off);
     if (lo < f->ndirect && f->direct[lo].off <= off) {
         const wsync_redirect_t *d = &f->direct[lo];
         *n = d->off + d->len - off < len ? d->off + d->len - off : len;

@@ -77,7 +77,7 @@ static wsync_status_t complement(const wsync_redirect_t *d, size_t n, uint64_t l
 
 static int by_off(const void *a, const void *b)
 {
-    const wsync_window_range_t *x = a, *y = b;
+    const wsync_redirect_t *x = a, *y = b;
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
@@ -93,7 +93,7 @@ wsync_status_t recv_fanmap_build(const wsync_node_plan_t *np, int p, recv_fanmap
     }
     for (k = 0; k < np->ncopies; k++)
         if (np->copies[k].from_rank == p && np->copies[k].to_rank != p)
-            out->r[n++] = (wsync_window_range_t){np->copies[k].from_off, np->copies[k].len};
+            out->r[n++] = (wsync_redirect_t){.off = np->copies[k].from_off, .len = np->copies[k].len};
     qsort(out->r, n, sizeof(*out->r), by_off);
     for (k = 0; k < n; k++) { /* merge overlapping and touching ranges */
         if (m && out->r[k].off <= out->r[m - 1].off + out->r[m - 1].len) {
@@ -121,14 +121,7 @@ void recv_fanmap_free(recv_fanmap_t *m)
 
 uint64_t recv_fanmap_at(const recv_fanmap_t *m, uint64_t off)
 {
-    size_t lo = 0, hi = m->n;
-    while (lo < hi) { /* the first range ending after off */
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->r[mid].off + m->r[mid].len <= off)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    const size_t lo = recv_span_after(m->r, m->n, off);
     return lo < m->n ? m->at[lo] + (off - m->r[lo].off) : m->len;
 }
 

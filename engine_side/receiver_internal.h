@@ -35,9 +35,9 @@ typedef struct peer_map {
  * ranks read them there. */
 typedef struct recv_fanmap {
     size_t n;
-    wsync_window_range_t *r; /* image ranges, sorted, disjoint */
-    uint64_t *at;            /* [n]: where each starts in the fan-out window */
-    uint64_t len;            /* the fan-out window's bytes */
+    wsync_redirect_t *r; /* image ranges, sorted, disjoint (ptr unused) */
+    uint64_t *at;        /* [n]: where each starts in the fan-out window */
+    uint64_t len;        /* the fan-out window's bytes */
 } recv_fanmap_t;
 
 /* One open data transport, keyed by the name it was asked for ("auto" stays
