@@ -93,7 +93,14 @@ wsync_status_t recv_transport_direct(wsync_receiver_t *r, int slot, const char *
     *spans = NULL;
     *nspans = 0;
     for (t = 0; t < n; t++) {
-        WSYNC_CHECK(recv_transport_ensure(r, names[t], &rt));
+        wsync_status_t st = recv_transport_ensure(r, names[t], &rt);
+        if (st != WSYNC_OK && r->gpu_sparse) { /* e.g. local: the image has no CUDA IPC handle to register */
+            char why[384];
+            snprintf(why, sizeof(why), "%s", wsync_last_error());
+            (void)recv_gpu_sparse_check(r, 0, NULL, 0);
+            return wsync_error(st, "%s (%s)", wsync_last_error(), why);
+        }
+        WSYNC_CHECK(st);
         all &= rt->ops->redirect != NULL;
     }
     if (all) {
