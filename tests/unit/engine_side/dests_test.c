@@ -17,7 +17,19 @@
  * Releasing a sparse image (recv_dests_release): the pages inside the
  * destinations go, the bytes within 8 of a destination's ends (digest
  * words that cross them are read from the image) and outside every
- * destination stay; staged, nothing goes. */
+ * destination stay; staged, nothing goes.
+ *
+ * What may land straight in the caller's tensors (recv_dests_direct, the
+ * rule the sparse GPU image is backed by): for random destinations and
+ * random digest ranges starting on the 8-byte grid (word_edges) or
+ * anywhere (the 8-bytes-at-either-end rule), no byte verification reads out
+ * of the image (recv_parts_split's image parts) lies in a direct span, and
+ * with word_edges the destinations' bytes on the grid are all direct.
+ *
+ * The fan-out map (recv_fanmap_t): for random copies out of a rank, its
+ * ranges are sorted and disjoint, cover every copied byte, and
+ * recv_fanmap_at packs them back to back (every copied byte at a distinct
+ * offset below the map's length, in image order). */
 #include <pthread.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -28,6 +40,7 @@
 #include "common/manifest.h"
 #include "common/util.h"
 #include "engine_side/dests.h"
+#include "engine_side/receiver_internal.h"
 #include "engine_side/wsync_receiver.h"
 #include "tests/test.h"
 #include "trainer_side/control/control_server.h"
@@ -93,6 +106,118 @@ static void split_parts_sum_to_the_range(void)
     CHECK(caller_parts > 100); /* the trials did cut into destinations */
     free(image);
     free(caller);
+}
+
+/* 1 when [off, off+len) meets one of the sorted spans sp[0..n). */
+static int meets(const wsync_redirect_t *sp, size_t n, uint64_t off, uint64_t len)
+{
+    size_t k = recv_span_after(sp, n, off);
+    return len > 0 && k < n && sp[k].off < off + len;
+}
+
+static void direct_bytes_are_never_read_from_the_image(void)
+{
+    enum { IMG = 1 << 16 };
+    unsigned char *image = calloc(1, IMG), *caller = calloc(1, IMG);
+    int trial, bad = 0, grid_missing = 0, ndirect_total = 0;
+    srand(11);
+    for (trial = 0; trial < 600; trial++) {
+        recv_dest_t d[8];
+        recv_dests_t ds = {.in_place = 1, .d = d, .word_edges = trial % 2};
+        wsync_redirect_t *sp = NULL;
+        size_t i, n = 0, r;
+        uint64_t at = (uint64_t)(rand() % 64);
+        for (i = 0; i < 8; i++) {
+            uint64_t size = 1 + (uint64_t)(rand() % 2500);
+            if (at + size > IMG)
+                break;
+            d[i] = (recv_dest_t){.off = at, .size = size, .ptr = (char *)caller + at, .name = "t"};
+            at += size + (uint64_t)(rand() % 2) * (uint64_t)(rand() % 40);
+        }
+        ds.n = i;
+        if (recv_dests_direct(&ds, NULL, 0, &sp, &n) != WSYNC_OK) {
+            bad++;
+            continue;
+        }
+        ndirect_total += (int)n;
+        for (r = 0; r < 40; r++) { /* digest ranges; on the grid with word_edges */
+            recv_parts_t p = {0};
+            uint64_t off = (uint64_t)(rand() % (IMG / 2)), len = 1 + (uint64_t)(rand() % 9000);
+            size_t k;
+            if (ds.word_edges)
+                off &= ~(uint64_t)7;
+            if (recv_parts_split(&p, &ds, (const char *)image, off, len, 5, 0) != WSYNC_OK) {
+                bad++;
+                continue;
+            }
+            for (k = 0; k < p.n; k++)
+                if (p.dest[k] < 0 &&
+                    meets(sp, n, (uint64_t)((const unsigned char *)p.rg[k].ptr - image), p.rg[k].len))
+                    bad++;
+            recv_parts_free(&p);
+        }
+        for (i = 0; ds.word_edges && i < ds.n; i++) { /* every whole word of a destination is direct */
+            uint64_t w;
+            for (w = (d[i].off + 7) / 8 * 8; w + 8 <= d[i].off + d[i].size; w += 8) {
+                size_t k = recv_span_after(sp, n, w);
+                if (!(k < n && sp[k].off <= w && w + 8 <= sp[k].off + sp[k].len))
+                    grid_missing++;
+            }
+        }
+        free(sp);
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(grid_missing, 0);
+    CHECK(ndirect_total > 1000);
+    free(image);
+    free(caller);
+}
+
+static void fanmap_packs_the_copied_bytes(void)
+{
+    enum { NC = 40, IMG = 1 << 14 };
+    int trial, bad = 0;
+    srand(13);
+    for (trial = 0; trial < 300; trial++) {
+        wsync_tcopy_t cp[NC];
+        wsync_node_plan_t np = {.ncopies = NC, .copies = cp};
+        recv_fanmap_t m;
+        unsigned char *seen = calloc(IMG, 1), *copied = calloc(IMG, 1);
+        uint64_t want = 0;
+        int64_t last = -1;
+        size_t k, b;
+        for (k = 0; k < NC; k++) {
+            uint64_t off = (uint64_t)(rand() % (IMG - 600)), len = 1 + (uint64_t)(rand() % 500);
+            cp[k] = (wsync_tcopy_t){.from_rank = rand() % 3, .to_rank = rand() % 3, .from_off = off, .len = len};
+            if (cp[k].from_rank == 1 && cp[k].to_rank != 1)
+                memset(copied + off, 1, len);
+        }
+        for (b = 0; b < IMG; b++)
+            want += copied[b];
+        if (recv_fanmap_build(&np, 1, &m) != WSYNC_OK) {
+            bad++;
+            free(seen);
+            free(copied);
+            continue;
+        }
+        bad += m.len != want;
+        for (k = 0; k < m.n; k++) /* sorted, disjoint, not touching (merged) */
+            bad += k > 0 && m.r[k].off <= m.r[k - 1].off + m.r[k - 1].len;
+        for (b = 0; b < IMG; b++) {
+            uint64_t at;
+            if (!copied[b])
+                continue;
+            at = recv_fanmap_at(&m, b); /* distinct, in the window, in image order */
+            bad += at >= m.len || seen[at] || (int64_t)at <= last;
+            if (at < m.len)
+                seen[at] = 1;
+            last = (int64_t)at;
+        }
+        recv_fanmap_free(&m);
+        free(seen);
+        free(copied);
+    }
+    CHECK_EQ(bad, 0);
 }
 
 static void key_at_matches_the_word_keys(void)
@@ -381,6 +506,8 @@ int main(void)
 {
     RUN(release_frees_destination_interiors_only);
     RUN(key_at_matches_the_word_keys);
+    RUN(direct_bytes_are_never_read_from_the_image);
+    RUN(fanmap_packs_the_copied_bytes);
     RUN(split_parts_sum_to_the_range);
     RUN(staged_whole_image_dests);
     RUN(in_place_whole_image_dests);
