@@ -52,7 +52,7 @@ static int wanted(wsync_receiver_t *r, const wsync_sync_layout_t *sl, size_t nte
     return wsync_setting_int(WSYNC_SET_SPARSE_IMAGE) && r->cfg.mode == WSYNC_MODE_IN_PLACE &&
            (r->mem->kind == WSYNC_MEM_CUDA || wsync_fault(WSYNC_FAULT_HOST_FAN_WINDOW)) && r->cfg.image == NULL &&
            r->spec && r->cfg.ndests > 0 && (size_t)r->cfg.ndests >= ntensors && !recv_node_relays(r) &&
-           transports_redirect(r, sl->world);
+           r->relay == NULL && transports_redirect(r, sl->world);
 }
 
 /* The bytes of [0, len) outside the sorted, disjoint spans d[0..n). */
