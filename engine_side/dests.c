@@ -368,7 +368,7 @@ static int dest_interior(const recv_dest_t *d, int word_edges, uint64_t *s, uint
     return 1;
 }
 
-static int by_span_off(const void *a, const void *b)
+int recv_span_cmp(const void *a, const void *b)
 {
     const wsync_redirect_t *x = a, *y = b;
     return x->off < y->off ? -1 : x->off > y->off;
@@ -452,7 +452,7 @@ wsync_status_t recv_dests_direct(const recv_dests_t *ds, const wsync_node_plan_t
         if (cp->to_rank == me)
             keep[nkeep++] = (wsync_redirect_t){.off = cp->to_off, .len = cp->len};
     }
-    qsort(keep, nkeep, sizeof(*keep), by_span_off);
+    qsort(keep, nkeep, sizeof(*keep), recv_span_cmp);
     for (i = 0, k = 0; ds && ds->in_place && i < ds->n; i++) {
         const recv_dest_t *d = &ds->d[i];
         uint64_t s, e, stop;

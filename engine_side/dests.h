@@ -52,6 +52,8 @@ void recv_dests_free(recv_dests_t *ds);
  * no digest word, and the bytes next to it may land straight in the
  * caller's tensor (recv_dests_direct). Nothing when ds is NULL. */
 void recv_dests_words(recv_dests_t *ds, const wsync_plan_t *plan, const wsync_node_plan_t *seg);
+/* qsort's order of spans by offset. */
+int recv_span_cmp(const void *a, const void *b);
 /* The first of n sorted, disjoint spans that ends after `at` (n if none). */
 size_t recv_span_after(const wsync_redirect_t *r, size_t n, uint64_t at);
 /* The caller's memory of the destination at image offset `off`, or NULL. */

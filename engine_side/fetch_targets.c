@@ -249,9 +249,10 @@ static wsync_status_t copy_chunk(tfetch_t *f, uint32_t c, int from)
     size_t k;
     for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++) {
         const wsync_tcopy_t *cp = &f->np->copies[k];
-        const uint64_t at = fan ? recv_fanmap_at(&f->tl->fan[from], cp->from_off) : cp->from_off;
+        uint64_t at;
         if (cp->to_rank != f->me || cp->from_rank != from)
             continue;
+        at = fan ? recv_fanmap_at(&f->tl->fan[from], cp->from_off) : cp->from_off;
         if (f->r->gpu_sparse)
             WSYNC_CHECK(copy_sparse(f, cp->to_off, from == f->me ? NULL : src + at, cp->from_off, cp->len));
         else

@@ -1,7 +1,7 @@
 /* gpu_sparse.c: the GPU image that holds only the bytes passing through it.
  * In place into the caller's GPU tensors with a target, every tensor of the
  * rank given, over transports that can land bytes straight in them (tcp's
- * redirect) and on a node that does not relay: every destination byte no
+ * redirect) and on a node that does not relay: every destination byte that
  * no digest word crossing its edge needs lands in the caller's tensor
  * (recv_dests_direct with no node plan), and so do the node's copies into
  * this rank (fetch_targets.c's copy_sparse), so the image needs memory only
@@ -17,8 +17,9 @@
  * ranks cannot map it: the bytes they copy out of this rank (its fan-out
  * bytes, recv_fanmap_t: replicated tensors under TP) are packed into a
  * window of their own, out of the caller's tensors, as each chunk lands and
- * before it is marked landed; that window is what this rank exports. The setting sparse_image (WSYNC_SPARSE_IMAGE=0) keeps
- * a whole image, as it does on the host. The test hook
+ * before it is marked landed; that window is what this rank exports. The
+ * setting sparse_image (WSYNC_SPARSE_IMAGE=0) keeps a whole image, as it
+ * does on the host. The test hook
  * WSYNC_TEST_HOST_FAN_WINDOW takes this path on host memory, with a whole
  * shm image under it, so the CPU tests cover it. */
 #include <stdlib.h>
@@ -75,12 +76,6 @@ static wsync_status_t complement(const wsync_redirect_t *d, size_t n, uint64_t l
     return WSYNC_OK;
 }
 
-static int by_off(const void *a, const void *b)
-{
-    const wsync_redirect_t *x = a, *y = b;
-    return x->off < y->off ? -1 : x->off > y->off;
-}
-
 wsync_status_t recv_fanmap_build(const wsync_node_plan_t *np, int p, recv_fanmap_t *out)
 {
     size_t k, n = 0, m = 0;
@@ -94,7 +89,7 @@ wsync_status_t recv_fanmap_build(const wsync_node_plan_t *np, int p, recv_fanmap
     for (k = 0; k < np->ncopies; k++)
         if (np->copies[k].from_rank == p && np->copies[k].to_rank != p)
             out->r[n++] = (wsync_redirect_t){.off = np->copies[k].from_off, .len = np->copies[k].len};
-    qsort(out->r, n, sizeof(*out->r), by_off);
+    qsort(out->r, n, sizeof(*out->r), recv_span_cmp);
     for (k = 0; k < n; k++) { /* merge overlapping and touching ranges */
         if (m && out->r[k].off <= out->r[m - 1].off + out->r[m - 1].len) {
             uint64_t end = out->r[k].off + out->r[k].len;
