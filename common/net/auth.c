@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/checks.h"
 #include "common/settings.h"
@@ -68,23 +69,48 @@ wsync_status_t wsync_auth_init(wsync_auth_t *a, const char *token)
     return WSYNC_OK;
 }
 
+/* The one token-file rule, for every process (serve, trainer, engine): the
+ * token goes into an HTTP header, so it is one line of printable ASCII
+ * without spaces; only a trailing "\n" or "\r\n" is dropped. */
 wsync_status_t wsync_auth_read_token_file(const char *path, char *out, size_t len)
 {
     FILE *f = fopen(path, "r");
-    size_t n;
+    struct stat sb;
+    size_t n, i;
     int more;
     if (f == NULL)
         return wsync_error(WSYNC_ERR_IO, "token file %s: %s", path, strerror(errno));
+    if (fstat(fileno(f), &sb) == 0 && (sb.st_mode & 0044))
+        LOG_WARN("token file %s is readable by %s (mode %03o): anyone who reads it can publish and pull; "
+                 "chmod 600 %s",
+                 path, (sb.st_mode & 0004) ? "every user" : "its group", (unsigned)(sb.st_mode & 0777), path);
     n = fread(out, 1, len - 1, f);
     more = fgetc(f) != EOF;
     fclose(f);
     out[n] = '\0';
-    while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' '))
+    if (n > 0 && out[n - 1] == '\n')
+        out[--n] = '\0';
+    if (n > 0 && out[n - 1] == '\r')
         out[--n] = '\0';
     if (more)
-        return wsync_error(WSYNC_ERR_INVALID, "token file %s is longer than %zu bytes", path, len - 1);
+        return wsync_error(WSYNC_ERR_INVALID, "token file %s is longer than %zu bytes: a token is at most %zu",
+                           path, len - 1, len - 3);
     if (n == 0)
-        return wsync_error(WSYNC_ERR_INVALID, "token file %s is empty", path);
+        return wsync_error(WSYNC_ERR_INVALID, "token file %s is empty: write the token into it (one line)", path);
+    for (i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)out[i];
+        if (ch > ' ' && ch < 0x7f)
+            continue;
+        memset(out, 0, len);
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "token file %s: byte %zu is %s; a token is one line of printable ASCII without "
+                           "spaces (only a trailing newline is dropped)",
+                           path, i,
+                           ch == '\n' || ch == '\r'  ? "a line break (more than one line)"
+                           : ch == '\0'              ? "a NUL"
+                           : ch == ' ' || ch == '\t' ? "white space"
+                                                     : "not printable ASCII");
+    }
     return WSYNC_OK;
 }
 

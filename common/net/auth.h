@@ -25,8 +25,11 @@ typedef struct wsync_auth {
  * a config file). An empty or absent token leaves auth off. Fails only if
  * libcrypto does. */
 wsync_status_t wsync_auth_init(wsync_auth_t *a, const char *token);
-/* The token in file `path` (trailing newlines and spaces dropped) into
- * out[len]; an unreadable, empty or too long file is refused saying so. */
+/* The token in file `path` into out[len] (len - 3 bytes at most), for every
+ * process: one trailing "\n" or "\r\n" is dropped; an unreadable or empty
+ * file, one over the length, of more lines, or with a NUL, space or a byte
+ * that is not printable ASCII is refused naming the file and the problem.
+ * Warns (LOG_WARN) when the file is readable by group or others. */
 wsync_status_t wsync_auth_read_token_file(const char *path, char *out, size_t len);
 /* 1 if a token is configured (a may be NULL). */
 int wsync_auth_on(const wsync_auth_t *a);

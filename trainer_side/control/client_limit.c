@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 static int key_of(const struct sockaddr *sa, unsigned char key[17])
 {
@@ -90,4 +91,55 @@ void ctl_clients_free(ctl_clients_t *c)
 {
     free(c->v);
     memset(c, 0, sizeof(*c));
+}
+
+ctl_conn_track_t *ctl_conns_open(ctl_conns_t *cs, int fd, uint64_t now_ns)
+{
+    ctl_conn_track_t *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    t->fd = fd;
+    t->receiving = 1;
+    t->since_ns = now_ns;
+    t->next = cs->head;
+    if (cs->head)
+        cs->head->prev = t;
+    cs->head = t;
+    cs->n++;
+    return t;
+}
+
+void ctl_conns_close(ctl_conns_t *cs, ctl_conn_track_t *t)
+{
+    if (t == NULL)
+        return;
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        cs->head = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    cs->n--;
+    free(t);
+}
+
+void ctl_conns_receiving(ctl_conn_track_t *t, int receiving, uint64_t now_ns)
+{
+    if (t == NULL)
+        return;
+    t->receiving = receiving;
+    t->since_ns = now_ns;
+}
+
+int ctl_conns_expire(ctl_conns_t *cs, uint64_t now_ns, uint64_t deadline_ns)
+{
+    ctl_conn_track_t *t;
+    int n = 0;
+    for (t = cs->head; t; t = t->next)
+        if (t->receiving && !t->cut && now_ns - t->since_ns > deadline_ns) {
+            shutdown(t->fd, SHUT_RDWR);
+            t->cut = 1;
+            n++;
+        }
+    return n;
 }

@@ -16,6 +16,9 @@ typedef struct wsync_control_server_config {
     const char *token_file;     /* NULL: no auth; else mutating calls need this bearer token */
     int max_connections;        /* default 16384 */
     int idle_timeout_s;         /* default 120 (long polls are capped below it) */
+    int request_timeout_s;      /* default 30: a connection that has not sent a whole request
+                                   (headers and body) within it of opening or of its previous
+                                   answer is closed (slow or idle clients hold no slot) */
     int max_engines;            /* engine nodes registered at once; default 100000; past it
                                    a new node's registration is answered 403 */
     int max_client_connections; /* open connections per client address; 0 (default): no

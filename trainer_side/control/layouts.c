@@ -110,11 +110,10 @@ int ctl_layout_add_locked(ctl_model_t *m, const char *digest, json_t *manifest, 
 int ctl_put_layout(ctl_model_t *m, const char *digest, const json_t *body, json_t **reply, char *err,
                    size_t errlen, int *changed)
 {
-    static const ctl_field_t fields[] = {{"manifest", CTL_OBJECT, 1}};
     json_t *manifest = json_object_get(body, "manifest");
     wsync_manifest_t *man = NULL;
     char actual[33];
-    int code = ctl_validate(body, fields, WSYNC_ARRAY_LEN(fields), err, errlen), known;
+    int code = ctl_check(body, &ctl_req_layout, err, errlen), known;
 
     if (code)
         return code;

@@ -83,11 +83,7 @@ static int set_world(ctl_model_t *m, int world, char *err, size_t errlen)
 
 int ctl_register_trainer(ctl_model_t *m, const json_t *body, char *err, size_t errlen, int *changed)
 {
-    static const ctl_field_t fields[] = {{"rank", CTL_INT, 1},
-                                         {"world", CTL_INT, 1},
-                                         {"host", CTL_STRING, 1},
-                                         {"endpoint", CTL_OBJECT, 1}};
-    int code = ctl_validate(body, fields, WSYNC_ARRAY_LEN(fields), err, errlen), rank, world;
+    int code = ctl_check(body, &ctl_req_register_trainer, err, errlen), rank, world;
     ctl_trainer_t *t;
     if (code)
         return code;
@@ -141,11 +137,7 @@ static int id_ok(const char *id, size_t cap)
 
 int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t errlen, int *changed)
 {
-    static const ctl_field_t fields[] = {{"id", CTL_STRING, 1},
-                                         {"host", CTL_STRING, 1},
-                                         {"local_ranks", CTL_INT, 1},
-                                         {"endpoint", CTL_OBJECT, 0}};
-    int code = ctl_validate(body, fields, WSYNC_ARRAY_LEN(fields), err, errlen);
+    int code = ctl_check(body, &ctl_req_register_engine, err, errlen);
     const char *id;
     ctl_engine_t *e;
     if (code)
@@ -440,38 +432,13 @@ int ctl_digests_done(ctl_model_t *m, uint64_t v)
 
 int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, size_t errlen, int *changed)
 {
-    static const ctl_field_t fields[] = {{"rank", CTL_INT, 1},
-                                         {"world", CTL_INT, 1},
-                                         {"version", CTL_INT, 1},
-                                         {"layout", CTL_OBJECT, 1},
-                                         {"pieces", CTL_ARRAY, 1}};
-    static const ctl_field_t layout_fields[] = {{"manifest_digest", CTL_STRING, 1},
-                                                {"chunk_size", CTL_INT, 1},
-                                                {"layout", CTL_STRING, 1},
-                                                {"layout_digest", CTL_STRING, 1},
-                                                {"image_size", CTL_INT, 1},
-                                                {"world", CTL_INT, 1},
-                                                {"manifest", CTL_OBJECT, 0}};
-    static const ctl_field_t piece_fields[] = {{"id", CTL_INT, 1},
-                                               {"offset", CTL_INT, 1},
-                                               {"len", CTL_INT, 1},
-                                               {"digest", CTL_STRING, 0}}; /* absent: to follow */
-    const json_t *layout = json_object_get(body, "layout"), *pieces = json_object_get(body, "pieces"), *pc;
-    int code = ctl_validate(body, fields, WSYNC_ARRAY_LEN(fields), err, errlen), rank, world, i;
+    const json_t *layout = json_object_get(body, "layout"), *pieces = json_object_get(body, "pieces");
+    int code = ctl_check(body, &ctl_req_publish, err, errlen), rank, world, i;
     ctl_pending_t *p = NULL;
     uint64_t v;
-    size_t k;
 
-    if (code || (code = ctl_validate(layout, layout_fields, WSYNC_ARRAY_LEN(layout_fields), err, errlen)) != 0)
+    if (code)
         return code;
-    json_array_foreach(pieces, k, pc) if ((code = ctl_validate(pc, piece_fields, WSYNC_ARRAY_LEN(piece_fields),
-                                                               err, errlen)) != 0)
-    {
-        char inner[256];
-        snprintf(inner, sizeof(inner), "%s", err);
-        snprintf(err, errlen, "pieces[%zu]: %s", k, inner);
-        return code;
-    }
     rank = (int)json_integer_value(json_object_get(body, "rank"));
     world = (int)json_integer_value(json_object_get(body, "world"));
     v = (uint64_t)json_integer_value(json_object_get(body, "version"));
@@ -589,11 +556,7 @@ out:
 
 int ctl_report(ctl_model_t *m, const char *id, const json_t *body, char *err, size_t errlen, int *changed)
 {
-    static const ctl_field_t fields[] = {{"version", CTL_INT, 1},       {"state", CTL_STRING, 1},
-                                         {"duration_s", CTL_NUMBER, 0}, {"bytes", CTL_INT, 0},
-                                         {"error", CTL_ANY_STRING, 0},  {"phase", CTL_STRING, 0},
-                                         {"total", CTL_INT, 0}};
-    int code = ctl_validate(body, fields, WSYNC_ARRAY_LEN(fields), err, errlen);
+    int code = ctl_check(body, &ctl_req_report, err, errlen);
     const char *state;
     ctl_engine_t *e;
     uint64_t v;
@@ -659,7 +622,9 @@ int ctl_report(ctl_model_t *m, const char *id, const json_t *body, char *err, si
     if (strcmp(state, "ready") == 0) {
         e->version = v;
         e->last_sync_s = dur;
-        e->last_gbps = dur > 0 ? (double)bytes / dur / 1e9 : 0;
+        /* Below a microsecond the rate means nothing (1e-300 s made it
+         * infinite, which no JSON can hold): shown as 0. */
+        e->last_gbps = dur >= 1e-6 ? (double)bytes / dur / 1e9 : 0;
         e->last_error[0] = '\0';
         m->bytes_synced += (uint64_t)bytes;
         m->syncs++;
@@ -695,6 +660,20 @@ static json_t *engine_json(const ctl_model_t *m, const ctl_engine_t *e)
     return j;
 }
 
+/* An entry that cannot be built (a field no JSON can hold) is never left
+ * out silently: logged, and shown with what is known and why. */
+static json_t *engine_json_or_error(const ctl_model_t *m, const ctl_engine_t *e)
+{
+    json_t *j = engine_json(m, e);
+    if (j != NULL)
+        return j;
+    LOG_ERROR("engine %s: its status entry cannot be built (a field is not valid JSON: host, last_error, "
+              "or a non-finite figure); shown with an error field",
+              e->id);
+    return json_pack("{s:s, s:s, s:I, s:s}", "id", e->id, "state", e->state, "version", (json_int_t)e->version,
+                     "error", "this engine's status entry could not be built (see the endpoint's log)");
+}
+
 json_t *ctl_trainers_json(ctl_model_t *m)
 {
     json_t *arr = json_array();
@@ -716,7 +695,7 @@ json_t *ctl_status_json(ctl_model_t *m)
     int i;
     pthread_mutex_lock(&m->lock);
     for (i = 0; i < m->nengines; i++)
-        json_array_append_new(engines, engine_json(m, &m->engines[i]));
+        json_array_append_new(engines, engine_json_or_error(m, &m->engines[i]));
     j = json_pack("{s:I, s:f, s:i, s:o, s:o, s:i}", "latest_version", (json_int_t)m->latest, "published_at",
                   m->latest_at, "world", m->world, "trainers", trainers, "engines", engines, "pending", m->npending);
     pthread_mutex_unlock(&m->lock);

@@ -1,4 +1,5 @@
 /* routes.c: the control API's routes: one table, one handler each. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,18 +7,72 @@
 #include "common/checks.h"
 #include "common/util.h"
 #include "trainer_side/control/server_internal.h"
+#include "trainer_side/control/validate.h"
 
-/* Parse the body as a JSON object; on failure answer 400 and return NULL. */
-static json_t *parse_body(wsync_control_server_t *s, req_ctx_t *c, const char *route, enum MHD_Result *ret)
+static int too_big_text(const char *e)
+{
+    return strstr(e, "too big") != NULL && strstr(e, "integer") != NULL; /* jansson's words, both signs */
+}
+
+/* A number too big for any integer type (2^64 and up) fails the parse. To
+ * name its field as for every other bad value, the number is read as a
+ * string (which no integer field takes) and the route's schema checked. */
+static int too_big_integer(const req_ctx_t *c, const ctl_schema_t *schema, const json_error_t *first, char *msg,
+                           size_t len)
+{
+    json_error_t jerr = *first;
+    char *text = NULL;
+    size_t n = c->len, round;
+    json_t *j = NULL;
+    int named = 0;
+
+    if (schema == NULL || !too_big_text(jerr.text) || (text = malloc(n)) == NULL)
+        return 0;
+    memcpy(text, c->body, n);
+    for (round = 0; round < 16 && j == NULL && too_big_text(jerr.text); round++) {
+        /* jansson stops at the number's end; its digits are overwritten
+         * as "0...0" between quotes where it starts. */
+        size_t end = (size_t)jerr.position, start = end;
+        while (start > 0 && (isdigit((unsigned char)text[start - 1]) || text[start - 1] == '-'))
+            start--;
+        if (end > n || end - start < 3)
+            break;
+        text[start] = '"';
+        memset(text + start + 1, '0', end - start - 2);
+        text[end - 1] = '"';
+        j = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
+    }
+    if (j != NULL)
+        named = ctl_check(j, schema, msg, len) != 0;
+    if (!named)
+        snprintf(msg, len,
+                 "an integer in the body is out of range: %s (line %d, column %d); integers must be below 2^63",
+                 first->text, first->line, first->column);
+    json_decref(j);
+    free(text);
+    return 1;
+}
+
+/* Parse the body as a JSON object; on failure answer 400 (422 for an
+ * integer out of range) and return NULL. */
+static json_t *parse_body(wsync_control_server_t *s, req_ctx_t *c, const char *route, const ctl_schema_t *schema,
+                          enum MHD_Result *ret)
 {
     json_error_t jerr;
     json_t *j = c->len ? json_loadb(c->body, c->len, JSON_REJECT_DUPLICATES, &jerr) : NULL;
-    char msg[300];
+    char msg[512];
     if (j != NULL && json_is_object(j))
         return j;
     json_decref(j);
+    if (c->len > 0 && j == NULL && too_big_integer(c, schema, &jerr, msg, sizeof(msg))) {
+        ctl_count(s, route, 422);
+        *ret = ctl_error(c->conn, 422, msg);
+        return NULL;
+    }
     if (c->len == 0)
         snprintf(msg, sizeof(msg), "empty body: a JSON object is required");
+    else if (j != NULL)
+        snprintf(msg, sizeof(msg), "body is JSON but not an object: a JSON object is required");
     else
         snprintf(msg, sizeof(msg), "body is not a JSON object: %s (line %d, column %d)", jerr.text, jerr.line,
                  jerr.column);
@@ -103,11 +158,11 @@ static enum MHD_Result r_trainers(wsync_control_server_t *s, req_ctx_t *c, const
 }
 
 /* POST routes: parse, apply to the model, save if changed. */
-#define BODY_ROUTE(fn, route, call)                                                     \
+#define BODY_ROUTE(fn, route, schema, call)                                             \
     static enum MHD_Result fn(wsync_control_server_t *s, req_ctx_t *c, const char *url) \
     {                                                                                   \
         enum MHD_Result ret;                                                            \
-        json_t *body = parse_body(s, c, route, &ret), *reply = NULL;                    \
+        json_t *body = parse_body(s, c, route, schema, &ret), *reply = NULL;            \
         char err[512] = "";                                                             \
         int changed = 0, code;                                                          \
         uint64_t before = ctl_latest(&s->model);                                        \
@@ -120,11 +175,12 @@ static enum MHD_Result r_trainers(wsync_control_server_t *s, req_ctx_t *c, const
         return finish(s, c, route, code, err, reply);                                   \
     }
 
-BODY_ROUTE(r_register_trainer, "/v1/trainers/register",
+BODY_ROUTE(r_register_trainer, "/v1/trainers/register", &ctl_req_register_trainer,
            ctl_register_trainer(&s->model, body, err, sizeof(err), &changed))
-BODY_ROUTE(r_register_engine, "/v1/engines/register",
+BODY_ROUTE(r_register_engine, "/v1/engines/register", &ctl_req_register_engine,
            ctl_register_engine(&s->model, body, err, sizeof(err), &changed))
-BODY_ROUTE(r_publish, "/v1/publish", ctl_publish(&s->model, body, &reply, err, sizeof(err), &changed))
+BODY_ROUTE(r_publish, "/v1/publish", &ctl_req_publish,
+           ctl_publish(&s->model, body, &reply, err, sizeof(err), &changed))
 
 static enum MHD_Result r_report(wsync_control_server_t *s, req_ctx_t *c, const char *url)
 {
@@ -143,7 +199,7 @@ static enum MHD_Result r_report(wsync_control_server_t *s, req_ctx_t *c, const c
     }
     memcpy(id, id0, (size_t)(slash - id0));
     id[slash - id0] = '\0';
-    if ((body = parse_body(s, c, "/v1/engines/report", &ret)) == NULL)
+    if ((body = parse_body(s, c, "/v1/engines/report", &ctl_req_report, &ret)) == NULL)
         return ret;
     code = ctl_report(&s->model, id, body, err, sizeof(err), &changed);
     json_decref(body);
@@ -323,7 +379,7 @@ static enum MHD_Result r_put_layout(wsync_control_server_t *s, req_ctx_t *c, con
 {
     const char *digest = url + strlen("/v1/layouts/");
     enum MHD_Result ret;
-    json_t *body = parse_body(s, c, "/v1/layouts", &ret), *reply = NULL;
+    json_t *body = parse_body(s, c, "/v1/layouts", &ctl_req_layout, &ret), *reply = NULL;
     char err[768] = "";
     int changed = 0, code;
     if (body == NULL)

@@ -11,6 +11,7 @@
 
 #include "common/checks.h"
 #include "common/msg.h"
+#include "common/net/auth.h"
 #include "common/util.h"
 #include "trainer_side/control/control_server.h"
 #include "trainer_side/control/layout_files.h"
@@ -110,9 +111,15 @@ static void wake_waiters(wsync_control_server_t *s, int all)
 static void *timer_main(void *arg)
 {
     wsync_control_server_t *s = arg;
+    unsigned tick = 0;
     while (!__atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE)) {
         usleep(5000);
         wake_waiters(s, 0);
+        if (++tick % 50 == 0) { /* every 250 ms: requests past their deadline */
+            pthread_mutex_lock(&s->wait_lock);
+            ctl_conns_expire(&s->conns, wsync_now_ns(), s->request_timeout_ns);
+            pthread_mutex_unlock(&s->wait_lock);
+        }
         /* Engine reports reach the file at most once a second, off the
          * HTTP thread: the file holds up to 8 manifests. */
         if (__atomic_load_n(&s->state_dirty, __ATOMIC_ACQUIRE) &&
@@ -163,7 +170,7 @@ enum MHD_Result ctl_respond_json(struct MHD_Connection *conn, int code, json_t *
     return ctl_respond(conn, code, "application/json", text);
 }
 
-static const char *status_name(int code)
+const char *ctl_status_name(int code)
 {
     switch (code) {
     case 400: return "bad_request";
@@ -183,12 +190,12 @@ static const char *status_name(int code)
 enum MHD_Result ctl_error(struct MHD_Connection *conn, int code, const char *msg)
 {
     return ctl_respond_json(conn, code,
-                            json_pack("{s:{s:i, s:s, s:s}}", "error", "code", code, "status", status_name(code),
-                                      "message", msg));
+                            json_pack("{s:{s:i, s:s, s:s}}", "error", "code", code, "status",
+                                      ctl_status_name(code), "message", msg));
 }
 
 /* Constant-time: the time taken does not depend on where a guess differs. */
-static int token_ok(const wsync_control_server_t *s, struct MHD_Connection *conn)
+int ctl_token_ok(const wsync_control_server_t *s, struct MHD_Connection *conn)
 {
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     size_t tl = strlen(s->token), hl, i;
@@ -203,13 +210,121 @@ static int token_ok(const wsync_control_server_t *s, struct MHD_Connection *conn
     return diff == 0;
 }
 
+/* The connection's deadline record (NULL when it could not be made). */
+static ctl_conn_track_t *track_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* The request is whole: its answer may take long (a long poll), so the
+ * request deadline stops until the next request begins. */
+static void request_received(wsync_control_server_t *s, struct MHD_Connection *conn)
+{
+    pthread_mutex_lock(&s->wait_lock);
+    ctl_conns_receiving(track_of(conn), 0, wsync_now_ns());
+    pthread_mutex_unlock(&s->wait_lock);
+}
+
+/* A refusal decided by the headers alone, queued before any body byte is
+ * read: MHD then reads no body and closes the connection after the answer. */
+static enum MHD_Result refuse_now(wsync_control_server_t *s, struct MHD_Connection *conn, const char *route,
+                                  int code, const char *msg)
+{
+    json_t *j = json_pack("{s:{s:i, s:s, s:s}}", "error", "code", code, "status", ctl_status_name(code), "message",
+                          msg);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+    json_decref(j);
+    if (text == NULL)
+        return MHD_NO;
+    if ((r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)) == NULL) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Connection", "close");
+    ctl_count(s, route, code);
+    request_received(s, conn);
+    ret = MHD_queue_response(conn, (unsigned)code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* The headers are in and no body byte is read: what they alone decide
+ * (no such route, too many connections, a missing token, a declared body
+ * over the cap) is answered now, so a refused client never makes the
+ * endpoint buffer its body. 1 when a refusal was queued (*ret set). */
+static int refuse_on_headers(wsync_control_server_t *s, req_ctx_t *c, const char *url, const char *method,
+                             enum MHD_Result *ret)
+{
+    const ctl_route_t *route;
+    const char *clen;
+    int method_ok = 0;
+    char msg[256];
+
+    route = ctl_route_find(url, method, &method_ok);
+    if (route == NULL) {
+        *ret = refuse_now(s, c->conn, method_ok ? "method_not_allowed" : "not_found", method_ok ? 405 : 404,
+                          method_ok ? "method not allowed on this route" : "no such route");
+        return 1;
+    }
+    if (c->over_limit) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        char who[64];
+        ctl_clients_name(ci ? ci->client_addr : NULL, who, sizeof(who));
+        snprintf(msg, sizeof(msg),
+                 "too many connections from %s: at most %d per client (wsync serve "
+                 "--max-client-connections); close some and retry",
+                 who, s->max_client_conns);
+        *ret = refuse_now(s, c->conn, route->name, 429, msg);
+        return 1;
+    }
+    if ((route->mutating || (route->topology && s->private_status)) && s->token && !ctl_token_ok(s, c->conn)) {
+        *ret = refuse_now(s, c->conn, route->name, 401,
+                          "missing or wrong bearer token (Authorization: Bearer <token>)");
+        return 1;
+    }
+    clen = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (clen && strtoull(clen, NULL, 10) > route->body_cap) {
+        snprintf(msg, sizeof(msg), "request body over the %zu-byte limit of this route", route->body_cap);
+        *ret = refuse_now(s, c->conn, route->name, 413, msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* Appends an upload chunk to the body (past the route's cap: dropped, and
+ * answered 413 once the request is in; a chunked body declares no size). */
+static enum MHD_Result take_upload(req_ctx_t *c, const char *url, const char *method, const char *upload, size_t n)
+{
+    int method_ok = 0;
+    const ctl_route_t *route = ctl_route_find(url, method, &method_ok);
+    if (c->len + n > (route ? route->body_cap : CTL_BODY_CAP)) {
+        c->too_big = 1;
+    } else if (!c->too_big) {
+        if (c->len + n + 1 > c->cap) {
+            size_t ncap = (c->len + n + 1) * 2;
+            char *nb = realloc(c->body, ncap);
+            if (nb == NULL)
+                return MHD_NO;
+            c->body = nb;
+            c->cap = ncap;
+        }
+        memcpy(c->body + c->len, upload, n);
+        c->len += n;
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
     wsync_control_server_t *s = cls;
     req_ctx_t *c = *con_cls;
     const ctl_route_t *route;
-    int method_ok = 0, code;
+    int method_ok = 0;
     enum MHD_Result ret;
 
     if (c == NULL) {
@@ -224,63 +339,38 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
             c->over_limit = ci && ctl_clients_open(&s->clients, ci->client_addr) > s->max_client_conns;
             pthread_mutex_unlock(&s->wait_lock);
         }
+        if (refuse_on_headers(s, c, url, method, &ret))
+            return ret;
         return MHD_YES;
     }
     if (*upload_size > 0) {
-        route = ctl_route_find(url, method, &method_ok);
-        if (c->len + *upload_size > (route ? route->body_cap : CTL_BODY_CAP)) {
-            c->too_big = 1; /* keep reading, answer 413 at the end */
-        } else if (!c->too_big) {
-            if (c->len + *upload_size + 1 > c->cap) {
-                size_t ncap = (c->len + *upload_size + 1) * 2;
-                char *nb = realloc(c->body, ncap);
-                if (nb == NULL)
-                    return MHD_NO;
-                c->body = nb;
-                c->cap = ncap;
-            }
-            memcpy(c->body + c->len, upload, *upload_size);
-            c->len += *upload_size;
-        }
+        ret = take_upload(c, url, method, upload, *upload_size);
         *upload_size = 0;
-        return MHD_YES;
+        return ret;
     }
     if (c->resumed_answer) /* a long poll woke up: answer it */
         return ctl_long_poll_answer(s, c);
+    request_received(s, conn);
     route = ctl_route_find(url, method, &method_ok);
-    if (route == NULL) {
-        code = method_ok ? 405 : 404;
-        ctl_count(s, method_ok ? "method_not_allowed" : "not_found", code);
-        return ctl_error(conn, code, method_ok ? "method not allowed on this route" : "no such route");
-    }
-    if (c->over_limit) {
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        char who[64], msg[256];
-        ctl_clients_name(ci ? ci->client_addr : NULL, who, sizeof(who));
-        snprintf(msg, sizeof(msg),
-                 "too many connections from %s: at most %d per client (wsync serve "
-                 "--max-client-connections); close some and retry",
-                 who, s->max_client_conns);
-        ctl_count(s, route->name, 429);
-        return ctl_error(conn, 429, msg);
-    }
-    if ((route->mutating || (route->topology && s->private_status)) && s->token && !token_ok(s, conn)) {
-        ctl_count(s, route->name, 401);
-        return ctl_error(conn, 401, "missing or wrong bearer token (Authorization: Bearer <token>)");
-    }
+    if (route == NULL) /* refused on the headers already */
+        return MHD_NO;
     if (c->too_big) {
         char msg[128];
         snprintf(msg, sizeof(msg), "request body over the %zu-byte limit of this route", route->body_cap);
         ctl_count(s, route->name, 413);
         return ctl_error(conn, 413, msg);
     }
-    ret = route->run(s, c, url);
-    return ret;
+    return route->run(s, c, url);
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
+    wsync_control_server_t *s = cls;
     req_ctx_t *c = *con_cls;
+    /* Answered: the deadline runs again for the next request on it. */
+    pthread_mutex_lock(&s->wait_lock);
+    ctl_conns_receiving(track_of(conn), 1, wsync_now_ns());
+    pthread_mutex_unlock(&s->wait_lock);
     if (c == NULL)
         return;
     free(c->body);
@@ -288,25 +378,60 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
     *con_cls = NULL;
 }
 
+/* Before MHD takes a connection: an address that holds its limit and the
+ * slack (CTL_CLIENT_SLACK, the connections told 429) gets no more. Runs on
+ * MHD's thread, as the STARTED notification that counts the connection,
+ * so the count cannot be passed between the two. */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    wsync_control_server_t *s = cls;
+    uint64_t now;
+    int open;
+    if (s->max_client_conns <= 0)
+        return MHD_YES;
+    pthread_mutex_lock(&s->wait_lock);
+    open = ctl_clients_open(&s->clients, addr);
+    if (open < s->max_client_conns + CTL_CLIENT_SLACK) {
+        pthread_mutex_unlock(&s->wait_lock);
+        return MHD_YES;
+    }
+    s->refused_accepts++;
+    now = wsync_now_ns();
+    if (now - s->refused_logged_ns >= 10000000000ULL) { /* one line per 10 s, however many */
+        char who[64];
+        ctl_clients_name(addr, who, sizeof(who));
+        s->refused_logged_ns = now;
+        LOG_WARN("closed a new connection from %s at accept: it holds %d (wsync serve --max-client-connections "
+                 "%d, and %d more to answer 429); %llu refused so far",
+                 who, open, s->max_client_conns, CTL_CLIENT_SLACK, (unsigned long long)s->refused_accepts);
+    }
+    pthread_mutex_unlock(&s->wait_lock);
+    return MHD_NO;
+}
+
 /* Nagle off on every accepted socket: MHD writes headers and a large body
  * separately, and the tail segment otherwise waits on the peer's delayed ACK
- * (measured: /v1/status with 1000 engines, p50 63 ms with Nagle vs <5 ms). */
+ * (measured: /v1/status with 1000 engines, p50 63 ms with Nagle vs <5 ms).
+ * Counts connections per address and keeps each one's request deadline. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code)
 {
     wsync_control_server_t *s = cls;
-    const union MHD_ConnectionInfo *ci;
-    int one = 1;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int one = 1, started = code == MHD_CONNECTION_NOTIFY_STARTED;
+    pthread_mutex_lock(&s->wait_lock);
     if (s->max_client_conns > 0) {
-        ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        pthread_mutex_lock(&s->wait_lock);
-        ctl_clients_add(&s->clients, ci ? ci->client_addr : NULL, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
-        pthread_mutex_unlock(&s->wait_lock);
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        ctl_clients_add(&s->clients, ai ? ai->client_addr : NULL, started ? 1 : -1);
     }
-    if (code != MHD_CONNECTION_NOTIFY_STARTED)
-        return;
-    ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (ci != NULL)
+    /* CLOSED comes before MHD closes the descriptor: the timer never shuts
+     * down a descriptor that is reused. */
+    if (started)
+        *socket_ctx = ci ? ctl_conns_open(&s->conns, ci->connect_fd, wsync_now_ns()) : NULL;
+    else
+        ctl_conns_close(&s->conns, *socket_ctx), *socket_ctx = NULL;
+    pthread_mutex_unlock(&s->wait_lock);
+    if (started && ci != NULL)
         setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
@@ -361,23 +486,14 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
     if (cfg->listen && cfg->listen[0])
         WSYNC_CHECK_GOTO(wsync_split_hostport(cfg->listen, host, sizeof(host), &port), st, err);
     if (cfg->token_file) {
-        FILE *f = fopen(cfg->token_file, "r");
-        char buf[512] = "";
-        size_t n;
-        if (f == NULL) {
-            st = wsync_error(WSYNC_ERR_IO, "token file %s: %s", cfg->token_file, strerror(errno));
-            goto err;
-        }
-        n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
-            buf[--n] = '\0';
-        if (n == 0) {
-            st = wsync_error(WSYNC_ERR_INVALID, "token file %s is empty", cfg->token_file);
-            goto err;
-        }
+        char buf[512];
+        WSYNC_CHECK_GOTO(wsync_auth_read_token_file(cfg->token_file, buf, sizeof(buf)), st, err);
         s->token = strdup(buf);
+        memset(buf, 0, sizeof(buf));
+        if (s->token == NULL) {
+            st = wsync_error(WSYNC_ERR_NOMEM, "out of memory for the token");
+            goto err;
+        }
     }
     if (cfg->private_status && s->token == NULL) {
         st = wsync_error(WSYNC_ERR_INVALID, "private status (--private-status) needs a token (--token-file): "
@@ -415,9 +531,12 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
         }
     }
     WSYNC_CHECK_GOTO(wsync_tcp_listen(host, port, &fd, &port), st, err);
-    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL,
-                            NULL, handler, s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed,
-                            s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_LIMIT,
+    s->request_timeout_ns = (uint64_t)(cfg->request_timeout_s > 0 ? cfg->request_timeout_s : CTL_REQUEST_TIMEOUT_S) *
+                            1000000000ULL;
+    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0,
+                            accept_policy, s, handler, s, MHD_OPTION_LISTEN_SOCKET, fd,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+                            s, MHD_OPTION_CONNECTION_LIMIT,
                             (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 16384),
                             MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)(cfg->idle_timeout_s > 0 ? cfg->idle_timeout_s : 120),
@@ -482,5 +601,7 @@ void wsync_control_server_stop(wsync_control_server_t *s)
     free(s->token);
     free(s->status_text);
     ctl_clients_free(&s->clients);
+    while (s->conns.head) /* none left once MHD stopped; a daemon that never started has none */
+        ctl_conns_close(&s->conns, s->conns.head);
     free(s);
 }

@@ -18,6 +18,7 @@
  * spent most of its ~1 s in memset and page faults. */
 #define CTL_CONN_POOL ((size_t)32 * 1024)
 #define CTL_MAX_POLL_MS 60000
+#define CTL_REQUEST_TIMEOUT_S 30 /* default: a whole request (headers and body) must arrive within it */
 
 typedef struct req_ctx {
     struct MHD_Connection *conn;
@@ -45,13 +46,16 @@ struct wsync_control_server {
     char url[128];
     char *state_path;
     char *token;
-    int private_status;        /* topology routes need the token */
-    int max_client_conns;      /* 0: none */
-    ctl_clients_t clients;     /* open connections per address (wait_lock) */
-    pthread_mutex_t wait_lock; /* waiters and counts */
-    pthread_mutex_t save_lock; /* one state-file write at a time */
-    int state_dirty;           /* engine reports not yet written (atomic) */
-    uint64_t saved_ns;         /* when the state file was last written */
+    int private_status;    /* topology routes need the token */
+    int max_client_conns;  /* 0: none */
+    ctl_clients_t clients; /* open connections per address (wait_lock) */
+    ctl_conns_t conns;     /* every open connection, for the request deadline (wait_lock) */
+    uint64_t request_timeout_ns;
+    uint64_t refused_accepts, refused_logged_ns; /* connections closed at accept (wait_lock) */
+    pthread_mutex_t wait_lock;                   /* waiters and counts */
+    pthread_mutex_t save_lock;                   /* one state-file write at a time */
+    int state_dirty;                             /* engine reports not yet written (atomic) */
+    uint64_t saved_ns;                           /* when the state file was last written */
     /* State-file health: a failed write is counted, shown by /healthz,
      * /v1/status and /metrics, retried once a second, and logged once per
      * change of condition (failing with a new reason, or working again). */
@@ -107,6 +111,9 @@ enum MHD_Result ctl_long_poll_answer(wsync_control_server_t *s, req_ctx_t *c);
 enum MHD_Result ctl_respond(struct MHD_Connection *conn, int code, const char *type, char *body);
 enum MHD_Result ctl_respond_json(struct MHD_Connection *conn, int code, json_t *j);
 enum MHD_Result ctl_error(struct MHD_Connection *conn, int code, const char *msg);
+const char *ctl_status_name(int code); /* "invalid_field" for 422 */
+/* 1 when the request carries the server's bearer token (constant time). */
+int ctl_token_ok(const wsync_control_server_t *s, struct MHD_Connection *conn);
 void ctl_count(wsync_control_server_t *s, const char *route, int code);
 void ctl_changed(wsync_control_server_t *s, int published);
 void ctl_reported(wsync_control_server_t *s);
