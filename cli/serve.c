@@ -37,10 +37,11 @@ static void on_signal(int sig)
     stop_flag = 1;
 }
 
-const struct option cli_serve_options[] =
-    {{"listen", 1, 0, 'l'},          {"state", 1, 0, 's'},       {"token-file", 1, 0, 't'},
-     {"max-connections", 1, 0, 'm'}, {"max-engines", 1, 0, 'E'}, {"max-client-connections", 1, 0, 'C'},
-     {"private-status", 0, 0, 'P'},  {"help", 0, 0, 'h'},        {0, 0, 0, 0}};
+const struct option cli_serve_options[] = {{"listen", 1, 0, 'l'},         {"state", 1, 0, 's'},
+                                           {"token-file", 1, 0, 't'},     {"max-connections", 1, 0, 'm'},
+                                           {"max-engines", 1, 0, 'E'},    {"max-client-connections", 1, 0, 'C'},
+                                           {"private-status", 0, 0, 'P'}, {"request-timeout", 1, 0, 'T'},
+                                           {"help", 0, 0, 'h'},           {0, 0, 0, 0}};
 
 int cmd_serve(int argc, char **argv)
 {
@@ -72,10 +73,15 @@ int cmd_serve(int argc, char **argv)
                 return 2;
             break;
         case 'P': cfg.private_status = 1; break;
+        case 'T':
+            if (cli_parse_int("serve", "--request-timeout", optarg, 1, 3600, &cfg.request_timeout_s))
+                return 2;
+            break;
         case 'h':
             printf("usage: wsync serve [--listen HOST:PORT] [--state FILE] [--token-file FILE] "
                    "[--max-connections N]\n"
                    "                   [--max-engines N] [--max-client-connections N] [--private-status]\n"
+                   "                   [--request-timeout S]\n"
                    "                   [--config FILE] [--set SETTING=VALUE]...\n"
                    "Runs the control endpoint (default 0.0.0.0:8470) until SIGINT/SIGTERM.\n"
                    "  --state FILE       keep versions and registrations across restarts (atomic writes)\n"
@@ -84,9 +90,15 @@ int cmd_serve(int argc, char **argv)
                    "                     it is refused with 403\n"
                    "  --max-client-connections N\n"
                    "                     open connections per client address (default: no limit); past it\n"
-                   "                     requests are answered 429 (clients retry with backoff)\n"
-                   "  --private-status   GET /v1/status and /v1/trainers need the token too (who runs\n"
-                   "                     where is information as well); needs --token-file\n"
+                   "                     requests are answered 429 (clients retry with backoff), and 4\n"
+                   "                     past it new connections from that address are closed at once\n"
+                   "  --request-timeout S\n"
+                   "                     a connection must deliver a whole request (headers and body)\n"
+                   "                     within S seconds of opening or of its previous answer, else it\n"
+                   "                     is closed (default 30; idle ones too)\n"
+                   "  --private-status   GET /v1/status, /v1/trainers, /v1/versions/<v> and the long poll's\n"
+                   "                     record=1 need the token too (who runs where, pull addresses);\n"
+                   "                     needs --token-file\n"
                    "  --config FILE      read settings and these options from FILE's \"serve\" object\n"
                    "                     (docs/CONFIG.md; flags given here override the file)\n");
             return 0;

@@ -291,8 +291,24 @@ enum MHD_Result ctl_long_poll_answer(wsync_control_server_t *s, req_ctx_t *c)
     return c->digests_of ? answer_record(s, c, c->digests_of) : answer_latest(s, c);
 }
 
+/* With --private-status a version record (it lists the trainers' pull
+ * addresses) is for token holders: GET /v1/versions/<v>, and the long poll
+ * with ?record=1. 1 when this request may not see it (answered 401). */
+static int record_hidden(wsync_control_server_t *s, req_ctx_t *c, enum MHD_Result *ret)
+{
+    if (!s->private_status || s->token == NULL || ctl_token_ok(s, c->conn))
+        return 0;
+    ctl_count(s, "/v1/versions", 401);
+    *ret = ctl_error(c->conn, 401,
+                     "missing or wrong bearer token (Authorization: Bearer <token>): with --private-status a "
+                     "version record (it lists the trainers' pull addresses) needs the token; "
+                     "GET /v1/versions/latest without record=1 does not");
+    return 1;
+}
+
 static enum MHD_Result r_versions(wsync_control_server_t *s, req_ctx_t *c, const char *url)
 {
+    enum MHD_Result hidden_ret;
     const char *rest = url + strlen("/v1/versions/");
     char *end = NULL;
     unsigned long long v;
@@ -307,6 +323,8 @@ static enum MHD_Result r_versions(wsync_control_server_t *s, req_ctx_t *c, const
             return ctl_error(c->conn, 400,
                              "query arguments after, timeout_ms and record must be non-negative integers");
         }
+        if (c->with_record && record_hidden(s, c, &hidden_ret))
+            return hidden_ret;
         if (timeout > CTL_MAX_POLL_MS)
             timeout = CTL_MAX_POLL_MS;
         if (ctl_latest(&s->model) > c->after || timeout == 0)
@@ -321,6 +339,8 @@ static enum MHD_Result r_versions(wsync_control_server_t *s, req_ctx_t *c, const
         ctl_count(s, "/v1/versions", 404);
         return ctl_error(c->conn, 404, "no such route: use /v1/versions/latest or /v1/versions/<N>");
     }
+    if (record_hidden(s, c, &hidden_ret))
+        return hidden_ret;
     if (query_u64(c->conn, "digests", 0, &ok) != 0) {
         /* Late digests: answer once every piece of the record has its
          * digest, or at timeout_ms (the record as it is then). */
