@@ -38,27 +38,8 @@ int main(int argc, char **argv) {
     return argc > 1 && strcmp(v, argv[1]) == 0 ? 0 : 1;
 }
 C
-# Which libwsync.so /usr/bin/python3 loads for `import wsync` (run from
-# $TMP, not the repository). Without torch (Debian's python3-torch) the
-# package itself cannot be imported; then its loader (_lib) is, alone.
-cat >"$TMP/which_lib.py" <<'PYEOF'
-import importlib.util, sys, types
-spec = importlib.util.find_spec("wsync")
-if spec is None:
-    sys.exit("wsync is not importable: sys.path is %s" % sys.path)
-try:
-    import torch  # noqa: F401
-except ImportError:
-    pkg = types.ModuleType("wsync")
-    pkg.__path__ = list(spec.submodule_search_locations)
-    sys.modules["wsync"] = pkg
-    from wsync import _lib
-    print(_lib.path)
-else:
-    import wsync
-    print(wsync.library_path)
-PYEOF
-py_lib() { (cd "$TMP" && "$@" "$TMP/which_lib.py" 2>>"$TMP/py.err"); }
+# Which libwsync.so a python loads for `import wsync` (run from $TMP).
+py_lib() { (cd "$TMP" && "$@" "$WSYNC_ROOT/tests/fresh/which_lib.py" 2>>"$TMP/py.err"); }
 have_py=; [ -x "$PY" ] && [ -z "$ASAN" ] && have_py=1
 [ -n "$have_py" ] && ! $PY -c 'import torch' 2>/dev/null &&
     skip "$NAME"_python_full_import "no torch for $PY (make deps installs python3-torch): the package's loader is checked alone"
