@@ -112,7 +112,8 @@ mnt -t proc proc "$R/proc" && mnt -t sysfs sysfs "$R/sys" && mnt --bind /dev "$R
     mnt --bind "$DIR/apt-archives-$SUITE" "$R/var/cache/apt/archives" ||
     die "cannot mount the kernel file systems in $R"
 t1=$(date +%s)
-say "root file system ready in $((t1 - t0)) s; cloning $commit and running make demo, then make test"
+say "root file system ready in $((t1 - t0)) s; cloning $commit and running" \
+    "${WSYNC_FRESH_ONLY:+(WSYNC_FRESH_ONLY=install) }$([ -z "${WSYNC_FRESH_ONLY:-}" ] && echo "make demo, make test, ")the install routes"
 
 log=$DIR/run-$SUITE.log
 timeout "$LIMIT" chroot "$R" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 ONLY="${WSYNC_FRESH_ONLY:-}" \
