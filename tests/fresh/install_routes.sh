@@ -35,15 +35,15 @@ echo "fresh: make install"
 if make install >/tmp/install.log 2>&1; then
     pass system_make_install
     check system_wsync_on_path test "$(command -v wsync)" = /usr/local/bin/wsync
-    check system_wsync_runs wsync --version
+    check system_wsync_runs sh -c 'wsync --version >/dev/null'
     # shellcheck disable=SC2046
     if (cd /tmp && cc -o prog prog.c $(pkg-config --cflags --libs wsync)) 2>/tmp/cc.log; then
-        check system_c_program_runs env -i /tmp/prog
+        check system_c_program_runs sh -c 'env -i /tmp/prog >/dev/null'
     else
         fail system_c_program_builds "$(head -3 /tmp/cc.log)"
     fi
     check system_python_finds_lib test "$(cd / && python3 "$REPO/tests/fresh/which_lib.py")" = /usr/local/lib/libwsync.so
-    check system_make_uninstall make uninstall >>/tmp/install.log 2>&1
+    check system_make_uninstall sh -c 'make uninstall >>/tmp/install.log 2>&1'
     check system_python_gone sh -c 'cd / && python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec(\"wsync\") is not None)"'
 else
     fail system_make_install "$(tail -5 /tmp/install.log)"
@@ -55,7 +55,8 @@ rm -rf /home/wsyncuser/wsync && cp -a "$REPO" /home/wsyncuser/wsync && chown -R 
 cp /tmp/prog.c /home/wsyncuser/prog.c && chown wsyncuser: /home/wsyncuser/prog.c
 cp "$REPO/tests/fresh/which_lib.py" /home/wsyncuser/which_lib.py
 # as_user CMD: a login shell of the user (its ~/.profile read), no other environment.
-as_user() { (cd / && runuser -u wsyncuser -- env -i TERM=dumb LANG=C.UTF-8 PATH=/usr/bin:/bin bash -lc "cd && $1"); }
+as_user() { (cd / && runuser -u wsyncuser -- env -i HOME=/home/wsyncuser USER=wsyncuser LOGNAME=wsyncuser \
+    SHELL=/bin/bash TERM=dumb LANG=C.UTF-8 PATH=/usr/bin:/bin bash -lc "cd && $1"); }
 
 echo "fresh: make install PREFIX=\$HOME/.local"
 if as_user 'cd ~/wsync && make install PREFIX="$HOME/.local"' >/tmp/user-install.log 2>&1; then
@@ -63,7 +64,7 @@ if as_user 'cd ~/wsync && make install PREFIX="$HOME/.local"' >/tmp/user-install
     check user_path_note grep -q '.local/bin is not on your PATH' /tmp/user-install.log
     check user_wsync_on_path_next_login test "$(as_user 'command -v wsync')" = /home/wsyncuser/.local/bin/wsync
     check user_c_program_runs as_user 'export PKG_CONFIG_PATH="$HOME/.local/lib/pkgconfig"
-        cc -o prog prog.c $(pkg-config --cflags --libs wsync) && env -i ./prog'
+        cc -o prog prog.c $(pkg-config --cflags --libs wsync) && env -i ./prog >/dev/null'
     check user_python_finds_lib test "$(as_user 'python3 which_lib.py')" = /home/wsyncuser/.local/lib/libwsync.so
     check user_make_uninstall as_user 'cd ~/wsync && make uninstall PREFIX="$HOME/.local"' >/dev/null
 else
