@@ -262,7 +262,10 @@ test-verbs:
 	@tests/verbs/run_vm.sh
 
 # What a new user does: a minbase Debian 12 with git, make, ca-certificates;
-# clone this commit; make demo; make test (tests/fresh/run.sh). Root only.
+# clone this commit; make demo; make test; the install routes
+# (tests/fresh/run.sh; WSYNC_FRESH_ONLY=install for the routes alone,
+# WSYNC_FRESH_SUITE=noble for Ubuntu 24.04). Root only. The archive mirror is
+# the one this machine's apt uses for that release (or WSYNC_FRESH_MIRROR).
 test-fresh:
 	@if [ "$$(id -u)" = 0 ] && ! command -v debootstrap >/dev/null; then \
 	  $(MAKE) --no-print-directory deps DEPS_PKGS=debootstrap; fi
