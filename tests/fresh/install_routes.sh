@@ -66,7 +66,7 @@ if as_user 'cd ~/wsync && make install PREFIX="$HOME/.local"' >/tmp/user-install
     check user_c_program_runs as_user 'export PKG_CONFIG_PATH="$HOME/.local/lib/pkgconfig"
         cc -o prog prog.c $(pkg-config --cflags --libs wsync) && env -i ./prog >/dev/null'
     check user_python_finds_lib test "$(as_user 'python3 which_lib.py')" = /home/wsyncuser/.local/lib/libwsync.so
-    check user_make_uninstall as_user 'cd ~/wsync && make uninstall PREFIX="$HOME/.local"' >/dev/null
+    check user_make_uninstall as_user 'cd ~/wsync && make uninstall PREFIX="$HOME/.local" >/dev/null'
 else
     fail user_make_install "$(tail -5 /tmp/user-install.log)"
 fi
