@@ -342,8 +342,8 @@ install-files:
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
-	@dir=$(PYTHONDIR); [ -z "$$dir" ] || { echo "rm -rf $(DESTDIR)$$dir/wsync"; rm -rf $(DESTDIR)$$dir/wsync; \
-	  rmdir $(DESTDIR)$$dir $(DESTDIR)$$(dirname $$dir) 2>/dev/null; }; \
+	@set -- $(PY_SITE); dir=$(PYTHONDIR); [ -z "$$dir" ] || { echo "rm -rf $(DESTDIR)$$dir/wsync"; \
+	  rm -rf $(DESTDIR)$$dir/wsync; [ "$$2" = site ] || rmdir $(DESTDIR)$$dir $(DESTDIR)$$(dirname $$dir) 2>/dev/null; }; \
 	rmdir $(addprefix $(DESTDIR)$(INCLUDEDIR)/wsync/,$(sort $(dir $(PUBLIC_HEADERS)))) \
 	  $(DESTDIR)$(INCLUDEDIR)/wsync $(DESTDIR)$(LIBDIR)/pkgconfig 2>/dev/null; \
 	[ -n "$(DESTDIR)" ] || [ -z "$(LIB_IS_SYSTEM)" ] || $(LDCONFIG) || true
