@@ -164,9 +164,13 @@ $(BUILD)/libwsync.a: $(LIB_OBJS)
 $(BUILD)/libwsync.so: $(LIB_OBJS)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
-# What a program linking libwsync.a needs besides it (for wsync.pc).
+# What a program linking libwsync.a needs besides it (for wsync.pc): the
+# libraries this build linked, as they are. Not their pkg-config modules as
+# Requires.private: `pkg-config --static` would then add those modules' own
+# private libraries (libcurl's -lnghttp2 -lssh2 -lldap ...), which Debian's
+# -dev packages do not ship.
 $(BUILD)/wsync-pc.txt: $(BUILD)/libwsync.so Makefile
-	@printf '%s\n' 'Libs.private: $(strip $(PC_PRIVATE))' 'Requires.private: $(strip $(PC_REQUIRES))' >$@
+	@printf '%s\n' 'Libs.private: $(strip $(LDLIBS))' >$@
 
 $(BUILD)/wsync: $(CLI_OBJS) $(BUILD)/libwsync.a
 	$(CC) -o $@ $(CLI_OBJS) $(BUILD)/libwsync.a $(LDFLAGS) $(LDLIBS)
@@ -258,7 +262,10 @@ test-verbs:
 	@tests/verbs/run_vm.sh
 
 # What a new user does: a minbase Debian 12 with git, make, ca-certificates;
-# clone this commit; make demo; make test (tests/fresh/run.sh). Root only.
+# clone this commit; make demo; make test; the install routes
+# (tests/fresh/run.sh; WSYNC_FRESH_ONLY=install for the routes alone,
+# WSYNC_FRESH_SUITE=noble for Ubuntu 24.04). Root only. The archive mirror is
+# the one this machine's apt uses for that release (or WSYNC_FRESH_MIRROR).
 test-fresh:
 	@if [ "$$(id -u)" = 0 ] && ! command -v debootstrap >/dev/null; then \
 	  $(MAKE) --no-print-directory deps DEPS_PKGS=debootstrap; fi
@@ -267,9 +274,13 @@ test-fresh:
 # --- install ---------------------------------------------------------------
 # PREFIX/bin/wsync, PREFIX/lib/libwsync.{so,a}, the public headers under
 # PREFIX/include/wsync/ with their folders (so `#include "common/wsync.h"`
-# reads the same in and out of the tree; Cflags: -I$(includedir)/wsync), and
-# PREFIX/lib/pkgconfig/wsync.pc. python/wsync, when present, goes to the
-# prefix's site directory of /usr/bin/python3.
+# reads the same in and out of the tree; Cflags: -I$(includedir)/wsync),
+# PREFIX/lib/pkgconfig/wsync.pc, and python/wsync where PYTHON imports it
+# from (python/_install_dir.py: /usr/local/lib/python3.X/dist-packages for
+# /usr/local, the user site directory for ~/.local). A program linked with
+# `pkg-config --libs wsync` runs without LD_LIBRARY_PATH: a LIBDIR the
+# dynamic linker searches (ld.so.conf: /usr/local/lib, /usr/lib) gets
+# `ldconfig` after the copy, any other an rpath in the .pc's Libs.
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 BINDIR     ?= $(PREFIX)/bin
@@ -277,15 +288,16 @@ LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PUBLIC_HEADERS := common/wsync.h trainer_side/wsync_publisher.h engine_side/wsync_receiver.h
 PYTHON     ?= /usr/bin/python3
-PYTHONDIR  ?= $(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)/$(shell \
-              $(PYTHON) -c 'import sys; print("dist-packages" if any(p.endswith("dist-packages") for p in sys.path) else "site-packages")' 2>/dev/null)
-# A library of LDLIBS with a pkg-config module of its own goes to
-# Requires.private by that name; the others to Libs.private as they are.
-PC_MODULES := jansson:jansson microhttpd:libmicrohttpd curl:libcurl xxhash:libxxhash \
-              ibverbs:libibverbs crypto:libcrypto ssl:libssl
-pc_module   = $(patsubst $(1):%,%,$(filter $(1):%,$(PC_MODULES)))
-PC_REQUIRES = $(foreach l,$(patsubst -l%,%,$(filter -l%,$(LDLIBS))),$(call pc_module,$(l)))
-PC_PRIVATE  = $(foreach w,$(LDLIBS),$(if $(call pc_module,$(patsubst -l%,%,$(w))),,$(w)))
+LDCONFIG   ?= $(firstword $(wildcard /sbin/ldconfig /usr/sbin/ldconfig) ldconfig)
+# "DIR KIND" (python/_install_dir.py); empty without PYTHON.
+PY_SITE     = $(shell [ -x $(PYTHON) ] && $(PYTHON) python/_install_dir.py '$(PREFIX)' 2>/dev/null)
+PYTHONDIR  ?= $(word 1,$(PY_SITE))
+# "yes" when the dynamic linker searches LIBDIR (a directory of ld.so.conf or
+# a built-in one), compared by real path (/lib is /usr/lib on merged-usr).
+LIB_IS_SYSTEM = $(shell d=$$(realpath -m '$(LIBDIR)'); $(LDCONFIG) -v -N -X 2>/dev/null | \
+                  sed -n 's|^\(/[^:]*\):.*|\1|p' | while read -r x; do \
+                  [ "$$(realpath -m "$$x")" = "$$d" ] && echo yes && break; done)
+comma      := ,
 INSTALLED   = $(BINDIR)/wsync $(LIBDIR)/libwsync.so $(LIBDIR)/libwsync.a $(LIBDIR)/pkgconfig/wsync.pc \
               $(PUBLIC_HEADERS:%=$(INCLUDEDIR)/wsync/%)
 
@@ -293,7 +305,9 @@ install: all
 	@$(MAKE) --no-print-directory install-files
 
 # Copies what `make` built into BUILD; builds nothing (the libraries' link
-# flags of that build are in BUILD/wsync-pc.txt).
+# flags of that build are in BUILD/wsync-pc.txt). The notes at the end say
+# what a reader must still do: a BINDIR not on PATH, a PYTHONDIR PYTHON does
+# not search, an ldconfig that failed.
 install-files:
 	@for f in $(BUILD)/wsync $(BUILD)/libwsync.so $(BUILD)/libwsync.a $(BUILD)/wsync-pc.txt; do \
 	  [ -f $$f ] || { echo "install: $$f is not built (run make first)" >&2; exit 1; }; done
@@ -306,19 +320,33 @@ install-files:
 	  install -m 644 $$h $(DESTDIR)$(INCLUDEDIR)/wsync/$$h || exit 1; done
 	{ printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 	  'Name: wsync' 'Description: syncs model weights from trainer ranks to inference engines' \
-	  'Version: $(VERSION)' 'Cflags: -I$${includedir}/wsync' 'Libs: -L$${libdir} -lwsync'; \
+	  'Version: $(VERSION)' 'Cflags: -I$${includedir}/wsync' \
+	  'Libs: -L$${libdir}$(if $(LIB_IS_SYSTEM),, -Wl$(comma)-rpath$(comma)$${libdir}) -lwsync'; \
 	  cat $(BUILD)/wsync-pc.txt; } >$(DESTDIR)$(LIBDIR)/pkgconfig/wsync.pc
-	@if [ -d python/wsync ]; then \
-	  echo "install python/wsync -> $(DESTDIR)$(PYTHONDIR)/wsync"; \
-	  install -d $(DESTDIR)$(PYTHONDIR)/wsync && \
-	  find python/wsync -name '*.py' -exec install -m 644 -t $(DESTDIR)$(PYTHONDIR)/wsync {} + ; fi
+	@set -- $(PY_SITE); dir=$(PYTHONDIR); \
+	if [ ! -d python/wsync ]; then :; \
+	elif [ -z "$$dir" ]; then echo "install: note: $(PYTHON) is not installed, so neither is the Python package" \
+	  "(make deps installs python3; then make install again)"; \
+	else echo "install python/wsync -> $(DESTDIR)$$dir/wsync"; \
+	  install -d $(DESTDIR)$$dir/wsync && \
+	  find python/wsync -maxdepth 1 -name '*.py' -exec install -m 644 -t $(DESTDIR)$$dir/wsync {} + && \
+	  printf '%s\n' '"""Written by make install: where it put libwsync.so."""' 'LIBDIR = "$(LIBDIR)"' \
+	    >$(DESTDIR)$$dir/wsync/_installed.py || exit 1; \
+	  [ "$$2" != other ] || echo "install: note: $(PYTHON) does not search $$dir: import wsync with" \
+	    "PYTHONPATH=$$dir, or install with PREFIX=/usr/local or PREFIX=\$$HOME/.local"; fi
+	@[ -z "$(DESTDIR)" ] || exit 0; \
+	if [ -n "$(LIB_IS_SYSTEM)" ]; then echo "$(LDCONFIG)"; $(LDCONFIG) || \
+	  echo "install: note: ldconfig failed: run it as root, or programs will not find $(LIBDIR)/libwsync.so"; fi; \
+	case ":$$PATH:" in *:$(BINDIR):*) ;; *) echo "install: note: $(BINDIR) is not on your PATH:" \
+	  "export PATH=\"$(BINDIR):\$$PATH\" (Debian's ~/.profile adds ~/.local/bin at your next login)";; esac
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
-	rm -rf $(DESTDIR)$(PYTHONDIR)/wsync
-	@rmdir $(addprefix $(DESTDIR)$(INCLUDEDIR)/wsync/,$(sort $(dir $(PUBLIC_HEADERS)))) \
-	  $(DESTDIR)$(INCLUDEDIR)/wsync $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PYTHONDIR) \
-	  $(DESTDIR)$(dir $(PYTHONDIR)) 2>/dev/null || true
+	@set -- $(PY_SITE); dir=$(PYTHONDIR); [ -z "$$dir" ] || { echo "rm -rf $(DESTDIR)$$dir/wsync"; \
+	  rm -rf $(DESTDIR)$$dir/wsync; [ "$$2" = site ] || rmdir $(DESTDIR)$$dir $(DESTDIR)$$(dirname $$dir) 2>/dev/null; }; \
+	rmdir $(addprefix $(DESTDIR)$(INCLUDEDIR)/wsync/,$(sort $(dir $(PUBLIC_HEADERS)))) \
+	  $(DESTDIR)$(INCLUDEDIR)/wsync $(DESTDIR)$(LIBDIR)/pkgconfig 2>/dev/null; \
+	[ -n "$(DESTDIR)" ] || [ -z "$(LIB_IS_SYSTEM)" ] || $(LDCONFIG) || true
 
 # --- habits ----------------------------------------------------------------
 # Every C/CUDA source and header against .clang-format (clang-format 14);

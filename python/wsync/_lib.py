@@ -165,12 +165,18 @@ _PROTOTYPES = {
 
 def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
+    # A wheel built by `pip install ./python` carries the library here.
     yield os.path.join(here, "libwsync.so")
     env = os.environ.get("WSYNC_LIB")
     if env:
         yield os.path.join(env, "libwsync.so") if os.path.isdir(env) else env
-    yield os.path.join(os.path.dirname(os.path.dirname(here)), "build", "libwsync.so")
-    # `make install`: PREFIX/lib/python3.X/{site,dist}-packages/wsync -> PREFIX/lib
+    try:  # `make install` writes where it put the library (its LIBDIR)
+        from . import _installed
+        yield os.path.join(_installed.LIBDIR, "libwsync.so")
+    except ImportError:
+        pass
+    yield os.path.join(os.path.dirname(os.path.dirname(here)), "build", "libwsync.so")  # the repository's build
+    # PREFIX/lib/python3.X/{site,dist}-packages/wsync -> PREFIX/lib (a copy without _installed.py)
     yield os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(here))), "libwsync.so")
     yield "libwsync.so"  # the dynamic linker's own search (ldconfig, LD_LIBRARY_PATH)
 
@@ -194,7 +200,8 @@ def _load():
             fn.restype, fn.argtypes = res, args
         return lib, path
     raise ImportError("wsync: libwsync.so not found; looked at %s. Build it with `make` in the repository, "
-                      "or set WSYNC_LIB to the library's path." % ", ".join(tried))
+                      "then `make install` or `pip install ./python` (in a venv), or set WSYNC_LIB to the "
+                      "library's path." % ", ".join(tried))
 
 
 lib, path = _load()

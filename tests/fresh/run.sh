@@ -8,7 +8,12 @@
 # changes are not part of it). Root only; prints "skipped: needs root"
 # otherwise. Every mount it makes is undone when it ends, also on failure or
 # on an interrupt. Exits non-zero when `make demo` or `make test` fails inside.
-# WSYNC_FRESH_SUITE=noble does the same on Ubuntu 24.04 (archive.ubuntu.com).
+# After them it follows the install routes of README.md and docs/PYTHON.md
+# (tests/fresh/install_routes.sh). WSYNC_FRESH_ONLY=install skips demo and
+# test (quicker, for working on the install; a full run is the default).
+# WSYNC_FRESH_SUITE=noble does the same on Ubuntu 24.04. The archive mirror
+# is the one this machine's apt uses for that suite (tests/fresh/apt_mirror.sh),
+# or WSYNC_FRESH_MIRROR; with neither the run stops and says so.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DIR=${WSYNC_FRESH_DIR:-$ROOT/build/fresh}
@@ -19,6 +24,17 @@ BASE=$DIR/base-$SUITE R=$DIR/root-$SUITE
 say() { echo "test-fresh: $*"; }
 die() { echo "test-fresh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { say "skipped: needs root (debootstrap, chroot and mounts)"; exit 0; }
+. "$ROOT/tests/fresh/apt_mirror.sh"
+case $SUITE in
+bookworm) NAME="Debian 12" ;;
+noble) NAME="Ubuntu 24.04" ;;
+*) die "WSYNC_FRESH_SUITE=$SUITE: bookworm (Debian 12) or noble (Ubuntu 24.04)" ;;
+esac
+MIRROR=${WSYNC_FRESH_MIRROR:-$(apt_mirror "$SUITE")}
+[ -n "$MIRROR" ] || die "no archive mirror for $SUITE ($NAME): this machine's apt configuration" \
+    "(${WSYNC_APT_ETC:-/etc/apt}/sources.list, sources.list.d/*.list, *.sources) has no deb entry for" \
+    "suite $SUITE; set WSYNC_FRESH_MIRROR to the URL of a $NAME archive mirror you may use"
+case ${WSYNC_FRESH_ONLY:-} in ''|install) ;; *) die "WSYNC_FRESH_ONLY=$WSYNC_FRESH_ONLY: install or unset" ;; esac
 command -v debootstrap >/dev/null || die "debootstrap is not installed (as root: make deps DEPS_PKGS=debootstrap)"
 command -v git >/dev/null || die "git is not installed"
 
@@ -44,24 +60,15 @@ cleanup() {
 trap cleanup EXIT
 trap "exit 130" INT; trap "exit 143" TERM   # so the EXIT trap runs on a signal too
 
-# The mirror this machine's apt already uses (deb822 or one-line format).
-MIRROR=${WSYNC_FRESH_MIRROR:-$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.sources \
-    /etc/apt/sources.list.d/*.list 2>/dev/null | grep -v '^ *#' |
-    sed -n 's/^URIs: *\([^ ]*\).*/\1/p; s/^deb  *\(\[[^]]*\] *\)\{0,1\}\(http[^ ]*\).*/\2/p' |
-    grep -i 'debian' | grep -v security | head -1)}
-[ -n "$MIRROR" ] || MIRROR=http://deb.debian.org/debian
 BOOTSTRAP=(--variant=minbase --include=git,make,ca-certificates) script=
-case $SUITE in
-bookworm) ;;
-noble)   # Ubuntu 24.04: its own mirror and universe (python3-torch); older
-         # debootstraps know noble only as another gutsy-style suite.
-    MIRROR=${WSYNC_FRESH_MIRROR:-http://archive.ubuntu.com/ubuntu}
+if [ "$SUITE" = noble ]; then
+    # Ubuntu 24.04: universe too (python3-torch); older debootstraps know
+    # noble only as another gutsy-style suite.
     BOOTSTRAP+=(--components=main,universe)
     [ -f /usr/share/keyrings/ubuntu-archive-keyring.gpg ] || BOOTSTRAP+=(--no-check-gpg)
     script=/usr/share/debootstrap/scripts/noble
-    [ -e "$script" ] || script=/usr/share/debootstrap/scripts/gutsy ;;
-*) die "WSYNC_FRESH_SUITE=$SUITE: bookworm (Debian 12) or noble (Ubuntu 24.04)" ;;
-esac
+    [ -e "$script" ] || script=/usr/share/debootstrap/scripts/gutsy
+fi
 
 mkdir -p "$DIR"
 t0=$(date +%s)
@@ -105,30 +112,35 @@ mnt -t proc proc "$R/proc" && mnt -t sysfs sysfs "$R/sys" && mnt --bind /dev "$R
     mnt --bind "$DIR/apt-archives-$SUITE" "$R/var/cache/apt/archives" ||
     die "cannot mount the kernel file systems in $R"
 t1=$(date +%s)
-say "root file system ready in $((t1 - t0)) s; cloning $commit and running make demo, then make test"
+say "root file system ready in $((t1 - t0)) s; cloning $commit and running" \
+    "${WSYNC_FRESH_ONLY:+(WSYNC_FRESH_ONLY=install) }$([ -z "${WSYNC_FRESH_ONLY:-}" ] && echo "make demo, make test, ")the install routes"
 
 log=$DIR/run-$SUITE.log
-timeout "$LIMIT" chroot "$R" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+timeout "$LIMIT" chroot "$R" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 ONLY="${WSYNC_FRESH_ONLY:-}" \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /bin/bash -c '
         set -e
         git clone -q /srv/wsync.git /root/wsync && cd /root/wsync
         echo "fresh: cloned $(git log -1 --format="%h %s")"
-        s=$(date +%s); make demo; d=$(date +%s)
-        echo "fresh: make demo took $((d - s)) s"
-        make test; e=$(date +%s)
-        echo "fresh: make test took $((e - d)) s"' </dev/null 2>&1 | tee "$log"
+        if [ -z "$ONLY" ]; then
+            s=$(date +%s); make demo; d=$(date +%s)
+            echo "fresh: make demo took $((d - s)) s"
+            make test; e=$(date +%s)
+            echo "fresh: make test took $((e - d)) s"
+        fi
+        s=$(date +%s); bash tests/fresh/install_routes.sh; e=$(date +%s)
+        echo "fresh: the install routes took $((e - s)) s"' </dev/null 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 t2=$(date +%s)
 say "took $((t2 - t0)) s in all ($((t2 - t1)) s inside; log: $log)"
 [ "$rc" = 124 ] && say "the run inside did not finish in $LIMIT s"
-[ "$rc" != 0 ] && say "make demo / make test failed inside the fresh root file system (exit $rc)"
-# The last line is the inner suite's summary (or one failure when it never ran).
+[ "$rc" != 0 ] && say "make demo / make test / the install routes failed inside the fresh root file system (exit $rc)"
+# The last line: the inner suite's summary plus the install routes' PASS and
+# FAIL lines (or one failure when nothing ran).
 summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
-if [ -z "$summary" ]; then
-    summary="0 passed, 1 failed"
-elif [ "$rc" != 0 ] && [ "${summary##*, }" = "0 failed" ]; then
-    summary="${summary%%,*}, 1 failed"      # the tests passed, the run did not
-fi
-echo "$summary"
+np=${summary%% passed*} nf=${summary##*, }; nf=${nf%% failed}
+[ -n "$summary" ] || np=0 nf=0
+np=$((np + $(grep -c '^PASS fresh_' "$log"))) nf=$((nf + $(grep -c '^FAIL fresh_' "$log")))
+[ "$rc" != 0 ] && [ "$nf" = 0 ] && nf=1      # the tests passed, the run did not
+echo "$np passed, $nf failed"
 [ "$rc" = 0 ] && passed=1
 [ "$rc" = 0 ]

@@ -14,10 +14,12 @@ command -v debootstrap >/dev/null || die "debootstrap is not installed (run: mak
 command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 is not installed (apt-get install e2fsprogs)"
 [ "$(id -u)" = 0 ] || die "debootstrap needs root (run make test-verbs as root)"
 
-# The mirror this machine's apt already uses (deb822 or one-line format).
-MIRROR=${WSYNC_VM_MIRROR:-$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null |
-    sed -n 's/^URIs: *\([^ ]*\).*/\1/p; s/^deb  *\(\[[^]]*\] *\)\{0,1\}\(http[^ ]*\).*/\2/p' | grep -v security | head -1)}
-[ -n "$MIRROR" ] || MIRROR=http://deb.debian.org/debian
+# The mirror this machine's apt uses for bookworm (tests/fresh/apt_mirror.sh),
+# or WSYNC_VM_MIRROR; none is named here.
+. "$(dirname "$0")/../fresh/apt_mirror.sh"
+MIRROR=${WSYNC_VM_MIRROR:-$(apt_mirror bookworm)}
+[ -n "$MIRROR" ] || die "this machine's apt configuration (/etc/apt/sources.list, sources.list.d/*.list," \
+    "*.sources) has no deb entry for bookworm; set WSYNC_VM_MIRROR to the URL of a Debian 12 mirror you may use"
 
 PKGS=linux-image-amd64,rdma-core,ibverbs-providers,libibverbs1,perftest,iproute2,kmod,procps,psmisc,\
 libjansson4,libmicrohttpd12,libcurl4,libxxhash0,libssl3,ca-certificates,curl
