@@ -5,6 +5,7 @@
 
 #include "common/checks.h"
 #include "common/util.h"
+#include "trainer_side/control/page.h"
 #include "trainer_side/control/server_internal.h"
 
 /* Parse the body as a JSON object; on failure answer 400 and return NULL. */
@@ -370,6 +371,7 @@ static enum MHD_Result r_get_layout(wsync_control_server_t *s, req_ctx_t *c, con
 }
 
 static const ctl_route_t routes[] = {
+    {"/", "GET", "/", 0, CTL_BODY_CAP, 0, 0, ctl_page}, /* the status page: no data in it */
     {"/healthz", "GET", "/healthz", 0, CTL_BODY_CAP, 0, 0, r_healthz},
     {"/metrics", "GET", "/metrics", 0, CTL_BODY_CAP, 0, 0, r_metrics},
     {"/v1/status", "GET", "/v1/status", 0, CTL_BODY_CAP, 0, 1, r_status},
