@@ -14,6 +14,18 @@ if ! command -v chromium >/dev/null 2>&1 || ! /usr/bin/python3 -c 'import websoc
     exit 0
 fi
 mkdir -p "$OUTDIR"
+# stop_run: SIGTERM to what this test started, SIGKILL to what is left after
+# 3 s (this test is about the page, not about how fast each command stops).
+stop_run() {
+    local p i
+    for p in "${WSYNC_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    for ((i = 0; i < 30; i++)); do
+        for p in "${WSYNC_PIDS[@]}"; do kill -0 "$p" 2>/dev/null && break; done
+        kill -0 "$p" 2>/dev/null || break
+        sleep 0.1
+    done
+    for p in "${WSYNC_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+}
 
 # 1. The page is served, with no data in it, to anyone.
 port=$(free_port); url=http://127.0.0.1:$port
@@ -60,7 +72,7 @@ else pass page_has_no_console_error; fi
 check page_text_names_engines_and_hosts bash -c "grep -q 'node-a' '$TMP/page_v2.txt' && grep -q 'node-b' '$TMP/page_v2.txt'"
 check page_text_shows_held_lag_and_rate bash -c "grep -q 'GB/s' '$TMP/page_v2.txt' && grep -q 'lag' '$TMP/page_v2.txt'"
 check page_text_shows_publish_to_ready bash -c "grep -q 'publish → ready' '$TMP/page_v2.txt'"
-for p in "${WSYNC_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+stop_run
 
 # 3. --private-status: the page asks for the token (nothing shown without
 # it), a wrong one is refused, the right one shows the run; kept in the tab.
@@ -100,4 +112,5 @@ if grep '^console:' "$TMP/driver2.log" | grep -vq '^console: error network .*401
     fail private_page_has_no_console_error "$(grep '^console:' "$TMP/driver2.log" | grep -v ' 401' | head -3)"
 else pass private_page_has_no_console_error; fi
 [ $drc2 = 0 ] || { echo "driver:" >&2; cat "$TMP/driver2.log" >&2; }
+stop_run
 exit 0
