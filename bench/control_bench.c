@@ -47,6 +47,8 @@ static pid_t spawn_server(char *url, size_t len)
     pid = fork();
     if (pid == 0) {
         wsync_control_server_config_t cfg = {.listen = "127.0.0.1:0", .max_connections = 19000};
+        const char *threads = getenv("CONTROL_BENCH_THREADS"); /* the server's MHD threads; default: its own */
+        cfg.threads = threads ? atoi(threads) : 0;
         wsync_control_server_t *s = NULL;
         close(p[0]);
         raise_nofile();

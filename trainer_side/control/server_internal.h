@@ -65,11 +65,17 @@ struct wsync_control_server {
     pthread_t timer;
     int timer_started;
     int stopping;
-    /* GET /v1/status text, rebuilt only when the model changed (1000 engines
-     * cost ~6 ms of JSON building per request otherwise). MHD thread only. */
-    char *status_text;
+    /* The answers below are built once and shared by every request that
+     * wants the same bytes (MHD counts a response's references); the MHD
+     * threads of the pool take cache_lock to look one up, replace it, or
+     * queue it (queueing takes the reference that keeps it alive). */
+    pthread_mutex_t cache_lock;
+    /* GET /v1/status, rebuilt only when the model changed (1000 engines
+     * cost ~6 ms of JSON building per request otherwise), sent without a
+     * copy of its text per request. */
+    struct MHD_Response *status_resp;
     uint64_t status_gen, status_failures, status_changes; /* its key: model, state file */
-    /* The long polls' 200 answer for latest_resp_version. MHD thread only. */
+    /* The long polls' 200 answer for latest_resp_version. */
     struct MHD_Response *latest_resp;
     uint64_t latest_resp_version;
     /* The same with the version's record in it (?record=1), built once per
@@ -80,7 +86,7 @@ struct wsync_control_server {
     /* The answer for the last version record served, by record object (a
      * record never changes once published; holding a reference keeps the
      * object alive, so the same pointer is the same record): every engine
-     * rank of every node fetches the same record at once. MHD thread only. */
+     * rank of every node fetches the same record at once. */
     json_t *rec_obj;
     struct MHD_Response *rec_resp;
     /* The same for the last layout served (GET /v1/layouts/<digest>). */
