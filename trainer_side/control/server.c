@@ -336,6 +336,13 @@ wsync_status_t ctl_suspend(wsync_control_server_t *s, req_ctx_t *c)
         pthread_mutex_unlock(&s->wait_lock);
         return WSYNC_ERR_CANCELLED;
     }
+    /* Checked again under wait_lock: with a pool of MHD threads a publish on
+     * another one may have come since the caller looked, and its wake-up
+     * (which takes this lock after the model changed) would miss this poll. */
+    if (c->digests_of ? ctl_digests_done(&s->model, c->digests_of) : ctl_latest(&s->model) > c->after) {
+        pthread_mutex_unlock(&s->wait_lock);
+        return WSYNC_ERR_CONFLICT;
+    }
     c->waiting = 1;
     c->resumed_answer = 1;
     c->next_waiter = s->waiters;

@@ -116,6 +116,8 @@ enum MHD_Result ctl_error(struct MHD_Connection *conn, int code, const char *msg
 void ctl_count(wsync_control_server_t *s, const char *route, int code);
 void ctl_changed(wsync_control_server_t *s, int published);
 void ctl_reported(wsync_control_server_t *s);
+/* Holds the long poll c until it can be answered; not WSYNC_OK when it is
+ * not held (stopping, or it can be answered now): the caller answers at once. */
 wsync_status_t ctl_suspend(wsync_control_server_t *s, req_ctx_t *c);
 
 /* The state file's condition: 1 when writes fail (why copied to `why`). */
