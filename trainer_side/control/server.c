@@ -86,25 +86,35 @@ static void save_state(wsync_control_server_t *s)
     pthread_mutex_unlock(&s->save_lock);
 }
 
-/* Wake every long poll that can now be answered (or, with `all`, every one). */
+/* Wake every long poll that can now be answered (or, with `all`, every one).
+ * They are taken off the list under wait_lock and resumed after it is
+ * released: a publish may resume 10 000, and the MHD threads answering the
+ * first ones need wait_lock meanwhile (ctl_count). A held connection is not
+ * closed by MHD, so each is still there when it is resumed. */
 static void wake_waiters(wsync_control_server_t *s, int all)
 {
     uint64_t latest = ctl_latest(&s->model), now = wsync_now_ns();
-    req_ctx_t **pp;
+    req_ctx_t **pp, *ready = NULL, *c;
     pthread_mutex_lock(&s->wait_lock);
     pp = &s->waiters;
     while (*pp) {
-        req_ctx_t *c = *pp;
+        c = *pp;
         if (all || now >= c->deadline ||
             (c->digests_of ? ctl_digests_done(&s->model, c->digests_of) : latest > c->after)) {
             *pp = c->next_waiter;
             c->waiting = 0;
-            MHD_resume_connection(c->conn);
+            c->next_waiter = ready;
+            ready = c;
         } else {
             pp = &c->next_waiter;
         }
     }
     pthread_mutex_unlock(&s->wait_lock);
+    while (ready) {
+        c = ready;
+        ready = c->next_waiter; /* read first: once resumed, c may be answered and freed */
+        MHD_resume_connection(c->conn);
+    }
 }
 
 static void *timer_main(void *arg)
