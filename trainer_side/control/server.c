@@ -362,11 +362,16 @@ wsync_status_t ctl_suspend(wsync_control_server_t *s, req_ctx_t *c)
     return WSYNC_OK;
 }
 
-/* MHD threads: as asked, else one per CPU up to 16. */
-static unsigned pool_size(int asked)
+/* MHD threads: as asked, else one per CPU up to 16; never more than the
+ * connection limit (MHD splits it between them: each needs one at least). */
+static unsigned pool_size(int asked, unsigned conn_limit)
 {
     long n = asked > 0 ? asked : sysconf(_SC_NPROCESSORS_ONLN);
-    return (unsigned)(n < 1 ? 1 : n > 16 && asked <= 0 ? 16 : n);
+    if (asked <= 0 && n > 16)
+        n = 16;
+    if (n > (long)conn_limit)
+        n = (long)conn_limit;
+    return (unsigned)(n < 1 ? 1 : n);
 }
 
 wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *cfg, wsync_control_server_t **out)
@@ -374,6 +379,7 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
     wsync_control_server_t *s = calloc(1, sizeof(*s));
     char host[128] = "0.0.0.0", adv[64];
     int port = WSYNC_CONTROL_PORT, fd = -1;
+    unsigned conn_limit;
     json_t *state = NULL;
     wsync_status_t st;
 
@@ -439,16 +445,16 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
             goto err;
         }
     }
+    conn_limit = (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 16384);
     WSYNC_CHECK_GOTO(wsync_tcp_listen(host, port, &fd, &port), st, err);
     /* A pool of MHD threads, each with its own epoll set: a publish resumes
      * every held long poll at once and each thread answers its share (one
      * thread answered 10 000 in 2.4x the raw loopback time; bench/RESULTS.md). */
     s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL,
-                            NULL, handler, s, MHD_OPTION_THREAD_POOL_SIZE, pool_size(cfg->threads),
+                            NULL, handler, s, MHD_OPTION_THREAD_POOL_SIZE, pool_size(cfg->threads, conn_limit),
                             MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 16384),
-                            MHD_OPTION_CONNECTION_TIMEOUT,
+                            conn_limit, MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)(cfg->idle_timeout_s > 0 ? cfg->idle_timeout_s : 120),
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, CTL_CONN_POOL, MHD_OPTION_END);
     if (s->d == NULL) {
