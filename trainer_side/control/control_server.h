@@ -22,9 +22,9 @@ typedef struct wsync_control_server_config {
                                    limit; past it requests are answered 429 */
     int private_status;         /* 1: GET /v1/status and /v1/trainers (who runs where) need
                                    the bearer token too; needs token_file */
-    int threads;                /* MHD threads serving requests; 0 (default): one per CPU,
-                                   at most 16 (a publish answers every held long poll at
-                                   once: each thread answers its share of them) */
+    int threads;                /* MHD threads serving requests; 0 (default): one per two
+                                   CPUs, 1 to 16 (a publish answers every held long poll
+                                   at once: each thread answers its share of them) */
 } wsync_control_server_config_t;
 
 /* Loads the state file (a corrupt one is refused with the reason), binds,

@@ -362,11 +362,14 @@ wsync_status_t ctl_suspend(wsync_control_server_t *s, req_ctx_t *c)
     return WSYNC_OK;
 }
 
-/* MHD threads: as asked, else one per CPU up to 16; never more than the
- * connection limit (MHD splits it between them: each needs one at least). */
+/* MHD threads: as asked, else one per two CPUs, up to 16 (the rest of the
+ * machine keeps the other half: trainer rank 0 may run this in-process); never
+ * more than the connection limit (MHD splits it between them). On the 2-core
+ * dev VM, where the clients share the cores, 2 threads answered 10 000 polls
+ * in no less time than 1 and spent ~1.8x its CPU per poll (bench/RESULTS.md). */
 static unsigned pool_size(int asked, unsigned conn_limit)
 {
-    long n = asked > 0 ? asked : sysconf(_SC_NPROCESSORS_ONLN);
+    long n = asked > 0 ? asked : sysconf(_SC_NPROCESSORS_ONLN) / 2;
     if (asked <= 0 && n > 16)
         n = 16;
     if (n > (long)conn_limit)
@@ -449,7 +452,8 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
     WSYNC_CHECK_GOTO(wsync_tcp_listen(host, port, &fd, &port), st, err);
     /* A pool of MHD threads, each with its own epoll set: a publish resumes
      * every held long poll at once and each thread answers its share (one
-     * thread answered 10 000 in 2.4x the raw loopback time; bench/RESULTS.md). */
+     * thread answered 10 000 in 2.4x the raw loopback time on the 16-core
+     * host, where the bench's client has cores to spare). */
     s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL,
                             NULL, handler, s, MHD_OPTION_THREAD_POOL_SIZE, pool_size(cfg->threads, conn_limit),
                             MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
