@@ -14,9 +14,13 @@
 #define CTL_PUBLISH_CAP (64u << 20) /* a layout's manifest (or a legacy publish with it): 100k tensors fit */
 #define CTL_MAX_COUNTS 256
 /* MHD's per-connection pool (headers, read buffer; bodies go to our own
- * buffer). MHD zeroes it per request: at 256 KiB, answering 10 000 long polls
- * spent most of its ~1 s in memset and page faults. */
-#define CTL_CONN_POOL ((size_t)32 * 1024)
+ * buffer). MHD zeroes it per request, and the pages a held long poll touches
+ * first when it is answered are faulted in then: at 256 KiB, answering
+ * 10 000 long polls spent most of its ~1 s in memset and page faults; at
+ * 32 KiB the server spent ~15-25 us of CPU per answered poll, at 8 KiB ~9.5
+ * (control_bench, 2-core VM). It bounds request headers to ~3 KiB (431
+ * past it: docs/API.md); a 46 MB upload took the same time as with 32 KiB. */
+#define CTL_CONN_POOL ((size_t)8 * 1024)
 #define CTL_MAX_POLL_MS 60000
 
 typedef struct req_ctx {
