@@ -316,8 +316,16 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     if (code != MHD_CONNECTION_NOTIFY_STARTED)
         return;
     ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (ci != NULL)
+    /* A send buffer that takes GET /v1/status whole (182 KB for 1000 engine
+     * nodes) in one send, not a round of the event loop per autotuned step:
+     * /v1/status ran at 0.43 of /healthz's rate without it, 0.56 with
+     * (medians of 8 rounds, control_bench on the 2-core VM). A cap, not an
+     * allocation: a held long poll's socket queues 100 bytes. */
+    if (ci != NULL) {
+        int sndbuf = 1 << 20;
         setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        setsockopt(ci->connect_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+    }
 }
 
 /* Route handlers call this after a change that must survive a restart
