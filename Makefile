@@ -90,12 +90,14 @@ binaries: $(BUILD)/wsync $(BUILD)/libwsync.a $(BUILD)/libwsync.so $(BUILD)/wsync
 # the data-plane handshake's HMAC), libibverbs (RDMA transport). To test: clang + its runtime (libFuzzer),
 # valgrind, iproute2 (network namespaces), nftables and ethtool (network
 # faults: loss and partitions; offloads off where tests/tools/delay_link runs), curl,
-# python3 with torch and numpy (Python API tests), procps/psmisc.
+# python3 with torch and numpy (Python API tests), procps/psmisc, chromium and
+# python3-websocket (the status page test drives a headless browser).
 DEB_BUILD_PKGS := build-essential pkg-config libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev \
             libxxhash-dev libssl-dev libibverbs-dev
 DEB_PKGS := $(DEB_BUILD_PKGS) ibverbs-providers rdma-core clang libclang-rt-dev valgrind \
             iproute2 curl python3 procps psmisc \
-            python3-torch python3-numpy nftables ethtool clang-format python3-venv
+            python3-torch python3-numpy nftables ethtool clang-format python3-venv \
+            chromium python3-websocket
 DEB_VM_PKGS := qemu-system-x86 debootstrap
 # Test-only packages some releases do not have (Ubuntu 24.04 has no
 # python3-torch): installed where apt has them; the tests that need them skip.
@@ -135,7 +137,7 @@ DEPS_BUILD_FILES := /usr/bin/cc /usr/bin/pkg-config /usr/include/microhttpd.h /u
           /usr/include/openssl/hmac.h
 DEPS_FILES := $(DEPS_BUILD_FILES) /usr/bin/clang /usr/bin/valgrind /usr/bin/curl /usr/bin/python3 \
           /usr/bin/pkill /usr/bin/killall /usr/sbin/ip /usr/lib/python3/dist-packages/numpy /usr/sbin/nft \
-          /usr/sbin/ethtool /usr/bin/clang-format
+          /usr/sbin/ethtool /usr/bin/clang-format /usr/bin/chromium /usr/lib/python3/dist-packages/websocket
 
 deps-check-build:
 	@for f in $(DEPS_BUILD_FILES); do \
@@ -152,6 +154,18 @@ deps-check:
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# The status page (GET /) is built into the binary: its one file becomes a
+# byte array (od, from coreutils), NUL-terminated; page.c includes it.
+$(BUILD)/gen/page_html.h: trainer_side/control/page/index.html
+	@mkdir -p $(dir $@)
+	{ echo '/* generated from $< by make: do not edit */'; \
+	  echo 'static const unsigned char ctl_page_html[] = {'; \
+	  od -An -v -tx1 $< | sed -e 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	  echo '0x00};'; } > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/trainer_side/control/page.o: $(BUILD)/gen/page_html.h
+$(BUILD)/obj/trainer_side/control/page.o: CFLAGS += -I$(BUILD)/gen
 
 $(BUILD)/obj/%.cu.o: %.cu $(wildcard common/*.cuh)
 	@mkdir -p $(dir $@)

@@ -25,10 +25,13 @@ typedef struct wsync_control_server_config {
                                    limit; past it requests are answered 429 */
     int private_status;         /* 1: GET /v1/status and /v1/trainers (who runs where) need
                                    the bearer token too; needs token_file */
+    int threads;                /* MHD threads serving requests; 0 (default): one per two
+                                   CPUs, 1 to 16 (a publish answers every held long poll
+                                   at once: each thread answers its share of them) */
 } wsync_control_server_config_t;
 
 /* Loads the state file (a corrupt one is refused with the reason), binds,
- * and serves from MHD's own thread. */
+ * and serves from MHD's own threads (cfg->threads). */
 wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *cfg, wsync_control_server_t **out);
 /* "http://HOST:PORT" clients should use (loopback when bound to any). */
 const char *wsync_control_server_url(const wsync_control_server_t *s);

@@ -6,6 +6,7 @@
 
 #include "common/checks.h"
 #include "common/util.h"
+#include "trainer_side/control/page.h"
 #include "trainer_side/control/server_internal.h"
 #include "trainer_side/control/validate.h"
 
@@ -124,26 +125,35 @@ static void add_state_file(wsync_control_server_t *s, json_t *j)
 static enum MHD_Result r_status(wsync_control_server_t *s, req_ctx_t *c, const char *url)
 {
     uint64_t gen = ctl_generation(&s->model), failures = 0, changes = 0;
-    char *text;
+    enum MHD_Result ret;
     ctl_state_failing(s, NULL, 0, &failures, &changes);
-    if (s->status_text == NULL || s->status_gen != gen || s->status_failures != failures ||
+    pthread_mutex_lock(&s->cache_lock);
+    if (s->status_resp == NULL || s->status_gen != gen || s->status_failures != failures ||
         s->status_changes != changes) {
         json_t *j = ctl_status_json(&s->model);
+        char *text;
+        struct MHD_Response *r;
         add_state_file(s, j);
         text = json_dumps(j, JSON_COMPACT);
         json_decref(j);
-        if (text == NULL)
+        r = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
+        if (r == NULL) {
+            pthread_mutex_unlock(&s->cache_lock);
+            free(text);
             return MHD_NO;
-        free(s->status_text);
-        s->status_text = text;
+        }
+        MHD_add_response_header(r, "Content-Type", "application/json");
+        if (s->status_resp)
+            MHD_destroy_response(s->status_resp);
+        s->status_resp = r;
         s->status_gen = gen;
         s->status_failures = failures;
         s->status_changes = changes;
     }
-    if ((text = strdup(s->status_text)) == NULL)
-        return MHD_NO;
+    ret = MHD_queue_response(c->conn, 200, s->status_resp);
+    pthread_mutex_unlock(&s->cache_lock);
     ctl_count(s, "/v1/status", 200);
-    return ctl_respond(c->conn, 200, "application/json", text);
+    return ret;
 }
 
 static enum MHD_Result r_metrics(wsync_control_server_t *s, req_ctx_t *c, const char *url)
@@ -224,7 +234,8 @@ static uint64_t query_u64(struct MHD_Connection *conn, const char *key, uint64_t
 
 /* {"version":V,"record":{..}}: the long poll's answer with the record of V
  * (?record=1), one response object per version shared by every poll that
- * asked for it. NULL when V is not retained (answered without it then). */
+ * asked for it. NULL when V is not retained (answered without it then).
+ * Under cache_lock. */
 static struct MHD_Response *latest_with_record(wsync_control_server_t *s, uint64_t latest)
 {
     json_t *rec, *doc;
@@ -258,30 +269,36 @@ static enum MHD_Result answer_latest(wsync_control_server_t *s, req_ctx_t *c)
 {
     uint64_t latest = ctl_latest(&s->model);
     struct MHD_Response *with_rec;
-    if (latest > c->after && c->with_record && (with_rec = latest_with_record(s, latest)) != NULL) {
-        ctl_count(s, "/v1/versions/latest", 200);
-        return MHD_queue_response(c->conn, 200, with_rec);
+    enum MHD_Result ret;
+    if (latest <= c->after) {
+        ctl_count(s, "/v1/versions/latest", 204);
+        return ctl_respond(c->conn, 204, "application/json", strdup(""));
     }
-    if (latest > c->after) {
+    pthread_mutex_lock(&s->cache_lock);
+    if (c->with_record && (with_rec = latest_with_record(s, latest)) != NULL) {
+        ret = MHD_queue_response(c->conn, 200, with_rec);
+    } else {
         /* One response object per version, shared by every waiting poll (MHD
          * counts its references): a publish may answer 10 000 at once. */
         if (s->latest_resp == NULL || s->latest_resp_version != latest) {
             char text[64];
             int n = snprintf(text, sizeof(text), "{\"version\":%llu}", (unsigned long long)latest);
             struct MHD_Response *r = MHD_create_response_from_buffer((size_t)n, text, MHD_RESPMEM_MUST_COPY);
-            if (r == NULL)
+            if (r == NULL) {
+                pthread_mutex_unlock(&s->cache_lock);
                 return MHD_NO;
+            }
             MHD_add_response_header(r, "Content-Type", "application/json");
             if (s->latest_resp)
                 MHD_destroy_response(s->latest_resp);
             s->latest_resp = r;
             s->latest_resp_version = latest;
         }
-        ctl_count(s, "/v1/versions/latest", 200);
-        return MHD_queue_response(c->conn, 200, s->latest_resp);
+        ret = MHD_queue_response(c->conn, 200, s->latest_resp);
     }
-    ctl_count(s, "/v1/versions/latest", 204);
-    return ctl_respond(c->conn, 204, "application/json", strdup(""));
+    pthread_mutex_unlock(&s->cache_lock);
+    ctl_count(s, "/v1/versions/latest", 200);
+    return ret;
 }
 
 static enum MHD_Result answer_record(wsync_control_server_t *s, req_ctx_t *c, uint64_t v);
@@ -365,6 +382,7 @@ static enum MHD_Result r_versions(wsync_control_server_t *s, req_ctx_t *c, const
 static enum MHD_Result answer_record(wsync_control_server_t *s, req_ctx_t *c, uint64_t v)
 {
     json_t *rec = ctl_version_json(&s->model, v);
+    enum MHD_Result ret;
     if (rec == NULL) {
         char msg[160];
         snprintf(msg, sizeof(msg), "version %llu is not published or no longer retained (latest is %llu)",
@@ -372,11 +390,13 @@ static enum MHD_Result answer_record(wsync_control_server_t *s, req_ctx_t *c, ui
         ctl_count(s, "/v1/versions", 404);
         return ctl_error(c->conn, 404, msg);
     }
+    pthread_mutex_lock(&s->cache_lock);
     if (rec != s->rec_obj) {
         char *text = json_dumps(rec, JSON_COMPACT);
         struct MHD_Response *r = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
                                       : NULL;
         if (r == NULL) {
+            pthread_mutex_unlock(&s->cache_lock);
             free(text);
             json_decref(rec);
             return MHD_NO;
@@ -388,9 +408,11 @@ static enum MHD_Result answer_record(wsync_control_server_t *s, req_ctx_t *c, ui
         s->rec_resp = r;
         s->rec_obj = json_incref(rec);
     }
+    ret = MHD_queue_response(c->conn, 200, s->rec_resp);
+    pthread_mutex_unlock(&s->cache_lock);
     json_decref(rec);
     ctl_count(s, "/v1/versions", 200);
-    return MHD_queue_response(c->conn, 200, s->rec_resp);
+    return ret;
 }
 
 /* /v1/layouts/<digest>: POST registers a manifest under its digest (201
@@ -415,6 +437,7 @@ static enum MHD_Result r_get_layout(wsync_control_server_t *s, req_ctx_t *c, con
 {
     const char *digest = url + strlen("/v1/layouts/");
     json_t *doc = ctl_layout_json(&s->model, digest);
+    enum MHD_Result ret;
     char msg[200];
     if (doc == NULL) {
         snprintf(msg, sizeof(msg), "layout %.40s is not registered here (POST /v1/layouts/<digest> registers one)",
@@ -424,11 +447,13 @@ static enum MHD_Result r_get_layout(wsync_control_server_t *s, req_ctx_t *c, con
     }
     /* Every engine rank of every node fetches a new layout at once: its text
      * is built once, as for version records. */
+    pthread_mutex_lock(&s->cache_lock);
     if (doc != s->lay_obj) {
         char *text = json_dumps(doc, JSON_COMPACT);
         struct MHD_Response *r = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
                                       : NULL;
         if (r == NULL) {
+            pthread_mutex_unlock(&s->cache_lock);
             free(text);
             json_decref(doc);
             return MHD_NO;
@@ -440,12 +465,15 @@ static enum MHD_Result r_get_layout(wsync_control_server_t *s, req_ctx_t *c, con
         s->lay_resp = r;
         s->lay_obj = json_incref(doc);
     }
+    ret = MHD_queue_response(c->conn, 200, s->lay_resp);
+    pthread_mutex_unlock(&s->cache_lock);
     json_decref(doc);
     ctl_count(s, "/v1/layouts", 200);
-    return MHD_queue_response(c->conn, 200, s->lay_resp);
+    return ret;
 }
 
 static const ctl_route_t routes[] = {
+    {"/", "GET", "/", 0, CTL_BODY_CAP, 0, 0, ctl_page}, /* the status page: no data in it */
     {"/healthz", "GET", "/healthz", 0, CTL_BODY_CAP, 0, 0, r_healthz},
     {"/metrics", "GET", "/metrics", 0, CTL_BODY_CAP, 0, 0, r_metrics},
     {"/v1/status", "GET", "/v1/status", 0, CTL_BODY_CAP, 0, 1, r_status},

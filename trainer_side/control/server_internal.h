@@ -14,9 +14,13 @@
 #define CTL_PUBLISH_CAP (64u << 20) /* a layout's manifest (or a legacy publish with it): 100k tensors fit */
 #define CTL_MAX_COUNTS 256
 /* MHD's per-connection pool (headers, read buffer; bodies go to our own
- * buffer). MHD zeroes it per request: at 256 KiB, answering 10 000 long polls
- * spent most of its ~1 s in memset and page faults. */
-#define CTL_CONN_POOL ((size_t)32 * 1024)
+ * buffer). MHD zeroes it per request, and the pages a held long poll touches
+ * first when it is answered are faulted in then: at 256 KiB, answering
+ * 10 000 long polls spent most of its ~1 s in memset and page faults; at
+ * 32 KiB the server spent ~15-25 us of CPU per answered poll, at 8 KiB ~9.5
+ * (control_bench, 2-core VM). It bounds request headers to ~3 KiB (431
+ * past it: docs/API.md); a 46 MB upload took the same time as with 32 KiB. */
+#define CTL_CONN_POOL ((size_t)8 * 1024)
 #define CTL_MAX_POLL_MS 60000
 #define CTL_REQUEST_TIMEOUT_S 30 /* default: a whole request (headers and body) must arrive within it */
 
@@ -69,11 +73,17 @@ struct wsync_control_server {
     pthread_t timer;
     int timer_started;
     int stopping;
-    /* GET /v1/status text, rebuilt only when the model changed (1000 engines
-     * cost ~6 ms of JSON building per request otherwise). MHD thread only. */
-    char *status_text;
+    /* The answers below are built once and shared by every request that
+     * wants the same bytes (MHD counts a response's references); the MHD
+     * threads of the pool take cache_lock to look one up, replace it, or
+     * queue it (queueing takes the reference that keeps it alive). */
+    pthread_mutex_t cache_lock;
+    /* GET /v1/status, rebuilt only when the model changed (1000 engines
+     * cost ~6 ms of JSON building per request otherwise), sent without a
+     * copy of its text per request. */
+    struct MHD_Response *status_resp;
     uint64_t status_gen, status_failures, status_changes; /* its key: model, state file */
-    /* The long polls' 200 answer for latest_resp_version. MHD thread only. */
+    /* The long polls' 200 answer for latest_resp_version. */
     struct MHD_Response *latest_resp;
     uint64_t latest_resp_version;
     /* The same with the version's record in it (?record=1), built once per
@@ -84,7 +94,7 @@ struct wsync_control_server {
     /* The answer for the last version record served, by record object (a
      * record never changes once published; holding a reference keeps the
      * object alive, so the same pointer is the same record): every engine
-     * rank of every node fetches the same record at once. MHD thread only. */
+     * rank of every node fetches the same record at once. */
     json_t *rec_obj;
     struct MHD_Response *rec_resp;
     /* The same for the last layout served (GET /v1/layouts/<digest>). */
@@ -117,6 +127,8 @@ int ctl_token_ok(const wsync_control_server_t *s, struct MHD_Connection *conn);
 void ctl_count(wsync_control_server_t *s, const char *route, int code);
 void ctl_changed(wsync_control_server_t *s, int published);
 void ctl_reported(wsync_control_server_t *s);
+/* Holds the long poll c until it can be answered; not WSYNC_OK when it is
+ * not held (stopping, or it can be answered now): the caller answers at once. */
 wsync_status_t ctl_suspend(wsync_control_server_t *s, req_ctx_t *c);
 
 /* The state file's condition: 1 when writes fail (why copied to `why`). */
