@@ -134,6 +134,18 @@ wsync_status_t ctl_suspend(wsync_control_server_t *s, req_ctx_t *c);
 /* The state file's condition: 1 when writes fail (why copied to `why`). */
 int ctl_state_failing(wsync_control_server_t *s, char *why, size_t len, uint64_t *failures, uint64_t *changes);
 
+/* admit.c: before the body. The deadline record of a connection (NULL when
+ * none); a request is whole (its deadline stops until the next one); a
+ * refusal the headers decide, queued before any body byte (1: *ret set);
+ * MHD's accept policy and connection notification (both on MHD's thread). */
+ctl_conn_track_t *ctl_track_of(struct MHD_Connection *conn);
+void ctl_request_received(wsync_control_server_t *s, struct MHD_Connection *conn);
+int ctl_refuse_on_headers(wsync_control_server_t *s, req_ctx_t *c, const char *url, const char *method,
+                          enum MHD_Result *ret);
+enum MHD_Result ctl_accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen);
+void ctl_on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
+                       enum MHD_ConnectionNotificationCode code);
+
 /* metrics.c */
 char *ctl_metrics_text(wsync_control_server_t *s);
 
