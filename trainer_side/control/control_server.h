@@ -22,6 +22,9 @@ typedef struct wsync_control_server_config {
                                    limit; past it requests are answered 429 */
     int private_status;         /* 1: GET /v1/status and /v1/trainers (who runs where) need
                                    the bearer token too; needs token_file */
+    double lease_s;             /* a trainer rank or engine node not seen for this long shows
+                                   as gone; 0: 30 s */
+    double forget_after_s;      /* ... and is removed after this long; 0 (default): never */
 } wsync_control_server_config_t;
 
 /* Loads the state file (a corrupt one is refused with the reason), binds,
