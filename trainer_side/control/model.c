@@ -655,6 +655,41 @@ out:
     return code;
 }
 
+/* The part of a report that is about the node, not a pull: it was seen;
+ * a note on its ranks ("node"), or its clean stop ("exited"). 1 when the
+ * report was only that. Lock held. */
+static int report_presence(ctl_model_t *m, ctl_engine_t *e, const json_t *body, const char *state)
+{
+    e->last_seen = unix_now();
+    if (e->gone && strcmp(state, "exited") != 0) {
+        e->gone = e->exited = 0;
+        m->gen++;
+    }
+    if (json_object_get(body, "node")) {
+        /* What the node says of its local ranks (one lost, or replaced; ""
+         * when all run again): the pull state is unchanged. */
+        const char *node = json_string_value(json_object_get(body, "node"));
+        if (strcmp(node, e->node) != 0) {
+            if (node[0])
+                LOG_WARN("engine %s: %s", e->id, node);
+            else
+                LOG_INFO("engine %s: every local rank runs again", e->id);
+            snprintf(e->node, sizeof(e->node), "%s", node);
+            m->gen++;
+        }
+        return 1;
+    }
+    if (strcmp(state, "exited") == 0) {
+        /* A clean stop: listed as gone (with when), no longer live. */
+        if (!e->exited)
+            LOG_INFO("engine %s exited", e->id);
+        e->exited = e->gone = 1;
+        m->gen++;
+        return 1;
+    }
+    return 0;
+}
+
 int ctl_report(ctl_model_t *m, const char *id, const json_t *body, char *err, size_t errlen, int *changed)
 {
     static const ctl_field_t fields[] = {{"version", CTL_INT, 1},       {"state", CTL_STRING, 1},
@@ -688,29 +723,9 @@ int ctl_report(ctl_model_t *m, const char *id, const json_t *body, char *err, si
         code = 404;
         goto out;
     }
-    e->last_seen = unix_now();
-    if (e->gone && strcmp(state, "exited") != 0) {
-        e->gone = 0;
-        m->gen++;
-    }
-    if (json_object_get(body, "node")) {
-        /* What the node says of its local ranks: one lost, or replaced. */
-        const char *node = json_string_value(json_object_get(body, "node"));
-        if (strcmp(node, e->node) != 0) {
-            if (node[0])
-                LOG_WARN("engine %s: %s", id, node);
-            snprintf(e->node, sizeof(e->node), "%s", node);
-            m->gen++;
-        }
-    }
-    if (strcmp(state, "exited") == 0) {
-        /* A clean stop: listed as gone (with when), no longer live. */
-        if (!e->exited)
-            LOG_INFO("engine %s exited", id);
-        e->exited = e->gone = 1;
+    if (report_presence(m, e, body, state)) {
         *changed = 0;
         code = 200;
-        m->gen++;
         goto out;
     }
     if (json_object_get(body, "phase")) {
