@@ -107,13 +107,11 @@ wsync_status_t ctl_store_save(ctl_model_t *m, const char *path, int snapshot)
     json_decref(journal);
     rc = text ? ctl_state_log_append(path, text, len) : wsync_error(WSYNC_ERR_NOMEM, "state file: out of memory");
     free(text);
+    if (rc != WSYNC_OK) /* the whole state then (it has the journal): one condition, one error to show */
+        return write_snapshot(m, path);
     pthread_mutex_lock(&m->lock);
-    if (rc == WSYNC_OK) {
-        m->log_bytes += len;
-        m->store_bytes_written += len;
-    } else {
-        m->snapshot_due = 1; /* the next try writes it all */
-    }
+    m->log_bytes += len;
+    m->store_bytes_written += len;
     pthread_mutex_unlock(&m->lock);
     return rc;
 }
