@@ -14,8 +14,11 @@
 
 void ctl_journal_locked(ctl_model_t *m, json_t *entry)
 {
-    if (entry == NULL)
+    /* Loading the state file or replaying its log: nothing new to write. */
+    if (entry == NULL || m->replaying) {
+        json_decref(entry);
         return;
+    }
     json_object_set_new(entry, "seq", json_integer((json_int_t)++m->journal_seq));
     if (m->journal == NULL)
         m->journal = json_array();
