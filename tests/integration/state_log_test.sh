@@ -60,7 +60,7 @@ check restart_folds_the_log test ! -e "$TMP/st/state.json.log"
 # A log line cut short by a crash (no newline) is dropped with a warning;
 # the lines before it are kept.
 kill "$spid"; wait "$spid" 2>/dev/null
-seq0=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["log_seq"])' "$TMP/st/state.json")
+seq0=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("log_seq", 0))' "$TMP/st/state.json")
 printf '{"op":"engine","body":{"id":"late-1","host":"h","local_ranks":1},"seq":%d}\n{"op":"engine","body":{"id":"cut' \
     $((seq0 + 1)) >"$TMP/st/state.json.log"
 bg "$WSYNC" serve --listen 127.0.0.1:$port --state "$TMP/st/state.json" 2>"$TMP/serve3.log" >/dev/null
@@ -73,6 +73,6 @@ kill "$spid"; wait "$spid" 2>/dev/null
 # A corrupt line in the middle refuses the start, naming the file and line.
 printf 'garbage\n{"op":"engine","body":{"id":"x","host":"h","local_ranks":1},"seq":%d}\n' $((seq0 + 5)) \
     >"$TMP/st/state.json.log"
-out=$("$WSYNC" serve --listen 127.0.0.1:0 --state "$TMP/st/state.json" 2>&1); rc=$?
+out=$(timeout 20 "$WSYNC" serve --listen 127.0.0.1:0 --state "$TMP/st/state.json" 2>&1); rc=$?
 if [ $rc != 0 ] && grep -q 'state.json.log: line 1 is corrupt' <<<"$out"; then pass corrupt_log_line_refused
 else fail corrupt_log_line_refused "rc=$rc: $out"; fi
