@@ -300,7 +300,11 @@ int cmd_engine(int argc, char **argv)
     while (!stop_flag && (follow || held < versions)) {
         uint64_t v = 0;
         st = wsync_receiver_pull(r, 0, (int)timeout_ms, &v);
-        if (st == WSYNC_ERR_TIMEOUT && follow && strstr(wsync_last_error(), "no version newer"))
+        /* Following, nothing new is no failure: rank 0 waited for a version,
+         * ranks > 0 for rank 0 to start a pull (a rank 0 that is gone is
+         * noticed by the rejoin, with an error of its own). */
+        if (st == WSYNC_ERR_TIMEOUT && follow &&
+            (strstr(wsync_last_error(), "no version newer") || strstr(wsync_last_error(), "started no pull in time")))
             continue;
         if (st != WSYNC_OK) {
             fprintf(stderr, "wsync engine %s rank %d: pull failed: %s: %s\n", rc_cfg.engine_id, rc_cfg.local_rank,

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -37,11 +38,34 @@ static void on_signal(int sig)
     stop_flag = 1;
 }
 
-const struct option cli_serve_options[] = {{"listen", 1, 0, 'l'},         {"state", 1, 0, 's'},
-                                           {"token-file", 1, 0, 't'},     {"max-connections", 1, 0, 'm'},
-                                           {"max-engines", 1, 0, 'E'},    {"max-client-connections", 1, 0, 'C'},
-                                           {"private-status", 0, 0, 'P'}, {"request-timeout", 1, 0, 'T'},
-                                           {"help", 0, 0, 'h'},           {0, 0, 0, 0}};
+const struct option cli_serve_options[] =
+    {{"listen", 1, 0, 'l'},          {"state", 1, 0, 's'},       {"token-file", 1, 0, 't'},
+     {"max-connections", 1, 0, 'm'}, {"max-engines", 1, 0, 'E'}, {"max-client-connections", 1, 0, 'C'},
+     {"private-status", 0, 0, 'P'},  {"lease", 1, 0, 'L'},       {"forget-after", 1, 0, 'F'}, {"request-timeout", 1, 0, 'T'},
+     {"help", 0, 0, 'h'},            {0, 0, 0, 0}};
+
+/* "90", "90s", "500ms", "10m", "2h", "7d": seconds; 0 and a message when
+ * the text is not a duration in (0, 10 years]. */
+static int parse_duration(const char *opt, const char *text, double *out)
+{
+    static const struct {
+        const char *unit;
+        double s;
+    } units[] = {{"", 1}, {"s", 1}, {"ms", 0.001}, {"m", 60}, {"h", 3600}, {"d", 86400}};
+    char *end = NULL;
+    double v = strtod(text, &end);
+    size_t i;
+    for (i = 0; end != text && i < sizeof(units) / sizeof(units[0]); i++)
+        if (strcmp(end, units[i].unit) == 0 && v > 0 && v * units[i].s <= 10 * 365 * 86400.0) {
+            *out = v * units[i].s;
+            return 0;
+        }
+    fprintf(stderr,
+            "wsync serve: %s '%s' is not a duration: give a positive number with s, ms, m, h or d (e.g. 30s, "
+            "10m, 2h)\n",
+            opt, text);
+    return 1;
+}
 
 int cmd_serve(int argc, char **argv)
 {
@@ -77,11 +101,19 @@ int cmd_serve(int argc, char **argv)
             if (cli_parse_int("serve", "--request-timeout", optarg, 1, 3600, &cfg.request_timeout_s))
                 return 2;
             break;
+        case 'L':
+            if (parse_duration("--lease", optarg, &cfg.lease_s))
+                return 2;
+            break;
+        case 'F':
+            if (parse_duration("--forget-after", optarg, &cfg.forget_after_s))
+                return 2;
+            break;
         case 'h':
             printf("usage: wsync serve [--listen HOST:PORT] [--state FILE] [--token-file FILE] "
                    "[--max-connections N]\n"
                    "                   [--max-engines N] [--max-client-connections N] [--private-status]\n"
-                   "                   [--request-timeout S]\n"
+                   "                   [--request-timeout S] [--lease DURATION] [--forget-after DURATION]\n"
                    "                   [--config FILE] [--set SETTING=VALUE]...\n"
                    "Runs the control endpoint (default 0.0.0.0:8470) until SIGINT/SIGTERM.\n"
                    "  --state FILE       keep versions and registrations across restarts (atomic writes)\n"
@@ -99,6 +131,10 @@ int cmd_serve(int argc, char **argv)
                    "  --private-status   GET /v1/status, /v1/trainers, /v1/versions/<v> and the long poll's\n"
                    "                     record=1 need the token too (who runs where, pull addresses);\n"
                    "                     needs --token-file\n"
+                   "  --lease DURATION   a trainer rank or engine node not seen for this long (they send\n"
+                   "                     a heartbeat every 10 s) shows as gone in status (default 30s)\n"
+                   "  --forget-after DURATION\n"
+                   "                     remove what was not seen for this long (default: never)\n"
                    "  --config FILE      read settings and these options from FILE's \"serve\" object\n"
                    "                     (docs/CONFIG.md; flags given here override the file)\n");
             return 0;

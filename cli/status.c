@@ -28,20 +28,86 @@ static const char *progress_text(const json_t *e, char *buf, size_t len)
     return buf;
 }
 
-static void print_table(const json_t *st)
+/* "3 s ago" / "2 min ago" / "1.5 h ago" for a unix time, or "never". */
+static const char *ago(double t, time_t now, char *buf, size_t len)
 {
-    const json_t *e, *t;
-    size_t i, ntr = 0, reg = 0;
-    time_t now = time(NULL);
+    double d = difftime(now, (time_t)t);
+    if (t <= 0)
+        snprintf(buf, len, "never");
+    else if (d < 120)
+        snprintf(buf, len, "%.0fs ago", d < 0 ? 0 : d);
+    else if (d < 7200)
+        snprintf(buf, len, "%.0f min ago", d / 60);
+    else
+        snprintf(buf, len, "%.1f h ago", d / 3600);
+    return buf;
+}
+
+/* Trainer ranks: live or gone (with when each gone one was last seen). */
+static void print_trainers(const json_t *st, time_t now)
+{
+    const json_t *t;
+    size_t i, n = 0, live = 0, gone = 0;
+    char when[32];
     json_array_foreach(json_object_get(st, "trainers"), i, t)
     {
-        ntr++;
-        reg += json_is_true(json_object_get(t, "registered"));
+        const char *p = json_string_value(json_object_get(t, "presence"));
+        n++;
+        /* An endpoint from before presence: registered means live. */
+        if (p ? strcmp(p, "live") == 0 : json_is_true(json_object_get(t, "registered")))
+            live++;
+        gone += p && strcmp(p, "gone") == 0;
     }
+    printf("trainer ranks %zu/%zu live", live, n);
+    if (gone) {
+        printf(", gone:");
+        json_array_foreach(json_object_get(st, "trainers"), i, t)
+        {
+            if (strcmp(json_string_value(json_object_get(t, "presence")) ?: "", "gone") == 0)
+                printf(" rank %lld (%s, last seen %s)", (long long)json_integer_value(json_object_get(t, "rank")),
+                       json_string_value(json_object_get(t, "host")) ?: "?",
+                       ago(json_number_value(json_object_get(t, "last_seen")), now, when, sizeof(when)));
+        }
+    }
+    if (n > live + gone)
+        printf(", %zu never registered", n - live - gone);
+}
+
+/* "1, 3" from an array of ranks, at most a line's worth. */
+static void print_ranks(const json_t *arr)
+{
+    const json_t *r;
+    size_t i;
+    json_array_foreach(arr, i, r)
+    {
+        if (i == 16) {
+            printf(" and %zu more", json_array_size(arr) - 16);
+            break;
+        }
+        printf("%s%lld", i ? ", " : "", (long long)json_integer_value(r));
+    }
+}
+
+static void print_table(const json_t *st)
+{
+    const json_t *e, *p;
+    size_t i, live = 0;
+    time_t now = time(NULL);
     const json_t *sf = json_object_get(st, "state_file");
-    printf("latest version %lld   trainer ranks %zu/%zu registered   engines %zu\n",
-           (long long)json_integer_value(json_object_get(st, "latest_version")), reg, ntr,
-           json_array_size(json_object_get(st, "engines")));
+    json_array_foreach(json_object_get(st, "engines"), i, e) live +=
+        strcmp(json_string_value(json_object_get(e, "presence")) ?: "live", "live") == 0;
+    printf("latest version %lld   ", (long long)json_integer_value(json_object_get(st, "latest_version")));
+    print_trainers(st, now);
+    printf("   engines %zu (%zu live)\n", json_array_size(json_object_get(st, "engines")), live);
+    json_array_foreach(json_object_get(st, "pending_versions"), i, p)
+    {
+        printf("version %lld pending: reported by rank%s ", (long long)json_integer_value(json_object_get(p, "version")),
+               json_array_size(json_object_get(p, "reported")) == 1 ? "" : "s");
+        print_ranks(json_object_get(p, "reported"));
+        printf("; not yet by rank%s ", json_array_size(json_object_get(p, "missing")) == 1 ? "" : "s");
+        print_ranks(json_object_get(p, "missing"));
+        printf("\n");
+    }
     if (sf && !json_is_true(json_object_get(sf, "ok")))
         printf("STATE FILE NOT WRITTEN (%lld failed writes): %s\n",
                (long long)json_integer_value(json_object_get(sf, "failed_writes")),
@@ -52,16 +118,31 @@ static void print_table(const json_t *st)
     json_array_foreach(json_object_get(st, "engines"), i, e)
     {
         const char *err = json_string_value(json_object_get(e, "last_error"));
+        const char *node = json_string_value(json_object_get(e, "node"));
+        const char *state = json_string_value(json_object_get(e, "state"));
+        int gone = strcmp(json_string_value(json_object_get(e, "presence")) ?: "live", "gone") == 0;
         double upd = json_number_value(json_object_get(e, "updated"));
-        char prog[128];
-        printf("%-16s %-8s %8lld %6lld %5lld %9.3fs %9.2f  %s%.0fs ago%s%s\n",
-               json_string_value(json_object_get(e, "id")), json_string_value(json_object_get(e, "state")),
-               (long long)json_integer_value(json_object_get(e, "version")),
-               (long long)json_integer_value(json_object_get(e, "behind")),
+        char prog[128], ver[24], when[32];
+        json_int_t held = json_integer_value(json_object_get(e, "version"));
+        /* Version 0: the node holds none (never pulled, or a failed pull in
+         * place overwrote what it held). */
+        if (held > 0)
+            snprintf(ver, sizeof(ver), "%lld", (long long)held);
+        else
+            snprintf(ver, sizeof(ver), "none");
+        if (gone)
+            state = json_is_true(json_object_get(e, "exited")) ? "exited" : "gone";
+        printf("%-16s %-8s %8s %6lld %5lld %9.3fs %9.2f  %s", json_string_value(json_object_get(e, "id")), state,
+               ver, (long long)json_integer_value(json_object_get(e, "behind")),
                (long long)json_integer_value(json_object_get(e, "local_ranks")),
                json_number_value(json_object_get(e, "last_sync_s")),
-               json_number_value(json_object_get(e, "last_gbps")), progress_text(e, prog, sizeof(prog)),
-               upd > 0 ? difftime(now, (time_t)upd) : 0.0, err && err[0] ? "  " : "", err && err[0] ? err : "");
+               json_number_value(json_object_get(e, "last_gbps")), progress_text(e, prog, sizeof(prog)));
+        if (gone)
+            printf("last seen %s", ago(json_number_value(json_object_get(e, "last_seen")), now, when, sizeof(when)));
+        else
+            printf("%s", ago(upd, now, when, sizeof(when)));
+        printf("%s%s%s%s\n", node && node[0] ? "  NODE: " : "", node && node[0] ? node : "", err && err[0] ? "  " : "",
+               err && err[0] ? err : "");
     }
 }
 
@@ -85,7 +166,9 @@ int cmd_status(int argc, char **argv)
         case 'j': as_json = 1; break;
         case 'h':
             printf("usage: wsync status [--control URL] [--watch] [--json]\n"
-                   "A table of engines: version held, state, versions behind, last sync time and GB/s.\n"
+                   "A table of engines: version held, state (gone: not seen for the endpoint's lease, or\n"
+                   "exited), versions behind, last sync time and GB/s; the trainer ranks live and gone;\n"
+                   "versions some ranks reported and others not yet.\n"
                    "  --watch  redraw every second      --json  print GET /v1/status as is\n");
             return 0;
         default: return 2;

@@ -319,6 +319,7 @@ int cmd_trainer(int argc, char **argv)
     }
     for (i = 0; i < versions && !stop_flag; i++) {
         uint64_t v = base + (uint64_t)i + 1, t0 = 0;
+        double ms;
         int k;
         if (i > 0 && engines > 0 && wait_engines(ctl, (int)engines, v - 1))
             break;
@@ -340,8 +341,9 @@ int cmd_trainer(int argc, char **argv)
             cli_report("trainer", "publish failed", st);
             goto out;
         }
-        printf("trainer rank %d: published version %llu (%.1f ms)\n", pc.rank, (unsigned long long)v,
-               (double)(wsync_now_ns() - t0) / 1e6);
+        /* "reported" until every rank reported it: only then is it published. */
+        ms = (double)(wsync_now_ns() - t0) / 1e6;
+        printf("trainer rank %d: reported version %llu (%.1f ms)\n", pc.rank, (unsigned long long)v, ms);
         fflush(stdout);
         /* Ranks step together, as a trainer's ranks do after each optimizer
          * step: the next version waits until every rank reported this one. */
@@ -351,6 +353,9 @@ int cmd_trainer(int argc, char **argv)
         }
         if (k > 0)
             break;
+        printf("trainer rank %d: published version %llu (%.1f ms), every rank reported it\n", pc.rank,
+               (unsigned long long)v, ms);
+        fflush(stdout);
         if (single && (st = hold_then_write(pub, &model, mem, v, owned, n, stage, hold_ms)) != WSYNC_OK)
             goto out;
         filled = single;

@@ -385,8 +385,9 @@ static void attempt_close(wsync_receiver_t *r, const board_attempt_t *a, wsync_s
     board_attempt_close(r->board, a, st == WSYNC_OK);
     if (st == WSYNC_OK)
         reporter_post(r->reporter, a->version, "ready", secs, image_size, NULL);
-    else
-        reporter_post(r->reporter, a->version, "failed", secs, 0, err);
+    else /* in place the one image was overwritten in part: the node holds nothing now (attempt_drop) */
+        reporter_post_held(r->reporter, a->version, "failed", secs, 0, err,
+                           r->cfg.mode == WSYNC_MODE_IN_PLACE ? 0 : (int64_t)r->held_version);
     wsync_trace("engine %s: reported", r->engine_id);
 }
 

@@ -1,5 +1,6 @@
 /* reporter.c: queued engine reports, sent in order by one thread with the
- * control client's retries (see reporter.h). */
+ * control client's retries, heartbeats between them, and "exited" at the
+ * end (see reporter.h). */
 #include "engine_side/reporter.h"
 
 #include <pthread.h>
@@ -15,6 +16,9 @@
 /* One delivery round's grace: short, so stop() is not held up by an endpoint
  * that is away; the thread keeps trying rounds until it is back. */
 #define REPORTER_ROUND_MS 2000
+/* Heartbeat period (env WSYNC_HEARTBEAT_MS): the endpoint shows a node not
+ * seen for its lease (default 30 s, three periods) as gone. */
+#define REPORTER_HEARTBEAT_MS 10000
 
 typedef struct report {
     uint64_t version;
@@ -23,6 +27,8 @@ typedef struct report {
     uint64_t bytes;
     char error[512];
     int has_error;
+    int64_t holds; /* what the node holds after this report; -1: as before (ready: version) */
+    int node_note; /* a note on the node's ranks (`error` is the text), not a pull report */
 } report_t;
 
 struct recv_reporter {
@@ -38,25 +44,90 @@ struct recv_reporter {
     int stopping;
     pthread_t thread;
     int started;
+    uint64_t holds;        /* what the node holds, as the endpoint was last told (thread only) */
+    long heartbeat_ms;     /* 0: none */
+    uint64_t next_beat_ns; /* when the next heartbeat is due */
+    int refused;           /* the last heartbeat was refused (said once) */
 };
+
+/* POSTs `body` (taken) to `path`: 0 answered 2xx, 1 no answer / 5xx (try
+ * again), or the HTTP code of a refusal (the message in wsync_last_error). */
+static long post(recv_reporter_t *rp, const char *path, json_t *body)
+{
+    long http = 0;
+    json_t *resp = NULL;
+    wsync_status_t st;
+    if (body == NULL)
+        return 1;
+    st = wsync_control_request_retry(rp->control, "POST", path, body, REPORTER_ROUND_MS, &http, &resp);
+    json_decref(body);
+    if (st != WSYNC_OK || http >= 500 || http == 429) {
+        json_decref(resp);
+        return 1;
+    }
+    if (http >= 300) {
+        const char *msg = json_string_value(json_object_get(json_object_get(resp, "error"), "message"));
+        wsync_error(WSYNC_ERR_HTTP, "HTTP %ld: %s", http, msg ? msg : "(no message)");
+    }
+    json_decref(resp);
+    return http >= 300 ? http : 0;
+}
+
+/* Registers the node again, saying what it holds: a heartbeat (and the
+ * re-registration after an endpoint that lost its state answered 404). */
+static long beat(recv_reporter_t *rp)
+{
+    json_t *b = json_pack("{s:s, s:s, s:i, s:I}", "id", rp->engine_id, "host", rp->host, "local_ranks",
+                          rp->local_ranks, "holds", (json_int_t)rp->holds);
+    long rc;
+    if (b && rp->endpoint)
+        json_object_set(b, "endpoint", rp->endpoint);
+    rc = post(rp, "/v1/engines/register", b);
+    if (rc > 1 && !rp->refused)
+        LOG_WARN("engine %s: the control endpoint refused this node's registration: %s", rp->engine_id,
+                 wsync_last_error());
+    rp->refused = rc > 1;
+    rp->next_beat_ns = wsync_now_ns() + (uint64_t)rp->heartbeat_ms * 1000000ULL;
+    return rc;
+}
+
+static json_t *report_body(const recv_reporter_t *rp, const report_t *rep)
+{
+    json_t *b;
+    if (rep->node_note) /* a note only: the endpoint keeps the node's state */
+        return json_pack("{s:I, s:s, s:s}", "version", (json_int_t)rp->holds, "state", "pulling", "node", rep->error);
+    b = json_pack("{s:I, s:s, s:f, s:I}", "version", (json_int_t)rep->version, "state", rep->state, "duration_s",
+                  rep->duration_s, "bytes", (json_int_t)rep->bytes);
+    if (b && rep->has_error)
+        json_object_set_new(b, "error", json_string(rep->error));
+    if (b && rep->holds >= 0)
+        json_object_set_new(b, "holds", json_integer(rep->holds));
+    return b;
+}
 
 /* Sends one report; 0 when it is done with (delivered, or refused for good). */
 static int deliver(recv_reporter_t *rp, const report_t *rep)
 {
-    wsync_status_t st = wsync_control_report(rp->control, rp->engine_id, rep->version, rep->state, rep->duration_s,
-                                             rep->bytes, rep->has_error ? rep->error : NULL);
-    if (st == WSYNC_ERR_NOT_FOUND) {
+    char path[256];
+    long rc;
+    snprintf(path, sizeof(path), "/v1/engines/%s/report", rp->engine_id);
+    rc = post(rp, path, report_body(rp, rep));
+    if (rc == 404) {
         LOG_WARN("engine %s: the control endpoint does not know this node (restarted without its state?): "
                  "registering again",
                  rp->engine_id);
-        st = wsync_control_register_engine(rp->control, rp->engine_id, rp->host, rp->local_ranks, rp->endpoint);
-        if (st == WSYNC_OK)
-            st = wsync_control_report(rp->control, rp->engine_id, rep->version, rep->state, rep->duration_s,
-                                      rep->bytes, rep->has_error ? rep->error : NULL);
+        rc = beat(rp);
+        if (rc == 0)
+            rc = post(rp, path, report_body(rp, rep));
     }
-    if (st == WSYNC_OK)
+    if (rc == 0) {
+        if (strcmp(rep->state, "ready") == 0 && !rep->node_note)
+            rp->holds = rep->version;
+        else if (rep->holds >= 0)
+            rp->holds = (uint64_t)rep->holds;
         return 0;
-    if (st == WSYNC_ERR_HTTP || st == WSYNC_ERR_TIMEOUT || st == WSYNC_ERR_NOT_FOUND)
+    }
+    if (rc == 1 || rc == 404)
         return 1; /* away (or 5xx): keep it, try again */
     LOG_WARN("engine %s: report '%s' of version %llu refused: %s", rp->engine_id, rep->state,
              (unsigned long long)rep->version, wsync_last_error());
@@ -70,8 +141,19 @@ static void *reporter_main(void *arg)
     for (;;) {
         report_t rep;
         int again;
-        while (rp->n == 0 && !rp->stopping)
-            pthread_cond_wait(&rp->cond, &rp->lock);
+        while (rp->n == 0 && !rp->stopping) {
+            struct timespec ts;
+            uint64_t now = wsync_now_ns();
+            if (rp->heartbeat_ms > 0 && now >= rp->next_beat_ns) {
+                pthread_mutex_unlock(&rp->lock);
+                beat(rp);
+                pthread_mutex_lock(&rp->lock);
+                continue;
+            }
+            wsync_abstime_after_ms(&ts, rp->heartbeat_ms > 0 ? (int)((rp->next_beat_ns - now) / 1000000ULL) + 1
+                                                             : 1000);
+            pthread_cond_timedwait(&rp->cond, &rp->lock, &ts);
+        }
         if (rp->n == 0 || rp->stopping)
             break;
         rep = rp->q[0];
@@ -107,6 +189,10 @@ wsync_status_t reporter_start(const char *url, const char *token, const char *en
     rp->host = strdup(host);
     rp->local_ranks = local_ranks;
     rp->endpoint = endpoint ? json_deep_copy(endpoint) : NULL;
+    rp->heartbeat_ms = getenv("WSYNC_HEARTBEAT_MS") ? atol(getenv("WSYNC_HEARTBEAT_MS")) : REPORTER_HEARTBEAT_MS;
+    if (rp->heartbeat_ms < 0)
+        rp->heartbeat_ms = 0;
+    rp->next_beat_ns = 0; /* the first at once: a node that (re)started holds nothing */
     if (rp->engine_id == NULL || rp->host == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "engine %s: out of memory", engine_id);
         goto err;
@@ -129,6 +215,17 @@ err:
 void reporter_post(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s, uint64_t bytes,
                    const char *error)
 {
+    reporter_post_held(rp, version, state, duration_s, bytes, error, -1);
+}
+
+void reporter_note_node(recv_reporter_t *rp, const char *note)
+{
+    reporter_post_held(rp, 0, "", 0, 0, note ? note : "", -2);
+}
+
+void reporter_post_held(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s, uint64_t bytes,
+                        const char *error, int64_t holds)
+{
     report_t *rep;
     pthread_mutex_lock(&rp->lock);
     if (rp->n == REPORTER_QUEUE) {
@@ -148,6 +245,8 @@ void reporter_post(recv_reporter_t *rp, uint64_t version, const char *state, dou
         snprintf(rep->error, sizeof(rep->error), "%s", error);
         rep->has_error = 1;
     }
+    rep->node_note = holds == -2;
+    rep->holds = holds < 0 ? -1 : holds;
     rp->n++;
     pthread_cond_broadcast(&rp->cond);
     pthread_mutex_unlock(&rp->lock);
@@ -171,6 +270,15 @@ void reporter_stop(recv_reporter_t *rp, int flush_ms)
         pthread_cond_broadcast(&rp->cond);
         pthread_mutex_unlock(&rp->lock);
         pthread_join(rp->thread, NULL);
+        if (flush_ms > 0) { /* a clean stop: status lists the node as gone, not live (one try) */
+            char path[256];
+            long http = 0;
+            json_t *b = json_pack("{s:I, s:s}", "version", (json_int_t)rp->holds, "state", "exited");
+            snprintf(path, sizeof(path), "/v1/engines/%s/report", rp->engine_id);
+            if (b)
+                wsync_control_request(rp->control, "POST", path, b, 1000, &http, NULL);
+            json_decref(b);
+        }
     }
     wsync_control_close(rp->control);
     free(rp->engine_id);

@@ -3,7 +3,10 @@
  * pull never waits for the endpoint: a node that verified a version holds it
  * and serves it while the endpoint restarts; the report reaches it when it is
  * back. A report refused because the endpoint forgot the node (404: it lost
- * its state) re-registers the node first. */
+ * its state) re-registers the node first. Between reports the thread
+ * registers the node again every 10 s (WSYNC_HEARTBEAT_MS; 0: never), saying
+ * what it holds: a heartbeat, so the endpoint can tell a node gone; a clean
+ * stop reports "exited". */
 #ifndef WSYNC_ENGINE_REPORTER_H
 #define WSYNC_ENGINE_REPORTER_H
 
@@ -22,6 +25,14 @@ wsync_status_t reporter_start(const char *url, const char *token, const char *en
  * oldest is dropped past that. Thread-safe. */
 void reporter_post(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s, uint64_t bytes,
                    const char *error);
+/* The same, saying what the node holds after it (`holds`, -1: unchanged;
+ * a failed pull in place holds nothing: 0), so status never shows a version
+ * the node lost. */
+void reporter_post_held(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s, uint64_t bytes,
+                        const char *error, int64_t holds);
+/* What the node says of its local ranks ("local rank 1 was replaced", ""
+ * when all run again): shown with the node in status. */
+void reporter_note_node(recv_reporter_t *rp, const char *note);
 /* Delivers what is queued for up to `flush_ms`, then stops; NULL is fine. */
 void reporter_stop(recv_reporter_t *rp, int flush_ms);
 

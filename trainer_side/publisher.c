@@ -182,6 +182,13 @@ static wsync_status_t register_with_control(wsync_publisher_t *p)
                    p->cfg.device ? p->cfg.device : "host");
     WSYNC_CHECK_ALLOC(ep);
     st = wsync_control_register_trainer(p->control, p->cfg.rank, p->cfg.world, p->advertise, ep);
+    if (st == WSYNC_OK && p->heartbeat == NULL) { /* the same registration, as a heartbeat */
+        json_t *b = json_pack("{s:i, s:i, s:s, s:O}", "rank", p->cfg.rank, "world", p->cfg.world, "host",
+                              p->advertise, "endpoint", ep);
+        st = b ? pub_heartbeat_start(p->control_url, p->cfg.token, "/v1/trainers/register", b, &p->heartbeat)
+               : WSYNC_ERR_NOMEM;
+        json_decref(b);
+    }
     json_decref(ep);
     return st;
 }
@@ -621,6 +628,7 @@ void wsync_publisher_destroy(wsync_publisher_t *p)
     int i;
     if (p == NULL)
         return;
+    pub_heartbeat_stop(p->heartbeat);
     pub_server_stop(p);
     for (i = 0; i < PUB_NSLOTS; i++)
         slot_free(p, &p->slots[i]);

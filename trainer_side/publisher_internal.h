@@ -14,6 +14,7 @@
 #include "common/target_plan.h"
 #include "common/transport/transport.h"
 #include "trainer_side/control/control_server.h"
+#include "trainer_side/heartbeat.h"
 #include "trainer_side/wsync_publisher.h"
 
 #define PUB_SLOTS 2          /* publish slots the bytes are copied into */
@@ -92,6 +93,7 @@ struct wsync_publisher {
     const wsync_mem_ops_t *mem;
     int device;
     wsync_control_t *control;
+    pub_heartbeat_t *heartbeat; /* the registration again every 10 s (heartbeat.c) */
     wsync_auth_t auth;                      /* the token's keys: every pull and put proves it */
     wsync_control_server_t *control_server; /* with cfg.serve */
     char *control_url;

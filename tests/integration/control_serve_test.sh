@@ -72,9 +72,20 @@ expect version_unknown_404 404 'version 2' -- GET /v1/versions/2
 expect report_pulling 200 '' -- POST /v1/engines/node-1/report '{"version":3,"state":"pulling"}' "${AUTH[@]}"
 expect report_ready 200 '' -- POST /v1/engines/node-1/report '{"version":3,"state":"ready","duration_s":0.8,"bytes":2000000000}' "${AUTH[@]}"
 expect status_engine_ready 200 '"state":"ready"' -- GET /v1/status
-# A report is not written on the HTTP thread but by the timer within a second.
+# A report is not written on the HTTP thread but by the timer within a second:
+# in the state file, or appended to its log (PATH.log, docs/API.md).
 engine_version_in_state() {
-    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert [e["version"] for e in d["engines"] if e["id"]=="node-1"]==[3]' "$TMP/state.json" 2>/dev/null
+    python3 - "$TMP/state.json" 2>/dev/null <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+held = {e["id"]: e["version"] for e in d["engines"]}
+if os.path.exists(sys.argv[1] + ".log"):
+    for line in open(sys.argv[1] + ".log"):
+        e = json.loads(line)
+        if e["op"] == "held" and e["seq"] > d.get("log_seq", 0):
+            held[e["id"]] = e["version"]
+assert held.get("node-1") == 3
+PY
 }
 report_saved=0
 for _ in $(seq 30); do engine_version_in_state && { report_saved=1; break; }; sleep 0.1; done

@@ -28,6 +28,9 @@ typedef struct wsync_control_server_config {
     int threads;                /* MHD threads serving requests; 0 (default): one per two
                                    CPUs, 1 to 16 (a publish answers every held long poll
                                    at once: each thread answers its share of them) */
+    double lease_s;             /* a trainer rank or engine node not seen for this long shows
+                                   as gone; 0: 30 s */
+    double forget_after_s;      /* ... and is removed after this long; 0 (default): never */
 } wsync_control_server_config_t;
 
 /* Loads the state file (a corrupt one is refused with the reason), binds,

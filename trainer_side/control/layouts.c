@@ -147,6 +147,7 @@ int ctl_put_layout(ctl_model_t *m, const char *digest, const json_t *body, json_
             snprintf(err, errlen, "out of memory");
             return 500;
         }
+        m->snapshot_due |= !known; /* the state file lists its layouts */
         pthread_mutex_unlock(&m->lock);
         if (!known)
             LOG_INFO("layout %s registered (%zu tensors)", digest,

@@ -34,11 +34,68 @@ static void add(sbuf_t *b, const char *fmt, ...)
     }
 }
 
+/* A label value as the text format wants it: backslash, double quote and
+ * newline escaped (engine ids cannot hold them today; the format is kept
+ * whatever an id may hold later). */
+static const char *label(const char *v, char *buf, size_t len)
+{
+    size_t o = 0;
+    for (; *v && o + 3 < len; v++) {
+        if (*v == '\\' || *v == '"' || *v == '\n')
+            buf[o++] = '\\';
+        buf[o++] = *v == '\n' ? 'n' : *v;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* Per engine node: live or gone, the state it is in, its last sync's
+ * duration, its failed pulls, when it was last seen. Lock held. */
+static void engine_metrics(sbuf_t *b, const ctl_model_t *m)
+{
+    static const char *states[] = {"idle", "pulling", "ready", "failed"};
+    char id[300];
+    int i, k;
+    add(b, "# HELP wsync_engine_up 1 while the engine node is live, 0 once gone (not seen for the lease, or "
+           "exited).\n# TYPE wsync_engine_up gauge\n");
+    for (i = 0; i < m->nengines; i++)
+        add(b, "wsync_engine_up{engine=\"%s\"} %d\n", label(m->engines[i].id, id, sizeof(id)), !m->engines[i].gone);
+    add(b, "# HELP wsync_engine_state The state each engine node last reported (1 for the one it is in).\n"
+           "# TYPE wsync_engine_state gauge\n");
+    for (i = 0; i < m->nengines; i++)
+        for (k = 0; k < 4; k++)
+            add(b, "wsync_engine_state{engine=\"%s\",state=\"%s\"} %d\n", label(m->engines[i].id, id, sizeof(id)),
+                states[k], strcmp(m->engines[i].state, states[k]) == 0);
+    add(b, "# HELP wsync_engine_last_sync_seconds Duration of each engine node's last sync.\n"
+           "# TYPE wsync_engine_last_sync_seconds gauge\n");
+    for (i = 0; i < m->nengines; i++)
+        add(b, "wsync_engine_last_sync_seconds{engine=\"%s\"} %g\n", label(m->engines[i].id, id, sizeof(id)),
+            m->engines[i].last_sync_s);
+    add(b, "# HELP wsync_engine_failures_total Pulls each engine node reported failed.\n"
+           "# TYPE wsync_engine_failures_total counter\n");
+    for (i = 0; i < m->nengines; i++)
+        add(b, "wsync_engine_failures_total{engine=\"%s\"} %llu\n", label(m->engines[i].id, id, sizeof(id)),
+            (unsigned long long)m->engines[i].failures);
+    add(b, "# HELP wsync_engine_last_seen_timestamp_seconds When each engine node was last seen (unix time).\n"
+           "# TYPE wsync_engine_last_seen_timestamp_seconds gauge\n");
+    for (i = 0; i < m->nengines; i++)
+        add(b, "wsync_engine_last_seen_timestamp_seconds{engine=\"%s\"} %.3f\n",
+            label(m->engines[i].id, id, sizeof(id)), m->engines[i].last_seen);
+    add(b, "# HELP wsync_trainer_rank_up 1 while the trainer rank is live, 0 when gone or not registered.\n"
+           "# TYPE wsync_trainer_rank_up gauge\n");
+    for (i = 0; i < m->world; i++)
+        add(b, "wsync_trainer_rank_up{rank=\"%d\"} %d\n", i, m->trainers[i].registered && !m->trainers[i].gone);
+    add(b, "# HELP wsync_versions_pending Versions some trainer ranks reported and others not yet.\n"
+           "# TYPE wsync_versions_pending gauge\nwsync_versions_pending %d\n",
+        m->npending);
+}
+
 char *ctl_metrics_text(wsync_control_server_t *s)
 {
     ctl_model_t *m = &s->model;
     sbuf_t b = {0};
     uint64_t cum = 0;
+    char idb[300];
     int i;
 
     pthread_mutex_lock(&m->lock);
@@ -47,12 +104,13 @@ char *ctl_metrics_text(wsync_control_server_t *s)
     add(&b, "# HELP wsync_engine_version Version each engine node holds verified.\n"
             "# TYPE wsync_engine_version gauge\n");
     for (i = 0; i < m->nengines; i++)
-        add(&b, "wsync_engine_version{engine=\"%s\"} %llu\n", m->engines[i].id,
+        add(&b, "wsync_engine_version{engine=\"%s\"} %llu\n", label(m->engines[i].id, idb, sizeof(idb)),
             (unsigned long long)m->engines[i].version);
+    engine_metrics(&b, m);
     add(&b, "# HELP wsync_engine_lag Versions each engine node is behind the latest.\n"
             "# TYPE wsync_engine_lag gauge\n");
     for (i = 0; i < m->nengines; i++)
-        add(&b, "wsync_engine_lag{engine=\"%s\"} %llu\n", m->engines[i].id,
+        add(&b, "wsync_engine_lag{engine=\"%s\"} %llu\n", label(m->engines[i].id, idb, sizeof(idb)),
             (unsigned long long)(m->latest > m->engines[i].version ? m->latest - m->engines[i].version : 0));
     add(&b, "# HELP wsync_sync_duration_seconds Time from pull start to ready, per engine sync.\n"
             "# TYPE wsync_sync_duration_seconds histogram\n");
@@ -80,6 +138,12 @@ char *ctl_metrics_text(wsync_control_server_t *s)
             "# HELP wsync_state_write_failures_total State-file writes that failed.\n"
             "# TYPE wsync_state_write_failures_total counter\nwsync_state_write_failures_total %llu\n",
             (unsigned long long)failures);
+        pthread_mutex_lock(&m->lock);
+        add(&b,
+            "# HELP wsync_state_bytes_written_total Bytes written to the state file and its log.\n"
+            "# TYPE wsync_state_bytes_written_total counter\nwsync_state_bytes_written_total %llu\n",
+            (unsigned long long)m->store_bytes_written);
+        pthread_mutex_unlock(&m->lock);
         add(&b,
             "# HELP wsync_state_file_ok 1 while the last state-file write worked, else 0.\n"
             "# TYPE wsync_state_file_ok gauge\nwsync_state_file_ok %d\n",

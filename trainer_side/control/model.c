@@ -50,6 +50,7 @@ void ctl_model_free(ctl_model_t *m)
         pending_free(&m->pending[i]);
     free(m->pending);
     ctl_layouts_free_locked(m);
+    json_decref(m->journal);
     pthread_mutex_destroy(&m->lock);
 }
 
@@ -85,6 +86,7 @@ int ctl_register_trainer(ctl_model_t *m, const json_t *body, char *err, size_t e
 {
     int code = ctl_check(body, &ctl_req_register_trainer, err, errlen), rank, world;
     ctl_trainer_t *t;
+    int world_before;
     if (code)
         return code;
     rank = (int)json_integer_value(json_object_get(body, "rank"));
@@ -94,24 +96,37 @@ int ctl_register_trainer(ctl_model_t *m, const json_t *body, char *err, size_t e
         return 422;
     }
     pthread_mutex_lock(&m->lock);
+    world_before = m->world;
     if ((code = set_world(m, world, err, errlen)) != 0) {
         pthread_mutex_unlock(&m->lock);
         return code;
     }
     t = &m->trainers[rank];
-    json_decref(t->endpoint);
-    t->endpoint = json_deep_copy(json_object_get(body, "endpoint"));
-    snprintf(t->host, sizeof(t->host), "%s", json_string_value(json_object_get(body, "host")));
-    if (!t->registered)
-        LOG_INFO("trainer rank %d/%d registered from %s", rank, world, t->host);
-    t->registered = 1;
-    m->gen++;
+    /* The same registration again is a heartbeat: seen, nothing to save. */
+    *changed = world_before != world || !t->registered || !json_equal(t->endpoint, json_object_get(body, "endpoint")) ||
+               strcmp(t->host, json_string_value(json_object_get(body, "host"))) != 0;
+    if (*changed) {
+        json_decref(t->endpoint);
+        t->endpoint = json_deep_copy(json_object_get(body, "endpoint"));
+        snprintf(t->host, sizeof(t->host), "%s", json_string_value(json_object_get(body, "host")));
+        if (!t->registered)
+            LOG_INFO("trainer rank %d/%d registered from %s", rank, world, t->host);
+        t->registered = 1;
+        ctl_journal_locked(m, json_pack("{s:s, s:O}", "op", "trainer", "body", body));
+    }
+    if (t->gone)
+        LOG_INFO("trainer rank %d is back (from %s)", rank, t->host);
+    if (*changed || t->gone)
+        m->gen++;
+    else
+        m->seen_dirty = 1;
+    t->gone = 0;
+    t->last_seen = unix_now();
     pthread_mutex_unlock(&m->lock);
-    *changed = 1;
     return 200;
 }
 
-static ctl_engine_t *find_engine(ctl_model_t *m, const char *id)
+ctl_engine_t *ctl_find_engine_locked(ctl_model_t *m, const char *id)
 {
     int i;
     for (i = 0; i < m->nengines; i++)
@@ -138,8 +153,10 @@ static int id_ok(const char *id, size_t cap)
 int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t errlen, int *changed)
 {
     int code = ctl_check(body, &ctl_req_register_engine, err, errlen);
-    const char *id;
+    const char *id, *host;
+    const json_t *holds = json_object_get(body, "holds");
     ctl_engine_t *e;
+    double now = unix_now();
     if (code)
         return code;
     id = json_string_value(json_object_get(body, "id"));
@@ -154,8 +171,31 @@ int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t er
         snprintf(err, errlen, "field 'local_ranks' must be at least 1");
         return 422;
     }
+    host = json_string_value(json_object_get(body, "host"));
     pthread_mutex_lock(&m->lock);
-    e = find_engine(m, id);
+    e = ctl_find_engine_locked(m, id);
+    /* One id, one node: a second host with the id of a live node would
+     * interleave its reports with the first one's, and status would show one
+     * node where two pull. Refused while the holder is live; taken over (as
+     * a node that moved) once it is gone. */
+    if (e && strcmp(e->host, host) != 0 && !e->gone && !m->replaying) {
+        snprintf(err, errlen,
+                 "engine id '%s' is registered from host %s (seen %.0f s ago); %s cannot register it too: give "
+                 "each node its own --engine id, or stop the node on %s (its id is free once it exited or was "
+                 "not seen for %.0f s)",
+                 id, e->host, now - e->last_seen, host, e->host, m->lease_s > 0 ? m->lease_s : CTL_LEASE_S);
+        pthread_mutex_unlock(&m->lock);
+        return 409;
+    }
+    if (e && strcmp(e->host, host) != 0) {
+        /* Another machine: what the old one held is not here. */
+        LOG_WARN("engine %s: registered from %s, taking over the id from %s (gone)", id, host, e->host);
+        e->version = e->target = 0;
+        snprintf(e->state, sizeof(e->state), "idle");
+        e->last_error[0] = e->node[0] = '\0';
+        e->last_sync_s = e->last_gbps = 0;
+        *changed = 1;
+    }
     if (e == NULL && m->nengines >= (m->max_engines > 0 ? m->max_engines : CTL_MAX_ENGINES)) {
         int max = m->max_engines > 0 ? m->max_engines : CTL_MAX_ENGINES;
         pthread_mutex_unlock(&m->lock);
@@ -182,15 +222,40 @@ int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t er
         snprintf(e->id, sizeof(e->id), "%s", id);
         snprintf(e->state, sizeof(e->state), "idle");
         LOG_INFO("engine %s registered", id);
+        *changed = 1;
     }
-    snprintf(e->host, sizeof(e->host), "%s", json_string_value(json_object_get(body, "host")));
-    e->local_ranks = (int)json_integer_value(json_object_get(body, "local_ranks"));
-    json_decref(e->endpoint);
-    e->endpoint = json_deep_copy(json_object_get(body, "endpoint"));
-    e->updated = unix_now();
-    m->gen++;
+    if (strcmp(e->host, host) != 0 || e->local_ranks != (int)json_integer_value(json_object_get(body, "local_ranks")) ||
+        !json_equal(e->endpoint, json_object_get(body, "endpoint"))) {
+        snprintf(e->host, sizeof(e->host), "%s", host);
+        e->local_ranks = (int)json_integer_value(json_object_get(body, "local_ranks"));
+        json_decref(e->endpoint);
+        e->endpoint = json_deep_copy(json_object_get(body, "endpoint"));
+        *changed = 1;
+    }
+    if (*changed) {
+        json_t *logged = json_deep_copy(body);
+        json_object_del(logged, "holds"); /* a held version is logged as such, below */
+        ctl_journal_locked(m, json_pack("{s:s, s:o}", "op", "engine", "body", logged));
+        e->updated = now;
+    }
+    /* A heartbeat says what the node holds now: a node that restarted, or
+     * whose in-place pull failed, holds nothing, whatever it reported before. */
+    if (holds && (uint64_t)json_integer_value(holds) != e->version && (uint64_t)json_integer_value(holds) <= m->latest &&
+        !m->replaying) {
+        e->version = (uint64_t)json_integer_value(holds);
+        ctl_journal_locked(m, json_pack("{s:s, s:s, s:I}", "op", "held", "id", e->id, "version",
+                                        (json_int_t)e->version));
+        *changed = 1;
+    }
+    if (e->gone)
+        LOG_INFO("engine %s is back (from %s)", id, e->host);
+    if (*changed || e->gone)
+        m->gen++;
+    else
+        m->seen_dirty = 1;
+    e->gone = e->exited = 0;
+    e->last_seen = now;
     pthread_mutex_unlock(&m->lock);
-    *changed = 1;
     return 200;
 }
 
@@ -276,6 +341,7 @@ static void complete(ctl_model_t *m, ctl_pending_t *p)
     m->records[m->nrecords++] = rec;
     m->latest = p->version;
     m->latest_at = unix_now();
+    m->snapshot_due = 1;
     ctl_layouts_trim_locked(m);
     LOG_INFO("version %llu published by %d trainer ranks (%zu pieces)", (unsigned long long)p->version, p->world, n);
 }
@@ -473,6 +539,7 @@ int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, s
                                    json_integer_value(json_object_get(m->records[i], "digests_pending")));
                 *changed = filled;
                 m->gen += filled;
+                m->snapshot_due |= filled;
                 code = 200;
                 goto out;
             }
@@ -554,6 +621,41 @@ out:
     return code;
 }
 
+/* The part of a report that is about the node, not a pull: it was seen;
+ * a note on its ranks ("node"), or its clean stop ("exited"). 1 when the
+ * report was only that. Lock held. */
+static int report_presence(ctl_model_t *m, ctl_engine_t *e, const json_t *body, const char *state)
+{
+    e->last_seen = unix_now();
+    if (e->gone && strcmp(state, "exited") != 0) {
+        e->gone = e->exited = 0;
+        m->gen++;
+    }
+    if (json_object_get(body, "node")) {
+        /* What the node says of its local ranks (one lost, or replaced; ""
+         * when all run again): the pull state is unchanged. */
+        const char *node = json_string_value(json_object_get(body, "node"));
+        if (strcmp(node, e->node) != 0) {
+            if (node[0])
+                LOG_WARN("engine %s: %s", e->id, node);
+            else
+                LOG_INFO("engine %s: every local rank runs again", e->id);
+            snprintf(e->node, sizeof(e->node), "%s", node);
+            m->gen++;
+        }
+        return 1;
+    }
+    if (strcmp(state, "exited") == 0) {
+        /* A clean stop: listed as gone (with when), no longer live. */
+        if (!e->exited)
+            LOG_INFO("engine %s exited", e->id);
+        e->exited = e->gone = 1;
+        m->gen++;
+        return 1;
+    }
+    return 0;
+}
+
 int ctl_report(ctl_model_t *m, const char *id, const json_t *body, char *err, size_t errlen, int *changed)
 {
     int code = ctl_check(body, &ctl_req_report, err, errlen);
@@ -570,15 +672,21 @@ int ctl_report(ctl_model_t *m, const char *id, const json_t *body, char *err, si
     v = (uint64_t)json_integer_value(json_object_get(body, "version"));
     dur = json_number_value(json_object_get(body, "duration_s"));
     bytes = json_integer_value(json_object_get(body, "bytes"));
-    if (strcmp(state, "pulling") != 0 && strcmp(state, "ready") != 0 && strcmp(state, "failed") != 0) {
-        snprintf(err, errlen, "field 'state' must be pulling, ready or failed");
+    if (strcmp(state, "pulling") != 0 && strcmp(state, "ready") != 0 && strcmp(state, "failed") != 0 &&
+        strcmp(state, "exited") != 0) {
+        snprintf(err, errlen, "field 'state' must be pulling, ready, failed or exited");
         return 422;
     }
     pthread_mutex_lock(&m->lock);
-    e = find_engine(m, id);
+    e = ctl_find_engine_locked(m, id);
     if (e == NULL) {
         snprintf(err, errlen, "engine '%s' is not registered (POST /v1/engines/register first)", id);
         code = 404;
+        goto out;
+    }
+    if (report_presence(m, e, body, state)) {
+        *changed = 0;
+        code = 200;
         goto out;
     }
     if (json_object_get(body, "phase")) {
@@ -634,9 +742,18 @@ int ctl_report(ctl_model_t *m, const char *id, const json_t *body, char *err, si
         m->hist[b]++;
     } else if (strcmp(state, "failed") == 0) {
         const char *msg = json_string_value(json_object_get(body, "error"));
+        const json_t *holds = json_object_get(body, "holds");
         snprintf(e->last_error, sizeof(e->last_error), "%s", msg ? msg : "(no message)");
         m->failures++;
+        e->failures++;
+        /* A failed pull in place overwrote the one image: the node says it
+         * holds nothing (or what it still holds), and status says so. */
+        if (holds && (uint64_t)json_integer_value(holds) <= e->version)
+            e->version = (uint64_t)json_integer_value(holds);
     }
+    if (strcmp(state, "pulling") != 0)
+        ctl_journal_locked(m, json_pack("{s:s, s:s, s:I}", "op", "held", "id", e->id, "version",
+                                        (json_int_t)e->version));
     *changed = strcmp(state, "pulling") != 0;
     code = 200;
     m->gen++;
@@ -653,6 +770,14 @@ static json_t *engine_json(const ctl_model_t *m, const ctl_engine_t *e)
                           (json_int_t)(m->latest - (e->version < m->latest ? e->version : m->latest)),
                           "last_sync_s", e->last_sync_s, "last_gbps", e->last_gbps, "last_error", e->last_error,
                           "updated", e->updated, "endpoint", e->endpoint);
+    if (j) {
+        json_object_set_new(j, "presence", json_string(e->gone ? "gone" : "live"));
+        json_object_set_new(j, "last_seen", json_real(e->last_seen));
+        json_object_set_new(j, "exited", json_boolean(e->exited));
+        json_object_set_new(j, "failures", json_integer((json_int_t)e->failures));
+        if (e->node[0])
+            json_object_set_new(j, "node", json_string(e->node));
+    }
     if (j && e->phase[0])
         json_object_set_new(j, "progress",
                             json_pack("{s:s, s:I, s:I}", "phase", e->phase, "bytes", (json_int_t)e->progress_bytes,
@@ -674,30 +799,44 @@ static json_t *engine_json_or_error(const ctl_model_t *m, const ctl_engine_t *e)
                      "error", "this engine's status entry could not be built (see the endpoint's log)");
 }
 
-json_t *ctl_trainers_json(ctl_model_t *m)
+static json_t *trainers_json_locked(const ctl_model_t *m)
 {
     json_t *arr = json_array();
     int r;
-    pthread_mutex_lock(&m->lock);
     for (r = 0; r < m->world; r++) {
         const ctl_trainer_t *t = &m->trainers[r];
-        json_array_append_new(arr, json_pack("{s:i, s:b, s:s, s:O*, s:I}", "rank", r, "registered", t->registered,
-                                             "host", t->host, "endpoint", t->endpoint, "version",
-                                             (json_int_t)t->version));
+        json_array_append_new(arr, json_pack("{s:i, s:b, s:s, s:O*, s:I, s:s, s:f}", "rank", r, "registered",
+                                             t->registered, "host", t->host, "endpoint", t->endpoint, "version",
+                                             (json_int_t)t->version, "presence",
+                                             !t->registered ? "unregistered"
+                                             : t->gone      ? "gone"
+                                                            : "live",
+                                             "last_seen", t->last_seen));
     }
+    return arr;
+}
+
+json_t *ctl_trainers_json(ctl_model_t *m)
+{
+    json_t *arr;
+    pthread_mutex_lock(&m->lock);
+    arr = trainers_json_locked(m);
     pthread_mutex_unlock(&m->lock);
     return arr;
 }
 
 json_t *ctl_status_json(ctl_model_t *m)
 {
-    json_t *trainers = ctl_trainers_json(m), *engines = json_array(), *j;
+    json_t *trainers, *engines = json_array(), *j;
     int i;
     pthread_mutex_lock(&m->lock);
+    trainers = trainers_json_locked(m);
     for (i = 0; i < m->nengines; i++)
         json_array_append_new(engines, engine_json_or_error(m, &m->engines[i]));
-    j = json_pack("{s:I, s:f, s:i, s:o, s:o, s:i}", "latest_version", (json_int_t)m->latest, "published_at",
-                  m->latest_at, "world", m->world, "trainers", trainers, "engines", engines, "pending", m->npending);
+    j = json_pack("{s:I, s:f, s:i, s:o, s:o, s:i, s:o, s:f}", "latest_version", (json_int_t)m->latest,
+                  "published_at", m->latest_at, "world", m->world, "trainers", trainers, "engines", engines, "pending",
+                  m->npending, "pending_versions", ctl_pending_json_locked(m), "lease_s",
+                  m->lease_s > 0 ? m->lease_s : CTL_LEASE_S);
     pthread_mutex_unlock(&m->lock);
     return j;
 }
@@ -740,9 +879,10 @@ uint64_t ctl_latest(ctl_model_t *m)
 
 json_t *ctl_state_json(ctl_model_t *m)
 {
-    json_t *records = json_array(), *engines = json_array(), *trainers = ctl_trainers_json(m), *j;
+    json_t *records = json_array(), *engines = json_array(), *trainers, *j;
     int i;
     pthread_mutex_lock(&m->lock);
+    trainers = trainers_json_locked(m);
     for (i = 0; i < m->nrecords; i++)
         json_array_append(records, m->records[i]);
     for (i = 0; i < m->nengines; i++) {
@@ -751,9 +891,10 @@ json_t *ctl_state_json(ctl_model_t *m)
                                                  "local_ranks", e->local_ranks, "version", (json_int_t)e->version,
                                                  "endpoint", e->endpoint));
     }
-    j = json_pack("{s:i, s:I, s:f, s:o, s:o, s:o, s:o}", "format", 1, "latest_version", (json_int_t)m->latest,
-                  "published_at", m->latest_at, "versions", records, "trainers", trainers, "engines", engines,
-                  "layouts", ctl_layouts_state_locked(m));
+    j = json_pack("{s:i, s:I, s:f, s:o, s:o, s:o, s:o, s:I}", "format", 1, "latest_version",
+                  (json_int_t)m->latest, "published_at", m->latest_at, "versions", records, "trainers", trainers,
+                  "engines", engines, "layouts", ctl_layouts_state_locked(m), "log_seq",
+                  (json_int_t)m->journal_seq);
     pthread_mutex_unlock(&m->lock);
     return j;
 }
@@ -777,6 +918,7 @@ wsync_status_t ctl_state_load(ctl_model_t *m, const json_t *s, const char *path)
         return wsync_error(WSYNC_ERR_FORMAT, "state file %s: latest_version is negative; fix or move it away", path);
     m->latest = (uint64_t)json_integer_value(json_object_get(s, "latest_version"));
     m->latest_at = json_number_value(json_object_get(s, "published_at"));
+    m->journal_seq = (uint64_t)json_integer_value(json_object_get(s, "log_seq"));
     json_array_foreach(records, i, e)
     {
         json_t *inline_manifest = json_object_get(e, "manifest");

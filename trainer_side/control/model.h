@@ -17,11 +17,15 @@
 #define CTL_LAYOUTS_SPARE 4    /* layouts no retained or pending version names, kept */
 #define CTL_MAX_DROPPED 64
 
+#define CTL_LEASE_S 30.0 /* default: not seen for this long shows as "gone" (serve --lease) */
+
 typedef struct ctl_trainer {
     int registered;
     char host[128];
     json_t *endpoint;
     uint64_t version; /* last version this rank reported */
+    double last_seen; /* unix time of its last request (registration, heartbeat, publish) */
+    int gone;         /* not seen for the lease */
 } ctl_trainer_t;
 
 typedef struct ctl_engine {
@@ -37,6 +41,11 @@ typedef struct ctl_engine {
     double updated; /* unix time */
     char phase[16]; /* while pulling: "setup" | "landing" | "" (no note yet) */
     uint64_t progress_bytes, progress_total;
+    double last_seen;  /* unix time of its last request (registration, heartbeat, report) */
+    int gone;          /* not seen for the lease, or said it exited */
+    int exited;        /* reported "exited" (a clean stop) */
+    char node[256];    /* what the node says of its ranks ("" when all run): a rank lost or replaced */
+    uint64_t failures; /* pulls reported failed */
 } ctl_engine_t;
 
 typedef struct ctl_pending {
@@ -74,6 +83,19 @@ typedef struct ctl_model {
     uint64_t layout_seq;
     char dropped[CTL_MAX_DROPPED][33]; /* layouts dropped whose files are still to be removed */
     int ndropped;
+    /* Presence: lease_s (0: CTL_LEASE_S) and forget_after_s (0: never)
+     * are read by ctl_sweep; seen_dirty marks a last_seen moved since the
+     * last sweep (status shows it within a second, without a rebuild per
+     * heartbeat). */
+    double lease_s, forget_after_s;
+    int seen_dirty;
+    /* What the state file has not got yet (state_store.c): registrations and
+     * held versions as log entries (`journal`, a JSON array), or, after a
+     * publish or a new layout, the whole state (`snapshot_due`). */
+    json_t *journal;
+    int snapshot_due, replaying;
+    uint64_t journal_seq; /* the last entry's sequence number (the state file records it) */
+    uint64_t log_bytes, snapshot_bytes, store_bytes_written;
     /* metrics */
     uint64_t bytes_synced, failures, syncs;
     double sync_seconds;
@@ -92,7 +114,22 @@ int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t er
 int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, size_t errlen, int *changed);
 int ctl_report(ctl_model_t *m, const char *engine, const json_t *body, char *err, size_t errlen, int *changed);
 
+/* Every second: marks as gone what was not seen for the lease (and a
+ * trainer rank, an engine seen again as live), forgets what was not seen for
+ * forget_after_s. 1 when something was forgotten (durable: save). */
+int ctl_sweep(ctl_model_t *m, double now); /* now <= 0: the clock */
+/* Lock held: queue a state-file log entry (new reference taken). */
+void ctl_journal_locked(ctl_model_t *m, json_t *entry);
+/* Applies a state-file log entry (state_store.c replays the log at start);
+ * 0, or -1 with the reason in err. */
+int ctl_journal_apply(ctl_model_t *m, const json_t *entry, char *err, size_t errlen);
+
 json_t *ctl_status_json(ctl_model_t *m);
+/* Lock held (presence.c, model.c): the engine `id` or NULL; the versions
+ * some trainer ranks reported and others not yet, oldest first:
+ * [{"version", "reported": [ranks], "missing": [ranks]}]. */
+ctl_engine_t *ctl_find_engine_locked(ctl_model_t *m, const char *id);
+json_t *ctl_pending_json_locked(const ctl_model_t *m);
 json_t *ctl_trainers_json(ctl_model_t *m);
 json_t *ctl_version_json(ctl_model_t *m, uint64_t version); /* new ref or NULL */
 /* 1 when version's record has every piece's digest (or is not retained:

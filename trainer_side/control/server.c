@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/checks.h"
@@ -18,6 +19,7 @@
 #include "trainer_side/control/model.h"
 #include "trainer_side/control/server_internal.h"
 #include "trainer_side/control/state_file.h"
+#include "trainer_side/control/state_store.h"
 
 /* Records a write's outcome; logs only when the condition changes. */
 static void state_health(wsync_control_server_t *s, wsync_status_t rc)
@@ -56,30 +58,18 @@ int ctl_state_failing(wsync_control_server_t *s, char *why, size_t len, uint64_t
     return failing;
 }
 
-/* Writes the whole state. The dirty mark is cleared before the snapshot is
- * taken, so a report that lands meanwhile is either in it or marks again; a
- * write that fails marks it again, so the timer retries once a second. */
+/* Saves what changed (state_store.c: appended to the log, or the whole
+ * state). The dirty mark is cleared before, so a report that lands
+ * meanwhile is either in it or marks again; a write that fails marks it
+ * again, so the timer retries once a second. */
 static void save_state(wsync_control_server_t *s)
 {
-    char dropped[CTL_MAX_DROPPED][33];
-    json_t *st;
     wsync_status_t rc;
-    int ndropped;
     if (s->state_path == NULL)
         return;
     pthread_mutex_lock(&s->save_lock);
     __atomic_store_n(&s->state_dirty, 0, __ATOMIC_RELEASE);
-    /* Layouts dropped before this snapshot are not in it: their files go
-     * once it is written. New layouts' files are written before it. */
-    ndropped = ctl_layouts_take_dropped(&s->model, dropped, CTL_MAX_DROPPED);
-    st = ctl_state_json(&s->model);
-    rc = st ? ctl_layout_files_write(&s->model, s->state_path)
-            : wsync_error(WSYNC_ERR_NOMEM, "state file: out of memory");
-    if (rc == WSYNC_OK)
-        rc = ctl_state_save(s->state_path, st);
-    if (rc == WSYNC_OK)
-        ctl_layout_files_remove(s->state_path, dropped, ndropped);
-    json_decref(st);
+    rc = ctl_store_save(&s->model, s->state_path, 0);
     state_health(s, rc);
     if (rc != WSYNC_OK)
         __atomic_store_n(&s->state_dirty, 1, __ATOMIC_RELEASE);
@@ -122,6 +112,7 @@ static void *timer_main(void *arg)
 {
     wsync_control_server_t *s = arg;
     unsigned tick = 0;
+    uint64_t sweep_ns = wsync_now_ns();
     while (!__atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE)) {
         usleep(5000);
         wake_waiters(s, 0);
@@ -129,6 +120,12 @@ static void *timer_main(void *arg)
             pthread_mutex_lock(&s->wait_lock);
             ctl_conns_expire(&s->conns, wsync_now_ns(), s->request_timeout_ns);
             pthread_mutex_unlock(&s->wait_lock);
+        }
+        /* Once a second: who is gone, who is forgotten (saved). */
+        if (wsync_now_ns() - sweep_ns >= 1000000000ULL) {
+            sweep_ns = wsync_now_ns();
+            if (ctl_sweep(&s->model, 0))
+                __atomic_store_n(&s->state_dirty, 1, __ATOMIC_RELEASE);
         }
         /* Engine reports reach the file at most once a second, off the
          * HTTP thread: the file holds up to 8 manifests. */
@@ -348,9 +345,8 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
 {
     wsync_control_server_t *s = calloc(1, sizeof(*s));
     char host[128] = "0.0.0.0", adv[64];
-    int port = WSYNC_CONTROL_PORT, fd = -1;
+    int port = WSYNC_CONTROL_PORT, fd = -1, found = 0;
     unsigned conn_limit;
-    json_t *state = NULL;
     wsync_status_t st;
 
     WSYNC_CHECK_ALLOC(s);
@@ -379,27 +375,19 @@ wsync_status_t wsync_control_server_start(const wsync_control_server_config_t *c
     s->private_status = cfg->private_status;
     s->max_client_conns = cfg->max_client_connections > 0 ? cfg->max_client_connections : 0;
     s->model.max_engines = cfg->max_engines > 0 ? cfg->max_engines : 0;
+    s->model.lease_s = cfg->lease_s;
+    s->model.forget_after_s = cfg->forget_after_s;
     if (cfg->state_file) {
         s->state_path = strdup(cfg->state_file);
         WSYNC_CHECK_GOTO(ctl_state_prepare_dir(cfg->state_file), st, err);
-        WSYNC_CHECK_GOTO(ctl_state_read(cfg->state_file, &state), st, err);
-        if (state) {
-            st = ctl_state_load(&s->model, state, cfg->state_file);
-            if (st == WSYNC_OK)
-                st = ctl_layout_files_load(&s->model, state, cfg->state_file);
-            json_decref(state);
-            if (st != WSYNC_OK)
-                goto err;
+        WSYNC_CHECK_GOTO(ctl_store_load(&s->model, cfg->state_file, &found), st, err);
+        if (found)
             LOG_INFO("state file %s: continuing from version %llu", cfg->state_file,
                      (unsigned long long)s->model.latest);
-        }
         /* A state file that cannot be written is found now, not after the
-         * first publish: refuse to start rather than lose it silently. */
-        state = ctl_state_json(&s->model);
-        st = state ? ctl_layout_files_write(&s->model, cfg->state_file) : WSYNC_ERR_NOMEM;
-        if (st == WSYNC_OK)
-            st = ctl_state_save(cfg->state_file, state);
-        json_decref(state);
+         * first publish: refuse to start rather than lose it silently. The
+         * log, if any, is folded in. */
+        st = ctl_store_save(&s->model, cfg->state_file, 1);
         if (st != WSYNC_OK) {
             st = wsync_error(st, "%s; refusing to start (the state file's directory must be writable)",
                              wsync_last_error());

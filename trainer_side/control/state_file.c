@@ -13,6 +13,11 @@
 
 wsync_status_t ctl_state_save(const char *path, const json_t *state)
 {
+    return ctl_state_save_sized(path, state, NULL);
+}
+
+wsync_status_t ctl_state_save_sized(const char *path, const json_t *state, size_t *written)
+{
     char tmp[4096], dir[4096];
     char *text = json_dumps(state, JSON_COMPACT);
     size_t len, off = 0;
@@ -41,6 +46,8 @@ wsync_status_t ctl_state_save(const char *path, const json_t *state)
         off += (size_t)n;
     }
     free(text);
+    if (written)
+        *written = len;
     if (fsync(fd) != 0 || close(fd) != 0) {
         int e = errno;
         unlink(tmp);
@@ -103,5 +110,81 @@ wsync_status_t ctl_state_read(const char *path, json_t **out)
                            "start empty: fix it, or move it away to start from scratch",
                            path, jerr.text, jerr.line);
     *out = j;
+    return WSYNC_OK;
+}
+
+void ctl_state_log_path(const char *path, char *out, size_t len)
+{
+    snprintf(out, len, "%s.log", path);
+}
+
+wsync_status_t ctl_state_log_append(const char *path, const char *text, size_t len)
+{
+    char log[4096];
+    size_t off = 0;
+    int fd;
+    ctl_state_log_path(path, log, sizeof(log));
+    fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return wsync_error(WSYNC_ERR_IO, "state file: cannot open its log %s: %s", log, strerror(errno));
+    while (off < len) {
+        ssize_t n = write(fd, text + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = errno;
+            close(fd);
+            return wsync_error(WSYNC_ERR_IO, "state file: cannot append to %s: %s", log, strerror(e));
+        }
+        off += (size_t)n;
+    }
+    if (fdatasync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        return wsync_error(WSYNC_ERR_IO, "state file: cannot sync %s: %s", log, strerror(e));
+    }
+    close(fd);
+    return WSYNC_OK;
+}
+
+void ctl_state_log_remove(const char *path)
+{
+    char log[4096];
+    ctl_state_log_path(path, log, sizeof(log));
+    unlink(log);
+}
+
+wsync_status_t ctl_state_log_read(const char *path, char **text, size_t *len)
+{
+    char log[4096];
+    FILE *f;
+    size_t cap = 0, n;
+    char *buf = NULL;
+    *text = NULL;
+    *len = 0;
+    ctl_state_log_path(path, log, sizeof(log));
+    f = fopen(log, "rb");
+    if (f == NULL)
+        return errno == ENOENT ? WSYNC_OK
+                               : wsync_error(WSYNC_ERR_IO, "state file: cannot read its log %s: %s", log,
+                                             strerror(errno));
+    for (;;) {
+        if (*len + 65536 + 1 > cap) {
+            char *nb = realloc(buf, cap = (*len + 65536 + 1) * 2);
+            if (nb == NULL) {
+                free(buf);
+                fclose(f);
+                return wsync_error(WSYNC_ERR_NOMEM, "state file: out of memory reading %s", log);
+            }
+            buf = nb;
+        }
+        n = fread(buf + *len, 1, 65536, f);
+        *len += n;
+        if (n < 65536)
+            break;
+    }
+    fclose(f);
+    buf[*len] = '\0';
+    *text = buf;
     return WSYNC_OK;
 }

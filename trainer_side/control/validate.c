@@ -29,6 +29,7 @@ static const ctl_field_t engine_fields[] = {
     F("host", CTL_STRING, 1, 0, CTL_MAX_NAME),
     F("local_ranks", CTL_INT, 1, 1, CTL_MAX_WORLD),
     F("endpoint", CTL_OBJECT, 0, 0, CTL_MAX_ENDPOINT),
+    F("holds", CTL_INT, 0, 0, (double)CTL_MAX_VERSION),
 };
 const ctl_schema_t ctl_req_register_engine = {engine_fields, WSYNC_ARRAY_LEN(engine_fields)};
 
@@ -67,6 +68,8 @@ static const ctl_field_t report_fields[] = {
     F("error", CTL_ANY_STRING, 0, 0, 0),
     F("phase", CTL_STRING, 0, 0, 15),
     F("total", CTL_INT, 0, 0, (double)CTL_MAX_BYTES),
+    F("holds", CTL_INT, 0, 0, (double)CTL_MAX_VERSION),
+    F("node", CTL_ANY_STRING, 0, 0, 512),
 };
 const ctl_schema_t ctl_req_report = {report_fields, WSYNC_ARRAY_LEN(report_fields)};
 
