@@ -57,6 +57,10 @@ expect hostile_version_at_the_bound 200 '"published":true' POST "$U/v1/publish" 
 expect hostile_past_the_bound_says_what_to_do 422 'move its --state file aside' POST "$U/v1/publish" "${A[@]}" \
     -d "$(pub 9007199254740992)"
 
+expect hostile_query_after_2p64_400 400 'non-negative integers' GET "$U/v1/versions/latest?after=18446744073709551616"
+expect hostile_query_timeout_negative_400 400 'non-negative integers' GET "$U/v1/versions/latest?timeout_ms=-1"
+expect hostile_version_path_2p64_404 404 'not published' GET "$U/v1/versions/18446744073709551616"
+
 # --- 3. a report of 1e-300 s keeps the engine in status ---------------------
 expect hostile_tiny_node_registers 200 '' POST "$U/v1/engines/register" "${A[@]}" \
     -d '{"id":"tiny","host":"h","local_ranks":1}'
@@ -68,7 +72,7 @@ check hostile_tiny_engine_in_wsync_status grep -q tiny "$TMP/status.txt"
 expect hostile_huge_duration_422 422 "field 'duration_s' must be a finite number" POST "$U/v1/engines/tiny/report" \
     "${A[@]}" -d '{"version":1,"state":"ready","duration_s":1e300}'
 # A failure message cut inside a multi-byte character once made the entry unbuildable.
-LONGERR=$(python3 -c 'print("x" + "\u00e9" * 600)')
+LONGERR=$(python3 -c 'print("xx" + "\u00e9" * 600)')
 expect hostile_long_error_report 200 '' POST "$U/v1/engines/tiny/report" "${A[@]}" \
     -d "{\"version\":1,\"state\":\"failed\",\"error\":\"$LONGERR\"}"
 expect hostile_long_error_engine_in_status 200 '"id":"tiny"' GET "$U/v1/status"

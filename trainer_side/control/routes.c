@@ -1,5 +1,6 @@
 /* routes.c: the control API's routes: one table, one handler each. */
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,8 +227,9 @@ static uint64_t query_u64(struct MHD_Connection *conn, const char *key, uint64_t
     unsigned long long x;
     if (v == NULL)
         return dflt;
+    errno = 0;
     x = strtoull(v, &end, 10);
-    if (*v == '\0' || *v == '-' || *end != '\0')
+    if (*v == '\0' || *v == '-' || *end != '\0' || errno == ERANGE) /* 2^64 and up is no number of ours */
         *ok = 0;
     return x;
 }

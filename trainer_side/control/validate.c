@@ -14,7 +14,7 @@
 #define RANK_MAX (CTL_MAX_WORLD - 1)
 #define VERSION_HINT                                                                               \
     "; versions are bounded (docs/API.md): to go on, number again from 1 with a fresh state file " \
-    "(stop wsync serve, move its --state file aside, start it, restart the trainers)"
+    "(stop wsync serve, move its --state file aside, start it, restart trainers and engines)"
 
 static const ctl_field_t trainer_fields[] = {
     F("rank", CTL_INT, 1, 0, RANK_MAX),
