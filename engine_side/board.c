@@ -230,6 +230,9 @@ void board_watch_ranks(board_t *b)
 {
     uint64_t now = wsync_now_ns();
     int p;
+    if (now < b->watch_next) /* every ~50 ms, however busy the service is */
+        return;
+    b->watch_next = now + 50000000ULL;
     pthread_mutex_lock(&b->watch_lock);
     for (p = 1; p < (int)b->sh->local_world; p++) {
         int32_t pid = __atomic_load_n(&b->sh->ranks[p].pid, __ATOMIC_ACQUIRE);

@@ -110,6 +110,7 @@ struct board {
     int32_t seen[BOARD_MAX_RANKS];     /* pid the watch last saw run as the rank */
     int32_t lost[BOARD_MAX_RANKS];     /* pid it saw go, until the rank is back */
     uint64_t gone_at[BOARD_MAX_RANKS]; /* when it saw the rank close its board */
+    uint64_t watch_next;               /* the service thread's next round of the watch */
 };
 
 /* Rank 0's service thread, every round: call the watch for each rank that

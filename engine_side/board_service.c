@@ -45,12 +45,18 @@ static void warn_limited(board_t *b, const char *what)
         LOG_WARN("node board '%s': %s", b->name, what);
 }
 
+/* A member's connection closed: forget it, and its claim on a rank (a
+ * process whose join failed after it was let in, e.g. with another local
+ * world, holds no rank). */
 static void drop_client(board_t *b, int fd)
 {
-    int i;
+    int i, r;
     pthread_mutex_lock(&b->lock);
     for (i = 0; i < b->nclients; i++)
         if (b->clients[i].fd == fd) {
+            for (r = 0; r < BOARD_MAX_RANKS; r++)
+                if (b->claimed[r] == b->clients[i].pid)
+                    b->claimed[r] = 0;
             b->clients[i] = b->clients[--b->nclients];
             break;
         }

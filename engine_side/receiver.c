@@ -297,20 +297,42 @@ wsync_status_t recv_ensure_images(wsync_receiver_t *r, uint64_t need)
     return WSYNC_OK;
 }
 
+/* What a rank > 0 posts on a board it (re)joined: its spec, slots, windows. */
+static wsync_status_t post_on_board(wsync_receiver_t *r)
+{
+    int s;
+    if (r->spec)
+        WSYNC_CHECK(board_put_spec(r->board, r->spec));
+    if (r->image_len)
+        board_post_slots(r->board, r->nslots);
+    for (s = 0; s < r->nslots && r->image_len; s++)
+        WSYNC_CHECK(export_slot(r, s));
+    return WSYNC_OK;
+}
+
 /* Ranks > 0: rejoin when local rank 0 restarted (new board). The new board
- * is opened before the old one is let go: when rank 0 is not back in time,
- * or came back with another --local-world, this rank keeps its old (dead)
- * board, says why, and tries again at its next pull. */
+ * is joined and posted on before the old one is let go: when rank 0 is not
+ * back in time, came back with another --local-world, or the posting fails,
+ * this rank keeps its old (dead) board, says why, and tries again at its
+ * next pull. */
 wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
 {
-    board_t *nb = NULL;
+    board_t *old = r->board, *nb = NULL;
     wsync_status_t st;
     int p, s;
-    if (!board_leader_gone(r->board))
+    if (!board_leader_gone(old))
         return WSYNC_OK;
     LOG_WARN("engine %s rank %d: local rank 0 restarted; rejoining its board", r->engine_id, r->cfg.local_rank);
     st = board_open(r->board_name, r->cfg.local_rank, r->cfg.local_world, board_device(r), &r->auth,
                     RECV_REJOIN_MS, &nb);
+    if (st == WSYNC_OK) {
+        r->board = nb;
+        st = post_on_board(r);
+        if (st != WSYNC_OK) {
+            r->board = old;
+            board_close(nb);
+        }
+    }
     if (st != WSYNC_OK)
         return wsync_error(st,
                            "engine %s rank %d: local rank 0 is gone and this rank could not rejoin the node: "
@@ -320,8 +342,7 @@ wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
                            st == WSYNC_ERR_TIMEOUT || st == WSYNC_ERR_IO || st == WSYNC_ERR_PEER
                                ? " (restart local rank 0 with the same --engine and --local-world)"
                                : "");
-    board_close(r->board);
-    r->board = nb;
+    board_close(old);
     for (p = 0; p < BOARD_MAX_RANKS; p++)
         for (s = 0; s < BOARD_SLOTS; s++)
             if (r->peers[p][s].ptr) {
@@ -329,12 +350,6 @@ wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
                 r->peers[p][s].ptr = NULL;
             }
     r->last_gen = 0;
-    if (r->spec)
-        WSYNC_CHECK(board_put_spec(r->board, r->spec));
-    if (r->image_len)
-        board_post_slots(r->board, r->nslots);
-    for (s = 0; s < r->nslots && r->image_len; s++)
-        WSYNC_CHECK(export_slot(r, s));
     return WSYNC_OK;
 }
 
