@@ -2,7 +2,8 @@
  * (pull_port.h). Nothing reaches the serve function from a peer that did not
  * prove the token (when one is set); connections still in their handshake
  * are capped per address and in all (common/net/preauth.h), and their
- * failures logged at most once per PREAUTH_LOG_MS with a count. */
+ * failures logged at most PREAUTH_LOG_BURST lines per PREAUTH_LOG_MS, then
+ * with a count. */
 #include "common/pull_port.h"
 
 #include <poll.h>
@@ -26,6 +27,7 @@
 #define PREAUTH_TOTAL 128
 #define PREAUTH_EVICT_MS 250
 #define PREAUTH_LOG_MS 10000
+#define PREAUTH_LOG_BURST 5
 
 struct wsync_pull_port {
     wsync_auth_t auth;
@@ -49,7 +51,8 @@ typedef struct conn_arg {
 } conn_arg_t;
 
 /* A connection refused or failed before its proof: a flood of them writes
- * one line per PREAUTH_LOG_MS, with how many it held back. */
+ * PREAUTH_LOG_BURST lines per PREAUTH_LOG_MS, then one with how many it
+ * held back. */
 static void warn_preauth(wsync_pull_port_t *pp, const char *what)
 {
     uint64_t held = 0;
@@ -184,7 +187,7 @@ wsync_status_t wsync_pull_port_start(const char *listen, const wsync_auth_t *aut
     pp->serve = serve;
     pp->ctx = ctx;
     WSYNC_CHECK_GOTO(wsync_preauth_init(&pp->pre, PREAUTH_TOTAL, PREAUTH_PER_ADDR, PREAUTH_EVICT_MS), st, err_alloc);
-    wsync_loglimit_init(&pp->warned, PREAUTH_LOG_MS);
+    wsync_loglimit_init(&pp->warned, PREAUTH_LOG_MS, PREAUTH_LOG_BURST);
     pthread_mutex_init(&pp->lock, NULL);
     pthread_cond_init(&pp->cond, NULL);
     WSYNC_CHECK_GOTO(wsync_tcp_listen(host, port, &pp->fd, &pp->port), st, err_free);

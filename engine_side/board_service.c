@@ -30,9 +30,11 @@
 #define BOARD_STRANGER_EVICT_MS 250
 #define BOARD_ADMIT_MS 2000
 #define BOARD_LOG_MS 10000
+#define BOARD_LOG_BURST 5
 #define BOARD_MAX_ADMITTING BOARD_MAX_CLIENTS
 
-/* A warning about a connection turned away: one line per BOARD_LOG_MS. */
+/* A warning about a connection turned away: BOARD_LOG_BURST lines per
+ * BOARD_LOG_MS, then one with a count. */
 static void warn_limited(board_t *b, const char *what)
 {
     uint64_t held = 0;
@@ -420,7 +422,7 @@ wsync_status_t board_open(const char *name, int local_rank, int local_world, int
     b->memfd = b->sock = b->listen_fd = -1;
     pthread_mutex_init(&b->lock, NULL);
     pthread_mutex_init(&b->watch_lock, NULL);
-    wsync_loglimit_init(&b->warned, BOARD_LOG_MS);
+    wsync_loglimit_init(&b->warned, BOARD_LOG_MS, BOARD_LOG_BURST);
     for (r = 0; r < BOARD_MAX_RANKS; r++)
         for (s = 0; s < BOARD_ENTRIES; s++)
             b->wins[r][s].fd = -1;

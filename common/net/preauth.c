@@ -138,11 +138,12 @@ void wsync_preauth_peer_of(int fd, char *out, size_t len)
     }
 }
 
-void wsync_loglimit_init(wsync_loglimit_t *l, int interval_ms)
+void wsync_loglimit_init(wsync_loglimit_t *l, int interval_ms, int burst)
 {
     memset(l, 0, sizeof(*l));
     pthread_mutex_init(&l->lock, NULL);
     l->interval_ns = (uint64_t)interval_ms * 1000000ULL;
+    l->burst = burst > 0 ? burst : 1;
 }
 
 void wsync_loglimit_destroy(wsync_loglimit_t *l)
@@ -154,12 +155,16 @@ int wsync_loglimit_take(wsync_loglimit_t *l, uint64_t now_ns, uint64_t *held_bac
 {
     int ok;
     pthread_mutex_lock(&l->lock);
-    ok = !l->any || now_ns >= l->last_ns + l->interval_ns;
+    if (!l->any || now_ns >= l->window_start + l->interval_ns) {
+        l->window_start = now_ns;
+        l->in_window = 0;
+        l->any = 1;
+    }
+    ok = l->in_window < l->burst;
     if (ok) {
+        l->in_window++;
         *held_back = l->held_back;
         l->held_back = 0;
-        l->last_ns = now_ns;
-        l->any = 1;
     } else {
         l->held_back++;
     }

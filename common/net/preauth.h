@@ -11,8 +11,8 @@
  *     handshake takes milliseconds, so only a silent connection is that old,
  *     and it is shut down; otherwise the newcomer is turned away at once.
  *
- * A log limiter goes with it: a flood writes one warning line per interval,
- * with the count of those it held back. Both are thread-safe. */
+ * A log limiter goes with it: a flood writes a few warning lines per
+ * interval, the next one with the count of those it held back. Both are thread-safe. */
 #ifndef WSYNC_COMMON_NET_PREAUTH_H
 #define WSYNC_COMMON_NET_PREAUTH_H
 
@@ -60,14 +60,15 @@ int wsync_preauth_pending(wsync_preauth_t *pa);
  * N" of a Unix socket's process. */
 void wsync_preauth_peer_of(int fd, char *out, size_t len);
 
-/* At most one line per interval_ms: 1 if a line may be written now at
- * now_ns, with *held_back the lines dropped since the last one written. */
+/* At most `burst` lines per interval_ms window (a few refusals are each
+ * worth a line; a flood is not): 1 if a line may be written now at now_ns,
+ * with *held_back the lines dropped since the last one written. */
 typedef struct wsync_loglimit {
     pthread_mutex_t lock;
-    uint64_t interval_ns, last_ns, held_back;
-    int any;
+    uint64_t interval_ns, window_start, held_back;
+    int burst, in_window, any;
 } wsync_loglimit_t;
-void wsync_loglimit_init(wsync_loglimit_t *l, int interval_ms);
+void wsync_loglimit_init(wsync_loglimit_t *l, int interval_ms, int burst);
 void wsync_loglimit_destroy(wsync_loglimit_t *l);
 int wsync_loglimit_take(wsync_loglimit_t *l, uint64_t now_ns, uint64_t *held_back);
 

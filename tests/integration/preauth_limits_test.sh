@@ -5,7 +5,7 @@
 # --- 1. 400 silent connections on a trainer's pull port (from the address a
 #        real engine uses too) while that engine pulls: the pull succeeds, the
 #        trainer's threads stay bounded (at most 16 handshakes pending per
-#        address), and its warnings come one line per 10 s with a count (it
+#        address), and its warnings come 5 lines per 10 s, then one with a count (it
 #        was a thread and a line per connection: 408 threads, 410 lines).
 # --- 2. Another uid (nobody) keeps silent connections open on a node's board
 #        socket while local rank 1 restarts: the rank gets in at once and the
@@ -77,12 +77,13 @@ else
     fail preauth_pull_succeeds_under_silent_flood "$(tail -3 "$TMP/e.log")"
 fi
 # The silent ones time out (connect_timeout_ms, 10 s) or give way: their
-# warnings must not be a line each.
+# warnings must not be a line each: the flood spans two 10 s windows, so at
+# most 2 x 5 lines.
 sleep 11
 lines=$(grep -c 'WARN.*trainer rank 0:' "$TMP/t.log")
 echo "trainer warning lines after the flood: $lines" >&2
 grep 'WARN.*trainer rank 0:' "$TMP/t.log" | head -3 >&2
-if [ "$lines" -le 4 ]; then pass preauth_pull_port_log_rate_limited
+if [ "$lines" -le 10 ]; then pass preauth_pull_port_log_rate_limited
 else fail preauth_pull_port_log_rate_limited "$lines warning lines for 400 silent connections"; fi
 check preauth_pull_port_log_says_count grep -q 'more connections refused or failed before their proof' "$TMP/t.log"
 kill $H $T 2>/dev/null; wait $H $T 2>/dev/null
@@ -129,5 +130,5 @@ else fail preauth_board_strangers_rank_rejoins "node at $(node_at) (was $before)
 check preauth_board_rank1_runs kill -0 $R1
 lines=$(grep -c 'node board' "$TMP/b0.log")
 echo "rank 0's node board lines: $lines" >&2; grep 'node board' "$TMP/b0.log" | head -2 >&2
-if [ "$lines" -le 4 ]; then pass preauth_board_log_rate_limited
+if [ "$lines" -le 8 ]; then pass preauth_board_log_rate_limited
 else fail preauth_board_log_rate_limited "$lines lines on rank 0 for strangers"; fi
