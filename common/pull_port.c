@@ -1,6 +1,9 @@
 /* pull_port.c: the pull port's listener and its per-connection threads
  * (pull_port.h). Nothing reaches the serve function from a peer that did not
- * prove the token (when one is set). */
+ * prove the token (when one is set); connections still in their handshake
+ * are capped per address and in all (common/net/preauth.h), and their
+ * failures logged at most PREAUTH_LOG_BURST lines per PREAUTH_LOG_MS, then
+ * with a count. */
 #include "common/pull_port.h"
 
 #include <poll.h>
@@ -13,7 +16,18 @@
 #include "common/checks.h"
 #include "common/log.h"
 #include "common/msg.h"
+#include "common/net/preauth.h"
 #include "common/settings.h"
+#include "common/util.h"
+
+/* Handshakes pending at once: per address, in all; one silent for
+ * PREAUTH_EVICT_MS gives way to a newcomer (a real one takes milliseconds).
+ * A kept, proved connection counts in neither. */
+#define PREAUTH_PER_ADDR 16
+#define PREAUTH_TOTAL 128
+#define PREAUTH_EVICT_MS 250
+#define PREAUTH_LOG_MS 10000
+#define PREAUTH_LOG_BURST 5
 
 struct wsync_pull_port {
     wsync_auth_t auth;
@@ -26,12 +40,31 @@ struct wsync_pull_port {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int active; /* connections being served (lock) */
+    wsync_preauth_t pre;
+    wsync_loglimit_t warned;
 };
 
 typedef struct conn_arg {
     wsync_pull_port_t *pp;
     int fd;
+    wsync_preauth_ticket_t ticket;
 } conn_arg_t;
+
+/* A connection refused or failed before its proof: a flood of them writes
+ * PREAUTH_LOG_BURST lines per PREAUTH_LOG_MS, then one with how many it
+ * held back. */
+static void warn_preauth(wsync_pull_port_t *pp, const char *what)
+{
+    uint64_t held = 0;
+    if (!wsync_loglimit_take(&pp->warned, wsync_now_ns(), &held))
+        return;
+    if (held)
+        LOG_WARN("%s: %s (and %llu more connections refused or failed before their proof since the last such "
+                 "line)",
+                 pp->who, what, (unsigned long long)held);
+    else
+        LOG_WARN("%s: %s", pp->who, what);
+}
 
 /* Waits for the next request on a kept connection: 1 with *req, 0 when the
  * client closed it, the port stops, or a malformed frame came. */
@@ -58,8 +91,10 @@ static void *conn_main(void *arg)
     conn_arg_t *h = arg;
     wsync_pull_port_t *pp = h->pp;
     json_t *req = NULL;
-    if (wsync_msg_accept(h->fd, &pp->auth, WSYNC_HS_PULL, wsync_connect_timeout_ms(0), &req) != WSYNC_OK) {
-        LOG_WARN("%s: %s", pp->who, wsync_last_error());
+    wsync_status_t st = wsync_msg_accept(h->fd, &pp->auth, WSYNC_HS_PULL, wsync_connect_timeout_ms(0), &req);
+    wsync_preauth_leave(&pp->pre, h->ticket); /* proved, failed or shut down: no longer pending */
+    if (st != WSYNC_OK) {
+        warn_preauth(pp, wsync_last_error());
         req = NULL;
     }
     while (req) {
@@ -93,22 +128,37 @@ static void *accept_main(void *arg)
         struct pollfd pfd = {.fd = pp->fd, .events = POLLIN};
         conn_arg_t *h;
         pthread_t th;
+        char peer[WSYNC_PREAUTH_PEER_LEN], why[256];
+        wsync_preauth_ticket_t ticket;
         int fd;
         if (poll(&pfd, 1, 100) <= 0)
             continue;
         fd = accept4(pp->fd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)
             continue;
+        wsync_preauth_peer_of(fd, peer, sizeof(peer));
+        if (!wsync_preauth_enter(&pp->pre, peer, fd, wsync_now_ns(), &ticket)) {
+            close(fd);
+            snprintf(why, sizeof(why),
+                     "turned a connection from %s away: too many handshakes pending (at most %d per address, %d "
+                     "in "
+                     "all, each for up to connect_timeout_ms)",
+                     peer, PREAUTH_PER_ADDR, PREAUTH_TOTAL);
+            warn_preauth(pp, why);
+            continue;
+        }
         h = malloc(sizeof(*h));
         if (h == NULL) {
+            wsync_preauth_leave(&pp->pre, ticket);
             close(fd);
             continue;
         }
-        *h = (conn_arg_t){.pp = pp, .fd = fd};
+        *h = (conn_arg_t){.pp = pp, .fd = fd, .ticket = ticket};
         pthread_mutex_lock(&pp->lock);
         pp->active++;
         pthread_mutex_unlock(&pp->lock);
         if (pthread_create(&th, NULL, conn_main, h) != 0) {
+            wsync_preauth_leave(&pp->pre, ticket);
             close(fd);
             free(h);
             pthread_mutex_lock(&pp->lock);
@@ -136,6 +186,8 @@ wsync_status_t wsync_pull_port_start(const char *listen, const wsync_auth_t *aut
     snprintf(pp->who, sizeof(pp->who), "%s", who);
     pp->serve = serve;
     pp->ctx = ctx;
+    WSYNC_CHECK_GOTO(wsync_preauth_init(&pp->pre, PREAUTH_TOTAL, PREAUTH_PER_ADDR, PREAUTH_EVICT_MS), st, err_alloc);
+    wsync_loglimit_init(&pp->warned, PREAUTH_LOG_MS, PREAUTH_LOG_BURST);
     pthread_mutex_init(&pp->lock, NULL);
     pthread_cond_init(&pp->cond, NULL);
     WSYNC_CHECK_GOTO(wsync_tcp_listen(host, port, &pp->fd, &pp->port), st, err_free);
@@ -150,6 +202,9 @@ err_close:
 err_free:
     pthread_mutex_destroy(&pp->lock);
     pthread_cond_destroy(&pp->cond);
+    wsync_loglimit_destroy(&pp->warned);
+    wsync_preauth_destroy(&pp->pre);
+err_alloc:
     free(pp);
     return st;
 }
@@ -172,5 +227,7 @@ void wsync_pull_port_stop(wsync_pull_port_t *pp)
     close(pp->fd);
     pthread_mutex_destroy(&pp->lock);
     pthread_cond_destroy(&pp->cond);
+    wsync_loglimit_destroy(&pp->warned);
+    wsync_preauth_destroy(&pp->pre);
     free(pp);
 }

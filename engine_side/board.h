@@ -145,6 +145,15 @@ int board_rank_alive(board_t *b, int rank);
 /* For ranks > 0: 1 if rank 0 that served our board is gone (reopen needed). */
 int board_leader_gone(board_t *b);
 
+/* Local rank 0: `fn` is called (from the board's service thread, within
+ * ~100 ms) when a local rank's process goes (new_pid 0: it exited, or was
+ * killed) and when a rank that went is back (old_pid: the one that went).
+ * NULL stops the calls; once board_watch returns, no call is running. A
+ * second process as a rank whose process runs is refused when it joins
+ * (board_open fails with WSYNC_ERR_CONFLICT naming the rank and the pid). */
+typedef void (*board_watch_fn)(void *ctx, int rank, int32_t old_pid, int32_t new_pid);
+void board_watch(board_t *b, board_watch_fn fn, void *ctx);
+
 /* Image slots: every rank posts how many it needs (1: in place, or staged
  * with the caller's tensors holding every tensor it holds; 2: staged), and
  * every rank sets up the node's count, the most any rank posted, so an

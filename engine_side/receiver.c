@@ -73,6 +73,10 @@ static int find_host_image(void *ptr, wsync_window_t *out)
     return found;
 }
 
+/* How long a local rank > 0 waits for local rank 0's board, at start and
+ * when rank 0 restarted. */
+#define RECV_REJOIN_MS 30000
+
 /* What the node board records of this rank's memory: its GPU, or -1. */
 static int board_device(const wsync_receiver_t *r)
 {
@@ -101,6 +105,31 @@ static wsync_status_t choose_plan(wsync_receiver_t *r)
     in.relay_capable = r->relay_capable;
     r->plan = plan_choice_resolve(&r->asked, &in);
     return WSYNC_OK;
+}
+
+/* Local rank 0, from the board's service thread: a local rank went, or
+ * came back as a new process. The node is degraded until every rank holds
+ * the version again (its next pull): the log and the node's report say so
+ * (state "failed", the error starting "node degraded:"), so status never
+ * shows it ready while a rank is missing. */
+static void rank_changed(void *ctx, int rank, int32_t old_pid, int32_t new_pid)
+{
+    wsync_receiver_t *r = ctx;
+    uint64_t v = __atomic_load_n(&r->held_version, __ATOMIC_ACQUIRE);
+    char why[400];
+    if (new_pid == 0)
+        snprintf(why, sizeof(why),
+                 "node degraded: local rank %d (pid %d) is gone (exited or killed); restart it with --local-rank "
+                 "%d",
+                 rank, (int)old_pid, rank);
+    else
+        snprintf(why, sizeof(why),
+                 "node degraded: local rank %d was replaced (pid %d went, pid %d joined); it holds no version "
+                 "until "
+                 "the node's next pull",
+                 rank, (int)old_pid, (int)new_pid);
+    LOG_WARN("engine %s: %s", r->engine_id, why);
+    reporter_post(r->reporter, v, "failed", 0, 0, why);
 }
 
 wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_receiver_t **out)
@@ -142,8 +171,8 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     WSYNC_CHECK_GOTO(wsync_control_open(r->control_url, r->token, &r->control), st, err);
     r->progress = recv_progress_open(r->control_url, r->token, r->engine_id, cfg->local_rank == 0);
     WSYNC_CHECK_GOTO(wsync_auth_init(&r->auth, r->token), st, err);
-    WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, board_device(r), &r->auth, 30000,
-                                &r->board),
+    WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, board_device(r), &r->auth,
+                                RECV_REJOIN_MS, &r->board),
                      st, err);
     WSYNC_CHECK_GOTO(recv_targets_init(r), st, err);
     WSYNC_CHECK_GOTO(choose_plan(r), st, err);
@@ -170,6 +199,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
         json_decref(endpoint);
         if (st != WSYNC_OK)
             goto err;
+        board_watch(r->board, rank_changed, r);
     }
     *out = r;
     return WSYNC_OK;
@@ -267,30 +297,59 @@ wsync_status_t recv_ensure_images(wsync_receiver_t *r, uint64_t need)
     return WSYNC_OK;
 }
 
-/* Ranks > 0: rejoin when local rank 0 restarted (new board). */
-wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
+/* What a rank > 0 posts on a board it (re)joined: its spec, slots, windows. */
+static wsync_status_t post_on_board(wsync_receiver_t *r)
 {
-    int p, s;
-    if (!board_leader_gone(r->board))
-        return WSYNC_OK;
-    LOG_WARN("engine %s rank %d: local rank 0 restarted; rejoining its board", r->engine_id, r->cfg.local_rank);
-    board_close(r->board);
-    r->board = NULL;
-    for (p = 0; p < BOARD_MAX_RANKS; p++)
-        for (s = 0; s < BOARD_SLOTS; s++)
-            if (r->peers[p][s].ptr) {
-                r->win_ops->unmap(r->peers[p][s].ptr, r->peers[p][s].len);
-                r->peers[p][s].ptr = NULL;
-            }
-    WSYNC_CHECK(board_open(r->board_name, r->cfg.local_rank, r->cfg.local_world, board_device(r), &r->auth, 30000,
-                           &r->board));
-    r->last_gen = 0;
+    int s;
     if (r->spec)
         WSYNC_CHECK(board_put_spec(r->board, r->spec));
     if (r->image_len)
         board_post_slots(r->board, r->nslots);
     for (s = 0; s < r->nslots && r->image_len; s++)
         WSYNC_CHECK(export_slot(r, s));
+    return WSYNC_OK;
+}
+
+/* Ranks > 0: rejoin when local rank 0 restarted (new board). The new board
+ * is joined and posted on before the old one is let go: when rank 0 is not
+ * back in time, came back with another --local-world, or the posting fails,
+ * this rank keeps its old (dead) board, says why, and tries again at its
+ * next pull. */
+wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
+{
+    board_t *old = r->board, *nb = NULL;
+    wsync_status_t st;
+    int p, s;
+    if (!board_leader_gone(old))
+        return WSYNC_OK;
+    LOG_WARN("engine %s rank %d: local rank 0 restarted; rejoining its board", r->engine_id, r->cfg.local_rank);
+    st = board_open(r->board_name, r->cfg.local_rank, r->cfg.local_world, board_device(r), &r->auth,
+                    RECV_REJOIN_MS, &nb);
+    if (st == WSYNC_OK) {
+        r->board = nb;
+        st = post_on_board(r);
+        if (st != WSYNC_OK) {
+            r->board = old;
+            board_close(nb);
+        }
+    }
+    if (st != WSYNC_OK)
+        return wsync_error(st,
+                           "engine %s rank %d: local rank 0 is gone and this rank could not rejoin the node: "
+                           "%s%s; "
+                           "this rank tries again at its next pull",
+                           r->engine_id, r->cfg.local_rank, wsync_last_error(),
+                           st == WSYNC_ERR_TIMEOUT || st == WSYNC_ERR_IO || st == WSYNC_ERR_PEER
+                               ? " (restart local rank 0 with the same --engine and --local-world)"
+                               : "");
+    board_close(old);
+    for (p = 0; p < BOARD_MAX_RANKS; p++)
+        for (s = 0; s < BOARD_SLOTS; s++)
+            if (r->peers[p][s].ptr) {
+                r->win_ops->unmap(r->peers[p][s].ptr, r->peers[p][s].len);
+                r->peers[p][s].ptr = NULL;
+            }
+    r->last_gen = 0;
     return WSYNC_OK;
 }
 
@@ -383,9 +442,10 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     int p, s;
     if (r == NULL)
         return;
-    reporter_stop(r->reporter, 5000); /* the last reports, if the endpoint is there */
-    relay_stop(r->relay);             /* before the images it serves go */
-    recv_progress_close(r->progress); /* its thread reports through its own client */
+    board_watch(r->board, NULL, NULL); /* its calls post to the reporter */
+    reporter_stop(r->reporter, 5000);  /* the last reports, if the endpoint is there */
+    relay_stop(r->relay);              /* before the images it serves go */
+    recv_progress_close(r->progress);  /* its thread reports through its own client */
     recv_transport_reset(r);
     for (p = 0; p < BOARD_MAX_RANKS; p++)
         for (s = 0; s < BOARD_SLOTS; s++)

@@ -159,9 +159,100 @@ static void landing_map_too_large_is_refused(void)
     board_close(b);
 }
 
+/* A process that holds local rank 1 until its pipe closes. */
+static pid_t hold_rank1(const char *nm, int *release)
+{
+    int fds[2];
+    pid_t pid;
+    char c;
+    if (pipe(fds) != 0)
+        return -1;
+    pid = fork();
+    if (pid == 0) {
+        board_t *b = NULL;
+        close(fds[1]);
+        if (board_open(nm, 1, 2, -1, NULL, 5000, &b) != WSYNC_OK)
+            _exit(1);
+        if (read(fds[0], &c, 1) < 0) /* until the parent closes it */
+            _exit(2);
+        board_close(b);
+        _exit(0);
+    }
+    close(fds[0]);
+    *release = fds[1];
+    return pid;
+}
+
+typedef struct watched {
+    int calls, rank;
+    int32_t old_pid, new_pid;
+} watched_t;
+
+static void on_rank(void *ctx, int rank, int32_t old_pid, int32_t new_pid)
+{
+    watched_t *w = ctx;
+    w->calls++;
+    w->rank = rank;
+    w->old_pid = old_pid;
+    w->new_pid = new_pid;
+}
+
+static int watch_saw_it(board_t *b, void *arg)
+{
+    (void)b;
+    return __atomic_load_n(&((watched_t *)arg)->calls, __ATOMIC_ACQUIRE) > 0;
+}
+
+/* A second process as local rank 1 is refused while the first runs, naming
+ * the rank and the pid; a rank outside rank 0's local world is told the
+ * world; rank 0's watch sees the rank killed. */
+static void duplicate_rank_and_other_world_refused_lost_rank_seen(void)
+{
+    board_t *b = NULL, *dup = NULL;
+    watched_t w = {0};
+    char nm[128], want[96];
+    int release = -1, status = -1;
+    pid_t holder;
+
+    snprintf(nm, sizeof(nm), "wsync-test/board-dup/%d", (int)getpid());
+    CHECK_OK(board_open(nm, 0, 2, -1, NULL, 5000, &b));
+    if (b == NULL)
+        return;
+    board_watch(b, on_rank, &w);
+    holder = hold_rank1(nm, &release);
+    CHECK(holder > 0 && wait_for(rank1_alive, b, NULL));
+    /* This process as a second rank 1 (pid differs from the holder's). */
+    snprintf(want, sizeof(want), "local rank 1 is already running (pid %d)", (int)holder);
+    CHECK_FAILS(board_open(nm, 1, 2, -1, NULL, 2000, &dup), WSYNC_ERR_CONFLICT, want);
+    CHECK(dup == NULL);
+    CHECK_FAILS(board_open(nm, 2, 3, -1, NULL, 2000, &dup), WSYNC_ERR_CONFLICT,
+                "local rank 0 runs with --local-world 2, which has no local rank 2");
+    CHECK(board_rank_alive(b, 1) && board_rank_epoch(b, 1) == 1); /* the holder's entry untouched */
+    kill(holder, SIGKILL);
+    waitpid(holder, &status, 0);
+    close(release);
+    CHECK(wait_for(watch_saw_it, b, &w));
+    CHECK_EQ(w.rank, 1);
+    CHECK_EQ(w.old_pid, holder);
+    CHECK_EQ(w.new_pid, 0);
+    CHECK(!board_rank_alive(b, 1));
+    CHECK_FAILS(board_open(nm, 1, 3, -1, NULL, 2000, &dup), WSYNC_ERR_CONFLICT,
+                "local rank 0 runs with --local-world 2, this rank was started with 3");
+    usleep(300000); /* rank 0 sees that failed join's connection close */
+    /* Now a new process may be rank 1. */
+    holder = hold_rank1(nm, &release);
+    CHECK(holder > 0 && wait_for(rank1_alive, b, NULL));
+    close(release);
+    waitpid(holder, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    board_watch(b, NULL, NULL);
+    board_close(b);
+}
+
 int main(void)
 {
     RUN(two_ranks_agree_on_attempts);
     RUN(landing_map_too_large_is_refused);
+    RUN(duplicate_rank_and_other_world_refused_lost_rank_seen);
     TEST_EXIT();
 }
