@@ -612,8 +612,13 @@ static wsync_status_t fetch_watch(fetch_t *f)
     int t;
     WSYNC_CHECK(fetch_relay_watch(f));
     for (t = 0; t < f->plan->world; t++)
-        if (recv_request_failed(&f->reqs[t]))
-            return wsync_error(f->reqs[t].status, "%s", f->reqs[t].error);
+        if (recv_request_failed(&f->reqs[t])) { /* ends the attempt now: it cannot finish */
+            char why[400];
+            waiting_for(f, why, sizeof(why));
+            return wsync_error(f->reqs[t].status,
+                               "%s; version %llu: %u of %u chunks verified on engine %s rank %d%s", f->reqs[t].error,
+                               (unsigned long long)f->v, f->ndone, f->plan->nchunks, f->r->engine_id, f->me, why);
+        }
     if (wsync_now_ns() - f->last_check <= 50000000ULL)
         return WSYNC_OK;
     f->last_check = wsync_now_ns();

@@ -121,6 +121,7 @@ struct wsync_receiver {
     wsync_sync_layout_t *held;
     uint64_t layout_generation; /* changes whenever the held tensor list may have (wsync_receiver_layout_generation) */
     uint64_t last_gen;
+    uint64_t failed_version;   /* local rank 0: the version of the last attempt that failed (attempt.c) */
     double last_secs;          /* duration of the last successful pull attempt (set-up excluded) */
     recv_progress_t *progress; /* phase and bytes of the pull in progress */
 

@@ -92,7 +92,14 @@ static wsync_status_t call_new(recv_request_t *q, int *fd, json_t **reply)
     wsync_status_t st;
     if (q->connect_ms > 0 && left > q->connect_ms)
         left = q->connect_ms;
-    st = wsync_tcp_connect(q->pull_addr, left, fd);
+    /* The address is a registration: the peer listened there. A refusal
+     * means it is gone (died, or restarted elsewhere): the attempt ends now
+     * and the next one reads the registrations again; only a silent peer
+     * waits for the deadline. */
+    st = wsync_tcp_dial(q->pull_addr, left, 0, fd);
+    if (st != WSYNC_OK && strstr(wsync_last_error(), "refused"))
+        return wsync_error(WSYNC_ERR_PEER, "%s; nothing listens there any more (the process stopped or restarted)",
+                           wsync_last_error());
     if (st != WSYNC_OK)
         return st;
     set_fd(q, *fd);
