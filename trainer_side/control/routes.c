@@ -301,7 +301,8 @@ static enum MHD_Result answer_record(wsync_control_server_t *s, req_ctx_t *c, ui
                      (unsigned long long)v, (unsigned long long)latest);
         else
             snprintf(msg, sizeof(msg),
-                     "version %llu is no longer retained: the endpoint keeps versions %llu to %llu (latest is %llu)",
+                     "version %llu is no longer retained: the endpoint keeps versions %llu to %llu (latest is "
+                     "%llu)",
                      (unsigned long long)v, (unsigned long long)oldest, (unsigned long long)newest,
                      (unsigned long long)latest);
         ctl_count(s, "/v1/versions", 404);
