@@ -17,6 +17,7 @@
 
 struct wsync_pull_port {
     wsync_auth_t auth;
+    wsync_hs_purpose_t purpose; /* WSYNC_HS_PULL (a trainer rank) or WSYNC_HS_RELAY (an engine node) */
     char who[128];
     wsync_pull_serve_fn serve;
     void *ctx;
@@ -58,7 +59,7 @@ static void *conn_main(void *arg)
     conn_arg_t *h = arg;
     wsync_pull_port_t *pp = h->pp;
     json_t *req = NULL;
-    if (wsync_msg_accept(h->fd, &pp->auth, WSYNC_HS_PULL, wsync_connect_timeout_ms(0), &req) != WSYNC_OK) {
+    if (wsync_msg_accept(h->fd, &pp->auth, pp->purpose, wsync_connect_timeout_ms(0), &req) != WSYNC_OK) {
         LOG_WARN("%s: %s", pp->who, wsync_last_error());
         req = NULL;
     }
@@ -124,6 +125,13 @@ static void *accept_main(void *arg)
 wsync_status_t wsync_pull_port_start(const char *listen, const wsync_auth_t *auth, const char *who,
                                      wsync_pull_serve_fn serve, void *ctx, wsync_pull_port_t **out)
 {
+    return wsync_pull_port_start_as(listen, auth, WSYNC_HS_PULL, who, serve, ctx, out);
+}
+
+wsync_status_t wsync_pull_port_start_as(const char *listen, const wsync_auth_t *auth, wsync_hs_purpose_t purpose,
+                                        const char *who, wsync_pull_serve_fn serve, void *ctx,
+                                        wsync_pull_port_t **out)
+{
     char host[128] = "0.0.0.0";
     int port = 0;
     wsync_pull_port_t *pp;
@@ -133,6 +141,7 @@ wsync_status_t wsync_pull_port_start(const char *listen, const wsync_auth_t *aut
     pp = calloc(1, sizeof(*pp));
     WSYNC_CHECK_ALLOC(pp);
     pp->auth = *auth;
+    pp->purpose = purpose;
     snprintf(pp->who, sizeof(pp->who), "%s", who);
     pp->serve = serve;
     pp->ctx = ctx;

@@ -103,7 +103,9 @@ static wsync_status_t call_new(recv_request_t *q, int *fd, json_t **reply)
     if (st != WSYNC_OK)
         return st;
     set_fd(q, *fd);
-    return wsync_msg_call(*fd, q->auth, WSYNC_HS_PULL, q->pull_addr, q->msg, left_ms(q), reply);
+    /* rank -1: another engine node's relay, which proves and refuses as itself */
+    return wsync_msg_call(*fd, q->auth, q->rank < 0 ? WSYNC_HS_RELAY : WSYNC_HS_PULL, q->pull_addr, q->msg,
+                          left_ms(q), reply);
 }
 
 static void *req_main(void *arg)

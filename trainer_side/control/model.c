@@ -754,7 +754,8 @@ void ctl_retained(ctl_model_t *m, uint64_t *oldest, uint64_t *newest)
 {
     pthread_mutex_lock(&m->lock);
     *oldest = m->nrecords ? (uint64_t)json_integer_value(json_object_get(m->records[0], "version")) : 0;
-    *newest = m->nrecords ? (uint64_t)json_integer_value(json_object_get(m->records[m->nrecords - 1], "version")) : 0;
+    *newest = m->nrecords ? (uint64_t)json_integer_value(json_object_get(m->records[m->nrecords - 1], "version"))
+                          : 0;
     pthread_mutex_unlock(&m->lock);
 }
 
