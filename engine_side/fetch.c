@@ -626,6 +626,17 @@ static wsync_status_t fetch_watch(fetch_t *f)
                                             ? (uint64_t)f->ndone * f->plan->chunk_size
                                             : f->plan->image_size);
     WSYNC_CHECK(recv_check_peers(f->r, f->gen));
+    if (f->last_check > f->last_landed && f->last_check - f->last_landed >= RECV_REPLACED_CHECK_NS &&
+        f->last_check - f->last_reg_check >= RECV_REPLACED_CHECK_NS) {
+        char who[300], why[400];
+        f->last_reg_check = f->last_check;
+        if (recv_trainer_replaced(f->r, f->reqs, f->plan->world, f->last_check - f->last_landed, who, sizeof(who))) {
+            waiting_for(f, why, sizeof(why));
+            return wsync_error(WSYNC_ERR_PEER, "%s; version %llu: %u of %u chunks verified on engine %s rank %d%s",
+                               who, (unsigned long long)f->v, f->ndone, f->plan->nchunks, f->r->engine_id, f->me,
+                               why);
+        }
+    }
     if (f->last_check > f->deadline) {
         char why[400];
         waiting_for(f, why, sizeof(why));
@@ -651,8 +662,11 @@ static void fetch_end(fetch_t *f, wsync_status_t st)
     fetch_relay_end(f);
     if (st != WSYNC_OK)
         recv_transport_reset(f->r); /* stale puts of this attempt can no longer land */
-    for (t = 0; f->reqs && t < f->plan->world; t++)
+    for (t = 0; f->reqs && t < f->plan->world; t++) {
+        if (st != WSYNC_OK) /* a silent peer's request ends now, not at the deadline */
+            recv_request_abort(&f->reqs[t]);
         recv_request_end(&f->reqs[t]);
+    }
     free(f->remaining);
     free(f->mine);
     free(f->pending);

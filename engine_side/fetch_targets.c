@@ -446,6 +446,16 @@ static wsync_status_t tf_watch(tfetch_t *f)
     /* Chunks differ in size here: the share of them in, of the image. */
     recv_progress_bytes(f->r->progress, f->nwant ? f->tl->image_len * f->ndone / f->nwant : 0);
     WSYNC_CHECK(recv_check_peers(f->r, f->gen));
+    if (f->last_check > f->last_landed && f->last_check - f->last_landed >= RECV_REPLACED_CHECK_NS &&
+        f->last_check - f->last_reg_check >= RECV_REPLACED_CHECK_NS) {
+        char who[300];
+        f->last_reg_check = f->last_check;
+        if (recv_trainer_replaced(f->r, f->reqs, f->world, f->last_check - f->last_landed, who, sizeof(who))) {
+            tf_waiting_for(f, why, sizeof(why));
+            return wsync_error(WSYNC_ERR_PEER, "%s; version %llu: %u of %u chunks in on engine %s rank %d%s", who,
+                               (unsigned long long)f->v, f->ndone, f->nwant, f->r->engine_id, f->me, why);
+        }
+    }
     if (f->last_check > f->deadline) {
         tf_waiting_for(f, why, sizeof(why));
         return wsync_error(WSYNC_ERR_TIMEOUT,
@@ -503,8 +513,11 @@ static void tf_end(tfetch_t *f, wsync_status_t st)
         recv_transport_reset(f->r);
         memset(f->tl->defs_sent, 0, (size_t)f->world); /* a trainer may have restarted: send them again */
     }
-    for (t = 0; f->reqs && t < f->world; t++)
+    for (t = 0; f->reqs && t < f->world; t++) {
+        if (st != WSYNC_OK) /* a silent peer's request ends now, not at the deadline */
+            recv_request_abort(&f->reqs[t]);
         recv_request_end(&f->reqs[t]);
+    }
     free(f->remaining);
     free(f->mine);
     free(f->pending);

@@ -209,6 +209,36 @@ void recv_request_end(recv_request_t *q)
     q->started = 0;
 }
 
+int recv_trainer_replaced(wsync_receiver_t *r, const recv_request_t *reqs, int world, uint64_t quiet_ns, char *why,
+                          size_t len)
+{
+    json_t *arr = NULL, *e;
+    long http = 0;
+    size_t i;
+    int found = 0;
+    /* Once, not retried: with the endpoint away the deadline still holds. */
+    if (wsync_control_request(r->control, "GET", "/v1/trainers", NULL, 2000, &http, &arr) != WSYNC_OK ||
+        http != 200 || !json_is_array(arr)) {
+        json_decref(arr);
+        return 0;
+    }
+    json_array_foreach(arr, i, e)
+    {
+        json_int_t rk = json_integer_value(json_object_get(e, "rank"));
+        const char *pull = json_string_value(json_object_get(json_object_get(e, "endpoint"), "pull"));
+        if (found || rk < 0 || rk >= world || pull == NULL || !reqs[rk].started || recv_request_done(&reqs[rk]) ||
+            strcmp(pull, reqs[rk].pull_addr) == 0)
+            continue;
+        snprintf(why, len,
+                 "trainer rank %d at %s sent nothing for %.1f s and another process registered as trainer rank %d "
+                 "(at %s): the one asked was replaced and will not answer",
+                 (int)rk, reqs[rk].pull_addr, (double)quiet_ns / 1e9, (int)rk, pull);
+        found = 1;
+    }
+    json_decref(arr);
+    return found;
+}
+
 wsync_status_t recv_trainers(wsync_receiver_t *r, json_t **out)
 {
     if (r->cur_trainers) {
