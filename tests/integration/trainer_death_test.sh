@@ -83,6 +83,29 @@ check death_dead_rank_error_says_refused grep -q 'refused' <<<"$last"
 check death_dead_rank_error_says_what_was_missing grep -Eq 'missing|chunks verified' <<<"$last"
 kill $U0 2>/dev/null; wait $U0 2>/dev/null
 
+# --- 2b. The same with engine layouts (a node of 2 TP ranks, targets): the
+#         target pull ends at once too, naming the rank and what was missing.
+port=$(free_port)
+URL="http://127.0.0.1:$port"
+bg "$WSYNC" serve --listen "127.0.0.1:$port" >"$TMP/serve2b.log" 2>&1
+wait_http "$URL/healthz" || { fail death_serve2b_started "control endpoint did not come up"; exit 1; }
+trainer 0 1 "$TMP/v0.log"; V0=$!
+trainer 1 1 "$TMP/v1.log" $SLOW; V1=$!
+wait_until 30 grep -q 'published version 1' "$TMP/v0.log" || fail death_first_version_2b "$(tail -2 "$TMP/v0.log")"
+for r in 0 1; do
+    bg "$WSYNC" engine --control "$URL" --engine tp-$$ --local-rank $r --local-world 2 --tp 2 --versions 1 \
+        --timeout-ms $TIMEOUT_MS >"$TMP/tp$r.log" 2>&1; TP[$r]=$!
+done
+sleep 2
+kill -9 $V1; wait $V1 2>/dev/null
+t0=$SECONDS
+for ((i = 0; i < 450; i++)); do kill -0 ${TP[0]} ${TP[1]} 2>/dev/null || break; sleep 0.1; done
+echo "dead rank, targets: the node gave up $((SECONDS - t0)) s after the kill" >&2
+check death_dead_rank_targets_gives_up_within_30s [ $((SECONDS - t0)) -le 30 ]
+last=$(grep -h 'pull failed' "$TMP/tp0.log" "$TMP/tp1.log" | grep 'refused' | tail -1)
+check death_dead_rank_targets_error_names_rank_and_missing grep -q 'trainer rank 1 .*chunks in on engine' <<<"$last"
+kill ${TP[0]} ${TP[1]} $V0 2>/dev/null; wait ${TP[0]} ${TP[1]} $V0 2>/dev/null
+
 # --- 3. Silent (SIGSTOP), replaced by a new rank 1 elsewhere: nothing tells
 #        the engine its peer is gone but the registration; the attempt ends
 #        once it sees it, and version 2 is ready soon after the replacement.
