@@ -122,7 +122,7 @@ static void test_wait_held_does_not_poll_every_ms(void)
     looks = status_gets(&g) - before;
     fprintf(stderr, "  wait_held(1500 ms) took %.2f s, %ld status looks\n", took, looks);
     CHECK(took >= 1.4);
-    CHECK(looks >= 5 && looks <= 100); /* 1 ms polling: ~1,000 (fewer on a loaded host, hundreds still) */
+    CHECK(looks >= 2 && looks <= 100); /* 1 ms polling: ~1,000 (fewer on a loaded host, hundreds still) */
 out:
     json_decref(ep);
     wsync_control_close(c);
