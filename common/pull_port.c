@@ -31,6 +31,7 @@
 
 struct wsync_pull_port {
     wsync_auth_t auth;
+    wsync_hs_purpose_t purpose; /* WSYNC_HS_PULL (a trainer rank) or WSYNC_HS_RELAY (an engine node) */
     char who[128];
     wsync_pull_serve_fn serve;
     void *ctx;
@@ -91,7 +92,7 @@ static void *conn_main(void *arg)
     conn_arg_t *h = arg;
     wsync_pull_port_t *pp = h->pp;
     json_t *req = NULL;
-    wsync_status_t st = wsync_msg_accept(h->fd, &pp->auth, WSYNC_HS_PULL, wsync_connect_timeout_ms(0), &req);
+    wsync_status_t st = wsync_msg_accept(h->fd, &pp->auth, pp->purpose, wsync_connect_timeout_ms(0), &req);
     wsync_preauth_leave(&pp->pre, h->ticket); /* proved, failed or shut down: no longer pending */
     if (st != WSYNC_OK) {
         warn_preauth(pp, wsync_last_error());
@@ -174,6 +175,13 @@ static void *accept_main(void *arg)
 wsync_status_t wsync_pull_port_start(const char *listen, const wsync_auth_t *auth, const char *who,
                                      wsync_pull_serve_fn serve, void *ctx, wsync_pull_port_t **out)
 {
+    return wsync_pull_port_start_as(listen, auth, WSYNC_HS_PULL, who, serve, ctx, out);
+}
+
+wsync_status_t wsync_pull_port_start_as(const char *listen, const wsync_auth_t *auth, wsync_hs_purpose_t purpose,
+                                        const char *who, wsync_pull_serve_fn serve, void *ctx,
+                                        wsync_pull_port_t **out)
+{
     char host[128] = "0.0.0.0";
     int port = 0;
     wsync_pull_port_t *pp;
@@ -183,6 +191,7 @@ wsync_status_t wsync_pull_port_start(const char *listen, const wsync_auth_t *aut
     pp = calloc(1, sizeof(*pp));
     WSYNC_CHECK_ALLOC(pp);
     pp->auth = *auth;
+    pp->purpose = purpose;
     snprintf(pp->who, sizeof(pp->who), "%s", who);
     pp->serve = serve;
     pp->ctx = ctx;

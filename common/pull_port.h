@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "common/net/auth.h"
+#include "common/net/handshake.h"
 #include "common/wsync.h"
 
 /* Answers one request that proved the token: fills `reply` ({"ok": true, ...}
@@ -27,6 +28,11 @@ typedef struct wsync_pull_port wsync_pull_port_t;
  * names the server in warnings ("trainer rank 3", "engine e0's relay"). */
 wsync_status_t wsync_pull_port_start(const char *listen, const wsync_auth_t *auth, const char *who,
                                      wsync_pull_serve_fn serve, void *ctx, wsync_pull_port_t **out);
+/* The same for handshake purpose `purpose` (start: WSYNC_HS_PULL, a trainer
+ * rank's port; an engine's relay port: WSYNC_HS_RELAY). */
+wsync_status_t wsync_pull_port_start_as(const char *listen, const wsync_auth_t *auth, wsync_hs_purpose_t purpose,
+                                        const char *who, wsync_pull_serve_fn serve, void *ctx,
+                                        wsync_pull_port_t **out);
 /* The port it listens on. */
 int wsync_pull_port_number(const wsync_pull_port_t *pp);
 /* Stops accepting, waits for every request being served to be answered (the

@@ -64,17 +64,63 @@ static wsync_status_t wait_newer(wsync_receiver_t *r, uint64_t deadline, uint64_
     return wsync_control_wait_version_record(r->control, r->held_version, left_ms(deadline), v, &r->next_record);
 }
 
+/* After a failed attempt, the next one waits this long for a version newer
+ * than the one that failed before it tries that one again: a version whose
+ * trainer rank died cannot be had, and its replacement publishes the next
+ * (the wait is the long poll: it ends when that is published). */
+#define RETRY_WAIT_MS 2000
+
+/* The version the caller named: published already, or waited for up to the
+ * deadline (an engine started before its trainers). One no longer retained
+ * fails in fetch_record, where the endpoint says which are. */
+static wsync_status_t wait_named(wsync_receiver_t *r, uint64_t version, uint64_t deadline)
+{
+    uint64_t got = 0;
+    json_decref(r->next_record);
+    r->next_record = NULL;
+    WSYNC_CHECK(wsync_control_wait_version_record(r->control, version - 1, left_ms(deadline), &got, &r->next_record));
+    if (got < version)
+        return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s: version %llu was not published in time (waited for it)",
+                           r->engine_id, (unsigned long long)version);
+    return WSYNC_OK;
+}
+
+/* The version to pull: the one named, or the newest (newer than the held
+ * one; after a failed attempt of the newest, a newer one if it comes within
+ * RETRY_WAIT_MS). */
+static wsync_status_t choose_version(wsync_receiver_t *r, uint64_t version, uint64_t deadline, uint64_t *v)
+{
+    uint64_t newer = 0;
+    json_t *rec = NULL;
+    int wait_ms;
+    *v = version;
+    if (version != 0)
+        return wait_named(r, version, deadline);
+    WSYNC_CHECK(wait_newer(r, deadline, v));
+    if (*v == 0)
+        return wsync_error(WSYNC_ERR_TIMEOUT, "no version newer than %llu was published in time",
+                           (unsigned long long)r->held_version);
+    if (*v != r->failed_version)
+        return WSYNC_OK;
+    wait_ms = left_ms(deadline) < RETRY_WAIT_MS ? left_ms(deadline) : RETRY_WAIT_MS;
+    if (wsync_control_wait_version_record(r->control, *v, wait_ms, &newer, &rec) == WSYNC_OK && newer > *v) {
+        wsync_trace("engine %s: version %llu failed before; version %llu came since", r->engine_id,
+                    (unsigned long long)*v, (unsigned long long)newer);
+        json_decref(r->next_record);
+        r->next_record = rec;
+        *v = newer;
+        return WSYNC_OK;
+    }
+    json_decref(rec);
+    return WSYNC_OK; /* none newer: the failed one again (its peer may be back) */
+}
+
 /* Local rank 0: choose the version and open an attempt on the board. */
 static wsync_status_t lead_attempt(wsync_receiver_t *r, uint64_t version, uint64_t deadline, board_attempt_t *a)
 {
-    uint64_t v = version;
+    uint64_t v = 0;
     int most = 0, least = 0;
-    if (v == 0) {
-        WSYNC_CHECK(wait_newer(r, deadline, &v));
-        if (v == 0)
-            return wsync_error(WSYNC_ERR_TIMEOUT, "no version newer than %llu was published in time",
-                               (unsigned long long)r->held_version);
-    }
+    WSYNC_CHECK(choose_version(r, version, deadline, &v));
     wsync_trace("engine %s: version %llu is the one to pull%s", r->engine_id, (unsigned long long)v,
                 r->next_record ? " (its record came with the answer)" : "");
     WSYNC_CHECK(wait_ranks(r, deadline));
@@ -227,6 +273,8 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
         if (v == 0)
             return wsync_error(WSYNC_ERR_TIMEOUT, "no version newer than %llu was published in time",
                                (unsigned long long)r->held_version);
+    } else {
+        WSYNC_CHECK(wait_named(r, v, deadline));
     }
     WSYNC_CHECK(fetch_record(r, v, &sl, &digests, &late));
     free(digests);
@@ -481,9 +529,11 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     if (st == WSYNC_OK && (st = attempt_deliver(r, &a, dm)) != WSYNC_OK)
         snprintf(err, sizeof(err), "%s", wsync_last_error());
     if (st != WSYNC_OK) {
+        r->failed_version = a.version;
         attempt_drop(r, sl, tl, dm);
         return wsync_error(st, "%s", err);
     }
+    r->failed_version = 0;
     attempt_keep(r, &a, sl, tl, dm, t0);
     if (got)
         *got = a.version;

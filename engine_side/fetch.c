@@ -607,13 +607,23 @@ static void waiting_for(const fetch_t *f, char *out, size_t len)
 }
 
 /* Trainer answers (every poll), peers and the deadline (every 50 ms). */
+/* The attempt ends with `st`: `what` happened, and what was missing. */
+static wsync_status_t fetch_fail(const fetch_t *f, wsync_status_t st, const char *what)
+{
+    char why[400];
+    waiting_for(f, why, sizeof(why));
+    return wsync_error(st, "%s; version %llu: %u of %u chunks verified on engine %s rank %d%s", what,
+                       (unsigned long long)f->v, f->ndone, f->plan->nchunks, f->r->engine_id, f->me, why);
+}
+
 static wsync_status_t fetch_watch(fetch_t *f)
 {
+    char who[300];
     int t;
     WSYNC_CHECK(fetch_relay_watch(f));
     for (t = 0; t < f->plan->world; t++)
-        if (recv_request_failed(&f->reqs[t]))
-            return wsync_error(f->reqs[t].status, "%s", f->reqs[t].error);
+        if (recv_request_failed(&f->reqs[t])) /* a peer gone: the attempt cannot finish */
+            return fetch_fail(f, f->reqs[t].status, f->reqs[t].error);
     if (wsync_now_ns() - f->last_check <= 50000000ULL)
         return WSYNC_OK;
     f->last_check = wsync_now_ns();
@@ -621,6 +631,12 @@ static wsync_status_t fetch_watch(fetch_t *f)
                                             ? (uint64_t)f->ndone * f->plan->chunk_size
                                             : f->plan->image_size);
     WSYNC_CHECK(recv_check_peers(f->r, f->gen));
+    if (f->last_check > f->last_landed && f->last_check - f->last_landed >= RECV_REPLACED_CHECK_NS &&
+        f->last_check - f->last_reg_check >= RECV_REPLACED_CHECK_NS) {
+        f->last_reg_check = f->last_check;
+        if (recv_trainer_replaced(f->r, f->reqs, f->plan->world, f->last_check - f->last_landed, who, sizeof(who)))
+            return fetch_fail(f, WSYNC_ERR_PEER, who);
+    }
     if (f->last_check > f->deadline) {
         char why[400];
         waiting_for(f, why, sizeof(why));
@@ -646,8 +662,11 @@ static void fetch_end(fetch_t *f, wsync_status_t st)
     fetch_relay_end(f);
     if (st != WSYNC_OK)
         recv_transport_reset(f->r); /* stale puts of this attempt can no longer land */
-    for (t = 0; f->reqs && t < f->plan->world; t++)
+    for (t = 0; f->reqs && t < f->plan->world; t++) {
+        if (st != WSYNC_OK) /* a silent peer's request ends now, not at the deadline */
+            recv_request_abort(&f->reqs[t]);
         recv_request_end(&f->reqs[t]);
+    }
     free(f->remaining);
     free(f->mine);
     free(f->pending);

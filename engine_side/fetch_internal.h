@@ -74,7 +74,8 @@ typedef struct fetch {
     /* the parent node under relay:F (fetch_relay.c): while relay.on, every
      * piece landing here comes from its relay, asked once */
     recv_relay_pull_t relay;
-    uint64_t last_landed; /* when the last piece of this attempt landed */
+    uint64_t last_landed;    /* when the last piece of this attempt landed */
+    uint64_t last_reg_check; /* when the trainer registrations were last compared (recv_trainer_replaced) */
 } fetch_t;
 
 /* Chunk c is one this rank asks for (lands here and, after a relay was

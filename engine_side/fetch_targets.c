@@ -410,23 +410,58 @@ static wsync_status_t tf_fan_out(tfetch_t *f, int *progressed)
     return WSYNC_OK;
 }
 
+/* What the attempt still waits for, for its failure message: the trainer
+ * ranks whose answer has not come. */
+static void tf_waiting_for(const tfetch_t *f, char *out, size_t len)
+{
+    size_t n = 0;
+    int t, first = 1;
+    out[0] = '\0';
+    for (t = 0; t < f->world; t++)
+        if (f->reqs[t].started && !recv_request_done(&f->reqs[t])) {
+            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d",
+                                  first ? "; no answer yet from trainer rank " : ", ", t);
+            first = 0;
+        }
+    if (f->relay.on)
+        snprintf(out + n, n < len ? len - n : 0, "; puts come from the relay of engine %.128s at %.160s",
+                 f->relay.id, f->relay.addr);
+}
+
 static wsync_status_t tf_watch(tfetch_t *f)
 {
+    char why[512];
     int t;
     WSYNC_CHECK(tf_relay_watch(f));
     for (t = 0; t < f->world; t++)
-        if (recv_request_failed(&f->reqs[t]))
-            return wsync_error(f->reqs[t].status, "%s", f->reqs[t].error);
+        if (recv_request_failed(&f->reqs[t])) { /* ends the attempt now: it cannot finish */
+            tf_waiting_for(f, why, sizeof(why));
+            return wsync_error(f->reqs[t].status, "%s; version %llu: %u of %u chunks in on engine %s rank %d%s",
+                               f->reqs[t].error, (unsigned long long)f->v, f->ndone, f->nwant, f->r->engine_id,
+                               f->me, why);
+        }
     if (wsync_now_ns() - f->last_check <= 50000000ULL)
         return WSYNC_OK;
     f->last_check = wsync_now_ns();
     /* Chunks differ in size here: the share of them in, of the image. */
     recv_progress_bytes(f->r->progress, f->nwant ? f->tl->image_len * f->ndone / f->nwant : 0);
     WSYNC_CHECK(recv_check_peers(f->r, f->gen));
-    if (f->last_check > f->deadline)
+    if (f->last_check > f->last_landed && f->last_check - f->last_landed >= RECV_REPLACED_CHECK_NS &&
+        f->last_check - f->last_reg_check >= RECV_REPLACED_CHECK_NS) {
+        char who[300];
+        f->last_reg_check = f->last_check;
+        if (recv_trainer_replaced(f->r, f->reqs, f->world, f->last_check - f->last_landed, who, sizeof(who))) {
+            tf_waiting_for(f, why, sizeof(why));
+            return wsync_error(WSYNC_ERR_PEER, "%s; version %llu: %u of %u chunks in on engine %s rank %d%s", who,
+                               (unsigned long long)f->v, f->ndone, f->nwant, f->r->engine_id, f->me, why);
+        }
+    }
+    if (f->last_check > f->deadline) {
+        tf_waiting_for(f, why, sizeof(why));
         return wsync_error(WSYNC_ERR_TIMEOUT,
-                           "version %llu: %u of %u chunks in on engine %s rank %d when the timeout passed",
-                           (unsigned long long)f->v, f->ndone, f->nwant, f->r->engine_id, f->me);
+                           "version %llu: %u of %u chunks in on engine %s rank %d when the timeout passed%s",
+                           (unsigned long long)f->v, f->ndone, f->nwant, f->r->engine_id, f->me, why);
+    }
     return WSYNC_OK;
 }
 
@@ -478,8 +513,11 @@ static void tf_end(tfetch_t *f, wsync_status_t st)
         recv_transport_reset(f->r);
         memset(f->tl->defs_sent, 0, (size_t)f->world); /* a trainer may have restarted: send them again */
     }
-    for (t = 0; f->reqs && t < f->world; t++)
+    for (t = 0; f->reqs && t < f->world; t++) {
+        if (st != WSYNC_OK) /* a silent peer's request ends now, not at the deadline */
+            recv_request_abort(&f->reqs[t]);
         recv_request_end(&f->reqs[t]);
+    }
     free(f->remaining);
     free(f->mine);
     free(f->pending);

@@ -39,6 +39,7 @@ typedef struct tfetch {
     recv_relay_pull_t relay;
     unsigned char *none; /* an empty chunk map: a request for digests alone */
     uint64_t last_landed;
+    uint64_t last_reg_check; /* when the trainer registrations were last compared (recv_trainer_replaced) */
 
     uint64_t *digests;   /* [segments]: the trainers' */
     unsigned char *have; /* [segments] */

@@ -121,6 +121,7 @@ struct wsync_receiver {
     wsync_sync_layout_t *held;
     uint64_t layout_generation; /* changes whenever the held tensor list may have (wsync_receiver_layout_generation) */
     uint64_t last_gen;
+    uint64_t failed_version;   /* local rank 0: the version of the last attempt that failed (attempt.c) */
     double last_secs;          /* duration of the last successful pull attempt (set-up excluded) */
     recv_progress_t *progress; /* phase and bytes of the pull in progress */
 
@@ -268,6 +269,15 @@ void recv_pull_conns_init(recv_pull_conns_t *pc);
 /* Close every kept connection (a trainer may have restarted; destroy). */
 void recv_pull_conns_drop(recv_pull_conns_t *pc);
 int recv_request_failed(const recv_request_t *q);
+/* 1 when a trainer rank whose request in reqs[world] is unanswered is now
+ * registered at another pull address than the one asked (it was replaced:
+ * restarted elsewhere; the one asked went silent, and will not answer), with
+ * why; quiet_ns: how long nothing landed, for the message. One GET
+ * /v1/trainers. An attempt asks this once a second while nothing lands
+ * (RECV_REPLACED_CHECK_NS), so a silent peer's replacement ends it. */
+#define RECV_REPLACED_CHECK_NS 1000000000ULL
+int recv_trainer_replaced(wsync_receiver_t *r, const recv_request_t *reqs, int world, uint64_t quiet_ns, char *why,
+                          size_t len);
 /* 1 once the answer came (or the request was never started). */
 int recv_request_done(const recv_request_t *q);
 /* Gives up on it: its connection is shut, so its thread ends at once (then

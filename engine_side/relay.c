@@ -402,7 +402,7 @@ wsync_status_t relay_start(const char *bind_host, const wsync_auth_t *auth, cons
     pthread_cond_init(&rl->cond, NULL);
     snprintf(listen, sizeof(listen), "%s:0", bind_host);
     snprintf(who, sizeof(who), "engine %s's relay", engine_id);
-    st = wsync_pull_port_start(listen, auth, who, serve, rl, &rl->port);
+    st = wsync_pull_port_start_as(listen, auth, WSYNC_HS_RELAY, who, serve, rl, &rl->port);
     if (st != WSYNC_OK) {
         relay_stop(rl);
         return st;

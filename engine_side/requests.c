@@ -92,11 +92,20 @@ static wsync_status_t call_new(recv_request_t *q, int *fd, json_t **reply)
     wsync_status_t st;
     if (q->connect_ms > 0 && left > q->connect_ms)
         left = q->connect_ms;
-    st = wsync_tcp_connect(q->pull_addr, left, fd);
+    /* The address is a registration: the peer listened there. A refusal
+     * means it is gone (died, or restarted elsewhere): the attempt ends now
+     * and the next one reads the registrations again; only a silent peer
+     * waits for the deadline. */
+    st = wsync_tcp_dial(q->pull_addr, left, 0, fd);
+    if (st != WSYNC_OK && strstr(wsync_last_error(), "refused"))
+        return wsync_error(WSYNC_ERR_PEER, "%s; nothing listens there any more (the process stopped or restarted)",
+                           wsync_last_error());
     if (st != WSYNC_OK)
         return st;
     set_fd(q, *fd);
-    return wsync_msg_call(*fd, q->auth, WSYNC_HS_PULL, q->pull_addr, q->msg, left_ms(q), reply);
+    /* rank -1: another engine node's relay, which proves and refuses as itself */
+    return wsync_msg_call(*fd, q->auth, q->rank < 0 ? WSYNC_HS_RELAY : WSYNC_HS_PULL, q->pull_addr, q->msg,
+                          left_ms(q), reply);
 }
 
 static void *req_main(void *arg)
@@ -198,6 +207,36 @@ void recv_request_end(recv_request_t *q)
     json_decref(q->reply);
     q->msg = q->reply = NULL;
     q->started = 0;
+}
+
+int recv_trainer_replaced(wsync_receiver_t *r, const recv_request_t *reqs, int world, uint64_t quiet_ns, char *why,
+                          size_t len)
+{
+    json_t *arr = NULL, *e;
+    long http = 0;
+    size_t i;
+    int found = 0;
+    /* Once, not retried: with the endpoint away the deadline still holds. */
+    if (wsync_control_request(r->control, "GET", "/v1/trainers", NULL, 2000, &http, &arr) != WSYNC_OK ||
+        http != 200 || !json_is_array(arr)) {
+        json_decref(arr);
+        return 0;
+    }
+    json_array_foreach(arr, i, e)
+    {
+        json_int_t rk = json_integer_value(json_object_get(e, "rank"));
+        const char *pull = json_string_value(json_object_get(json_object_get(e, "endpoint"), "pull"));
+        if (found || rk < 0 || rk >= world || pull == NULL || !reqs[rk].started || recv_request_done(&reqs[rk]) ||
+            strcmp(pull, reqs[rk].pull_addr) == 0)
+            continue;
+        snprintf(why, len,
+                 "trainer rank %d at %s sent nothing for %.1f s and another process registered as trainer rank %d "
+                 "(at %s): the one asked was replaced and will not answer",
+                 (int)rk, reqs[rk].pull_addr, (double)quiet_ns / 1e9, (int)rk, pull);
+        found = 1;
+    }
+    json_decref(arr);
+    return found;
 }
 
 wsync_status_t recv_trainers(wsync_receiver_t *r, json_t **out)

@@ -117,10 +117,16 @@ typedef struct wsync_receiver_config {
 WSYNC_API wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_receiver_t **out);
 
 /* Bring the node to `version`, or with version 0 to the newest published
- * version newer than the one held (waiting for one up to timeout_ms). Every
- * local rank calls it; local rank 0 decides the version for the node. Returns
+ * version newer than the one held (waiting for one up to timeout_ms). A
+ * version not published yet is waited for too (up to timeout_ms:
+ * WSYNC_ERR_TIMEOUT); one older than the oldest the control endpoint retains
+ * fails at once (WSYNC_ERR_NOT_FOUND, naming the retained ones). Every local
+ * rank calls it; local rank 0 decides the version for the node. Returns
  * WSYNC_OK with *got set when every local rank holds it verified; on failure
- * the node keeps (staged) the version it held and reports failed. */
+ * the node keeps (staged) the version it held and reports failed. A peer
+ * that is gone (closed, refused, or replaced by a new registration of its
+ * rank) fails the pull at once, naming it and what was missing; timeout_ms
+ * bounds the wait for silent ones. */
 WSYNC_API wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int timeout_ms, uint64_t *got);
 
 /* The version held (0 before the first pull). */

@@ -120,6 +120,7 @@ struct wsync_publisher {
      * releases it; 0 none. Under p->lock. */
     uint64_t held_version;
     int held_released;
+    uint64_t pulls_ended; /* pull requests answered (or failed) here, under p->lock: wait_held wakes on it */
     pub_transport_t transports[PUB_MAX_TRANSPORTS];
     int ntransports;
     pub_request_t *requests;

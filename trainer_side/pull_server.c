@@ -442,6 +442,7 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
     }
     pub_stage_release(p, r.stage); /* no put reads it any more: answered, or the connection dropped */
     s->pins--;
+    p->pulls_ended++; /* the engine reports what it pulled next: wait_held looks (hold.c) */
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
     if (r.status != WSYNC_OK) {

@@ -104,7 +104,8 @@ WSYNC_API wsync_status_t wsync_publisher_publish_opts(wsync_publisher_t *p, uint
 /* For a single-copy `version` (this rank's last): blocks until every engine
  * node registered from this rank's host id (host_id, which engines and
  * trainers on one host share: they read the caller's memory directly)
- * reports `version` ready at the control endpoint (read every 1 ms) and no
+ * reports `version` ready at the control endpoint (read as each pull served
+ * here ends, every 1 ms for 30 ms after, backing off to every 50 ms) and no
  * pull of it is in flight on this rank, or until timeout_ms. Then, whatever
  * the outcome, this rank stops serving the version (later pulls of it are
  * refused, naming why) and the caller may write its extents. Returns

@@ -40,8 +40,9 @@ typedef enum wsync_hs_purpose {
     WSYNC_HS_VERBS = 4, /* trainer -> engine's verbs handshake port */
     WSYNC_HS_LOCAL = 5, /* trainer -> engine's local transport socket */
     WSYNC_HS_BOARD = 6, /* engine rank -> its node's rank 0 board service */
+    WSYNC_HS_RELAY = 7, /* engine -> another engine node's relay port (relay:F) */
 } wsync_hs_purpose_t;
-#define WSYNC_HS_NPURPOSES 7
+#define WSYNC_HS_NPURPOSES 8
 
 #define WSYNC_HS_MAGIC 0x73687377u /* "wshs" */
 #define WSYNC_HS_VERSION 1

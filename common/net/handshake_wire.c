@@ -22,6 +22,9 @@ static const struct purpose_info {
     [WSYNC_HS_VERBS] = {"wsync verbs transport", "verbs handshake", "trainer", "engine"},
     [WSYNC_HS_LOCAL] = {"wsync local transport", "local transport connection", "trainer", "engine"},
     [WSYNC_HS_BOARD] = {"wsync node board", "node board connection", "engine rank", "engine local rank 0"},
+    /* a pull request as to a trainer, but an engine node serves it: its
+     * refusals name that engine, and a proof for one is no proof for the other */
+    [WSYNC_HS_RELAY] = {"wsync relay pull request", "relay pull request", "engine", "relaying engine"},
 };
 
 static const struct purpose_info *info(wsync_hs_purpose_t p)

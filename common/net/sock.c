@@ -74,6 +74,11 @@ wsync_status_t wsync_tcp_listen(const char *host, int port, int *fd_out, int *po
 
 wsync_status_t wsync_tcp_connect(const char *hostport, int timeout_ms, int *fd_out)
 {
+    return wsync_tcp_dial(hostport, timeout_ms, 1, fd_out);
+}
+
+wsync_status_t wsync_tcp_dial(const char *hostport, int timeout_ms, int retry_refused, int *fd_out)
+{
     char host[256], portstr[16];
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
     struct pollfd pfd;
@@ -106,8 +111,9 @@ wsync_status_t wsync_tcp_connect(const char *hostport, int timeout_ms, int *fd_o
             break;
         err = errno;
         close(fd);
-        /* A peer that is still starting refuses; retry until the deadline. */
-        if (err != ECONNREFUSED || wsync_now_ns() + 50000000ULL >= deadline) {
+        /* A peer that is still starting refuses; retry until the deadline
+         * (unless the caller knows it listened: then it is gone). */
+        if (err != ECONNREFUSED || !retry_refused || wsync_now_ns() + 50000000ULL >= deadline) {
             freeaddrinfo(res);
             return wsync_error(WSYNC_ERR_PEER, "cannot connect to %s: %s", hostport, strerror(err));
         }

@@ -13,8 +13,12 @@
 /* Listen on host:port (host NULL/"" = any, port 0 = pick one); the chosen
  * port is returned in *port_out. */
 wsync_status_t wsync_tcp_listen(const char *host, int port, int *fd_out, int *port_out);
-/* Connect to "host:port" within timeout_ms. */
+/* Connect to "host:port" within timeout_ms; a refusal is retried until
+ * then (the peer may be starting). */
 wsync_status_t wsync_tcp_connect(const char *hostport, int timeout_ms, int *fd_out);
+/* The same; retry_refused 0 fails at once on a refusal, for a peer known to
+ * have listened there (it registered the address): it is gone. */
+wsync_status_t wsync_tcp_dial(const char *hostport, int timeout_ms, int retry_refused, int *fd_out);
 /* Split "host:port" (IPv4 or name). */
 wsync_status_t wsync_split_hostport(const char *hostport, char *host, size_t hostlen, int *port);
 /* This host's primary IPv4 address as text ("127.0.0.1" if none). */

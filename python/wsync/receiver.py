@@ -159,7 +159,9 @@ class Receiver:
 
     def pull(self, version=None, timeout=60.0):
         """Bring the node to `version` (None: the newest published version newer
-        than the one held, waiting up to `timeout` seconds for one). Returns the
+        than the one held, waiting up to `timeout` seconds for one; a version
+        not published yet is waited for too; one no longer retained raises at
+        once, naming the retained ones). Returns the
         version now held, verified on every local rank. Raises wsync.Error
         (wsync.TimeoutError on a timeout); in mode "staged" the held version,
         and `into`, stay as they were; in mode "in-place" a failed pull leaves

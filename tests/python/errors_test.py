@@ -1,12 +1,14 @@
 """errors_test.py: every failure is a wsync.Error naming what was wrong:
 tensors refused before anything is sent (non-contiguous, mixed devices,
 wrong shard shape, unknown name, wrong dtype or shape vs the manifest, on
-either side), a dead trainer, a timeout (wsync.TimeoutError), and a version
+either side), a dead trainer (at once, not at the timeout), a version
+waited for before it is published, a timeout (wsync.TimeoutError), and a version
 that fails verification leaving the staged `into` tensors as they were (and,
 in place, raising with nothing held, the next clean version landing in the
 same `into` tensors)."""
 import os
 import signal
+import time
 
 import common
 import qwen_tiny
@@ -77,8 +79,29 @@ def dead_trainer(c):
         os.kill(t.pid, signal.SIGKILL)
         t.wait()
         with wsync.Receiver(srv.url, "orphan", 0, 1) as r:
-            c.raises("dead_trainer_named", lambda: r.pull(timeout=20), wsync.Error, "trainer rank 0")
+            t0 = time.monotonic()
+            c.raises("dead_trainer_named", lambda: r.pull(timeout=20), wsync.Error, "trainer rank 0", "refused")
+            took = time.monotonic() - t0
+            # it refuses at once: the pull ends then, not at its timeout (it took 20 s)
+            c.ok("dead_trainer_fails_before_timeout", took < 10, "%.1f s" % took)
             c.ok("dead_trainer_nothing_held", r.version == 0 and r.tensors() == {}, str(r.version))
+
+
+def future_version(c):
+    """pull(version=v) before v is published waits for it, up to the timeout
+    (an engine started before its trainer); one never published times out."""
+    with common.Serve() as srv:
+        with wsync.Receiver(srv.url, "early", 0, 1) as r:
+            t = common.spawn("sync_trainer.py", srv.url, 0, 1, "full", 1, "-")
+            try:
+                c.ok("future_version_waited_for", r.pull(version=1, timeout=120) == 1, str(r.version))
+                c.ok("future_version_tensors", all(torch.equal(r.tensors()[n], v)
+                                                   for n, v in qwen_tiny.state(1).items()))
+                c.raises("future_version_times_out", lambda: r.pull(version=3, timeout=1), wsync.TimeoutError,
+                         "version 3 was not published")
+            finally:
+                t.stdin.close()
+                t.wait()
 
 
 def corrupt_version(c):
@@ -164,6 +187,7 @@ def main():
     with common.Serve() as srv:
         into_mismatch(c, srv)
     dead_trainer(c)
+    future_version(c)
     corrupt_version(c)
     c.exit()
 

@@ -868,6 +868,15 @@ uint64_t ctl_generation(ctl_model_t *m)
     return g;
 }
 
+void ctl_retained(ctl_model_t *m, uint64_t *oldest, uint64_t *newest)
+{
+    pthread_mutex_lock(&m->lock);
+    *oldest = m->nrecords ? (uint64_t)json_integer_value(json_object_get(m->records[0], "version")) : 0;
+    *newest = m->nrecords ? (uint64_t)json_integer_value(json_object_get(m->records[m->nrecords - 1], "version"))
+                          : 0;
+    pthread_mutex_unlock(&m->lock);
+}
+
 uint64_t ctl_latest(ctl_model_t *m)
 {
     uint64_t v;

@@ -136,6 +136,8 @@ json_t *ctl_version_json(ctl_model_t *m, uint64_t version); /* new ref or NULL *
  * nothing to wait for), 0 while some trainer rank's digests are to follow. */
 int ctl_digests_done(ctl_model_t *m, uint64_t version);
 uint64_t ctl_latest(ctl_model_t *m);
+/* The oldest and newest retained records' versions (0, 0: none). */
+void ctl_retained(ctl_model_t *m, uint64_t *oldest, uint64_t *newest);
 uint64_t ctl_generation(ctl_model_t *m);
 
 /* Layouts (layouts.c). POST /v1/layouts/<digest>: body {"manifest": {..}},

@@ -386,9 +386,21 @@ static enum MHD_Result answer_record(wsync_control_server_t *s, req_ctx_t *c, ui
     json_t *rec = ctl_version_json(&s->model, v);
     enum MHD_Result ret;
     if (rec == NULL) {
-        char msg[160];
-        snprintf(msg, sizeof(msg), "version %llu is not published or no longer retained (latest is %llu)",
-                 (unsigned long long)v, (unsigned long long)ctl_latest(&s->model));
+        char msg[256];
+        uint64_t oldest = 0, newest = 0, latest = ctl_latest(&s->model);
+        ctl_retained(&s->model, &oldest, &newest);
+        if (v > latest)
+            snprintf(msg, sizeof(msg), "version %llu is not published yet (latest is %llu)", (unsigned long long)v,
+                     (unsigned long long)latest);
+        else if (newest == 0)
+            snprintf(msg, sizeof(msg), "version %llu is no longer retained: no version is (latest is %llu)",
+                     (unsigned long long)v, (unsigned long long)latest);
+        else
+            snprintf(msg, sizeof(msg),
+                     "version %llu is no longer retained: the endpoint keeps versions %llu to %llu (latest is "
+                     "%llu)",
+                     (unsigned long long)v, (unsigned long long)oldest, (unsigned long long)newest,
+                     (unsigned long long)latest);
         ctl_count(s, "/v1/versions", 404);
         return ctl_error(c->conn, 404, msg);
     }

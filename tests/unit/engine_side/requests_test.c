@@ -4,7 +4,9 @@
  * stay the same; the port's serve function sees the three, in order); a
  * port that restarted on the same port meanwhile closed the kept
  * connection, and the next request still gets its answer over a new one;
- * a request without the token's proof is refused however it is sent. */
+ * a request without the token's proof is refused however it is sent. A
+ * request to an address where nothing listens any more fails at once, not
+ * at its deadline; a relay's refusal names the engine that serves it. */
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include "common/pull_port.h"
 #include "common/util.h"
 #include "engine_side/receiver_internal.h"
+#include "engine_side/relay.h"
 #include "tests/test.h"
 
 static int served; /* atomic: requests the serve function answered */
@@ -95,8 +98,76 @@ static void requests_share_one_connection_and_survive_a_restart(void)
     wsync_pull_port_stop(pp);
 }
 
+/* One request to `addr` as `rank` (-1: a relay) with a 10 s deadline; its
+ * status, its error into err, and how long it took. */
+static wsync_status_t request_once(const wsync_auth_t *auth, int rank, const char *addr, char *err, size_t len,
+                                   double *took)
+{
+    recv_request_t q = {0};
+    wsync_status_t st;
+    double t0 = wsync_now_s();
+    if (rank < 0) /* as fetch_relay.c names it */
+        snprintf(q.who, sizeof(q.who), "relay of engine relay-test-engine");
+    if (recv_request_start(&q, NULL, auth, rank, addr, json_pack("{s:i}", "n", 1),
+                           wsync_now_ns() + 10000000000ULL) != WSYNC_OK)
+        return WSYNC_ERR_INTERNAL;
+    while (!recv_request_done(&q))
+        usleep(1000);
+    *took = wsync_now_s() - t0;
+    st = q.status;
+    snprintf(err, len, "%s", q.error);
+    recv_request_end(&q);
+    return st;
+}
+
+/* A registered address where nothing listens any more (the trainer rank
+ * died): refused, and the request fails at once with the address, not at
+ * its deadline 10 s later (issue 26 item 1: every attempt waited its whole
+ * timeout). */
+static void request_to_a_gone_peer_fails_at_once(void)
+{
+    wsync_auth_t none;
+    wsync_pull_port_t *pp = NULL;
+    char addr[64], err[512];
+    double took = 0;
+    CHECK_OK(wsync_auth_init(&none, NULL));
+    CHECK_OK(wsync_pull_port_start("127.0.0.1:0", &none, "test pull port", serve, NULL, &pp));
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", wsync_pull_port_number(pp));
+    wsync_pull_port_stop(pp);
+    CHECK_EQ(request_once(&none, 1, addr, err, sizeof(err), &took), WSYNC_ERR_PEER);
+    CHECK(strstr(err, "trainer rank 1") && strstr(err, addr) && strstr(err, "refused"));
+    CHECK(took < 2.0);
+    fprintf(stderr, "  %.3f s: %s\n", took, err);
+}
+
+/* An engine's relay port with another token: the refusal says the engine's
+ * token differs from the relaying engine's, not from "the trainer's" (issue
+ * 25 item 13); a plain pull request to it is told it reached a relay port. */
+static void relay_refusal_names_the_relaying_engine(void)
+{
+    wsync_auth_t mine, other;
+    recv_relay_t *rl = NULL;
+    char err[512];
+    double took = 0;
+    CHECK_OK(wsync_auth_init(&mine, "relay-test-token"));
+    CHECK_OK(wsync_auth_init(&other, "another-token"));
+    CHECK_OK(relay_start("127.0.0.1", &mine, "relay-test-engine", WSYNC_MEM_HOST, -1, &rl));
+    if (rl == NULL)
+        return;
+    CHECK_EQ(request_once(&other, -1, relay_address(rl), err, sizeof(err), &took), WSYNC_ERR_AUTH);
+    fprintf(stderr, "  %s\n", err);
+    CHECK(strstr(err, "the engine's token differs from the relaying engine's") != NULL);
+    CHECK(strstr(err, "trainer") == NULL);
+    CHECK(request_once(&mine, 0, relay_address(rl), err, sizeof(err), &took) != WSYNC_OK);
+    fprintf(stderr, "  %s\n", err);
+    CHECK(strstr(err, "relaying engine expects a relay pull request, this side sends a pull request") != NULL);
+    relay_stop(rl);
+}
+
 int main(void)
 {
     RUN(requests_share_one_connection_and_survive_a_restart);
+    RUN(request_to_a_gone_peer_fails_at_once);
+    RUN(relay_refusal_names_the_relaying_engine);
     TEST_EXIT();
 }

@@ -1,0 +1,190 @@
+/* hold_test.c: wsync_publisher_wait_held (trainer_side/hold.c) waits for the
+ * engine nodes of its host without reading the control endpoint every 1 ms
+ * (issue 25 item 13): it looks when a pull served here ends, backing off
+ * while nothing happens. A node that never pulls: a 1.5 s wait costs tens of
+ * GET /v1/status, not a thousand. A node that pulls: wait_held still returns
+ * right after its pull. One process: the control endpoint, a publisher (1
+ * rank, single copy) and a receiver over tcp on loopback. */
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "common/control_client.h"
+#include "common/manifest.h"
+#include "common/util.h"
+#include "engine_side/wsync_receiver.h"
+#include "tests/test.h"
+#include "trainer_side/control/control_server.h"
+#include "trainer_side/wsync_publisher.h"
+
+#define IMAGE (1u << 20)
+#define CHUNK (256u << 10)
+
+typedef struct rig {
+    wsync_control_server_t *server;
+    wsync_publisher_t *pub;
+    char *manifest_json;
+    char *src;
+    char host_id[64];
+} rig_t;
+
+static int rig_up(rig_t *g)
+{
+    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
+    wsync_publisher_config_t pc = {.rank = 0,
+                                   .world = 1,
+                                   .chunk_size = CHUNK,
+                                   .listen = "127.0.0.1:0",
+                                   .advertise_host = "127.0.0.1",
+                                   .zero_copy = 1};
+    wsync_manifest_t *m = NULL;
+    json_t *mj = NULL;
+    memset(g, 0, sizeof(*g));
+    snprintf(g->host_id, sizeof(g->host_id), "holdtest-host-%d", (int)getpid());
+    pc.host_id = g->host_id;
+    if (wsync_manifest_synthetic(IMAGE, &m) != WSYNC_OK || wsync_manifest_to_json(m, &mj) != WSYNC_OK ||
+        (g->manifest_json = json_dumps(mj, JSON_COMPACT)) == NULL)
+        return -1;
+    json_decref(mj);
+    if ((g->src = malloc(m->image_size)) == NULL)
+        return -1;
+    wsync_fill_pattern(g->src, m->image_size, 0, 1);
+    wsync_manifest_free(m);
+    if (wsync_control_server_start(&sc, &g->server) != WSYNC_OK)
+        return -1;
+    pc.control_url = wsync_control_server_url(g->server);
+    pc.manifest_json = g->manifest_json;
+    pc.image = g->src;
+    return wsync_publisher_create(&pc, &g->pub) == WSYNC_OK ? 0 : -1;
+}
+
+static void rig_down(rig_t *g)
+{
+    wsync_publisher_destroy(g->pub);
+    wsync_control_server_stop(g->server);
+    free(g->src);
+    free(g->manifest_json);
+}
+
+static size_t collect(char *data, size_t size, size_t n, void *arg)
+{
+    char *buf = arg;
+    size_t have = strlen(buf), add = size * n;
+    if (have + add < 65536) {
+        memcpy(buf + have, data, add);
+        buf[have + add] = '\0';
+    }
+    return add;
+}
+
+/* GET /v1/status answers counted by the endpoint's /metrics. */
+static long status_gets(const rig_t *g)
+{
+    static char buf[65536];
+    char url[256];
+    const char *at;
+    CURL *h = curl_easy_init();
+    buf[0] = '\0';
+    snprintf(url, sizeof(url), "%s/metrics", wsync_control_server_url(g->server));
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, buf);
+    curl_easy_perform(h);
+    curl_easy_cleanup(h);
+    at = strstr(buf, "wsync_http_requests_total{route=\"/v1/status\",code=\"200\"} ");
+    return at ? atol(strchr(at, '}') + 2) : 0;
+}
+
+/* An engine node registered from this host that never pulls: wait_held
+ * waits its whole timeout, looking at the states a few dozen times. */
+static void test_wait_held_does_not_poll_every_ms(void)
+{
+    rig_t g;
+    wsync_control_t *c = NULL;
+    json_t *ep = NULL;
+    double t0, took;
+    long before, looks;
+    if (rig_up(&g) != 0) {
+        fprintf(stderr, "  set-up: %s\n", wsync_last_error());
+        CHECK(!"set-up");
+        goto out;
+    }
+    ep = json_pack("{s:s}", "host_id", g.host_id);
+    CHECK_OK(wsync_control_open(wsync_control_server_url(g.server), NULL, &c));
+    CHECK_OK(wsync_control_register_engine(c, "idle-node", "localhost", 1, ep));
+    CHECK_OK(wsync_publisher_publish(g.pub, 1));
+    before = status_gets(&g);
+    t0 = wsync_now_s();
+    CHECK_FAILS(wsync_publisher_wait_held(g.pub, 1, 1500), WSYNC_ERR_TIMEOUT, "engine idle-node");
+    took = wsync_now_s() - t0;
+    looks = status_gets(&g) - before;
+    fprintf(stderr, "  wait_held(1500 ms) took %.2f s, %ld status looks\n", took, looks);
+    CHECK(took >= 1.4);
+    CHECK(looks >= 2 && looks <= 100); /* 1 ms polling: ~1,000 (fewer on a loaded host, hundreds still) */
+out:
+    json_decref(ep);
+    wsync_control_close(c);
+    rig_down(&g);
+}
+
+typedef struct pull_job {
+    wsync_receiver_t *recv;
+    wsync_status_t st;
+    double t_done;
+} pull_job_t;
+
+static void *pull_main(void *arg)
+{
+    pull_job_t *j = arg;
+    j->st = wsync_receiver_pull(j->recv, 1, 20000, NULL);
+    j->t_done = wsync_now_s();
+    return NULL;
+}
+
+/* A node on this host pulls the version: wait_held returns soon after its
+ * pull does (woken by the pull's end, not a timer). */
+static void test_wait_held_returns_once_the_node_holds_it(void)
+{
+    rig_t g;
+    wsync_receiver_t *r = NULL;
+    wsync_receiver_config_t rc = {.engine_id = "hold-node",
+                                  .local_rank = 0,
+                                  .local_world = 1,
+                                  .mode = WSYNC_MODE_STAGED,
+                                  .transport = "tcp",
+                                  .bind_host = "127.0.0.1"};
+    pull_job_t j = {0};
+    pthread_t th;
+    double t_held;
+    if (rig_up(&g) != 0) {
+        fprintf(stderr, "  set-up: %s\n", wsync_last_error());
+        CHECK(!"set-up");
+        goto out;
+    }
+    rc.control_url = wsync_control_server_url(g.server);
+    rc.host_id = g.host_id;
+    CHECK_OK(wsync_receiver_create(&rc, &r));
+    if (r == NULL)
+        goto out;
+    CHECK_OK(wsync_publisher_publish(g.pub, 1));
+    j.recv = r;
+    CHECK(pthread_create(&th, NULL, pull_main, &j) == 0);
+    CHECK_OK(wsync_publisher_wait_held(g.pub, 1, 20000));
+    t_held = wsync_now_s();
+    pthread_join(th, NULL);
+    CHECK_OK(j.st);
+    fprintf(stderr, "  wait_held returned %.3f s after the pull did\n", t_held - j.t_done);
+    CHECK(t_held - j.t_done < 2.0);
+out:
+    wsync_receiver_destroy(r);
+    rig_down(&g);
+}
+
+int main(void)
+{
+    RUN(test_wait_held_does_not_poll_every_ms);
+    RUN(test_wait_held_returns_once_the_node_holds_it);
+    TEST_EXIT();
+}
