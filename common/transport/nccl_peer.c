@@ -142,6 +142,107 @@ static void complete_group(nc_peer_t *p, nc_group_t *g)
     g->n = 0;
 }
 
+/* Expects may be queued before their sender connects; a sender that never
+ * comes fails them after op_timeout rather than never. Returns with
+ * p->lock released. */
+static wsync_status_t wait_for_uid(nc_peer_t *p)
+{
+    nc_transport_t *t = p->t;
+    pthread_mutex_lock(&p->lock);
+    while (!p->have_uid && !p->stop) {
+        struct timespec ts;
+        wsync_abstime_after_ms(&ts, 100);
+        pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+        if (p->head && wsync_now_ns() - p->first_op_ns > (uint64_t)t->op_timeout_ms * 1000000ULL) {
+            pthread_mutex_unlock(&p->lock);
+            return wsync_error(WSYNC_ERR_TIMEOUT, "nccl: sender %d never connected within %d ms", p->id,
+                               t->op_timeout_ms);
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    return WSYNC_OK;
+}
+
+/* The oldest group in flight: retired (*retired = 1) once its event fired;
+ * an error when the stream or the communicator failed or it is stuck past
+ * op_timeout; else a short wait. Called without p->lock. */
+static wsync_status_t poll_group(nc_peer_t *p, nc_group_t *g, int *retired)
+{
+    nc_transport_t *t = p->t;
+    cudaError_t e = cudaEventQuery(g->done);
+    ncclResult_t r = ncclSuccess;
+    wsync_status_t st = WSYNC_OK;
+    *retired = 0;
+    if (e == cudaSuccess) {
+        complete_group(p, g);
+        *retired = 1;
+    } else if (e != cudaErrorNotReady) {
+        st = wsync_error(WSYNC_ERR_CUDA, "nccl transfer with peer %d: %s", p->id, cudaGetErrorString(e));
+    } else if (ncclCommGetAsyncError(p->comm, &r) == ncclSuccess && r != ncclSuccess && r != ncclInProgress) {
+        st = wsync_error(WSYNC_ERR_PEER, "nccl transfer with peer %d failed: %s", p->id, ncclGetErrorString(r));
+    } else if (wsync_now_ns() - g->issued_ns > (uint64_t)t->op_timeout_ms * 1000000ULL) {
+        st = wsync_error(WSYNC_ERR_TIMEOUT,
+                         "nccl transfer with peer %d: no completion in %d ms "
+                         "(peer dead or not posting the matching ops)",
+                         p->id, t->op_timeout_ms);
+    } else {
+        usleep(10);
+    }
+    return st;
+}
+
+/* The pair failed (the last error says why): abort its communicator, mark
+ * it dead and fail every op, the gn groups in flight from gh and the queued
+ * ones. */
+static void peer_fail(nc_peer_t *p, nc_group_t *groups, int gh, int gn)
+{
+    char why[160];
+    int i;
+    snprintf(why, sizeof(why), "%s", wsync_last_error());
+    wsync_log(WSYNC_LOG_WARN, "%s", why);
+    if (p->comm) {
+        ncclCommAbort(p->comm);
+        p->comm = NULL;
+    }
+    pthread_mutex_lock(&p->lock);
+    p->dead = 1;
+    pthread_cond_broadcast(&p->cond);
+    for (i = 0; i < gn; i++) {
+        nc_group_t *g = &groups[(gh + i) % NC_INFLIGHT_MAX];
+        int k;
+        for (k = 0; k < g->n; k++) {
+            g->ops[k]->next = NULL;
+            fail_ops(p, g->ops[k], why);
+        }
+        g->n = 0;
+    }
+    fail_ops(p, p->head, why);
+    p->head = p->tail = NULL;
+    p->nqueued = p->nlast = 0;
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Ops still in flight at close: give them a short grace so the
+ * communicator is not destroyed under running kernels; past it the caller
+ * has given up on them (a failed pull closes its transport) and abort stops
+ * the kernels. Waiting the full op timeout here made a failed pull's close
+ * take a minute. */
+static void drain_groups(nc_peer_t *p, nc_group_t *groups, int gh, int gn)
+{
+    int grace_ms = p->t->op_timeout_ms < 2000 ? p->t->op_timeout_ms : 2000;
+    uint64_t deadline = wsync_now_ns() + (uint64_t)grace_ms * 1000000ULL;
+    int i;
+    for (i = 0; i < gn; i++) {
+        cudaEvent_t ev = groups[(gh + i) % NC_INFLIGHT_MAX].done;
+        while (cudaEventQuery(ev) == cudaErrorNotReady && wsync_now_ns() < deadline)
+            usleep(100);
+    }
+    if (gn > 0 && wsync_now_ns() >= deadline && p->comm) {
+        ncclCommAbort(p->comm);
+        p->comm = NULL;
+    }
+}
+
 /* The pair's worker: sets up the communicator, then keeps up to
  * NC_INFLIGHT_MAX groups in flight, retiring them in order as their events
  * complete. A communicator error or a group stuck past op_timeout aborts
@@ -151,10 +252,9 @@ static void *peer_main(void *arg)
     nc_peer_t *p = arg;
     nc_transport_t *t = p->t;
     nc_group_t groups[NC_INFLIGHT_MAX];
-    int gh = 0, gn = 0, i;
+    int gh = 0, gn = 0, i, retired;
     cudaStream_t s = NULL;
     wsync_status_t st = WSYNC_OK;
-    char why[160];
 
     memset(groups, 0, sizeof(groups));
     if (cudaSetDevice(t->device) != cudaSuccess ||
@@ -167,21 +267,8 @@ static void *peer_main(void *arg)
             st = wsync_error(WSYNC_ERR_CUDA, "nccl worker: cannot create events");
             goto fail;
         }
-    /* Expects may be queued before their sender connects; a sender that
-     * never comes fails them after op_timeout rather than never. */
-    pthread_mutex_lock(&p->lock);
-    while (!p->have_uid && !p->stop) {
-        struct timespec ts;
-        wsync_abstime_after_ms(&ts, 100);
-        pthread_cond_timedwait(&p->cond, &p->lock, &ts);
-        if (p->head && wsync_now_ns() - p->first_op_ns > (uint64_t)t->op_timeout_ms * 1000000ULL) {
-            pthread_mutex_unlock(&p->lock);
-            st = wsync_error(WSYNC_ERR_TIMEOUT, "nccl: sender %d never connected within %d ms", p->id,
-                             t->op_timeout_ms);
-            goto fail;
-        }
-    }
-    pthread_mutex_unlock(&p->lock);
+    if ((st = wait_for_uid(p)) != WSYNC_OK)
+        goto fail;
     if (p->stop)
         goto out;
     if (p->comm == NULL) {
@@ -222,27 +309,10 @@ static void *peer_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&p->lock);
-        {
-            nc_group_t *g = &groups[gh];
-            cudaError_t e = cudaEventQuery(g->done);
-            ncclResult_t r = ncclSuccess;
-            if (e == cudaSuccess) {
-                complete_group(p, g);
-                gh = (gh + 1) % NC_INFLIGHT_MAX;
-                gn--;
-            } else if (e != cudaErrorNotReady) {
-                st = wsync_error(WSYNC_ERR_CUDA, "nccl transfer with peer %d: %s", p->id, cudaGetErrorString(e));
-            } else if (ncclCommGetAsyncError(p->comm, &r) == ncclSuccess && r != ncclSuccess && r != ncclInProgress) {
-                st = wsync_error(WSYNC_ERR_PEER, "nccl transfer with peer %d failed: %s", p->id,
-                                 ncclGetErrorString(r));
-            } else if (wsync_now_ns() - g->issued_ns > (uint64_t)t->op_timeout_ms * 1000000ULL) {
-                st = wsync_error(WSYNC_ERR_TIMEOUT,
-                                 "nccl transfer with peer %d: no completion in %d ms "
-                                 "(peer dead or not posting the matching ops)",
-                                 p->id, t->op_timeout_ms);
-            } else {
-                usleep(10);
-            }
+        st = poll_group(p, &groups[gh], &retired);
+        if (retired) {
+            gh = (gh + 1) % NC_INFLIGHT_MAX;
+            gn--;
         }
         if (st != WSYNC_OK)
             goto fail;
@@ -252,50 +322,10 @@ static void *peer_main(void *arg)
     goto out;
 
 fail:
-    snprintf(why, sizeof(why), "%s", wsync_last_error());
-    wsync_log(WSYNC_LOG_WARN, "%s", why);
-    if (p->comm) {
-        ncclCommAbort(p->comm);
-        p->comm = NULL;
-    }
-    pthread_mutex_lock(&p->lock);
-    p->dead = 1;
-    pthread_cond_broadcast(&p->cond);
-    for (i = 0; i < gn; i++) {
-        nc_group_t *g = &groups[(gh + i) % NC_INFLIGHT_MAX];
-        int k;
-        for (k = 0; k < g->n; k++) {
-            g->ops[k]->next = NULL;
-            fail_ops(p, g->ops[k], why);
-        }
-        g->n = 0;
-    }
+    peer_fail(p, groups, gh, gn);
     gn = 0;
-    fail_ops(p, p->head, why);
-    p->head = p->tail = NULL;
-    p->nqueued = p->nlast = 0;
-    pthread_mutex_unlock(&p->lock);
-    if (st == WSYNC_OK)
-        st = WSYNC_ERR_PEER;
 out:
-    /* Ops still in flight at close: give them a short grace so the
-     * communicator is not destroyed under running kernels; past it the
-     * caller has given up on them (a failed pull closes its transport) and
-     * abort stops the kernels. Waiting the full op timeout here made a
-     * failed pull's close take a minute. */
-    {
-        int grace_ms = t->op_timeout_ms < 2000 ? t->op_timeout_ms : 2000;
-        uint64_t deadline = wsync_now_ns() + (uint64_t)grace_ms * 1000000ULL;
-        for (i = 0; i < gn; i++) {
-            cudaEvent_t ev = groups[(gh + i) % NC_INFLIGHT_MAX].done;
-            while (cudaEventQuery(ev) == cudaErrorNotReady && wsync_now_ns() < deadline)
-                usleep(100);
-        }
-        if (gn > 0 && wsync_now_ns() >= deadline && p->comm) {
-            ncclCommAbort(p->comm);
-            p->comm = NULL;
-        }
-    }
+    drain_groups(p, groups, gh, gn);
     for (i = 0; i < NC_INFLIGHT_MAX; i++)
         if (groups[i].done)
             cudaEventDestroy(groups[i].done);
