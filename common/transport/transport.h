@@ -125,11 +125,16 @@ struct wsync_conn {
     wsync_transport_t *transport;
 };
 
+/* A backend this build left out (nccl without CUDA and NCCL, verbs without
+ * libibverbs, local without CUDA) keeps its table: can_use() says no and
+ * open() fails, both with the one message of not_built.h naming the
+ * transport, what the build lacked and what to install or rebuild. The
+ * cases every backend must pass: tests/unit/common/transport/conformance.h. */
 extern const wsync_transport_ops_t wsync_transport_tcp;
-extern const wsync_transport_ops_t wsync_transport_nccl;  /* stub without NCCL */
-extern const wsync_transport_ops_t wsync_transport_verbs; /* stub without libibverbs */
+extern const wsync_transport_ops_t wsync_transport_nccl;
+extern const wsync_transport_ops_t wsync_transport_verbs;
 /* Same host, GPU memory only: CUDA IPC device-to-device copies; chosen by
- * name only (never by "auto"); stub without CUDA. */
+ * name only (never by "auto"). */
 extern const wsync_transport_ops_t wsync_transport_local;
 
 /* By name ("tcp", "nccl", "verbs"), or "auto": the first of verbs, nccl, tcp

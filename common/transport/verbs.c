@@ -4,8 +4,8 @@
  * receive completion is the LANDED signal. Puts are striped round-robin over
  * the connection's queue pairs (one per NIC), many in flight per queue pair;
  * puts beyond the send queue's depth wait in a per-queue-pair list that the
- * device's poller drains as writes retire. Without libibverbs, every op
- * reports that wsync was built without it. See verbs_wire.h for the
+ * device's poller drains as writes retire. Without libibverbs, the shared
+ * refusal (not_built.h) stands in. See verbs_wire.h for the
  * immediate and segmentation rules, docs/verbs.md for the whole picture. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/transport/not_built.h"
 #include "common/transport/transport.h"
 
 #if WSYNC_HAVE_VERBS
@@ -419,52 +420,7 @@ static void verbs_close(wsync_transport_t *tt)
     free(t);
 }
 
-#else /* !WSYNC_HAVE_VERBS */
-
-#define NOT_BUILT "transport verbs: not built with libibverbs (install libibverbs-dev and rebuild)"
-
-static int verbs_can_use(const wsync_transport_config_t *cfg)
-{
-    wsync_error(WSYNC_ERR_UNSUPPORTED, NOT_BUILT);
-    return 0;
-}
-static wsync_status_t verbs_open(const wsync_transport_config_t *cfg, wsync_transport_t **out)
-{
-    return wsync_error(WSYNC_ERR_UNSUPPORTED, NOT_BUILT);
-}
-static wsync_status_t verbs_reg(wsync_transport_t *t, void *p, size_t l, wsync_mem_kind_t k, wsync_region_t **o,
-                                wsync_blob_t *key)
-{
-    return wsync_error(WSYNC_ERR_UNSUPPORTED, NOT_BUILT);
-}
-static void verbs_dereg(wsync_region_t *r) {}
-static wsync_status_t verbs_listen(wsync_transport_t *t, wsync_blob_t *a)
-{
-    return wsync_error(WSYNC_ERR_UNSUPPORTED, NOT_BUILT);
-}
-static wsync_status_t verbs_connect(wsync_transport_t *t, const wsync_blob_t *a, int s, wsync_conn_t **o)
-{
-    return wsync_error(WSYNC_ERR_UNSUPPORTED, NOT_BUILT);
-}
-static wsync_status_t verbs_expect(wsync_transport_t *t, int s, wsync_region_t *d, size_t o, size_t l, uint64_t g)
-{
-    return wsync_error(WSYNC_ERR_UNSUPPORTED, NOT_BUILT);
-}
-static wsync_status_t verbs_put(wsync_conn_t *c, wsync_region_t *s, size_t so, const wsync_blob_t *k, size_t d,
-                                size_t l, uint64_t g)
-{
-    return wsync_error(WSYNC_ERR_UNSUPPORTED, NOT_BUILT);
-}
-static wsync_status_t verbs_poll(wsync_transport_t *t, wsync_completion_t *o, int m, int *n, int ms)
-{
-    *n = 0;
-    return wsync_error(WSYNC_ERR_UNSUPPORTED, NOT_BUILT);
-}
-static void verbs_disconnect(wsync_conn_t *c) {}
-static void verbs_close(wsync_transport_t *t) {}
-#endif
-
-/* One table for both builds: without the library every op says why. */
+/* The ops table of a build with libibverbs. */
 const wsync_transport_ops_t wsync_transport_verbs = {
     .name = "verbs",
     .can_use = verbs_can_use,
@@ -479,3 +435,8 @@ const wsync_transport_ops_t wsync_transport_verbs = {
     .disconnect = verbs_disconnect,
     .close = verbs_close,
 };
+
+#else /* !WSYNC_HAVE_VERBS */
+
+WSYNC_TRANSPORT_NOT_BUILT(wsync_transport_verbs, "verbs", "libibverbs", "install libibverbs-dev and rebuild");
+#endif

@@ -1,8 +1,8 @@
 #!/bin/sh
 # guest_run.sh: runs inside the verbs VM (as init's child, repository at
 # /repo read-only): brings up a software RoCE device on the NIC, then the
-# verbs tests that need a device, the put bandwidth bench against
-# ib_write_bw, and the end-to-end sync with faults (guest_e2e.sh). Ends
+# verbs tests that need a device (and the transport conformance suite),
+# the put bandwidth bench against ib_write_bw, and the end-to-end sync with faults (guest_e2e.sh). Ends
 # with the line WSYNC-VM-DONE, which the host waits for.
 B=/repo/build/vm-bin
 export WSYNC_BIN=$B/wsync
@@ -17,7 +17,7 @@ sleep 1
 echo "# rdma: $(rdma link show 2>&1 | head -2 | tr '\n' ' ')"
 echo "# gid1: $(cat /sys/class/infiniband/rxe0/ports/1/gids/1 2>/dev/null) $(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/1 2>/dev/null)"
 echo "== verbs unit tests on rxe0"
-for t in verbs_wire_test verbs_select_test verbs_transport_test; do
+for t in verbs_wire_test verbs_select_test verbs_transport_test conformance_test; do
     timeout 300 $B/tests/unit/common/transport/$t 2>/tmp/$t.err || { echo "FAIL $t: exited $?"; tail -20 /tmp/$t.err; }
 done
 echo "== put bandwidth against ib_write_bw"

@@ -1,0 +1,166 @@
+/* local_internal.h: what the local transport's files share: the bytes one
+ * side hands the other (address, key, hello, notice), its objects (the
+ * transport, a region, a sender's connection and its queue of launches), and
+ * the ops each file implements. CUDA builds only. */
+#ifndef WSYNC_COMMON_TRANSPORT_LOCAL_INTERNAL_H
+#define WSYNC_COMMON_TRANSPORT_LOCAL_INTERNAL_H
+
+#if WSYNC_HAVE_CUDA
+#include <pthread.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "common/copy_digest_cuda.h"
+#include "common/cuda_checks.h"
+#include "common/net/auth.h"
+#include "common/transport/cqueue.h"
+#include "common/transport/transport.h"
+
+#define LO_MAGIC 0x6c61636f6c5f7973ULL /* "sy_local" */
+#define LO_MAPS 256                    /* peer allocations mapped per transport */
+#define LO_NAME 96
+#define LO_SUMS 1024 /* puts with a fused digest in flight per connection; more go without */
+
+typedef struct lo_addr {
+    uint64_t magic, pid, nonce;
+    char name[LO_NAME];
+} lo_addr_t;
+
+/* The key: the receiver's allocation and where the region sits in it. The
+ * handle names the whole allocation (CUDA maps allocations, not ranges), so
+ * the region's offset inside it travels along. */
+typedef struct lo_key {
+    uint64_t magic, pid, id, len, alloc_off;
+    uint64_t base; /* the allocation's address in the receiver (used when that is this process) */
+    int32_t device, pad;
+    cudaIpcMemHandle_t handle;
+} lo_key_t;
+
+typedef struct lo_hello {
+    uint64_t magic, nonce;
+    int32_t id, pad;
+} lo_hello_t;
+
+typedef struct lo_notice {
+    uint64_t tag, len;
+    int32_t status, has_sum;
+    uint64_t sum; /* with has_sum: the word sum of the bytes written, keyed at their region offset */
+    char message[128];
+} lo_notice_t;
+
+typedef struct lo_map {
+    cudaIpcMemHandle_t handle;
+    char *ptr;
+} lo_map_t;
+
+/* Receiver: one accepted sender. */
+typedef struct lo_reader {
+    struct lo_reader *next;
+    struct lo_transport *t;
+    int fd, peer;
+    pthread_t th;
+} lo_reader_t;
+
+typedef struct lo_transport {
+    wsync_transport_t base;
+    int device, timeout_ms;
+    wsync_auth_t auth;
+    wsync_cqueue_t cq;
+    pthread_mutex_t lock;
+    uint64_t next_region;
+    /* receiver */
+    int lfd;
+    uint64_t nonce;
+    char name[LO_NAME];
+    pthread_t acceptor;
+    int accepting, stopping;
+    lo_reader_t *readers;
+    /* sender */
+    lo_map_t maps[LO_MAPS];
+    int nmaps;
+} lo_transport_t;
+
+typedef struct lo_region {
+    wsync_region_t base;
+    lo_key_t key;
+} lo_region_t;
+
+#define LO_BATCH WSYNC_CD_BATCH_MAX /* fused puts per kernel launch, at most */
+#define LO_FLIGHT 2                 /* launches in flight before fused puts wait to go together */
+
+typedef struct lo_item {
+    uint64_t tag, len;
+    int sum; /* its slot in the connection's sums, -1: copied without */
+} lo_item_t;
+
+/* One launch on the stream and its event: a device copy of one put, or a
+ * batch of fused puts (one kernel, a sum each). */
+typedef struct lo_op {
+    struct lo_op *next;
+    cudaEvent_t ev;
+    int n; /* puts it completes */
+    lo_item_t it[LO_BATCH];
+    wsync_cd_piece_t pc[LO_BATCH]; /* the fused puts' copies */
+} lo_op_t;
+
+typedef struct lo_conn {
+    wsync_conn_t base;
+    int fd, id;
+    char peer_name[LO_NAME];
+    cudaStream_t stream;
+    pthread_mutex_t lock; /* orders puts and the op queue */
+    pthread_cond_t cond;
+    lo_op_t *head, *tail;
+    int stopping, broken;
+    pthread_t progress;
+    lo_op_t *free_ops; /* done ops with their events, for the next puts (under lock) */
+    /* Fused puts go together: while LO_FLIGHT launches are in flight the
+     * next ones gather in `pend`, launched as one kernel when it is full,
+     * when a launch completes, or at put_flush (under lock). */
+    lo_op_t *pend;
+    int nflight;
+    /* fused puts: a device accumulator and block counter per piece of a
+     * launch (the kernel's last block of each puts them back to 0, so
+     * launches in stream order share them) and a ring of LO_SUMS words of
+     * mapped pinned memory the kernels write the sums into, taken in put
+     * order, given back in completion order */
+    uint64_t *dacc;
+    unsigned int *dcount;
+    uint64_t *hsums, *hsums_dev;    /* the ring, as the host and as the device address it */
+    uint64_t sums_taken, sums_done; /* sums_done: written by the progress thread */
+    uint64_t nqueued, ncopied;      /* puts, for the trace (under lock; the progress thread's) */
+} lo_conn_t;
+
+/* Make the transport's device current for a CUDA call, restoring the
+ * caller's afterwards (the caller's thread may drive another GPU). Always
+ * set: a thread that made no runtime call yet has no current context, and
+ * the driver call in lo_reg needs one (cudaGetDevice alone binds none; the
+ * first GPU run failed exactly so, from the trainer's request threads). */
+static inline wsync_status_t enter_device(int device, int *prev)
+{
+    CUDA_CHECK(cudaGetDevice(prev));
+    CUDA_CHECK(cudaSetDevice(device));
+    return WSYNC_OK;
+}
+
+static inline void leave_device(int device, int prev)
+{
+    if (prev != device)
+        cudaSetDevice(prev);
+}
+
+/* local_conn.c: the receiver's socket and readers, the sender's connection. */
+wsync_status_t lo_listen(wsync_transport_t *tr, wsync_blob_t *addr);
+wsync_status_t lo_connect(wsync_transport_t *tr, const wsync_blob_t *addr, int self_id, wsync_conn_t **out);
+void lo_disconnect(wsync_conn_t *cn);
+void lo_conn_sums_free(lo_conn_t *c);
+
+/* local_put.c: the put path and the sender's progress thread. */
+wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_off, const wsync_blob_t *dst_key,
+                      size_t dst_off, size_t len, uint64_t tag);
+void lo_put_flush(wsync_conn_t *cn);
+void *lo_progress_main(void *arg);
+
+#endif
+#endif

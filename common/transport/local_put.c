@@ -1,0 +1,311 @@
+/* local_put.c: the local transport's put path: a put becomes a device copy
+ * or joins a fused copy-digest kernel on the connection's stream; the
+ * progress thread waits for each launch's event in order and tells both
+ * sides (SENT here, a notice to the receiver). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/checks.h"
+#include "common/log.h"
+#include "common/net/fdpass.h"
+#include "common/transport/local_internal.h"
+
+#if WSYNC_HAVE_CUDA
+static void send_notice(lo_conn_t *c, uint64_t tag, uint64_t len, wsync_status_t st, const char *msg, int has_sum,
+                        uint64_t sum)
+{
+    lo_notice_t n;
+    memset(&n, 0, sizeof(n));
+    n.tag = tag;
+    n.len = len;
+    n.status = st;
+    n.has_sum = has_sum;
+    n.sum = sum;
+    if (msg)
+        snprintf(n.message, sizeof(n.message), "%s", msg);
+    if (!c->broken && wsync_fd_send(c->fd, &n, sizeof(n), -1) != WSYNC_OK) {
+        __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
+        wsync_cqueue_push_error(&((lo_transport_t *)c->base.transport)->cq, tag, -1, WSYNC_ERR_PEER,
+                                "local: receiver at '%s' went away: %s", c->peer_name, wsync_last_error());
+    }
+}
+
+/* The first n puts of op failed: both sides are told; the op goes back to
+ * the free list. Called with c->lock. */
+static void op_fail(lo_conn_t *c, lo_op_t *op, int n, wsync_status_t st, const char *msg)
+{
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    int i;
+    for (i = 0; i < n; i++) {
+        send_notice(c, op->it[i].tag, op->it[i].len, st, msg, 0, 0);
+        wsync_cqueue_push_error(&t->cq, op->it[i].tag, -1, st, "local put to '%s': %s", c->peer_name, msg);
+    }
+    for (i = 0; i < op->n; i++)
+        if (op->it[i].sum >= 0)
+            __atomic_add_fetch(&c->sums_done, 1, __ATOMIC_RELEASE);
+    op->next = c->free_ops;
+    c->free_ops = op;
+}
+
+/* A free op (with its event), or NULL with the error set. Called with
+ * c->lock on the transport's device. */
+static lo_op_t *op_get(lo_conn_t *c)
+{
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    lo_op_t *op = c->free_ops;
+    cudaError_t e;
+    if (op != NULL) {
+        c->free_ops = op->next;
+    } else if ((op = calloc(1, sizeof(*op))) == NULL) {
+        wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+        return NULL;
+    } else if ((e = cudaEventCreateWithFlags(&op->ev, cudaEventDisableTiming)) != cudaSuccess) {
+        free(op);
+        wsync_error(WSYNC_ERR_CUDA, "cannot create an event on cuda:%d: %s", t->device, cudaGetErrorString(e));
+        return NULL;
+    }
+    op->next = NULL;
+    op->n = 0;
+    return op;
+}
+
+/* An op launched: into the queue the progress thread waits on. Called
+ * with c->lock. */
+static void op_queue(lo_conn_t *c, lo_op_t *op)
+{
+    if (c->tail)
+        c->tail->next = op;
+    else
+        c->head = op;
+    c->tail = op;
+    c->nflight++;
+    pthread_cond_signal(&c->cond);
+}
+
+/* The gathered fused puts as one kernel and its event. On failure every
+ * put of it is failed to both sides but, with `own_last`, the last (the
+ * caller's, which returns the error instead). Called with c->lock on the
+ * transport's device. */
+static wsync_status_t launch_pending(lo_conn_t *c, int own_last)
+{
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    lo_op_t *op = c->pend;
+    char msg[160];
+    int e;
+    if (op == NULL)
+        return WSYNC_OK;
+    c->pend = NULL;
+    e = wsync_cuda_copy_digest_batch_async(op->pc, op->n, c->dacc, c->dcount, c->stream);
+    if (e == 0)
+        e = (int)cudaEventRecord(op->ev, c->stream);
+    if (e == 0) {
+        op_queue(c, op);
+        return WSYNC_OK;
+    }
+    snprintf(msg, sizeof(msg), "copy-digest kernel of %d puts on cuda:%d: %s", op->n, t->device,
+             cudaGetErrorString((cudaError_t)e));
+    op_fail(c, op, own_last ? op->n - 1 : op->n, WSYNC_ERR_CUDA, msg);
+    return wsync_error(WSYNC_ERR_CUDA, "%s", msg);
+}
+
+/* Sender: waits for each put's copy in order, then tells both sides. */
+void *lo_progress_main(void *arg)
+{
+    lo_conn_t *c = arg;
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    cudaSetDevice(t->device);
+    for (;;) {
+        lo_op_t *op;
+        cudaError_t e;
+        int i;
+        pthread_mutex_lock(&c->lock);
+        while (c->head == NULL && !c->stopping)
+            pthread_cond_wait(&c->cond, &c->lock);
+        op = c->head;
+        if (op) {
+            c->head = op->next;
+            if (c->head == NULL)
+                c->tail = NULL;
+        }
+        pthread_mutex_unlock(&c->lock);
+        if (op == NULL)
+            break; /* stopping and drained */
+        e = cudaEventSynchronize(op->ev);
+        if (e == cudaSuccess) {
+            for (i = 0; i < op->n; i++) {
+                const lo_item_t *it = &op->it[i];
+                wsync_completion_t done = {.kind = WSYNC_COMPLETION_SENT, .tag = it->tag, .len = it->len, .peer = -1};
+                /* the kernel wrote the word before the event fired */
+                const uint64_t sum = it->sum >= 0 ? ((volatile uint64_t *)c->hsums)[it->sum] : 0;
+                if (++c->ncopied % 32 == 0 || (uint32_t)it->tag == 0)
+                    wsync_trace("local: put of piece %u (req %08x) copied, %llu on this connection",
+                                (unsigned)it->tag, (unsigned)(it->tag >> 32), (unsigned long long)c->ncopied);
+                send_notice(c, it->tag, it->len, WSYNC_OK, NULL, it->sum >= 0, sum);
+                wsync_cqueue_push(&t->cq, &done);
+            }
+            for (i = 0; i < op->n; i++)
+                if (op->it[i].sum >= 0)
+                    __atomic_add_fetch(&c->sums_done, 1, __ATOMIC_RELEASE);
+            pthread_mutex_lock(&c->lock); /* the op and its event serve later puts */
+            op->next = c->free_ops;
+            c->free_ops = op;
+        } else {
+            char msg[128];
+            snprintf(msg, sizeof(msg), "device copy on cuda:%d failed: %s", t->device, cudaGetErrorString(e));
+            pthread_mutex_lock(&c->lock);
+            op_fail(c, op, op->n, WSYNC_ERR_CUDA, msg);
+        }
+        c->nflight--;
+        if (c->pend && c->nflight < LO_FLIGHT)
+            launch_pending(c, 0); /* a failure went to its puts */
+        pthread_mutex_unlock(&c->lock);
+    }
+    return NULL;
+}
+
+/* The receiver's allocation mapped here, once per handle. */
+static wsync_status_t map_key(lo_transport_t *t, const lo_key_t *k, char **out)
+{
+    wsync_status_t st = WSYNC_OK;
+    void *p = NULL;
+    int i;
+    if (k->pid == (uint64_t)getpid()) {
+        *out = (char *)(uintptr_t)k->base; /* CUDA will not open a handle in its own process */
+        return WSYNC_OK;
+    }
+    pthread_mutex_lock(&t->lock);
+    for (i = 0; i < t->nmaps; i++)
+        if (memcmp(&t->maps[i].handle, &k->handle, sizeof(k->handle)) == 0) {
+            *out = t->maps[i].ptr;
+            goto out;
+        }
+    if (t->nmaps == LO_MAPS) {
+        st = wsync_error(WSYNC_ERR_NOMEM, "transport local: more than %d receiver allocations mapped", LO_MAPS);
+        goto out;
+    }
+    CUDA_CHECK_GOTO(cudaIpcOpenMemHandle(&p, k->handle, cudaIpcMemLazyEnablePeerAccess), st, out);
+    t->maps[t->nmaps].handle = k->handle;
+    t->maps[t->nmaps].ptr = p;
+    t->nmaps++;
+    *out = p;
+out:
+    pthread_mutex_unlock(&t->lock);
+    if (st != WSYNC_OK)
+        wsync_error(st, "cannot map the GPU memory of receiver process %llu (cuda:%d): %s",
+                    (unsigned long long)k->pid, k->device, wsync_last_error());
+    return st;
+}
+
+/* One GPU: the put joins the gathered fused puts (the copy computing its
+ * digest, keyed at its region offset, into the next word of the mapped
+ * ring, which the progress thread reads once the launch's event fired);
+ * they go as one kernel now if the stream has less than LO_FLIGHT launches
+ * or the batch is full, else when a launch completes. Called with c->lock
+ * on the transport's device. */
+static wsync_status_t put_fused(lo_conn_t *c, uint64_t tag, char *dst, const char *src, size_t len, uint64_t key_off)
+{
+    const int slot = (int)(c->sums_taken % LO_SUMS);
+    lo_op_t *op = c->pend;
+    if (op == NULL && (op = c->pend = op_get(c)) == NULL)
+        return WSYNC_ERR_NOMEM;
+    c->sums_taken++;
+    op->it[op->n] = (lo_item_t){.tag = tag, .len = len, .sum = slot};
+    op->pc[op->n] = (wsync_cd_piece_t){.dst = dst, .src = src, .len = len, .off = key_off, .hout = c->hsums_dev + slot};
+    op->n++;
+    if (op->n == LO_BATCH || c->nflight < LO_FLIGHT)
+        return launch_pending(c, 1);
+    return WSYNC_OK;
+}
+
+/* Any other put: one device copy and its event, after the gathered fused
+ * puts (stream order is put order). Called with c->lock on the device. */
+static wsync_status_t put_copy(lo_conn_t *c, uint64_t tag, char *dst, const char *src, size_t len)
+{
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    lo_op_t *op;
+    cudaError_t e = cudaSuccess;
+    WSYNC_CHECK(launch_pending(c, 0));
+    if ((op = op_get(c)) == NULL)
+        return WSYNC_ERR_NOMEM;
+    op->it[0] = (lo_item_t){.tag = tag, .len = len, .sum = -1};
+    op->n = 1;
+    if (len > 0)
+        e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDeviceToDevice, c->stream);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(op->ev, c->stream);
+    if (e != cudaSuccess) {
+        op->n = 0;
+        op_fail(c, op, 0, WSYNC_ERR_CUDA, NULL);
+        return wsync_error(WSYNC_ERR_CUDA, "device copy on cuda:%d: %s", t->device, cudaGetErrorString(e));
+    }
+    op_queue(c, op);
+    return WSYNC_OK;
+}
+
+wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_off, const wsync_blob_t *dst_key,
+                      size_t dst_off, size_t len, uint64_t tag)
+{
+    lo_conn_t *c = (lo_conn_t *)cn;
+    lo_transport_t *t = (lo_transport_t *)cn->transport;
+    lo_key_t k;
+    char *base = NULL;
+    wsync_status_t st = WSYNC_OK;
+    int prev = 0;
+    if (dst_key->len != sizeof(k))
+        return wsync_error(WSYNC_ERR_FORMAT, "transport local: key of %u bytes, expected %zu", dst_key->len,
+                           sizeof(k));
+    memcpy(&k, dst_key->data, sizeof(k));
+    if (k.magic != LO_MAGIC)
+        return wsync_error(WSYNC_ERR_FORMAT, "transport local: not a local transport key");
+    if (src->kind != WSYNC_MEM_CUDA || src_off + len > src->len || dst_off + len > k.len)
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "local put of %zu bytes: source %zu+%zu of %zu, destination %zu of %llu", len, src_off,
+                           len, src->len, dst_off, (unsigned long long)k.len);
+    if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
+        return wsync_error(WSYNC_ERR_PEER, "local put to '%s': the receiver went away", c->peer_name);
+    /* The device first: the handle is opened in the current device's
+     * context and peer access is enabled for that device only; a request
+     * thread that had made no CUDA call would open it on device 0 even in a
+     * trainer on cuda:1. */
+    WSYNC_CHECK_GOTO(enter_device(t->device, &prev), st, fail);
+    WSYNC_CHECK_GOTO(map_key(t, &k, &base), st, fail_dev);
+    pthread_mutex_lock(&c->lock);
+    if (len > 0 && k.device == t->device &&
+        c->sums_taken - __atomic_load_n(&c->sums_done, __ATOMIC_ACQUIRE) < LO_SUMS)
+        st = put_fused(c, tag, base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len, dst_off);
+    else
+        st = put_copy(c, tag, base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len);
+    if (st != WSYNC_OK)
+        goto fail_locked;
+    if (++c->nqueued % 32 == 0 || (uint32_t)tag == 0)
+        wsync_trace("local: put of piece %u (req %08x) queued, %llu on this connection", (unsigned)tag,
+                    (unsigned)(tag >> 32), (unsigned long long)c->nqueued);
+    pthread_mutex_unlock(&c->lock);
+    leave_device(t->device, prev);
+    return WSYNC_OK;
+fail_locked:
+    pthread_mutex_unlock(&c->lock);
+fail_dev:
+    leave_device(t->device, prev);
+fail:
+    return wsync_error(st, "local put of %zu bytes (tag %llx) to '%s': %s", len, (unsigned long long)tag,
+                       c->peer_name, wsync_last_error());
+}
+
+/* The gathered fused puts go now (the caller's batch of puts ended). */
+void lo_put_flush(wsync_conn_t *cn)
+{
+    lo_conn_t *c = (lo_conn_t *)cn;
+    lo_transport_t *t = (lo_transport_t *)cn->transport;
+    int prev = 0;
+    if (enter_device(t->device, &prev) != WSYNC_OK)
+        return;
+    pthread_mutex_lock(&c->lock);
+    launch_pending(c, 0); /* a failure went to its puts */
+    pthread_mutex_unlock(&c->lock);
+    leave_device(t->device, prev);
+}
+#endif
