@@ -2,8 +2,11 @@
  * endpoint in this process, starts W trainer processes and M engine nodes of
  * L processes each, publishes N versions (each once every engine holds the
  * previous one), and succeeds only when every engine verified every version. */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +16,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/model.h"
 #include "common/mem/mem.h"
 #include "common/settings.h"
 #include "common/util.h"
@@ -24,20 +28,27 @@
 #define DEMO_MIN_MODEL (1ULL << 20)
 #define DEMO_MAX_MODEL (1ULL << 40)
 
+/* After a failure or a signal the children get this long to end on the
+ * signal forwarded to them (they end within a second) before SIGKILL. */
+#define DEMO_REAP_MS 5000
+
 typedef struct proc {
     pid_t pid;
     int engine; /* 1 engine rank, 0 trainer */
     int status;
     int exited;
+    int errfd;      /* read end of its stderr: passed on, its last line kept */
+    size_t linelen; /* bytes of the line being read */
+    char line[512];
+    char last[512]; /* its last complete line: why it failed */
     char name[128];
 } proc_t;
 
-static volatile sig_atomic_t interrupted;
+static volatile sig_atomic_t interrupted; /* the signal that came, or 0 */
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    interrupted = 1;
+    interrupted = sig;
 }
 
 static void usage(FILE *f)
@@ -66,15 +77,159 @@ static const char *plural(long n)
     return n == 1 ? "" : "s";
 }
 
-static pid_t spawn(char *const argv[])
+/* Starts this binary with argv; its stderr comes back through p->errfd. */
+static void spawn(char *const argv[], proc_t *p)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
+    int fds[2];
+    p->errfd = -1;
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        fds[0] = fds[1] = -1;
+    p->pid = fork();
+    if (p->pid == 0) {
+        if (fds[1] >= 0)
+            dup2(fds[1], 2);
         execv("/proc/self/exe", argv);
         fprintf(stderr, "wsync demo: cannot exec %s: %m\n", argv[0]);
         _exit(127);
     }
-    return pid;
+    if (fds[1] >= 0)
+        close(fds[1]);
+    if (fds[0] >= 0 && p->pid > 0) {
+        p->errfd = fds[0];
+        fcntl(p->errfd, F_SETFL, O_NONBLOCK);
+    } else if (fds[0] >= 0) {
+        close(fds[0]);
+    }
+}
+
+/* Passes on what child p wrote to stderr, line by line, keeping the last
+ * line; at EOF closes its pipe. */
+static void drain_stderr(proc_t *p)
+{
+    char buf[4096];
+    ssize_t n, i;
+    while (p->errfd >= 0 && (n = read(p->errfd, buf, sizeof(buf))) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN)
+                return;
+            break;
+        }
+        fwrite(buf, 1, (size_t)n, stderr);
+        for (i = 0; i < n; i++) {
+            if (buf[i] == '\n') {
+                p->line[p->linelen] = '\0';
+                if (p->linelen > 0)
+                    memcpy(p->last, p->line, p->linelen + 1);
+                p->linelen = 0;
+            } else if (p->linelen + 1 < sizeof(p->line)) {
+                p->line[p->linelen++] = buf[i];
+            }
+        }
+    }
+    close(p->errfd);
+    p->errfd = -1;
+}
+
+/* Waits up to ms for output from any child, passing it on. */
+static void pump_stderr(proc_t *procs, int nprocs, int ms)
+{
+    struct pollfd pf[DEMO_MAX_PROCS];
+    int i, n = 0;
+    for (i = 0; i < nprocs; i++)
+        if (procs[i].errfd >= 0)
+            pf[n++] = (struct pollfd){.fd = procs[i].errfd, .events = POLLIN};
+    if (poll(pf, (nfds_t)n, ms) <= 0)
+        return;
+    for (i = 0; i < nprocs; i++)
+        if (procs[i].errfd >= 0)
+            drain_stderr(&procs[i]);
+}
+
+/* Until every engine rank ended, one child failed, a signal came or the
+ * deadline passed; 1 when a child failed (said which and why). */
+static int watch_children(proc_t *procs, int nprocs, int engines_left, uint64_t deadline)
+{
+    int i, failed = 0;
+    while (engines_left > 0 && !failed && !interrupted && wsync_now_ns() < deadline) {
+        int status;
+        pid_t pid;
+        pump_stderr(procs, nprocs, 20);
+        while (!failed && (pid = waitpid(-1, &status, WNOHANG)) > 0)
+            for (i = 0; i < nprocs; i++) {
+                proc_t *p = &procs[i];
+                if (p->pid != pid)
+                    continue;
+                p->exited = 1;
+                p->status = status;
+                engines_left -= p->engine;
+                drain_stderr(p);
+                if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                    continue;
+                fprintf(stderr, "wsync demo: %s failed (%s %d)%s%s; stopping the others\n", p->name,
+                        WIFEXITED(status) ? "exit status" : "signal",
+                        WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), p->last[0] ? ": " : "",
+                        p->last);
+                failed = 1;
+            }
+    }
+    if (engines_left > 0 && !failed) {
+        fprintf(stderr, "wsync demo: %s; %d engine ranks still running; stopping them\n",
+                interrupted ? "interrupted" : "timed out", engines_left);
+        failed = 1;
+    }
+    return failed;
+}
+
+/* Sends `sig` to every child still running and reaps them, SIGKILL for any
+ * still there after DEMO_REAP_MS. */
+static void stop_children(proc_t *procs, int nprocs, int sig)
+{
+    uint64_t until = wsync_now_ns() + (uint64_t)DEMO_REAP_MS * 1000000ULL;
+    int i, left = 0;
+    for (i = 0; i < nprocs; i++)
+        if (!procs[i].exited && procs[i].pid > 0) {
+            kill(procs[i].pid, sig);
+            left++;
+        }
+    while (left > 0) {
+        int status;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid <= 0) {
+            if (wsync_now_ns() >= until) {
+                for (i = 0; i < nprocs; i++)
+                    if (!procs[i].exited && procs[i].pid > 0) {
+                        fprintf(stderr, "wsync demo: %s did not stop in %d s; killing it\n", procs[i].name,
+                                DEMO_REAP_MS / 1000);
+                        kill(procs[i].pid, SIGKILL);
+                    }
+                until = UINT64_MAX;
+            }
+            pump_stderr(procs, nprocs, 20);
+            continue;
+        }
+        for (i = 0; i < nprocs; i++)
+            if (procs[i].pid == pid && !procs[i].exited) {
+                procs[i].exited = 1;
+                left--;
+            }
+    }
+    for (i = 0; i < nprocs; i++)
+        drain_stderr(&procs[i]);
+}
+
+/* The model the trainers will open, checked once here (a truncated file,
+ * files whose tensors differ): the demo stops before starting anyone. */
+static int check_model(const char *synthetic, const char *files)
+{
+    cli_model_t m;
+    if (cli_model_open(synthetic, files, &m) != WSYNC_OK) {
+        fprintf(stderr, "wsync demo: %s: %s\n", files ? "--safetensors" : "--synthetic", wsync_last_error());
+        return 2;
+    }
+    cli_model_close(&m);
+    return 0;
 }
 
 const struct option cli_demo_options[] = {{"trainers", 1, 0, 'W'},
@@ -122,7 +277,7 @@ int cmd_demo(int argc, char **argv)
     wsync_control_server_t *server = NULL;
     wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
     proc_t *procs = NULL;
-    int nprocs = 0, i, o, bad = 0, failed = 0, engines_left;
+    int nprocs = 0, i, o, bad = 0, failed = 0;
     uint64_t t0, deadline;
     char url[256], wbuf[24], nbuf[24], mbuf[24], lbuf[24], rbuf[24], ebuf[48], dbuf[32], hbuf[160];
 
@@ -207,6 +362,8 @@ int cmd_demo(int argc, char **argv)
         snprintf(hid, sizeof(hid), "%s.demo%d", hn, (int)getpid());
         setenv("WSYNC_HOST_ID", hid, 1);
     }
+    if ((o = check_model(synthetic, files)) != 0)
+        return o;
     export_settings();
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -281,7 +438,7 @@ int cmd_demo(int argc, char **argv)
         args[a] = NULL;
         procs[nprocs].engine = 1;
         snprintf(procs[nprocs].name, sizeof(procs[0].name), "engine %s rank %s", ebuf, rbuf);
-        procs[nprocs++].pid = spawn(args);
+        spawn(args, &procs[nprocs++]);
     }
     for (i = 0; i < W; i++) {
         char *args[32];
@@ -318,45 +475,13 @@ int cmd_demo(int argc, char **argv)
         args[a] = NULL;
         procs[nprocs].engine = 0;
         snprintf(procs[nprocs].name, sizeof(procs[0].name), "trainer rank %d", i);
-        procs[nprocs++].pid = spawn(args);
+        spawn(args, &procs[nprocs++]);
     }
-    /* Engines end on their own after N versions; a trainer that ends early failed. */
+    /* Engines end on their own after N versions; a trainer that ends early
+     * failed, and so does the demo at once. */
     deadline = t0 + (uint64_t)timeout_s * 1000000000ULL;
-    engines_left = (int)(M * L);
-    while (engines_left > 0 && !interrupted && wsync_now_ns() < deadline) {
-        int status;
-        pid_t pid = waitpid(-1, &status, WNOHANG);
-        if (pid <= 0) {
-            usleep(20000);
-            continue;
-        }
-        for (i = 0; i < nprocs; i++)
-            if (procs[i].pid == pid) {
-                procs[i].exited = 1;
-                procs[i].status = status;
-                if (procs[i].engine)
-                    engines_left--;
-                if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                    fprintf(stderr, "wsync demo: %s ended with %s %d\n", procs[i].name,
-                            WIFEXITED(status) ? "status" : "signal",
-                            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-                    failed = 1;
-                }
-            }
-        if (failed)
-            break;
-    }
-    if (engines_left > 0 && !failed) {
-        fprintf(stderr, "wsync demo: %s; %d engine ranks still running\n",
-                interrupted ? "interrupted" : "timed out", engines_left);
-        failed = 1;
-    }
-    for (i = 0; i < nprocs; i++)
-        if (!procs[i].exited)
-            kill(procs[i].pid, SIGTERM);
-    for (i = 0; i < nprocs; i++)
-        if (!procs[i].exited)
-            waitpid(procs[i].pid, NULL, 0);
+    failed = watch_children(procs, nprocs, (int)(M * L), deadline);
+    stop_children(procs, nprocs, interrupted ? interrupted : SIGTERM);
     if (!failed)
         printf("wsync demo: every engine (%ld node%s x %ld rank%s) verified all %ld version%s of %s in %.1f s\n",
                M, plural(M), L, plural(L), N, plural(N), synthetic ? synthetic : files,

@@ -29,10 +29,13 @@
 
 static volatile sig_atomic_t stop_flag;
 
+/* SIGINT/SIGTERM: the loops here stop, and every wait inside the library
+ * (retries of the control endpoint, long polls, a pull) returns at once. */
 static void on_signal(int sig)
 {
     (void)sig;
     stop_flag = 1;
+    wsync_interrupt();
 }
 
 typedef struct watcher {

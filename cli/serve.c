@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -31,10 +32,21 @@ static void raise_fd_limit(int max_connections)
         LOG_WARN("cannot raise the open-file limit to %llu: %m", (unsigned long long)rl.rlim_cur);
 }
 
+/* SIGINT/SIGTERM: the loops here stop, and every wait inside the library
+ * (retries of the control endpoint, long polls, a pull) returns at once. */
 static void on_signal(int sig)
 {
     (void)sig;
     stop_flag = 1;
+    wsync_interrupt();
+}
+
+/* Whether HOST:PORT's host is a loopback address (only this machine can
+ * reach it). */
+static int loopback_listen(const char *listen)
+{
+    return strncmp(listen, "127.", 4) == 0 || strncmp(listen, "localhost:", 10) == 0 ||
+           strncmp(listen, "[::1]", 5) == 0;
 }
 
 const struct option cli_serve_options[] =
@@ -102,6 +114,12 @@ int cmd_serve(int argc, char **argv)
         cli_report("serve", "cannot start", st);
         return st == WSYNC_ERR_INVALID || st == WSYNC_ERR_FORMAT ? 2 : 1;
     }
+    if (cfg.token_file == NULL && !loopback_listen(cfg.listen))
+        fprintf(stderr,
+                "wsync serve: warning: listening on %s without a token: anyone who reaches this port can "
+                "publish versions and register engines; give --token-file FILE (docs/SECURITY.md), or "
+                "--listen 127.0.0.1:PORT to serve this machine only\n",
+                cfg.listen);
     printf("wsync serve: %s\n", wsync_control_server_url(s));
     fflush(stdout);
     while (!stop_flag)

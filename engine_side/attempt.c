@@ -48,6 +48,8 @@ static wsync_status_t wait_ranks(wsync_receiver_t *r, uint64_t deadline)
             }
         if (missing < 0)
             return WSYNC_OK;
+        if (recv_cancelled(r))
+            return wsync_cancel_error("waiting for the other local ranks");
         if (wsync_now_ns() >= deadline)
             return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s: local rank %d is not running", r->engine_id, missing);
         usleep(10000);
@@ -98,6 +100,8 @@ static wsync_status_t follow_attempt(wsync_receiver_t *r, uint64_t version, uint
         WSYNC_CHECK(recv_rejoin_if_needed(r));
         if (found)
             return WSYNC_OK;
+        if (recv_cancelled(r))
+            return wsync_cancel_error("waiting for local rank 0 to start a pull");
         if (wsync_now_ns() >= deadline)
             return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s rank %d: local rank 0 started no pull in time",
                                r->engine_id, r->cfg.local_rank);
@@ -333,6 +337,8 @@ static wsync_status_t wait_node(wsync_receiver_t *r, uint64_t gen, uint64_t dead
         }
         if (all && r->cfg.local_rank == 0)
             return WSYNC_OK;
+        if (recv_cancelled(r))
+            return wsync_cancel_error("waiting for the node to verify the pull");
         if (wsync_now_ns() >= deadline) {
             char who[128] = "";
             size_t n = 0;

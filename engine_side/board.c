@@ -281,7 +281,7 @@ static wsync_status_t open_member(board_t *b, const char *name, int local_world,
      * refused proof (WSYNC_ERR_AUTH) or a timeout is final. */
     while ((st = join_once(b, name, timeout_ms)) == WSYNC_ERR_PEER || st == WSYNC_ERR_IO) {
         uint64_t now = wsync_now_ns();
-        if (now + 50000000ULL >= deadline)
+        if (now + 50000000ULL >= deadline || wsync_interrupted())
             return st;
         unjoin(b);
         usleep(50000);
@@ -415,6 +415,8 @@ wsync_status_t board_get_window(board_t *b, int rank, int slot, int timeout_ms, 
             if (got >= 0)
                 close(got);
         }
+        if (wsync_interrupted())
+            return wsync_error(WSYNC_ERR_CANCELLED, "waiting for local rank %d's image window: interrupted", rank);
         if (wsync_now_ns() >= deadline)
             return wsync_error(WSYNC_ERR_TIMEOUT, "local rank %d has not shared its image window (slot %d)", rank,
                                slot);
@@ -637,6 +639,8 @@ wsync_status_t board_node_slots(board_t *b, int timeout_ms, int *most, int *leas
             *least = lo;
             return WSYNC_OK;
         }
+        if (wsync_interrupted())
+            return wsync_error(WSYNC_ERR_CANCELLED, "waiting for local rank %d's image slots: interrupted", missing);
         if (wsync_now_ns() >= deadline)
             return wsync_error(WSYNC_ERR_TIMEOUT,
                                "local rank %d has not set up its image slots in time (is it running and pulling?)",

@@ -532,6 +532,8 @@ wsync_status_t recv_check_peers(wsync_receiver_t *r, uint64_t gen)
 {
     char why[300];
     int p;
+    if (recv_cancelled(r))
+        return wsync_cancel_error("pull");
     for (p = 0; p < r->cfg.local_world; p++) {
         if (p == r->cfg.local_rank)
             continue;

@@ -112,6 +112,10 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     WSYNC_CHECK(wsync_settings_init()); /* a bad WSYNC_* value is refused here */
     if (cfg == NULL || cfg->control_url == NULL || cfg->engine_id == NULL || cfg->engine_id[0] == '\0')
         return wsync_error(WSYNC_ERR_INVALID, "receiver: control_url and engine_id are required");
+    if (strlen(cfg->engine_id) > WSYNC_ENGINE_ID_MAX)
+        return wsync_error(WSYNC_ERR_INVALID, "engine id '%.20s...' has %zu characters: at most %d (it names the "
+                           "node's local socket and goes into URLs); choose a shorter one",
+                           cfg->engine_id, strlen(cfg->engine_id), WSYNC_ENGINE_ID_MAX);
     if (cfg->local_world < 1 || cfg->local_world > BOARD_MAX_RANKS || cfg->local_rank < 0 ||
         cfg->local_rank >= cfg->local_world)
         return wsync_error(WSYNC_ERR_INVALID,
@@ -140,6 +144,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     WSYNC_CHECK_GOTO(r->mem->init(r->device), st, err);
     r->win_ops = wsync_window_for(r->mem->kind);
     WSYNC_CHECK_GOTO(wsync_control_open(r->control_url, r->token, &r->control), st, err);
+    wsync_control_set_cancel(r->control, &r->cancelled);
     r->progress = recv_progress_open(r->control_url, r->token, r->engine_id, cfg->local_rank == 0);
     WSYNC_CHECK_GOTO(wsync_auth_init(&r->auth, r->token), st, err);
     WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, board_device(r), &r->auth, 30000,
@@ -292,6 +297,16 @@ wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
     for (s = 0; s < r->nslots && r->image_len; s++)
         WSYNC_CHECK(export_slot(r, s));
     return WSYNC_OK;
+}
+
+void wsync_receiver_cancel(wsync_receiver_t *r)
+{
+    __atomic_store_n(&r->cancelled, 1, __ATOMIC_RELEASE);
+}
+
+void wsync_receiver_cancel_clear(wsync_receiver_t *r)
+{
+    __atomic_store_n(&r->cancelled, 0, __ATOMIC_RELEASE);
 }
 
 uint64_t wsync_receiver_version(const wsync_receiver_t *r)
