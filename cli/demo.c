@@ -351,6 +351,11 @@ int cmd_demo(int argc, char **argv)
         fprintf(stderr, "wsync demo: --device must be host or cuda (ranks are placed on GPUs round-robin)\n");
         return 2;
     }
+    if (strcmp(transport, "nccl") == 0 && wsync_cuda_device_count() == 0) {
+        fprintf(stderr, "wsync demo: --transport nccl needs a CUDA device, and there is none here (or wsync was "
+                        "built without CUDA); use --transport tcp\n");
+        return 1;
+    }
     if (host_id == NULL && wsync_setting_str(WSYNC_SET_HOST_ID)[0] == '\0') {
         /* Engine nodes find their board by (host id, engine id): give this
          * demo's processes a host id of their own so two demos (or a demo and

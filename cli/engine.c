@@ -2,6 +2,7 @@
  * are published, holds them verified, and optionally dumps each one as a
  * safetensors file with the original names, dtypes and shapes. */
 #include <errno.h>
+#include <stdarg.h>
 #include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
@@ -41,34 +42,83 @@ static void on_signal(int sig)
 typedef struct watcher {
     wsync_receiver_t *r;
     const char *engine;
-    int stop; /* atomic */
+    int slots; /* image slots per rank: 2 staged, 1 in place */
+    int tty;   /* stdout is a terminal: one line, rewritten in place */
+    int stop;  /* atomic */
 } watcher_t;
 
-/* Local rank 0: a line a second for any phase of a pull that lasts longer
- * than a second (reserving the images, landing), so a long wait says what
- * it waits for. */
+/* One progress note: on a terminal the line is rewritten in place (kept
+ * short, so it never wraps); otherwise a plain line. */
+static void watch_note(const watcher_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void watch_note(const watcher_t *w, const char *fmt, ...)
+{
+    va_list ap;
+    flockfile(stdout);
+    fputs(w->tty ? "\r\033[K" : "", stdout);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fputs(w->tty ? "" : "\n", stdout);
+    fflush(stdout);
+    funlockfile(stdout);
+}
+
+/* Why the set-up reserves what it does: a whole line, once per set-up. */
+static void watch_setup_reason(const watcher_t *w, const wsync_pull_progress_t *p)
+{
+    char a[32], b[32];
+    wsync_fmt_size(p->total, a, sizeof(a));
+    wsync_fmt_size(p->total / (uint64_t)(w->slots > 0 ? w->slots : 1), b, sizeof(b));
+    flockfile(stdout);
+    printf("%sengine %s: setting up: reserving %s of image memory (first pull, version %llu): ", w->tty ? "\r\033[K" : "",
+           w->engine, a, (unsigned long long)p->version);
+    if (w->slots > 1)
+        printf("%d slots of %s each, as staged mode keeps the held version readable while the next one lands\n",
+               w->slots, b);
+    else
+        printf("one slot of %s, in place\n", b);
+    fflush(stdout);
+    funlockfile(stdout);
+}
+
+/* Local rank 0: progress of any phase of a pull that lasts longer than a
+ * second (reserving the images, landing), so a long wait says what it
+ * waits for: on a terminal one line updated every half second, otherwise a
+ * line every 5 s. */
 static void *watch_main(void *arg)
 {
     watcher_t *w = arg;
-    int tick = 0;
+    int tick = 0, every = w->tty ? 5 : 50, open = 0;
+    uint64_t said_setup = UINT64_MAX;
     while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
         wsync_pull_progress_t p;
         char a[32], b[32];
         usleep(100000); /* short naps: the engine exits without waiting */
-        if (++tick % 10 != 0)
-            continue;
         wsync_receiver_progress(w->r, &p);
-        if (strcmp(p.phase, "idle") == 0 || p.elapsed_s < 1.0)
+        if (strcmp(p.phase, "idle") == 0 || p.elapsed_s < 1.0) {
+            if (open && w->tty)
+                watch_note(w, "%s", "");
+            open = 0;
             continue;
+        }
+        if (strcmp(p.phase, "setup") == 0 && said_setup != p.version) {
+            said_setup = p.version;
+            watch_setup_reason(w, &p);
+            tick = 0;
+            continue;
+        }
+        if (++tick % every != 0)
+            continue;
+        open = 1;
         if (strcmp(p.phase, "setup") == 0)
-            printf("engine %s: setting up: reserving %s of image memory (first pull, version %llu): %.0f s\n",
-                   w->engine, wsync_fmt_size(p.total, a, sizeof(a)), (unsigned long long)p.version, p.elapsed_s);
+            watch_note(w, "engine %s: setting up image memory: %.0f s", w->engine, p.elapsed_s);
         else
-            printf("engine %s: version %llu: %s of %s landed and verified (%.0f s)\n", w->engine,
-                   (unsigned long long)p.version, wsync_fmt_size(p.done, a, sizeof(a)),
-                   wsync_fmt_size(p.total, b, sizeof(b)), p.elapsed_s);
-        fflush(stdout);
+            watch_note(w, "engine %s: version %llu: %s of %s landed and verified (%.0f s)", w->engine,
+                       (unsigned long long)p.version, wsync_fmt_size(p.done, a, sizeof(a)),
+                       wsync_fmt_size(p.total, b, sizeof(b)), p.elapsed_s);
     }
+    if (open && w->tty)
+        watch_note(w, "%s", "");
     return NULL;
 }
 
@@ -297,7 +347,10 @@ int cmd_engine(int argc, char **argv)
         free(target_text);
         return st == WSYNC_ERR_INVALID || st == WSYNC_ERR_FORMAT ? 2 : 1;
     }
-    watch = (watcher_t){.r = r, .engine = rc_cfg.engine_id};
+    watch = (watcher_t){.r = r,
+                        .engine = rc_cfg.engine_id,
+                        .slots = rc_cfg.mode == WSYNC_MODE_IN_PLACE ? 1 : 2,
+                        .tty = isatty(STDOUT_FILENO)};
     if (rc_cfg.local_rank == 0)
         watching = pthread_create(&watcher, NULL, watch_main, &watch) == 0;
     while (!stop_flag && (follow || held < versions)) {
@@ -305,6 +358,8 @@ int cmd_engine(int argc, char **argv)
         st = wsync_receiver_pull(r, 0, (int)timeout_ms, &v);
         if (st == WSYNC_ERR_TIMEOUT && follow && strstr(wsync_last_error(), "no version newer"))
             continue;
+        if (st != WSYNC_OK && stop_flag)
+            break; /* interrupted: not a failure */
         if (st != WSYNC_OK) {
             fprintf(stderr, "wsync engine %s rank %d: pull failed: %s: %s\n", rc_cfg.engine_id, rc_cfg.local_rank,
                     wsync_status_str(st), wsync_last_error());
@@ -325,6 +380,8 @@ int cmd_engine(int argc, char **argv)
             size_t len = 0;
             wsync_receiver_image(r, &img, &len);
             wsync_receiver_progress(r, &p);
+            if (watch.tty)
+                printf("\r\033[K"); /* over the progress line */
             printf("engine %s: version %llu ready on %d rank%s in %.3f s (%.2f GB/s per rank; rank 0's image %zu "
                    "bytes",
                    rc_cfg.engine_id, (unsigned long long)v, rc_cfg.local_world, rc_cfg.local_world == 1 ? "" : "s",

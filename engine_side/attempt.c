@@ -251,8 +251,9 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
         t0 = wsync_now_ns();
         recv_progress_phase(r->progress, RECV_PHASE_SETUP, v, (uint64_t)r->nslots * need);
         st = recv_ensure_images(r, need);
-        if (wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS) > 0) /* test hook: a slow reserve */
-            usleep((useconds_t)wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS) * 1000);
+        if (wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS) > 0 && /* test hook: a slow reserve */
+            wsync_sleep_cancellable(wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS), &r->cancelled) && st == WSYNC_OK)
+            st = wsync_cancel_error("setting up the image memory");
         recv_progress_setup_took(r->progress, (double)(wsync_now_ns() - t0) / 1e9);
         recv_progress_phase(r->progress, RECV_PHASE_IDLE, 0, 0);
         wsync_trace("engine %s rank %d: %d image slots of %llu bytes reserved in %.3f s", r->engine_id,

@@ -130,6 +130,11 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     r->control_url = strdup(cfg->control_url);
     r->token = cfg->token ? strdup(cfg->token) : NULL;
     r->transport_name = dup_or(cfg->transport, "auto");
+    if (strcmp(r->transport_name, "nccl") == 0 && wsync_cuda_device_count() == 0) {
+        wsync_receiver_destroy(r);
+        return wsync_error(WSYNC_ERR_UNSUPPORTED, "transport nccl needs a CUDA device, and there is none here (or "
+                                                  "wsync was built without CUDA): use transport tcp or auto");
+    }
     wsync_host_id(cfg->host_id, r->host_id, sizeof(r->host_id));
     if (cfg->bind_host && cfg->bind_host[0]) {
         r->bind_host = strdup(cfg->bind_host);

@@ -107,7 +107,7 @@ wsync_status_t wsync_tcp_connect(const char *hostport, int timeout_ms, int *fd_o
         err = errno;
         close(fd);
         /* A peer that is still starting refuses; retry until the deadline. */
-        if (err != ECONNREFUSED || wsync_now_ns() + 50000000ULL >= deadline) {
+        if (err != ECONNREFUSED || wsync_now_ns() + 50000000ULL >= deadline || wsync_interrupted()) {
             freeaddrinfo(res);
             return wsync_error(WSYNC_ERR_PEER, "cannot connect to %s: %s", hostport, strerror(err));
         }
