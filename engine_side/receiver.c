@@ -79,6 +79,18 @@ static int board_device(const wsync_receiver_t *r)
     return r->mem->kind == WSYNC_MEM_CUDA ? r->device : -1;
 }
 
+/* Checked at create, not at the first pull (where it failed once per
+ * attempt): the names common/transport/registry.c knows. */
+static int known_transport(const char *name)
+{
+    static const char *const names[] = {"auto", "tcp", "nccl", "verbs", "local"};
+    size_t i;
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(name, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
 static char *dup_or(const char *s, const char *dflt)
 {
     return strdup(s && s[0] ? s : dflt);
@@ -130,6 +142,12 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     r->control_url = strdup(cfg->control_url);
     r->token = cfg->token ? strdup(cfg->token) : NULL;
     r->transport_name = dup_or(cfg->transport, "auto");
+    if (!known_transport(r->transport_name)) {
+        st = wsync_error(WSYNC_ERR_INVALID, "unknown transport '%s' (valid: auto, tcp, nccl, verbs, local)",
+                         r->transport_name);
+        wsync_receiver_destroy(r);
+        return st;
+    }
     if (strcmp(r->transport_name, "nccl") == 0 && wsync_cuda_device_count() == 0) {
         wsync_receiver_destroy(r);
         return wsync_error(WSYNC_ERR_UNSUPPORTED, "transport nccl needs a CUDA device, and there is none here (or "
