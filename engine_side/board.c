@@ -281,7 +281,7 @@ static wsync_status_t open_member(board_t *b, const char *name, int local_world,
      * refused proof (WSYNC_ERR_AUTH) or a timeout is final. */
     while ((st = join_once(b, name, timeout_ms)) == WSYNC_ERR_PEER || st == WSYNC_ERR_IO) {
         uint64_t now = wsync_now_ns();
-        if (now + 50000000ULL >= deadline || wsync_interrupted())
+        if (now + 50000000ULL >= deadline)
             return st;
         unjoin(b);
         usleep(50000);
