@@ -415,8 +415,6 @@ wsync_status_t board_get_window(board_t *b, int rank, int slot, int timeout_ms, 
             if (got >= 0)
                 close(got);
         }
-        if (wsync_interrupted())
-            return wsync_error(WSYNC_ERR_CANCELLED, "waiting for local rank %d's image window: interrupted", rank);
         if (wsync_now_ns() >= deadline)
             return wsync_error(WSYNC_ERR_TIMEOUT, "local rank %d has not shared its image window (slot %d)", rank,
                                slot);
