@@ -77,6 +77,17 @@ for sig in INT TERM; do
     check demo_children_reaped_sig$sig [ -z "$left" ]
     [ -z "$left" ] || kill -9 $left 2>/dev/null
 
+    # `wsync status --watch` into a file: tables one after another, no
+    # terminal codes (26.8); it stops at SIGTERM (it keeps the default
+    # actions, and a script's background job starts with SIGINT ignored).
+    if [ $sig = TERM ]; then
+        bg "$WSYNC" status --control "$url" --watch >"$TMP/watch.out" 2>&1
+        p=$!; sleep 2.5
+        stops_within status_watch_sig$sig $sig $p
+        check status_watch_to_a_file_has_no_terminal_codes sh -c "! grep -q \$(printf '\\033') '$TMP/watch.out'"
+        check status_watch_to_a_file_has_tables sh -c "[ \$(grep -cxF \"\$(head -1 '$TMP/watch.out')\" '$TMP/watch.out') -ge 2 ]"
+    fi
+
     # The control endpoint itself.
     if [ $sig = TERM ]; then stops_within serve_sig$sig $sig $spid; fi
 done
