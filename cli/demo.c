@@ -169,8 +169,7 @@ static int watch_children(proc_t *procs, int nprocs, int engines_left, uint64_t 
                     continue;
                 fprintf(stderr, "wsync demo: %s failed (%s %d)%s%s; stopping the others\n", p->name,
                         WIFEXITED(status) ? "exit status" : "signal",
-                        WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), p->last[0] ? ": " : "",
-                        p->last);
+                        WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), p->last[0] ? ": " : "", p->last);
                 failed = 1;
             }
     }

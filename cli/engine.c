@@ -70,8 +70,8 @@ static void watch_setup_reason(const watcher_t *w, const wsync_pull_progress_t *
     wsync_fmt_size(p->total, a, sizeof(a));
     wsync_fmt_size(p->total / (uint64_t)(w->slots > 0 ? w->slots : 1), b, sizeof(b));
     flockfile(stdout);
-    printf("%sengine %s: setting up: reserving %s of image memory (first pull, version %llu): ", w->tty ? "\r\033[K" : "",
-           w->engine, a, (unsigned long long)p->version);
+    printf("%sengine %s: setting up: reserving %s of image memory (first pull, version %llu): ",
+           w->tty ? "\r\033[K" : "", w->engine, a, (unsigned long long)p->version);
     if (w->slots > 1)
         printf("%d slots of %s each, as staged mode keeps the held version readable while the next one lands\n",
                w->slots, b);

@@ -28,7 +28,7 @@ struct wsync_control {
     char *url;
     char auth[600];
     long grace_ms;
-    unsigned jitter; /* rand_r state: clients retry out of step */
+    unsigned jitter;   /* rand_r state: clients retry out of step */
     CURLM *multi;      /* long polls run through it, to be abortable */
     const int *cancel; /* the owner's cancel flag (wsync_control_set_cancel) */
 };

@@ -125,7 +125,8 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     if (cfg == NULL || cfg->control_url == NULL || cfg->engine_id == NULL || cfg->engine_id[0] == '\0')
         return wsync_error(WSYNC_ERR_INVALID, "receiver: control_url and engine_id are required");
     if (strlen(cfg->engine_id) > WSYNC_ENGINE_ID_MAX)
-        return wsync_error(WSYNC_ERR_INVALID, "engine id '%.20s...' has %zu characters: at most %d (it names the "
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "engine id '%.20s...' has %zu characters: at most %d (it names the "
                            "node's local socket and goes into URLs); choose a shorter one",
                            cfg->engine_id, strlen(cfg->engine_id), WSYNC_ENGINE_ID_MAX);
     if (cfg->local_world < 1 || cfg->local_world > BOARD_MAX_RANKS || cfg->local_rank < 0 ||

@@ -44,8 +44,11 @@ int main(int argc, char **argv)
     memset(image + off_embed, 1, size_embed); /* the trainer's weights */
     memset(image + off_norm, 2, size_norm);
     {
-        wsync_publisher_config_t pc = {
-            .control_url = argv[1], .rank = 0, .world = 1, .manifest_json = json, .image = image};
+        wsync_publisher_config_t pc = {.control_url = argv[1],
+                                       .rank = 0,
+                                       .world = 1,
+                                       .manifest_json = json,
+                                       .image = image};
         wsync_receiver_config_t rc_cfg = {.control_url = argv[1], .engine_id = "c-example", .local_world = 1};
         if ((st = wsync_publisher_create(&pc, &pub)) != WSYNC_OK)
             return fail("publisher", st);

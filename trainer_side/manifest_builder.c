@@ -37,8 +37,8 @@ wsync_status_t wsync_manifest_builder_add(wsync_manifest_builder_t *b, const cha
                            "I64, U8, ...)",
                            name, dtype ? dtype : "(null)");
     if (ndim < 0 || ndim > WSYNC_MAX_DIMS || (ndim > 0 && shape == NULL))
-        return wsync_error(WSYNC_ERR_INVALID, "manifest builder: tensor '%s': %d dimensions, expected 0 to %d%s", name,
-                           ndim, WSYNC_MAX_DIMS, ndim > 0 && shape == NULL ? " and a shape" : "");
+        return wsync_error(WSYNC_ERR_INVALID, "manifest builder: tensor '%s': %d dimensions, expected 0 to %d%s",
+                           name, ndim, WSYNC_MAX_DIMS, ndim > 0 && shape == NULL ? " and a shape" : "");
     WSYNC_CHECK(wsync_manifest_add(b->m, name, dt, ndim, shape));
     t = &b->m->tensors[b->m->ntensors - 1];
     if (offset)

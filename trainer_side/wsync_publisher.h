@@ -168,8 +168,9 @@ WSYNC_API wsync_status_t wsync_manifest_builder_create(wsync_manifest_builder_t 
  * *offset gets its offset in the image and *size its bytes (either may be
  * NULL). A duplicate name, an unknown dtype, a negative dimension or a size
  * that overflows is refused naming the tensor; the builder is unchanged. */
-WSYNC_API wsync_status_t wsync_manifest_builder_add(wsync_manifest_builder_t *b, const char *name, const char *dtype,
-                                                    int ndim, const int64_t *shape, uint64_t *offset, uint64_t *size);
+WSYNC_API wsync_status_t wsync_manifest_builder_add(wsync_manifest_builder_t *b, const char *name,
+                                                    const char *dtype, int ndim, const int64_t *shape,
+                                                    uint64_t *offset, uint64_t *size);
 /* Bytes of the image the tensors so far make (padded to 256). */
 WSYNC_API uint64_t wsync_manifest_builder_image_size(const wsync_manifest_builder_t *b);
 /* The manifest JSON of the tensors so far, in *out: a string the caller frees
