@@ -239,78 +239,75 @@ const struct option cli_engine_options[] =
      {"rules", 1, 0, 'R'},       {"target", 1, 0, 'G'},       {"token-file", 1, 0, 'K'},
      {"plan", 1, 0, 'p'},        {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
 
-int cmd_engine(int argc, char **argv)
-{
-    const struct option *opts = cli_engine_options;
-    static char token[512];
-    wsync_receiver_config_t rc_cfg = {.local_rank = -1, .local_world = 0, .mode = WSYNC_MODE_STAGED};
-    wsync_receiver_t *r = NULL;
-    watcher_t watch = {0};
-    pthread_t watcher;
-    int watching = 0;
-    const char *dumpdir = NULL, *rules_path = NULL, *target_path = NULL;
-    char *rules_text = NULL, *target_text = NULL;
-    long versions = 1, timeout_ms = 120000;
-    int o, follow = 0, held = 0, rc = 1, failures_in_row = 0, max_failures = 5;
-    wsync_status_t st;
+/* The options of `wsync engine`. */
+typedef struct engine_args {
+    wsync_receiver_config_t cfg;
+    const char *dumpdir, *rules_path, *target_path;
+    long versions, timeout_ms;
+    int follow, max_failures;
+} engine_args_t;
 
-    if ((o = cli_config_apply("engine", &argc, &argv)) != 0)
-        return o;
+#define ENGINE_GO (-1) /* parse_args: carry on (else the exit status) */
+
+static int parse_args(int argc, char **argv, engine_args_t *a)
+{
+    static char token[512];
+    int o;
     optind = 1;
-    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "", cli_engine_options, NULL)) != -1) {
         switch (o) {
-        case 'c': rc_cfg.control_url = optarg; break;
-        case 'e': rc_cfg.engine_id = optarg; break;
+        case 'c': a->cfg.control_url = optarg; break;
+        case 'e': a->cfg.engine_id = optarg; break;
         case 'r':
-            if (cli_parse_int("engine", "--local-rank", optarg, 0, ENGINE_MAX_LOCAL - 1, &rc_cfg.local_rank))
+            if (cli_parse_int("engine", "--local-rank", optarg, 0, ENGINE_MAX_LOCAL - 1, &a->cfg.local_rank))
                 return 2;
             break;
         case 'w':
-            if (cli_parse_int("engine", "--local-world", optarg, 1, ENGINE_MAX_LOCAL, &rc_cfg.local_world))
+            if (cli_parse_int("engine", "--local-world", optarg, 1, ENGINE_MAX_LOCAL, &a->cfg.local_world))
                 return 2;
             break;
         case 'm':
             if (strcmp(optarg, "staged") == 0)
-                rc_cfg.mode = WSYNC_MODE_STAGED;
+                a->cfg.mode = WSYNC_MODE_STAGED;
             else if (strcmp(optarg, "in-place") == 0)
-                rc_cfg.mode = WSYNC_MODE_IN_PLACE;
+                a->cfg.mode = WSYNC_MODE_IN_PLACE;
             else {
                 fprintf(stderr, "wsync engine: --mode must be staged or in-place\n");
                 return 2;
             }
             break;
-        case 'D': dumpdir = optarg; break;
+        case 'D': a->dumpdir = optarg; break;
         /* The later of --follow / --versions wins (a flag over a file's). */
-        case 'F': follow = 1; break;
+        case 'F': a->follow = 1; break;
         case 'n':
-            if (cli_parse_long("engine", "--versions", optarg, 1, INT_MAX, &versions))
+            if (cli_parse_long("engine", "--versions", optarg, 1, INT_MAX, &a->versions))
                 return 2;
-            follow = 0;
+            a->follow = 0;
             break;
-        case 'd': rc_cfg.device = optarg; break;
-        case 't': rc_cfg.transport = optarg; break;
-        case 'b': rc_cfg.bind_host = optarg; break;
+        case 'd': a->cfg.device = optarg; break;
+        case 't': a->cfg.transport = optarg; break;
+        case 'b': a->cfg.bind_host = optarg; break;
         case 'T':
-            if (cli_parse_long("engine", "--timeout-ms", optarg, 1, INT_MAX, &timeout_ms))
+            if (cli_parse_long("engine", "--timeout-ms", optarg, 1, INT_MAX, &a->timeout_ms))
                 return 2;
             break;
-        case 'H': rc_cfg.host_id = optarg; break;
+        case 'H': a->cfg.host_id = optarg; break;
         case 'x':
-            if (cli_parse_int("engine", "--max-failures", optarg, 1, INT_MAX, &max_failures))
+            if (cli_parse_int("engine", "--max-failures", optarg, 1, INT_MAX, &a->max_failures))
                 return 2;
             break;
         case 'P':
-            if (cli_parse_int("engine", "--tp", optarg, 1, ENGINE_MAX_LOCAL, &rc_cfg.tp_size))
+            if (cli_parse_int("engine", "--tp", optarg, 1, ENGINE_MAX_LOCAL, &a->cfg.tp_size))
                 return 2;
             break;
-        case 'R': rules_path = optarg; break;
-        case 'G': target_path = optarg; break;
+        case 'R': a->rules_path = optarg; break;
+        case 'G': a->target_path = optarg; break;
         case 'K':
             if (wsync_auth_read_token_file(optarg, token, sizeof(token)) != WSYNC_OK) {
                 fprintf(stderr, "wsync engine: %s\n", wsync_last_error());
                 return 2;
             }
-            rc_cfg.token = token;
+            a->cfg.token = token;
             break;
         case 'p':
             if (cli_set_plan("engine", optarg))
@@ -320,16 +317,48 @@ int cmd_engine(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
-    if (rc_cfg.control_url == NULL || rc_cfg.engine_id == NULL || rc_cfg.local_world < 1 ||
-        rc_cfg.local_rank < 0 || rc_cfg.local_rank >= rc_cfg.local_world || versions < 1 || timeout_ms < 1) {
+    if (a->cfg.control_url == NULL || a->cfg.engine_id == NULL || a->cfg.local_world < 1 ||
+        a->cfg.local_rank < 0 || a->cfg.local_rank >= a->cfg.local_world || a->versions < 1 || a->timeout_ms < 1) {
         fprintf(stderr, "wsync engine: need --control URL, --engine ID, --local-rank R < --local-world L\n");
         usage(stderr);
         return 2;
     }
-    if (rc_cfg.tp_size < 0 || (rules_path && rc_cfg.tp_size < 1) || (target_path && rc_cfg.tp_size > 0)) {
+    if (a->cfg.tp_size < 0 || (a->rules_path && a->cfg.tp_size < 1) || (a->target_path && a->cfg.tp_size > 0)) {
         fprintf(stderr, "wsync engine: --tp T must be >= 1, --rules goes with --tp, and --target excludes --tp\n");
         return 2;
     }
+    return ENGINE_GO;
+}
+
+int cmd_engine(int argc, char **argv)
+{
+    engine_args_t args = {.cfg = {.local_rank = -1, .local_world = 0, .mode = WSYNC_MODE_STAGED},
+                          .versions = 1,
+                          .timeout_ms = 120000,
+                          .max_failures = 5};
+    wsync_receiver_config_t rc_cfg;
+    wsync_receiver_t *r = NULL;
+    watcher_t watch = {0};
+    pthread_t watcher;
+    int watching = 0;
+    const char *dumpdir = NULL, *rules_path = NULL, *target_path = NULL;
+    char *rules_text = NULL, *target_text = NULL;
+    long versions, timeout_ms;
+    int o, follow, held = 0, rc = 1, failures_in_row = 0, max_failures;
+    wsync_status_t st;
+
+    if ((o = cli_config_apply("engine", &argc, &argv)) != 0)
+        return o;
+    if ((o = parse_args(argc, argv, &args)) != ENGINE_GO)
+        return o;
+    rc_cfg = args.cfg;
+    dumpdir = args.dumpdir;
+    rules_path = args.rules_path;
+    target_path = args.target_path;
+    versions = args.versions;
+    timeout_ms = args.timeout_ms;
+    follow = args.follow;
+    max_failures = args.max_failures;
     if ((rules_path && (rules_text = read_text(rules_path)) == NULL) ||
         (target_path && (target_text = read_text(target_path)) == NULL)) {
         cli_report("engine", "bad input", WSYNC_ERR_IO);
