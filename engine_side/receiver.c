@@ -323,16 +323,6 @@ wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
     return WSYNC_OK;
 }
 
-void wsync_receiver_cancel(wsync_receiver_t *r)
-{
-    __atomic_store_n(&r->cancelled, 1, __ATOMIC_RELEASE);
-}
-
-void wsync_receiver_cancel_clear(wsync_receiver_t *r)
-{
-    __atomic_store_n(&r->cancelled, 0, __ATOMIC_RELEASE);
-}
-
 uint64_t wsync_receiver_version(const wsync_receiver_t *r)
 {
     return r->held_version;
@@ -406,6 +396,16 @@ wsync_status_t wsync_receiver_tensor(const wsync_receiver_t *r, const char *name
         return wsync_error(WSYNC_ERR_NOT_FOUND, "version %llu has no tensor named '%s'%s",
                            (unsigned long long)r->held_version, name, r->held_tl ? " in this rank's target" : "");
     return wsync_receiver_tensor_at(r, (size_t)i, ptr, info);
+}
+
+void wsync_receiver_cancel(wsync_receiver_t *r)
+{
+    __atomic_store_n(&r->cancelled, 1, __ATOMIC_RELEASE);
+}
+
+void wsync_receiver_cancel_clear(wsync_receiver_t *r)
+{
+    __atomic_store_n(&r->cancelled, 0, __ATOMIC_RELEASE);
 }
 
 wsync_status_t wsync_receiver_image(const wsync_receiver_t *r, void **ptr, size_t *len)
