@@ -14,6 +14,7 @@
 #include "cli/model.h"
 #include "common/control_client.h"
 #include "common/checks.h"
+#include "common/interrupt.h"
 #include "common/mem/mem.h"
 #include "common/net/auth.h"
 #include "common/util.h"
@@ -325,8 +326,8 @@ int cmd_trainer(int argc, char **argv)
         int k;
         if (i > 0 && engines > 0 && wait_engines(ctl, (int)engines, v - 1))
             break;
-        if (i > 0 && interval > 0)
-            usleep((useconds_t)interval * 1000);
+        if (i > 0 && interval > 0 && wsync_sleep_cancellable(interval, NULL))
+            break; /* interrupted during the pause */
         for (k = 0; k < n && !filled; k++)
             if ((st = fill_extent(&model, mem, v, (void *)owned[k].ptr, owned[k].offset, owned[k].len, stage)) !=
                 WSYNC_OK)
