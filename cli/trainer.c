@@ -20,8 +20,8 @@
 #include "common/util.h"
 #include "trainer_side/wsync_publisher.h"
 
-/* The control endpoint takes worlds up to 4096 ranks; the interval is slept
- * in one usleep, whose microseconds are 32 bits. */
+/* The control endpoint takes worlds up to 4096 ranks; an interval past an
+ * hour is a typo. */
 #define TRAINER_MAX_WORLD 4096
 #define TRAINER_MAX_INTERVAL_MS 3600000
 
