@@ -29,7 +29,7 @@ struct wsync_control {
     char auth[600];
     long grace_ms;
     unsigned jitter;   /* rand_r state: clients retry out of step */
-    CURLM *multi;      /* long polls run through it, to be abortable */
+    CURLM *multi;      /* every transfer runs through it, to be abortable */
     const int *cancel; /* the owner's cancel flag (wsync_control_set_cancel) */
 };
 
@@ -120,12 +120,14 @@ void wsync_control_close(wsync_control_t *c)
     free(c);
 }
 
-/* The transfer of a long poll: through the multi handle, woken every
+/* One transfer, through the multi handle, woken every
  * WSYNC_INTERRUPT_SLICE_MS to see whether the owner was cancelled, which
- * aborts it (a plain curl_easy_perform sleeps up to a second between looks). */
-static CURLcode perform_abortable(wsync_control_t *c, int *cancelled)
+ * aborts it (curl_easy_perform sleeps up to a second between looks, and a
+ * connect to a host that drops packets takes its 5 s); `cancelled` NULL:
+ * never aborted. */
+static CURLcode perform(wsync_control_t *c, int *cancelled)
 {
-    CURLcode rc = CURLE_OK;
+    CURLcode rc = CURLE_FAILED_INIT;
     int running = 1;
     CURLMsg *m;
     int left;
@@ -137,7 +139,7 @@ static CURLcode perform_abortable(wsync_control_t *c, int *cancelled)
             break;
         if (running == 0)
             break;
-        if (wsync_cancelled(c->cancel)) {
+        if (cancelled && wsync_cancelled(c->cancel)) {
             *cancelled = 1;
             break;
         }
@@ -150,10 +152,13 @@ static CURLcode perform_abortable(wsync_control_t *c, int *cancelled)
     return rc;
 }
 
+/* A request started once the owner was cancelled still goes out (the last
+ * reports of an object being destroyed); one in flight when the cancel
+ * comes is aborted. */
 static wsync_status_t request(wsync_control_t *c, const char *method, const char *path, const json_t *body,
-                              long timeout_ms, long *http, json_t **resp, int abortable)
+                              long timeout_ms, long *http, json_t **resp)
 {
-    int cancelled = 0;
+    int cancelled = 0, abortable = !wsync_cancelled(c->cancel);
     struct curl_slist *hdrs = NULL;
     char url[2048], *text = NULL;
     buf_t b = {0};
@@ -183,12 +188,14 @@ static wsync_status_t request(wsync_control_t *c, const char *method, const char
         curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(text));
     }
     curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, hdrs);
-    rc = abortable ? perform_abortable(c, &cancelled) : curl_easy_perform(c->curl);
+    rc = perform(c, abortable ? &cancelled : NULL);
     curl_slist_free_all(hdrs);
     free(text);
     if (cancelled) {
         free(b.p);
-        return wsync_cancel_error("control endpoint long poll");
+        return wsync_error(WSYNC_ERR_CANCELLED,
+                           "control endpoint %s: %s %s: interrupted (SIGINT/SIGTERM, or a cancel)", c->url, method,
+                           path);
     }
     if (rc != CURLE_OK) {
         free(b.p);
@@ -208,7 +215,7 @@ static wsync_status_t request(wsync_control_t *c, const char *method, const char
 wsync_status_t wsync_control_request(wsync_control_t *c, const char *method, const char *path, const json_t *body,
                                      long timeout_ms, long *http, json_t **resp)
 {
-    return request(c, method, path, body, timeout_ms, http, resp, 0);
+    return request(c, method, path, body, timeout_ms, http, resp);
 }
 
 static int retryable_http(long http)
@@ -412,7 +419,9 @@ static wsync_status_t wait_version(wsync_control_t *c, uint64_t after, int timeo
         wsync_status_t st;
         snprintf(path, sizeof(path), "/v1/versions/latest?after=%llu&timeout_ms=%d%s", (unsigned long long)after,
                  t, record ? "&record=1" : "");
-        st = request(c, "GET", path, NULL, (long)t + 10000, &http, &resp, 1);
+        if (wsync_cancelled(c->cancel)) /* a wait: none starts once cancelled */
+            return wsync_cancel_error("control endpoint long poll");
+        st = request(c, "GET", path, NULL, (long)t + 10000, &http, &resp);
         if (st == WSYNC_ERR_CANCELLED)
             return st;
         if (st == WSYNC_OK && http == 200) {
