@@ -88,7 +88,7 @@ static void watch_setup_reason(const watcher_t *w, const wsync_pull_progress_t *
 static void *watch_main(void *arg)
 {
     watcher_t *w = arg;
-    int tick = 0, every = w->tty ? 5 : 50, open = 0;
+    int tick = 0, every = w->tty ? 5 : 50, open = 0, fresh = 1;
     uint64_t said_setup = UINT64_MAX;
     while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
         wsync_pull_progress_t p;
@@ -99,16 +99,18 @@ static void *watch_main(void *arg)
             if (open && w->tty)
                 watch_note(w, "%s", "");
             open = 0;
+            fresh = 1; /* the next phase past a second says so at once */
             continue;
         }
         if (strcmp(p.phase, "setup") == 0 && said_setup != p.version) {
-            said_setup = p.version;
+            said_setup = p.version; /* the reason stands for the first note */
             watch_setup_reason(w, &p);
-            tick = 0;
+            fresh = tick = 0;
             continue;
         }
-        if (++tick % every != 0)
+        if (!fresh && ++tick % every != 0)
             continue;
+        fresh = tick = 0;
         open = 1;
         if (strcmp(p.phase, "setup") == 0)
             watch_note(w, "engine %s: setting up image memory: %.0f s", w->engine, p.elapsed_s);
