@@ -23,7 +23,7 @@ engine_run plain >"$TMP/plain.log" 2>&1
 reason='setting up: reserving 16.00 MiB of image memory (first pull, version 1): 2 slots of 8.00 MiB each, as staged mode keeps the held version readable while the next one lands'
 check plain_says_why_that_much_memory grep -qF "engine plain: $reason" "$TMP/plain.log"
 n=$(grep -c 'setting up' "$TMP/plain.log")
-check plain_two_lines_for_a_7s_setup [ "$n" -ge 1 ] && [ "$n" -le 2 ]
+check plain_two_lines_for_a_7s_setup [ "$n" -ge 1 -a "$n" -le 2 ]
 check plain_no_terminal_codes sh -c "! grep -q \$(printf '\\033') '$TMP/plain.log'"
 check plain_ready_line grep -q '^engine plain: version 1 ready' "$TMP/plain.log"
 
