@@ -106,6 +106,9 @@ import signal, sys, time, wsync
 # A background job of a script starts with SIGINT ignored: take the usual Ctrl-C.
 signal.signal(signal.SIGINT, signal.default_int_handler)
 r = wsync.Receiver("$url", "py$$", 0, 1)
+p = r.progress()  # the C library's wsync_receiver_progress (26.9)
+if p["phase"] == "idle" and set(p) == {"phase", "version", "done", "total", "elapsed_s", "last_setup_s"}:
+    print("progress idle", flush=True)
 print("waiting", flush=True)
 t0 = time.monotonic()
 try:
@@ -124,9 +127,15 @@ PYEOF
     p=$!
     for _ in $(seq 200); do grep -q waiting "$TMP/pull.log" && break; sleep 0.05; done
     sleep 1
-    stops_within python_pull_sigint INT $p
+    # KeyboardInterrupt within LIMIT s of the signal (the interpreter's own
+    # exit, torch loaded, may take longer on a loaded machine: 10 s for it).
+    kill -INT $p
+    for i in $(seq $((LIMIT * 50))); do grep -q 'interrupted after' "$TMP/pull.log" && break; sleep 0.02; done
     check python_pull_raised_keyboardinterrupt grep -q 'interrupted after' "$TMP/pull.log"
+    for i in $(seq 500); do kill -0 $p 2>/dev/null || break; sleep 0.02; done
+    check python_exits_after_the_interrupt sh -c "! kill -0 $p 2>/dev/null"
     check python_receiver_pulls_after_an_interrupt grep -q 'pulls again' "$TMP/pull.log"
+    check python_receiver_progress grep -q 'progress idle' "$TMP/pull.log"
     grep -q 'pulls again' "$TMP/pull.log" || cat "$TMP/pull.log" >&2
 fi
 
