@@ -46,7 +46,8 @@ typedef struct wsync_publisher_config {
                                    wsync_publisher_publish_opts) and no publish
                                    slot is allocated */
     const char *listen;         /* pull server "HOST:PORT" ("0.0.0.0:0" default) */
-    const char *advertise_host; /* address engines dial (default: primary IPv4) */
+    const char *advertise_host; /* address engines dial (default: listen's host when
+                                 * it names one address, else the primary IPv4) */
     const char *host_id;        /* hosts with the same id use the local transport;
                                    default env WSYNC_HOST_ID, else the hostname */
     int slot_wait_ms;           /* publish waits this long for a slot still being
