@@ -19,6 +19,14 @@
 
 static volatile sig_atomic_t stop_flag;
 
+/* Whether HOST:PORT's host is a loopback address (only this machine can
+ * reach it). */
+static int loopback_listen(const char *listen)
+{
+    return strncmp(listen, "127.", 4) == 0 || strncmp(listen, "localhost:", 10) == 0 ||
+           strncmp(listen, "[::1]", 5) == 0;
+}
+
 /* Every waiting long poll holds a socket: lift the soft descriptor limit
  * towards the connection cap (as far as the hard limit allows). */
 static void raise_fd_limit(int max_connections)
@@ -39,14 +47,6 @@ static void on_signal(int sig)
     (void)sig;
     stop_flag = 1;
     wsync_interrupt();
-}
-
-/* Whether HOST:PORT's host is a loopback address (only this machine can
- * reach it). */
-static int loopback_listen(const char *listen)
-{
-    return strncmp(listen, "127.", 4) == 0 || strncmp(listen, "localhost:", 10) == 0 ||
-           strncmp(listen, "[::1]", 5) == 0;
 }
 
 const struct option cli_serve_options[] =
