@@ -452,6 +452,10 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     char err[512];
     int late = 0;
 
+    /* This rank's device on the calling thread: a pull may come from any
+     * thread (the Python package pulls on a worker thread, to stay
+     * interruptible), and device memory calls follow the thread's device. */
+    WSYNC_CHECK(r->mem->init(r->device));
     WSYNC_CHECK(attempt_setup(r, version, deadline));
     WSYNC_CHECK(attempt_open(r, version, deadline, &a));
     r->last_gen = a.gen;
