@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Issue 26.2: every long-running command, and a Python pull, stops within a
 # second of SIGINT or SIGTERM (asserted <= 3 s: a loaded machine), cleanly:
-# exit status as for a normal stop, no child left running, no shared-memory
-# file left in /dev/shm. Before the fix: a trainer whose endpoint is down
-# 57 s, an engine following 62 s, rank 1 of a two-rank node 117 s, a Python
-# pull(timeout=30) 30 s, the demo as long as its children.
+# no child left running, no shared-memory file left in /dev/shm. Before the
+# fix: a trainer whose endpoint is down 57 s, an engine following 62 s, rank
+# 1 of a two-rank node 117 s, a Python pull(timeout=30) 30 s, the demo as
+# long as its children. In the SIGTERM round the endpoint holds a version
+# whose trainer is gone (the SIGINT round's), so the engines are in the
+# middle of a pull that cannot finish when the signal comes.
 source "$(dirname "$0")/lib.sh"
 LIMIT=3
 export WSYNC_HOST_ID=signals-$$
