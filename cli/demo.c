@@ -8,36 +8,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/demo_procs.h"
+#include "cli/model.h"
 #include "common/mem/mem.h"
 #include "common/settings.h"
 #include "common/util.h"
 #include "trainer_side/control/control_server.h"
 
-#define DEMO_MAX_PROCS 512
 /* A synthetic model: the smallest one wsync_manifest_synthetic builds, and
  * far more than one machine holds several copies of. */
 #define DEMO_MIN_MODEL (1ULL << 20)
 #define DEMO_MAX_MODEL (1ULL << 40)
 
-typedef struct proc {
-    pid_t pid;
-    int engine; /* 1 engine rank, 0 trainer */
-    int status;
-    int exited;
-    char name[128];
-} proc_t;
-
-static volatile sig_atomic_t interrupted;
+static volatile sig_atomic_t interrupted; /* the signal that came, or 0 */
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    interrupted = 1;
+    interrupted = sig;
 }
 
 static void usage(FILE *f)
@@ -66,15 +57,17 @@ static const char *plural(long n)
     return n == 1 ? "" : "s";
 }
 
-static pid_t spawn(char *const argv[])
+/* The model the trainers will open, checked once here (a truncated file,
+ * files whose tensors differ): the demo stops before starting anyone. */
+static int check_model(const char *synthetic, const char *files)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
-        execv("/proc/self/exe", argv);
-        fprintf(stderr, "wsync demo: cannot exec %s: %m\n", argv[0]);
-        _exit(127);
+    cli_model_t m;
+    if (cli_model_open(synthetic, files, &m) != WSYNC_OK) {
+        fprintf(stderr, "wsync demo: %s: %s\n", files ? "--safetensors" : "--synthetic", wsync_last_error());
+        return 2;
     }
-    return pid;
+    cli_model_close(&m);
+    return 0;
 }
 
 const struct option cli_demo_options[] = {{"trainers", 1, 0, 'W'},
@@ -110,57 +103,53 @@ static void export_settings(void)
     }
 }
 
-int cmd_demo(int argc, char **argv)
-{
-    const struct option *opts = cli_demo_options;
-    const char *device = "host", *host_id = NULL, *tp = NULL, *rules = NULL;
-    int ngpus = 0;
-    const char *synthetic = NULL, *files = NULL, *dumpdir = NULL, *mode = "staged", *transport = "tcp",
-               *chunk = "64M", *layout = "even";
-    long W = 2, M = 2, L = 2, N = 3, T = 0, timeout_s = 600;
-    uint64_t checked = 0; /* sizes are checked here; the processes get the text */
-    wsync_control_server_t *server = NULL;
-    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
-    proc_t *procs = NULL;
-    int nprocs = 0, i, o, bad = 0, failed = 0, engines_left;
-    uint64_t t0, deadline;
-    char url[256], wbuf[24], nbuf[24], mbuf[24], lbuf[24], rbuf[24], ebuf[48], dbuf[32], hbuf[160];
+/* What the demo runs; the sizes were checked here, the processes get the
+ * text. */
+typedef struct demo_opts {
+    const char *device, *host_id, *tp, *rules, *synthetic, *files, *dumpdir, *mode, *transport, *chunk, *layout;
+    long W, M, L, N, T, timeout_s;
+    int ngpus;
+} demo_opts_t;
 
-    if ((o = cli_config_apply("demo", &argc, &argv)) != 0)
-        return o;
+#define DEMO_GO (-1) /* parse_opts/check_opts: carry on (else the exit status) */
+
+static int parse_opts(int argc, char **argv, demo_opts_t *d)
+{
+    uint64_t checked = 0;
+    int o, bad = 0;
     optind = 1;
-    while (bad == 0 && (o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while (bad == 0 && (o = getopt_long(argc, argv, "", cli_demo_options, NULL)) != -1) {
         switch (o) {
-        case 'W': bad = cli_parse_long("demo", "--trainers", optarg, 1, DEMO_MAX_PROCS, &W); break;
-        case 'M': bad = cli_parse_long("demo", "--engines", optarg, 1, DEMO_MAX_PROCS, &M); break;
-        case 'L': bad = cli_parse_long("demo", "--local-ranks", optarg, 1, DEMO_MAX_PROCS, &L); break;
+        case 'W': bad = cli_parse_long("demo", "--trainers", optarg, 1, DEMO_MAX_PROCS, &d->W); break;
+        case 'M': bad = cli_parse_long("demo", "--engines", optarg, 1, DEMO_MAX_PROCS, &d->M); break;
+        case 'L': bad = cli_parse_long("demo", "--local-ranks", optarg, 1, DEMO_MAX_PROCS, &d->L); break;
         /* The later of --synthetic / --safetensors wins (a flag over a file's). */
         case 's':
-            synthetic = optarg;
-            files = NULL;
+            d->synthetic = optarg;
+            d->files = NULL;
             bad = cli_parse_size("demo", "--synthetic", optarg, DEMO_MIN_MODEL, DEMO_MAX_MODEL, &checked);
             break;
         case 'f':
-            files = optarg;
-            synthetic = NULL;
+            d->files = optarg;
+            d->synthetic = NULL;
             break;
-        case 'n': bad = cli_parse_long("demo", "--versions", optarg, 1, INT_MAX, &N); break;
-        case 'D': dumpdir = optarg; break;
-        case 'm': mode = optarg; break;
-        case 't': transport = optarg; break;
+        case 'n': bad = cli_parse_long("demo", "--versions", optarg, 1, INT_MAX, &d->N); break;
+        case 'D': d->dumpdir = optarg; break;
+        case 'm': d->mode = optarg; break;
+        case 't': d->transport = optarg; break;
         case 'k':
-            chunk = optarg;
+            d->chunk = optarg;
             bad = cli_parse_size("demo", "--chunk", optarg, CLI_MIN_CHUNK, CLI_MAX_CHUNK, &checked);
             break;
-        case 'y': layout = optarg; break;
-        case 'T': bad = cli_parse_long("demo", "--timeout-s", optarg, 1, INT_MAX, &timeout_s); break;
-        case 'd': device = optarg; break;
-        case 'H': host_id = optarg; break;
+        case 'y': d->layout = optarg; break;
+        case 'T': bad = cli_parse_long("demo", "--timeout-s", optarg, 1, INT_MAX, &d->timeout_s); break;
+        case 'd': d->device = optarg; break;
+        case 'H': d->host_id = optarg; break;
         case 'P':
-            tp = optarg;
-            bad = cli_parse_long("demo", "--tp", optarg, 1, DEMO_MAX_PROCS, &T);
+            d->tp = optarg;
+            bad = cli_parse_long("demo", "--tp", optarg, 1, DEMO_MAX_PROCS, &d->T);
             break;
-        case 'R': rules = optarg; break;
+        case 'R': d->rules = optarg; break;
         case 'p': bad = cli_set_plan("demo", optarg); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -172,41 +161,196 @@ int cmd_demo(int argc, char **argv)
         fprintf(stderr, "wsync demo: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (W + M * L > DEMO_MAX_PROCS) {
+    if (d->synthetic == NULL && d->files == NULL)
+        d->synthetic = "1G";
+    return DEMO_GO;
+}
+
+/* Everything that can be refused before a process starts. */
+static int check_opts(demo_opts_t *d)
+{
+    if (d->W + d->M * d->L > DEMO_MAX_PROCS) {
         fprintf(stderr, "wsync demo: --trainers %ld + --engines %ld x --local-ranks %ld is more than %d processes\n",
-                W, M, L, DEMO_MAX_PROCS);
+                d->W, d->M, d->L, DEMO_MAX_PROCS);
         return 2;
     }
-    if (synthetic == NULL && files == NULL)
-        synthetic = "1G";
-    if ((tp && L % T != 0) || (rules && tp == NULL)) {
+    if ((d->tp && d->L % d->T != 0) || (d->rules && d->tp == NULL)) {
         fprintf(stderr,
-                "wsync demo: --tp T needs T >= 1 dividing --local-ranks (%ld), and --rules goes with --tp\n", L);
+                "wsync demo: --tp T needs T >= 1 dividing --local-ranks (%ld), and --rules goes with --tp\n", d->L);
         return 2;
     }
-    if (strcmp(device, "cuda") == 0) {
+    if (strcmp(d->device, "cuda") == 0) {
         /* Counted here, before any rank starts: ranks go round-robin. */
-        ngpus = wsync_cuda_device_count();
-        if (ngpus == 0) {
+        d->ngpus = wsync_cuda_device_count();
+        if (d->ngpus == 0) {
             fprintf(stderr, "wsync demo: --device cuda: no CUDA device here (or wsync was built without CUDA); "
                             "use --device host\n");
             return 1;
         }
-    } else if (strcmp(device, "host") != 0) {
+    } else if (strcmp(d->device, "host") != 0) {
         fprintf(stderr, "wsync demo: --device must be host or cuda (ranks are placed on GPUs round-robin)\n");
         return 2;
     }
-    if (host_id == NULL && wsync_setting_str(WSYNC_SET_HOST_ID)[0] == '\0') {
-        /* Engine nodes find their board by (host id, engine id): give this
-         * demo's processes a host id of their own so two demos (or a demo and
-         * a test) on one machine never share a board. */
-        char hn[64], hid[128];
-        if (gethostname(hn, sizeof(hn)) != 0)
-            snprintf(hn, sizeof(hn), "localhost");
-        hn[sizeof(hn) - 1] = '\0';
-        snprintf(hid, sizeof(hid), "%s.demo%d", hn, (int)getpid());
-        setenv("WSYNC_HOST_ID", hid, 1);
+    if (strcmp(d->transport, "nccl") == 0 && wsync_cuda_device_count() == 0) {
+        fprintf(stderr, "wsync demo: --transport nccl needs a CUDA device, and there is none here (or wsync was "
+                        "built without CUDA); use --transport tcp\n");
+        return 1;
     }
+    return check_model(d->synthetic, d->files);
+}
+
+/* Engine nodes find their board by (host id, engine id): unless one was
+ * given, this demo's processes get a host id of their own, so two demos (or
+ * a demo and a test) on one machine never share a board. */
+static void own_host_id(const demo_opts_t *d)
+{
+    char hn[64], hid[128];
+    if (d->host_id || wsync_setting_str(WSYNC_SET_HOST_ID)[0] != '\0')
+        return;
+    if (gethostname(hn, sizeof(hn)) != 0)
+        snprintf(hn, sizeof(hn), "localhost");
+    hn[sizeof(hn) - 1] = '\0';
+    snprintf(hid, sizeof(hid), "%s.demo%d", hn, (int)getpid());
+    setenv("WSYNC_HOST_ID", hid, 1);
+}
+
+/* Engine rank i: node i / L, local rank i % L. */
+static void spawn_engine(const demo_opts_t *d, const char *url, long i, proc_t *p)
+{
+    char *args[40], ebuf[48], rbuf[24], lbuf[24], nbuf[24], dbuf[32], hbuf[160];
+    int a = 0;
+    snprintf(ebuf, sizeof(ebuf), "e%ld", i / d->L);
+    snprintf(rbuf, sizeof(rbuf), "%ld", i % d->L);
+    snprintf(lbuf, sizeof(lbuf), "%ld", d->L);
+    snprintf(nbuf, sizeof(nbuf), "%ld", d->N);
+    args[a++] = "wsync";
+    args[a++] = "engine";
+    args[a++] = "--control";
+    args[a++] = (char *)url;
+    args[a++] = "--engine";
+    args[a++] = ebuf;
+    args[a++] = "--local-rank";
+    args[a++] = rbuf;
+    args[a++] = "--local-world";
+    args[a++] = lbuf;
+    args[a++] = "--versions";
+    args[a++] = nbuf;
+    args[a++] = "--mode";
+    args[a++] = (char *)d->mode;
+    args[a++] = "--transport";
+    args[a++] = (char *)d->transport;
+    args[a++] = "--timeout-ms";
+    args[a++] = "300000";
+    if (d->dumpdir) {
+        args[a++] = "--dump";
+        args[a++] = (char *)d->dumpdir;
+    }
+    if (d->tp) {
+        args[a++] = "--tp";
+        args[a++] = (char *)d->tp;
+    }
+    if (d->rules) {
+        args[a++] = "--rules";
+        args[a++] = (char *)d->rules;
+    }
+    if (d->ngpus > 0) {
+        snprintf(dbuf, sizeof(dbuf), "cuda:%ld", (i % d->L) % d->ngpus);
+        args[a++] = "--device";
+        args[a++] = dbuf;
+    }
+    if (d->host_id) {
+        snprintf(hbuf, sizeof(hbuf), "%s-%s", d->host_id, ebuf);
+        args[a++] = "--host-id";
+        args[a++] = hbuf;
+    }
+    args[a] = NULL;
+    p->engine = 1;
+    snprintf(p->name, sizeof(p->name), "engine %s rank %s", ebuf, rbuf);
+    demo_spawn(args, p);
+}
+
+static void spawn_trainer(const demo_opts_t *d, const char *url, long i, proc_t *p)
+{
+    char *args[32], rbuf[24], wbuf[24], nbuf[24], mbuf[24], dbuf[32], hbuf[160];
+    int a = 0;
+    snprintf(rbuf, sizeof(rbuf), "%ld", i);
+    snprintf(wbuf, sizeof(wbuf), "%ld", d->W);
+    snprintf(nbuf, sizeof(nbuf), "%ld", d->N);
+    snprintf(mbuf, sizeof(mbuf), "%ld", d->M);
+    args[a++] = "wsync";
+    args[a++] = "trainer";
+    args[a++] = "--control";
+    args[a++] = (char *)url;
+    args[a++] = "--rank";
+    args[a++] = rbuf;
+    args[a++] = "--world";
+    args[a++] = wbuf;
+    args[a++] = d->synthetic ? "--synthetic" : "--safetensors";
+    args[a++] = (char *)(d->synthetic ? d->synthetic : d->files);
+    args[a++] = "--versions";
+    args[a++] = nbuf;
+    args[a++] = "--wait-engines";
+    args[a++] = mbuf;
+    args[a++] = "--chunk";
+    args[a++] = (char *)d->chunk;
+    args[a++] = "--layout";
+    args[a++] = (char *)d->layout;
+    if (d->ngpus > 0) {
+        snprintf(dbuf, sizeof(dbuf), "cuda:%ld", i % d->ngpus);
+        args[a++] = "--device";
+        args[a++] = dbuf;
+    }
+    if (d->host_id) {
+        snprintf(hbuf, sizeof(hbuf), "%s-trainers", d->host_id);
+        args[a++] = "--host-id";
+        args[a++] = hbuf;
+    }
+    args[a] = NULL;
+    p->engine = 0;
+    snprintf(p->name, sizeof(p->name), "trainer rank %ld", i);
+    demo_spawn(args, p);
+}
+
+static void print_intro(const demo_opts_t *d, const char *url)
+{
+    printf("wsync demo: control endpoint %s  (watch it: wsync status --control %s --watch)\n", url, url);
+    printf("wsync demo: %ld trainer rank%s -> %ld engine node%s x %ld local rank%s, model %s, %ld version%s, "
+           "%s mode, transport %s, device %s",
+           d->W, plural(d->W), d->M, plural(d->M), d->L, plural(d->L), d->synthetic ? d->synthetic : d->files,
+           d->N, plural(d->N), d->mode, d->transport, d->device);
+    if (d->tp)
+        printf(", %ld TP group%s of %ld per node", d->L / d->T, plural(d->L / d->T), d->T);
+    if (d->ngpus > 0)
+        printf(" (%d GPUs, ranks round-robin)", d->ngpus);
+    printf("\n");
+    fflush(stdout);
+}
+
+int cmd_demo(int argc, char **argv)
+{
+    demo_opts_t d = {.device = "host",
+                     .mode = "staged",
+                     .transport = "tcp",
+                     .chunk = "64M",
+                     .layout = "even",
+                     .W = 2,
+                     .M = 2,
+                     .L = 2,
+                     .N = 3,
+                     .timeout_s = 600};
+    wsync_control_server_t *server = NULL;
+    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
+    proc_t *procs = NULL;
+    int nprocs = 0, o, failed;
+    long i;
+    uint64_t t0;
+    char url[256];
+
+    if ((o = cli_config_apply("demo", &argc, &argv)) != 0)
+        return o;
+    if ((o = parse_opts(argc, argv, &d)) != DEMO_GO || (o = check_opts(&d)) != 0)
+        return o;
+    own_host_id(&d);
     export_settings();
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -216,150 +360,25 @@ int cmd_demo(int argc, char **argv)
         return 1;
     }
     snprintf(url, sizeof(url), "%s", wsync_control_server_url(server));
-    printf("wsync demo: control endpoint %s  (watch it: wsync status --control %s --watch)\n", url, url);
-    printf("wsync demo: %ld trainer rank%s -> %ld engine node%s x %ld local rank%s, model %s, %ld version%s, "
-           "%s mode, transport %s, device %s",
-           W, plural(W), M, plural(M), L, plural(L), synthetic ? synthetic : files, N, plural(N), mode, transport,
-           device);
-    if (tp)
-        printf(", %ld TP group%s of %ld per node", L / T, plural(L / T), T);
-    if (ngpus > 0)
-        printf(" (%d GPUs, ranks round-robin)", ngpus);
-    printf("\n");
-    fflush(stdout);
+    print_intro(&d, url);
     procs = calloc(DEMO_MAX_PROCS, sizeof(*procs));
-    snprintf(wbuf, sizeof(wbuf), "%ld", W);
-    snprintf(nbuf, sizeof(nbuf), "%ld", N);
-    snprintf(mbuf, sizeof(mbuf), "%ld", M);
-    snprintf(lbuf, sizeof(lbuf), "%ld", L);
+    if (procs == NULL) {
+        fprintf(stderr, "wsync demo: out of memory\n");
+        wsync_control_server_stop(server);
+        return 1;
+    }
     t0 = wsync_now_ns();
-    for (i = 0; i < M * L; i++) {
-        char *args[40];
-        int a = 0;
-        snprintf(ebuf, sizeof(ebuf), "e%ld", (long)(i / L));
-        snprintf(rbuf, sizeof(rbuf), "%ld", (long)(i % L));
-        args[a++] = "wsync";
-        args[a++] = "engine";
-        args[a++] = "--control";
-        args[a++] = url;
-        args[a++] = "--engine";
-        args[a++] = ebuf;
-        args[a++] = "--local-rank";
-        args[a++] = rbuf;
-        args[a++] = "--local-world";
-        args[a++] = lbuf;
-        args[a++] = "--versions";
-        args[a++] = nbuf;
-        args[a++] = "--mode";
-        args[a++] = (char *)mode;
-        args[a++] = "--transport";
-        args[a++] = (char *)transport;
-        args[a++] = "--timeout-ms";
-        args[a++] = "300000";
-        if (dumpdir) {
-            args[a++] = "--dump";
-            args[a++] = (char *)dumpdir;
-        }
-        if (tp) {
-            args[a++] = "--tp";
-            args[a++] = (char *)tp;
-        }
-        if (rules) {
-            args[a++] = "--rules";
-            args[a++] = (char *)rules;
-        }
-        if (ngpus > 0) {
-            snprintf(dbuf, sizeof(dbuf), "cuda:%ld", (long)(i % L) % ngpus);
-            args[a++] = "--device";
-            args[a++] = dbuf;
-        }
-        if (host_id) {
-            snprintf(hbuf, sizeof(hbuf), "%s-%s", host_id, ebuf);
-            args[a++] = "--host-id";
-            args[a++] = hbuf;
-        }
-        args[a] = NULL;
-        procs[nprocs].engine = 1;
-        snprintf(procs[nprocs].name, sizeof(procs[0].name), "engine %s rank %s", ebuf, rbuf);
-        procs[nprocs++].pid = spawn(args);
-    }
-    for (i = 0; i < W; i++) {
-        char *args[32];
-        int a = 0;
-        snprintf(rbuf, sizeof(rbuf), "%d", i);
-        args[a++] = "wsync";
-        args[a++] = "trainer";
-        args[a++] = "--control";
-        args[a++] = url;
-        args[a++] = "--rank";
-        args[a++] = rbuf;
-        args[a++] = "--world";
-        args[a++] = wbuf;
-        args[a++] = synthetic ? "--synthetic" : "--safetensors";
-        args[a++] = (char *)(synthetic ? synthetic : files);
-        args[a++] = "--versions";
-        args[a++] = nbuf;
-        args[a++] = "--wait-engines";
-        args[a++] = mbuf;
-        args[a++] = "--chunk";
-        args[a++] = (char *)chunk;
-        args[a++] = "--layout";
-        args[a++] = (char *)layout;
-        if (ngpus > 0) {
-            snprintf(dbuf, sizeof(dbuf), "cuda:%d", i % ngpus);
-            args[a++] = "--device";
-            args[a++] = dbuf;
-        }
-        if (host_id) {
-            snprintf(hbuf, sizeof(hbuf), "%s-trainers", host_id);
-            args[a++] = "--host-id";
-            args[a++] = hbuf;
-        }
-        args[a] = NULL;
-        procs[nprocs].engine = 0;
-        snprintf(procs[nprocs].name, sizeof(procs[0].name), "trainer rank %d", i);
-        procs[nprocs++].pid = spawn(args);
-    }
-    /* Engines end on their own after N versions; a trainer that ends early failed. */
-    deadline = t0 + (uint64_t)timeout_s * 1000000000ULL;
-    engines_left = (int)(M * L);
-    while (engines_left > 0 && !interrupted && wsync_now_ns() < deadline) {
-        int status;
-        pid_t pid = waitpid(-1, &status, WNOHANG);
-        if (pid <= 0) {
-            usleep(20000);
-            continue;
-        }
-        for (i = 0; i < nprocs; i++)
-            if (procs[i].pid == pid) {
-                procs[i].exited = 1;
-                procs[i].status = status;
-                if (procs[i].engine)
-                    engines_left--;
-                if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                    fprintf(stderr, "wsync demo: %s ended with %s %d\n", procs[i].name,
-                            WIFEXITED(status) ? "status" : "signal",
-                            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-                    failed = 1;
-                }
-            }
-        if (failed)
-            break;
-    }
-    if (engines_left > 0 && !failed) {
-        fprintf(stderr, "wsync demo: %s; %d engine ranks still running\n",
-                interrupted ? "interrupted" : "timed out", engines_left);
-        failed = 1;
-    }
-    for (i = 0; i < nprocs; i++)
-        if (!procs[i].exited)
-            kill(procs[i].pid, SIGTERM);
-    for (i = 0; i < nprocs; i++)
-        if (!procs[i].exited)
-            waitpid(procs[i].pid, NULL, 0);
+    for (i = 0; i < d.M * d.L; i++)
+        spawn_engine(&d, url, i, &procs[nprocs++]);
+    for (i = 0; i < d.W; i++)
+        spawn_trainer(&d, url, i, &procs[nprocs++]);
+    /* Engines end on their own after N versions; a trainer that ends early
+     * failed, and so does the demo at once. */
+    failed = demo_watch(procs, nprocs, (int)(d.M * d.L), t0 + (uint64_t)d.timeout_s * 1000000000ULL, &interrupted);
+    demo_stop(procs, nprocs, interrupted ? interrupted : SIGTERM);
     if (!failed)
         printf("wsync demo: every engine (%ld node%s x %ld rank%s) verified all %ld version%s of %s in %.1f s\n",
-               M, plural(M), L, plural(L), N, plural(N), synthetic ? synthetic : files,
+               d.M, plural(d.M), d.L, plural(d.L), d.N, plural(d.N), d.synthetic ? d.synthetic : d.files,
                (double)(wsync_now_ns() - t0) / 1e9);
     else
         printf("wsync demo: FAILED (see the messages above)\n");

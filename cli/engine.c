@@ -2,6 +2,7 @@
  * are published, holds them verified, and optionally dumps each one as a
  * safetensors file with the original names, dtypes and shapes. */
 #include <errno.h>
+#include <stdarg.h>
 #include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
@@ -29,43 +30,97 @@
 
 static volatile sig_atomic_t stop_flag;
 
+/* SIGINT/SIGTERM: the loops here stop, and every wait inside the library
+ * (retries of the control endpoint, long polls, a pull) returns at once. */
 static void on_signal(int sig)
 {
     (void)sig;
     stop_flag = 1;
+    wsync_interrupt();
 }
 
 typedef struct watcher {
     wsync_receiver_t *r;
     const char *engine;
-    int stop; /* atomic */
+    int slots; /* image slots per rank: 2 staged, 1 in place */
+    int tty;   /* stdout is a terminal: one line, rewritten in place */
+    int stop;  /* atomic */
 } watcher_t;
 
-/* Local rank 0: a line a second for any phase of a pull that lasts longer
- * than a second (reserving the images, landing), so a long wait says what
- * it waits for. */
+/* One progress note: on a terminal the line is rewritten in place (kept
+ * short, so it never wraps); otherwise a plain line. */
+static void watch_note(const watcher_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void watch_note(const watcher_t *w, const char *fmt, ...)
+{
+    va_list ap;
+    flockfile(stdout);
+    fputs(w->tty ? "\r\033[K" : "", stdout);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fputs(w->tty ? "" : "\n", stdout);
+    fflush(stdout);
+    funlockfile(stdout);
+}
+
+/* Why the set-up reserves what it does: a whole line, once per set-up. */
+static void watch_setup_reason(const watcher_t *w, const wsync_pull_progress_t *p)
+{
+    char a[32], b[32];
+    wsync_fmt_size(p->total, a, sizeof(a));
+    wsync_fmt_size(p->total / (uint64_t)(w->slots > 0 ? w->slots : 1), b, sizeof(b));
+    flockfile(stdout);
+    printf("%sengine %s: setting up: reserving %s of image memory (first pull, version %llu): ",
+           w->tty ? "\r\033[K" : "", w->engine, a, (unsigned long long)p->version);
+    if (w->slots > 1)
+        printf("%d slots of %s each, as staged mode keeps the held version readable while the next one lands\n",
+               w->slots, b);
+    else
+        printf("one slot of %s, in place\n", b);
+    fflush(stdout);
+    funlockfile(stdout);
+}
+
+/* Local rank 0: progress of any phase of a pull that lasts longer than a
+ * second (reserving the images, landing), so a long wait says what it
+ * waits for: on a terminal one line updated every half second, otherwise a
+ * line every 5 s. */
 static void *watch_main(void *arg)
 {
     watcher_t *w = arg;
-    int tick = 0;
+    int tick = 0, every = w->tty ? 5 : 50, open = 0, fresh = 1;
+    uint64_t said_setup = UINT64_MAX;
     while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE)) {
         wsync_pull_progress_t p;
         char a[32], b[32];
         usleep(100000); /* short naps: the engine exits without waiting */
-        if (++tick % 10 != 0)
-            continue;
         wsync_receiver_progress(w->r, &p);
-        if (strcmp(p.phase, "idle") == 0 || p.elapsed_s < 1.0)
+        if (strcmp(p.phase, "idle") == 0 || p.elapsed_s < 1.0) {
+            if (open && w->tty)
+                watch_note(w, "%s", "");
+            open = 0;
+            fresh = 1; /* the next phase past a second says so at once */
             continue;
+        }
+        if (strcmp(p.phase, "setup") == 0 && said_setup != p.version) {
+            said_setup = p.version; /* the reason stands for the first note */
+            watch_setup_reason(w, &p);
+            fresh = tick = 0;
+            continue;
+        }
+        if (!fresh && ++tick % every != 0)
+            continue;
+        fresh = tick = 0;
+        open = 1;
         if (strcmp(p.phase, "setup") == 0)
-            printf("engine %s: setting up: reserving %s of image memory (first pull, version %llu): %.0f s\n",
-                   w->engine, wsync_fmt_size(p.total, a, sizeof(a)), (unsigned long long)p.version, p.elapsed_s);
+            watch_note(w, "engine %s: setting up image memory: %.0f s", w->engine, p.elapsed_s);
         else
-            printf("engine %s: version %llu: %s of %s landed and verified (%.0f s)\n", w->engine,
-                   (unsigned long long)p.version, wsync_fmt_size(p.done, a, sizeof(a)),
-                   wsync_fmt_size(p.total, b, sizeof(b)), p.elapsed_s);
-        fflush(stdout);
+            watch_note(w, "engine %s: version %llu: %s of %s landed and verified (%.0f s)", w->engine,
+                       (unsigned long long)p.version, wsync_fmt_size(p.done, a, sizeof(a)),
+                       wsync_fmt_size(p.total, b, sizeof(b)), p.elapsed_s);
     }
+    if (open && w->tty)
+        watch_note(w, "%s", "");
     return NULL;
 }
 
@@ -80,6 +135,9 @@ static void usage(FILE *f)
                "Pulls the newest version whenever one is published; exits 0 after holding N versions\n"
                "(default 1), or runs until interrupted with --follow. A failed pull is reported and retried;\n"
                "without --follow, K failures in a row (default 5) end it with status 1.\n"
+               "  --engine ID      the node's name, 1 to 64 characters; every local rank gives the same\n"
+               "  --timeout-ms MS  how long one pull may take, the wait for a new version included\n"
+               "                   (default 120000)\n"
                "  --dump DIR       write each verified version to DIR/<engine>/rank<R>/v<version>.safetensors\n"
                "                   (with a target: the rank's destination tensors, under their names)\n"
                "  --tp T           hold the slices of TP rank R mod T of the rules (docs/TARGETS.md); every\n"
@@ -186,78 +244,75 @@ const struct option cli_engine_options[] =
      {"rules", 1, 0, 'R'},       {"target", 1, 0, 'G'},       {"token-file", 1, 0, 'K'},
      {"plan", 1, 0, 'p'},        {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
 
-int cmd_engine(int argc, char **argv)
-{
-    const struct option *opts = cli_engine_options;
-    static char token[512];
-    wsync_receiver_config_t rc_cfg = {.local_rank = -1, .local_world = 0, .mode = WSYNC_MODE_STAGED};
-    wsync_receiver_t *r = NULL;
-    watcher_t watch = {0};
-    pthread_t watcher;
-    int watching = 0;
-    const char *dumpdir = NULL, *rules_path = NULL, *target_path = NULL;
-    char *rules_text = NULL, *target_text = NULL;
-    long versions = 1, timeout_ms = 120000;
-    int o, follow = 0, held = 0, rc = 1, failures_in_row = 0, max_failures = 5;
-    wsync_status_t st;
+/* The options of `wsync engine`. */
+typedef struct engine_args {
+    wsync_receiver_config_t cfg;
+    const char *dumpdir, *rules_path, *target_path;
+    long versions, timeout_ms;
+    int follow, max_failures;
+} engine_args_t;
 
-    if ((o = cli_config_apply("engine", &argc, &argv)) != 0)
-        return o;
+#define ENGINE_GO (-1) /* parse_args: carry on (else the exit status) */
+
+static int parse_args(int argc, char **argv, engine_args_t *a)
+{
+    static char token[512];
+    int o;
     optind = 1;
-    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "", cli_engine_options, NULL)) != -1) {
         switch (o) {
-        case 'c': rc_cfg.control_url = optarg; break;
-        case 'e': rc_cfg.engine_id = optarg; break;
+        case 'c': a->cfg.control_url = optarg; break;
+        case 'e': a->cfg.engine_id = optarg; break;
         case 'r':
-            if (cli_parse_int("engine", "--local-rank", optarg, 0, ENGINE_MAX_LOCAL - 1, &rc_cfg.local_rank))
+            if (cli_parse_int("engine", "--local-rank", optarg, 0, ENGINE_MAX_LOCAL - 1, &a->cfg.local_rank))
                 return 2;
             break;
         case 'w':
-            if (cli_parse_int("engine", "--local-world", optarg, 1, ENGINE_MAX_LOCAL, &rc_cfg.local_world))
+            if (cli_parse_int("engine", "--local-world", optarg, 1, ENGINE_MAX_LOCAL, &a->cfg.local_world))
                 return 2;
             break;
         case 'm':
             if (strcmp(optarg, "staged") == 0)
-                rc_cfg.mode = WSYNC_MODE_STAGED;
+                a->cfg.mode = WSYNC_MODE_STAGED;
             else if (strcmp(optarg, "in-place") == 0)
-                rc_cfg.mode = WSYNC_MODE_IN_PLACE;
+                a->cfg.mode = WSYNC_MODE_IN_PLACE;
             else {
                 fprintf(stderr, "wsync engine: --mode must be staged or in-place\n");
                 return 2;
             }
             break;
-        case 'D': dumpdir = optarg; break;
+        case 'D': a->dumpdir = optarg; break;
         /* The later of --follow / --versions wins (a flag over a file's). */
-        case 'F': follow = 1; break;
+        case 'F': a->follow = 1; break;
         case 'n':
-            if (cli_parse_long("engine", "--versions", optarg, 1, INT_MAX, &versions))
+            if (cli_parse_long("engine", "--versions", optarg, 1, INT_MAX, &a->versions))
                 return 2;
-            follow = 0;
+            a->follow = 0;
             break;
-        case 'd': rc_cfg.device = optarg; break;
-        case 't': rc_cfg.transport = optarg; break;
-        case 'b': rc_cfg.bind_host = optarg; break;
+        case 'd': a->cfg.device = optarg; break;
+        case 't': a->cfg.transport = optarg; break;
+        case 'b': a->cfg.bind_host = optarg; break;
         case 'T':
-            if (cli_parse_long("engine", "--timeout-ms", optarg, 1, INT_MAX, &timeout_ms))
+            if (cli_parse_long("engine", "--timeout-ms", optarg, 1, INT_MAX, &a->timeout_ms))
                 return 2;
             break;
-        case 'H': rc_cfg.host_id = optarg; break;
+        case 'H': a->cfg.host_id = optarg; break;
         case 'x':
-            if (cli_parse_int("engine", "--max-failures", optarg, 1, INT_MAX, &max_failures))
+            if (cli_parse_int("engine", "--max-failures", optarg, 1, INT_MAX, &a->max_failures))
                 return 2;
             break;
         case 'P':
-            if (cli_parse_int("engine", "--tp", optarg, 1, ENGINE_MAX_LOCAL, &rc_cfg.tp_size))
+            if (cli_parse_int("engine", "--tp", optarg, 1, ENGINE_MAX_LOCAL, &a->cfg.tp_size))
                 return 2;
             break;
-        case 'R': rules_path = optarg; break;
-        case 'G': target_path = optarg; break;
+        case 'R': a->rules_path = optarg; break;
+        case 'G': a->target_path = optarg; break;
         case 'K':
             if (wsync_auth_read_token_file(optarg, token, sizeof(token)) != WSYNC_OK) {
                 fprintf(stderr, "wsync engine: %s\n", wsync_last_error());
                 return 2;
             }
-            rc_cfg.token = token;
+            a->cfg.token = token;
             break;
         case 'p':
             if (cli_set_plan("engine", optarg))
@@ -267,16 +322,48 @@ int cmd_engine(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
-    if (rc_cfg.control_url == NULL || rc_cfg.engine_id == NULL || rc_cfg.local_world < 1 ||
-        rc_cfg.local_rank < 0 || rc_cfg.local_rank >= rc_cfg.local_world || versions < 1 || timeout_ms < 1) {
+    if (a->cfg.control_url == NULL || a->cfg.engine_id == NULL || a->cfg.local_world < 1 ||
+        a->cfg.local_rank < 0 || a->cfg.local_rank >= a->cfg.local_world || a->versions < 1 || a->timeout_ms < 1) {
         fprintf(stderr, "wsync engine: need --control URL, --engine ID, --local-rank R < --local-world L\n");
         usage(stderr);
         return 2;
     }
-    if (rc_cfg.tp_size < 0 || (rules_path && rc_cfg.tp_size < 1) || (target_path && rc_cfg.tp_size > 0)) {
+    if (a->cfg.tp_size < 0 || (a->rules_path && a->cfg.tp_size < 1) || (a->target_path && a->cfg.tp_size > 0)) {
         fprintf(stderr, "wsync engine: --tp T must be >= 1, --rules goes with --tp, and --target excludes --tp\n");
         return 2;
     }
+    return ENGINE_GO;
+}
+
+int cmd_engine(int argc, char **argv)
+{
+    engine_args_t args = {.cfg = {.local_rank = -1, .local_world = 0, .mode = WSYNC_MODE_STAGED},
+                          .versions = 1,
+                          .timeout_ms = 120000,
+                          .max_failures = 5};
+    wsync_receiver_config_t rc_cfg;
+    wsync_receiver_t *r = NULL;
+    watcher_t watch = {0};
+    pthread_t watcher;
+    int watching = 0;
+    const char *dumpdir = NULL, *rules_path = NULL, *target_path = NULL;
+    char *rules_text = NULL, *target_text = NULL;
+    long versions, timeout_ms;
+    int o, follow, held = 0, rc = 1, failures_in_row = 0, max_failures;
+    wsync_status_t st;
+
+    if ((o = cli_config_apply("engine", &argc, &argv)) != 0)
+        return o;
+    if ((o = parse_args(argc, argv, &args)) != ENGINE_GO)
+        return o;
+    rc_cfg = args.cfg;
+    dumpdir = args.dumpdir;
+    rules_path = args.rules_path;
+    target_path = args.target_path;
+    versions = args.versions;
+    timeout_ms = args.timeout_ms;
+    follow = args.follow;
+    max_failures = args.max_failures;
     if ((rules_path && (rules_text = read_text(rules_path)) == NULL) ||
         (target_path && (target_text = read_text(target_path)) == NULL)) {
         cli_report("engine", "bad input", WSYNC_ERR_IO);
@@ -294,7 +381,10 @@ int cmd_engine(int argc, char **argv)
         free(target_text);
         return st == WSYNC_ERR_INVALID || st == WSYNC_ERR_FORMAT ? 2 : 1;
     }
-    watch = (watcher_t){.r = r, .engine = rc_cfg.engine_id};
+    watch = (watcher_t){.r = r,
+                        .engine = rc_cfg.engine_id,
+                        .slots = rc_cfg.mode == WSYNC_MODE_IN_PLACE ? 1 : 2,
+                        .tty = isatty(STDOUT_FILENO)};
     if (rc_cfg.local_rank == 0)
         watching = pthread_create(&watcher, NULL, watch_main, &watch) == 0;
     while (!stop_flag && (follow || held < versions)) {
@@ -306,6 +396,8 @@ int cmd_engine(int argc, char **argv)
         if (st == WSYNC_ERR_TIMEOUT && follow &&
             (strstr(wsync_last_error(), "no version newer") || strstr(wsync_last_error(), "started no pull in time")))
             continue;
+        if (st != WSYNC_OK && stop_flag)
+            break; /* interrupted: not a failure */
         if (st != WSYNC_OK) {
             fprintf(stderr, "wsync engine %s rank %d: pull failed: %s: %s\n", rc_cfg.engine_id, rc_cfg.local_rank,
                     wsync_status_str(st), wsync_last_error());
@@ -326,6 +418,8 @@ int cmd_engine(int argc, char **argv)
             size_t len = 0;
             wsync_receiver_image(r, &img, &len);
             wsync_receiver_progress(r, &p);
+            if (watch.tty)
+                printf("\r\033[K"); /* over the progress line */
             printf("engine %s: version %llu ready on %d rank%s in %.3f s (%.2f GB/s per rank; rank 0's image %zu "
                    "bytes",
                    rc_cfg.engine_id, (unsigned long long)v, rc_cfg.local_world, rc_cfg.local_world == 1 ? "" : "s",

@@ -19,6 +19,14 @@
 
 static volatile sig_atomic_t stop_flag;
 
+/* Whether HOST:PORT's host is a loopback address (only this machine can
+ * reach it). */
+static int loopback_listen(const char *listen)
+{
+    return strncmp(listen, "127.", 4) == 0 || strncmp(listen, "localhost:", 10) == 0 ||
+           strncmp(listen, "[::1]", 5) == 0;
+}
+
 /* Every waiting long poll holds a socket: lift the soft descriptor limit
  * towards the connection cap (as far as the hard limit allows). */
 static void raise_fd_limit(int max_connections)
@@ -32,10 +40,13 @@ static void raise_fd_limit(int max_connections)
         LOG_WARN("cannot raise the open-file limit to %llu: %m", (unsigned long long)rl.rlim_cur);
 }
 
+/* SIGINT/SIGTERM: the loops here stop, and every wait inside the library
+ * (retries of the control endpoint, long polls, a pull) returns at once. */
 static void on_signal(int sig)
 {
     (void)sig;
     stop_flag = 1;
+    wsync_interrupt();
 }
 
 const struct option cli_serve_options[] =
@@ -150,6 +161,12 @@ int cmd_serve(int argc, char **argv)
         cli_report("serve", "cannot start", st);
         return st == WSYNC_ERR_INVALID || st == WSYNC_ERR_FORMAT ? 2 : 1;
     }
+    if (cfg.token_file == NULL && !loopback_listen(cfg.listen))
+        fprintf(stderr,
+                "wsync serve: warning: listening on %s without a token: anyone who reaches this port can "
+                "publish versions and register engines; give --token-file FILE (docs/SECURITY.md), or "
+                "--listen 127.0.0.1:PORT to serve this machine only\n",
+                cfg.listen);
     printf("wsync serve: %s\n", wsync_control_server_url(s));
     fflush(stdout);
     while (!stop_flag)

@@ -188,7 +188,7 @@ int cmd_status(int argc, char **argv)
             rc = 1;
             break;
         }
-        if (watch)
+        if (watch && isatty(STDOUT_FILENO)) /* a file or a pipe gets the tables one after another */
             printf("\033[H\033[2J");
         if (as_json) {
             char *text = json_dumps(s, JSON_INDENT(2));

@@ -14,22 +14,26 @@
 #include "cli/model.h"
 #include "common/control_client.h"
 #include "common/checks.h"
+#include "common/interrupt.h"
 #include "common/mem/mem.h"
 #include "common/net/auth.h"
 #include "common/util.h"
 #include "trainer_side/wsync_publisher.h"
 
-/* The control endpoint takes worlds up to 4096 ranks; the interval is slept
- * in one usleep, whose microseconds are 32 bits. */
+/* The control endpoint takes worlds up to 4096 ranks; an interval past an
+ * hour is a typo. */
 #define TRAINER_MAX_WORLD 4096
 #define TRAINER_MAX_INTERVAL_MS 3600000
 
 static volatile sig_atomic_t stop_flag;
 
+/* SIGINT/SIGTERM: the loops here stop, and every wait inside the library
+ * (retries of the control endpoint, long polls, a pull) returns at once. */
 static void on_signal(int sig)
 {
     (void)sig;
     stop_flag = 1;
+    wsync_interrupt();
 }
 
 static void usage(FILE *f)
@@ -45,6 +49,12 @@ static void usage(FILE *f)
             "Publishes N versions (default 3) of its rank's share of the model, then keeps serving pulls\n"
             "until interrupted. Version numbers continue from the newest published one; ranks step\n"
             "together (version v+1 waits until every rank published v).\n"
+            "  --listen HOST:PORT where this rank serves pulls (default 0.0.0.0:0: every address, any port)\n"
+            "  --advertise HOST   the host engines dial (default: --listen's host when it names one\n"
+            "                     address, else this machine's primary IPv4)\n"
+            "  --interval-ms MS   pause between versions (default 0)\n"
+            "  --chunk SIZE       the unit a version is cut into, sent and verified (default 64M)\n"
+            "  --layout L         even: equal byte ranges per rank; fsdp: every tensor split across ranks\n"
             "  --wait-engines M   before publishing the next version, wait until M engines hold the last\n"
             "  --serve HOST:PORT  also run the control endpoint in this process (rank 0)\n"
             "  --single-copy      publish each version single-copy: engines copy it straight out of this\n"
@@ -323,8 +333,8 @@ int cmd_trainer(int argc, char **argv)
         int k;
         if (i > 0 && engines > 0 && wait_engines(ctl, (int)engines, v - 1))
             break;
-        if (i > 0 && interval > 0)
-            usleep((useconds_t)interval * 1000);
+        if (i > 0 && interval > 0 && wsync_sleep_cancellable(interval, NULL))
+            break; /* interrupted during the pause */
         for (k = 0; k < n && !filled; k++)
             if ((st = fill_extent(&model, mem, v, (void *)owned[k].ptr, owned[k].offset, owned[k].len, stage)) !=
                 WSYNC_OK)

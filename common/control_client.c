@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/interrupt.h"
 #include "common/settings.h"
 #include "common/util.h"
 
@@ -27,8 +28,15 @@ struct wsync_control {
     char *url;
     char auth[600];
     long grace_ms;
-    unsigned jitter; /* rand_r state: clients retry out of step */
+    unsigned jitter;   /* rand_r state: clients retry out of step */
+    CURLM *multi;      /* every transfer runs through it, to be abortable */
+    const int *cancel; /* the owner's cancel flag (wsync_control_set_cancel) */
 };
+
+void wsync_control_set_cancel(wsync_control_t *c, const int *flag)
+{
+    c->cancel = flag;
+}
 
 long wsync_control_default_grace_ms(void)
 {
@@ -106,13 +114,51 @@ void wsync_control_close(wsync_control_t *c)
         return;
     if (c->curl)
         curl_easy_cleanup(c->curl);
+    if (c->multi)
+        curl_multi_cleanup(c->multi);
     free(c->url);
     free(c);
 }
 
-wsync_status_t wsync_control_request(wsync_control_t *c, const char *method, const char *path, const json_t *body,
-                                     long timeout_ms, long *http, json_t **resp)
+/* One transfer, through the multi handle, woken every
+ * WSYNC_INTERRUPT_SLICE_MS to see whether the owner was cancelled, which
+ * aborts it (curl_easy_perform sleeps up to a second between looks, and a
+ * connect to a host that drops packets takes its 5 s); `cancelled` NULL:
+ * never aborted. */
+static CURLcode perform(wsync_control_t *c, int *cancelled)
 {
+    CURLcode rc = CURLE_FAILED_INIT;
+    int running = 1;
+    CURLMsg *m;
+    int left;
+    if (c->multi == NULL && (c->multi = curl_multi_init()) == NULL)
+        return curl_easy_perform(c->curl);
+    curl_multi_add_handle(c->multi, c->curl);
+    while (running) {
+        if (curl_multi_perform(c->multi, &running) != CURLM_OK)
+            break;
+        if (running == 0)
+            break;
+        if (cancelled && wsync_cancelled(c->cancel)) {
+            *cancelled = 1;
+            break;
+        }
+        curl_multi_poll(c->multi, NULL, 0, WSYNC_INTERRUPT_SLICE_MS, NULL);
+    }
+    while ((m = curl_multi_info_read(c->multi, &left)) != NULL)
+        if (m->msg == CURLMSG_DONE)
+            rc = m->data.result;
+    curl_multi_remove_handle(c->multi, c->curl);
+    return rc;
+}
+
+/* A request started once the owner was cancelled still goes out (the last
+ * reports of an object being destroyed); one in flight when the cancel
+ * comes is aborted. */
+static wsync_status_t request(wsync_control_t *c, const char *method, const char *path, const json_t *body,
+                              long timeout_ms, long *http, json_t **resp)
+{
+    int cancelled = 0, abortable = !wsync_cancelled(c->cancel);
     struct curl_slist *hdrs = NULL;
     char url[2048], *text = NULL;
     buf_t b = {0};
@@ -142,9 +188,15 @@ wsync_status_t wsync_control_request(wsync_control_t *c, const char *method, con
         curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(text));
     }
     curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, hdrs);
-    rc = curl_easy_perform(c->curl);
+    rc = perform(c, abortable ? &cancelled : NULL);
     curl_slist_free_all(hdrs);
     free(text);
+    if (cancelled) {
+        free(b.p);
+        return wsync_error(WSYNC_ERR_CANCELLED,
+                           "control endpoint %s: %s %s: interrupted (SIGINT/SIGTERM, or a cancel)", c->url, method,
+                           path);
+    }
     if (rc != CURLE_OK) {
         free(b.p);
         return wsync_error(rc == CURLE_OPERATION_TIMEDOUT ? WSYNC_ERR_TIMEOUT : WSYNC_ERR_HTTP,
@@ -158,6 +210,12 @@ wsync_status_t wsync_control_request(wsync_control_t *c, const char *method, con
     }
     free(b.p);
     return WSYNC_OK;
+}
+
+wsync_status_t wsync_control_request(wsync_control_t *c, const char *method, const char *path, const json_t *body,
+                                     long timeout_ms, long *http, json_t **resp)
+{
+    return request(c, method, path, body, timeout_ms, http, resp);
 }
 
 static int retryable_http(long http)
@@ -181,8 +239,7 @@ static void backoff(wsync_control_t *c, int attempt, uint64_t until_ns)
         return;
     if ((uint64_t)ms * 1000000ULL > until_ns - now)
         ms = (long)((until_ns - now) / 1000000ULL);
-    if (ms > 0)
-        usleep((useconds_t)ms * 1000);
+    wsync_sleep_cancellable(ms, c->cancel);
 }
 
 wsync_status_t wsync_control_request_retry(wsync_control_t *c, const char *method, const char *path,
@@ -215,6 +272,9 @@ wsync_status_t wsync_control_request_retry(wsync_control_t *c, const char *metho
                                c->url, method, path, (double)(wsync_now_ns() - t0) / 1e9, attempt + 1,
                                (double)c->grace_ms / 1e3, last);
         }
+        if (wsync_cancelled(c->cancel))
+            return wsync_error(WSYNC_ERR_CANCELLED, "control endpoint %s: %s %s: interrupted while retrying: %s",
+                               c->url, method, path, last);
         if (attempt == 0)
             LOG_WARN("%s; retrying for up to %.1f s", last, (double)c->grace_ms / 1e3);
         backoff(c, attempt, until);
@@ -359,7 +419,11 @@ static wsync_status_t wait_version(wsync_control_t *c, uint64_t after, int timeo
         wsync_status_t st;
         snprintf(path, sizeof(path), "/v1/versions/latest?after=%llu&timeout_ms=%d%s", (unsigned long long)after,
                  t, record ? "&record=1" : "");
-        st = wsync_control_request(c, "GET", path, NULL, (long)t + 10000, &http, &resp);
+        if (wsync_cancelled(c->cancel)) /* a wait: none starts once cancelled */
+            return wsync_cancel_error("control endpoint long poll");
+        st = request(c, "GET", path, NULL, (long)t + 10000, &http, &resp);
+        if (st == WSYNC_ERR_CANCELLED)
+            return st;
         if (st == WSYNC_OK && http == 200) {
             json_t *rec = json_object_get(resp, "record");
             *version = (uint64_t)json_integer_value(json_object_get(resp, "version"));
@@ -394,6 +458,8 @@ static wsync_status_t wait_version(wsync_control_t *c, uint64_t after, int timeo
             return wsync_error(st, "%s (no answer for %.1f s, grace period %.0f s, WSYNC_CONTROL_GRACE_MS)",
                                wsync_last_error(), (double)(now - down_since) / 1e9, (double)c->grace_ms / 1e3);
         }
+        if (wsync_cancelled(c->cancel))
+            return wsync_cancel_error("control endpoint long poll");
         {
             uint64_t until = down_since + (uint64_t)c->grace_ms * 1000000ULL;
             backoff(c, attempt++, end < until ? end : until);

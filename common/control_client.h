@@ -33,6 +33,15 @@ long wsync_control_default_grace_ms(void);
 void wsync_control_set_grace(wsync_control_t *c, long grace_ms);
 long wsync_control_grace_ms(const wsync_control_t *c);
 
+/* Interrupting (issue 26.2): once `flag` (an int the owner sets with an
+ * atomic store, e.g. a receiver's cancel) or the process-wide
+ * wsync_interrupt() is set, retries stop (the call fails
+ * WSYNC_ERR_CANCELLED after the attempt in flight) and a long poll in
+ * flight is aborted within ~20 ms. A single request still goes out once, so
+ * the last reports of an object being destroyed are sent. NULL: only the
+ * process-wide flag. */
+void wsync_control_set_cancel(wsync_control_t *c, const int *flag);
+
 /* Any request, once: `body` may be NULL; *http gets the status; *resp (resp may
  * be NULL) the parsed JSON body if any (NULL for an empty or non-JSON body). Errors only for transport
  * failures (no answer); HTTP errors come back in *http. */

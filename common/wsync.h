@@ -49,6 +49,17 @@ WSYNC_API const char *wsync_last_error(void);
 WSYNC_API const char *wsync_version(void);
 WSYNC_API const char *wsync_backends(void);
 
+/* Stops every blocking wait of this process's wsync objects -- a control
+ * endpoint call being retried, a receiver's pull waiting for a version or
+ * for its node, a publisher's waits -- within about 20 ms: each returns
+ * WSYNC_ERR_CANCELLED, and so does every later wait. For a process about
+ * to exit: call it from a SIGINT/SIGTERM handler (it is async-signal-safe),
+ * then destroy the objects as usual (their final reports still go out).
+ * One object alone: wsync_receiver_cancel. */
+WSYNC_API void wsync_interrupt(void);
+/* 1 once wsync_interrupt() was called. */
+WSYNC_API int wsync_interrupted(void);
+
 typedef enum wsync_log_level {
     WSYNC_LOG_ERROR = 0,
     WSYNC_LOG_WARN = 1,

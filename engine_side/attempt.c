@@ -48,6 +48,8 @@ static wsync_status_t wait_ranks(wsync_receiver_t *r, uint64_t deadline)
             }
         if (missing < 0)
             return WSYNC_OK;
+        if (recv_cancelled(r))
+            return wsync_cancel_error("waiting for the other local ranks");
         if (wsync_now_ns() >= deadline)
             return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s: local rank %d is not running", r->engine_id, missing);
         usleep(10000);
@@ -144,6 +146,8 @@ static wsync_status_t follow_attempt(wsync_receiver_t *r, uint64_t version, uint
         WSYNC_CHECK(recv_rejoin_if_needed(r));
         if (found)
             return WSYNC_OK;
+        if (recv_cancelled(r))
+            return wsync_cancel_error("waiting for local rank 0 to start a pull");
         if (wsync_now_ns() >= deadline)
             return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s rank %d: local rank 0 started no pull in time",
                                r->engine_id, r->cfg.local_rank);
@@ -295,8 +299,9 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
         t0 = wsync_now_ns();
         recv_progress_phase(r->progress, RECV_PHASE_SETUP, v, (uint64_t)r->nslots * need);
         st = recv_ensure_images(r, need);
-        if (wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS) > 0) /* test hook: a slow reserve */
-            usleep((useconds_t)wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS) * 1000);
+        if (wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS) > 0 && /* test hook: a slow reserve */
+            wsync_sleep_cancellable(wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS), &r->cancelled) && st == WSYNC_OK)
+            st = wsync_cancel_error("setting up the image memory");
         recv_progress_setup_took(r->progress, (double)(wsync_now_ns() - t0) / 1e9);
         recv_progress_phase(r->progress, RECV_PHASE_IDLE, 0, 0);
         wsync_trace("engine %s rank %d: %d image slots of %llu bytes reserved in %.3f s", r->engine_id,
@@ -381,6 +386,8 @@ static wsync_status_t wait_node(wsync_receiver_t *r, uint64_t gen, uint64_t dead
         }
         if (all && r->cfg.local_rank == 0)
             return WSYNC_OK;
+        if (recv_cancelled(r))
+            return wsync_cancel_error("waiting for the node to verify the pull");
         if (wsync_now_ns() >= deadline) {
             char who[128] = "";
             size_t n = 0;
@@ -494,6 +501,10 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     char err[512];
     int late = 0;
 
+    /* This rank's device on the calling thread: a pull may come from any
+     * thread (the Python package pulls on a worker thread, to stay
+     * interruptible), and device memory calls follow the thread's device. */
+    WSYNC_CHECK(r->mem->init(r->device));
     WSYNC_CHECK(attempt_setup(r, version, deadline));
     WSYNC_CHECK(attempt_open(r, version, deadline, &a));
     r->last_gen = a.gen;

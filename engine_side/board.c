@@ -204,6 +204,8 @@ wsync_status_t board_node_slots(board_t *b, int timeout_ms, int *most, int *leas
             *least = lo;
             return WSYNC_OK;
         }
+        if (wsync_interrupted())
+            return wsync_error(WSYNC_ERR_CANCELLED, "waiting for local rank %d's image slots: interrupted", missing);
         if (wsync_now_ns() >= deadline)
             return wsync_error(WSYNC_ERR_TIMEOUT,
                                "local rank %d has not set up its image slots in time (is it running and pulling?)",

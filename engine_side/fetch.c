@@ -145,6 +145,8 @@ wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t dea
                                r->engine_id);
         if (me != 0 && board_leader_gone(r->board))
             return wsync_error(WSYNC_ERR_PEER, "engine %s: local rank 0 died", r->engine_id);
+        if (recv_cancelled(r))
+            return wsync_cancel_error("waiting for local rank 0's landing map");
         if (wsync_now_ns() >= deadline)
             return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s rank %d: local rank 0 posted no landing map in time",
                                r->engine_id, me);
@@ -532,6 +534,8 @@ wsync_status_t recv_check_peers(wsync_receiver_t *r, uint64_t gen)
 {
     char why[300];
     int p;
+    if (recv_cancelled(r))
+        return wsync_cancel_error("pull");
     for (p = 0; p < r->cfg.local_world; p++) {
         if (p == r->cfg.local_rank)
             continue;

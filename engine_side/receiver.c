@@ -83,6 +83,18 @@ static int board_device(const wsync_receiver_t *r)
     return r->mem->kind == WSYNC_MEM_CUDA ? r->device : -1;
 }
 
+/* Checked at create, not at the first pull (where it failed once per
+ * attempt): the names common/transport/registry.c knows. */
+static int known_transport(const char *name)
+{
+    static const char *const names[] = {"auto", "tcp", "nccl", "verbs", "local"};
+    size_t i;
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(name, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
 static char *dup_or(const char *s, const char *dflt)
 {
     return strdup(s && s[0] ? s : dflt);
@@ -141,6 +153,11 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     WSYNC_CHECK(wsync_settings_init()); /* a bad WSYNC_* value is refused here */
     if (cfg == NULL || cfg->control_url == NULL || cfg->engine_id == NULL || cfg->engine_id[0] == '\0')
         return wsync_error(WSYNC_ERR_INVALID, "receiver: control_url and engine_id are required");
+    if (strlen(cfg->engine_id) > WSYNC_ENGINE_ID_MAX)
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "engine id '%.20s...' has %zu characters: at most %d (it names the "
+                           "node's local socket and goes into URLs); choose a shorter one",
+                           cfg->engine_id, strlen(cfg->engine_id), WSYNC_ENGINE_ID_MAX);
     if (cfg->local_world < 1 || cfg->local_world > BOARD_MAX_RANKS || cfg->local_rank < 0 ||
         cfg->local_rank >= cfg->local_world)
         return wsync_error(WSYNC_ERR_INVALID,
@@ -155,6 +172,17 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     r->control_url = strdup(cfg->control_url);
     r->token = cfg->token ? strdup(cfg->token) : NULL;
     r->transport_name = dup_or(cfg->transport, "auto");
+    if (!known_transport(r->transport_name)) {
+        st = wsync_error(WSYNC_ERR_INVALID, "unknown transport '%s' (valid: auto, tcp, nccl, verbs, local)",
+                         r->transport_name);
+        wsync_receiver_destroy(r);
+        return st;
+    }
+    if (strcmp(r->transport_name, "nccl") == 0 && wsync_cuda_device_count() == 0) {
+        wsync_receiver_destroy(r);
+        return wsync_error(WSYNC_ERR_UNSUPPORTED, "transport nccl needs a CUDA device, and there is none here (or "
+                                                  "wsync was built without CUDA): use transport tcp or auto");
+    }
     wsync_host_id(cfg->host_id, r->host_id, sizeof(r->host_id));
     if (cfg->bind_host && cfg->bind_host[0]) {
         r->bind_host = strdup(cfg->bind_host);
@@ -169,6 +197,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     WSYNC_CHECK_GOTO(r->mem->init(r->device), st, err);
     r->win_ops = wsync_window_for(r->mem->kind);
     WSYNC_CHECK_GOTO(wsync_control_open(r->control_url, r->token, &r->control), st, err);
+    wsync_control_set_cancel(r->control, &r->cancelled);
     r->progress = recv_progress_open(r->control_url, r->token, r->engine_id, cfg->local_rank == 0);
     WSYNC_CHECK_GOTO(wsync_auth_init(&r->auth, r->token), st, err);
     WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, board_device(r), &r->auth,
@@ -426,6 +455,16 @@ wsync_status_t wsync_receiver_tensor(const wsync_receiver_t *r, const char *name
         return wsync_error(WSYNC_ERR_NOT_FOUND, "version %llu has no tensor named '%s'%s",
                            (unsigned long long)r->held_version, name, r->held_tl ? " in this rank's target" : "");
     return wsync_receiver_tensor_at(r, (size_t)i, ptr, info);
+}
+
+void wsync_receiver_cancel(wsync_receiver_t *r)
+{
+    __atomic_store_n(&r->cancelled, 1, __ATOMIC_RELEASE);
+}
+
+void wsync_receiver_cancel_clear(wsync_receiver_t *r)
+{
+    __atomic_store_n(&r->cancelled, 0, __ATOMIC_RELEASE);
 }
 
 wsync_status_t wsync_receiver_image(const wsync_receiver_t *r, void **ptr, size_t *len)

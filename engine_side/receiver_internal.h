@@ -6,6 +6,7 @@
 #define WSYNC_ENGINE_RECEIVER_INTERNAL_H
 
 #include "common/control_client.h"
+#include "common/interrupt.h"
 #include "common/mem/mem.h"
 #include "common/net/auth.h"
 #include "common/sync_layout.h"
@@ -81,6 +82,7 @@ typedef struct recv_pull_conns {
 
 struct wsync_receiver {
     wsync_receiver_config_t cfg;
+    int cancelled; /* atomic: wsync_receiver_cancel; every wait looks (recv_cancelled) */
     char *engine_id, *control_url, *token, *transport_name, *bind_host;
     char host_id[128];
     char board_name[256];
@@ -242,6 +244,13 @@ wsync_status_t recv_post_tlanding(wsync_receiver_t *r, const recv_tlayout_t *tl,
 wsync_status_t recv_map_peers(wsync_receiver_t *r, int slot, uint64_t deadline, const recv_tlayout_t *tl);
 wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t deadline, const uint8_t **out);
 wsync_status_t recv_check_peers(wsync_receiver_t *r, uint64_t gen);
+
+/* 1 once wsync_receiver_cancel(r) or wsync_interrupt() was called: a wait
+ * of the pull returns wsync_cancel_error then. */
+static inline int recv_cancelled(const wsync_receiver_t *r)
+{
+    return wsync_cancelled(&r->cancelled);
+}
 
 /* receiver.c: image slots sized for `need` bytes, exported on the board;
  * ranks > 0: rejoin the board when local rank 0 restarted. */

@@ -26,6 +26,10 @@ typedef enum wsync_mode {
                                 runs and after a failure */
 } wsync_mode_t;
 
+/* The longest engine id: it names the node's local socket (with the host
+ * id, within the 107 bytes a socket name has) and goes into URLs. */
+#define WSYNC_ENGINE_ID_MAX 64
+
 /* One destination tensor in the caller's memory (see config.dests). */
 typedef struct wsync_dest_tensor {
     const char *name; /* a tensor the rank holds: its target's ("...qkv_proj.weight") or the manifest's */
@@ -36,7 +40,8 @@ typedef struct wsync_dest_tensor {
 typedef struct wsync_receiver_config {
     const char *control_url; /* required */
     const char *token;       /* or NULL (then env WSYNC_TOKEN) */
-    const char *engine_id;   /* required: names the node; its ranks share it */
+    const char *engine_id;   /* required: names the node; its ranks share it;
+                              * 1 to WSYNC_ENGINE_ID_MAX characters */
     int local_rank, local_world;
     const char *device; /* "host" (default) or "cuda:N" */
     wsync_mode_t mode;
@@ -128,6 +133,16 @@ WSYNC_API wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cf
  * rank) fails the pull at once, naming it and what was missing; timeout_ms
  * bounds the wait for silent ones. */
 WSYNC_API wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int timeout_ms, uint64_t *got);
+
+/* Stop a pull from another thread or a signal handler (async-signal-safe:
+ * one atomic store). The pull in flight -- waiting for a version, for the
+ * other local ranks, or landing -- returns WSYNC_ERR_CANCELLED within about
+ * 20 ms, the node keeping the version it held (the other local ranks see
+ * this rank's attempt fail, as with any failure); so does every later pull
+ * until wsync_receiver_cancel_clear(r). wsync_interrupt() (wsync.h) does
+ * this for every object of the process at once. */
+WSYNC_API void wsync_receiver_cancel(wsync_receiver_t *r);
+WSYNC_API void wsync_receiver_cancel_clear(wsync_receiver_t *r);
 
 /* The version held (0 before the first pull). */
 WSYNC_API uint64_t wsync_receiver_version(const wsync_receiver_t *r);

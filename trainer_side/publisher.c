@@ -219,6 +219,25 @@ static wsync_status_t report(wsync_publisher_t *p, uint64_t version, const json_
     return st;
 }
 
+/* The host engines dial: advertise_host; else the listen address's host
+ * when it names one address (a server bound to 127.0.0.1 is not reached at
+ * the machine's primary address, issue 25.13); else the primary IPv4. */
+static void choose_advertise(const wsync_publisher_config_t *cfg, char *out, size_t len)
+{
+    const char *colon = cfg->listen ? strrchr(cfg->listen, ':') : NULL;
+    char host[256] = "";
+    if (cfg->advertise_host && cfg->advertise_host[0]) {
+        snprintf(out, len, "%s", cfg->advertise_host);
+        return;
+    }
+    if (colon && (size_t)(colon - cfg->listen) < sizeof(host))
+        snprintf(host, sizeof(host), "%.*s", (int)(colon - cfg->listen), cfg->listen);
+    if (host[0] && strcmp(host, "0.0.0.0") != 0 && strcmp(host, "*") != 0 && strcmp(host, "[::]") != 0)
+        snprintf(out, len, "%s", host);
+    else
+        wsync_primary_ipv4(out, len);
+}
+
 wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync_publisher_t **out)
 {
     wsync_publisher_t *p;
@@ -242,10 +261,7 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     p->manifest_json = strdup(cfg->manifest_json);
     p->cfg.manifest_json = p->manifest_json;
     wsync_host_id(cfg->host_id, p->host_id, sizeof(p->host_id));
-    if (cfg->advertise_host && cfg->advertise_host[0])
-        snprintf(p->advertise, sizeof(p->advertise), "%s", cfg->advertise_host);
-    else
-        wsync_primary_ipv4(p->advertise, sizeof(p->advertise));
+    choose_advertise(cfg, p->advertise, sizeof(p->advertise));
 
     WSYNC_CHECK_GOTO(wsync_mem_get(cfg->device ? cfg->device : "host", &p->mem, &p->device), st, err);
     WSYNC_CHECK_GOTO(p->mem->init(p->device), st, err);

@@ -46,7 +46,8 @@ typedef struct wsync_publisher_config {
                                    wsync_publisher_publish_opts) and no publish
                                    slot is allocated */
     const char *listen;         /* pull server "HOST:PORT" ("0.0.0.0:0" default) */
-    const char *advertise_host; /* address engines dial (default: primary IPv4) */
+    const char *advertise_host; /* address engines dial (default: listen's host when
+                                 * it names one address, else the primary IPv4) */
     const char *host_id;        /* hosts with the same id use the local transport;
                                    default env WSYNC_HOST_ID, else the hostname */
     int slot_wait_ms;           /* publish waits this long for a slot still being
@@ -145,6 +146,39 @@ WSYNC_API void wsync_publisher_destroy(wsync_publisher_t *p);
  * count in *n. */
 WSYNC_API wsync_status_t wsync_publisher_owned_extents(const char *manifest_json, wsync_layout_kind_t layout,
                                                        int world, int rank, wsync_owned_t *out, int max, int *n);
+
+/* Building config.manifest_json without writing JSON by hand: tensors are
+ * added in image order, each at the next 256-byte boundary (where
+ * wsync_receiver_tensor will find it). Not thread-safe; the builder owns
+ * nothing of the caller's. Typical use:
+ *
+ *   wsync_manifest_builder_t *b;
+ *   int64_t shape[2] = {4096, 4096};
+ *   uint64_t off, size;
+ *   char *json;
+ *   wsync_manifest_builder_create(&b);
+ *   wsync_manifest_builder_add(b, "layers.0.mlp.up_proj.weight", "BF16", 2, shape, &off, &size);
+ *   ... one call per tensor ...
+ *   wsync_manifest_builder_json(b, &json);          // config.manifest_json; free(json) after create
+ *   image = malloc(wsync_manifest_builder_image_size(b)); // tensor i at image + its off
+ *   wsync_manifest_builder_destroy(b);
+ */
+typedef struct wsync_manifest_builder wsync_manifest_builder_t;
+WSYNC_API wsync_status_t wsync_manifest_builder_create(wsync_manifest_builder_t **out);
+/* Appends tensor `name` (copied) of safetensors dtype `dtype` ("BF16", "F32",
+ * "I64", ...) and `ndim` dimensions (0: a scalar; at most WSYNC_MAX_DIMS).
+ * *offset gets its offset in the image and *size its bytes (either may be
+ * NULL). A duplicate name, an unknown dtype, a negative dimension or a size
+ * that overflows is refused naming the tensor; the builder is unchanged. */
+WSYNC_API wsync_status_t wsync_manifest_builder_add(wsync_manifest_builder_t *b, const char *name,
+                                                    const char *dtype, int ndim, const int64_t *shape,
+                                                    uint64_t *offset, uint64_t *size);
+/* Bytes of the image the tensors so far make (padded to 256). */
+WSYNC_API uint64_t wsync_manifest_builder_image_size(const wsync_manifest_builder_t *b);
+/* The manifest JSON of the tensors so far, in *out: a string the caller frees
+ * with free(). */
+WSYNC_API wsync_status_t wsync_manifest_builder_json(const wsync_manifest_builder_t *b, char **out);
+WSYNC_API void wsync_manifest_builder_destroy(wsync_manifest_builder_t *b);
 
 #ifdef __cplusplus
 }

@@ -62,6 +62,8 @@ wsync_status_t wsync_unix_connect(const char *name, int timeout_ms, int *fd_out)
         }
         e = errno;
         close(fd);
+        if (wsync_interrupted())
+            return wsync_error(WSYNC_ERR_CANCELLED, "waiting for local socket '%s': interrupted", name);
         if (wsync_now_ns() >= deadline)
             return wsync_error(WSYNC_ERR_TIMEOUT, "nobody serves local socket '%s' (%s): is local rank 0 running?",
                                name, strerror(e));

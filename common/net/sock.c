@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/interrupt.h"
 #include "common/settings.h"
 #include "common/util.h"
 
@@ -117,7 +118,10 @@ wsync_status_t wsync_tcp_dial(const char *hostport, int timeout_ms, int retry_re
             freeaddrinfo(res);
             return wsync_error(WSYNC_ERR_PEER, "cannot connect to %s: %s", hostport, strerror(err));
         }
-        usleep(50000);
+        if (wsync_sleep_cancellable(50, NULL)) { /* SIGINT/SIGTERM: wsync_interrupt() */
+            freeaddrinfo(res);
+            return wsync_error(WSYNC_ERR_CANCELLED, "connecting to %s: interrupted", hostport);
+        }
     }
     freeaddrinfo(res);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);

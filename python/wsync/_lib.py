@@ -121,6 +121,18 @@ class ReceiverConfig(ctypes.Structure):
     ]
 
 
+class PullProgress(ctypes.Structure):
+    """wsync_pull_progress_t (engine_side/wsync_receiver.h)."""
+    _fields_ = [
+        ("phase", ctypes.c_char_p),
+        ("version", ctypes.c_uint64),
+        ("done", ctypes.c_uint64),
+        ("total", ctypes.c_uint64),
+        ("elapsed_s", ctypes.c_double),
+        ("last_setup_s", ctypes.c_double),
+    ]
+
+
 # wsync_status_t (*check_dests)(void *arg, const wsync_tensor_info_t *tensors, size_t n)
 CHECK_DESTS = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(TensorInfo), ctypes.c_size_t)
 
@@ -157,6 +169,9 @@ _PROTOTYPES = {
                                              ctypes.POINTER(TensorInfo)]),
     "wsync_receiver_image": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
                                             ctypes.POINTER(ctypes.c_size_t)]),
+    "wsync_receiver_progress": (None, [ctypes.c_void_p, ctypes.POINTER(PullProgress)]),
+    "wsync_receiver_cancel": (None, [ctypes.c_void_p]),
+    "wsync_receiver_cancel_clear": (None, [ctypes.c_void_p]),
     "wsync_receiver_destroy": (None, [ctypes.c_void_p]),
     "wsync_image_alloc": (ctypes.c_void_p, [ctypes.c_size_t]),
     "wsync_image_free": (None, [ctypes.c_void_p, ctypes.c_size_t]),
@@ -218,10 +233,11 @@ def last_error():
     return s.decode(errors="replace") if s else ""
 
 
-def check(status, what):
-    """Raise the Error for a failed C call; `what` says what was being done."""
+def check(status, what, detail=None):
+    """Raise the Error for a failed C call; `what` says what was being done;
+    `detail`: the failing thread's last_error() (default: this thread's)."""
     if status != 0:
-        detail = last_error() or what
+        detail = (detail if detail is not None else last_error()) or what
         raise make_error(status, "%s: %s" % (what, detail) if detail != what else what)
 
 

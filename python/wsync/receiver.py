@@ -16,7 +16,10 @@ the pull naming the tensor; the C side checks byte counts again.
 """
 import json
 import ctypes
+import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as _SliceOver
 
 import torch
 
@@ -51,7 +54,7 @@ class Receiver:
     def __init__(self, control, engine, local_rank, local_world, *, into=None, tp=None, mode="staged",
                  device=None, token=None, transport=None, bind_host=None, host_id=None, rules=None,
                  target=None):
-        self._r = None
+        self._r, self._worker = None, None
         if mode not in _MODES:
             raise invalid("mode=%r: use \"staged\" or \"in-place\"" % (mode,))
         if tp is not None and (not isinstance(tp, int) or tp < 1):
@@ -178,14 +181,58 @@ class Receiver:
         if self._into is not None:
             sync(self._dev)  # torch's queued work on `into` ends before wsync writes it
         self._check_error = None
-        st = _lib.lib.wsync_receiver_pull(self._r, version or 0, ms, ctypes.byref(got))
+        st, detail = self._pull_interruptibly(version or 0, ms, got)
         self._views = None
         if st != 0 and self._check_error is not None:
             e, self._check_error = self._check_error, None
             raise e
         _lib.check(st, "engine %s rank %d: pull of %s" % (self.engine, self.local_rank,
-                                                          "version %d" % version if version else "the newest version"))
+                                                          "version %d" % version if version else "the newest version"),
+                   detail)
         return got.value
+
+    def _pull_interruptibly(self, version, ms, got):
+        """The C pull, (status, its error text). Python runs signal handlers
+        only between bytecodes of the main thread, never inside a C call: from
+        the main thread the pull runs on this receiver's own worker thread
+        while this one waits in 0.1 s slices, so Ctrl-C raises
+        KeyboardInterrupt at once; the pull is cancelled
+        (wsync_receiver_cancel) and waited for (it returns within ~20 ms,
+        the node keeping the version it held) before the exception goes on."""
+        def run():
+            st = _lib.lib.wsync_receiver_pull(self._r, version, ms, ctypes.byref(got))
+            return st, _lib.last_error() if st else ""
+
+        if threading.current_thread() is not threading.main_thread():
+            return run()
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wsync-pull")
+        fut = self._worker.submit(run)
+        try:
+            while True:
+                try:
+                    return fut.result(timeout=0.1)
+                except _SliceOver:
+                    continue
+        except BaseException:
+            _lib.lib.wsync_receiver_cancel(self._r)
+            try:
+                fut.result()
+            finally:
+                _lib.lib.wsync_receiver_cancel_clear(self._r)
+            raise
+
+    def progress(self):
+        """Where this rank's pull stands (callable from another thread while
+        pull() runs): a dict with "phase" ("idle", "setup": the first pull
+        reserving image memory, or "landing"), "version", "done" and "total"
+        bytes, "elapsed_s" in this phase and "last_setup_s" (how long the
+        set-up took, 0 before it ran)."""
+        self._live()
+        p = _lib.PullProgress()
+        _lib.lib.wsync_receiver_progress(self._r, ctypes.byref(p))
+        return {"phase": p.phase.decode() if p.phase else "idle", "version": p.version, "done": p.done,
+                "total": p.total, "elapsed_s": p.elapsed_s, "last_setup_s": p.last_setup_s}
 
     def _held_views(self):
         """Views of the held version's tensors. Rebuilding ~300 torch views
@@ -264,6 +311,9 @@ class Receiver:
 
     def close(self):
         """Free the receiver and its images (views from tensors() die with them). Idempotent."""
+        if self._worker is not None:
+            self._worker.shutdown(wait=True)
+            self._worker = None
         if self._r is not None:
             _lib.lib.wsync_receiver_destroy(self._r)
             self._r = None

@@ -5,10 +5,15 @@
 #     it; no path of a particular machine), and no tracked file refers to the
 #     design notes kept outside it.
 # (b) The ```sh blocks of README.md and docs/*.md run as written, in order, in
-#     one shell per document, in a temporary directory with build/wsync on
-#     PATH (as root in a network namespace of their own, so the examples' fixed
-#     ports cannot clash with anything); each block must exit 0. ```text and
-#     ```console blocks are output or not meant to run here.
+#     one shell per document (as root in a network namespace of their own, so
+#     the examples' fixed ports cannot clash with anything); each block must
+#     exit 0. README.md's run as a reader's would after the quick start: in
+#     the repository's directory (a temporary one holding links to its
+#     entries, build/ the build under test, so what the examples write stays
+#     out of the tree), with PATH as the test found it: nothing here puts
+#     wsync on it (issue 26.4). docs/*.md's run in an empty directory with
+#     build/wsync on PATH. ```text and ```console blocks are output or not
+#     meant to run here.
 source "$(dirname "$0")/lib.sh"
 
 NAME=docs
@@ -81,8 +86,15 @@ PY
     if [ "$(id -u)" = 0 ] && unshare -n true 2>/dev/null; then
         runner=(unshare -n sh -c 'ip link set lo up && exec bash "$0"' "$script")
     fi
+    local path="$BUILD:$PATH"
+    if [ "$doc" = README.md ]; then
+        local e
+        for e in "$WSYNC_ROOT"/*; do [ "$(basename "$e")" = build ] || ln -s "$e" "$work/"; done
+        ln -s "$BUILD" "$work/build"
+        path=$PATH
+    fi
     # A session of its own: whatever the examples leave running goes with it.
-    (cd "$work" && PATH="$BUILD:$PATH" exec setsid timeout 300 "${runner[@]}" \
+    (cd "$work" && PATH="$path" exec setsid timeout 300 "${runner[@]}" \
         >"$TMP/doc.out" 2>"$TMP/doc.err" 3>"$TMP/doc.marks" </dev/null) &
     local pid=$!
     wait "$pid"; local rc=$?

@@ -15,6 +15,7 @@ STRUCTS = {
     "wsync_publish_opts_t": (_lib.PublishOpts, "trainer_side/wsync_publisher.h"),
     "wsync_tensor_info_t": (_lib.TensorInfo, "common/wsync.h"),
     "wsync_dest_tensor_t": (_lib.DestTensor, "engine_side/wsync_receiver.h"),
+    "wsync_pull_progress_t": (_lib.PullProgress, "engine_side/wsync_receiver.h"),
 }
 
 

@@ -567,6 +567,66 @@ static void test_unreachable(void)
     wsync_control_close(c);
 }
 
+/* Issue 26.2: the owner's cancel flag aborts a long poll in flight within
+ * a second (it held its whole timeout before), no long poll starts once it
+ * is set, and retries against an endpoint that is down stop after the
+ * attempt in flight (they went on for the grace period). */
+typedef struct cancel_job {
+    wsync_control_t *c;
+    wsync_status_t st;
+    double secs;
+} cancel_job_t;
+
+static void *long_poll_main(void *arg)
+{
+    cancel_job_t *j = arg;
+    uint64_t v = 0;
+    double t0 = wsync_now_s();
+    j->st = wsync_control_wait_version(j->c, 0, 10000, &v);
+    j->secs = wsync_now_s() - t0;
+    return NULL;
+}
+
+static void test_cancel(void)
+{
+    wsync_control_server_t *s = start(NULL, NULL);
+    wsync_control_t *c = client(s, NULL), *down = NULL;
+    cancel_job_t j = {0};
+    pthread_t th;
+    json_t *st = NULL;
+    int flag = 0;
+    uint64_t v = 0;
+    double t0;
+    if (c == NULL) {
+        CHECK(!"set-up");
+        goto out;
+    }
+    wsync_control_set_cancel(c, &flag);
+    j.c = c;
+    CHECK(pthread_create(&th, NULL, long_poll_main, &j) == 0);
+    usleep(300000);
+    __atomic_store_n(&flag, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    CHECK_EQ(j.st, WSYNC_ERR_CANCELLED);
+    CHECK(j.secs < 1.3);
+    CHECK_FAILS(wsync_control_wait_version(c, 0, 5000, &v), WSYNC_ERR_CANCELLED, "interrupted");
+    CHECK_OK(wsync_control_status(c, &st)); /* a single request still goes out */
+    json_decref(st);
+    st = NULL;
+    CHECK_OK(wsync_control_open("http://127.0.0.1:1", NULL, &down));
+    if (down) {
+        wsync_control_set_grace(down, 10000);
+        wsync_control_set_cancel(down, &flag);
+        t0 = wsync_now_s();
+        CHECK_FAILS(wsync_control_status(down, &st), WSYNC_ERR_CANCELLED, "interrupted while retrying");
+        CHECK(wsync_now_s() - t0 < 1.0);
+    }
+out:
+    wsync_control_close(down);
+    wsync_control_close(c);
+    wsync_control_server_stop(s);
+}
+
 /* 200 long polls held by one curl multi, answered after a publish. */
 typedef struct polls {
     const char *url;
@@ -700,6 +760,7 @@ int main(void)
     RUN(test_restart_from_state);
     RUN(test_corrupt_state_refused);
     RUN(test_unreachable);
+    RUN(test_cancel);
     RUN(test_200_long_polls);
     {
         char cmd[300];
