@@ -95,7 +95,8 @@ static json_t *report_body(const recv_reporter_t *rp, const report_t *rep)
 {
     json_t *b;
     if (rep->node_note) /* a note only: the endpoint keeps the node's state */
-        return json_pack("{s:I, s:s, s:s}", "version", (json_int_t)rp->holds, "state", "pulling", "node", rep->error);
+        return json_pack("{s:I, s:s, s:s}", "version", (json_int_t)rp->holds, "state", "pulling", "node",
+                         rep->error);
     b = json_pack("{s:I, s:s, s:f, s:I}", "version", (json_int_t)rep->version, "state", rep->state, "duration_s",
                   rep->duration_s, "bytes", (json_int_t)rep->bytes);
     if (b && rep->has_error)
@@ -150,8 +151,8 @@ static void *reporter_main(void *arg)
                 pthread_mutex_lock(&rp->lock);
                 continue;
             }
-            wsync_abstime_after_ms(&ts, rp->heartbeat_ms > 0 ? (int)((rp->next_beat_ns - now) / 1000000ULL) + 1
-                                                             : 1000);
+            wsync_abstime_after_ms(&ts,
+                                   rp->heartbeat_ms > 0 ? (int)((rp->next_beat_ns - now) / 1000000ULL) + 1 : 1000);
             pthread_cond_timedwait(&rp->cond, &rp->lock, &ts);
         }
         if (rp->n == 0 || rp->stopping)
@@ -223,8 +224,8 @@ void reporter_note_node(recv_reporter_t *rp, const char *note)
     reporter_post_held(rp, 0, "", 0, 0, note ? note : "", -2);
 }
 
-void reporter_post_held(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s, uint64_t bytes,
-                        const char *error, int64_t holds)
+void reporter_post_held(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s,
+                        uint64_t bytes, const char *error, int64_t holds)
 {
     report_t *rep;
     pthread_mutex_lock(&rp->lock);

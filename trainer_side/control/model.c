@@ -107,7 +107,8 @@ int ctl_register_trainer(ctl_model_t *m, const json_t *body, char *err, size_t e
     }
     t = &m->trainers[rank];
     /* The same registration again is a heartbeat: seen, nothing to save. */
-    *changed = world_before != world || !t->registered || !json_equal(t->endpoint, json_object_get(body, "endpoint")) ||
+    *changed = world_before != world || !t->registered ||
+               !json_equal(t->endpoint, json_object_get(body, "endpoint")) ||
                strcmp(t->host, json_string_value(json_object_get(body, "host"))) != 0;
     if (*changed) {
         json_decref(t->endpoint);
@@ -233,7 +234,8 @@ int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t er
         LOG_INFO("engine %s registered", id);
         *changed = 1;
     }
-    if (strcmp(e->host, host) != 0 || e->local_ranks != (int)json_integer_value(json_object_get(body, "local_ranks")) ||
+    if (strcmp(e->host, host) != 0 ||
+        e->local_ranks != (int)json_integer_value(json_object_get(body, "local_ranks")) ||
         !json_equal(e->endpoint, json_object_get(body, "endpoint"))) {
         snprintf(e->host, sizeof(e->host), "%s", host);
         e->local_ranks = (int)json_integer_value(json_object_get(body, "local_ranks"));
@@ -249,8 +251,8 @@ int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t er
     }
     /* A heartbeat says what the node holds now: a node that restarted, or
      * whose in-place pull failed, holds nothing, whatever it reported before. */
-    if (holds && (uint64_t)json_integer_value(holds) != e->version && (uint64_t)json_integer_value(holds) <= m->latest &&
-        !m->replaying) {
+    if (holds && (uint64_t)json_integer_value(holds) != e->version &&
+        (uint64_t)json_integer_value(holds) <= m->latest && !m->replaying) {
         e->version = (uint64_t)json_integer_value(holds);
         ctl_journal_locked(m, json_pack("{s:s, s:s, s:I}", "op", "held", "id", e->id, "version",
                                         (json_int_t)e->version));
@@ -857,8 +859,8 @@ json_t *ctl_status_json(ctl_model_t *m)
     for (i = 0; i < m->nengines; i++)
         json_array_append_new(engines, engine_json(m, &m->engines[i]));
     j = json_pack("{s:I, s:f, s:i, s:o, s:o, s:i, s:o, s:f}", "latest_version", (json_int_t)m->latest,
-                  "published_at", m->latest_at, "world", m->world, "trainers", trainers, "engines", engines, "pending",
-                  m->npending, "pending_versions", ctl_pending_json_locked(m), "lease_s",
+                  "published_at", m->latest_at, "world", m->world, "trainers", trainers, "engines", engines,
+                  "pending", m->npending, "pending_versions", ctl_pending_json_locked(m), "lease_s",
                   m->lease_s > 0 ? m->lease_s : CTL_LEASE_S);
     pthread_mutex_unlock(&m->lock);
     return j;
@@ -914,10 +916,9 @@ json_t *ctl_state_json(ctl_model_t *m)
                                                  "local_ranks", e->local_ranks, "version", (json_int_t)e->version,
                                                  "endpoint", e->endpoint));
     }
-    j = json_pack("{s:i, s:I, s:f, s:o, s:o, s:o, s:o, s:I}", "format", 1, "latest_version",
-                  (json_int_t)m->latest, "published_at", m->latest_at, "versions", records, "trainers", trainers,
-                  "engines", engines, "layouts", ctl_layouts_state_locked(m), "log_seq",
-                  (json_int_t)m->journal_seq);
+    j = json_pack("{s:i, s:I, s:f, s:o, s:o, s:o, s:o, s:I}", "format", 1, "latest_version", (json_int_t)m->latest,
+                  "published_at", m->latest_at, "versions", records, "trainers", trainers, "engines", engines,
+                  "layouts", ctl_layouts_state_locked(m), "log_seq", (json_int_t)m->journal_seq);
     pthread_mutex_unlock(&m->lock);
     return j;
 }
