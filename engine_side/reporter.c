@@ -48,6 +48,7 @@ struct recv_reporter {
     long heartbeat_ms;     /* 0: none */
     uint64_t next_beat_ns; /* when the next heartbeat is due */
     int refused;           /* the last heartbeat was refused (said once) */
+    char note[512];        /* the last note on the node's ranks posted ("" none) */
 };
 
 /* POSTs `body` (taken) to `path`: 0 answered 2xx, 1 no answer / 5xx (try
@@ -221,7 +222,16 @@ void reporter_post(recv_reporter_t *rp, uint64_t version, const char *state, dou
 
 void reporter_note_node(recv_reporter_t *rp, const char *note)
 {
-    reporter_post_held(rp, 0, "", 0, 0, note ? note : "", -2);
+    int same;
+    if (rp == NULL)
+        return;
+    note = note ? note : "";
+    pthread_mutex_lock(&rp->lock);
+    same = strncmp(rp->note, note, sizeof(rp->note) - 1) == 0;
+    snprintf(rp->note, sizeof(rp->note), "%s", note);
+    pthread_mutex_unlock(&rp->lock);
+    if (!same) /* a change only: callers may say it on every pull */
+        reporter_post_held(rp, 0, "", 0, 0, note, -2);
 }
 
 void reporter_post_held(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s,
