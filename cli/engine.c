@@ -394,7 +394,8 @@ int cmd_engine(int argc, char **argv)
          * ranks > 0 for rank 0 to start a pull (a rank 0 that is gone is
          * noticed by the rejoin, with an error of its own). */
         if (st == WSYNC_ERR_TIMEOUT && follow &&
-            (strstr(wsync_last_error(), "no version newer") || strstr(wsync_last_error(), "started no pull in time")))
+            (strstr(wsync_last_error(), "no version newer") ||
+             strstr(wsync_last_error(), "started no pull in time")))
             continue;
         if (st != WSYNC_OK && stop_flag)
             break; /* interrupted: not a failure */

@@ -94,14 +94,15 @@ static void print_table(const json_t *st)
     size_t i, live = 0;
     time_t now = time(NULL);
     const json_t *sf = json_object_get(st, "state_file");
-    json_array_foreach(json_object_get(st, "engines"), i, e) live +=
-        strcmp(json_string_value(json_object_get(e, "presence")) ?: "live", "live") == 0;
+    json_array_foreach(json_object_get(st, "engines"), i, e)
+        live += strcmp(json_string_value(json_object_get(e, "presence")) ?: "live", "live") == 0;
     printf("latest version %lld   ", (long long)json_integer_value(json_object_get(st, "latest_version")));
     print_trainers(st, now);
     printf("   engines %zu (%zu live)\n", json_array_size(json_object_get(st, "engines")), live);
     json_array_foreach(json_object_get(st, "pending_versions"), i, p)
     {
-        printf("version %lld pending: reported by rank%s ", (long long)json_integer_value(json_object_get(p, "version")),
+        printf("version %lld pending: reported by rank%s ",
+               (long long)json_integer_value(json_object_get(p, "version")),
                json_array_size(json_object_get(p, "reported")) == 1 ? "" : "s");
         print_ranks(json_object_get(p, "reported"));
         printf("; not yet by rank%s ", json_array_size(json_object_get(p, "missing")) == 1 ? "" : "s");
@@ -141,8 +142,8 @@ static void print_table(const json_t *st)
             printf("last seen %s", ago(json_number_value(json_object_get(e, "last_seen")), now, when, sizeof(when)));
         else
             printf("%s", ago(upd, now, when, sizeof(when)));
-        printf("%s%s%s%s\n", node && node[0] ? "  NODE: " : "", node && node[0] ? node : "", err && err[0] ? "  " : "",
-               err && err[0] ? err : "");
+        printf("%s%s%s%s\n", node && node[0] ? "  NODE: " : "", node && node[0] ? node : "",
+               err && err[0] ? "  " : "", err && err[0] ? err : "");
     }
 }
 

@@ -125,7 +125,11 @@ static wsync_status_t lead_attempt(wsync_receiver_t *r, uint64_t version, uint64
     WSYNC_CHECK(choose_version(r, version, deadline, &v));
     wsync_trace("engine %s: version %llu is the one to pull%s", r->engine_id, (unsigned long long)v,
                 r->next_record ? " (its record came with the answer)" : "");
-    WSYNC_CHECK(wait_ranks(r, deadline));
+    if (wait_ranks(r, deadline) != WSYNC_OK) { /* status says so, with the node (reporter.h) */
+        reporter_note_node(r->reporter, wsync_last_error());
+        return WSYNC_ERR_TIMEOUT;
+    }
+    reporter_note_node(r->reporter, "");
     WSYNC_CHECK(board_node_slots(r->board, left_ms(deadline), &most, &least));
     if (least < r->nslots)
         return wsync_error(WSYNC_ERR_CONFLICT,
@@ -287,8 +291,11 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
         need = sl->manifest->image_size;
         ntensors = sl->manifest->ntensors;
     }
-    if (st == WSYNC_OK)
+    if (st == WSYNC_OK) {
         st = agree_slots(r, ntensors, deadline);
+        if (r->cfg.local_rank == 0) /* a rank missing: status says so with the node (reporter.h) */
+            reporter_note_node(r->reporter, st == WSYNC_OK ? "" : wsync_last_error());
+    }
     if (st == WSYNC_OK) {
         if (r->cfg.local_rank == 0)
             reporter_post(r->reporter, v, "pulling", 0, 0, NULL);

@@ -48,6 +48,7 @@ struct recv_reporter {
     long heartbeat_ms;     /* 0: none */
     uint64_t next_beat_ns; /* when the next heartbeat is due */
     int refused;           /* the last heartbeat was refused (said once) */
+    char note[512];        /* the last note on the node's ranks posted ("" none) */
 };
 
 /* POSTs `body` (taken) to `path`: 0 answered 2xx, 1 no answer / 5xx (try
@@ -95,7 +96,8 @@ static json_t *report_body(const recv_reporter_t *rp, const report_t *rep)
 {
     json_t *b;
     if (rep->node_note) /* a note only: the endpoint keeps the node's state */
-        return json_pack("{s:I, s:s, s:s}", "version", (json_int_t)rp->holds, "state", "pulling", "node", rep->error);
+        return json_pack("{s:I, s:s, s:s}", "version", (json_int_t)rp->holds, "state", "pulling", "node",
+                         rep->error);
     b = json_pack("{s:I, s:s, s:f, s:I}", "version", (json_int_t)rep->version, "state", rep->state, "duration_s",
                   rep->duration_s, "bytes", (json_int_t)rep->bytes);
     if (b && rep->has_error)
@@ -150,8 +152,8 @@ static void *reporter_main(void *arg)
                 pthread_mutex_lock(&rp->lock);
                 continue;
             }
-            wsync_abstime_after_ms(&ts, rp->heartbeat_ms > 0 ? (int)((rp->next_beat_ns - now) / 1000000ULL) + 1
-                                                             : 1000);
+            wsync_abstime_after_ms(&ts,
+                                   rp->heartbeat_ms > 0 ? (int)((rp->next_beat_ns - now) / 1000000ULL) + 1 : 1000);
             pthread_cond_timedwait(&rp->cond, &rp->lock, &ts);
         }
         if (rp->n == 0 || rp->stopping)
@@ -220,11 +222,20 @@ void reporter_post(recv_reporter_t *rp, uint64_t version, const char *state, dou
 
 void reporter_note_node(recv_reporter_t *rp, const char *note)
 {
-    reporter_post_held(rp, 0, "", 0, 0, note ? note : "", -2);
+    int same;
+    if (rp == NULL)
+        return;
+    note = note ? note : "";
+    pthread_mutex_lock(&rp->lock);
+    same = strncmp(rp->note, note, sizeof(rp->note) - 1) == 0;
+    snprintf(rp->note, sizeof(rp->note), "%s", note);
+    pthread_mutex_unlock(&rp->lock);
+    if (!same) /* a change only: callers may say it on every pull */
+        reporter_post_held(rp, 0, "", 0, 0, note, -2);
 }
 
-void reporter_post_held(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s, uint64_t bytes,
-                        const char *error, int64_t holds)
+void reporter_post_held(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s,
+                        uint64_t bytes, const char *error, int64_t holds)
 {
     report_t *rep;
     pthread_mutex_lock(&rp->lock);

@@ -28,10 +28,11 @@ void reporter_post(recv_reporter_t *rp, uint64_t version, const char *state, dou
 /* The same, saying what the node holds after it (`holds`, -1: unchanged;
  * a failed pull in place holds nothing: 0), so status never shows a version
  * the node lost. */
-void reporter_post_held(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s, uint64_t bytes,
-                        const char *error, int64_t holds);
-/* What the node says of its local ranks ("local rank 1 was replaced", ""
- * when all run again): shown with the node in status. */
+void reporter_post_held(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s,
+                        uint64_t bytes, const char *error, int64_t holds);
+/* What the node says of its local ranks ("local rank 1 is not running", ""
+ * when all run again): shown with the node in status. Sent only when it
+ * changes; NULL rp is fine. */
 void reporter_note_node(recv_reporter_t *rp, const char *note);
 /* Delivers what is queued for up to `flush_ms`, then stops; NULL is fine. */
 void reporter_stop(recv_reporter_t *rp, int flush_ms);

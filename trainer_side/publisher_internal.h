@@ -93,7 +93,7 @@ struct wsync_publisher {
     const wsync_mem_ops_t *mem;
     int device;
     wsync_control_t *control;
-    pub_heartbeat_t *heartbeat; /* the registration again every 10 s (heartbeat.c) */
+    pub_heartbeat_t *heartbeat;             /* the registration again every 10 s (heartbeat.c) */
     wsync_auth_t auth;                      /* the token's keys: every pull and put proves it */
     wsync_control_server_t *control_server; /* with cfg.serve */
     char *control_url;

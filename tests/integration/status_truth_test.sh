@@ -141,3 +141,16 @@ else
 fi
 check same_id_one_true_entry test "$(engine_field "$U3" twin host)" = "['$(hostname)']"
 check same_id_first_still_live test "$(engine_field "$U3" twin presence)" = "['live']"
+
+# --- 6. a node that lost a rank says so, and says when it runs again -----------
+bg "$WSYNC" engine --control "$U3" --engine half --local-rank 0 --local-world 2 --follow --timeout-ms 1500 \
+    >"$TMP/half0.log" 2>&1
+node_says_rank1() { engine_field "$U3" half node | grep -q 'local rank 1 .*not'; }
+if wait_until 30 node_says_rank1; then pass node_lost_rank_in_status
+else fail node_lost_rank_in_status "$(engine_field "$U3" half node)"; fi
+"$WSYNC" status --control "$U3" >"$TMP/table6" 2>&1
+check node_lost_rank_in_table grep -qE '^half .*NODE: .*local rank 1 .*not' "$TMP/table6"
+bg "$WSYNC" engine --control "$U3" --engine half --local-rank 1 --local-world 2 --follow --timeout-ms 1500 \
+    >"$TMP/half1.log" 2>&1
+if wait_until 30 field_is "$U3" half node "[None]"; then pass node_rank_back_clears_the_note
+else fail node_rank_back_clears_the_note "$(engine_field "$U3" half node)"; fi

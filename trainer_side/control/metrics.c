@@ -85,8 +85,9 @@ static void engine_metrics(sbuf_t *b, const ctl_model_t *m)
            "# TYPE wsync_trainer_rank_up gauge\n");
     for (i = 0; i < m->world; i++)
         add(b, "wsync_trainer_rank_up{rank=\"%d\"} %d\n", i, m->trainers[i].registered && !m->trainers[i].gone);
-    add(b, "# HELP wsync_versions_pending Versions some trainer ranks reported and others not yet.\n"
-           "# TYPE wsync_versions_pending gauge\nwsync_versions_pending %d\n",
+    add(b,
+        "# HELP wsync_versions_pending Versions some trainer ranks reported and others not yet.\n"
+        "# TYPE wsync_versions_pending gauge\nwsync_versions_pending %d\n",
         m->npending);
 }
 

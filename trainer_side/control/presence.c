@@ -142,9 +142,10 @@ json_t *ctl_pending_json_locked(const ctl_model_t *m)
     while (arr && done < m->npending) {
         const ctl_pending_t *p = NULL;
         for (i = 0; i < m->npending; i++)
-            if (m->pending[i].version > (done ? (uint64_t)json_integer_value(json_object_get(
-                                                    json_array_get(arr, (size_t)done - 1), "version"))
-                                              : 0) &&
+            if (m->pending[i].version >
+                    (done ? (uint64_t)json_integer_value(
+                                json_object_get(json_array_get(arr, (size_t)done - 1), "version"))
+                          : 0) &&
                 (p == NULL || m->pending[i].version < p->version))
                 p = &m->pending[i];
         if (p == NULL)

@@ -165,9 +165,9 @@ wsync_status_t ctl_state_log_read(const char *path, char **text, size_t *len)
     ctl_state_log_path(path, log, sizeof(log));
     f = fopen(log, "rb");
     if (f == NULL)
-        return errno == ENOENT ? WSYNC_OK
-                               : wsync_error(WSYNC_ERR_IO, "state file: cannot read its log %s: %s", log,
-                                             strerror(errno));
+        return errno == ENOENT
+                   ? WSYNC_OK
+                   : wsync_error(WSYNC_ERR_IO, "state file: cannot read its log %s: %s", log, strerror(errno));
     for (;;) {
         if (*len + 65536 + 1 > cap) {
             char *nb = realloc(buf, cap = (*len + 65536 + 1) * 2);

@@ -131,14 +131,17 @@ static void test_register_and_lookup(void)
     CHECK(json_equal(json_object_get(json_array_get(arr, 1), "endpoint"), ep1)); /* opaque, as sent */
     CHECK_FAILS(wsync_control_register_trainer(c, 2, 2, "x", ep0), WSYNC_ERR_INVALID, "rank");
     CHECK_OK(wsync_control_register_engine(c, "node-a", "enghost", 8, NULL));
-    CHECK_OK(wsync_control_register_engine(c, "node-a", "enghost2", 4, ep0)); /* re-register updates */
+    CHECK_OK(wsync_control_register_engine(c, "node-a", "enghost", 4, ep0)); /* re-register updates */
+    /* The id of a live node, from another host: refused, naming both. */
+    CHECK_FAILS(wsync_control_register_engine(c, "node-a", "enghost2", 4, ep0), WSYNC_ERR_CONFLICT,
+                "registered from host enghost");
     CHECK_FAILS(wsync_control_register_engine(c, "bad/id", "h", 1, NULL), WSYNC_ERR_INVALID, "'id'");
     CHECK_FAILS(wsync_control_register_engine(c, "n", "h", 0, NULL), WSYNC_ERR_INVALID, "local_ranks");
     CHECK_OK(wsync_control_status(c, &st));
     CHECK_EQ(json_array_size(json_object_get(st, "engines")), 1);
     e = json_array_get(json_object_get(st, "engines"), 0);
     CHECK_STR(json_string_value(json_object_get(e, "id")), "node-a");
-    CHECK_STR(json_string_value(json_object_get(e, "host")), "enghost2");
+    CHECK_STR(json_string_value(json_object_get(e, "host")), "enghost");
     CHECK_EQ(json_integer_value(json_object_get(e, "local_ranks")), 4);
     CHECK_STR(json_string_value(json_object_get(e, "state")), "idle");
 out:
