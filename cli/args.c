@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/settings.h"
 #include "common/util.h"
@@ -82,4 +83,25 @@ int cli_set_plan(const char *cmd, const char *text)
         return 2;
     }
     return 0;
+}
+
+int cli_parse_duration(const char *cmd, const char *opt, const char *text, double *out)
+{
+    static const struct {
+        const char *unit;
+        double s;
+    } units[] = {{"", 1}, {"s", 1}, {"ms", 0.001}, {"m", 60}, {"h", 3600}, {"d", 86400}};
+    char *end = NULL;
+    double v = strtod(text, &end);
+    size_t i;
+    for (i = 0; end != text && i < sizeof(units) / sizeof(units[0]); i++)
+        if (strcmp(end, units[i].unit) == 0 && v > 0 && v * units[i].s <= 10 * 365 * 86400.0) {
+            *out = v * units[i].s;
+            return 0;
+        }
+    fprintf(stderr,
+            "wsync %s: %s '%s' is not a duration: give a positive number with s, ms, m, h or d (e.g. 30s, "
+            "10m, 2h)\n",
+            cmd, opt, text);
+    return 1;
 }

@@ -18,6 +18,10 @@
 int cli_parse_long(const char *cmd, const char *opt, const char *text, long lo, long hi, long *out);
 int cli_parse_int(const char *cmd, const char *opt, const char *text, int lo, int hi, int *out);
 
+/* A duration in seconds: "90", "90s", "500ms", "10m", "2h", "7d", in (0, 10
+ * years]; 0, or 1 and a message naming the option. */
+int cli_parse_duration(const char *cmd, const char *opt, const char *text, double *out);
+
 /* A size as wsync_parse_size reads it (4096, 64M, 1G, 1.5GiB) in [lo, hi]. */
 int cli_parse_size(const char *cmd, const char *opt, const char *text, uint64_t lo, uint64_t hi, uint64_t *out);
 

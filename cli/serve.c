@@ -62,29 +62,6 @@ const struct option cli_serve_options[] = {{"listen", 1, 0, 'l'},
                                            {"help", 0, 0, 'h'},
                                            {0, 0, 0, 0}};
 
-/* "90", "90s", "500ms", "10m", "2h", "7d": seconds; 0 and a message when
- * the text is not a duration in (0, 10 years]. */
-static int parse_duration(const char *opt, const char *text, double *out)
-{
-    static const struct {
-        const char *unit;
-        double s;
-    } units[] = {{"", 1}, {"s", 1}, {"ms", 0.001}, {"m", 60}, {"h", 3600}, {"d", 86400}};
-    char *end = NULL;
-    double v = strtod(text, &end);
-    size_t i;
-    for (i = 0; end != text && i < sizeof(units) / sizeof(units[0]); i++)
-        if (strcmp(end, units[i].unit) == 0 && v > 0 && v * units[i].s <= 10 * 365 * 86400.0) {
-            *out = v * units[i].s;
-            return 0;
-        }
-    fprintf(stderr,
-            "wsync serve: %s '%s' is not a duration: give a positive number with s, ms, m, h or d (e.g. 30s, "
-            "10m, 2h)\n",
-            opt, text);
-    return 1;
-}
-
 int cmd_serve(int argc, char **argv)
 {
     const struct option *opts = cli_serve_options;
@@ -120,11 +97,11 @@ int cmd_serve(int argc, char **argv)
                 return 2;
             break;
         case 'L':
-            if (parse_duration("--lease", optarg, &cfg.lease_s))
+            if (cli_parse_duration("serve", "--lease", optarg, &cfg.lease_s))
                 return 2;
             break;
         case 'F':
-            if (parse_duration("--forget-after", optarg, &cfg.forget_after_s))
+            if (cli_parse_duration("serve", "--forget-after", optarg, &cfg.forget_after_s))
                 return 2;
             break;
         case 'h':

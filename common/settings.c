@@ -203,6 +203,14 @@ static const wsync_setting_def_t table[WSYNC_SET_COUNT] = {
                                 .doc = "a single-copy publish announces the version before its digests and "
                                        "posts them when done, engines landing meanwhile (auto: GPU trainers "
                                        "whose share is 512 MiB or more)"},
+    [WSYNC_SET_HEARTBEAT_MS] = {.name = "heartbeat_ms",
+                                .type = WSYNC_STYPE_MS,
+                                .dflt = "10000",
+                                .min = 0,
+                                .max = 3600000,
+                                .env = "WSYNC_HEARTBEAT_MS",
+                                .doc = "trainer ranks and engine nodes register again this often so the control "
+                                       "endpoint sees them live (`serve --lease`); 0: never"},
 };
 
 typedef struct value {

@@ -43,6 +43,7 @@ typedef enum wsync_setting_id {
     WSYNC_SET_RELAY_STALL_MS,
     WSYNC_SET_LINKS,
     WSYNC_SET_LATE_DIGESTS,
+    WSYNC_SET_HEARTBEAT_MS,
     WSYNC_SET_COUNT
 } wsync_setting_id_t;
 

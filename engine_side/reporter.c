@@ -10,6 +10,7 @@
 
 #include "common/checks.h"
 #include "common/control_client.h"
+#include "common/settings.h"
 #include "common/util.h"
 
 #define REPORTER_QUEUE 32
@@ -18,7 +19,6 @@
 #define REPORTER_ROUND_MS 2000
 /* Heartbeat period (env WSYNC_HEARTBEAT_MS): the endpoint shows a node not
  * seen for its lease (default 30 s, three periods) as gone. */
-#define REPORTER_HEARTBEAT_MS 10000
 
 typedef struct report {
     uint64_t version;
@@ -191,7 +191,7 @@ wsync_status_t reporter_start(const char *url, const char *token, const char *en
     rp->host = strdup(host);
     rp->local_ranks = local_ranks;
     rp->endpoint = endpoint ? json_deep_copy(endpoint) : NULL;
-    rp->heartbeat_ms = getenv("WSYNC_HEARTBEAT_MS") ? atol(getenv("WSYNC_HEARTBEAT_MS")) : REPORTER_HEARTBEAT_MS;
+    rp->heartbeat_ms = (long)wsync_setting_int(WSYNC_SET_HEARTBEAT_MS);
     if (rp->heartbeat_ms < 0)
         rp->heartbeat_ms = 0;
     rp->next_beat_ns = 0; /* the first at once: a node that (re)started holds nothing */

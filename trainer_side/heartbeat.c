@@ -7,9 +7,9 @@
 
 #include "common/checks.h"
 #include "common/control_client.h"
+#include "common/settings.h"
 #include "common/util.h"
 
-#define HEARTBEAT_MS 10000
 #define HEARTBEAT_TRY_MS 2000
 
 struct pub_heartbeat {
@@ -44,8 +44,7 @@ static void *heartbeat_main(void *arg)
 wsync_status_t pub_heartbeat_start(const char *url, const char *token, const char *path, const json_t *body,
                                    pub_heartbeat_t **out)
 {
-    const char *env = getenv("WSYNC_HEARTBEAT_MS");
-    long period = env ? atol(env) : HEARTBEAT_MS;
+    long period = (long)wsync_setting_int(WSYNC_SET_HEARTBEAT_MS);
     pub_heartbeat_t *hb;
     wsync_status_t st;
     *out = NULL;
