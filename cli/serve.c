@@ -49,18 +49,12 @@ static void on_signal(int sig)
     wsync_interrupt();
 }
 
-const struct option cli_serve_options[] = {{"listen", 1, 0, 'l'},
-                                           {"state", 1, 0, 's'},
-                                           {"token-file", 1, 0, 't'},
-                                           {"max-connections", 1, 0, 'm'},
-                                           {"max-engines", 1, 0, 'E'},
-                                           {"max-client-connections", 1, 0, 'C'},
-                                           {"private-status", 0, 0, 'P'},
-                                           {"lease", 1, 0, 'L'},
-                                           {"forget-after", 1, 0, 'F'},
-                                           {"request-timeout", 1, 0, 'T'},
-                                           {"help", 0, 0, 'h'},
-                                           {0, 0, 0, 0}};
+const struct option cli_serve_options[] = {{"listen", 1, 0, 'l'},         {"state", 1, 0, 's'},
+                                           {"token-file", 1, 0, 't'},     {"max-connections", 1, 0, 'm'},
+                                           {"max-engines", 1, 0, 'E'},    {"max-client-connections", 1, 0, 'C'},
+                                           {"private-status", 0, 0, 'P'}, {"lease", 1, 0, 'L'},
+                                           {"forget-after", 1, 0, 'F'},   {"request-timeout", 1, 0, 'T'},
+                                           {"help", 0, 0, 'h'},           {0, 0, 0, 0}};
 
 int cmd_serve(int argc, char **argv)
 {
