@@ -138,7 +138,8 @@ def attack_pull(mode, pull, digest, cap=None):
         got = recv_exact(s, 40)                      # the trainer's challenge
         if mode == "noproof":
             body = json.dumps(pull_request(sink.port, digest)).encode()
-            hello = struct.pack("<IBBBBII", HS_MAGIC, 1, 2, 1, 0, len(body), 0) + os.urandom(32) + bytes(32)
+            # the purpose the server's challenge names (pull port or relay port)
+            hello = struct.pack("<IBBBBII", HS_MAGIC, 1, 2, got[6], 0, len(body), 0) + os.urandom(32) + bytes(32)
         else:
             hello, body = captured_hello(cap)
             if mode == "retarget":

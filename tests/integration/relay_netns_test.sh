@@ -214,7 +214,7 @@ sys.exit(0 if o["sink_conns"] == 0 and o["sink_bytes"] == 0 and o["status"] == -
 else
     fail relay_refuses_a_pull_without_the_token "$out"
 fi
-check relay_names_whom_it_refused grep -q "engine n0-$$'s relay: pull request from .* refused" "$TMP/kill-n0-$$.log"
+check relay_names_whom_it_refused grep -Eq "engine n0-$$'s relay: (relay )?pull request from .* refused" "$TMP/kill-n0-$$.log"
 
 # (e) a stalled relay: stopped, not dead (its connections stay open).
 serve stall "$TOKEN" || exit 1
