@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/checks.h"
+#include "common/interrupt.h"
 #include "common/util.h"
 #include "trainer_side/publisher_internal.h"
 
@@ -93,10 +94,12 @@ static int wait_look(wsync_publisher_t *p, uint64_t *seen, uint64_t *eager_until
     if (until > end)
         until = end;
     pthread_mutex_lock(&p->lock);
-    while (p->pulls_ended == *seen && !p->stopping && wsync_now_ns() < until) {
+    while (p->pulls_ended == *seen && !p->stopping && !wsync_interrupted() && wsync_now_ns() < until) {
         struct timespec ts;
         uint64_t left = until - wsync_now_ns();
-        wsync_abstime_after_ms(&ts, (int)(left / 1000000ULL) + 1);
+        int wait_ms = (int)(left / 1000000ULL) + 1;
+        /* In slices, so SIGINT/SIGTERM (wsync_interrupt) ends the wait at once. */
+        wsync_abstime_after_ms(&ts, wait_ms < WSYNC_INTERRUPT_SLICE_MS ? wait_ms : WSYNC_INTERRUPT_SLICE_MS);
         pthread_cond_timedwait(&p->cond, &p->lock, &ts);
     }
     ended = p->pulls_ended != *seen;
@@ -135,6 +138,8 @@ static wsync_status_t wait_nodes(wsync_publisher_t *p, uint64_t version, uint64_
         if (held < 0)
             return wsync_error(WSYNC_ERR_PEER, "trainer rank %d: version %llu is not held on host %s: %s",
                                p->cfg.rank, (unsigned long long)version, p->host_id, msg);
+        if (wsync_interrupted())
+            return wsync_cancel_error("wsync_publisher_wait_held");
         if (wsync_now_ns() >= end)
             return wsync_error(WSYNC_ERR_TIMEOUT,
                                "trainer rank %d: version %llu was not held by every engine node on host %s "
@@ -149,6 +154,8 @@ static wsync_status_t wait_unpinned(wsync_publisher_t *p, uint64_t version, uint
 {
     while (p->slots[PUB_DIRECT].pins > 0) {
         struct timespec ts;
+        if (wsync_interrupted())
+            return wsync_cancel_error("wsync_publisher_wait_held");
         if (wsync_now_ns() >= end)
             return wsync_error(WSYNC_ERR_TIMEOUT,
                                "trainer rank %d: %d pulls of version %llu were still in flight after %d ms",

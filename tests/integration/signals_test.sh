@@ -66,6 +66,21 @@ for sig in INT TERM; do
     for _ in $(seq 100); do grep -q 'published version' "$TMP/s$sig.log" && break; sleep 0.05; done
     stops_within trainer_serving_sig$sig $sig $p
 
+    # A single-copy trainer in wsync_publisher_wait_held: an engine node of
+    # its host is registered but still setting up (the test hook), so the
+    # version is not held and the wait would last --hold-timeout-ms.
+    WSYNC_TEST_SETUP_DELAY_MS=30000 bg "$WSYNC" engine --control "$url" --engine h$sig --local-rank 0 \
+        --local-world 1 --versions 1 >"$TMP/h$sig.log" 2>&1
+    hp=$!
+    wait_registered "$url" h$sig
+    bg "$WSYNC" trainer --control "$url" --rank 0 --world 1 --synthetic 1M --versions 1 --single-copy \
+        --hold-timeout-ms 60000 >"$TMP/w$sig.log" 2>&1
+    p=$!
+    for _ in $(seq 100); do grep -q 'version 1' "$TMP/w$sig.log" && break; sleep 0.05; done
+    sleep 1
+    stops_within trainer_waiting_held_sig$sig $sig $p
+    kill -9 "$hp" 2>/dev/null; wait "$hp" 2>/dev/null
+
     # The demo while its engines set up (slowed by the test hook): the
     # signal reaches its children, which it reaps.
     WSYNC_TEST_SETUP_DELAY_MS=30000 bg "$WSYNC" demo --synthetic 4M --chunk 1M --versions 2 >"$TMP/d$sig.log" 2>&1
