@@ -422,3 +422,37 @@ err:
     wsync_manifest_free(m);
     return st;
 }
+
+/* First tensor whose data ends after `off` (tensors are in image order). */
+static size_t first_ending_after(const wsync_manifest_t *m, uint64_t off)
+{
+    size_t lo = 0, hi = m->ntensors;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->tensors[mid].offset + m->tensors[mid].size <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void wsync_manifest_describe_range(const wsync_manifest_t *m, uint64_t off, uint64_t end, char *out, size_t len)
+{
+    size_t first, last, n = 0;
+    if (len == 0)
+        return;
+    snprintf(out, len, "no tensor");
+    if (m == NULL || end <= off)
+        return;
+    first = first_ending_after(m, off);
+    for (last = first; last < m->ntensors && m->tensors[last].offset < end; last++)
+        if (m->tensors[last].size > 0)
+            n++;
+    if (n == 0)
+        return;
+    if (n == 1)
+        snprintf(out, len, "tensor '%s'", m->tensors[first].name);
+    else
+        snprintf(out, len, "tensors '%s' to '%s' (%zu)", m->tensors[first].name, m->tensors[last - 1].name, n);
+}

@@ -87,6 +87,11 @@ wsync_status_t wsync_manifest_from_json(const json_t *j, wsync_manifest_t **out)
  * image size; not metadata), as 32 hex digits: equal layouts, equal digests. */
 void wsync_manifest_digest(const wsync_manifest_t *m, char out[33]);
 
+/* The tensors that bytes [off, end) of the image touch, for an error
+ * message: "tensor 'a'" or "tensors 'a' to 'b' (N)", or "no tensor" (padding
+ * only). Always NUL-terminates `out`. */
+void wsync_manifest_describe_range(const wsync_manifest_t *m, uint64_t off, uint64_t end, char *out, size_t len);
+
 /* A synthetic model of about `bytes` bytes (within 10%, from 1 MiB to 64 GiB
  * and beyond) shaped like a small LLM (embedding, per-layer attention and MLP
  * matrices, norms, lm_head), in BF16: hidden size, layer count and vocabulary

@@ -85,13 +85,16 @@ static wsync_status_t check_pieces(const fetch_t *f, uint32_t first, size_t n, c
         const wsync_piece_t *pc = &p->pieces[first + k];
         uint32_t i = first + (uint32_t)k;
         uint64_t d = wsync_digest_final(sums[k], pc->len, pc->offset);
-        if (d != f->digests[i])
-            return wsync_error(WSYNC_ERR_DIGEST,
-                               "version %llu, piece %u (bytes %llu..%llu from trainer rank %d) failed "
-                               "verification on engine %s rank %d: digest %016llx, published %016llx",
-                               (unsigned long long)f->v, i, (unsigned long long)pc->offset,
-                               (unsigned long long)(pc->offset + pc->len), pc->src_rank, f->r->engine_id, f->me,
-                               (unsigned long long)d, (unsigned long long)f->digests[i]);
+        char what[200];
+        if (d == f->digests[i])
+            continue;
+        wsync_manifest_describe_range(f->sl->manifest, pc->offset, pc->offset + pc->len, what, sizeof(what));
+        return wsync_error(WSYNC_ERR_DIGEST,
+                           "version %llu, piece %u (bytes %llu..%llu, %s, from trainer rank %d) failed "
+                           "verification on engine %s rank %d: digest %016llx, published %016llx",
+                           (unsigned long long)f->v, i, (unsigned long long)pc->offset,
+                           (unsigned long long)(pc->offset + pc->len), what, pc->src_rank, f->r->engine_id, f->me,
+                           (unsigned long long)d, (unsigned long long)f->digests[i]);
     }
     return WSYNC_OK;
 }

@@ -394,6 +394,32 @@ static void synthetic_refuses_tiny_budgets(void)
     CHECK(m == NULL);
 }
 
+/* Error messages name the tensors a failed byte range touches: checked
+ * against offsets computed here (each tensor at the next 256-byte boundary). */
+static void describe_range_names_the_tensors(void)
+{
+    wsync_manifest_t *m = NULL;
+    const int64_t small[1] = {10}, big[1] = {1000}; /* 20 and 2000 bytes of BF16 */
+    char out[200];
+    CHECK_OK(wsync_manifest_create(&m));
+    CHECK_OK(wsync_manifest_add(m, "a", WSYNC_DTYPE_BF16, 1, small)); /* [0, 20) */
+    CHECK_OK(wsync_manifest_add(m, "b", WSYNC_DTYPE_BF16, 1, big));   /* [256, 2256) */
+    CHECK_OK(wsync_manifest_add(m, "c", WSYNC_DTYPE_BF16, 1, small)); /* [2304, 2324) */
+    wsync_manifest_describe_range(m, 0, 10, out, sizeof(out));
+    CHECK_STR(out, "tensor 'a'");
+    wsync_manifest_describe_range(m, 20, 256, out, sizeof(out)); /* padding only */
+    CHECK_STR(out, "no tensor");
+    wsync_manifest_describe_range(m, 19, 257, out, sizeof(out));
+    CHECK_STR(out, "tensors 'a' to 'b' (2)");
+    wsync_manifest_describe_range(m, 300, 5000, out, sizeof(out));
+    CHECK_STR(out, "tensors 'b' to 'c' (2)");
+    wsync_manifest_describe_range(m, 0, 1ULL << 40, out, sizeof(out));
+    CHECK_STR(out, "tensors 'a' to 'c' (3)");
+    wsync_manifest_describe_range(m, 2324, 2400, out, sizeof(out));
+    CHECK_STR(out, "no tensor");
+    wsync_manifest_free(m);
+}
+
 int main(void)
 {
     RUN(every_spec_dtype_parses_and_names_back);
@@ -407,5 +433,6 @@ int main(void)
     RUN(digest_is_stable_and_sensitive);
     RUN(synthetic_sizes_track_the_budget);
     RUN(synthetic_refuses_tiny_budgets);
+    RUN(describe_range_names_the_tensors);
     TEST_EXIT();
 }
