@@ -128,7 +128,7 @@ fi
 
 fault_case baddigest WSYNC_TEST_BAD_DIGEST=1
 if [ $erc != 0 ] && [ "$held" = 1 ] && [ ! -e "$TMP/d-baddigest/e1/rank0/v2.safetensors" ] &&
-    grep -q "piece 1 (bytes [0-9.]* from trainer rank 0) failed verification" "$TMP/e-baddigest.log"; then
+    grep -q "piece 1 (bytes [0-9.]*, tensor.* from trainer rank 0) failed verification" "$TMP/e-baddigest.log"; then
     pass late_digests_wrong_digest_caught
 else
     fail late_digests_wrong_digest_caught "engine rc=$erc holds $held: $(tail -3 "$TMP/e-baddigest.log")"
