@@ -41,6 +41,17 @@ static void *heartbeat_main(void *arg)
     return NULL;
 }
 
+/* What start set up, in reverse (the thread already joined or never started). */
+static void heartbeat_free(pub_heartbeat_t *hb)
+{
+    wsync_control_close(hb->control);
+    free(hb->path);
+    json_decref(hb->body);
+    pthread_mutex_destroy(&hb->lock);
+    pthread_cond_destroy(&hb->cond);
+    free(hb);
+}
+
 wsync_status_t pub_heartbeat_start(const char *url, const char *token, const char *path, const json_t *body,
                                    pub_heartbeat_t **out)
 {
@@ -69,12 +80,7 @@ wsync_status_t pub_heartbeat_start(const char *url, const char *token, const cha
     *out = hb;
     return WSYNC_OK;
 err:
-    wsync_control_close(hb->control);
-    free(hb->path);
-    json_decref(hb->body);
-    pthread_mutex_destroy(&hb->lock);
-    pthread_cond_destroy(&hb->cond);
-    free(hb);
+    heartbeat_free(hb);
     return st;
 }
 
@@ -87,10 +93,5 @@ void pub_heartbeat_stop(pub_heartbeat_t *hb)
     pthread_cond_broadcast(&hb->cond);
     pthread_mutex_unlock(&hb->lock);
     pthread_join(hb->thread, NULL);
-    wsync_control_close(hb->control);
-    free(hb->path);
-    json_decref(hb->body);
-    pthread_mutex_destroy(&hb->lock);
-    pthread_cond_destroy(&hb->cond);
-    free(hb);
+    heartbeat_free(hb);
 }
