@@ -76,6 +76,9 @@ typedef struct wsync_setting_def {
 } wsync_setting_def_t;
 
 /* The table, in id order. */
+/* Every setting, indexed by its id (common/settings_table.c). */
+extern const wsync_setting_def_t wsync_settings_table[WSYNC_SET_COUNT];
+
 const wsync_setting_def_t *wsync_setting_def(wsync_setting_id_t id);
 /* The id of the setting called `name`, or -1. */
 int wsync_setting_find(const char *name);
