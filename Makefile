@@ -157,17 +157,17 @@ $(BUILD)/obj/%.o: %.c
 
 # The status page (GET /) is built into the binary: its one file becomes a
 # byte array (od, from coreutils), NUL-terminated; page.c includes it.
-$(BUILD)/gen/page_html.h: trainer_side/control/page/index.html
+$(BUILD)/gen/page_html.h: common/control/page/index.html
 	@mkdir -p $(dir $@)
 	{ echo '/* generated from $< by make: do not edit */'; \
 	  echo 'static const unsigned char ctl_page_html[] = {'; \
 	  od -An -v -tx1 $< | sed -e 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
 	  echo '0x00};'; } > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/obj/trainer_side/control/page.o: $(BUILD)/gen/page_html.h
-$(BUILD)/obj/trainer_side/control/page.o: CFLAGS += -I$(BUILD)/gen
+$(BUILD)/obj/common/control/page.o: $(BUILD)/gen/page_html.h
+$(BUILD)/obj/common/control/page.o: CFLAGS += -I$(BUILD)/gen
 
-$(BUILD)/obj/%.cu.o: %.cu $(wildcard common/*.cuh)
+$(BUILD)/obj/%.cu.o: %.cu $(shell find common -name "*.cuh")
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 

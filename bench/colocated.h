@@ -40,13 +40,14 @@
 
 #include <jansson.h>
 
-#include "common/manifest.h"
+#include "common/digest/digest.h"
+#include "common/model/manifest.h"
 #include "common/mem/mem.h"
 #include "common/net/sock.h"
-#include "common/settings.h"
-#include "common/util.h"
+#include "common/base/settings.h"
+#include "common/base/util.h"
 #include "engine_side/wsync_receiver.h"
-#include "trainer_side/control/control_server.h"
+#include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
 #if WSYNC_HAVE_CUDA

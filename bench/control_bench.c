@@ -23,9 +23,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/control_client.h"
-#include "common/util.h"
-#include "trainer_side/control/control_server.h"
+#include "common/control/client.h"
+#include "common/base/util.h"
+#include "common/control/control_server.h"
 
 #define PARALLEL 8
 

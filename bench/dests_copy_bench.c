@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/digest/digest.h"
 #include "common/mem/mem.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "engine_side/dests.h"
 
 #define NPIECES 4

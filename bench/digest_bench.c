@@ -8,9 +8,9 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "common/digest.h"
-#include "common/digest_impl.h"
-#include "common/util.h"
+#include "common/digest/digest.h"
+#include "common/digest/digest_impl.h"
+#include "common/base/util.h"
 
 #define REPS 5
 

@@ -39,15 +39,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/digest.h"
-#include "common/manifest.h"
+#include "common/digest/digest.h"
+#include "common/model/manifest.h"
 #include "common/mem/mem.h"
-#include "common/msg.h"
-#include "common/settings.h"
-#include "common/util.h"
+#include "common/proto/msg.h"
+#include "common/base/settings.h"
+#include "common/base/util.h"
 #include "bench/raw_tcp.h"
 #include "engine_side/wsync_receiver.h"
-#include "trainer_side/control/control_server.h"
+#include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
 #define WARMUP 2

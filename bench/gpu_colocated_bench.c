@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/util.h"
+#include "common/base/util.h"
 
 #if WSYNC_HAVE_CUDA
 #include "bench/colocated.h"

@@ -17,13 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "common/util.h"
+#include "common/base/util.h"
 
 #if WSYNC_HAVE_CUDA && WSYNC_HAVE_NCCL
 #include "bench/gpu_pair.h"
-#include "common/copy_digest_cuda.h"
-#include "common/digest.h"
-#include "common/digest_cuda.h"
+#include "common/mem/copy_digest_cuda.h"
+#include "common/digest/digest.h"
+#include "common/mem/digest_cuda.h"
 #include "common/mem/mem.h"
 
 #define REPS 10

@@ -16,18 +16,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/util.h"
+#include "common/base/util.h"
 
 #if WSYNC_HAVE_CUDA && WSYNC_HAVE_NCCL
 #include <sys/mman.h>
 
 #include "bench/gpu_pair.h"
 #include "bench/qwen7b.h"
-#include "common/log.h"
+#include "common/base/log.h"
 #include "common/mem/mem.h"
-#include "common/msg.h"
+#include "common/proto/msg.h"
 #include "engine_side/wsync_receiver.h"
-#include "trainer_side/control/control_server.h"
+#include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
 #define W 2

@@ -8,7 +8,7 @@
  * checked against its digest. */
 #include <stdint.h>
 
-#include "common/util.h"
+#include "common/base/util.h"
 
 #if WSYNC_HAVE_CUDA && WSYNC_HAVE_NCCL
 #include "bench/gpu_pair.h"

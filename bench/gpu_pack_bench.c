@@ -21,14 +21,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "common/util.h"
+#include "common/base/util.h"
 
 #if WSYNC_HAVE_CUDA && WSYNC_HAVE_NCCL
 #include "bench/gpu_pair.h"
 #include "bench/slices.h"
 #include "common/mem/mem.h"
-#include "common/pack.h"
-#include "common/pack_task.h"
+#include "common/pack/pack.h"
+#include "common/pack/pack_task.h"
 
 #define LAYERS 28
 #define PUT_BYTES (64ull << 20)

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/util.h"
+#include "common/base/util.h"
 
 #if WSYNC_HAVE_CUDA && WSYNC_HAVE_NCCL
 #include "bench/gpu_ranks.h"

@@ -16,13 +16,13 @@
  * Times are wall clock from a barrier to the receiver holding everything. */
 #include <stdint.h>
 
-#include "common/util.h"
+#include "common/base/util.h"
 
 #if WSYNC_HAVE_CUDA && WSYNC_HAVE_NCCL
 #include "bench/gpu_pair.h"
 #include "bench/qwen7b.h"
-#include "common/digest_cuda.h"
-#include "common/manifest.h"
+#include "common/mem/digest_cuda.h"
+#include "common/model/manifest.h"
 #include "common/transport/transport.h"
 
 #define IMAGE ((size_t)16 << 30)

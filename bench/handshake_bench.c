@@ -16,7 +16,7 @@
 #include "common/net/auth.h"
 #include "common/net/handshake.h"
 #include "common/net/sock.h"
-#include "common/util.h"
+#include "common/base/util.h"
 
 typedef struct server {
     int lfd, rounds;

@@ -10,9 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/digest/digest.h"
 #include "bench/slices.h"
-#include "common/pack.h"
-#include "common/util.h"
+#include "common/pack/pack.h"
+#include "common/base/util.h"
 
 #define MAX_LAYERS 28
 

@@ -9,7 +9,7 @@
 
 #include <stdio.h>
 
-#include "common/manifest.h"
+#include "common/model/manifest.h"
 
 static inline wsync_status_t qwen7b_manifest_scaled(int64_t div, wsync_manifest_t **out)
 {

@@ -9,8 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/msg.h"
-#include "common/util.h"
+#include "common/proto/msg.h"
+#include "common/base/util.h"
 
 #define RAW_TCP_WRITE (4u << 20)
 #define RAW_TCP_SOCKBUF (8 << 20) /* the transport's own setting, for a fair ceiling */

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "common/mem/mem.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "engine_side/wsync_receiver.h"
 #include "trainer_side/wsync_publisher.h"
 

@@ -15,9 +15,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/digest/digest.h"
 #include "common/mem/host_copy.h"
 #include "common/mem/mem.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "common/net/fdpass.h"
 #include "common/window/window.h"
 

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "common/pack.h"
+#include "common/pack/pack.h"
 
 #define SLICES_H 3584ull
 #define SLICES_I 18944ull

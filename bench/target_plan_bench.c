@@ -10,8 +10,8 @@
 #include <time.h>
 
 #include "bench/qwen7b.h"
-#include "common/rules.h"
-#include "common/target_plan.h"
+#include "common/targets/rules.h"
+#include "common/targets/target_plan.h"
 
 static double now_ms(void)
 {

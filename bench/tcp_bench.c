@@ -12,10 +12,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/digest/digest.h"
 #include "common/mem/mem.h"
-#include "common/msg.h"
+#include "common/proto/msg.h"
 #include "common/transport/transport.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "bench/raw_tcp.h"
 
 #define PUT_LEN (64ull << 20)

@@ -25,10 +25,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/manifest.h"
-#include "common/util.h"
+#include "common/digest/digest.h"
+#include "common/model/manifest.h"
+#include "common/base/util.h"
 #include "engine_side/wsync_receiver.h"
-#include "trainer_side/control/control_server.h"
+#include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
 #define WARMUP 2

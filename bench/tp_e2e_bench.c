@@ -33,11 +33,11 @@
 
 #include "bench/qwen7b.h"
 #include "common/mem/mem.h"
-#include "common/msg.h"
+#include "common/proto/msg.h"
 #include "common/net/sock.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "engine_side/wsync_receiver.h"
-#include "trainer_side/control/control_server.h"
+#include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
 #if WSYNC_HAVE_CUDA

@@ -11,9 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/digest/digest.h"
 #include "common/mem/mem.h"
 #include "common/transport/transport.h"
-#include "common/util.h"
+#include "common/base/util.h"
 
 #define V (&wsync_transport_verbs)
 #define REGION (64u << 20)

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/settings.h"
-#include "common/util.h"
+#include "common/base/settings.h"
+#include "common/base/util.h"
 
 /* Whole decimal numbers only: strtoll alone would take " 7", "+7" and "0x7". */
 static int whole_number(const char *s, long long *out)

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-/* --chunk: the plan refuses chunks below 4K (common/plan.c); 1T is far past
+/* --chunk: the plan refuses chunks below 4K (common/model/plan.c); 1T is far past
  * any image, so larger is a typo. */
 #define CLI_MIN_CHUNK (4ULL << 10)
 #define CLI_MAX_CHUNK (1ULL << 40)
@@ -25,7 +25,7 @@ int cli_parse_duration(const char *cmd, const char *opt, const char *text, doubl
 /* A size as wsync_parse_size reads it (4096, 64M, 1G, 1.5GiB) in [lo, hi]. */
 int cli_parse_size(const char *cmd, const char *opt, const char *text, uint64_t lo, uint64_t hi, uint64_t *out);
 
-/* --plan P: the plan setting (common/plan_spec.h) as a flag; a bad value
+/* --plan P: the plan setting (common/base/plan_spec.h) as a flag; a bad value
  * is refused saying what is accepted. */
 int cli_set_plan(const char *cmd, const char *text);
 

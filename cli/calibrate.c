@@ -16,10 +16,10 @@
 #include "cli/args.h"
 #include "cli/calibrate.h"
 #include "cli/commands.h"
-#include "common/digest.h"
+#include "common/digest/digest.h"
 #include "common/mem/mem.h"
-#include "common/pack.h"
-#include "common/util.h"
+#include "common/pack/pack.h"
+#include "common/base/util.h"
 
 #define CALIB_USAGE                                                                                     \
     "usage: wsync calibrate [--out FILE] [--peer HOST:PORT] [--tcp-class tcp|tcp_trainer|tcp_engine]\n" \

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "cli/calibrate.h"
-#include "common/control_client.h"
-#include "common/util.h"
-#include "trainer_side/control/control_server.h"
+#include "common/control/client.h"
+#include "common/base/util.h"
+#include "common/control/control_server.h"
 
 #define ROUND_TRIPS 50
 

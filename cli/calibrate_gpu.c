@@ -14,8 +14,8 @@
 
 #include "cli/calibrate.h"
 #include "common/mem/mem.h"
-#include "common/pack.h"
-#include "common/util.h"
+#include "common/pack/pack.h"
+#include "common/base/util.h"
 
 static const cost_class_t gpu_classes[] = {COST_LOCAL,      COST_GPU_PEER, COST_WINDOW,   COST_HOST_GPU,
                                            COST_DIGEST_GPU, COST_PACK_GPU, COST_FUSED_GPU};

@@ -10,10 +10,10 @@
 #include <unistd.h>
 
 #include "cli/calibrate.h"
-#include "common/le.h"
+#include "common/base/le.h"
 #include "common/net/sock.h"
-#include "common/status.h"
-#include "common/util.h"
+#include "common/base/status.h"
+#include "common/base/util.h"
 
 #define SCRATCH (4u << 20)
 #define PINGS 200

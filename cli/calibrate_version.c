@@ -15,7 +15,7 @@
 
 #include "cli/calibrate.h"
 #include "common/mem/mem.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "engine_side/wsync_receiver.h"
 #include "trainer_side/wsync_publisher.h"
 

@@ -1,7 +1,7 @@
 /* config.c: deployment files (`--config FILE`, format in docs/CONFIG.md) and
  * `wsync config`, which prints every setting with its value and source.
  *
- * A file's "settings" object feeds the settings table (common/settings.h);
+ * A file's "settings" object feeds the settings table (common/base/settings.h);
  * its "serve", "trainer", "engine" and "demo" objects hold those commands'
  * options, key = option name with '_' for '-'. A command's options from the
  * file are placed before the command line's, so a flag given on the command
@@ -14,8 +14,8 @@
 #include <jansson.h>
 
 #include "cli/commands.h"
-#include "common/fault.h"
-#include "common/settings.h"
+#include "common/base/fault.h"
+#include "common/base/settings.h"
 
 typedef struct section {
     const char *name;

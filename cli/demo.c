@@ -15,9 +15,9 @@
 #include "cli/demo_procs.h"
 #include "cli/model.h"
 #include "common/mem/mem.h"
-#include "common/settings.h"
-#include "common/util.h"
-#include "trainer_side/control/control_server.h"
+#include "common/base/settings.h"
+#include "common/base/util.h"
+#include "common/control/control_server.h"
 
 /* A synthetic model: the smallest one wsync_manifest_synthetic builds, and
  * far more than one machine holds several copies of. */

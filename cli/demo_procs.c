@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/util.h"
+#include "common/base/util.h"
 
 /* Starts this binary with argv; its stderr comes back through p->errfd. */
 void demo_spawn(char *const argv[], proc_t *p)

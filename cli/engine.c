@@ -15,12 +15,12 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "common/checks.h"
-#include "common/manifest.h"
+#include "common/base/checks.h"
+#include "common/model/manifest.h"
 #include "common/mem/mem.h"
 #include "common/net/auth.h"
-#include "common/safetensors.h"
-#include "common/util.h"
+#include "common/model/safetensors.h"
+#include "common/base/util.h"
 #include "engine_side/receiver_internal.h"
 #include "engine_side/wsync_receiver.h"
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 
 #include "cli/commands.h"
-#include "common/safetensors.h"
-#include "common/util.h"
+#include "common/model/safetensors.h"
+#include "common/base/util.h"
 
 int cmd_inspect(int argc, char **argv)
 {

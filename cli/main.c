@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "common/settings.h"
+#include "common/base/settings.h"
 #include "common/wsync.h"
 
 typedef struct command {

@@ -1,11 +1,12 @@
 /* model.c: the stand-ins' model: synthetic or safetensors files in turn. */
+#include "common/digest/digest.h"
 #include "cli/model.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/base/util.h"
 
 wsync_status_t cli_model_open(const char *synthetic, const char *files, cli_model_t *out)
 {

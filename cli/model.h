@@ -4,8 +4,8 @@
 #ifndef WSYNC_CLI_MODEL_H
 #define WSYNC_CLI_MODEL_H
 
-#include "common/manifest.h"
-#include "common/safetensors.h"
+#include "common/model/manifest.h"
+#include "common/model/safetensors.h"
 
 typedef struct cli_model {
     wsync_manifest_t *manifest; /* owned */

@@ -13,10 +13,10 @@
 #include "cli/commands.h"
 #include "cli/plan_nodes.h"
 #include "cli/plan_predict.h"
-#include "common/plan.h"
-#include "common/safetensors.h"
-#include "common/status.h"
-#include "common/util.h"
+#include "common/model/plan.h"
+#include "common/model/safetensors.h"
+#include "common/base/status.h"
+#include "common/base/util.h"
 
 #define PLAN_USAGE                                                                                       \
     "usage: wsync plan (FILE.safetensors | --synthetic SIZE) [--trainers W] [--engines M]\n"             \

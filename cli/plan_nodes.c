@@ -10,10 +10,10 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "common/checks.h"
-#include "common/rules.h"
-#include "common/target_plan.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/targets/rules.h"
+#include "common/targets/target_plan.h"
+#include "common/base/util.h"
 
 /* One distinct node kind: its TP size (0: the whole image) and its plan. */
 typedef struct node_kind {

@@ -5,7 +5,7 @@
 
 #include <jansson.h>
 
-#include "common/plan.h"
+#include "common/model/plan.h"
 
 typedef struct plan_nodes plan_nodes_t;
 

@@ -12,9 +12,9 @@
 #include "cli/commands.h"
 #include "common/cost/cost.h"
 #include "common/cost/scenarios.h"
-#include "common/settings.h"
-#include "common/status.h"
-#include "common/util.h"
+#include "common/base/settings.h"
+#include "common/base/status.h"
+#include "common/base/util.h"
 
 static const char *net_name(cost_net_t n)
 {

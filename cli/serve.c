@@ -10,8 +10,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "common/log.h"
-#include "trainer_side/control/control_server.h"
+#include "common/base/log.h"
+#include "common/control/control_server.h"
 
 /* Each connection holds a descriptor: past Linux's default fs.nr_open no
  * process gets that many. */

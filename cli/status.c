@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "common/control_client.h"
-#include "common/util.h"
+#include "common/control/client.h"
+#include "common/base/util.h"
 
 /* "landing 1.20 GiB of 4.00 GiB" for an engine's progress note, or "". */
 static const char *progress_text(const json_t *e, char *buf, size_t len)

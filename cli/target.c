@@ -10,8 +10,8 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/model.h"
-#include "common/rules.h"
-#include "common/util.h"
+#include "common/targets/rules.h"
+#include "common/base/util.h"
 
 #define TARGET_USAGE \
     "usage: wsync target (FILE.safetensors | --synthetic SIZE) [--tp T] [--rank K] [--rules FILE] [--json]\n"

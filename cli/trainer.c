@@ -12,12 +12,12 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/model.h"
-#include "common/control_client.h"
-#include "common/checks.h"
-#include "common/interrupt.h"
+#include "common/control/client.h"
+#include "common/base/checks.h"
+#include "common/base/interrupt.h"
 #include "common/mem/mem.h"
 #include "common/net/auth.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "trainer_side/wsync_publisher.h"
 
 /* The control endpoint takes worlds up to 4096 ranks; an interval past an

@@ -18,11 +18,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/fault.h"
-#include "common/log.h"
-#include "common/settings.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/base/fault.h"
+#include "common/base/log.h"
+#include "common/base/settings.h"
+#include "common/base/util.h"
 #include "engine_side/receiver_internal.h"
 
 static uint64_t deadline_after(int timeout_ms)

@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/base/util.h"
 #include "engine_side/board_internal.h"
 
 int board_pid_alive(int32_t pid)

@@ -14,11 +14,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/log.h"
+#include "common/base/checks.h"
+#include "common/base/log.h"
 #include "common/net/fdpass.h"
 #include "common/net/handshake.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "engine_side/board_internal.h"
 
 /* How many processes of another uid may be in their handshake at once

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/digest.h"
+#include "common/base/checks.h"
+#include "common/digest/digest.h"
 #include "engine_side/dests.h"
 
 /* ---- the checks ---- */

@@ -10,10 +10,11 @@
 #ifndef WSYNC_ENGINE_DESTS_H
 #define WSYNC_ENGINE_DESTS_H
 
-#include "common/manifest.h"
+#include "common/model/manifest.h"
 #include "common/mem/mem.h"
-#include "common/target.h"
-#include "common/target_plan.h"
+#include "common/targets/target.h"
+#include "common/targets/target_plan.h"
+#include "common/transport/transport.h"
 #include "common/window/window.h"
 #include "engine_side/wsync_receiver.h"
 

@@ -27,12 +27,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/fault.h"
-#include "common/log.h"
-#include "common/digest.h"
-#include "common/pull_request.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/base/fault.h"
+#include "common/base/log.h"
+#include "common/digest/digest.h"
+#include "common/proto/pull_request.h"
+#include "common/base/util.h"
 #include "engine_side/fetch_internal.h"
 #include "engine_side/relay.h"
 
@@ -731,7 +731,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
                  .me = r->cfg.local_rank,
                  .image = r->win[a->slot].ptr,
                  .dm = r->cur_dm && r->cur_dm->in_place ? r->cur_dm : NULL,
-                 /* Test hook (common/fault.h): slow the landing of each chunk so a
+                 /* Test hook (common/base/fault.h): slow the landing of each chunk so a
                   * test can kill a rank in the middle of a pull. */
                  .land_delay_ms = (int)wsync_fault(WSYNC_FAULT_LAND_DELAY_MS)};
     wsync_status_t st;

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/log.h"
-#include "common/settings.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/base/log.h"
+#include "common/base/settings.h"
+#include "common/base/util.h"
 #include "engine_side/fetch_internal.h"
 #include "engine_side/plan_choice.h"
 #include "engine_side/relay_tree.h"

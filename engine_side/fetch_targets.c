@@ -33,11 +33,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/digest.h"
-#include "common/log.h"
-#include "common/pull_request.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/digest/digest.h"
+#include "common/base/log.h"
+#include "common/proto/pull_request.h"
+#include "common/base/util.h"
 #include "engine_side/fetch_targets_internal.h"
 
 static wsync_status_t tf_join(tfetch_t *f)

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/log.h"
-#include "common/pull_request.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/base/log.h"
+#include "common/proto/pull_request.h"
+#include "common/base/util.h"
 #include "engine_side/fetch_targets_internal.h"
 
 /* The request the relay gets: the one a trainer rank would, without the

@@ -25,10 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/fault.h"
-#include "common/log.h"
-#include "common/settings.h"
+#include "common/base/checks.h"
+#include "common/base/fault.h"
+#include "common/base/log.h"
+#include "common/base/settings.h"
 #include "engine_side/receiver_internal.h"
 
 /* Every trainer rank's transport can redirect (names resolved as the

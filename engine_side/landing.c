@@ -18,9 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/settings.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/base/settings.h"
+#include "common/base/util.h"
 #include "engine_side/receiver_internal.h"
 
 /* Per trainer rank t: the local ranks on its GPU, colo[t * L ..], ncolo[t]

@@ -6,9 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/control_client.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/control/client.h"
+#include "common/base/util.h"
 
 #define LATE_POLL_MS 250 /* one long poll at most: the attempt's end waits for it */
 

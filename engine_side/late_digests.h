@@ -10,7 +10,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "common/sync_layout.h"
+#include "common/control/sync_layout.h"
 
 typedef struct recv_late {
     pthread_t th;

@@ -2,7 +2,7 @@
  * This is the one place the automatic choice is made. */
 #include "engine_side/plan_choice.h"
 
-#include "common/log.h"
+#include "common/base/log.h"
 
 wsync_plan_spec_t plan_choice_resolve(const wsync_plan_spec_t *asked, const plan_choice_input_t *in)
 {

@@ -1,12 +1,12 @@
 /* plan_choice.h: the plan an engine node pulls by, from the `plan` setting
- * (common/plan_spec.h), what the node is, and for `auto` the cost model's
+ * (common/base/plan_spec.h), what the node is, and for `auto` the cost model's
  * choice (common/cost/cost.h) over the machine's links file (the `links`
  * setting). */
 #ifndef WSYNC_ENGINE_PLAN_CHOICE_H
 #define WSYNC_ENGINE_PLAN_CHOICE_H
 
 #include "common/cost/cost.h"
-#include "common/plan_spec.h"
+#include "common/base/plan_spec.h"
 
 typedef struct plan_choice_input {
     /* The node can relay: it pulls over tcp (or auto), since relays put

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/control_client.h"
-#include "common/util.h"
+#include "common/control/client.h"
+#include "common/base/util.h"
 #include "engine_side/receiver_internal.h"
 
 #define REPORT_EVERY_MS 1000

@@ -8,11 +8,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/log.h"
-#include "common/msg.h"
-#include "common/settings.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/base/log.h"
+#include "common/proto/msg.h"
+#include "common/base/settings.h"
+#include "common/base/util.h"
 #include "engine_side/plan_choice.h"
 #include "engine_side/receiver_internal.h"
 

@@ -5,21 +5,21 @@
 #ifndef WSYNC_ENGINE_RECEIVER_INTERNAL_H
 #define WSYNC_ENGINE_RECEIVER_INTERNAL_H
 
-#include "common/control_client.h"
-#include "common/interrupt.h"
+#include "common/control/client.h"
+#include "common/base/interrupt.h"
 #include "common/mem/mem.h"
 #include "common/net/auth.h"
-#include "common/sync_layout.h"
+#include "common/control/sync_layout.h"
 #include "common/transport/transport.h"
 #include "common/window/window.h"
-#include "common/target_verify.h"
+#include "common/targets/target_verify.h"
 #include "engine_side/board.h"
 #include "engine_side/dests.h"
 #include "engine_side/reporter.h"
 #include "engine_side/progress.h"
-#include "common/pull_request.h"
+#include "common/proto/pull_request.h"
 #include "engine_side/relay.h"
-#include "common/plan_spec.h"
+#include "common/base/plan_spec.h"
 #include "engine_side/wsync_receiver.h"
 
 typedef struct peer_map {

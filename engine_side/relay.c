@@ -11,13 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/log.h"
-#include "common/pull_port.h"
-#include "common/pull_request.h"
-#include "common/settings.h"
+#include "common/base/checks.h"
+#include "common/base/log.h"
+#include "common/proto/pull_port.h"
+#include "common/proto/pull_request.h"
+#include "common/base/settings.h"
 #include "common/transport/transport.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "engine_side/board.h"
 
 /* The sender id the receiver sees in its completions (trainer ranks use

@@ -1,5 +1,5 @@
 /* relay.h: an engine node's relay (local rank 0 of a node whose plan is
- * relay:F, host or GPU memory): a pull port (common/pull_port.h, the
+ * relay:F, host or GPU memory): a pull port (common/proto/pull_port.h, the
  * trainers' protocol and handshake) serving other engine nodes the bytes of
  * a version this node holds, over tcp. Per image slot it knows the version
  * the slot holds or receives and what may go: a whole image's chunks once
@@ -22,8 +22,8 @@
 
 #include "common/mem/mem.h"
 #include "common/net/auth.h"
-#include "common/plan.h"
-#include "common/target_plan.h"
+#include "common/model/plan.h"
+#include "common/targets/target_plan.h"
 #include "engine_side/board.h"
 
 typedef struct recv_relay recv_relay_t;

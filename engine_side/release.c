@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/base/util.h"
 #include "engine_side/release.h"
 
 wsync_status_t recv_release_begin(recv_release_t *rl, wsync_receiver_t *r, const board_attempt_t *a, uint32_t nchunks)

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/control_client.h"
-#include "common/settings.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/control/client.h"
+#include "common/base/settings.h"
+#include "common/base/util.h"
 
 #define REPORTER_QUEUE 32
 /* One delivery round's grace: short, so stop() is not held up by an endpoint

@@ -7,9 +7,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/msg.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/proto/msg.h"
+#include "common/base/util.h"
 #include "engine_side/receiver_internal.h"
 
 /* A kept connection to `addr`, taken out of the list, or -1. */

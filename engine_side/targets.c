@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/digest.h"
-#include "common/rules.h"
+#include "common/base/checks.h"
+#include "common/digest/digest.h"
+#include "common/targets/rules.h"
 #include "engine_side/receiver_internal.h"
 
 #define SPEC_TIMEOUT_MS 30000

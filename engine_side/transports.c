@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/log.h"
-#include "common/settings.h"
+#include "common/base/checks.h"
+#include "common/base/log.h"
+#include "common/base/settings.h"
 #include "engine_side/receiver_internal.h"
 
 void recv_transport_reset(wsync_receiver_t *r)

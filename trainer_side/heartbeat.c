@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/control_client.h"
-#include "common/settings.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/control/client.h"
+#include "common/base/settings.h"
+#include "common/base/util.h"
 
 #define HEARTBEAT_TRY_MS 2000
 

@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/interrupt.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/base/interrupt.h"
+#include "common/base/util.h"
 #include "trainer_side/publisher_internal.h"
 
 /* The control endpoint's engine states are read every 1 ms for 30 ms after

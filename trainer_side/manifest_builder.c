@@ -1,10 +1,10 @@
 /* manifest_builder.c: the public manifest builder (wsync_publisher.h), a thin
- * wrapper of common/manifest.c so a C trainer need not write JSON. */
+ * wrapper of common/model/manifest.c so a C trainer need not write JSON. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/manifest.h"
+#include "common/base/checks.h"
+#include "common/model/manifest.h"
 #include "trainer_side/wsync_publisher.h"
 
 struct wsync_manifest_builder {

@@ -8,12 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/digest.h"
-#include "common/fault.h"
-#include "common/msg.h"
-#include "common/settings.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/digest/digest.h"
+#include "common/base/fault.h"
+#include "common/proto/msg.h"
+#include "common/base/settings.h"
+#include "common/base/util.h"
 
 static wsync_status_t load_layout(const char *manifest_json, wsync_layout_kind_t kind, int world, uint64_t chunk,
                                   wsync_sync_layout_t **out)

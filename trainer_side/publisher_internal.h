@@ -6,14 +6,14 @@
 
 #include <pthread.h>
 
-#include "common/control_client.h"
+#include "common/control/client.h"
 #include "common/mem/mem.h"
 #include "common/net/auth.h"
-#include "common/pull_request.h"
-#include "common/sync_layout.h"
-#include "common/target_plan.h"
+#include "common/proto/pull_request.h"
+#include "common/control/sync_layout.h"
+#include "common/targets/target_plan.h"
 #include "common/transport/transport.h"
-#include "trainer_side/control/control_server.h"
+#include "common/control/control_server.h"
 #include "trainer_side/heartbeat.h"
 #include "trainer_side/wsync_publisher.h"
 
@@ -133,7 +133,7 @@ struct wsync_publisher {
     pub_segdig_t *segdigs;
     pub_stage_t *stages; /* target_stage.c, under p->lock */
 
-    struct wsync_pull_port *port; /* the pull port (common/pull_port.h) */
+    struct wsync_pull_port *port; /* the pull port (common/proto/pull_port.h) */
     int listen_port;
     int stopping;
 };

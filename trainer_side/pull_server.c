@@ -10,12 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/fault.h"
-#include "common/pull_port.h"
-#include "common/pull_request.h"
-#include "common/settings.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/base/fault.h"
+#include "common/proto/pull_port.h"
+#include "common/proto/pull_request.h"
+#include "common/base/settings.h"
+#include "common/base/util.h"
 #include "trainer_side/publisher_internal.h"
 
 static pub_request_t *find_request(wsync_publisher_t *p, uint32_t req)
@@ -370,7 +370,7 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
         json_object_set_new(reply, "error", json_string(msg));
         return;
     }
-    /* Test hook (common/fault.h): hold the request a while, so a test can
+    /* Test hook (common/base/fault.h): hold the request a while, so a test can
      * kill this rank while an engine waits on it. */
     if (wsync_fault(WSYNC_FAULT_SERVE_DELAY_MS) > 0)
         usleep((useconds_t)wsync_fault(WSYNC_FAULT_SERVE_DELAY_MS) * 1000);

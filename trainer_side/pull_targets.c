@@ -8,18 +8,18 @@
  * destination order into a staging buffer) so every put is one contiguous
  * write. Then it answers with the digests of the asking rank's target's
  * segments it owns (target_verify.h), computed once per target and version.
- * In GPU memory the gather is one kernel launch per put (common/pack.h) and
+ * In GPU memory the gather is one kernel launch per put (common/pack/pack.h) and
  * the digests run on the GPU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/digest.h"
-#include "common/fault.h"
-#include "common/pack.h"
-#include "common/target_verify.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/digest/digest.h"
+#include "common/base/fault.h"
+#include "common/pack/pack.h"
+#include "common/targets/target_verify.h"
+#include "common/base/util.h"
 #include "trainer_side/publisher_internal.h"
 
 struct pub_target {

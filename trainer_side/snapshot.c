@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/fault.h"
-#include "common/settings.h"
+#include "common/base/checks.h"
+#include "common/base/fault.h"
+#include "common/base/settings.h"
 
 #define SNAP_MAX_THREADS 8
 /* Copy threads share each piece in blocks of this size, in plan order: the
@@ -333,7 +333,7 @@ wsync_status_t pub_copy_start(wsync_publisher_t *p, pub_slot_t *s, pub_work_t **
         w->unit = copy_extent_unit;
         w->nunits = p->nspans;
     }
-    /* Test hooks (common/fault.h): corrupt a piece after its digest, fail
+    /* Test hooks (common/base/fault.h): corrupt a piece after its digest, fail
      * a piece's copy, or slow every copy. */
     w->corrupt_piece = wsync_fault(WSYNC_FAULT_CORRUPT_PIECE);
     w->fail_piece = wsync_fault(WSYNC_FAULT_COPY_FAIL_PIECE);

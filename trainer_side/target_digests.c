@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/digest.h"
-#include "common/digest_runs.h"
-#include "common/target_verify.h"
+#include "common/base/checks.h"
+#include "common/digest/digest.h"
+#include "common/mem/digest_runs.h"
+#include "common/targets/target_verify.h"
 #include "trainer_side/publisher_internal.h"
 
 struct pub_tdig {

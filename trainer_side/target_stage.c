@@ -4,7 +4,7 @@
  * a stage the puts then read. A stage is kept per (node plan, asking rank,
  * list of puts) for the publisher's life: its buffer, registration with
  * each transport and, in GPU memory, one prepared pack plan over all its
- * puts (common/pack.h) are made once; each version is one kernel launch
+ * puts (common/pack/pack.h) are made once; each version is one kernel launch
  * (or, on the host, a gather per put), done once and shared by every
  * request of that version for the same list (several nodes with the same
  * targets). A stage a request of an older version still reads is left
@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/fault.h"
-#include "common/pack.h"
-#include "common/target_verify.h"
+#include "common/base/checks.h"
+#include "common/base/fault.h"
+#include "common/pack/pack.h"
+#include "common/targets/target_verify.h"
 #include "trainer_side/publisher_internal.h"
 
 struct pub_stage {
@@ -126,7 +126,7 @@ err:
     return rc;
 }
 
-/* Test hook (common/fault.h): flip a byte in the middle of the first column
+/* Test hook (common/base/fault.h): flip a byte in the middle of the first column
  * slice of a stage, after the trainer's digests were taken from the slot. */
 static void corrupt_first_slice(const wsync_publisher_t *p, const wsync_node_plan_t *np, const pub_stage_t *st)
 {

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/cost/cost.h"
-#include "common/checks.h"
+#include "common/base/checks.h"
 
 static const char *const class_names[COST_CLASS_COUNT] = {
     [COST_LOCAL] = "local",

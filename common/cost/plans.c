@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 #include "common/cost/cost_internal.h"
 
 void cost_deploy_init(cost_deploy_t *d, int trainers, int trainer_hosts, int engines, int local_ranks,

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 #include "common/cost/cost_internal.h"
 #include "common/cost/scenarios.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/cost/cost_internal.h"
-#include "common/status.h"
+#include "common/base/status.h"
 
 double cost_send_rate(const cost_link_t *l, int peers, int active)
 {

@@ -6,15 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/digest.h"
+#include "common/base/checks.h"
+#include "common/digest/digest.h"
 #include "common/mem/mem.h"
-#include "common/util.h"
+#include "common/base/util.h"
 
 #if WSYNC_HAVE_CUDA
-#include "common/copy_digest_cuda.h"
-#include "common/cuda_checks.h"
-#include "common/digest_cuda.h"
+#include "common/mem/copy_digest_cuda.h"
+#include "common/base/cuda_checks.h"
+#include "common/mem/digest_cuda.h"
 #include "common/mem/cuda_stream.h"
 
 #define CUDA_MAX_DEVICES 64

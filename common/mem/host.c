@@ -5,11 +5,11 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "common/checks.h"
-#include "common/digest.h"
+#include "common/base/checks.h"
+#include "common/digest/digest.h"
 #include "common/mem/host_copy.h"
 #include "common/mem/mem.h"
-#include "common/util.h"
+#include "common/base/util.h"
 
 #ifdef MADV_POPULATE_WRITE
 #define WSYNC_MADV_POPULATE_WRITE MADV_POPULATE_WRITE

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 #include "common/mem/mem.h"
 
 wsync_status_t wsync_mem_get(const char *spec, const wsync_mem_ops_t **ops, int *device)

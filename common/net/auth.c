@@ -13,8 +13,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "common/checks.h"
-#include "common/settings.h"
+#include "common/base/checks.h"
+#include "common/base/settings.h"
 
 /* HKDF's salt: fixed, so every process derives the same keys from a token. */
 static const char salt[] = "wsync data plane v1";

@@ -7,8 +7,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/base/util.h"
 
 /* A name too long for sun_path is refused rather than cut: two long names
  * sharing a prefix would otherwise meet on the same socket. */

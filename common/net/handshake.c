@@ -9,10 +9,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 #include "common/net/sock.h"
-#include "common/settings.h"
-#include "common/util.h"
+#include "common/base/settings.h"
+#include "common/base/util.h"
 
 static uint64_t deadline_after(int timeout_ms)
 {

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/le.h"
+#include "common/base/checks.h"
+#include "common/base/le.h"
 #include "common/net/handshake.h"
 
 enum { TYPE_CHALLENGE = 1, TYPE_HELLO = 2, TYPE_FINISH = 3 };

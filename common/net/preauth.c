@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 
 wsync_status_t wsync_preauth_init(wsync_preauth_t *pa, int max_total, int max_per_peer, int evict_ms)
 {

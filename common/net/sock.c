@@ -17,10 +17,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/interrupt.h"
-#include "common/settings.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/base/interrupt.h"
+#include "common/base/settings.h"
+#include "common/base/util.h"
 
 wsync_status_t wsync_split_hostport(const char *hostport, char *host, size_t hostlen, int *port)
 {

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/util.h"
+#include "common/base/util.h"
 
 void wsync_cqueue_init(wsync_cqueue_t *q)
 {

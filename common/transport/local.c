@@ -22,8 +22,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/settings.h"
+#include "common/base/checks.h"
+#include "common/base/settings.h"
 #include "common/transport/local_internal.h"
 #include "common/transport/not_built.h"
 #include "common/transport/transport.h"

@@ -10,12 +10,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/log.h"
+#include "common/base/checks.h"
+#include "common/base/log.h"
 #include "common/net/fdpass.h"
 #include "common/net/handshake.h"
 #include "common/transport/local_internal.h"
-#include "common/util.h"
+#include "common/base/util.h"
 
 #if WSYNC_HAVE_CUDA
 /* Receiver: notices of one sender become completions. */

@@ -11,8 +11,8 @@
 
 #include <cuda_runtime.h>
 
-#include "common/copy_digest_cuda.h"
-#include "common/cuda_checks.h"
+#include "common/mem/copy_digest_cuda.h"
+#include "common/base/cuda_checks.h"
 #include "common/net/auth.h"
 #include "common/transport/cqueue.h"
 #include "common/transport/transport.h"

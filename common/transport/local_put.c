@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/log.h"
+#include "common/base/checks.h"
+#include "common/base/log.h"
 #include "common/net/fdpass.h"
 #include "common/transport/local_internal.h"
 

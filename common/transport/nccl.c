@@ -13,13 +13,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/settings.h"
+#include "common/base/checks.h"
+#include "common/base/settings.h"
 #include "common/transport/cqueue.h"
 #include "common/transport/nccl_internal.h"
 #include "common/transport/not_built.h"
 #include "common/transport/transport.h"
-#include "common/util.h"
+#include "common/base/util.h"
 
 #if WSYNC_HAVE_NCCL && WSYNC_HAVE_CUDA
 static int nc_can_use(const wsync_transport_config_t *cfg)

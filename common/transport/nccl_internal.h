@@ -12,7 +12,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "common/cuda_checks.h"
+#include "common/base/cuda_checks.h"
 #include "common/net/auth.h"
 #include "common/transport/cqueue.h"
 #include "common/transport/transport.h"

@@ -12,14 +12,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 #include "common/net/handshake.h"
 #include "common/net/sock.h"
-#include "common/settings.h"
+#include "common/base/settings.h"
 #include "common/transport/cqueue.h"
 #include "common/transport/transport.h"
-#include "common/util.h"
-#include "common/log.h"
+#include "common/base/util.h"
+#include "common/base/log.h"
 #include "common/transport/nccl_internal.h"
 
 #if WSYNC_HAVE_NCCL && WSYNC_HAVE_CUDA

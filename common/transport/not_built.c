@@ -2,7 +2,7 @@
  * (not_built.h): one message, and the ops no object of it can reach. */
 #include "common/transport/not_built.h"
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 
 wsync_status_t wsync_transport_not_built(const char *name, const char *missing, const char *todo)
 {

@@ -1,7 +1,7 @@
 /* registry.c: picks a transport by name, or the fastest usable one. */
 #include <string.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 #include "common/transport/transport.h"
 
 /* Priority order for "auto": one-sided RDMA, then NCCL, then TCP. */

@@ -12,9 +12,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 #include "common/transport/tcp_internal.h"
-#include "common/util.h"
+#include "common/base/util.h"
 
 void tcp_tune(int fd)
 {

@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 #include "common/net/sock.h"
 
 typedef struct slot {

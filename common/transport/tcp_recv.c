@@ -10,14 +10,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/fault.h"
+#include "common/base/checks.h"
+#include "common/base/fault.h"
 #include "common/net/handshake.h"
 #include "common/net/sock.h"
-#include "common/settings.h"
+#include "common/base/settings.h"
 #include "common/transport/tcp_bounce.h"
 #include "common/transport/tcp_internal.h"
-#include "common/util.h"
+#include "common/base/util.h"
 
 static int stopping(tcp_transport_t *t)
 {

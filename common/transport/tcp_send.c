@@ -11,10 +11,10 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 #include "common/net/handshake.h"
 #include "common/net/sock.h"
-#include "common/settings.h"
+#include "common/base/settings.h"
 #include "common/transport/tcp_internal.h"
 
 /* A receiver that stops reading (stopped, hung, or hostile) must not hold a

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common/le.h"
+#include "common/base/le.h"
 
 #define TCP_MAGIC 0x70637477u /* "wtcp" */
 #define TCP_VERSION 1

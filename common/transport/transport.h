@@ -21,15 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/base/blob.h"
 #include "common/mem/mem.h"
 #include "common/wsync.h"
-
-/* Opaque, self-contained bytes one side sends the other (addresses, keys). */
-#define WSYNC_BLOB_MAX 512
-typedef struct wsync_blob {
-    uint32_t len;
-    unsigned char data[WSYNC_BLOB_MAX];
-} wsync_blob_t;
 
 typedef struct wsync_transport wsync_transport_t;
 typedef struct wsync_region wsync_region_t;

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 #include "common/transport/not_built.h"
 #include "common/transport/transport.h"
 
@@ -23,7 +23,7 @@
 
 #include "common/net/sock.h"
 #include "common/transport/verbs_internal.h"
-#include "common/util.h"
+#include "common/base/util.h"
 
 static int verbs_can_use(const wsync_transport_config_t *cfg)
 {

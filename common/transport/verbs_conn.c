@@ -15,13 +15,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 #include "common/net/handshake.h"
 #include "common/net/sock.h"
-#include "common/settings.h"
+#include "common/base/settings.h"
 #include "common/transport/verbs_internal.h"
-#include "common/transport/verbs_select.h"
-#include "common/util.h"
+#include "common/base/verbs_select.h"
+#include "common/base/util.h"
 
 #define MAX_PEERS 256
 

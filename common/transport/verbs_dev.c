@@ -13,10 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/checks.h"
-#include "common/settings.h"
+#include "common/base/checks.h"
+#include "common/base/settings.h"
 #include "common/transport/verbs_internal.h"
-#include "common/transport/verbs_select.h"
+#include "common/base/verbs_select.h"
 
 #if WSYNC_HAVE_CUDA
 #include <cuda_runtime.h>

@@ -6,8 +6,8 @@
 #include <endian.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/le.h"
+#include "common/base/checks.h"
+#include "common/base/le.h"
 
 uint32_t verbs_imm_encode(uint64_t tag)
 {

@@ -7,11 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 #include "common/window/window.h"
 
 #if WSYNC_HAVE_CUDA
-#include "common/cuda_checks.h"
+#include "common/base/cuda_checks.h"
 #include "common/mem/cuda_stream.h"
 #include "common/window/cuda_vmm.h"
 

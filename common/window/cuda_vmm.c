@@ -8,13 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 #include "common/window/window.h"
 
 #if WSYNC_HAVE_CUDA
 #include <cuda.h>
 
-#include "common/cuda_checks.h"
+#include "common/base/cuda_checks.h"
 #include "common/mem/cuda_stream.h"
 #include "common/window/cuda_vmm.h"
 

@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 #include "common/window/window.h"
 
 #define SHM_MAGIC 0x6d68735f6e797377ULL /* "wsyn_shm" */

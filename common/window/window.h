@@ -9,7 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/transport/transport.h"
+#include "common/base/blob.h"
+#include "common/mem/mem.h"
+#include "common/wsync.h"
 
 typedef struct wsync_window {
     void *ptr; /* local address of the memory */

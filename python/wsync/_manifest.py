@@ -1,5 +1,5 @@
 """_manifest.py: the manifest (image layout) of a set of torch tensors, and the
-dim-0 split of the fsdp layout, computed as common/layout.c computes it."""
+dim-0 split of the fsdp layout, computed as common/model/layout.c computes it."""
 import ctypes
 import json
 

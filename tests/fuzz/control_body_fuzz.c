@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/log.h"
-#include "trainer_side/control/model.h"
+#include "common/base/log.h"
+#include "common/control/model.h"
 
 static void seed(ctl_model_t *m)
 {

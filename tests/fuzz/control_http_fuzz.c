@@ -19,8 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/log.h"
-#include "trainer_side/control/server_internal.h"
+#include "common/base/log.h"
+#include "common/control/server_internal.h"
 
 #define TOKEN "fuzz-token"
 

@@ -10,10 +10,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "common/log.h"
+#include "common/base/log.h"
 #include "common/net/auth.h"
-#include "trainer_side/control/server_internal.h"
-#include "trainer_side/control/validate.h"
+#include "common/control/server_internal.h"
+#include "common/control/validate.h"
 
 static void schemas(const uint8_t *data, size_t size)
 {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/log.h"
+#include "common/base/log.h"
 #include "common/net/handshake.h"
 
 static void round_trips(const uint8_t *data, size_t size)

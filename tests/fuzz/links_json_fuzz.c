@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/cost/cost.h"
-#include "common/log.h"
+#include "common/base/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/log.h"
-#include "common/pull_request.h"
+#include "common/base/log.h"
+#include "common/proto/pull_request.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -7,7 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "common/safetensors.h"
+#include "common/model/safetensors.h"
 
 static int memfd = -1;
 static char memfd_path[64];

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/log.h"
-#include "common/manifest.h"
-#include "common/rules.h"
-#include "common/target.h"
+#include "common/base/log.h"
+#include "common/model/manifest.h"
+#include "common/targets/rules.h"
+#include "common/targets/target.h"
 
 static const char manifest_json[] =
     "{\"image_size\": 12288, \"tensors\": ["

@@ -10,16 +10,16 @@
  * piece's sum its own. */
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/digest.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/digest/digest.h"
+#include "common/base/util.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/test.h"
 
 #if WSYNC_HAVE_CUDA
 #include <cuda_runtime.h>
 
-#include "common/copy_digest_cuda.h"
+#include "common/mem/copy_digest_cuda.h"
 #endif
 
 #define MAX ((size_t)(20u << 20))

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
+#include "common/base/checks.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/test.h"
-#include "tests/unit/common/digest_runs_random.h"
+#include "tests/unit/common/mem/digest_runs_random.h"
 
 #if WSYNC_HAVE_CUDA
 #include <cuda_runtime.h>

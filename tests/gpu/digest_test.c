@@ -4,9 +4,9 @@
  * digested on the CPU); and without a GPU, asking for CUDA fails clearly. */
 #include <sys/wait.h>
 
-#include "common/checks.h"
-#include "common/digest.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/digest/digest.h"
+#include "common/base/util.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/test.h"
 

@@ -2,9 +2,9 @@
  * parent's window (a second map hits the cache and gives the same address),
  * reads it with the copy engines, and writes into it; both sides compare
  * every byte with its source. */
-#include "common/checks.h"
-#include "common/digest.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/digest/digest.h"
+#include "common/base/util.h"
 #include "common/window/window.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/test.h"

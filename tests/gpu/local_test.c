@@ -12,9 +12,9 @@
 #include <signal.h>
 #include <sys/prctl.h>
 
-#include "common/checks.h"
-#include "common/digest.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/digest/digest.h"
+#include "common/base/util.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/test.h"
 

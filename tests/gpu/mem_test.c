@@ -2,9 +2,9 @@
  * device->device and across GPUs (every byte compared), and its blocking copy
  * is complete when it returns; copies queued by copy_many without waiting
  * come before a later digest on the same thread, and a drain ends them. */
-#include "common/checks.h"
-#include "common/digest.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/digest/digest.h"
+#include "common/base/util.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/test.h"
 

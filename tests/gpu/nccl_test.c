@@ -6,9 +6,10 @@
 #include <signal.h>
 #include <sys/prctl.h>
 
-#include "common/checks.h"
-#include "common/settings.h"
-#include "common/util.h"
+#include "common/digest/digest.h"
+#include "common/base/checks.h"
+#include "common/base/settings.h"
+#include "common/base/util.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/test.h"
 

@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checks.h"
-#include "common/pack.h"
+#include "common/base/checks.h"
+#include "common/pack/pack.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/test.h"
-#include "tests/unit/common/pack_random.h"
+#include "tests/unit/common/pack/pack_random.h"
 
 #if WSYNC_HAVE_CUDA
 #include <cuda_runtime.h>

@@ -2,8 +2,8 @@
  * into a CUDA region go through the double-buffered bounce path (sizes that
  * span several slices, unaligned offsets), puts out of a CUDA region through
  * the sender's staging buffer; every byte is copied back and compared. */
-#include "common/checks.h"
-#include "common/util.h"
+#include "common/base/checks.h"
+#include "common/base/util.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/test.h"
 

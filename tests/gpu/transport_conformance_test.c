@@ -8,7 +8,7 @@
 #include "tests/gpu/gpu_test.h"
 #include "tests/unit/common/transport/conformance.h"
 
-#include "common/settings.h"
+#include "common/base/settings.h"
 
 int main(void)
 {

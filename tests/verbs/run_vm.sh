@@ -17,7 +17,7 @@ echo "test-verbs: building wsync for the guest (build/vm-bin, CUDA=0 NCCL=0)"
 make --no-print-directory -j2 BUILD=build/vm-bin CUDA=0 NCCL=0 VERBS=1 build/vm-bin/wsync \
     build/vm-bin/tests/unit/common/transport/verbs_transport_test \
     build/vm-bin/tests/unit/common/transport/verbs_wire_test \
-    build/vm-bin/tests/unit/common/transport/verbs_select_test \
+    build/vm-bin/tests/unit/common/base/verbs_select_test \
     build/vm-bin/tests/unit/common/transport/conformance_test build/vm-bin/bench/verbs_put_bw >build/vm-bin.log 2>&1 ||
     { tail -20 build/vm-bin.log >&2; die "building the guest binaries failed (log: build/vm-bin.log)"; }
 mkdir -p "$VM"

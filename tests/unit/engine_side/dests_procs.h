@@ -30,13 +30,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/fault.h"
-#include "common/manifest.h"
+#include "common/digest/digest.h"
+#include "common/base/fault.h"
+#include "common/model/manifest.h"
 #include "common/mem/mem.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "engine_side/receiver_internal.h"
 #include "engine_side/wsync_receiver.h"
-#include "trainer_side/control/control_server.h"
+#include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
 #define DP_IMAGE (6u << 20)

@@ -35,15 +35,15 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "common/digest.h"
-#include "common/fault.h"
-#include "common/manifest.h"
-#include "common/util.h"
+#include "common/digest/digest.h"
+#include "common/base/fault.h"
+#include "common/model/manifest.h"
+#include "common/base/util.h"
 #include "engine_side/dests.h"
 #include "engine_side/receiver_internal.h"
 #include "engine_side/wsync_receiver.h"
 #include "tests/test.h"
-#include "trainer_side/control/control_server.h"
+#include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
 /* ---- the digest cut ---- */

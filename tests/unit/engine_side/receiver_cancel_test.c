@@ -6,10 +6,10 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "common/util.h"
+#include "common/base/util.h"
 #include "engine_side/wsync_receiver.h"
 #include "tests/test.h"
-#include "trainer_side/control/control_server.h"
+#include "common/control/control_server.h"
 
 typedef struct pull_job {
     wsync_receiver_t *r;

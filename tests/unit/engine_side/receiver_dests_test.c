@@ -22,14 +22,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/fault.h"
-#include "common/manifest.h"
-#include "common/rules.h"
-#include "common/target.h"
-#include "common/util.h"
+#include "common/digest/digest.h"
+#include "common/base/fault.h"
+#include "common/model/manifest.h"
+#include "common/targets/rules.h"
+#include "common/targets/target.h"
+#include "common/base/util.h"
 #include "engine_side/wsync_receiver.h"
 #include "tests/test.h"
-#include "trainer_side/control/control_server.h"
+#include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
 #define IMAGE (8u << 20)

@@ -3,13 +3,13 @@
  * sorted order, parent (i - 1) / F), for any order of the input; a chain for
  * F = 1; at most F children each; holders first, so a late joiner hangs below
  * a node holding the version; no cycles when every node sees a different
- * (random) set of holders. Also the plan setting's text (common/plan_spec.c)
+ * (random) set of holders. Also the plan setting's text (common/base/plan_spec.c)
  * and auto's resolution (engine_side/plan_choice.c: the cost model's choice). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/plan_spec.h"
+#include "common/base/plan_spec.h"
 #include "engine_side/plan_choice.h"
 #include "engine_side/relay_tree.h"
 #include "tests/test.h"

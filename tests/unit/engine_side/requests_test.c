@@ -1,5 +1,5 @@
 /* requests_test.c: pull requests over kept connections (engine_side/requests.c
- * against common/pull_port.c, with a token). Three requests in turn to one
+ * against common/proto/pull_port.c, with a token). Three requests in turn to one
  * pull port go over one connection (the kept descriptor and its local port
  * stay the same; the port's serve function sees the three, in order); a
  * port that restarted on the same port meanwhile closed the kept
@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "common/net/auth.h"
-#include "common/pull_port.h"
-#include "common/util.h"
+#include "common/proto/pull_port.h"
+#include "common/base/util.h"
 #include "engine_side/receiver_internal.h"
 #include "engine_side/relay.h"
 #include "tests/test.h"

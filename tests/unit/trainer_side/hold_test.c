@@ -11,12 +11,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "common/control_client.h"
-#include "common/manifest.h"
-#include "common/util.h"
+#include "common/digest/digest.h"
+#include "common/control/client.h"
+#include "common/model/manifest.h"
+#include "common/base/util.h"
 #include "engine_side/wsync_receiver.h"
 #include "tests/test.h"
-#include "trainer_side/control/control_server.h"
+#include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
 #define IMAGE (1u << 20)

@@ -6,10 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/manifest.h"
+#include "common/model/manifest.h"
 #include "engine_side/wsync_receiver.h"
 #include "tests/test.h"
-#include "trainer_side/control/control_server.h"
+#include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
 static void test_offsets_sizes_and_json(void)

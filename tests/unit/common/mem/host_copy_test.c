@@ -5,8 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/digest/digest.h"
 #include "common/mem/host_copy.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "tests/test.h"
 
 #define GUARD 256

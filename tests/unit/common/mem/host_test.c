@@ -4,9 +4,9 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "common/digest.h"
+#include "common/digest/digest.h"
 #include "common/mem/mem.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "tests/test.h"
 
 static void alloc_is_page_aligned_writable_and_freeable(void)

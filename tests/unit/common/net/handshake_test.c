@@ -16,7 +16,7 @@
 #include "common/net/fdpass.h"
 #include "common/net/handshake.h"
 #include "common/net/sock.h"
-#include "common/settings.h"
+#include "common/base/settings.h"
 #include "tests/test.h"
 
 /* The library's comparisons land here (this definition interposes

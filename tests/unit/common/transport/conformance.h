@@ -22,10 +22,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/digest/digest.h"
 #include "common/mem/mem.h"
-#include "common/settings.h"
+#include "common/base/settings.h"
 #include "common/transport/transport.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "tests/test.h"
 
 #define CONF_LEN ((size_t)4 << 20) /* destination region and source, each */

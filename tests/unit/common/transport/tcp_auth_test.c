@@ -12,13 +12,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/digest/digest.h"
 #include "common/mem/mem.h"
 #include "common/net/auth.h"
 #include "common/net/handshake.h"
 #include "common/net/sock.h"
 #include "common/transport/tcp_wire.h"
 #include "common/transport/transport.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "tests/test.h"
 
 #define T (&wsync_transport_tcp)

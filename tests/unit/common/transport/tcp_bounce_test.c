@@ -6,10 +6,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/digest/digest.h"
 #include "common/mem/mem.h"
-#include "common/status.h"
+#include "common/base/status.h"
 #include "common/transport/tcp_bounce.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "tests/test.h"
 
 static int copies, fail_copy_at = -1;

@@ -18,12 +18,13 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "common/digest/digest.h"
 #include "common/mem/mem.h"
-#include "common/msg.h"
-#include "common/settings.h"
+#include "common/proto/msg.h"
+#include "common/base/settings.h"
 #include "common/transport/tcp_wire.h"
 #include "common/transport/transport.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "tests/test.h"
 
 #define T (&wsync_transport_tcp)

@@ -8,10 +8,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "common/digest/digest.h"
 #include "common/mem/mem.h"
-#include "common/settings.h"
+#include "common/base/settings.h"
 #include "common/transport/transport.h"
-#include "common/util.h"
+#include "common/base/util.h"
 #include "tests/test.h"
 
 #define V (&wsync_transport_verbs)

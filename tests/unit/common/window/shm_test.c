@@ -13,7 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/util.h"
+#include "common/digest/digest.h"
+#include "common/base/util.h"
 #include "common/net/fdpass.h"
 #include "common/window/window.h"
 #include "tests/test.h"

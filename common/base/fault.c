@@ -1,0 +1,96 @@
+/* fault.c: the table of test-only fault hooks (see fault.h). */
+#include "common/base/fault.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/base/checks.h"
+
+static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
+    [WSYNC_FAULT_CORRUPT_PIECE] = {"WSYNC_TEST_CORRUPT_PIECE", -1, -1, 0x7fffffff,
+                                   "trainer flips one byte of piece N after digesting it (engines must refuse "
+                                   "it)"},
+    [WSYNC_FAULT_COPY_FAIL_PIECE] = {"WSYNC_TEST_COPY_FAIL_PIECE", -1, -1, 0x7fffffff,
+                                     "trainer's snapshot copy of piece N fails"},
+    [WSYNC_FAULT_COPY_DELAY_MS] = {"WSYNC_TEST_COPY_DELAY_MS", 0, 0, 600000,
+                                   "trainer sleeps N ms before each snapshot copy"},
+    [WSYNC_FAULT_SERVE_DELAY_MS] = {"WSYNC_TEST_SERVE_DELAY_MS", 0, 0, 600000,
+                                    "trainer holds each pull request N ms"},
+    [WSYNC_FAULT_LAND_DELAY_MS] = {"WSYNC_TEST_LAND_DELAY_MS", 0, 0, 600000,
+                                   "engine waits N ms before landing each chunk"},
+    [WSYNC_FAULT_CORRUPT_PACKED] = {"WSYNC_TEST_CORRUPT_PACKED", 0, 0, 1,
+                                    "with 1, trainer flips one byte of the first packed column slice of each "
+                                    "target request, after its digests were taken (engines must refuse it)"},
+    [WSYNC_FAULT_SETUP_DELAY_MS] = {"WSYNC_TEST_SETUP_DELAY_MS", 0, 0, 600000,
+                                    "engine's first-pull image set-up takes N ms longer (a slow reserve)"},
+    [WSYNC_FAULT_RECV_STALL_MS] = {"WSYNC_TEST_RECV_STALL_MS", 0, 0, 600000,
+                                   "engine's tcp receiver reads nothing for N ms after its first put (once)"},
+    [WSYNC_FAULT_NO_DIGESTS] = {"WSYNC_TEST_NO_DIGESTS", 0, 0, 1,
+                                "with 1, trainer announces a late-digest version and never posts its digests "
+                                "(as if it died after announcing)"},
+    [WSYNC_FAULT_BAD_DIGEST] = {"WSYNC_TEST_BAD_DIGEST", -1, -1, 0x7fffffff,
+                                "trainer posts a wrong late digest for piece N (engines must refuse it)"},
+    [WSYNC_FAULT_DIGEST_DELAY_MS] = {"WSYNC_TEST_DIGEST_DELAY_MS", 0, 0, 600000,
+                                     "trainer waits N ms before posting the digests of a late-digest version "
+                                     "(engines land first)"},
+    [WSYNC_FAULT_HOST_FAN_WINDOW] = {"WSYNC_TEST_HOST_FAN_WINDOW", 0, 0, 1,
+                                     "1: in place into host tensors with a target, take the sparse GPU image's "
+                                     "path (every destination byte lands or is copied straight, fan-out windows) "
+                                     "on a whole shm image, so CPU tests cover it"},
+};
+
+static long long values[WSYNC_FAULT_COUNT];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static wsync_status_t init_status;
+static char init_error[256];
+
+const wsync_fault_def_t *wsync_fault_def(wsync_fault_id_t id)
+{
+    return (unsigned)id < WSYNC_FAULT_COUNT ? &table[id] : NULL;
+}
+
+static void init_once(void)
+{
+    int i;
+    init_status = WSYNC_OK;
+    for (i = 0; i < WSYNC_FAULT_COUNT; i++) {
+        const char *s = getenv(table[i].env);
+        char *end = NULL;
+        long long v;
+        values[i] = table[i].off;
+        if (s == NULL || s[0] == '\0')
+            continue;
+        errno = 0;
+        v = strtoll(s, &end, 10);
+        if (errno != 0 || end == s || *end != '\0' || v < table[i].min || v > table[i].max) {
+            init_status = WSYNC_ERR_INVALID;
+            snprintf(init_error, sizeof(init_error), "test hook %s='%s': expected an integer in %lld..%lld",
+                     table[i].env, s, table[i].min, table[i].max);
+            continue;
+        }
+        values[i] = v;
+    }
+}
+
+wsync_status_t wsync_faults_init(void)
+{
+    pthread_once(&once, init_once);
+    if (init_status != WSYNC_OK)
+        return wsync_error(init_status, "%s", init_error);
+    return WSYNC_OK;
+}
+
+wsync_status_t wsync_faults_reload(void)
+{
+    pthread_once(&once, init_once);
+    init_once();
+    return wsync_faults_init();
+}
+
+long long wsync_fault(wsync_fault_id_t id)
+{
+    pthread_once(&once, init_once);
+    return (unsigned)id < WSYNC_FAULT_COUNT ? values[id] : 0;
+}

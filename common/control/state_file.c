@@ -1,0 +1,190 @@
+/* state_file.c: atomic write and careful read of the state file. */
+#include "common/control/state_file.h"
+
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/base/checks.h"
+
+wsync_status_t ctl_state_save(const char *path, const json_t *state)
+{
+    return ctl_state_save_sized(path, state, NULL);
+}
+
+wsync_status_t ctl_state_save_sized(const char *path, const json_t *state, size_t *written)
+{
+    char tmp[4096], dir[4096];
+    char *text = json_dumps(state, JSON_COMPACT);
+    size_t len, off = 0;
+    int fd, dfd;
+
+    WSYNC_CHECK_ALLOC(text);
+    len = strlen(text);
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        free(text);
+        return wsync_error(WSYNC_ERR_IO, "state file: cannot create %s: %s", tmp, strerror(errno));
+    }
+    while (off < len) {
+        ssize_t n = write(fd, text + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            free(text);
+            return wsync_error(WSYNC_ERR_IO, "state file: cannot write %s: %s (the previous state is kept)", tmp,
+                               strerror(e));
+        }
+        off += (size_t)n;
+    }
+    free(text);
+    if (written)
+        *written = len;
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return wsync_error(WSYNC_ERR_IO, "state file: cannot sync %s: %s (the previous state is kept)", tmp,
+                           strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return wsync_error(WSYNC_ERR_IO, "state file: cannot replace %s: %s", path, strerror(e));
+    }
+    snprintf(dir, sizeof(dir), "%s", path);
+    dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return WSYNC_OK;
+}
+
+wsync_status_t ctl_state_prepare_dir(const char *path)
+{
+    char buf[4096], dir[4096];
+    struct stat sb;
+    size_t i;
+    snprintf(buf, sizeof(buf), "%s", path);
+    snprintf(dir, sizeof(dir), "%s", dirname(buf));
+    if (stat(dir, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode))
+            return wsync_error(WSYNC_ERR_IO, "state file %s: %s is not a directory", path, dir);
+        return WSYNC_OK;
+    }
+    /* Each missing component in turn, as mkdir -p. */
+    for (i = 1; dir[i]; i++) {
+        if (dir[i] != '/')
+            continue;
+        dir[i] = '\0';
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+            return wsync_error(WSYNC_ERR_IO, "state file %s: cannot create directory %s: %s", path, dir,
+                               strerror(errno));
+        dir[i] = '/';
+    }
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return wsync_error(WSYNC_ERR_IO, "state file %s: cannot create directory %s: %s", path, dir,
+                           strerror(errno));
+    return WSYNC_OK;
+}
+
+wsync_status_t ctl_state_read(const char *path, json_t **out)
+{
+    json_error_t jerr;
+    json_t *j;
+    *out = NULL;
+    if (access(path, F_OK) != 0 && errno == ENOENT)
+        return WSYNC_OK;
+    j = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (j == NULL)
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "state file %s is unreadable or corrupt (%s, line %d); refusing to "
+                           "start empty: fix it, or move it away to start from scratch",
+                           path, jerr.text, jerr.line);
+    *out = j;
+    return WSYNC_OK;
+}
+
+void ctl_state_log_path(const char *path, char *out, size_t len)
+{
+    snprintf(out, len, "%s.log", path);
+}
+
+wsync_status_t ctl_state_log_append(const char *path, const char *text, size_t len)
+{
+    char log[4096];
+    size_t off = 0;
+    int fd;
+    ctl_state_log_path(path, log, sizeof(log));
+    fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return wsync_error(WSYNC_ERR_IO, "state file: cannot open its log %s: %s", log, strerror(errno));
+    while (off < len) {
+        ssize_t n = write(fd, text + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = errno;
+            close(fd);
+            return wsync_error(WSYNC_ERR_IO, "state file: cannot append to %s: %s", log, strerror(e));
+        }
+        off += (size_t)n;
+    }
+    if (fdatasync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        return wsync_error(WSYNC_ERR_IO, "state file: cannot sync %s: %s", log, strerror(e));
+    }
+    close(fd);
+    return WSYNC_OK;
+}
+
+void ctl_state_log_remove(const char *path)
+{
+    char log[4096];
+    ctl_state_log_path(path, log, sizeof(log));
+    unlink(log);
+}
+
+wsync_status_t ctl_state_log_read(const char *path, char **text, size_t *len)
+{
+    char log[4096];
+    FILE *f;
+    size_t cap = 0, n;
+    char *buf = NULL;
+    *text = NULL;
+    *len = 0;
+    ctl_state_log_path(path, log, sizeof(log));
+    f = fopen(log, "rb");
+    if (f == NULL)
+        return errno == ENOENT
+                   ? WSYNC_OK
+                   : wsync_error(WSYNC_ERR_IO, "state file: cannot read its log %s: %s", log, strerror(errno));
+    for (;;) {
+        if (*len + 65536 + 1 > cap) {
+            char *nb = realloc(buf, cap = (*len + 65536 + 1) * 2);
+            if (nb == NULL) {
+                free(buf);
+                fclose(f);
+                return wsync_error(WSYNC_ERR_NOMEM, "state file: out of memory reading %s", log);
+            }
+            buf = nb;
+        }
+        n = fread(buf + *len, 1, 65536, f);
+        *len += n;
+        if (n < 65536)
+            break;
+    }
+    fclose(f);
+    buf[*len] = '\0';
+    *text = buf;
+    return WSYNC_OK;
+}

@@ -1,0 +1,246 @@
+// digest_cuda.cu: the piece digest and the fill pattern on the GPU. The digest
+// is a sum over words mod 2^64 (digest.h), so each thread sums its own words,
+// a warp and a block reduce, and one 64-bit atomic per block adds the block's
+// sum: any order gives exactly the CPU value.
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "common/digest/digest.h"
+#include "common/mem/digest_cuda.h"
+#include "common/mem/digest_cuda.cuh"
+
+// The word sum of thread `tid`'s 16-byte vectors of a 16-byte aligned
+// range (`npairs` of them) for a grid of `stride` threads: four loads in
+// flight per thread before any math (memory speed needs bytes in flight).
+static __device__ __forceinline__ uint64_t digest_pairs(const ulonglong2 *q, uint64_t npairs, uint64_t base,
+                                                        uint64_t tid, uint64_t stride)
+{
+    const uint64_t G = WSYNC_DIGEST_GOLDEN;
+    uint64_t s = 0, i = tid;
+    for (; i + 3 * stride < npairs; i += 4 * stride) {
+        ulonglong2 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            v[k] = __ldcs(q + i + k * stride);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            uint64_t key = base + 2 * (i + k * stride) * G;
+            s += wsync_digest_word(v[k].x, key) + wsync_digest_word(v[k].y, key + G);
+        }
+    }
+    for (; i < npairs; i += stride) {
+        ulonglong2 v = __ldcs(q + i);
+        uint64_t key = base + 2 * i * G;
+        s += wsync_digest_word(v.x, key) + wsync_digest_word(v.y, key + G);
+    }
+    return s;
+}
+
+// The words from `done` on (at most one whole word on the 16-byte path)
+// and the zero-padded tail: one thread.
+static __device__ uint64_t digest_rest(const unsigned char *p, uint64_t len, uint64_t base, uint64_t done)
+{
+    const uint64_t G = WSYNC_DIGEST_GOLDEN;
+    const uint64_t nwords = len / 8;
+    uint64_t s = 0;
+    for (uint64_t i = done; i < nwords; i++)
+        s += wsync_digest_word(d_load_bytes(p + 8 * i, 8), base + i * G);
+    if (len % 8)
+        s += wsync_digest_word(d_load_bytes(p + 8 * nwords, (int)(len % 8)), base + nwords * G);
+    return s;
+}
+
+// MODE 16: pointer 16-byte aligned, two words per 16-byte load (the fast path);
+// MODE 8: 8-byte aligned; MODE 1: any alignment, byte loads.
+template <int MODE>
+__global__ void __launch_bounds__(DIG_THREADS)
+    digest_kernel(const unsigned char *p, uint64_t len, uint64_t base, unsigned long long *out)
+{
+    const uint64_t G = WSYNC_DIGEST_GOLDEN;
+    const uint64_t nwords = len / 8;
+    const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    uint64_t s = 0, done;
+
+    if (MODE == 16) {
+        s = digest_pairs((const ulonglong2 *)p, nwords / 2, base, tid, stride);
+        done = nwords / 2 * 2;
+    } else if (MODE == 8) {
+        const uint64_t *q = (const uint64_t *)p;
+        for (uint64_t i = tid; i < nwords; i += stride)
+            s += wsync_digest_word(__ldcs(q + i), base + i * G);
+        done = nwords;
+    } else {
+        for (uint64_t i = tid; i < nwords; i += stride)
+            s += wsync_digest_word(d_load_bytes(p + 8 * i, 8), base + i * G);
+        done = nwords;
+    }
+    // Leftover whole word (odd count on the 16-byte path) and the padded tail.
+    if (tid == 0)
+        s += digest_rest(p, len, base, done);
+    d_block_add(s, out);
+}
+
+// Many 16-byte aligned ranges in one launch: range y is blockIdx.y, read
+// by the gridDim.x blocks of its row, its sum added into its own word. A
+// launch per range of 64 MiB left a ramp-down between kernels (the
+// trainer's 227 piece digests of the Qwen2.5-7B image took ~0.9 ms over
+// the kernel's rate).
+typedef struct dg_range {
+    const unsigned char *p;
+    uint64_t len, base;
+    unsigned long long *out;
+} dg_range_t;
+
+#define DG_BATCH_MAX 64
+
+typedef struct dg_batch {
+    dg_range_t r[DG_BATCH_MAX];
+} dg_batch_t;
+
+__global__ void __launch_bounds__(DIG_THREADS) digest_batch_kernel(const dg_batch_t b)
+{
+    const dg_range_t &r = b.r[blockIdx.y];
+    const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    const uint64_t nwords = r.len / 8;
+    uint64_t s = digest_pairs((const ulonglong2 *)r.p, nwords / 2, r.base, tid, stride);
+    if (tid == 0)
+        s += digest_rest(r.p, r.len, r.base, nwords / 2 * 2);
+    d_block_add(s, r.out);
+}
+
+extern "C" int wsync_cuda_digest_batch_async(const wsync_digest_range_t *r, size_t n, uint64_t *dsum, void *stream)
+{
+    cudaStream_t st = (cudaStream_t)stream;
+    size_t at = 0;
+    while (at < n) {
+        dg_batch_t b;
+        uint64_t most = 0;
+        int k = 0;
+        // consecutive 16-byte aligned ranges of 16 bytes or more go together
+        while (at + (size_t)k < n && k < DG_BATCH_MAX && (uintptr_t)r[at + k].ptr % 16 == 0 && r[at + k].len >= 16) {
+            b.r[k] = (dg_range_t){.p = (const unsigned char *)r[at + k].ptr,
+                                  .len = r[at + k].len,
+                                  .base = wsync_digest_base_key(r[at + k].off),
+                                  .out = (unsigned long long *)(dsum + at + k)};
+            if (r[at + k].len / 16 > most)
+                most = r[at + k].len / 16;
+            k++;
+        }
+        if (k < 2) { // alone: its own launch, any alignment
+            int e = wsync_cuda_digest_sum_async(r[at].ptr, r[at].len, r[at].off, dsum + at, stream);
+            if (e != 0)
+                return e;
+            at++;
+            continue;
+        }
+        {
+            int gx = (wsync_cuda_sm_count() * 8) / k;
+            const uint64_t want = (most + DIG_THREADS - 1) / DIG_THREADS;
+            if ((uint64_t)gx > want)
+                gx = (int)want;
+            digest_batch_kernel<<<dim3(gx > 0 ? gx : 1, k), DIG_THREADS, 0, st>>>(b);
+        }
+        at += (size_t)k;
+    }
+    return (int)cudaGetLastError();
+}
+
+extern "C" int wsync_cuda_digest_sum_async(const void *ptr, size_t len, uint64_t off, uint64_t *dsum, void *stream)
+{
+    const unsigned char *p = (const unsigned char *)ptr;
+    cudaStream_t s = (cudaStream_t)stream;
+    unsigned long long *out = (unsigned long long *)dsum;
+    uint64_t base = wsync_digest_base_key(off);
+    if (len == 0)
+        return 0;
+    if ((uintptr_t)p % 16 == 0)
+        digest_kernel<16><<<wsync_cuda_grid_for(len / 16 + 1, 8), DIG_THREADS, 0, s>>>(p, len, base, out);
+    else if ((uintptr_t)p % 8 == 0)
+        digest_kernel<8><<<wsync_cuda_grid_for(len / 8 + 1, 8), DIG_THREADS, 0, s>>>(p, len, base, out);
+    else
+        digest_kernel<1><<<wsync_cuda_grid_for(len / 8 + 1, 8), DIG_THREADS, 0, s>>>(p, len, base, out);
+    return (int)cudaGetLastError();
+}
+
+// digest_runs.h: one block per task, each warp a row at a time (rows of a
+// column slice are a few KiB: a warp reads 256 contiguous bytes per step),
+// two words in flight per lane; the block's sum goes to its segment.
+__global__ void __launch_bounds__(DIG_THREADS)
+    digest_tasks_kernel(const wsync_digest_task_t *tasks, const unsigned char *src, unsigned long long *dsum)
+{
+    const uint64_t G = WSYNC_DIGEST_GOLDEN;
+    const wsync_digest_task_t t = tasks[blockIdx.x];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    uint64_t s = 0;
+    for (uint32_t r = t.row0 + warp; r < t.row0 + t.nrows; r += DIG_THREADS / 32) {
+        const uint64_t *row = (const uint64_t *)(src + t.src_off + (uint64_t)r * t.src_stride);
+        const uint64_t key = t.key0 + (uint64_t)r * t.row_words * G;
+        uint32_t w = lane;
+        for (; w + 32 < t.row_words; w += 64) {
+            uint64_t a = __ldcs(row + w), b = __ldcs(row + w + 32);
+            s += wsync_digest_word(a, key + w * G) + wsync_digest_word(b, key + (w + 32) * G);
+        }
+        if (w < t.row_words)
+            s += wsync_digest_word(__ldcs(row + w), key + w * G);
+    }
+    d_block_add(s, dsum + t.seg);
+}
+
+extern "C" int wsync_cuda_digest_tasks_async(const wsync_digest_task_t *dev_tasks, size_t n, const void *src_base,
+                                             uint64_t *dsum, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    // Grids are at most 2^31 - 1 blocks: launch in parts.
+    for (size_t at = 0; at < n; at += 1u << 30) {
+        size_t k = n - at < (1u << 30) ? n - at : (1u << 30);
+        digest_tasks_kernel<<<(unsigned)k, DIG_THREADS, 0, s>>>(dev_tasks + at, (const unsigned char *)src_base,
+                                                                (unsigned long long *)dsum);
+    }
+    return (int)cudaGetLastError();
+}
+
+// Fill: byte i of dst holds byte (off+i)%8 of fmix64(((off+i)/8) ^ seed).
+__global__ void fill_words_kernel(uint64_t *dst, uint64_t nwords, uint64_t first_word, uint64_t seed)
+{
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nwords; i += stride)
+        dst[i] = wsync_fmix64((first_word + i) ^ seed);
+}
+
+__global__ void fill_bytes_kernel(unsigned char *dst, uint64_t len, uint64_t off, uint64_t seed)
+{
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += stride) {
+        uint64_t pos = off + i;
+        dst[i] = (unsigned char)(wsync_fmix64((pos / 8) ^ seed) >> (8 * (pos % 8)));
+    }
+}
+
+extern "C" int wsync_cuda_fill_async(void *dst, size_t len, uint64_t off, uint64_t seed, void *stream)
+{
+    unsigned char *d = (unsigned char *)dst;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (len == 0)
+        return 0;
+    // Words where the destination and the image offset agree on alignment;
+    // bytes for the head and tail (and for everything when they do not).
+    if ((uintptr_t)d % 8 == off % 8) {
+        uint64_t head = (8 - off % 8) % 8;
+        if (head > len)
+            head = len;
+        if (head)
+            fill_bytes_kernel<<<1, 32, 0, s>>>(d, head, off, seed);
+        uint64_t nwords = (len - head) / 8;
+        if (nwords)
+            fill_words_kernel<<<wsync_cuda_grid_for(nwords, 8), DIG_THREADS, 0, s>>>((uint64_t *)(d + head), nwords,
+                                                                                     (off + head) / 8, seed);
+        uint64_t tail_at = head + nwords * 8;
+        if (tail_at < len)
+            fill_bytes_kernel<<<1, 32, 0, s>>>(d + tail_at, len - tail_at, off + tail_at, seed);
+    } else {
+        fill_bytes_kernel<<<wsync_cuda_grid_for(len, 8), DIG_THREADS, 0, s>>>(d, len, off, seed);
+    }
+    return (int)cudaGetLastError();
+}

@@ -1,0 +1,126 @@
+/* digest_runs_random.h: random segments of whole-word runs for the
+ * digest-runs tests (unit and GPU), and the reference they are checked
+ * against: pack the runs byte by byte (pack_random.h's gather_bytes), then
+ * the plain digest of the packed bytes (digest.h). */
+#ifndef WSYNC_TESTS_DIGEST_RUNS_RANDOM_H
+#define WSYNC_TESTS_DIGEST_RUNS_RANDOM_H
+
+#include <stdlib.h>
+
+#include "common/digest/digest.h"
+#include "common/mem/digest_runs.h"
+#include "tests/unit/common/pack/pack_random.h"
+
+#define DR_MAX_RUNS 4096
+
+/* A run of whole words inside SRC_LEN: column slices, long strided rows,
+ * contiguous blocks (short and long), single rows, empty runs. */
+static inline wsync_run2d_t dr_random_run(void)
+{
+    wsync_run2d_t r = {0};
+    switch (rnd(6)) {
+    case 0: /* a bf16 column slice */
+        r.row_bytes = 8 * (1 + rnd(600));
+        r.src_stride = r.row_bytes * (2 + rnd(4));
+        r.rows = 1 + rnd(200);
+        break;
+    case 1: /* long strided rows: cut into 4 KiB rows */
+        r.row_bytes = 8 * (2048 + rnd(12000));
+        r.src_stride = r.row_bytes + 8 * rnd(100);
+        r.rows = 1 + rnd(4);
+        break;
+    case 2: /* contiguous rows */
+        r.row_bytes = 8 * (1 + rnd(300));
+        r.src_stride = r.row_bytes;
+        r.rows = 1 + rnd(300);
+        break;
+    case 3: /* one long row */
+        r.row_bytes = 8 * (1 + rnd(200000));
+        r.rows = 1;
+        break;
+    case 4: /* empty */
+        r.rows = rnd(2) ? 0 : 3;
+        r.row_bytes = r.rows ? 0 : 16;
+        r.src_stride = 16;
+        break;
+    default: /* short rows, many */
+        r.row_bytes = 8 * (1 + rnd(6));
+        r.src_stride = r.row_bytes + 8 * (1 + rnd(30));
+        r.rows = 1 + rnd(2000);
+        break;
+    }
+    if (r.rows == 1)
+        r.src_stride = 0;
+    {
+        uint64_t span = r.rows ? (r.rows - 1) * r.src_stride + r.row_bytes : 0;
+        if (span > SRC_LEN) { /* too big: one row of what fits */
+            r.rows = 1;
+            r.src_stride = 0;
+            r.row_bytes = 8 * (1 + rnd(SRC_LEN / 16));
+            span = r.row_bytes;
+        }
+        r.src_off = 8 * rnd((SRC_LEN - span) / 8 + 1);
+    }
+    return r;
+}
+
+/* Up to `max_segs` segments whose runs together pack into at most DST_CAP
+ * bytes; runs[] holds them all, each segment's runs back to back in its
+ * destination (dst_off inside the segment). Returns the count. */
+static inline size_t dr_random_segments(wsync_digest_seg_t *segs, size_t max_segs, wsync_run2d_t *runs)
+{
+    size_t nseg = 1 + rnd(max_segs), used = 0, s;
+    uint64_t total = 0;
+    for (s = 0; s < nseg; s++) {
+        size_t nr = 1 + rnd(12), k;
+        uint64_t at = 0;
+        if (used + nr > DR_MAX_RUNS)
+            nr = DR_MAX_RUNS - used;
+        segs[s].runs = &runs[used];
+        segs[s].nruns = nr;
+        segs[s].dst_off = rnd(1u << 30);
+        for (k = 0; k < nr; k++) {
+            wsync_run2d_t r = dr_random_run();
+            if (total + at + wsync_run2d_bytes(&r) > DST_CAP)
+                r.rows = 0;
+            r.dst_off = at;
+            at += wsync_run2d_bytes(&r);
+            runs[used + k] = r;
+        }
+        used += nr;
+        total += at;
+        if (used == DR_MAX_RUNS) {
+            s++;
+            break;
+        }
+    }
+    return s;
+}
+
+/* A random source of SRC_LEN bytes and a packing buffer of DST_CAP, both
+ * malloc'd (0 when out of memory). */
+static inline int dr_buffers(unsigned char **src, unsigned char **buf)
+{
+    size_t i;
+    *src = malloc(SRC_LEN);
+    *buf = malloc(DST_CAP);
+    if (*src == NULL || *buf == NULL)
+        return 0;
+    for (i = 0; i < SRC_LEN; i++)
+        (*src)[i] = (unsigned char)rnd(256);
+    return 1;
+}
+
+/* The reference: segment i's word sum, from its runs packed byte by byte
+ * into `buf` (DST_CAP bytes). */
+static inline uint64_t dr_reference_sum(const wsync_digest_seg_t *seg, const unsigned char *src, unsigned char *buf)
+{
+    uint64_t len = 0;
+    size_t k;
+    for (k = 0; k < seg->nruns; k++)
+        len += wsync_run2d_bytes(&seg->runs[k]);
+    gather_bytes(buf, src, seg->runs, seg->nruns);
+    return wsync_digest_sum(buf, len, seg->dst_off);
+}
+
+#endif

@@ -1,0 +1,89 @@
+/* digest_runs_test.c: the digest-runs task table, run on the host, gives
+ * every segment the word sum of its runs packed byte by byte and digested
+ * the plain way, on random segments of every run shape (column slices, long
+ * strided rows cut into 4 KiB rows, contiguous blocks merged, empty runs);
+ * tasks stay near their size; runs that are not whole words are refused,
+ * naming the segment. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/checks.h"
+#include "tests/test.h"
+#include "tests/unit/common/mem/digest_runs_random.h"
+
+static unsigned char *src, *buf;
+static wsync_run2d_t runs[DR_MAX_RUNS];
+static wsync_digest_seg_t segs[64];
+
+static void host_tasks_equal_pack_then_digest(void)
+{
+    int round;
+    for (round = 0; round < 60; round++) {
+        size_t n = dr_random_segments(segs, 64, runs), nt = 0, i;
+        wsync_digest_task_t *t = NULL;
+        uint64_t sums[64] = {0};
+        CHECK_OK(wsync_digest_tasks(segs, n, &t, &nt));
+        wsync_digest_tasks_host(t, nt, src, sums);
+        for (i = 0; i < n; i++)
+            if (sums[i] != dr_reference_sum(&segs[i], src, buf)) {
+                fprintf(stderr, "  round %d segment %zu of %zu differs\n", round, i, n);
+                CHECK(0);
+                break;
+            }
+        free(t);
+    }
+}
+
+static void tasks_stay_near_their_size_and_rows_are_cut(void)
+{
+    wsync_run2d_t r[3] = {
+        {.src_off = 0, .src_stride = 7168, .row_bytes = 3584, .rows = 1000, .dst_off = 0}, /* a column slice */
+        {.src_off = 8, .row_bytes = 1 << 20, .rows = 1, .dst_off = 3584000},               /* a long block */
+        {.src_off = 0, .src_stride = 65536, .row_bytes = 40960, .rows = 2, .dst_off = 3584000 + (1 << 20)},
+    };
+    wsync_digest_seg_t s = {.dst_off = 4096, .runs = r, .nruns = 3};
+    wsync_digest_task_t *t = NULL;
+    size_t nt = 0, i;
+    uint64_t words = 0, sum = 0;
+    CHECK_OK(wsync_digest_tasks(&s, 1, &t, &nt));
+    for (i = 0; i < nt; i++) {
+        CHECK((uint64_t)t[i].row_words * 8 * t[i].nrows <= (256u << 10));
+        CHECK(t[i].row_words * 8 <= (16u << 10) || t[i].nrows == 1);
+        words += (uint64_t)t[i].row_words * t[i].nrows;
+    }
+    CHECK_EQ(words, (3584000 + (1 << 20) + 2 * 40960) / 8);
+    wsync_digest_tasks_host(t, nt, src, &sum);
+    CHECK(sum == dr_reference_sum(&s, src, buf));
+    free(t);
+}
+
+static void runs_that_are_not_whole_words_are_refused(void)
+{
+    wsync_run2d_t r[2] = {{.src_off = 0, .row_bytes = 16, .rows = 1}, {.src_off = 3, .row_bytes = 8, .rows = 1}};
+    wsync_digest_seg_t s[2] = {{.dst_off = 0, .runs = r, .nruns = 1}, {.dst_off = 64, .runs = r + 1, .nruns = 1}};
+    wsync_digest_task_t *t = NULL;
+    size_t nt = 0;
+    CHECK(wsync_digest_runs_ok(r, 1));
+    CHECK(!wsync_digest_runs_ok(r + 1, 1));
+    CHECK_FAILS(wsync_digest_tasks(s, 2, &t, &nt), WSYNC_ERR_INVALID, "segment 1");
+    CHECK(t == NULL);
+    r[1].src_off = 8;
+    r[1].row_bytes = 12;
+    CHECK(!wsync_digest_runs_ok(r + 1, 1));
+    r[1].row_bytes = 8;
+    r[1].rows = 2;
+    r[1].src_stride = 20;
+    CHECK(!wsync_digest_runs_ok(r + 1, 1));
+}
+
+int main(void)
+{
+    if (!dr_buffers(&src, &buf))
+        return 1;
+    RUN(host_tasks_equal_pack_then_digest);
+    RUN(tasks_stay_near_their_size_and_rows_are_cut);
+    RUN(runs_that_are_not_whole_words_are_refused);
+    free(src);
+    free(buf);
+    TEST_EXIT();
+}
