@@ -189,7 +189,7 @@ $(BUILD)/wsync-pc.txt: $(BUILD)/libwsync.so Makefile
 $(BUILD)/wsync: $(CLI_OBJS) $(BUILD)/libwsync.a
 	$(CC) -o $@ $(CLI_OBJS) $(BUILD)/libwsync.a $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libwsync.a tests/test.h
+$(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libwsync.a tests/test.h tests/unit/rig.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libwsync.a $(LDFLAGS) $(LDLIBS)
 
