@@ -189,9 +189,11 @@ $(BUILD)/wsync-pc.txt: $(BUILD)/libwsync.so Makefile
 $(BUILD)/wsync: $(CLI_OBJS) $(BUILD)/libwsync.a
 	$(CC) -o $@ $(CLI_OBJS) $(BUILD)/libwsync.a $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libwsync.a tests/test.h
+$(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libwsync.a tests/test.h tests/unit/rig.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libwsync.a $(LDFLAGS) $(LDLIBS)
+$(BUILD)/tests/unit/common/control/client_test $(BUILD)/tests/unit/common/control/client_polls_test: \
+    tests/unit/common/control/control_rig.h
 
 $(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libwsync.a tests/test.h
 	@mkdir -p $(dir $@)

@@ -21,7 +21,7 @@
 #include "common/net/auth.h"
 #include "common/model/safetensors.h"
 #include "common/base/util.h"
-#include "engine_side/receiver_internal.h"
+#include "engine_side/receiver_cli.h"
 #include "engine_side/wsync_receiver.h"
 
 /* The bound the TP options of every command share; the receiver refuses a
@@ -174,7 +174,8 @@ static wsync_status_t dump(wsync_receiver_t *r, const char *dir, const char *eng
     size_t n = wsync_receiver_tensor_count(r), i, len = 0;
     wsync_st_tensor_t *ts = calloc(n + 1, sizeof(*ts));
     wsync_tensor_info_t *info = calloc(n + 1, sizeof(*info));
-    void *img = NULL, *host = NULL;
+    void *host = NULL;
+    const void *img = NULL;
     wsync_status_t st = WSYNC_OK;
 
     if (ts == NULL || info == NULL) {
@@ -187,15 +188,7 @@ static wsync_status_t dump(wsync_receiver_t *r, const char *dir, const char *eng
         goto out;
     }
     snprintf(path, sizeof(path), "%s/v%llu.safetensors", sub, (unsigned long long)v);
-    WSYNC_CHECK_GOTO(wsync_receiver_image(r, &img, &len), st, out);
-    if (r->mem->kind != WSYNC_MEM_HOST) {
-        host = malloc(len ? len : 1);
-        if (host == NULL) {
-            st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        WSYNC_CHECK_GOTO(r->mem->copy(host, img, len), st, out);
-    }
+    WSYNC_CHECK_GOTO(recv_cli_host_image(r, &host, &img, &len), st, out); /* GPU memory: a host copy */
     for (i = 0; i < n; i++) {
         WSYNC_CHECK_GOTO(wsync_receiver_tensor_at(r, i, NULL, &info[i]), st, out);
         wsync_dtype_parse(info[i].dtype, &ts[i].dtype);
@@ -203,9 +196,9 @@ static wsync_status_t dump(wsync_receiver_t *r, const char *dir, const char *eng
                                     .dtype = ts[i].dtype,
                                     .ndim = info[i].ndim,
                                     .shape = info[i].shape,
-                                    .data = (char *)(host ? host : img) + info[i].offset};
+                                    .data = (const char *)img + info[i].offset};
     }
-    st = wsync_safetensors_write_tensors(path, n, ts, r->held->manifest->metadata);
+    st = wsync_safetensors_write_tensors(path, n, ts, recv_cli_metadata(r));
 out:
     free(host);
     free(ts);
@@ -413,7 +406,7 @@ int cmd_engine(int argc, char **argv)
         failures_in_row = 0;
         if (rc_cfg.local_rank == 0) {
             /* The pull alone: the first pull's set-up ran before it. */
-            double secs = r->last_secs;
+            double secs = recv_cli_last_pull_s(r);
             wsync_pull_progress_t p;
             void *img;
             size_t len = 0;

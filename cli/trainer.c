@@ -167,224 +167,279 @@ const struct option cli_trainer_options[] = {{"control", 1, 0, 'c'},
                                              {"help", 0, 0, 'h'},
                                              {0, 0, 0, 0}};
 
-int cmd_trainer(int argc, char **argv)
-{
-    const struct option *opts = cli_trainer_options;
-    static char token[512];
-    const char *control = NULL, *synthetic = NULL, *files = NULL, *serve = NULL;
-    wsync_publisher_config_t pc = {.rank = -1, .world = 0};
-    cli_model_t model = {0};
-    wsync_publisher_t *pub = NULL;
-    wsync_control_t *ctl = NULL;
-    wsync_owned_t *owned = NULL;
-    const wsync_mem_ops_t *mem = NULL;
-    void *stage = NULL;
-    json_t *mj = NULL;
-    char *mtext = NULL;
-    uint64_t base = 0, chunk = 0, maxlen = 0;
-    long versions = 3, interval = 0, engines = 0, hold_ms = 10000;
-    int o, n = 0, i, rc = 1, exit_after = 0, dev = 0, single = 0, filled = 0;
-    wsync_status_t st;
+/* What the command line asks for, and what a run holds (freed by
+ * trainer_free). */
+typedef struct trainer {
+    const char *control, *synthetic, *files, *serve;
+    wsync_publisher_config_t pc;
+    uint64_t chunk;
+    long versions, interval, engines, hold_ms;
+    int exit_after, single;
+    cli_model_t model;
+    json_t *mj;
+    char *mtext;          /* the manifest the publisher gets */
+    wsync_owned_t *owned; /* [n] this rank's extents, in memory of `mem` */
+    int n;
+    const wsync_mem_ops_t *mem;
+    void *stage; /* host staging for file content into GPU memory */
+    wsync_publisher_t *pub;
+    wsync_control_t *ctl;
+    uint64_t base; /* the newest version published before this run */
+} trainer_t;
 
-    if ((o = cli_config_apply("trainer", &argc, &argv)) != 0)
-        return o;
-    optind = 1;
-    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (o) {
-        case 'c': control = optarg; break;
-        case 'r':
-            if (cli_parse_int("trainer", "--rank", optarg, 0, TRAINER_MAX_WORLD - 1, &pc.rank))
-                return 2;
-            break;
-        case 'w':
-            if (cli_parse_int("trainer", "--world", optarg, 1, TRAINER_MAX_WORLD, &pc.world))
-                return 2;
-            break;
-        /* The later of --synthetic / --safetensors wins (a flag over a file's). */
-        case 's':
-            synthetic = optarg;
-            files = NULL;
-            break;
-        case 'f':
-            files = optarg;
-            synthetic = NULL;
-            break;
-        case 'n':
-            if (cli_parse_long("trainer", "--versions", optarg, 0, INT_MAX, &versions))
-                return 2;
-            break;
-        case 'i':
-            if (cli_parse_long("trainer", "--interval-ms", optarg, 0, TRAINER_MAX_INTERVAL_MS, &interval))
-                return 2;
-            break;
-        case 'e':
-            if (cli_parse_long("trainer", "--wait-engines", optarg, 0, INT_MAX, &engines))
-                return 2;
-            break;
-        case 'S': serve = optarg; break;
-        case 'K':
-            if (wsync_auth_read_token_file(optarg, token, sizeof(token)) != WSYNC_OK) {
-                fprintf(stderr, "wsync trainer: %s\n", wsync_last_error());
-                return 2;
-            }
-            pc.token = token;
-            break;
-        case 'l': pc.listen = optarg; break;
-        case 'a': pc.advertise_host = optarg; break;
-        case 'd': pc.device = optarg; break;
-        case 'k':
-            if (cli_parse_size("trainer", "--chunk", optarg, CLI_MIN_CHUNK, CLI_MAX_CHUNK, &chunk))
-                return 2;
-            break;
-        case 'L':
-            if (strcmp(optarg, "even") == 0)
-                pc.layout = WSYNC_LAYOUT_EVEN;
-            else if (strcmp(optarg, "fsdp") == 0)
-                pc.layout = WSYNC_LAYOUT_FSDP;
-            else {
-                fprintf(stderr, "wsync trainer: --layout must be even or fsdp\n");
-                return 2;
-            }
-            break;
-        case 'z': pc.zero_copy = 1; break;
-        case 'C': single = 1; break;
-        case 'T':
-            if (cli_parse_long("trainer", "--hold-timeout-ms", optarg, 0, TRAINER_MAX_INTERVAL_MS, &hold_ms))
-                return 2;
-            break;
-        case 'H': pc.host_id = optarg; break;
-        case 'x': exit_after = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+/* One option into t; 0 to go on, -1 to exit 0 (--help), else the exit code. */
+static int trainer_option(trainer_t *t, int o)
+{
+    static char token[512];
+    switch (o) {
+    case 'c': t->control = optarg; break;
+    case 'r': return cli_parse_int("trainer", "--rank", optarg, 0, TRAINER_MAX_WORLD - 1, &t->pc.rank) ? 2 : 0;
+    case 'w': return cli_parse_int("trainer", "--world", optarg, 1, TRAINER_MAX_WORLD, &t->pc.world) ? 2 : 0;
+    /* The later of --synthetic / --safetensors wins (a flag over a file's). */
+    case 's':
+        t->synthetic = optarg;
+        t->files = NULL;
+        break;
+    case 'f':
+        t->files = optarg;
+        t->synthetic = NULL;
+        break;
+    case 'n': return cli_parse_long("trainer", "--versions", optarg, 0, INT_MAX, &t->versions) ? 2 : 0;
+    case 'i':
+        return cli_parse_long("trainer", "--interval-ms", optarg, 0, TRAINER_MAX_INTERVAL_MS, &t->interval) ? 2 : 0;
+    case 'e': return cli_parse_long("trainer", "--wait-engines", optarg, 0, INT_MAX, &t->engines) ? 2 : 0;
+    case 'S': t->serve = optarg; break;
+    case 'K':
+        if (wsync_auth_read_token_file(optarg, token, sizeof(token)) != WSYNC_OK) {
+            fprintf(stderr, "wsync trainer: %s\n", wsync_last_error());
+            return 2;
         }
+        t->pc.token = token;
+        break;
+    case 'l': t->pc.listen = optarg; break;
+    case 'a': t->pc.advertise_host = optarg; break;
+    case 'd': t->pc.device = optarg; break;
+    case 'k': return cli_parse_size("trainer", "--chunk", optarg, CLI_MIN_CHUNK, CLI_MAX_CHUNK, &t->chunk) ? 2 : 0;
+    case 'L':
+        if (strcmp(optarg, "even") == 0)
+            t->pc.layout = WSYNC_LAYOUT_EVEN;
+        else if (strcmp(optarg, "fsdp") == 0)
+            t->pc.layout = WSYNC_LAYOUT_FSDP;
+        else {
+            fprintf(stderr, "wsync trainer: --layout must be even or fsdp\n");
+            return 2;
+        }
+        break;
+    case 'z': t->pc.zero_copy = 1; break;
+    case 'C': t->single = 1; break;
+    case 'T':
+        return cli_parse_long("trainer", "--hold-timeout-ms", optarg, 0, TRAINER_MAX_INTERVAL_MS, &t->hold_ms) ? 2
+                                                                                                               : 0;
+    case 'H': t->pc.host_id = optarg; break;
+    case 'x': t->exit_after = 1; break;
+    case 'h': usage(stdout); return -1; /* exit 0 */
+    default: usage(stderr); return 2;
     }
-    if ((control == NULL && serve == NULL) || pc.world < 1 || pc.rank < 0 || pc.rank >= pc.world ||
-        (synthetic == NULL && files == NULL)) {
+    return 0;
+}
+
+/* The options (after the config file's); 0 to go on, else 1 with the exit
+ * code in *rc (0 after --help). */
+static int trainer_parse(trainer_t *t, int argc, char **argv, int *rc)
+{
+    int o;
+    if ((*rc = cli_config_apply("trainer", &argc, &argv)) != 0)
+        return 1;
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "", cli_trainer_options, NULL)) != -1)
+        if ((*rc = trainer_option(t, o)) != 0) {
+            *rc = *rc < 0 ? 0 : *rc;
+            return 1;
+        }
+    if ((t->control == NULL && t->serve == NULL) || t->pc.world < 1 || t->pc.rank < 0 ||
+        t->pc.rank >= t->pc.world || (t->synthetic == NULL && t->files == NULL)) {
         fprintf(stderr, "wsync trainer: need --control URL (or --serve), --rank R < --world W, and one of "
                         "--synthetic / --safetensors\n");
         usage(stderr);
-        return 2;
+        *rc = 2;
+        return 1;
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    signal(SIGPIPE, SIG_IGN);
-    if (cli_model_open(synthetic, files, &model) != WSYNC_OK) {
+    return 0;
+}
+
+/* The model, this rank's extents allocated where --device says, as a real
+ * trainer's shards are (GPU memory for cuda:N, so publish snapshots them
+ * device to device), and a host staging buffer when files fill GPU memory.
+ * 0, or the exit code. */
+static int trainer_share(trainer_t *t)
+{
+    uint64_t maxlen = 0;
+    wsync_status_t st;
+    int i, dev = 0;
+    if (cli_model_open(t->synthetic, t->files, &t->model) != WSYNC_OK) {
         fprintf(stderr, "wsync trainer: %s\n", wsync_last_error());
         return 2;
     }
-    if (wsync_manifest_to_json(model.manifest, &mj) != WSYNC_OK || (mtext = json_dumps(mj, JSON_COMPACT)) == NULL)
-        goto out;
+    if (wsync_manifest_to_json(t->model.manifest, &t->mj) != WSYNC_OK ||
+        (t->mtext = json_dumps(t->mj, JSON_COMPACT)) == NULL)
+        return 1;
     /* Only this rank's extents are held: a stand-in for a sharded trainer. */
-    owned = calloc(1 << 16, sizeof(*owned));
-    st = wsync_publisher_owned_extents(mtext, pc.layout, pc.world, pc.rank, owned, 1 << 16, &n);
-    if (st != WSYNC_OK || n > (1 << 16)) {
+    t->owned = calloc(1 << 16, sizeof(*t->owned));
+    st = t->owned ? wsync_publisher_owned_extents(t->mtext, t->pc.layout, t->pc.world, t->pc.rank, t->owned,
+                                                  1 << 16, &t->n)
+                  : WSYNC_ERR_NOMEM;
+    if (st != WSYNC_OK || t->n > (1 << 16)) {
         cli_report("trainer", "layout", st ? st : WSYNC_ERR_INVALID);
-        goto out;
+        t->n = 0;
+        return 1;
     }
-    /* The extents live where --device says, as a real trainer's shards do
-     * (GPU memory for cuda:N), so publish snapshots them device to device. */
-    if ((st = wsync_mem_get(pc.device, &mem, &dev)) != WSYNC_OK || (st = mem->init(dev)) != WSYNC_OK) {
+    if ((st = wsync_mem_get(t->pc.device, &t->mem, &dev)) != WSYNC_OK || (st = t->mem->init(dev)) != WSYNC_OK) {
         cli_report("trainer", "--device", st);
-        mem = NULL;
-        rc = 2;
-        goto out;
+        t->mem = NULL;
+        return 2;
     }
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < t->n; i++) {
         void *ptr = NULL;
-        if ((st = mem->alloc(owned[i].len ? owned[i].len : 1, &ptr)) != WSYNC_OK) {
+        if ((st = t->mem->alloc(t->owned[i].len ? t->owned[i].len : 1, &ptr)) != WSYNC_OK) {
             cli_report("trainer", "cannot allocate this rank's extents", st);
-            goto out;
+            return 1;
         }
-        owned[i].ptr = ptr;
-        if (owned[i].len > maxlen)
-            maxlen = owned[i].len;
+        t->owned[i].ptr = ptr;
+        if (t->owned[i].len > maxlen)
+            maxlen = t->owned[i].len;
     }
-    if (mem->kind != WSYNC_MEM_HOST && model.nfiles > 0 && (stage = malloc(maxlen ? maxlen : 1)) == NULL) {
+    if (t->mem->kind != WSYNC_MEM_HOST && t->model.nfiles > 0 && (t->stage = malloc(maxlen ? maxlen : 1)) == NULL) {
         fprintf(stderr, "wsync trainer: out of memory for a %llu-byte staging buffer\n", (unsigned long long)maxlen);
-        goto out;
+        return 1;
     }
-    pc.control_url = control;
-    pc.serve = serve;
-    pc.manifest_json = mtext;
-    pc.chunk_size = chunk;
-    pc.owned = owned;
-    pc.nowned = n;
-    if ((st = wsync_publisher_create(&pc, &pub)) != WSYNC_OK) {
+    return 0;
+}
+
+/* The publisher over this rank's extents, and a control client to find
+ * the newest version and watch engines. 0, or the exit code. */
+static int trainer_start(trainer_t *t)
+{
+    char sz[32], isz[32];
+    wsync_status_t st;
+    t->pc.control_url = t->control;
+    t->pc.serve = t->serve;
+    t->pc.manifest_json = t->mtext;
+    t->pc.chunk_size = t->chunk;
+    t->pc.owned = t->owned;
+    t->pc.nowned = t->n;
+    if ((st = wsync_publisher_create(&t->pc, &t->pub)) != WSYNC_OK) {
         cli_report("trainer", "cannot start", st);
-        goto out;
+        return 1;
     }
-    if (serve)
-        printf("control endpoint: %s\n", wsync_publisher_control_url(pub));
-    if ((st = wsync_control_open(wsync_publisher_control_url(pub), pc.token, &ctl)) != WSYNC_OK ||
-        (st = wsync_control_latest_version(ctl, &base)) != WSYNC_OK) {
+    if (t->serve)
+        printf("control endpoint: %s\n", wsync_publisher_control_url(t->pub));
+    if ((st = wsync_control_open(wsync_publisher_control_url(t->pub), t->pc.token, &t->ctl)) != WSYNC_OK ||
+        (st = wsync_control_latest_version(t->ctl, &t->base)) != WSYNC_OK) {
         cli_report("trainer", "control endpoint", st);
-        goto out;
+        return 1;
     }
-    {
-        char sz[32];
-        printf("trainer rank %d/%d: owns %s in %d extents; model image %s, %zu tensors\n", pc.rank, pc.world,
-               wsync_fmt_size(wsync_publisher_owned_bytes(pub), sz, sizeof(sz)), n,
-               wsync_fmt_size(model.manifest->image_size, (char[32]){0}, 32), model.manifest->ntensors);
-        fflush(stdout);
-    }
-    for (i = 0; i < versions && !stop_flag; i++) {
-        uint64_t v = base + (uint64_t)i + 1, t0 = 0;
-        double ms;
-        int k;
-        if (i > 0 && engines > 0 && wait_engines(ctl, (int)engines, v - 1))
+    printf("trainer rank %d/%d: owns %s in %d extents; model image %s, %zu tensors\n", t->pc.rank, t->pc.world,
+           wsync_fmt_size(wsync_publisher_owned_bytes(t->pub), sz, sizeof(sz)), t->n,
+           wsync_fmt_size(t->model.manifest->image_size, isz, sizeof(isz)), t->model.manifest->ntensors);
+    fflush(stdout);
+    return 0;
+}
+
+/* Version v: written (unless `filled`: single copy wrote it after the last
+ * hold), published and waited for until every rank reported it; then, with
+ * single copy, held by this host's engines and the next one written.
+ * 0 on, 1 stop (interrupted), -1 failed (reported). */
+static int trainer_version(trainer_t *t, uint64_t v, int filled)
+{
+    wsync_status_t st = WSYNC_OK;
+    uint64_t t0 = 0;
+    double ms;
+    int k;
+    for (k = 0; k < t->n && !filled; k++)
+        if ((st = fill_extent(&t->model, t->mem, v, (void *)t->owned[k].ptr, t->owned[k].offset, t->owned[k].len,
+                              t->stage)) != WSYNC_OK)
             break;
-        if (i > 0 && interval > 0 && wsync_sleep_cancellable(interval, NULL))
+    /* Timed: the publish alone (digest, report, snapshot copy), not the
+     * wait for engines, the interval or the stand-in's fill before it. */
+    if (st == WSYNC_OK) {
+        wsync_publish_opts_t po = {.flags = t->single ? WSYNC_PUBLISH_SINGLE_COPY : 0};
+        t0 = wsync_now_ns();
+        st = wsync_publisher_publish_opts(t->pub, v, &po);
+    }
+    if (st != WSYNC_OK) {
+        cli_report("trainer", "publish failed", st);
+        return -1;
+    }
+    /* "reported" until every rank reported it: only then is it published. */
+    ms = (double)(wsync_now_ns() - t0) / 1e6;
+    printf("trainer rank %d: reported version %llu (%.1f ms)\n", t->pc.rank, (unsigned long long)v, ms);
+    fflush(stdout);
+    /* Ranks step together, as a trainer's ranks do after each optimizer
+     * step: the next version waits until every rank reported this one. */
+    if ((k = wait_published(t->pub, v)) < 0) {
+        cli_report("trainer", "waiting for the other ranks", WSYNC_ERR_HTTP);
+        return -1;
+    }
+    if (k > 0)
+        return 1;
+    printf("trainer rank %d: published version %llu (%.1f ms), every rank reported it\n", t->pc.rank,
+           (unsigned long long)v, ms);
+    fflush(stdout);
+    if (t->single && hold_then_write(t->pub, &t->model, t->mem, v, t->owned, t->n, t->stage, t->hold_ms) != WSYNC_OK)
+        return -1;
+    return 0;
+}
+
+/* The versions in turn, each after the engines asked for hold the last and
+ * the interval; 0, or 1 when one failed. */
+static int trainer_run(trainer_t *t)
+{
+    long i;
+    int r = 0;
+    for (i = 0; i < t->versions && !stop_flag; i++) {
+        uint64_t v = t->base + (uint64_t)i + 1;
+        if (i > 0 && t->engines > 0 && wait_engines(t->ctl, (int)t->engines, v - 1))
+            break;
+        if (i > 0 && t->interval > 0 && wsync_sleep_cancellable(t->interval, NULL))
             break; /* interrupted during the pause */
-        for (k = 0; k < n && !filled; k++)
-            if ((st = fill_extent(&model, mem, v, (void *)owned[k].ptr, owned[k].offset, owned[k].len, stage)) !=
-                WSYNC_OK)
-                break;
-        filled = 0;
-        /* Timed: the publish alone (digest, report, snapshot copy), not the
-         * wait for engines, the interval or the stand-in's fill before it. */
-        if (st == WSYNC_OK) {
-            wsync_publish_opts_t po = {.flags = single ? WSYNC_PUBLISH_SINGLE_COPY : 0};
-            t0 = wsync_now_ns();
-            st = wsync_publisher_publish_opts(pub, v, &po);
-        }
-        if (st != WSYNC_OK) {
-            cli_report("trainer", "publish failed", st);
-            goto out;
-        }
-        /* "reported" until every rank reported it: only then is it published. */
-        ms = (double)(wsync_now_ns() - t0) / 1e6;
-        printf("trainer rank %d: reported version %llu (%.1f ms)\n", pc.rank, (unsigned long long)v, ms);
-        fflush(stdout);
-        /* Ranks step together, as a trainer's ranks do after each optimizer
-         * step: the next version waits until every rank reported this one. */
-        if ((k = wait_published(pub, v)) < 0) {
-            cli_report("trainer", "waiting for the other ranks", WSYNC_ERR_HTTP);
-            goto out;
-        }
-        if (k > 0)
+        if ((r = trainer_version(t, v, i > 0 && t->single)) != 0)
             break;
-        printf("trainer rank %d: published version %llu (%.1f ms), every rank reported it\n", pc.rank,
-               (unsigned long long)v, ms);
-        fflush(stdout);
-        if (single && (st = hold_then_write(pub, &model, mem, v, owned, n, stage, hold_ms)) != WSYNC_OK)
-            goto out;
-        filled = single;
     }
-    if (engines > 0 && !stop_flag && versions > 0)
-        wait_engines(ctl, (int)engines, base + (uint64_t)versions);
-    while (!stop_flag && !exit_after)
+    if (r < 0)
+        return 1;
+    if (t->engines > 0 && !stop_flag && t->versions > 0)
+        wait_engines(t->ctl, (int)t->engines, t->base + (uint64_t)t->versions);
+    while (!stop_flag && !t->exit_after)
         usleep(50000);
-    rc = 0;
-out:
-    wsync_publisher_destroy(pub);
-    wsync_control_close(ctl);
-    for (i = 0; owned && mem && i < n; i++)
-        if (owned[i].ptr)
-            mem->free((void *)owned[i].ptr);
-    free(owned);
-    free(stage);
-    free(mtext);
-    json_decref(mj);
-    cli_model_close(&model);
+    return 0;
+}
+
+static void trainer_free(trainer_t *t)
+{
+    int i;
+    wsync_publisher_destroy(t->pub);
+    wsync_control_close(t->ctl);
+    for (i = 0; t->owned && t->mem && i < t->n; i++)
+        if (t->owned[i].ptr)
+            t->mem->free((void *)t->owned[i].ptr);
+    free(t->owned);
+    free(t->stage);
+    free(t->mtext);
+    json_decref(t->mj);
+    cli_model_close(&t->model);
+}
+
+int cmd_trainer(int argc, char **argv)
+{
+    trainer_t t = {.pc = {.rank = -1, .world = 0}, .versions = 3, .hold_ms = 10000};
+    int rc = 0;
+    if (trainer_parse(&t, argc, argv, &rc))
+        return rc;
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    if ((rc = trainer_share(&t)) == 0 && (rc = trainer_start(&t)) == 0)
+        rc = trainer_run(&t);
+    trainer_free(&t);
     return rc;
 }

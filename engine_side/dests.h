@@ -57,6 +57,16 @@ void recv_dests_words(recv_dests_t *ds, const wsync_plan_t *plan, const wsync_no
 int recv_span_cmp(const void *a, const void *b);
 /* The first of n sorted, disjoint spans that ends after `at` (n if none). */
 size_t recv_span_after(const wsync_redirect_t *r, size_t n, uint64_t at);
+/* The first destination that ends after image offset `off` (ds->n if none;
+ * 0 when ds is NULL). */
+size_t recv_dests_after(const recv_dests_t *ds, uint64_t off);
+/* Bytes [*s, *e) of destination d that may skip the image: all but the
+ * digest words that cross its edges, which are read out of the image
+ * (recv_parts_split). With word_edges (every digest range starts at a
+ * multiple of 8 in the image) those are the partial words at an edge off
+ * the 8-byte grid, none at an edge on it; else its 8 bytes at either end.
+ * 0 when nothing is left. */
+int recv_dest_interior(const recv_dest_t *d, int word_edges, uint64_t *s, uint64_t *e);
 /* The caller's memory of the destination at image offset `off`, or NULL. */
 char *recv_dests_ptr(const recv_dests_t *ds, uint64_t off);
 

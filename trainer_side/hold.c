@@ -27,21 +27,21 @@
 
 void pub_release_direct(wsync_publisher_t *p, uint64_t version, const char *why)
 {
-    pub_slot_t *s = &p->slots[PUB_DIRECT];
-    if (version == 0 || p->held_version != version || p->held_released)
+    pub_slot_t *s = &p->slots.slot[PUB_DIRECT];
+    if (version == 0 || p->slots.held_version != version || p->slots.held_released)
         return;
-    p->held_released = 1;
+    p->slots.held_released = 1;
     if (s->version == version) {
         s->version = 0;
-        if (p->latest == PUB_DIRECT)
-            p->latest = -1;
+        if (p->slots.latest == PUB_DIRECT)
+            p->slots.latest = -1;
         /* A pull in flight waits for "copied" before each put: it stops
          * there, failing with `why`, instead of reading bytes the caller
          * may be writing. */
-        memset(s->copied, 0, p->nmy ? p->nmy : 1);
+        memset(s->copied, 0, p->share.nmy ? p->share.nmy : 1);
         s->copy_status = WSYNC_ERR_CANCELLED;
-        p->withdrawn = version;
-        snprintf(p->withdrawn_why, sizeof(p->withdrawn_why), "%s", why);
+        p->slots.withdrawn = version;
+        snprintf(p->slots.withdrawn_why, sizeof(p->slots.withdrawn_why), "%s", why);
     }
     pthread_cond_broadcast(&p->cond);
 }
@@ -94,7 +94,8 @@ static int wait_look(wsync_publisher_t *p, uint64_t *seen, uint64_t *eager_until
     if (until > end)
         until = end;
     pthread_mutex_lock(&p->lock);
-    while (p->pulls_ended == *seen && !p->stopping && !wsync_interrupted() && wsync_now_ns() < until) {
+    while (p->serving.pulls_ended == *seen && !p->serving.stopping && !wsync_interrupted() &&
+           wsync_now_ns() < until) {
         struct timespec ts;
         uint64_t left = until - wsync_now_ns();
         int wait_ms = (int)(left / 1000000ULL) + 1;
@@ -102,8 +103,8 @@ static int wait_look(wsync_publisher_t *p, uint64_t *seen, uint64_t *eager_until
         wsync_abstime_after_ms(&ts, wait_ms < WSYNC_INTERRUPT_SLICE_MS ? wait_ms : WSYNC_INTERRUPT_SLICE_MS);
         pthread_cond_timedwait(&p->cond, &p->lock, &ts);
     }
-    ended = p->pulls_ended != *seen;
-    *seen = p->pulls_ended;
+    ended = p->serving.pulls_ended != *seen;
+    *seen = p->serving.pulls_ended;
     pthread_mutex_unlock(&p->lock);
     if (ended)
         *eager_until = wsync_now_ns() + HOLD_EAGER_MS * 1000000ULL;
@@ -120,7 +121,7 @@ static wsync_status_t wait_nodes(wsync_publisher_t *p, uint64_t version, uint64_
     uint64_t seen, eager_until = 0;
     int ms = HOLD_LOOK_MIN_MS;
     pthread_mutex_lock(&p->lock);
-    seen = p->pulls_ended;
+    seen = p->serving.pulls_ended;
     pthread_mutex_unlock(&p->lock);
     for (;;) {
         json_t *status = NULL;
@@ -152,14 +153,14 @@ static wsync_status_t wait_nodes(wsync_publisher_t *p, uint64_t version, uint64_
 /* Until no pull of the direct slot is in flight (p->lock held). */
 static wsync_status_t wait_unpinned(wsync_publisher_t *p, uint64_t version, uint64_t end, int timeout_ms)
 {
-    while (p->slots[PUB_DIRECT].pins > 0) {
+    while (p->slots.slot[PUB_DIRECT].pins > 0) {
         struct timespec ts;
         if (wsync_interrupted())
             return wsync_cancel_error("wsync_publisher_wait_held");
         if (wsync_now_ns() >= end)
             return wsync_error(WSYNC_ERR_TIMEOUT,
                                "trainer rank %d: %d pulls of version %llu were still in flight after %d ms",
-                               p->cfg.rank, p->slots[PUB_DIRECT].pins, (unsigned long long)version, timeout_ms);
+                               p->cfg.rank, p->slots.slot[PUB_DIRECT].pins, (unsigned long long)version, timeout_ms);
         wsync_abstime_after_ms(&ts, 1);
         pthread_cond_timedwait(&p->cond, &p->lock, &ts);
     }
@@ -174,15 +175,15 @@ wsync_status_t wsync_publisher_wait_held(wsync_publisher_t *p, uint64_t version,
     char why[400];
 
     pthread_mutex_lock(&p->lock);
-    if (version == 0 || p->held_version != version) {
-        unsigned long long last = (unsigned long long)p->held_version;
+    if (version == 0 || p->slots.held_version != version) {
+        unsigned long long last = (unsigned long long)p->slots.held_version;
         pthread_mutex_unlock(&p->lock);
         return wsync_error(WSYNC_ERR_INVALID,
                            "trainer rank %d: version %llu was not published single-copy by this rank (the last "
                            "single-copy version is %llu); publish with WSYNC_PUBLISH_SINGLE_COPY or zero_copy = 1",
                            p->cfg.rank, (unsigned long long)version, last);
     }
-    if (p->held_released) { /* a wait before, the next publish, or a failed publish took it down */
+    if (p->slots.held_released) { /* a wait before, the next publish, or a failed publish took it down */
         pthread_mutex_unlock(&p->lock);
         return WSYNC_OK;
     }

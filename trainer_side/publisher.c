@@ -1,6 +1,6 @@
-/* publisher.c: a trainer rank's publisher: owned extents, two publish slots,
- * digest + report + snapshot copy per version (snapshot.c). Serving pulls is
- * in pull_server.c. */
+/* publisher.c: a trainer rank's publisher: create and destroy its objects
+ * (publisher_internal.h), and publish a version: take a slot, digest,
+ * announce, report, copy (snapshot.c). Serving pulls is in pull_server.c. */
 #include "trainer_side/publisher_internal.h"
 
 #include <stdio.h>
@@ -50,175 +50,6 @@ wsync_status_t wsync_publisher_owned_extents(const char *manifest_json, wsync_la
     return WSYNC_OK;
 }
 
-/* The caller's extents, checked against the layout. */
-static wsync_status_t collect_owned(wsync_publisher_t *p)
-{
-    const wsync_layout_t *l = p->sl->layout;
-    int r = p->cfg.rank;
-    size_t i, n = l->nextents[r];
-
-    p->nspans = n;
-    p->owned = calloc(n ? n : 1, sizeof(*p->owned));
-    WSYNC_CHECK_ALLOC(p->owned);
-    if (p->cfg.image == NULL && (size_t)p->cfg.nowned != n)
-        return wsync_error(WSYNC_ERR_INVALID,
-                           "rank %d owns %zu extents under this layout but %d were given "
-                           "(wsync_publisher_owned_extents lists them)",
-                           r, n, p->cfg.nowned);
-    for (i = 0; i < n; i++) {
-        const wsync_extent_t *e = &l->extents[r][i];
-        p->owned[i].offset = e->offset;
-        p->owned[i].len = e->len;
-        if (p->cfg.image) {
-            p->owned[i].ptr = (const char *)p->cfg.image + e->offset;
-        } else {
-            const wsync_owned_t *o = &p->cfg.owned[i];
-            if (o->offset != e->offset || o->len != e->len || (o->ptr == NULL && o->len))
-                return wsync_error(WSYNC_ERR_INVALID,
-                                   "owned extent %zu of rank %d should be [%llu, +%llu) with a pointer, "
-                                   "got [%llu, +%llu)",
-                                   i, r, (unsigned long long)e->offset, (unsigned long long)e->len,
-                                   (unsigned long long)o->offset, (unsigned long long)o->len);
-            p->owned[i].ptr = o->ptr;
-        }
-        p->owned_bytes += e->len;
-    }
-    return WSYNC_OK;
-}
-
-/* A copy slot (`direct` 0: one buffer the owned bytes are copied into) or
- * the direct slot (the caller's extents, served as they are). */
-static wsync_status_t slot_init(wsync_publisher_t *p, pub_slot_t *s, int direct)
-{
-    uint64_t pos = 0;
-    size_t i;
-
-    s->spans = calloc(p->nspans ? p->nspans : 1, sizeof(*s->spans));
-    s->copied = calloc(p->nmy ? p->nmy : 1, 1);
-    WSYNC_CHECK_ALLOC(s->spans);
-    WSYNC_CHECK_ALLOC(s->copied);
-    if (direct) {
-        /* Every extent is its own area, registered where the caller keeps it. */
-        s->nareas = (int)p->nspans;
-        s->area_ptr = calloc(p->nspans ? p->nspans : 1, sizeof(void *));
-        s->area_len = calloc(p->nspans ? p->nspans : 1, sizeof(uint64_t));
-        WSYNC_CHECK_ALLOC(s->area_ptr);
-        WSYNC_CHECK_ALLOC(s->area_len);
-        for (i = 0; i < p->nspans; i++) {
-            s->area_ptr[i] = (void *)p->owned[i].ptr;
-            s->area_len[i] = p->owned[i].len;
-            s->spans[i] = (pub_span_t){p->owned[i].offset, p->owned[i].len, (void *)p->owned[i].ptr, (int)i, 0};
-        }
-        return WSYNC_OK;
-    }
-    WSYNC_CHECK(p->mem->alloc(p->owned_bytes ? p->owned_bytes : 1, &s->buf));
-    s->nareas = 1;
-    s->area_ptr = calloc(1, sizeof(void *));
-    s->area_len = calloc(1, sizeof(uint64_t));
-    WSYNC_CHECK_ALLOC(s->area_ptr);
-    WSYNC_CHECK_ALLOC(s->area_len);
-    s->area_ptr[0] = s->buf;
-    s->area_len[0] = p->owned_bytes ? p->owned_bytes : 1;
-    for (i = 0; i < p->nspans; i++) {
-        s->spans[i] = (pub_span_t){p->owned[i].offset, p->owned[i].len, (char *)s->buf + pos, 0, pos};
-        pos += p->owned[i].len;
-    }
-    return WSYNC_OK;
-}
-
-static void slot_free(wsync_publisher_t *p, pub_slot_t *s)
-{
-    int t, a;
-    for (t = 0; t < PUB_MAX_TRANSPORTS; t++) {
-        if (s->regions[t] == NULL)
-            continue;
-        for (a = 0; a < s->nareas; a++)
-            if (s->regions[t][a])
-                p->transports[t].ops->dereg(s->regions[t][a]);
-        free(s->regions[t]);
-    }
-    if (s->buf)
-        p->mem->free(s->buf);
-    free(s->area_ptr);
-    free(s->area_len);
-    free(s->spans);
-    free(s->copied);
-}
-
-/* Pieces this rank sends, with the span each lies in. */
-static wsync_status_t index_pieces(wsync_publisher_t *p)
-{
-    const wsync_plan_t *plan = p->sl->plan;
-    int r = p->cfg.rank;
-    size_t i, s = 0;
-    uint64_t covered = 0;
-
-    p->nmy = plan->rank_npieces[r];
-    p->my_pieces = plan->rank_pieces[r];
-    p->piece_slot_off = calloc(plan->npieces ? plan->npieces : 1, sizeof(uint64_t));
-    WSYNC_CHECK_ALLOC(p->piece_slot_off);
-    for (i = 0; i < p->nmy; i++) {
-        const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
-        while (s < p->nspans && p->owned[s].offset + p->owned[s].len <= pc->offset)
-            s++;
-        if (s == p->nspans || pc->offset < p->owned[s].offset)
-            return wsync_error(WSYNC_ERR_INTERNAL, "piece %u is not inside an owned extent", pc->id);
-        p->piece_slot_off[pc->id] = s;
-        covered += pc->len;
-    }
-    /* Pieces never overlap, so equal byte counts mean they tile the extents. */
-    p->pieces_tile = covered == p->owned_bytes;
-    return WSYNC_OK;
-}
-
-static wsync_status_t register_with_control(wsync_publisher_t *p)
-{
-    char pull[192];
-    json_t *ep;
-    wsync_status_t st;
-
-    snprintf(pull, sizeof(pull), "%s:%d", p->advertise, p->listen_port);
-    ep = json_pack("{s:s, s:s, s:s}", "pull", pull, "host_id", p->host_id, "device",
-                   p->cfg.device ? p->cfg.device : "host");
-    WSYNC_CHECK_ALLOC(ep);
-    st = wsync_control_register_trainer(p->control, p->cfg.rank, p->cfg.world, p->advertise, ep);
-    if (st == WSYNC_OK && p->heartbeat == NULL) { /* the same registration, as a heartbeat */
-        json_t *b = json_pack("{s:i, s:i, s:s, s:O}", "rank", p->cfg.rank, "world", p->cfg.world, "host",
-                              p->advertise, "endpoint", ep);
-        st = b ? pub_heartbeat_start(p->control_url, p->cfg.token, "/v1/trainers/register", b, &p->heartbeat)
-               : WSYNC_ERR_NOMEM;
-        json_decref(b);
-    }
-    json_decref(ep);
-    return st;
-}
-
-/* Rank 0 posts the manifest once per layout, under its digest; versions
- * name it by that digest (a manifest of 100k tensors is ~10 MB of JSON that
- * used to travel, and be parsed again, with every version). */
-static wsync_status_t post_layout(wsync_publisher_t *p)
-{
-    json_t *m = NULL;
-    wsync_status_t st;
-    WSYNC_CHECK(wsync_manifest_to_json(p->sl->manifest, &m));
-    st = wsync_control_put_layout(p->control, p->sl->manifest_digest, m);
-    json_decref(m);
-    return st;
-}
-
-/* The report of one version; an endpoint that lost the layout (restarted
- * without its state file) answers 404 to rank 0, which posts it again. */
-static wsync_status_t report(wsync_publisher_t *p, uint64_t version, const json_t *pieces)
-{
-    wsync_status_t st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, p->layout_json,
-                                              pieces);
-    if (st == WSYNC_ERR_NOT_FOUND && p->cfg.rank == 0) {
-        WSYNC_CHECK(post_layout(p));
-        st = wsync_control_publish(p->control, p->cfg.rank, p->cfg.world, version, p->layout_json, pieces);
-    }
-    return st;
-}
-
 /* The host engines dial: advertise_host; else the listen address's host
  * when it names one address (a server bound to 127.0.0.1 is not reached at
  * the machine's primary address, issue 25.13); else the primary IPv4. */
@@ -242,7 +73,6 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
 {
     wsync_publisher_t *p;
     wsync_status_t st;
-    int i;
 
     WSYNC_CHECK(wsync_settings_init()); /* a bad WSYNC_* value is refused here */
     if (cfg == NULL || (cfg->control_url == NULL && cfg->serve == NULL) || cfg->manifest_json == NULL)
@@ -254,9 +84,9 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     p = calloc(1, sizeof(*p));
     WSYNC_CHECK_ALLOC(p);
     p->cfg = *cfg;
-    p->latest = -1;
+    p->slots.latest = -1;
     pthread_mutex_init(&p->lock, NULL);
-    pthread_mutex_init(&p->tlock, NULL);
+    pthread_mutex_init(&p->tcache.lock, NULL);
     pthread_cond_init(&p->cond, NULL);
     p->manifest_json = strdup(cfg->manifest_json);
     p->cfg.manifest_json = p->manifest_json;
@@ -266,17 +96,14 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     WSYNC_CHECK_GOTO(wsync_mem_get(cfg->device ? cfg->device : "host", &p->mem, &p->device), st, err);
     WSYNC_CHECK_GOTO(p->mem->init(p->device), st, err);
     WSYNC_CHECK_GOTO(load_layout(cfg->manifest_json, cfg->layout, cfg->world, cfg->chunk_size, &p->sl), st, err);
-    WSYNC_CHECK_GOTO(collect_owned(p), st, err);
-    WSYNC_CHECK_GOTO(index_pieces(p), st, err);
-    p->layout_json = wsync_sync_layout_to_json(p->sl, 0);
-    if (p->layout_json == NULL) {
+    WSYNC_CHECK_GOTO(pub_share_init(&p->share, p->sl, &p->cfg), st, err);
+    p->report.layout_json = wsync_sync_layout_to_json(p->sl, 0);
+    if (p->report.layout_json == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory", p->cfg.rank);
         goto err;
     }
     p->snap_threads = pub_snapshot_threads(cfg->threads);
-    for (i = 0; i < PUB_SLOTS && !cfg->zero_copy; i++) /* zero_copy: no slot memory at all */
-        WSYNC_CHECK_GOTO(slot_init(p, &p->slots[i], 0), st, err);
-    WSYNC_CHECK_GOTO(slot_init(p, &p->slots[PUB_DIRECT], 1), st, err);
+    WSYNC_CHECK_GOTO(pub_slots_init(&p->slots, &p->share, p->mem, cfg->zero_copy), st, err);
     if (cfg->serve) {
         wsync_control_server_config_t sc = {.listen = cfg->serve, .state_file = cfg->serve_state};
         WSYNC_CHECK_GOTO(wsync_control_server_start(&sc, &p->control_server), st, err);
@@ -286,9 +113,9 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     WSYNC_CHECK_GOTO(wsync_control_open(p->control_url, cfg->token, &p->control), st, err);
     WSYNC_CHECK_GOTO(wsync_auth_init(&p->auth, cfg->token), st, err);
     WSYNC_CHECK_GOTO(pub_server_start(p), st, err);
-    WSYNC_CHECK_GOTO(register_with_control(p), st, err);
+    WSYNC_CHECK_GOTO(pub_report_register(p), st, err);
     if (p->cfg.rank == 0)
-        WSYNC_CHECK_GOTO(post_layout(p), st, err);
+        WSYNC_CHECK_GOTO(pub_report_layout(p), st, err);
     *out = p;
     return WSYNC_OK;
 err:
@@ -303,7 +130,7 @@ const char *wsync_publisher_control_url(const wsync_publisher_t *p)
 
 uint64_t wsync_publisher_owned_bytes(const wsync_publisher_t *p)
 {
-    return p->owned_bytes;
+    return p->share.owned_bytes;
 }
 
 /* A slot that is neither the newest version nor being pulled, or with
@@ -317,18 +144,16 @@ static wsync_status_t take_slot(wsync_publisher_t *p, int direct, uint64_t versi
     char why[160];
     int s;
     pthread_mutex_lock(&p->lock);
-    if (p->held_version && !p->held_released) {
+    if (p->slots.held_version && !p->slots.held_released) {
         snprintf(why, sizeof(why),
                  "it was served single-copy and version %llu was published before wsync_publisher_wait_held "
                  "released it",
                  (unsigned long long)version);
-        pub_release_direct(p, p->held_version, why);
+        pub_release_direct(p, p->slots.held_version, why);
     }
     for (;;) {
-        for (s = 0; s < PUB_SLOTS; s++)
-            if (s != p->latest && p->slots[s].pins == 0)
-                break;
-        if (s < PUB_SLOTS || direct)
+        s = pub_slots_free_copy(&p->slots);
+        if (s >= 0 || direct)
             break;
         if (wsync_now_ns() >= deadline) {
             pthread_mutex_unlock(&p->lock);
@@ -343,10 +168,7 @@ static wsync_status_t take_slot(wsync_publisher_t *p, int direct, uint64_t versi
     }
     if (direct)
         s = PUB_DIRECT;
-    /* The slot is ours: mark it empty so no new pull starts on it. */
-    p->slots[s].version = 0;
-    if (p->latest == s)
-        p->latest = -1;
+    pub_slots_take(&p->slots, s); /* ours: no new pull starts on it */
     pthread_mutex_unlock(&p->lock);
     *slot = s;
     return WSYNC_OK;
@@ -356,16 +178,8 @@ static wsync_status_t take_slot(wsync_publisher_t *p, int direct, uint64_t versi
  * piece is in place with zero-copy): pulls may start and wait per piece. */
 static void announce(wsync_publisher_t *p, int slot, uint64_t version)
 {
-    pub_slot_t *s = &p->slots[slot];
     pthread_mutex_lock(&p->lock);
-    memset(s->copied, slot == PUB_DIRECT ? 1 : 0, p->nmy ? p->nmy : 1);
-    s->copy_status = WSYNC_OK;
-    s->version = version;
-    p->latest = slot;
-    if (slot == PUB_DIRECT) {
-        p->held_version = version;
-        p->held_released = 0;
-    }
+    pub_slots_announce(&p->slots, slot, version, p->share.nmy);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -373,16 +187,8 @@ static void announce(wsync_publisher_t *p, int slot, uint64_t version)
  * `why`, new pulls of it are refused naming it. */
 static void withdraw(wsync_publisher_t *p, int slot, uint64_t version, wsync_status_t st, const char *why)
 {
-    pub_slot_t *s = &p->slots[slot];
     pthread_mutex_lock(&p->lock);
-    s->copy_status = st;
-    s->version = 0;
-    if (p->latest == slot)
-        p->latest = -1;
-    if (slot == PUB_DIRECT && p->held_version == version)
-        p->held_released = 1; /* nothing left to wait for */
-    p->withdrawn = version;
-    snprintf(p->withdrawn_why, sizeof(p->withdrawn_why), "%s", why);
+    pub_slots_withdraw(&p->slots, slot, version, st, why);
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
 }
@@ -413,36 +219,6 @@ static wsync_status_t publish_direct(const wsync_publisher_t *p, const wsync_pub
     return WSYNC_OK;
 }
 
-/* This rank's pieces as a report lists them: id, offset, len and, with
- * `sums`, the digest (piece `bad` given a wrong one: a test hook). */
-static json_t *pieces_json(const wsync_publisher_t *p, uint64_t version, const uint64_t *sums, long bad)
-{
-    const wsync_plan_t *plan = p->sl->plan;
-    json_t *pieces = json_array();
-    size_t i;
-    for (i = 0; pieces && i < p->nmy; i++) {
-        const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
-        json_t *e = json_pack("{s:I, s:I, s:I}", "id", (json_int_t)pc->id, "offset", (json_int_t)pc->offset, "len",
-                              (json_int_t)pc->len);
-        if (e && sums) {
-            char hex[17];
-            uint64_t d = wsync_digest_final(sums[i], pc->len, pc->offset);
-            if ((long)pc->id == bad) {
-                d ^= 1;
-                LOG_WARN("test hook: trainer rank %d posts a wrong digest for piece %u of version %llu",
-                         p->cfg.rank, pc->id, (unsigned long long)version);
-            }
-            wsync_digest_hex(d, hex);
-            json_object_set_new(e, "digest", json_string(hex));
-        }
-        if (e == NULL || json_array_append_new(pieces, e) != 0) {
-            json_decref(pieces);
-            return NULL;
-        }
-    }
-    return pieces;
-}
-
 /* `auto` announces before digesting from this rank's share up: below it the
  * digest (~0.1 ms per 512 MiB on an H200) costs less than the second report
  * and the engine's wait for it (one H200, bench/RESULTS.md: 4-64 MiB
@@ -459,15 +235,7 @@ static int late_digests(const wsync_publisher_t *p, int direct)
 {
     long long v = wsync_setting_int(WSYNC_SET_LATE_DIGESTS); /* auto | on | off */
     return direct &&
-           (v == 1 || (v == 0 && p->mem->kind == WSYNC_MEM_CUDA && p->owned_bytes >= LATE_DIGESTS_MIN_BYTES));
-}
-
-static void remember_report(wsync_publisher_t *p, uint64_t version, json_t *pieces)
-{
-    json_decref(p->reported_pieces);
-    p->reported_pieces = json_incref(pieces);
-    p->reported_version = version;
-    p->resend_check_ns = wsync_now_ns() + 2000000000ULL;
+           (v == 1 || (v == 0 && p->mem->kind == WSYNC_MEM_CUDA && p->share.owned_bytes >= LATE_DIGESTS_MIN_BYTES));
 }
 
 /* Late digests: announce the version (a report without digests: engines
@@ -477,8 +245,8 @@ static void remember_report(wsync_publisher_t *p, uint64_t version, json_t *piec
  * engines waiting for the digests fail at their timeout naming this rank. */
 static wsync_status_t publish_late(wsync_publisher_t *p, int slot, uint64_t version)
 {
-    json_t *pieces = pieces_json(p, version, NULL, -1), *full = NULL;
-    uint64_t *sums = calloc(p->nmy ? p->nmy : 1, sizeof(*sums));
+    json_t *pieces = pub_report_pieces(p, version, NULL, -1), *full = NULL;
+    uint64_t *sums = calloc(p->share.nmy ? p->share.nmy : 1, sizeof(*sums));
     wsync_mem_job_t *job = NULL;
     wsync_status_t st = WSYNC_OK, cst;
     char why[512];
@@ -492,11 +260,9 @@ static wsync_status_t publish_late(wsync_publisher_t *p, int slot, uint64_t vers
      * the engines' landing); on the host after it, on the publish threads. */
     st = pub_digest_start(p, &job);
     if (st == WSYNC_OK)
-        st = report(p, version, pieces);
+        st = pub_report_send(p, version, pieces);
     wsync_trace("trainer rank %d: version %llu announced, digests to follow", p->cfg.rank,
                 (unsigned long long)version);
-    if (st == WSYNC_OK)
-        remember_report(p, version, pieces);
     cst = pub_digest_finish(p, job, sums); /* frees the job, also after a failed report */
     if (st == WSYNC_OK)
         st = cst;
@@ -508,13 +274,12 @@ static wsync_status_t publish_late(wsync_publisher_t *p, int slot, uint64_t vers
                  (unsigned long long)version);
         goto out;
     }
-    if (st == WSYNC_OK && (full = pieces_json(p, version, sums, (long)wsync_fault(WSYNC_FAULT_BAD_DIGEST))) == NULL)
+    if (st == WSYNC_OK &&
+        (full = pub_report_pieces(p, version, sums, (long)wsync_fault(WSYNC_FAULT_BAD_DIGEST))) == NULL)
         st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory", p->cfg.rank);
     if (st == WSYNC_OK)
-        st = report(p, version, full);
+        st = pub_report_send(p, version, full);
     wsync_trace("trainer rank %d: version %llu digests posted", p->cfg.rank, (unsigned long long)version);
-    if (st == WSYNC_OK)
-        remember_report(p, version, full);
     if (st != WSYNC_OK) {
         snprintf(why, sizeof(why), "%s", wsync_last_error());
         withdraw(p, slot, version, st, why);
@@ -544,25 +309,23 @@ wsync_status_t wsync_publisher_publish_opts(wsync_publisher_t *p, uint64_t versi
     WSYNC_CHECK(take_slot(p, direct, version, &slot));
     if (late_digests(p, direct))
         return publish_late(p, slot, version);
-    if ((sums = calloc(p->nmy ? p->nmy : 1, sizeof(*sums))) == NULL) {
+    if ((sums = calloc(p->share.nmy ? p->share.nmy : 1, sizeof(*sums))) == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory publishing version %llu", p->cfg.rank,
                          (unsigned long long)version);
         goto out;
     }
     WSYNC_CHECK_GOTO(pub_digest(p, sums), st, out);
     wsync_trace("trainer rank %d: version %llu digested", p->cfg.rank, (unsigned long long)version);
-    if ((pieces = pieces_json(p, version, sums, -1)) == NULL) {
+    if ((pieces = pub_report_pieces(p, version, sums, -1)) == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory publishing version %llu", p->cfg.rank,
                          (unsigned long long)version);
         goto out;
     }
     announce(p, slot, version);
-    st = direct ? WSYNC_OK : pub_copy_start(p, &p->slots[slot], &copy);
+    st = direct ? WSYNC_OK : pub_copy_start(p, &p->slots.slot[slot], &copy);
     if (st == WSYNC_OK)
-        st = report(p, version, pieces);
+        st = pub_report_send(p, version, pieces);
     wsync_trace("trainer rank %d: version %llu reported", p->cfg.rank, (unsigned long long)version);
-    if (st == WSYNC_OK)
-        remember_report(p, version, pieces);
     if (st != WSYNC_OK)
         snprintf(why, sizeof(why), "%s", wsync_last_error());
     if (copy) {
@@ -583,39 +346,6 @@ out:
     return st;
 }
 
-/* The endpoint forgot this rank's report of `version` (it restarted while the
- * version waited for other ranks: only published versions are durable) or its
- * registration (restarted without its state file): send them again. */
-static wsync_status_t resend_if_lost(wsync_publisher_t *p, uint64_t version)
-{
-    json_t *arr = NULL, *t;
-    size_t i;
-    int registered = 0;
-    uint64_t known = 0;
-    if (p->reported_version != version || p->reported_pieces == NULL)
-        return WSYNC_OK;
-    WSYNC_CHECK(wsync_control_trainers(p->control, &arr));
-    json_array_foreach(arr, i, t) if (json_integer_value(json_object_get(t, "rank")) == p->cfg.rank)
-    {
-        registered = json_is_true(json_object_get(t, "registered"));
-        known = (uint64_t)json_integer_value(json_object_get(t, "version"));
-    }
-    json_decref(arr);
-    if (!registered) {
-        LOG_WARN("trainer rank %d: the control endpoint %s does not know this rank (restarted without its "
-                 "state?): "
-                 "registering again",
-                 p->cfg.rank, p->control_url);
-        WSYNC_CHECK(register_with_control(p));
-    }
-    if (known >= version)
-        return WSYNC_OK;
-    LOG_WARN("trainer rank %d: the control endpoint %s lost this rank's report of version %llu (restarted?): "
-             "sending it again",
-             p->cfg.rank, p->control_url, (unsigned long long)version);
-    return report(p, version, p->reported_pieces);
-}
-
 wsync_status_t wsync_publisher_wait_published(wsync_publisher_t *p, uint64_t version, int timeout_ms)
 {
     const uint64_t end = wsync_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ULL;
@@ -632,36 +362,33 @@ wsync_status_t wsync_publisher_wait_published(wsync_publisher_t *p, uint64_t ver
                                "(another trainer rank has not reported it)",
                                p->cfg.rank, (unsigned long long)version, timeout_ms);
         /* Every 2 s of waiting: did the endpoint lose what this rank sent? */
-        if (now >= p->resend_check_ns) {
-            WSYNC_CHECK(resend_if_lost(p, version));
-            p->resend_check_ns = now + 2000000000ULL;
-        }
+        WSYNC_CHECK(pub_report_check(p, version));
     }
 }
 
 void wsync_publisher_destroy(wsync_publisher_t *p)
 {
+    const wsync_transport_ops_t *ops[PUB_MAX_TRANSPORTS] = {NULL};
     int i;
     if (p == NULL)
         return;
     pub_heartbeat_stop(p->heartbeat);
     pub_server_stop(p);
-    for (i = 0; i < PUB_NSLOTS; i++)
-        slot_free(p, &p->slots[i]);
+    for (i = 0; i < p->serving.ntransports; i++)
+        ops[i] = p->serving.transports[i].ops;
+    pub_slots_free(&p->slots, p->mem, ops);
     pub_stages_free(p);
-    for (i = 0; i < p->ntransports; i++)
-        p->transports[i].ops->close(p->transports[i].t);
+    for (i = 0; i < p->serving.ntransports; i++)
+        p->serving.transports[i].ops->close(p->serving.transports[i].t);
     wsync_control_close(p->control);
     wsync_control_server_stop(p->control_server);
     free(p->control_url);
-    json_decref(p->layout_json);
-    json_decref(p->reported_pieces);
+    pub_report_free(&p->report);
     wsync_sync_layout_free(p->sl);
-    free(p->piece_slot_off);
-    free(p->owned);
+    pub_share_free(&p->share);
     free(p->manifest_json);
     pub_targets_free(p);
-    pthread_mutex_destroy(&p->tlock);
+    pthread_mutex_destroy(&p->tcache.lock);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->cond);
     free(p);

@@ -21,7 +21,7 @@
 static pub_request_t *find_request(wsync_publisher_t *p, uint32_t req)
 {
     pub_request_t *r;
-    for (r = p->requests; r; r = r->next)
+    for (r = p->serving.requests; r; r = r->next)
         if (r->req == req)
             return r;
     return NULL;
@@ -42,7 +42,7 @@ static void *poller_main(void *arg)
     pub_transport_t *pt = ((void **)arg)[1];
     wsync_completion_t comps[64];
     free(arg);
-    while (!__atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE)) {
+    while (!__atomic_load_n(&p->serving.stopping, __ATOMIC_ACQUIRE)) {
         int n = 0, i;
         if (pt->ops->poll(pt->t, comps, 64, &n, 100) != WSYNC_OK) {
             usleep(1000);
@@ -61,7 +61,7 @@ static void *poller_main(void *arg)
                     r->outstanding--;
                     fail_request(r, c->status, c->message);
                 } else {
-                    for (r = p->requests; r; r = r->next)
+                    for (r = p->serving.requests; r; r = r->next)
                         fail_request(r, c->status, c->message);
                 }
             }
@@ -85,17 +85,17 @@ static wsync_status_t get_transport(wsync_publisher_t *p, const char *name, int 
     void **arg;
     int i;
 
-    for (i = 0; i < p->ntransports; i++)
-        if (strcmp(p->transports[i].ops->name, name) == 0) {
+    for (i = 0; i < p->serving.ntransports; i++)
+        if (strcmp(p->serving.transports[i].ops->name, name) == 0) {
             *idx = i;
             return WSYNC_OK;
         }
-    if (p->ntransports == PUB_MAX_TRANSPORTS)
+    if (p->serving.ntransports == PUB_MAX_TRANSPORTS)
         return wsync_error(WSYNC_ERR_INVALID, "too many transports");
     if (p->mem->kind == WSYNC_MEM_CUDA)
         cfg.device = p->device;
     WSYNC_CHECK(wsync_transport_get(name, &cfg, &ops));
-    pt = &p->transports[p->ntransports];
+    pt = &p->serving.transports[p->serving.ntransports];
     memset(pt, 0, sizeof(*pt));
     pt->ops = ops;
     WSYNC_CHECK(ops->open(&cfg, &pt->t));
@@ -109,14 +109,14 @@ static wsync_status_t get_transport(wsync_publisher_t *p, const char *name, int 
         return wsync_error(WSYNC_ERR_IO, "cannot start the completion thread");
     }
     pt->poller_started = 1;
-    *idx = p->ntransports++;
+    *idx = p->serving.ntransports++;
     return WSYNC_OK;
 }
 
 /* Register a slot's memory with transport `ti` once. Called with p->lock held. */
 static wsync_status_t slot_regions(wsync_publisher_t *p, pub_slot_t *s, int ti)
 {
-    pub_transport_t *pt = &p->transports[ti];
+    pub_transport_t *pt = &p->serving.transports[ti];
     wsync_blob_t key;
     int a;
     if (s->regions[ti] == NULL) {
@@ -141,7 +141,7 @@ static void drop_conn(wsync_publisher_t *p, int ti, pub_conn_t *dead);
 static wsync_status_t get_conn(wsync_publisher_t *p, int ti, const json_t *addr_json, const wsync_blob_t *addr,
                                const char *owner, pub_conn_t **out)
 {
-    pub_transport_t *pt = &p->transports[ti];
+    pub_transport_t *pt = &p->serving.transports[ti];
     const char *key = json_string_value(addr_json);
     pub_conn_t *c, *other, *next;
     wsync_status_t st;
@@ -192,7 +192,7 @@ static wsync_status_t get_conn(wsync_publisher_t *p, int ti, const json_t *addr_
 
 static void drop_conn(wsync_publisher_t *p, int ti, pub_conn_t *dead)
 {
-    pub_transport_t *pt = &p->transports[ti];
+    pub_transport_t *pt = &p->serving.transports[ti];
     pub_conn_t **pp;
     for (pp = &pt->conns; *pp; pp = &(*pp)->next)
         if (*pp == dead) {
@@ -221,16 +221,16 @@ static wsync_status_t wait_copied(wsync_publisher_t *p, pub_slot_t *s, size_t i,
     while (!s->copied[i]) {
         struct timespec ts;
         if (s->copy_status != WSYNC_OK) {
-            snprintf(why, len, "version withdrawn: %.200s", p->withdrawn_why);
+            snprintf(why, len, "version withdrawn: %.200s", p->slots.withdrawn_why);
             return s->copy_status;
         }
-        if (p->stopping) {
+        if (p->serving.stopping) {
             snprintf(why, len, "the publisher is shutting down");
             return WSYNC_ERR_PEER;
         }
         if (wsync_now_ns() >= deadline) {
             snprintf(why, len, "piece %u was not copied into the publish slot within the request's timeout",
-                     p->my_pieces[i]);
+                     p->share.my_pieces[i]);
             return WSYNC_ERR_TIMEOUT;
         }
         wsync_abstime_after_ms(&ts, 20);
@@ -243,16 +243,16 @@ wsync_status_t pub_wait_range(wsync_publisher_t *p, pub_slot_t *s, uint64_t off,
 {
     const wsync_plan_t *plan = p->sl->plan;
     char why[400];
-    size_t lo = 0, hi = p->nmy, i;
+    size_t lo = 0, hi = p->share.nmy, i;
     while (lo < hi) { /* the first piece of mine ending after off (mine are in offset order) */
         size_t mid = lo + (hi - lo) / 2;
-        const wsync_piece_t *pc = &plan->pieces[p->my_pieces[mid]];
+        const wsync_piece_t *pc = &plan->pieces[p->share.my_pieces[mid]];
         if (pc->offset + pc->len <= off)
             lo = mid + 1;
         else
             hi = mid;
     }
-    for (i = lo; i < p->nmy && plan->pieces[p->my_pieces[i]].offset < off + len; i++) {
+    for (i = lo; i < p->share.nmy && plan->pieces[p->share.my_pieces[i]].offset < off + len; i++) {
         wsync_status_t st = wait_copied(p, s, i, deadline, why, sizeof(why));
         if (st != WSYNC_OK)
             return wsync_error(st, "%s", why);
@@ -264,7 +264,7 @@ static int find_slot(wsync_publisher_t *p, uint64_t version)
 {
     int s;
     for (s = 0; s < PUB_NSLOTS; s++)
-        if (p->slots[s].version == version && version != 0)
+        if (p->slots.slot[s].version == version && version != 0)
             return s;
     return -1;
 }
@@ -274,11 +274,11 @@ static int find_slot(wsync_publisher_t *p, uint64_t version)
  * one after another instead of one per connection (publisher_internal.h). */
 wsync_status_t pub_one_in_flight(wsync_publisher_t *p, pub_request_t *r, int ti, pub_conn_t *conn, uint64_t deadline)
 {
-    if (r->outstanding > 0 && p->transports[ti].ops->put_flush)
-        p->transports[ti].ops->put_flush(conn->conn);
+    if (r->outstanding > 0 && p->serving.transports[ti].ops->put_flush)
+        p->serving.transports[ti].ops->put_flush(conn->conn);
     while (r->outstanding > 0 && r->status == WSYNC_OK) {
         struct timespec ts;
-        if (wsync_now_ns() > deadline || __atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE))
+        if (wsync_now_ns() > deadline || __atomic_load_n(&p->serving.stopping, __ATOMIC_ACQUIRE))
             return wsync_error(WSYNC_ERR_TIMEOUT, "trainer rank %d: a put did not complete in time", p->cfg.rank);
         wsync_abstime_after_ms(&ts, 20);
         pthread_cond_timedwait(&p->cond, &p->lock, &ts);
@@ -296,8 +296,8 @@ static void put_pieces(wsync_publisher_t *p, pub_slot_t *s, const wsync_pull_req
     const wsync_plan_t *plan = p->sl->plan;
     char why[sizeof(r->error)];
     size_t i;
-    for (i = 0; i < p->nmy; i++) {
-        const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
+    for (i = 0; i < p->share.nmy; i++) {
+        const wsync_piece_t *pc = &plan->pieces[p->share.my_pieces[i]];
         const pub_span_t *sp;
         wsync_status_t st;
         if (pc->len == 0 || !wsync_pull_request_lands(q, pc->chunk))
@@ -312,11 +312,11 @@ static void put_pieces(wsync_publisher_t *p, pub_slot_t *s, const wsync_pull_req
             fail_request(r, st, why);
             break;
         }
-        sp = &s->spans[p->piece_slot_off[pc->id]];
+        sp = &s->spans[p->share.piece_slot_off[pc->id]];
         r->outstanding++;
-        if (p->transports[ti].ops->put(conn->conn, s->regions[ti][sp->area],
-                                       sp->area_off + (pc->offset - sp->offset), &q->key, pc->offset, pc->len,
-                                       ((uint64_t)r->req << 32) | pc->id) != WSYNC_OK) {
+        if (p->serving.transports[ti].ops->put(conn->conn, s->regions[ti][sp->area],
+                                               sp->area_off + (pc->offset - sp->offset), &q->key, pc->offset,
+                                               pc->len, ((uint64_t)r->req << 32) | pc->id) != WSYNC_OK) {
             r->outstanding--;
             fail_request(r, WSYNC_ERR_PEER, wsync_last_error());
             break;
@@ -338,8 +338,8 @@ static void put_targets(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *t
         fail_request(r, st, wsync_last_error());
         return;
     }
-    if (p->transports[ti].ops->put_flush)
-        p->transports[ti].ops->put_flush(conn->conn);
+    if (p->serving.transports[ti].ops->put_flush)
+        p->serving.transports[ti].ops->put_flush(conn->conn);
     r->segments = json_object();
     pthread_mutex_unlock(&p->lock);
     st = r->segments ? pub_targets_digests(p, s, tr, q->version, r->segments) : WSYNC_ERR_NOMEM;
@@ -381,21 +381,22 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
     }
     pthread_mutex_lock(&p->lock);
     slot = find_slot(p, version);
-    if (slot < 0 && p->withdrawn == version) {
+    if (slot < 0 && p->slots.withdrawn == version) {
         snprintf(msg, sizeof(msg), "trainer rank %d withdrew version %lld: %s", p->cfg.rank, (long long)version,
-                 p->withdrawn_why);
+                 p->slots.withdrawn_why);
         goto fail_locked;
     }
     if (slot < 0) {
         snprintf(msg, sizeof(msg), "trainer rank %d no longer holds version %lld (newest: %llu)", p->cfg.rank,
-                 (long long)version, p->latest >= 0 ? (unsigned long long)p->slots[p->latest].version : 0ULL);
+                 (long long)version,
+                 p->slots.latest >= 0 ? (unsigned long long)p->slots.slot[p->slots.latest].version : 0ULL);
         goto fail_locked;
     }
     if (find_request(p, r.req)) {
         snprintf(msg, sizeof(msg), "request id %u already in use; retry", r.req);
         goto fail_locked;
     }
-    s = &p->slots[slot];
+    s = &p->slots.slot[slot];
     if (get_transport(p, q->transport, &ti) != WSYNC_OK || slot_regions(p, s, ti) != WSYNC_OK) {
         snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
         goto fail_locked;
@@ -410,16 +411,16 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
         pthread_cond_broadcast(&p->cond);
         goto fail_locked;
     }
-    r.next = p->requests;
-    p->requests = &r;
+    r.next = p->serving.requests;
+    p->serving.requests = &r;
     deadline = wsync_now_ns() + (uint64_t)(q->timeout_ms > 0 ? q->timeout_ms : 120000) * 1000000ULL;
     if (q->ntargets)
         put_targets(p, s, &tr, q, &r, ti, conn, deadline, &n, &bytes);
     else
         put_pieces(p, s, q, &r, ti, conn, deadline, &n, &bytes);
-    if (p->transports[ti].ops->put_flush)
-        p->transports[ti].ops->put_flush(conn->conn);
-    while (r.outstanding > 0 && wsync_now_ns() < deadline && !p->stopping) {
+    if (p->serving.transports[ti].ops->put_flush)
+        p->serving.transports[ti].ops->put_flush(conn->conn);
+    while (r.outstanding > 0 && wsync_now_ns() < deadline && !p->serving.stopping) {
         struct timespec ts;
         wsync_abstime_after_ms(&ts, 20);
         if (r.status != WSYNC_OK)
@@ -434,7 +435,7 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
     put_conn(p, ti, conn, r.status != WSYNC_OK || r.outstanding > 0);
     {
         pub_request_t **pp;
-        for (pp = &p->requests; *pp; pp = &(*pp)->next)
+        for (pp = &p->serving.requests; *pp; pp = &(*pp)->next)
             if (*pp == &r) {
                 *pp = r.next;
                 break;
@@ -442,7 +443,7 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
     }
     pub_stage_release(p, r.stage); /* no put reads it any more: answered, or the connection dropped */
     s->pins--;
-    p->pulls_ended++; /* the engine reports what it pulled next: wait_held looks (hold.c) */
+    p->serving.pulls_ended++; /* the engine reports what it pulled next: wait_held looks (hold.c) */
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
     if (r.status != WSYNC_OK) {
@@ -487,25 +488,25 @@ wsync_status_t pub_server_start(wsync_publisher_t *p)
 {
     char who[64];
     snprintf(who, sizeof(who), "trainer rank %d", p->cfg.rank);
-    WSYNC_CHECK(wsync_pull_port_start(p->cfg.listen, &p->auth, who, serve, p, &p->port));
-    p->listen_port = wsync_pull_port_number(p->port);
+    WSYNC_CHECK(wsync_pull_port_start(p->cfg.listen, &p->auth, who, serve, p, &p->serving.port));
+    p->serving.listen_port = wsync_pull_port_number(p->serving.port);
     return WSYNC_OK;
 }
 
 void pub_server_stop(wsync_publisher_t *p)
 {
     int i;
-    if (p->port == NULL)
+    if (p->serving.port == NULL)
         return;
     /* Requests being served see `stopping` (they wait on p->cond) and answer. */
     pthread_mutex_lock(&p->lock);
-    __atomic_store_n(&p->stopping, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->serving.stopping, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
-    wsync_pull_port_stop(p->port);
-    p->port = NULL;
-    for (i = 0; i < p->ntransports; i++) {
-        pub_transport_t *pt = &p->transports[i];
+    wsync_pull_port_stop(p->serving.port);
+    p->serving.port = NULL;
+    for (i = 0; i < p->serving.ntransports; i++) {
+        pub_transport_t *pt = &p->serving.transports[i];
         if (pt->poller_started)
             pthread_join(pt->poller, NULL);
         while (pt->conns)

@@ -47,26 +47,26 @@ struct pub_segdig {
 
 void pub_targets_free(wsync_publisher_t *p)
 {
-    while (p->targets) {
-        pub_target_t *t = p->targets;
-        p->targets = t->next;
+    while (p->tcache.targets) {
+        pub_target_t *t = p->tcache.targets;
+        p->tcache.targets = t->next;
         wsync_target_free(t->t);
         wsync_node_plan_free(t->seg);
         pub_tdig_free(t->dig);
         free(t);
     }
-    while (p->nplans) {
-        pub_nplan_t *n = p->nplans;
-        p->nplans = n->next;
+    while (p->tcache.nplans) {
+        pub_nplan_t *n = p->tcache.nplans;
+        p->tcache.nplans = n->next;
         free(n->digests);
         free(n->colo);
         free(n->ncolo);
         wsync_node_plan_free(n->np);
         free(n);
     }
-    while (p->segdigs) {
-        pub_segdig_t *d = p->segdigs;
-        p->segdigs = d->next;
+    while (p->tcache.segdigs) {
+        pub_segdig_t *d = p->tcache.segdigs;
+        p->tcache.segdigs = d->next;
         json_decref(d->segments);
         free(d);
     }
@@ -80,7 +80,7 @@ static wsync_status_t get_target(wsync_publisher_t *p, const wsync_pull_request_
     const json_t *def = q->target_defs ? json_object_get(q->target_defs, digest) : NULL;
     pub_target_t *t;
     wsync_status_t st;
-    for (t = p->targets; t; t = t->next)
+    for (t = p->tcache.targets; t; t = t->next)
         if (strcmp(t->t->digest_hex, digest) == 0) {
             *out = t;
             return WSYNC_OK;
@@ -102,8 +102,8 @@ static wsync_status_t get_target(wsync_publisher_t *p, const wsync_pull_request_
         free(t);
         return st;
     }
-    t->next = p->targets;
-    p->targets = t;
+    t->next = p->tcache.targets;
+    p->tcache.targets = t;
     *out = t;
     return WSYNC_OK;
 }
@@ -121,7 +121,7 @@ static wsync_status_t get_nplan(wsync_publisher_t *p, const wsync_pull_request_t
     if (q->hint_world && q->hint_world != sl->world)
         return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'land_hint' has %d trainer ranks, the layout %d",
                            q->hint_world, sl->world);
-    for (n = p->nplans; n; n = n->next)
+    for (n = p->tcache.nplans; n; n = n->next)
         if (n->L == q->ntargets && memcmp(n->digests, q->targets, L * 33) == 0 && n->hint_world == q->hint_world &&
             (W == 0 || (memcmp(n->colo, q->colo, W * L * sizeof(int)) == 0 &&
                         memcmp(n->ncolo, q->ncolo, W * sizeof(int)) == 0))) {
@@ -162,8 +162,8 @@ static wsync_status_t get_nplan(wsync_publisher_t *p, const wsync_pull_request_t
         free(n);
         return st;
     }
-    n->next = p->nplans;
-    p->nplans = n;
+    n->next = p->tcache.nplans;
+    p->tcache.nplans = n;
     *out = n;
     return WSYNC_OK;
 }
@@ -175,12 +175,12 @@ wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_reques
     int k;
     tgs = calloc((size_t)q->ntargets, sizeof(*tgs));
     WSYNC_CHECK_ALLOC(tgs);
-    pthread_mutex_lock(&p->tlock);
+    pthread_mutex_lock(&p->tcache.lock);
     for (k = 0; k < q->ntargets && st == WSYNC_OK; k++)
         st = get_target(p, q, q->targets[k], &tgs[k]);
     if (st == WSYNC_OK)
         st = get_nplan(p, q, tgs, &tr->plan);
-    pthread_mutex_unlock(&p->tlock);
+    pthread_mutex_unlock(&p->tcache.lock);
     if (st == WSYNC_OK) {
         tr->asker = tgs[q->local_rank];
         st = wsync_pull_request_check_chunks(q, tr->plan->np->nchunks);
@@ -192,7 +192,7 @@ wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_reques
 /* The span of slot s holding image offset off (spans are in offset order). */
 const pub_span_t *pub_span_at(const wsync_publisher_t *p, const pub_slot_t *s, uint64_t off)
 {
-    size_t lo = 0, hi = p->nspans;
+    size_t lo = 0, hi = p->share.nspans;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (off < s->spans[mid].offset)
@@ -290,8 +290,8 @@ static wsync_status_t put_one(const wsync_publisher_t *p, pub_request_t *r, int 
                               uint64_t off, size_t *nputs, uint64_t *bytes)
 {
     r->outstanding++;
-    if (p->transports[ti].ops->put(conn->conn, region, off, &q->key, pu->dst_off, pu->len,
-                                   ((uint64_t)r->req << 32) | pu->id) != WSYNC_OK) {
+    if (p->serving.transports[ti].ops->put(conn->conn, region, off, &q->key, pu->dst_off, pu->len,
+                                           ((uint64_t)r->req << 32) | pu->id) != WSYNC_OK) {
         r->outstanding--;
         return wsync_error(WSYNC_ERR_PEER, "%s", wsync_last_error());
     }
@@ -424,12 +424,12 @@ wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, co
 {
     pub_segdig_t *d, **pp;
     wsync_status_t st = WSYNC_OK;
-    pthread_mutex_lock(&p->tlock);
+    pthread_mutex_lock(&p->tcache.lock);
     /* Versions no slot holds any more are not asked for again. */
-    for (pp = &p->segdigs; *pp;) {
+    for (pp = &p->tcache.segdigs; *pp;) {
         int held = 0, k;
         for (k = 0; k < PUB_NSLOTS; k++)
-            held |= p->slots[k].version == (*pp)->version;
+            held |= p->slots.slot[k].version == (*pp)->version;
         if (held) {
             pp = &(*pp)->next;
             continue;
@@ -439,14 +439,14 @@ wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, co
         json_decref(d->segments);
         free(d);
     }
-    for (d = p->segdigs; d; d = d->next)
+    for (d = p->tcache.segdigs; d; d = d->next)
         if (d->version == version && d->tg == tr->asker)
             break;
     if (d == NULL) {
         d = calloc(1, sizeof(*d));
         if (d == NULL || (d->segments = json_object()) == NULL) {
             free(d);
-            pthread_mutex_unlock(&p->tlock);
+            pthread_mutex_unlock(&p->tcache.lock);
             return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
         }
         d->version = version;
@@ -455,13 +455,13 @@ wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, co
         if (st != WSYNC_OK) {
             json_decref(d->segments);
             free(d);
-            pthread_mutex_unlock(&p->tlock);
+            pthread_mutex_unlock(&p->tcache.lock);
             return st;
         }
-        d->next = p->segdigs;
-        p->segdigs = d;
+        d->next = p->tcache.segdigs;
+        p->tcache.segdigs = d;
     }
     json_object_set_new(reply, "segments", json_deep_copy(d->segments)); /* the cached one stays here */
-    pthread_mutex_unlock(&p->tlock);
+    pthread_mutex_unlock(&p->tcache.lock);
     return st;
 }

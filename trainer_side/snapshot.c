@@ -54,28 +54,28 @@ struct pub_work {
 /* Where my piece i lies in the caller's memory and in slot s. */
 static const char *piece_src(const wsync_publisher_t *p, size_t i)
 {
-    const wsync_piece_t *pc = &p->sl->plan->pieces[p->my_pieces[i]];
-    const wsync_owned_t *o = &p->owned[p->piece_slot_off[pc->id]];
+    const wsync_piece_t *pc = &p->sl->plan->pieces[p->share.my_pieces[i]];
+    const wsync_owned_t *o = &p->share.owned[p->share.piece_slot_off[pc->id]];
     return (const char *)o->ptr + (pc->offset - o->offset);
 }
 
 static char *piece_dst(const wsync_publisher_t *p, const pub_slot_t *s, size_t i)
 {
-    const wsync_piece_t *pc = &p->sl->plan->pieces[p->my_pieces[i]];
-    const pub_span_t *sp = &s->spans[p->piece_slot_off[pc->id]];
+    const wsync_piece_t *pc = &p->sl->plan->pieces[p->share.my_pieces[i]];
+    const pub_span_t *sp = &s->spans[p->share.piece_slot_off[pc->id]];
     return (char *)sp->ptr + (pc->offset - sp->offset);
 }
 
 static wsync_status_t digest_unit(pub_work_t *w, size_t i)
 {
-    const wsync_piece_t *pc = &w->p->sl->plan->pieces[w->p->my_pieces[i]];
+    const wsync_piece_t *pc = &w->p->sl->plan->pieces[w->p->share.my_pieces[i]];
     return w->p->mem->digest_sum(piece_src(w->p, i), pc->len, pc->offset, &w->sums[i]);
 }
 
 /* Test hook: flip one byte of my piece i in the slot, as a bad link would. */
 static void corrupt(pub_work_t *w, size_t i)
 {
-    const wsync_piece_t *pc = &w->p->sl->plan->pieces[w->p->my_pieces[i]];
+    const wsync_piece_t *pc = &w->p->sl->plan->pieces[w->p->share.my_pieces[i]];
     unsigned char *b, v;
     if ((long)pc->id != w->corrupt_piece || pc->len == 0)
         return;
@@ -95,8 +95,8 @@ static void mark_copied(pub_work_t *w, size_t i, long k)
     if (k < 0)
         w->s->copied[i] = 1;
     else
-        for (i = 0; i < p->nmy; i++)
-            if (p->piece_slot_off[p->my_pieces[i]] == (uint64_t)k)
+        for (i = 0; i < p->share.nmy; i++)
+            if (p->share.piece_slot_off[p->share.my_pieces[i]] == (uint64_t)k)
                 w->s->copied[i] = 1;
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
@@ -105,7 +105,7 @@ static void mark_copied(pub_work_t *w, size_t i, long k)
 /* My piece that copy block b belongs to. */
 static size_t block_piece(const pub_work_t *w, size_t b)
 {
-    size_t lo = 0, hi = w->p->nmy; /* first_block[lo] <= b < first_block[hi] */
+    size_t lo = 0, hi = w->p->share.nmy; /* first_block[lo] <= b < first_block[hi] */
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
         if (w->first_block[mid] <= b)
@@ -120,7 +120,7 @@ static wsync_status_t copy_block_unit(pub_work_t *w, size_t b)
 {
     wsync_publisher_t *p = w->p;
     size_t i = block_piece(w, b);
-    const wsync_piece_t *pc = &p->sl->plan->pieces[p->my_pieces[i]];
+    const wsync_piece_t *pc = &p->sl->plan->pieces[p->share.my_pieces[i]];
     uint64_t off = (uint64_t)(b - w->first_block[i]) * w->block;
     uint64_t len = pc->len - off < w->block ? pc->len - off : w->block;
     if (off == 0 && w->delay_ms > 0)
@@ -144,28 +144,30 @@ static wsync_status_t copy_extent_unit(pub_work_t *w, size_t k)
     size_t i;
     if (w->delay_ms > 0)
         usleep((useconds_t)w->delay_ms * 1000);
-    for (i = 0; i < p->nmy; i++)
-        if (p->piece_slot_off[p->my_pieces[i]] == k && (long)p->my_pieces[i] == w->fail_piece)
-            return wsync_error(WSYNC_ERR_IO, "test hook: the copy of piece %u failed", p->my_pieces[i]);
-    if (!p->pieces_tile) {
-        WSYNC_CHECK(p->mem->copy(w->s->spans[k].ptr, p->owned[k].ptr, p->owned[k].len));
-        for (i = 0; i < p->nmy; i++)
-            if (p->piece_slot_off[p->my_pieces[i]] == k)
+    for (i = 0; i < p->share.nmy; i++)
+        if (p->share.piece_slot_off[p->share.my_pieces[i]] == k && (long)p->share.my_pieces[i] == w->fail_piece)
+            return wsync_error(WSYNC_ERR_IO, "test hook: the copy of piece %u failed", p->share.my_pieces[i]);
+    if (!p->share.pieces_tile) {
+        WSYNC_CHECK(p->mem->copy(w->s->spans[k].ptr, p->share.owned[k].ptr, p->share.owned[k].len));
+        for (i = 0; i < p->share.nmy; i++)
+            if (p->share.piece_slot_off[p->share.my_pieces[i]] == k)
                 corrupt(w, i);
         mark_copied(w, 0, (long)k);
         return WSYNC_OK;
     }
     /* In parts; my pieces in extent k come in offset order. */
     {
-        uint64_t done = 0, base = p->owned[k].offset;
+        uint64_t done = 0, base = p->share.owned[k].offset;
         size_t next = 0;
-        while (done < p->owned[k].len) {
-            uint64_t len = p->owned[k].len - done < COPY_PART_GPU ? p->owned[k].len - done : COPY_PART_GPU;
-            WSYNC_CHECK(p->mem->copy((char *)w->s->spans[k].ptr + done, (const char *)p->owned[k].ptr + done, len));
+        while (done < p->share.owned[k].len) {
+            uint64_t len = p->share.owned[k].len - done < COPY_PART_GPU ? p->share.owned[k].len - done
+                                                                        : COPY_PART_GPU;
+            WSYNC_CHECK(
+                p->mem->copy((char *)w->s->spans[k].ptr + done, (const char *)p->share.owned[k].ptr + done, len));
             done += len;
-            for (; next < p->nmy; next++) {
-                const wsync_piece_t *pc = &p->sl->plan->pieces[p->my_pieces[next]];
-                if (p->piece_slot_off[pc->id] != k)
+            for (; next < p->share.nmy; next++) {
+                const wsync_piece_t *pc = &p->sl->plan->pieces[p->share.my_pieces[next]];
+                if (p->share.piece_slot_off[pc->id] != k)
                     continue;
                 if (pc->offset + pc->len > base + done)
                     break;
@@ -246,19 +248,19 @@ static int host_memory(const wsync_publisher_t *p)
 
 wsync_status_t pub_digest(wsync_publisher_t *p, uint64_t *sums)
 {
-    pub_work_t w = {.p = p, .sums = sums, .unit = digest_unit, .nunits = p->nmy};
+    pub_work_t w = {.p = p, .sums = sums, .unit = digest_unit, .nunits = p->share.nmy};
     if (!host_memory(p)) {
         /* GPU: every piece's kernel queued back to back, one wait for all
          * (not one wait per piece). */
-        wsync_digest_range_t *rg = calloc(p->nmy ? p->nmy : 1, sizeof(*rg));
+        wsync_digest_range_t *rg = calloc(p->share.nmy ? p->share.nmy : 1, sizeof(*rg));
         wsync_status_t st;
         size_t i;
         WSYNC_CHECK_ALLOC(rg);
-        for (i = 0; i < p->nmy; i++) {
-            const wsync_piece_t *pc = &p->sl->plan->pieces[p->my_pieces[i]];
+        for (i = 0; i < p->share.nmy; i++) {
+            const wsync_piece_t *pc = &p->sl->plan->pieces[p->share.my_pieces[i]];
             rg[i] = (wsync_digest_range_t){.ptr = piece_src(p, i), .len = pc->len, .off = pc->offset};
         }
-        st = p->mem->digest_many(rg, p->nmy, sums);
+        st = p->mem->digest_many(rg, p->share.nmy, sums);
         free(rg);
         return st;
     }
@@ -276,16 +278,16 @@ wsync_status_t pub_digest_start(wsync_publisher_t *p, wsync_mem_job_t **job)
     wsync_status_t st;
     size_t i;
     *job = NULL;
-    if (host_memory(p) || p->nmy == 0)
+    if (host_memory(p) || p->share.nmy == 0)
         return WSYNC_OK;
-    rg = calloc(p->nmy, sizeof(*rg));
+    rg = calloc(p->share.nmy, sizeof(*rg));
     WSYNC_CHECK_ALLOC(rg);
-    for (i = 0; i < p->nmy; i++) {
-        const wsync_piece_t *pc = &p->sl->plan->pieces[p->my_pieces[i]];
+    for (i = 0; i < p->share.nmy; i++) {
+        const wsync_piece_t *pc = &p->sl->plan->pieces[p->share.my_pieces[i]];
         rg[i] = (wsync_digest_range_t){.ptr = piece_src(p, i), .len = pc->len, .off = pc->offset};
     }
     /* nothing copied (len 0): the ranges' digests alone */
-    st = p->mem->copy_digest_start((void *)rg[0].ptr, rg[0].ptr, 0, rg, p->nmy, job);
+    st = p->mem->copy_digest_start((void *)rg[0].ptr, rg[0].ptr, 0, rg, p->share.nmy, job);
     free(rg);
     return st;
 }
@@ -295,7 +297,7 @@ wsync_status_t pub_digest_finish(wsync_publisher_t *p, wsync_mem_job_t *job, uin
     wsync_status_t st;
     int done = 0;
     if (job == NULL)
-        return p->nmy && host_memory(p) ? pub_digest(p, sums) : WSYNC_OK;
+        return p->share.nmy && host_memory(p) ? pub_digest(p, sums) : WSYNC_OK;
     st = p->mem->job_poll(job, 1, sums, &done);
     p->mem->job_free(job);
     if (st == WSYNC_OK && !done)
@@ -311,27 +313,27 @@ wsync_status_t pub_copy_start(wsync_publisher_t *p, pub_slot_t *s, pub_work_t **
     w->s = s;
     /* Block by block when the pieces tile the extents (they do for every
      * plan wsync builds) and the memory is the host's; otherwise extents. */
-    if (host_memory(p) && p->pieces_tile) {
+    if (host_memory(p) && p->share.pieces_tile) {
         size_t i;
         w->block = COPY_BLOCK;
-        w->first_block = calloc(p->nmy + 1, sizeof(*w->first_block));
-        w->left = calloc(p->nmy ? p->nmy : 1, sizeof(*w->left));
+        w->first_block = calloc(p->share.nmy + 1, sizeof(*w->first_block));
+        w->left = calloc(p->share.nmy ? p->share.nmy : 1, sizeof(*w->left));
         if (w->first_block == NULL || w->left == NULL) {
             free(w->first_block);
             free(w->left);
             free(w);
             return wsync_error(WSYNC_ERR_NOMEM, "out of memory starting a snapshot copy");
         }
-        for (i = 0; i < p->nmy; i++) {
-            uint64_t len = p->sl->plan->pieces[p->my_pieces[i]].len;
+        for (i = 0; i < p->share.nmy; i++) {
+            uint64_t len = p->sl->plan->pieces[p->share.my_pieces[i]].len;
             w->left[i] = len > w->block ? (uint32_t)((len + w->block - 1) / w->block) : 1;
             w->first_block[i + 1] = w->first_block[i] + w->left[i];
         }
         w->unit = copy_block_unit;
-        w->nunits = w->first_block[p->nmy];
+        w->nunits = w->first_block[p->share.nmy];
     } else {
         w->unit = copy_extent_unit;
-        w->nunits = p->nspans;
+        w->nunits = p->share.nspans;
     }
     /* Test hooks (common/base/fault.h): corrupt a piece after its digest, fail
      * a piece's copy, or slow every copy. */

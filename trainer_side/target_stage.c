@@ -42,7 +42,7 @@ static void stage_free(wsync_publisher_t *p, pub_stage_t *st)
     int t;
     for (t = 0; t < PUB_MAX_TRANSPORTS; t++)
         if (st->region[t])
-            p->transports[t].ops->dereg(st->region[t]);
+            p->serving.transports[t].ops->dereg(st->region[t]);
     wsync_pack_cuda_plan_free(st->gpu);
     if (st->buf)
         p->mem->free(st->buf);
@@ -53,9 +53,9 @@ static void stage_free(wsync_publisher_t *p, pub_stage_t *st)
 
 void pub_stages_free(wsync_publisher_t *p)
 {
-    while (p->stages) {
-        pub_stage_t *st = p->stages;
-        p->stages = st->next;
+    while (p->tcache.stages) {
+        pub_stage_t *st = p->tcache.stages;
+        p->tcache.stages = st->next;
         stage_free(p, st);
     }
 }
@@ -117,8 +117,8 @@ static wsync_status_t stage_new(wsync_publisher_t *p, const pub_slot_t *s, const
     }
     WSYNC_CHECK_GOTO(p->mem->alloc(st->len, (void **)&st->buf), rc, err);
     stage_prepare_gpu(p, s, np, st);
-    st->next = p->stages;
-    p->stages = st;
+    st->next = p->tcache.stages;
+    p->tcache.stages = st;
     *out = st;
     return WSYNC_OK;
 err:
@@ -179,7 +179,7 @@ wsync_status_t pub_stage_acquire(wsync_publisher_t *p, pub_slot_t *s, const void
     for (;;) {
         int waiting = 0;
         idle = NULL;
-        for (st = p->stages; st; st = st->next) {
+        for (st = p->tcache.stages; st; st = st->next) {
             if (st->plan_key != key || st->asker != asker || st->n != n ||
                 memcmp(st->puts, puts, n * sizeof(*puts)) != 0)
                 continue;
@@ -213,8 +213,8 @@ wsync_status_t pub_stage_acquire(wsync_publisher_t *p, pub_slot_t *s, const void
     WSYNC_CHECK(rc);
 ready:
     if (st->region[ti] == NULL)
-        WSYNC_CHECK(
-            p->transports[ti].ops->reg(p->transports[ti].t, st->buf, st->len, p->mem->kind, &st->region[ti], &k));
+        WSYNC_CHECK(p->serving.transports[ti].ops->reg(p->serving.transports[ti].t, st->buf, st->len, p->mem->kind,
+                                                       &st->region[ti], &k));
     st->users++;
     *out = st;
     return WSYNC_OK;

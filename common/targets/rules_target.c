@@ -205,7 +205,7 @@ static int cmp_member(const void *a, const void *b)
 }
 
 /* Shapes of every member agree beyond dim 0 (and in dim 0 within one part). */
-static wsync_status_t same_shapes(gen_t *g, const group_t *gr, int nalts, int64_t *d0)
+static wsync_status_t same_shapes(const gen_t *g, const group_t *gr, int nalts, int64_t *d0)
 {
     const wsync_tensor_t *f = &g->mf->tensors[gr->m[0].tensor];
     size_t i;
@@ -229,16 +229,133 @@ static wsync_status_t same_shapes(gen_t *g, const group_t *gr, int nalts, int64_
     return WSYNC_OK;
 }
 
+/* vocab: rows padded to a multiple of ru->pad, then split; the last ranks
+ * may hold padding only. */
+static wsync_status_t split_vocab(const gen_t *g, const group_t *gr, const wsync_rule_t *ru, wsync_target_t *t)
+{
+    const wsync_tensor_t *s = &g->mf->tensors[gr->m[0].tensor];
+    int64_t shape[WSYNC_MAX_DIMS], V, Vp, per, lo, hi;
+    wsync_block_t b;
+    if (s->ndim < 1)
+        return wsync_error(WSYNC_ERR_INVALID, "rules: tensor '%s' is a scalar; a vocab split needs rows", s->name);
+    memcpy(shape, s->shape, sizeof(shape));
+    full_block(s, gr->m[0].tensor, &b);
+    V = s->shape[0];
+    Vp = (V + ru->pad - 1) / ru->pad * ru->pad;
+    WSYNC_CHECK(divides(s, 0, Vp, g->T, "the padded vocabulary"));
+    per = Vp / g->T;
+    lo = g->K * per;
+    hi = lo + per < V ? lo + per : V;
+    shape[0] = per;
+    WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim, shape));
+    if (lo >= hi)
+        return WSYNC_OK; /* all padding */
+    b.src_start[0] = lo;
+    b.src_stop[0] = hi;
+    return wsync_target_add_block(t, &b);
+}
+
+/* rows: each part's rows split by T, this rank's slices of the parts one
+ * after another (a fused qkv). */
+static wsync_status_t split_rows(const gen_t *g, const group_t *gr, const wsync_rule_t *ru, int nalts,
+                                 wsync_target_t *t)
+{
+    const wsync_tensor_t *s = &g->mf->tensors[gr->m[0].tensor];
+    const int T = g->T, K = g->K;
+    int64_t shape[WSYNC_MAX_DIMS], d0[64], rows = 0;
+    member_t *m = gr->m;
+    wsync_block_t b;
+    int k;
+    memcpy(shape, s->shape, sizeof(shape));
+    qsort(m, gr->n, sizeof(*m), cmp_member);
+    for (k = 0; k < nalts; k++)
+        if ((size_t)k >= gr->n || m[k].alt != k)
+            return wsync_error(WSYNC_ERR_INVALID,
+                               "rules: '%s' fuses %d parts by \"%s\" but part %d is missing "
+                               "or repeated (next to tensor '%s')",
+                               gr->name, nalts, ru->match, k, s->name);
+    if (gr->n != (size_t)nalts)
+        return wsync_error(WSYNC_ERR_INVALID, "rules: '%s': tensors of %d parts expected by \"%s\", found %zu",
+                           gr->name, nalts, ru->match, gr->n);
+    WSYNC_CHECK(same_shapes(g, gr, nalts, d0));
+    for (k = 0; k < nalts; k++) {
+        WSYNC_CHECK(divides(&g->mf->tensors[m[k].tensor], 0, d0[k], T, "rows"));
+        rows += d0[k] / T;
+    }
+    shape[0] = rows;
+    WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim, shape));
+    for (k = 0, rows = 0; k < nalts; k++) {
+        int64_t per = d0[k] / T;
+        full_block(&g->mf->tensors[m[k].tensor], m[k].tensor, &b);
+        b.src_start[0] = K * per;
+        b.src_stop[0] = (K + 1) * per;
+        b.dst_start[0] = rows;
+        rows += per;
+        if (per > 0 && g->mf->tensors[m[k].tensor].size > 0)
+            WSYNC_CHECK(wsync_target_add_block(t, &b));
+    }
+    return WSYNC_OK;
+}
+
+/* experts: E experts of nalts parts each, stacked into [E/T, sum of the
+ * parts' rows, ...]; this rank holds experts K*E/T up to (K+1)*E/T. */
+static wsync_status_t split_experts(const gen_t *g, const group_t *gr, const wsync_rule_t *ru, int nalts,
+                                    wsync_target_t *t)
+{
+    const wsync_tensor_t *s = &g->mf->tensors[gr->m[0].tensor];
+    const int T = g->T, K = g->K;
+    int64_t shape[WSYNC_MAX_DIMS], d0[64], off[64], sum = 0;
+    member_t *m = gr->m;
+    wsync_block_t b;
+    long E, e;
+    size_t i;
+    int k;
+    qsort(m, gr->n, sizeof(*m), cmp_member);
+    E = (long)(gr->n / (size_t)nalts);
+    for (i = 0; i < gr->n; i++)
+        if (m[i].expert != (long)(i / (size_t)nalts) || m[i].alt != (int)(i % (size_t)nalts) || gr->n % (size_t)nalts)
+            return wsync_error(WSYNC_ERR_INVALID,
+                               "rules: '%s': expert %ld part %d is missing or repeated "
+                               "(experts 0..E-1 must each have all %d parts of \"%s\"; near tensor '%s')",
+                               gr->name, (long)(i / (size_t)nalts), (int)(i % (size_t)nalts), nalts, ru->match,
+                               g->mf->tensors[m[i].tensor].name);
+    WSYNC_CHECK(same_shapes(g, gr, nalts, d0));
+    if (E % T)
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "rules: '%s': %ld experts (from tensor '%s') do not divide by the "
+                           "TP size %d",
+                           gr->name, E, s->name, T);
+    if (s->ndim + 1 > WSYNC_MAX_DIMS)
+        return wsync_error(WSYNC_ERR_INVALID, "rules: tensor '%s' has too many dimensions to stack", s->name);
+    for (k = 0; k < nalts; k++) {
+        off[k] = sum;
+        sum += d0[k];
+    }
+    shape[0] = E / T;
+    shape[1] = sum;
+    for (k = 1; k < s->ndim; k++)
+        shape[k + 1] = s->shape[k];
+    WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim + 1, shape));
+    for (e = K * (E / T); e < (K + 1) * (E / T); e++)
+        for (k = 0; k < nalts; k++) {
+            const member_t *mb = &m[(size_t)e * (size_t)nalts + (size_t)k];
+            full_block(&g->mf->tensors[mb->tensor], mb->tensor, &b);
+            b.dst_start[0] = e - K * (E / T);
+            b.dst_start[1] = off[k];
+            if (g->mf->tensors[mb->tensor].size > 0)
+                WSYNC_CHECK(wsync_target_add_block(t, &b));
+        }
+    return WSYNC_OK;
+}
+
 static wsync_status_t gen_group(gen_t *g, const group_t *gr, wsync_target_t *t)
 {
     const wsync_rule_t *ru = gr->rule >= 0 ? &g->rules->rules[gr->rule] : NULL;
     const wsync_tensor_t *s = &g->mf->tensors[gr->m[0].tensor];
-    const int T = g->T, K = g->K;
-    int64_t shape[WSYNC_MAX_DIMS], d0[64];
+    int64_t shape[WSYNC_MAX_DIMS];
     wsync_split_t split = ru ? ru->split : WSYNC_SPLIT_REPLICATE;
     wsync_block_t b;
-    int nalts = ru ? rules_alt_count(ru->match) : 1, k;
-    size_t i;
+    int nalts = ru ? rules_alt_count(ru->match) : 1;
 
     if (nalts > 64)
         return wsync_error(WSYNC_ERR_INVALID, "rules: rule \"%s\" lists more than 64 parts", ru->match);
@@ -259,105 +376,15 @@ static wsync_status_t gen_group(gen_t *g, const group_t *gr, wsync_target_t *t)
                                "rules: tensor '%s' has %d dimensions; a cols split needs 2 or "
                                "more",
                                s->name, s->ndim);
-        WSYNC_CHECK(divides(s, 1, s->shape[1], T, "columns"));
-        shape[1] = s->shape[1] / T;
-        b.src_start[1] = K * shape[1];
-        b.src_stop[1] = (K + 1) * shape[1];
+        WSYNC_CHECK(divides(s, 1, s->shape[1], g->T, "columns"));
+        shape[1] = s->shape[1] / g->T;
+        b.src_start[1] = g->K * shape[1];
+        b.src_stop[1] = (g->K + 1) * shape[1];
         WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim, shape));
         return shape[1] > 0 ? wsync_target_add_block(t, &b) : WSYNC_OK;
-    case WSYNC_SPLIT_VOCAB: {
-        int64_t V, Vp, per, lo, hi;
-        if (s->ndim < 1)
-            return wsync_error(WSYNC_ERR_INVALID, "rules: tensor '%s' is a scalar; a vocab split needs rows",
-                               s->name);
-        V = s->shape[0];
-        Vp = (V + ru->pad - 1) / ru->pad * ru->pad;
-        WSYNC_CHECK(divides(s, 0, Vp, T, "the padded vocabulary"));
-        per = Vp / T;
-        lo = K * per;
-        hi = lo + per < V ? lo + per : V;
-        shape[0] = per;
-        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim, shape));
-        if (lo >= hi)
-            return WSYNC_OK; /* all padding */
-        b.src_start[0] = lo;
-        b.src_stop[0] = hi;
-        return wsync_target_add_block(t, &b);
-    }
-    case WSYNC_SPLIT_ROWS: {
-        member_t *m = gr->m;
-        int64_t rows = 0;
-        qsort(m, gr->n, sizeof(*m), cmp_member);
-        for (k = 0; k < nalts; k++)
-            if ((size_t)k >= gr->n || m[k].alt != k)
-                return wsync_error(WSYNC_ERR_INVALID,
-                                   "rules: '%s' fuses %d parts by \"%s\" but part %d is missing "
-                                   "or repeated (next to tensor '%s')",
-                                   gr->name, nalts, ru->match, k, s->name);
-        if (gr->n != (size_t)nalts)
-            return wsync_error(WSYNC_ERR_INVALID, "rules: '%s': tensors of %d parts expected by \"%s\", found %zu",
-                               gr->name, nalts, ru->match, gr->n);
-        WSYNC_CHECK(same_shapes(g, gr, nalts, d0));
-        for (k = 0; k < nalts; k++) {
-            WSYNC_CHECK(divides(&g->mf->tensors[m[k].tensor], 0, d0[k], T, "rows"));
-            rows += d0[k] / T;
-        }
-        shape[0] = rows;
-        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim, shape));
-        for (k = 0, rows = 0; k < nalts; k++) {
-            int64_t per = d0[k] / T;
-            full_block(&g->mf->tensors[m[k].tensor], m[k].tensor, &b);
-            b.src_start[0] = K * per;
-            b.src_stop[0] = (K + 1) * per;
-            b.dst_start[0] = rows;
-            rows += per;
-            if (per > 0 && g->mf->tensors[m[k].tensor].size > 0)
-                WSYNC_CHECK(wsync_target_add_block(t, &b));
-        }
-        return WSYNC_OK;
-    }
-    case WSYNC_SPLIT_EXPERTS: {
-        member_t *m = gr->m;
-        long E, e;
-        int64_t off[64], sum = 0;
-        qsort(m, gr->n, sizeof(*m), cmp_member);
-        E = (long)(gr->n / (size_t)nalts);
-        for (i = 0; i < gr->n; i++)
-            if (m[i].expert != (long)(i / (size_t)nalts) || m[i].alt != (int)(i % (size_t)nalts) ||
-                gr->n % (size_t)nalts)
-                return wsync_error(WSYNC_ERR_INVALID,
-                                   "rules: '%s': expert %ld part %d is missing or repeated "
-                                   "(experts 0..E-1 must each have all %d parts of \"%s\"; near tensor '%s')",
-                                   gr->name, (long)(i / (size_t)nalts), (int)(i % (size_t)nalts), nalts, ru->match,
-                                   g->mf->tensors[m[i].tensor].name);
-        WSYNC_CHECK(same_shapes(g, gr, nalts, d0));
-        if (E % T)
-            return wsync_error(WSYNC_ERR_INVALID,
-                               "rules: '%s': %ld experts (from tensor '%s') do not divide by the "
-                               "TP size %d",
-                               gr->name, E, s->name, T);
-        if (s->ndim + 1 > WSYNC_MAX_DIMS)
-            return wsync_error(WSYNC_ERR_INVALID, "rules: tensor '%s' has too many dimensions to stack", s->name);
-        for (k = 0; k < nalts; k++) {
-            off[k] = sum;
-            sum += d0[k];
-        }
-        shape[0] = E / T;
-        shape[1] = sum;
-        for (k = 1; k < s->ndim; k++)
-            shape[k + 1] = s->shape[k];
-        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim + 1, shape));
-        for (e = K * (E / T); e < (K + 1) * (E / T); e++)
-            for (k = 0; k < nalts; k++) {
-                const member_t *mb = &m[(size_t)e * (size_t)nalts + (size_t)k];
-                full_block(&g->mf->tensors[mb->tensor], mb->tensor, &b);
-                b.dst_start[0] = e - K * (E / T);
-                b.dst_start[1] = off[k];
-                if (g->mf->tensors[mb->tensor].size > 0)
-                    WSYNC_CHECK(wsync_target_add_block(t, &b));
-            }
-        return WSYNC_OK;
-    }
+    case WSYNC_SPLIT_VOCAB: return split_vocab(g, gr, ru, t);
+    case WSYNC_SPLIT_ROWS: return split_rows(g, gr, ru, nalts, t);
+    case WSYNC_SPLIT_EXPERTS: return split_experts(g, gr, ru, nalts, t);
     }
     return wsync_error(WSYNC_ERR_INTERNAL, "rules: unknown split %d", (int)split);
 }

@@ -54,33 +54,6 @@ typedef struct build {
     size_t next;
 } build_t;
 
-void wsync_node_plan_free(wsync_node_plan_t *np)
-{
-    int r;
-    if (np == NULL)
-        return;
-    for (r = 0; np->rank_puts && r < np->world; r++)
-        free(np->rank_puts[r]);
-    free(np->rank_puts);
-    free(np->rank_nputs);
-    free(np->puts);
-    free(np->runs);
-    free(np->chunks);
-    free(np->copies);
-    free(np->land_bytes);
-    free(np->holds_bytes);
-    free(np);
-}
-
-uint64_t wsync_node_plan_send_bytes(const wsync_node_plan_t *np, int rank)
-{
-    uint64_t b = 0;
-    size_t i;
-    for (i = 0; i < np->rank_nputs[rank]; i++)
-        b += np->puts[np->rank_puts[rank][i]].len;
-    return b;
-}
-
 static int cmp_ext(const void *a, const void *b)
 {
     const ext_ref_t *x = a, *y = b;
@@ -481,52 +454,20 @@ static wsync_status_t merge_copies(build_t *b, wsync_node_plan_t *np)
     return WSYNC_OK;
 }
 
+/* The plan's chunks (where each lands, which source chunk it is), then its
+ * indexes (target_plan_index.c). */
 static wsync_status_t finish(build_t *b, wsync_node_plan_t *np)
 {
-    size_t k, *fill;
-    int r;
+    size_t k;
     np->nchunks = (uint32_t)b->nunits;
     np->chunks = calloc(b->nunits + 1, sizeof(*np->chunks));
-    np->rank_nputs = calloc((size_t)np->world, sizeof(*np->rank_nputs));
-    np->rank_puts = calloc((size_t)np->world, sizeof(*np->rank_puts));
-    fill = calloc((size_t)np->world, sizeof(*fill));
-    if (np->chunks == NULL || np->rank_nputs == NULL || np->rank_puts == NULL || fill == NULL) {
-        free(fill);
+    if (np->chunks == NULL)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory building the plan");
-    }
     for (k = 0; k < b->nunits; k++) {
         np->chunks[k].land_rank = b->units[k].land;
         np->chunks[k].src_chunk = b->units[k].src_chunk;
     }
-    for (k = np->nputs; k-- > 0;) {
-        wsync_tchunk_t *c = &np->chunks[np->puts[k].chunk];
-        c->first_put = k;
-        c->nputs++;
-        c->bytes += np->puts[k].len;
-        np->rank_nputs[np->puts[k].src_rank]++;
-        np->network_bytes += np->puts[k].len;
-        np->land_bytes[np->puts[k].land_rank] += np->puts[k].len;
-        np->holds_bytes[np->puts[k].land_rank] += np->puts[k].len;
-    }
-    for (k = np->ncopies; k-- > 0;) {
-        wsync_tchunk_t *c = &np->chunks[np->copies[k].chunk];
-        c->first_copy = k;
-        c->ncopies++;
-        np->holds_bytes[np->copies[k].to_rank] += np->copies[k].len;
-    }
-    for (r = 0; r < np->world; r++) {
-        np->rank_puts[r] = calloc(np->rank_nputs[r] ? np->rank_nputs[r] : 1, sizeof(uint32_t));
-        if (np->rank_puts[r] == NULL) {
-            free(fill);
-            return wsync_error(WSYNC_ERR_NOMEM, "out of memory building the plan");
-        }
-    }
-    for (k = 0; k < np->nputs; k++) {
-        r = np->puts[k].src_rank;
-        np->rank_puts[r][fill[r]++] = (uint32_t)k;
-    }
-    free(fill);
-    return WSYNC_OK;
+    return tp_index(np);
 }
 
 wsync_status_t wsync_node_plan_build(const wsync_manifest_t *m, const wsync_layout_t *layout, int local_ranks,

@@ -1,6 +1,6 @@
 /* target_plan_internal.h: the steps of the node plan (target_plan.c) that
- * target_cells.c implements: the distinct source bytes a node needs, as
- * cells. */
+ * other files implement: the distinct source bytes a node needs, as cells
+ * (target_cells.c), and the finished plan's indexes (target_plan_index.c). */
 #ifndef WSYNC_COMMON_TARGET_PLAN_INTERNAL_H
 #define WSYNC_COMMON_TARGET_PLAN_INTERNAL_H
 
@@ -76,5 +76,11 @@ typedef struct tp_sub {
 /* The parts of the region inside the byte interval [a, b) of the image: at
  * most a partial first row, whole rows, a partial last row (in that order). */
 int tp_cut(uint64_t src, uint64_t stride, uint64_t width, uint64_t rows, uint64_t a, uint64_t b, tp_sub_t out[3]);
+
+/* Fills each chunk's first_put/nputs/bytes and first_copy/ncopies, each
+ * trainer rank's puts (rank_nputs, rank_puts) and the plan's byte counts,
+ * from np->puts and np->copies; np->chunks (nchunks + 1 of them, zeroed but
+ * for land_rank and src_chunk), land_bytes and holds_bytes are allocated. */
+wsync_status_t tp_index(wsync_node_plan_t *np);
 
 #endif

@@ -16,11 +16,13 @@ check tree_files_and_functions_within_limits [ $? = 0 ]
 grep -v '^files and functions: ' "$TMP/sizes" | head -20 >&2
 
 # Planted faults: a base header including a transport, two folders of one
-# layer including each other, a 601-line file and a 121-line function.
+# layer including each other, the command line including a receiver's
+# internals, a 601-line file and a 121-line function.
 mkdir -p "$TMP/t/common/base" "$TMP/t/common/net" "$TMP/t/common/digest" "$TMP/t/cli"
 printf '#include "common/transport/transport.h"\n' >"$TMP/t/common/base/a.h"
 printf '#include "common/digest/b.h"\n' >"$TMP/t/common/net/a.h"
 printf '#include "common/net/a.h"\n' >"$TMP/t/common/digest/b.h"
+printf '#include "engine_side/receiver_internal.h"\n' >"$TMP/t/cli/internals.c"
 { echo 'int f(void)'; echo '{'; for i in $(seq 118); do echo '    ;'; done; echo '}'; } >"$TMP/t/cli/f.c"
 for i in $(seq 601); do echo "/* $i */"; done >"$TMP/t/cli/long.c"
 python3 $CHECK "$TMP/t" >"$TMP/planted" 2>&1
@@ -28,5 +30,6 @@ rc=$?
 check tree_check_fails_on_planted_faults [ $rc = 1 ]
 check tree_check_names_upward_include grep -q 'common/base/a.h:1: #include "common/transport/transport.h".*higher layer' "$TMP/planted"
 check tree_check_names_same_layer_pair grep -q 'common/net/a.h:1: .*one layer' "$TMP/planted"
+check tree_check_names_cli_internals grep -q 'cli/internals.c:1: #include "engine_side/receiver_internal.h": the command line' "$TMP/planted"
 check tree_check_names_long_file grep -q 'cli/long.c has 601 lines' "$TMP/planted"
 check tree_check_names_long_function grep -q 'cli/f.c:1: f() has 121 lines' "$TMP/planted"

@@ -5,6 +5,9 @@ naming each file that breaks a rule:
   layers     a file may include its own folder's headers and those of lower
              layers (LAYERS, lowest first); a lower layer including a higher
              one, or two folders of one layer including each other, fails;
+             so does a file in cli/ including another folder's *_internal.h
+             (the command line uses the public API, or a small header made
+             for it such as engine_side/receiver_cli.h);
   files      no source file over 600 lines;
   functions  no function over 120 lines (from its name's line to its closing
              brace) in common/, engine_side/, trainer_side/ and cli/.
@@ -73,6 +76,10 @@ def check_layers(root, files, faults):
                 dst = folder_of(m.group(1))
                 if dst is None or dst == src:
                     continue
+                if src == "cli" and m.group(1).endswith("_internal.h"):
+                    faults.append(f"layers: {f}:{lineno}: #include \"{m.group(1)}\": the command line may not "
+                                  f"include another folder's internals; use the public API or a small "
+                                  f"header that says what the command line needs and why (as receiver_cli.h)")
                 edges.setdefault((src, dst), []).append(f"{f}:{lineno}: #include \"{m.group(1)}\"")
     for (src, dst), where in sorted(edges.items()):
         if RANK[dst] > RANK[src]:

@@ -43,6 +43,7 @@
 #include "engine_side/receiver_internal.h"
 #include "engine_side/wsync_receiver.h"
 #include "tests/test.h"
+#include "tests/unit/rig.h"
 #include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
@@ -236,12 +237,7 @@ static void key_at_matches_the_word_keys(void)
 #define CHUNK (1u << 20)
 #define L 2
 
-typedef struct rig {
-    wsync_control_server_t *server;
-    wsync_publisher_t *pub;
-    wsync_manifest_t *m;
-    char *manifest_json, *src, *sent; /* sent: the bytes of the last clean version */
-} rig_t;
+typedef test_rig_t rig_t; /* g->sent: the bytes of the last clean version */
 
 typedef struct rank {
     wsync_receiver_t *recv;
@@ -254,37 +250,8 @@ typedef struct rank {
 
 static int rig_up(rig_t *g)
 {
-    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
-    wsync_publisher_config_t pc = {.rank = 0,
-                                   .world = 1,
-                                   .chunk_size = CHUNK,
-                                   .listen = "127.0.0.1:0",
-                                   .advertise_host = "127.0.0.1",
-                                   .host_id = "dests-whole-trainer"};
-    json_t *mj = NULL;
-    memset(g, 0, sizeof(*g));
-    if (wsync_manifest_synthetic(IMAGE, &g->m) != WSYNC_OK || wsync_manifest_to_json(g->m, &mj) != WSYNC_OK ||
-        (g->manifest_json = json_dumps(mj, JSON_COMPACT)) == NULL)
-        return -1;
-    json_decref(mj);
-    if ((g->src = malloc(g->m->image_size)) == NULL || (g->sent = malloc(g->m->image_size)) == NULL)
-        return -1;
-    if (wsync_control_server_start(&sc, &g->server) != WSYNC_OK)
-        return -1;
-    pc.control_url = wsync_control_server_url(g->server);
-    pc.manifest_json = g->manifest_json;
-    pc.image = g->src;
-    return wsync_publisher_create(&pc, &g->pub) == WSYNC_OK ? 0 : -1;
-}
-
-static void rig_down(rig_t *g)
-{
-    wsync_publisher_destroy(g->pub);
-    wsync_control_server_stop(g->server);
-    wsync_manifest_free(g->m);
-    free(g->src);
-    free(g->sent);
-    free(g->manifest_json);
+    const test_rig_opts_t o = {.name = "dests-whole", .image = IMAGE, .chunk = CHUNK, .sent = 1};
+    return test_rig_up(g, &o);
 }
 
 static void *pull_main(void *arg)
@@ -388,7 +355,7 @@ static void whole_image_dests(wsync_mode_t mode, const char *engine)
     if (rig_up(&g) != 0 || ranks_up(&g, ranks, mode, engine) != 0) {
         fprintf(stderr, "  set-up: %s\n", wsync_last_error());
         CHECK(!"set-up");
-        rig_down(&g);
+        test_rig_down(&g);
         return;
     }
     CHECK_EQ(publish_and_pull(&g, ranks, 1, 0), 0);
@@ -411,7 +378,7 @@ static void whole_image_dests(wsync_mode_t mode, const char *engine)
     CHECK_EQ(publish_and_pull(&g, ranks, 4, 0), 0);
     CHECK(dests_hold_sent(&g, ranks));
     ranks_down(ranks);
-    rig_down(&g);
+    test_rig_down(&g);
 }
 
 static void staged_whole_image_dests(void)
@@ -439,7 +406,7 @@ static void wrong_byte_count_is_refused_naming_the_tensor(void)
                                   .ndests = 1};
     if (rig_up(&g) != 0) {
         CHECK(!"set-up");
-        rig_down(&g);
+        test_rig_down(&g);
         return;
     }
     d.name = g.m->tensors[1].name;
@@ -457,7 +424,7 @@ static void wrong_byte_count_is_refused_naming_the_tensor(void)
     CHECK_FAILS(wsync_receiver_pull(r, 1, 20000, NULL), WSYNC_ERR_INVALID,
                 "'no.such.tensor' is not a tensor of the published manifest");
     wsync_receiver_destroy(r);
-    rig_down(&g);
+    test_rig_down(&g);
 }
 
 static uint64_t allocated(int fd)

@@ -13,79 +13,19 @@
 #include "common/base/util.h"
 #include "engine_side/wsync_receiver.h"
 #include "tests/test.h"
+#include "tests/unit/rig.h"
 #include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
 #define IMAGE (1u << 20)
 #define CHUNK (256u << 10)
 
-typedef struct rig {
-    wsync_control_server_t *server;
-    wsync_publisher_t *pub;
-    wsync_receiver_t *recv;
-    char *manifest_json;
-    char *src;
-    size_t size;
-} rig_t;
-
-static int rig_up(rig_t *g)
-{
-    static char host_id[64];
-    static int n;
-    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
-    wsync_publisher_config_t pc = {.rank = 0,
-                                   .world = 1,
-                                   .chunk_size = CHUNK,
-                                   .listen = "127.0.0.1:0",
-                                   .advertise_host = "127.0.0.1",
-                                   .host_id = "futuretest-trainer"};
-    wsync_receiver_config_t rc = {.engine_id = "futuretest-engine",
-                                  .local_rank = 0,
-                                  .local_world = 1,
-                                  .mode = WSYNC_MODE_STAGED,
-                                  .transport = "tcp",
-                                  .bind_host = "127.0.0.1",
-                                  .host_id = host_id};
-    wsync_manifest_t *m = NULL;
-    json_t *mj = NULL;
-
-    /* the node board is named by host id and engine id: one per case and run */
-    snprintf(host_id, sizeof(host_id), "futuretest-host-%d-%d", (int)getpid(), n++);
-    memset(g, 0, sizeof(*g));
-    if (wsync_manifest_synthetic(IMAGE, &m) != WSYNC_OK || wsync_manifest_to_json(m, &mj) != WSYNC_OK ||
-        (g->manifest_json = json_dumps(mj, JSON_COMPACT)) == NULL)
-        return -1;
-    g->size = m->image_size;
-    json_decref(mj);
-    wsync_manifest_free(m);
-    if ((g->src = malloc(g->size)) == NULL)
-        return -1;
-    if (wsync_control_server_start(&sc, &g->server) != WSYNC_OK)
-        return -1;
-    pc.control_url = rc.control_url = wsync_control_server_url(g->server);
-    pc.manifest_json = g->manifest_json;
-    pc.image = g->src;
-    if (wsync_publisher_create(&pc, &g->pub) != WSYNC_OK || wsync_receiver_create(&rc, &g->recv) != WSYNC_OK)
-        return -1;
-    return 0;
-}
+typedef test_rig_t rig_t;
 
 static int rig_ok(rig_t *g)
 {
-    if (rig_up(g) == 0)
-        return 1;
-    fprintf(stderr, "  set-up: %s\n", wsync_last_error());
-    CHECK(!"set-up");
-    return 0;
-}
-
-static void rig_down(rig_t *g)
-{
-    wsync_receiver_destroy(g->recv);
-    wsync_publisher_destroy(g->pub);
-    wsync_control_server_stop(g->server);
-    free(g->src);
-    free(g->manifest_json);
+    const test_rig_opts_t o = {.name = "futuretest", .image = IMAGE, .chunk = CHUNK, .receiver = 1};
+    return test_rig_ok(g, &o);
 }
 
 static wsync_status_t publish(rig_t *g, uint64_t v)
@@ -160,7 +100,7 @@ static void test_pull_of_unpublished_version_waits_for_it(void)
     CHECK_EQ(j.got, 3);
     CHECK(holds(&g, 3));
 out:
-    rig_down(&g);
+    test_rig_down(&g);
 }
 
 /* pull(5) when 5 never comes: a timeout naming the version, after the
@@ -178,7 +118,7 @@ static void test_pull_of_unpublished_version_times_out(void)
     CHECK(wsync_now_s() - t0 >= 0.7);
     CHECK_EQ(wsync_receiver_version(g.recv), 0);
 out:
-    rig_down(&g);
+    test_rig_down(&g);
 }
 
 /* Ten versions published, the endpoint keeps the last eight: pull(1) fails
@@ -200,7 +140,7 @@ static void test_pull_of_version_no_longer_retained_fails_at_once(void)
     CHECK_EQ(got, 10);
     CHECK(holds(&g, 10));
 out:
-    rig_down(&g);
+    test_rig_down(&g);
 }
 
 int main(void)

@@ -30,6 +30,7 @@
 #include "common/base/util.h"
 #include "engine_side/wsync_receiver.h"
 #include "tests/test.h"
+#include "tests/unit/rig.h"
 #include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
@@ -38,12 +39,7 @@
 #define O_PROJ "model.layers.0.self_attn.o_proj.weight"
 #define EMBED "model.embed_tokens.weight"
 
-typedef struct rig {
-    wsync_control_server_t *server;
-    wsync_publisher_t *pub;
-    wsync_manifest_t *m;
-    char *manifest_json, *src;
-} rig_t;
+typedef test_rig_t rig_t;
 
 typedef struct pull_job {
     wsync_receiver_t *recv;
@@ -61,47 +57,8 @@ static void *pull_main(void *arg)
 
 static int rig_up(rig_t *g)
 {
-    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
-    wsync_publisher_config_t pc = {.rank = 0,
-                                   .world = 1,
-                                   .chunk_size = CHUNK,
-                                   .listen = "127.0.0.1:0",
-                                   .advertise_host = "127.0.0.1",
-                                   .host_id = "dests-trainer"};
-    json_t *mj = NULL;
-    memset(g, 0, sizeof(*g));
-    if (wsync_manifest_synthetic(IMAGE, &g->m) != WSYNC_OK || wsync_manifest_to_json(g->m, &mj) != WSYNC_OK ||
-        (g->manifest_json = json_dumps(mj, JSON_COMPACT)) == NULL)
-        return -1;
-    json_decref(mj);
-    if ((g->src = malloc(g->m->image_size)) == NULL)
-        return -1;
-    wsync_fill_pattern(g->src, g->m->image_size, 0, 7);
-    if (wsync_control_server_start(&sc, &g->server) != WSYNC_OK)
-        return -1;
-    pc.control_url = wsync_control_server_url(g->server);
-    pc.manifest_json = g->manifest_json;
-    pc.image = g->src;
-    return wsync_publisher_create(&pc, &g->pub) == WSYNC_OK ? 0 : -1;
-}
-
-static void rig_down(rig_t *g)
-{
-    wsync_publisher_destroy(g->pub);
-    wsync_control_server_stop(g->server);
-    wsync_manifest_free(g->m);
-    free(g->src);
-    free(g->manifest_json);
-}
-
-/* The engine's node board is an abstract Unix socket named by host id and
- * engine id: a host id of this process's own (pid and a count) keeps two
- * runs of this test on one machine apart. */
-static const char *unique_host_id(char *buf, size_t len)
-{
-    static int n;
-    snprintf(buf, len, "dests-engine-%d-%d", (int)getpid(), n++);
-    return buf;
+    const test_rig_opts_t o = {.name = "dests", .image = IMAGE, .chunk = CHUNK, .fill_version = 7};
+    return test_rig_up(g, &o);
 }
 
 /* A receiver for TP rank 0 of 2 with `dests`; pulls the next version while
@@ -117,7 +74,7 @@ static wsync_status_t pull_mode(rig_t *g, const char *engine, wsync_mode_t mode,
                                   .local_world = 1,
                                   .transport = "tcp",
                                   .bind_host = "127.0.0.1",
-                                  .host_id = unique_host_id(host_id, sizeof(host_id)),
+                                  .host_id = test_rig_host_id("dests-engine", host_id, sizeof(host_id)),
                                   .tp_size = 2,
                                   .dests = dests,
                                   .ndests = n};
@@ -173,7 +130,7 @@ static void caller_tensors_get_the_verified_slices(wsync_mode_t mode, int K, con
     if (rig_up(&g) != 0) {
         fprintf(stderr, "  set-up: %s\n", wsync_last_error());
         CHECK(!"set-up");
-        rig_down(&g);
+        test_rig_down(&g);
         return;
     }
     o = &g.m->tensors[wsync_manifest_find(g.m, O_PROJ)];
@@ -219,7 +176,7 @@ static void caller_tensors_get_the_verified_slices(wsync_mode_t mode, int K, con
     free(e_buf);
     free(o_want);
     free(e_want);
-    rig_down(&g);
+    test_rig_down(&g);
 }
 
 /* How many of this process's memfd images ("wsync-image") hold under a
@@ -259,7 +216,7 @@ static void every_tensor_in_place_sparse_image_and_a_corrupted_run(void)
     size_t k, n = 0, io = 0;
     if (rig_up(&g) != 0 || wsync_target_from_rules(g.m, wsync_rules_builtin(), 2, 0, &t) != WSYNC_OK) {
         CHECK(!"set-up");
-        rig_down(&g);
+        test_rig_down(&g);
         return;
     }
     n = t->ndests;
@@ -316,7 +273,7 @@ out:
     free(d);
     free(o_want);
     wsync_target_free(t);
-    rig_down(&g);
+    test_rig_down(&g);
 }
 
 static void destinations_not_in_the_target_are_refused(void)
@@ -328,7 +285,7 @@ static void destinations_not_in_the_target_are_refused(void)
     wsync_dest_tensor_t wrong = {.name = O_PROJ, .ptr = buf, .nbytes = 64};
     if (rig_up(&g) != 0) {
         CHECK(!"set-up");
-        rig_down(&g);
+        test_rig_down(&g);
         return;
     }
     CHECK(pull_with(&g, "dests-unknown", &unknown, 1, 1, &r, err, sizeof(err)) != WSYNC_OK);
@@ -340,7 +297,7 @@ static void destinations_not_in_the_target_are_refused(void)
     if (!strstr(err, "has 64 bytes"))
         fprintf(stderr, "  got: %s\n", err);
     wsync_receiver_destroy(r);
-    rig_down(&g);
+    test_rig_down(&g);
 }
 
 static void staged_caller_tensors_get_the_verified_slices(void)

@@ -17,56 +17,21 @@
 #include "common/base/util.h"
 #include "engine_side/wsync_receiver.h"
 #include "tests/test.h"
+#include "tests/unit/rig.h"
 #include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
 #define IMAGE (1u << 20)
 #define CHUNK (256u << 10)
 
-typedef struct rig {
-    wsync_control_server_t *server;
-    wsync_publisher_t *pub;
-    char *manifest_json;
-    char *src;
-    char host_id[64];
-} rig_t;
+typedef test_rig_t rig_t;
 
-static int rig_up(rig_t *g)
+/* One trainer rank serving zero-copy; engines register from its host
+ * (g->host_id) themselves. */
+static int rig_ok(rig_t *g)
 {
-    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
-    wsync_publisher_config_t pc = {.rank = 0,
-                                   .world = 1,
-                                   .chunk_size = CHUNK,
-                                   .listen = "127.0.0.1:0",
-                                   .advertise_host = "127.0.0.1",
-                                   .zero_copy = 1};
-    wsync_manifest_t *m = NULL;
-    json_t *mj = NULL;
-    memset(g, 0, sizeof(*g));
-    snprintf(g->host_id, sizeof(g->host_id), "holdtest-host-%d", (int)getpid());
-    pc.host_id = g->host_id;
-    if (wsync_manifest_synthetic(IMAGE, &m) != WSYNC_OK || wsync_manifest_to_json(m, &mj) != WSYNC_OK ||
-        (g->manifest_json = json_dumps(mj, JSON_COMPACT)) == NULL)
-        return -1;
-    json_decref(mj);
-    if ((g->src = malloc(m->image_size)) == NULL)
-        return -1;
-    wsync_fill_pattern(g->src, m->image_size, 0, 1);
-    wsync_manifest_free(m);
-    if (wsync_control_server_start(&sc, &g->server) != WSYNC_OK)
-        return -1;
-    pc.control_url = wsync_control_server_url(g->server);
-    pc.manifest_json = g->manifest_json;
-    pc.image = g->src;
-    return wsync_publisher_create(&pc, &g->pub) == WSYNC_OK ? 0 : -1;
-}
-
-static void rig_down(rig_t *g)
-{
-    wsync_publisher_destroy(g->pub);
-    wsync_control_server_stop(g->server);
-    free(g->src);
-    free(g->manifest_json);
+    const test_rig_opts_t o = {.name = "holdtest", .image = IMAGE, .chunk = CHUNK, .zero_copy = 1, .fill_version = 1};
+    return test_rig_ok(g, &o);
 }
 
 static size_t collect(char *data, size_t size, size_t n, void *arg)
@@ -107,11 +72,8 @@ static void test_wait_held_does_not_poll_every_ms(void)
     json_t *ep = NULL;
     double t0, took;
     long before, looks;
-    if (rig_up(&g) != 0) {
-        fprintf(stderr, "  set-up: %s\n", wsync_last_error());
-        CHECK(!"set-up");
+    if (!rig_ok(&g))
         goto out;
-    }
     ep = json_pack("{s:s}", "host_id", g.host_id);
     CHECK_OK(wsync_control_open(wsync_control_server_url(g.server), NULL, &c));
     CHECK_OK(wsync_control_register_engine(c, "idle-node", "localhost", 1, ep));
@@ -127,7 +89,7 @@ static void test_wait_held_does_not_poll_every_ms(void)
 out:
     json_decref(ep);
     wsync_control_close(c);
-    rig_down(&g);
+    test_rig_down(&g);
 }
 
 typedef struct pull_job {
@@ -159,11 +121,8 @@ static void test_wait_held_returns_once_the_node_holds_it(void)
     pull_job_t j = {0};
     pthread_t th;
     double t_held;
-    if (rig_up(&g) != 0) {
-        fprintf(stderr, "  set-up: %s\n", wsync_last_error());
-        CHECK(!"set-up");
+    if (!rig_ok(&g))
         goto out;
-    }
     rc.control_url = wsync_control_server_url(g.server);
     rc.host_id = g.host_id;
     CHECK_OK(wsync_receiver_create(&rc, &r));
@@ -180,7 +139,7 @@ static void test_wait_held_returns_once_the_node_holds_it(void)
     CHECK(t_held - j.t_done < 2.0);
 out:
     wsync_receiver_destroy(r);
-    rig_down(&g);
+    test_rig_down(&g);
 }
 
 int main(void)

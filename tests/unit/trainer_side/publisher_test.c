@@ -14,6 +14,7 @@
 #include "common/base/util.h"
 #include "engine_side/wsync_receiver.h"
 #include "tests/test.h"
+#include "tests/unit/rig.h"
 #include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
@@ -21,14 +22,7 @@
 #define CHUNK (1u << 20) /* 8 pieces, all from rank 0 */
 #define DELAY_MS 100     /* per piece copied (trainer) and landed (engine) */
 
-typedef struct rig {
-    wsync_control_server_t *server;
-    wsync_publisher_t *pub;
-    wsync_receiver_t *recv;
-    char *manifest_json;
-    char *src;
-    size_t size;
-} rig_t;
+typedef test_rig_t rig_t;
 
 typedef struct pull_job {
     wsync_receiver_t *recv;
@@ -38,73 +32,11 @@ typedef struct pull_job {
     char error[512];
 } pull_job_t;
 
-/* The engine's node board is an abstract Unix socket named by host id and
- * engine id: a host id of this process's own (pid and a count) keeps two
- * runs of this test on one machine, and the cases of one run, apart. */
-static const char *unique_host_id(char *buf, size_t len)
-{
-    static int n;
-    snprintf(buf, len, "pubtest-engine-host-%d-%d", (int)getpid(), n++);
-    return buf;
-}
-
-static int rig_up(rig_t *g, uint64_t image, uint64_t chunk, int threads)
-{
-    static char host_id[64];
-    wsync_control_server_config_t sc = {.listen = "127.0.0.1:0"};
-    wsync_publisher_config_t pc = {.rank = 0,
-                                   .world = 1,
-                                   .chunk_size = chunk,
-                                   .listen = "127.0.0.1:0",
-                                   .advertise_host = "127.0.0.1",
-                                   .host_id = "pubtest-trainer",
-                                   .threads = threads};
-    wsync_receiver_config_t rc = {.engine_id = "pubtest-engine",
-                                  .local_rank = 0,
-                                  .local_world = 1,
-                                  .mode = WSYNC_MODE_STAGED,
-                                  .transport = "tcp",
-                                  .bind_host = "127.0.0.1",
-                                  .host_id = unique_host_id(host_id, sizeof(host_id))};
-    wsync_manifest_t *m = NULL;
-    json_t *mj = NULL;
-
-    memset(g, 0, sizeof(*g));
-    if (wsync_manifest_synthetic(image, &m) != WSYNC_OK || wsync_manifest_to_json(m, &mj) != WSYNC_OK ||
-        (g->manifest_json = json_dumps(mj, JSON_COMPACT)) == NULL)
-        return -1;
-    g->size = m->image_size;
-    json_decref(mj);
-    wsync_manifest_free(m);
-    if ((g->src = malloc(g->size)) == NULL)
-        return -1;
-    if (wsync_control_server_start(&sc, &g->server) != WSYNC_OK)
-        return -1;
-    pc.control_url = rc.control_url = wsync_control_server_url(g->server);
-    pc.manifest_json = g->manifest_json;
-    pc.image = g->src;
-    if (wsync_publisher_create(&pc, &g->pub) != WSYNC_OK || wsync_receiver_create(&rc, &g->recv) != WSYNC_OK)
-        return -1;
-    return 0;
-}
-
 /* A rig, or the case fails saying why. */
 static int rig_ok(rig_t *g, uint64_t image, uint64_t chunk, int threads)
 {
-    if (rig_up(g, image, chunk, threads) == 0)
-        return 1;
-    fprintf(stderr, "  set-up: %s\n", wsync_last_error());
-    CHECK(!"set-up");
-    return 0;
-}
-
-static void rig_down(rig_t *g)
-{
-    wsync_receiver_destroy(g->recv);
-    wsync_publisher_destroy(g->pub);
-    wsync_control_server_stop(g->server);
-    free(g->src);
-    free(g->manifest_json);
+    const test_rig_opts_t o = {.name = "pubtest", .image = image, .chunk = chunk, .threads = threads, .receiver = 1};
+    return test_rig_ok(g, &o);
 }
 
 static void *pull_main(void *arg)
@@ -180,7 +112,7 @@ static void test_engine_pulls_while_publish_copies(void)
         fprintf(stderr, "  engine ready %.3f s after publish() returned (publish %.3f s)\n", j.t_done - t1, t1 - t0);
     CHECK(j.t_done - t1 < 4 * DELAY_MS / 1000.0);
 out:
-    rig_down(&g);
+    test_rig_down(&g);
     unsetenv("WSYNC_TEST_COPY_DELAY_MS");
     unsetenv("WSYNC_TEST_LAND_DELAY_MS");
     wsync_settings_reload(); /* the hooks are read once, at start */
@@ -222,7 +154,7 @@ static void test_failed_copy_withdraws_version(void)
     CHECK_EQ(got, 2);
     CHECK(holds(&g, 2));
 out:
-    rig_down(&g);
+    test_rig_down(&g);
     unsetenv("WSYNC_TEST_COPY_DELAY_MS");
     unsetenv("WSYNC_TEST_COPY_FAIL_PIECE");
     wsync_settings_reload(); /* the hooks are read once, at start */
@@ -245,7 +177,7 @@ static void test_big_pieces_copied_by_blocks(void)
     CHECK_EQ(j.got, 5);
     CHECK(holds(&g, 5));
 out:
-    rig_down(&g);
+    test_rig_down(&g);
 }
 
 int main(void)

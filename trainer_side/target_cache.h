@@ -1,0 +1,77 @@
+/* target_cache.h: what a publisher keeps for engines with their own layouts
+ * (pull_targets.c, target_digests.c, target_stage.c): the targets and node
+ * plans seen in pulls, the segment digests per (version, target), and the
+ * stages packed puts read from. Owned by the publisher; freed at destroy. */
+#ifndef WSYNC_TRAINER_TARGET_CACHE_H
+#define WSYNC_TRAINER_TARGET_CACHE_H
+
+#include <pthread.h>
+
+#include <jansson.h>
+
+#include "common/proto/pull_request.h"
+#include "common/targets/target_plan.h"
+#include "trainer_side/serving.h"
+
+typedef struct pub_target pub_target_t;
+typedef struct pub_nplan pub_nplan_t;
+typedef struct pub_segdig pub_segdig_t;
+typedef struct pub_tdig pub_tdig_t;
+typedef struct pub_stage pub_stage_t;
+
+typedef struct pub_target_cache {
+    pthread_mutex_t lock; /* targets, nplans, segdigs */
+    pub_target_t *targets;
+    pub_nplan_t *nplans;
+    pub_segdig_t *segdigs;
+    pub_stage_t *stages; /* target_stage.c, under the publisher's lock (p->lock) */
+} pub_target_cache_t;
+
+typedef struct pub_treq {
+    pub_nplan_t *plan;   /* the node plan over the request's targets */
+    pub_target_t *asker; /* the asking rank's target (its digest cache is filled in) */
+} pub_treq_t;
+
+/* pull_targets.c: a pull of a node with targets. resolve (no lock held):
+ * the request's targets and node plan, cached; put (p->lock held, slot s
+ * copied): every put of mine landing on the asking rank, packed when its
+ * source is not contiguous, counted in r; digests (no p->lock, s pinned):
+ * "segments" of the asking rank's target that I own into reply; free: the
+ * caches, at destroy. */
+wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_request_t *q, pub_treq_t *tr);
+wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr,
+                               const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
+                               uint64_t deadline, size_t *nputs, uint64_t *bytes);
+wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
+                                   uint64_t version, json_t *reply);
+void pub_targets_free(wsync_publisher_t *p);
+/* pull_targets.c: the span of slot s holding image offset off (NULL: none of
+ * mine); gather runs of slot s into dst (memory of the publisher's kind). */
+const pub_span_t *pub_span_at(const wsync_publisher_t *p, const pub_slot_t *s, uint64_t off);
+wsync_status_t pub_gather(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_run2d_t *runs, size_t n,
+                          void *dst);
+/* The runs of put `pu` of np with src_off relative to the memory area of
+ * slot s holding them, into out (pu->nruns of them), *area set; 0 when they
+ * do not all lie in one span. */
+int pub_area_runs(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *np,
+                  const wsync_tput_t *pu, wsync_run2d_t *out, int *area);
+/* target_digests.c: the digests of the segments of `seg` this rank owns, in
+ * the version of slot s, into out ({"<segment id>": "hex"}); *dig caches how
+ * (built on the first call, for the target; under the cache's lock). */
+wsync_status_t pub_tdig_compute(wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *seg,
+                                pub_tdig_t **dig, json_t *out);
+void pub_tdig_free(pub_tdig_t *d);
+/* target_stage.c (p->lock held): the stage of the `n` packed puts `puts` of
+ * node plan np (keyed `key`) landing on local rank `asker`, holding the
+ * version of slot s (packed now, the lock dropped meanwhile, unless another
+ * request did) and registered with transport ti; released when no put
+ * reads it any more. Its region and each put's offset in it (k-th packed
+ * put). pub_stages_free: all of them, before the transports close. */
+wsync_status_t pub_stage_acquire(wsync_publisher_t *p, pub_slot_t *s, const void *key, const wsync_node_plan_t *np,
+                                 int asker, const uint32_t *puts, size_t n, int ti, pub_stage_t **out);
+void pub_stage_release(wsync_publisher_t *p, pub_stage_t *st);
+wsync_region_t *pub_stage_region(const pub_stage_t *st, int ti);
+uint64_t pub_stage_offset(const pub_stage_t *st, size_t k);
+void pub_stages_free(wsync_publisher_t *p);
+
+#endif
