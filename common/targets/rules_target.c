@@ -229,6 +229,57 @@ static wsync_status_t same_shapes(gen_t *g, const group_t *gr, int nalts, int64_
     return WSYNC_OK;
 }
 
+/* The experts split (rules.h): experts [K*E/T, (K+1)*E/T) stacked. */
+static wsync_status_t gen_experts(gen_t *g, const group_t *gr, wsync_target_t *t, const wsync_rule_t *ru,
+                                  int nalts, wsync_dtype_t dt)
+{
+    const wsync_tensor_t *s = &g->mf->tensors[gr->m[0].tensor];
+    const int T = g->T, K = g->K;
+    int64_t shape[WSYNC_MAX_DIMS], d0[64];
+    wsync_block_t b;
+    size_t i;
+    int k;
+    member_t *m = gr->m;
+    long E, e;
+    int64_t off[64], sum = 0;
+    qsort(m, gr->n, sizeof(*m), cmp_member);
+    E = (long)(gr->n / (size_t)nalts);
+    for (i = 0; i < gr->n; i++)
+        if (m[i].expert != (long)(i / (size_t)nalts) || m[i].alt != (int)(i % (size_t)nalts) || gr->n % (size_t)nalts)
+            return wsync_error(WSYNC_ERR_INVALID,
+                               "rules: '%s': expert %ld part %d is missing or repeated "
+                               "(experts 0..E-1 must each have all %d parts of \"%s\"; near tensor '%s')",
+                               gr->name, (long)(i / (size_t)nalts), (int)(i % (size_t)nalts), nalts, ru->match,
+                               g->mf->tensors[m[i].tensor].name);
+    WSYNC_CHECK(same_shapes(g, gr, nalts, d0));
+    if (E % T)
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "rules: '%s': %ld experts (from tensor '%s') do not divide by the "
+                           "TP size %d",
+                           gr->name, E, s->name, T);
+    if (s->ndim + 1 > WSYNC_MAX_DIMS)
+        return wsync_error(WSYNC_ERR_INVALID, "rules: tensor '%s' has too many dimensions to stack", s->name);
+    for (k = 0; k < nalts; k++) {
+        off[k] = sum;
+        sum += d0[k];
+    }
+    shape[0] = E / T;
+    shape[1] = sum;
+    for (k = 1; k < s->ndim; k++)
+        shape[k + 1] = s->shape[k];
+    WSYNC_CHECK(wsync_target_add_dest(t, gr->name, dt, s->ndim + 1, shape));
+    for (e = K * (E / T); e < (K + 1) * (E / T); e++)
+        for (k = 0; k < nalts; k++) {
+            const member_t *mb = &m[(size_t)e * (size_t)nalts + (size_t)k];
+            full_block(&g->mf->tensors[mb->tensor], mb->tensor, &b);
+            b.dst_start[0] = e - K * (E / T);
+            b.dst_start[1] = off[k];
+            if (g->mf->tensors[mb->tensor].size > 0)
+                WSYNC_CHECK(wsync_target_add_block(t, &b));
+        }
+    return WSYNC_OK;
+}
+
 static wsync_status_t gen_group(gen_t *g, const group_t *gr, wsync_target_t *t)
 {
     const wsync_rule_t *ru = gr->rule >= 0 ? &g->rules->rules[gr->rule] : NULL;
@@ -236,9 +287,9 @@ static wsync_status_t gen_group(gen_t *g, const group_t *gr, wsync_target_t *t)
     const int T = g->T, K = g->K;
     int64_t shape[WSYNC_MAX_DIMS], d0[64];
     wsync_split_t split = ru ? ru->split : WSYNC_SPLIT_REPLICATE;
+    const wsync_dtype_t dt = ru && ru->fp8 ? WSYNC_DTYPE_F8_E4M3 : s->dtype;
     wsync_block_t b;
     int nalts = ru ? rules_alt_count(ru->match) : 1, k;
-    size_t i;
 
     if (nalts > 64)
         return wsync_error(WSYNC_ERR_INVALID, "rules: rule \"%s\" lists more than 64 parts", ru->match);
@@ -251,7 +302,7 @@ static wsync_status_t gen_group(gen_t *g, const group_t *gr, wsync_target_t *t)
     full_block(s, gr->m[0].tensor, &b);
     switch (split) {
     case WSYNC_SPLIT_REPLICATE:
-        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim, s->shape));
+        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, dt, s->ndim, s->shape));
         return s->size > 0 ? wsync_target_add_block(t, &b) : WSYNC_OK;
     case WSYNC_SPLIT_COLS:
         if (s->ndim < 2)
@@ -263,7 +314,7 @@ static wsync_status_t gen_group(gen_t *g, const group_t *gr, wsync_target_t *t)
         shape[1] = s->shape[1] / T;
         b.src_start[1] = K * shape[1];
         b.src_stop[1] = (K + 1) * shape[1];
-        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim, shape));
+        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, dt, s->ndim, shape));
         return shape[1] > 0 ? wsync_target_add_block(t, &b) : WSYNC_OK;
     case WSYNC_SPLIT_VOCAB: {
         int64_t V, Vp, per, lo, hi;
@@ -277,7 +328,7 @@ static wsync_status_t gen_group(gen_t *g, const group_t *gr, wsync_target_t *t)
         lo = K * per;
         hi = lo + per < V ? lo + per : V;
         shape[0] = per;
-        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim, shape));
+        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, dt, s->ndim, shape));
         if (lo >= hi)
             return WSYNC_OK; /* all padding */
         b.src_start[0] = lo;
@@ -303,7 +354,7 @@ static wsync_status_t gen_group(gen_t *g, const group_t *gr, wsync_target_t *t)
             rows += d0[k] / T;
         }
         shape[0] = rows;
-        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim, shape));
+        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, dt, s->ndim, shape));
         for (k = 0, rows = 0; k < nalts; k++) {
             int64_t per = d0[k] / T;
             full_block(&g->mf->tensors[m[k].tensor], m[k].tensor, &b);
@@ -316,50 +367,21 @@ static wsync_status_t gen_group(gen_t *g, const group_t *gr, wsync_target_t *t)
         }
         return WSYNC_OK;
     }
-    case WSYNC_SPLIT_EXPERTS: {
-        member_t *m = gr->m;
-        long E, e;
-        int64_t off[64], sum = 0;
-        qsort(m, gr->n, sizeof(*m), cmp_member);
-        E = (long)(gr->n / (size_t)nalts);
-        for (i = 0; i < gr->n; i++)
-            if (m[i].expert != (long)(i / (size_t)nalts) || m[i].alt != (int)(i % (size_t)nalts) ||
-                gr->n % (size_t)nalts)
-                return wsync_error(WSYNC_ERR_INVALID,
-                                   "rules: '%s': expert %ld part %d is missing or repeated "
-                                   "(experts 0..E-1 must each have all %d parts of \"%s\"; near tensor '%s')",
-                                   gr->name, (long)(i / (size_t)nalts), (int)(i % (size_t)nalts), nalts, ru->match,
-                                   g->mf->tensors[m[i].tensor].name);
-        WSYNC_CHECK(same_shapes(g, gr, nalts, d0));
-        if (E % T)
-            return wsync_error(WSYNC_ERR_INVALID,
-                               "rules: '%s': %ld experts (from tensor '%s') do not divide by the "
-                               "TP size %d",
-                               gr->name, E, s->name, T);
-        if (s->ndim + 1 > WSYNC_MAX_DIMS)
-            return wsync_error(WSYNC_ERR_INVALID, "rules: tensor '%s' has too many dimensions to stack", s->name);
-        for (k = 0; k < nalts; k++) {
-            off[k] = sum;
-            sum += d0[k];
-        }
-        shape[0] = E / T;
-        shape[1] = sum;
-        for (k = 1; k < s->ndim; k++)
-            shape[k + 1] = s->shape[k];
-        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim + 1, shape));
-        for (e = K * (E / T); e < (K + 1) * (E / T); e++)
-            for (k = 0; k < nalts; k++) {
-                const member_t *mb = &m[(size_t)e * (size_t)nalts + (size_t)k];
-                full_block(&g->mf->tensors[mb->tensor], mb->tensor, &b);
-                b.dst_start[0] = e - K * (E / T);
-                b.dst_start[1] = off[k];
-                if (g->mf->tensors[mb->tensor].size > 0)
-                    WSYNC_CHECK(wsync_target_add_block(t, &b));
-            }
-        return WSYNC_OK;
-    }
+    case WSYNC_SPLIT_EXPERTS: return gen_experts(g, gr, t, ru, nalts, dt);
     }
     return wsync_error(WSYNC_ERR_INTERNAL, "rules: unknown split %d", (int)split);
+}
+
+/* Makes the destination just generated FP8, its scale named by the rule. */
+static wsync_status_t set_fp8(wsync_target_t *t, const wsync_rule_fp8_t *f, const char *dest)
+{
+    char name[4096];
+    const char *star = strchr(f->scale, '*');
+    if (star != NULL)
+        snprintf(name, sizeof(name), "%.*s%s%s", (int)(star - f->scale), f->scale, dest, star + 1);
+    else
+        snprintf(name, sizeof(name), "%s", f->scale);
+    return wsync_target_set_fp8(t, &f->spec, name);
 }
 
 wsync_status_t wsync_target_from_rules(const wsync_manifest_t *m, const wsync_rules_t *rules, int tp_size,
@@ -378,8 +400,11 @@ wsync_status_t wsync_target_from_rules(const wsync_manifest_t *m, const wsync_ru
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     WSYNC_CHECK_GOTO(group_tensors(&g), st, out);
     WSYNC_CHECK_GOTO(wsync_target_create(&t), st, out);
-    for (i = 0; i < g.ng; i++)
+    for (i = 0; i < g.ng; i++) {
         WSYNC_CHECK_GOTO(gen_group(&g, &g.g[i], t), st, out);
+        if (g.g[i].rule >= 0 && g.rules->rules[g.g[i].rule].fp8 != NULL)
+            WSYNC_CHECK_GOTO(set_fp8(t, g.rules->rules[g.g[i].rule].fp8, g.g[i].name), st, out);
+    }
     WSYNC_CHECK_GOTO(wsync_target_finish(t, m), st, out);
 out:
     gen_free(&g);
