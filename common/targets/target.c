@@ -285,6 +285,8 @@ static wsync_status_t dest_runs(const wsync_target_t *t, const wsync_manifest_t 
                            d->name);
     for (i = 0; i < d->nblocks; i++)
         WSYNC_CHECK(tgt_block_runs(m, d, &t->blocks[d->first_block + i], i, v));
+    if (v->n == first)
+        return WSYNC_OK;
     part = (tgt_runs_t){v->runs + first, v->n - first, v->n - first};
     return tgt_runs_disjoint(d, &part);
 }
