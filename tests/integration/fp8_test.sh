@@ -183,7 +183,11 @@ if [ $rc = 2 ] && grep -q "tensor 'model.layers.1.mlp.experts.3.up_proj.weight' 
 out=$("$WSYNC" target "$TMP/ds.safetensors" --tp 4 --rank 1 --rules "$WSYNC_ROOT/configs/rules/deepseek-fp8.json" 2>&1); rc=$?
 if [ $rc = 2 ] && grep -q "FP8 destination 'model.layers.1.self_attn.qkv_proj.weight' (dim 0, blocks of 128 rows) takes rows \[64, 128) of 'model.layers.1.self_attn.k_proj.weight'" <<<"$out"; then
     pass fp8_tp_that_cuts_a_block_refused; else fail fp8_tp_that_cuts_a_block_refused "rc=$rc: $out"; fi
-# and the plan refuses FP8 targets by name until it moves quantized bytes
+# the target JSON says it
 out=$("$WSYNC" target "$TMP/ds.safetensors" --rules "$WSYNC_ROOT/configs/rules/deepseek-fp8.json" --json > "$TMP/t.json" 2>&1); rc=$?
 if [ $rc = 0 ] && grep -q '"quant"' "$TMP/t.json" && grep -q '"scale_form": "fp32"' "$TMP/t.json"; then pass fp8_target_json_says_it
 else fail fp8_target_json_says_it "rc=$rc: $out"; fi
+# and the plan refuses FP8 targets by name until it moves quantized bytes
+out=$("$WSYNC" plan "$TMP/ds.safetensors" --tp 1 --rules "$WSYNC_ROOT/configs/rules/deepseek-fp8.json" 2>&1); rc=$?
+if [ $rc = 2 ] && grep -q "destination 'model.layers.0.self_attn.q_a_proj.weight' is FP8 (quantized on the way): the node plan does not move quantized destinations yet" <<<"$out"; then
+    pass fp8_plan_refuses_until_wired; else fail fp8_plan_refuses_until_wired "rc=$rc: $out"; fi
