@@ -7,12 +7,16 @@
  * and 4, shapes computed here from the TP arithmetic; a TP slice that cuts a
  * block is refused naming the tensor, the dimension and the block; F16
  * sources, 1-D destinations and bad "quant" objects are refused; the plan
- * refuses FP8 destinations (not wired yet). */
+ * refuses FP8 destinations (not wired yet); bands (fp8_bands.h) tile every
+ * FP8 destination and its scales and, quantized one by one, equal the
+ * destination image wsync_target_fill_host makes, a NaN named by its source
+ * tensor, row and column. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/model/manifest.h"
+#include "common/targets/fp8_bands.h"
 #include "common/targets/rules.h"
 #include "common/targets/target.h"
 #include "tests/test.h"
@@ -238,11 +242,85 @@ static void tp_that_cuts_a_block_is_refused(void)
     wsync_manifest_free(m);
 }
 
+static void bands_quantized_alone_equal_the_whole_image(void)
+{
+    wsync_manifest_t *m = deepseek(512, 256);
+    wsync_rules_t *r = NULL;
+    wsync_target_t *t = NULL;
+    unsigned char *src = NULL, *img = NULL, *q = NULL;
+    float *sc = NULL;
+    uint64_t i, x = 88172645463325252ull;
+    size_t di, nb, k;
+    int bad = 0, nbands = 0;
+    CHECK(m != NULL);
+    CHECK_OK(wsync_rules_load("configs/rules/deepseek-fp8-ue8m0.json", &r));
+    CHECK_OK(wsync_target_from_rules(m, r, 2, 1, &t));
+    if (t == NULL)
+        goto out;
+    src = malloc(m->image_size);
+    img = malloc(t->image_size);
+    q = malloc(t->image_size);
+    sc = malloc(t->image_size);
+    for (i = 0; i + 1 < m->image_size; i += 2) { /* finite BF16 over many binades */
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        src[i] = (unsigned char)x;
+        src[i + 1] = (unsigned char)(((x >> 8) & 0x80) | (0x20 + (x >> 16) % 0x30));
+    }
+    CHECK_OK(wsync_target_fill_host(t, m, src, img));
+    for (di = 0; di < t->ndests; di++) {
+        wsync_fp8_band_t *b = NULL;
+        uint64_t qsum = 0, ssum = 0;
+        if (!t->dests[di].is_fp8)
+            continue;
+        CHECK_OK(wsync_fp8_bands(t, di, 40000, &b, &nb));
+        for (k = 0; k < nb; k++) {
+            CHECK_OK(wsync_fp8_band_pack_host(t, m, &b[k], src, q, sc));
+            bad += memcmp(q, img + b[k].q_off, b[k].q_len) != 0 || memcmp(sc, img + b[k].s_off, b[k].s_len) != 0;
+            bad += b[k].q_off != t->dests[di].offset + qsum ||
+                   b[k].s_off != t->dests[t->dests[di].scale_dest].offset + ssum;
+            qsum += b[k].q_len;
+            ssum += b[k].s_len;
+        }
+        CHECK_EQ(qsum, t->dests[di].size);
+        CHECK_EQ(ssum, t->dests[t->dests[di].scale_dest].size);
+        nbands += (int)nb;
+        free(b);
+    }
+    CHECK_EQ(bad, 0);
+    CHECK(nbands > 20);
+    /* a NaN in expert 5's up_proj (rank 1 of 2 holds experts 2, 3), then in expert 3's */
+    {
+        long ti = wsync_manifest_find(m, "model.layers.1.mlp.experts.3.up_proj.weight");
+        long wi = wsync_target_find(t, "model.layers.1.mlp.experts.w13_weight");
+        wsync_fp8_band_t *b = NULL;
+        CHECK(ti >= 0 && wi >= 0);
+        if (ti >= 0 && wi >= 0) {
+            ((uint16_t *)(void *)(src + m->tensors[ti].offset))[9 * 256 + 17] = 0x7fc0;
+            CHECK_OK(wsync_fp8_bands(t, (size_t)wi, 1 << 30, &b, &nb));
+            CHECK_EQ(nb, 2); /* one band per local expert */
+            if (nb == 2) {
+                CHECK_OK(wsync_fp8_band_pack_host(t, m, &b[0], src, q, sc));
+                CHECK_FAILS(wsync_fp8_band_pack_host(t, m, &b[1], src, q, sc), WSYNC_ERR_INVALID,
+                            "tensor 'model.layers.1.mlp.experts.3.up_proj.weight' holds NaN or an infinity at row "
+                            "9, "
+                            "column 17, which FP8 destination 'model.layers.1.mlp.experts.w13_weight' quantizes");
+            }
+            free(b);
+        }
+    }
+out:
+    free(src), free(img), free(q), free(sc);
+    wsync_target_free(t);
+    wsync_rules_free(r);
+    wsync_manifest_free(m);
+}
+
 int main(void)
 {
     RUN(by_hand_gets_its_scale_tensor);
     RUN(bad_requests_are_refused_naming_them);
     RUN(deepseek_rules_make_linear_weights_fp8);
     RUN(tp_that_cuts_a_block_is_refused);
+    RUN(bands_quantized_alone_equal_the_whole_image);
     TEST_EXIT();
 }
