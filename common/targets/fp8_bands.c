@@ -51,24 +51,76 @@ wsync_status_t wsync_fp8_bands(const wsync_target_t *t, size_t di, uint64_t max_
     return WSYNC_OK;
 }
 
-/* Copies the parts of runs `v` (shadow space: the destination in its source
- * dtype at offset 0) that fall in [lo, hi) to out + (position - lo). */
-static uint64_t clip_runs(const tgt_runs_t *v, const unsigned char *src, uint64_t lo, uint64_t hi, unsigned char *out)
+/* Appends to `out` the parts of runs `v` (shadow space: the destination in
+ * its source dtype at offset 0) that fall in [lo, hi), dst_off relative to
+ * lo: a run wholly inside as it is, a run that straddles a bound row by
+ * row, clipped. */
+static wsync_status_t clip_runs(const tgt_runs_t *v, uint64_t lo, uint64_t hi, tgt_runs_t *out)
 {
-    uint64_t got = 0, i;
+    uint64_t i;
     size_t k;
     for (k = 0; k < v->n; k++) {
         const wsync_run2d_t *r = &v->runs[k];
+        uint64_t end = r->dst_off + wsync_run2d_bytes(r);
+        if (end <= lo || r->dst_off >= hi)
+            continue;
+        if (r->dst_off >= lo && end <= hi) {
+            wsync_run2d_t c = *r;
+            c.dst_off -= lo;
+            WSYNC_CHECK(tgt_runs_push(out, &c));
+            continue;
+        }
         for (i = 0; i < r->rows; i++) {
             uint64_t a = r->dst_off + i * r->row_bytes, b = a + r->row_bytes;
             uint64_t from = a > lo ? a : lo, to = b < hi ? b : hi;
+            wsync_run2d_t c = {0, 0, 0, 1, 0};
             if (from >= to)
                 continue;
-            memcpy(out + (from - lo), src + r->src_off + i * r->src_stride + (from - a), to - from);
-            got += to - from;
+            c.src_off = r->src_off + i * r->src_stride + (from - a);
+            c.row_bytes = to - from;
+            c.dst_off = from - lo;
+            WSYNC_CHECK(tgt_runs_push(out, &c));
         }
     }
-    return got;
+    return WSYNC_OK;
+}
+
+static uint64_t band_lo(const wsync_dest_t *d, const wsync_fp8_band_t *b, uint64_t es)
+{
+    return (b->slice * (uint64_t)d->shape[d->ndim - 2] + b->row0) * (uint64_t)d->shape[d->ndim - 1] * es;
+}
+
+wsync_status_t wsync_fp8_band_runs(const wsync_target_t *t, const wsync_manifest_t *m, const wsync_fp8_band_t *b,
+                                   wsync_run2d_t **runs, size_t *n, wsync_quant_src_t *fmt)
+{
+    const wsync_dest_t *d = &t->dests[b->dest];
+    wsync_dest_t shadow = *d;
+    tgt_runs_t out = {0};
+    wsync_status_t st = WSYNC_OK;
+    uint64_t es, lo;
+    size_t bi;
+
+    *fmt = WSYNC_QSRC_BF16;
+    if (d->nblocks > 0 && m->tensors[t->blocks[d->first_block].src].dtype == WSYNC_DTYPE_F32)
+        *fmt = WSYNC_QSRC_F32;
+    es = *fmt == WSYNC_QSRC_F32 ? 4 : 2;
+    shadow.dtype = *fmt == WSYNC_QSRC_F32 ? WSYNC_DTYPE_F32 : WSYNC_DTYPE_BF16;
+    shadow.offset = 0;
+    lo = band_lo(d, b, es);
+    for (bi = 0; bi < d->nblocks && st == WSYNC_OK; bi++) {
+        tgt_runs_t v = {0};
+        st = tgt_block_runs(m, &shadow, &t->blocks[d->first_block + bi], bi, &v);
+        if (st == WSYNC_OK)
+            st = clip_runs(&v, lo, lo + b->rows * (uint64_t)d->shape[d->ndim - 1] * es, &out);
+        free(v.runs);
+    }
+    if (st != WSYNC_OK) {
+        free(out.runs);
+        return st;
+    }
+    *runs = out.runs;
+    *n = out.n;
+    return WSYNC_OK;
 }
 
 /* The source tensor, row and column of element `at` of FP8 destination di
@@ -111,45 +163,44 @@ wsync_status_t wsync_fp8_band_pack_host(const wsync_target_t *t, const wsync_man
                                         float *scale_out)
 {
     const wsync_dest_t *d = &t->dests[b->dest];
-    const uint64_t rows = (uint64_t)d->shape[d->ndim - 2], cols = (uint64_t)d->shape[d->ndim - 1];
+    const uint64_t cols = (uint64_t)d->shape[d->ndim - 1];
     wsync_dest_t shadow = *d;
-    wsync_quant_src_t fmt = WSYNC_QSRC_BF16;
-    uint64_t es, lo, hi, i;
+    wsync_quant_src_t fmt;
+    wsync_run2d_t *runs = NULL;
+    uint64_t es, i;
     unsigned char *tmp;
-    wsync_status_t st = WSYNC_OK;
-    size_t bi;
+    wsync_status_t st;
+    size_t n, k;
 
-    if (d->nblocks > 0 && m->tensors[t->blocks[d->first_block].src].dtype == WSYNC_DTYPE_F32)
-        fmt = WSYNC_QSRC_F32;
+    WSYNC_CHECK(wsync_fp8_band_runs(t, m, b, &runs, &n, &fmt));
     es = fmt == WSYNC_QSRC_F32 ? 4 : 2;
-    shadow.dtype = fmt == WSYNC_QSRC_F32 ? WSYNC_DTYPE_F32 : WSYNC_DTYPE_BF16;
     shadow.offset = 0;
-    lo = (b->slice * rows + b->row0) * cols * es;
-    hi = lo + b->rows * cols * es;
-    tmp = calloc(1, hi - lo + 1);
-    WSYNC_CHECK_ALLOC(tmp);
-    for (bi = 0; bi < d->nblocks && st == WSYNC_OK; bi++) {
-        const wsync_block_t *blk = &t->blocks[d->first_block + bi];
-        tgt_runs_t v = {0};
-        st = tgt_block_runs(m, &shadow, blk, bi, &v);
-        if (st == WSYNC_OK)
-            clip_runs(&v, src_image, lo, hi, tmp);
-        free(v.runs);
+    tmp = calloc(1, b->rows * cols * es + 1);
+    if (tmp == NULL) {
+        free(runs);
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     }
-    /* A NaN is named by its source tensor: look it up only when there is one. */
-    for (i = 0; st == WSYNC_OK && i < b->rows * cols; i++) {
-        float x;
-        if (es == 2) {
-            uint32_t w = (uint32_t)((const uint16_t *)(const void *)tmp)[i] << 16;
-            memcpy(&x, &w, sizeof(x));
-        } else {
-            memcpy(&x, tmp + 4 * i, sizeof(x));
+    for (k = 0; k < n; k++)
+        for (i = 0; i < runs[k].rows; i++)
+            memcpy(tmp + runs[k].dst_off + i * runs[k].row_bytes,
+                   (const unsigned char *)src_image + runs[k].src_off + i * runs[k].src_stride, runs[k].row_bytes);
+    free(runs);
+    st = wsync_fp8_quantize_host(tmp, fmt, b->rows, cols, &d->fp8, q_out, scale_out, d->name);
+    if (st == WSYNC_ERR_INVALID) /* a NaN or infinity: name it by its source tensor */
+        for (i = 0; i < b->rows * cols; i++) {
+            float x;
+            if (es == 2) {
+                uint32_t w = (uint32_t)((const uint16_t *)(const void *)tmp)[i] << 16;
+                memcpy(&x, &w, sizeof(x));
+            } else {
+                memcpy(&x, tmp + 4 * i, sizeof(x));
+            }
+            if (!isfinite(x)) {
+                shadow.dtype = fmt == WSYNC_QSRC_F32 ? WSYNC_DTYPE_F32 : WSYNC_DTYPE_BF16;
+                st = name_bad(t, m, &shadow, band_lo(d, b, es) / es + i, es);
+                break;
+            }
         }
-        if (!isfinite(x))
-            st = name_bad(t, m, &shadow, lo / es + i, es);
-    }
-    if (st == WSYNC_OK)
-        st = wsync_fp8_quantize_host(tmp, fmt, b->rows, cols, &d->fp8, q_out, scale_out, d->name);
     free(tmp);
     return st;
 }

@@ -30,6 +30,14 @@ typedef struct wsync_fp8_band {
 wsync_status_t wsync_fp8_bands(const wsync_target_t *t, size_t di, uint64_t max_q_bytes, wsync_fp8_band_t **bands,
                                size_t *n);
 
+/* The source runs of band `b` over the trainer's image: rows in the source
+ * dtype (*fmt: BF16 or F32) with dst_off relative to the band's first
+ * element, so gathering them (wsync_pack_host, wsync_pack_cuda_start) into
+ * a zeroed buffer of rows x cols elements gives the band's input to
+ * wsync_fp8_quantize_host or _cuda. Caller frees *runs. */
+wsync_status_t wsync_fp8_band_runs(const wsync_target_t *t, const wsync_manifest_t *m, const wsync_fp8_band_t *b,
+                                   wsync_run2d_t **runs, size_t *n, wsync_quant_src_t *fmt);
+
 /* Quantizes band `b` on the host from the trainer's image: its FP8 bytes
  * (b->q_len) into q_out and its scales (b->s_len bytes) into scale_out.
  * Destination bytes no block writes count as zeros. A NaN or infinity fails
