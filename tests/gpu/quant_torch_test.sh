@@ -32,7 +32,8 @@ for i in range(sr):
         amax = b.abs().max()
         k = torch.tensor(1.0) if amax == 0 else amax / 448.0
         if ue8m0 and amax != 0:
-            k = torch.exp2(torch.ceil(torch.log2(k)))
+            m, e = torch.frexp(k)  # k = m * 2^e, m in [0.5, 1): the next power of two up unless k is one
+            k = k if m == 0.5 else torch.ldexp(torch.tensor(1.0), e.float())
         want_s[i, j] = k
         want_q[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128] = (b / k).clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8)
 if not torch.equal(s.view(torch.int32), want_s.view(torch.int32)):

@@ -139,8 +139,11 @@ static void matrix_with_edge_blocks(void)
                         for (j = c * BC; j < C && j < (c + 1) * BC; j++)
                             amax = fmaxf(amax, fabsf(f[i * C + j]));
                     s = amax == 0 ? 1.0f : amax / 448.0f;
-                    if (form == 1 && amax != 0)
-                        s = exp2f(ceilf(log2f(s)));
+                    if (form == 1 && amax != 0) { /* the next power of two up, unless s is one */
+                        int e;
+                        if (frexpf(s, &e) != 0.5f)
+                            s = ldexpf(1.0f, e);
+                    }
                     want_sc[r * 3 + c] = s;
                     for (i = r * BR; i < R && i < (r + 1) * BR; i++)
                         for (j = c * BC; j < C && j < (c + 1) * BC; j++)
