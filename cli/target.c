@@ -13,8 +13,9 @@
 #include "common/targets/rules.h"
 #include "common/base/util.h"
 
-#define TARGET_USAGE \
-    "usage: wsync target (FILE.safetensors | --synthetic SIZE) [--tp T] [--rank K] [--rules FILE] [--json]\n"
+#define TARGET_USAGE                                                                                          \
+    "usage: wsync target (FILE.safetensors | --synthetic SIZE) [--tp T] [--rank K] [--rules FILE] [--json]\n" \
+    "                    [--write OUT.safetensors]\n"
 
 static void print_target(const wsync_target_t *t, int tp, int rank)
 {
@@ -38,12 +39,36 @@ static void print_target(const wsync_target_t *t, int tp, int rank)
            t->digest_hex);
 }
 
+/* --write: the rank's destination tensors as the engine holds them (FP8
+ * quantized, with scales), computed on the host from the model's bytes. */
+static int write_target(const cli_model_t *model, const wsync_target_t *t, const char *out)
+{
+    unsigned char *src = malloc(model->manifest->image_size + 1), *dst = malloc(t->image_size + 1);
+    wsync_st_tensor_t *ts = calloc(t->ndests + 1, sizeof(*ts));
+    wsync_status_t s = WSYNC_ERR_NOMEM;
+    size_t i;
+
+    if (src && dst && ts && (s = cli_model_fill(model, 0, src, 0, model->manifest->image_size)) == WSYNC_OK &&
+        (s = wsync_target_fill_host(t, model->manifest, src, dst)) == WSYNC_OK) {
+        for (i = 0; i < t->ndests; i++)
+            ts[i] = (wsync_st_tensor_t){t->dests[i].name, t->dests[i].dtype, t->dests[i].ndim, t->dests[i].shape,
+                                        dst + t->dests[i].offset};
+        s = wsync_safetensors_write_tensors(out, t->ndests, ts, NULL);
+    }
+    if (s != WSYNC_OK)
+        cli_report("target", s == WSYNC_ERR_NOMEM ? "--write (out of memory)" : "--write", s);
+    free(src);
+    free(dst);
+    free(ts);
+    return s == WSYNC_OK ? 0 : s == WSYNC_ERR_IO || s == WSYNC_ERR_NOMEM ? 1 : 2;
+}
+
 int cmd_target(int argc, char **argv)
 {
-    static const struct option opts[] =
-        {{"synthetic", 1, 0, 's'}, {"tp", 1, 0, 't'},   {"rank", 1, 0, 'k'}, {"rules", 1, 0, 'r'},
-         {"json", 0, 0, 'j'},      {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    const char *synthetic = NULL, *rules_path = NULL, *file = NULL;
+    static const struct option opts[] = {{"synthetic", 1, 0, 's'}, {"tp", 1, 0, 't'},   {"rank", 1, 0, 'k'},
+                                         {"rules", 1, 0, 'r'},     {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'},
+                                         {"write", 1, 0, 'w'},     {0, 0, 0, 0}};
+    const char *synthetic = NULL, *rules_path = NULL, *file = NULL, *write = NULL;
     cli_model_t model = {0};
     wsync_rules_t *rules = NULL;
     wsync_target_t *t = NULL;
@@ -65,12 +90,15 @@ int cmd_target(int argc, char **argv)
             break;
         case 'r': rules_path = optarg; break;
         case 'j': json = 1; break;
+        case 'w': write = optarg; break;
         case 'h':
             printf(TARGET_USAGE
                    "Prints what TP rank K of a group of T engine ranks holds: each destination tensor (name,\n"
                    "dtype, shape, offset in the rank's memory, bytes), made by the built-in vLLM rules or\n"
                    "those of --rules FILE (configs/rules/*.json); --json prints the target JSON\n"
-                   "(docs/TARGETS.md). Defaults: --tp 1 --rank 0.\n");
+                   "(docs/TARGETS.md); --write OUT writes the rank's destination tensors as the engine holds\n"
+                   "them after a sync (FP8 destinations quantized, with their scales: docs/FP8.md) as a\n"
+                   "safetensors file. Defaults: --tp 1 --rank 0.\n");
             return 0;
         default: fprintf(stderr, TARGET_USAGE); return 2;
         }
@@ -106,6 +134,11 @@ int cmd_target(int argc, char **argv)
         cli_report("target", "rules", s);
         rc = s == WSYNC_ERR_NOMEM ? 1 : 2;
         goto out;
+    }
+    if (write != NULL) {
+        rc = write_target(&model, t, write);
+        if (rc != 0)
+            goto out;
     }
     if (json) {
         json_t *j = NULL;

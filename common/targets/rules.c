@@ -9,20 +9,21 @@
 
 #include "common/base/checks.h"
 #include "common/targets/rules_internal.h"
+#include "common/targets/target_internal.h"
 
 /* vLLM's names and conventions for Llama/Qwen-family models. The same rules
  * are data in configs/rules/vllm.json (a test checks both give the same
  * targets). */
 static const wsync_rule_t builtin_rules[] = {
-    {"*.self_attn.{q,k,v}_proj.weight", "*.self_attn.qkv_proj.weight", WSYNC_SPLIT_ROWS, 0},
-    {"*.self_attn.{q,k,v}_proj.bias", "*.self_attn.qkv_proj.bias", WSYNC_SPLIT_ROWS, 0},
-    {"*.mlp.{gate,up}_proj.weight", "*.mlp.gate_up_proj.weight", WSYNC_SPLIT_ROWS, 0},
-    {"*.self_attn.o_proj.weight", NULL, WSYNC_SPLIT_COLS, 0},
-    {"*.mlp.down_proj.weight", NULL, WSYNC_SPLIT_COLS, 0},
-    {"model.embed_tokens.weight", NULL, WSYNC_SPLIT_VOCAB, 64},
-    {"lm_head.weight", NULL, WSYNC_SPLIT_VOCAB, 64},
-    {"*.mlp.experts.{e}.{gate,up}_proj.weight", "*.mlp.experts.w13_weight", WSYNC_SPLIT_EXPERTS, 0},
-    {"*.mlp.experts.{e}.down_proj.weight", "*.mlp.experts.w2_weight", WSYNC_SPLIT_EXPERTS, 0},
+    {"*.self_attn.{q,k,v}_proj.weight", "*.self_attn.qkv_proj.weight", WSYNC_SPLIT_ROWS, 0, NULL},
+    {"*.self_attn.{q,k,v}_proj.bias", "*.self_attn.qkv_proj.bias", WSYNC_SPLIT_ROWS, 0, NULL},
+    {"*.mlp.{gate,up}_proj.weight", "*.mlp.gate_up_proj.weight", WSYNC_SPLIT_ROWS, 0, NULL},
+    {"*.self_attn.o_proj.weight", NULL, WSYNC_SPLIT_COLS, 0, NULL},
+    {"*.mlp.down_proj.weight", NULL, WSYNC_SPLIT_COLS, 0, NULL},
+    {"model.embed_tokens.weight", NULL, WSYNC_SPLIT_VOCAB, 64, NULL},
+    {"lm_head.weight", NULL, WSYNC_SPLIT_VOCAB, 64, NULL},
+    {"*.mlp.experts.{e}.{gate,up}_proj.weight", "*.mlp.experts.w13_weight", WSYNC_SPLIT_EXPERTS, 0, NULL},
+    {"*.mlp.experts.{e}.down_proj.weight", "*.mlp.experts.w2_weight", WSYNC_SPLIT_EXPERTS, 0, NULL},
 };
 
 const wsync_rules_t rules_builtin_ = {WSYNC_ARRAY_LEN(builtin_rules), builtin_rules, NULL};
@@ -159,6 +160,7 @@ static const char *pattern_problem(const char *p, int is_into)
 
 typedef struct owned {
     wsync_rule_t *rules;
+    wsync_rule_fp8_t *fp8;
     char **strings;
     size_t nstrings;
 } owned_t;
@@ -175,6 +177,7 @@ void wsync_rules_free(wsync_rules_t *r)
             free(o->strings[i]);
         free(o->strings);
         free(o->rules);
+        free(o->fp8);
         free(o);
     }
     free(r);
@@ -205,6 +208,22 @@ static wsync_status_t keep(owned_t *o, const char *s, const char **out)
     return WSYNC_OK;
 }
 
+/* Rule i's "quant" object into o->fp8[i]. */
+static wsync_status_t rule_fp8(owned_t *o, const json_t *q, size_t i, wsync_rule_t *ru)
+{
+    char what[4200];
+    const char *scale;
+    wsync_rule_fp8_t *f = &o->fp8[i];
+    snprintf(what, sizeof(what), "rules: rule %zu (\"%s\")", i, ru->match);
+    WSYNC_CHECK(tgt_fp8_from_json(q, &f->spec, &scale, what));
+    if (scale != NULL && strchr(scale, '*') != strrchr(scale, '*'))
+        return wsync_error(WSYNC_ERR_FORMAT, "%s: \"quant\".\"scale\" may hold one '*' (the destination's name)",
+                           what);
+    WSYNC_CHECK(keep(o, scale ? scale : "*_scale_inv", &f->scale));
+    ru->fp8 = f;
+    return WSYNC_OK;
+}
+
 wsync_status_t wsync_rules_from_json(const char *json, size_t len, wsync_rules_t **out)
 {
     json_error_t err;
@@ -228,8 +247,9 @@ wsync_status_t wsync_rules_from_json(const char *json, size_t len, wsync_rules_t
         goto nomem;
     r->owned_ = o;
     o->rules = calloc(json_array_size(arr) + 1, sizeof(*o->rules));
-    o->strings = calloc(2 * json_array_size(arr) + 1, sizeof(*o->strings));
-    if (o->rules == NULL || o->strings == NULL)
+    o->strings = calloc(3 * json_array_size(arr) + 1, sizeof(*o->strings));
+    o->fp8 = calloc(json_array_size(arr) + 1, sizeof(*o->fp8));
+    if (o->rules == NULL || o->strings == NULL || o->fp8 == NULL)
         goto nomem;
     json_array_foreach(arr, i, e)
     {
@@ -259,6 +279,8 @@ wsync_status_t wsync_rules_from_json(const char *json, size_t len, wsync_rules_t
         if (into != NULL)
             WSYNC_CHECK_GOTO(keep(o, json_string_value(into), &ru->into), st, err);
         ru->pad = pad ? (int)json_integer_value(pad) : ru->split == WSYNC_SPLIT_VOCAB ? 64 : 0;
+        if (json_object_get(e, "quant") != NULL)
+            WSYNC_CHECK_GOTO(rule_fp8(o, json_object_get(e, "quant"), i, ru), st, err);
         WSYNC_CHECK_GOTO(rule_check(ru, i), st, err);
         r->nrules++;
     }

@@ -23,7 +23,12 @@
  *   experts    E experts (indices 0..E-1, all present), rank K holds experts
  *              [K*E/T, (K+1)*E/T) stacked into [E/T, sum of the parts' dim 0,
  *              rest...]: per local expert its parts in list order (w13_weight
- *              = gate rows then up rows; w2_weight = down). */
+ *              = gate rows then up rows; w2_weight = down).
+ *
+ * A rule with "quant" (wsync_rule_fp8_t) makes its destination FP8 with a
+ * scale tensor (target.h, wsync_target_set_fp8), whatever its split: a
+ * slice that cuts a quantization block is refused, naming the tensor, the
+ * dimension and the block. */
 #ifndef WSYNC_COMMON_RULES_H
 #define WSYNC_COMMON_RULES_H
 
@@ -40,11 +45,20 @@ typedef enum wsync_split {
     WSYNC_SPLIT_EXPERTS,
 } wsync_split_t;
 
+/* A rule's FP8 request (docs/FP8.md): its destination is F8_E4M3,
+ * quantized by `spec`, with a scale tensor named by `scale` (its '*' is the
+ * destination's name; "*_scale_inv" by default). */
+typedef struct wsync_rule_fp8 {
+    wsync_fp8_spec_t spec;
+    const char *scale;
+} wsync_rule_fp8_t;
+
 typedef struct wsync_rule {
     const char *match; /* pattern over source names */
     const char *into;  /* destination name pattern, or NULL: the source's name */
     wsync_split_t split;
-    int pad; /* vocab: pad dim 0 to a multiple of this (>= 1) */
+    int pad;                     /* vocab: pad dim 0 to a multiple of this (>= 1) */
+    const wsync_rule_fp8_t *fp8; /* NULL: the source's dtype */
 } wsync_rule_t;
 
 typedef struct wsync_rules {
@@ -56,7 +70,7 @@ typedef struct wsync_rules {
 /* The built-in rules (static; never freed). */
 const wsync_rules_t *wsync_rules_builtin(void);
 
-/* Rules from their JSON form ({"version":1,"rules":[{"match","into","split","pad"}...]}):
+/* Rules from their JSON form ({"version":1,"rules":[{"match","into","split","pad","quant"}...]}):
  * the error names the rule (index and pattern) and what is wrong. */
 wsync_status_t wsync_rules_from_json(const char *json, size_t len, wsync_rules_t **out);
 /* Reads and parses a rules file; the error names the file. */

@@ -229,6 +229,12 @@ static wsync_status_t same_shapes(const gen_t *g, const group_t *gr, int nalts, 
     return WSYNC_OK;
 }
 
+/* The destination's dtype: FP8 where the rule quantizes, else the source's. */
+static wsync_dtype_t dest_dtype(const wsync_rule_t *ru, const wsync_tensor_t *s)
+{
+    return ru && ru->fp8 ? WSYNC_DTYPE_F8_E4M3 : s->dtype;
+}
+
 /* vocab: rows padded to a multiple of ru->pad, then split; the last ranks
  * may hold padding only. */
 static wsync_status_t split_vocab(const gen_t *g, const group_t *gr, const wsync_rule_t *ru, wsync_target_t *t)
@@ -247,7 +253,7 @@ static wsync_status_t split_vocab(const gen_t *g, const group_t *gr, const wsync
     lo = g->K * per;
     hi = lo + per < V ? lo + per : V;
     shape[0] = per;
-    WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim, shape));
+    WSYNC_CHECK(wsync_target_add_dest(t, gr->name, dest_dtype(ru, s), s->ndim, shape));
     if (lo >= hi)
         return WSYNC_OK; /* all padding */
     b.src_start[0] = lo;
@@ -283,7 +289,7 @@ static wsync_status_t split_rows(const gen_t *g, const group_t *gr, const wsync_
         rows += d0[k] / T;
     }
     shape[0] = rows;
-    WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim, shape));
+    WSYNC_CHECK(wsync_target_add_dest(t, gr->name, dest_dtype(ru, s), s->ndim, shape));
     for (k = 0, rows = 0; k < nalts; k++) {
         int64_t per = d0[k] / T;
         full_block(&g->mf->tensors[m[k].tensor], m[k].tensor, &b);
@@ -335,7 +341,7 @@ static wsync_status_t split_experts(const gen_t *g, const group_t *gr, const wsy
     shape[1] = sum;
     for (k = 1; k < s->ndim; k++)
         shape[k + 1] = s->shape[k];
-    WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim + 1, shape));
+    WSYNC_CHECK(wsync_target_add_dest(t, gr->name, dest_dtype(ru, s), s->ndim + 1, shape));
     for (e = K * (E / T); e < (K + 1) * (E / T); e++)
         for (k = 0; k < nalts; k++) {
             const member_t *mb = &m[(size_t)e * (size_t)nalts + (size_t)k];
@@ -368,7 +374,7 @@ static wsync_status_t gen_group(gen_t *g, const group_t *gr, wsync_target_t *t)
     full_block(s, gr->m[0].tensor, &b);
     switch (split) {
     case WSYNC_SPLIT_REPLICATE:
-        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim, s->shape));
+        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, dest_dtype(ru, s), s->ndim, s->shape));
         return s->size > 0 ? wsync_target_add_block(t, &b) : WSYNC_OK;
     case WSYNC_SPLIT_COLS:
         if (s->ndim < 2)
@@ -380,13 +386,25 @@ static wsync_status_t gen_group(gen_t *g, const group_t *gr, wsync_target_t *t)
         shape[1] = s->shape[1] / g->T;
         b.src_start[1] = g->K * shape[1];
         b.src_stop[1] = (g->K + 1) * shape[1];
-        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, s->dtype, s->ndim, shape));
+        WSYNC_CHECK(wsync_target_add_dest(t, gr->name, dest_dtype(ru, s), s->ndim, shape));
         return shape[1] > 0 ? wsync_target_add_block(t, &b) : WSYNC_OK;
     case WSYNC_SPLIT_VOCAB: return split_vocab(g, gr, ru, t);
     case WSYNC_SPLIT_ROWS: return split_rows(g, gr, ru, nalts, t);
     case WSYNC_SPLIT_EXPERTS: return split_experts(g, gr, ru, nalts, t);
     }
     return wsync_error(WSYNC_ERR_INTERNAL, "rules: unknown split %d", (int)split);
+}
+
+/* Makes the destination just generated FP8, its scale named by the rule. */
+static wsync_status_t set_fp8(wsync_target_t *t, const wsync_rule_fp8_t *f, const char *dest)
+{
+    char name[4096];
+    const char *star = strchr(f->scale, '*');
+    if (star != NULL)
+        snprintf(name, sizeof(name), "%.*s%s%s", (int)(star - f->scale), f->scale, dest, star + 1);
+    else
+        snprintf(name, sizeof(name), "%s", f->scale);
+    return wsync_target_set_fp8(t, &f->spec, name);
 }
 
 wsync_status_t wsync_target_from_rules(const wsync_manifest_t *m, const wsync_rules_t *rules, int tp_size,
@@ -405,8 +423,11 @@ wsync_status_t wsync_target_from_rules(const wsync_manifest_t *m, const wsync_ru
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     WSYNC_CHECK_GOTO(group_tensors(&g), st, out);
     WSYNC_CHECK_GOTO(wsync_target_create(&t), st, out);
-    for (i = 0; i < g.ng; i++)
+    for (i = 0; i < g.ng; i++) {
         WSYNC_CHECK_GOTO(gen_group(&g, &g.g[i], t), st, out);
+        if (g.g[i].rule >= 0 && g.rules->rules[g.g[i].rule].fp8 != NULL)
+            WSYNC_CHECK_GOTO(set_fp8(t, g.rules->rules[g.g[i].rule].fp8, g.g[i].name), st, out);
+    }
     WSYNC_CHECK_GOTO(wsync_target_finish(t, m), st, out);
 out:
     gen_free(&g);

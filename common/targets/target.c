@@ -255,17 +255,12 @@ static int cmp_run_dst(const void *a, const void *b)
     return x->dst_off < y->dst_off ? -1 : x->dst_off > y->dst_off;
 }
 
-/* Runs of destination `di`, sorted by destination; checks no byte is written
- * twice. Appends to `v` from v->n on. */
-static wsync_status_t dest_runs(const wsync_target_t *t, const wsync_manifest_t *m, size_t di, tgt_runs_t *v)
+wsync_status_t tgt_runs_disjoint(const wsync_dest_t *d, tgt_runs_t *v)
 {
-    const wsync_dest_t *d = &t->dests[di];
-    size_t first = v->n, i;
-    for (i = 0; i < d->nblocks; i++)
-        WSYNC_CHECK(tgt_block_runs(m, d, &t->blocks[d->first_block + i], i, v));
-    if (d->nblocks > 1)
-        qsort(v->runs + first, v->n - first, sizeof(*v->runs), cmp_run_dst);
-    for (i = first + 1; i < v->n; i++) {
+    size_t i;
+    if (v->n > 1)
+        qsort(v->runs, v->n, sizeof(*v->runs), cmp_run_dst);
+    for (i = 1; i < v->n; i++) {
         const wsync_run2d_t *p = &v->runs[i - 1];
         if (p->dst_off + wsync_run2d_bytes(p) > v->runs[i].dst_off)
             return wsync_error(WSYNC_ERR_INVALID,
@@ -274,6 +269,26 @@ static wsync_status_t dest_runs(const wsync_target_t *t, const wsync_manifest_t 
                                d->name, (unsigned long long)(v->runs[i].dst_off - d->offset));
     }
     return WSYNC_OK;
+}
+
+/* Runs of destination `di`, sorted by destination; checks no byte is written
+ * twice. Appends to `v` from v->n on. */
+static wsync_status_t dest_runs(const wsync_target_t *t, const wsync_manifest_t *m, size_t di, tgt_runs_t *v)
+{
+    const wsync_dest_t *d = &t->dests[di];
+    size_t first = v->n, i;
+    tgt_runs_t part;
+    if (d->is_fp8)
+        return wsync_error(WSYNC_ERR_UNSUPPORTED,
+                           "target: destination '%s' is FP8 (quantized on the way): the node plan does not move "
+                           "quantized destinations yet (docs/FP8.md); give this engine a BF16 target",
+                           d->name);
+    for (i = 0; i < d->nblocks; i++)
+        WSYNC_CHECK(tgt_block_runs(m, d, &t->blocks[d->first_block + i], i, v));
+    if (v->n == first)
+        return WSYNC_OK;
+    part = (tgt_runs_t){v->runs + first, v->n - first, v->n - first};
+    return tgt_runs_disjoint(d, &part);
 }
 
 wsync_status_t wsync_target_finish(wsync_target_t *t, const wsync_manifest_t *m)
@@ -287,7 +302,14 @@ wsync_status_t wsync_target_finish(wsync_target_t *t, const wsync_manifest_t *m)
         t->covered_bytes = t->image_size;
     } else {
         for (i = 0; i < t->ndests && st == WSYNC_OK; i++) {
+            uint64_t fp8_bytes = 0;
             v.n = 0;
+            if (t->dests[i].is_fp8 || t->dests[i].is_scale) {
+                if (t->dests[i].is_fp8)
+                    st = tgt_fp8_check(t, m, i, &fp8_bytes);
+                t->covered_bytes += fp8_bytes;
+                continue;
+            }
             st = dest_runs(t, m, i, &v);
             for (j = 0; st == WSYNC_OK && j < v.n; j++)
                 t->covered_bytes += wsync_run2d_bytes(&v.runs[j]);

@@ -27,8 +27,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/model/manifest.h"
 #include "common/base/run2d.h"
+#include "common/model/manifest.h"
+#include "common/quant/quant.h"
 
 typedef struct wsync_block {
     uint32_t src;                      /* manifest tensor index */
@@ -45,6 +46,13 @@ typedef struct wsync_dest {
     uint64_t offset;             /* in the rank's destination image; multiple of WSYNC_ALIGN */
     uint64_t size;               /* bytes (no padding) */
     size_t first_block, nblocks; /* its blocks: t->blocks[first_block ..] */
+    /* FP8 (docs/FP8.md): an F8_E4M3 destination whose blocks copy BF16 or
+     * F32 source bytes quantized by blocks of fp8.block_rows x block_cols of
+     * its last two dimensions; its scales are the F32 destination
+     * dests[scale_dest], right after it, which no block writes (is_scale). */
+    int is_fp8, is_scale;
+    wsync_fp8_spec_t fp8;
+    size_t scale_dest; /* is_fp8: its scale tensor; is_scale: its FP8 tensor */
 } wsync_dest_t;
 
 typedef struct wsync_target {
@@ -73,6 +81,16 @@ wsync_status_t wsync_target_add_dest(wsync_target_t *t, const char *name, wsync_
                                      const int64_t *shape);
 /* Appends a block to the last destination added. */
 wsync_status_t wsync_target_add_block(wsync_target_t *t, const wsync_block_t *b);
+/* Makes the last destination added (dtype F8_E4M3, 2 or more dimensions,
+ * its blocks already added) FP8, quantized as `spec` says, and appends its
+ * scale tensor: F32, the destination's shape with the last two dimensions
+ * divided by the block (rounded up), named `scale_name` (NULL:
+ * "<name>_scale_inv"). Its blocks must read BF16 or F32 sources, all one
+ * dtype, and start and end on the block grid of both source and
+ * destination in those two dimensions (or end at the end of both): a TP
+ * slice that cuts a block is refused by finish, naming the tensor, the
+ * dimension and the block. */
+wsync_status_t wsync_target_set_fp8(wsync_target_t *t, const wsync_fp8_spec_t *spec, const char *scale_name);
 wsync_status_t wsync_target_finish(wsync_target_t *t, const wsync_manifest_t *m);
 void wsync_target_free(wsync_target_t *t);
 
@@ -90,7 +108,8 @@ wsync_status_t wsync_target_from_json(const wsync_manifest_t *m, const char *jso
 wsync_status_t wsync_target_from_json_obj(const wsync_manifest_t *m, const json_t *j, wsync_target_t **out);
 wsync_status_t wsync_target_to_json(const wsync_target_t *t, const wsync_manifest_t *m, json_t **out);
 
-/* The target's byte mapping as 2-D runs, sorted by destination offset, with
+/* The target's byte mapping as 2-D runs (a target with FP8 destinations
+ * has none: WSYNC_ERR_UNSUPPORTED until the plan moves quantized bytes), sorted by destination offset, with
  * dst_off absolute in the destination image. A block whose inner dimensions
  * are whole in source and destination is one contiguous row; a column slice
  * is one run of many rows; anything else is a run per contiguous row. The
@@ -99,5 +118,15 @@ wsync_status_t wsync_target_to_json(const wsync_target_t *t, const wsync_manifes
  * overlap in the destination. Caller frees *runs. */
 wsync_status_t wsync_target_runs(const wsync_target_t *t, const wsync_manifest_t *m, wsync_run2d_t **runs,
                                  size_t *nruns);
+
+/* The destination image of rank `t` (t->image_size bytes at dst_image) made
+ * on the host from the trainer's image (m->image_size bytes): every block
+ * copied, bytes no block writes zero, FP8 destinations quantized with their
+ * scales (docs/FP8.md). A NaN or infinity that an FP8 destination would
+ * quantize fails with WSYNC_ERR_INVALID naming the source tensor, its row
+ * and column. Blocking; allocates one source-dtype copy of the largest FP8
+ * destination. What an engine rank holds once a version has landed. */
+wsync_status_t wsync_target_fill_host(const wsync_target_t *t, const wsync_manifest_t *m, const void *src_image,
+                                      void *dst_image);
 
 #endif

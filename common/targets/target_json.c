@@ -18,6 +18,58 @@ static json_t *int_array(const int64_t *v, int n)
     return a;
 }
 
+static json_t *fp8_json(const wsync_fp8_spec_t *q, const char *scale)
+{
+    return json_pack("{s:s, s:[i,i], s:s, s:s}", "dtype", "float8_e4m3fn", "block", q->block_rows, q->block_cols,
+                     "scale", scale, "scale_form", wsync_scale_form_name(q->form));
+}
+
+/* The "quant" object of a destination or a rule (docs/TARGETS.md):
+ * {"dtype": "float8_e4m3fn", "block": [R, C], "scale": NAME, "scale_form":
+ * "fp32" | "ue8m0"}, all but dtype optional. *scale: the "scale" string or
+ * NULL (borrowed from q). `what` names the owner in errors. */
+wsync_status_t tgt_fp8_from_json(const json_t *q, wsync_fp8_spec_t *spec, const char **scale, const char *what)
+{
+    const char *dt = json_string_value(json_object_get(q, "dtype"));
+    const json_t *blk = json_object_get(q, "block"), *sc = json_object_get(q, "scale");
+    const json_t *form = json_object_get(q, "scale_form");
+    const char *key;
+    json_t *v;
+
+    *spec = (wsync_fp8_spec_t){WSYNC_FP8_DEFAULT_BLOCK, WSYNC_FP8_DEFAULT_BLOCK, WSYNC_SCALE_FP32};
+    *scale = NULL;
+    if (!json_is_object(q))
+        return wsync_error(WSYNC_ERR_FORMAT, "%s: \"quant\" must be an object", what);
+    json_object_foreach((json_t *)q, key, v)
+    {
+        if (strcmp(key, "dtype") && strcmp(key, "block") && strcmp(key, "scale") && strcmp(key, "scale_form") &&
+            strcmp(key, "about"))
+            return wsync_error(WSYNC_ERR_FORMAT,
+                               "%s: \"quant\" has an unknown key \"%s\" (known: dtype, block, scale, scale_form)",
+                               what, key);
+    }
+    if (dt == NULL || strcmp(dt, "float8_e4m3fn") != 0)
+        return wsync_error(WSYNC_ERR_FORMAT, "%s: \"quant\".\"dtype\" must be \"float8_e4m3fn\"", what);
+    if (blk != NULL) {
+        const json_t *r = json_array_get(blk, 0), *c = json_array_get(blk, 1);
+        if (!json_is_array(blk) || json_array_size(blk) != 2 || !json_is_integer(r) || !json_is_integer(c) ||
+            json_integer_value(r) < 1 || json_integer_value(c) < 1 || json_integer_value(r) > 65536 ||
+            json_integer_value(c) > 65536)
+            return wsync_error(WSYNC_ERR_FORMAT,
+                               "%s: \"quant\".\"block\" must be [rows, columns], each 1 to 65536 (default "
+                               "[128, 128])",
+                               what);
+        spec->block_rows = (int)json_integer_value(r);
+        spec->block_cols = (int)json_integer_value(c);
+    }
+    if (sc != NULL && (!json_is_string(sc) || json_string_length(sc) == 0))
+        return wsync_error(WSYNC_ERR_FORMAT, "%s: \"quant\".\"scale\" must be a non-empty name", what);
+    *scale = json_string_value(sc);
+    if (form != NULL && wsync_scale_form_parse(json_string_value(form), &spec->form) != 0)
+        return wsync_error(WSYNC_ERR_FORMAT, "%s: \"quant\".\"scale_form\" must be \"fp32\" or \"ue8m0\"", what);
+    return WSYNC_OK;
+}
+
 wsync_status_t wsync_target_to_json(const wsync_target_t *t, const wsync_manifest_t *m, json_t **out)
 {
     char md[33];
@@ -37,11 +89,17 @@ wsync_status_t wsync_target_to_json(const wsync_target_t *t, const wsync_manifes
     json_object_set_new(j, "tensors", arr);
     for (i = 0; i < t->ndests; i++) {
         const wsync_dest_t *d = &t->dests[i];
-        json_t *blocks = json_array();
-        json_t *e = json_pack("{s:s, s:s, s:o, s:I, s:o}", "name", d->name, "dtype", wsync_dtype_name(d->dtype),
-                              "shape", int_array(d->shape, d->ndim), "offset", (json_int_t)d->offset, "blocks",
-                              blocks);
+        json_t *blocks, *e;
+        if (d->is_scale)
+            continue; /* implied by its FP8 destination's "quant" */
+        blocks = json_array();
+        e = json_pack("{s:s, s:s, s:o, s:I, s:o}", "name", d->name, "dtype", wsync_dtype_name(d->dtype), "shape",
+                      int_array(d->shape, d->ndim), "offset", (json_int_t)d->offset, "blocks", blocks);
         if (e == NULL || json_array_append_new(arr, e) != 0) {
+            json_decref(j);
+            return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+        }
+        if (d->is_fp8 && json_object_set_new(e, "quant", fp8_json(&d->fp8, t->dests[d->scale_dest].name)) != 0) {
             json_decref(j);
             return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
         }
@@ -175,6 +233,14 @@ static wsync_status_t parse_dest(const wsync_manifest_t *m, wsync_target_t *t, c
                            "sit back to back in order, each aligned to %d bytes) or left out",
                            name, (unsigned long long)d->offset, WSYNC_ALIGN);
     json_array_foreach(blocks, k, e) WSYNC_CHECK(parse_block(m, t, d, e, k));
+    if (json_object_get(je, "quant") != NULL) {
+        char what[4200];
+        wsync_fp8_spec_t spec;
+        const char *scale;
+        snprintf(what, sizeof(what), "target: tensor '%s'", name);
+        WSYNC_CHECK(tgt_fp8_from_json(json_object_get(je, "quant"), &spec, &scale, what));
+        WSYNC_CHECK(wsync_target_set_fp8(t, &spec, scale));
+    }
     return WSYNC_OK;
 }
 

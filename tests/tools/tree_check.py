@@ -24,7 +24,7 @@ import sys
 LAYERS = [
     ["common"],  # common/wsync.h, the public types every layer uses
     ["common/base"],
-    ["common/digest", "common/net", "common/cost"],
+    ["common/digest", "common/net", "common/cost", "common/quant"],
     ["common/mem", "common/model"],
     ["common/pack", "common/window", "common/targets"],
     ["common/transport"],

@@ -1,0 +1,68 @@
+/* quant.h: block FP8 quantization (issue 29), the one definition of
+ * docs/FP8.md: per block of block_rows x block_cols elements of a row-major
+ * matrix, amax = max |x| (a block of zeros gets scale 1), scale = amax / 448
+ * in fp32 (UE8M0: rounded up to a power of two), q = x / scale in fp32,
+ * rounded to the nearest float8_e4m3fn (ties to even) and saturated to
+ * +-448. A NaN or an infinity is refused, naming the tensor and the element.
+ * The host code here and the CUDA kernel (quant_cuda.cu, quant_gpu.c) give
+ * the same bytes. Pure functions, thread-safe. */
+#ifndef WSYNC_COMMON_QUANT_H
+#define WSYNC_COMMON_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/wsync.h"
+
+#define WSYNC_FP8_E4M3_MAX 448.0f
+#define WSYNC_FP8_DEFAULT_BLOCK 128
+
+typedef enum wsync_scale_form {
+    WSYNC_SCALE_FP32 = 0,  /* scale = amax / 448 */
+    WSYNC_SCALE_UE8M0 = 1, /* scale = amax / 448 rounded up to 2^k (stored as fp32) */
+} wsync_scale_form_t;
+
+/* Element formats a quantizer reads. */
+typedef enum wsync_quant_src {
+    WSYNC_QSRC_BF16 = 0,
+    WSYNC_QSRC_F32 = 1,
+} wsync_quant_src_t;
+
+typedef struct wsync_fp8_spec {
+    int block_rows, block_cols; /* >= 1; 128 x 128 for DeepSeek-V3-style checkpoints */
+    wsync_scale_form_t form;
+} wsync_fp8_spec_t;
+
+/* "fp32" / "ue8m0", and parsing them (0, or -1 for an unknown name). */
+const char *wsync_scale_form_name(wsync_scale_form_t f);
+int wsync_scale_form_parse(const char *name, wsync_scale_form_t *out);
+
+/* The e4m3fn byte of a finite x: nearest, ties to even, saturated to +-448
+ * (0x7e / 0xfe); the sign of a zero is kept. */
+uint8_t wsync_fp8_e4m3_encode(float x);
+/* The value of an e4m3fn byte (0x7f / 0xff: NaN). */
+float wsync_fp8_e4m3_decode(uint8_t b);
+/* The scale of a block whose max |x| is amax (finite, >= 0). */
+float wsync_fp8_scale(float amax, wsync_scale_form_t form);
+
+/* Rows of scales for `rows` x `cols`: ceil(rows / block_rows) x ceil(cols / block_cols). */
+uint64_t wsync_fp8_scale_rows(const wsync_fp8_spec_t *s, uint64_t rows);
+uint64_t wsync_fp8_scale_cols(const wsync_fp8_spec_t *s, uint64_t cols);
+
+/* Quantizes the row-major rows x cols matrix `src` (format fmt, rows back to
+ * back) into q (rows x cols bytes) and scale (scale_rows x scale_cols fp32,
+ * row-major). A NaN or infinity fails with WSYNC_ERR_INVALID naming `what`
+ * (the tensor) and the element's row and column; q and scale are then
+ * partly written. Blocking. */
+wsync_status_t wsync_fp8_quantize_host(const void *src, wsync_quant_src_t fmt, uint64_t rows, uint64_t cols,
+                                       const wsync_fp8_spec_t *spec, uint8_t *q, float *scale, const char *what);
+
+/* The same on a GPU: one kernel launch on `stream` (a cudaStream_t; NULL:
+ * the default stream) over device memory src, q and scale, then a wait for
+ * it (the NaN check needs its result). Gives the bytes of
+ * wsync_fp8_quantize_host. Without CUDA: WSYNC_ERR_UNSUPPORTED. */
+wsync_status_t wsync_fp8_quantize_cuda(const void *src_dev, wsync_quant_src_t fmt, uint64_t rows, uint64_t cols,
+                                       const wsync_fp8_spec_t *spec, uint8_t *q_dev, float *scale_dev,
+                                       const char *what, void *stream);
+
+#endif
