@@ -134,7 +134,8 @@ static void refuse_big_versions(const char *path, json_t *state)
         {
             if (!version_too_big(json_object_get(e, "version")))
                 continue;
-            LOG_ERROR("state file %s: %s[%zu].version %lld is 2^53 or more: taken as 0 (holds nothing); the rest of "
+            LOG_ERROR("state file %s: %s[%zu].version %lld is 2^53 or more: taken as 0 (holds nothing); the rest "
+                      "of "
                       "the state is kept",
                       path, held_in[k], i, (long long)json_integer_value(json_object_get(e, "version")));
             json_object_set_new(e, "version", json_integer(0));
