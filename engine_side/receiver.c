@@ -197,11 +197,13 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     WSYNC_CHECK_GOTO(r->mem->init(r->device), st, err);
     r->win_ops = wsync_window_for(r->mem->kind);
     WSYNC_CHECK_GOTO(wsync_control_open(r->control_url, r->token, &r->control), st, err);
-    wsync_control_set_cancel(r->control, &r->cancelled);
+    /* Until create returns, the caller's flag stops its waits (a binding
+     * interrupts a construction this way); the receiver's own after. */
+    wsync_control_set_cancel(r->control, cfg->cancel ? cfg->cancel : &r->cancelled);
     r->progress = recv_progress_open(r->control_url, r->token, r->engine_id, cfg->local_rank == 0);
     WSYNC_CHECK_GOTO(wsync_auth_init(&r->auth, r->token), st, err);
-    WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, board_device(r), &r->auth,
-                                RECV_REJOIN_MS, &r->board),
+    WSYNC_CHECK_GOTO(board_open_cancellable(r->board_name, cfg->local_rank, cfg->local_world, board_device(r),
+                                            &r->auth, RECV_REJOIN_MS, cfg->cancel, &r->board),
                      st, err);
     WSYNC_CHECK_GOTO(recv_targets_init(r), st, err);
     WSYNC_CHECK_GOTO(choose_plan(r), st, err);
@@ -230,6 +232,8 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
             goto err;
         board_watch(r->board, rank_changed, r);
     }
+    wsync_control_set_cancel(r->control, &r->cancelled);
+    r->cfg.cancel = NULL; /* the caller's flag is not read after create */
     *out = r;
     return WSYNC_OK;
 err:
@@ -352,8 +356,8 @@ wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
     if (!board_leader_gone(old))
         return WSYNC_OK;
     LOG_WARN("engine %s rank %d: local rank 0 restarted; rejoining its board", r->engine_id, r->cfg.local_rank);
-    st = board_open(r->board_name, r->cfg.local_rank, r->cfg.local_world, board_device(r), &r->auth,
-                    RECV_REJOIN_MS, &nb);
+    st = board_open_cancellable(r->board_name, r->cfg.local_rank, r->cfg.local_world, board_device(r), &r->auth,
+                                RECV_REJOIN_MS, &r->cancelled, &nb);
     if (st == WSYNC_OK) {
         r->board = nb;
         st = post_on_board(r);

@@ -117,6 +117,14 @@ typedef struct wsync_receiver_config {
      * checks its tensors' dtypes and shapes here). */
     wsync_status_t (*check_dests)(void *arg, const wsync_tensor_info_t *tensors, size_t n);
     void *check_dests_arg;
+    /* Optional: stops wsync_receiver_create. Its waits -- the control
+     * endpoint while it is down (up to its grace period), local rank 0's
+     * node board for a rank > 0 (up to 30 s) -- return WSYNC_ERR_CANCELLED
+     * within about 20 ms once *cancel is nonzero (set it from another thread
+     * or a signal handler), leaving nothing behind. Read only while create
+     * runs; a pull is stopped with wsync_receiver_cancel. NULL: only
+     * wsync_interrupt() stops it. */
+    const int *cancel;
 } wsync_receiver_config_t;
 
 WSYNC_API wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_receiver_t **out);
