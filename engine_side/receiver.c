@@ -121,9 +121,12 @@ static wsync_status_t choose_plan(wsync_receiver_t *r)
 
 /* Local rank 0, from the board's service thread: a local rank went, or
  * came back as a new process. The node is degraded until every rank holds
- * the version again (its next pull): the log and the node's report say so
- * (state "failed", the error starting "node degraded:"), so status never
- * shows it ready while a rank is missing. */
+ * the version again: the log and the node's report say so (state
+ * "failed", the error starting "node degraded:"), so status never shows it
+ * ready while a rank is missing. A rank back as a new process holds
+ * nothing: rank 0's pull waiting for a newer version pulls the held one
+ * again instead (attempt.c), and the node is ready again without waiting
+ * for the next version. */
 static void rank_changed(void *ctx, int rank, int32_t old_pid, int32_t new_pid)
 {
     wsync_receiver_t *r = ctx;
@@ -141,6 +144,9 @@ static void rank_changed(void *ctx, int rank, int32_t old_pid, int32_t new_pid)
                  "the node's next pull",
                  rank, (int)old_pid, (int)new_pid);
     LOG_WARN("engine %s: %s", r->engine_id, why);
+    __atomic_store_n(&r->degraded, 1, __ATOMIC_RELEASE);
+    if (new_pid != 0)
+        __atomic_store_n(&r->rejoined, 1, __ATOMIC_RELEASE);
     reporter_post(r->reporter, v, "failed", 0, 0, why);
 }
 

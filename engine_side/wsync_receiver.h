@@ -130,7 +130,9 @@ typedef struct wsync_receiver_config {
 WSYNC_API wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_receiver_t **out);
 
 /* Bring the node to `version`, or with version 0 to the newest published
- * version newer than the one held (waiting for one up to timeout_ms). A
+ * version newer than the one held (waiting for one up to timeout_ms; on
+ * local rank 0 of a node where a local rank was replaced by a new process,
+ * the held version again, so that rank holds it too and the node is ready). A
  * version not published yet is waited for too (up to timeout_ms:
  * WSYNC_ERR_TIMEOUT); one older than the oldest the control endpoint retains
  * fails at once (WSYNC_ERR_NOT_FOUND, naming the retained ones). Every local
