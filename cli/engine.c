@@ -124,6 +124,66 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
+/* --follow: a failure that repeats -- a trainer rank gone, the failed
+ * version retried every ~2 s until the rank is back or a newer version is
+ * published -- is said once, naming the rank, then once a FOLLOW_REMIND_S
+ * at most: a dead trainer made a line every 2 s before (26 item 3). */
+#define FOLLOW_REMIND_S 60
+
+typedef struct quiet {
+    char key[256]; /* what failed: "trainer rank N" with the status, else the error with its digits left out */
+    double said_s; /* when the last line about it went out */
+    double since_s;
+    int repeats; /* failures since that line */
+} quiet_t;
+
+static void failure_key(wsync_status_t st, const char *err, char *key, size_t len)
+{
+    const char *rank = strstr(err, "trainer rank ");
+    size_t n = (size_t)snprintf(key, len, "%d:", (int)st);
+    if (rank != NULL) {
+        int rk = atoi(rank + strlen("trainer rank "));
+        snprintf(key + n, len - n, "trainer rank %d", rk);
+        return;
+    }
+    for (; *err && n + 1 < len; err++)
+        if (*err < '0' || *err > '9')
+            key[n++] = *err;
+    key[n] = '\0';
+}
+
+static void report_failure(quiet_t *q, int follow, const char *engine, int rank, wsync_status_t st)
+{
+    const char *err = wsync_last_error();
+    const char *gone = strstr(err, "trainer rank ");
+    char key[sizeof(q->key)];
+    double now = wsync_now_s();
+    if (!follow) {
+        fprintf(stderr, "wsync engine %s rank %d: pull failed: %s: %s\n", engine, rank, wsync_status_str(st), err);
+        return;
+    }
+    failure_key(st, err, key, sizeof(key));
+    if (strcmp(key, q->key) != 0) {
+        snprintf(q->key, sizeof(q->key), "%s", key);
+        q->said_s = q->since_s = now;
+        q->repeats = 0;
+        fprintf(stderr, "wsync engine %s rank %d: pull failed: %s: %s\n", engine, rank, wsync_status_str(st), err);
+        if (st == WSYNC_ERR_PEER && gone)
+            fprintf(stderr,
+                    "wsync engine %s rank %d: trainer rank %d is gone; waiting for it to come back or for a newer "
+                    "version (retrying quietly, a line every %d s while it lasts)\n",
+                    engine, rank, atoi(gone + strlen("trainer rank ")), FOLLOW_REMIND_S);
+        return;
+    }
+    q->repeats++;
+    if (now - q->said_s < FOLLOW_REMIND_S)
+        return;
+    fprintf(stderr, "wsync engine %s rank %d: still failing for %.0f s (%d more attempts): %s: %s\n", engine, rank,
+            now - q->since_s, q->repeats, wsync_status_str(st), err);
+    q->said_s = now;
+    q->repeats = 0;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: wsync engine --control URL --engine ID --local-rank R --local-world L\n"
@@ -134,7 +194,8 @@ static void usage(FILE *f)
                "                    [--config FILE] [--set SETTING=VALUE]...\n"
                "Pulls the newest version whenever one is published; exits 0 after holding N versions\n"
                "(default 1), or runs until interrupted with --follow. A failed pull is reported and retried;\n"
-               "without --follow, K failures in a row (default 5) end it with status 1.\n"
+               "without --follow, K failures in a row (default 5) end it with status 1; with --follow, a failure\n"
+               "that repeats (a trainer rank gone) is said once, then at most once a minute.\n"
                "  --engine ID      the node's name, 1 to 64 characters; every local rank gives the same\n"
                "  --timeout-ms MS  how long one pull may take, the wait for a new version included\n"
                "                   (default 120000)\n"
@@ -343,6 +404,7 @@ int cmd_engine(int argc, char **argv)
     char *rules_text = NULL, *target_text = NULL;
     long versions, timeout_ms;
     int o, follow, held = 0, rc = 1, failures_in_row = 0, max_failures;
+    quiet_t quiet = {.key = ""};
     wsync_status_t st;
 
     if ((o = cli_config_apply("engine", &argc, &argv)) != 0)
@@ -393,8 +455,7 @@ int cmd_engine(int argc, char **argv)
         if (st != WSYNC_OK && stop_flag)
             break; /* interrupted: not a failure */
         if (st != WSYNC_OK) {
-            fprintf(stderr, "wsync engine %s rank %d: pull failed: %s: %s\n", rc_cfg.engine_id, rc_cfg.local_rank,
-                    wsync_status_str(st), wsync_last_error());
+            report_failure(&quiet, follow, rc_cfg.engine_id, rc_cfg.local_rank, st);
             /* --versions N gives up after a few failures in a row; --follow
              * keeps trying, as an engine in service would. */
             if (stop_flag || (!follow && ++failures_in_row >= max_failures))
@@ -404,6 +465,7 @@ int cmd_engine(int argc, char **argv)
         }
         held++;
         failures_in_row = 0;
+        quiet.key[0] = '\0'; /* the next failure is said again */
         if (rc_cfg.local_rank == 0) {
             /* The pull alone: the first pull's set-up ran before it. */
             double secs = recv_cli_last_pull_s(r);

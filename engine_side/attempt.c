@@ -66,6 +66,38 @@ static wsync_status_t wait_newer(wsync_receiver_t *r, uint64_t deadline, uint64_
     return wsync_control_wait_version_record(r->control, r->held_version, left_ms(deadline), v, &r->next_record);
 }
 
+/* While the node is degraded (a local rank went), rank 0's wait for a newer
+ * version looks this often whether the rank came back: its new process
+ * holds nothing until the node pulls the held version again. */
+#define REJOIN_LOOK_MS 1000
+
+/* The newest version, as wait_newer; or, on a degraded node whose missing
+ * rank is back as a new process, the held version again (*repair 1): the
+ * node holds it on every rank after that pull, and is ready without a new
+ * version (26 item 4; it stayed "node degraded" until the next one). */
+static wsync_status_t wait_or_repair(wsync_receiver_t *r, uint64_t deadline, uint64_t *v, int *repair)
+{
+    *repair = 0;
+    for (;;) {
+        uint64_t now = wsync_now_ns(), until = now + REJOIN_LOOK_MS * 1000000ULL;
+        if (r->held_version && __atomic_exchange_n(&r->rejoined, 0, __ATOMIC_ACQ_REL)) {
+            LOG_INFO("engine %s: a local rank rejoined: pulling the held version %llu again, so every rank holds "
+                     "it",
+                     r->engine_id, (unsigned long long)r->held_version);
+            json_decref(r->next_record);
+            r->next_record = NULL;
+            *v = r->held_version;
+            *repair = 1;
+            return WSYNC_OK;
+        }
+        if (!__atomic_load_n(&r->degraded, __ATOMIC_ACQUIRE) || !r->held_version || until >= deadline)
+            return wait_newer(r, deadline, v);
+        WSYNC_CHECK(wait_newer(r, until, v));
+        if (*v != 0)
+            return WSYNC_OK;
+    }
+}
+
 /* After a failed attempt, the next one waits this long for a version newer
  * than the one that failed before it tries that one again: a version whose
  * trainer rank died cannot be had, and its replacement publishes the next
@@ -94,11 +126,13 @@ static wsync_status_t choose_version(wsync_receiver_t *r, uint64_t version, uint
 {
     uint64_t newer = 0;
     json_t *rec = NULL;
-    int wait_ms;
+    int wait_ms, repair = 0;
     *v = version;
     if (version != 0)
         return wait_named(r, version, deadline);
-    WSYNC_CHECK(wait_newer(r, deadline, v));
+    WSYNC_CHECK(r->cfg.local_rank == 0 ? wait_or_repair(r, deadline, v, &repair) : wait_newer(r, deadline, v));
+    if (repair)
+        return WSYNC_OK;
     if (*v == 0)
         return wsync_error(WSYNC_ERR_TIMEOUT, "no version newer than %llu was published in time",
                            (unsigned long long)r->held_version);
@@ -552,6 +586,8 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
         return wsync_error(st, "%s", err);
     }
     r->failed_version = 0;
+    if (leader) /* every rank joined it (wait_ranks), and holds the version now */
+        __atomic_store_n(&r->degraded, 0, __ATOMIC_RELEASE);
     attempt_keep(r, &a, sl, tl, dm, t0);
     if (got)
         *got = a.version;

@@ -51,6 +51,10 @@ typedef struct board board_t;
  * `auth` (copied), rank 0 lets in only ranks of its uid or that prove it. */
 wsync_status_t board_open(const char *name, int local_rank, int local_world, int device, const wsync_auth_t *auth,
                           int timeout_ms, board_t **out);
+/* The same; a rank > 0's wait for rank 0 returns WSYNC_ERR_CANCELLED
+ * within ~20 ms once wsync_cancelled(cancel) (cancel may be NULL). */
+wsync_status_t board_open_cancellable(const char *name, int local_rank, int local_world, int device,
+                                      const wsync_auth_t *auth, int timeout_ms, const int *cancel, board_t **out);
 void board_close(board_t *b);
 
 /* Publish this rank's window for `slot` (blob + fd for shm, fd -1 otherwise). */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/base/checks.h"
+#include "common/base/interrupt.h"
 #include "common/base/log.h"
 #include "common/net/fdpass.h"
 #include "common/net/handshake.h"
@@ -342,10 +343,10 @@ static wsync_status_t join_refused(const board_t *b, const char *name, const boa
 }
 
 /* One try at joining rank 0's board: connected, proved, board mapped. */
-static wsync_status_t join_once(board_t *b, const char *name, int timeout_ms)
+static wsync_status_t join_once(board_t *b, const char *name, int timeout_ms, const int *cancel)
 {
     board_msg_t m = {.op = OP_JOIN, .rank = b->local_rank};
-    WSYNC_CHECK(wsync_unix_connect(name, timeout_ms, &b->sock));
+    WSYNC_CHECK(wsync_unix_connect_cancellable(name, timeout_ms, cancel, &b->sock));
     WSYNC_CHECK(wsync_hs_connect(b->sock, &b->auth, WSYNC_HS_BOARD, name, NULL, 0, timeout_ms, NULL, 0, NULL));
     WSYNC_CHECK(call(b, &m, -1, &b->memfd));
     if (m.status != WSYNC_OK)
@@ -367,7 +368,7 @@ static void unjoin(board_t *b)
     b->memfd = b->sock = -1;
 }
 
-static wsync_status_t open_member(board_t *b, const char *name, int local_world, int timeout_ms)
+static wsync_status_t open_member(board_t *b, const char *name, int local_world, int timeout_ms, const int *cancel)
 {
     uint64_t deadline = wsync_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
     wsync_status_t st;
@@ -375,12 +376,13 @@ static wsync_status_t open_member(board_t *b, const char *name, int local_world,
     /* A rank 0 killed while this rank joins (a restart) closes the connection
      * mid-handshake or mid-join: join its successor, within timeout_ms. A
      * refused proof (WSYNC_ERR_AUTH) or a timeout is final. */
-    while ((st = join_once(b, name, timeout_ms)) == WSYNC_ERR_PEER || st == WSYNC_ERR_IO) {
+    while ((st = join_once(b, name, timeout_ms, cancel)) == WSYNC_ERR_PEER || st == WSYNC_ERR_IO) {
         uint64_t now = wsync_now_ns();
         if (now + 50000000ULL >= deadline)
             return st;
         unjoin(b);
-        usleep(50000);
+        if (wsync_sleep_cancellable(50, cancel))
+            return wsync_cancel_error("waiting for local rank 0's node board");
         timeout_ms = (int)((deadline - now - 50000000ULL) / 1000000ULL);
     }
     WSYNC_CHECK(st);
@@ -405,6 +407,12 @@ static wsync_status_t open_member(board_t *b, const char *name, int local_world,
 wsync_status_t board_open(const char *name, int local_rank, int local_world, int device, const wsync_auth_t *auth,
                           int timeout_ms, board_t **out)
 {
+    return board_open_cancellable(name, local_rank, local_world, device, auth, timeout_ms, NULL, out);
+}
+
+wsync_status_t board_open_cancellable(const char *name, int local_rank, int local_world, int device,
+                                      const wsync_auth_t *auth, int timeout_ms, const int *cancel, board_t **out)
+{
     board_t *b;
     wsync_status_t st;
     int r, s;
@@ -426,7 +434,7 @@ wsync_status_t board_open(const char *name, int local_rank, int local_world, int
     for (r = 0; r < BOARD_MAX_RANKS; r++)
         for (s = 0; s < BOARD_ENTRIES; s++)
             b->wins[r][s].fd = -1;
-    st = local_rank == 0 ? open_leader(b, name, local_world) : open_member(b, name, local_world, timeout_ms);
+    st = local_rank == 0 ? open_leader(b, name, local_world) : open_member(b, name, local_world, timeout_ms, cancel);
     if (st != WSYNC_OK) {
         board_close(b);
         return st;

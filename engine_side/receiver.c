@@ -121,9 +121,12 @@ static wsync_status_t choose_plan(wsync_receiver_t *r)
 
 /* Local rank 0, from the board's service thread: a local rank went, or
  * came back as a new process. The node is degraded until every rank holds
- * the version again (its next pull): the log and the node's report say so
- * (state "failed", the error starting "node degraded:"), so status never
- * shows it ready while a rank is missing. */
+ * the version again: the log and the node's report say so (state
+ * "failed", the error starting "node degraded:"), so status never shows it
+ * ready while a rank is missing. A rank back as a new process holds
+ * nothing: rank 0's pull waiting for a newer version pulls the held one
+ * again instead (attempt.c), and the node is ready again without waiting
+ * for the next version. */
 static void rank_changed(void *ctx, int rank, int32_t old_pid, int32_t new_pid)
 {
     wsync_receiver_t *r = ctx;
@@ -141,6 +144,9 @@ static void rank_changed(void *ctx, int rank, int32_t old_pid, int32_t new_pid)
                  "the node's next pull",
                  rank, (int)old_pid, (int)new_pid);
     LOG_WARN("engine %s: %s", r->engine_id, why);
+    __atomic_store_n(&r->degraded, 1, __ATOMIC_RELEASE);
+    if (new_pid != 0)
+        __atomic_store_n(&r->rejoined, 1, __ATOMIC_RELEASE);
     reporter_post(r->reporter, v, "failed", 0, 0, why);
 }
 
@@ -197,11 +203,13 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     WSYNC_CHECK_GOTO(r->mem->init(r->device), st, err);
     r->win_ops = wsync_window_for(r->mem->kind);
     WSYNC_CHECK_GOTO(wsync_control_open(r->control_url, r->token, &r->control), st, err);
-    wsync_control_set_cancel(r->control, &r->cancelled);
+    /* Until create returns, the caller's flag stops its waits (a binding
+     * interrupts a construction this way); the receiver's own after. */
+    wsync_control_set_cancel(r->control, cfg->cancel ? cfg->cancel : &r->cancelled);
     r->progress = recv_progress_open(r->control_url, r->token, r->engine_id, cfg->local_rank == 0);
     WSYNC_CHECK_GOTO(wsync_auth_init(&r->auth, r->token), st, err);
-    WSYNC_CHECK_GOTO(board_open(r->board_name, cfg->local_rank, cfg->local_world, board_device(r), &r->auth,
-                                RECV_REJOIN_MS, &r->board),
+    WSYNC_CHECK_GOTO(board_open_cancellable(r->board_name, cfg->local_rank, cfg->local_world, board_device(r),
+                                            &r->auth, RECV_REJOIN_MS, cfg->cancel, &r->board),
                      st, err);
     WSYNC_CHECK_GOTO(recv_targets_init(r), st, err);
     WSYNC_CHECK_GOTO(choose_plan(r), st, err);
@@ -230,6 +238,8 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
             goto err;
         board_watch(r->board, rank_changed, r);
     }
+    wsync_control_set_cancel(r->control, &r->cancelled);
+    r->cfg.cancel = NULL; /* the caller's flag is not read after create */
     *out = r;
     return WSYNC_OK;
 err:
@@ -352,8 +362,8 @@ wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
     if (!board_leader_gone(old))
         return WSYNC_OK;
     LOG_WARN("engine %s rank %d: local rank 0 restarted; rejoining its board", r->engine_id, r->cfg.local_rank);
-    st = board_open(r->board_name, r->cfg.local_rank, r->cfg.local_world, board_device(r), &r->auth,
-                    RECV_REJOIN_MS, &nb);
+    st = board_open_cancellable(r->board_name, r->cfg.local_rank, r->cfg.local_world, board_device(r), &r->auth,
+                                RECV_REJOIN_MS, &r->cancelled, &nb);
     if (st == WSYNC_OK) {
         r->board = nb;
         st = post_on_board(r);

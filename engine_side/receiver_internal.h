@@ -83,6 +83,11 @@ typedef struct recv_pull_conns {
 struct wsync_receiver {
     wsync_receiver_config_t cfg;
     int cancelled; /* atomic: wsync_receiver_cancel; every wait looks (recv_cancelled) */
+    /* Local rank 0 (atomic, set by rank_changed on the board's thread):
+     * degraded while a rank went and the node has not held a version on
+     * every rank since; rejoined once a new process took the rank, so the
+     * next pull brings the held version to it (attempt.c, wait_or_repair). */
+    int degraded, rejoined;
     char *engine_id, *control_url, *token, *transport_name, *bind_host;
     char host_id[128];
     char board_name[256];

@@ -117,12 +117,22 @@ typedef struct wsync_receiver_config {
      * checks its tensors' dtypes and shapes here). */
     wsync_status_t (*check_dests)(void *arg, const wsync_tensor_info_t *tensors, size_t n);
     void *check_dests_arg;
+    /* Optional: stops wsync_receiver_create. Its waits -- the control
+     * endpoint while it is down (up to its grace period), local rank 0's
+     * node board for a rank > 0 (up to 30 s) -- return WSYNC_ERR_CANCELLED
+     * within about 20 ms once *cancel is nonzero (set it from another thread
+     * or a signal handler), leaving nothing behind. Read only while create
+     * runs; a pull is stopped with wsync_receiver_cancel. NULL: only
+     * wsync_interrupt() stops it. */
+    const int *cancel;
 } wsync_receiver_config_t;
 
 WSYNC_API wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_receiver_t **out);
 
 /* Bring the node to `version`, or with version 0 to the newest published
- * version newer than the one held (waiting for one up to timeout_ms). A
+ * version newer than the one held (waiting for one up to timeout_ms; on
+ * local rank 0 of a node where a local rank was replaced by a new process,
+ * the held version again, so that rank holds it too and the node is ready). A
  * version not published yet is waited for too (up to timeout_ms:
  * WSYNC_ERR_TIMEOUT); one older than the oldest the control endpoint retains
  * fails at once (WSYNC_ERR_NOT_FOUND, naming the retained ones). Every local

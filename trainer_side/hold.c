@@ -150,18 +150,24 @@ static wsync_status_t wait_nodes(wsync_publisher_t *p, uint64_t version, uint64_
     }
 }
 
-/* Until no pull of the direct slot is in flight (p->lock held). */
+/* Until no pull of the direct slot is in flight (p->lock held). A pull
+ * that ends unpins under p->lock and broadcasts p->cond (pull_server.c),
+ * so the wait sleeps on it: in WSYNC_INTERRUPT_SLICE_MS slices only to see
+ * SIGINT/SIGTERM, not to look at `pins` (it looked every 1 ms before). */
 static wsync_status_t wait_unpinned(wsync_publisher_t *p, uint64_t version, uint64_t end, int timeout_ms)
 {
     while (p->slots.slot[PUB_DIRECT].pins > 0) {
         struct timespec ts;
+        uint64_t now = wsync_now_ns();
+        int ms;
         if (wsync_interrupted())
             return wsync_cancel_error("wsync_publisher_wait_held");
         if (wsync_now_ns() >= end)
             return wsync_error(WSYNC_ERR_TIMEOUT,
                                "trainer rank %d: %d pulls of version %llu were still in flight after %d ms",
                                p->cfg.rank, p->slots.slot[PUB_DIRECT].pins, (unsigned long long)version, timeout_ms);
-        wsync_abstime_after_ms(&ts, 1);
+        ms = end > now ? (int)((end - now) / 1000000ULL) + 1 : 1;
+        wsync_abstime_after_ms(&ts, ms < WSYNC_INTERRUPT_SLICE_MS ? ms : WSYNC_INTERRUPT_SLICE_MS);
         pthread_cond_timedwait(&p->cond, &p->lock, &ts);
     }
     return WSYNC_OK;

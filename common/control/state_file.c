@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "common/base/checks.h"
+#include "common/base/log.h"
+#include "common/control/validate.h"
 
 wsync_status_t ctl_state_save(const char *path, const json_t *state)
 {
@@ -96,6 +98,57 @@ wsync_status_t ctl_state_prepare_dir(const char *path)
     return WSYNC_OK;
 }
 
+/* 1 when `v` is an integer at or past 2^53, which no route accepts as a
+ * version (CTL_MAX_VERSION): a hand-edited or foreign file. */
+static int version_too_big(const json_t *v)
+{
+    return json_is_integer(v) && json_integer_value(v) > CTL_MAX_VERSION;
+}
+
+/* A state file's versions at or past 2^53 are refused one by one, each
+ * named (file, field, value), and the rest of the state is kept: a record
+ * with one is dropped, a trainer's or engine's held version becomes 0, and
+ * latest_version becomes the newest record kept (0 without one). Failing
+ * the start instead would lose every registration over one field. */
+static void refuse_big_versions(const char *path, json_t *state)
+{
+    json_t *records = json_object_get(state, "versions"), *e;
+    const char *held_in[] = {"trainers", "engines"};
+    json_int_t newest = 0;
+    size_t i, k, dropped = 0;
+    json_array_foreach(records, i, e)
+    {
+        if (version_too_big(json_object_get(e, "version"))) {
+            LOG_ERROR("state file %s: versions[%zu].version %lld is 2^53 or more (versions are below 2^53, as "
+                      "POST /v1/publish requires): that record is dropped, the rest of the state is kept",
+                      path, i + dropped, (long long)json_integer_value(json_object_get(e, "version")));
+            json_array_remove(records, i--); /* i wraps to -1 at 0: the loop's i++ brings it back */
+            dropped++;
+            continue;
+        }
+        if (json_integer_value(json_object_get(e, "version")) > newest)
+            newest = json_integer_value(json_object_get(e, "version"));
+    }
+    for (k = 0; k < 2; k++)
+        json_array_foreach(json_object_get(state, held_in[k]), i, e)
+        {
+            if (!version_too_big(json_object_get(e, "version")))
+                continue;
+            LOG_ERROR("state file %s: %s[%zu].version %lld is 2^53 or more: taken as 0 (holds nothing); the rest "
+                      "of "
+                      "the state is kept",
+                      path, held_in[k], i, (long long)json_integer_value(json_object_get(e, "version")));
+            json_object_set_new(e, "version", json_integer(0));
+        }
+    if (version_too_big(json_object_get(state, "latest_version"))) {
+        LOG_ERROR("state file %s: latest_version %lld is 2^53 or more (versions are below 2^53, as POST "
+                  "/v1/versions requires): refused; the latest is now %lld, the newest version record kept, and "
+                  "the rest of the state is kept (trainers publish versions above it)",
+                  path, (long long)json_integer_value(json_object_get(state, "latest_version")), (long long)newest);
+        json_object_set_new(state, "latest_version", json_integer(newest));
+    }
+}
+
 wsync_status_t ctl_state_read(const char *path, json_t **out)
 {
     json_error_t jerr;
@@ -109,6 +162,8 @@ wsync_status_t ctl_state_read(const char *path, json_t **out)
                            "state file %s is unreadable or corrupt (%s, line %d); refusing to "
                            "start empty: fix it, or move it away to start from scratch",
                            path, jerr.text, jerr.line);
+    if (json_is_object(j) && json_object_get(j, "latest_version"))
+        refuse_big_versions(path, j); /* a layout file has none */
     *out = j;
     return WSYNC_OK;
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/base/checks.h"
+#include "common/base/interrupt.h"
 #include "common/base/util.h"
 
 /* A name too long for sun_path is refused rather than cut: two long names
@@ -48,6 +49,11 @@ wsync_status_t wsync_unix_listen(const char *name, int *fd_out)
 
 wsync_status_t wsync_unix_connect(const char *name, int timeout_ms, int *fd_out)
 {
+    return wsync_unix_connect_cancellable(name, timeout_ms, NULL, fd_out);
+}
+
+wsync_status_t wsync_unix_connect_cancellable(const char *name, int timeout_ms, const int *cancel, int *fd_out)
+{
     struct sockaddr_un sa;
     socklen_t len;
     uint64_t deadline = wsync_now_ns() + (uint64_t)timeout_ms * 1000000ULL;
@@ -62,7 +68,7 @@ wsync_status_t wsync_unix_connect(const char *name, int timeout_ms, int *fd_out)
         }
         e = errno;
         close(fd);
-        if (wsync_interrupted())
+        if (wsync_cancelled(cancel))
             return wsync_error(WSYNC_ERR_CANCELLED, "waiting for local socket '%s': interrupted", name);
         if (wsync_now_ns() >= deadline)
             return wsync_error(WSYNC_ERR_TIMEOUT, "nobody serves local socket '%s' (%s): is local rank 0 running?",

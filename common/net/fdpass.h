@@ -11,6 +11,9 @@
 wsync_status_t wsync_unix_listen(const char *name, int *fd_out);
 /* Connect to `name`, retrying until timeout_ms while nobody listens yet. */
 wsync_status_t wsync_unix_connect(const char *name, int timeout_ms, int *fd_out);
+/* The same, returning WSYNC_ERR_CANCELLED within ~20 ms once wsync_cancelled(cancel)
+ * (cancel may be NULL: the process-wide wsync_interrupt alone). */
+wsync_status_t wsync_unix_connect_cancellable(const char *name, int timeout_ms, const int *cancel, int *fd_out);
 /* Send exactly `len` bytes and, if fd >= 0, the descriptor with them. */
 wsync_status_t wsync_fd_send(int sock, const void *msg, size_t len, int fd);
 /* Receive exactly `len` bytes; *fd gets a descriptor that came with them, or -1. */

@@ -118,6 +118,7 @@ class ReceiverConfig(ctypes.Structure):
         ("ndests", ctypes.c_int),
         ("check_dests", ctypes.c_void_p),  # a CHECK_DESTS callback (kept alive by its Receiver)
         ("check_dests_arg", ctypes.c_void_p),
+        ("cancel", ctypes.POINTER(ctypes.c_int)),  # stops wsync_receiver_create's waits once nonzero
     ]
 
 

@@ -96,11 +96,65 @@ class Receiver:
         cfg.target_json = _lib.cstr(_json_text(target))
         if self._into is not None:
             self._set_dests(cfg)
+        self._cancel = ctypes.c_int(0)
+        cfg.cancel = ctypes.pointer(self._cancel)
         self._cfg = cfg
+        self._r = self._create_interruptibly(cfg)
+
+    def _create_interruptibly(self, cfg):
+        """wsync_receiver_create, which may wait for the control endpoint
+        (down: up to its grace period) or, on a rank > 0, for local rank 0's
+        node board (up to 30 s). Interruptible as pull() is: from the main
+        thread it runs on the worker thread; at Ctrl-C the config's cancel
+        flag stops its waits (within ~20 ms, nothing left behind), a receiver
+        made meanwhile is destroyed, and the KeyboardInterrupt goes on."""
         r = ctypes.c_void_p()
-        _lib.check(_lib.lib.wsync_receiver_create(ctypes.byref(cfg), ctypes.byref(r)),
-                   "engine %s rank %d: creating the receiver" % (engine, local_rank))
-        self._r = r
+
+        def run():
+            st = _lib.lib.wsync_receiver_create(ctypes.byref(cfg), ctypes.byref(r))
+            return st, _lib.last_error() if st else ""
+
+        def cancel():
+            self._cancel.value = 1
+
+        try:
+            st, detail = self._interruptibly(run, cancel)
+        except BaseException:
+            if r.value:
+                _lib.lib.wsync_receiver_destroy(r)
+            self._stop_worker()
+            raise
+        if st != 0:
+            self._stop_worker()
+        _lib.check(st, "engine %s rank %d: creating the receiver" % (self.engine, self.local_rank), detail)
+        return r
+
+    def _stop_worker(self):
+        if self._worker is not None:
+            self._worker.shutdown(wait=True)
+            self._worker = None
+
+    def _interruptibly(self, run, cancel):
+        """run() on this receiver's worker thread while the main thread waits
+        in 0.1 s slices (Python runs signal handlers only between bytecodes
+        of the main thread, never inside a C call); at an exception there
+        (KeyboardInterrupt) cancel() is called, run() waited for, and the
+        exception goes on. Off the main thread, run() alone."""
+        if threading.current_thread() is not threading.main_thread():
+            return run()
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wsync-receiver")
+        fut = self._worker.submit(run)
+        try:
+            while True:
+                try:
+                    return fut.result(timeout=0.1)
+                except _SliceOver:
+                    continue
+        except BaseException:
+            cancel()
+            fut.result()
+            raise
 
     def _set_dests(self, cfg):
         """`into` as the C config's dests, and the callback that checks them."""
@@ -203,23 +257,13 @@ class Receiver:
             st = _lib.lib.wsync_receiver_pull(self._r, version, ms, ctypes.byref(got))
             return st, _lib.last_error() if st else ""
 
-        if threading.current_thread() is not threading.main_thread():
-            return run()
-        if self._worker is None:
-            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wsync-pull")
-        fut = self._worker.submit(run)
-        try:
-            while True:
-                try:
-                    return fut.result(timeout=0.1)
-                except _SliceOver:
-                    continue
-        except BaseException:
+        def cancel():
             _lib.lib.wsync_receiver_cancel(self._r)
-            try:
-                fut.result()
-            finally:
-                _lib.lib.wsync_receiver_cancel_clear(self._r)
+
+        try:
+            return self._interruptibly(run, cancel)
+        except BaseException:
+            _lib.lib.wsync_receiver_cancel_clear(self._r)  # the next pull runs
             raise
 
     def progress(self):

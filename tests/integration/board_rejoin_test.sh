@@ -9,8 +9,9 @@
 #        naming the rank, and the node keeps pulling (it was let in; when it
 #        exited the node was stuck, rank 0 saying rank 1 was not running).
 # --- 3. A rank killed while the node is idle: the node's report says it is
-#        degraded (status said ready); the rank restarted, the node pulls
-#        the next version.
+#        degraded (status said ready); the rank restarted, the node holds
+#        its version on every rank again and is ready without a new version
+#        (26 item 4), and pulls the next version.
 # --- 4. Rank 0 down past rank 1's 30 s rejoin timeout: rank 1 says what to
 #        do and keeps running (SIGSEGV), and joins when rank 0 is back.
 source "$(dirname "$0")/lib.sh"
@@ -78,7 +79,11 @@ else fail rejoin_duplicate_node_keeps_pulling "node: $(node_at); rank 0: $(tail 
 
 # --- 3 ------------------------------------------------------------------
 kill $T; wait $T 2>/dev/null
-sleep 1                                   # the last pull is over: the node is idle, ready
+# One more version, then the trainer idles, serving it: the node is idle, ready.
+v=$(version_now)
+bg "$WSYNC" "${TRAINER[@]}" --versions 1 >"$TMP/t1.log" 2>&1; T=$!
+ready_after "$v" 30 || fail rejoin_idle_version_ready "node: $(node_at)"
+sleep 1
 v=$(version_now)
 kill -9 $R1; wait $R1 2>/dev/null
 ok=0
@@ -87,9 +92,18 @@ if [ $ok = 1 ]; then pass rejoin_lost_rank_node_reports_degraded
 else fail rejoin_lost_rank_node_reports_degraded "5 s after rank 1 was killed the node says: $(node_at)"; fi
 bg "$WSYNC" "${ENGINE[@]}" --local-rank 1 --local-world 2 >"$TMP/e1b.log" 2>&1; R1=$!
 ok=0
-for i in $(seq 1 100); do node_at | grep -q "failed node degraded: local rank 1 was replaced" && { ok=1; break; }; sleep 0.1; done
+for i in $(seq 1 100); do grep -q "node degraded: local rank 1 was replaced" "$TMP/e0b.log" && { ok=1; break; }; sleep 0.1; done
 if [ $ok = 1 ]; then pass rejoin_replaced_rank_node_says_so
-else fail rejoin_replaced_rank_node_says_so "node: $(node_at)"; fi
+else fail rejoin_replaced_rank_node_says_so "node: $(node_at); rank 0: $(tail -2 "$TMP/e0b.log")"; fi
+# The restarted rank joined the idle node: the node pulls the version it
+# holds again, so every rank holds it, and is ready at that same version
+# (no new one is published; it stayed "node degraded" until the next).
+ok=0
+for i in $(seq 1 200); do set -- $(node_at); [ "${1:-}" = "$v" ] && [ "${2:-}" = ready ] && { ok=1; break; }; sleep 0.1; done
+latest=$(curl -fsS "$URL/v1/status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["latest_version"])')
+if [ $ok = 1 ] && [ "$latest" = "$v" ]; then pass rejoin_restarted_rank_idle_node_ready_without_a_new_version
+else fail rejoin_restarted_rank_idle_node_ready_without_a_new_version "node: $(node_at) (latest $latest, held $v)"; fi
+kill $T; wait $T 2>/dev/null
 bg "$WSYNC" "${TRAINER[@]}" --versions 100000 --interval-ms 500 >"$TMP/t2.log" 2>&1; T=$!
 if ready_after "$v" 30; then pass rejoin_restarted_rank_node_ready_again
 else fail rejoin_restarted_rank_node_ready_again "node: $(node_at)"; fi

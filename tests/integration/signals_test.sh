@@ -4,7 +4,8 @@
 # no child left running, no shared-memory file left in /dev/shm. Before the
 # fix: a trainer whose endpoint is down 57 s, an engine following 62 s, rank
 # 1 of a two-rank node 117 s, a Python pull(timeout=30) 30 s, the demo as
-# long as its children. In the SIGTERM round the endpoint holds a version
+# long as its children, a Python Receiver(...) waiting for its endpoint or
+# its local rank 0 as long as that wait (until 26.2's last item). In the SIGTERM round the endpoint holds a version
 # whose trainer is gone (the SIGINT round's), so the engines are in the
 # middle of a pull that cannot finish when the signal comes.
 source "$(dirname "$0")/lib.sh"
@@ -157,6 +158,42 @@ PYEOF
     check python_receiver_pulls_after_an_interrupt grep -q 'pulls again' "$TMP/pull.log"
     check python_receiver_progress grep -q 'progress idle' "$TMP/pull.log"
     grep -q 'pulls again' "$TMP/pull.log" || cat "$TMP/pull.log" >&2
+
+    # Python: constructing a Receiver that waits -- for a control endpoint
+    # that is down (rank 0 registers the node, retrying), for a local rank
+    # 0 that never comes (rank 1 of 2 waits for its board) -- raises
+    # KeyboardInterrupt at SIGINT within a second, and the process exits
+    # (it waited up to the endpoint's grace period, 30 s for rank 0, before).
+    dead=$(free_port)
+    for c in "endpoint_down http://127.0.0.1:$dead 0" "rank0_never_comes $url 1"; do
+        set -- $c
+        cat >"$TMP/ctor_$1.py" <<PYEOF
+import signal, sys, time, wsync
+signal.signal(signal.SIGINT, signal.default_int_handler)
+print("constructing", flush=True)
+t0 = time.monotonic()
+try:
+    wsync.Receiver("$2", "ctor-$1-$$", $3, 2)
+    print("constructed?!", flush=True)
+except KeyboardInterrupt:
+    print("interrupted after %.2f s" % (time.monotonic() - t0), flush=True)
+PYEOF
+        PYTHONPATH="$WSYNC_ROOT/python" WSYNC_LIB=${WSYNC_BUILD:-$WSYNC_ROOT/build}/libwsync.so \
+            bg $PY "$TMP/ctor_$1.py" >"$TMP/ctor_$1.log" 2>&1
+        p=$!
+        for _ in $(seq 200); do grep -q constructing "$TMP/ctor_$1.log" && break; sleep 0.05; done
+        sleep 1.5
+        t0=$(date +%s%N)
+        kill -INT $p
+        for i in $(seq $((LIMIT * 50))); do grep -q 'interrupted after' "$TMP/ctor_$1.log" && break; sleep 0.02; done
+        t1=$(date +%s%N)
+        echo "  python_receiver_construction_$1: KeyboardInterrupt $(( (t1 - t0) / 1000000 )) ms after SIGINT" >&2
+        check python_receiver_construction_${1}_raised_keyboardinterrupt grep -q 'interrupted after' "$TMP/ctor_$1.log"
+        for i in $(seq 500); do kill -0 $p 2>/dev/null || break; sleep 0.02; done
+        check python_receiver_construction_${1}_exits sh -c "! kill -0 $p 2>/dev/null"
+        grep -q 'interrupted after' "$TMP/ctor_$1.log" || cat "$TMP/ctor_$1.log" >&2
+        kill -9 $p 2>/dev/null; wait $p 2>/dev/null
+    done
 fi
 
 sleep 0.2

@@ -94,3 +94,26 @@ else
     else fail full_filesystem_shows_and_logs_once "healthz $c, $n error lines: $(tail -2 "$TMP/s5.log")"; fi
     kill "$spid"; wait "$spid" 2>/dev/null
 fi
+
+# 6. A state file whose latest_version is 2^53 or more (the publish route
+#    refuses such a version): refused at load, naming the file and the
+#    field; the registrations and the other versions are kept.
+big=9007199254740993 # 2^53 + 1
+cat >"$TMP/big.json" <<JEOF
+{"format":1,"latest_version":$big,"published_at":0,"log_seq":0,"layouts":[],
+ "versions":[{"version":$big},{"version":7}],"trainers":[],
+ "engines":[{"id":"kept-node","host":"h","local_ranks":1,"version":3},
+            {"id":"big-node","host":"h","local_ranks":1,"version":$big}]}
+JEOF
+serve_on "$TMP/big.json" "$TMP/s6.log"
+# Independent of wsync: what the endpoint reports, read with Python's json.
+got=$(curl -s "$url/v1/status" | /usr/bin/python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+e = {x["id"]: x.get("version") for x in s["engines"]}
+print(s["latest_version"], e.get("kept-node"), e.get("big-node"))')
+check big_latest_version_refused_at_load test "$got" = "7 3 0"
+check big_latest_version_error_names_file_and_field \
+    grep -q "state file $TMP/big.json: latest_version $big is 2^53 or more" "$TMP/s6.log"
+check big_version_record_error_names_field grep -q "versions\[0\].version $big" "$TMP/s6.log"
+kill "$spid"; wait "$spid" 2>/dev/null

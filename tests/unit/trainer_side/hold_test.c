@@ -4,8 +4,11 @@
  * while nothing happens. A node that never pulls: a 1.5 s wait costs tens of
  * GET /v1/status, not a thousand. A node that pulls: wait_held still returns
  * right after its pull. One process: the control endpoint, a publisher (1
- * rank, single copy) and a receiver over tcp on loopback. */
+ * rank, single copy) and a receiver over tcp on loopback. A pull still in
+ * flight once the nodes hold the version is waited for on the publisher's
+ * condition variable, not by looking every 1 ms (issue 26 item 5). */
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,12 +22,31 @@
 #include "tests/test.h"
 #include "tests/unit/rig.h"
 #include "common/control/control_server.h"
+#include "trainer_side/publisher_internal.h"
 #include "trainer_side/wsync_publisher.h"
 
 #define IMAGE (1u << 20)
 #define CHUNK (256u << 10)
 
 typedef test_rig_t rig_t;
+
+/* Timed waits on `counted_cond` by `counted_thread`, counted: this
+ * definition takes the place of libc's for the library linked into this
+ * test, and hands each call on to libc's. */
+static pthread_cond_t *counted_cond;
+static pthread_t counted_thread;
+static int timed_waits;
+
+int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *ts)
+{
+    static int (*real)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+    if (real == NULL)
+        real = (int (*)(pthread_cond_t *, pthread_mutex_t *,
+                        const struct timespec *))dlvsym(RTLD_NEXT, "pthread_cond_timedwait", "GLIBC_2.3.2");
+    if (c == __atomic_load_n(&counted_cond, __ATOMIC_ACQUIRE) && pthread_equal(pthread_self(), counted_thread))
+        __atomic_add_fetch(&timed_waits, 1, __ATOMIC_RELAXED);
+    return real(c, m, ts);
+}
 
 /* One trainer rank serving zero-copy; engines register from its host
  * (g->host_id) themselves. */
@@ -142,9 +164,62 @@ out:
     test_rig_down(&g);
 }
 
+typedef struct unpin_job {
+    wsync_publisher_t *pub;
+    int ms;
+} unpin_job_t;
+
+/* A pull of the direct slot that ends `ms` after it started: unpinned as
+ * pull_server.c does (p->lock, pins--, broadcast). */
+static void *unpin_main(void *arg)
+{
+    unpin_job_t *j = arg;
+    usleep((useconds_t)j->ms * 1000);
+    pthread_mutex_lock(&j->pub->lock);
+    j->pub->slots.slot[PUB_DIRECT].pins--;
+    j->pub->serving.pulls_ended++;
+    pthread_cond_broadcast(&j->pub->cond);
+    pthread_mutex_unlock(&j->pub->lock);
+    return NULL;
+}
+
+/* No engine node on this host (so every node holds it at the first look),
+ * one pull in flight for 400 ms: wait_held returns once it ends, having
+ * slept on p->cond a few times (20 ms slices: ~20), not ~400 times. */
+static void test_wait_held_sleeps_until_the_pull_ends(void)
+{
+    rig_t g;
+    unpin_job_t j;
+    pthread_t th;
+    int waits;
+    if (!rig_ok(&g)) {
+        fprintf(stderr, "  set-up: %s\n", wsync_last_error());
+        CHECK(!"set-up");
+        goto out;
+    }
+    CHECK_OK(wsync_publisher_publish(g.pub, 1));
+    pthread_mutex_lock(&g.pub->lock);
+    g.pub->slots.slot[PUB_DIRECT].pins++;
+    pthread_mutex_unlock(&g.pub->lock);
+    j = (unpin_job_t){.pub = g.pub, .ms = 400};
+    counted_thread = pthread_self();
+    __atomic_store_n(&counted_cond, &g.pub->cond, __ATOMIC_RELEASE);
+    CHECK(pthread_create(&th, NULL, unpin_main, &j) == 0);
+    CHECK_OK(wsync_publisher_wait_held(g.pub, 1, 20000));
+    __atomic_store_n(&counted_cond, NULL, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    waits = __atomic_load_n(&timed_waits, __ATOMIC_RELAXED);
+    fprintf(stderr, "  wait_held slept %d times on the publisher's condition during a 400 ms pull\n", waits);
+    CHECK(g.pub->slots.slot[PUB_DIRECT].pins == 0);
+    CHECK(waits >= 1 && waits <= 60); /* 1 ms slices: up to 400 (fewer on a loaded host, >100 still) */
+out:
+    test_rig_down(&g);
+}
+
 int main(void)
 {
     RUN(test_wait_held_does_not_poll_every_ms);
     RUN(test_wait_held_returns_once_the_node_holds_it);
+    RUN(test_wait_held_sleeps_until_the_pull_ends);
     TEST_EXIT();
 }
