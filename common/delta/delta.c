@@ -23,7 +23,7 @@ static inline uint32_t mask32_scalar(const unsigned char *a, const unsigned char
 static uint64_t pass_scalar(const unsigned char *base, const unsigned char *next, uint64_t n, unsigned w,
                             unsigned char *bitmap, unsigned char *vals)
 {
-    WSYNC_DELTA_PASS_BODY(mask32_scalar);
+    WSYNC_DELTA_PASS_BODY(mask32_scalar, wsync_delta_extract_bits);
 }
 
 static uint64_t popcount_scalar(const unsigned char *bitmap, uint64_t n)

@@ -57,37 +57,55 @@ static inline int wsync_delta_elem_differs(const unsigned char *a, const unsigne
     return x != y;
 }
 
-/* The encode pass around MASK32(base, next, w): a 32-bit mask of which of
- * 32 elements differ. Full groups of 32 first, then the tail one by one. */
-#define WSYNC_DELTA_PASS_BODY(MASK32)                                                  \
+/* The encode pass's tail from element i (fewer than 32 left), one element
+ * at a time; c is the count so far. Returns the count. */
+static inline uint64_t wsync_delta_pass_tail(const unsigned char *base, const unsigned char *next, uint64_t n,
+                                             unsigned w, unsigned char *bitmap, unsigned char *vals, uint64_t i,
+                                             uint64_t c)
+{
+    if (bitmap != NULL && i < n)
+        memset(bitmap + i / 8, 0, (size_t)((n - i + 7) / 8));
+    for (; i < n; i++) {
+        if (!wsync_delta_elem_differs(base + i * w, next + i * w, w))
+            continue;
+        if (bitmap != NULL)
+            bitmap[i / 8] |= (unsigned char)(1u << (i % 8));
+        if (vals != NULL)
+            wsync_delta_copy_elem(vals + c * w, next + i * w, w);
+        c++;
+    }
+    return c;
+}
+
+/* The encode pass around MASK32(base, next, w), a 32-bit mask of which of
+ * 32 elements differ, and EXTRACT(src, m, w, vals, c), which appends the
+ * values of the set elements of the group at src and returns the new count.
+ * Full groups of 32 first, then the tail. */
+#define WSYNC_DELTA_PASS_BODY(MASK32, EXTRACT)                                         \
     uint64_t c = 0, i = 0;                                                             \
     for (; i + 32 <= n; i += 32) {                                                     \
         uint32_t m = MASK32(base + i * w, next + i * w, w);                            \
         if (bitmap != NULL)                                                            \
             memcpy(bitmap + i / 8, &m, 4); /* little-endian hosts only (x86, arm64) */ \
-        if (vals == NULL) {                                                            \
+        if (vals == NULL)                                                              \
             c += (uint64_t)__builtin_popcount(m);                                      \
-            continue;                                                                  \
-        }                                                                              \
-        while (m != 0) {                                                               \
-            unsigned k = (unsigned)__builtin_ctz(m);                                   \
-            wsync_delta_copy_elem(vals + c * w, next + (i + k) * w, w);                \
-            c++;                                                                       \
-            m &= m - 1;                                                                \
-        }                                                                              \
+        else                                                                           \
+            c = EXTRACT(next + i * w, m, w, vals, c);                                  \
     }                                                                                  \
-    if (bitmap != NULL && i < n)                                                       \
-        memset(bitmap + i / 8, 0, (size_t)((n - i + 7) / 8));                          \
-    for (; i < n; i++) {                                                               \
-        if (!wsync_delta_elem_differs(base + i * w, next + i * w, w))                  \
-            continue;                                                                  \
-        if (bitmap != NULL)                                                            \
-            bitmap[i / 8] |= (unsigned char)(1u << (i % 8));                           \
-        if (vals != NULL)                                                              \
-            wsync_delta_copy_elem(vals + c * w, next + i * w, w);                      \
-        c++;                                                                           \
-    }                                                                                  \
-    return c
+    return wsync_delta_pass_tail(base, next, n, w, bitmap, vals, i, c)
+
+/* EXTRACT by walking the set bits (the scalar one). */
+static inline uint64_t wsync_delta_extract_bits(const unsigned char *src, uint32_t m, unsigned w,
+                                                unsigned char *vals, uint64_t c)
+{
+    while (m != 0) {
+        unsigned k = (unsigned)__builtin_ctz(m);
+        wsync_delta_copy_elem(vals + c * w, src + k * w, w);
+        c++;
+        m &= m - 1;
+    }
+    return c;
+}
 
 #define WSYNC_DELTA_POPCOUNT_BODY                       \
     uint64_t c = 0, nb = (n + 7) / 8, j = 0;            \
