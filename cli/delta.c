@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/delta.h"
 #include "common/base/util.h"
 #include "common/delta/delta.h"
 #include "common/model/safetensors.h"
@@ -44,9 +45,7 @@ static void print_totals(const char *what, const totals_t *t)
            t->full ? (double)t->chosen / (double)t->full : 0.0);
 }
 
-/* The width of the piece [off, end): the one width of the tensors it
- * touches when it divides the piece, else 1. */
-static unsigned piece_width(const wsync_manifest_t *m, uint64_t off, uint64_t end)
+unsigned cli_delta_piece_width(const wsync_manifest_t *m, uint64_t off, uint64_t end)
 {
     unsigned w = 0;
     for (size_t i = 0; i < m->ntensors; i++) {
@@ -78,7 +77,7 @@ static int pieces_totals(const wsync_safetensors_t *a, const wsync_safetensors_t
     for (uint64_t off = 0; off < m->image_size; off += chunk) {
         uint64_t end = off + chunk < m->image_size ? off + chunk : m->image_size;
         wsync_delta_stats_t st;
-        unsigned w = piece_width(m, off, end);
+        unsigned w = cli_delta_piece_width(m, off, end);
         if (wsync_delta_count(ia + off, ib + off, end - off, w, &st) != WSYNC_OK)
             goto out;
         add(t, &st);
@@ -93,6 +92,8 @@ out:
 static int usage(FILE *f)
 {
     fprintf(f, "usage: wsync delta stats [--quiet] [--chunk BYTES] OLD.safetensors NEW.safetensors\n"
+               "       wsync delta encode [--chunk SIZE] OLD.safetensors NEW.safetensors OUT.wire\n"
+               "       wsync delta apply [--chunk SIZE] OLD.safetensors WIRES OUT.safetensors\n"
                "Prints, per tensor and in all, the fraction of elements of NEW that differ from OLD, the bytes\n"
                "of each delta form (full, bitmap, pairs; header included), the chosen form and its size\n"
                "against full. The last line costs the image as the wire's pieces (--chunk, default 64 MiB).\n"
@@ -174,6 +175,10 @@ int cmd_delta(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "stats") == 0)
         return stats(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "encode") == 0)
+        return cli_delta_encode(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "apply") == 0)
+        return cli_delta_apply(argc - 1, argv + 1);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
         return usage(stdout);
     return usage(stderr);
