@@ -9,6 +9,7 @@
  * rank's verification. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/base/checks.h"
@@ -388,14 +389,14 @@ wsync_status_t cost_predict(const cost_links_t *links, const cost_deploy_t *d, c
     return WSYNC_OK;
 }
 
-wsync_status_t cost_choose(const cost_links_t *links, const cost_deploy_t *d, cost_choice_t *out)
+/* The choice among `n` costed plans. */
+static wsync_status_t choose_from(const cost_plan_t *plans, size_t n, const cost_deploy_t *d, cost_choice_t *out)
 {
-    cost_plan_t plans[COST_MAX_PLANS];
     const cost_plan_t *best = NULL;
-    size_t n = 0, i;
-    WSYNC_CHECK(cost_predict(links, d, plans, COST_MAX_PLANS, &n));
+    size_t i;
     /* Strictly faster by 1% to leave direct: a relay adds hops and a node
-     * that can fail under its children, so a tie goes to the simpler plan. */
+     * that can fail under its children, so a tie goes to the simpler plan
+     * (and, with delta auto, to a full pull: the full plans come first). */
     for (i = 0; i < n; i++)
         if (plans[i].runnable && (best == NULL || plans[i].predicted_s < best->predicted_s * 0.99))
             best = &plans[i];
@@ -411,6 +412,20 @@ wsync_status_t cost_choose(const cost_links_t *links, const cost_deploy_t *d, co
             out->full_s = plans[i].predicted_s;
     snprintf(out->bottleneck, sizeof(out->bottleneck), "%s", best->bottleneck);
     return WSYNC_OK;
+}
+
+wsync_status_t cost_choose(const cost_links_t *links, const cost_deploy_t *d, cost_choice_t *out)
+{
+    /* On the heap: 24 plans are ~300 KiB, too much for a small thread stack. */
+    cost_plan_t *plans = malloc(sizeof(*plans) * COST_MAX_PLANS);
+    size_t n = 0;
+    wsync_status_t st;
+    WSYNC_CHECK_ALLOC(plans);
+    st = cost_predict(links, d, plans, COST_MAX_PLANS, &n);
+    if (st == WSYNC_OK)
+        st = choose_from(plans, n, d, out);
+    free(plans);
+    return st;
 }
 
 double cost_floor_s(const cost_links_t *links, const cost_deploy_t *d)
