@@ -86,18 +86,11 @@ static void plan_help(void)
 /* --delta, --delta-density, --delta-width into `pr`; 0, or 2 after a message. */
 static int parse_delta_opt(int c, const char *arg, plan_predict_opts_t *pr)
 {
-    char *end = NULL;
     if (c == 1008) {
         pr->delta = arg;
     } else if (c == 1009) {
-        pr->delta_density = strtod(arg, &end);
-        if (end == arg || *end != '\0' || !(pr->delta_density >= 0 && pr->delta_density <= 1)) {
-            fprintf(stderr,
-                    "wsync plan: --delta-density: expected the changed fraction from 0 to 1 (0.02 is 2%%), "
-                    "got '%s'\n",
-                    arg);
+        if (cli_parse_fraction("plan", "--delta-density", arg, &pr->delta_density))
             return 2;
-        }
     } else if (cli_parse_int("plan", "--delta-width", arg, 1, 8, &pr->delta_width) ||
                (pr->delta_width & (pr->delta_width - 1)) != 0) {
         fprintf(stderr, "wsync plan: --delta-width: expected 1, 2, 4 or 8 (bytes per element)\n");
