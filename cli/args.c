@@ -85,6 +85,20 @@ int cli_set_plan(const char *cmd, const char *text)
     return 0;
 }
 
+int cli_parse_fraction(const char *cmd, const char *opt, const char *text, double *out)
+{
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (end != text && strcmp(end, "%") == 0)
+        v /= 100, end++;
+    if (end != text && *end == '\0' && v >= 0 && v <= 1) {
+        *out = v;
+        return 0;
+    }
+    fprintf(stderr, "wsync %s: %s: expected a fraction from 0 to 1 (0.02, or 2%%), got '%s'\n", cmd, opt, text);
+    return 2;
+}
+
 int cli_parse_duration(const char *cmd, const char *opt, const char *text, double *out)
 {
     static const struct {

@@ -22,6 +22,9 @@ int cli_parse_int(const char *cmd, const char *opt, const char *text, int lo, in
  * years]; 0, or 1 and a message naming the option. */
 int cli_parse_duration(const char *cmd, const char *opt, const char *text, double *out);
 
+/* A fraction in [0, 1]: "0.02" (or "2%"). */
+int cli_parse_fraction(const char *cmd, const char *opt, const char *text, double *out);
+
 /* A size as wsync_parse_size reads it (4096, 64M, 1G, 1.5GiB) in [lo, hi]. */
 int cli_parse_size(const char *cmd, const char *opt, const char *text, uint64_t lo, uint64_t hi, uint64_t *out);
 

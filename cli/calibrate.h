@@ -35,6 +35,10 @@ void calib_absent(calib_t *cb, cost_class_t c, const char *why);
  * CUDA device". */
 void calib_gpu(calib_t *cb);
 
+/* The delta classes (delta_encode_host, delta_apply_host, and the _gpu ones
+ * on GPU 0 when there is one): bf16, 2% changed. */
+void calib_delta(calib_t *cb);
+
 /* The control class: round trips to a control endpoint started here on
  * loopback. */
 void calib_control(calib_t *cb);

@@ -16,6 +16,7 @@ int cmd_engine(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
+int cmd_delta(int argc, char **argv);
 
 /* The options of the commands a config file can configure (its "serve",
  * "trainer", "engine" and "demo" objects are checked against them). */

@@ -23,6 +23,7 @@ static const command_t commands[] = {
     {"target", cmd_target, "print what one tensor-parallel engine rank holds"},
     {"config", cmd_config, "print every setting, its value and where it came from"},
     {"calibrate", cmd_calibrate, "measure this machine's links and write a links file"},
+    {"delta", cmd_delta, "what sending a version as a delta from another would cost"},
 };
 
 void cli_report(const char *cmd, const char *what, int status)

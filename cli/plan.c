@@ -24,6 +24,7 @@
     "                  [--rules FILE] [--json]\n"                                                        \
     "       wsync plan ... --links FILE --predict [--trainer-hosts H] [--replica-gpus G]\n"              \
     "                  [--memory gpu|host] [--transport put|staged|tcp|local] [--publish slot|single]\n" \
+    "                  [--delta on|off|auto] [--delta-density F] [--delta-width 1|2|4|8]\n"              \
     "                  [--scenarios] [--json]\n"
 
 /* Upper bounds keep a typo (--trainers 1e9) from allocating gigabytes; they
@@ -54,6 +55,50 @@ typedef struct local_stat {
     uint64_t copied_out;
 } local_stat_t;
 
+static void plan_help(void)
+{
+    printf(PLAN_USAGE
+           "Prints the plan: image size, chunks, pieces, the bytes each trainer rank sends to one\n"
+           "engine node and to all M nodes, the bytes each local rank of a node lands from the\n"
+           "network (chunk c lands on local rank c %% L) and the bytes it copies out of its peers'\n"
+           "windows. Defaults: --trainers 2 --engines 2 --local-ranks 2 --chunk 64M --layout even.\n"
+           "--tp T: the node's ranks hold a tensor-parallel layout by the rules (built-in vLLM, or\n"
+           "--rules FILE), TP rank = local rank mod T; per node it shows the bytes that cross into\n"
+           "it and per rank the bytes it lands and holds. --tp 4,2,image gives node 0 TP=4, node 1\n"
+           "TP=2 and the other nodes the whole image (the last value repeats). --json always lists\n"
+           "the nodes (\"nodes\": [{network_bytes, ranks: [{land_bytes, holds_bytes}]}]).\n"
+           "--predict: one version's time per candidate plan (direct, relay:F, direct+own) on the links\n"
+           "of FILE (configs/links/, or `wsync calibrate`; default: the links setting), with the\n"
+           "bottleneck, bytes per link class and the stages, and the plan plan=auto would choose.\n"
+           "--trainer-hosts H (default: trainers / the file's GPUs per host), --replica-gpus G (a\n"
+           "replica of G GPUs holds the image sharded: G > L spans G/L nodes), --memory, --transport\n"
+           "(default: gpu and puts when the file has them; local: trainers and engines share one GPU,\n"
+           "colocated). --publish slot: the trainers copy each version into a publish slot before\n"
+           "their puts go (default single: single copy). --scenarios costs the reference scenarios\n"
+           "of docs/COST_MODEL.md on a host of --local-ranks GPUs instead. SIZE may exceed 64G here.\n"
+           "--delta-density F: cost delta pulls (docs/DELTA.md) where a fraction F of the elements\n"
+           "changed since the engines' base (--delta-width bytes each, default 2: bf16; 1 for FP8):\n"
+           "the trainers encode, the wire carries the chosen form's bytes, the landing ranks copy the\n"
+           "base and apply. --delta on: delta plans only; off: full only; auto (the default with a\n"
+           "density): both, and the faster is chosen.\n");
+}
+
+/* --delta, --delta-density, --delta-width into `pr`; 0, or 2 after a message. */
+static int parse_delta_opt(int c, const char *arg, plan_predict_opts_t *pr)
+{
+    if (c == 1008) {
+        pr->delta = arg;
+    } else if (c == 1009) {
+        if (cli_parse_fraction("plan", "--delta-density", arg, &pr->delta_density))
+            return 2;
+    } else if (cli_parse_int("plan", "--delta-width", arg, 1, 8, &pr->delta_width) ||
+               (pr->delta_width & (pr->delta_width - 1)) != 0) {
+        fprintf(stderr, "wsync plan: --delta-width: expected 1, 2, 4 or 8 (bytes per element)\n");
+        return 2;
+    }
+    return 0;
+}
+
 /* Returns 0 when the options are good, 2 (usage error) or -1 (--help given). */
 static int parse_opts(int argc, char **argv, plan_opts_t *o)
 {
@@ -75,6 +120,9 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
                                          {"memory", 1, 0, 1005},
                                          {"transport", 1, 0, 1006},
                                          {"publish", 1, 0, 1007},
+                                         {"delta", 1, 0, 1008},
+                                         {"delta-density", 1, 0, 1009},
+                                         {"delta-width", 1, 0, 1010},
                                          {0, 0, 0, 0}};
     int c;
 
@@ -127,28 +175,13 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
         case 1005: o->pr.memory = optarg; break;
         case 1006: o->pr.net = optarg; break;
         case 1007: o->pr.publish = optarg; break;
-        case 'h':
-            printf(PLAN_USAGE
-                   "Prints the plan: image size, chunks, pieces, the bytes each trainer rank sends to one\n"
-                   "engine node and to all M nodes, the bytes each local rank of a node lands from the\n"
-                   "network (chunk c lands on local rank c %% L) and the bytes it copies out of its peers'\n"
-                   "windows. Defaults: --trainers 2 --engines 2 --local-ranks 2 --chunk 64M --layout even.\n"
-                   "--tp T: the node's ranks hold a tensor-parallel layout by the rules (built-in vLLM, or\n"
-                   "--rules FILE), TP rank = local rank mod T; per node it shows the bytes that cross into\n"
-                   "it and per rank the bytes it lands and holds. --tp 4,2,image gives node 0 TP=4, node 1\n"
-                   "TP=2 and the other nodes the whole image (the last value repeats). --json always lists\n"
-                   "the nodes (\"nodes\": [{network_bytes, ranks: [{land_bytes, holds_bytes}]}]).\n"
-                   "--predict: one version's time per candidate plan (direct, relay:F, direct+own) on the links\n"
-                   "of FILE (configs/links/, or `wsync calibrate`; default: the links setting), with the\n"
-                   "bottleneck, bytes per link class and the stages, and the plan plan=auto would choose.\n"
-                   "--trainer-hosts H (default: trainers / the file's GPUs per host), --replica-gpus G (a\n"
-                   "replica of G GPUs holds the image sharded: G > L spans G/L nodes), --memory, --transport\n"
-                   "(default: gpu and puts when the file has them; local: trainers and engines share one GPU,\n"
-                   "colocated). --publish slot: the trainers copy each version into a publish slot before\n"
-                   "their puts go (default single: single copy). --scenarios costs the reference scenarios\n"
-                   "of docs/COST_MODEL.md on a host of --local-ranks GPUs instead. SIZE may exceed 64G here.\n");
-            return -1;
-        default: fprintf(stderr, PLAN_USAGE); return 2; /* getopt already said which option was wrong */
+        case 'h': plan_help(); return -1;
+        default:
+            if (c >= 1008 && c <= 1010 && parse_delta_opt(c, optarg, &o->pr) == 0) /* --delta* */
+                break;
+            if (c < 1008 || c > 1010)
+                fprintf(stderr, PLAN_USAGE); /* getopt already said which option was wrong */
+            return 2;
         }
     }
     if (optind < argc - 1) {
@@ -319,11 +352,11 @@ int cmd_plan(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? 0 : rc;
     if ((o.pr.links || o.pr.scenarios || o.pr.trainer_hosts || o.pr.replica_gpus || o.pr.memory || o.pr.net ||
-         o.pr.publish) &&
+         o.pr.publish || o.pr.delta || o.pr.delta_density > 0 || o.pr.delta_width) &&
         !o.predict) {
         fprintf(stderr,
                 "wsync plan: --links, --scenarios, --trainer-hosts, --replica-gpus, --memory, "
-                "--transport and --publish go with --predict\n%s",
+                "--transport, --publish and --delta* go with --predict\n%s",
                 PLAN_USAGE);
         return 2;
     }

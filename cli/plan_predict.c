@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "common/cost/cost.h"
 #include "common/cost/scenarios.h"
+#include "common/delta/delta.h"
 #include "common/base/settings.h"
 #include "common/base/status.h"
 #include "common/base/util.h"
@@ -86,6 +87,37 @@ static int apply_replicas(const plan_predict_opts_t *o, cost_deploy_t *d)
     return 0;
 }
 
+/* --delta and --delta-density: the mode, and the wire's fraction of the
+ * bytes for a chunk-sized piece at that density (the chosen form's size,
+ * header included, as the encoder would pick it). */
+static int apply_delta(const plan_predict_opts_t *o, cost_deploy_t *d)
+{
+    unsigned w = o->delta_width ? (unsigned)o->delta_width : 2;
+    uint64_t n = d->chunk_bytes / w;
+    wsync_delta_stats_t st;
+    if (o->delta == NULL)
+        d->delta = o->delta_density > 0 ? COST_DELTA_AUTO : COST_DELTA_OFF;
+    else if (strcmp(o->delta, "on") == 0 || strcmp(o->delta, "off") == 0 || strcmp(o->delta, "auto") == 0)
+        d->delta = o->delta[1] == 'n' ? COST_DELTA_ON : o->delta[1] == 'f' ? COST_DELTA_OFF : COST_DELTA_AUTO;
+    else {
+        fprintf(stderr, "wsync plan: --delta: expected 'on', 'off' or 'auto', got '%s'\n", o->delta);
+        return 2;
+    }
+    if (d->delta == COST_DELTA_OFF)
+        return 0;
+    if (!(o->delta_density > 0)) {
+        fprintf(stderr,
+                "wsync plan: --delta %s needs --delta-density F (the fraction of elements changed since "
+                "the engines' base, 0.02 for 2%%)\n",
+                o->delta);
+        return 2;
+    }
+    wsync_delta_stats_from(n, (uint64_t)((double)n * o->delta_density + 0.5), w, &st);
+    d->delta_wire = (double)st.bytes[st.chosen] / (double)(n * w);
+    d->delta_base_copy = 1;
+    return 0;
+}
+
 static int build_deploy(const plan_predict_opts_t *o, const cost_links_t *l, cost_deploy_t *d)
 {
     cost_mem_t mem;
@@ -110,6 +142,8 @@ static int build_deploy(const plan_predict_opts_t *o, const cost_links_t *l, cos
         fprintf(stderr, "wsync plan: --replica-gpus and --tp describe the ranks' bytes twice: give one\n");
         return 2;
     }
+    if ((rc = apply_delta(o, d)) != 0)
+        return rc;
     if (o->replica_gpus)
         return apply_replicas(o, d);
     if (o->tp_node) {
@@ -153,9 +187,9 @@ static json_t *plan_json(const cost_plan_t *p)
     for (i = 0; i < COST_CLASS_COUNT; i++)
         if (p->bytes_by_class[i] > 0)
             json_object_set_new(bytes, cost_class_name(i), json_real(p->bytes_by_class[i]));
-    return json_pack("{s:s, s:f, s:s, s:b, s:s, s:o, s:o}", "name", p->name, "predicted_s", p->predicted_s,
-                     "bottleneck", p->bottleneck, "runnable", p->runnable, "landing", p->landing, "bytes_by_class",
-                     bytes, "stages", stages);
+    return json_pack("{s:s, s:f, s:s, s:b, s:b, s:s, s:o, s:o}", "name", p->name, "predicted_s", p->predicted_s,
+                     "bottleneck", p->bottleneck, "runnable", p->runnable, "delta", p->delta, "landing",
+                     p->landing, "bytes_by_class", bytes, "stages", stages);
 }
 
 static void print_plan(const cost_plan_t *p)
@@ -225,6 +259,11 @@ static int run_plans(const plan_predict_opts_t *o, const char *path, const cost_
         json_object_set_new(j, "floor_s", json_real(floor_s));
         json_object_set_new(j, "plans", arr);
         json_object_set_new(j, "chosen", json_string(ch.name));
+        json_object_set_new(j, "chosen_delta", json_boolean(ch.delta));
+        if (d->delta != COST_DELTA_OFF)
+            json_object_set_new(j, "delta",
+                                json_pack("{s:f, s:f, s:f}", "density", o->delta_density, "wire_fraction",
+                                          d->delta_wire, "full_s", ch.full_s));
         text = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
         printf("%s\n", text ? text : "{}");
         free(text);
@@ -240,15 +279,23 @@ static int run_plans(const plan_predict_opts_t *o, const char *path, const cost_
            wsync_fmt_size(d->image_bytes, a, sizeof(a)), wsync_fmt_size(d->node_bytes, b, sizeof(b)),
            wsync_fmt_size(d->rank_land_bytes, c, sizeof(c)), wsync_fmt_size(d->rank_copy_bytes, e, sizeof(e)),
            wsync_fmt_size(d->rank_hold_bytes, f, sizeof(f)), wsync_fmt_size(d->chunk_bytes, g, sizeof(g)));
-    printf("floor       %.1f ms (a node's distinct bytes over its adapters)\n\n", floor_s * 1e3);
+    printf("floor       %.1f ms (a node's distinct bytes over its adapters)\n", floor_s * 1e3);
+    if (d->delta != COST_DELTA_OFF)
+        printf("delta       %.2f%% of %u-byte elements changed: the wire carries %.4f of the bytes (%s)\n",
+               o->delta_density * 100, o->delta_width ? o->delta_width : 2, d->delta_wire,
+               d->delta == COST_DELTA_ON ? "delta plans only" : "full and delta plans, the faster chosen");
+    printf("\n");
     printf("%-12s %12s  %s\n", "PLAN", "PREDICTED", "BOTTLENECK");
     for (i = 0; i < n; i++)
         printf("%-12s %9.1f ms  %s%s\n", plans[i].name, plans[i].predicted_s * 1e3, plans[i].bottleneck,
                plans[i].runnable ? "" : " (comparison)");
     for (i = 0; i < n; i++)
         print_plan(&plans[i]);
-    printf("\nchosen      %s (%.1f ms, %.2fx the floor): what plan=auto runs\n", ch.name, ch.predicted_s * 1e3,
-           floor_s > 0 ? ch.predicted_s / floor_s : 0);
+    printf("\nchosen      %s%s (%.1f ms, %.2fx the floor): what plan=auto runs\n", ch.name,
+           ch.delta ? " with delta pulls" : "", ch.predicted_s * 1e3, floor_s > 0 ? ch.predicted_s / floor_s : 0);
+    if (d->delta == COST_DELTA_AUTO)
+        printf("delta       %s: %.1f ms against %.1f ms for the fastest full pull\n", ch.delta ? "on" : "off",
+               ch.predicted_s * 1e3, ch.full_s * 1e3);
     return 0;
 }
 

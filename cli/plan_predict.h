@@ -21,6 +21,12 @@ typedef struct plan_predict_opts {
     /* From --tp's node plans (0: none): the most bytes a node needs, a rank
      * lands and a rank holds. */
     uint64_t tp_node, tp_land, tp_hold;
+    /* Delta pulls (docs/DELTA.md): "on", "off", "auto" or NULL (auto with a
+     * density, else off); the changed fraction of elements; their width in
+     * bytes (0: 2, bf16). */
+    const char *delta;
+    double delta_density;
+    int delta_width;
 } plan_predict_opts_t;
 
 /* Prints the prediction; returns the exit status (0, 1, or 2 for bad input,

@@ -38,6 +38,10 @@ typedef enum cost_class {
     COST_FUSED_GPU,   /* the GPU's copy that computes the digest of what it copies (the fused landing) */
     COST_VERSION,     /* a version's fixed cost end to end, publish start to ready, of a small model (alpha
                          only): the control path, the pull request's connection, the first piece */
+    COST_DELTA_ENCODE_HOST, /* the delta encoder on one CPU core (bytes of the version per second) */
+    COST_DELTA_ENCODE_GPU,  /* the GPU delta encoder kernels */
+    COST_DELTA_APPLY_HOST,  /* applying a delta on one CPU core (bytes of the version per second) */
+    COST_DELTA_APPLY_GPU,   /* the GPU delta apply kernels */
     COST_CLASS_COUNT
 } cost_class_t;
 
@@ -112,7 +116,14 @@ typedef struct cost_deploy {
     int slot_copy;            /* the trainers copy the version into a publish slot before their puts go */
     int verify_after;         /* the engine ranks verify what they hold after every piece landed (targets'
                                  segments), not chunk by chunk */
+    int delta;                /* COST_DELTA_OFF (full pulls), _ON (delta pulls), _AUTO (both costed, the faster
+                                 chosen); docs/DELTA.md */
+    double delta_wire;        /* a delta pull's wire bytes per byte of the version (the chosen forms' sizes at
+                                 the changed fraction: wsync_delta_stats_from); > 0 for delta plans */
+    int delta_base_copy;      /* the pulling slot first gets the base by a local copy (staged engines) */
 } cost_deploy_t;
+
+enum { COST_DELTA_OFF = 0, COST_DELTA_ON = 1, COST_DELTA_AUTO = 2 };
 
 void cost_deploy_init(cost_deploy_t *d, int trainers, int trainer_hosts, int engines, int local_ranks,
                       uint64_t image_bytes, uint64_t chunk_bytes, cost_mem_t mem, cost_net_t net);
@@ -143,11 +154,13 @@ typedef struct cost_stage {
     int bottleneck; /* index of the slowest load */
 } cost_stage_t;
 
-#define COST_MAX_STAGES 8
+#define COST_MAX_STAGES 12
 #define COST_NAME_LEN 32
 typedef struct cost_plan {
-    char name[COST_NAME_LEN]; /* "direct", "relay:2", "direct+own" */
-    int runnable;             /* a runtime plan name (direct, relay:F) */
+    char name[COST_NAME_LEN]; /* "direct", "relay:2", "direct+own", "direct+delta" */
+    int runnable;             /* a runtime plan name (direct, relay:F), with +delta for a delta pull */
+    int delta;                /* a delta pull: the trainers encode, the wire carries delta_wire of the bytes,
+                                 the landing ranks apply */
     char landing[16];         /* "windows" or "own" */
     int nstages;
     cost_stage_t stages[COST_MAX_STAGES];
@@ -167,16 +180,20 @@ void cost_plan_finish(cost_plan_t *p);
 
 /* Every candidate plan for `d` (direct, relay:F for F = 1, 2, 4, ... below
  * the node count, direct+own where ranks could pull their own bytes) into
- * plans[0..*n); at most `max`. WSYNC_ERR_INVALID for a deployment that does
- * not add up or links the transport needs that the file lacks. */
-#define COST_MAX_PLANS 12
+ * plans[0..*n); at most `max`. With d->delta ON the same plans as delta
+ * pulls ("direct+delta", ...); AUTO gives both sets. WSYNC_ERR_INVALID for a
+ * deployment that does not add up or links the transport needs that the
+ * file lacks (a delta plan needs delta_encode_* and delta_apply_*). */
+#define COST_MAX_PLANS 24
 wsync_status_t cost_predict(const cost_links_t *links, const cost_deploy_t *d, cost_plan_t *plans, size_t max,
                             size_t *n);
 
 /* What plan=auto uses: the fastest runnable plan. */
 typedef struct cost_choice {
     char name[COST_NAME_LEN]; /* "direct" or "relay:F", as the `plan` setting writes it */
+    int delta;                /* the choice is a delta pull (d->delta ON, or AUTO and faster than full) */
     double predicted_s;
+    double full_s; /* the fastest full pull, for comparison (d->delta AUTO; else 0) */
     char bottleneck[COST_WHAT_LEN + 32];
 } cost_choice_t;
 

@@ -26,4 +26,11 @@ cost_stage_t *cost_plan_stage(cost_plan_t *p, const char *name, int pipelined, d
 /* Counts `bytes` moved on class `cls` in the plan's breakdown. */
 void cost_plan_bytes(cost_plan_t *p, cost_class_t cls, double bytes);
 
+/* Delta pulls (common/cost/delta.c): the wire's fraction of the bytes (1 for
+ * a full pull); the trainers' encode stage and the landing ranks' base copy
+ * and apply stages (nothing for a full pull). */
+double cost_wire_fraction(const cost_plan_t *p, const cost_deploy_t *d);
+wsync_status_t cost_add_delta_encode(cost_plan_t *p, const cost_links_t *links, const cost_deploy_t *d);
+wsync_status_t cost_add_delta_apply(cost_plan_t *p, const cost_links_t *links, const cost_deploy_t *d);
+
 #endif

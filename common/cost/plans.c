@@ -9,6 +9,7 @@
  * rank's verification. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/base/checks.h"
@@ -154,6 +155,9 @@ static wsync_status_t add_cross(cost_plan_t *p, const cost_links_t *links, const
     cost_class_t nc = net_class(d), tc = side_class(links, d, 0), ec = side_class(links, d, 1);
     const cost_link_t *lt = &links->link[tc], *le = &links->link[ec];
     cost_stage_t *s = cost_plan_stage(p, "cross", 1, ceil_div(node_in, (double)d->chunk_bytes));
+    /* A delta pull puts the same pieces, each delta_wire of its bytes. */
+    double wf = cost_wire_fraction(p, d);
+    per_node *= wf, rank_in *= wf, node_in *= wf;
     int W = d->trainers, L = d->local_ranks;
     if (d->net == COST_NET_LOCAL) { /* one GPU: every copy into every rank shares its memory */
         int fused = fused_landing(d) && links->link[COST_FUSED_GPU].present;
@@ -210,7 +214,8 @@ static wsync_status_t add_relay(cost_plan_t *p, const cost_links_t *links, const
     const cost_link_t *l = &links->link[nc];
     int L = d->local_ranks, kids = F < m - 1 ? F : m - 1;
     int senders = d->mem == COST_MEM_HOST ? 1 : L;
-    double N = (double)d->node_bytes, out = d->mem == COST_MEM_HOST ? N : (double)d->rank_land_bytes;
+    double wf = cost_wire_fraction(p, d); /* a relay forwards the deltas it verified the result of */
+    double N = (double)d->node_bytes * wf, out = (d->mem == COST_MEM_HOST ? N : (double)d->rank_land_bytes * wf);
     cost_stage_t *s = cost_plan_stage(p, "relay", 1, ceil_div(N, (double)d->chunk_bytes));
     s->hops = tree_depth(m, F);
     WSYNC_CHECK(cost_stage_add(s, links, nc, "relay's adapter out", out * kids,
@@ -218,7 +223,7 @@ static wsync_status_t add_relay(cost_plan_t *p, const cost_links_t *links, const
                                cost_nic_share(links, cost_send_rate(l, kids, senders), senders)));
     if (l->host_bw > 0)
         WSYNC_CHECK(cost_stage_add(s, links, nc, "relay node's adapters out", N * kids, 0, l->host_bw));
-    WSYNC_CHECK(cost_stage_add(s, links, nc, "child rank's adapter in", (double)d->rank_land_bytes, 0,
+    WSYNC_CHECK(cost_stage_add(s, links, nc, "child rank's adapter in", (double)d->rank_land_bytes * wf, 0,
                                cost_nic_share(links, l->bw, L)));
     cost_plan_bytes(p, nc, N * (d->engines - d->node_groups));
     return WSYNC_OK;
@@ -270,20 +275,23 @@ static wsync_status_t add_verify(cost_plan_t *p, const cost_links_t *links, cons
     return WSYNC_OK;
 }
 
-static void plan_start(cost_plan_t *p, const char *name, int runnable, const char *landing)
+static void plan_start(cost_plan_t *p, const cost_deploy_t *d, const char *name, int runnable, const char *landing)
 {
     memset(p, 0, sizeof(*p));
-    snprintf(p->name, sizeof(p->name), "%s", name);
+    p->delta = d->delta == COST_DELTA_ON;
+    snprintf(p->name, sizeof(p->name), "%.24s%s", name, p->delta ? "+delta" : "");
     p->runnable = runnable;
     snprintf(p->landing, sizeof(p->landing), "%s", landing);
 }
 
 static wsync_status_t plan_direct(cost_plan_t *p, const cost_links_t *links, const cost_deploy_t *d)
 {
-    plan_start(p, "direct", 1, d->local_ranks > 1 && d->rank_copy_bytes ? "windows" : "own");
+    plan_start(p, d, "direct", 1, d->local_ranks > 1 && d->rank_copy_bytes ? "windows" : "own");
     WSYNC_CHECK(add_announce(p, links, d));
+    WSYNC_CHECK(cost_add_delta_encode(p, links, d));
     WSYNC_CHECK(add_cross(p, links, d, d->engines, (double)d->node_bytes, (double)d->rank_land_bytes,
                           (double)d->node_bytes));
+    WSYNC_CHECK(cost_add_delta_apply(p, links, d));
     WSYNC_CHECK(add_windows(p, links, d));
     WSYNC_CHECK(add_verify(p, links, d));
     cost_plan_finish(p);
@@ -307,8 +315,9 @@ static wsync_status_t plan_relay(cost_plan_t *p, const cost_links_t *links, cons
     int m = (d->engines + d->node_groups - 1) / d->node_groups;
     char name[COST_NAME_LEN];
     snprintf(name, sizeof(name), "relay:%d", F);
-    plan_start(p, name, 1, d->local_ranks > 1 && d->rank_copy_bytes ? "windows" : "own");
+    plan_start(p, d, name, 1, d->local_ranks > 1 && d->rank_copy_bytes ? "windows" : "own");
     WSYNC_CHECK(add_announce(p, links, d));
+    WSYNC_CHECK(cost_add_delta_encode(p, links, d));
     WSYNC_CHECK(add_cross(p, links, d, d->node_groups, (double)d->node_bytes, (double)d->rank_land_bytes,
                           (double)d->node_bytes));
     if (d->net == COST_NET_TCP) { /* the chunks reach a root in waves (see cross_wave) */
@@ -316,6 +325,7 @@ static wsync_status_t plan_relay(cost_plan_t *p, const cost_links_t *links, cons
         cross->wave = cross_wave(d, cross->units);
     }
     WSYNC_CHECK(add_relay(p, links, d, F, m));
+    WSYNC_CHECK(cost_add_delta_apply(p, links, d));
     WSYNC_CHECK(add_windows(p, links, d));
     WSYNC_CHECK(add_verify(p, links, d));
     cost_plan_finish(p);
@@ -327,21 +337,22 @@ static wsync_status_t plan_relay(cost_plan_t *p, const cost_links_t *links, cons
 static wsync_status_t plan_own(cost_plan_t *p, const cost_links_t *links, const cost_deploy_t *d)
 {
     double H = (double)d->rank_hold_bytes, L = d->local_ranks;
-    plan_start(p, "direct+own", 0, "own");
+    plan_start(p, d, "direct+own", 0, "own");
     WSYNC_CHECK(add_announce(p, links, d));
+    WSYNC_CHECK(cost_add_delta_encode(p, links, d));
     WSYNC_CHECK(add_cross(p, links, d, d->engines, H * L, H, H * L));
+    WSYNC_CHECK(cost_add_delta_apply(p, links, d));
     WSYNC_CHECK(add_verify(p, links, d));
     cost_plan_finish(p);
     return WSYNC_OK;
 }
 
-wsync_status_t cost_predict(const cost_links_t *links, const cost_deploy_t *d, cost_plan_t *plans, size_t max,
-                            size_t *n)
+/* One set of candidate plans for `d`, full or delta as d->delta says. */
+static wsync_status_t predict_set(const cost_links_t *links, const cost_deploy_t *d, cost_plan_t *plans,
+                                  size_t max, size_t *n)
 {
-    int m, F;
+    int m = (d->engines + d->node_groups - 1) / d->node_groups, F;
     size_t k = 0;
-    WSYNC_CHECK(check_deploy(d));
-    m = (d->engines + d->node_groups - 1) / d->node_groups;
     if (max < 1)
         return wsync_error(WSYNC_ERR_INVALID, "cost_predict: no room for a plan");
     WSYNC_CHECK(plan_direct(&plans[k++], links, d));
@@ -355,24 +366,66 @@ wsync_status_t cost_predict(const cost_links_t *links, const cost_deploy_t *d, c
     return WSYNC_OK;
 }
 
-wsync_status_t cost_choose(const cost_links_t *links, const cost_deploy_t *d, cost_choice_t *out)
+wsync_status_t cost_predict(const cost_links_t *links, const cost_deploy_t *d, cost_plan_t *plans, size_t max,
+                            size_t *n)
 {
-    cost_plan_t plans[COST_MAX_PLANS];
+    cost_deploy_t one = *d;
+    size_t nfull = 0, ndelta = 0;
+    WSYNC_CHECK(check_deploy(d));
+    if (d->delta != COST_DELTA_OFF && !(d->delta_wire > 0 && d->delta_wire <= 1.5))
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "deployment: delta pulls need the wire's fraction of the bytes (from the changed "
+                           "fraction, --delta-density), got %g",
+                           d->delta_wire);
+    if (d->delta != COST_DELTA_ON) {
+        one.delta = COST_DELTA_OFF;
+        WSYNC_CHECK(predict_set(links, &one, plans, max, &nfull));
+    }
+    if (d->delta != COST_DELTA_OFF) {
+        one.delta = COST_DELTA_ON;
+        WSYNC_CHECK(predict_set(links, &one, plans + nfull, max - nfull, &ndelta));
+    }
+    *n = nfull + ndelta;
+    return WSYNC_OK;
+}
+
+/* The choice among `n` costed plans. */
+static wsync_status_t choose_from(const cost_plan_t *plans, size_t n, const cost_deploy_t *d, cost_choice_t *out)
+{
     const cost_plan_t *best = NULL;
-    size_t n = 0, i;
-    WSYNC_CHECK(cost_predict(links, d, plans, COST_MAX_PLANS, &n));
+    size_t i;
     /* Strictly faster by 1% to leave direct: a relay adds hops and a node
-     * that can fail under its children, so a tie goes to the simpler plan. */
+     * that can fail under its children, so a tie goes to the simpler plan
+     * (and, with delta auto, to a full pull: the full plans come first). */
     for (i = 0; i < n; i++)
         if (plans[i].runnable && (best == NULL || plans[i].predicted_s < best->predicted_s * 0.99))
             best = &plans[i];
     if (best == NULL)
         return wsync_error(WSYNC_ERR_INTERNAL, "cost_choose: no runnable plan");
     memset(out, 0, sizeof(*out));
-    snprintf(out->name, sizeof(out->name), "%s", best->name);
+    /* The runtime name: "relay:1+delta" runs plan relay:1 with delta pulls. */
+    snprintf(out->name, sizeof(out->name), "%.*s", (int)strcspn(best->name, "+"), best->name);
+    out->delta = best->delta;
     out->predicted_s = best->predicted_s;
+    for (i = 0; d->delta == COST_DELTA_AUTO && i < n; i++)
+        if (plans[i].runnable && !plans[i].delta && (out->full_s == 0 || plans[i].predicted_s < out->full_s))
+            out->full_s = plans[i].predicted_s;
     snprintf(out->bottleneck, sizeof(out->bottleneck), "%s", best->bottleneck);
     return WSYNC_OK;
+}
+
+wsync_status_t cost_choose(const cost_links_t *links, const cost_deploy_t *d, cost_choice_t *out)
+{
+    /* On the heap: 24 plans are ~300 KiB, too much for a small thread stack. */
+    cost_plan_t *plans = malloc(sizeof(*plans) * COST_MAX_PLANS);
+    size_t n = 0;
+    wsync_status_t st;
+    WSYNC_CHECK_ALLOC(plans);
+    st = cost_predict(links, d, plans, COST_MAX_PLANS, &n);
+    if (st == WSYNC_OK)
+        st = choose_from(plans, n, d, out);
+    free(plans);
+    return st;
 }
 
 double cost_floor_s(const cost_links_t *links, const cost_deploy_t *d)

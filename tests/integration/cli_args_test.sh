@@ -65,6 +65,14 @@ bad plan_chunk_zero "wsync plan: --chunk: expected a size such as 4096, 64M or 1
     plan --synthetic 64M --chunk 0
 bad plan_trainers_plus "wsync plan: --trainers: expected a whole number from 1 to 1000000, got '+2'" \
     plan --synthetic 64M --trainers +2
+bad plan_delta_density_trailing "wsync plan: --delta-density: expected a fraction from 0 to 1 (0.02, or 2%), got '2x'" \
+    plan --synthetic 64M --links "$WSYNC_ROOT/configs/links/h200-8x400g.json" --predict --delta-density 2x
+bad plan_delta_density_above_one "wsync plan: --delta-density: expected a fraction from 0 to 1 (0.02, or 2%), got '1.5'" \
+    plan --synthetic 64M --links "$WSYNC_ROOT/configs/links/h200-8x400g.json" --predict --delta-density 1.5
+bad plan_delta_width_three "wsync plan: --delta-width: expected 1, 2, 4 or 8 (bytes per element)" \
+    plan --synthetic 64M --links "$WSYNC_ROOT/configs/links/h200-8x400g.json" --predict --delta-width 3
+bad plan_delta_on_without_density "--delta on needs --delta-density F" \
+    plan --synthetic 64M --links "$WSYNC_ROOT/configs/links/h200-8x400g.json" --predict --delta on
 bad target_rank_too_big "wsync target: --rank: expected a whole number from 0 to 4095, got '4096'" \
     target --synthetic 64M --tp 2 --rank 4096
 

@@ -34,6 +34,10 @@ predict --synthetic 8G --trainers 8 --engines 1 --local-ranks 8 --transport stag
 predict --synthetic 8G --trainers 8 --engines 16 --local-ranks 8 >"$TMP/many.json"
 predict --synthetic 1000000000000 --trainers 256 --engines 16 --local-ranks 8 --replica-gpus 8 >"$TMP/r8.json"
 predict --synthetic 1000000000000 --trainers 256 --engines 16 --local-ranks 8 --replica-gpus 16 >"$TMP/r16.json"
+"$WSYNC" plan --links configs/links/h200-8x400g.json --predict --json --synthetic 1000000000000 --trainers 256 \
+    --engines 16 --local-ranks 8 --replica-gpus 16 --delta-density 0.02 --delta-width 1 >"$TMP/delta.json"
+"$WSYNC" plan --links configs/links/h200-8x400g.json --predict --json --synthetic 15231233024 --transport local \
+    --trainers 1 --engines 1 --local-ranks 1 --delta-density 0.02 >"$TMP/delta_local.json"
 if python3 - "$TMP" "$DOC" <<'PY'
 import json, re, sys
 tmp, doc = sys.argv[1], open(sys.argv[2]).read()
@@ -64,6 +68,15 @@ for f, label in (("r8.json", "| 8 GPUs"), ("r16.json", "| 16 GPUs")):
     for v in (floor, p["direct"], p["relay:1"], p["relay:2"]):
         assert "%.1f ms" % v in line, (label, v, line)
     assert chosen == "direct" and ("%.2fx the floor" % (p["direct"] / floor)) in line, line
+# Delta pulls at scale: the figures of the delta section, the choice, and the target (<= 0.25 s).
+p, chosen, floor = plans("delta.json")
+d = json.load(open(tmp + "/delta.json"))
+says("full direct **%.1f ms**" % p["direct"]); says("direct+delta **%.1f ms**" % p["direct+delta"])
+says("the floor %.1f ms" % floor)
+assert chosen == "direct" and d["chosen_delta"] and p["direct+delta"] <= 250, (chosen, p["direct+delta"])
+p, chosen, _ = plans("delta_local.json")
+says("full **%.1f ms**" % p["direct"]); says("direct+delta **%.1f ms**" % p["direct+delta"])
+assert not json.load(open(tmp + "/delta_local.json"))["chosen_delta"] and p["direct"] < p["direct+delta"]
 PY
 then pass cost_model_doc_figures_are_the_models_output
 else fail cost_model_doc_figures_are_the_models_output "see the python error above"; fi

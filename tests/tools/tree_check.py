@@ -26,7 +26,7 @@ LAYERS = [
     ["common/base"],
     ["common/digest", "common/net", "common/cost", "common/quant"],
     ["common/mem", "common/model"],
-    ["common/pack", "common/window", "common/targets"],
+    ["common/pack", "common/window", "common/targets", "common/delta"],
     ["common/transport"],
     ["common/proto"],
     ["common/control"],

@@ -1,0 +1,59 @@
+/* delta_cuda.h: the delta passes as CUDA kernels (delta_cuda.cu), for
+ * delta_gpu.c, which strings them into wsync_delta_gpu_encode and _apply.
+ * Correct by construction rather than clever: a warp compares 32 elements
+ * and its ballot is the bitmap word of that group (bit i = lane i, the wire's
+ * bit order); a block of 8 warps owns 64 groups and counts them; one
+ * single-block scan turns the blocks' counts into their offsets; a second
+ * kernel writes each set element's value (and index) at its block's offset
+ * plus the popcounts before it. Every launcher returns a cudaError_t as int
+ * (0 = queued) and runs on `stream` (a cudaStream_t). Only with CUDA. */
+#ifndef WSYNC_COMMON_DELTA_CUDA_H
+#define WSYNC_COMMON_DELTA_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Elements per block: 64 groups of 32. */
+#define WSYNC_DELTA_CUDA_TILE 2048u
+
+static inline uint64_t wsync_delta_cuda_blocks(uint64_t n)
+{
+    return (n + WSYNC_DELTA_CUDA_TILE - 1) / WSYNC_DELTA_CUDA_TILE;
+}
+
+/* Compare n elements of width w: words[g] = the changed mask of elements
+ * [32g, 32g+32) (ceil(n/32) words), counts[b] = the changed elements of
+ * block b. */
+int wsync_delta_cuda_mask(const void *base, const void *next, uint64_t n, unsigned w, uint32_t *words,
+                          unsigned long long *counts, void *stream);
+/* The same counts from a wire's bitmap (ceil(n/8) bytes, any alignment);
+ * *bad (set to 0 by the caller) becomes 1 when a bit past n is set. */
+int wsync_delta_cuda_bitmap_counts(const unsigned char *bitmap, uint64_t n, unsigned long long *counts,
+                                   unsigned *bad, void *stream);
+/* Exclusive scan of counts[0..nblk) in place; *total gets the sum. */
+int wsync_delta_cuda_scan(unsigned long long *counts, uint64_t nblk, unsigned long long *total, void *stream);
+/* Write the values of the set elements of next (and, with idx != NULL,
+ * their indices of iw bytes; with bitmap != NULL, the wire's bitmap bytes)
+ * at their offsets. */
+int wsync_delta_cuda_compact(const void *next, uint64_t n, unsigned w, const uint32_t *words,
+                             const unsigned long long *offsets, unsigned char *bitmap, unsigned char *idx,
+                             unsigned iw, unsigned char *vals, void *stream);
+/* Write the values of a wire's bitmap form into dst. */
+int wsync_delta_cuda_scatter_bitmap(unsigned char *dst, uint64_t n, unsigned w, const unsigned char *bitmap,
+                                    const unsigned long long *offsets, const unsigned char *vals, void *stream);
+/* *first_bad (set to ~0 by the caller) = the lowest k whose index is >= n
+ * or not above index k-1. */
+int wsync_delta_cuda_check_pairs(const unsigned char *idx, unsigned iw, uint64_t c, uint64_t n,
+                                 unsigned long long *first_bad, void *stream);
+int wsync_delta_cuda_scatter_pairs(unsigned char *dst, unsigned w, const unsigned char *idx, unsigned iw,
+                                   uint64_t c, const unsigned char *vals, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
