@@ -99,8 +99,11 @@ json_t *ctl_state_json(ctl_model_t *m)
     int i;
     pthread_mutex_lock(&m->lock);
     trainers = trainers_json_locked(m);
-    for (i = 0; i < m->nrecords; i++)
-        json_array_append(records, m->records[i]);
+    for (i = 0; i < m->nrecords; i++) {
+        if (m->records[i].json == NULL)
+            m->records[i].json = wsync_version_record_to_json(&m->records[i].rec);
+        json_array_append(records, m->records[i].json);
+    }
     for (i = 0; i < m->nengines; i++) {
         const ctl_engine_t *e = &m->engines[i];
         json_array_append_new(engines, json_pack("{s:s, s:s, s:i, s:I, s:O*}", "id", e->id, "host", e->host,
@@ -136,18 +139,24 @@ wsync_status_t ctl_state_load(ctl_model_t *m, const json_t *s, const char *path)
     m->journal_seq = (uint64_t)json_integer_value(json_object_get(s, "log_seq"));
     json_array_foreach(records, i, e)
     {
-        json_t *inline_manifest = json_object_get(e, "manifest");
-        const char *mdig = json_string_value(json_object_get(e, "manifest_digest"));
-        if (!json_is_object(e) || !json_is_integer(json_object_get(e, "version")) || m->nrecords == CTL_RETAIN)
-            return wsync_error(WSYNC_ERR_FORMAT, "state file %s: versions[%zu] is malformed", path, i);
-        m->records[m->nrecords++] = json_incref((json_t *)e);
+        wsync_version_record_t rec;
+        if (m->nrecords == CTL_RETAIN)
+            return wsync_error(WSYNC_ERR_FORMAT, "state file %s: more than %d versions; fix or move it away", path,
+                               CTL_RETAIN);
+        if (wsync_version_record_from_json(e, &rec) != WSYNC_OK)
+            return wsync_error(WSYNC_ERR_FORMAT, "state file %s: versions[%zu]: %s; fix or move it away", path, i,
+                               wsync_last_error());
         /* A file from before layouts kept each record's manifest in it: it
          * becomes the layout (written on its own at the next save). */
-        if (json_is_object(inline_manifest) && ctl_layout_digest_ok(mdig)) {
-            if (ctl_layout_add_locked(m, mdig, inline_manifest, 0) != 0)
+        if (rec.manifest && ctl_layout_digest_ok(rec.manifest_digest)) {
+            if (ctl_layout_add_locked(m, rec.manifest_digest, rec.manifest, 0) != 0) {
+                wsync_version_record_clear(&rec);
                 return wsync_error(WSYNC_ERR_NOMEM, "state file %s: out of memory", path);
-            json_object_del((json_t *)e, "manifest");
+            }
+            json_decref(rec.manifest);
+            rec.manifest = NULL;
         }
+        ctl_record_push_locked(m, &rec);
     }
     json_array_foreach(trainers, i, e)
     {

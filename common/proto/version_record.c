@@ -112,10 +112,10 @@ static wsync_status_t get_pieces(const json_t *j, wsync_version_record_t *out)
     json_array_foreach(arr, i, e)
     {
         WSYNC_CHECK(get_piece(e, i, out->world, &out->pieces[i]));
-        if (i > 0 && out->pieces[i].id <= out->pieces[i - 1].id)
+        if (i > 0 && out->pieces[i].id < out->pieces[i - 1].id)
             return wsync_error(WSYNC_ERR_FORMAT,
-                               "version record: pieces[%zu].'id' (%u) must be above the one before it (%u): "
-                               "pieces are sorted by id, each once",
+                               "version record: pieces[%zu].'id' (%u) must not be below the one before it (%u): "
+                               "pieces are sorted by id",
                                i, out->pieces[i].id, out->pieces[i - 1].id);
         out->digests_pending += out->pieces[i].digest[0] == '\0';
     }

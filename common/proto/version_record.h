@@ -35,7 +35,7 @@ typedef struct wsync_record_trainer {
 typedef struct wsync_version_record {
     uint64_t version; /* 1 .. 2^53-1 */
     /* The layout: equal on every rank that reported the version. */
-    char manifest_digest[65], layout[16], layout_digest[65];
+    char manifest_digest[128], layout[128], layout_digest[128]; /* 1 .. 127 bytes */
     uint64_t chunk_size, image_size;
     int world;
     wsync_record_piece_t *pieces; /* owned, sorted by id */

@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             r.ntrainers > r.world)
             abort();
         for (i = 0; i < r.npieces; i++)
-            if (r.pieces[i].rank < 0 || r.pieces[i].rank >= r.world || (i && r.pieces[i].id <= r.pieces[i - 1].id))
+            if (r.pieces[i].rank < 0 || r.pieces[i].rank >= r.world || (i && r.pieces[i].id < r.pieces[i - 1].id))
                 abort();
         again = wsync_version_record_to_json(&r);
         if (again == NULL || wsync_version_record_from_json(again, &back) != WSYNC_OK ||

@@ -94,7 +94,7 @@ static void malformed_fields_are_named(void)
     refused("version", "0", "'version' must be an integer from 1 to 9007199254740991");
     refused("version", NULL, "'version'");
     refused("version", "\"7\"", "'version'");
-    refused("manifest_digest", "\"\"", "'manifest_digest' must be a string of 1 to 64");
+    refused("manifest_digest", "\"\"", "'manifest_digest' must be a string of 1 to 127");
     refused("chunk_size", "0", "'chunk_size' must be an integer from 1 to 1099511627776");
     refused("layout", "3", "'layout'");
     refused("layout_digest", NULL, "'layout_digest'");
@@ -104,7 +104,7 @@ static void malformed_fields_are_named(void)
     refused("manifest", "[]", "'manifest'");
     refused("pieces", "{}", "'pieces' must be an array");
     refused("pieces.0.id", "-1", "pieces[0].'id' must be an integer from 0 to 2147483647");
-    refused("pieces.0.id", "1", "pieces[1].'id' (1) must be above the one before it (1)");
+    refused("pieces.0.id", "2", "pieces[1].'id' (1) must not be below the one before it (2)");
     refused("pieces.0.rank", "2", "pieces[0].'rank' must be an integer from 0 to 1");
     refused("pieces.0.offset", "4611686018427387905", "pieces[0].'offset'");
     refused("pieces.0.len", "1.5", "pieces[0].'len'");
