@@ -20,7 +20,7 @@ int wsync_engine_id_ok(const char *id)
     return 1;
 }
 
-static json_t *endpoint_json(const wsync_relay_registration_t *r)
+json_t *wsync_relay_registration_endpoint(const wsync_relay_registration_t *r)
 {
     json_t *ep;
     if (r->endpoint)
@@ -42,7 +42,7 @@ json_t *wsync_relay_registration_to_json(const wsync_relay_registration_t *r)
         json_decref(j);
         return NULL;
     }
-    ep = j ? endpoint_json(r) : NULL;
+    ep = j ? wsync_relay_registration_endpoint(r) : NULL;
     if (ep && json_object_set_new(j, "endpoint", ep) != 0) {
         json_decref(j);
         return NULL;

@@ -35,6 +35,9 @@ int wsync_engine_id_ok(const char *id);
 
 /* The registration as JSON (new reference), or NULL without memory. */
 json_t *wsync_relay_registration_to_json(const wsync_relay_registration_t *r);
+/* The endpoint object the registration sends (new reference; NULL when it
+ * has none or without memory). */
+json_t *wsync_relay_registration_endpoint(const wsync_relay_registration_t *r);
 /* Parses and checks `j`; on success *out holds a reference to the endpoint:
  * release it with wsync_relay_registration_clear. */
 wsync_status_t wsync_relay_registration_from_json(const json_t *j, wsync_relay_registration_t *out);
