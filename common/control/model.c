@@ -62,6 +62,13 @@ int ctl_set_world_locked(ctl_model_t *m, int world, char *err, size_t errlen)
     return 0;
 }
 
+/* Not seen for the lease by `now`: status shows it gone (model_status.c)
+ * even before the sweep marks it, so being seen again is a change. */
+static int lease_over(const ctl_model_t *m, double last_seen, double now)
+{
+    return now - last_seen >= (m->lease_s > 0 ? m->lease_s : CTL_LEASE_S);
+}
+
 int ctl_register_trainer(ctl_model_t *m, const json_t *body, char *err, size_t errlen, int *changed)
 {
     int code = ctl_check(body, &ctl_req_register_trainer, err, errlen), rank, world;
@@ -97,7 +104,7 @@ int ctl_register_trainer(ctl_model_t *m, const json_t *body, char *err, size_t e
     }
     if (t->gone)
         LOG_INFO("trainer rank %d is back (from %s)", rank, t->host);
-    if (*changed || t->gone)
+    if (*changed || t->gone || lease_over(m, t->last_seen, ctl_unix_now()))
         m->gen++;
     else
         m->seen_dirty = 1;
@@ -236,7 +243,7 @@ int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t er
     engine_update_locked(m, e, &reg, now, changed);
     if (e->gone)
         LOG_INFO("engine %s is back (from %s)", reg.id, e->host);
-    if (*changed || e->gone)
+    if (*changed || e->gone || lease_over(m, e->last_seen, now))
         m->gen++;
     else
         m->seen_dirty = 1;
@@ -252,11 +259,12 @@ int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t er
  * report was only that. Lock held. */
 static int report_presence(ctl_model_t *m, ctl_engine_t *e, const wsync_engine_report_t *r)
 {
-    e->last_seen = ctl_unix_now();
-    if (e->gone && r->state != WSYNC_REPORT_EXITED) {
+    double now = ctl_unix_now();
+    if ((e->gone || lease_over(m, e->last_seen, now)) && r->state != WSYNC_REPORT_EXITED) {
         e->gone = e->exited = 0;
         m->gen++;
     }
+    e->last_seen = now;
     if (r->has_node) {
         /* What the node says of its local ranks (one lost, or replaced; ""
          * when all run again): the pull state is unchanged. */

@@ -145,7 +145,15 @@ void ctl_journal_locked(ctl_model_t *m, json_t *entry);
  * 0, or -1 with the reason in err. */
 int ctl_journal_apply(ctl_model_t *m, const json_t *entry, char *err, size_t errlen);
 
+/* GET /v1/status as a JSON tree, presence as of `now` (<= 0: the clock). */
 json_t *ctl_status_json(ctl_model_t *m);
+json_t *ctl_status_json_at(ctl_model_t *m, double now);
+/* The same document as text (model_status.c: written from the records, no
+ * tree), with `extra` (NULL, or members as JSON text: "\"k\":v,...")
+ * before its closing brace. malloc'ed, its length in *len; NULL out of
+ * memory. *valid_until: when the first live entry's lease runs out (the
+ * text is true until then, or until the generation moves). */
+char *ctl_status_text(ctl_model_t *m, double now, const char *extra, size_t *len, double *valid_until);
 /* Lock held (presence.c, model.c): the engine `id` or NULL; the versions
  * some trainer ranks reported and others not yet, oldest first:
  * [{"version", "reported": [ranks], "missing": [ranks]}]. */
