@@ -1,6 +1,7 @@
-/* model.c: the control endpoint's rules: registration, publish (all W ranks
- * with one layout make a version; versions only move forward), engine
- * reports, and the JSON views of it all. */
+/* model.c: the control endpoint's rules for trainer ranks and engine nodes:
+ * registration (common/proto/relay_registration.h for nodes) and engine
+ * reports (common/proto/engine_report.h). Versions are model_publish.c's,
+ * the views model_views.c's and model_status.c's. */
 #include "common/control/model.h"
 
 #include <stdio.h>

@@ -1,6 +1,6 @@
-/* model_views.c: the model as others read it: GET /v1/status and
- * /v1/trainers, and the state file's JSON (written by state_store.c, read
- * back at start). */
+/* model_views.c: the model as others read it, as JSON trees: GET /v1/status
+ * (the reference model_status.c's text is checked against) and /v1/trainers,
+ * and the state file's JSON (written by state_store.c, read back at start). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
