@@ -1,7 +1,8 @@
 /* control_bench.c: load on the control endpoint over loopback. (1) GET
  * /v1/status with 1000 registered engine nodes: requests per second and
  * p50/p99 latency, against GET /healthz in the same run (the server's floor
- * per request). (2) Time from a publish until 1000 and 10 000 held long polls
+ * per request), and again while one node's reports change the model before
+ * nearly every request (the document is built again each time). (2) Time from a publish until 1000 and 10 000 held long polls
  * are all answered, against the raw loopback ceiling: writing one small
  * response on as many plain TCP connections and reading them all.
  * The server runs in a child process so each side has its own descriptor
@@ -134,6 +135,48 @@ static void load(const char *base, const char *path, double secs, double *rps, d
     *p50 = n ? lat[n / 2] * 1e3 : 0;
     *p99 = n ? lat[n * 99 / 100] * 1e3 : 0;
     free(lat);
+}
+
+/* A child that reports "pulling" for one node as fast as the endpoint
+ * answers, for `secs`: every report changes the model, so every GET
+ * /v1/status after it builds the document again (a fleet whose nodes report
+ * progress). Its report count goes up `fd`. */
+static pid_t spawn_churn(const char *base, double secs, int fd)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        wsync_control_t *c = NULL;
+        long n = 0;
+        double end = wsync_now_s() + secs;
+        if (wsync_control_open(base, NULL, &c) == WSYNC_OK)
+            while (wsync_now_s() < end)
+                n += wsync_control_report(c, "node-00000", (uint64_t)(n & 1) + 1, "pulling", 0, 0, NULL) == WSYNC_OK;
+        if (write(fd, &n, sizeof(n)) != (ssize_t)sizeof(n))
+            _exit(1);
+        _exit(0);
+    }
+    return pid;
+}
+
+/* GET /v1/status while spawn_churn changes the model: its rate, and the
+ * reports per second that went with it. */
+static void load_churn(const char *base, double secs, double *rps, double *reports)
+{
+    int p[2];
+    long n = 0;
+    double p50, p99;
+    pid_t pid;
+    *rps = *reports = 0;
+    if (pipe(p) != 0)
+        return;
+    pid = spawn_churn(base, secs, p[1]);
+    load(base, "/v1/status", secs, rps, &p50, &p99);
+    if (pid > 0 && read(p[0], &n, sizeof(n)) == (ssize_t)sizeof(n))
+        *reports = (double)n / secs;
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    close(p[0]);
+    close(p[1]);
 }
 
 static int connect_to(const struct sockaddr_in *sa)
@@ -358,7 +401,7 @@ int main(int argc, char **argv)
     char url[256] = "", id[64];
     pid_t pid;
     wsync_control_t *c = NULL;
-    double rps, p50, p99, hrps, hp50, hp99;
+    double rps, p50, p99, hrps, hp50, hp99, crps, creports;
     static const int counts[] = {1000, 10000};
 
     raise_nofile();
@@ -385,7 +428,11 @@ int main(int argc, char **argv)
            engines, PARALLEL, rps, p50, p99);
     printf("control_bench: ceiling GET /healthz, same server: %.0f req/s, p50 %.3f ms, p99 %.3f ms; ratio %.2f\n",
            hrps, hp50, hp99, hrps > 0 ? rps / hrps : 0);
-    for (i = 0; i < 2; i++) {
+    load_churn(url, secs, &crps, &creports);
+    printf("control_bench: GET /v1/status while a node reports (each report changes the model): %.0f req/s with "
+           "%.0f reports/s; ratio to /healthz %.2f\n",
+           crps, creports, hrps > 0 ? crps / hrps : 0);
+    for (i = 0; i < 2 && getenv("CONTROL_BENCH_NO_POLLS") == NULL; i++) { /* set: the request rates only */
         double from_req = 0, from_resp = 0, ceil_ms, cpu_ms = 0;
         if (long_polls(c, url, counts[i], &from_req, &from_resp, &cpu_ms) != 0)
             goto out;

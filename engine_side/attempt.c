@@ -201,6 +201,19 @@ static wsync_status_t attempt_open(wsync_receiver_t *r, uint64_t version, uint64
     return follow_attempt(r, version, deadline, a);
 }
 
+/* The record's trainer ranks as GET /v1/trainers lists them ([{"rank",
+ * "endpoint"}]), or NULL (a record from before they came with it: the
+ * attempt asks the endpoint). */
+static json_t *record_trainers_json(const wsync_version_record_t *rec)
+{
+    json_t *arr = rec->ntrainers > 0 ? json_array() : NULL;
+    int i;
+    for (i = 0; arr && i < rec->ntrainers; i++)
+        json_array_append_new(arr, json_pack("{s:i, s:O}", "rank", rec->trainers[i].rank, "endpoint",
+                                             rec->trainers[i].endpoint));
+    return arr;
+}
+
 /* The version record of `v`: its layout (the held one when the digests
  * match) and its piece digests; *late: some are still to come (the version
  * was announced before its digests: recv_fetch waits for them). */
@@ -208,33 +221,32 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
                                    int *late)
 {
     size_t missing = 0;
-    json_t *rec = NULL;
+    json_t *j = NULL;
+    wsync_version_record_t rec;
     wsync_status_t st;
-    const char *mdig, *ldig;
-    json_t *trainers;
     if (r->next_record && (uint64_t)json_integer_value(json_object_get(r->next_record, "version")) == v) {
-        rec = r->next_record; /* came with the long poll's answer */
+        j = r->next_record; /* came with the long poll's answer */
         r->next_record = NULL;
     } else {
-        WSYNC_CHECK(wsync_control_get_version(r->control, v, &rec));
+        WSYNC_CHECK(wsync_control_get_version(r->control, v, &j));
     }
-    trainers = json_object_get(rec, "trainers");
+    st = wsync_version_record_from_json(j, &rec);
+    json_decref(j);
+    WSYNC_CHECK(st);
     json_decref(r->cur_trainers);
-    r->cur_trainers = json_is_array(trainers) ? json_incref(trainers) : NULL;
-    mdig = json_string_value(json_object_get(rec, "manifest_digest"));
-    ldig = json_string_value(json_object_get(rec, "layout_digest"));
+    r->cur_trainers = record_trainers_json(&rec);
     /* Versions of one training run share the layout: reuse the held one
      * (parsing the manifest and building the plan again cost milliseconds
      * per version on a 7B model); only the digests are new. */
-    if (r->held && mdig && ldig && strcmp(mdig, r->held->manifest_digest) == 0 &&
-        strcmp(ldig, r->held->layout_digest) == 0) {
+    if (r->held && strcmp(rec.manifest_digest, r->held->manifest_digest) == 0 &&
+        strcmp(rec.layout_digest, r->held->layout_digest) == 0) {
         *sl = r->held;
         st = WSYNC_OK;
     } else {
-        st = wsync_sync_layout_fetch(r->control, rec, sl); /* the manifest once per layout */
+        st = wsync_sync_layout_fetch(r->control, &rec, sl); /* the manifest once per layout */
     }
     if (st == WSYNC_OK) {
-        st = wsync_sync_layout_digests(*sl, rec, digests, &missing);
+        st = wsync_sync_layout_digests(*sl, &rec, digests, &missing);
         *late = missing > 0;
         if (st != WSYNC_OK) {
             if (*sl != r->held)
@@ -242,7 +254,7 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
             *sl = NULL;
         }
     }
-    json_decref(rec);
+    wsync_version_record_clear(&rec);
     return st;
 }
 

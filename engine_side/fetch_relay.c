@@ -14,6 +14,7 @@
 #include "common/base/log.h"
 #include "common/base/settings.h"
 #include "common/base/util.h"
+#include "common/proto/relay_registration.h"
 #include "engine_side/fetch_internal.h"
 #include "engine_side/plan_choice.h"
 #include "engine_side/relay_tree.h"
@@ -54,15 +55,19 @@ static wsync_status_t relay_nodes(wsync_receiver_t *r, uint64_t v, relay_node_t 
     *n = 0;
     json_array_foreach(engines, i, e)
     {
-        const char *id = json_string_value(json_object_get(e, "id"));
-        const char *addr = json_string_value(json_object_get(json_object_get(e, "endpoint"), "relay"));
+        /* A status entry holds the node's registration (id, host, ranks,
+         * endpoint): its relay, when it registered one, is read as such. */
+        wsync_relay_registration_t reg;
         relay_node_t *nd = &nodes[*n];
-        if (id == NULL || addr == NULL || strlen(id) >= sizeof(nd->id) || strlen(addr) >= sizeof(nd->addr))
+        if (wsync_relay_registration_from_json(e, &reg) != WSYNC_OK)
             continue;
-        snprintf(nd->id, sizeof(nd->id), "%s", id);
-        snprintf(nd->addr, sizeof(nd->addr), "%s", addr);
-        nd->holds = (uint64_t)json_integer_value(json_object_get(e, "version")) == v;
-        (*n)++;
+        if (reg.relay[0] && strlen(reg.id) < sizeof(nd->id) && strlen(reg.relay) < sizeof(nd->addr)) {
+            snprintf(nd->id, sizeof(nd->id), "%s", reg.id);
+            snprintf(nd->addr, sizeof(nd->addr), "%s", reg.relay);
+            nd->holds = (uint64_t)json_integer_value(json_object_get(e, "version")) == v;
+            (*n)++;
+        }
+        wsync_relay_registration_clear(&reg);
     }
     json_decref(st);
     *out = nodes;

@@ -12,16 +12,14 @@
 
 #define LATE_POLL_MS 250 /* one long poll at most: the attempt's end waits for it */
 
-static void set_missing(recv_late_t *l, const json_t *rec)
+static void set_missing(recv_late_t *l, const wsync_version_record_t *rec)
 {
     char text[sizeof(l->missing)] = "";
     unsigned char seen[256] = {0};
-    const json_t *pc;
     size_t i, n = 0;
-    json_array_foreach(json_object_get(rec, "pieces"), i, pc)
-    {
-        json_int_t rank = json_integer_value(json_object_get(pc, "rank"));
-        if (json_object_get(pc, "digest") || rank < 0 || rank > 255 || seen[rank]++)
+    for (i = 0; i < rec->npieces; i++) {
+        int rank = rec->pieces[i].rank;
+        if (rec->pieces[i].digest[0] || rank > 255 || seen[rank]++)
             continue;
         if (n < sizeof(text))
             n += (size_t)snprintf(text + n, sizeof(text) - n, "%s%lld", n ? ", " : "trainer rank ", (long long)rank);
@@ -52,26 +50,30 @@ static void *late_main(void *arg)
         int left = now >= l->deadline ? 0 : (int)((l->deadline - now) / 1000000ULL);
         int t = left < LATE_POLL_MS ? left : LATE_POLL_MS;
         size_t missing = 0;
-        json_t *rec = NULL;
+        json_t *j = NULL;
+        wsync_version_record_t rec = {0};
         if (left == 0)
             break; /* the attempt's own timeout names who it waited for */
-        st = wsync_control_wait_digests(c, l->v, t, &rec);
+        st = wsync_control_wait_digests(c, l->v, t, &j);
         if (st == WSYNC_OK)
-            st = wsync_sync_layout_digests(l->sl, rec, &d, &missing);
+            st = wsync_version_record_from_json(j, &rec);
+        json_decref(j);
+        if (st == WSYNC_OK)
+            st = wsync_sync_layout_digests(l->sl, &rec, &d, &missing);
         if (st != WSYNC_OK) {
-            json_decref(rec);
+            wsync_version_record_clear(&rec);
             fail(l, st, wsync_last_error());
             break;
         }
         if (missing == 0) {
-            json_decref(rec);
+            wsync_version_record_clear(&rec);
             l->digests = d;
             __atomic_store_n(&l->state, 1, __ATOMIC_RELEASE);
             break;
         }
         free(d);
-        set_missing(l, rec);
-        json_decref(rec);
+        set_missing(l, &rec);
+        wsync_version_record_clear(&rec);
         /* An endpoint that answered at once without them (one from before
          * ?digests=1 answers the record as it is): do not spin on it. */
         if (wsync_now_ns() - now < (uint64_t)t * 500000ULL)

@@ -11,6 +11,7 @@
 #include "common/base/checks.h"
 #include "common/base/log.h"
 #include "common/proto/msg.h"
+#include "common/proto/relay_registration.h"
 #include "common/base/settings.h"
 #include "common/base/util.h"
 #include "engine_side/plan_choice.h"
@@ -218,15 +219,17 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
          * node reads its memory (wsync_publisher_wait_held); under relay:F
          * the node serves what it holds to other nodes, which find its relay
          * in its registration. */
-        json_t *endpoint = json_pack("{s:s}", "host_id", r->host_id);
-        if (endpoint == NULL)
-            WSYNC_CHECK_GOTO(wsync_error(WSYNC_ERR_NOMEM, "engine %s: out of memory", r->engine_id), st, err);
+        wsync_relay_registration_t reg = {.holds = -1};
+        json_t *endpoint = NULL;
+        snprintf(reg.host_id, sizeof(reg.host_id), "%s", r->host_id);
         st = WSYNC_OK;
         if (r->plan.kind == WSYNC_PLAN_RELAY || r->links) { /* auto may choose a relay plan */
             st = relay_start(r->bind_host, &r->auth, r->engine_id, r->mem->kind, r->device, &r->relay);
             if (st == WSYNC_OK)
-                json_object_set_new(endpoint, "relay", json_string(relay_address(r->relay)));
+                snprintf(reg.relay, sizeof(reg.relay), "%s", relay_address(r->relay));
         }
+        if (st == WSYNC_OK && (endpoint = wsync_relay_registration_endpoint(&reg)) == NULL)
+            WSYNC_CHECK_GOTO(wsync_error(WSYNC_ERR_NOMEM, "engine %s: out of memory", r->engine_id), st, err);
         gethostname(host, sizeof(host));
         if (st == WSYNC_OK)
             st = wsync_control_register_engine(r->control, r->engine_id, host, cfg->local_world, endpoint);

@@ -10,6 +10,8 @@
 
 #include "common/base/checks.h"
 #include "common/control/client.h"
+#include "common/proto/engine_report.h"
+#include "common/proto/relay_registration.h"
 #include "common/base/settings.h"
 #include "common/base/util.h"
 
@@ -78,12 +80,13 @@ static long post(recv_reporter_t *rp, const char *path, json_t *body)
  * re-registration after an endpoint that lost its state answered 404). */
 static long beat(recv_reporter_t *rp)
 {
-    json_t *b = json_pack("{s:s, s:s, s:i, s:I}", "id", rp->engine_id, "host", rp->host, "local_ranks",
-                          rp->local_ranks, "holds", (json_int_t)rp->holds);
+    wsync_relay_registration_t reg = {.local_ranks = rp->local_ranks,
+                                      .holds = (int64_t)rp->holds,
+                                      .endpoint = rp->endpoint};
     long rc;
-    if (b && rp->endpoint)
-        json_object_set(b, "endpoint", rp->endpoint);
-    rc = post(rp, "/v1/engines/register", b);
+    snprintf(reg.id, sizeof(reg.id), "%s", rp->engine_id);
+    snprintf(reg.host, sizeof(reg.host), "%s", rp->host);
+    rc = post(rp, "/v1/engines/register", wsync_relay_registration_to_json(&reg));
     if (rc > 1 && !rp->refused)
         LOG_WARN("engine %s: the control endpoint refused this node's registration: %s", rp->engine_id,
                  wsync_last_error());
@@ -94,17 +97,23 @@ static long beat(recv_reporter_t *rp)
 
 static json_t *report_body(const recv_reporter_t *rp, const report_t *rep)
 {
-    json_t *b;
-    if (rep->node_note) /* a note only: the endpoint keeps the node's state */
-        return json_pack("{s:I, s:s, s:s}", "version", (json_int_t)rp->holds, "state", "pulling", "node",
-                         rep->error);
-    b = json_pack("{s:I, s:s, s:f, s:I}", "version", (json_int_t)rep->version, "state", rep->state, "duration_s",
-                  rep->duration_s, "bytes", (json_int_t)rep->bytes);
-    if (b && rep->has_error)
-        json_object_set_new(b, "error", json_string(rep->error));
-    if (b && rep->holds >= 0)
-        json_object_set_new(b, "holds", json_integer(rep->holds));
-    return b;
+    wsync_engine_report_t r = {.version = rep->version, .holds = rep->holds};
+    if (rep->node_note) { /* a note only: the endpoint keeps the node's state */
+        r.version = rp->holds;
+        r.holds = -1;
+        r.has_node = 1;
+        snprintf(r.node, sizeof(r.node), "%s", rep->error);
+    } else {
+        r.state = strcmp(rep->state, "ready") == 0    ? WSYNC_REPORT_READY
+                  : strcmp(rep->state, "failed") == 0 ? WSYNC_REPORT_FAILED
+                  : strcmp(rep->state, "exited") == 0 ? WSYNC_REPORT_EXITED
+                                                      : WSYNC_REPORT_PULLING;
+        r.duration_s = rep->duration_s;
+        r.bytes = rep->bytes;
+        r.has_error = rep->has_error;
+        snprintf(r.error, sizeof(r.error), "%s", rep->has_error ? rep->error : "");
+    }
+    return wsync_engine_report_to_json(&r);
 }
 
 /* Sends one report; 0 when it is done with (delivered, or refused for good). */
@@ -284,7 +293,8 @@ void reporter_stop(recv_reporter_t *rp, int flush_ms)
         if (flush_ms > 0) { /* a clean stop: status lists the node as gone, not live (one try) */
             char path[256];
             long http = 0;
-            json_t *b = json_pack("{s:I, s:s}", "version", (json_int_t)rp->holds, "state", "exited");
+            wsync_engine_report_t ex = {.version = rp->holds, .state = WSYNC_REPORT_EXITED, .holds = -1};
+            json_t *b = wsync_engine_report_to_json(&ex);
             snprintf(path, sizeof(path), "/v1/engines/%s/report", rp->engine_id);
             if (b)
                 wsync_control_request(rp->control, "POST", path, b, 1000, &http, NULL);

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "common/base/checks.h"
+#include "common/proto/engine_report.h"
+#include "common/proto/relay_registration.h"
 #include "common/base/interrupt.h"
 #include "common/base/settings.h"
 #include "common/base/util.h"
@@ -334,11 +336,13 @@ wsync_status_t wsync_control_trainers(wsync_control_t *c, json_t **out)
 wsync_status_t wsync_control_register_engine(wsync_control_t *c, const char *engine_id, const char *host,
                                              int local_ranks, const json_t *endpoint)
 {
-    json_t *b = json_pack("{s:s, s:s, s:i}", "id", engine_id, "host", host, "local_ranks", local_ranks);
+    wsync_relay_registration_t reg = {.local_ranks = local_ranks, .holds = -1, .endpoint = (json_t *)endpoint};
+    json_t *b;
     wsync_status_t st;
+    snprintf(reg.id, sizeof(reg.id), "%s", engine_id);
+    snprintf(reg.host, sizeof(reg.host), "%s", host);
+    b = wsync_relay_registration_to_json(&reg);
     WSYNC_CHECK_ALLOC(b);
-    if (endpoint)
-        json_object_set(b, "endpoint", (json_t *)endpoint);
     st = call(c, "POST", "/v1/engines/register", b, 0, NULL);
     json_decref(b);
     return st;
@@ -499,34 +503,47 @@ wsync_status_t wsync_control_wait_digests(wsync_control_t *c, uint64_t version, 
     return call(c, "GET", path, NULL, (long)t + 10000, out);
 }
 
-wsync_status_t wsync_control_report(wsync_control_t *c, const char *engine_id, uint64_t version, const char *state,
-                                    double duration_s, uint64_t bytes, const char *error)
+static wsync_status_t post_report(wsync_control_t *c, const char *engine_id, const wsync_engine_report_t *r)
 {
     char path[256];
-    json_t *b = json_pack("{s:I, s:s, s:f, s:I}", "version", (json_int_t)version, "state", state, "duration_s",
-                          duration_s, "bytes", (json_int_t)bytes);
+    json_t *b = wsync_engine_report_to_json(r);
     wsync_status_t st;
     WSYNC_CHECK_ALLOC(b);
-    if (error)
-        json_object_set_new(b, "error", json_string(error));
     snprintf(path, sizeof(path), "/v1/engines/%s/report", engine_id);
     st = call(c, "POST", path, b, 0, NULL);
     json_decref(b);
     return st;
 }
 
+wsync_status_t wsync_control_report(wsync_control_t *c, const char *engine_id, uint64_t version, const char *state,
+                                    double duration_s, uint64_t bytes, const char *error)
+{
+    wsync_engine_report_t r = {.version = version, .duration_s = duration_s, .bytes = bytes, .holds = -1};
+    int s;
+    for (s = WSYNC_REPORT_PULLING; s <= WSYNC_REPORT_EXITED; s++)
+        if (strcmp(state, wsync_report_state_name((wsync_report_state_t)s)) == 0)
+            break;
+    if (s > WSYNC_REPORT_EXITED)
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "engine %s: report state '%s' is not pulling, ready, failed or exited", engine_id, state);
+    r.state = (wsync_report_state_t)s;
+    if (error) {
+        r.has_error = 1;
+        snprintf(r.error, sizeof(r.error), "%s", error);
+    }
+    return post_report(c, engine_id, &r);
+}
+
 wsync_status_t wsync_control_report_progress(wsync_control_t *c, const char *engine_id, uint64_t version,
                                              const char *phase, uint64_t done, uint64_t total)
 {
-    char path[256];
-    json_t *b = json_pack("{s:I, s:s, s:s, s:I, s:I}", "version", (json_int_t)version, "state", "pulling", "phase",
-                          phase, "bytes", (json_int_t)done, "total", (json_int_t)total);
-    wsync_status_t st;
-    WSYNC_CHECK_ALLOC(b);
-    snprintf(path, sizeof(path), "/v1/engines/%s/report", engine_id);
-    st = call(c, "POST", path, b, 0, NULL);
-    json_decref(b);
-    return st;
+    wsync_engine_report_t r = {.version = version,
+                               .state = WSYNC_REPORT_PULLING,
+                               .phase = strcmp(phase, "setup") == 0 ? WSYNC_PHASE_SETUP : WSYNC_PHASE_LANDING,
+                               .bytes = done,
+                               .total = total,
+                               .holds = -1};
+    return post_report(c, engine_id, &r);
 }
 
 wsync_status_t wsync_control_status(wsync_control_t *c, json_t **out)

@@ -43,13 +43,11 @@ static int referenced(const ctl_model_t *m, const char *digest)
 {
     int i;
     for (i = 0; i < m->nrecords; i++) {
-        const char *d = json_string_value(json_object_get(m->records[i], "manifest_digest"));
-        if (d && strcmp(d, digest) == 0)
+        if (strcmp(m->records[i].rec.manifest_digest, digest) == 0)
             return 1;
     }
     for (i = 0; i < m->npending; i++) {
-        const char *d = json_string_value(json_object_get(m->pending[i].layout, "manifest_digest"));
-        if (d && strcmp(d, digest) == 0)
+        if (strcmp(m->pending[i].head.manifest_digest, digest) == 0)
             return 1;
     }
     return 0;

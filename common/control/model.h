@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <pthread.h>
 
+#include "common/proto/version_record.h"
 #include "common/wsync.h"
 
 #define CTL_RETAIN 8 /* published versions kept with their records */
@@ -48,13 +49,23 @@ typedef struct ctl_engine {
     uint64_t failures; /* pulls reported failed */
 } ctl_engine_t;
 
+/* A version some trainer ranks reported and others not yet. */
 typedef struct ctl_pending {
     uint64_t version;
     int world;
-    json_t *layout;  /* manifest_digest, chunk_size, layout, layout_digest, image_size, world */
-    json_t **pieces; /* [world] */
+    wsync_version_record_t head;   /* its layout fields only (no pieces, no trainers) */
+    wsync_record_piece_t **pieces; /* [world]: each rank's report, NULL until it came */
+    size_t *npieces;               /* [world] */
     int reported;
 } ctl_pending_t;
+
+/* A published version: the record, and its JSON built at the edge
+ * (ctl_version_json) once, dropped when the record changes (late digests),
+ * so answers cached by JSON object (routes.c) follow the record. */
+typedef struct ctl_record {
+    wsync_version_record_t rec;
+    json_t *json; /* NULL until asked */
+} ctl_record_t;
 
 /* A layout (layouts.c): a manifest under its digest, posted once. */
 typedef struct ctl_layout {
@@ -69,7 +80,7 @@ typedef struct ctl_model {
     uint64_t gen; /* bumped by every change: caches key on it */
     uint64_t latest;
     double latest_at;
-    json_t *records[CTL_RETAIN]; /* newest last; GET /v1/versions/<v> */
+    ctl_record_t records[CTL_RETAIN]; /* newest last; GET /v1/versions/<v> */
     int nrecords;
     int world;
     ctl_trainer_t *trainers; /* [world] */
@@ -114,6 +125,16 @@ int ctl_register_engine(ctl_model_t *m, const json_t *body, char *err, size_t er
 int ctl_publish(ctl_model_t *m, const json_t *body, json_t **reply, char *err, size_t errlen, int *changed);
 int ctl_report(ctl_model_t *m, const char *engine, const json_t *body, char *err, size_t errlen, int *changed);
 
+/* model_publish.c, lock held: free the published records and the pending
+ * versions (ctl_model_free); keep `rec` (taken) as the newest record, the
+ * oldest going past CTL_RETAIN. */
+void ctl_publish_free_locked(ctl_model_t *m);
+void ctl_record_push_locked(ctl_model_t *m, wsync_version_record_t *rec);
+double ctl_unix_now(void);
+/* Lock held: grow (or set) the trainer table to `world` ranks; 0, or the
+ * HTTP code with `err`. */
+int ctl_set_world_locked(ctl_model_t *m, int world, char *err, size_t errlen);
+
 /* Every second: marks as gone what was not seen for the lease (and a
  * trainer rank, an engine seen again as live), forgets what was not seen for
  * forget_after_s. 1 when something was forgotten (durable: save). */
@@ -124,7 +145,15 @@ void ctl_journal_locked(ctl_model_t *m, json_t *entry);
  * 0, or -1 with the reason in err. */
 int ctl_journal_apply(ctl_model_t *m, const json_t *entry, char *err, size_t errlen);
 
+/* GET /v1/status as a JSON tree, presence as of `now` (<= 0: the clock). */
 json_t *ctl_status_json(ctl_model_t *m);
+json_t *ctl_status_json_at(ctl_model_t *m, double now);
+/* The same document as text (model_status.c: written from the records, no
+ * tree), with `extra` (NULL, or members as JSON text: "\"k\":v,...")
+ * before its closing brace. malloc'ed, its length in *len; NULL out of
+ * memory. *valid_until: when the first live entry's lease runs out (the
+ * text is true until then, or until the generation moves). */
+char *ctl_status_text(ctl_model_t *m, double now, const char *extra, size_t *len, double *valid_until);
 /* Lock held (presence.c, model.c): the engine `id` or NULL; the versions
  * some trainer ranks reported and others not yet, oldest first:
  * [{"version", "reported": [ranks], "missing": [ranks]}]. */

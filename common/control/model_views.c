@@ -1,6 +1,6 @@
-/* model_views.c: the model as others read it: GET /v1/status and
- * /v1/trainers, and the state file's JSON (written by state_store.c, read
- * back at start). */
+/* model_views.c: the model as others read it, as JSON trees: GET /v1/status
+ * (the reference model_status.c's text is checked against) and /v1/trainers,
+ * and the state file's JSON (written by state_store.c, read back at start). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +8,14 @@
 #include "common/base/checks.h"
 #include "common/control/model.h"
 
-static json_t *engine_json(const ctl_model_t *m, const ctl_engine_t *e)
+/* Gone: marked by the sweep, or not seen for the lease by `now` (shown at
+ * once, not at the next sweep). */
+static int is_gone(const ctl_model_t *m, int gone, double last_seen, double now)
+{
+    return gone || now - last_seen >= (m->lease_s > 0 ? m->lease_s : CTL_LEASE_S);
+}
+
+static json_t *engine_json(const ctl_model_t *m, const ctl_engine_t *e, double now)
 {
     json_t *j = json_pack("{s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:f, s:f, s:s, s:f, s:O*}", "id", e->id, "host",
                           e->host, "local_ranks", e->local_ranks, "state", e->state, "version",
@@ -17,7 +24,7 @@ static json_t *engine_json(const ctl_model_t *m, const ctl_engine_t *e)
                           "last_sync_s", e->last_sync_s, "last_gbps", e->last_gbps, "last_error", e->last_error,
                           "updated", e->updated, "endpoint", e->endpoint);
     if (j) {
-        json_object_set_new(j, "presence", json_string(e->gone ? "gone" : "live"));
+        json_object_set_new(j, "presence", json_string(is_gone(m, e->gone, e->last_seen, now) ? "gone" : "live"));
         json_object_set_new(j, "last_seen", json_real(e->last_seen));
         json_object_set_new(j, "exited", json_boolean(e->exited));
         json_object_set_new(j, "failures", json_integer((json_int_t)e->failures));
@@ -31,7 +38,7 @@ static json_t *engine_json(const ctl_model_t *m, const ctl_engine_t *e)
     return j;
 }
 
-static json_t *trainers_json_locked(const ctl_model_t *m)
+static json_t *trainers_json_locked(const ctl_model_t *m, double now)
 {
     json_t *arr = json_array();
     int r;
@@ -40,9 +47,9 @@ static json_t *trainers_json_locked(const ctl_model_t *m)
         json_array_append_new(arr, json_pack("{s:i, s:b, s:s, s:O*, s:I, s:s, s:f}", "rank", r, "registered",
                                              t->registered, "host", t->host, "endpoint", t->endpoint, "version",
                                              (json_int_t)t->version, "presence",
-                                             !t->registered ? "unregistered"
-                                             : t->gone      ? "gone"
-                                                            : "live",
+                                             !t->registered                           ? "unregistered"
+                                             : is_gone(m, t->gone, t->last_seen, now) ? "gone"
+                                                                                      : "live",
                                              "last_seen", t->last_seen));
     }
     return arr;
@@ -52,16 +59,16 @@ json_t *ctl_trainers_json(ctl_model_t *m)
 {
     json_t *arr;
     pthread_mutex_lock(&m->lock);
-    arr = trainers_json_locked(m);
+    arr = trainers_json_locked(m, ctl_unix_now());
     pthread_mutex_unlock(&m->lock);
     return arr;
 }
 
 /* An entry that cannot be built (a field no JSON can hold) is never left
  * out silently: logged, and shown with what is known and why. */
-static json_t *engine_json_or_error(const ctl_model_t *m, const ctl_engine_t *e)
+static json_t *engine_json_or_error(const ctl_model_t *m, const ctl_engine_t *e, double now)
 {
-    json_t *j = engine_json(m, e);
+    json_t *j = engine_json(m, e, now);
     if (j != NULL)
         return j;
     LOG_ERROR("engine %s: its status entry cannot be built (a field is not valid JSON: host, last_error, "
@@ -73,12 +80,19 @@ static json_t *engine_json_or_error(const ctl_model_t *m, const ctl_engine_t *e)
 
 json_t *ctl_status_json(ctl_model_t *m)
 {
+    return ctl_status_json_at(m, 0);
+}
+
+json_t *ctl_status_json_at(ctl_model_t *m, double now)
+{
     json_t *trainers, *engines = json_array(), *j;
     int i;
+    if (now <= 0)
+        now = ctl_unix_now();
     pthread_mutex_lock(&m->lock);
-    trainers = trainers_json_locked(m);
+    trainers = trainers_json_locked(m, now);
     for (i = 0; i < m->nengines; i++)
-        json_array_append_new(engines, engine_json_or_error(m, &m->engines[i]));
+        json_array_append_new(engines, engine_json_or_error(m, &m->engines[i], now));
     j = json_pack("{s:I, s:f, s:i, s:o, s:o, s:i, s:o, s:f}", "latest_version", (json_int_t)m->latest,
                   "published_at", m->latest_at, "world", m->world, "trainers", trainers, "engines", engines,
                   "pending", m->npending, "pending_versions", ctl_pending_json_locked(m), "lease_s",
@@ -98,9 +112,12 @@ json_t *ctl_state_json(ctl_model_t *m)
     json_t *records = json_array(), *engines = json_array(), *trainers, *j;
     int i;
     pthread_mutex_lock(&m->lock);
-    trainers = trainers_json_locked(m);
-    for (i = 0; i < m->nrecords; i++)
-        json_array_append(records, m->records[i]);
+    trainers = trainers_json_locked(m, ctl_unix_now());
+    for (i = 0; i < m->nrecords; i++) {
+        if (m->records[i].json == NULL)
+            m->records[i].json = wsync_version_record_to_json(&m->records[i].rec);
+        json_array_append(records, m->records[i].json);
+    }
     for (i = 0; i < m->nengines; i++) {
         const ctl_engine_t *e = &m->engines[i];
         json_array_append_new(engines, json_pack("{s:s, s:s, s:i, s:I, s:O*}", "id", e->id, "host", e->host,
@@ -136,18 +153,24 @@ wsync_status_t ctl_state_load(ctl_model_t *m, const json_t *s, const char *path)
     m->journal_seq = (uint64_t)json_integer_value(json_object_get(s, "log_seq"));
     json_array_foreach(records, i, e)
     {
-        json_t *inline_manifest = json_object_get(e, "manifest");
-        const char *mdig = json_string_value(json_object_get(e, "manifest_digest"));
-        if (!json_is_object(e) || !json_is_integer(json_object_get(e, "version")) || m->nrecords == CTL_RETAIN)
-            return wsync_error(WSYNC_ERR_FORMAT, "state file %s: versions[%zu] is malformed", path, i);
-        m->records[m->nrecords++] = json_incref((json_t *)e);
+        wsync_version_record_t rec;
+        if (m->nrecords == CTL_RETAIN)
+            return wsync_error(WSYNC_ERR_FORMAT, "state file %s: more than %d versions; fix or move it away", path,
+                               CTL_RETAIN);
+        if (wsync_version_record_from_json(e, &rec) != WSYNC_OK)
+            return wsync_error(WSYNC_ERR_FORMAT, "state file %s: versions[%zu]: %s; fix or move it away", path, i,
+                               wsync_last_error());
         /* A file from before layouts kept each record's manifest in it: it
          * becomes the layout (written on its own at the next save). */
-        if (json_is_object(inline_manifest) && ctl_layout_digest_ok(mdig)) {
-            if (ctl_layout_add_locked(m, mdig, inline_manifest, 0) != 0)
+        if (rec.manifest && ctl_layout_digest_ok(rec.manifest_digest)) {
+            if (ctl_layout_add_locked(m, rec.manifest_digest, rec.manifest, 0) != 0) {
+                wsync_version_record_clear(&rec);
                 return wsync_error(WSYNC_ERR_NOMEM, "state file %s: out of memory", path);
-            json_object_del((json_t *)e, "manifest");
+            }
+            json_decref(rec.manifest);
+            rec.manifest = NULL;
         }
+        ctl_record_push_locked(m, &rec);
     }
     json_array_foreach(trainers, i, e)
     {

@@ -138,15 +138,12 @@ json_t *ctl_pending_json_locked(const ctl_model_t *m)
 {
     json_t *arr = json_array();
     int i, r, done = 0;
+    uint64_t last = 0;
     /* Oldest first: at most CTL_MAX_PENDING, a selection by smallest. */
     while (arr && done < m->npending) {
         const ctl_pending_t *p = NULL;
         for (i = 0; i < m->npending; i++)
-            if (m->pending[i].version >
-                    (done ? (uint64_t)json_integer_value(
-                                json_object_get(json_array_get(arr, (size_t)done - 1), "version"))
-                          : 0) &&
-                (p == NULL || m->pending[i].version < p->version))
+            if (m->pending[i].version > last && (p == NULL || m->pending[i].version < p->version))
                 p = &m->pending[i];
         if (p == NULL)
             break;
@@ -155,6 +152,7 @@ json_t *ctl_pending_json_locked(const ctl_model_t *m)
             json_array_append_new(p->pieces[r] ? rep : miss, json_integer(r));
         json_array_append_new(arr, json_pack("{s:I, s:i, s:o, s:o}", "version", (json_int_t)p->version, "world",
                                              p->world, "reported", rep, "missing", miss));
+        last = p->version;
         done++;
     }
     return arr;

@@ -83,6 +83,7 @@ struct wsync_control_server {
      * copy of its text per request. */
     struct MHD_Response *status_resp;
     uint64_t status_gen, status_failures, status_changes; /* its key: model, state file */
+    double status_until; /* and the clock: a lease that runs out then shows at once */
     /* The long polls' 200 answer for latest_resp_version. */
     struct MHD_Response *latest_resp;
     uint64_t latest_resp_version;

@@ -85,49 +85,35 @@ json_t *wsync_sync_layout_to_json(const wsync_sync_layout_t *sl, int with_manife
     return j;
 }
 
-wsync_status_t wsync_sync_layout_from_json(const json_t *v, wsync_sync_layout_t **out)
+wsync_status_t wsync_sync_layout_fetch(wsync_control_t *c, const wsync_version_record_t *v, wsync_sync_layout_t **out)
 {
-    return wsync_sync_layout_from_record(v, NULL, out);
-}
-
-wsync_status_t wsync_sync_layout_fetch(wsync_control_t *c, const json_t *v, wsync_sync_layout_t **out)
-{
-    const char *mdig = json_string_value(json_object_get(v, "manifest_digest"));
     json_t *manifest = NULL;
     wsync_status_t st;
-    if (json_is_object(json_object_get(v, "manifest")))
+    if (v->manifest)
         return wsync_sync_layout_from_record(v, NULL, out);
-    if (mdig == NULL)
-        return wsync_error(WSYNC_ERR_FORMAT, "version record lacks manifest_digest");
-    WSYNC_CHECK(wsync_control_get_layout(c, mdig, &manifest));
+    WSYNC_CHECK(wsync_control_get_layout(c, v->manifest_digest, &manifest));
     st = wsync_sync_layout_from_record(v, manifest, out);
     json_decref(manifest);
     return st;
 }
 
-wsync_status_t wsync_sync_layout_from_record(const json_t *v, const json_t *manifest, wsync_sync_layout_t **out)
+wsync_status_t wsync_sync_layout_from_record(const wsync_version_record_t *v, const json_t *manifest,
+                                             wsync_sync_layout_t **out)
 {
     wsync_manifest_t *m = NULL;
     wsync_sync_layout_t *sl = NULL;
-    const char *kind = json_string_value(json_object_get(v, "layout"));
-    const char *mdig = json_string_value(json_object_get(v, "manifest_digest"));
-    const char *ldig = json_string_value(json_object_get(v, "layout_digest"));
-    json_int_t chunk = json_integer_value(json_object_get(v, "chunk_size"));
-    json_int_t world = json_integer_value(json_object_get(v, "world"));
     int k;
 
-    if (kind == NULL || mdig == NULL || ldig == NULL || chunk <= 0 || world <= 0)
-        return wsync_error(WSYNC_ERR_FORMAT,
-                           "version record lacks layout/manifest_digest/layout_digest/chunk_size/world");
-    if (strcmp(kind, "even") == 0)
+    if (strcmp(v->layout, "even") == 0)
         k = 0;
-    else if (strcmp(kind, "fsdp") == 0)
+    else if (strcmp(v->layout, "fsdp") == 0)
         k = 1;
     else
-        return wsync_error(WSYNC_ERR_FORMAT, "version record: unknown layout '%s'", kind);
-    WSYNC_CHECK(wsync_manifest_from_json(manifest ? manifest : json_object_get(v, "manifest"), &m));
-    WSYNC_CHECK(wsync_sync_layout_build(m, k, (int)world, (uint64_t)chunk, &sl));
-    if (strcmp(sl->manifest_digest, mdig) != 0 || strcmp(sl->layout_digest, ldig) != 0) {
+        return wsync_error(WSYNC_ERR_FORMAT, "version record %llu: unknown layout '%s' (even or fsdp)",
+                           (unsigned long long)v->version, v->layout);
+    WSYNC_CHECK(wsync_manifest_from_json(manifest ? manifest : v->manifest, &m));
+    WSYNC_CHECK(wsync_sync_layout_build(m, k, v->world, v->chunk_size, &sl));
+    if (strcmp(sl->manifest_digest, v->manifest_digest) != 0 || strcmp(sl->layout_digest, v->layout_digest) != 0) {
         wsync_sync_layout_free(sl);
         return wsync_error(WSYNC_ERR_CONFLICT,
                            "version record: manifest or layout digest does not match its contents "
@@ -137,18 +123,17 @@ wsync_status_t wsync_sync_layout_from_record(const json_t *v, const json_t *mani
     return WSYNC_OK;
 }
 
-wsync_status_t wsync_sync_layout_digests(const wsync_sync_layout_t *sl, const json_t *v, uint64_t **digests,
-                                         size_t *missing)
+wsync_status_t wsync_sync_layout_digests(const wsync_sync_layout_t *sl, const wsync_version_record_t *v,
+                                         uint64_t **digests, size_t *missing)
 {
-    const json_t *pieces = json_object_get(v, "pieces");
     const wsync_plan_t *p = sl->plan;
     uint64_t *d;
     char *seen;
     size_t i;
 
-    if (!json_is_array(pieces) || json_array_size(pieces) != p->npieces)
-        return wsync_error(WSYNC_ERR_FORMAT, "version record has %zu pieces, the plan has %zu",
-                           json_is_array(pieces) ? json_array_size(pieces) : 0, p->npieces);
+    if (v->npieces != p->npieces)
+        return wsync_error(WSYNC_ERR_FORMAT, "version record %llu has %zu pieces, the plan has %zu",
+                           (unsigned long long)v->version, v->npieces, p->npieces);
     d = calloc(p->npieces ? p->npieces : 1, sizeof(*d));
     seen = calloc(p->npieces ? p->npieces : 1, 1);
     if (missing)
@@ -159,20 +144,19 @@ wsync_status_t wsync_sync_layout_digests(const wsync_sync_layout_t *sl, const js
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     }
     for (i = 0; i < p->npieces; i++) {
-        const json_t *e = json_array_get(pieces, i);
-        json_int_t id = json_integer_value(json_object_get(e, "id"));
-        json_int_t off = json_integer_value(json_object_get(e, "offset"));
-        json_int_t len = json_integer_value(json_object_get(e, "len"));
-        const char *hex = json_string_value(json_object_get(e, "digest"));
-        int late = hex == NULL && missing && json_object_get(e, "digest") == NULL;
-        if (id < 0 || (size_t)id >= p->npieces || seen[id] || (uint64_t)off != p->pieces[id].offset ||
-            (uint64_t)len != p->pieces[id].len || (!late && wsync_digest_parse(hex, &d[id]) != 0)) {
+        const wsync_record_piece_t *e = &v->pieces[i];
+        int late = e->digest[0] == '\0' && missing;
+        if ((size_t)e->id >= p->npieces || seen[e->id] || e->offset != p->pieces[e->id].offset ||
+            e->len != p->pieces[e->id].len || (!late && wsync_digest_parse(e->digest, &d[e->id]) != 0)) {
             free(d);
             free(seen);
-            return wsync_error(WSYNC_ERR_FORMAT, "version record: piece %lld does not match the plan",
-                               (long long)id);
+            return wsync_error(WSYNC_ERR_FORMAT,
+                               "version record %llu: piece %u (offset %llu, %llu bytes, digest '%s') does not "
+                               "match the plan",
+                               (unsigned long long)v->version, e->id, (unsigned long long)e->offset,
+                               (unsigned long long)e->len, e->digest);
         }
-        seen[id] = 1;
+        seen[e->id] = 1;
         if (late)
             (*missing)++;
     }

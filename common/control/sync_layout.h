@@ -10,6 +10,7 @@
 #include "common/control/client.h"
 #include "common/model/manifest.h"
 #include "common/model/plan.h"
+#include "common/proto/version_record.h"
 
 typedef struct wsync_sync_layout {
     wsync_manifest_t *manifest; /* owned */
@@ -30,24 +31,24 @@ void wsync_sync_layout_free(wsync_sync_layout_t *sl);
  * with_manifest adds "manifest". New reference. */
 json_t *wsync_sync_layout_to_json(const wsync_sync_layout_t *sl, int with_manifest);
 
-/* From a control endpoint version record (GET /v1/versions/<v>) and the
- * manifest it names by manifest_digest (GET /v1/layouts/<digest>; NULL: the
- * record's own "manifest", as endpoints from before layouts sent it):
- * rebuilds the layout and plan and checks that the digests match what was
- * published. */
-wsync_status_t wsync_sync_layout_from_record(const json_t *version, const json_t *manifest,
+/* From a control endpoint version record (GET /v1/versions/<v>, parsed by
+ * common/proto/version_record.h) and the manifest it names by
+ * manifest_digest (GET /v1/layouts/<digest>; NULL: the record's own
+ * "manifest", as endpoints from before layouts sent it): rebuilds the layout
+ * and plan and checks that the digests match what was published. */
+wsync_status_t wsync_sync_layout_from_record(const wsync_version_record_t *version, const json_t *manifest,
                                              wsync_sync_layout_t **out);
-wsync_status_t wsync_sync_layout_from_json(const json_t *version, wsync_sync_layout_t **out);
 /* from_record with the manifest fetched from the endpoint `c` (unless the
  * record carries it): what a receiver does for a layout it does not hold. */
-wsync_status_t wsync_sync_layout_fetch(wsync_control_t *c, const json_t *version, wsync_sync_layout_t **out);
+wsync_status_t wsync_sync_layout_fetch(wsync_control_t *c, const wsync_version_record_t *version,
+                                       wsync_sync_layout_t **out);
 
 /* Piece digests of a version record, indexed by piece id; checks that the
  * record's pieces are exactly the plan's. Caller frees *digests. A piece
  * without "digest" (its trainer rank announced the version before its
  * digests: docs/API.md "late digests") is refused unless `missing` is given:
  * then its digest reads 0 and *missing counts such pieces. */
-wsync_status_t wsync_sync_layout_digests(const wsync_sync_layout_t *sl, const json_t *version, uint64_t **digests,
-                                         size_t *missing);
+wsync_status_t wsync_sync_layout_digests(const wsync_sync_layout_t *sl, const wsync_version_record_t *version,
+                                         uint64_t **digests, size_t *missing);
 
 #endif
