@@ -137,13 +137,28 @@ typedef struct quiet {
     int repeats; /* failures since that line */
 } quiet_t;
 
+/* "trainer rank N" as the error writes it (N's digits as text: a key and a
+ * name to print, not a number to compute with), or "" if it names none. */
+static void rank_words(const char *err, char *out, size_t len)
+{
+    const char *rank = err ? strstr(err, "trainer rank ") : NULL;
+    size_t n = rank ? strlen("trainer rank ") : 0;
+    if (rank == NULL) {
+        snprintf(out, len, "%s", "");
+        return;
+    }
+    while (rank[n] >= '0' && rank[n] <= '9')
+        n++;
+    snprintf(out, len, "%.*s", (int)n, rank);
+}
+
 static void failure_key(wsync_status_t st, const char *err, char *key, size_t len)
 {
-    const char *rank = strstr(err, "trainer rank ");
+    char rank[64];
     size_t n = (size_t)snprintf(key, len, "%d:", (int)st);
-    if (rank != NULL) {
-        int rk = atoi(rank + strlen("trainer rank "));
-        snprintf(key + n, len - n, "trainer rank %d", rk);
+    rank_words(err, rank, sizeof(rank));
+    if (rank[0]) {
+        snprintf(key + n, len - n, "%s", rank);
         return;
     }
     for (; *err && n + 1 < len; err++)
@@ -155,24 +170,24 @@ static void failure_key(wsync_status_t st, const char *err, char *key, size_t le
 static void report_failure(quiet_t *q, int follow, const char *engine, int rank, wsync_status_t st)
 {
     const char *err = wsync_last_error();
-    const char *gone = strstr(err, "trainer rank ");
-    char key[sizeof(q->key)];
+    char key[sizeof(q->key)], gone[64];
     double now = wsync_now_s();
     if (!follow) {
         fprintf(stderr, "wsync engine %s rank %d: pull failed: %s: %s\n", engine, rank, wsync_status_str(st), err);
         return;
     }
     failure_key(st, err, key, sizeof(key));
+    rank_words(err, gone, sizeof(gone));
     if (strcmp(key, q->key) != 0) {
         snprintf(q->key, sizeof(q->key), "%s", key);
         q->said_s = q->since_s = now;
         q->repeats = 0;
         fprintf(stderr, "wsync engine %s rank %d: pull failed: %s: %s\n", engine, rank, wsync_status_str(st), err);
-        if (st == WSYNC_ERR_PEER && gone)
+        if (st == WSYNC_ERR_PEER && gone[0])
             fprintf(stderr,
-                    "wsync engine %s rank %d: trainer rank %d is gone; waiting for it to come back or for a newer "
+                    "wsync engine %s rank %d: %s is gone; waiting for it to come back or for a newer "
                     "version (retrying quietly, a line every %d s while it lasts)\n",
-                    engine, rank, atoi(gone + strlen("trainer rank ")), FOLLOW_REMIND_S);
+                    engine, rank, gone, FOLLOW_REMIND_S);
         return;
     }
     q->repeats++;
