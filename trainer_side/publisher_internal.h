@@ -1,6 +1,6 @@
 /* publisher_internal.h: the publisher's state, shared by publisher.c (slots,
  * reports), snapshot.c (digests, snapshot copies) and pull_server.c (serving
- * engine pulls). */
+ * engine pulls, through the one put loop of put_list.c). */
 #ifndef WSYNC_TRAINER_PUBLISHER_INTERNAL_H
 #define WSYNC_TRAINER_PUBLISHER_INTERNAL_H
 
@@ -59,8 +59,10 @@ typedef struct pub_request {
     struct pub_request *next;
     uint32_t req; /* the engine's request id: high half of every tag */
     int outstanding;
+    size_t nput;   /* puts handed to the transport (put_list.c) */
+    uint64_t bput; /* and their bytes */
     wsync_status_t status;
-    char error[256];
+    char error[512];
     struct pub_stage *stage; /* engine layouts: the packed puts' stage it reads (target_stage.c) */
     json_t *segments;        /* {"segments": {...}}: the digests for the answer */
 } pub_request_t;
@@ -73,8 +75,9 @@ typedef struct pub_segdig pub_segdig_t;
 typedef struct pub_tdig pub_tdig_t;
 typedef struct pub_stage pub_stage_t;
 typedef struct pub_treq {
-    pub_nplan_t *plan;   /* the node plan over the request's targets */
-    pub_target_t *asker; /* the asking rank's target (its digest cache is filled in) */
+    pub_nplan_t *plan;           /* the node plan over the request's targets (cached) */
+    const wsync_node_plan_t *np; /* and the plan itself */
+    pub_target_t *asker;         /* the asking rank's target (its digest cache is filled in) */
 } pub_treq_t;
 
 typedef struct pub_transport {
@@ -159,22 +162,10 @@ wsync_status_t pub_copy_finish(pub_work_t *w, int abandon);
 int pub_snapshot_threads(int asked);
 
 /* pull_targets.c: a pull of a node with targets. resolve (no lock held):
- * the request's targets and node plan, cached; put (p->lock held, slot s
- * copied): every put of mine landing on the asking rank, packed when its
- * source is not contiguous, counted in r; digests (no p->lock, s pinned):
- * "segments" of the asking rank's target that I own into reply; free: the
- * caches, at destroy. */
+ * the request's targets and node plan, cached (its puts: put_list.h);
+ * digests (no p->lock, s pinned): "segments" of the asking rank's target
+ * that I own into reply; free: the caches, at destroy. */
 wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_request_t *q, pub_treq_t *tr);
-wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr,
-                               const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
-                               uint64_t deadline, size_t *nputs, uint64_t *bytes);
-/* A request with in_order (the engine frees each chunk's memory once it is
- * complete): wait until none of its puts is in flight, the last one handed
- * to the transport's socket or adapter, so the engine's chunks fill one
- * after another instead of one per connection and it holds about one
- * chunk per trainer rank. Called with p->lock held. */
-wsync_status_t pub_one_in_flight(wsync_publisher_t *p, pub_request_t *r, int ti, pub_conn_t *conn,
-                                 uint64_t deadline);
 /* pull_server.c (p->lock held): wait until every piece of mine overlapping
  * image bytes [off, off + len) is copied into slot s (the copy runs after
  * the version is announced); fails naming why (withdrawn, timeout, stop). */
