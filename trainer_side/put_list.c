@@ -78,23 +78,36 @@ static wsync_status_t list_alloc(pub_put_list_t *l, size_t n, size_t npacked)
 
 wsync_status_t pub_put_list_pieces(const wsync_publisher_t *p, const wsync_pull_request_t *q, pub_put_list_t *out)
 {
-    const wsync_plan_t *plan = p->sl->plan;
-    size_t i;
-    WSYNC_CHECK(list_alloc(out, p->nmy, 0));
-    for (i = 0; i < p->nmy; i++) {
-        const wsync_piece_t *pc = &plan->pieces[p->my_pieces[i]];
-        if (pc->len == 0 || !wsync_pull_request_lands(q, pc->chunk))
-            continue;
-        out->puts[out->n++] = (pub_put_t){.src = pc->offset,
-                                          .dst_off = pc->offset,
-                                          .len = pc->len,
-                                          .id = pc->id,
-                                          .chunk = pc->chunk,
-                                          .stage = PUB_PUT_FROM_SLOT};
-        out->bytes += pc->len;
-    }
-    list_order(out, q->in_order);
+    memset(out, 0, sizeof(*out));
+    out->plan = p->sl->plan;
+    out->pieces = p->my_pieces;
+    out->npieces = p->nmy;
+    out->q = q;
     return WSYNC_OK;
+}
+
+size_t pub_put_list_len(const pub_put_list_t *l)
+{
+    return l->pieces ? l->npieces : l->n;
+}
+
+int pub_put_list_at(const pub_put_list_t *l, size_t k, pub_put_t *e)
+{
+    const wsync_piece_t *pc;
+    if (l->pieces == NULL) {
+        *e = l->puts[k];
+        return 1;
+    }
+    pc = &l->plan->pieces[l->pieces[k]];
+    if (pc->len == 0 || !wsync_pull_request_lands(l->q, pc->chunk))
+        return 0;
+    *e = (pub_put_t){.src = pc->offset,
+                     .dst_off = pc->offset,
+                     .len = pc->len,
+                     .id = pc->id,
+                     .chunk = pc->chunk,
+                     .stage = PUB_PUT_FROM_SLOT};
+    return 1;
 }
 
 wsync_status_t pub_put_list_targets(const wsync_publisher_t *p, const pub_treq_t *tr,
@@ -120,7 +133,6 @@ wsync_status_t pub_put_list_targets(const wsync_publisher_t *p, const pub_treq_t
             out->packed[out->npacked++] = pu->id;
         }
         out->n++;
-        out->bytes += pu->len;
     }
     list_order(out, q->in_order);
     return WSYNC_OK;
@@ -129,8 +141,16 @@ wsync_status_t pub_put_list_targets(const wsync_publisher_t *p, const pub_treq_t
 const char *pub_put_list_progress(const pub_put_list_t *l, const pub_request_t *r, char *buf, size_t len)
 {
     char a[32], b[32];
+    size_t k, n = 0;
+    uint64_t bytes = 0;
+    pub_put_t e;
+    for (k = 0; k < pub_put_list_len(l); k++)
+        if (pub_put_list_at(l, k, &e)) {
+            n++;
+            bytes += e.len;
+        }
     snprintf(buf, len, "%zu of %zu puts (%s of %s) handed to the transport, %d of them not confirmed sent", r->nput,
-             l->n, wsync_fmt_size(r->bput, a, sizeof(a)), wsync_fmt_size(l->bytes, b, sizeof(b)), r->outstanding);
+             n, wsync_fmt_size(r->bput, a, sizeof(a)), wsync_fmt_size(bytes, b, sizeof(b)), r->outstanding);
     return buf;
 }
 
@@ -200,28 +220,31 @@ void pub_put_list_run(wsync_publisher_t *p, pub_slot_t *s, const pub_put_list_t 
                       pub_request_t *r, int ti, pub_conn_t *conn, uint64_t deadline)
 {
     const wsync_transport_ops_t *ops = p->transports[ti].ops;
+    const size_t n = pub_put_list_len(l);
     size_t k;
-    for (k = 0; k < l->n && r->status == WSYNC_OK; k++) {
-        const pub_put_t *e = &l->puts[k];
+    for (k = 0; k < n && r->status == WSYNC_OK; k++) {
+        pub_put_t e;
         wsync_region_t *region = NULL;
         uint64_t off = 0;
         wsync_status_t st = WSYNC_OK;
+        if (!pub_put_list_at(l, k, &e))
+            continue;
         if (q->in_order)
             st = one_in_flight(p, r, ti, conn, deadline);
         if (st == WSYNC_OK)
-            st = locate(p, s, l, q, r, ti, e, deadline, &region, &off);
+            st = locate(p, s, l, q, r, ti, &e, deadline, &region, &off);
         if (st != WSYNC_OK) {
-            fail(l, r, st, e, wsync_last_error());
+            fail(l, r, st, &e, wsync_last_error());
             break;
         }
         r->outstanding++;
-        if (ops->put(conn->conn, region, off, &q->key, e->dst_off, e->len, ((uint64_t)r->req << 32) | e->id) !=
+        if (ops->put(conn->conn, region, off, &q->key, e.dst_off, e.len, ((uint64_t)r->req << 32) | e.id) !=
             WSYNC_OK) {
             r->outstanding--;
-            fail(l, r, WSYNC_ERR_PEER, e, wsync_last_error());
+            fail(l, r, WSYNC_ERR_PEER, &e, wsync_last_error());
             break;
         }
         r->nput++;
-        r->bput += e->len;
+        r->bput += e.len;
     }
 }

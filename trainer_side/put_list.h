@@ -20,9 +20,17 @@ typedef struct pub_put {
 } pub_put_t;
 
 typedef struct pub_put_list {
-    pub_put_t *puts; /* [n], in the order they go out once built */
+    /* Whole image: my pieces (pieces[0 .. npieces), in offset order, which
+     * is chunk order too), each a put when its chunk lands on the asker (q's
+     * chunk map); not listed, made as the loop reaches them: a request of a
+     * rank with 100k pieces starts putting at once. */
+    const wsync_plan_t *plan;
+    const uint32_t *pieces;
+    size_t npieces;
+    const wsync_pull_request_t *q;
+    /* Targets: the puts, in the order they go out. */
+    pub_put_t *puts;
     size_t n;
-    uint64_t bytes; /* the sum of their lengths */
     /* Engine layouts, packed puts: the node plan (and its cache entry, the
      * stage's key) and the put ids the stage gathers, in stage order. */
     const void *stage_key;
@@ -33,7 +41,7 @@ typedef struct pub_put_list {
 
 /* The puts of a whole-image request: every piece of mine in a chunk that
  * lands on the asker (the request's chunk map), straight from the slot. No
- * lock needed (the plan never changes). */
+ * lock needed (the plan never changes); l reads q until it is cleared. */
 wsync_status_t pub_put_list_pieces(const wsync_publisher_t *p, const wsync_pull_request_t *q, pub_put_list_t *out);
 /* The puts of a request naming targets: every put of the node plan `tr`
  * that I own landing on the asker in a chunk it asks for, packed when its
@@ -41,6 +49,10 @@ wsync_status_t pub_put_list_pieces(const wsync_publisher_t *p, const wsync_pull_
 wsync_status_t pub_put_list_targets(const wsync_publisher_t *p, const pub_treq_t *tr,
                                     const wsync_pull_request_t *q, pub_put_list_t *out);
 void pub_put_list_clear(pub_put_list_t *l);
+/* The list's candidates are 0 .. pub_put_list_len(l) - 1, in the order they
+ * go out; candidate k is a put when pub_put_list_at returns 1 (*e set). */
+size_t pub_put_list_len(const pub_put_list_t *l);
+int pub_put_list_at(const pub_put_list_t *l, size_t k, pub_put_t *e);
 
 /* Puts every put of l into the asker's region (key q->key) over connection
  * conn of transport ti, from slot s: each as soon as the pieces under it are
