@@ -1,10 +1,13 @@
 /* pull_server.c: serves engine pulls for a publisher. An engine rank sends one
- * request (version, its landing rank, its transport address and region key);
- * this rank puts every piece it owns that lands on that rank, in plan order,
- * each as soon as publish() has copied it into the slot, all in flight at
- * once, and answers when all were handed to the network. A request that
- * names targets (engine layouts) is served by the node plan over them
- * (pull_targets.c). */
+ * request (version, its landing rank, its transport address and region key,
+ * and the targets of its node's ranks when they hold engine layouts); this
+ * rank admits it (the version's slot, the transport, the connection), lists
+ * the puts it owes the asker (put_list.c: the pieces of the chunks landing
+ * on it, or the node plan's puts of mine, pull_targets.c), puts them all in
+ * the one put loop, each as soon as publish() has copied its bytes into the
+ * slot, and answers when all were handed to the network (with targets, with
+ * the digests of the asker's segments it owns). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 #include "common/base/settings.h"
 #include "common/base/util.h"
 #include "trainer_side/publisher_internal.h"
+#include "trainer_side/put_list.h"
 
 static pub_request_t *find_request(wsync_publisher_t *p, uint32_t req)
 {
@@ -269,166 +273,148 @@ static int find_slot(wsync_publisher_t *p, uint64_t version)
     return -1;
 }
 
-/* In order, one put of the request in flight at a time (the one before it
- * handed to the transport's socket or adapter), so the engine's chunks fill
- * one after another instead of one per connection (publisher_internal.h). */
-wsync_status_t pub_one_in_flight(wsync_publisher_t *p, pub_request_t *r, int ti, pub_conn_t *conn, uint64_t deadline)
+/* Every failure of a serve names the peer as the engine shows it (this rank,
+ * the version, the engine rank asking), then what was wrong or missing. */
+static void __attribute__((format(printf, 4, 5)))
+answer_error(json_t *reply, const wsync_publisher_t *p, const wsync_pull_request_t *q, const char *fmt, ...)
 {
-    if (r->outstanding > 0 && p->serving.transports[ti].ops->put_flush)
-        p->serving.transports[ti].ops->put_flush(conn->conn);
-    while (r->outstanding > 0 && r->status == WSYNC_OK) {
-        struct timespec ts;
-        if (wsync_now_ns() > deadline || __atomic_load_n(&p->serving.stopping, __ATOMIC_ACQUIRE))
-            return wsync_error(WSYNC_ERR_TIMEOUT, "trainer rank %d: a put did not complete in time", p->cfg.rank);
-        wsync_abstime_after_ms(&ts, 20);
-        pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+    char what[900], msg[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    snprintf(msg, sizeof(msg), "trainer rank %d, version %llu, engine %s rank %d: %s", p->cfg.rank,
+             (unsigned long long)q->version, q->engine, q->local_rank, what);
+    json_object_set_new(reply, "error", json_string(msg));
+}
+
+/* Admits the request under p->lock: its version's slot (pinned), the
+ * transport and the connection to the asker. On failure why says what. */
+static wsync_status_t admit(wsync_publisher_t *p, const json_t *req, const wsync_pull_request_t *q,
+                            pub_slot_t **sp, int *ti, pub_conn_t **conn, char *why, size_t len)
+{
+    const int slot = find_slot(p, q->version);
+    char owner[160];
+    pub_slot_t *s;
+    if (slot < 0 && p->slots.withdrawn == q->version) {
+        snprintf(why, len, "the version was withdrawn: %s", p->slots.withdrawn_why);
+        return WSYNC_ERR_NOT_FOUND;
     }
-    if (r->status != WSYNC_OK)
-        return wsync_error(r->status, "%s", r->error);
+    if (slot < 0) {
+        snprintf(why, len, "this rank no longer holds the version (newest: %llu)",
+                 p->slots.latest >= 0 ? (unsigned long long)p->slots.slot[p->slots.latest].version : 0ULL);
+        return WSYNC_ERR_NOT_FOUND;
+    }
+    if (find_request(p, q->req)) {
+        snprintf(why, len, "request id %u already in use; retry", q->req);
+        return WSYNC_ERR_INVALID;
+    }
+    s = &p->slots.slot[slot];
+    if (get_transport(p, q->transport, ti) != WSYNC_OK || slot_regions(p, s, *ti) != WSYNC_OK) {
+        snprintf(why, len, "transport %s: %s", q->transport, wsync_last_error());
+        return WSYNC_ERR_IO;
+    }
+    /* Pinned before get_conn drops the lock to connect: publish() must not
+     * take this slot meanwhile. */
+    s->pins++;
+    snprintf(owner, sizeof(owner), "%s/%d", q->engine, q->local_rank);
+    if (get_conn(p, *ti, json_object_get(req, "addr"), &q->addr, owner, conn) != WSYNC_OK) {
+        snprintf(why, len, "cannot connect to its %s transport: %s", q->transport, wsync_last_error());
+        s->pins--;
+        pthread_cond_broadcast(&p->cond);
+        return WSYNC_ERR_PEER;
+    }
+    *sp = s;
     return WSYNC_OK;
 }
 
-/* Every piece of mine landing on the asking rank, each as soon as it is in
- * the slot. Called with p->lock held; a failure is recorded in r. */
-static void put_pieces(wsync_publisher_t *p, pub_slot_t *s, const wsync_pull_request_t *q, pub_request_t *r,
-                       int ti, pub_conn_t *conn, uint64_t deadline, size_t *n, uint64_t *bytes)
+/* After the puts (p->lock held): with targets, the digests of the asker's
+ * segments I own (the lock released meanwhile, the slot pinned); then until
+ * the transport confirmed every put sent. */
+static void finish_puts(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr, const wsync_pull_request_t *q,
+                        pub_request_t *r, int ti, pub_conn_t *conn, uint64_t deadline)
 {
-    const wsync_plan_t *plan = p->sl->plan;
-    char why[sizeof(r->error)];
-    size_t i;
-    for (i = 0; i < p->share.nmy; i++) {
-        const wsync_piece_t *pc = &plan->pieces[p->share.my_pieces[i]];
-        const pub_span_t *sp;
-        wsync_status_t st;
-        if (pc->len == 0 || !wsync_pull_request_lands(q, pc->chunk))
-            continue;
-        if (q->in_order && (st = pub_one_in_flight(p, r, ti, conn, deadline)) != WSYNC_OK) {
-            fail_request(r, st, wsync_last_error());
-            break;
-        }
-        /* The copy goes in this same order, so waiting piece by piece puts
-         * each one as soon as it is copied. */
-        if ((st = wait_copied(p, s, i, deadline, why, sizeof(why))) != WSYNC_OK) {
-            fail_request(r, st, why);
-            break;
-        }
-        sp = &s->spans[p->share.piece_slot_off[pc->id]];
-        r->outstanding++;
-        if (p->serving.transports[ti].ops->put(conn->conn, s->regions[ti][sp->area],
-                                               sp->area_off + (pc->offset - sp->offset), &q->key, pc->offset,
-                                               pc->len, ((uint64_t)r->req << 32) | pc->id) != WSYNC_OK) {
-            r->outstanding--;
-            fail_request(r, WSYNC_ERR_PEER, wsync_last_error());
-            break;
-        }
-        (*n)++;
-        *bytes += pc->len;
-    }
-}
-
-/* Engine layouts: my puts of the node plan landing on the asking rank, each
- * as soon as the bytes it reads are in the slot; then (the lock released
- * meanwhile, the slot pinned) the digests of its target's segments I own,
- * into r->segments. */
-static void put_targets(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr, const wsync_pull_request_t *q,
-                        pub_request_t *r, int ti, pub_conn_t *conn, uint64_t deadline, size_t *n, uint64_t *bytes)
-{
-    wsync_status_t st = pub_targets_put(p, s, tr, q, r, ti, conn, deadline, n, bytes);
-    if (st != WSYNC_OK) {
-        fail_request(r, st, wsync_last_error());
-        return;
-    }
     if (p->serving.transports[ti].ops->put_flush)
         p->serving.transports[ti].ops->put_flush(conn->conn);
-    r->segments = json_object();
-    pthread_mutex_unlock(&p->lock);
-    st = r->segments ? pub_targets_digests(p, s, tr, q->version, r->segments) : WSYNC_ERR_NOMEM;
-    pthread_mutex_lock(&p->lock);
-    if (st != WSYNC_OK)
-        fail_request(r, st, wsync_last_error());
+    if (q->ntargets && r->status == WSYNC_OK) {
+        wsync_status_t st;
+        r->segments = json_object();
+        pthread_mutex_unlock(&p->lock);
+        st = r->segments ? pub_targets_digests(p, s, tr, q->version, r->segments) : WSYNC_ERR_NOMEM;
+        pthread_mutex_lock(&p->lock);
+        if (st != WSYNC_OK)
+            fail_request(r, st, wsync_last_error());
+    }
+    while (r->outstanding > 0 && r->status == WSYNC_OK && wsync_now_ns() < deadline && !p->serving.stopping) {
+        struct timespec ts;
+        wsync_abstime_after_ms(&ts, 20);
+        pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+    }
+    if (r->outstanding > 0 && r->status == WSYNC_OK)
+        fail_request(r, p->serving.stopping ? WSYNC_ERR_PEER : WSYNC_ERR_TIMEOUT,
+                     p->serving.stopping ? "the publisher is shutting down"
+                                 : "the transport did not confirm every put sent within the request's timeout");
 }
 
-/* Serve one pull, `q` parsed from `req`; fills `reply`. */
+static void answer(json_t *reply, const wsync_publisher_t *p, const wsync_pull_request_t *q,
+                   const pub_put_list_t *l, const pub_request_t *r)
+{
+    char done[200];
+    if (r->status != WSYNC_OK) {
+        answer_error(reply, p, q, "%s; %s", r->error, pub_put_list_progress(l, r, done, sizeof(done)));
+        return;
+    }
+    json_object_set_new(reply, "ok", json_true());
+    if (r->segments)
+        json_object_set_new(reply, "segments",
+                            json_object_get(r->segments, "segments")
+                                ? json_incref(json_object_get(r->segments, "segments"))
+                                : json_object());
+    json_object_set_new(reply, "pieces", json_integer((json_int_t)r->nput));
+    json_object_set_new(reply, "bytes", json_integer((json_int_t)r->bput));
+}
+
+/* Serve one pull, `q` parsed from `req`; fills `reply`. Whole image or
+ * targets, the request becomes a list of puts that the one loop puts
+ * (put_list.c); only the list and, with targets, the segment digests of
+ * the answer differ. */
 static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_pull_request_t *q, json_t *reply)
 {
-    const uint64_t version = q->version;
-    const int lr = q->local_rank;
-    const char *engine = q->engine;
-    const wsync_blob_t *addr = &q->addr;
     pub_request_t r = {.req = q->req, .status = WSYNC_OK};
     pub_treq_t tr = {0};
+    pub_put_list_t l = {0};
     pub_conn_t *conn = NULL;
-    pub_slot_t *s;
-    uint64_t bytes = 0, deadline;
-    char msg[700], owner[160];
-    size_t n = 0;
-    int slot, ti = 0;
+    pub_slot_t *s = NULL;
+    uint64_t deadline;
+    char why[700];
+    int ti = 0;
 
     if (strcmp(q->layout_digest, p->sl->layout_digest) != 0) {
-        snprintf(msg, sizeof(msg), "trainer rank %d: layout digest %s differs from the engine's %s", p->cfg.rank,
-                 p->sl->layout_digest, q->layout_digest);
-        json_object_set_new(reply, "error", json_string(msg));
+        answer_error(reply, p, q, "layout digest %s differs from the engine's %s", p->sl->layout_digest,
+                     q->layout_digest);
         return;
     }
     /* Test hook (common/base/fault.h): hold the request a while, so a test can
      * kill this rank while an engine waits on it. */
     if (wsync_fault(WSYNC_FAULT_SERVE_DELAY_MS) > 0)
         usleep((useconds_t)wsync_fault(WSYNC_FAULT_SERVE_DELAY_MS) * 1000);
-    if (q->ntargets && pub_targets_resolve(p, q, &tr) != WSYNC_OK) {
-        snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
-        json_object_set_new(reply, "error", json_string(msg));
+    if ((q->ntargets && pub_targets_resolve(p, q, &tr) != WSYNC_OK) ||
+        (q->ntargets ? pub_put_list_targets(p, &tr, q, &l) : pub_put_list_pieces(p, q, &l)) != WSYNC_OK) {
+        answer_error(reply, p, q, "%s", wsync_last_error());
         return;
     }
     pthread_mutex_lock(&p->lock);
-    slot = find_slot(p, version);
-    if (slot < 0 && p->slots.withdrawn == version) {
-        snprintf(msg, sizeof(msg), "trainer rank %d withdrew version %lld: %s", p->cfg.rank, (long long)version,
-                 p->slots.withdrawn_why);
-        goto fail_locked;
-    }
-    if (slot < 0) {
-        snprintf(msg, sizeof(msg), "trainer rank %d no longer holds version %lld (newest: %llu)", p->cfg.rank,
-                 (long long)version,
-                 p->slots.latest >= 0 ? (unsigned long long)p->slots.slot[p->slots.latest].version : 0ULL);
-        goto fail_locked;
-    }
-    if (find_request(p, r.req)) {
-        snprintf(msg, sizeof(msg), "request id %u already in use; retry", r.req);
-        goto fail_locked;
-    }
-    s = &p->slots.slot[slot];
-    if (get_transport(p, q->transport, &ti) != WSYNC_OK || slot_regions(p, s, ti) != WSYNC_OK) {
-        snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
-        goto fail_locked;
-    }
-    /* Pinned before get_conn drops the lock to connect: publish() must not
-     * take this slot meanwhile. */
-    s->pins++;
-    snprintf(owner, sizeof(owner), "%s/%d", engine, lr);
-    if (get_conn(p, ti, json_object_get(req, "addr"), addr, owner, &conn) != WSYNC_OK) {
-        snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
-        s->pins--;
-        pthread_cond_broadcast(&p->cond);
-        goto fail_locked;
+    if (admit(p, req, q, &s, &ti, &conn, why, sizeof(why)) != WSYNC_OK) {
+        pthread_mutex_unlock(&p->lock);
+        answer_error(reply, p, q, "%s", why);
+        pub_put_list_clear(&l);
+        return;
     }
     r.next = p->serving.requests;
     p->serving.requests = &r;
     deadline = wsync_now_ns() + (uint64_t)(q->timeout_ms > 0 ? q->timeout_ms : 120000) * 1000000ULL;
-    if (q->ntargets)
-        put_targets(p, s, &tr, q, &r, ti, conn, deadline, &n, &bytes);
-    else
-        put_pieces(p, s, q, &r, ti, conn, deadline, &n, &bytes);
-    if (p->serving.transports[ti].ops->put_flush)
-        p->serving.transports[ti].ops->put_flush(conn->conn);
-    while (r.outstanding > 0 && wsync_now_ns() < deadline && !p->serving.stopping) {
-        struct timespec ts;
-        wsync_abstime_after_ms(&ts, 20);
-        if (r.status != WSYNC_OK)
-            break;
-        pthread_cond_timedwait(&p->cond, &p->lock, &ts);
-    }
-    if (r.outstanding > 0 && r.status == WSYNC_OK)
-        fail_request(&r, WSYNC_ERR_TIMEOUT, "puts did not complete in time");
+    pub_put_list_run(p, s, &l, q, &r, ti, conn, deadline);
+    finish_puts(p, s, &tr, q, &r, ti, conn, deadline);
     /* Failed: puts may still be queued on this connection; it is dropped
      * (at once unless another pull uses it) so none reaches the engine
      * after this answer. */
@@ -446,26 +432,9 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
     p->serving.pulls_ended++; /* the engine reports what it pulled next: wait_held looks (hold.c) */
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
-    if (r.status != WSYNC_OK) {
-        json_decref(r.segments);
-        snprintf(msg, sizeof(msg), "trainer rank %d, version %lld, engine %s rank %lld: %s", p->cfg.rank,
-                 (long long)version, engine, (long long)lr, r.error);
-        json_object_set_new(reply, "error", json_string(msg));
-        return;
-    }
-    json_object_set_new(reply, "ok", json_true());
-    if (r.segments)
-        json_object_set_new(reply, "segments",
-                            json_object_get(r.segments, "segments")
-                                ? json_incref(json_object_get(r.segments, "segments"))
-                                : json_object());
+    answer(reply, p, q, &l, &r);
     json_decref(r.segments);
-    json_object_set_new(reply, "pieces", json_integer((json_int_t)n));
-    json_object_set_new(reply, "bytes", json_integer((json_int_t)bytes));
-    return;
-fail_locked:
-    pthread_mutex_unlock(&p->lock);
-    json_object_set_new(reply, "error", json_string(msg));
+    pub_put_list_clear(&l);
 }
 
 /* Parse the request (a malformed one is answered with what is wrong), then

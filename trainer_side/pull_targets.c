@@ -2,14 +2,13 @@
  * (engine layouts). The request names every local rank's target by digest;
  * a target this rank has not seen comes with it (once per trainer rank and
  * layout) and is kept, as is the node plan over each distinct list of
- * targets. This rank puts every put of the node plan it owns that lands on
- * the asking rank: a put whose source is one contiguous range goes straight
- * from the publish slot, any other is packed first (runs gathered in
- * destination order into a staging buffer) so every put is one contiguous
- * write. Then it answers with the digests of the asking rank's target's
- * segments it owns (target_verify.h), computed once per target and version.
- * In GPU memory the gather is one kernel launch per put (common/pack/pack.h) and
- * the digests run on the GPU. */
+ * targets. The puts of mine that land on the asking rank go out through the
+ * one put loop (put_list.c): a put whose source is one contiguous range
+ * straight from the publish slot, any other packed first (target_stage.c)
+ * so every put is one contiguous write. Then it answers with the digests of
+ * the asking rank's target's segments it owns (target_verify.h), computed
+ * once per target and version (target_digests.c). In GPU memory the gather
+ * is one kernel launch (common/pack/pack.h) and the digests run on the GPU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,9 +86,7 @@ static wsync_status_t get_target(wsync_publisher_t *p, const wsync_pull_request_
         }
     if (def == NULL)
         return wsync_error(WSYNC_ERR_NOT_FOUND,
-                           "trainer rank %d does not know target %s (the engine resends its "
-                           "targets on the next attempt)",
-                           p->cfg.rank, digest);
+                           "does not know target %s (the engine resends its targets on the next attempt)", digest);
     t = calloc(1, sizeof(*t));
     WSYNC_CHECK_ALLOC(t);
     st = wsync_target_from_json_obj(sl->manifest, def, &t->t);
@@ -183,6 +180,7 @@ wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_reques
     pthread_mutex_unlock(&p->tcache.lock);
     if (st == WSYNC_OK) {
         tr->asker = tgs[q->local_rank];
+        tr->np = tr->plan->np;
         st = wsync_pull_request_check_chunks(q, tr->plan->np->nchunks);
     }
     free(tgs);
@@ -220,15 +218,15 @@ wsync_status_t pub_gather(const wsync_publisher_t *p, const pub_slot_t *s, const
     if (n == 0)
         return WSYNC_OK;
     if (sp == NULL)
-        return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: byte %llu of a put is not one it owns",
-                           p->cfg.rank, (unsigned long long)runs[0].src_off);
+        return wsync_error(WSYNC_ERR_INVALID, "byte %llu of a put is not one this rank owns",
+                           (unsigned long long)runs[0].src_off);
     rel = malloc(n * sizeof(*rel));
     WSYNC_CHECK_ALLOC(rel);
     for (k = 0; k < n; k++) {
         uint64_t last = runs[k].src_off + (runs[k].rows - 1) * runs[k].src_stride + runs[k].row_bytes;
         if (runs[k].src_off < sp->offset || last > sp->offset + sp->len) {
             free(rel);
-            return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: a put reads outside its extent", p->cfg.rank);
+            return wsync_error(WSYNC_ERR_INVALID, "a put reads outside this rank's extent");
         }
         rel[k] = runs[k];
         rel[k].src_off -= sp->offset; /* relative to the span's memory */
@@ -263,160 +261,6 @@ int pub_area_runs(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_n
     }
     *area = sp->area;
     return 1;
-}
-
-typedef struct src_put {
-    uint64_t src;
-    const wsync_tput_t *pu;
-} src_put_t;
-
-static int by_src(const void *a, const void *b)
-{
-    const src_put_t *x = a, *y = b;
-    return x->src < y->src ? -1 : x->src > y->src;
-}
-
-static int by_chunk_src(const void *a, const void *b)
-{
-    const src_put_t *x = a, *y = b;
-    if (x->pu->chunk != y->pu->chunk)
-        return x->pu->chunk < y->pu->chunk ? -1 : 1;
-    return by_src(a, b);
-}
-
-/* Puts `pu` from `region` at `off`, counted in r (in flight), nputs and bytes. */
-static wsync_status_t put_one(const wsync_publisher_t *p, pub_request_t *r, int ti, pub_conn_t *conn,
-                              const wsync_pull_request_t *q, const wsync_tput_t *pu, wsync_region_t *region,
-                              uint64_t off, size_t *nputs, uint64_t *bytes)
-{
-    r->outstanding++;
-    if (p->serving.transports[ti].ops->put(conn->conn, region, off, &q->key, pu->dst_off, pu->len,
-                                           ((uint64_t)r->req << 32) | pu->id) != WSYNC_OK) {
-        r->outstanding--;
-        return wsync_error(WSYNC_ERR_PEER, "%s", wsync_last_error());
-    }
-    (*nputs)++;
-    *bytes += pu->len;
-    return WSYNC_OK;
-}
-
-/* The puts read straight from the slot, in source order, each once the
- * pieces under it are copied into the slot. */
-static wsync_status_t put_contiguous(wsync_publisher_t *p, pub_slot_t *s, const src_put_t *cs, size_t n,
-                                     const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
-                                     uint64_t deadline, size_t *nputs, uint64_t *bytes)
-{
-    size_t k;
-    for (k = 0; k < n; k++) {
-        const wsync_tput_t *pu = cs[k].pu;
-        const pub_span_t *sp = pub_span_at(p, s, cs[k].src);
-        if (sp == NULL || cs[k].src + pu->len > sp->offset + sp->len)
-            return wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: put %u reads bytes it does not own",
-                               p->cfg.rank, pu->id);
-        WSYNC_CHECK(pub_wait_range(p, s, cs[k].src, pu->len, deadline));
-        WSYNC_CHECK(put_one(p, r, ti, conn, q, pu, s->regions[ti][sp->area],
-                            sp->area_off + (cs[k].src - sp->offset), nputs, bytes));
-    }
-    return WSYNC_OK;
-}
-
-/* The packed puts, once their stage holds this version (target_stage.c),
- * which needs my whole share of the slot. */
-static wsync_status_t put_packed(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr, const uint32_t *packed,
-                                 size_t n, const wsync_pull_request_t *q, pub_request_t *r, int ti,
-                                 pub_conn_t *conn, uint64_t deadline, size_t *nputs, uint64_t *bytes)
-{
-    const wsync_node_plan_t *np = tr->plan->np;
-    size_t k;
-    if (n == 0)
-        return WSYNC_OK;
-    WSYNC_CHECK(pub_wait_range(p, s, 0, UINT64_MAX, deadline));
-    WSYNC_CHECK(pub_stage_acquire(p, s, tr->plan, np, q->local_rank, packed, n, ti, &r->stage));
-    for (k = 0; k < n; k++)
-        WSYNC_CHECK(put_one(p, r, ti, conn, q, &np->puts[packed[k]], pub_stage_region(r->stage, ti),
-                            pub_stage_offset(r->stage, k), nputs, bytes));
-    return WSYNC_OK;
-}
-
-/* Every put in the order of the chunks (the request's in_order), one in
- * flight at a time: the contiguous ones from the slot, the packed ones from
- * the stage, packed when the first of them comes; within a chunk the
- * contiguous ones first. */
-static wsync_status_t put_in_order(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr, src_put_t *cs,
-                                   size_t ncs, uint32_t *packed, size_t npacked, const wsync_pull_request_t *q,
-                                   pub_request_t *r, int ti, pub_conn_t *conn, uint64_t deadline, size_t *nputs,
-                                   uint64_t *bytes)
-{
-    const wsync_node_plan_t *np = tr->plan->np;
-    size_t i = 0, k = 0;
-    int staged = 0;
-    qsort(cs, ncs, sizeof(*cs), by_chunk_src);
-    while (i < ncs || k < npacked) {
-        WSYNC_CHECK(pub_one_in_flight(p, r, ti, conn, deadline));
-        if (k == npacked || (i < ncs && cs[i].pu->chunk <= np->puts[packed[k]].chunk)) {
-            WSYNC_CHECK(put_contiguous(p, s, cs + i, 1, q, r, ti, conn, deadline, nputs, bytes));
-            i++;
-            continue;
-        }
-        if (!staged) {
-            WSYNC_CHECK(pub_wait_range(p, s, 0, UINT64_MAX, deadline));
-            WSYNC_CHECK(pub_stage_acquire(p, s, tr->plan, np, q->local_rank, packed, npacked, ti, &r->stage));
-            staged = 1;
-        }
-        WSYNC_CHECK(put_one(p, r, ti, conn, q, &np->puts[packed[k]], pub_stage_region(r->stage, ti),
-                            pub_stage_offset(r->stage, k), nputs, bytes));
-        k++;
-    }
-    return WSYNC_OK;
-}
-
-static int by_put_chunk(const void *a, const void *b, void *arg)
-{
-    const wsync_node_plan_t *np = arg;
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    if (np->puts[x].chunk != np->puts[y].chunk)
-        return np->puts[x].chunk < np->puts[y].chunk ? -1 : 1;
-    return x < y ? -1 : x > y;
-}
-
-wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr,
-                               const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
-                               uint64_t deadline, size_t *nputs, uint64_t *bytes)
-{
-    const wsync_node_plan_t *np = tr->plan->np;
-    const int me = p->cfg.rank;
-    const size_t mine = np->rank_nputs[me];
-    uint32_t *packed = calloc(mine + 1, sizeof(*packed));
-    src_put_t *cs = calloc(mine + 1, sizeof(*cs));
-    size_t k, npacked = 0, ncs = 0;
-    wsync_status_t st;
-    if (packed == NULL || cs == NULL) {
-        free(packed);
-        free(cs);
-        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-    }
-    for (k = 0; k < mine; k++) {
-        const wsync_tput_t *pu = &np->puts[np->rank_puts[me][k]];
-        uint64_t src;
-        if (pu->land_rank != q->local_rank || !wsync_pull_request_lands(q, pu->chunk) || pu->len == 0)
-            continue;
-        if (wsync_runs_contiguous(&np->runs[pu->first_run], pu->nruns, &src))
-            cs[ncs++] = (src_put_t){src, pu};
-        else
-            packed[npacked++] = (uint32_t)np->rank_puts[me][k];
-    }
-    if (q->in_order) {
-        qsort_r(packed, npacked, sizeof(*packed), by_put_chunk, (void *)np);
-        st = put_in_order(p, s, tr, cs, ncs, packed, npacked, q, r, ti, conn, deadline, nputs, bytes);
-    } else {
-        qsort(cs, ncs, sizeof(*cs), by_src);
-        st = put_contiguous(p, s, cs, ncs, q, r, ti, conn, deadline, nputs, bytes);
-        if (st == WSYNC_OK)
-            st = put_packed(p, s, tr, packed, npacked, q, r, ti, conn, deadline, nputs, bytes);
-    }
-    free(packed);
-    free(cs);
-    return st;
 }
 
 wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,

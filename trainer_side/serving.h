@@ -27,8 +27,10 @@ typedef struct pub_request {
     struct pub_request *next;
     uint32_t req; /* the engine's request id: high half of every tag */
     int outstanding;
+    size_t nput;   /* puts handed to the transport (put_list.c) */
+    uint64_t bput; /* and their bytes */
     wsync_status_t status;
-    char error[256];
+    char error[512];
     struct pub_stage *stage; /* engine layouts: the packed puts' stage it reads (target_stage.c) */
     json_t *segments;        /* {"segments": {...}}: the digests for the answer */
 } pub_request_t;
@@ -60,12 +62,5 @@ void pub_server_stop(wsync_publisher_t *p);
  * [off, off + len) is copied into slot s (the copy runs after the version
  * is announced); fails naming why (withdrawn, timeout, stop). */
 wsync_status_t pub_wait_range(wsync_publisher_t *p, pub_slot_t *s, uint64_t off, uint64_t len, uint64_t deadline);
-/* A request with in_order (the engine frees each chunk's memory once it is
- * complete): wait until none of its puts is in flight, the last one handed
- * to the transport's socket or adapter, so the engine's chunks fill one
- * after another instead of one per connection and it holds about one
- * chunk per trainer rank. Called with p->lock held. */
-wsync_status_t pub_one_in_flight(wsync_publisher_t *p, pub_request_t *r, int ti, pub_conn_t *conn,
-                                 uint64_t deadline);
 
 #endif

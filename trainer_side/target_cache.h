@@ -28,20 +28,16 @@ typedef struct pub_target_cache {
 } pub_target_cache_t;
 
 typedef struct pub_treq {
-    pub_nplan_t *plan;   /* the node plan over the request's targets */
-    pub_target_t *asker; /* the asking rank's target (its digest cache is filled in) */
+    pub_nplan_t *plan;           /* the node plan over the request's targets (cached) */
+    const wsync_node_plan_t *np; /* and the plan itself */
+    pub_target_t *asker;         /* the asking rank's target (its digest cache is filled in) */
 } pub_treq_t;
 
 /* pull_targets.c: a pull of a node with targets. resolve (no lock held):
- * the request's targets and node plan, cached; put (p->lock held, slot s
- * copied): every put of mine landing on the asking rank, packed when its
- * source is not contiguous, counted in r; digests (no p->lock, s pinned):
- * "segments" of the asking rank's target that I own into reply; free: the
- * caches, at destroy. */
+ * the request's targets and node plan, cached (its puts: put_list.h);
+ * digests (no p->lock, s pinned): "segments" of the asking rank's target
+ * that I own into reply; free: the caches, at destroy. */
 wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_request_t *q, pub_treq_t *tr);
-wsync_status_t pub_targets_put(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr,
-                               const wsync_pull_request_t *q, pub_request_t *r, int ti, pub_conn_t *conn,
-                               uint64_t deadline, size_t *nputs, uint64_t *bytes);
 wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
                                    uint64_t version, json_t *reply);
 void pub_targets_free(wsync_publisher_t *p);

@@ -121,8 +121,7 @@ static wsync_status_t digest_contig(const wsync_publisher_t *p, const pub_slot_t
         const wsync_tput_t *pu = &seg->puts[d->contig[k]];
         const pub_span_t *sp = pub_span_at(p, s, d->contig_src[k]);
         if (sp == NULL || d->contig_src[k] + pu->len > sp->offset + sp->len) {
-            st = wsync_error(WSYNC_ERR_INVALID, "trainer rank %d: segment %zu is not its own", p->cfg.rank,
-                             d->contig[k]);
+            st = wsync_error(WSYNC_ERR_INVALID, "segment %zu of its target is not this rank's own", d->contig[k]);
             goto out;
         }
         rg[k] = (wsync_digest_range_t){.ptr = (const char *)sp->ptr + (d->contig_src[k] - sp->offset),

@@ -1,6 +1,7 @@
 /* publisher_test.c: publish() announces a version before it copies it into
  * the publish slot, so an engine pulls while the copy runs; a copy that fails
- * takes the version down with a message the engine sees. One process: the
+ * takes the version down with a message the engine sees; a refusal names
+ * the version and the engine rank that asked. One process: the
  * control endpoint, a publisher (1 rank) and a receiver (1 local rank) over
  * tcp on loopback; test hooks slow the copy (and the engine's landing). */
 #include <pthread.h>
@@ -12,10 +13,12 @@
 #include "common/model/manifest.h"
 #include "common/base/settings.h"
 #include "common/base/util.h"
+#include "engine_side/receiver_internal.h"
 #include "engine_side/wsync_receiver.h"
 #include "tests/test.h"
 #include "tests/unit/rig.h"
 #include "common/control/control_server.h"
+#include "trainer_side/publisher_internal.h"
 #include "trainer_side/wsync_publisher.h"
 
 #define IMAGE (8u << 20)
@@ -139,8 +142,8 @@ static void test_failed_copy_withdraws_version(void)
                 "piece 3 failed");
     pthread_join(th, NULL);
     CHECK(j.st != WSYNC_OK);
-    if (strstr(j.error, "trainer rank 0") == NULL || strstr(j.error, "withdr") == NULL ||
-        strstr(j.error, "copy of piece 3 failed") == NULL) {
+    if (strstr(j.error, "trainer rank 0, version 1, engine pubtest-engine rank 0: ") == NULL ||
+        strstr(j.error, "withdr") == NULL || strstr(j.error, "copy of piece 3 failed") == NULL) {
         fprintf(stderr, "  engine's error lacks the withdrawal: '%s'\n", j.error);
         CHECK(!"engine names the failed copy");
     }
@@ -180,11 +183,78 @@ out:
     test_rig_down(&g);
 }
 
+/* Sends `q` to the rig's trainer rank as an engine rank would and returns
+ * its refusal (or "" when it was served). */
+static void refusal(rig_t *g, const wsync_pull_request_t *q, char *out, size_t len)
+{
+    recv_request_t rq = {0};
+    wsync_auth_t none;
+    char addr[64];
+    json_t *msg = wsync_pull_request_to_json(q);
+    snprintf(out, len, "no answer");
+    if (msg == NULL || wsync_auth_init(&none, NULL) != WSYNC_OK)
+        return;
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", g->pub->serving.listen_port);
+    if (recv_request_start(&rq, NULL, &none, 0, addr, msg, wsync_now_ns() + 10000000000ULL) != WSYNC_OK)
+        return;
+    while (!recv_request_done(&rq))
+        usleep(1000);
+    snprintf(out, len, "%s", rq.status == WSYNC_OK ? "" : rq.error);
+    recv_request_end(&rq);
+}
+
+/* A trainer rank's refusal names it, the version, the engine rank that
+ * asked and what was wrong, whole image or targets: a version it does not
+ * hold, another layout, a target it does not know. */
+static void test_refusals_name_the_engine_rank(void)
+{
+    static char targets[2][33] = {"0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"};
+    wsync_pull_request_t q = {.version = 9,
+                              .engine = "probe-engine",
+                              .local_rank = 1,
+                              .local_ranks = 2,
+                              .req = 77,
+                              .transport = "tcp",
+                              .addr = {.len = 4, .data = "addr"},
+                              .key = {.len = 3, .data = "key"}};
+    rig_t g;
+    char err[512], want[256];
+    if (!rig_ok(&g, IMAGE, CHUNK, 1))
+        return;
+    wsync_fill_pattern(g.src, g.size, 0, 1);
+    CHECK_OK(wsync_publisher_publish(g.pub, 1));
+    snprintf(q.layout_digest, sizeof(q.layout_digest), "%s", g.pub->sl->layout_digest);
+
+    refusal(&g, &q, err, sizeof(err));
+    CHECK(strstr(err, "trainer rank 0, version 9, engine probe-engine rank 1: this rank no longer holds the "
+                      "version (newest: 1)") != NULL);
+    q.version = 1;
+    q.ntargets = 2;
+    q.targets = targets;
+    refusal(&g, &q, err, sizeof(err));
+    snprintf(want, sizeof(want), "trainer rank 0, version 1, engine probe-engine rank 1: does not know target %s",
+             targets[0]);
+    CHECK(strstr(err, want) != NULL);
+    q.ntargets = 0;
+    q.targets = NULL;
+    snprintf(q.layout_digest, sizeof(q.layout_digest), "%s", "00000000deadbeef");
+    refusal(&g, &q, err, sizeof(err));
+    snprintf(want, sizeof(want),
+             "trainer rank 0, version 1, engine probe-engine rank 1: layout digest %s differs "
+             "from the engine's 00000000deadbeef",
+             g.pub->sl->layout_digest);
+    CHECK(strstr(err, want) != NULL);
+    if (test_case_failed_)
+        fprintf(stderr, "  last refusal: '%s'\n", err);
+    test_rig_down(&g);
+}
+
 int main(void)
 {
     wsync_log_set_level(WSYNC_LOG_ERROR);
     RUN(test_engine_pulls_while_publish_copies);
     RUN(test_failed_copy_withdraws_version);
     RUN(test_big_pieces_copied_by_blocks);
+    RUN(test_refusals_name_the_engine_rank);
     TEST_EXIT();
 }
