@@ -472,9 +472,8 @@ static wsync_status_t tf_collect(tfetch_t *f)
     size_t i;
     int t;
     for (t = 0; t < f->world; t++) {
-        const json_t *d;
-        const char *key;
-        json_t *val;
+        const wsync_pull_reply_t *rep = &f->reqs[t].reply;
+        size_t k;
         while (!recv_request_done(&f->reqs[t])) {
             tf_release(f);
             WSYNC_CHECK(tf_watch(f));
@@ -483,16 +482,14 @@ static wsync_status_t tf_collect(tfetch_t *f)
         if (f->reqs[t].status != WSYNC_OK)
             return wsync_error(f->reqs[t].status, "%s", f->reqs[t].error);
         f->tl->defs_sent[t] = 1;
-        d = json_object_get(f->reqs[t].reply, "segments");
-        json_object_foreach((json_t *)d, key, val)
-        {
-            char *end;
-            unsigned long long id = strtoull(key, &end, 10);
-            uint64_t dg;
-            if (*end || id >= seg->nputs || seg->puts[id].src_rank != t ||
-                wsync_digest_parse(json_string_value(val), &dg) != 0)
-                return wsync_error(WSYNC_ERR_PEER, "trainer rank %d answered a bad segment digest '%s'", t, key);
-            f->digests[id] = dg;
+        for (k = 0; k < rep->nsegments; k++) {
+            uint32_t id = rep->segment_ids[k];
+            if (id >= seg->nputs || seg->puts[id].src_rank != t)
+                return wsync_error(WSYNC_ERR_PEER,
+                                   "trainer rank %d answered a digest for segment %u, which %s of this rank's %zu "
+                                   "segments",
+                                   t, id, id >= seg->nputs ? "is none" : "it does not own", seg->nputs);
+            f->digests[id] = rep->segment_digests[k];
             f->have[id] = 1;
         }
     }

@@ -13,6 +13,7 @@
 #include "common/base/checks.h"
 #include "common/base/fault.h"
 #include "common/proto/pull_port.h"
+#include "common/proto/pull_reply.h"
 #include "common/proto/pull_request.h"
 #include "common/base/settings.h"
 #include "common/base/util.h"
@@ -367,7 +368,7 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
     if (strcmp(q->layout_digest, p->sl->layout_digest) != 0) {
         snprintf(msg, sizeof(msg), "trainer rank %d: layout digest %s differs from the engine's %s", p->cfg.rank,
                  p->sl->layout_digest, q->layout_digest);
-        json_object_set_new(reply, "error", json_string(msg));
+        wsync_pull_reply_write_error(reply, "%s", msg);
         return;
     }
     /* Test hook (common/base/fault.h): hold the request a while, so a test can
@@ -376,7 +377,7 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
         usleep((useconds_t)wsync_fault(WSYNC_FAULT_SERVE_DELAY_MS) * 1000);
     if (q->ntargets && pub_targets_resolve(p, q, &tr) != WSYNC_OK) {
         snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
-        json_object_set_new(reply, "error", json_string(msg));
+        wsync_pull_reply_write_error(reply, "%s", msg);
         return;
     }
     pthread_mutex_lock(&p->lock);
@@ -449,22 +450,24 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
         json_decref(r.segments);
         snprintf(msg, sizeof(msg), "trainer rank %d, version %lld, engine %s rank %lld: %s", p->cfg.rank,
                  (long long)version, engine, (long long)lr, r.error);
-        json_object_set_new(reply, "error", json_string(msg));
+        wsync_pull_reply_write_error(reply, "%s", msg);
         return;
     }
-    json_object_set_new(reply, "ok", json_true());
-    if (r.segments)
-        json_object_set_new(reply, "segments",
-                            json_object_get(r.segments, "segments")
-                                ? json_incref(json_object_get(r.segments, "segments"))
-                                : json_object());
+    {
+        wsync_pull_reply_t ok = {.pieces = n, .bytes = bytes};
+        if (r.segments)
+            ok.segments = json_object_get(r.segments, "segments")
+                              ? json_incref(json_object_get(r.segments, "segments"))
+                              : json_object();
+        if (wsync_pull_reply_write(&ok, reply) != WSYNC_OK)
+            wsync_pull_reply_write_error(reply, "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
+        json_decref(ok.segments);
+    }
     json_decref(r.segments);
-    json_object_set_new(reply, "pieces", json_integer((json_int_t)n));
-    json_object_set_new(reply, "bytes", json_integer((json_int_t)bytes));
     return;
 fail_locked:
     pthread_mutex_unlock(&p->lock);
-    json_object_set_new(reply, "error", json_string(msg));
+    wsync_pull_reply_write_error(reply, "%s", msg);
 }
 
 /* Parse the request (a malformed one is answered with what is wrong), then
@@ -476,7 +479,7 @@ static void serve(void *ctx, const json_t *req, json_t *reply)
     char msg[400];
     if (wsync_pull_request_from_json(req, p->sl->plan->nchunks, &q) != WSYNC_OK) { /* targets: checked later */
         snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
-        json_object_set_new(reply, "error", json_string(msg));
+        wsync_pull_reply_write_error(reply, "%s", msg);
         return;
     }
     serve_request(p, req, &q, reply);
