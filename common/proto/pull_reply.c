@@ -101,10 +101,12 @@ static wsync_status_t get_segments(const json_t *segs, wsync_pull_reply_t *out)
     {
         if (parse_id(key, &out->segment_ids[k]) != 0)
             return wsync_error(WSYNC_ERR_FORMAT,
-                               "pull reply: field 'segments' key '%.40s' must be a segment id (decimal, < 2^32)", key);
+                               "pull reply: field 'segments' key '%.40s' must be a segment id (decimal, < 2^32)",
+                               key);
         if (wsync_digest_parse(json_string_value(val), &out->segment_digests[k]) != 0)
             return wsync_error(WSYNC_ERR_FORMAT,
-                               "pull reply: field 'segments' entry '%s' must be a digest of 16 lowercase hex digits",
+                               "pull reply: field 'segments' entry '%s' must be a digest of 16 lowercase hex "
+                               "digits",
                                key);
         k++;
     }

@@ -22,9 +22,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         again = wsync_pull_reply_to_json(&r);
         if (again == NULL || wsync_pull_reply_from_json(again, &back) != WSYNC_OK ||
-            strcmp(back.error, r.error) != 0 || (r.error[0] == '\0' && (back.pieces != r.pieces ||
-                                                                        back.bytes != r.bytes ||
-                                                                        back.nsegments != r.nsegments)))
+            strcmp(back.error, r.error) != 0 ||
+            (r.error[0] == '\0' &&
+             (back.pieces != r.pieces || back.bytes != r.bytes || back.nsegments != r.nsegments)))
             abort();
         for (k = 0; r.error[0] == '\0' && k < r.nsegments; k++)
             if (back.segment_ids[k] != r.segment_ids[k] || back.segment_digests[k] != r.segment_digests[k])
