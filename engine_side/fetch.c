@@ -5,8 +5,8 @@
  *   request   expect every piece landing here, ask each trainer rank that
  *             owns some of them to put them;
  *   then, until every chunk of this rank's image is verified, in turn:
- *   land      take the transports' completions; a chunk whose last piece
- *             landed is verified and marked landed on the board (against
+ *   land      take the transports' completions (pull_land.c); a chunk
+ *             whose last piece landed is verified and marked landed on the board (against
  *             the sums its puts brought along where every one did: the
  *             local transport's copy inside one GPU digests what it writes,
  *             so those bytes are not read a second time);
@@ -317,62 +317,39 @@ static wsync_status_t reap_groups(fetch_t *f, int *progressed)
     return st;
 }
 
-/* One completion: a piece of this attempt landed here (or a put failed). */
-static wsync_status_t land_one(fetch_t *f, const wsync_completion_t *cp)
+/* A piece of this attempt landed here: the put's key is its region offset,
+ * the piece's image offset here; the sum of the bytes it wrote, if it
+ * brought one along. */
+static int ops_unit_at(const recv_pull_t *p, uint32_t id, uint32_t *chunk, uint64_t *len)
 {
-    const wsync_plan_t *plan = f->plan;
-    uint32_t id = (uint32_t)cp->tag;
-    const wsync_piece_t *pc;
-    /* Errors of no put of this attempt (a port scan, a sender of an
-     * abandoned attempt) are not ours to fail on; a real sender's failure
-     * also reaches us through its answer to the request. */
-    if (cp->kind == WSYNC_COMPLETION_ERROR && cp->tag != ~0ULL && (uint32_t)(cp->tag >> 32) == f->p.reqid)
-        return wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
-    if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != f->p.reqid)
-        return WSYNC_OK; /* not of this attempt */
-    if (id >= plan->npieces || !recv_pull_is_mine(&f->p, plan->pieces[id].chunk) ||
-        f->p.remaining[plan->pieces[id].chunk] == 0 || cp->len != plan->pieces[id].len)
-        return wsync_error(WSYNC_ERR_PEER, "unexpected piece %u (%llu bytes) from trainer rank %d", id,
-                           (unsigned long long)cp->len, cp->peer);
-    pc = &plan->pieces[id];
-    /* The put's key is its region offset, the piece's image offset here. */
+    const wsync_plan_t *plan = container_of(p, fetch_t, p)->plan;
+    if (id >= plan->npieces)
+        return 0;
+    *chunk = plan->pieces[id].chunk;
+    *len = plan->pieces[id].len;
+    return 1;
+}
+
+static void ops_unit_landed(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp)
+{
+    fetch_t *f = container_of(p, fetch_t, p);
     f->put_sum[id] = cp->sum;
     f->has_put_sum[id] = cp->has_sum != 0;
-    if (--f->p.remaining[pc->chunk] > 0)
-        return WSYNC_OK;
+}
+
+/* Chunk c's last piece landed: verified (against its puts' sums where every
+ * one brought one), or written through to the caller's tensors first. */
+static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
+{
+    fetch_t *f = container_of(p, fetch_t, p);
     if (f->land_delay_ms > 0)
         usleep((useconds_t)f->land_delay_ms * 1000);
     if (f->dm)
-        return group_start(f, pc->chunk, 1); /* marked landed once verified */
-    if (chunk_has_put_sums(f, pc->chunk))
-        return fetch_chunk_summed(f, pc->chunk, 1, f->put_sum + plan->chunk_first[pc->chunk]);
-    WSYNC_CHECK(sum_chunk(f, pc->chunk));
-    return fetch_chunk_summed(f, pc->chunk, 1, f->sums);
-}
-
-/* Pieces arriving here, over each transport in use (only a lone transport
- * may block waiting, or it would starve the other). */
-static wsync_status_t fetch_land(fetch_t *f, int *progressed, int *got)
-{
-    wsync_receiver_t *r = f->p.r;
-    wsync_completion_t comps[POLL_BATCH];
-    int k, i, n = 0;
-    for (k = 0; k < r->ntr && f->p.ndone < f->plan->nchunks; k++) {
-        WSYNC_CHECK(
-            r->tr[k].ops->poll(r->tr[k].t, comps, POLL_BATCH, &n,
-                               f->p.npending > 0 || f->fn > 0 || f->ninflight > 0 || r->ntr > 1 || all_summed(f)
-                                   ? 0
-                                   : 5));
-        *got += n;
-        for (i = 0; i < n; i++) {
-            WSYNC_CHECK(land_one(f, &comps[i]));
-            if (comps[i].kind == WSYNC_COMPLETION_LANDED && (uint32_t)(comps[i].tag >> 32) == f->p.reqid) {
-                *progressed = 1;
-                f->p.last_landed = wsync_now_ns();
-            }
-        }
-    }
-    return WSYNC_OK;
+        return group_start(f, c, 1); /* marked landed once verified */
+    if (chunk_has_put_sums(f, c))
+        return fetch_chunk_summed(f, c, 1, f->put_sum + f->plan->chunk_first[c]);
+    WSYNC_CHECK(sum_chunk(f, c));
+    return fetch_chunk_summed(f, c, 1, f->sums);
 }
 
 /* Copy chunks that landed on other ranks, whichever landed first (a slow
@@ -472,6 +449,10 @@ static void ops_chunk_reasked(recv_pull_t *p, uint32_t c)
 }
 
 static const recv_pull_ops_t fetch_ops = {.unit = "pieces",
+                                          .unit1 = "piece",
+                                          .unit_at = ops_unit_at,
+                                          .unit_landed = ops_unit_landed,
+                                          .chunk_landed = ops_chunk_landed,
                                           .chunk_units = ops_chunk_units,
                                           .unit_src = ops_unit_src,
                                           .land_rank = ops_land_rank,
@@ -537,7 +518,8 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
         st = fetch_request(&f);
     while (st == WSYNC_OK && f.p.ndone < f.p.nwant) {
         int progressed = 0, got = 0;
-        st = fetch_land(&f, &progressed, &got);
+        st = recv_pull_land(&f.p, f.p.npending > 0 || f.fn > 0 || f.ninflight > 0 || all_summed(&f), &progressed,
+                            &got);
         if (st == WSYNC_OK)
             st = fetch_fan_out(&f, &progressed);
         if (st == WSYNC_OK)

@@ -11,7 +11,6 @@
 #include "engine_side/release.h"
 
 #define FANOUT_INFLIGHT 4 /* fan-out copy jobs queued at once */
-#define POLL_BATCH 64     /* completions taken per transport poll */
 
 typedef struct fan_job {
     wsync_mem_job_t *job;

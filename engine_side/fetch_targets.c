@@ -12,11 +12,12 @@
  *             here; ask every trainer rank (each also answers with the
  *             digests of this rank's segments it owns);
  *   then, until every chunk this rank needs is in:
- *   land      take the transports' completions; a chunk whose last put
- *             landed gets its copies inside this rank, then is marked landed;
+ *   land      take the transports' completions (pull_land.c); a chunk
+ *             whose last put landed gets its copies inside this rank, then
+ *             is marked landed;
  *   fan out   copy, out of the landing rank's window, what this rank needs
  *             of each chunk the board says landed elsewhere;
- *   watch     trainer answers, peers, the deadline;
+ *   watch     trainer answers, peers, the deadline (pull_watch.c);
  *   release   in place into the caller's tensors on the host, the image
  *             is a sparse window: a chunk's pages are freed once written
  *             through, and, for bytes landed here, once every rank that
@@ -344,47 +345,30 @@ static void landed_complete(tfetch_t *f, uint32_t c)
         release_landed(f, c);
 }
 
-static wsync_status_t land_one(tfetch_t *f, const wsync_completion_t *cp, int *progressed)
+static int ops_unit_at(const recv_pull_t *p, uint32_t id, uint32_t *chunk, uint64_t *len)
 {
-    const wsync_node_plan_t *np = f->np;
-    uint32_t id = (uint32_t)cp->tag;
-    const wsync_tput_t *pu;
-    if (cp->kind == WSYNC_COMPLETION_ERROR && cp->tag != ~0ULL && (uint32_t)(cp->tag >> 32) == f->p.reqid)
-        return wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
-    if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != f->p.reqid)
-        return WSYNC_OK;
-    if (id >= np->nputs || np->puts[id].land_rank != f->p.me || f->p.remaining[np->puts[id].chunk] == 0 ||
-        cp->len != np->puts[id].len)
-        return wsync_error(WSYNC_ERR_PEER, "unexpected put %u (%llu bytes) from trainer rank %d", id,
-                           (unsigned long long)cp->len, cp->peer);
-    *progressed = 1;
-    f->p.last_landed = wsync_now_ns();
-    pu = &np->puts[id];
-    if (--f->p.remaining[pu->chunk] > 0)
-        return WSYNC_OK;
-    WSYNC_CHECK(copy_chunk(f, pu->chunk, f->p.me));
-    WSYNC_CHECK(chunk_complete(f, pu->chunk));
-    WSYNC_CHECK(fan_publish(f, pu->chunk));
-    board_mark_landed(f->p.r->board, f->p.slot, pu->chunk, f->p.gen);
-    landed_complete(f, pu->chunk);
-    if (f->p.nlanded++ == 0 || f->p.nlanded == f->p.nland)
-        wsync_trace("engine %s rank %d: chunk %u landed (%u of %u)", f->p.r->engine_id, f->p.me, pu->chunk,
-                    f->p.nlanded, f->p.nland);
-    f->p.ndone++;
-    return WSYNC_OK;
+    const wsync_node_plan_t *np = container_of(p, tfetch_t, p)->np;
+    if (id >= np->nputs)
+        return 0;
+    *chunk = np->puts[id].chunk;
+    *len = np->puts[id].len;
+    return 1;
 }
 
-static wsync_status_t tf_land(tfetch_t *f, int *progressed, int *got)
+/* Chunk c's last put landed here: its copies inside this rank, written
+ * through, published to the fan-out window, marked landed. */
+static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
 {
-    wsync_receiver_t *r = f->p.r;
-    wsync_completion_t comps[POLL_BATCH];
-    int k, i, n = 0;
-    for (k = 0; k < r->ntr && f->p.nlanded < f->p.nland; k++) {
-        WSYNC_CHECK(r->tr[k].ops->poll(r->tr[k].t, comps, POLL_BATCH, &n, f->p.npending > 0 || r->ntr > 1 ? 0 : 5));
-        *got += n;
-        for (i = 0; i < n; i++)
-            WSYNC_CHECK(land_one(f, &comps[i], progressed));
-    }
+    tfetch_t *f = container_of(p, tfetch_t, p);
+    WSYNC_CHECK(copy_chunk(f, c, f->p.me));
+    WSYNC_CHECK(chunk_complete(f, c));
+    WSYNC_CHECK(fan_publish(f, c));
+    board_mark_landed(f->p.r->board, f->p.slot, c, f->p.gen);
+    landed_complete(f, c);
+    if (f->p.nlanded++ == 0 || f->p.nlanded == f->p.nland)
+        wsync_trace("engine %s rank %d: chunk %u landed (%u of %u)", f->p.r->engine_id, f->p.me, c, f->p.nlanded,
+                    f->p.nland);
+    f->p.ndone++;
     return WSYNC_OK;
 }
 
@@ -477,6 +461,9 @@ static wsync_status_t ops_request_rank(recv_pull_t *p, int t)
 }
 
 static const recv_pull_ops_t tf_ops = {.unit = "puts",
+                                       .unit1 = "put",
+                                       .unit_at = ops_unit_at,
+                                       .chunk_landed = ops_chunk_landed,
                                        .chunk_units = ops_chunk_units,
                                        .unit_src = ops_unit_src,
                                        .land_rank = ops_land_rank,
@@ -527,7 +514,7 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
         st = tf_request(&f);
     while (st == WSYNC_OK && f.p.ndone < f.p.nwant) {
         int progressed = 0, got = 0;
-        st = tf_land(&f, &progressed, &got);
+        st = recv_pull_land(&f.p, f.p.npending > 0, &progressed, &got);
         if (st == WSYNC_OK)
             st = tf_fan_out(&f, &progressed);
         tf_release(&f);

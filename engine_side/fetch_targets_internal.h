@@ -9,8 +9,6 @@
 #include "engine_side/receiver_internal.h"
 #include "engine_side/release.h"
 
-#define POLL_BATCH 64
-
 typedef struct tfetch {
     recv_pull_t p; /* the attempt, its chunks, trainer ranks and relay (pull.h) */
     recv_tlayout_t *tl;

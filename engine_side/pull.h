@@ -5,6 +5,9 @@
  * that are written once for both:
  *   join      wait for local rank 0's landing map (and check it, where the
  *             fetch says how), map the peers' windows (pull_join.c);
+ *   land      the transports' completions of this attempt, checked and
+ *             counted per chunk; a complete chunk goes to the fetch
+ *             (pull_land.c);
  *   watch     trainer answers, the relay (given up and fallen back from),
  *             local peers, replaced trainer ranks, the deadline; every
  *             failure names what happened and what was missing: trainer
@@ -22,7 +25,14 @@
 typedef struct recv_pull recv_pull_t;
 
 typedef struct recv_pull_ops {
-    const char *unit; /* what a put carries, for messages: "pieces", "puts" */
+    const char *unit, *unit1; /* what a put carries, for messages: "pieces" ("piece"), "puts" ("put") */
+    /* Unit `id` (a put's tag's low half): 1 with its chunk and length, or
+     * 0: no such unit. */
+    int (*unit_at)(const recv_pull_t *p, uint32_t id, uint32_t *chunk, uint64_t *len);
+    /* NULL, or: unit `id` of a chunk asked for here landed (cp says how). */
+    void (*unit_landed)(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp);
+    /* The last unit of chunk c landed here. */
+    wsync_status_t (*chunk_landed)(recv_pull_t *p, uint32_t c);
     /* The units (pieces, puts) of chunk c that land here with it: their
      * count, from *first on, and the trainer rank unit u comes from. */
     size_t (*chunk_units)(const recv_pull_t *p, uint32_t c, size_t *first);
@@ -94,6 +104,12 @@ wsync_status_t recv_pull_alloc(recv_pull_t *p);
  * can land after it); the requests ended (aborted first when st failed: a
  * silent peer's request ends now, not at its deadline); the arrays freed. */
 void recv_pull_free(recv_pull_t *p, wsync_status_t st);
+
+/* pull_land.c: take the transports' completions (waiting up to 5 ms on a
+ * lone transport unless `busy`: the fetch has other work) while chunks are
+ * wanted; *progressed set when a unit of this attempt landed, *got counts
+ * the completions. */
+wsync_status_t recv_pull_land(recv_pull_t *p, int busy, int *progressed, int *got);
 
 /* pull_watch.c: one look at the trainer answers and the relay (every
  * call), the peers, replaced trainer ranks and the deadline (every 50 ms). */
