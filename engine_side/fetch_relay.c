@@ -1,7 +1,8 @@
 /* fetch_relay.c: which node is this one's parent under relay:F (or auto
  * choosing it), and a whole-image rank's pieces from its parent node under
- * relay:F (relay_tree.h says who that is), and the fall back to the trainer
- * ranks: a relay that fails, or lands nothing here for relay_stall_ms, is
+ * relay:F (relay_tree.h says who that is), and, for every fetch (pull.h),
+ * the fall back to the trainer ranks: a relay that fails, or lands nothing
+ * here for relay_stall_ms, is
  * given up, named in the log, and every piece still missing is asked of
  * the trainer ranks under a new request id, after this rank's transports
  * were reset (none of the relay's puts can land after that). Whatever the
@@ -161,67 +162,68 @@ void recv_relay_pull_end(recv_relay_pull_t *rp)
 
 wsync_status_t fetch_relay_request(fetch_t *f, int *asked)
 {
-    wsync_receiver_t *r = f->r;
+    wsync_receiver_t *r = f->p.r;
     recv_transport_t *rt;
     *asked = 0;
-    if (!recv_relay_parent(r, f->v, f->plan->world, f->plan->image_size, f->plan->chunk_size, f->relay.id,
-                           sizeof(f->relay.id), f->relay.addr, sizeof(f->relay.addr)))
+    if (!recv_relay_parent(r, f->p.v, f->plan->world, f->plan->image_size, f->plan->chunk_size, f->p.relay.id,
+                           sizeof(f->p.relay.id), f->p.relay.addr, sizeof(f->p.relay.addr)))
         return WSYNC_OK;
     WSYNC_CHECK(recv_transport_ensure(r, "tcp", &rt));
-    WSYNC_CHECK(recv_relay_pull_send(&f->relay, r, fetch_pull_json(f, rt), f->deadline));
+    WSYNC_CHECK(recv_relay_pull_send(&f->p.relay, r, fetch_pull_json(f, rt), f->p.deadline));
     *asked = 1;
-    wsync_trace("engine %s rank %d: version %llu from the relay of engine %s at %s", r->engine_id, f->me,
-                (unsigned long long)f->v, f->relay.id, f->relay.addr);
+    wsync_trace("engine %s rank %d: version %llu from the relay of engine %s at %s", r->engine_id, f->p.me,
+                (unsigned long long)f->p.v, f->p.relay.id, f->p.relay.addr);
     return WSYNC_OK;
 }
 
-/* 1 while some chunk asked for here still misses pieces. */
-static int missing_pieces(const fetch_t *f)
+/* 1 while some chunk asked for here still misses units. */
+static int missing_units(const recv_pull_t *p)
 {
     uint32_t c;
-    for (c = 0; c < f->plan->nchunks; c++)
-        if (is_mine(f, c) && f->remaining[c] > 0)
+    for (c = 0; c < p->nchunks; c++)
+        if (recv_pull_is_mine(p, c) && p->remaining[c] > 0)
             return 1;
     return 0;
 }
 
 /* Gives the relay up; what is missing comes from the trainer ranks. */
-static wsync_status_t fall_back(fetch_t *f, const char *why)
+static wsync_status_t fall_back(recv_pull_t *p, const char *why)
 {
-    const wsync_plan_t *plan = f->plan;
     uint32_t c, n = 0;
     int t;
-    LOG_WARN("engine %s rank %d: relay of engine %s at %s given up (%s); the missing pieces of version %llu come "
+    LOG_WARN("engine %s rank %d: relay of engine %s at %s given up (%s); the missing %s of version %llu come "
              "from the trainer ranks",
-             f->r->engine_id, f->me, f->relay.id, f->relay.addr, why, (unsigned long long)f->v);
-    fetch_relay_end(f);
-    recv_transport_reset(f->r); /* the relay's connections go: none of its puts lands from here */
-    f->reqid = recv_new_reqid(f->reqid);
-    for (c = 0; c < plan->nchunks; c++) {
-        if (!is_mine(f, c))
+             p->r->engine_id, p->me, p->relay.id, p->relay.addr, why, p->ops->unit, (unsigned long long)p->v);
+    recv_relay_pull_end(&p->relay);
+    for (t = 0; p->ops->reask_all && t < p->world; t++) { /* asked again below */
+        recv_request_abort(&p->reqs[t]);
+        recv_request_end(&p->reqs[t]);
+        memset(&p->reqs[t], 0, sizeof(p->reqs[t]));
+    }
+    recv_transport_reset(p->r); /* the relay's connections go: none of its puts lands from here */
+    p->reqid = recv_new_reqid(p->reqid);
+    for (c = 0; c < p->nchunks; c++) {
+        size_t first;
+        if (!recv_pull_is_mine(p, c))
             continue;
-        if (f->remaining[c] == 0) { /* complete: verified, or being verified */
-            f->mine[c / 8] &= (unsigned char)~(1u << (c % 8));
+        if (p->remaining[c] == 0) { /* complete: verified, or being verified */
+            p->mine[c / 8] &= (unsigned char)~(1u << (c % 8));
             continue;
         }
-        f->remaining[c] = plan->chunk_first[c + 1] - plan->chunk_first[c]; /* landed parts count no more */
-        memset(f->has_put_sum + plan->chunk_first[c], 0, f->remaining[c]);
+        p->remaining[c] = (uint32_t)p->ops->chunk_units(p, c, &first); /* landed parts count no more */
+        if (p->ops->chunk_reasked)
+            p->ops->chunk_reasked(p, c);
         n++;
     }
-    f->last_landed = wsync_now_ns();
-    for (t = 0; t < plan->world && n > 0; t++)
-        WSYNC_CHECK(fetch_request_rank(f, t));
+    p->last_landed = wsync_now_ns();
+    for (t = 0; t < p->world && (n > 0 || p->ops->reask_all); t++)
+        WSYNC_CHECK(p->ops->request_rank(p, t));
     return WSYNC_OK;
 }
 
-wsync_status_t fetch_relay_watch(fetch_t *f)
+wsync_status_t recv_pull_relay_watch(recv_pull_t *p)
 {
     char why[500];
-    return recv_relay_pull_gone(&f->relay, f->last_landed, missing_pieces(f), why, sizeof(why)) ? fall_back(f, why)
-                                                                                                : WSYNC_OK;
-}
-
-void fetch_relay_end(fetch_t *f)
-{
-    recv_relay_pull_end(&f->relay);
+    return recv_relay_pull_gone(&p->relay, p->last_landed, missing_units(p), why, sizeof(why)) ? fall_back(p, why)
+                                                                                               : WSYNC_OK;
 }

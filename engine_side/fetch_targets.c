@@ -1,7 +1,9 @@
 /* fetch_targets.c: the data part of one pull attempt on an engine rank whose
  * node holds targets (engine layouts), as phases:
  *   join      wait for rank 0's landing map and check it is the node plan
- *             this rank derived; map the peers' windows;
+ *             this rank derived; map the peers' windows (pull.h, shared
+ *             with fetch.c, as the watch, its messages and the relay's
+ *             fall back);
  *   prepare   the chunks landing here, and those landing elsewhere that
  *             hold bytes this rank copies;
  *   request   in place into the caller's tensors on the host, the bytes
@@ -10,11 +12,12 @@
  *             here; ask every trainer rank (each also answers with the
  *             digests of this rank's segments it owns);
  *   then, until every chunk this rank needs is in:
- *   land      take the transports' completions; a chunk whose last put
- *             landed gets its copies inside this rank, then is marked landed;
+ *   land      take the transports' completions (pull_land.c); a chunk
+ *             whose last put landed gets its copies inside this rank, then
+ *             is marked landed;
  *   fan out   copy, out of the landing rank's window, what this rank needs
  *             of each chunk the board says landed elsewhere;
- *   watch     trainer answers, peers, the deadline;
+ *   watch     trainer answers, peers, the deadline (pull_watch.c);
  *   release   in place into the caller's tensors on the host, the image
  *             is a sparse window: a chunk's pages are freed once written
  *             through, and, for bytes landed here, once every rank that
@@ -40,11 +43,12 @@
 #include "common/base/util.h"
 #include "engine_side/fetch_targets_internal.h"
 
-static wsync_status_t tf_join(tfetch_t *f)
+/* Rank 0's landing map is the node plan this rank derived. */
+static wsync_status_t ops_check_landing(recv_pull_t *p)
 {
-    const uint8_t *land;
+    const tfetch_t *f = container_of(p, tfetch_t, p);
+    const uint8_t *land = p->land;
     uint32_t c;
-    WSYNC_CHECK(recv_wait_landing(f->r, f->gen, f->deadline, &land));
     for (c = 0; c < f->np->nchunks; c++)
         if (land[c] != f->np->chunks[c].land_rank)
             return wsync_error(WSYNC_ERR_CONFLICT,
@@ -52,8 +56,8 @@ static wsync_status_t tf_join(tfetch_t *f)
                                "%d: "
                                "the local ranks disagree on the targets (give every rank the same --tp and "
                                "--rules)",
-                               f->r->engine_id, f->me, c, land[c], f->np->chunks[c].land_rank);
-    return recv_map_peers(f->r, f->slot, f->deadline, f->tl);
+                               f->p.r->engine_id, f->p.me, c, land[c], f->np->chunks[c].land_rank);
+    return WSYNC_OK;
 }
 
 /* 1 if some copy of chunk c goes to this rank. */
@@ -62,7 +66,7 @@ static int copies_to_me(const tfetch_t *f, uint32_t c)
     const wsync_tchunk_t *ch = &f->np->chunks[c];
     size_t k;
     for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++)
-        if (f->np->copies[k].to_rank == f->me)
+        if (f->np->copies[k].to_rank == f->p.me)
             return 1;
     return 0;
 }
@@ -72,33 +76,27 @@ static wsync_status_t tf_prepare(tfetch_t *f)
     const wsync_node_plan_t *np = f->np;
     size_t nseg = f->tl->seg->nputs;
     uint32_t c;
-    f->remaining = calloc(np->nchunks + 1, sizeof(*f->remaining));
-    f->mine = calloc((np->nchunks + 7) / 8 + 1, 1);
-    f->pending = calloc(np->nchunks + 1, sizeof(*f->pending));
-    f->reqs = calloc((size_t)f->world, sizeof(*f->reqs));
-    f->addrs = calloc((size_t)f->world, sizeof(*f->addrs));
-    f->tnames = calloc((size_t)f->world, sizeof(*f->tnames));
+    WSYNC_CHECK(recv_pull_alloc(&f->p));
     f->digests = calloc(nseg + 1, sizeof(*f->digests));
     f->have = calloc(nseg + 1, 1);
     f->none = calloc((np->nchunks + 7) / 8 + 1, 1);
-    if (!f->remaining || !f->mine || !f->pending || !f->reqs || !f->addrs || !f->tnames || !f->digests ||
-        !f->have || !f->none)
+    if (!f->digests || !f->have || !f->none)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     for (c = 0; c < np->nchunks; c++)
-        if (np->chunks[c].land_rank == f->me) {
-            f->remaining[c] = (uint32_t)np->chunks[c].nputs;
-            f->mine[c / 8] |= (unsigned char)(1u << (c % 8));
-            f->nland++;
+        if (np->chunks[c].land_rank == f->p.me) {
+            f->p.remaining[c] = (uint32_t)np->chunks[c].nputs;
+            f->p.mine[c / 8] |= (unsigned char)(1u << (c % 8));
+            f->p.nland++;
         } else if (copies_to_me(f, c)) {
-            f->pending[f->npending++] = c;
+            f->p.pending[f->p.npending++] = c;
         }
-    f->nwant = f->nland + f->npending;
-    return recv_trainer_addrs(f->r, f->world, f->addrs, f->tnames);
+    f->p.nwant = f->p.nland + f->p.npending;
+    return recv_trainer_addrs(f->p.r, f->p.world, f->p.addrs, f->p.tnames);
 }
 
 wsync_status_t tf_add_targets(tfetch_t *f, int t, wsync_pull_request_t *pr)
 {
-    const int L = f->r->cfg.local_world;
+    const int L = f->p.r->cfg.local_world;
     int k;
     pr->ntargets = L;
     pr->targets = calloc((size_t)L, sizeof(*pr->targets));
@@ -112,7 +110,7 @@ wsync_status_t tf_add_targets(tfetch_t *f, int t, wsync_pull_request_t *pr)
         memcpy(pr->targets[k], tg->digest_hex, 33);
         if (pr->target_defs && json_object_get(pr->target_defs, tg->digest_hex) == NULL) {
             json_t *j = NULL;
-            WSYNC_CHECK(wsync_target_to_json(tg, f->sl->manifest, &j));
+            WSYNC_CHECK(wsync_target_to_json(tg, f->p.sl->manifest, &j));
             json_object_set_new(pr->target_defs, tg->digest_hex, j);
         }
     }
@@ -121,26 +119,26 @@ wsync_status_t tf_add_targets(tfetch_t *f, int t, wsync_pull_request_t *pr)
 
 wsync_status_t tf_request_rank(tfetch_t *f, int t, int digests_only)
 {
-    wsync_receiver_t *r = f->r;
+    wsync_receiver_t *r = f->p.r;
     const wsync_node_plan_t *np = f->np;
     wsync_pull_request_t pr;
     recv_transport_t *rt;
     wsync_status_t st;
     size_t k;
     json_t *msg;
-    WSYNC_CHECK(recv_transport_ensure(r, f->tnames[t], &rt));
+    WSYNC_CHECK(recv_transport_ensure(r, f->p.tnames[t], &rt));
     for (k = 0; k < np->rank_nputs[t]; k++) {
         const wsync_tput_t *pu = &np->puts[np->rank_puts[t][k]];
-        if (pu->land_rank == f->me && !digests_only && tf_is_mine(f, pu->chunk))
-            WSYNC_CHECK(rt->ops->expect(rt->t, t, rt->region[f->slot], pu->dst_off, pu->len,
-                                        ((uint64_t)f->reqid << 32) | pu->id));
+        if (pu->land_rank == f->p.me && !digests_only && recv_pull_is_mine(&f->p, pu->chunk))
+            WSYNC_CHECK(rt->ops->expect(rt->t, t, rt->region[f->p.slot], pu->dst_off, pu->len,
+                                        ((uint64_t)f->p.reqid << 32) | pu->id));
     }
     if (rt->ops->expect_flush)
         rt->ops->expect_flush(rt->t, t);
-    if (f->addrs[t][0] == '\0')
+    if (f->p.addrs[t][0] == '\0')
         return wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
-    recv_pull_request_init(&pr, r, f->v, f->reqid, rt, f->slot, f->sl->layout_digest, f->deadline);
-    pr.chunks = digests_only ? f->none : f->mine;
+    recv_pull_request_init(&pr, r, f->p.v, f->p.reqid, rt, f->p.slot, f->p.sl->layout_digest, f->p.deadline);
+    pr.chunks = digests_only ? f->none : f->p.mine;
     pr.chunk_bytes = (np->nchunks + 7) / 8;
     st = tf_add_targets(f, t, &pr);
     pr.in_order = f->rl.on && f->ndirect == 0; /* else only edges and fan-out bytes pass through the image */
@@ -153,7 +151,8 @@ wsync_status_t tf_request_rank(tfetch_t *f, int t, int digests_only)
     pr.hint_world = 0;
     wsync_pull_request_clear(&pr);
     WSYNC_CHECK(st);
-    return recv_request_start(&f->reqs[t], &f->r->pull_conns, &f->r->auth, t, f->addrs[t], msg, f->deadline);
+    return recv_request_start(&f->p.reqs[t], &f->p.r->pull_conns, &f->p.r->auth, t, f->p.addrs[t], msg,
+                              f->p.deadline);
 }
 
 static wsync_status_t tf_request(tfetch_t *f)
@@ -162,14 +161,14 @@ static wsync_status_t tf_request(tfetch_t *f)
     /* (not while this node relays: its relay serves out of the ranks' images) */
     /* a sparse GPU image: the bytes other ranks copy land straight too (they
      * read them out of its fan-out window, fan_publish) */
-    WSYNC_CHECK(recv_transport_direct(f->r, f->slot, f->tnames, f->world, !recv_node_relays(f->r),
-                                      f->r->gpu_sparse ? NULL : f->np, &f->direct, &f->ndirect));
-    f->reqid = recv_new_reqid(f->reqid);
-    f->last_landed = wsync_now_ns();
+    WSYNC_CHECK(recv_transport_direct(f->p.r, f->p.slot, f->p.tnames, f->p.world, !recv_node_relays(f->p.r),
+                                      f->p.r->gpu_sparse ? NULL : f->np, &f->direct, &f->ndirect));
+    f->p.reqid = recv_new_reqid(f->p.reqid);
+    f->p.last_landed = wsync_now_ns();
     WSYNC_CHECK(tf_relay_request(f, &relayed));
-    for (t = 0; t < f->world; t++)
+    for (t = 0; t < f->p.world; t++)
         WSYNC_CHECK(tf_request_rank(f, t, relayed));
-    wsync_trace("engine %s rank %d: target requests sent", f->r->engine_id, f->me);
+    wsync_trace("engine %s rank %d: target requests sent", f->p.r->engine_id, f->p.me);
     return WSYNC_OK;
 }
 
@@ -179,21 +178,21 @@ static wsync_status_t tf_request(tfetch_t *f)
  * no node elsewhere has its plan. */
 static wsync_status_t tf_serve(tfetch_t *f)
 {
-    wsync_receiver_t *r = f->r;
+    wsync_receiver_t *r = f->p.r;
     const int L = r->cfg.local_world;
     char(*digests)[33] = calloc((size_t)L, 33);
     void *win[BOARD_MAX_RANKS];
     size_t len[BOARD_MAX_RANKS];
-    relay_targets_t t = {.np = f->np, .L = L, .win = win, .win_len = len, .board = r->board, .gen = f->gen};
+    relay_targets_t t = {.np = f->np, .L = L, .win = win, .win_len = len, .board = r->board, .gen = f->p.gen};
     int k;
     WSYNC_CHECK_ALLOC(digests);
     for (k = 0; k < L; k++) {
         memcpy(digests[k], f->tl->tg[k]->digest_hex, 33);
-        win[k] = k == f->me ? (void *)f->image : r->peers[k][f->slot].ptr;
-        len[k] = k == f->me ? r->image_len : r->peers[k][f->slot].len;
+        win[k] = k == f->p.me ? (void *)f->image : r->peers[k][f->p.slot].ptr;
+        len[k] = k == f->p.me ? r->image_len : r->peers[k][f->p.slot].len;
     }
     t.targets = (const char(*)[33])digests;
-    relay_slot_begin_targets(r->relay, f->slot, f->v, f->sl->layout_digest, &t);
+    relay_slot_begin_targets(r->relay, f->p.slot, f->p.v, f->p.sl->layout_digest, &t);
     free(digests);
     return WSYNC_OK;
 }
@@ -227,7 +226,7 @@ static wsync_status_t copy_sparse(tfetch_t *f, uint64_t to, const char *src, uin
             s = mine_at(f, from, n, &m);
             n = m;
         }
-        WSYNC_CHECK(f->r->mem->copy(dst, s, n));
+        WSYNC_CHECK(f->p.r->mem->copy(dst, s, n));
         to += n;
         from += n;
         if (src)
@@ -243,20 +242,20 @@ static wsync_status_t copy_sparse(tfetch_t *f, uint64_t to, const char *src, uin
 static wsync_status_t copy_chunk(tfetch_t *f, uint32_t c, int from)
 {
     const wsync_tchunk_t *ch = &f->np->chunks[c];
-    const peer_map_t *pm = &f->r->peers[from][f->slot];
-    const char *src = from == f->me ? f->image : pm->ptr;
-    const int fan = from != f->me && pm->fan;
+    const peer_map_t *pm = &f->p.r->peers[from][f->p.slot];
+    const char *src = from == f->p.me ? f->image : pm->ptr;
+    const int fan = from != f->p.me && pm->fan;
     size_t k;
     for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++) {
         const wsync_tcopy_t *cp = &f->np->copies[k];
         uint64_t at;
-        if (cp->to_rank != f->me || cp->from_rank != from)
+        if (cp->to_rank != f->p.me || cp->from_rank != from)
             continue;
         at = fan ? recv_fanmap_at(&f->tl->fan[from], cp->from_off) : cp->from_off;
-        if (f->r->gpu_sparse)
-            WSYNC_CHECK(copy_sparse(f, cp->to_off, from == f->me ? NULL : src + at, cp->from_off, cp->len));
+        if (f->p.r->gpu_sparse)
+            WSYNC_CHECK(copy_sparse(f, cp->to_off, from == f->p.me ? NULL : src + at, cp->from_off, cp->len));
         else
-            WSYNC_CHECK(f->r->mem->copy(f->image + cp->to_off, src + at, cp->len));
+            WSYNC_CHECK(f->p.r->mem->copy(f->image + cp->to_off, src + at, cp->len));
     }
     return WSYNC_OK;
 }
@@ -266,18 +265,18 @@ static wsync_status_t copy_chunk(tfetch_t *f, uint32_t c, int from)
 static wsync_status_t fan_publish(tfetch_t *f, uint32_t c)
 {
     const wsync_tchunk_t *ch = &f->np->chunks[c];
-    char *fan = f->r->gpu_fan[f->slot].ptr;
+    char *fan = f->p.r->gpu_fan[f->p.slot].ptr;
     size_t k;
-    for (k = ch->first_copy; f->r->gpu_sparse && k < ch->first_copy + ch->ncopies; k++) {
+    for (k = ch->first_copy; f->p.r->gpu_sparse && k < ch->first_copy + ch->ncopies; k++) {
         const wsync_tcopy_t *cp = &f->np->copies[k];
         uint64_t off = cp->from_off, left = cp->len, n;
         char *dst;
-        if (cp->from_rank != f->me || cp->to_rank == f->me)
+        if (cp->from_rank != f->p.me || cp->to_rank == f->p.me)
             continue;
-        dst = fan + recv_fanmap_at(&f->tl->fan[f->me], cp->from_off);
+        dst = fan + recv_fanmap_at(&f->tl->fan[f->p.me], cp->from_off);
         for (; left > 0; off += n, dst += n, left -= n) {
             const char *s = mine_at(f, off, left, &n);
-            WSYNC_CHECK(f->r->mem->copy(dst, s, n));
+            WSYNC_CHECK(f->p.r->mem->copy(dst, s, n));
         }
     }
     return WSYNC_OK;
@@ -289,7 +288,7 @@ static wsync_status_t fan_publish(tfetch_t *f, uint32_t c)
  * (dests.h); verification then digests the caller's bytes. */
 static wsync_status_t chunk_complete(tfetch_t *f, uint32_t c)
 {
-    return recv_dests_chunk_in(f->r->mem, f->r->cur_dm, f->np, c, f->me, f->image, f->direct, f->ndirect);
+    return recv_dests_chunk_in(f->p.r->mem, f->p.r->cur_dm, f->np, c, f->p.me, f->image, f->direct, f->ndirect);
 }
 
 /* ---- release: the pages of a sparse image ---- */
@@ -303,7 +302,7 @@ static int chunk_readers(const tfetch_t *f, uint32_t c)
     size_t k;
     for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++) {
         const wsync_tcopy_t *cp = &f->np->copies[k];
-        if (cp->from_rank == f->me && cp->to_rank != f->me && !(seen >> cp->to_rank & 1)) {
+        if (cp->from_rank == f->p.me && cp->to_rank != f->p.me && !(seen >> cp->to_rank & 1)) {
             seen |= 1ULL << cp->to_rank;
             n++;
         }
@@ -317,7 +316,7 @@ static void release_copied_in(const tfetch_t *f, uint32_t c)
     const wsync_tchunk_t *ch = &f->np->chunks[c];
     size_t k;
     for (k = ch->first_copy; f->rl.on && k < ch->first_copy + ch->ncopies; k++)
-        if (f->np->copies[k].to_rank == f->me)
+        if (f->np->copies[k].to_rank == f->p.me)
             recv_release_range(&f->rl, f->np->copies[k].to_off, f->np->copies[k].len);
 }
 
@@ -328,7 +327,7 @@ static void release_landed(void *arg, uint32_t c)
     const wsync_tchunk_t *ch = &f->np->chunks[c];
     size_t k;
     for (k = ch->first_put; k < ch->first_put + ch->nputs; k++)
-        if (f->np->puts[k].land_rank == f->me)
+        if (f->np->puts[k].land_rank == f->p.me)
             recv_release_range(&f->rl, f->np->puts[k].dst_off, f->np->puts[k].len);
 }
 
@@ -346,122 +345,50 @@ static void landed_complete(tfetch_t *f, uint32_t c)
         release_landed(f, c);
 }
 
-static wsync_status_t land_one(tfetch_t *f, const wsync_completion_t *cp, int *progressed)
+static int ops_unit_at(const recv_pull_t *p, uint32_t id, uint32_t *chunk, uint64_t *len)
 {
-    const wsync_node_plan_t *np = f->np;
-    uint32_t id = (uint32_t)cp->tag;
-    const wsync_tput_t *pu;
-    if (cp->kind == WSYNC_COMPLETION_ERROR && cp->tag != ~0ULL && (uint32_t)(cp->tag >> 32) == f->reqid)
-        return wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
-    if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != f->reqid)
-        return WSYNC_OK;
-    if (id >= np->nputs || np->puts[id].land_rank != f->me || f->remaining[np->puts[id].chunk] == 0 ||
-        cp->len != np->puts[id].len)
-        return wsync_error(WSYNC_ERR_PEER, "unexpected put %u (%llu bytes) from trainer rank %d", id,
-                           (unsigned long long)cp->len, cp->peer);
-    *progressed = 1;
-    f->last_landed = wsync_now_ns();
-    pu = &np->puts[id];
-    if (--f->remaining[pu->chunk] > 0)
-        return WSYNC_OK;
-    WSYNC_CHECK(copy_chunk(f, pu->chunk, f->me));
-    WSYNC_CHECK(chunk_complete(f, pu->chunk));
-    WSYNC_CHECK(fan_publish(f, pu->chunk));
-    board_mark_landed(f->r->board, f->slot, pu->chunk, f->gen);
-    landed_complete(f, pu->chunk);
-    if (f->nlanded++ == 0 || f->nlanded == f->nland)
-        wsync_trace("engine %s rank %d: chunk %u landed (%u of %u)", f->r->engine_id, f->me, pu->chunk, f->nlanded,
-                    f->nland);
-    f->ndone++;
-    return WSYNC_OK;
+    const wsync_node_plan_t *np = container_of(p, tfetch_t, p)->np;
+    if (id >= np->nputs)
+        return 0;
+    *chunk = np->puts[id].chunk;
+    *len = np->puts[id].len;
+    return 1;
 }
 
-static wsync_status_t tf_land(tfetch_t *f, int *progressed, int *got)
+/* Chunk c's last put landed here: its copies inside this rank, written
+ * through, published to the fan-out window, marked landed. */
+static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
 {
-    wsync_receiver_t *r = f->r;
-    wsync_completion_t comps[POLL_BATCH];
-    int k, i, n = 0;
-    for (k = 0; k < r->ntr && f->nlanded < f->nland; k++) {
-        WSYNC_CHECK(r->tr[k].ops->poll(r->tr[k].t, comps, POLL_BATCH, &n, f->npending > 0 || r->ntr > 1 ? 0 : 5));
-        *got += n;
-        for (i = 0; i < n; i++)
-            WSYNC_CHECK(land_one(f, &comps[i], progressed));
-    }
+    tfetch_t *f = container_of(p, tfetch_t, p);
+    WSYNC_CHECK(copy_chunk(f, c, f->p.me));
+    WSYNC_CHECK(chunk_complete(f, c));
+    WSYNC_CHECK(fan_publish(f, c));
+    board_mark_landed(f->p.r->board, f->p.slot, c, f->p.gen);
+    landed_complete(f, c);
+    if (f->p.nlanded++ == 0 || f->p.nlanded == f->p.nland)
+        wsync_trace("engine %s rank %d: chunk %u landed (%u of %u)", f->p.r->engine_id, f->p.me, c, f->p.nlanded,
+                    f->p.nland);
+    f->p.ndone++;
     return WSYNC_OK;
 }
 
 static wsync_status_t tf_fan_out(tfetch_t *f, int *progressed)
 {
     uint32_t k, keep = 0;
-    for (k = 0; k < f->npending; k++) {
-        uint32_t c = f->pending[k];
-        if (!board_is_landed(f->r->board, f->slot, c, f->gen)) {
-            f->pending[keep++] = c;
+    for (k = 0; k < f->p.npending; k++) {
+        uint32_t c = f->p.pending[k];
+        if (!board_is_landed(f->p.r->board, f->p.slot, c, f->p.gen)) {
+            f->p.pending[keep++] = c;
             continue;
         }
         WSYNC_CHECK(copy_chunk(f, c, f->np->chunks[c].land_rank));
-        board_mark_copied(f->r->board, f->slot, c, f->gen);
+        board_mark_copied(f->p.r->board, f->p.slot, c, f->p.gen);
         WSYNC_CHECK(chunk_complete(f, c));
         release_copied_in(f, c);
-        f->ndone++;
+        f->p.ndone++;
         *progressed = 1;
     }
-    f->npending = keep;
-    return WSYNC_OK;
-}
-
-/* What the attempt still waits for, for its failure message: the trainer
- * ranks whose answer has not come. */
-static void tf_waiting_for(const tfetch_t *f, char *out, size_t len)
-{
-    size_t n = 0;
-    int t, first = 1;
-    out[0] = '\0';
-    for (t = 0; t < f->world; t++)
-        if (f->reqs[t].started && !recv_request_done(&f->reqs[t])) {
-            n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%d",
-                                  first ? "; no answer yet from trainer rank " : ", ", t);
-            first = 0;
-        }
-    if (f->relay.on)
-        snprintf(out + n, n < len ? len - n : 0, "; puts come from the relay of engine %.128s at %.160s",
-                 f->relay.id, f->relay.addr);
-}
-
-static wsync_status_t tf_watch(tfetch_t *f)
-{
-    char why[512];
-    int t;
-    WSYNC_CHECK(tf_relay_watch(f));
-    for (t = 0; t < f->world; t++)
-        if (recv_request_failed(&f->reqs[t])) { /* ends the attempt now: it cannot finish */
-            tf_waiting_for(f, why, sizeof(why));
-            return wsync_error(f->reqs[t].status, "%s; version %llu: %u of %u chunks in on engine %s rank %d%s",
-                               f->reqs[t].error, (unsigned long long)f->v, f->ndone, f->nwant, f->r->engine_id,
-                               f->me, why);
-        }
-    if (wsync_now_ns() - f->last_check <= 50000000ULL)
-        return WSYNC_OK;
-    f->last_check = wsync_now_ns();
-    /* Chunks differ in size here: the share of them in, of the image. */
-    recv_progress_bytes(f->r->progress, f->nwant ? f->tl->image_len * f->ndone / f->nwant : 0);
-    WSYNC_CHECK(recv_check_peers(f->r, f->gen));
-    if (f->last_check > f->last_landed && f->last_check - f->last_landed >= RECV_REPLACED_CHECK_NS &&
-        f->last_check - f->last_reg_check >= RECV_REPLACED_CHECK_NS) {
-        char who[300];
-        f->last_reg_check = f->last_check;
-        if (recv_trainer_replaced(f->r, f->reqs, f->world, f->last_check - f->last_landed, who, sizeof(who))) {
-            tf_waiting_for(f, why, sizeof(why));
-            return wsync_error(WSYNC_ERR_PEER, "%s; version %llu: %u of %u chunks in on engine %s rank %d%s", who,
-                               (unsigned long long)f->v, f->ndone, f->nwant, f->r->engine_id, f->me, why);
-        }
-    }
-    if (f->last_check > f->deadline) {
-        tf_waiting_for(f, why, sizeof(why));
-        return wsync_error(WSYNC_ERR_TIMEOUT,
-                           "version %llu: %u of %u chunks in on engine %s rank %d when the timeout passed%s",
-                           (unsigned long long)f->v, f->ndone, f->nwant, f->r->engine_id, f->me, why);
-    }
+    f->p.npending = keep;
     return WSYNC_OK;
 }
 
@@ -471,28 +398,25 @@ static wsync_status_t tf_collect(tfetch_t *f)
     const wsync_node_plan_t *seg = f->tl->seg;
     size_t i;
     int t;
-    for (t = 0; t < f->world; t++) {
-        const json_t *d;
-        const char *key;
-        json_t *val;
-        while (!recv_request_done(&f->reqs[t])) {
+    for (t = 0; t < f->p.world; t++) {
+        const wsync_pull_reply_t *rep = &f->p.reqs[t].reply;
+        size_t k;
+        while (!recv_request_done(&f->p.reqs[t])) {
             tf_release(f);
-            WSYNC_CHECK(tf_watch(f));
+            WSYNC_CHECK(recv_pull_watch(&f->p));
             usleep(200);
         }
-        if (f->reqs[t].status != WSYNC_OK)
-            return wsync_error(f->reqs[t].status, "%s", f->reqs[t].error);
+        if (f->p.reqs[t].status != WSYNC_OK)
+            return wsync_error(f->p.reqs[t].status, "%s", f->p.reqs[t].error);
         f->tl->defs_sent[t] = 1;
-        d = json_object_get(f->reqs[t].reply, "segments");
-        json_object_foreach((json_t *)d, key, val)
-        {
-            char *end;
-            unsigned long long id = strtoull(key, &end, 10);
-            uint64_t dg;
-            if (*end || id >= seg->nputs || seg->puts[id].src_rank != t ||
-                wsync_digest_parse(json_string_value(val), &dg) != 0)
-                return wsync_error(WSYNC_ERR_PEER, "trainer rank %d answered a bad segment digest '%s'", t, key);
-            f->digests[id] = dg;
+        for (k = 0; k < rep->nsegments; k++) {
+            uint32_t id = rep->segment_ids[k];
+            if (id >= seg->nputs || seg->puts[id].src_rank != t)
+                return wsync_error(WSYNC_ERR_PEER,
+                                   "trainer rank %d answered a digest for segment %u, which %s of this rank's %zu "
+                                   "segments",
+                                   t, id, id >= seg->nputs ? "is none" : "it does not own", seg->nputs);
+            f->digests[id] = rep->segment_digests[k];
             f->have[id] = 1;
         }
     }
@@ -504,26 +428,56 @@ static wsync_status_t tf_collect(tfetch_t *f)
     return WSYNC_OK;
 }
 
+/* ---- what the shared phases (pull.h) ask of a node of targets ---- */
+
+static size_t ops_chunk_units(const recv_pull_t *p, uint32_t c, size_t *first)
+{
+    const wsync_tchunk_t *ch = &container_of(p, tfetch_t, p)->np->chunks[c];
+    *first = ch->first_put;
+    return ch->nputs;
+}
+
+static int ops_unit_src(const recv_pull_t *p, size_t u)
+{
+    return container_of(p, tfetch_t, p)->np->puts[u].src_rank;
+}
+
+static int ops_land_rank(const recv_pull_t *p, uint32_t c)
+{
+    return container_of(p, tfetch_t, p)->np->chunks[c].land_rank;
+}
+
+/* Chunks differ in size here: the share of them in, of the image. */
+static uint64_t ops_bytes_in(const recv_pull_t *p)
+{
+    return p->nwant ? container_of(p, tfetch_t, p)->tl->image_len * p->ndone / p->nwant : 0;
+}
+
+/* After a relay was given up: the chunks still missing, and the digests
+ * (the trainer ranks' earlier requests asked for digests alone). */
+static wsync_status_t ops_request_rank(recv_pull_t *p, int t)
+{
+    return tf_request_rank(container_of(p, tfetch_t, p), t, 0);
+}
+
+static const recv_pull_ops_t tf_ops = {.unit = "puts",
+                                       .unit1 = "put",
+                                       .unit_at = ops_unit_at,
+                                       .chunk_landed = ops_chunk_landed,
+                                       .chunk_units = ops_chunk_units,
+                                       .unit_src = ops_unit_src,
+                                       .land_rank = ops_land_rank,
+                                       .check_landing = ops_check_landing,
+                                       .bytes_in = ops_bytes_in,
+                                       .request_rank = ops_request_rank,
+                                       .reask_all = 1};
+
 static void tf_end(tfetch_t *f, wsync_status_t st)
 {
-    int t;
-    recv_dests_drain(f->r->mem, f->r->cur_dm); /* write-through copies still queued (a failed pull) */
-    tf_relay_end(f);
-    if (st != WSYNC_OK) {
-        recv_transport_reset(f->r);
-        memset(f->tl->defs_sent, 0, (size_t)f->world); /* a trainer may have restarted: send them again */
-    }
-    for (t = 0; f->reqs && t < f->world; t++) {
-        if (st != WSYNC_OK) /* a silent peer's request ends now, not at the deadline */
-            recv_request_abort(&f->reqs[t]);
-        recv_request_end(&f->reqs[t]);
-    }
-    free(f->remaining);
-    free(f->mine);
-    free(f->pending);
-    free(f->reqs);
-    free(f->addrs);
-    free(f->tnames);
+    recv_dests_drain(f->p.r->mem, f->p.r->cur_dm); /* write-through copies still queued (a failed pull) */
+    if (st != WSYNC_OK)
+        memset(f->tl->defs_sent, 0, (size_t)f->p.world); /* a trainer may have restarted: send them again */
+    recv_pull_free(&f->p, st);
     free(f->digests);
     free(f->have);
     free(f->none);
@@ -534,20 +488,23 @@ static void tf_end(tfetch_t *f, wsync_status_t st)
 wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
                                   recv_tlayout_t *tl, uint64_t deadline)
 {
-    tfetch_t f = {.r = r,
-                  .sl = sl,
+    tfetch_t f = {.p = {.ops = &tf_ops,
+                        .r = r,
+                        .sl = sl,
+                        .tl = tl,
+                        .gen = a->gen,
+                        .v = a->version,
+                        .deadline = deadline,
+                        .slot = a->slot,
+                        .me = r->cfg.local_rank,
+                        .world = sl->world,
+                        .nchunks = tl->np->nchunks},
                   .tl = tl,
                   .np = tl->np,
-                  .gen = a->gen,
-                  .v = a->version,
-                  .deadline = deadline,
-                  .slot = a->slot,
-                  .me = r->cfg.local_rank,
-                  .world = sl->world,
                   .image = r->win[a->slot].ptr};
     wsync_status_t st;
 
-    WSYNC_CHECK(tf_join(&f));
+    WSYNC_CHECK(recv_pull_join(&f.p));
     if (r->relay && tl->hint_world == 0)
         WSYNC_CHECK(tf_serve(&f));
     st = recv_release_begin(&f.rl, r, a, f.np->nchunks);
@@ -555,23 +512,23 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
         st = tf_prepare(&f);
     if (st == WSYNC_OK)
         st = tf_request(&f);
-    while (st == WSYNC_OK && f.ndone < f.nwant) {
+    while (st == WSYNC_OK && f.p.ndone < f.p.nwant) {
         int progressed = 0, got = 0;
-        st = tf_land(&f, &progressed, &got);
+        st = recv_pull_land(&f.p, f.p.npending > 0, &progressed, &got);
         if (st == WSYNC_OK)
             st = tf_fan_out(&f, &progressed);
         tf_release(&f);
         if (st == WSYNC_OK)
-            st = tf_watch(&f);
-        if (st == WSYNC_OK && !progressed && got == 0 && (f.npending > 0 || r->ntr != 1))
+            st = recv_pull_watch(&f.p);
+        if (st == WSYNC_OK && !progressed && got == 0 && (f.p.npending > 0 || r->ntr != 1))
             usleep(200);
     }
     if (st == WSYNC_OK)
         st = tf_collect(&f);
     if (st == WSYNC_OK)
-        st = recv_tlayout_verify(r, tl, f.image, f.digests, f.v);
+        st = recv_tlayout_verify(r, tl, f.image, f.digests, f.p.v);
     if (st == WSYNC_OK)
-        wsync_trace("engine %s rank %d: every segment of its target verified", r->engine_id, f.me);
+        wsync_trace("engine %s rank %d: every segment of its target verified", r->engine_id, f.p.me);
     if (st == WSYNC_OK)
         recv_release_drain(&f.rl, r, release_landed, &f, deadline);
     tf_end(&f, st);

@@ -17,6 +17,7 @@
 #include "engine_side/dests.h"
 #include "engine_side/reporter.h"
 #include "engine_side/progress.h"
+#include "common/proto/pull_reply.h"
 #include "common/proto/pull_request.h"
 #include "engine_side/relay.h"
 #include "common/base/plan_spec.h"
@@ -174,7 +175,7 @@ typedef struct recv_request {
     int fd, aborted;
     const wsync_auth_t *auth; /* the receiver's: the request proves the token */
     json_t *msg;              /* owned: freed by recv_request_end */
-    json_t *reply;            /* the answer, when it succeeded (owned likewise) */
+    wsync_pull_reply_t reply; /* the answer, when it succeeded (cleared likewise) */
     uint64_t deadline;
     pthread_t th;
     int started;

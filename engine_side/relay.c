@@ -14,6 +14,7 @@
 #include "common/base/checks.h"
 #include "common/base/log.h"
 #include "common/proto/pull_port.h"
+#include "common/proto/pull_reply.h"
 #include "common/proto/pull_request.h"
 #include "common/base/settings.h"
 #include "common/transport/transport.h"
@@ -349,7 +350,6 @@ static void serve(void *ctx, const json_t *req, json_t *reply)
     relay_req_t rq = {.rl = ctx};
     recv_relay_t *rl = rq.rl;
     uint64_t v = (uint64_t)json_integer_value(json_object_get(req, "version"));
-    char msg[1000];
     uint32_t nchunks;
     int s, rc = -1;
 
@@ -375,13 +375,13 @@ static void serve(void *ctx, const json_t *req, json_t *reply)
     pthread_mutex_unlock(&rl->lock);
 answer:
     if (rc == 0) {
-        json_object_set_new(reply, "ok", json_true());
-        json_object_set_new(reply, "pieces", json_integer((json_int_t)rq.nput));
-        json_object_set_new(reply, "bytes", json_integer((json_int_t)rq.bytes));
+        wsync_pull_reply_t ok = {.pieces = rq.nput, .bytes = rq.bytes};
+        if (wsync_pull_reply_write(&ok, reply) != WSYNC_OK)
+            wsync_pull_reply_write_error(reply, "relay of engine %s: %s", rl->engine_id, wsync_last_error());
     } else {
-        snprintf(msg, sizeof(msg), "relay of engine %s at %s, version %llu, engine %s rank %d: %s", rl->engine_id,
-                 rl->addr, (unsigned long long)v, rq.q.engine, rq.q.local_rank, rq.error);
-        json_object_set_new(reply, "error", json_string(msg));
+        wsync_pull_reply_write_error(reply, "relay of engine %s at %s, version %llu, engine %s rank %d: %s",
+                                     rl->engine_id, rl->addr, (unsigned long long)v, rq.q.engine, rq.q.local_rank,
+                                     rq.error);
     }
     free(rq.sent);
     wsync_pull_request_clear(&rq.q);

@@ -113,7 +113,6 @@ static void *req_main(void *arg)
     recv_request_t *q = arg;
     json_t *reply = NULL;
     int fd = take_conn(q->conns, q->pull_addr);
-    const char *err;
 
     if (fd >= 0) {
         /* A kept connection proved the token when it opened; one the peer
@@ -131,15 +130,15 @@ static void *req_main(void *arg)
     }
     if (fd < 0)
         q->status = call_new(q, &fd, &reply);
+    if (q->status == WSYNC_OK && wsync_pull_reply_from_json(reply, &q->reply) != WSYNC_OK)
+        q->status = WSYNC_ERR_PEER; /* malformed: named with who sent it below */
     if (q->status != WSYNC_OK) {
         snprintf(q->error, sizeof(q->error), "%s at %s: %s", q->who, q->pull_addr, wsync_last_error());
-    } else if ((err = json_string_value(json_object_get(reply, "error"))) != NULL) {
+    } else if (q->reply.error[0] != '\0') {
         q->status = WSYNC_ERR_PEER;
-        snprintf(q->error, sizeof(q->error), "%s", err);
-    } else {
-        q->reply = reply; /* read after done, by the attempt */
-        reply = NULL;
-    }
+        snprintf(q->error, sizeof(q->error), "%s", q->reply.error);
+        wsync_pull_reply_clear(&q->reply);
+    } /* else q->reply is read after done, by the attempt */
     json_decref(reply);
     set_fd(q, -1);
     if (fd >= 0 && q->status == WSYNC_OK && !aborted(q))
@@ -204,8 +203,8 @@ void recv_request_end(recv_request_t *q)
         q->keep_fd = -1;
     }
     json_decref(q->msg);
-    json_decref(q->reply);
-    q->msg = q->reply = NULL;
+    wsync_pull_reply_clear(&q->reply);
+    q->msg = NULL;
     q->started = 0;
 }
 

@@ -16,6 +16,7 @@
 #include "common/base/checks.h"
 #include "common/base/fault.h"
 #include "common/proto/pull_port.h"
+#include "common/proto/pull_reply.h"
 #include "common/proto/pull_request.h"
 #include "common/base/settings.h"
 #include "common/base/util.h"
@@ -285,7 +286,7 @@ answer_error(json_t *reply, const wsync_publisher_t *p, const wsync_pull_request
     va_end(ap);
     snprintf(msg, sizeof(msg), "trainer rank %d, version %llu, engine %s rank %d: %s", p->cfg.rank,
              (unsigned long long)q->version, q->engine, q->local_rank, what);
-    json_object_set_new(reply, "error", json_string(msg));
+    wsync_pull_reply_write_error(reply, "%s", msg);
 }
 
 /* Admits the request under p->lock: its version's slot (pinned), the
@@ -352,26 +353,29 @@ static void finish_puts(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *t
     }
     if (r->outstanding > 0 && r->status == WSYNC_OK)
         fail_request(r, p->serving.stopping ? WSYNC_ERR_PEER : WSYNC_ERR_TIMEOUT,
-                     p->serving.stopping ? "the publisher is shutting down"
-                                 : "the transport did not confirm every put sent within the request's timeout");
+                     p->serving.stopping
+                         ? "the publisher is shutting down"
+                         : "the transport did not confirm every put sent within the request's timeout");
 }
 
+/* The answer (common/proto/pull_reply.h): what was put, and with targets the
+ * digests of the asker's segments I own; or what failed and how far the puts
+ * got. */
 static void answer(json_t *reply, const wsync_publisher_t *p, const wsync_pull_request_t *q,
                    const pub_put_list_t *l, const pub_request_t *r)
 {
+    wsync_pull_reply_t ok = {.pieces = r->nput, .bytes = r->bput};
+    json_t *segs = r->segments ? json_object_get(r->segments, "segments") : NULL;
     char done[200];
     if (r->status != WSYNC_OK) {
         answer_error(reply, p, q, "%s; %s", r->error, pub_put_list_progress(l, r, done, sizeof(done)));
         return;
     }
-    json_object_set_new(reply, "ok", json_true());
     if (r->segments)
-        json_object_set_new(reply, "segments",
-                            json_object_get(r->segments, "segments")
-                                ? json_incref(json_object_get(r->segments, "segments"))
-                                : json_object());
-    json_object_set_new(reply, "pieces", json_integer((json_int_t)r->nput));
-    json_object_set_new(reply, "bytes", json_integer((json_int_t)r->bput));
+        ok.segments = segs ? json_incref(segs) : json_object();
+    if (wsync_pull_reply_write(&ok, reply) != WSYNC_OK)
+        answer_error(reply, p, q, "%s", wsync_last_error());
+    json_decref(ok.segments);
 }
 
 /* Serve one pull, `q` parsed from `req`; fills `reply`. Whole image or
@@ -446,7 +450,7 @@ static void serve(void *ctx, const json_t *req, json_t *reply)
     char msg[400];
     if (wsync_pull_request_from_json(req, p->sl->plan->nchunks, &q) != WSYNC_OK) { /* targets: checked later */
         snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
-        json_object_set_new(reply, "error", json_string(msg));
+        wsync_pull_reply_write_error(reply, "%s", msg);
         return;
     }
     serve_request(p, req, &q, reply);

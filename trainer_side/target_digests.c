@@ -18,6 +18,7 @@
 #include "common/base/checks.h"
 #include "common/digest/digest.h"
 #include "common/mem/digest_runs.h"
+#include "common/proto/pull_reply.h"
 #include "common/targets/target_verify.h"
 #include "trainer_side/publisher_internal.h"
 
@@ -100,10 +101,7 @@ out:
 
 static void put_digest(json_t *out, uint64_t sum, const wsync_tput_t *pu)
 {
-    char hex[17], key[24];
-    wsync_digest_hex(wsync_digest_final(sum, pu->len, pu->dst_off), hex);
-    snprintf(key, sizeof(key), "%u", pu->id);
-    json_object_set_new(out, key, json_string(hex));
+    wsync_pull_reply_add_segment(out, pu->id, wsync_digest_final(sum, pu->len, pu->dst_off));
 }
 
 static wsync_status_t digest_contig(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *seg,

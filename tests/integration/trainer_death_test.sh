@@ -90,7 +90,7 @@ last=$(grep 'pull failed' "$TMP/e2.log" | tail -1)
 echo "dead rank: last error: $last" >&2
 check death_dead_rank_error_names_trainer_rank grep -q 'trainer rank 1' <<<"$last"
 check death_dead_rank_error_says_refused grep -q 'refused' <<<"$last"
-check death_dead_rank_error_says_what_was_missing grep -Eq 'missing|chunks verified' <<<"$last"
+check death_dead_rank_error_says_what_was_missing grep -Eq 'missing|chunks in on engine' <<<"$last"
 kill $U0 2>/dev/null; wait $U0 2>/dev/null
 
 # --- 2b. The same with engine layouts (a node of 2 TP ranks, targets): the

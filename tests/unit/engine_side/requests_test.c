@@ -6,7 +6,8 @@
  * connection, and the next request still gets its answer over a new one;
  * a request without the token's proof is refused however it is sent. A
  * request to an address where nothing listens any more fails at once, not
- * at its deadline; a relay's refusal names the engine that serves it. */
+ * at its deadline; a relay's refusal names the engine that serves it; a
+ * malformed reply is refused naming who sent it and the field. */
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,11 +21,18 @@
 
 static int served; /* atomic: requests the serve function answered */
 
+/* Answers as a trainer rank would, with the request's n as its piece count. */
 static void serve(void *ctx, const json_t *req, json_t *reply)
 {
+    wsync_pull_reply_t r = {.pieces = (uint64_t)json_integer_value(json_object_get(req, "n")),
+                            .bytes = (uint64_t)__atomic_add_fetch(&served, 1, __ATOMIC_RELAXED)};
+    wsync_pull_reply_write(&r, reply);
+}
+
+/* Answers {"ok": true} without the counts a reply must carry. */
+static void serve_malformed(void *ctx, const json_t *req, json_t *reply)
+{
     json_object_set_new(reply, "ok", json_true());
-    json_object_set_new(reply, "echo", json_incref(json_object_get(req, "n")));
-    json_object_set_new(reply, "served", json_integer(__atomic_add_fetch(&served, 1, __ATOMIC_RELAXED)));
 }
 
 static int local_port(int fd)
@@ -44,7 +52,7 @@ static int ask(recv_pull_conns_t *pc, const wsync_auth_t *auth, const char *addr
         return 0;
     while (!recv_request_done(&q))
         usleep(200);
-    ok = q.status == WSYNC_OK && json_integer_value(json_object_get(q.reply, "echo")) == n;
+    ok = q.status == WSYNC_OK && q.reply.pieces == (uint64_t)n && q.reply.error[0] == '\0';
     if (!ok)
         fprintf(stderr, "  request %d: %s\n", n, q.error);
     recv_request_end(&q);
@@ -164,10 +172,28 @@ static void relay_refusal_names_the_relaying_engine(void)
     relay_stop(rl);
 }
 
+/* A reply without its counts is not taken for a served pull: the request
+ * fails naming who answered, where, and the field. */
+static void malformed_reply_names_the_peer_and_field(void)
+{
+    wsync_auth_t none;
+    wsync_pull_port_t *pp = NULL;
+    char addr[64], err[512];
+    double took = 0;
+    CHECK_OK(wsync_auth_init(&none, NULL));
+    CHECK_OK(wsync_pull_port_start("127.0.0.1:0", &none, "test pull port", serve_malformed, NULL, &pp));
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", wsync_pull_port_number(pp));
+    CHECK_EQ(request_once(&none, 2, addr, err, sizeof(err), &took), WSYNC_ERR_PEER);
+    fprintf(stderr, "  %s\n", err);
+    CHECK(strstr(err, "trainer rank 2") && strstr(err, addr) && strstr(err, "field 'pieces'"));
+    wsync_pull_port_stop(pp);
+}
+
 int main(void)
 {
     RUN(requests_share_one_connection_and_survive_a_restart);
     RUN(request_to_a_gone_peer_fails_at_once);
     RUN(relay_refusal_names_the_relaying_engine);
+    RUN(malformed_reply_names_the_peer_and_field);
     TEST_EXIT();
 }

@@ -1,0 +1,157 @@
+/* pull_reply.c: the answer to a pull request, to and from JSON. */
+#include "common/proto/pull_reply.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/checks.h"
+#include "common/digest/digest.h"
+
+#define MAX_SEGMENTS (1u << 24) /* far above any target's verification segments */
+
+static int set(json_t *out, const char *key, json_t *v)
+{
+    return v == NULL || json_object_set_new(out, key, v) != 0 ? -1 : 0;
+}
+
+wsync_status_t wsync_pull_reply_write(const wsync_pull_reply_t *r, json_t *out)
+{
+    int bad;
+    if (r->error[0] != '\0')
+        bad = set(out, "error", json_string(r->error));
+    else
+        bad = set(out, "ok", json_true()) || (r->segments && set(out, "segments", json_incref(r->segments))) ||
+              set(out, "pieces", json_integer((json_int_t)r->pieces)) ||
+              set(out, "bytes", json_integer((json_int_t)r->bytes));
+    return bad ? wsync_error(WSYNC_ERR_NOMEM, "out of memory building a pull reply") : WSYNC_OK;
+}
+
+json_t *wsync_pull_reply_to_json(const wsync_pull_reply_t *r)
+{
+    json_t *j = json_object();
+    if (j && wsync_pull_reply_write(r, j) != WSYNC_OK) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+void wsync_pull_reply_write_error(json_t *out, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    json_object_set_new(out, "error", json_string(msg));
+}
+
+int wsync_pull_reply_add_segment(json_t *segments, uint32_t id, uint64_t digest)
+{
+    char hex[17], key[16];
+    wsync_digest_hex(digest, hex);
+    snprintf(key, sizeof(key), "%u", id);
+    return set(segments, key, json_string(hex));
+}
+
+/* A count field: an integer >= 0. */
+static wsync_status_t get_count(const json_t *j, const char *field, uint64_t *out)
+{
+    const json_t *v = json_object_get(j, field);
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return wsync_error(WSYNC_ERR_FORMAT, "pull reply: field '%s' must be an integer >= 0", field);
+    *out = (uint64_t)json_integer_value(v);
+    return WSYNC_OK;
+}
+
+/* A segment id: decimal digits of a uint32, no sign, no leading zeros. */
+static int parse_id(const char *key, uint32_t *out)
+{
+    unsigned long long v = 0;
+    size_t k, n = strlen(key);
+    if (n == 0 || n > 10 || (n > 1 && key[0] == '0'))
+        return -1;
+    for (k = 0; k < n; k++) {
+        if (key[k] < '0' || key[k] > '9')
+            return -1;
+        v = v * 10 + (unsigned)(key[k] - '0');
+    }
+    if (v > UINT32_MAX)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static wsync_status_t get_segments(const json_t *segs, wsync_pull_reply_t *out)
+{
+    const char *key;
+    json_t *val;
+    size_t n = json_object_size(segs), k = 0;
+    if (!json_is_object(segs) || n > MAX_SEGMENTS)
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "pull reply: field 'segments' must be an object of at most %u segment digests by id",
+                           MAX_SEGMENTS);
+    out->segment_ids = calloc(n ? n : 1, sizeof(*out->segment_ids));
+    out->segment_digests = calloc(n ? n : 1, sizeof(*out->segment_digests));
+    if (out->segment_ids == NULL || out->segment_digests == NULL)
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory parsing a pull reply");
+    json_object_foreach((json_t *)segs, key, val)
+    {
+        if (parse_id(key, &out->segment_ids[k]) != 0)
+            return wsync_error(WSYNC_ERR_FORMAT,
+                               "pull reply: field 'segments' key '%.40s' must be a segment id (decimal, < 2^32)",
+                               key);
+        if (wsync_digest_parse(json_string_value(val), &out->segment_digests[k]) != 0)
+            return wsync_error(WSYNC_ERR_FORMAT,
+                               "pull reply: field 'segments' entry '%s' must be a digest of 16 lowercase hex "
+                               "digits",
+                               key);
+        k++;
+    }
+    out->nsegments = n;
+    out->segments = json_incref((json_t *)segs);
+    return WSYNC_OK;
+}
+
+static wsync_status_t parse(const json_t *j, wsync_pull_reply_t *out)
+{
+    const json_t *err = json_object_get(j, "error"), *segs;
+    if (!json_is_object(j))
+        return wsync_error(WSYNC_ERR_FORMAT, "pull reply: not a JSON object");
+    if (err) {
+        const char *s = json_string_value(err);
+        if (s == NULL || s[0] == '\0')
+            return wsync_error(WSYNC_ERR_FORMAT, "pull reply: field 'error' must be a non-empty string");
+        snprintf(out->error, sizeof(out->error), "%s", s);
+        return WSYNC_OK;
+    }
+    if (!json_is_true(json_object_get(j, "ok")))
+        return wsync_error(WSYNC_ERR_FORMAT, "pull reply: field 'ok' must be true (or field 'error' say why not)");
+    WSYNC_CHECK(get_count(j, "pieces", &out->pieces));
+    WSYNC_CHECK(get_count(j, "bytes", &out->bytes));
+    segs = json_object_get(j, "segments");
+    return segs ? get_segments(segs, out) : WSYNC_OK;
+}
+
+wsync_status_t wsync_pull_reply_from_json(const json_t *j, wsync_pull_reply_t *out)
+{
+    wsync_status_t st;
+    memset(out, 0, sizeof(*out));
+    st = parse(j, out);
+    if (st != WSYNC_OK)
+        wsync_pull_reply_clear(out);
+    return st;
+}
+
+void wsync_pull_reply_clear(wsync_pull_reply_t *r)
+{
+    json_decref(r->segments);
+    free(r->segment_ids);
+    free(r->segment_digests);
+    r->segments = NULL;
+    r->segment_ids = NULL;
+    r->segment_digests = NULL;
+    r->nsegments = 0;
+}

@@ -1,0 +1,53 @@
+/* pull_reply.h: the answer to a pull request (pull_request.h), from a
+ * trainer rank (trainer_side/pull_server.c) or another engine node's relay
+ * (engine_side/relay.c), parsed by the asking rank (engine_side/requests.c).
+ * It is sent once the puts of the request completed or failed: either
+ *   {"error": "<what went wrong, naming the trainer rank or relay>"}
+ * or
+ *   {"ok": true, "segments": {"<id>": "<16 hex digits>", ...}, "pieces": n, "bytes": b}
+ * where "segments" comes only on a pull with targets: the digests of the
+ * asking rank's verification segments (target_verify.h) that the answering
+ * trainer rank owns, by segment id. The parser trusts nothing and names the
+ * field that is wrong. */
+#ifndef WSYNC_COMMON_PULL_REPLY_H
+#define WSYNC_COMMON_PULL_REPLY_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/wsync.h"
+
+typedef struct wsync_pull_reply {
+    /* Non-empty: the pull failed and this says why (the whole reply). */
+    char error[1024];
+    uint64_t pieces, bytes; /* what was put for the request */
+    /* Segment digests, or NULL: none sent. Building, a borrowed object
+     * filled with wsync_pull_reply_add_segment; parsed, an owned reference
+     * to the checked object, also unpacked into nsegments ids and digests
+     * (in the object's order). */
+    json_t *segments;
+    size_t nsegments;
+    uint32_t *segment_ids;
+    uint64_t *segment_digests;
+} wsync_pull_reply_t;
+
+/* Fills `out`, an empty object (the pull port hands one to its serve
+ * callback), with the reply: keys in the order of the comment above. */
+wsync_status_t wsync_pull_reply_write(const wsync_pull_reply_t *r, json_t *out);
+/* The same as a new reference, or NULL without memory. */
+json_t *wsync_pull_reply_to_json(const wsync_pull_reply_t *r);
+/* A failed pull's reply in `out` (empty): {"error": formatted message}. */
+void wsync_pull_reply_write_error(json_t *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Adds segment `id`'s digest to a segments object (json_object()); 0 on
+ * success, -1 without memory. */
+int wsync_pull_reply_add_segment(json_t *segments, uint32_t id, uint64_t digest);
+
+/* Parses and checks `j`. WSYNC_OK for a well-formed reply, the failed ones
+ * included (out->error non-empty); a malformed one fails with
+ * WSYNC_ERR_FORMAT naming the field. On success *out owns its segments:
+ * free them with wsync_pull_reply_clear (also safe after a failure). */
+wsync_status_t wsync_pull_reply_from_json(const json_t *j, wsync_pull_reply_t *out);
+void wsync_pull_reply_clear(wsync_pull_reply_t *r);
+
+#endif

@@ -1,0 +1,108 @@
+/* pull_reply_test.c: the answer to a pull request keeps the bytes the
+ * trainer ranks and relays sent before it was a module (compared with
+ * literal JSON text), survives the round trip, and every malformed field is
+ * refused naming it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/proto/pull_reply.h"
+#include "tests/test.h"
+
+static void text_is(const json_t *j, const char *want)
+{
+    char *got = json_dumps(j, JSON_COMPACT); /* as wsync_msg_send frames it */
+    CHECK_STR(got, want);
+    free(got);
+}
+
+static void served_reply_has_the_old_bytes(void)
+{
+    wsync_pull_reply_t r = {.pieces = 12, .bytes = 805306368};
+    json_t *j = wsync_pull_reply_to_json(&r);
+    text_is(j, "{\"ok\":true,\"pieces\":12,\"bytes\":805306368}");
+    json_decref(j);
+}
+
+static void target_reply_carries_segment_digests(void)
+{
+    wsync_pull_reply_t r = {.pieces = 3, .bytes = 4096}, back;
+    json_t *segs = json_object(), *j;
+    CHECK_EQ(wsync_pull_reply_add_segment(segs, 7, 0x0123456789abcdefULL), 0);
+    CHECK_EQ(wsync_pull_reply_add_segment(segs, 0, 0xffffffffffffffffULL), 0);
+    CHECK_EQ(wsync_pull_reply_add_segment(segs, 4000000000u, 1), 0);
+    r.segments = segs;
+    j = wsync_pull_reply_to_json(&r);
+    text_is(j, "{\"ok\":true,\"segments\":{\"7\":\"0123456789abcdef\",\"0\":\"ffffffffffffffff\","
+               "\"4000000000\":\"0000000000000001\"},\"pieces\":3,\"bytes\":4096}");
+    CHECK_OK(wsync_pull_reply_from_json(j, &back));
+    CHECK_STR(back.error, "");
+    CHECK_EQ(back.pieces, 3);
+    CHECK_EQ(back.bytes, 4096);
+    CHECK_EQ(back.nsegments, 3);
+    CHECK(back.segment_ids[0] == 7 && back.segment_digests[0] == 0x0123456789abcdefULL);
+    CHECK(back.segment_ids[1] == 0 && back.segment_digests[1] == 0xffffffffffffffffULL);
+    CHECK(back.segment_ids[2] == 4000000000u && back.segment_digests[2] == 1);
+    wsync_pull_reply_clear(&back);
+    CHECK(back.segments == NULL && back.segment_ids == NULL && back.nsegments == 0);
+    json_decref(j);
+    json_decref(segs);
+}
+
+static void failed_reply_is_the_error_alone(void)
+{
+    wsync_pull_reply_t back;
+    json_t *j = json_object();
+    wsync_pull_reply_write_error(j, "trainer rank %d no longer holds version %d (newest: %d)", 1, 5, 9);
+    text_is(j, "{\"error\":\"trainer rank 1 no longer holds version 5 (newest: 9)\"}");
+    CHECK_OK(wsync_pull_reply_from_json(j, &back));
+    CHECK_STR(back.error, "trainer rank 1 no longer holds version 5 (newest: 9)");
+    CHECK(back.segments == NULL);
+    json_decref(j);
+    /* a struct with an error writes that alone, whatever else it holds */
+    {
+        wsync_pull_reply_t r = {.pieces = 4};
+        snprintf(r.error, sizeof(r.error), "relay of engine e1: gone");
+        j = wsync_pull_reply_to_json(&r);
+        text_is(j, "{\"error\":\"relay of engine e1: gone\"}");
+        json_decref(j);
+    }
+}
+
+static void refused(const char *text, const char *needle)
+{
+    wsync_pull_reply_t out;
+    json_t *j = json_loads(text, JSON_DECODE_ANY, NULL);
+    CHECK(j != NULL);
+    CHECK_FAILS(wsync_pull_reply_from_json(j, &out), WSYNC_ERR_FORMAT, needle);
+    CHECK(out.segments == NULL && out.segment_ids == NULL);
+    json_decref(j);
+}
+
+static void malformed_fields_are_named(void)
+{
+    refused("[1]", "not a JSON object");
+    refused("{}", "field 'ok'");
+    refused("{\"ok\":false,\"pieces\":1,\"bytes\":1}", "field 'ok'");
+    refused("{\"error\":7}", "field 'error'");
+    refused("{\"error\":\"\"}", "field 'error'");
+    refused("{\"ok\":true,\"bytes\":1}", "field 'pieces'");
+    refused("{\"ok\":true,\"pieces\":-1,\"bytes\":1}", "field 'pieces'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":\"1\"}", "field 'bytes'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"segments\":[]}", "field 'segments'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"segments\":{\"x1\":\"0123456789abcdef\"}}", "key 'x1'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"segments\":{\"01\":\"0123456789abcdef\"}}", "key '01'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"segments\":{\"4294967296\":\"0123456789abcdef\"}}",
+            "key '4294967296'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"segments\":{\"3\":\"0123456789ABCDEF\"}}", "entry '3'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"segments\":{\"2\":\"0123\"}}", "entry '2'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"segments\":{\"2\":5}}", "entry '2'");
+}
+
+int main(void)
+{
+    RUN(served_reply_has_the_old_bytes);
+    RUN(target_reply_carries_segment_digests);
+    RUN(failed_reply_is_the_error_alone);
+    RUN(malformed_fields_are_named);
+    TEST_EXIT();
+}
