@@ -2,7 +2,7 @@
  *   setup     the first pull only, before any attempt: image slots sized
  *             and reserved (not counted in the pull's time);
  *   open      local rank 0 chooses the version and opens an attempt on the
- *             board; the other ranks wait for it;
+ *             board; the other ranks wait for it (attempt_open.c);
  *   layout    the version record: the held layout reused, or a new one;
  *             with targets, the engine layout (targets.c); the caller's
  *             destination tensors checked against it (dests.c); image slots
@@ -30,180 +30,6 @@ static uint64_t deadline_after(int timeout_ms)
     return wsync_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 600000) * 1000000ULL;
 }
 
-static int left_ms(uint64_t deadline)
-{
-    uint64_t now = wsync_now_ns();
-    return now >= deadline ? 0 : (int)((deadline - now) / 1000000ULL);
-}
-
-/* Local rank 0: wait until every local rank is running. */
-static wsync_status_t wait_ranks(wsync_receiver_t *r, uint64_t deadline)
-{
-    for (;;) {
-        int p, missing = -1;
-        for (p = 1; p < r->cfg.local_world; p++)
-            if (!board_rank_alive(r->board, p)) {
-                missing = p;
-                break;
-            }
-        if (missing < 0)
-            return WSYNC_OK;
-        if (recv_cancelled(r))
-            return wsync_cancel_error("waiting for the other local ranks");
-        if (wsync_now_ns() >= deadline)
-            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s: local rank %d is not running", r->engine_id, missing);
-        usleep(10000);
-    }
-}
-
-/* The long poll for a version newer than the held one; its answer carries
- * the version's record, kept for fetch_record (one round trip per version
- * instead of two). */
-static wsync_status_t wait_newer(wsync_receiver_t *r, uint64_t deadline, uint64_t *v)
-{
-    json_decref(r->next_record);
-    r->next_record = NULL;
-    return wsync_control_wait_version_record(r->control, r->held_version, left_ms(deadline), v, &r->next_record);
-}
-
-/* While the node is degraded (a local rank went), rank 0's wait for a newer
- * version looks this often whether the rank came back: its new process
- * holds nothing until the node pulls the held version again. */
-#define REJOIN_LOOK_MS 1000
-
-/* The newest version, as wait_newer; or, on a degraded node whose missing
- * rank is back as a new process, the held version again (*repair 1): the
- * node holds it on every rank after that pull, and is ready without a new
- * version (26 item 4; it stayed "node degraded" until the next one). */
-static wsync_status_t wait_or_repair(wsync_receiver_t *r, uint64_t deadline, uint64_t *v, int *repair)
-{
-    *repair = 0;
-    for (;;) {
-        uint64_t now = wsync_now_ns(), until = now + REJOIN_LOOK_MS * 1000000ULL;
-        if (r->held_version && __atomic_exchange_n(&r->rejoined, 0, __ATOMIC_ACQ_REL)) {
-            LOG_INFO("engine %s: a local rank rejoined: pulling the held version %llu again, so every rank holds "
-                     "it",
-                     r->engine_id, (unsigned long long)r->held_version);
-            json_decref(r->next_record);
-            r->next_record = NULL;
-            *v = r->held_version;
-            *repair = 1;
-            return WSYNC_OK;
-        }
-        if (!__atomic_load_n(&r->degraded, __ATOMIC_ACQUIRE) || !r->held_version || until >= deadline)
-            return wait_newer(r, deadline, v);
-        WSYNC_CHECK(wait_newer(r, until, v));
-        if (*v != 0)
-            return WSYNC_OK;
-    }
-}
-
-/* After a failed attempt, the next one waits this long for a version newer
- * than the one that failed before it tries that one again: a version whose
- * trainer rank died cannot be had, and its replacement publishes the next
- * (the wait is the long poll: it ends when that is published). */
-#define RETRY_WAIT_MS 2000
-
-/* The version the caller named: published already, or waited for up to the
- * deadline (an engine started before its trainers). One no longer retained
- * fails in fetch_record, where the endpoint says which are. */
-static wsync_status_t wait_named(wsync_receiver_t *r, uint64_t version, uint64_t deadline)
-{
-    uint64_t got = 0;
-    json_decref(r->next_record);
-    r->next_record = NULL;
-    WSYNC_CHECK(wsync_control_wait_version_record(r->control, version - 1, left_ms(deadline), &got, &r->next_record));
-    if (got < version)
-        return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s: version %llu was not published in time (waited for it)",
-                           r->engine_id, (unsigned long long)version);
-    return WSYNC_OK;
-}
-
-/* The version to pull: the one named, or the newest (newer than the held
- * one; after a failed attempt of the newest, a newer one if it comes within
- * RETRY_WAIT_MS). */
-static wsync_status_t choose_version(wsync_receiver_t *r, uint64_t version, uint64_t deadline, uint64_t *v)
-{
-    uint64_t newer = 0;
-    json_t *rec = NULL;
-    int wait_ms, repair = 0;
-    *v = version;
-    if (version != 0)
-        return wait_named(r, version, deadline);
-    WSYNC_CHECK(r->cfg.local_rank == 0 ? wait_or_repair(r, deadline, v, &repair) : wait_newer(r, deadline, v));
-    if (repair)
-        return WSYNC_OK;
-    if (*v == 0)
-        return wsync_error(WSYNC_ERR_TIMEOUT, "no version newer than %llu was published in time",
-                           (unsigned long long)r->held_version);
-    if (*v != r->failed_version)
-        return WSYNC_OK;
-    wait_ms = left_ms(deadline) < RETRY_WAIT_MS ? left_ms(deadline) : RETRY_WAIT_MS;
-    if (wsync_control_wait_version_record(r->control, *v, wait_ms, &newer, &rec) == WSYNC_OK && newer > *v) {
-        wsync_trace("engine %s: version %llu failed before; version %llu came since", r->engine_id,
-                    (unsigned long long)*v, (unsigned long long)newer);
-        json_decref(r->next_record);
-        r->next_record = rec;
-        *v = newer;
-        return WSYNC_OK;
-    }
-    json_decref(rec);
-    return WSYNC_OK; /* none newer: the failed one again (its peer may be back) */
-}
-
-/* Local rank 0: choose the version and open an attempt on the board. */
-static wsync_status_t lead_attempt(wsync_receiver_t *r, uint64_t version, uint64_t deadline, board_attempt_t *a)
-{
-    uint64_t v = 0;
-    int most = 0, least = 0;
-    WSYNC_CHECK(choose_version(r, version, deadline, &v));
-    wsync_trace("engine %s: version %llu is the one to pull%s", r->engine_id, (unsigned long long)v,
-                r->next_record ? " (its record came with the answer)" : "");
-    if (wait_ranks(r, deadline) != WSYNC_OK) { /* status says so, with the node (reporter.h) */
-        reporter_note_node(r->reporter, wsync_last_error());
-        return WSYNC_ERR_TIMEOUT;
-    }
-    reporter_note_node(r->reporter, "");
-    WSYNC_CHECK(board_node_slots(r->board, left_ms(deadline), &most, &least));
-    if (least < r->nslots)
-        return wsync_error(WSYNC_ERR_CONFLICT,
-                           "engine %s: a local rank set up %d image slot(s), local rank 0 %d (ranks started with "
-                           "different modes or destination tensors, then one restarted): give every rank the same "
-                           "mode and dests, and restart the node",
-                           r->engine_id, least, r->nslots);
-    board_attempt_open(r->board, v, r->nslots, a);
-    return WSYNC_OK;
-}
-
-/* Ranks > 0: wait for rank 0 to open an attempt this rank has not joined. */
-static wsync_status_t follow_attempt(wsync_receiver_t *r, uint64_t version, uint64_t deadline, board_attempt_t *a)
-{
-    for (;;) {
-        uint32_t seq = board_attempt_seq(r->board);
-        int found = board_attempt_find(r->board, r->last_gen, version, a);
-        WSYNC_CHECK(recv_rejoin_if_needed(r));
-        if (found)
-            return WSYNC_OK;
-        if (recv_cancelled(r))
-            return wsync_cancel_error("waiting for local rank 0 to start a pull");
-        if (wsync_now_ns() >= deadline)
-            return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s rank %d: local rank 0 started no pull in time",
-                               r->engine_id, r->cfg.local_rank);
-        board_wait_attempt(r->board, seq, 20); /* woken when rank 0 opens one */
-    }
-}
-
-static wsync_status_t attempt_open(wsync_receiver_t *r, uint64_t version, uint64_t deadline, board_attempt_t *a)
-{
-    if (r->cfg.local_rank == 0)
-        return lead_attempt(r, version, deadline, a);
-    WSYNC_CHECK(recv_rejoin_if_needed(r));
-    return follow_attempt(r, version, deadline, a);
-}
-
-/* The record's trainer ranks as GET /v1/trainers lists them ([{"rank",
- * "endpoint"}]), or NULL (a record from before they came with it: the
- * attempt asks the endpoint). */
 static json_t *record_trainers_json(const wsync_version_record_t *rec)
 {
     json_t *arr = rec->ntrainers > 0 ? json_array() : NULL;
@@ -287,7 +113,7 @@ static wsync_status_t agree_slots(wsync_receiver_t *r, size_t ntensors, uint64_t
     if (r->cfg.mode != WSYNC_MODE_IN_PLACE && (r->cfg.ndests <= 0 || (size_t)r->cfg.ndests < ntensors))
         wish = 2;
     board_post_slots(r->board, wish);
-    WSYNC_CHECK(board_node_slots(r->board, left_ms(deadline), &most, &least));
+    WSYNC_CHECK(board_node_slots(r->board, recv_left_ms(deadline), &most, &least));
     r->nslots = most;
     board_post_slots(r->board, most);
     return WSYNC_OK;
@@ -323,12 +149,12 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
     if (r->cfg.local_rank != 0)
         WSYNC_CHECK(recv_rejoin_if_needed(r));
     if (v == 0) {
-        WSYNC_CHECK(wait_newer(r, deadline, &v));
+        WSYNC_CHECK(recv_wait_newer(r, deadline, &v));
         if (v == 0)
             return wsync_error(WSYNC_ERR_TIMEOUT, "no version newer than %llu was published in time",
                                (unsigned long long)r->held_version);
     } else {
-        WSYNC_CHECK(wait_named(r, v, deadline));
+        WSYNC_CHECK(recv_wait_named(r, v, deadline));
     }
     WSYNC_CHECK(fetch_record(r, v, &sl, &digests, &late));
     free(digests);
@@ -559,7 +385,7 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
      * interruptible), and device memory calls follow the thread's device. */
     WSYNC_CHECK(r->mem->init(r->device));
     WSYNC_CHECK(attempt_setup(r, version, deadline));
-    WSYNC_CHECK(attempt_open(r, version, deadline, &a));
+    WSYNC_CHECK(recv_attempt_open(r, version, deadline, &a));
     r->last_gen = a.gen;
     if (r->relay) /* before any rank lands a byte in the slot: its relay serves it no more */
         relay_slot_end(r->relay, a.slot);

@@ -262,6 +262,17 @@ static inline int recv_cancelled(const wsync_receiver_t *r)
  * ranks > 0: rejoin the board when local rank 0 restarted. */
 wsync_status_t recv_ensure_images(wsync_receiver_t *r, uint64_t need);
 wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r);
+/* attempt_open.c: milliseconds left until `deadline` (wsync_now_ns
+ * clock), 0 once past; and the open phase of an attempt: local rank 0
+ * chooses the version and opens the attempt on the board (*a), the other
+ * ranks wait for it. */
+int recv_left_ms(uint64_t deadline);
+wsync_status_t recv_attempt_open(wsync_receiver_t *r, uint64_t version, uint64_t deadline, board_attempt_t *a);
+/* The versions the first pull sets up for (attempt_setup): the next one
+ * newer than the held version (*v, 0 if none came in time), or `version`
+ * itself once it is published. */
+wsync_status_t recv_wait_newer(wsync_receiver_t *r, uint64_t deadline, uint64_t *v);
+wsync_status_t recv_wait_named(wsync_receiver_t *r, uint64_t version, uint64_t deadline);
 
 /* fetch.c: bring this rank's image slot a->slot to version a->version in
  * attempt a->gen; on success the slot holds it verified. `late`: the record
