@@ -70,7 +70,9 @@ else fail engine_rank_killed_node_reports_failed "state=$(engine_field kill-$$ s
 check engine_rank_killed_error_names_the_rank grep -q 'local rank 1' <(engine_field kill-$$ last_error)
 bg "$WSYNC" engine --control "$URL" --engine kill-$$ --local-rank 1 --local-world 2 --follow --timeout-ms 30000 \
     >"$TMP/kill1b.log" 2>&1
-if wait_until 40 field_is kill-$$ version "$V" && field_is kill-$$ state ready; then
+# Caught up: ready at V (the version field names V while the node pulls it too).
+caught_up() { field_is kill-$$ version "$V" && field_is kill-$$ state ready; }
+if wait_until 40 caught_up; then
     pass engine_rank_restarted_catches_up
 else
     fail engine_rank_restarted_catches_up "state=$(engine_field kill-$$ state) version=$(engine_field kill-$$ version) want $V"
