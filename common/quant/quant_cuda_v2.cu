@@ -5,7 +5,7 @@
 // integer max over the bf16 magnitudes' bits (a warp reduce, then 8 values in
 // shared memory), which also finds NaN and infinities (bits >= 0x7f80) without
 // a per-element test; the quotient is qm_quot (a multiply and two FMAs, equal
-// in code to the division, quant_math.h) and the code qm_encode_mag, so the
+// in code to the division, quant_math.h) and the code qm_encode_mag_lo, so the
 // bytes are the host's. The old kernel (quant_cuda.cu) did a correctly rounded
 // division, a rintf and two finiteness tests per element: 0.38 of the copy.
 #include <cuda_runtime.h>
@@ -31,8 +31,7 @@ static __device__ void note_bad(const uint4 *v, uint64_t cols, uint64_t r0, uint
 }
 
 // Four elements (two words) to four codes in one word, signs from the source.
-template <bool QUOT>
-static __device__ __forceinline__ uint32_t quant4(uint32_t w0, uint32_t w1, float s, float r)
+template <bool QUOT> static __device__ __forceinline__ uint32_t quant4(uint32_t w0, uint32_t w1, float s, float r)
 {
     const uint32_t m0 = w0 & 0x7fff7fffu, m1 = w1 & 0x7fff7fffu;
     const float x[4] = {qm_float(m0 << 16), qm_float(m0 & 0xffff0000u), qm_float(m1 << 16),
@@ -40,9 +39,11 @@ static __device__ __forceinline__ uint32_t quant4(uint32_t w0, uint32_t w1, floa
     uint32_t c[4];
 #pragma unroll
     for (int e = 0; e < 4; e++)
-        c[e] = qm_encode_mag(QUOT ? qm_quot(x[e], s, r) : x[e] / s);
-    // Byte e of the result is element e; its sign is bit 7 of the bf16's high byte.
-    return (c[0] | c[1] << 8 | c[2] << 16 | c[3] << 24) | (__byte_perm(w0, w1, 0x7531) & 0x80808080u);
+        c[e] = qm_encode_mag_lo(QUOT ? qm_quot(x[e], s, r) : x[e] / s);
+    // Byte e of the result is element e's code (the low byte of c[e]); its
+    // sign is bit 7 of the bf16's high byte.
+    const uint32_t codes = __byte_perm(__byte_perm(c[0], c[1], 0x0040), __byte_perm(c[2], c[3], 0x0040), 0x5410);
+    return codes | (__byte_perm(w0, w1, 0x7531) & 0x80808080u);
 }
 
 template <bool QUOT>
@@ -53,13 +54,14 @@ static __device__ __forceinline__ void store_tile(const uint4 *v, uint8_t *q, ui
     for (int k = 0; k < 8; k++) {
         const uint64_t row = r0 + 16u * (uint64_t)k;
         if (cok && row < rows)
-            *(uint2 *)(q + row * cols + c) =
-                make_uint2(quant4<QUOT>(v[k].x, v[k].y, s, r), quant4<QUOT>(v[k].z, v[k].w, s, r));
+            *(uint2 *)(q + row * cols + c) = make_uint2(quant4<QUOT>(v[k].x, v[k].y, s, r),
+                                                        quant4<QUOT>(v[k].z, v[k].w, s, r));
     }
 }
 
-__global__ void __launch_bounds__(QT2) quant_kernel_v2(const uint16_t *src, uint64_t rows, uint64_t cols, int ue8m0,
-                                                       uint8_t *q, float *scale, unsigned long long *bad)
+__global__ void __launch_bounds__(QT2, 4)
+    quant_kernel_v2(const uint16_t *src, uint64_t rows, uint64_t cols, int ue8m0, uint8_t *q, float *scale,
+                    unsigned long long *bad)
 {
     __shared__ uint32_t red[QT2 / 32];
     const uint64_t scols = (cols + 127) / 128, nblocks = (rows + 127) / 128 * scols;
@@ -106,6 +108,7 @@ extern "C" int wsync_cuda_fp8_quant_v2_async(const void *src, uint64_t rows, uin
     if (n == 0)
         return 0;
     const unsigned grid = n < 0x7fffffffu ? (unsigned)n : 0x7fffffffu;
-    quant_kernel_v2<<<grid, QT2, 0, (cudaStream_t)stream>>>((const uint16_t *)src, rows, cols, ue8m0, q, scale, bad_dev);
+    quant_kernel_v2<<<grid, QT2, 0, (cudaStream_t)stream>>>((const uint16_t *)src, rows, cols, ue8m0, q, scale,
+                                                            bad_dev);
     return (int)cudaGetLastError();
 }

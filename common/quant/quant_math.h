@@ -36,23 +36,30 @@ QM_FN float qm_float(uint32_t b)
 #endif
 }
 
-/* The e4m3fn code of a finite a >= 0: nearest, ties to even, saturated to
- * 448 (0x7e). Branch-free so the GPU kernel computes it for every element
- * without diverging; checked equal, over every finite float, to the form
- * with a rintf for the subnormals and a compare against 448. */
-QM_FN uint32_t qm_encode_mag(float a)
+/* The e4m3fn code of a finite a >= 0 in the low byte (the bits above it are
+ * not defined: the GPU kernel packs low bytes with byte permutes): nearest,
+ * ties to even, saturated to 448 (0x7e). Branch-free so the kernel computes
+ * it for every element without diverging; checked equal, over every finite
+ * float, to the form with a rintf for the subnormals and a compare against
+ * 448. */
+QM_FN uint32_t qm_encode_mag_lo(float a)
 {
     uint32_t b = qm_bits(a), r, sub;
     /* Subnormal codes are multiples of 2^-9: a * 2^9 (exact) plus 2^23, whose
-     * ulp is 1, rounds to the integer once, ties to even; 8 is the smallest
-     * normal's code, 0x08. */
-    sub = qm_bits(a * 0x1p9f + 0x1p23f) - 0x4b000000u;
+     * ulp is 1, rounds to the integer once, ties to even; the low byte of the
+     * sum's bits is that integer (8 is the smallest normal's code, 0x08). */
+    sub = qm_bits(a * 0x1p9f + 0x1p23f);
     /* Normal: keep 3 of fp32's 23 mantissa bits, ties to even, rebias the
      * exponent from 127 to 7; a carry into the exponent is the right next
      * value, and past 0x7e (448) saturates. */
     r = (b + 0x7ffffu + ((b >> 20) & 1u) - ((127u - 7u) << 23)) >> 20;
     r = r > 0x7eu ? 0x7eu : r;
     return a < 0x1p-6f ? sub : r;
+}
+
+QM_FN uint32_t qm_encode_mag(float a)
+{
+    return qm_encode_mag_lo(a) & 0xffu;
 }
 
 /* e4m3fn of a finite x: |x|'s code with x's sign. */
