@@ -1,4 +1,5 @@
-// quant_cuda.cu: the FP8 block quantization kernel (docs/FP8.md). One
+// quant_cuda.cu: the FP8 block quantization kernel's first form (docs/FP8.md),
+// and the launcher that picks it or the fast form (quant_cuda_v2.cu). One
 // thread block per quantization block: its elements are read once into
 // registers where the block is a whole 128 x 128 bf16 tile with rows on
 // 16-byte boundaries (each of 256 threads holds 8 rows x 8 columns, read as
@@ -10,6 +11,8 @@
 // equal wsync_fp8_quantize_host's.
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "common/quant/quant_cuda.h"
 #include "common/quant/quant_math.h"
@@ -132,8 +135,13 @@ extern "C" int wsync_cuda_fp8_quant_async(const void *src, int fmt, uint64_t row
     // The fast path's vectors: bf16, 128 x 128, rows on 16-byte boundaries (q's on 8).
     const int fast = fmt == 0 && block_rows == 128 && block_cols == 128 && cols % 8 == 0 &&
                      (uintptr_t)src % 16 == 0 && (uintptr_t)q % 8 == 0;
+    // WSYNC_QUANT_GPU=v1 keeps this file's kernel for every shape (read at each
+    // call so that gpu_quant_bench can time both in one run).
+    const char *form = getenv("WSYNC_QUANT_GPU");
     if (n == 0)
         return 0;
+    if (fast && !(form && strcmp(form, "v1") == 0))
+        return wsync_cuda_fp8_quant_v2_async(src, rows, cols, ue8m0, q, scale, bad_dev, stream);
     unsigned grid = n < 0x7fffffffu ? (unsigned)n : 0x7fffffffu;
     quant_kernel<<<grid, QT, 0, (cudaStream_t)stream>>>(src, fmt, rows, cols, block_rows, block_cols, ue8m0, q,
                                                         scale, bad_dev, fast);

@@ -3,7 +3,8 @@
  * whole 128 x 128 tiles (the register path), partial edge blocks, column
  * counts off the 8-element vector, unaligned sources, other block shapes,
  * fp32 and UE8M0 scales, values over many binades with zero blocks and
- * outliers; a NaN or infinity is refused naming the tensor, row and column;
+ * outliers, a block of tiny values (amax under 2^-100: the fast kernel
+ * divides there); both kernels (the fast one, and WSYNC_QUANT_GPU=v1); a NaN or infinity is refused naming the tensor, row and column;
  * without a GPU it says why. With WSYNC_QUANT_DUMP=DIR it writes one BF16
  * matrix and the kernel's codes and scales there for quant_torch_test.sh,
  * which compares them with torch.float8_e4m3fn. */
@@ -22,6 +23,7 @@
 #endif
 
 static int ngpu;
+static int tiny; /* fill: scale one block by 2^-130 (amax under 2^-100) */
 static uint64_t state = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void)
 {
@@ -50,6 +52,9 @@ static void fill(float *f, uint64_t rows, uint64_t cols)
             f[r * cols + c] = 0.0f;
     if (rows > 200 && cols > 3)
         f[200 * cols + 3] = 3e37f;
+    for (r = 128; tiny && r < rows && r < 256; r++)
+        for (c = 256; c < cols && c < 384; c++)
+            f[r * cols + c] = ldexpf(f[r * cols + c], -130);
 }
 
 #if WSYNC_HAVE_CUDA
@@ -120,18 +125,26 @@ static void kernel_equals_host(void)
     static const uint64_t shapes[][2] = {{128, 128}, {1024, 1536}, {300, 200}, {257, 129}, {130, 131}, {7, 5000}};
     const char *dump = getenv("WSYNC_QUANT_DUMP");
     size_t i;
-    int form, bad = 0;
+    int form, v, bad = 0;
     if (ngpu == 0)
         SKIP("no CUDA device");
-    for (form = 0; form < 2; form++) {
-        for (i = 0; i < WSYNC_ARRAY_LEN(shapes); i++) {
-            bad += !one(shapes[i][0], shapes[i][1], WSYNC_QSRC_BF16, 128, 128, (wsync_scale_form_t)form, 0,
-                        i == 1 ? dump : NULL);
-            bad += !one(shapes[i][0], shapes[i][1], WSYNC_QSRC_F32, 128, 128, (wsync_scale_form_t)form, 0, NULL);
+    for (v = 0; v < 2; v++) { /* the fast kernel, then the first (WSYNC_QUANT_GPU=v1) */
+        if (v == 1)
+            setenv("WSYNC_QUANT_GPU", "v1", 1);
+        for (form = 0; form < 2; form++) {
+            for (i = 0; i < WSYNC_ARRAY_LEN(shapes); i++) {
+                bad += !one(shapes[i][0], shapes[i][1], WSYNC_QSRC_BF16, 128, 128, (wsync_scale_form_t)form, 0,
+                            i == 1 && v == 0 ? dump : NULL);
+                bad += !one(shapes[i][0], shapes[i][1], WSYNC_QSRC_F32, 128, 128, (wsync_scale_form_t)form, 0, NULL);
+            }
+            bad += !one(1024, 1536, WSYNC_QSRC_BF16, 128, 128, (wsync_scale_form_t)form, 2, NULL); /* unaligned */
+            bad += !one(300, 200, WSYNC_QSRC_BF16, 64, 32, (wsync_scale_form_t)form, 0, NULL);
+            bad += !one(300, 200, WSYNC_QSRC_F32, 1, 128, (wsync_scale_form_t)form, 0, NULL);
+            tiny = 1;
+            bad += !one(300, 400, WSYNC_QSRC_BF16, 128, 128, (wsync_scale_form_t)form, 0, NULL);
+            tiny = 0;
         }
-        bad += !one(1024, 1536, WSYNC_QSRC_BF16, 128, 128, (wsync_scale_form_t)form, 2, NULL); /* unaligned */
-        bad += !one(300, 200, WSYNC_QSRC_BF16, 64, 32, (wsync_scale_form_t)form, 0, NULL);
-        bad += !one(300, 200, WSYNC_QSRC_F32, 1, 128, (wsync_scale_form_t)form, 0, NULL);
+        unsetenv("WSYNC_QUANT_GPU");
     }
     CHECK_EQ(bad, 0);
 #else
