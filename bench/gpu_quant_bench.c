@@ -97,7 +97,7 @@ int main(int argc, char **argv)
             if (mode == 1)
                 setenv("WSYNC_QUANT_GPU", "v1", 1);
             else
-                unsetenv("WSYNC_QUANT_GPU");
+                setenv("WSYNC_QUANT_GPU", "v2", 1);
             for (k = 0; k < reps + 2; k++) {
                 CU(cudaMemsetAsync(bad, 0xff, sizeof(*bad), s));
                 CU(cudaEventRecord(e0, s));
@@ -118,7 +118,7 @@ int main(int argc, char **argv)
             if (mode == 0)
                 setenv("WSYNC_QUANT_GPU", "v1", 1);
             else
-                unsetenv("WSYNC_QUANT_GPU");
+                setenv("WSYNC_QUANT_GPU", "v2", 1);
             wsync_fp8_quantize_host(h, WSYNC_QSRC_BF16, R, C, &spec, qh, sh, "bench");
             CU(cudaMemset(q, 0x55, n));
             if (wsync_fp8_quantize_cuda(src, WSYNC_QSRC_BF16, R, C, &spec, q, sc, "bench", s) != 0)

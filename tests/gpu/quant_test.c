@@ -128,9 +128,8 @@ static void kernel_equals_host(void)
     int form, v, bad = 0;
     if (ngpu == 0)
         SKIP("no CUDA device");
-    for (v = 0; v < 2; v++) { /* the fast kernel, then the first (WSYNC_QUANT_GPU=v1) */
-        if (v == 1)
-            setenv("WSYNC_QUANT_GPU", "v1", 1);
+    for (v = 0; v < 2; v++) { /* the fast kernel (WSYNC_QUANT_GPU=v2), then the first (v1) */
+        setenv("WSYNC_QUANT_GPU", v == 0 ? "v2" : "v1", 1);
         for (form = 0; form < 2; form++) {
             for (i = 0; i < WSYNC_ARRAY_LEN(shapes); i++) {
                 bad += !one(shapes[i][0], shapes[i][1], WSYNC_QSRC_BF16, 128, 128, (wsync_scale_form_t)form, 0,
