@@ -166,10 +166,19 @@ __device__ __forceinline__ void group_offsets(const uint32_t *m, unsigned long l
     __syncthreads();
 }
 
+/* This block's tile's offset: its scanned count, plus its segment's when
+ * the scan ran in segments (seg != NULL). */
+__device__ __forceinline__ unsigned long long tile_offset(const unsigned long long *offsets,
+                                                          const unsigned long long *seg)
+{
+    return offsets[blockIdx.x] + (seg != NULL ? seg[blockIdx.x / WSYNC_DELTA_CUDA_SEG] : 0);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(THREADS)
     compact_kernel(const T *next, uint64_t n, const uint32_t *words, const unsigned long long *offsets,
-                   unsigned char *bitmap, unsigned char *idx, unsigned iw, unsigned char *vals)
+                   const unsigned long long *seg, unsigned char *bitmap, unsigned char *idx, unsigned iw,
+                   unsigned char *vals)
 {
     __shared__ uint32_t m[GROUPS_PER_BLOCK];
     __shared__ unsigned long long goff[GROUPS_PER_BLOCK];
@@ -183,7 +192,7 @@ __global__ void __launch_bounds__(THREADS)
                 bitmap[4 * g + k] = (unsigned char)(m[threadIdx.x] >> (8 * k));
     }
     __syncthreads();
-    group_offsets(m, offsets[blockIdx.x], goff);
+    group_offsets(m, tile_offset(offsets, seg), goff);
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
     for (int k = 0; k < GROUPS_PER_WARP; k++) {
         unsigned j = warp * GROUPS_PER_WARP + k;
@@ -204,7 +213,7 @@ __global__ void __launch_bounds__(THREADS)
 template <typename T>
 __global__ void __launch_bounds__(THREADS)
     scatter_bitmap_kernel(T *dst, uint64_t n, const unsigned char *bm, const unsigned long long *offsets,
-                          const unsigned char *vals)
+                          const unsigned long long *seg, const unsigned char *vals)
 {
     __shared__ uint32_t m[GROUPS_PER_BLOCK];
     __shared__ unsigned long long goff[GROUPS_PER_BLOCK];
@@ -214,7 +223,7 @@ __global__ void __launch_bounds__(THREADS)
         m[threadIdx.x] = g < ngroups ? bitmap_word(bm, (n + 7) / 8, g) : 0;
     }
     __syncthreads();
-    group_offsets(m, offsets[blockIdx.x], goff);
+    group_offsets(m, tile_offset(offsets, seg), goff);
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
     for (int k = 0; k < GROUPS_PER_WARP; k++) {
         unsigned j = warp * GROUPS_PER_WARP + k;
@@ -294,14 +303,16 @@ extern "C" int wsync_delta_cuda_scan(unsigned long long *counts, uint64_t nblk, 
 }
 
 extern "C" int wsync_delta_cuda_compact(const void *next, uint64_t n, unsigned w, const uint32_t *words,
-                                        const unsigned long long *offsets, unsigned char *bitmap,
-                                        unsigned char *idx, unsigned iw, unsigned char *vals, void *stream)
+                                        const unsigned long long *offsets, const unsigned long long *seg,
+                                        unsigned char *bitmap, unsigned char *idx, unsigned iw,
+                                        unsigned char *vals, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (n == 0)
         return 0;
-#define L(T) \
-    compact_kernel<T><<<grid_of(n), THREADS, 0, s>>>((const T *)next, n, words, offsets, bitmap, idx, iw, vals)
+#define L(T)          \
+    compact_kernel<T> \
+        <<<grid_of(n), THREADS, 0, s>>>((const T *)next, n, words, offsets, seg, bitmap, idx, iw, vals)
     BY_WIDTH(w, L)
 #undef L
     return (int)cudaGetLastError();
@@ -309,12 +320,13 @@ extern "C" int wsync_delta_cuda_compact(const void *next, uint64_t n, unsigned w
 
 extern "C" int wsync_delta_cuda_scatter_bitmap(unsigned char *dst, uint64_t n, unsigned w,
                                                const unsigned char *bitmap, const unsigned long long *offsets,
-                                               const unsigned char *vals, void *stream)
+                                               const unsigned long long *seg, const unsigned char *vals,
+                                               void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (n == 0)
         return 0;
-#define L(T) scatter_bitmap_kernel<T><<<grid_of(n), THREADS, 0, s>>>((T *)dst, n, bitmap, offsets, vals)
+#define L(T) scatter_bitmap_kernel<T><<<grid_of(n), THREADS, 0, s>>>((T *)dst, n, bitmap, offsets, seg, vals)
     BY_WIDTH(w, L)
 #undef L
     return (int)cudaGetLastError();
