@@ -148,9 +148,27 @@ __global__ void __launch_bounds__(THREADS)
 }
 
 /* Offsets of a block's groups: the block's offset plus the popcounts of the
- * groups before each (a shared-memory scan of 64 entries). */
+ * groups before each (one warp's shuffle scan over the 64). */
 __device__ __forceinline__ void group_offsets(const uint32_t *m, unsigned long long block_off,
                                               unsigned long long *goff)
+{
+    static_assert(GROUPS_PER_BLOCK == 64, "one warp, two groups a lane");
+    if (threadIdx.x < 32) { /* one warp scans two groups a lane (v1 had one thread add all 64 in turn) */
+        unsigned l = threadIdx.x, a = __popc(m[2 * l]), b = __popc(m[2 * l + 1]), incl = a + b;
+        for (unsigned off = 1; off < 32; off *= 2) {
+            unsigned up = __shfl_up_sync(0xffffffffu, incl, off);
+            if (l >= off)
+                incl += up;
+        }
+        goff[2 * l] = block_off + incl - a - b;
+        goff[2 * l + 1] = block_off + incl - b;
+    }
+    __syncthreads();
+}
+
+/* v1's: one thread adds the 64 popcounts in turn. */
+__device__ __forceinline__ void group_offsets_v1(const uint32_t *m, unsigned long long block_off,
+                                                 unsigned long long *goff)
 {
     __shared__ unsigned pc[GROUPS_PER_BLOCK];
     if (threadIdx.x < GROUPS_PER_BLOCK)
@@ -192,7 +210,10 @@ __global__ void __launch_bounds__(THREADS)
                 bitmap[4 * g + k] = (unsigned char)(m[threadIdx.x] >> (8 * k));
     }
     __syncthreads();
-    group_offsets(m, tile_offset(offsets, seg), goff);
+    if (seg != NULL)
+        group_offsets(m, tile_offset(offsets, seg), goff);
+    else
+        group_offsets_v1(m, offsets[blockIdx.x], goff);
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
     for (int k = 0; k < GROUPS_PER_WARP; k++) {
         unsigned j = warp * GROUPS_PER_WARP + k;
@@ -223,7 +244,10 @@ __global__ void __launch_bounds__(THREADS)
         m[threadIdx.x] = g < ngroups ? bitmap_word(bm, (n + 7) / 8, g) : 0;
     }
     __syncthreads();
-    group_offsets(m, tile_offset(offsets, seg), goff);
+    if (seg != NULL)
+        group_offsets(m, tile_offset(offsets, seg), goff);
+    else
+        group_offsets_v1(m, offsets[blockIdx.x], goff);
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
     for (int k = 0; k < GROUPS_PER_WARP; k++) {
         unsigned j = warp * GROUPS_PER_WARP + k;
