@@ -215,13 +215,23 @@ __global__ void __launch_bounds__(THREADS)
     else
         group_offsets_v1(m, offsets[blockIdx.x], goff);
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    T held[GROUPS_PER_WARP];
+    /* New path: every load of the warp's groups before any store (the stores
+     * go through unsigned char *, which may alias next, so the compiler
+     * would not hoist the loads: one DRAM latency per group in turn). */
+#pragma unroll
+    for (int k = 0; k < GROUPS_PER_WARP; k++) {
+        unsigned j = warp * GROUPS_PER_WARP + k;
+        held[k] = seg != NULL && (m[j] >> lane & 1) ? next[(gb + j) * 32 + lane] : (T)0;
+    }
+#pragma unroll
     for (int k = 0; k < GROUPS_PER_WARP; k++) {
         unsigned j = warp * GROUPS_PER_WARP + k;
         uint32_t mk = m[j];
         if (!(mk >> lane & 1))
             continue;
         uint64_t e = (gb + j) * 32 + lane, at = goff[j] + __popc(mk & ((1u << lane) - 1));
-        store_elem<T>(vals + at * sizeof(T), next[e]);
+        store_elem<T>(vals + at * sizeof(T), seg != NULL ? held[k] : next[e]);
         if (idx != NULL) {
             if (iw == 4)
                 *(uint32_t *)(idx + at * 4) = (uint32_t)e;
@@ -249,13 +259,23 @@ __global__ void __launch_bounds__(THREADS)
     else
         group_offsets_v1(m, offsets[blockIdx.x], goff);
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    T held[GROUPS_PER_WARP];
+#pragma unroll
+    for (int k = 0; k < GROUPS_PER_WARP; k++) { /* new path: loads first, as in the gather */
+        unsigned j = warp * GROUPS_PER_WARP + k;
+        uint32_t mk = m[j];
+        held[k] = seg != NULL && (mk >> lane & 1)
+                      ? load_elem<T>(vals + (goff[j] + __popc(mk & ((1u << lane) - 1))) * sizeof(T))
+                      : (T)0;
+    }
+#pragma unroll
     for (int k = 0; k < GROUPS_PER_WARP; k++) {
         unsigned j = warp * GROUPS_PER_WARP + k;
         uint32_t mk = m[j];
         if (!(mk >> lane & 1))
             continue;
         uint64_t e = (gb + j) * 32 + lane, at = goff[j] + __popc(mk & ((1u << lane) - 1));
-        dst[e] = load_elem<T>(vals + at * sizeof(T));
+        dst[e] = seg != NULL ? held[k] : load_elem<T>(vals + at * sizeof(T));
     }
 }
 
