@@ -49,6 +49,10 @@ int wsync_delta_cuda_scan(unsigned long long *counts, uint64_t nblk, unsigned lo
  * is not 16-byte aligned). */
 int wsync_delta_cuda_mask_fast(const void *base, const void *next, uint64_t n, unsigned w, uint32_t *words,
                                unsigned long long *counts, void *stream);
+/* Second version of wsync_delta_cuda_bitmap_counts: 16 bytes of bitmap a
+ * lane (v1's kernel where the bitmap is not 16-byte aligned). */
+int wsync_delta_cuda_bitmap_counts_fast(const unsigned char *bitmap, uint64_t n, unsigned long long *counts,
+                                        unsigned *bad, void *stream);
 /* The scan in segments of WSYNC_DELTA_CUDA_SEG counts: counts[b] becomes
  * the exclusive sum within b's segment and seg[s] (wsync_delta_cuda_segs
  * entries) the exclusive sum of the segments before s: b's offset is

@@ -104,6 +104,34 @@ __global__ void __launch_bounds__(THREADS) mask_fast_kernel(const unsigned char 
     }
 }
 
+/* The tile counts of a wire's bitmap (nbytes = ceil(n/8), 16-byte aligned):
+ * a lane reads 16 bytes (4 words), 16 lanes one tile's 64 words; *bad = 1
+ * when the last word has a bit at or past n. v1 read one word on 8 lanes. */
+__global__ void __launch_bounds__(THREADS)
+    bitmap_counts_fast_kernel(const unsigned char *bm, uint64_t n, unsigned long long *counts, unsigned *bad)
+{
+    const uint64_t nbytes = (n + 7) / 8, ngroups = (n + 31) / 32, nvec = (nbytes + 15) / 16;
+    const uint64_t nblk = (n + WSYNC_DELTA_CUDA_TILE - 1) / WSYNC_DELTA_CUDA_TILE;
+    for (uint64_t q0 = (uint64_t)blockIdx.x * THREADS; q0 < nvec; q0 += (uint64_t)gridDim.x * THREADS) {
+        const uint64_t q = q0 + threadIdx.x;
+        vec16 x = load16(bm, q * 16, nbytes);
+        unsigned pc = 0;
+#pragma unroll
+        for (unsigned i = 0; i < 4; i++) {
+            uint32_t word;
+            memcpy(&word, x.b + 4 * i, 4);
+            if (4 * q + i == ngroups - 1 && n % 32 != 0 && (word >> (n % 32)) != 0)
+                atomicExch(bad, 1u);
+            pc += __popc(word);
+        }
+#pragma unroll
+        for (unsigned off = 8; off > 0; off /= 2) /* within each half warp: one tile */
+            pc += __shfl_xor_sync(0xffffffffu, pc, off);
+        if (q % 16 == 0 && q / 16 < nblk)
+            counts[q / 16] = pc;
+    }
+}
+
 /* Block b: exclusive scan of counts[2048b ..) in place; seg[b] = their sum. */
 __global__ void __launch_bounds__(THREADS)
     seg_scan_kernel(unsigned long long *counts, uint64_t nblk, unsigned long long *seg)
@@ -146,9 +174,9 @@ __global__ void __launch_bounds__(THREADS)
     }
 }
 
-template <typename T>
-static void launch_mask(const void *base, const void *next, uint64_t n, uint32_t *words,
-                        unsigned long long *counts, cudaStream_t s)
+/* Blocks for `units` pieces of work: at most 8 a SM (a full SM at 256
+ * threads), the rest by grid stride. */
+static unsigned grid_for(uint64_t units)
 {
     static int sms;
     if (sms == 0) {
@@ -156,10 +184,17 @@ static void launch_mask(const void *base, const void *next, uint64_t n, uint32_t
         if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))
             sms = 132;
     }
-    uint64_t chunks = (n * sizeof(T) + CHUNK_BYTES - 1) / CHUNK_BYTES, cap = (uint64_t)sms * 8;
-    mask_fast_kernel<T><<<(unsigned)(chunks < cap ? chunks : cap), THREADS, 0, s>>>((const unsigned char *)base,
-                                                                                    (const unsigned char *)next, n,
-                                                                                    words, counts);
+    uint64_t cap = (uint64_t)sms * 8;
+    return (unsigned)(units < cap ? (units ? units : 1) : cap);
+}
+
+template <typename T>
+static void launch_mask(const void *base, const void *next, uint64_t n, uint32_t *words,
+                        unsigned long long *counts, cudaStream_t s)
+{
+    uint64_t chunks = (n * sizeof(T) + CHUNK_BYTES - 1) / CHUNK_BYTES;
+    mask_fast_kernel<T><<<grid_for(chunks), THREADS, 0, s>>>((const unsigned char *)base,
+                                                             (const unsigned char *)next, n, words, counts);
 }
 
 extern "C" int wsync_delta_cuda_mask_fast(const void *base, const void *next, uint64_t n, unsigned w,
@@ -192,4 +227,19 @@ extern "C" int wsync_delta_cuda_scan_fast(unsigned long long *counts, uint64_t n
     if (err != 0)
         return err;
     return wsync_delta_cuda_scan(seg, nseg, total, stream);
+}
+
+extern "C" int wsync_delta_cuda_bitmap_counts_fast(const unsigned char *bitmap, uint64_t n,
+                                                   unsigned long long *counts, unsigned *bad, void *stream)
+{
+    uint64_t nvec = ((n + 7) / 8 + 15) / 16;
+    if (n == 0)
+        return 0;
+    if ((uintptr_t)bitmap % 16 != 0)
+        return wsync_delta_cuda_bitmap_counts(bitmap, n, counts, bad, stream);
+    bitmap_counts_fast_kernel<<<grid_for((nvec + THREADS - 1) / THREADS), THREADS, 0, (cudaStream_t)stream>>>(bitmap,
+                                                                                                              n,
+                                                                                                              counts,
+                                                                                                              bad);
+    return (int)cudaGetLastError();
 }

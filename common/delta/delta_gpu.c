@@ -153,7 +153,10 @@ static wsync_status_t apply_bitmap(unsigned char *dst, const wsync_delta_header_
     uint64_t n = h->piece_bytes / h->width, bm = (n + 7) / 8;
     unsigned long long back[2] = {0, 0};
     CU(cudaMemsetAsync(sc.flag, 0, sizeof(*sc.flag), s), "clear");
-    CU(wsync_delta_cuda_bitmap_counts(pay, n, sc.counts, (unsigned *)sc.flag, s), "bitmap count");
+    if (sc.seg == NULL)
+        CU(wsync_delta_cuda_bitmap_counts(pay, n, sc.counts, (unsigned *)sc.flag, s), "bitmap count");
+    else
+        CU(wsync_delta_cuda_bitmap_counts_fast(pay, n, sc.counts, (unsigned *)sc.flag, s), "bitmap count");
     if (sc.seg == NULL)
         CU(wsync_delta_cuda_scan(sc.counts, wsync_delta_cuda_blocks(n), sc.total, s), "scan");
     else
