@@ -4,7 +4,11 @@
  * it). bf16 elements, 2% and 10% changed by default, spread at random.
  * Usage: gpu_delta_bench [SIZE_MIB [WIDTH [PERMILLE...]]] (default 1024 2 20 100).
  * Median of 10 after a warm-up, each timed with events around the call
- * (which includes its read-back of the count). */
+ * (which includes its read-back of the count). Bytes counted: the piece's
+ * length once per call for all three, so memcpy's rate is half the bytes it
+ * moves (reads the piece, writes it), the encode's half of what it must
+ * read (both versions), the apply's the piece it leaves. Each line gives the
+ * first kernels (WSYNC_DELTA_GPU=v1) and the current ones side by side. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,7 +103,9 @@ int main(int argc, char **argv)
         host[i] = (unsigned char)x;
     }
     cudaMemcpy(c.base, host, c.len, cudaMemcpyHostToDevice);
-    printf("gpu_delta_bench: %s, %zu MiB, width %u, median of %d\n", prop.name, mib, c.w, REPS);
+    printf("gpu_delta_bench: %s, %zu MiB, width %u, median of %d; GB/s = the piece's bytes (one version) per "
+           "second: memcpy moves 2x that (read + write), the encode reads 2x (both versions) plus its wire\n",
+           prop.name, mib, c.w, REPS);
     for (unsigned k = 0; k < np; k++) {
         wsync_delta_stats_t st;
         unsigned char *check = malloc(c.len);
@@ -110,20 +116,28 @@ int main(int argc, char **argv)
                 host[e * c.w] ^= 1;
         }
         cudaMemcpy(c.next, host, c.len, cudaMemcpyHostToDevice);
-        double mc = measure(&c, 0), enc = measure(&c, 1);
-        wsync_delta_gpu_encode(c.base, c.next, c.len, c.w, c.out, c.cap, &c.out_len, &st, c.scratch, NULL);
-        cudaMemcpy(c.dst, c.base, c.len, cudaMemcpyDeviceToDevice);
-        double app = measure(&c, 2);
-        cudaMemcpy(check, c.dst, c.len, cudaMemcpyDeviceToHost);
-        if (memcmp(check, host, c.len) != 0) {
-            fprintf(stderr, "gpu_delta_bench: apply did not give the new version\n");
-            return 1;
+        double mc = measure(&c, 0), enc[2], app[2];
+        for (int v = 0; v < 2; v++) { /* v 0: WSYNC_DELTA_GPU=v1, v 1: the current kernels */
+            if (v == 0)
+                setenv("WSYNC_DELTA_GPU", "v1", 1);
+            else
+                unsetenv("WSYNC_DELTA_GPU");
+            enc[v] = measure(&c, 1);
+            wsync_delta_gpu_encode(c.base, c.next, c.len, c.w, c.out, c.cap, &c.out_len, &st, c.scratch, NULL);
+            cudaMemcpy(c.dst, c.base, c.len, cudaMemcpyDeviceToDevice);
+            app[v] = measure(&c, 2);
+            cudaMemcpy(check, c.dst, c.len, cudaMemcpyDeviceToHost);
+            if (memcmp(check, host, c.len) != 0) {
+                fprintf(stderr, "gpu_delta_bench: apply (%s) did not give the new version\n", v ? "new" : "v1");
+                return 1;
+            }
         }
         free(check);
-        printf("%5.1f%% changed: wire %s %.4f of full | D2D memcpy %7.1f GB/s | encode %7.1f GB/s (%.2fx) | "
-               "apply %7.1f GB/s (%.2fx)\n",
+        printf("%5.1f%% changed: wire %s %.4f of full | D2D memcpy %7.1f GB/s | encode v1 %7.1f (%.2fx) new %7.1f "
+               "GB/s (%.2fx) | apply v1 %7.1f (%.2fx) new %7.1f GB/s (%.2fx)\n",
                (double)st.changed * 100.0 / (double)st.elems, wsync_delta_form_name(st.chosen),
-               (double)c.out_len / (double)c.len, mc, enc, enc / mc, app, app / mc);
+               (double)c.out_len / (double)c.len, mc, enc[0], enc[0] / mc, enc[1], enc[1] / mc, app[0],
+               app[0] / mc, app[1], app[1] / mc);
     }
     return 0;
 }

@@ -148,9 +148,27 @@ __global__ void __launch_bounds__(THREADS)
 }
 
 /* Offsets of a block's groups: the block's offset plus the popcounts of the
- * groups before each (a shared-memory scan of 64 entries). */
+ * groups before each (one warp's shuffle scan over the 64). */
 __device__ __forceinline__ void group_offsets(const uint32_t *m, unsigned long long block_off,
                                               unsigned long long *goff)
+{
+    static_assert(GROUPS_PER_BLOCK == 64, "one warp, two groups a lane");
+    if (threadIdx.x < 32) { /* one warp scans two groups a lane (v1 had one thread add all 64 in turn) */
+        unsigned l = threadIdx.x, a = __popc(m[2 * l]), b = __popc(m[2 * l + 1]), incl = a + b;
+        for (unsigned off = 1; off < 32; off *= 2) {
+            unsigned up = __shfl_up_sync(0xffffffffu, incl, off);
+            if (l >= off)
+                incl += up;
+        }
+        goff[2 * l] = block_off + incl - a - b;
+        goff[2 * l + 1] = block_off + incl - b;
+    }
+    __syncthreads();
+}
+
+/* v1's: one thread adds the 64 popcounts in turn. */
+__device__ __forceinline__ void group_offsets_v1(const uint32_t *m, unsigned long long block_off,
+                                                 unsigned long long *goff)
 {
     __shared__ unsigned pc[GROUPS_PER_BLOCK];
     if (threadIdx.x < GROUPS_PER_BLOCK)
@@ -166,10 +184,19 @@ __device__ __forceinline__ void group_offsets(const uint32_t *m, unsigned long l
     __syncthreads();
 }
 
+/* This block's tile's offset: its scanned count, plus its segment's when
+ * the scan ran in segments (seg != NULL). */
+__device__ __forceinline__ unsigned long long tile_offset(const unsigned long long *offsets,
+                                                          const unsigned long long *seg)
+{
+    return offsets[blockIdx.x] + (seg != NULL ? seg[blockIdx.x / WSYNC_DELTA_CUDA_SEG] : 0);
+}
+
 template <typename T>
 __global__ void __launch_bounds__(THREADS)
     compact_kernel(const T *next, uint64_t n, const uint32_t *words, const unsigned long long *offsets,
-                   unsigned char *bitmap, unsigned char *idx, unsigned iw, unsigned char *vals)
+                   const unsigned long long *seg, unsigned char *bitmap, unsigned char *idx, unsigned iw,
+                   unsigned char *vals)
 {
     __shared__ uint32_t m[GROUPS_PER_BLOCK];
     __shared__ unsigned long long goff[GROUPS_PER_BLOCK];
@@ -183,15 +210,28 @@ __global__ void __launch_bounds__(THREADS)
                 bitmap[4 * g + k] = (unsigned char)(m[threadIdx.x] >> (8 * k));
     }
     __syncthreads();
-    group_offsets(m, offsets[blockIdx.x], goff);
+    if (seg != NULL)
+        group_offsets(m, tile_offset(offsets, seg), goff);
+    else
+        group_offsets_v1(m, offsets[blockIdx.x], goff);
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    T held[GROUPS_PER_WARP];
+    /* New path: every load of the warp's groups before any store (the stores
+     * go through unsigned char *, which may alias next, so the compiler
+     * would not hoist the loads: one DRAM latency per group in turn). */
+#pragma unroll
+    for (int k = 0; k < GROUPS_PER_WARP; k++) {
+        unsigned j = warp * GROUPS_PER_WARP + k;
+        held[k] = seg != NULL && (m[j] >> lane & 1) ? next[(gb + j) * 32 + lane] : (T)0;
+    }
+#pragma unroll
     for (int k = 0; k < GROUPS_PER_WARP; k++) {
         unsigned j = warp * GROUPS_PER_WARP + k;
         uint32_t mk = m[j];
         if (!(mk >> lane & 1))
             continue;
         uint64_t e = (gb + j) * 32 + lane, at = goff[j] + __popc(mk & ((1u << lane) - 1));
-        store_elem<T>(vals + at * sizeof(T), next[e]);
+        store_elem<T>(vals + at * sizeof(T), seg != NULL ? held[k] : next[e]);
         if (idx != NULL) {
             if (iw == 4)
                 *(uint32_t *)(idx + at * 4) = (uint32_t)e;
@@ -204,7 +244,7 @@ __global__ void __launch_bounds__(THREADS)
 template <typename T>
 __global__ void __launch_bounds__(THREADS)
     scatter_bitmap_kernel(T *dst, uint64_t n, const unsigned char *bm, const unsigned long long *offsets,
-                          const unsigned char *vals)
+                          const unsigned long long *seg, const unsigned char *vals)
 {
     __shared__ uint32_t m[GROUPS_PER_BLOCK];
     __shared__ unsigned long long goff[GROUPS_PER_BLOCK];
@@ -214,15 +254,28 @@ __global__ void __launch_bounds__(THREADS)
         m[threadIdx.x] = g < ngroups ? bitmap_word(bm, (n + 7) / 8, g) : 0;
     }
     __syncthreads();
-    group_offsets(m, offsets[blockIdx.x], goff);
+    if (seg != NULL)
+        group_offsets(m, tile_offset(offsets, seg), goff);
+    else
+        group_offsets_v1(m, offsets[blockIdx.x], goff);
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    T held[GROUPS_PER_WARP];
+#pragma unroll
+    for (int k = 0; k < GROUPS_PER_WARP; k++) { /* new path: loads first, as in the gather */
+        unsigned j = warp * GROUPS_PER_WARP + k;
+        uint32_t mk = m[j];
+        held[k] = seg != NULL && (mk >> lane & 1)
+                      ? load_elem<T>(vals + (goff[j] + __popc(mk & ((1u << lane) - 1))) * sizeof(T))
+                      : (T)0;
+    }
+#pragma unroll
     for (int k = 0; k < GROUPS_PER_WARP; k++) {
         unsigned j = warp * GROUPS_PER_WARP + k;
         uint32_t mk = m[j];
         if (!(mk >> lane & 1))
             continue;
         uint64_t e = (gb + j) * 32 + lane, at = goff[j] + __popc(mk & ((1u << lane) - 1));
-        dst[e] = load_elem<T>(vals + at * sizeof(T));
+        dst[e] = seg != NULL ? held[k] : load_elem<T>(vals + at * sizeof(T));
     }
 }
 
@@ -294,14 +347,16 @@ extern "C" int wsync_delta_cuda_scan(unsigned long long *counts, uint64_t nblk, 
 }
 
 extern "C" int wsync_delta_cuda_compact(const void *next, uint64_t n, unsigned w, const uint32_t *words,
-                                        const unsigned long long *offsets, unsigned char *bitmap,
-                                        unsigned char *idx, unsigned iw, unsigned char *vals, void *stream)
+                                        const unsigned long long *offsets, const unsigned long long *seg,
+                                        unsigned char *bitmap, unsigned char *idx, unsigned iw,
+                                        unsigned char *vals, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (n == 0)
         return 0;
-#define L(T) \
-    compact_kernel<T><<<grid_of(n), THREADS, 0, s>>>((const T *)next, n, words, offsets, bitmap, idx, iw, vals)
+#define L(T)          \
+    compact_kernel<T> \
+        <<<grid_of(n), THREADS, 0, s>>>((const T *)next, n, words, offsets, seg, bitmap, idx, iw, vals)
     BY_WIDTH(w, L)
 #undef L
     return (int)cudaGetLastError();
@@ -309,12 +364,13 @@ extern "C" int wsync_delta_cuda_compact(const void *next, uint64_t n, unsigned w
 
 extern "C" int wsync_delta_cuda_scatter_bitmap(unsigned char *dst, uint64_t n, unsigned w,
                                                const unsigned char *bitmap, const unsigned long long *offsets,
-                                               const unsigned char *vals, void *stream)
+                                               const unsigned long long *seg, const unsigned char *vals,
+                                               void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (n == 0)
         return 0;
-#define L(T) scatter_bitmap_kernel<T><<<grid_of(n), THREADS, 0, s>>>((T *)dst, n, bitmap, offsets, vals)
+#define L(T) scatter_bitmap_kernel<T><<<grid_of(n), THREADS, 0, s>>>((T *)dst, n, bitmap, offsets, seg, vals)
     BY_WIDTH(w, L)
 #undef L
     return (int)cudaGetLastError();

@@ -25,6 +25,14 @@ static inline uint64_t wsync_delta_cuda_blocks(uint64_t n)
     return (n + WSYNC_DELTA_CUDA_TILE - 1) / WSYNC_DELTA_CUDA_TILE;
 }
 
+/* Tile counts per block of the segmented scan (delta_cuda_fast.cu). */
+#define WSYNC_DELTA_CUDA_SEG 2048u
+
+static inline uint64_t wsync_delta_cuda_segs(uint64_t nblk)
+{
+    return (nblk + WSYNC_DELTA_CUDA_SEG - 1) / WSYNC_DELTA_CUDA_SEG;
+}
+
 /* Compare n elements of width w: words[g] = the changed mask of elements
  * [32g, 32g+32) (ceil(n/32) words), counts[b] = the changed elements of
  * block b. */
@@ -36,15 +44,32 @@ int wsync_delta_cuda_bitmap_counts(const unsigned char *bitmap, uint64_t n, unsi
                                    unsigned *bad, void *stream);
 /* Exclusive scan of counts[0..nblk) in place; *total gets the sum. */
 int wsync_delta_cuda_scan(unsigned long long *counts, uint64_t nblk, unsigned long long *total, void *stream);
+/* Second version (delta_cuda_fast.cu): the same words and counts as
+ * wsync_delta_cuda_mask from 16-byte loads (v1's kernel where base or next
+ * is not 16-byte aligned). */
+int wsync_delta_cuda_mask_fast(const void *base, const void *next, uint64_t n, unsigned w, uint32_t *words,
+                               unsigned long long *counts, void *stream);
+/* Second version of wsync_delta_cuda_bitmap_counts: 16 bytes of bitmap a
+ * lane (v1's kernel where the bitmap is not 16-byte aligned). */
+int wsync_delta_cuda_bitmap_counts_fast(const unsigned char *bitmap, uint64_t n, unsigned long long *counts,
+                                        unsigned *bad, void *stream);
+/* The scan in segments of WSYNC_DELTA_CUDA_SEG counts: counts[b] becomes
+ * the exclusive sum within b's segment and seg[s] (wsync_delta_cuda_segs
+ * entries) the exclusive sum of the segments before s: b's offset is
+ * counts[b] + seg[b / WSYNC_DELTA_CUDA_SEG]. *total gets the sum. */
+int wsync_delta_cuda_scan_fast(unsigned long long *counts, uint64_t nblk, unsigned long long *seg,
+                               unsigned long long *total, void *stream);
 /* Write the values of the set elements of next (and, with idx != NULL,
  * their indices of iw bytes; with bitmap != NULL, the wire's bitmap bytes)
- * at their offsets. */
+ * at their offsets: offsets[b], plus seg[b / WSYNC_DELTA_CUDA_SEG] when seg
+ * is not NULL (after wsync_delta_cuda_scan_fast). */
 int wsync_delta_cuda_compact(const void *next, uint64_t n, unsigned w, const uint32_t *words,
-                             const unsigned long long *offsets, unsigned char *bitmap, unsigned char *idx,
-                             unsigned iw, unsigned char *vals, void *stream);
-/* Write the values of a wire's bitmap form into dst. */
+                             const unsigned long long *offsets, const unsigned long long *seg, unsigned char *bitmap,
+                             unsigned char *idx, unsigned iw, unsigned char *vals, void *stream);
+/* Write the values of a wire's bitmap form into dst (offsets as above). */
 int wsync_delta_cuda_scatter_bitmap(unsigned char *dst, uint64_t n, unsigned w, const unsigned char *bitmap,
-                                    const unsigned long long *offsets, const unsigned char *vals, void *stream);
+                                    const unsigned long long *offsets, const unsigned long long *seg,
+                                    const unsigned char *vals, void *stream);
 /* *first_bad (set to ~0 by the caller) = the lowest k whose index is >= n
  * or not above index k-1. */
 int wsync_delta_cuda_check_pairs(const unsigned char *idx, unsigned iw, uint64_t c, uint64_t n,

@@ -4,6 +4,7 @@
  * so both sides make the same wire. */
 #include "common/delta/delta_gpu.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/base/le.h"
@@ -16,8 +17,17 @@
 
 typedef struct scratch {
     uint32_t *words;
-    unsigned long long *counts, *total, *flag;
+    unsigned long long *counts, *total, *flag, *seg; /* seg: the segment offsets, NULL under v1 */
 } scratch_t;
+
+/* WSYNC_DELTA_GPU=v1 runs the first kernels (one-element loads, the scan in
+ * one block) so that a bench can set old against new in one run. Read on
+ * each call: cheap next to a kernel launch. */
+static int use_v1(void)
+{
+    const char *e = getenv("WSYNC_DELTA_GPU");
+    return e != NULL && strcmp(e, "v1") == 0;
+}
 
 static size_t words_bytes(uint64_t n)
 {
@@ -31,7 +41,8 @@ size_t wsync_delta_gpu_scratch(size_t len, unsigned width)
 {
     uint64_t n = len;
     (void)width;
-    return words_bytes(n) + (wsync_delta_cuda_blocks(n) + 2) * sizeof(unsigned long long);
+    uint64_t nblk = wsync_delta_cuda_blocks(n);
+    return words_bytes(n) + (nblk + 2 + wsync_delta_cuda_segs(nblk)) * sizeof(unsigned long long);
 }
 
 static scratch_t carve(void *scratch, uint64_t n)
@@ -41,6 +52,7 @@ static scratch_t carve(void *scratch, uint64_t n)
     s.counts = (unsigned long long *)((char *)scratch + words_bytes(n));
     s.total = s.counts + wsync_delta_cuda_blocks(n);
     s.flag = s.total + 1;
+    s.seg = use_v1() ? NULL : s.flag + 1;
     return s;
 }
 
@@ -91,8 +103,13 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
     bm = (n + 7) / 8;
     iw = n > (uint64_t)UINT32_MAX + 1 ? 8 : 4;
     sc = carve(scratch, n);
-    CU(wsync_delta_cuda_mask(base, next, n, width, sc.words, sc.counts, s), "compare");
-    CU(wsync_delta_cuda_scan(sc.counts, wsync_delta_cuda_blocks(n), sc.total, s), "scan");
+    if (sc.seg == NULL) {
+        CU(wsync_delta_cuda_mask(base, next, n, width, sc.words, sc.counts, s), "compare");
+        CU(wsync_delta_cuda_scan(sc.counts, wsync_delta_cuda_blocks(n), sc.total, s), "scan");
+    } else {
+        CU(wsync_delta_cuda_mask_fast(base, next, n, width, sc.words, sc.counts, s), "compare");
+        CU(wsync_delta_cuda_scan_fast(sc.counts, wsync_delta_cuda_blocks(n), sc.seg, sc.total, s), "scan");
+    }
     CU(cudaMemcpyAsync(&c, sc.total, sizeof(c), cudaMemcpyDeviceToHost, s), "count read-back");
     CU(cudaStreamSynchronize(s), "compare and scan");
     if (st == NULL)
@@ -105,12 +122,13 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
         iw = 0;
         break;
     case WSYNC_DELTA_BITMAP:
-        CU(wsync_delta_cuda_compact(next, n, width, sc.words, sc.counts, pay, NULL, 0, pay + bm, s), "gather");
+        CU(wsync_delta_cuda_compact(next, n, width, sc.words, sc.counts, sc.seg, pay, NULL, 0, pay + bm, s),
+           "gather");
         payload = bm + c * width;
         iw = 0;
         break;
     default:
-        CU(wsync_delta_cuda_compact(next, n, width, sc.words, sc.counts, NULL, pay, iw, pay + c * iw, s),
+        CU(wsync_delta_cuda_compact(next, n, width, sc.words, sc.counts, sc.seg, NULL, pay, iw, pay + c * iw, s),
            "gather");
         payload = c * (iw + width);
         break;
@@ -135,8 +153,14 @@ static wsync_status_t apply_bitmap(unsigned char *dst, const wsync_delta_header_
     uint64_t n = h->piece_bytes / h->width, bm = (n + 7) / 8;
     unsigned long long back[2] = {0, 0};
     CU(cudaMemsetAsync(sc.flag, 0, sizeof(*sc.flag), s), "clear");
-    CU(wsync_delta_cuda_bitmap_counts(pay, n, sc.counts, (unsigned *)sc.flag, s), "bitmap count");
-    CU(wsync_delta_cuda_scan(sc.counts, wsync_delta_cuda_blocks(n), sc.total, s), "scan");
+    if (sc.seg == NULL)
+        CU(wsync_delta_cuda_bitmap_counts(pay, n, sc.counts, (unsigned *)sc.flag, s), "bitmap count");
+    else
+        CU(wsync_delta_cuda_bitmap_counts_fast(pay, n, sc.counts, (unsigned *)sc.flag, s), "bitmap count");
+    if (sc.seg == NULL)
+        CU(wsync_delta_cuda_scan(sc.counts, wsync_delta_cuda_blocks(n), sc.total, s), "scan");
+    else
+        CU(wsync_delta_cuda_scan_fast(sc.counts, wsync_delta_cuda_blocks(n), sc.seg, sc.total, s), "scan");
     CU(cudaMemcpyAsync(back, sc.total, sizeof(back), cudaMemcpyDeviceToHost, s), "count read-back");
     CU(cudaStreamSynchronize(s), "bitmap check");
     if (back[1] != 0)
@@ -145,7 +169,7 @@ static wsync_status_t apply_bitmap(unsigned char *dst, const wsync_delta_header_
     if (back[0] != h->changed)
         return wsync_error(WSYNC_ERR_FORMAT, "delta: bitmap marks %llu changed elements, the header's count is %llu",
                            back[0], (unsigned long long)h->changed);
-    CU(wsync_delta_cuda_scatter_bitmap(dst, n, h->width, pay, sc.counts, pay + bm, s), "scatter");
+    CU(wsync_delta_cuda_scatter_bitmap(dst, n, h->width, pay, sc.counts, sc.seg, pay + bm, s), "scatter");
     return WSYNC_OK;
 }
 

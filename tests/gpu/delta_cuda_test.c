@@ -5,6 +5,7 @@
  * compared byte for byte with the host's and applied on the host; a host
  * wire is applied on the GPU; hostile wires are refused on the GPU with the
  * destination untouched. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/delta/delta.h"
@@ -81,8 +82,8 @@ static void one(size_t n, unsigned w, int permille)
     cudaMemcpy(back, d.dst, len, cudaMemcpyDeviceToHost);
     CHECK(memcmp(back, next, len) == 0);
     if (test_case_failed_)
-        fprintf(stderr, "  (n %zu, width %u, density %d/1000, form %s)\n", n, w, permille,
-                wsync_delta_form_name(hs.chosen));
+        fprintf(stderr, "  (n %zu, width %u, density %d/1000, form %s, kernels %s)\n", n, w, permille,
+                wsync_delta_form_name(hs.chosen), getenv("WSYNC_DELTA_GPU") ? "v1" : "new");
     dev_free(&d);
     free(base), free(next), free(hw), free(gw), free(back);
 }
@@ -91,15 +92,21 @@ static void one(size_t n, unsigned w, int permille)
 static void test_same_wire_as_host(void)
 {
 #if WSYNC_HAVE_CUDA
-    static const size_t counts[] = {1, 31, 33, 1000, 2049, 65537, 1000003};
+    /* 9000011 at width 1 is 4395 tiles: three segments of the scan. */
+    static const size_t counts[] = {1, 31, 33, 1000, 2049, 65537, 1000003, 9000011};
     static const unsigned widths[] = {1, 2, 4, 8};
     static const int permilles[] = {0, -1, 20, 500, 1000};
     if (ngpu == 0)
         SKIP("no CUDA device");
-    for (size_t a = 0; a < sizeof(counts) / sizeof(counts[0]); a++)
-        for (size_t b = 0; b < 4; b++)
-            for (size_t c = 0; c < 5; c++)
-                one(counts[a], widths[b], permilles[c]);
+    for (int v1 = 0; v1 < 2; v1++) { /* the current kernels, then WSYNC_DELTA_GPU=v1 */
+        if (v1)
+            setenv("WSYNC_DELTA_GPU", "v1", 1);
+        for (size_t a = 0; a < sizeof(counts) / sizeof(counts[0]); a++)
+            for (size_t b = 0; b < 4; b++)
+                for (size_t c = 0; c < 5; c++)
+                    one(counts[a], widths[b], permilles[c]);
+        unsetenv("WSYNC_DELTA_GPU");
+    }
 #else
     SKIP("not built with CUDA");
 #endif
