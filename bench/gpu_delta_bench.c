@@ -118,10 +118,7 @@ int main(int argc, char **argv)
         cudaMemcpy(c.next, host, c.len, cudaMemcpyHostToDevice);
         double mc = measure(&c, 0), enc[2], app[2];
         for (int v = 0; v < 2; v++) { /* v 0: WSYNC_DELTA_GPU=v1, v 1: the current kernels */
-            if (v == 0)
-                setenv("WSYNC_DELTA_GPU", "v1", 1);
-            else
-                unsetenv("WSYNC_DELTA_GPU");
+            setenv("WSYNC_DELTA_GPU", v == 0 ? "v1" : "v2", 1);
             enc[v] = measure(&c, 1);
             wsync_delta_gpu_encode(c.base, c.next, c.len, c.w, c.out, c.cap, &c.out_len, &st, c.scratch, NULL);
             cudaMemcpy(c.dst, c.base, c.len, cudaMemcpyDeviceToDevice);

@@ -83,7 +83,7 @@ static void one(size_t n, unsigned w, int permille)
     CHECK(memcmp(back, next, len) == 0);
     if (test_case_failed_)
         fprintf(stderr, "  (n %zu, width %u, density %d/1000, form %s, kernels %s)\n", n, w, permille,
-                wsync_delta_form_name(hs.chosen), getenv("WSYNC_DELTA_GPU") ? "v1" : "new");
+                wsync_delta_form_name(hs.chosen), strcmp(getenv("WSYNC_DELTA_GPU"), "v2") == 0 ? "v2" : "v1");
     dev_free(&d);
     free(base), free(next), free(hw), free(gw), free(back);
 }
@@ -98,9 +98,8 @@ static void test_same_wire_as_host(void)
     static const int permilles[] = {0, -1, 20, 500, 1000};
     if (ngpu == 0)
         SKIP("no CUDA device");
-    for (int v1 = 0; v1 < 2; v1++) { /* the current kernels, then WSYNC_DELTA_GPU=v1 */
-        if (v1)
-            setenv("WSYNC_DELTA_GPU", "v1", 1);
+    for (int v1 = 0; v1 < 2; v1++) { /* the faster kernels (WSYNC_DELTA_GPU=v2), then the first (v1) */
+        setenv("WSYNC_DELTA_GPU", v1 ? "v1" : "v2", 1);
         for (size_t a = 0; a < sizeof(counts) / sizeof(counts[0]); a++)
             for (size_t b = 0; b < 4; b++)
                 for (size_t c = 0; c < 5; c++)
