@@ -99,12 +99,26 @@ fi
 #    refuses such a version): refused at load, naming the file and the
 #    field; the registrations and the other versions are kept.
 big=9007199254740993 # 2^53 + 1
-cat >"$TMP/big.json" <<JEOF
-{"format":1,"latest_version":$big,"published_at":0,"log_seq":0,"layouts":[],
- "versions":[{"version":$big},{"version":7}],"trainers":[],
- "engines":[{"id":"kept-node","host":"h","local_ranks":1,"version":3},
-            {"id":"big-node","host":"h","local_ranks":1,"version":$big}]}
-JEOF
+# A state file as the endpoint writes it: versions 1..7 from a real trainer
+# rank, then (with Python, not wsync) latest_version and a copy of record 7
+# set to 2^53 + 1, and two engines, one of them at that version.
+serve_on "$TMP/real.json" "$TMP/s6a.log"
+"$WSYNC" trainer --control "$url" --rank 0 --world 1 --synthetic 1M --chunk 256K --versions 7 >"$TMP/t6.log" 2>&1 &
+tpid=$!
+for i in $(seq 200); do [ "$(curl -s "$url/v1/status" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["latest_version"])' 2>/dev/null)" = 7 ] && break; sleep 0.1; done
+kill "$tpid" "$spid" 2>/dev/null; wait "$tpid" "$spid" 2>/dev/null
+/usr/bin/python3 - "$TMP/real.json" "$TMP/big.json" "$big" <<'PY'
+import copy, json, sys
+s = json.load(open(sys.argv[1]))
+big = int(sys.argv[3])
+seven = [r for r in s["versions"] if r["version"] == 7][0]
+s["versions"] = [dict(copy.deepcopy(seven), version=big), seven]
+s["latest_version"] = big
+s["engines"] = [{"id": "kept-node", "host": "h", "local_ranks": 1, "version": 3},
+                {"id": "big-node", "host": "h", "local_ranks": 1, "version": big}]
+json.dump(s, open(sys.argv[2], "w"))
+PY
+for f in "$TMP"/real.json.layout-*; do cp "$f" "$TMP/big.json${f#"$TMP"/real.json}"; done # the layouts it names
 serve_on "$TMP/big.json" "$TMP/s6.log"
 # Independent of wsync: what the endpoint reports, read with Python's json.
 got=$(curl -s "$url/v1/status" | /usr/bin/python3 -c '
