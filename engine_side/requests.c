@@ -136,7 +136,7 @@ static void *req_main(void *arg)
         snprintf(q->error, sizeof(q->error), "%s at %s: %s", q->who, q->pull_addr, wsync_last_error());
     } else if (q->reply.error[0] != '\0') {
         q->status = WSYNC_ERR_PEER;
-        snprintf(q->error, sizeof(q->error), "%s", q->reply.error);
+        snprintf(q->error, sizeof(q->error), "%.*s", (int)sizeof(q->error) - 1, q->reply.error);
         wsync_pull_reply_clear(&q->reply);
     } /* else q->reply is read after done, by the attempt */
     json_decref(reply);
