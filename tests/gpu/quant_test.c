@@ -23,6 +23,7 @@
 #endif
 
 static int ngpu;
+#if WSYNC_HAVE_CUDA
 static int tiny; /* fill: scale one block by 2^-130 (amax under 2^-100) */
 static uint64_t state = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void)
@@ -57,7 +58,6 @@ static void fill(float *f, uint64_t rows, uint64_t cols)
             f[r * cols + c] = ldexpf(f[r * cols + c], -130);
 }
 
-#if WSYNC_HAVE_CUDA
 /* Quantizes on both and compares; src_off shifts the device source by bytes. */
 static int one(uint64_t rows, uint64_t cols, wsync_quant_src_t fmt, int br, int bc, wsync_scale_form_t form,
                size_t src_off, const char *dump)
