@@ -49,9 +49,17 @@ static const char *label(const char *v, char *buf, size_t len)
     return buf;
 }
 
+/* Gone as GET /v1/status says it (model_status.c): marked by the sweep, or
+ * not seen for the lease by now, so both answers agree between sweeps. */
+static int up(int gone, double last_seen, const ctl_model_t *m, double now)
+{
+    const double lease = m->lease_s > 0 ? m->lease_s : CTL_LEASE_S;
+    return !gone && now - last_seen < lease;
+}
+
 /* Per engine node: live or gone, the state it is in, its last sync's
  * duration, its failed pulls, when it was last seen. Lock held. */
-static void engine_metrics(sbuf_t *b, const ctl_model_t *m)
+static void engine_metrics(sbuf_t *b, const ctl_model_t *m, double now)
 {
     static const char *states[] = {"idle", "pulling", "ready", "failed"};
     char id[300];
@@ -59,7 +67,8 @@ static void engine_metrics(sbuf_t *b, const ctl_model_t *m)
     add(b, "# HELP wsync_engine_up 1 while the engine node is live, 0 once gone (not seen for the lease, or "
            "exited).\n# TYPE wsync_engine_up gauge\n");
     for (i = 0; i < m->nengines; i++)
-        add(b, "wsync_engine_up{engine=\"%s\"} %d\n", label(m->engines[i].id, id, sizeof(id)), !m->engines[i].gone);
+        add(b, "wsync_engine_up{engine=\"%s\"} %d\n", label(m->engines[i].id, id, sizeof(id)),
+            up(m->engines[i].gone, m->engines[i].last_seen, m, now));
     add(b, "# HELP wsync_engine_state The state each engine node last reported (1 for the one it is in).\n"
            "# TYPE wsync_engine_state gauge\n");
     for (i = 0; i < m->nengines; i++)
@@ -84,7 +93,8 @@ static void engine_metrics(sbuf_t *b, const ctl_model_t *m)
     add(b, "# HELP wsync_trainer_rank_up 1 while the trainer rank is live, 0 when gone or not registered.\n"
            "# TYPE wsync_trainer_rank_up gauge\n");
     for (i = 0; i < m->world; i++)
-        add(b, "wsync_trainer_rank_up{rank=\"%d\"} %d\n", i, m->trainers[i].registered && !m->trainers[i].gone);
+        add(b, "wsync_trainer_rank_up{rank=\"%d\"} %d\n", i,
+            m->trainers[i].registered && up(m->trainers[i].gone, m->trainers[i].last_seen, m, now));
     add(b,
         "# HELP wsync_versions_pending Versions some trainer ranks reported and others not yet.\n"
         "# TYPE wsync_versions_pending gauge\nwsync_versions_pending %d\n",
@@ -97,6 +107,7 @@ char *ctl_metrics_text(wsync_control_server_t *s)
     sbuf_t b = {0};
     uint64_t cum = 0;
     char idb[300];
+    const double now = ctl_unix_now();
     int i;
 
     pthread_mutex_lock(&m->lock);
@@ -107,7 +118,7 @@ char *ctl_metrics_text(wsync_control_server_t *s)
     for (i = 0; i < m->nengines; i++)
         add(&b, "wsync_engine_version{engine=\"%s\"} %llu\n", label(m->engines[i].id, idb, sizeof(idb)),
             (unsigned long long)m->engines[i].version);
-    engine_metrics(&b, m);
+    engine_metrics(&b, m, now);
     add(&b, "# HELP wsync_engine_lag Versions each engine node is behind the latest.\n"
             "# TYPE wsync_engine_lag gauge\n");
     for (i = 0; i < m->nengines; i++)
