@@ -17,8 +17,9 @@ sleep 1
 echo "# rdma: $(rdma link show 2>&1 | head -2 | tr '\n' ' ')"
 echo "# gid1: $(cat /sys/class/infiniband/rxe0/ports/1/gids/1 2>/dev/null) $(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/1 2>/dev/null)"
 echo "== verbs unit tests on rxe0"
-for t in verbs_wire_test verbs_select_test verbs_transport_test conformance_test; do
-    timeout 300 $B/tests/unit/common/transport/$t 2>/tmp/$t.err || { echo "FAIL $t: exited $?"; tail -20 /tmp/$t.err; }
+for p in transport/verbs_wire_test base/verbs_select_test transport/verbs_transport_test transport/conformance_test; do
+    t=${p#*/}
+    timeout 300 $B/tests/unit/common/$p 2>/tmp/$t.err || { echo "FAIL $t: exited $?"; tail -20 /tmp/$t.err; }
 done
 echo "== put bandwidth against ib_write_bw"
 timeout 300 $B/bench/verbs_put_bw 2>&1 || echo "FAIL verbs_put_bw: exited $?"
