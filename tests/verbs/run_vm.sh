@@ -14,6 +14,7 @@ cd "$ROOT" || exit 1
 die() { echo "test-verbs: $*" >&2; exit 1; }
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 is not installed (make deps EXTRA_PKGS='qemu-system-x86 debootstrap', as root)"
 echo "test-verbs: building wsync for the guest (build/vm-bin, CUDA=0 NCCL=0)"
+mkdir -p build
 make --no-print-directory -j2 BUILD=build/vm-bin CUDA=0 NCCL=0 VERBS=1 build/vm-bin/wsync \
     build/vm-bin/tests/unit/common/transport/verbs_transport_test \
     build/vm-bin/tests/unit/common/transport/verbs_wire_test \
