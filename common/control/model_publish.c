@@ -227,17 +227,26 @@ static int record_index(const ctl_model_t *m, uint64_t v)
     return -1;
 }
 
+/* Whether report `in` speaks of record `rec`'s layout and of as many
+ * pieces of its rank as the record holds: what same_report and
+ * fill_digests both check before comparing the pieces. */
+static int same_share(const wsync_version_record_t *rec, const publish_in_t *in)
+{
+    size_t i, mine = 0;
+    if (!same_layout(rec, &in->head))
+        return 0;
+    for (i = 0; i < rec->npieces; i++)
+        mine += rec->pieces[i].rank == in->rank;
+    return mine == in->npieces;
+}
+
 /* Whether the report `in` is the one published record `rec` was made from:
  * a retried publish whose answer was lost, or one sent again after an
  * endpoint restart. */
 static int same_report(const wsync_version_record_t *rec, const publish_in_t *in)
 {
-    size_t i, j, mine = 0;
-    if (!same_layout(rec, &in->head))
-        return 0;
-    for (i = 0; i < rec->npieces; i++)
-        mine += rec->pieces[i].rank == in->rank;
-    if (mine != in->npieces)
+    size_t i, j;
+    if (!same_share(rec, in))
         return 0;
     for (i = 0; i < in->npieces; i++) {
         const wsync_record_piece_t *pc = &in->pieces[i];
@@ -265,13 +274,9 @@ static int same_report(const wsync_version_record_t *rec, const publish_in_t *in
 static int fill_digests(ctl_model_t *m, int idx, const publish_in_t *in, int *filled)
 {
     wsync_version_record_t *rec = &m->records[idx].rec, copy;
-    size_t i, mine = 0;
+    size_t i;
     *filled = 0;
-    if (!same_layout(rec, &in->head))
-        return 0;
-    for (i = 0; i < rec->npieces; i++)
-        mine += rec->pieces[i].rank == in->rank;
-    if (mine != in->npieces)
+    if (!same_share(rec, in))
         return 0;
     for (i = 0; i < in->npieces; i++) {
         const wsync_record_piece_t *pc = &in->pieces[i];

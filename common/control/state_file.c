@@ -18,12 +18,28 @@ wsync_status_t ctl_state_save(const char *path, const json_t *state)
     return ctl_state_save_sized(path, state, NULL);
 }
 
+/* Writes all `len` bytes of `text` to fd (again after EINTR); 0, or the
+ * errno of the write that failed. */
+static int write_all(int fd, const char *text, size_t len)
+{
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = write(fd, text + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return errno ? errno : EIO;
+        off += (size_t)n;
+    }
+    return 0;
+}
+
 wsync_status_t ctl_state_save_sized(const char *path, const json_t *state, size_t *written)
 {
     char tmp[4096], dir[4096];
     char *text = json_dumps(state, JSON_COMPACT);
-    size_t len, off = 0;
-    int fd, dfd;
+    size_t len;
+    int fd, dfd, e;
 
     WSYNC_CHECK_ALLOC(text);
     len = strlen(text);
@@ -33,31 +49,24 @@ wsync_status_t ctl_state_save_sized(const char *path, const json_t *state, size_
         free(text);
         return wsync_error(WSYNC_ERR_IO, "state file: cannot create %s: %s", tmp, strerror(errno));
     }
-    while (off < len) {
-        ssize_t n = write(fd, text + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            free(text);
-            return wsync_error(WSYNC_ERR_IO, "state file: cannot write %s: %s (the previous state is kept)", tmp,
-                               strerror(e));
-        }
-        off += (size_t)n;
+    if ((e = write_all(fd, text, len)) != 0) {
+        close(fd);
+        unlink(tmp);
+        free(text);
+        return wsync_error(WSYNC_ERR_IO, "state file: cannot write %s: %s (the previous state is kept)", tmp,
+                           strerror(e));
     }
     free(text);
     if (written)
         *written = len;
     if (fsync(fd) != 0 || close(fd) != 0) {
-        int e = errno;
+        e = errno;
         unlink(tmp);
         return wsync_error(WSYNC_ERR_IO, "state file: cannot sync %s: %s (the previous state is kept)", tmp,
                            strerror(e));
     }
     if (rename(tmp, path) != 0) {
-        int e = errno;
+        e = errno;
         unlink(tmp);
         return wsync_error(WSYNC_ERR_IO, "state file: cannot replace %s: %s", path, strerror(e));
     }
@@ -176,25 +185,17 @@ void ctl_state_log_path(const char *path, char *out, size_t len)
 wsync_status_t ctl_state_log_append(const char *path, const char *text, size_t len)
 {
     char log[4096];
-    size_t off = 0;
-    int fd;
+    int fd, e;
     ctl_state_log_path(path, log, sizeof(log));
     fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
         return wsync_error(WSYNC_ERR_IO, "state file: cannot open its log %s: %s", log, strerror(errno));
-    while (off < len) {
-        ssize_t n = write(fd, text + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = errno;
-            close(fd);
-            return wsync_error(WSYNC_ERR_IO, "state file: cannot append to %s: %s", log, strerror(e));
-        }
-        off += (size_t)n;
+    if ((e = write_all(fd, text, len)) != 0) {
+        close(fd);
+        return wsync_error(WSYNC_ERR_IO, "state file: cannot append to %s: %s", log, strerror(e));
     }
     if (fdatasync(fd) != 0) {
-        int e = errno;
+        e = errno;
         close(fd);
         return wsync_error(WSYNC_ERR_IO, "state file: cannot sync %s: %s", log, strerror(e));
     }
