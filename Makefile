@@ -29,7 +29,7 @@ WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 $(WARN) -fPIC -fvisibility=hidden -pthread -I. -D_GNU_SOURCE \
             -DWSYNC_HAVE_CUDA=$(CUDA) -DWSYNC_HAVE_NCCL=$(NCCL) -DWSYNC_HAVE_VERBS=$(VERBS)
-LDLIBS   := -ljansson -lmicrohttpd -lcurl -lxxhash -lcrypto -lpthread -lm -ldl -lrt
+LDLIBS   := -ljansson -lmicrohttpd -lcurl -lxxhash -lcrypto -lz -lpthread -lm -ldl -lrt
 
 ifeq ($(CUDA),1)
 CFLAGS   += -I$(CUDA_HOME)/include
@@ -87,13 +87,14 @@ binaries: $(BUILD)/wsync $(BUILD)/libwsync.a $(BUILD)/libwsync.so $(BUILD)/wsync
 # What `make deps` installs (Debian 12 / Ubuntu 24.04). To build: a C
 # toolchain, pkg-config, libmicrohttpd (control endpoint), jansson (JSON),
 # libcurl (control client), libxxhash (layout digests), libssl (libcrypto:
-# the data-plane handshake's HMAC), libibverbs (RDMA transport). To test: clang + its runtime (libFuzzer),
+# the data-plane handshake's HMAC), zlib (gzip answers of the control
+# endpoint), libibverbs (RDMA transport). To test: clang + its runtime (libFuzzer),
 # valgrind, iproute2 (network namespaces), nftables and ethtool (network
 # faults: loss and partitions; offloads off where tests/tools/delay_link runs), curl,
 # python3 with torch and numpy (Python API tests), procps/psmisc, chromium and
 # python3-websocket (the status page test drives a headless browser).
 DEB_BUILD_PKGS := build-essential pkg-config libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev \
-            libxxhash-dev libssl-dev libibverbs-dev
+            libxxhash-dev libssl-dev zlib1g-dev libibverbs-dev
 DEB_PKGS := $(DEB_BUILD_PKGS) ibverbs-providers rdma-core clang libclang-rt-dev valgrind \
             iproute2 curl python3 procps psmisc \
             python3-torch python3-numpy nftables ethtool clang-format python3-venv \
@@ -134,7 +135,7 @@ deps:
 # packages (a release without them would run apt-get update every time).
 DEPS_BUILD_FILES := /usr/bin/cc /usr/bin/pkg-config /usr/include/microhttpd.h /usr/include/jansson.h \
           /usr/include/xxhash.h /usr/include/*/curl/curl.h /usr/include/infiniband/verbs.h \
-          /usr/include/openssl/hmac.h
+          /usr/include/openssl/hmac.h /usr/include/zlib.h
 DEPS_FILES := $(DEPS_BUILD_FILES) /usr/bin/clang /usr/bin/valgrind /usr/bin/curl /usr/bin/python3 \
           /usr/bin/pkill /usr/bin/killall /usr/sbin/ip /usr/lib/python3/dist-packages/numpy /usr/sbin/nft \
           /usr/sbin/ethtool /usr/bin/clang-format /usr/bin/chromium /usr/lib/python3/dist-packages/websocket

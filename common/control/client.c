@@ -174,6 +174,7 @@ static wsync_status_t request(wsync_control_t *c, const char *method, const char
     curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : CONTROL_TIMEOUT_MS);
     curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
     curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c->curl, CURLOPT_ACCEPT_ENCODING, ""); /* gzip where the answer has it (GET /v1/status) */
     curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &b);
     hdrs = curl_slist_append(hdrs, "Expect:");

@@ -109,63 +109,9 @@ static enum MHD_Result r_healthz(wsync_control_server_t *s, req_ctx_t *c, const 
     return ctl_respond(c->conn, 503, "text/plain", text);
 }
 
-/* The "state_file" member of /v1/status (path, ok, failed_writes, error)
- * as JSON text, or NULL without a state file. */
-static char *state_file_member(wsync_control_server_t *s)
-{
-    char why[512], *text, *out = NULL;
-    uint64_t failures = 0;
-    int failing;
-    json_t *j;
-    if (s->state_path == NULL)
-        return NULL;
-    failing = ctl_state_failing(s, why, sizeof(why), &failures, NULL);
-    j = json_pack("{s:s, s:b, s:I, s:s*}", "path", s->state_path, "ok", !failing, "failed_writes",
-                  (json_int_t)failures, "error", failing ? why : NULL);
-    text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (text && asprintf(&out, "\"state_file\":%s", text) < 0)
-        out = NULL;
-    free(text);
-    return out;
-}
-
-/* GET /v1/status: written from the model's records (no JSON tree), one
- * response shared by every request until the model changes, the state
- * file's condition changes, or the first live lease runs out (then it shows
- * as gone at once). */
 static enum MHD_Result r_status(wsync_control_server_t *s, req_ctx_t *c, const char *url)
 {
-    uint64_t gen = ctl_generation(&s->model), failures = 0, changes = 0;
-    double now = ctl_unix_now(); /* leases are in unix time */
-    enum MHD_Result ret;
-    ctl_state_failing(s, NULL, 0, &failures, &changes);
-    pthread_mutex_lock(&s->cache_lock);
-    if (s->status_resp == NULL || s->status_gen != gen || s->status_failures != failures ||
-        s->status_changes != changes || now >= s->status_until) {
-        char *extra = state_file_member(s), *text;
-        size_t len = 0;
-        double until = 0;
-        struct MHD_Response *r;
-        text = ctl_status_text(&s->model, now, extra, &len, &until);
-        free(extra);
-        r = text ? MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE) : NULL;
-        if (r == NULL) {
-            pthread_mutex_unlock(&s->cache_lock);
-            free(text);
-            return MHD_NO;
-        }
-        MHD_add_response_header(r, "Content-Type", "application/json");
-        if (s->status_resp)
-            MHD_destroy_response(s->status_resp);
-        s->status_resp = r;
-        s->status_gen = gen;
-        s->status_failures = failures;
-        s->status_changes = changes;
-        s->status_until = until;
-    }
-    ret = MHD_queue_response(c->conn, 200, s->status_resp);
-    pthread_mutex_unlock(&s->cache_lock);
+    enum MHD_Result ret = ctl_status_answer(s, c->conn);
     ctl_count(s, "/v1/status", 200);
     return ret;
 }

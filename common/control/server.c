@@ -451,8 +451,7 @@ void wsync_control_server_stop(wsync_control_server_t *s)
     }
     if (__atomic_load_n(&s->state_dirty, __ATOMIC_ACQUIRE))
         save_state(s);
-    if (s->status_resp)
-        MHD_destroy_response(s->status_resp);
+    ctl_status_cache_drop(s);
     if (s->latest_resp)
         MHD_destroy_response(s->latest_resp);
     if (s->latest_rec_resp)

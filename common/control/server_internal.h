@@ -82,6 +82,8 @@ struct wsync_control_server {
      * cost ~6 ms of JSON building per request otherwise), sent without a
      * copy of its text per request. */
     struct MHD_Response *status_resp;
+    struct MHD_Response *status_gz_resp;                  /* the same document gzipped (gzip.h), or NULL */
+    struct ctl_status_text *status_text;                  /* its text (status_route.c) */
     uint64_t status_gen, status_failures, status_changes; /* its key: model, state file */
     double status_until; /* and the clock: a lease that runs out then shows at once */
     /* The long polls' 200 answer for latest_resp_version. */
@@ -131,6 +133,12 @@ void ctl_reported(wsync_control_server_t *s);
 /* Holds the long poll c until it can be answered; not WSYNC_OK when it is
  * not held (stopping, or it can be answered now): the caller answers at once. */
 wsync_status_t ctl_suspend(wsync_control_server_t *s, req_ctx_t *c);
+
+/* status_route.c: GET /v1/status from the cache (built when the model, the
+ * state file's condition or a lease changed), gzip when the client takes
+ * it; ctl_status_cache_drop lets go of the cached answers. */
+enum MHD_Result ctl_status_answer(wsync_control_server_t *s, struct MHD_Connection *conn);
+void ctl_status_cache_drop(wsync_control_server_t *s);
 
 /* The state file's condition: 1 when writes fail (why copied to `why`). */
 int ctl_state_failing(wsync_control_server_t *s, char *why, size_t len, uint64_t *failures, uint64_t *changes);

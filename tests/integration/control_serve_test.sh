@@ -98,6 +98,18 @@ check metrics_requests grep -q 'wsync_http_requests_total{route="/v1/publish",co
 check status_table grep -qE '^node-1 +ready +3 +0 +8 +0\.800s +2\.50' "$TMP/table"
 "$WSYNC" status --control "$U" --json >"$TMP/sj" 2>&1
 check status_json_flag python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["engines"][0]["id"]=="node-1"' "$TMP/sj"
+# gzip for a client that takes it (once the document stood still for two
+# requests): Python's gzip module, not wsync's code, decodes it, and the JSON
+# equals the plain answer's; a client that refuses gzip (q=0) or says nothing
+# gets plain JSON.
+curl -s -o "$TMP/plain.json" "$U/v1/status"
+curl -s -D "$TMP/gz.h" -H 'Accept-Encoding: gzip' -o "$TMP/status.gz" "$U/v1/status"
+check status_gzip_header grep -qi '^content-encoding: gzip' "$TMP/gz.h"
+check status_gzip_same_json python3 -c 'import gzip,json,sys
+a=json.load(open(sys.argv[1])); b=json.loads(gzip.decompress(open(sys.argv[2],"rb").read()))
+assert a == b, (a, b)' "$TMP/plain.json" "$TMP/status.gz"
+curl -s -D "$TMP/q0.h" -H 'Accept-Encoding: gzip;q=0, identity' -o "$TMP/q0.json" "$U/v1/status"
+check status_gzip_q0_plain sh -c "! grep -qi '^content-encoding' '$TMP/q0.h' && python3 -c 'import json,sys; json.load(open(sys.argv[1]))' '$TMP/q0.json'"
 "$WSYNC" status --control http://127.0.0.1:1 >"$TMP/st_err" 2>&1
 rc=$?
 check status_unreachable_fails test "$rc" = 1 -a -n "$(grep 127.0.0.1:1 "$TMP/st_err")"
