@@ -135,14 +135,14 @@ extern "C" int wsync_cuda_fp8_quant_async(const void *src, int fmt, uint64_t row
     // The fast path's vectors: bf16, 128 x 128, rows on 16-byte boundaries (q's on 8).
     const int fast = fmt == 0 && block_rows == 128 && block_cols == 128 && cols % 8 == 0 &&
                      (uintptr_t)src % 16 == 0 && (uintptr_t)q % 8 == 0;
-    // WSYNC_QUANT_GPU=v2 takes the register-resident kernel (quant_cuda_v2.cu)
-    // where it applies; unset or v1, this file's kernel, the one measured bit
-    // for bit on the H200, for every shape until v2 is measured there too. Read
-    // at each call so that gpu_quant_bench times both in one run.
+    // The register-resident kernel (quant_cuda_v2.cu) where it applies (0.81-0.86
+    // of the D2D copy on the H200, bit for bit the host's and torch's); this
+    // file's kernel (0.34) for every other shape, or for every shape with
+    // WSYNC_QUANT_GPU=v1. Read at each call so that gpu_quant_bench times both.
     const char *form = getenv("WSYNC_QUANT_GPU");
     if (n == 0)
         return 0;
-    if (fast && form && strcmp(form, "v2") == 0)
+    if (fast && !(form && strcmp(form, "v1") == 0))
         return wsync_cuda_fp8_quant_v2_async(src, rows, cols, ue8m0, q, scale, bad_dev, stream);
     unsigned grid = n < 0x7fffffffu ? (unsigned)n : 0x7fffffffu;
     quant_kernel<<<grid, QT, 0, (cudaStream_t)stream>>>(src, fmt, rows, cols, block_rows, block_cols, ue8m0, q,
