@@ -255,6 +255,7 @@ int cmd_calibrate(int argc, char **argv)
     calib_control(&cb);
     calib_gpu(&cb);
     calib_delta(&cb);
+    calib_quant(&cb);
     calib_version(&cb);
     calib_verbs(&cb);
     return write_out(&cb, out);

@@ -39,6 +39,10 @@ void calib_gpu(calib_t *cb);
  * on GPU 0 when there is one): bf16, 2% changed. */
 void calib_delta(calib_t *cb);
 
+/* The FP8 classes (quant_host, and quant_gpu on GPU 0 when there is one):
+ * bf16 in 128 x 128 blocks, fp32 scales. */
+void calib_quant(calib_t *cb);
+
 /* The control class: round trips to a control endpoint started here on
  * loopback. */
 void calib_control(calib_t *cb);

@@ -25,6 +25,7 @@
     "       wsync plan ... --links FILE --predict [--trainer-hosts H] [--replica-gpus G]\n"              \
     "                  [--memory gpu|host] [--transport put|staged|tcp|local] [--publish slot|single]\n" \
     "                  [--delta on|off|auto] [--delta-density F] [--delta-width 1|2|4|8]\n"              \
+    "                  [--quant fp8]\n"                                                                  \
     "                  [--scenarios] [--json]\n"
 
 /* Upper bounds keep a typo (--trainers 1e9) from allocating gigabytes; they
@@ -80,7 +81,11 @@ static void plan_help(void)
            "changed since the engines' base (--delta-width bytes each, default 2: bf16; 1 for FP8):\n"
            "the trainers encode, the wire carries the chosen form's bytes, the landing ranks copy the\n"
            "base and apply. --delta on: delta plans only; off: full only; auto (the default with a\n"
-           "density): both, and the faster is chosen.\n");
+           "density): both, and the faster is chosen.\n"
+           "--quant fp8: the trainers publish SIZE bytes of bf16 and quantize them to 128 x 128 block\n"
+           "FP8 with fp32 scales (docs/FP8.md) before their digests: a serial stage at quant_gpu or\n"
+           "quant_host, then everything carries the FP8 image (0.5001 of the bytes); --delta-width\n"
+           "defaults to 1.\n");
 }
 
 /* --delta, --delta-density, --delta-width into `pr`; 0, or 2 after a message. */
@@ -123,6 +128,7 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
                                          {"delta", 1, 0, 1008},
                                          {"delta-density", 1, 0, 1009},
                                          {"delta-width", 1, 0, 1010},
+                                         {"quant", 1, 0, 1011},
                                          {0, 0, 0, 0}};
     int c;
 
@@ -175,6 +181,7 @@ static int parse_opts(int argc, char **argv, plan_opts_t *o)
         case 1005: o->pr.memory = optarg; break;
         case 1006: o->pr.net = optarg; break;
         case 1007: o->pr.publish = optarg; break;
+        case 1011: o->pr.quant = optarg; break;
         case 'h': plan_help(); return -1;
         default:
             if (c >= 1008 && c <= 1010 && parse_delta_opt(c, optarg, &o->pr) == 0) /* --delta* */
@@ -352,11 +359,11 @@ int cmd_plan(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? 0 : rc;
     if ((o.pr.links || o.pr.scenarios || o.pr.trainer_hosts || o.pr.replica_gpus || o.pr.memory || o.pr.net ||
-         o.pr.publish || o.pr.delta || o.pr.delta_density > 0 || o.pr.delta_width) &&
+         o.pr.publish || o.pr.delta || o.pr.delta_density > 0 || o.pr.delta_width || o.pr.quant) &&
         !o.predict) {
         fprintf(stderr,
                 "wsync plan: --links, --scenarios, --trainer-hosts, --replica-gpus, --memory, "
-                "--transport, --publish and --delta* go with --predict\n%s",
+                "--transport, --publish, --delta* and --quant go with --predict\n%s",
                 PLAN_USAGE);
         return 2;
     }

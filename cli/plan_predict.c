@@ -92,7 +92,7 @@ static int apply_replicas(const plan_predict_opts_t *o, cost_deploy_t *d)
  * header included, as the encoder would pick it). */
 static int apply_delta(const plan_predict_opts_t *o, cost_deploy_t *d)
 {
-    unsigned w = o->delta_width ? (unsigned)o->delta_width : 2;
+    unsigned w = o->delta_width ? (unsigned)o->delta_width : o->quant ? 1 : 2; /* FP8 deltas diff bytes */
     uint64_t n = d->chunk_bytes / w;
     wsync_delta_stats_t st;
     if (o->delta == NULL)
@@ -118,6 +118,15 @@ static int apply_delta(const plan_predict_opts_t *o, cost_deploy_t *d)
     return 0;
 }
 
+/* --quant fp8: the bytes that cross per byte of bf16 published: one byte
+ * per two, plus one fp32 scale per 128 x 128 block (docs/FP8.md). */
+#define FP8_WIRE_FRACTION (0.5 + 4.0 / (2.0 * 128 * 128))
+
+static uint64_t fp8_bytes(const plan_predict_opts_t *o, uint64_t bf16)
+{
+    return o->quant ? (uint64_t)((double)bf16 * FP8_WIRE_FRACTION + 0.5) : bf16;
+}
+
 static int build_deploy(const plan_predict_opts_t *o, const cost_links_t *l, cost_deploy_t *d)
 {
     cost_mem_t mem;
@@ -125,13 +134,18 @@ static int build_deploy(const plan_predict_opts_t *o, const cost_links_t *l, cos
     int H = o->trainer_hosts, rc = pick_kinds(o, l, &mem, &net);
     if (rc != 0)
         return rc;
+    if (o->quant && strcmp(o->quant, "fp8") != 0) {
+        fprintf(stderr, "wsync plan: --quant: expected 'fp8' (block FP8, docs/FP8.md), got '%s'\n", o->quant);
+        return 2;
+    }
     if (H == 0)
         H = mem == COST_MEM_GPU && l->host_gpus > 0 ? (o->trainers + l->host_gpus - 1) / l->host_gpus : 1;
     if (H > o->trainers) {
         fprintf(stderr, "wsync plan: --trainer-hosts %d: more hosts than --trainers %d\n", H, o->trainers);
         return 2;
     }
-    cost_deploy_init(d, o->trainers, H, o->engines, o->local_ranks, o->image, o->chunk, mem, net);
+    cost_deploy_init(d, o->trainers, H, o->engines, o->local_ranks, fp8_bytes(o, o->image), o->chunk, mem, net);
+    d->quant_src_bytes = o->quant ? o->image : 0;
     d->tcp_conns = (int)wsync_setting_int(WSYNC_SET_TCP_CONNS);
     if (o->publish != NULL && strcmp(o->publish, "slot") != 0 && strcmp(o->publish, "single") != 0) {
         fprintf(stderr, "wsync plan: --publish: expected 'slot' or 'single' (single copy), got '%s'\n", o->publish);
@@ -147,13 +161,13 @@ static int build_deploy(const plan_predict_opts_t *o, const cost_links_t *l, cos
     if (o->replica_gpus)
         return apply_replicas(o, d);
     if (o->tp_node) {
-        d->node_bytes = o->tp_node;
-        d->rank_land_bytes = o->tp_land;
-        d->rank_hold_bytes = o->tp_hold;
-        d->rank_copy_bytes = o->tp_hold > o->tp_land ? o->tp_hold - o->tp_land : 0;
+        d->node_bytes = fp8_bytes(o, o->tp_node);
+        d->rank_land_bytes = fp8_bytes(o, o->tp_land);
+        d->rank_hold_bytes = fp8_bytes(o, o->tp_hold);
+        d->rank_copy_bytes = d->rank_hold_bytes > d->rank_land_bytes ? d->rank_hold_bytes - d->rank_land_bytes : 0;
         /* Targets: the trainers pack every put of a node plan into a stage, and a rank verifies its
          * segments once they all landed, against the trainers' segment digests. */
-        d->pack_bytes = (uint64_t)o->tp_node * (uint64_t)o->engines;
+        d->pack_bytes = fp8_bytes(o, o->tp_node) * (uint64_t)o->engines;
         d->verify_after = 1;
     }
     if (net == COST_NET_LOCAL) { /* ranks sharing the trainers' GPU each land all they hold */
@@ -257,6 +271,10 @@ static int run_plans(const plan_predict_opts_t *o, const char *path, const cost_
                                       (json_int_t)d->chunk_bytes, "memory",
                                       d->mem == COST_MEM_GPU ? "gpu" : "host", "transport", net_name(d->net)));
         json_object_set_new(j, "floor_s", json_real(floor_s));
+        if (d->quant_src_bytes)
+            json_object_set_new(j, "quant",
+                                json_pack("{s:s, s:I, s:f}", "form", "fp8", "source_bytes",
+                                          (json_int_t)d->quant_src_bytes, "wire_fraction", FP8_WIRE_FRACTION));
         json_object_set_new(j, "plans", arr);
         json_object_set_new(j, "chosen", json_string(ch.name));
         json_object_set_new(j, "chosen_delta", json_boolean(ch.delta));
@@ -280,9 +298,17 @@ static int run_plans(const plan_predict_opts_t *o, const char *path, const cost_
            wsync_fmt_size(d->rank_land_bytes, c, sizeof(c)), wsync_fmt_size(d->rank_copy_bytes, e, sizeof(e)),
            wsync_fmt_size(d->rank_hold_bytes, f, sizeof(f)), wsync_fmt_size(d->chunk_bytes, g, sizeof(g)));
     printf("floor       %.1f ms (a node's distinct bytes over its adapters)\n", floor_s * 1e3);
+    if (d->quant_src_bytes)
+        printf("quant       fp8: the trainers publish %s of bf16 and quantize it (128 x 128 blocks, fp32 "
+               "scales); the image above is the FP8 + scales\n",
+               wsync_fmt_size(d->quant_src_bytes, a, sizeof(a)));
     if (d->delta != COST_DELTA_OFF)
         printf("delta       %.2f%% of %u-byte elements changed: the wire carries %.4f of the bytes (%s)\n",
-               o->delta_density * 100, o->delta_width ? o->delta_width : 2, d->delta_wire,
+               o->delta_density * 100,
+               o->delta_width ? o->delta_width
+               : o->quant     ? 1
+                              : 2,
+               d->delta_wire,
                d->delta == COST_DELTA_ON ? "delta plans only" : "full and delta plans, the faster chosen");
     printf("\n");
     printf("%-12s %12s  %s\n", "PLAN", "PREDICTED", "BOTTLENECK");

@@ -27,6 +27,9 @@ typedef struct plan_predict_opts {
     const char *delta;
     double delta_density;
     int delta_width;
+    /* FP8 on the way (docs/FP8.md): "fp8" (the image given is the trainers'
+     * bf16; engines get 128 x 128 block FP8 with fp32 scales), or NULL. */
+    const char *quant;
 } plan_predict_opts_t;
 
 /* Prints the prediction; returns the exit status (0, 1, or 2 for bad input,

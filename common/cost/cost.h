@@ -42,6 +42,8 @@ typedef enum cost_class {
     COST_DELTA_ENCODE_GPU,  /* the GPU delta encoder kernels */
     COST_DELTA_APPLY_HOST,  /* applying a delta on one CPU core (bytes of the version per second) */
     COST_DELTA_APPLY_GPU,   /* the GPU delta apply kernels */
+    COST_QUANT_HOST,        /* block FP8 quantization on one CPU core (bytes of the bf16 source per second) */
+    COST_QUANT_GPU,         /* the GPU block FP8 quantization kernel (bytes of the bf16 source per second) */
     COST_CLASS_COUNT
 } cost_class_t;
 
@@ -121,6 +123,9 @@ typedef struct cost_deploy {
     double delta_wire;        /* a delta pull's wire bytes per byte of the version (the chosen forms' sizes at
                                  the changed fraction: wsync_delta_stats_from); > 0 for delta plans */
     int delta_base_copy;      /* the pulling slot first gets the base by a local copy (staged engines) */
+    uint64_t quant_src_bytes; /* > 0: the trainers publish this many bytes of bf16 and quantize them to block
+                                 FP8 (docs/FP8.md) before their digests; image_bytes is then what crosses,
+                                 FP8 and scales */
 } cost_deploy_t;
 
 enum { COST_DELTA_OFF = 0, COST_DELTA_ON = 1, COST_DELTA_AUTO = 2 };

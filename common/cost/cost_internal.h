@@ -33,4 +33,9 @@ double cost_wire_fraction(const cost_plan_t *p, const cost_deploy_t *d);
 wsync_status_t cost_add_delta_encode(cost_plan_t *p, const cost_links_t *links, const cost_deploy_t *d);
 wsync_status_t cost_add_delta_apply(cost_plan_t *p, const cost_links_t *links, const cost_deploy_t *d);
 
+/* FP8 on the way (common/cost/quant.c): each trainer rank quantizes its bf16
+ * share before it digests the FP8 bytes and scales it produced (a serial
+ * stage; nothing when d->quant_src_bytes is 0). */
+wsync_status_t cost_add_quant(cost_plan_t *p, const cost_links_t *links, const cost_deploy_t *d);
+
 #endif

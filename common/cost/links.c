@@ -34,12 +34,14 @@ static const char *const class_names[COST_CLASS_COUNT] = {
     [COST_DELTA_ENCODE_GPU] = "delta_encode_gpu",
     [COST_DELTA_APPLY_HOST] = "delta_apply_host",
     [COST_DELTA_APPLY_GPU] = "delta_apply_gpu",
+    [COST_QUANT_HOST] = "quant_host",
+    [COST_QUANT_GPU] = "quant_gpu",
 };
 
 #define CLASS_LIST                                                                                         \
     "local, gpu_peer, window, host_gpu, nic_put, nic_staged, tcp, host_memcpy, digest_host, digest_gpu, "  \
     "pack_host, pack_gpu, control, tcp_trainer, tcp_engine, copy_digest_gpu, version, delta_encode_host, " \
-    "delta_encode_gpu, delta_apply_host, delta_apply_gpu"
+    "delta_encode_gpu, delta_apply_host, delta_apply_gpu, quant_host, quant_gpu"
 #define FIELD_LIST "alpha_us, gbps, fan_out_gbps, fan_in_gbps, host_gbps, min_gbps, max_gbps, reps, present, note"
 
 const char *cost_class_name(cost_class_t c)

@@ -110,10 +110,12 @@ static wsync_status_t check_deploy(const cost_deploy_t *d)
  * slot and pack their puts before any goes. */
 static wsync_status_t add_announce(cost_plan_t *p, const cost_links_t *links, const cost_deploy_t *d)
 {
-    cost_stage_t *s = cost_plan_stage(p, "digest", 0, 1);
+    cost_stage_t *s;
     int one_gpu = d->net == COST_NET_LOCAL;
     double owned = (double)d->image_bytes / d->trainers;
     cost_class_t dg = digest_class(d);
+    WSYNC_CHECK(cost_add_quant(p, links, d));
+    s = cost_plan_stage(p, "digest", 0, 1);
     WSYNC_CHECK(
         cost_stage_add(s, links, dg,
                        one_gpu ? "trainer ranks' digests on the one GPU" : "trainer rank's digest of its share",

@@ -40,6 +40,33 @@ PY
 then pass calibrate_times_a_whole_version
 else fail calibrate_times_a_whole_version "$(grep '^version' "$TMP/cal.out")"; fi
 
+# FP8 on the way: calibrate measures the host quantizer (quant_host), and
+# `--quant fp8` costs a serial quant stage on the trainers, then half the
+# bytes (one FP8 byte per bf16 element plus an fp32 scale per 128 x 128
+# block, computed here from that definition) everywhere after it.
+if "$WSYNC" plan --synthetic 256M --trainers 2 --engines 3 --local-ranks 2 --links "$TMP/links.json" --predict --json \
+       --quant fp8 >"$TMP/q.json" 2>"$TMP/q.err" \
+   && python3 - "$TMP/links.json" "$TMP/p.json" "$TMP/q.json" <<'PY'
+import json, sys
+l = json.load(open(sys.argv[1])); full = json.load(open(sys.argv[2])); q = json.load(open(sys.argv[3]))
+e = l["links"]["quant_host"]
+assert e["gbps"] > 0 and e["reps"] == 3 and "128 x 128" in e["note"], e
+src = 256 << 20
+assert q["quant"]["source_bytes"] == src, q["quant"]
+assert q["deployment"]["image_bytes"] == round(src * (0.5 + 4 / (2 * 128 * 128))), q["deployment"]
+d = [x for x in q["plans"] if x["name"] == "direct"][0]
+d0 = [x for x in full["plans"] if x["name"] == "direct"][0]
+assert d["stages"][0]["name"] == "quant" and d["stages"][0]["overlap"] == "serial", d["stages"][0]
+assert abs(d["stages"][0]["loads"][0]["bytes"] / (src / 2) - 1) < 1e-5, d["stages"][0]
+t, t0 = d["bytes_by_class"]["tcp"], d0["bytes_by_class"]["tcp"]
+assert abs(t / t0 - (0.5 + 4 / 32768)) < 1e-3, (t, t0)
+PY
+then pass calibrate_quant_class_and_fp8_prediction
+else fail calibrate_quant_class_and_fp8_prediction "$(cat "$TMP/q.err"; grep '^quant' "$TMP/cal.out")"; fi
+out=$("$WSYNC" plan --synthetic 256M --links "$TMP/links.json" --predict --quant int4 2>&1); rc=$?
+if [ $rc = 2 ] && grep -q -- "--quant: expected 'fp8'" <<<"$out"; then pass plan_refuses_an_unknown_quant
+else fail plan_refuses_an_unknown_quant "rc=$rc: $out"; fi
+
 if python3 -c 'import os,sys; sys.exit(0 if os.path.exists("/dev/nvidia0") else 1)'; then
     skip calibrate_says_why_gpu_classes_are_skipped "a CUDA device is present"
 else
