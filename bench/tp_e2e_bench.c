@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "bench/qwen7b.h"
+#include "bench/tp_rules.h"
 #include "common/mem/mem.h"
 #include "common/proto/msg.h"
 #include "common/net/sock.h"
@@ -54,21 +55,6 @@
 #define MAX_OWNED 64
 #define TIMEOUT_MS 300000
 #define QWEN_BYTES 15231233024.0 /* bench/qwen7b.h at div 1 */
-
-/* One block of a destination tensor: `height` rows of `width` bytes from
- * source tensor `src` (starting `col` bytes into each row of `spitch` bytes),
- * back to back at dst_off of the destination tensor. */
-typedef struct block {
-    long src;
-    uint64_t col, spitch, width, height, dst_off;
-} block_t;
-
-typedef struct dest {
-    char name[160];
-    uint64_t nbytes;
-    int n;
-    block_t b[3];
-} dest_t;
 
 /* What differs between host and GPU memory beyond wsync's mem ops. */
 typedef struct xops {
@@ -157,110 +143,6 @@ static void cuda_sync(void)
 
 static const xops_t cuda_x = {cuda_zero, cuda_copy2d, cuda_sync};
 #endif
-
-/* --- the rules, written again (independent of common/rules*.c) ---------- */
-
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
-/* The tensor named like `name` with `from` (its last occurrence) swapped for `to`. */
-static long sibling(const char *name, const char *from, const char *to)
-{
-    char buf[160];
-    const char *at = strstr(name, from);
-    if (at == NULL)
-        return -1;
-    snprintf(buf, sizeof(buf), "%.*s%s%s", (int)(at - name), name, to, at + strlen(from));
-    return wsync_manifest_find(M, buf);
-}
-
-static void rename_to(dest_t *d, const char *name, const char *from, const char *to)
-{
-    const char *at = strstr(name, from);
-    snprintf(d->name, sizeof(d->name), "%.*s%s%s", (int)(at - name), name, to, at + strlen(from));
-}
-
-/* Rank k's chunk of dim 0 of tensor t, appended to d. */
-static void add_rows(dest_t *d, long t, int k)
-{
-    const wsync_tensor_t *x = &M->tensors[t];
-    uint64_t rb = x->size / (uint64_t)x->shape[0], rows = (uint64_t)x->shape[0] / TP;
-    d->b[d->n++] = (block_t){.src = t,
-                             .col = (uint64_t)k * rows * rb,
-                             .spitch = rows * rb,
-                             .width = rows * rb,
-                             .height = 1,
-                             .dst_off = d->nbytes};
-    d->nbytes += rows * rb;
-}
-
-/* Destination tensors of TP rank k, in manifest order of their first source. */
-static int rank_dests(int k, dest_t *out)
-{
-    size_t i;
-    int n = 0;
-    for (i = 0; i < M->ntensors; i++) {
-        const wsync_tensor_t *x = &M->tensors[i];
-        const char *nm = x->name;
-        dest_t *d = &out[n];
-        memset(d, 0, sizeof(*d));
-        if (strstr(nm, "self_attn.k_proj.") || strstr(nm, "self_attn.v_proj.") || strstr(nm, "mlp.up_proj."))
-            continue; /* taken with q_proj / gate_proj */
-        if (strstr(nm, "self_attn.q_proj.")) {
-            rename_to(d, nm, "q_proj", "qkv_proj");
-            add_rows(d, (long)i, k);
-            add_rows(d, sibling(nm, "q_proj", "k_proj"), k);
-            add_rows(d, sibling(nm, "q_proj", "v_proj"), k);
-        } else if (ends_with(nm, "mlp.gate_proj.weight")) {
-            rename_to(d, nm, "gate_proj", "gate_up_proj");
-            add_rows(d, (long)i, k);
-            add_rows(d, sibling(nm, "gate_proj", "up_proj"), k);
-        } else if (ends_with(nm, "self_attn.o_proj.weight") || ends_with(nm, "mlp.down_proj.weight")) {
-            uint64_t rb = x->size / (uint64_t)x->shape[0], w = rb / TP;
-            snprintf(d->name, sizeof(d->name), "%s", nm);
-            d->b[d->n++] = (block_t){.src = (long)i,
-                                     .col = (uint64_t)k * w,
-                                     .spitch = rb,
-                                     .width = w,
-                                     .height = (uint64_t)x->shape[0]};
-            d->nbytes = w * (uint64_t)x->shape[0];
-        } else if (strcmp(nm, "model.embed_tokens.weight") == 0 || strcmp(nm, "lm_head.weight") == 0) {
-            uint64_t v = (uint64_t)x->shape[0], rb = x->size / v, vp = (v + 63) / 64 * 64, per = vp / TP;
-            uint64_t lo = (uint64_t)k * per, hi = lo + per < v ? lo + per : v;
-            snprintf(d->name, sizeof(d->name), "%s", nm);
-            if (hi > lo)
-                d->b[d->n++] = (block_t){.src = (long)i,
-                                         .col = lo * rb,
-                                         .spitch = (hi - lo) * rb,
-                                         .width = (hi - lo) * rb,
-                                         .height = 1};
-            d->nbytes = per * rb; /* rows >= V stay zero */
-        } else {
-            snprintf(d->name, sizeof(d->name), "%s", nm);
-            d->b[d->n++] = (block_t){.src = (long)i, .spitch = x->size, .width = x->size, .height = 1};
-            d->nbytes = x->size;
-        }
-        if (++n == MAX_DEST)
-            break;
-    }
-    return n;
-}
-
-/* Rank k's destination tensors sliced out of a whole image (the baseline). */
-static void slice_image(int k, const char *img, char **dst)
-{
-    int i, j;
-    for (i = 0; i < ndests[k]; i++)
-        for (j = 0; j < dests[k][i].n; j++) {
-            const block_t *b = &dests[k][i].b[j];
-            xo->copy2d(dst[i] + b->dst_off, img + M->tensors[b->src].offset + b->col, b->spitch, b->width,
-                       b->height);
-        }
-    xo->sync();
-}
 
 /* --- ranks --------------------------------------------------------------- */
 
@@ -452,7 +334,8 @@ static int engine_main(const run_cfg_t *c, int k)
                 bad = 1;
                 break;
             }
-            slice_image(k, img, own);
+            slice_image(M, dests[k], ndests[k], img, own, xo->copy2d);
+            xo->sync();
         }
         S->t_ready[v][k] = wsync_now_ns();
         __atomic_add_fetch(&S->ready[v], 1, __ATOMIC_ACQ_REL);
@@ -656,7 +539,7 @@ int main(int argc, char **argv)
     hmax = 0;
     for (k = 0; k < L; k++) {
         int d;
-        ndests[k] = rank_dests(k, dests[k]);
+        ndests[k] = rank_dests(M, k, TP, dests[k], MAX_DEST);
         for (d = 0; d < ndests[k]; d++)
             held[k] += dests[k][d].nbytes;
         hmax = held[k] > hmax ? held[k] : hmax;

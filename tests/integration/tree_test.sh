@@ -25,6 +25,9 @@ printf '#include "common/net/a.h"\n' >"$TMP/t/common/digest/b.h"
 printf '#include "engine_side/receiver_internal.h"\n' >"$TMP/t/cli/internals.c"
 { echo 'int f(void)'; echo '{'; for i in $(seq 118); do echo '    ;'; done; echo '}'; } >"$TMP/t/cli/f.c"
 for i in $(seq 601); do echo "/* $i */"; done >"$TMP/t/cli/long.c"
+mkdir -p "$TMP/t/tests/unit" "$TMP/t/bench"
+for i in $(seq 602); do echo "# $i"; done >"$TMP/t/tests/unit/long_test.sh"
+for i in $(seq 600); do echo "/* $i */"; done >"$TMP/t/bench/just_fits.c"
 python3 $CHECK "$TMP/t" >"$TMP/planted" 2>&1
 rc=$?
 check tree_check_fails_on_planted_faults [ $rc = 1 ]
@@ -32,4 +35,6 @@ check tree_check_names_upward_include grep -q 'common/base/a.h:1: #include "comm
 check tree_check_names_same_layer_pair grep -q 'common/net/a.h:1: .*one layer' "$TMP/planted"
 check tree_check_names_cli_internals grep -q 'cli/internals.c:1: #include "engine_side/receiver_internal.h": the command line' "$TMP/planted"
 check tree_check_names_long_file grep -q 'cli/long.c has 601 lines' "$TMP/planted"
+check tree_check_names_long_test_file grep -q 'tests/unit/long_test.sh has 602 lines' "$TMP/planted"
+check tree_check_lets_600_lines_pass sh -c "! grep -q 'bench/just_fits.c' '$TMP/planted'"
 check tree_check_names_long_function grep -q 'cli/f.c:1: f() has 121 lines' "$TMP/planted"
