@@ -29,6 +29,13 @@ typedef struct recv_pull_ops {
     /* Unit `id` (a put's tag's low half): 1 with its chunk and length, or
      * 0: no such unit. */
     int (*unit_at)(const recv_pull_t *p, uint32_t id, uint32_t *chunk, uint64_t *len);
+    /* The image offset unit u lands at on its landing rank (where its
+     * digest is keyed: a piece's, an identity put's), for chunk_verify.h;
+     * NULL where the fetch verifies otherwise. */
+    uint64_t (*unit_off)(const recv_pull_t *p, size_t u);
+    /* NULL, or: chunk c's units matched their digests (chunk_verify.h): it
+     * is done here (`landed` here, else copied in from its landing rank). */
+    void (*chunk_verified)(recv_pull_t *p, uint32_t c, int landed);
     /* NULL, or: unit `id` of a chunk asked for here landed (cp says how). */
     void (*unit_landed)(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp);
     /* The last unit of chunk c landed here. */
