@@ -272,7 +272,7 @@ static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
 
 /* Copy chunks that landed on other ranks, whichever landed first (a slow
  * source must not hold up the others), each copy and its digests queued as
- * a job, FANOUT_INFLIGHT at a time so the copy engine runs them back to back. */
+ * a job of the fan-out ring (chunk_fanout.h). */
 static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
 {
     const wsync_plan_t *plan = f->plan;
@@ -281,9 +281,8 @@ static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
         uint32_t cc = f->p.pending[k];
         uint64_t off = (uint64_t)cc * plan->chunk_size;
         uint64_t len = chunk_len(plan, cc);
-        fan_job_t *fj = &f->fan[(f->fh + f->fn) % FANOUT_INFLIGHT];
         size_t np;
-        if ((f->dm ? f->nfan : (uint32_t)f->fn) == FANOUT_INFLIGHT ||
+        if ((f->dm ? RECV_FAN_INFLIGHT - (int)f->nfan : recv_fan_room(&f->fan)) == 0 ||
             !board_is_landed(f->p.r->board, f->p.slot, cc, f->p.gen)) {
             f->p.pending[keep++] = cc;
             continue;
@@ -300,11 +299,8 @@ static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
             continue;
         }
         np = recv_verify_ranges(&f->p, &f->ver, cc, f->image);
-        fj->chunk = cc;
-        WSYNC_CHECK(f->p.r->mem->copy_digest_start(f->image + off,
-                                                   (char *)f->p.r->peers[land_rank(f, cc)][f->p.slot].ptr + off,
-                                                   len, f->ver.rg, np, &fj->job));
-        f->fn++;
+        WSYNC_CHECK(recv_fan_start(&f->fan, f->p.r->mem, cc, 1, f->image + off,
+                                   (char *)f->p.r->peers[land_rank(f, cc)][f->p.slot].ptr + off, len, f->ver.rg, np));
         *progressed = 1;
     }
     f->p.npending = keep;
@@ -316,21 +312,15 @@ static wsync_status_t fetch_reap(fetch_t *f, int *progressed)
 {
     if (f->dm)
         return reap_groups(f, progressed);
-    while (f->fn > 0) {
-        fan_job_t *fj = &f->fan[f->fh];
-        uint32_t cc = fj->chunk;
-        int done = 0;
-        WSYNC_CHECK(f->p.r->mem->job_poll(fj->job, 0, f->ver.sums, &done));
+    for (;;) {
+        uint32_t cc = 0;
+        int done = 0, last;
+        WSYNC_CHECK(recv_fan_reap(&f->fan, f->p.r->mem, &cc, &last, f->ver.sums, &done));
         if (!done)
-            break;
-        f->p.r->mem->job_free(fj->job);
-        fj->job = NULL;
-        f->fh = (f->fh + 1) % FANOUT_INFLIGHT;
-        f->fn--;
+            return WSYNC_OK;
         WSYNC_CHECK(recv_verify_summed(&f->p, &f->ver, cc, 0, f->ver.sums));
         *progressed = 1;
     }
-    return WSYNC_OK;
 }
 
 /* ---- what the shared phases (pull.h) ask of the whole image ---- */
@@ -390,8 +380,7 @@ static const recv_pull_ops_t fetch_ops = {.unit = "pieces",
 static void fetch_end(fetch_t *f, wsync_status_t st)
 {
     uint32_t k;
-    for (; f->fn > 0; f->fn--, f->fh = (f->fh + 1) % FANOUT_INFLIGHT)
-        f->p.r->mem->job_free(f->fan[f->fh].job); /* waits: the copy must not outlive the attempt */
+    recv_fan_end(&f->fan, f->p.r->mem);
     for (k = 0; k < f->ninflight; k++)
         recv_dgroup_end(&f->groups[f->inflight[k]], f->p.r->mem); /* waits likewise */
     free(f->groups);
@@ -440,7 +429,8 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
     while (st == WSYNC_OK && f.p.ndone < f.p.nwant) {
         int progressed = 0, got = 0;
         st = recv_pull_land(&f.p,
-                            f.p.npending > 0 || f.fn > 0 || f.ninflight > 0 || recv_verify_all_summed(&f.p, &f.ver),
+                            f.p.npending > 0 || f.fan.n > 0 || f.ninflight > 0 ||
+                                recv_verify_all_summed(&f.p, &f.ver),
                             &progressed, &got);
         if (st == WSYNC_OK)
             st = fetch_fan_out(&f, &progressed);
@@ -454,7 +444,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
         if (st == WSYNC_OK && !progressed && got == 0) {
             if (recv_verify_all_summed(&f.p, &f.ver))
                 usleep(50); /* only the late digests to wait for: seen within 50 us */
-            else if (f.p.npending > 0 || f.fn > 0 || f.ninflight > 0 || r->ntr != 1)
+            else if (f.p.npending > 0 || f.fan.n > 0 || f.ninflight > 0 || r->ntr != 1)
                 usleep(200);
         }
     }

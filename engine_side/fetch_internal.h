@@ -5,17 +5,11 @@
 #ifndef WSYNC_ENGINE_FETCH_INTERNAL_H
 #define WSYNC_ENGINE_FETCH_INTERNAL_H
 
+#include "engine_side/chunk_fanout.h"
 #include "engine_side/chunk_verify.h"
 #include "engine_side/pull.h"
 #include "engine_side/receiver_internal.h"
 #include "engine_side/release.h"
-
-#define FANOUT_INFLIGHT 4 /* fan-out copy jobs queued at once */
-
-typedef struct fan_job {
-    wsync_mem_job_t *job;
-    uint32_t chunk;
-} fan_job_t;
 
 typedef struct fetch {
     recv_pull_t p; /* the attempt, its chunks, trainer ranks and relay (pull.h) */
@@ -27,9 +21,7 @@ typedef struct fetch {
 
     uint32_t ncopied; /* chunks copied in from other ranks' windows */
 
-    /* fan-out copies in flight, a ring */
-    fan_job_t fan[FANOUT_INFLIGHT];
-    int fh, fn;
+    recv_fan_t fan; /* fan-out copies (and their digests) in flight (chunk_fanout.h) */
 
     /* each chunk verified against its pieces' digests, the sums their puts
      * brought along, late digests (chunk_verify.h) */

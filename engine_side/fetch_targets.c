@@ -16,7 +16,8 @@
  *             whose last put landed gets its copies inside this rank, then
  *             is marked landed;
  *   fan out   copy, out of the landing rank's window, what this rank needs
- *             of each chunk the board says landed elsewhere;
+ *             of each chunk the board says landed elsewhere (as jobs of
+ *             the fan-out ring, chunk_fanout.h, shared with fetch.c);
  *   watch     trainer answers, peers, the deadline (pull_watch.c);
  *   release   in place into the caller's tensors on the host, the image
  *             is a sparse window: a chunk's pages are freed once written
@@ -236,16 +237,27 @@ static wsync_status_t copy_sparse(tfetch_t *f, uint64_t to, const char *src, uin
     return WSYNC_OK;
 }
 
+/* How many copies of chunk c into this rank come from rank `from`. */
+static size_t copies_from(const tfetch_t *f, uint32_t c, int from)
+{
+    const wsync_tchunk_t *ch = &f->np->chunks[c];
+    size_t k, n = 0;
+    for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++)
+        n += f->np->copies[k].to_rank == f->p.me && f->np->copies[k].from_rank == from;
+    return n;
+}
+
 /* The copies of chunk c into this rank that come from rank `from` (out of
  * its fan-out window when its image is a sparse GPU one; with one here,
- * straight into the caller's tensors). */
-static wsync_status_t copy_chunk(tfetch_t *f, uint32_t c, int from)
+ * straight into the caller's tensors): with `jobs`, queued on the fan-out
+ * ring (chunk_fanout.h; it has room for all of them), else done now. */
+static wsync_status_t copy_chunk(tfetch_t *f, uint32_t c, int from, int jobs)
 {
     const wsync_tchunk_t *ch = &f->np->chunks[c];
     const peer_map_t *pm = &f->p.r->peers[from][f->p.slot];
     const char *src = from == f->p.me ? f->image : pm->ptr;
     const int fan = from != f->p.me && pm->fan;
-    size_t k;
+    size_t k, left = jobs ? copies_from(f, c, from) : 0;
     for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++) {
         const wsync_tcopy_t *cp = &f->np->copies[k];
         uint64_t at;
@@ -254,6 +266,9 @@ static wsync_status_t copy_chunk(tfetch_t *f, uint32_t c, int from)
         at = fan ? recv_fanmap_at(&f->tl->fan[from], cp->from_off) : cp->from_off;
         if (f->p.r->gpu_sparse)
             WSYNC_CHECK(copy_sparse(f, cp->to_off, from == f->p.me ? NULL : src + at, cp->from_off, cp->len));
+        else if (jobs)
+            WSYNC_CHECK(recv_fan_start(&f->fan, f->p.r->mem, c, --left == 0, f->image + cp->to_off, src + at,
+                                       cp->len, NULL, 0));
         else
             WSYNC_CHECK(f->p.r->mem->copy(f->image + cp->to_off, src + at, cp->len));
     }
@@ -360,7 +375,7 @@ static int ops_unit_at(const recv_pull_t *p, uint32_t id, uint32_t *chunk, uint6
 static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
 {
     tfetch_t *f = container_of(p, tfetch_t, p);
-    WSYNC_CHECK(copy_chunk(f, c, f->p.me));
+    WSYNC_CHECK(copy_chunk(f, c, f->p.me, 0));
     WSYNC_CHECK(chunk_complete(f, c));
     WSYNC_CHECK(fan_publish(f, c));
     board_mark_landed(f->p.r->board, f->p.slot, c, f->p.gen);
@@ -372,24 +387,57 @@ static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
     return WSYNC_OK;
 }
 
+/* Chunk c's copies out of its landing rank's window are done. */
+static wsync_status_t copied_in(tfetch_t *f, uint32_t c)
+{
+    board_mark_copied(f->p.r->board, f->p.slot, c, f->p.gen);
+    WSYNC_CHECK(chunk_complete(f, c));
+    release_copied_in(f, c);
+    f->p.ndone++;
+    return WSYNC_OK;
+}
+
+/* Copy what this rank needs of chunks that landed on other ranks, whichever
+ * landed first, as jobs of the fan-out ring (chunk_fanout.h: a chunk's
+ * copies go once the ring has room for all of them); a sparse GPU image's
+ * copies (copy_sparse), and a chunk of more copies than the ring holds, are
+ * done at once. */
 static wsync_status_t tf_fan_out(tfetch_t *f, int *progressed)
 {
     uint32_t k, keep = 0;
     for (k = 0; k < f->p.npending; k++) {
         uint32_t c = f->p.pending[k];
-        if (!board_is_landed(f->p.r->board, f->p.slot, c, f->p.gen)) {
+        const int from = f->np->chunks[c].land_rank;
+        const size_t n = copies_from(f, c, from);
+        const int jobs = !f->p.r->gpu_sparse && n > 0 && n <= RECV_FAN_INFLIGHT;
+        if ((jobs && (size_t)recv_fan_room(&f->fan) < n) || !board_is_landed(f->p.r->board, f->p.slot, c, f->p.gen)) {
             f->p.pending[keep++] = c;
             continue;
         }
-        WSYNC_CHECK(copy_chunk(f, c, f->np->chunks[c].land_rank));
-        board_mark_copied(f->p.r->board, f->p.slot, c, f->p.gen);
-        WSYNC_CHECK(chunk_complete(f, c));
-        release_copied_in(f, c);
-        f->p.ndone++;
+        WSYNC_CHECK(copy_chunk(f, c, from, jobs));
+        if (!jobs)
+            WSYNC_CHECK(copied_in(f, c));
         *progressed = 1;
     }
     f->p.npending = keep;
     return WSYNC_OK;
+}
+
+/* The fan-out ring's finished jobs, oldest first: a chunk whose last copy
+ * finished is in. */
+static wsync_status_t tf_reap(tfetch_t *f, int *progressed)
+{
+    for (;;) {
+        uint64_t none[1]; /* the copies have no digests here */
+        uint32_t c = 0;
+        int done = 0, last = 0;
+        WSYNC_CHECK(recv_fan_reap(&f->fan, f->p.r->mem, &c, &last, none, &done));
+        if (!done)
+            return WSYNC_OK;
+        if (last)
+            WSYNC_CHECK(copied_in(f, c));
+        *progressed = 1;
+    }
 }
 
 /* Every trainer rank's answer: the digests of the segments it owns. */
@@ -474,6 +522,7 @@ static const recv_pull_ops_t tf_ops = {.unit = "puts",
 
 static void tf_end(tfetch_t *f, wsync_status_t st)
 {
+    recv_fan_end(&f->fan, f->p.r->mem);            /* waits: no copy outlives the attempt */
     recv_dests_drain(f->p.r->mem, f->p.r->cur_dm); /* write-through copies still queued (a failed pull) */
     if (st != WSYNC_OK)
         memset(f->tl->defs_sent, 0, (size_t)f->p.world); /* a trainer may have restarted: send them again */
@@ -514,13 +563,15 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
         st = tf_request(&f);
     while (st == WSYNC_OK && f.p.ndone < f.p.nwant) {
         int progressed = 0, got = 0;
-        st = recv_pull_land(&f.p, f.p.npending > 0, &progressed, &got);
+        st = recv_pull_land(&f.p, f.p.npending > 0 || f.fan.n > 0, &progressed, &got);
         if (st == WSYNC_OK)
             st = tf_fan_out(&f, &progressed);
+        if (st == WSYNC_OK)
+            st = tf_reap(&f, &progressed);
         tf_release(&f);
         if (st == WSYNC_OK)
             st = recv_pull_watch(&f.p);
-        if (st == WSYNC_OK && !progressed && got == 0 && (f.p.npending > 0 || r->ntr != 1))
+        if (st == WSYNC_OK && !progressed && got == 0 && (f.p.npending > 0 || f.fan.n > 0 || r->ntr != 1))
             usleep(200);
     }
     if (st == WSYNC_OK)

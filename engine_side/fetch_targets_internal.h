@@ -5,6 +5,7 @@
 #ifndef WSYNC_ENGINE_FETCH_TARGETS_INTERNAL_H
 #define WSYNC_ENGINE_FETCH_TARGETS_INTERNAL_H
 
+#include "engine_side/chunk_fanout.h"
 #include "engine_side/pull.h"
 #include "engine_side/receiver_internal.h"
 #include "engine_side/release.h"
@@ -14,6 +15,7 @@ typedef struct tfetch {
     recv_tlayout_t *tl;
     const wsync_node_plan_t *np;
     char *image;
+    recv_fan_t fan; /* copies out of other ranks' windows in flight (chunk_fanout.h) */
 
     recv_release_t rl;        /* a sparse image's pages, freed as chunks are written through (release.h) */
     wsync_redirect_t *direct; /* bytes landing straight in the caller's tensors (recv_dests_direct) */
