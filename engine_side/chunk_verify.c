@@ -125,8 +125,7 @@ wsync_status_t recv_verify_summed(recv_pull_t *p, recv_verify_t *v, uint32_t c, 
     size_t first, n = p->ops->chunk_units(p, c, &first);
     if (v->digests) {
         WSYNC_CHECK(check_units(p, v, first, n, sums));
-        p->ops->chunk_verified(p, c, landed);
-        return WSYNC_OK;
+        return p->ops->chunk_verified(p, c, landed);
     }
     memmove(v->late_sum + first, sums, n * sizeof(*sums));
     v->wlanded[c] = (unsigned char)landed;

@@ -187,7 +187,7 @@ static void release_chunk(void *arg, uint32_t c)
 
 /* A chunk this rank holds verified (landed here: marked landed on the board;
  * the ops' chunk_verified, chunk_verify.h). */
-static void ops_chunk_verified(recv_pull_t *p, uint32_t c, int landed)
+static wsync_status_t ops_chunk_verified(recv_pull_t *p, uint32_t c, int landed)
 {
     fetch_t *f = container_of(p, fetch_t, p);
     if (!landed)
@@ -208,6 +208,7 @@ static void ops_chunk_verified(recv_pull_t *p, uint32_t c, int landed)
         wsync_trace("engine %s rank %d: %u fan-out copies verified", f->p.r->engine_id, f->p.me, f->ncopied);
     }
     f->p.ndone++;
+    return WSYNC_OK;
 }
 
 /* Verify the groups that finished. */

@@ -6,6 +6,7 @@
 #define WSYNC_ENGINE_FETCH_TARGETS_INTERNAL_H
 
 #include "engine_side/chunk_fanout.h"
+#include "engine_side/chunk_verify.h"
 #include "engine_side/pull.h"
 #include "engine_side/receiver_internal.h"
 #include "engine_side/release.h"
@@ -27,6 +28,18 @@ typedef struct tfetch {
 
     uint64_t *digests;   /* [segments]: the trainers' */
     unsigned char *have; /* [segments] */
+
+    /* A node of identity targets (the whole image as targets: the node
+     * plan's puts are the record's pieces, target_plan.h), staged or in
+     * place without the caller's tensors, on an image with no holes: each
+     * chunk is verified as it lands or is copied in, against the record's
+     * piece digests (chunk_verify.h: the puts' fused sums, late digests,
+     * the fan-out copies' digests), as the whole image's fetch does, not
+     * segment by segment at the end; marked landed once verified. */
+    int identity;
+    const uint64_t *record; /* the record's digests by piece id */
+    int late;               /* some still to come */
+    recv_verify_t ver;
 } tfetch_t;
 
 /* fetch_targets.c: expect trainer rank t's puts landing here (none with
@@ -35,6 +48,15 @@ wsync_status_t tf_request_rank(tfetch_t *f, int t, int digests_only);
 /* The request's targets, with their definitions unless trainer rank t
  * (-1: a relay, which never needs them) already has them. */
 wsync_status_t tf_add_targets(tfetch_t *f, int t, wsync_pull_request_t *pr);
+
+/* fetch_targets_copy.c: how many copies of chunk c into this rank come from
+ * rank `from`; those copies (with `jobs`, queued on f->fan with the n digest
+ * ranges rg, which then lie in the one copy; else done now); a sparse GPU
+ * image's bytes of chunk c that other ranks copy, into its fan-out window. */
+size_t tf_copies_from(const tfetch_t *f, uint32_t c, int from);
+wsync_status_t tf_copy_chunk(tfetch_t *f, uint32_t c, int from, int jobs, const wsync_digest_range_t *rg,
+                             size_t nrg);
+wsync_status_t tf_fan_publish(tfetch_t *f, uint32_t c);
 
 /* fetch_targets_relay.c: under relay:F with a parent for this version, ask
  * its relay for every put landing here (*asked 1; the trainer ranks are

@@ -35,7 +35,7 @@ typedef struct recv_pull_ops {
     uint64_t (*unit_off)(const recv_pull_t *p, size_t u);
     /* NULL, or: chunk c's units matched their digests (chunk_verify.h): it
      * is done here (`landed` here, else copied in from its landing rank). */
-    void (*chunk_verified)(recv_pull_t *p, uint32_t c, int landed);
+    wsync_status_t (*chunk_verified)(recv_pull_t *p, uint32_t c, int landed);
     /* NULL, or: unit `id` of a chunk asked for here landed (cp says how). */
     void (*unit_landed)(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp);
     /* The last unit of chunk c landed here. */
