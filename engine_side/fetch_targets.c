@@ -216,31 +216,6 @@ static wsync_status_t tf_request(tfetch_t *f)
     return WSYNC_OK;
 }
 
-/* Local rank 0 of a relaying node: from now on its relay serves the puts
- * of this attempt out of the ranks' images (the peers' windows are mapped
- * here by tf_join). Not for a node planned with a colocated landing hint:
- * no node elsewhere has its plan. */
-static wsync_status_t tf_serve(tfetch_t *f)
-{
-    wsync_receiver_t *r = f->p.r;
-    const int L = r->cfg.local_world;
-    char(*digests)[33] = calloc((size_t)L, 33);
-    void *win[BOARD_MAX_RANKS];
-    size_t len[BOARD_MAX_RANKS];
-    relay_targets_t t = {.np = f->np, .L = L, .win = win, .win_len = len, .board = r->board, .gen = f->p.gen};
-    int k;
-    WSYNC_CHECK_ALLOC(digests);
-    for (k = 0; k < L; k++) {
-        memcpy(digests[k], f->tl->tg[k]->digest_hex, 33);
-        win[k] = k == f->p.me ? (void *)f->image : r->peers[k][f->p.slot].ptr;
-        len[k] = k == f->p.me ? r->image_len : r->peers[k][f->p.slot].len;
-    }
-    t.targets = (const char(*)[33])digests;
-    relay_slot_begin_targets(r->relay, f->p.slot, f->p.v, f->p.sl->layout_digest, &t);
-    free(digests);
-    return WSYNC_OK;
-}
-
 /* Chunk c is complete in this rank's image (landed here and copied inside
  * it, or copied out of the landing rank's window). In place with the
  * caller's destination tensors, its bytes are written through to them
@@ -566,7 +541,7 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
     WSYNC_CHECK(recv_pull_join(&f.p));
     f.identity = identity_node(&f);
     if (r->relay && tl->hint_world == 0)
-        WSYNC_CHECK(tf_serve(&f));
+        WSYNC_CHECK(tf_relay_serve(&f));
     st = recv_release_begin(&f.rl, r, a, f.np->nchunks);
     if (st == WSYNC_OK)
         st = tf_prepare(&f);

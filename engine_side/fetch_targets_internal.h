@@ -63,5 +63,8 @@ wsync_status_t tf_fan_publish(tfetch_t *f, uint32_t c);
  * then asked for digests alone), else nothing; recv_pull_relay_watch gives
  * a failed or stalled one up. */
 wsync_status_t tf_relay_request(tfetch_t *f, int *asked);
+/* fetch_targets_relay.c: local rank 0 of a relaying node: its relay serves
+ * this attempt's puts out of the ranks' images from now on. */
+wsync_status_t tf_relay_serve(tfetch_t *f);
 
 #endif
