@@ -67,12 +67,7 @@ static wsync_status_t fetch_prepare(fetch_t *f)
             maxp = chunk_npieces(plan, c);
     WSYNC_CHECK(recv_pull_alloc(&f->p));
     WSYNC_CHECK(recv_verify_begin(&f->ver, &f->p, plan->npieces, maxp, f->digests, f->late));
-    if (f->dm) {
-        f->groups = calloc(plan->nchunks + 1, sizeof(*f->groups));
-        f->inflight = calloc(plan->nchunks + 1, sizeof(*f->inflight));
-        if (!f->groups || !f->inflight)
-            return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-    }
+    WSYNC_CHECK(recv_groups_begin(&f->grp, f->dm, plan->nchunks));
     for (c = 0; c < plan->nchunks; c++)
         if (lands_here(f, c)) {
             f->p.remaining[c] = chunk_npieces(plan, c);
@@ -163,19 +158,8 @@ static uint64_t chunk_len(const wsync_plan_t *plan, uint32_t c)
 static wsync_status_t group_start(fetch_t *f, uint32_t c, int landed)
 {
     const char *src = landed ? f->image : f->p.r->peers[land_rank(f, c)][f->p.slot].ptr;
-    size_t np = recv_verify_ranges(&f->p, &f->ver, c, f->image);
-    recv_dgroup_t *g = &f->groups[c];
-    wsync_status_t st = recv_dgroup_start(g, f->p.r->mem, f->dm, f->image, src, (uint64_t)c * f->plan->chunk_size,
-                                          chunk_len(f->plan, c), f->ver.rg, np, landed && f->ndirect > 0);
-    if (st != WSYNC_OK) {
-        recv_dgroup_end(g, f->p.r->mem);
-        return st;
-    }
-    g->chunk = c;
-    g->landed = landed;
-    f->inflight[f->ninflight++] = c;
-    f->nfan += !landed;
-    return WSYNC_OK;
+    return recv_groups_start(&f->grp, &f->p, &f->ver, f->image, src, (uint64_t)c * f->plan->chunk_size,
+                             chunk_len(f->plan, c), c, landed, landed && f->ndirect > 0);
 }
 
 /* A sparse image's chunk c (recv_release_poll's callback). */
@@ -209,31 +193,6 @@ static wsync_status_t ops_chunk_verified(recv_pull_t *p, uint32_t c, int landed)
     }
     f->p.ndone++;
     return WSYNC_OK;
-}
-
-/* Verify the groups that finished. */
-static wsync_status_t reap_groups(fetch_t *f, int *progressed)
-{
-    wsync_status_t st = WSYNC_OK;
-    uint32_t k, keep = 0;
-    for (k = 0; k < f->ninflight; k++) {
-        uint32_t c = f->inflight[k];
-        recv_dgroup_t *g = &f->groups[c];
-        int done = 0, landed = g->landed;
-        if (st == WSYNC_OK)
-            st = recv_dgroup_poll(g, f->p.r->mem, f->ver.sums, &done);
-        if (!done) {
-            f->inflight[keep++] = c; /* running (or left for fetch_end) */
-            continue;
-        }
-        recv_dgroup_end(g, f->p.r->mem);
-        f->nfan -= !landed;
-        *progressed = 1;
-        if (st == WSYNC_OK)
-            st = recv_verify_summed(&f->p, &f->ver, c, landed, f->ver.sums);
-    }
-    f->ninflight = keep;
-    return st;
 }
 
 /* A piece of this attempt landed here: the put's key is its region offset,
@@ -283,7 +242,7 @@ static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
         uint64_t off = (uint64_t)cc * plan->chunk_size;
         uint64_t len = chunk_len(plan, cc);
         size_t np;
-        if ((f->dm ? RECV_FAN_INFLIGHT - (int)f->nfan : recv_fan_room(&f->fan)) == 0 ||
+        if ((f->dm ? recv_groups_room(&f->grp) : recv_fan_room(&f->fan)) == 0 ||
             !board_is_landed(f->p.r->board, f->p.slot, cc, f->p.gen)) {
             f->p.pending[keep++] = cc;
             continue;
@@ -312,7 +271,7 @@ static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
 static wsync_status_t fetch_reap(fetch_t *f, int *progressed)
 {
     if (f->dm)
-        return reap_groups(f, progressed);
+        return recv_groups_reap(&f->grp, &f->p, &f->ver, progressed);
     for (;;) {
         uint32_t cc = 0;
         int done = 0, last;
@@ -380,12 +339,8 @@ static const recv_pull_ops_t fetch_ops = {.unit = "pieces",
 
 static void fetch_end(fetch_t *f, wsync_status_t st)
 {
-    uint32_t k;
     recv_fan_end(&f->fan, f->p.r->mem);
-    for (k = 0; k < f->ninflight; k++)
-        recv_dgroup_end(&f->groups[f->inflight[k]], f->p.r->mem); /* waits likewise */
-    free(f->groups);
-    free(f->inflight);
+    recv_groups_end(&f->grp, f->p.r->mem); /* waits likewise */
     recv_release_end(&f->rl);
     free(f->direct);
     recv_pull_free(&f->p, st);
@@ -430,7 +385,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
     while (st == WSYNC_OK && f.p.ndone < f.p.nwant) {
         int progressed = 0, got = 0;
         st = recv_pull_land(&f.p,
-                            f.p.npending > 0 || f.fan.n > 0 || f.ninflight > 0 ||
+                            f.p.npending > 0 || f.fan.n > 0 || f.grp.ninflight > 0 ||
                                 recv_verify_all_summed(&f.p, &f.ver),
                             &progressed, &got);
         if (st == WSYNC_OK)
@@ -445,7 +400,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
         if (st == WSYNC_OK && !progressed && got == 0) {
             if (recv_verify_all_summed(&f.p, &f.ver))
                 usleep(50); /* only the late digests to wait for: seen within 50 us */
-            else if (f.p.npending > 0 || f.fan.n > 0 || f.ninflight > 0 || r->ntr != 1)
+            else if (f.p.npending > 0 || f.fan.n > 0 || f.grp.ninflight > 0 || r->ntr != 1)
                 usleep(200);
         }
     }

@@ -6,6 +6,7 @@
 #define WSYNC_ENGINE_FETCH_INTERNAL_H
 
 #include "engine_side/chunk_fanout.h"
+#include "engine_side/chunk_groups.h"
 #include "engine_side/chunk_verify.h"
 #include "engine_side/pull.h"
 #include "engine_side/receiver_internal.h"
@@ -28,11 +29,9 @@ typedef struct fetch {
     recv_verify_t ver;
 
     /* in place with the caller's destination tensors: chunks written
-     * through as job groups, at most one per chunk */
+     * through as job groups, at most one per chunk (chunk_groups.h) */
     const recv_dests_t *dm;
-    recv_dgroup_t *groups; /* [nchunks] */
-    uint32_t *inflight;    /* chunks whose group runs */
-    uint32_t ninflight, nfan;
+    recv_groups_t grp;
     recv_release_t rl;        /* and with a sparse image, its pages freed chunk by chunk (release.h) */
     wsync_redirect_t *direct; /* a lone rank's: bytes landing straight in the caller's tensors */
     size_t ndirect;

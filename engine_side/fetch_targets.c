@@ -32,7 +32,7 @@
  * A chunk is marked landed before it is verified: every rank verifies its
  * own destination bytes, so a corrupted byte is caught on every rank that
  * holds it, before the node reports ready. A node of identity targets (the
- * whole image as targets: identity_node) verifies instead each chunk as it
+ * whole image as targets: tf_identity_node) verifies instead each chunk as it
  * lands or is copied in against the record's piece digests, as fetch.c
  * does, with the same module (chunk_verify.h), and marks it landed once
  * verified. */
@@ -65,41 +65,6 @@ static wsync_status_t ops_check_landing(recv_pull_t *p)
     return WSYNC_OK;
 }
 
-/* 1 if this node's plan is the whole image's (every target the identity,
- * each put the record's piece of its id, each copy a whole chunk at its own
- * offset) and this rank's image has no holes and no caller's tensors in
- * place (their bytes are the ones verified, at the end): then each chunk is
- * verified as it comes, against the record (tfetch_t.identity). */
-static int identity_node(const tfetch_t *f)
-{
-    const wsync_plan_t *plan = f->p.sl->plan;
-    const wsync_node_plan_t *np = f->np;
-    const wsync_receiver_t *r = f->p.r;
-    size_t i;
-    int k;
-    if (r->gpu_sparse || (r->cur_dm && r->cur_dm->in_place) || np->nputs != plan->npieces ||
-        np->nchunks != plan->nchunks)
-        return 0;
-    for (k = 0; k < f->tl->L; k++)
-        if (!f->tl->tg[k]->whole_image)
-            return 0;
-    for (i = 0; i < np->nputs; i++) {
-        const wsync_tput_t *u = &np->puts[i];
-        const wsync_piece_t *pc = &plan->pieces[i];
-        if (u->dst_off != pc->offset || u->len != pc->len || u->src_rank != pc->src_rank || u->chunk != pc->chunk)
-            return 0;
-    }
-    for (i = 0; i < np->ncopies; i++) {
-        const wsync_tcopy_t *cp = &np->copies[i];
-        const wsync_tchunk_t *ch = &np->chunks[cp->chunk];
-        const wsync_tput_t *lastp = &np->puts[ch->first_put + ch->nputs - 1];
-        if (ch->nputs == 0 || cp->from_off != cp->to_off || cp->from_off != np->puts[ch->first_put].dst_off ||
-            lastp->dst_off + lastp->len > cp->from_off + cp->len)
-            return 0;
-    }
-    return 1;
-}
-
 /* 1 if some copy of chunk c goes to this rank. */
 static int copies_to_me(const tfetch_t *f, uint32_t c)
 {
@@ -119,8 +84,11 @@ static wsync_status_t tf_prepare(tfetch_t *f)
     WSYNC_CHECK(recv_pull_alloc(&f->p));
     for (c = 0; c < np->nchunks; c++)
         maxputs = np->chunks[c].nputs > maxputs ? np->chunks[c].nputs : maxputs;
-    if (f->identity)
+    if (f->identity) {
+        const recv_dests_t *dm = f->p.r->cur_dm;
         WSYNC_CHECK(recv_verify_begin(&f->ver, &f->p, np->nputs, maxputs, f->record, f->late));
+        WSYNC_CHECK(recv_groups_begin(&f->grp, dm && dm->in_place ? dm : NULL, np->nchunks));
+    }
     f->digests = calloc(nseg + 1, sizeof(*f->digests));
     f->have = calloc(nseg + 1, 1);
     f->none = calloc((np->nchunks + 7) / 8 + 1, 1);
@@ -295,7 +263,8 @@ static int ops_unit_at(const recv_pull_t *p, uint32_t id, uint32_t *chunk, uint6
 static wsync_status_t landed_done(tfetch_t *f, uint32_t c)
 {
     WSYNC_CHECK(tf_copy_chunk(f, c, f->p.me, 0, NULL, 0));
-    WSYNC_CHECK(chunk_complete(f, c));
+    if (f->grp.dm == NULL) /* else its group wrote it through */
+        WSYNC_CHECK(chunk_complete(f, c));
     WSYNC_CHECK(tf_fan_publish(f, c));
     board_mark_landed(f->p.r->board, f->p.slot, c, f->p.gen);
     landed_complete(f, c);
@@ -311,26 +280,20 @@ static wsync_status_t landed_done(tfetch_t *f, uint32_t c)
 static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
 {
     tfetch_t *f = container_of(p, tfetch_t, p);
-    return f->identity ? recv_verify_landed(p, &f->ver, c, f->image) : landed_done(f, c);
+    if (!f->identity)
+        return landed_done(f, c);
+    return f->grp.dm ? tf_identity_group(f, c, f->p.me) : recv_verify_landed(p, &f->ver, c, f->image);
 }
 
 /* Chunk c's copies out of its landing rank's window are done. */
 static wsync_status_t copied_in(tfetch_t *f, uint32_t c)
 {
     board_mark_copied(f->p.r->board, f->p.slot, c, f->p.gen);
-    WSYNC_CHECK(chunk_complete(f, c));
+    if (f->grp.dm == NULL) /* else its group wrote it through */
+        WSYNC_CHECK(chunk_complete(f, c));
     release_copied_in(f, c);
     f->p.ndone++;
     return WSYNC_OK;
-}
-
-/* An identity node's chunk c copied in at once: its pieces digested, then
- * compared (chunk_verify.h). */
-static wsync_status_t verify_copied(tfetch_t *f, uint32_t c)
-{
-    const size_t n = recv_verify_ranges(&f->p, &f->ver, c, f->image);
-    WSYNC_CHECK(f->p.r->mem->digest_many(f->ver.rg, n, f->ver.sums));
-    return recv_verify_summed(&f->p, &f->ver, c, 0, f->ver.sums);
 }
 
 /* Copy what this rank needs of chunks that landed on other ranks, whichever
@@ -346,15 +309,21 @@ static wsync_status_t tf_fan_out(tfetch_t *f, int *progressed)
         const int from = f->np->chunks[c].land_rank;
         const size_t n = tf_copies_from(f, c, from);
         const int jobs = !f->p.r->gpu_sparse && n > 0 && n <= RECV_FAN_INFLIGHT;
-        if ((jobs && (size_t)recv_fan_room(&f->fan) < n) || !board_is_landed(f->p.r->board, f->p.slot, c, f->p.gen)) {
+        if ((f->grp.dm ? recv_groups_room(&f->grp) == 0 : jobs && (size_t)recv_fan_room(&f->fan) < n) ||
+            !board_is_landed(f->p.r->board, f->p.slot, c, f->p.gen)) {
             f->p.pending[keep++] = c;
+            continue;
+        }
+        if (f->grp.dm) { /* an identity node in place with the caller's tensors */
+            WSYNC_CHECK(tf_identity_group(f, c, from));
+            *progressed = 1;
             continue;
         }
         /* an identity node's one copy of the chunk digests its pieces as it goes */
         const size_t nrg = f->identity && jobs ? recv_verify_ranges(&f->p, &f->ver, c, f->image) : 0;
         WSYNC_CHECK(tf_copy_chunk(f, c, from, jobs, f->ver.rg, nrg));
         if (!jobs)
-            WSYNC_CHECK(f->identity ? verify_copied(f, c) : copied_in(f, c));
+            WSYNC_CHECK(f->identity ? tf_identity_copied(f, c) : copied_in(f, c));
         *progressed = 1;
     }
     f->p.npending = keep;
@@ -365,6 +334,8 @@ static wsync_status_t tf_fan_out(tfetch_t *f, int *progressed)
  * finished is in (on an identity node, once its pieces' digests match). */
 static wsync_status_t tf_reap(tfetch_t *f, int *progressed)
 {
+    if (f->grp.dm)
+        return recv_groups_reap(&f->grp, &f->p, &f->ver, progressed);
     for (;;) {
         uint64_t none[1]; /* the copies have no digests but on an identity node */
         uint64_t *sums = f->identity ? f->ver.sums : none;
@@ -504,7 +475,8 @@ static const recv_pull_ops_t tf_ops = {.unit = "puts",
 
 static void tf_end(tfetch_t *f, wsync_status_t st)
 {
-    recv_fan_end(&f->fan, f->p.r->mem); /* waits: no copy outlives the attempt */
+    recv_fan_end(&f->fan, f->p.r->mem);    /* waits: no copy outlives the attempt */
+    recv_groups_end(&f->grp, f->p.r->mem); /* waits likewise */
     recv_verify_end(&f->ver);
     recv_dests_drain(f->p.r->mem, f->p.r->cur_dm); /* write-through copies still queued (a failed pull) */
     if (st != WSYNC_OK)
@@ -539,7 +511,7 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
     wsync_status_t st;
 
     WSYNC_CHECK(recv_pull_join(&f.p));
-    f.identity = identity_node(&f);
+    f.identity = tf_identity_node(&f);
     if (r->relay && tl->hint_world == 0)
         WSYNC_CHECK(tf_relay_serve(&f));
     st = recv_release_begin(&f.rl, r, a, f.np->nchunks);
@@ -550,7 +522,8 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
     while (st == WSYNC_OK && f.p.ndone < f.p.nwant) {
         int progressed = 0, got = 0;
         const int summed = f.identity && recv_verify_all_summed(&f.p, &f.ver); /* late digests to wait for */
-        st = recv_pull_land(&f.p, f.p.npending > 0 || f.fan.n > 0 || summed, &progressed, &got);
+        st = recv_pull_land(&f.p, f.p.npending > 0 || f.fan.n > 0 || f.grp.ninflight > 0 || summed, &progressed,
+                            &got);
         if (st == WSYNC_OK)
             st = tf_fan_out(&f, &progressed);
         if (st == WSYNC_OK)
@@ -560,7 +533,8 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
         tf_release(&f);
         if (st == WSYNC_OK)
             st = recv_pull_watch(&f.p);
-        if (st == WSYNC_OK && !progressed && got == 0 && (summed || f.p.npending > 0 || f.fan.n > 0 || r->ntr != 1))
+        if (st == WSYNC_OK && !progressed && got == 0 &&
+            (summed || f.p.npending > 0 || f.fan.n > 0 || f.grp.ninflight > 0 || r->ntr != 1))
             usleep(summed ? 50 : 200);
     }
     if (st == WSYNC_OK)

@@ -6,6 +6,7 @@
 #define WSYNC_ENGINE_FETCH_TARGETS_INTERNAL_H
 
 #include "engine_side/chunk_fanout.h"
+#include "engine_side/chunk_groups.h"
 #include "engine_side/chunk_verify.h"
 #include "engine_side/pull.h"
 #include "engine_side/receiver_internal.h"
@@ -30,8 +31,8 @@ typedef struct tfetch {
     unsigned char *have; /* [segments] */
 
     /* A node of identity targets (the whole image as targets: the node
-     * plan's puts are the record's pieces, target_plan.h), staged or in
-     * place without the caller's tensors, on an image with no holes: each
+     * plan's puts are the record's pieces, target_plan.h), on an image
+     * with no holes: each
      * chunk is verified as it lands or is copied in, against the record's
      * piece digests (chunk_verify.h: the puts' fused sums, late digests,
      * the fan-out copies' digests), as the whole image's fetch does, not
@@ -40,6 +41,7 @@ typedef struct tfetch {
     const uint64_t *record; /* the record's digests by piece id */
     int late;               /* some still to come */
     recv_verify_t ver;
+    recv_groups_t grp; /* in place with the caller's tensors: chunks written through as job groups */
 } tfetch_t;
 
 /* fetch_targets.c: expect trainer rank t's puts landing here (none with
@@ -57,6 +59,16 @@ size_t tf_copies_from(const tfetch_t *f, uint32_t c, int from);
 wsync_status_t tf_copy_chunk(tfetch_t *f, uint32_t c, int from, int jobs, const wsync_digest_range_t *rg,
                              size_t nrg);
 wsync_status_t tf_fan_publish(tfetch_t *f, uint32_t c);
+
+/* fetch_targets_identity.c: 1 if this node's plan is the whole image's
+ * (every target the identity, each put the record's piece of its id, each
+ * copy a whole chunk at its own offset) on an image with no holes; then: in
+ * place with the caller's tensors, chunk c written through and digested as a
+ * group of jobs, from the image (`from` is this rank: it landed here) or from
+ * rank `from`'s window; chunk c copied in at once, digested and compared. */
+int tf_identity_node(const tfetch_t *f);
+wsync_status_t tf_identity_group(tfetch_t *f, uint32_t c, int from);
+wsync_status_t tf_identity_copied(tfetch_t *f, uint32_t c);
 
 /* fetch_targets_relay.c: under relay:F with a parent for this version, ask
  * its relay for every put landing here (*asked 1; the trainer ranks are
