@@ -16,6 +16,15 @@
  *             relay the pieces came from (pull_watch.c);
  *   fall back a relay that failed or stalled is given up and what is
  *             missing is asked of the trainer ranks (fetch_relay.c).
+ * Per chunk, what a fetch may call (the whole image always; a node of
+ * targets where it is the identity, fetch_targets_identity.c):
+ *   verify    a chunk's units against the record's digests: the puts'
+ *             fused sums, one digest pass, late digests (chunk_verify.h;
+ *             the ops unit_off and chunk_verified);
+ *   fan out   copies out of the landing rank's window as a ring of copy
+ *             (and digest) jobs (chunk_fanout.h: targets' copies too);
+ *   groups    in place with the caller's tensors, a chunk written through
+ *             and digested as a group of jobs (chunk_groups.h).
  * A fetch embeds recv_pull_t first and fills its ops. */
 #ifndef WSYNC_ENGINE_PULL_H
 #define WSYNC_ENGINE_PULL_H
