@@ -402,7 +402,8 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
         r->cur_dm = dm;
         st = recv_dests_zero_gaps(r->mem, dm); /* in place: padding no block writes */
         if (st == WSYNC_OK)
-            st = tl ? recv_fetch_targets(r, &a, sl, tl, deadline) : recv_fetch(r, &a, sl, digests, late, deadline);
+            st = tl ? recv_fetch_targets(r, &a, sl, tl, digests, late, deadline)
+                    : recv_fetch(r, &a, sl, digests, late, deadline);
         r->cur_dm = NULL;
         recv_progress_bytes(r->progress, st == WSYNC_OK ? total : 0);
     }

@@ -6,7 +6,7 @@
  *             owns some of them to put them;
  *   then, until every chunk of this rank's image is verified, in turn:
  *   land      take the transports' completions (pull_land.c); a chunk
- *             whose last piece landed is verified and marked landed on the board (against
+ *             whose last piece landed is verified (chunk_verify.h) and marked landed on the board (against
  *             the sums its puts brought along where every one did: the
  *             local transport's copy inside one GPU digests what it writes,
  *             so those bytes are not read a second time);
@@ -16,7 +16,7 @@
  *             too when this rank shares that GPU: no fan-out);
  *   reap      verify finished copies;
  *   watch     trainer answers, the relay, peers, the deadline (pull.h);
- *             late digests (fetch_late.c) are polled beside it.
+ *             late digests (chunk_verify.c) are polled beside it.
  * In place with the caller's destination tensors (dests.h), a chunk that
  * landed here or is copied in from a peer goes out as a group of jobs
  * instead: copies into the caller's tensors and the digests of the caller's
@@ -38,64 +38,9 @@
 #include "engine_side/fetch_internal.h"
 #include "engine_side/relay.h"
 
-/* Pieces first..first+n-1, whose sums are `sums`, against the published
- * digests. */
-static wsync_status_t check_pieces(const fetch_t *f, uint32_t first, size_t n, const uint64_t *sums)
-{
-    const wsync_plan_t *p = f->plan;
-    size_t k;
-    for (k = 0; k < n; k++) {
-        const wsync_piece_t *pc = &p->pieces[first + k];
-        uint32_t i = first + (uint32_t)k;
-        uint64_t d = wsync_digest_final(sums[k], pc->len, pc->offset);
-        char what[200];
-        if (d == f->digests[i])
-            continue;
-        wsync_manifest_describe_range(f->p.sl->manifest, pc->offset, pc->offset + pc->len, what, sizeof(what));
-        return wsync_error(WSYNC_ERR_DIGEST,
-                           "version %llu, piece %u (bytes %llu..%llu, %s, from trainer rank %d) failed "
-                           "verification on engine %s rank %d: digest %016llx, published %016llx",
-                           (unsigned long long)f->p.v, i, (unsigned long long)pc->offset,
-                           (unsigned long long)(pc->offset + pc->len), what, pc->src_rank, f->p.r->engine_id,
-                           f->p.me, (unsigned long long)d, (unsigned long long)f->digests[i]);
-    }
-    return WSYNC_OK;
-}
-
 static uint32_t chunk_npieces(const wsync_plan_t *p, uint32_t c)
 {
     return p->chunk_first[c + 1] - p->chunk_first[c];
-}
-
-/* The digest ranges of chunk `c`'s pieces in the image (into f->rg); their count. */
-static size_t chunk_ranges(fetch_t *f, uint32_t c)
-{
-    const wsync_plan_t *p = f->plan;
-    uint32_t i;
-    size_t n = 0;
-    for (i = p->chunk_first[c]; i < p->chunk_first[c + 1]; i++, n++)
-        f->rg[n] = (wsync_digest_range_t){.ptr = f->image + p->pieces[i].offset,
-                                          .len = p->pieces[i].len,
-                                          .off = p->pieces[i].offset};
-    return n;
-}
-
-/* The sums of every piece of chunk `c` in the image (into f->sums), with
- * one wait. */
-static wsync_status_t sum_chunk(fetch_t *f, uint32_t c)
-{
-    size_t n = chunk_ranges(f, c);
-    return f->p.r->mem->digest_many(f->rg, n, f->sums);
-}
-
-/* 1 if every piece of chunk c came with the sum of the bytes its put wrote. */
-static int chunk_has_put_sums(const fetch_t *f, uint32_t c)
-{
-    uint32_t i;
-    for (i = f->plan->chunk_first[c]; i < f->plan->chunk_first[c + 1]; i++)
-        if (!f->has_put_sum[i])
-            return 0;
-    return 1;
 }
 
 /* The rank chunk c lands on (and is copied from by ranks that fan it out). */
@@ -121,18 +66,8 @@ static wsync_status_t fetch_prepare(fetch_t *f)
         if (chunk_npieces(plan, c) > maxp)
             maxp = chunk_npieces(plan, c);
     WSYNC_CHECK(recv_pull_alloc(&f->p));
-    f->rg = calloc(maxp, sizeof(*f->rg));
-    f->sums = calloc(maxp, sizeof(*f->sums));
-    f->put_sum = calloc(plan->npieces + 1, sizeof(*f->put_sum));
-    f->has_put_sum = calloc(plan->npieces + 1, 1);
-    if (!f->rg || !f->sums || !f->put_sum || !f->has_put_sum)
-        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-    if (f->dm) {
-        f->groups = calloc(plan->nchunks + 1, sizeof(*f->groups));
-        f->inflight = calloc(plan->nchunks + 1, sizeof(*f->inflight));
-        if (!f->groups || !f->inflight)
-            return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-    }
+    WSYNC_CHECK(recv_verify_begin(&f->ver, &f->p, plan->npieces, maxp, f->digests, f->late));
+    WSYNC_CHECK(recv_groups_begin(&f->grp, f->dm, plan->nchunks));
     for (c = 0; c < plan->nchunks; c++)
         if (lands_here(f, c)) {
             f->p.remaining[c] = chunk_npieces(plan, c);
@@ -223,19 +158,8 @@ static uint64_t chunk_len(const wsync_plan_t *plan, uint32_t c)
 static wsync_status_t group_start(fetch_t *f, uint32_t c, int landed)
 {
     const char *src = landed ? f->image : f->p.r->peers[land_rank(f, c)][f->p.slot].ptr;
-    size_t np = chunk_ranges(f, c);
-    recv_dgroup_t *g = &f->groups[c];
-    wsync_status_t st = recv_dgroup_start(g, f->p.r->mem, f->dm, f->image, src, (uint64_t)c * f->plan->chunk_size,
-                                          chunk_len(f->plan, c), f->rg, np, landed && f->ndirect > 0);
-    if (st != WSYNC_OK) {
-        recv_dgroup_end(g, f->p.r->mem);
-        return st;
-    }
-    g->chunk = c;
-    g->landed = landed;
-    f->inflight[f->ninflight++] = c;
-    f->nfan += !landed;
-    return WSYNC_OK;
+    return recv_groups_start(&f->grp, &f->p, &f->ver, f->image, src, (uint64_t)c * f->plan->chunk_size,
+                             chunk_len(f->plan, c), c, landed, landed && f->ndirect > 0);
 }
 
 /* A sparse image's chunk c (recv_release_poll's callback). */
@@ -245,9 +169,11 @@ static void release_chunk(void *arg, uint32_t c)
     recv_release_range(&f->rl, (uint64_t)c * f->plan->chunk_size, chunk_len(f->plan, c));
 }
 
-/* A chunk this rank holds verified (landed here: marked landed on the board). */
-static void chunk_done(fetch_t *f, uint32_t c, int landed)
+/* A chunk this rank holds verified (landed here: marked landed on the board;
+ * the ops' chunk_verified, chunk_verify.h). */
+static wsync_status_t ops_chunk_verified(recv_pull_t *p, uint32_t c, int landed)
 {
+    fetch_t *f = container_of(p, fetch_t, p);
     if (!landed)
         board_mark_copied(f->p.r->board, f->p.slot, c, f->p.gen); /* read out of the landing rank's window */
     if (!landed || (land_rank(f, c) == f->p.me && recv_release_landed(&f->rl, c, f->p.r->cfg.local_world - 1)))
@@ -266,55 +192,7 @@ static void chunk_done(fetch_t *f, uint32_t c, int landed)
         wsync_trace("engine %s rank %d: %u fan-out copies verified", f->p.r->engine_id, f->p.me, f->ncopied);
     }
     f->p.ndone++;
-}
-
-/* Chunk c's pieces summed to `sums` (landed here, or copied in): compared
- * with the digests now, or, while late digests are not in yet, kept until
- * they are (fetch_late_poll); only a compared chunk is done. */
-wsync_status_t fetch_chunk_summed(fetch_t *f, uint32_t c, int landed, const uint64_t *sums)
-{
-    uint32_t first = f->plan->chunk_first[c], n = chunk_npieces(f->plan, c);
-    if (f->digests) {
-        WSYNC_CHECK(check_pieces(f, first, n, sums));
-        chunk_done(f, c, landed);
-        return WSYNC_OK;
-    }
-    memmove(f->late_sum + first, sums, n * sizeof(*sums));
-    f->wlanded[c] = (unsigned char)landed;
-    f->waiting[f->nwaiting++] = c;
     return WSYNC_OK;
-}
-
-/* Every chunk of this rank's image has its sums: compared, or waiting for
- * late digests. */
-static int all_summed(const fetch_t *f)
-{
-    return f->p.ndone + f->nwaiting >= f->plan->nchunks;
-}
-
-/* Verify the groups that finished. */
-static wsync_status_t reap_groups(fetch_t *f, int *progressed)
-{
-    wsync_status_t st = WSYNC_OK;
-    uint32_t k, keep = 0;
-    for (k = 0; k < f->ninflight; k++) {
-        uint32_t c = f->inflight[k];
-        recv_dgroup_t *g = &f->groups[c];
-        int done = 0, landed = g->landed;
-        if (st == WSYNC_OK)
-            st = recv_dgroup_poll(g, f->p.r->mem, f->sums, &done);
-        if (!done) {
-            f->inflight[keep++] = c; /* running (or left for fetch_end) */
-            continue;
-        }
-        recv_dgroup_end(g, f->p.r->mem);
-        f->nfan -= !landed;
-        *progressed = 1;
-        if (st == WSYNC_OK)
-            st = fetch_chunk_summed(f, c, landed, f->sums);
-    }
-    f->ninflight = keep;
-    return st;
 }
 
 /* A piece of this attempt landed here: the put's key is its region offset,
@@ -332,9 +210,12 @@ static int ops_unit_at(const recv_pull_t *p, uint32_t id, uint32_t *chunk, uint6
 
 static void ops_unit_landed(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp)
 {
-    fetch_t *f = container_of(p, fetch_t, p);
-    f->put_sum[id] = cp->sum;
-    f->has_put_sum[id] = cp->has_sum != 0;
+    recv_verify_unit_landed(&container_of(p, fetch_t, p)->ver, id, cp);
+}
+
+static uint64_t ops_unit_off(const recv_pull_t *p, size_t u)
+{
+    return container_of(p, fetch_t, p)->plan->pieces[u].offset;
 }
 
 /* Chunk c's last piece landed: verified (against its puts' sums where every
@@ -346,15 +227,12 @@ static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
         usleep((useconds_t)f->land_delay_ms * 1000);
     if (f->dm)
         return group_start(f, c, 1); /* marked landed once verified */
-    if (chunk_has_put_sums(f, c))
-        return fetch_chunk_summed(f, c, 1, f->put_sum + f->plan->chunk_first[c]);
-    WSYNC_CHECK(sum_chunk(f, c));
-    return fetch_chunk_summed(f, c, 1, f->sums);
+    return recv_verify_landed(&f->p, &f->ver, c, f->image);
 }
 
 /* Copy chunks that landed on other ranks, whichever landed first (a slow
  * source must not hold up the others), each copy and its digests queued as
- * a job, FANOUT_INFLIGHT at a time so the copy engine runs them back to back. */
+ * a job of the fan-out ring (chunk_fanout.h). */
 static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
 {
     const wsync_plan_t *plan = f->plan;
@@ -363,9 +241,8 @@ static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
         uint32_t cc = f->p.pending[k];
         uint64_t off = (uint64_t)cc * plan->chunk_size;
         uint64_t len = chunk_len(plan, cc);
-        fan_job_t *fj = &f->fan[(f->fh + f->fn) % FANOUT_INFLIGHT];
         size_t np;
-        if ((f->dm ? f->nfan : (uint32_t)f->fn) == FANOUT_INFLIGHT ||
+        if ((f->dm ? recv_groups_room(&f->grp) : recv_fan_room(&f->fan)) == 0 ||
             !board_is_landed(f->p.r->board, f->p.slot, cc, f->p.gen)) {
             f->p.pending[keep++] = cc;
             continue;
@@ -381,12 +258,9 @@ static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
             *progressed = 1;
             continue;
         }
-        np = chunk_ranges(f, cc);
-        fj->chunk = cc;
-        WSYNC_CHECK(f->p.r->mem->copy_digest_start(f->image + off,
-                                                   (char *)f->p.r->peers[land_rank(f, cc)][f->p.slot].ptr + off,
-                                                   len, f->rg, np, &fj->job));
-        f->fn++;
+        np = recv_verify_ranges(&f->p, &f->ver, cc, f->image);
+        WSYNC_CHECK(recv_fan_start(&f->fan, f->p.r->mem, cc, 1, f->image + off,
+                                   (char *)f->p.r->peers[land_rank(f, cc)][f->p.slot].ptr + off, len, f->ver.rg, np));
         *progressed = 1;
     }
     f->p.npending = keep;
@@ -397,22 +271,16 @@ static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
 static wsync_status_t fetch_reap(fetch_t *f, int *progressed)
 {
     if (f->dm)
-        return reap_groups(f, progressed);
-    while (f->fn > 0) {
-        fan_job_t *fj = &f->fan[f->fh];
-        uint32_t cc = fj->chunk;
-        int done = 0;
-        WSYNC_CHECK(f->p.r->mem->job_poll(fj->job, 0, f->sums, &done));
+        return recv_groups_reap(&f->grp, &f->p, &f->ver, progressed);
+    for (;;) {
+        uint32_t cc = 0;
+        int done = 0, last;
+        WSYNC_CHECK(recv_fan_reap(&f->fan, f->p.r->mem, &cc, &last, f->ver.sums, &done));
         if (!done)
-            break;
-        f->p.r->mem->job_free(fj->job);
-        fj->job = NULL;
-        f->fh = (f->fh + 1) % FANOUT_INFLIGHT;
-        f->fn--;
-        WSYNC_CHECK(fetch_chunk_summed(f, cc, 0, f->sums));
+            return WSYNC_OK;
+        WSYNC_CHECK(recv_verify_summed(&f->p, &f->ver, cc, 0, f->ver.sums));
         *progressed = 1;
     }
-    return WSYNC_OK;
 }
 
 /* ---- what the shared phases (pull.h) ask of the whole image ---- */
@@ -445,39 +313,38 @@ static uint64_t ops_bytes_in(const recv_pull_t *p)
 static void ops_chunk_reasked(recv_pull_t *p, uint32_t c)
 {
     fetch_t *f = container_of(p, fetch_t, p);
-    memset(f->has_put_sum + f->plan->chunk_first[c], 0, chunk_npieces(f->plan, c));
+    recv_verify_reasked(&f->ver, f->plan->chunk_first[c], chunk_npieces(f->plan, c));
+}
+
+/* Late digests that never came (appended to a failure). */
+static void ops_waiting_more(const recv_pull_t *p, char *out, size_t len)
+{
+    recv_verify_waiting(p, &container_of(p, fetch_t, p)->ver, out, len);
 }
 
 static const recv_pull_ops_t fetch_ops = {.unit = "pieces",
                                           .unit1 = "piece",
                                           .unit_at = ops_unit_at,
+                                          .unit_off = ops_unit_off,
+                                          .chunk_verified = ops_chunk_verified,
                                           .unit_landed = ops_unit_landed,
                                           .chunk_landed = ops_chunk_landed,
                                           .chunk_units = ops_chunk_units,
                                           .unit_src = ops_unit_src,
                                           .land_rank = ops_land_rank,
                                           .bytes_in = ops_bytes_in,
-                                          .waiting_more = fetch_late_waiting,
+                                          .waiting_more = ops_waiting_more,
                                           .chunk_reasked = ops_chunk_reasked,
                                           .request_rank = fetch_request_rank};
 
 static void fetch_end(fetch_t *f, wsync_status_t st)
 {
-    uint32_t k;
-    for (; f->fn > 0; f->fn--, f->fh = (f->fh + 1) % FANOUT_INFLIGHT)
-        f->p.r->mem->job_free(f->fan[f->fh].job); /* waits: the copy must not outlive the attempt */
-    for (k = 0; k < f->ninflight; k++)
-        recv_dgroup_end(&f->groups[f->inflight[k]], f->p.r->mem); /* waits likewise */
-    free(f->groups);
-    free(f->inflight);
+    recv_fan_end(&f->fan, f->p.r->mem);
+    recv_groups_end(&f->grp, f->p.r->mem); /* waits likewise */
     recv_release_end(&f->rl);
     free(f->direct);
     recv_pull_free(&f->p, st);
-    free(f->rg);
-    free(f->sums);
-    free(f->put_sum);
-    free(f->has_put_sum);
-    fetch_late_end(f);
+    recv_verify_end(&f->ver);
 }
 
 wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
@@ -495,7 +362,8 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
                        .nchunks = sl->plan->nchunks,
                        .nwant = sl->plan->nchunks},
                  .plan = sl->plan,
-                 .digests = late ? NULL : digests,
+                 .digests = digests,
+                 .late = late,
                  .image = r->win[a->slot].ptr,
                  .dm = r->cur_dm && r->cur_dm->in_place ? r->cur_dm : NULL,
                  /* Test hook (common/base/fault.h): slow the landing of each chunk so a
@@ -509,30 +377,30 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
         relay_slot_begin(r->relay, a->slot, r->win[a->slot].ptr, r->image_len, a->version, sl->plan,
                          sl->layout_digest);
     WSYNC_CHECK(recv_pull_join(&f.p)); /* nothing to undo yet; rank 0 checked the chunk count */
-    st = late ? fetch_late_begin(&f) : WSYNC_OK;
-    if (st == WSYNC_OK && f.dm)
-        st = recv_release_begin(&f.rl, r, a, f.plan->nchunks);
+    st = f.dm ? recv_release_begin(&f.rl, r, a, f.plan->nchunks) : WSYNC_OK;
     if (st == WSYNC_OK)
         st = fetch_prepare(&f);
     if (st == WSYNC_OK)
         st = fetch_request(&f);
     while (st == WSYNC_OK && f.p.ndone < f.p.nwant) {
         int progressed = 0, got = 0;
-        st = recv_pull_land(&f.p, f.p.npending > 0 || f.fn > 0 || f.ninflight > 0 || all_summed(&f), &progressed,
-                            &got);
+        st = recv_pull_land(&f.p,
+                            f.p.npending > 0 || f.fan.n > 0 || f.grp.ninflight > 0 ||
+                                recv_verify_all_summed(&f.p, &f.ver),
+                            &progressed, &got);
         if (st == WSYNC_OK)
             st = fetch_fan_out(&f, &progressed);
         if (st == WSYNC_OK)
             st = fetch_reap(&f, &progressed);
         if (st == WSYNC_OK)
-            st = fetch_late_poll(&f, &progressed);
+            st = recv_verify_late_poll(&f.p, &f.ver, &progressed);
         recv_release_poll(&f.rl, release_chunk, &f);
         if (st == WSYNC_OK)
             st = recv_pull_watch(&f.p);
         if (st == WSYNC_OK && !progressed && got == 0) {
-            if (all_summed(&f))
+            if (recv_verify_all_summed(&f.p, &f.ver))
                 usleep(50); /* only the late digests to wait for: seen within 50 us */
-            else if (f.p.npending > 0 || f.fn > 0 || f.ninflight > 0 || r->ntr != 1)
+            else if (f.p.npending > 0 || f.fan.n > 0 || f.grp.ninflight > 0 || r->ntr != 1)
                 usleep(200);
         }
     }

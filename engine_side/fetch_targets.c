@@ -16,7 +16,8 @@
  *             whose last put landed gets its copies inside this rank, then
  *             is marked landed;
  *   fan out   copy, out of the landing rank's window, what this rank needs
- *             of each chunk the board says landed elsewhere;
+ *             of each chunk the board says landed elsewhere (as jobs of
+ *             the fan-out ring, chunk_fanout.h, shared with fetch.c);
  *   watch     trainer answers, peers, the deadline (pull_watch.c);
  *   release   in place into the caller's tensors on the host, the image
  *             is a sparse window: a chunk's pages are freed once written
@@ -30,7 +31,11 @@
  *             complete here: chunk_complete).
  * A chunk is marked landed before it is verified: every rank verifies its
  * own destination bytes, so a corrupted byte is caught on every rank that
- * holds it, before the node reports ready. */
+ * holds it, before the node reports ready. A node of identity targets (the
+ * whole image as targets: tf_identity_node) verifies instead each chunk as it
+ * lands or is copied in against the record's piece digests, as fetch.c
+ * does, with the same module (chunk_verify.h), and marks it landed once
+ * verified. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,9 +79,16 @@ static int copies_to_me(const tfetch_t *f, uint32_t c)
 static wsync_status_t tf_prepare(tfetch_t *f)
 {
     const wsync_node_plan_t *np = f->np;
-    size_t nseg = f->tl->seg->nputs;
+    size_t nseg = f->tl->seg->nputs, maxputs = 1;
     uint32_t c;
     WSYNC_CHECK(recv_pull_alloc(&f->p));
+    for (c = 0; c < np->nchunks; c++)
+        maxputs = np->chunks[c].nputs > maxputs ? np->chunks[c].nputs : maxputs;
+    if (f->identity) {
+        const recv_dests_t *dm = f->p.r->cur_dm;
+        WSYNC_CHECK(recv_verify_begin(&f->ver, &f->p, np->nputs, maxputs, f->record, f->late));
+        WSYNC_CHECK(recv_groups_begin(&f->grp, dm && dm->in_place ? dm : NULL, np->nchunks));
+    }
     f->digests = calloc(nseg + 1, sizeof(*f->digests));
     f->have = calloc(nseg + 1, 1);
     f->none = calloc((np->nchunks + 7) / 8 + 1, 1);
@@ -160,7 +172,7 @@ static wsync_status_t tf_request(tfetch_t *f)
     int t, relayed = 0;
     /* (not while this node relays: its relay serves out of the ranks' images) */
     /* a sparse GPU image: the bytes other ranks copy land straight too (they
-     * read them out of its fan-out window, fan_publish) */
+     * read them out of its fan-out window, tf_fan_publish) */
     WSYNC_CHECK(recv_transport_direct(f->p.r, f->p.slot, f->p.tnames, f->p.world, !recv_node_relays(f->p.r),
                                       f->p.r->gpu_sparse ? NULL : f->np, &f->direct, &f->ndirect));
     f->p.reqid = recv_new_reqid(f->p.reqid);
@@ -169,116 +181,6 @@ static wsync_status_t tf_request(tfetch_t *f)
     for (t = 0; t < f->p.world; t++)
         WSYNC_CHECK(tf_request_rank(f, t, relayed));
     wsync_trace("engine %s rank %d: target requests sent", f->p.r->engine_id, f->p.me);
-    return WSYNC_OK;
-}
-
-/* Local rank 0 of a relaying node: from now on its relay serves the puts
- * of this attempt out of the ranks' images (the peers' windows are mapped
- * here by tf_join). Not for a node planned with a colocated landing hint:
- * no node elsewhere has its plan. */
-static wsync_status_t tf_serve(tfetch_t *f)
-{
-    wsync_receiver_t *r = f->p.r;
-    const int L = r->cfg.local_world;
-    char(*digests)[33] = calloc((size_t)L, 33);
-    void *win[BOARD_MAX_RANKS];
-    size_t len[BOARD_MAX_RANKS];
-    relay_targets_t t = {.np = f->np, .L = L, .win = win, .win_len = len, .board = r->board, .gen = f->p.gen};
-    int k;
-    WSYNC_CHECK_ALLOC(digests);
-    for (k = 0; k < L; k++) {
-        memcpy(digests[k], f->tl->tg[k]->digest_hex, 33);
-        win[k] = k == f->p.me ? (void *)f->image : r->peers[k][f->p.slot].ptr;
-        len[k] = k == f->p.me ? r->image_len : r->peers[k][f->p.slot].len;
-    }
-    t.targets = (const char(*)[33])digests;
-    relay_slot_begin_targets(r->relay, f->p.slot, f->p.v, f->p.sl->layout_digest, &t);
-    free(digests);
-    return WSYNC_OK;
-}
-
-/* A sparse GPU image (gpu_sparse.c): image bytes [off, off+len) of this
- * rank lie in the caller's tensor of the direct span holding off, else in
- * the image (the words across destination edges off the 8-byte grid).
- * Returns where off lies; *n how many bytes from it on lie there too. */
-static char *mine_at(const tfetch_t *f, uint64_t off, uint64_t len, uint64_t *n)
-{
-    const size_t lo = recv_span_after(f->direct, f->ndirect, off);
-    if (lo < f->ndirect && f->direct[lo].off <= off) {
-        const wsync_redirect_t *d = &f->direct[lo];
-        *n = d->off + d->len - off < len ? d->off + d->len - off : len;
-        return (char *)d->ptr + (off - d->off);
-    }
-    *n = lo < f->ndirect && f->direct[lo].off - off < len ? f->direct[lo].off - off : len;
-    return f->image + off;
-}
-
-/* A sparse GPU image: `len` bytes to this rank's image offset `to` from
- * `src` (another rank's window), or, src NULL, from this rank's own offset
- * `from`; each side where mine_at says it lies. */
-static wsync_status_t copy_sparse(tfetch_t *f, uint64_t to, const char *src, uint64_t from, uint64_t len)
-{
-    while (len > 0) {
-        uint64_t n, m;
-        char *dst = mine_at(f, to, len, &n);
-        const char *s = src;
-        if (src == NULL) {
-            s = mine_at(f, from, n, &m);
-            n = m;
-        }
-        WSYNC_CHECK(f->p.r->mem->copy(dst, s, n));
-        to += n;
-        from += n;
-        if (src)
-            src += n;
-        len -= n;
-    }
-    return WSYNC_OK;
-}
-
-/* The copies of chunk c into this rank that come from rank `from` (out of
- * its fan-out window when its image is a sparse GPU one; with one here,
- * straight into the caller's tensors). */
-static wsync_status_t copy_chunk(tfetch_t *f, uint32_t c, int from)
-{
-    const wsync_tchunk_t *ch = &f->np->chunks[c];
-    const peer_map_t *pm = &f->p.r->peers[from][f->p.slot];
-    const char *src = from == f->p.me ? f->image : pm->ptr;
-    const int fan = from != f->p.me && pm->fan;
-    size_t k;
-    for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++) {
-        const wsync_tcopy_t *cp = &f->np->copies[k];
-        uint64_t at;
-        if (cp->to_rank != f->p.me || cp->from_rank != from)
-            continue;
-        at = fan ? recv_fanmap_at(&f->tl->fan[from], cp->from_off) : cp->from_off;
-        if (f->p.r->gpu_sparse)
-            WSYNC_CHECK(copy_sparse(f, cp->to_off, from == f->p.me ? NULL : src + at, cp->from_off, cp->len));
-        else
-            WSYNC_CHECK(f->p.r->mem->copy(f->image + cp->to_off, src + at, cp->len));
-    }
-    return WSYNC_OK;
-}
-
-/* A sparse GPU image: the bytes of chunk c the other ranks copy out of this
- * one, into its fan-out window (what it exports), before c is marked landed. */
-static wsync_status_t fan_publish(tfetch_t *f, uint32_t c)
-{
-    const wsync_tchunk_t *ch = &f->np->chunks[c];
-    char *fan = f->p.r->gpu_fan[f->p.slot].ptr;
-    size_t k;
-    for (k = ch->first_copy; f->p.r->gpu_sparse && k < ch->first_copy + ch->ncopies; k++) {
-        const wsync_tcopy_t *cp = &f->np->copies[k];
-        uint64_t off = cp->from_off, left = cp->len, n;
-        char *dst;
-        if (cp->from_rank != f->p.me || cp->to_rank == f->p.me)
-            continue;
-        dst = fan + recv_fanmap_at(&f->tl->fan[f->p.me], cp->from_off);
-        for (; left > 0; off += n, dst += n, left -= n) {
-            const char *s = mine_at(f, off, left, &n);
-            WSYNC_CHECK(f->p.r->mem->copy(dst, s, n));
-        }
-    }
     return WSYNC_OK;
 }
 
@@ -355,44 +257,102 @@ static int ops_unit_at(const recv_pull_t *p, uint32_t id, uint32_t *chunk, uint6
     return 1;
 }
 
-/* Chunk c's last put landed here: its copies inside this rank, written
- * through, published to the fan-out window, marked landed. */
-static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
+/* Chunk c landed here (verified, on an identity node): its copies inside
+ * this rank, written through, published to the fan-out window, marked
+ * landed. */
+static wsync_status_t landed_done(tfetch_t *f, uint32_t c)
 {
-    tfetch_t *f = container_of(p, tfetch_t, p);
-    WSYNC_CHECK(copy_chunk(f, c, f->p.me));
-    WSYNC_CHECK(chunk_complete(f, c));
-    WSYNC_CHECK(fan_publish(f, c));
+    WSYNC_CHECK(tf_copy_chunk(f, c, f->p.me, 0, NULL, 0));
+    if (f->grp.dm == NULL) /* else its group wrote it through */
+        WSYNC_CHECK(chunk_complete(f, c));
+    WSYNC_CHECK(tf_fan_publish(f, c));
     board_mark_landed(f->p.r->board, f->p.slot, c, f->p.gen);
     landed_complete(f, c);
     if (f->p.nlanded++ == 0 || f->p.nlanded == f->p.nland)
-        wsync_trace("engine %s rank %d: chunk %u landed (%u of %u)", f->p.r->engine_id, f->p.me, c, f->p.nlanded,
-                    f->p.nland);
+        wsync_trace("engine %s rank %d: chunk %u landed%s (%u of %u)", f->p.r->engine_id, f->p.me, c,
+                    f->identity ? " and verified" : "", f->p.nlanded, f->p.nland);
     f->p.ndone++;
     return WSYNC_OK;
 }
 
+/* Chunk c's last put landed here: on an identity node verified first
+ * (chunk_verify.h: its puts' sums, or one digest pass), then landed_done. */
+static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
+{
+    tfetch_t *f = container_of(p, tfetch_t, p);
+    if (!f->identity)
+        return landed_done(f, c);
+    return f->grp.dm ? tf_identity_group(f, c, f->p.me) : recv_verify_landed(p, &f->ver, c, f->image);
+}
+
+/* Chunk c's copies out of its landing rank's window are done. */
+static wsync_status_t copied_in(tfetch_t *f, uint32_t c)
+{
+    board_mark_copied(f->p.r->board, f->p.slot, c, f->p.gen);
+    if (f->grp.dm == NULL) /* else its group wrote it through */
+        WSYNC_CHECK(chunk_complete(f, c));
+    release_copied_in(f, c);
+    f->p.ndone++;
+    return WSYNC_OK;
+}
+
+/* Copy what this rank needs of chunks that landed on other ranks, whichever
+ * landed first, as jobs of the fan-out ring (chunk_fanout.h: a chunk's
+ * copies go once the ring has room for all of them); a sparse GPU image's
+ * copies (copy_sparse), and a chunk of more copies than the ring holds, are
+ * done at once. */
 static wsync_status_t tf_fan_out(tfetch_t *f, int *progressed)
 {
     uint32_t k, keep = 0;
     for (k = 0; k < f->p.npending; k++) {
         uint32_t c = f->p.pending[k];
-        if (!board_is_landed(f->p.r->board, f->p.slot, c, f->p.gen)) {
+        const int from = f->np->chunks[c].land_rank;
+        const size_t n = tf_copies_from(f, c, from);
+        const int jobs = !f->p.r->gpu_sparse && n > 0 && n <= RECV_FAN_INFLIGHT;
+        if ((f->grp.dm ? recv_groups_room(&f->grp) == 0 : jobs && (size_t)recv_fan_room(&f->fan) < n) ||
+            !board_is_landed(f->p.r->board, f->p.slot, c, f->p.gen)) {
             f->p.pending[keep++] = c;
             continue;
         }
-        WSYNC_CHECK(copy_chunk(f, c, f->np->chunks[c].land_rank));
-        board_mark_copied(f->p.r->board, f->p.slot, c, f->p.gen);
-        WSYNC_CHECK(chunk_complete(f, c));
-        release_copied_in(f, c);
-        f->p.ndone++;
+        if (f->grp.dm) { /* an identity node in place with the caller's tensors */
+            WSYNC_CHECK(tf_identity_group(f, c, from));
+            *progressed = 1;
+            continue;
+        }
+        /* an identity node's one copy of the chunk digests its pieces as it goes */
+        const size_t nrg = f->identity && jobs ? recv_verify_ranges(&f->p, &f->ver, c, f->image) : 0;
+        WSYNC_CHECK(tf_copy_chunk(f, c, from, jobs, f->ver.rg, nrg));
+        if (!jobs)
+            WSYNC_CHECK(f->identity ? tf_identity_copied(f, c) : copied_in(f, c));
         *progressed = 1;
     }
     f->p.npending = keep;
     return WSYNC_OK;
 }
 
-/* Every trainer rank's answer: the digests of the segments it owns. */
+/* The fan-out ring's finished jobs, oldest first: a chunk whose last copy
+ * finished is in (on an identity node, once its pieces' digests match). */
+static wsync_status_t tf_reap(tfetch_t *f, int *progressed)
+{
+    if (f->grp.dm)
+        return recv_groups_reap(&f->grp, &f->p, &f->ver, progressed);
+    for (;;) {
+        uint64_t none[1]; /* the copies have no digests but on an identity node */
+        uint64_t *sums = f->identity ? f->ver.sums : none;
+        uint32_t c = 0;
+        int done = 0, last = 0;
+        WSYNC_CHECK(recv_fan_reap(&f->fan, f->p.r->mem, &c, &last, sums, &done));
+        if (!done)
+            return WSYNC_OK;
+        if (last)
+            WSYNC_CHECK(f->identity ? recv_verify_summed(&f->p, &f->ver, c, 0, sums) : copied_in(f, c));
+        *progressed = 1;
+    }
+}
+
+/* Every trainer rank's answer: the digests of the segments it owns (an
+ * identity node verified each chunk against the record: its answers are
+ * checked for a failure alone). */
 static wsync_status_t tf_collect(tfetch_t *f)
 {
     const wsync_node_plan_t *seg = f->tl->seg;
@@ -409,7 +369,7 @@ static wsync_status_t tf_collect(tfetch_t *f)
         if (f->p.reqs[t].status != WSYNC_OK)
             return wsync_error(f->p.reqs[t].status, "%s", f->p.reqs[t].error);
         f->tl->defs_sent[t] = 1;
-        for (k = 0; k < rep->nsegments; k++) {
+        for (k = 0; k < rep->nsegments && !f->identity; k++) {
             uint32_t id = rep->segment_ids[k];
             if (id >= seg->nputs || seg->puts[id].src_rank != t)
                 return wsync_error(WSYNC_ERR_PEER,
@@ -420,7 +380,7 @@ static wsync_status_t tf_collect(tfetch_t *f)
             f->have[id] = 1;
         }
     }
-    for (i = 0; i < seg->nputs; i++)
+    for (i = 0; i < seg->nputs && !f->identity; i++)
         if (!f->have[i])
             return wsync_error(WSYNC_ERR_PEER,
                                "trainer rank %d sent no digest for segment %zu of this rank's target",
@@ -435,6 +395,42 @@ static size_t ops_chunk_units(const recv_pull_t *p, uint32_t c, size_t *first)
     const wsync_tchunk_t *ch = &container_of(p, tfetch_t, p)->np->chunks[c];
     *first = ch->first_put;
     return ch->nputs;
+}
+
+static uint64_t ops_unit_off(const recv_pull_t *p, size_t u)
+{
+    return container_of(p, tfetch_t, p)->np->puts[u].dst_off;
+}
+
+/* On an identity node: chunk c verified (chunk_verify.h). */
+static wsync_status_t ops_chunk_verified(recv_pull_t *p, uint32_t c, int landed)
+{
+    tfetch_t *f = container_of(p, tfetch_t, p);
+    return landed ? landed_done(f, c) : copied_in(f, c);
+}
+
+/* On an identity node: the sum its put brought along. */
+static void ops_unit_landed(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp)
+{
+    tfetch_t *f = container_of(p, tfetch_t, p);
+    if (f->identity)
+        recv_verify_unit_landed(&f->ver, id, cp);
+}
+
+/* On an identity node: the sums the relay's puts brought along count no more. */
+static void ops_chunk_reasked(recv_pull_t *p, uint32_t c)
+{
+    tfetch_t *f = container_of(p, tfetch_t, p);
+    if (f->identity)
+        recv_verify_reasked(&f->ver, f->np->chunks[c].first_put, f->np->chunks[c].nputs);
+}
+
+/* On an identity node: late digests that never came. */
+static void ops_waiting_more(const recv_pull_t *p, char *out, size_t len)
+{
+    const tfetch_t *f = container_of(p, tfetch_t, p);
+    if (f->identity)
+        recv_verify_waiting(p, &f->ver, out, len);
 }
 
 static int ops_unit_src(const recv_pull_t *p, size_t u)
@@ -463,17 +459,25 @@ static wsync_status_t ops_request_rank(recv_pull_t *p, int t)
 static const recv_pull_ops_t tf_ops = {.unit = "puts",
                                        .unit1 = "put",
                                        .unit_at = ops_unit_at,
+                                       .unit_off = ops_unit_off,
+                                       .chunk_verified = ops_chunk_verified,
+                                       .unit_landed = ops_unit_landed,
                                        .chunk_landed = ops_chunk_landed,
                                        .chunk_units = ops_chunk_units,
                                        .unit_src = ops_unit_src,
                                        .land_rank = ops_land_rank,
                                        .check_landing = ops_check_landing,
                                        .bytes_in = ops_bytes_in,
+                                       .waiting_more = ops_waiting_more,
+                                       .chunk_reasked = ops_chunk_reasked,
                                        .request_rank = ops_request_rank,
                                        .reask_all = 1};
 
 static void tf_end(tfetch_t *f, wsync_status_t st)
 {
+    recv_fan_end(&f->fan, f->p.r->mem);    /* waits: no copy outlives the attempt */
+    recv_groups_end(&f->grp, f->p.r->mem); /* waits likewise */
+    recv_verify_end(&f->ver);
     recv_dests_drain(f->p.r->mem, f->p.r->cur_dm); /* write-through copies still queued (a failed pull) */
     if (st != WSYNC_OK)
         memset(f->tl->defs_sent, 0, (size_t)f->p.world); /* a trainer may have restarted: send them again */
@@ -486,7 +490,7 @@ static void tf_end(tfetch_t *f, wsync_status_t st)
 }
 
 wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
-                                  recv_tlayout_t *tl, uint64_t deadline)
+                                  recv_tlayout_t *tl, const uint64_t *digests, int late, uint64_t deadline)
 {
     tfetch_t f = {.p = {.ops = &tf_ops,
                         .r = r,
@@ -501,12 +505,15 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
                         .nchunks = tl->np->nchunks},
                   .tl = tl,
                   .np = tl->np,
-                  .image = r->win[a->slot].ptr};
+                  .image = r->win[a->slot].ptr,
+                  .record = digests,
+                  .late = late};
     wsync_status_t st;
 
     WSYNC_CHECK(recv_pull_join(&f.p));
+    f.identity = tf_identity_node(&f);
     if (r->relay && tl->hint_world == 0)
-        WSYNC_CHECK(tf_serve(&f));
+        WSYNC_CHECK(tf_relay_serve(&f));
     st = recv_release_begin(&f.rl, r, a, f.np->nchunks);
     if (st == WSYNC_OK)
         st = tf_prepare(&f);
@@ -514,21 +521,29 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
         st = tf_request(&f);
     while (st == WSYNC_OK && f.p.ndone < f.p.nwant) {
         int progressed = 0, got = 0;
-        st = recv_pull_land(&f.p, f.p.npending > 0, &progressed, &got);
+        const int summed = f.identity && recv_verify_all_summed(&f.p, &f.ver); /* late digests to wait for */
+        st = recv_pull_land(&f.p, f.p.npending > 0 || f.fan.n > 0 || f.grp.ninflight > 0 || summed, &progressed,
+                            &got);
         if (st == WSYNC_OK)
             st = tf_fan_out(&f, &progressed);
+        if (st == WSYNC_OK)
+            st = tf_reap(&f, &progressed);
+        if (st == WSYNC_OK && f.identity)
+            st = recv_verify_late_poll(&f.p, &f.ver, &progressed);
         tf_release(&f);
         if (st == WSYNC_OK)
             st = recv_pull_watch(&f.p);
-        if (st == WSYNC_OK && !progressed && got == 0 && (f.p.npending > 0 || r->ntr != 1))
-            usleep(200);
+        if (st == WSYNC_OK && !progressed && got == 0 &&
+            (summed || f.p.npending > 0 || f.fan.n > 0 || f.grp.ninflight > 0 || r->ntr != 1))
+            usleep(summed ? 50 : 200);
     }
     if (st == WSYNC_OK)
         st = tf_collect(&f);
-    if (st == WSYNC_OK)
+    if (st == WSYNC_OK && !f.identity)
         st = recv_tlayout_verify(r, tl, f.image, f.digests, f.p.v);
     if (st == WSYNC_OK)
-        wsync_trace("engine %s rank %d: every segment of its target verified", r->engine_id, f.p.me);
+        wsync_trace("engine %s rank %d: every %s of its target verified", r->engine_id, f.p.me,
+                    f.identity ? "chunk (identity targets: against the record)" : "segment");
     if (st == WSYNC_OK)
         recv_release_drain(&f.rl, r, release_landed, &f, deadline);
     tf_end(&f, st);

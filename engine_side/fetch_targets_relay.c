@@ -57,3 +57,28 @@ wsync_status_t tf_relay_request(tfetch_t *f, int *asked)
                 r->engine_id, f->p.me, (unsigned long long)f->p.v, f->p.relay.id, f->p.relay.addr);
     return WSYNC_OK;
 }
+
+/* Local rank 0 of a relaying node: from now on its relay serves the puts
+ * of this attempt out of the ranks' images (the peers' windows are mapped
+ * here by the join). Not for a node planned with a colocated landing hint:
+ * no node elsewhere has its plan. */
+wsync_status_t tf_relay_serve(tfetch_t *f)
+{
+    wsync_receiver_t *r = f->p.r;
+    const int L = r->cfg.local_world;
+    char(*digests)[33] = calloc((size_t)L, 33);
+    void *win[BOARD_MAX_RANKS];
+    size_t len[BOARD_MAX_RANKS];
+    relay_targets_t t = {.np = f->np, .L = L, .win = win, .win_len = len, .board = r->board, .gen = f->p.gen};
+    int k;
+    WSYNC_CHECK_ALLOC(digests);
+    for (k = 0; k < L; k++) {
+        memcpy(digests[k], f->tl->tg[k]->digest_hex, 33);
+        win[k] = k == f->p.me ? (void *)f->image : r->peers[k][f->p.slot].ptr;
+        len[k] = k == f->p.me ? r->image_len : r->peers[k][f->p.slot].len;
+    }
+    t.targets = (const char(*)[33])digests;
+    relay_slot_begin_targets(r->relay, f->p.slot, f->p.v, f->p.sl->layout_digest, &t);
+    free(digests);
+    return WSYNC_OK;
+}

@@ -16,6 +16,15 @@
  *             relay the pieces came from (pull_watch.c);
  *   fall back a relay that failed or stalled is given up and what is
  *             missing is asked of the trainer ranks (fetch_relay.c).
+ * Per chunk, what a fetch may call (the whole image always; a node of
+ * targets where it is the identity, fetch_targets_identity.c):
+ *   verify    a chunk's units against the record's digests: the puts'
+ *             fused sums, one digest pass, late digests (chunk_verify.h;
+ *             the ops unit_off and chunk_verified);
+ *   fan out   copies out of the landing rank's window as a ring of copy
+ *             (and digest) jobs (chunk_fanout.h: targets' copies too);
+ *   groups    in place with the caller's tensors, a chunk written through
+ *             and digested as a group of jobs (chunk_groups.h).
  * A fetch embeds recv_pull_t first and fills its ops. */
 #ifndef WSYNC_ENGINE_PULL_H
 #define WSYNC_ENGINE_PULL_H
@@ -29,6 +38,13 @@ typedef struct recv_pull_ops {
     /* Unit `id` (a put's tag's low half): 1 with its chunk and length, or
      * 0: no such unit. */
     int (*unit_at)(const recv_pull_t *p, uint32_t id, uint32_t *chunk, uint64_t *len);
+    /* The image offset unit u lands at on its landing rank (where its
+     * digest is keyed: a piece's, an identity put's), for chunk_verify.h;
+     * NULL where the fetch verifies otherwise. */
+    uint64_t (*unit_off)(const recv_pull_t *p, size_t u);
+    /* NULL, or: chunk c's units matched their digests (chunk_verify.h): it
+     * is done here (`landed` here, else copied in from its landing rank). */
+    wsync_status_t (*chunk_verified)(recv_pull_t *p, uint32_t c, int landed);
     /* NULL, or: unit `id` of a chunk asked for here landed (cp says how). */
     void (*unit_landed)(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp);
     /* The last unit of chunk c landed here. */

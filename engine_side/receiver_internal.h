@@ -237,9 +237,10 @@ wsync_status_t recv_target_size(const wsync_receiver_t *r, const wsync_sync_layo
 wsync_status_t recv_tlayout_verify(wsync_receiver_t *r, const recv_tlayout_t *tl, const char *image,
                                    const uint64_t *digests, uint64_t v);
 
-/* fetch_targets.c: recv_fetch for a node with targets. */
+/* fetch_targets.c: recv_fetch for a node with targets (`digests`, `late`:
+ * the record's, which a node of identity targets verifies each chunk by). */
 wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
-                                  recv_tlayout_t *tl, uint64_t deadline);
+                                  recv_tlayout_t *tl, const uint64_t *digests, int late, uint64_t deadline);
 /* landing.c: per trainer rank t, the local ranks on its GPU (colo[t * L ..],
  * ncolo[t] of them; none unless this rank holds GPU memory). */
 wsync_status_t recv_colocated_ranks(wsync_receiver_t *r, int world, int *colo, int *ncolo);

@@ -51,6 +51,11 @@ static uint64_t dp_seed(uint64_t v)
     return 1000 + v;
 }
 
+/* NULL, or the target every rank's receiver holds (set before
+ * dests_procs_run: the children inherit it), e.g. the whole image as a
+ * target, so the node runs as a node of identity targets. */
+static const char *dests_procs_target;
+
 /* Every tensor of `d` holds version v's bytes (copied back to the host). */
 static int dp_dests_hold(const wsync_mem_ops_t *mem, const wsync_manifest_t *m, const size_t *idx,
                          const wsync_dest_tensor_t *d, int nd, uint64_t v)
@@ -117,6 +122,7 @@ static int dp_child(const char *engine, const char *device, wsync_mode_t mode, i
         return 1;
     url[sizeof(url) - 1] = '\0';
     rc.control_url = url;
+    rc.target_json = dests_procs_target;
     if (wsync_mem_get(device, &mem, &dev) != WSYNC_OK || mem->init(dev) != WSYNC_OK ||
         wsync_manifest_synthetic(DP_IMAGE, &m) != WSYNC_OK) {
         fprintf(stderr, "  rank %d set-up: %s\n", rank, wsync_last_error());

@@ -34,6 +34,18 @@ static void in_place_every_tensor_given_sparse_images(void)
     CHECK_EQ(dests_procs_run("host", WSYNC_MODE_IN_PLACE, 2, 3, "dests-procs-inplace-all"), 0);
 }
 
+/* The same node with the whole image given as every rank's target: a node of
+ * identity targets, in place; its chunks written through and verified as
+ * groups of jobs (engine_side/chunk_groups.c), copied in from the peer too. */
+static void in_place_identity_targets_node_of_two_processes(void)
+{
+    dests_procs_target = "{\"version\": 1, \"whole_image\": true}";
+    CHECK_EQ(dests_procs_run("host", WSYNC_MODE_IN_PLACE, 2, 0, "dests-procs-id-inplace"), 0);
+    CHECK_EQ(dests_procs_run("host", WSYNC_MODE_IN_PLACE, 2, 3, "dests-procs-id-inplace-all"), 0);
+    CHECK_EQ(dests_procs_run("host", WSYNC_MODE_STAGED, 2, 0, "dests-procs-id-staged"), 0);
+    dests_procs_target = NULL;
+}
+
 static void in_place_lone_rank_every_tensor_lands_direct(void)
 {
     CHECK_EQ(dests_procs_run("host", WSYNC_MODE_IN_PLACE, 1, 1, "dests-procs-inplace-lone"), 0);
@@ -47,5 +59,6 @@ int main(void)
     RUN(in_place_node_of_two_processes);
     RUN(in_place_every_tensor_given_sparse_images);
     RUN(in_place_lone_rank_every_tensor_lands_direct);
+    RUN(in_place_identity_targets_node_of_two_processes);
     TEST_EXIT();
 }
