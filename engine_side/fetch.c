@@ -35,6 +35,7 @@
 #include "common/digest/digest.h"
 #include "common/proto/pull_request.h"
 #include "common/base/util.h"
+#include "engine_side/delta_land.h"
 #include "engine_side/fetch_internal.h"
 #include "engine_side/relay.h"
 
@@ -153,6 +154,7 @@ wsync_status_t fetch_request_rank(recv_pull_t *p, int t)
     wsync_receiver_t *r = f->p.r;
     const wsync_plan_t *plan = f->plan;
     recv_transport_t *rt;
+    json_t *msg;
     size_t k, n = 0;
     for (k = 0; k < plan->rank_npieces[t]; k++)
         if (recv_pull_is_mine(&f->p, plan->pieces[plan->rank_pieces[t][k]].chunk))
@@ -171,8 +173,12 @@ wsync_status_t fetch_request_rank(recv_pull_t *p, int t)
         rt->ops->expect_flush(rt->t, t);
     if (f->p.addrs[t][0] == '\0')
         return wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
-    return recv_request_start(&f->p.reqs[t], &r->pull_conns, &r->auth, t, f->p.addrs[t], fetch_pull_json(f, rt),
-                              f->p.deadline);
+    msg = fetch_pull_json(f, rt);
+    if (msg && recv_delta_ask(f, t, rt, msg) != WSYNC_OK) { /* the base and where its wires go */
+        json_decref(msg);
+        return WSYNC_ERR_NOMEM;
+    }
+    return recv_request_start(&f->p.reqs[t], &r->pull_conns, &r->auth, t, f->p.addrs[t], msg, f->p.deadline);
 }
 
 json_t *fetch_pull_json(const fetch_t *f, const recv_transport_t *rt)
@@ -206,6 +212,8 @@ static wsync_status_t fetch_request(fetch_t *f)
                                       f->dm && f->p.r->cfg.local_world == 1 && !recv_node_relays(f->p.r), NULL,
                                       &f->direct, &f->ndirect));
     WSYNC_CHECK(fetch_relay_request(f, &relayed));
+    if (!relayed)
+        WSYNC_CHECK(recv_delta_begin(f));
     for (t = 0; t < f->plan->world && !relayed; t++)
         WSYNC_CHECK(fetch_request_rank(&f->p, t));
     wsync_trace("engine %s rank %d: requests sent", f->p.r->engine_id, f->p.me);
@@ -274,6 +282,12 @@ static void chunk_done(fetch_t *f, uint32_t c, int landed)
 wsync_status_t fetch_chunk_summed(fetch_t *f, uint32_t c, int landed, const uint64_t *sums)
 {
     uint32_t first = f->plan->chunk_first[c], n = chunk_npieces(f->plan, c);
+    int again = 0;
+    if (landed && f->delta) {
+        WSYNC_CHECK(recv_delta_verify(f, c, sums, &again));
+        if (again)
+            return WSYNC_OK; /* asked again in full: verified when it lands again */
+    }
     if (f->digests) {
         WSYNC_CHECK(check_pieces(f, first, n, sums));
         chunk_done(f, c, landed);
@@ -459,7 +473,8 @@ static const recv_pull_ops_t fetch_ops = {.unit = "pieces",
                                           .bytes_in = ops_bytes_in,
                                           .waiting_more = fetch_late_waiting,
                                           .chunk_reasked = ops_chunk_reasked,
-                                          .request_rank = fetch_request_rank};
+                                          .request_rank = fetch_request_rank,
+                                          .delta_landed = recv_delta_landed};
 
 static void fetch_end(fetch_t *f, wsync_status_t st)
 {
@@ -472,6 +487,7 @@ static void fetch_end(fetch_t *f, wsync_status_t st)
     free(f->inflight);
     recv_release_end(&f->rl);
     free(f->direct);
+    recv_delta_end(f, st); /* its staging region goes before the transports may */
     recv_pull_free(&f->p, st);
     free(f->rg);
     free(f->sums);
@@ -526,6 +542,8 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
             st = fetch_reap(&f, &progressed);
         if (st == WSYNC_OK)
             st = fetch_late_poll(&f, &progressed);
+        if (st == WSYNC_OK)
+            st = recv_delta_poll(&f, &progressed);
         recv_release_poll(&f.rl, release_chunk, &f);
         if (st == WSYNC_OK)
             st = recv_pull_watch(&f.p);
