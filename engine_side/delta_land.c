@@ -46,6 +46,7 @@ struct recv_delta {
     uint64_t owed;                                      /* bytes of the pieces landing here */
     uint64_t ndelta, wire_bytes, piece_bytes, nrefetch; /* applied: count, wire and piece bytes; failed */
     uint64_t refetch_bytes;                             /* put again in full */
+    int nkept;                                          /* trainer answers that kept the base */
 };
 
 static void delta_free(recv_delta_t *d)
@@ -261,6 +262,7 @@ static wsync_status_t take(fetch_t *f, int t)
     const wsync_plan_t *plan = f->plan;
     size_t k;
     d->taken[t] = 1;
+    d->nkept += rp->has_base && rp->base == d->base;
     for (k = 0; k < rp->ndeltas; k++) {
         const wsync_pull_delta_t *e = &rp->deltas[k];
         const uint32_t i = e->piece;
@@ -370,7 +372,11 @@ void recv_delta_end(fetch_t *f, wsync_status_t st)
         d->reg[k].rt->ops->dereg(d->reg[k].region);
     /* The pieces that went full, the wires, and what was put again. */
     on_wire = d->owed - d->piece_bytes + d->wire_bytes + d->refetch_bytes;
-    if (st == WSYNC_OK)
+    if (st == WSYNC_OK && d->nkept == 0)
+        LOG_INFO("engine %s rank %d: version %llu: asked for deltas from version %llu, which no trainer rank keeps: "
+                 "every piece came full",
+                 f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, (unsigned long long)d->base);
+    else if (st == WSYNC_OK)
         LOG_INFO("engine %s rank %d: version %llu: %llu pieces as deltas from version %llu (%s of wires for %s of "
                  "pieces); on the wire %llu of %llu bytes (%.1f%%, %s); %llu re-fetched in full after a failed "
                  "check",
