@@ -18,7 +18,7 @@
 #include "common/digest/digest.h"
 #include "common/proto/pull_request.h"
 
-enum { P_LANDED = 1, P_PLACED = 2, P_APPLIED = 4 };
+enum { P_LANDED = 1, P_PLACED = 2, P_APPLIED = 4, P_BAD = 8 }; /* P_BAD: its wire was refused */
 
 typedef struct delta_reg {
     recv_transport_t *rt;
@@ -42,10 +42,12 @@ struct recv_delta {
     recv_request_t *refetch; /* [world]: pieces asked again in full */
     unsigned char *want;     /* [world * chunk_bytes]: chunks to ask again */
     unsigned char *pending;  /* [world]: want has chunks not asked yet */
+    unsigned char *failing;  /* [world]: a piece of the chunk being checked failed */
     size_t chunk_bytes;
     uint64_t owed;                                      /* bytes of the pieces landing here */
     uint64_t ndelta, wire_bytes, piece_bytes, nrefetch; /* applied: count, wire and piece bytes; failed */
     uint64_t refetch_bytes;                             /* put again in full */
+    uint64_t failed_len, lost;                          /* failed pieces: their bytes, their wires' */
     int nkept;                                          /* trainer answers that kept the base */
 };
 
@@ -62,6 +64,7 @@ static void delta_free(recv_delta_t *d)
     free(d->refetch);
     free(d->want);
     free(d->pending);
+    free(d->failing);
     free(d);
 }
 
@@ -124,8 +127,9 @@ wsync_status_t recv_delta_begin(fetch_t *f)
     d->refetch = calloc((size_t)plan->world, sizeof(*d->refetch));
     d->want = calloc((size_t)plan->world * d->chunk_bytes + 1, 1);
     d->pending = calloc((size_t)plan->world, 1);
-    if (!d->area_at || !d->area_len || !d->state || !d->wlen || !d->wat || !d->wbytes || !d->taken ||
-        !d->refetch || !d->want || !d->pending) {
+    d->failing = calloc((size_t)plan->world, 1);
+    if (!d->failing || !d->area_at || !d->area_len || !d->state || !d->wlen || !d->wat || !d->wbytes ||
+        !d->taken || !d->refetch || !d->want || !d->pending) {
         delta_free(d);
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     }
@@ -218,21 +222,18 @@ static wsync_status_t apply(fetch_t *f, uint32_t i)
         wsync_error(st, "%llu bytes landed, the answer says %llu", (unsigned long long)d->wlen[i],
                     (unsigned long long)d->wbytes[i]);
     }
-    if (st != WSYNC_OK) {
+    if (st != WSYNC_OK) /* it counts as landed; its chunk's check asks for it again (recv_delta_verify) */
         LOG_WARN("engine %s rank %d: piece %u (trainer rank %d) of version %llu: its delta wire from version %llu "
                  "was refused (%s): re-fetching it in full",
                  f->p.r->engine_id, f->p.me, i, t, (unsigned long long)f->p.v, (unsigned long long)d->base,
                  wsync_last_error());
-        d->nrefetch++;
-        refetch(f, pc->chunk, t);
-        f->p.remaining[pc->chunk]--; /* this piece's first count: it never landed */
-        return WSYNC_OK;
-    }
-    d->state[i] = P_APPLIED;
+    d->state[i] = P_APPLIED | (st != WSYNC_OK ? P_BAD : 0);
     f->has_put_sum[i] = 0; /* no put sum covers it: its chunk takes a digest pass */
-    d->ndelta++;
-    d->wire_bytes += d->wbytes[i];
-    d->piece_bytes += pc->len;
+    if (st == WSYNC_OK) {
+        d->ndelta++;
+        d->wire_bytes += d->wbytes[i];
+        d->piece_bytes += pc->len;
+    }
     f->p.last_landed = wsync_now_ns();
     if (--f->p.remaining[pc->chunk] > 0)
         return WSYNC_OK;
@@ -340,18 +341,32 @@ wsync_status_t recv_delta_verify(fetch_t *f, uint32_t c, const uint64_t *sums, i
         return WSYNC_OK;
     for (i = first; i < plan->chunk_first[c + 1]; i++) {
         const wsync_piece_t *pc = &plan->pieces[i];
+        const int bad = d->state[i] & P_BAD; /* refused: said when it was */
         char what[200];
-        if (!(d->state[i] & P_APPLIED) || wsync_digest_final(sums[i - first], pc->len, pc->offset) == f->digests[i])
+        if (!(d->state[i] & P_APPLIED) ||
+            (!bad && wsync_digest_final(sums[i - first], pc->len, pc->offset) == f->digests[i]))
             continue;
-        wsync_manifest_describe_range(f->p.sl->manifest, pc->offset, pc->offset + pc->len, what, sizeof(what));
-        LOG_WARN("engine %s rank %d: piece %u (trainer rank %d) applied as a delta from version %llu failed "
-                 "verification against version %llu's digests (%s): re-fetching it in full",
-                 f->p.r->engine_id, f->p.me, i, pc->src_rank, (unsigned long long)d->base,
-                 (unsigned long long)f->p.v, what);
+        if (!bad) {
+            wsync_manifest_describe_range(f->p.sl->manifest, pc->offset, pc->offset + pc->len, what, sizeof(what));
+            LOG_WARN("engine %s rank %d: piece %u (trainer rank %d) applied as a delta from version %llu failed "
+                     "verification against version %llu's digests (%s): re-fetching it in full",
+                     f->p.r->engine_id, f->p.me, i, pc->src_rank, (unsigned long long)d->base,
+                     (unsigned long long)f->p.v, what);
+            d->ndelta--; /* it comes full after all */
+            d->wire_bytes -= d->wbytes[i];
+            d->piece_bytes -= pc->len;
+        }
         d->nrefetch++;
-        refetch(f, c, pc->src_rank);
+        d->failed_len += pc->len;
+        d->lost += d->wbytes[i];
+        d->failing[pc->src_rank] = 1;
         *again = 1;
     }
+    for (i = 0; *again && i < (uint32_t)plan->world; i++)
+        if (d->failing[i]) {
+            d->failing[i] = 0;
+            refetch(f, c, (int)i);
+        }
     return WSYNC_OK;
 }
 
@@ -371,9 +386,10 @@ void recv_delta_end(fetch_t *f, wsync_status_t st)
     for (k = 0; k < d->nreg; k++)
         d->reg[k].rt->ops->dereg(d->reg[k].region);
     /* The pieces that went full, the wires, and what was put again. */
-    on_wire = d->owed - d->piece_bytes + d->wire_bytes + d->refetch_bytes;
+    on_wire = d->owed - d->piece_bytes - d->failed_len + d->wire_bytes + d->lost + d->refetch_bytes;
     if (st == WSYNC_OK && d->nkept == 0)
-        LOG_INFO("engine %s rank %d: version %llu: asked for deltas from version %llu, which no trainer rank keeps: "
+        LOG_INFO("engine %s rank %d: version %llu: asked for deltas from version %llu, which no trainer rank "
+                 "keeps: "
                  "every piece came full",
                  f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, (unsigned long long)d->base);
     else if (st == WSYNC_OK)
@@ -385,6 +401,11 @@ void recv_delta_end(fetch_t *f, wsync_status_t st)
                  wsync_fmt_size(d->piece_bytes, b, sizeof(b)), (unsigned long long)on_wire,
                  (unsigned long long)d->owed, d->owed ? 100.0 * (double)on_wire / (double)d->owed : 0.0,
                  wsync_fmt_size(on_wire, c, sizeof(c)), (unsigned long long)d->nrefetch);
+    if (st == WSYNC_OK)
+        f->p.r->delta_last = (wsync_report_delta_t){.pieces = d->ndelta,
+                                                    .wire_bytes = d->wire_bytes,
+                                                    .piece_bytes = d->piece_bytes,
+                                                    .refetched = d->nrefetch};
     delta_free(d);
     f->delta = NULL;
 }

@@ -172,3 +172,17 @@ if grep -qh 'piece 3 (trainer rank [01]) applied as a delta from version 1 faile
 else
     fail delta_pull_corrupted_base_refetched_in_full "$(grep -h 'hook\|re-fetch\|version 2' "$TMP"/e-inplace-*.log | head -4)"
 fi
+# The control endpoint counts it: the node's status and /metrics.
+curl -fsS "$URL/metrics" >"$TMP/metrics.txt"
+curl -fsS "$URL/v1/status" >"$TMP/status.json"
+if grep -q '^wsync_delta_refetches_total 1$' "$TMP/metrics.txt" &&
+    grep -q '^wsync_delta_pieces_total [1-9]' "$TMP/metrics.txt" &&
+    grep -q '^wsync_delta_bytes_saved_total [1-9]' "$TMP/metrics.txt" &&
+    $PY -c 'import json, sys
+e = [e for e in json.load(open(sys.argv[1]))["engines"] if e["id"] == "e1"][0]["delta"]
+assert e["refetched_total"] == 1 and e["pieces"] > 0 and 0 < e["wire_bytes"] < e["saved_bytes"], e' \
+        "$TMP/status.json"; then
+    pass delta_pull_status_and_metrics_count_it
+else
+    fail delta_pull_status_and_metrics_count_it "$(grep wsync_delta "$TMP/metrics.txt")"
+fi

@@ -90,6 +90,8 @@ static void same_as_jansson_in_every_form(void)
         e->exited = 1;
         snprintf(e->last_error, sizeof(e->last_error), "line 1\nline 2 \"quoted\" / caf\xc3\xa9");
         snprintf(e->node, sizeof(e->node), "node degraded: local rank 1 (pid 7) is gone");
+        e->last_delta = (wsync_report_delta_t){.pieces = 14, .wire_bytes = 1000, .piece_bytes = 9000, .refetched = 1};
+        e->delta_total = (wsync_report_delta_t){.pieces = 40, .wire_bytes = 3000, .piece_bytes = 27000, .refetched = 2};
     }
     {
         ctl_engine_t *e = ctl_find_engine_locked(&m, "broken");
