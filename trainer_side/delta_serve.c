@@ -155,6 +155,18 @@ static unsigned piece_width(const wsync_manifest_t *m, uint64_t off, uint64_t en
     return wsync_delta_width_for(end - off, w ? w : 1);
 }
 
+/* 1 if most of 256 elements spread over the piece differ from the base: a
+ * wire would not pay, so the piece goes full without an encoding pass
+ * (versions that rewrite everything, as synthetic test versions do). */
+static int mostly_changed(const unsigned char *base, const unsigned char *next, uint64_t len, unsigned width)
+{
+    const uint64_t n = len / width, step = n > 256 ? n / 256 : 1;
+    uint64_t i, seen = 0, diff = 0;
+    for (i = 0; i < n; i += step, seen++)
+        diff += memcmp(base + i * width, next + i * width, width) != 0;
+    return 2 * diff > seen;
+}
+
 /* My piece k's wire against the base (cached). Called without p->lock: the
  * slots are pinned. *wire WIRE_FULL: the piece goes full. The cache lock
  * is held on return with a wire (the caller copies it, then unlocks). */
@@ -166,8 +178,9 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
     const pub_span_t *sn = pub_span_at(p, s, e->src), *sb = pub_span_at(p, &p->slots.slot[d->base_slot], e->src);
     unsigned width = piece_width(p->sl->manifest, e->src, e->src + e->len);
     size_t cap = wsync_delta_bound(e->len, width), wl = 0;
+    const unsigned char *bp, *np;
     unsigned char *out;
-    wsync_status_t st;
+    wsync_status_t st = WSYNC_OK;
     pthread_mutex_lock(&dc->lock);
     if (c->version != s->version || c->base != d->base || c->wire == NULL) {
         slot_cache_reset(c, p->share.nmy);
@@ -189,10 +202,16 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
     pthread_mutex_unlock(&dc->lock);
     if (sn == NULL || sb == NULL)
         return wsync_error(WSYNC_ERR_INVALID, "piece %u is not in the slots", e->id);
-    out = malloc(cap);
-    WSYNC_CHECK_ALLOC(out);
-    st = wsync_delta_encode((const char *)sb->ptr + (e->src - sb->offset),
-                            (const char *)sn->ptr + (e->src - sn->offset), e->len, width, out, cap, &wl, NULL);
+    bp = (const unsigned char *)sb->ptr + (e->src - sb->offset);
+    np = (const unsigned char *)sn->ptr + (e->src - sn->offset);
+    if (mostly_changed(bp, np, e->len, width)) {
+        out = NULL;
+        wl = e->len + WSYNC_DELTA_HEADER; /* full */
+    } else {
+        out = malloc(cap);
+        WSYNC_CHECK_ALLOC(out);
+        st = wsync_delta_encode(bp, np, e->len, width, out, cap, &wl, NULL);
+    }
     if (st != WSYNC_OK) {
         free(out);
         return st;
