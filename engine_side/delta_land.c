@@ -409,3 +409,12 @@ void recv_delta_end(fetch_t *f, wsync_status_t st)
     delta_free(d);
     f->delta = NULL;
 }
+
+void wsync_receiver_last_delta(const wsync_receiver_t *r, wsync_pull_delta_stats_t *out)
+{
+    *out = (wsync_pull_delta_stats_t){.version = r->held_version,
+                                      .pieces = r->delta_last.pieces,
+                                      .wire_bytes = r->delta_last.wire_bytes,
+                                      .piece_bytes = r->delta_last.piece_bytes,
+                                      .refetched = r->delta_last.refetched};
+}

@@ -9,7 +9,8 @@
 #     the bytes on the wire of each version well below its image's;
 #   - beside it a Python receiver (wsync.Receiver) that joins late (its
 #     first pull: full pieces), then skips a version (two behind, base not
-#     kept with delta_bases 1: full pieces), then pulls the next (deltas);
+#     kept with delta_bases 1: full pieces), then pulls the next (deltas),
+#     each as its `last_pull` says;
 #   - in place, with a fault hook that flips one byte of a piece of the held
 #     version before the first delta pull: that piece fails verification,
 #     is re-fetched in full from its trainer rank (the log names piece,
@@ -90,7 +91,10 @@ for v in (2, 4, 5):  # joins at 2 (full), skips 3 (base 2 not kept at 4: full), 
     for k, raw in want.items():
         g = got[k].contiguous().view(torch.uint8).flatten()
         assert torch.equal(g, torch.frombuffer(bytearray(raw) or bytearray(1), dtype=torch.uint8)[:len(raw)]), (v, k)
-    print("late: version %d equal" % v, flush=True)
+    d = r.last_pull  # what came as deltas: nothing at 2 (joined) and 4 (base gone), pieces at 5
+    assert d["version"] == v and (d["delta_pieces"] > 0) == (v == 5) and d["refetched"] == 0, (v, d)
+    assert v != 5 or 0 < d["wire_bytes"] < d["saved_bytes"], d
+    print("late: version %d equal, last_pull %s" % (v, d), flush=True)
 r.close()
 PY
 (cd "$WSYNC_ROOT" && WSYNC_LIB="${WSYNC_BUILD:-$WSYNC_ROOT/build}/libwsync.so" PYTHONPATH=python \
@@ -132,7 +136,7 @@ PY
 else
     fail delta_pull_wire_bytes_below_full "$(grep -h 'pieces as deltas' "$TMP"/e-staged-*.log | head -3)"
 fi
-if [ $lrc = 0 ] && [ "$(grep -c 'equal$' "$TMP/late.log")" = 3 ] && ! grep -q 'version 2: .*deltas' "$TMP/late.log"; then
+if [ $lrc = 0 ] && [ "$(grep -c 'equal, last_pull' "$TMP/late.log")" = 3 ] && ! grep -q 'version 2: .*deltas' "$TMP/late.log"; then
     pass delta_pull_late_joiner_gets_full_pieces
 else
     fail delta_pull_late_joiner_gets_full_pieces "rc=$lrc: $(tail -3 "$TMP/late.log")"
