@@ -283,6 +283,15 @@ static wsync_status_t take(fetch_t *f, int t)
         if (d->state[i] & P_LANDED)
             WSYNC_CHECK(apply(f, i));
     }
+    for (k = 0; k < plan->rank_npieces[t]; k++) { /* a wire it put, not in its answer */
+        const uint32_t i = plan->rank_pieces[t][k];
+        if ((d->state[i] & (P_LANDED | P_PLACED)) == P_LANDED) {
+            char what[200];
+            snprintf(what, sizeof(what),
+                     "trainer rank %d put a delta wire of piece %u that its answer does not list", t, i);
+            return recv_pull_fail(&f->p, WSYNC_ERR_PEER, what);
+        }
+    }
     return WSYNC_OK;
 }
 

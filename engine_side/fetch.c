@@ -154,6 +154,7 @@ wsync_status_t fetch_request_rank(recv_pull_t *p, int t)
     wsync_receiver_t *r = f->p.r;
     const wsync_plan_t *plan = f->plan;
     recv_transport_t *rt;
+    wsync_status_t st;
     json_t *msg;
     size_t k, n = 0;
     for (k = 0; k < plan->rank_npieces[t]; k++)
@@ -174,9 +175,9 @@ wsync_status_t fetch_request_rank(recv_pull_t *p, int t)
     if (f->p.addrs[t][0] == '\0')
         return wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
     msg = fetch_pull_json(f, rt);
-    if (msg && recv_delta_ask(f, t, rt, msg) != WSYNC_OK) { /* the base and where its wires go */
+    if (msg && (st = recv_delta_ask(f, t, rt, msg)) != WSYNC_OK) { /* the base and where its wires go */
         json_decref(msg);
-        return WSYNC_ERR_NOMEM;
+        return st;
     }
     return recv_request_start(&f->p.reqs[t], &r->pull_conns, &r->auth, t, f->p.addrs[t], msg, f->p.deadline);
 }
