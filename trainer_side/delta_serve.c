@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/base/checks.h"
+#include "common/base/fault.h"
 #include "common/base/log.h"
 #include "common/base/settings.h"
 #include "common/delta/delta.h"
@@ -277,6 +278,8 @@ int pub_delta_put(wsync_publisher_t *p, const pub_slot_t *s, pub_delta_req_t *d,
     if (wire == WIRE_FULL || at + wl > d->cap)
         return 0;
     form = wire_form(d->buf + at);
+    if (wsync_fault(WSYNC_FAULT_CORRUPT_WIRE) == (long long)e->id) /* test hook: a wire engines must refuse */
+        d->buf[at] ^= 0xff;
     r->outstanding++;
     if (ops->put(conn->conn, d->region, at, &q->delta_key, q->delta_at + at, wl,
                  ((uint64_t)r->req << 32) | e->id | WSYNC_PULL_DELTA_TAG) != WSYNC_OK) {

@@ -15,7 +15,9 @@
 #     version before the first delta pull: that piece fails verification,
 #     is re-fetched in full from its trainer rank (the log names piece,
 #     trainer rank and base), and every version is still ready with the
-#     right bytes.
+#     right bytes; the node's status and /metrics count it;
+#   - staged, with a trainer hook that breaks one piece's wire: refused by
+#     the decoder, re-fetched in full, every version right.
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 if ! $PY -c 'import torch, numpy' 2>/dev/null; then
@@ -189,4 +191,28 @@ assert e["refetched_total"] == 1 and e["pieces"] > 0 and 0 < e["wire_bytes"] < e
     pass delta_pull_status_and_metrics_count_it
 else
     fail delta_pull_status_and_metrics_count_it "$(grep wsync_delta "$TMP/metrics.txt")"
+fi
+
+# --- staged, one piece's wire broken by the trainer: refused, re-fetched
+start_serve wire
+for r in 0 1; do
+    bg "$WSYNC" engine --control "$URL" --engine e2 --local-rank $r --local-world 2 --mode staged --transport tcp \
+        --versions 3 --timeout-ms 60000 --dump "$TMP/d-wire" >"$TMP/e-wire-$r.log" 2>&1
+    eval E$r=$!
+done
+wait_registered "$URL" e2
+for r in 0 1; do
+    WSYNC_TEST_CORRUPT_WIRE=5 bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --safetensors "$FILES" \
+        --versions 3 --chunk 256K --wait-engines 1 >"$TMP/t-wire-$r.log" 2>&1
+done
+wait $E0
+e0=$?
+wait $E1
+e1=$?
+if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-wire" e2 1 2 3 &&
+    grep -qh 'piece 5 (trainer rank [01]) of version 2: its delta wire from version 1 was refused (.*magic.*): re-fetching it in full' \
+        "$TMP"/e-wire-*.log && grep -qh 'version 3: .*; 1 re-fetched in full after a failed check' "$TMP"/e-wire-*.log; then
+    pass delta_pull_refused_wire_refetched_in_full
+else
+    fail delta_pull_refused_wire_refetched_in_full "engine rc=$e0,$e1: $(grep -h 'refused\|re-fetched' "$TMP"/e-wire-*.log | head -3)"
 fi
