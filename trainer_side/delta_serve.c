@@ -31,7 +31,7 @@ typedef struct pub_delta_cache {
 } pub_delta_cache_t;
 
 struct pub_delta_req {
-    int base_slot;
+    int base_slot, pinned; /* pinned: the base slot is, until the puts are issued */
     uint64_t base;
     unsigned char *buf; /* the wires sent, back to back */
     uint64_t cap, used;
@@ -127,7 +127,8 @@ wsync_status_t pub_delta_begin(wsync_publisher_t *p, const wsync_pull_request_t 
         free(d);
         return WSYNC_ERR_IO;
     }
-    p->slots.slot[sb].pins++; /* the base stays until this request is answered */
+    p->slots.slot[sb].pins++; /* the base stays until this request's puts are issued */
+    d->pinned = 1;
     *out = d;
     return WSYNC_OK;
 }
@@ -249,7 +250,7 @@ int pub_delta_put(wsync_publisher_t *p, const pub_slot_t *s, pub_delta_req_t *d,
     uint64_t wl = 0, at = d ? (d->used + 7) & ~7ULL : 0;
     wsync_delta_form_t form;
     wsync_status_t st;
-    if (d == NULL || e->len == 0 || e->len <= WSYNC_DELTA_HEADER)
+    if (d == NULL || !d->pinned || e->len == 0 || e->len <= WSYNC_DELTA_HEADER)
         return 0;
     if (pub_wait_range(p, (pub_slot_t *)s, e->src, e->len, deadline) != WSYNC_OK)
         return 0; /* the full put's wait says why */
@@ -306,11 +307,20 @@ void pub_delta_reply(const pub_delta_req_t *d, const wsync_pull_request_t *q, ws
     out->ndeltas = d ? d->n : 0;
 }
 
+void pub_delta_unpin(wsync_publisher_t *p, pub_delta_req_t *d)
+{
+    if (d == NULL || !d->pinned)
+        return;
+    d->pinned = 0;
+    p->slots.slot[d->base_slot].pins--;
+    pthread_cond_broadcast(&p->cond); /* a publish may wait for the slot */
+}
+
 void pub_delta_release(wsync_publisher_t *p, pub_delta_req_t *d, int ti)
 {
     if (d == NULL)
         return;
-    p->slots.slot[d->base_slot].pins--;
+    pub_delta_unpin(p, d);
     if (d->region)
         p->serving.transports[ti].ops->dereg(d->region);
     d->region = NULL;

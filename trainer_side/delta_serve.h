@@ -27,6 +27,10 @@ int pub_delta_put(wsync_publisher_t *p, const pub_slot_t *s, pub_delta_req_t *d,
                   pub_request_t *r, int ti, pub_conn_t *conn, size_t k, const pub_put_t *e, uint64_t deadline);
 /* The reply's base and the pieces put as deltas (borrowed from d). */
 void pub_delta_reply(const pub_delta_req_t *d, const wsync_pull_request_t *q, wsync_pull_reply_t *out);
+/* p->lock held, every put issued: the wires are in d's buffer, the base
+ * is not read any more (its slot unpinned: a publish need not wait for
+ * this request's puts to be sent). */
+void pub_delta_unpin(wsync_publisher_t *p, pub_delta_req_t *d);
 /* p->lock held, no put of d in flight any more: the base slot unpinned,
  * the staging buffer deregistered. */
 void pub_delta_release(wsync_publisher_t *p, pub_delta_req_t *d, int ti);

@@ -424,6 +424,7 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
     p->serving.requests = &r;
     deadline = wsync_now_ns() + (uint64_t)(q->timeout_ms > 0 ? q->timeout_ms : 120000) * 1000000ULL;
     pub_put_list_run(p, s, &l, q, &r, ti, conn, deadline);
+    pub_delta_unpin(p, r.delta);
     finish_puts(p, s, &tr, q, &r, ti, conn, deadline);
     /* Failed: puts may still be queued on this connection; it is dropped
      * (at once unless another pull uses it) so none reaches the engine
