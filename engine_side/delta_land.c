@@ -48,7 +48,7 @@ struct recv_delta {
     uint64_t ndelta, wire_bytes, piece_bytes, nrefetch; /* applied: count, wire and piece bytes; failed */
     uint64_t refetch_bytes;                             /* put again in full */
     uint64_t failed_len, lost;                          /* failed pieces: their bytes, their wires' */
-    int nkept;                                          /* trainer answers that kept the base */
+    int nkept, nasked; /* trainer answers that kept the base; requests that named it */
 };
 
 static void delta_free(recv_delta_t *d)
@@ -160,13 +160,33 @@ wsync_status_t recv_delta_begin(fetch_t *f)
     return WSYNC_OK;
 }
 
+/* 0 if trainer rank t's registration in the version record says it keeps
+ * fewer bases than `back` versions (delta_bases); 1 if it keeps them, or
+ * says nothing (an older trainer: its answer tells). */
+static int keeps(const fetch_t *f, int t, uint64_t back)
+{
+    json_t *arr = NULL, *e;
+    size_t i;
+    int yes = 1;
+    if (recv_trainers(f->p.r, &arr) != WSYNC_OK)
+        return 1;
+    json_array_foreach(arr, i, e)
+    {
+        const json_t *k = json_object_get(json_object_get(e, "endpoint"), "delta_bases");
+        if (json_integer_value(json_object_get(e, "rank")) == t && json_is_integer(k))
+            yes = (uint64_t)json_integer_value(k) >= back;
+    }
+    json_decref(arr);
+    return yes;
+}
+
 wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *msg)
 {
     recv_delta_t *d = f->delta;
     wsync_pull_request_t pr = {0};
     delta_reg_t *g = NULL;
     int k;
-    if (d == NULL || d->area_len[t] == 0 || strcmp(rt->ops->name, "tcp") != 0)
+    if (d == NULL || d->area_len[t] == 0 || strcmp(rt->ops->name, "tcp") != 0 || !keeps(f, t, f->p.v - d->base))
         return WSYNC_OK;
     for (k = 0; k < d->nreg; k++)
         if (d->reg[k].rt == rt)
@@ -186,6 +206,7 @@ wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *m
     pr.delta_bytes = d->area_len[t];
     if (wsync_pull_request_delta_to_json(&pr, msg) != 0)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    d->nasked++;
     return WSYNC_OK;
 }
 
@@ -397,10 +418,10 @@ void recv_delta_end(fetch_t *f, wsync_status_t st)
     /* The pieces that went full, the wires, and what was put again. */
     on_wire = d->owed - d->piece_bytes - d->failed_len + d->wire_bytes + d->lost + d->refetch_bytes;
     if (st == WSYNC_OK && d->nkept == 0)
-        LOG_INFO("engine %s rank %d: version %llu: asked for deltas from version %llu, which no trainer rank "
-                 "keeps: "
-                 "every piece came full",
-                 f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, (unsigned long long)d->base);
+        LOG_INFO("engine %s rank %d: version %llu: no trainer rank keeps version %llu as a delta base (%s): every "
+                 "piece came full",
+                 f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, (unsigned long long)d->base,
+                 d->nasked ? "their answers said so" : "their registrations say so, none was asked");
     else if (st == WSYNC_OK)
         LOG_INFO("engine %s rank %d: version %llu: %llu pieces as deltas from version %llu (%s of wires for %s of "
                  "pieces); on the wire %llu of %llu bytes (%.1f%%, %s); %llu re-fetched in full after a failed "
