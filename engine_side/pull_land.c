@@ -20,8 +20,9 @@ static wsync_status_t land_one(recv_pull_t *p, const wsync_completion_t *cp, int
     if (cp->kind == WSYNC_COMPLETION_ERROR && cp->tag != ~0ULL && (uint32_t)(cp->tag >> 32) == p->reqid)
         return wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
     if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != p->reqid)
-        return WSYNC_OK;                                       /* not of this attempt */
-    if ((id & WSYNC_PULL_DELTA_TAG) && p->ops->delta_landed) { /* applied once its place is known */
+        return WSYNC_OK; /* not of this attempt */
+    /* A delta wire (delta_land.h): applied once its place is known. */
+    if ((id & WSYNC_PULL_DELTA_TAG) && p->ops->delta_landed) {
         *progressed = 1;
         p->last_landed = wsync_now_ns();
         return p->ops->delta_landed(p, id & ~WSYNC_PULL_DELTA_TAG, cp);
