@@ -291,6 +291,7 @@ static wsync_status_t attempt_settle(wsync_receiver_t *r, const board_attempt_t 
         board_mark_failed(r->board, a->gen, wsync_last_error());
         return st;
     }
+    board_set_delta(r->board, &r->delta_last);
     board_mark_done(r->board, a->gen);
     st = wait_node(r, a->gen, deadline);
     wsync_trace("engine %s rank %d: every local rank verified", r->engine_id, r->cfg.local_rank);
@@ -316,9 +317,18 @@ static wsync_status_t attempt_deliver(wsync_receiver_t *r, const board_attempt_t
 static void attempt_close(wsync_receiver_t *r, const board_attempt_t *a, wsync_status_t st, double secs,
                           uint64_t image_size, const char *err)
 {
+    wsync_report_delta_t d = {0}, one;
+    int k;
     board_attempt_close(r->board, a, st == WSYNC_OK);
+    for (k = 0; st == WSYNC_OK && k < r->cfg.local_world; k++) { /* every rank marked done after setting them */
+        board_rank_delta(r->board, k, &one);
+        d.pieces += one.pieces;
+        d.wire_bytes += one.wire_bytes;
+        d.piece_bytes += one.piece_bytes;
+        d.refetched += one.refetched;
+    }
     if (st == WSYNC_OK)
-        reporter_post(r->reporter, a->version, "ready", secs, image_size, NULL);
+        reporter_post_ready(r->reporter, a->version, secs, image_size, &d);
     else /* in place the one image was overwritten in part: the node holds nothing now (attempt_drop) */
         reporter_post_held(r->reporter, a->version, "failed", secs, 0, err,
                            r->cfg.mode == WSYNC_MODE_IN_PLACE ? 0 : (int64_t)r->held_version);
@@ -400,7 +410,8 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
         uint64_t total = tl ? tl->image_len : sl->manifest->image_size;
         recv_progress_phase(r->progress, RECV_PHASE_LANDING, a.version, total);
         r->cur_dm = dm;
-        st = recv_dests_zero_gaps(r->mem, dm); /* in place: padding no block writes */
+        memset(&r->delta_last, 0, sizeof(r->delta_last)); /* a pull that asks for deltas sets them */
+        st = recv_dests_zero_gaps(r->mem, dm);            /* in place: padding no block writes */
         if (st == WSYNC_OK)
             st = tl ? recv_fetch_targets(r, &a, sl, tl, digests, late, deadline)
                     : recv_fetch(r, &a, sl, digests, late, deadline);

@@ -152,6 +152,21 @@ void board_mark_done(board_t *b, uint64_t gen)
     __atomic_store_n(&b->sh->ranks[b->local_rank].done_gen, gen, __ATOMIC_RELEASE);
 }
 
+void board_set_delta(board_t *b, const wsync_report_delta_t *d)
+{
+    uint64_t *me = b->sh->ranks[b->local_rank].delta;
+    me[0] = d->pieces; /* published by board_mark_done's release store */
+    me[1] = d->wire_bytes;
+    me[2] = d->piece_bytes;
+    me[3] = d->refetched;
+}
+
+void board_rank_delta(board_t *b, int rank, wsync_report_delta_t *out)
+{
+    const uint64_t *d = b->sh->ranks[rank].delta;
+    *out = (wsync_report_delta_t){.pieces = d[0], .wire_bytes = d[1], .piece_bytes = d[2], .refetched = d[3]};
+}
+
 void board_mark_failed(board_t *b, uint64_t gen, const char *why)
 {
     board_rank_t *me = &b->sh->ranks[b->local_rank];

@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "common/net/auth.h"
+#include "common/proto/engine_report.h"
 #include "common/transport/transport.h"
 #include "common/window/window.h"
 
@@ -134,6 +135,11 @@ int board_copied(board_t *b, int slot, uint32_t c, uint64_t gen);
 
 /* This rank holds attempt `gen` verified. */
 void board_mark_done(board_t *b, uint64_t gen);
+/* What this rank's pull of the attempt it is about to mark done moved as
+ * deltas (written before board_mark_done, read by local rank 0 after it
+ * saw every rank done: the node's report sums them). */
+void board_set_delta(board_t *b, const wsync_report_delta_t *d);
+void board_rank_delta(board_t *b, int rank, wsync_report_delta_t *out);
 /* This rank failed attempt `gen`, because `why`. */
 void board_mark_failed(board_t *b, uint64_t gen, const char *why);
 /* 1 if local rank `rank` holds attempt `gen` verified. */

@@ -22,6 +22,7 @@ typedef struct board_rank {
     int32_t device;      /* its GPU ordinal, -1 for host memory (set before pid) */
     int32_t slots;       /* image slots it set up (0: not yet since it joined) */
     char error[256];     /* why, for failed_gen */
+    uint64_t delta[4];   /* its last done attempt's delta counts (wsync_report_delta_t), before done_gen */
 } board_rank_t;
 
 /* The shared memory; board.h says who writes each part, and how. */

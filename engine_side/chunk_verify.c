@@ -124,6 +124,12 @@ wsync_status_t recv_verify_summed(recv_pull_t *p, recv_verify_t *v, uint32_t c, 
 {
     size_t first, n = p->ops->chunk_units(p, c, &first);
     if (v->digests) {
+        int again = 0;
+        if (landed && p->ops->landed_check) {
+            WSYNC_CHECK(p->ops->landed_check(p, c, sums, &again));
+            if (again)
+                return WSYNC_OK; /* asked again in full: verified when it lands again */
+        }
         WSYNC_CHECK(check_units(p, v, first, n, sums));
         return p->ops->chunk_verified(p, c, landed);
     }

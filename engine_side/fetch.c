@@ -35,6 +35,7 @@
 #include "common/digest/digest.h"
 #include "common/proto/pull_request.h"
 #include "common/base/util.h"
+#include "engine_side/delta_land.h"
 #include "engine_side/fetch_internal.h"
 #include "engine_side/relay.h"
 
@@ -88,6 +89,8 @@ wsync_status_t fetch_request_rank(recv_pull_t *p, int t)
     wsync_receiver_t *r = f->p.r;
     const wsync_plan_t *plan = f->plan;
     recv_transport_t *rt;
+    wsync_status_t st;
+    json_t *msg;
     size_t k, n = 0;
     for (k = 0; k < plan->rank_npieces[t]; k++)
         if (recv_pull_is_mine(&f->p, plan->pieces[plan->rank_pieces[t][k]].chunk))
@@ -106,8 +109,12 @@ wsync_status_t fetch_request_rank(recv_pull_t *p, int t)
         rt->ops->expect_flush(rt->t, t);
     if (f->p.addrs[t][0] == '\0')
         return wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
-    return recv_request_start(&f->p.reqs[t], &r->pull_conns, &r->auth, t, f->p.addrs[t], fetch_pull_json(f, rt),
-                              f->p.deadline);
+    msg = fetch_pull_json(f, rt);
+    if (msg && (st = recv_delta_ask(f, t, rt, msg)) != WSYNC_OK) { /* the base and where its wires go */
+        json_decref(msg);
+        return st;
+    }
+    return recv_request_start(&f->p.reqs[t], &r->pull_conns, &r->auth, t, f->p.addrs[t], msg, f->p.deadline);
 }
 
 json_t *fetch_pull_json(const fetch_t *f, const recv_transport_t *rt)
@@ -141,6 +148,8 @@ static wsync_status_t fetch_request(fetch_t *f)
                                       f->dm && f->p.r->cfg.local_world == 1 && !recv_node_relays(f->p.r), NULL,
                                       &f->direct, &f->ndirect));
     WSYNC_CHECK(fetch_relay_request(f, &relayed));
+    if (!relayed)
+        WSYNC_CHECK(recv_delta_begin(f));
     for (t = 0; t < f->plan->world && !relayed; t++)
         WSYNC_CHECK(fetch_request_rank(&f->p, t));
     wsync_trace("engine %s rank %d: requests sent", f->p.r->engine_id, f->p.me);
@@ -193,6 +202,14 @@ static wsync_status_t ops_chunk_verified(recv_pull_t *p, uint32_t c, int landed)
     }
     f->p.ndone++;
     return WSYNC_OK;
+}
+
+/* Pieces applied as delta wires checked before the chunk's digests. */
+static wsync_status_t ops_landed_check(recv_pull_t *p, uint32_t c, const uint64_t *sums, int *again)
+{
+    fetch_t *f = container_of(p, fetch_t, p);
+    *again = 0;
+    return f->delta ? recv_delta_verify(f, c, sums, again) : WSYNC_OK;
 }
 
 /* A piece of this attempt landed here: the put's key is its region offset,
@@ -335,7 +352,9 @@ static const recv_pull_ops_t fetch_ops = {.unit = "pieces",
                                           .bytes_in = ops_bytes_in,
                                           .waiting_more = ops_waiting_more,
                                           .chunk_reasked = ops_chunk_reasked,
-                                          .request_rank = fetch_request_rank};
+                                          .request_rank = fetch_request_rank,
+                                          .delta_landed = recv_delta_landed,
+                                          .landed_check = ops_landed_check};
 
 static void fetch_end(fetch_t *f, wsync_status_t st)
 {
@@ -343,6 +362,7 @@ static void fetch_end(fetch_t *f, wsync_status_t st)
     recv_groups_end(&f->grp, f->p.r->mem); /* waits likewise */
     recv_release_end(&f->rl);
     free(f->direct);
+    recv_delta_end(f, st); /* its staging region goes before the transports may */
     recv_pull_free(&f->p, st);
     recv_verify_end(&f->ver);
 }
@@ -394,6 +414,8 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
             st = fetch_reap(&f, &progressed);
         if (st == WSYNC_OK)
             st = recv_verify_late_poll(&f.p, &f.ver, &progressed);
+        if (st == WSYNC_OK)
+            st = recv_delta_poll(&f, &progressed);
         recv_release_poll(&f.rl, release_chunk, &f);
         if (st == WSYNC_OK)
             st = recv_pull_watch(&f.p);

@@ -12,6 +12,8 @@
 #include "engine_side/receiver_internal.h"
 #include "engine_side/release.h"
 
+typedef struct recv_delta recv_delta_t; /* delta_land.h */
+
 typedef struct fetch {
     recv_pull_t p; /* the attempt, its chunks, trainer ranks and relay (pull.h) */
     const wsync_plan_t *plan;
@@ -35,6 +37,7 @@ typedef struct fetch {
     recv_release_t rl;        /* and with a sparse image, its pages freed chunk by chunk (release.h) */
     wsync_redirect_t *direct; /* a lone rank's: bytes landing straight in the caller's tensors */
     size_t ndirect;
+    recv_delta_t *delta; /* a pull asking for deltas (delta_land.h), or NULL */
 } fetch_t;
 
 /* fetch.c: the pull request for the chunks in f->mine, pieces put over rt

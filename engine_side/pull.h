@@ -65,6 +65,14 @@ typedef struct recv_pull_ops {
     /* NULL, or: chunk c is asked for again from the trainer ranks (its
      * landed units count no more). */
     void (*chunk_reasked)(recv_pull_t *p, uint32_t c);
+    /* NULL, or: the delta wire of unit `id` landed in the staging region
+     * (a put tagged WSYNC_PULL_DELTA_TAG, delta_land.h). */
+    wsync_status_t (*delta_landed)(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp);
+    /* NULL, or: chunk c landed here and its units summed to `sums`; before
+     * the digests are compared, units applied as delta wires are checked
+     * (delta_land.h). *again 1: some failed and are asked again in full
+     * (the chunk is not done). */
+    wsync_status_t (*landed_check)(recv_pull_t *p, uint32_t c, const uint64_t *sums, int *again);
     /* Ask trainer rank t for its units of the chunks in mine. */
     wsync_status_t (*request_rank)(recv_pull_t *p, int t);
     /* 1: after a relay was given up, every trainer rank is asked again

@@ -5,6 +5,7 @@
  * landed goes to the fetch. */
 #include "common/base/checks.h"
 #include "common/base/util.h"
+#include "common/proto/pull_request.h"
 #include "engine_side/pull.h"
 
 #define POLL_BATCH 64 /* completions taken per transport poll */
@@ -20,6 +21,12 @@ static wsync_status_t land_one(recv_pull_t *p, const wsync_completion_t *cp, int
         return wsync_error(cp->status ? cp->status : WSYNC_ERR_PEER, "%s", cp->message);
     if (cp->kind != WSYNC_COMPLETION_LANDED || (uint32_t)(cp->tag >> 32) != p->reqid)
         return WSYNC_OK; /* not of this attempt */
+    /* A delta wire (delta_land.h): applied once its place is known. */
+    if ((id & WSYNC_PULL_DELTA_TAG) && p->ops->delta_landed) {
+        *progressed = 1;
+        p->last_landed = wsync_now_ns();
+        return p->ops->delta_landed(p, id & ~WSYNC_PULL_DELTA_TAG, cp);
+    }
     if (!p->ops->unit_at(p, id, &c, &len) || !recv_pull_is_mine(p, c) || p->remaining[c] == 0 || cp->len != len)
         return wsync_error(WSYNC_ERR_PEER, "unexpected %s %u (%llu bytes) from trainer rank %d", p->ops->unit1, id,
                            (unsigned long long)cp->len, cp->peer);

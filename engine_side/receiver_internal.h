@@ -129,9 +129,10 @@ struct wsync_receiver {
     wsync_sync_layout_t *held;
     uint64_t layout_generation; /* changes whenever the held tensor list may have (wsync_receiver_layout_generation) */
     uint64_t last_gen;
-    uint64_t failed_version;   /* local rank 0: the version of the last attempt that failed (attempt.c) */
-    double last_secs;          /* duration of the last successful pull attempt (set-up excluded) */
-    recv_progress_t *progress; /* phase and bytes of the pull in progress */
+    uint64_t failed_version;         /* local rank 0: the version of the last attempt that failed (attempt.c) */
+    double last_secs;                /* duration of the last successful pull attempt (set-up excluded) */
+    wsync_report_delta_t delta_last; /* what this rank's last attempt moved as deltas (delta_land.c) */
+    recv_progress_t *progress;       /* phase and bytes of the pull in progress */
 
     /* engine layouts: this rank's spec on the board (NULL: the whole image,
      * today's path), and the engine layout of the held version */

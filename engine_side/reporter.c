@@ -31,6 +31,8 @@ typedef struct report {
     int has_error;
     int64_t holds; /* what the node holds after this report; -1: as before (ready: version) */
     int node_note; /* a note on the node's ranks (`error` is the text), not a pull report */
+    int has_delta; /* ready: what came as deltas */
+    wsync_report_delta_t delta;
 } report_t;
 
 struct recv_reporter {
@@ -111,6 +113,8 @@ static json_t *report_body(const recv_reporter_t *rp, const report_t *rep)
         r.duration_s = rep->duration_s;
         r.bytes = rep->bytes;
         r.has_error = rep->has_error;
+        r.has_delta = rep->has_delta;
+        r.delta = rep->delta;
         snprintf(r.error, sizeof(r.error), "%s", rep->has_error ? rep->error : "");
     }
     return wsync_engine_report_to_json(&r);
@@ -243,8 +247,9 @@ void reporter_note_node(recv_reporter_t *rp, const char *note)
         reporter_post_held(rp, 0, "", 0, 0, note, -2);
 }
 
-void reporter_post_held(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s,
-                        uint64_t bytes, const char *error, int64_t holds)
+/* Queues one report (delta: NULL, none). */
+static void post_report(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s,
+                        uint64_t bytes, const char *error, int64_t holds, const wsync_report_delta_t *delta)
 {
     report_t *rep;
     pthread_mutex_lock(&rp->lock);
@@ -267,9 +272,25 @@ void reporter_post_held(recv_reporter_t *rp, uint64_t version, const char *state
     }
     rep->node_note = holds == -2;
     rep->holds = holds < 0 ? -1 : holds;
+    if (delta && delta->pieces + delta->refetched > 0) {
+        rep->has_delta = 1;
+        rep->delta = *delta;
+    }
     rp->n++;
     pthread_cond_broadcast(&rp->cond);
     pthread_mutex_unlock(&rp->lock);
+}
+
+void reporter_post_held(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s,
+                        uint64_t bytes, const char *error, int64_t holds)
+{
+    post_report(rp, version, state, duration_s, bytes, error, holds, NULL);
+}
+
+void reporter_post_ready(recv_reporter_t *rp, uint64_t version, double duration_s, uint64_t bytes,
+                         const wsync_report_delta_t *delta)
+{
+    post_report(rp, version, "ready", duration_s, bytes, NULL, -1, delta);
 }
 
 void reporter_stop(recv_reporter_t *rp, int flush_ms)

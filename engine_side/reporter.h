@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "common/proto/engine_report.h"
 #include "common/wsync.h"
 
 typedef struct recv_reporter recv_reporter_t;
@@ -30,6 +31,9 @@ void reporter_post(recv_reporter_t *rp, uint64_t version, const char *state, dou
  * the node lost. */
 void reporter_post_held(recv_reporter_t *rp, uint64_t version, const char *state, double duration_s,
                         uint64_t bytes, const char *error, int64_t holds);
+/* A ready report that says what came as deltas (NULL or no pieces: none). */
+void reporter_post_ready(recv_reporter_t *rp, uint64_t version, double duration_s, uint64_t bytes,
+                         const wsync_report_delta_t *delta);
 /* What the node says of its local ranks ("local rank 1 is not running", ""
  * when all run again): shown with the node in status. Sent only when it
  * changes; NULL rp is fine. */

@@ -193,6 +193,18 @@ typedef struct wsync_pull_progress {
 } wsync_pull_progress_t;
 WSYNC_API void wsync_receiver_progress(const wsync_receiver_t *r, wsync_pull_progress_t *out);
 
+/* What this rank's last pull received as delta wires (docs/DELTA.md): all
+ * zero after a full pull (a first pull, a base the trainers no longer keep,
+ * delta=off). Call between pulls. */
+typedef struct wsync_pull_delta_stats {
+    uint64_t version;     /* the version held */
+    uint64_t pieces;      /* pieces applied as delta wires and verified */
+    uint64_t wire_bytes;  /* the bytes of their wires */
+    uint64_t piece_bytes; /* the bytes of those pieces (saved: piece_bytes - wire_bytes) */
+    uint64_t refetched;   /* pieces that failed their check and came again in full */
+} wsync_pull_delta_stats_t;
+WSYNC_API void wsync_receiver_last_delta(const wsync_receiver_t *r, wsync_pull_delta_stats_t *out);
+
 /* Host memory that other local processes can map (for config.image). */
 WSYNC_API void *wsync_image_alloc(size_t len);
 WSYNC_API void wsync_image_free(void *ptr, size_t len);

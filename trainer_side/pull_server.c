@@ -15,6 +15,7 @@
 
 #include "common/base/checks.h"
 #include "common/base/fault.h"
+#include "common/base/log.h"
 #include "common/proto/pull_port.h"
 #include "common/proto/pull_reply.h"
 #include "common/proto/pull_request.h"
@@ -22,6 +23,7 @@
 #include "common/base/util.h"
 #include "trainer_side/publisher_internal.h"
 #include "trainer_side/put_list.h"
+#include "trainer_side/delta_serve.h"
 
 static pub_request_t *find_request(wsync_publisher_t *p, uint32_t req)
 {
@@ -373,6 +375,7 @@ static void answer(json_t *reply, const wsync_publisher_t *p, const wsync_pull_r
     }
     if (r->segments)
         ok.segments = segs ? json_incref(segs) : json_object();
+    pub_delta_reply(r->delta, q, &ok);
     if (wsync_pull_reply_write(&ok, reply) != WSYNC_OK)
         answer_error(reply, p, q, "%s", wsync_last_error());
     json_decref(ok.segments);
@@ -414,10 +417,14 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
         pub_put_list_clear(&l);
         return;
     }
+    if (pub_delta_begin(p, q, s, ti, &r.delta) != WSYNC_OK)
+        LOG_WARN("trainer rank %d: every piece of version %llu for engine %s rank %d goes full: %s", p->cfg.rank,
+                 (unsigned long long)q->version, q->engine, q->local_rank, wsync_last_error());
     r.next = p->serving.requests;
     p->serving.requests = &r;
     deadline = wsync_now_ns() + (uint64_t)(q->timeout_ms > 0 ? q->timeout_ms : 120000) * 1000000ULL;
     pub_put_list_run(p, s, &l, q, &r, ti, conn, deadline);
+    pub_delta_unpin(p, r.delta);
     finish_puts(p, s, &tr, q, &r, ti, conn, deadline);
     /* Failed: puts may still be queued on this connection; it is dropped
      * (at once unless another pull uses it) so none reaches the engine
@@ -432,11 +439,13 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
             }
     }
     pub_stage_release(p, r.stage); /* no put reads it any more: answered, or the connection dropped */
+    pub_delta_release(p, r.delta, ti);
     s->pins--;
     p->serving.pulls_ended++; /* the engine reports what it pulled next: wait_held looks (hold.c) */
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
     answer(reply, p, q, &l, &r);
+    pub_delta_free(r.delta);
     json_decref(r.segments);
     pub_put_list_clear(&l);
 }
@@ -485,4 +494,5 @@ void pub_server_stop(wsync_publisher_t *p)
         while (pt->conns)
             drop_conn(p, i, pt->conns);
     }
+    pub_delta_cache_free(p);
 }

@@ -25,6 +25,7 @@
 #include "common/base/checks.h"
 #include "common/base/util.h"
 #include "common/targets/target_verify.h"
+#include "trainer_side/delta_serve.h"
 
 void pub_put_list_clear(pub_put_list_t *l)
 {
@@ -231,6 +232,9 @@ void pub_put_list_run(wsync_publisher_t *p, pub_slot_t *s, const pub_put_list_t 
             continue;
         if (q->in_order)
             st = one_in_flight(p, r, ti, conn, deadline);
+        /* A pull naming a base: the piece as its delta wire, when it pays. */
+        if (st == WSYNC_OK && r->delta && l->pieces && pub_delta_put(p, s, r->delta, q, r, ti, conn, k, &e, deadline))
+            continue;
         if (st == WSYNC_OK)
             st = locate(p, s, l, q, r, ti, &e, deadline, &region, &off);
         if (st != WSYNC_OK) {

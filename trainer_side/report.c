@@ -7,6 +7,7 @@
 
 #include "common/base/checks.h"
 #include "common/base/util.h"
+#include "common/base/settings.h"
 #include "common/digest/digest.h"
 #include "trainer_side/publisher_internal.h"
 
@@ -17,8 +18,14 @@ wsync_status_t pub_report_register(wsync_publisher_t *p)
     wsync_status_t st;
 
     snprintf(pull, sizeof(pull), "%s:%d", p->advertise, p->serving.listen_port);
-    ep = json_pack("{s:s, s:s, s:s}", "pull", pull, "host_id", p->host_id, "device",
-                   p->cfg.device ? p->cfg.device : "host");
+    /* delta_bases: the versions before the one served that this rank can
+     * encode deltas from (docs/DELTA.md): the other publish slot's, with
+     * slots in host memory; the version record carries it to the engines. */
+    ep = json_pack("{s:s, s:s, s:s, s:i}", "pull", pull, "host_id", p->host_id, "device",
+                   p->cfg.device ? p->cfg.device : "host", "delta_bases",
+                   p->cfg.zero_copy || p->mem->kind != WSYNC_MEM_HOST
+                       ? 0
+                       : (int)wsync_setting_int(WSYNC_SET_DELTA_BASES));
     WSYNC_CHECK_ALLOC(ep);
     st = wsync_control_register_trainer(p->control, p->cfg.rank, p->cfg.world, p->advertise, ep);
     if (st == WSYNC_OK && p->heartbeat == NULL) { /* the same registration, as a heartbeat */

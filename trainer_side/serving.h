@@ -31,8 +31,9 @@ typedef struct pub_request {
     uint64_t bput; /* and their bytes */
     wsync_status_t status;
     char error[512];
-    struct pub_stage *stage; /* engine layouts: the packed puts' stage it reads (target_stage.c) */
-    json_t *segments;        /* {"segments": {...}}: the digests for the answer */
+    struct pub_stage *stage;     /* engine layouts: the packed puts' stage it reads (target_stage.c) */
+    json_t *segments;            /* {"segments": {...}}: the digests for the answer */
+    struct pub_delta_req *delta; /* a pull naming a base: its delta wires (delta_serve.c), or NULL */
 } pub_request_t;
 
 typedef struct pub_transport {
@@ -50,7 +51,8 @@ typedef struct pub_serving {
     pub_transport_t transports[PUB_MAX_TRANSPORTS];
     int ntransports;
     pub_request_t *requests;
-    uint64_t pulls_ended; /* pull requests answered (or failed): wait_held wakes on it */
+    uint64_t pulls_ended;                /* pull requests answered (or failed): wait_held wakes on it */
+    struct pub_delta_cache *delta_cache; /* encoded delta wires per slot (delta_serve.c), or NULL */
 } pub_serving_t;
 
 /* Starts the pull port on cfg.listen (p->serving.listen_port is its port);

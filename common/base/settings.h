@@ -44,6 +44,8 @@ typedef enum wsync_setting_id {
     WSYNC_SET_LINKS,
     WSYNC_SET_LATE_DIGESTS,
     WSYNC_SET_HEARTBEAT_MS,
+    WSYNC_SET_DELTA,
+    WSYNC_SET_DELTA_BASES,
     WSYNC_SET_COUNT
 } wsync_setting_id_t;
 

@@ -201,4 +201,21 @@ const wsync_setting_def_t wsync_settings_table[WSYNC_SET_COUNT] = {
                                 .env = "WSYNC_HEARTBEAT_MS",
                                 .doc = "trainer ranks and engine nodes register again this often so the control "
                                        "endpoint sees them live (`serve --lease`); 0: never"},
+    [WSYNC_SET_DELTA] = {.name = "delta",
+                         .type = WSYNC_STYPE_ENUM,
+                         .dflt = "auto",
+                         .env = "WSYNC_DELTA",
+                         .choices = "auto|on|off",
+                         .doc = "an engine rank holding a verified version asks for the next as deltas from it "
+                                "(the elements that changed, docs/DELTA.md), checked against the new version's "
+                                "digests; auto: over tcp into host memory (off inside one GPU)"},
+    [WSYNC_SET_DELTA_BASES] = {.name = "delta_bases",
+                               .type = WSYNC_STYPE_INT,
+                               .dflt = "1",
+                               .min = 0,
+                               .max = 1,
+                               .env = "WSYNC_DELTA_BASES",
+                               .doc =
+                                   "versions a trainer rank keeps as delta bases: 1, the previous one, which the "
+                                   "other publish slot holds (no extra memory); 0: none, every piece goes full"},
 };

@@ -139,6 +139,16 @@ char *ctl_metrics_text(wsync_control_server_t *s)
         "# TYPE wsync_bytes_synced_total counter\nwsync_bytes_synced_total %llu\n",
         (unsigned long long)m->bytes_synced);
     add(&b,
+        "# HELP wsync_delta_pieces_total Pieces engine nodes received as delta wires (docs/DELTA.md).\n"
+        "# TYPE wsync_delta_pieces_total counter\nwsync_delta_pieces_total %llu\n"
+        "# HELP wsync_delta_bytes_saved_total Bytes delta wires kept off the wire (piece bytes less wire bytes).\n"
+        "# TYPE wsync_delta_bytes_saved_total counter\nwsync_delta_bytes_saved_total %llu\n"
+        "# HELP wsync_delta_refetches_total Delta pieces that failed their check and were fetched again in full.\n"
+        "# TYPE wsync_delta_refetches_total counter\nwsync_delta_refetches_total %llu\n",
+        (unsigned long long)m->delta_total.pieces,
+        (unsigned long long)(m->delta_total.piece_bytes - m->delta_total.wire_bytes),
+        (unsigned long long)m->delta_total.refetched);
+    add(&b,
         "# HELP wsync_sync_failures_total Engine syncs reported failed.\n"
         "# TYPE wsync_sync_failures_total counter\nwsync_sync_failures_total %llu\n",
         (unsigned long long)m->failures);

@@ -290,6 +290,14 @@ static int report_presence(ctl_model_t *m, ctl_engine_t *e, const wsync_engine_r
     return 0;
 }
 
+static void add_delta(wsync_report_delta_t *to, const wsync_report_delta_t *d)
+{
+    to->pieces += d->pieces;
+    to->wire_bytes += d->wire_bytes;
+    to->piece_bytes += d->piece_bytes;
+    to->refetched += d->refetched;
+}
+
 /* A pull ready or failed: the figures, the metrics, what the node holds. */
 static void report_done(ctl_model_t *m, ctl_engine_t *e, const wsync_engine_report_t *r)
 {
@@ -303,6 +311,9 @@ static void report_done(ctl_model_t *m, ctl_engine_t *e, const wsync_engine_repo
         e->last_error[0] = '\0';
         m->bytes_synced += r->bytes;
         m->syncs++;
+        e->last_delta = r->delta; /* zero when the report says none */
+        add_delta(&e->delta_total, &r->delta);
+        add_delta(&m->delta_total, &r->delta);
         m->sync_seconds += r->duration_s;
         for (b = 0; b < CTL_HIST_BUCKETS && r->duration_s > ctl_hist_bounds[b]; b++)
             ;

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <pthread.h>
 
+#include "common/proto/engine_report.h"
 #include "common/proto/version_record.h"
 #include "common/wsync.h"
 
@@ -47,6 +48,9 @@ typedef struct ctl_engine {
     int exited;        /* reported "exited" (a clean stop) */
     char node[256];    /* what the node says of its ranks ("" when all run): a rank lost or replaced */
     uint64_t failures; /* pulls reported failed */
+    /* Delta pulls (docs/DELTA.md): the last ready version's counts, and
+     * the totals over its ready reports. */
+    wsync_report_delta_t last_delta, delta_total;
 } ctl_engine_t;
 
 /* A version some trainer ranks reported and others not yet. */
@@ -109,6 +113,7 @@ typedef struct ctl_model {
     uint64_t log_bytes, snapshot_bytes, store_bytes_written;
     /* metrics */
     uint64_t bytes_synced, failures, syncs;
+    wsync_report_delta_t delta_total; /* over every engine's ready reports */
     double sync_seconds;
     uint64_t hist[CTL_HIST_BUCKETS + 1];
 } ctl_model_t;

@@ -211,6 +211,17 @@ static void engine_text(buf_t *b, const ctl_model_t *m, const ctl_engine_t *e, d
         puts_(b, ",\"node\":");
         put_str(b, e->node);
     }
+    if (e->delta_total.pieces + e->delta_total.refetched > 0) { /* as model_views.c's engine_json */
+        /* putf writes at most 127 bytes at a time */
+        putf(b, ",\"delta\":{\"pieces\":%llu,\"wire_bytes\":%llu", (unsigned long long)e->last_delta.pieces,
+             (unsigned long long)e->last_delta.wire_bytes);
+        putf(b, ",\"saved_bytes\":%llu,\"refetched\":%llu",
+             (unsigned long long)(e->last_delta.piece_bytes - e->last_delta.wire_bytes),
+             (unsigned long long)e->last_delta.refetched);
+        putf(b, ",\"saved_bytes_total\":%llu,\"refetched_total\":%llu}",
+             (unsigned long long)(e->delta_total.piece_bytes - e->delta_total.wire_bytes),
+             (unsigned long long)e->delta_total.refetched);
+    }
     if (e->phase[0]) {
         puts_(b, ",\"progress\":{\"phase\":");
         put_str(b, e->phase);

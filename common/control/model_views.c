@@ -30,6 +30,15 @@ static json_t *engine_json(const ctl_model_t *m, const ctl_engine_t *e, double n
         json_object_set_new(j, "failures", json_integer((json_int_t)e->failures));
         if (e->node[0])
             json_object_set_new(j, "node", json_string(e->node));
+        if (e->delta_total.pieces + e->delta_total.refetched > 0) /* it pulled deltas */
+            json_object_set_new(j, "delta",
+                                json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "pieces",
+                                          (json_int_t)e->last_delta.pieces, "wire_bytes",
+                                          (json_int_t)e->last_delta.wire_bytes, "saved_bytes",
+                                          (json_int_t)(e->last_delta.piece_bytes - e->last_delta.wire_bytes),
+                                          "refetched", (json_int_t)e->last_delta.refetched, "saved_bytes_total",
+                                          (json_int_t)(e->delta_total.piece_bytes - e->delta_total.wire_bytes),
+                                          "refetched_total", (json_int_t)e->delta_total.refetched));
     }
     if (j && e->phase[0])
         json_object_set_new(j, "progress",

@@ -70,6 +70,7 @@ static const ctl_field_t report_fields[] = {
     F("total", CTL_INT, 0, 0, (double)CTL_MAX_BYTES),
     F("holds", CTL_INT, 0, 0, (double)CTL_MAX_VERSION),
     F("node", CTL_ANY_STRING, 0, 0, 512),
+    F("delta", CTL_OBJECT, 0, 0, 512),
 };
 const ctl_schema_t ctl_req_report = {report_fields, WSYNC_ARRAY_LEN(report_fields)};
 

@@ -38,6 +38,12 @@ static int set_fields(json_t *j, const wsync_engine_report_t *r)
         rc |= json_object_set_new(j, "error", json_string(r->error));
     if (r->holds >= 0)
         rc |= json_object_set_new(j, "holds", json_integer((json_int_t)r->holds));
+    if (r->has_delta)
+        rc |= json_object_set_new(j, "delta",
+                                  json_pack("{s:I, s:I, s:I, s:I}", "pieces", (json_int_t)r->delta.pieces,
+                                            "wire_bytes", (json_int_t)r->delta.wire_bytes, "piece_bytes",
+                                            (json_int_t)r->delta.piece_bytes, "refetched",
+                                            (json_int_t)r->delta.refetched));
     return rc;
 }
 
@@ -91,6 +97,22 @@ static wsync_status_t get_text(const json_t *j, const char *field, int *has, cha
     return WSYNC_OK;
 }
 
+/* "delta": an object of four counts, wire bytes not above piece bytes. */
+static wsync_status_t get_delta(const json_t *d, wsync_engine_report_t *out)
+{
+    if (!json_is_object(d))
+        return wsync_error(WSYNC_ERR_FORMAT, "engine report: field 'delta' must be an object");
+    WSYNC_CHECK(get_int(d, "pieces", 1, WSYNC_REPORT_MAX_BYTES, &out->delta.pieces));
+    WSYNC_CHECK(get_int(d, "wire_bytes", 1, WSYNC_REPORT_MAX_BYTES, &out->delta.wire_bytes));
+    WSYNC_CHECK(get_int(d, "piece_bytes", 1, WSYNC_REPORT_MAX_BYTES, &out->delta.piece_bytes));
+    WSYNC_CHECK(get_int(d, "refetched", 1, WSYNC_REPORT_MAX_BYTES, &out->delta.refetched));
+    if (out->delta.wire_bytes > out->delta.piece_bytes)
+        return wsync_error(WSYNC_ERR_FORMAT, "engine report: field 'delta': 'wire_bytes' must not exceed "
+                                             "'piece_bytes'");
+    out->has_delta = 1;
+    return WSYNC_OK;
+}
+
 wsync_status_t wsync_engine_report_from_json(const json_t *j, wsync_engine_report_t *out)
 {
     const json_t *dur;
@@ -124,6 +146,8 @@ wsync_status_t wsync_engine_report_from_json(const json_t *j, wsync_engine_repor
         out->holds = (int64_t)holds;
     }
     WSYNC_CHECK(get_text(j, "error", &out->has_error, out->error, sizeof(out->error)));
+    if (json_object_get(j, "delta"))
+        WSYNC_CHECK(get_delta(json_object_get(j, "delta"), out));
     if (json_string_length(json_object_get(j, "node")) >= sizeof(out->node))
         return wsync_error(WSYNC_ERR_FORMAT, "engine report: field 'node' must be a string of at most %zu bytes",
                            sizeof(out->node) - 1);

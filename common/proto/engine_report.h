@@ -29,6 +29,15 @@ typedef enum wsync_report_phase {
     WSYNC_PHASE_LANDING,
 } wsync_report_phase_t;
 
+/* What a ready pull moved as deltas (docs/DELTA.md), summed over the
+ * node's local ranks. */
+typedef struct wsync_report_delta {
+    uint64_t pieces;      /* applied as delta wires */
+    uint64_t wire_bytes;  /* the bytes of their wires */
+    uint64_t piece_bytes; /* the bytes of those pieces: saved = piece_bytes - wire_bytes */
+    uint64_t refetched;   /* pieces that failed their check and came again in full */
+} wsync_report_delta_t;
+
 typedef struct wsync_engine_report {
     uint64_t version; /* 0 .. 2^53-1: the version pulled (or held, for a note) */
     wsync_report_state_t state;
@@ -42,6 +51,8 @@ typedef struct wsync_engine_report {
     char error[512];
     int has_node; /* a note on the node's local ranks ("" when all run again) */
     char node[513];
+    int has_delta; /* ready: what came as deltas ("delta": {pieces, wire_bytes, piece_bytes, refetched}) */
+    wsync_report_delta_t delta;
 } wsync_engine_report_t;
 
 /* "pulling", "ready", "failed", "exited"; "setup", "landing" ("" for NONE). */

@@ -10,10 +10,30 @@
 #include "common/digest/digest.h"
 
 #define MAX_SEGMENTS (1u << 24) /* far above any target's verification segments */
+#define MAX_DELTAS (1u << 24)   /* far above any rank's pieces */
 
 static int set(json_t *out, const char *key, json_t *v)
 {
     return v == NULL || json_object_set_new(out, key, v) != 0 ? -1 : 0;
+}
+
+/* "base" and "deltas". */
+static int write_deltas(const wsync_pull_reply_t *r, json_t *out)
+{
+    json_t *arr;
+    size_t k;
+    if (!r->has_base)
+        return 0;
+    if (set(out, "base", json_integer((json_int_t)r->base)) || set(out, "deltas", arr = json_array()))
+        return -1;
+    for (k = 0; k < r->ndeltas; k++) {
+        const wsync_pull_delta_t *d = &r->deltas[k];
+        if (json_array_append_new(arr, json_pack("{s:I, s:s, s:I, s:I}", "piece", (json_int_t)d->piece, "form",
+                                                 wsync_delta_form_name(d->form), "bytes", (json_int_t)d->bytes,
+                                                 "at", (json_int_t)d->at)) != 0)
+            return -1;
+    }
+    return 0;
 }
 
 wsync_status_t wsync_pull_reply_write(const wsync_pull_reply_t *r, json_t *out)
@@ -24,7 +44,7 @@ wsync_status_t wsync_pull_reply_write(const wsync_pull_reply_t *r, json_t *out)
     else
         bad = set(out, "ok", json_true()) || (r->segments && set(out, "segments", json_incref(r->segments))) ||
               set(out, "pieces", json_integer((json_int_t)r->pieces)) ||
-              set(out, "bytes", json_integer((json_int_t)r->bytes));
+              set(out, "bytes", json_integer((json_int_t)r->bytes)) || write_deltas(r, out);
     return bad ? wsync_error(WSYNC_ERR_NOMEM, "out of memory building a pull reply") : WSYNC_OK;
 }
 
@@ -115,6 +135,54 @@ static wsync_status_t get_segments(const json_t *segs, wsync_pull_reply_t *out)
     return WSYNC_OK;
 }
 
+/* One "deltas" entry: an object of piece, form, bytes (> 0) and at, its
+ * wire inside the staging region (at + bytes does not overflow). */
+static wsync_status_t get_delta(const json_t *e, size_t k, wsync_pull_delta_t *d)
+{
+    const json_t *piece = json_object_get(e, "piece"), *bytes = json_object_get(e, "bytes"),
+                 *at = json_object_get(e, "at");
+    const char *form = json_string_value(json_object_get(e, "form"));
+    if (!json_is_object(e) || !json_is_integer(piece) || json_integer_value(piece) < 0 ||
+        json_integer_value(piece) >= 0x80000000LL)
+        return wsync_error(WSYNC_ERR_FORMAT, "pull reply: field 'deltas' entry %zu: 'piece' must be a piece id", k);
+    if (form == NULL || (strcmp(form, "bitmap") != 0 && strcmp(form, "pairs") != 0))
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "pull reply: field 'deltas' entry %zu: 'form' must be bitmap or pairs", k);
+    if (!json_is_integer(bytes) || json_integer_value(bytes) < WSYNC_DELTA_HEADER || !json_is_integer(at) ||
+        json_integer_value(at) < 0 || json_integer_value(at) > INT64_MAX - json_integer_value(bytes))
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "pull reply: field 'deltas' entry %zu: 'bytes' must be an integer >= %u and 'at' "
+                           "an offset >= 0",
+                           k, WSYNC_DELTA_HEADER);
+    *d = (wsync_pull_delta_t){.piece = (uint32_t)json_integer_value(piece),
+                              .form = strcmp(form, "bitmap") == 0 ? WSYNC_DELTA_BITMAP : WSYNC_DELTA_PAIRS,
+                              .bytes = (uint64_t)json_integer_value(bytes),
+                              .at = (uint64_t)json_integer_value(at)};
+    return WSYNC_OK;
+}
+
+static wsync_status_t get_deltas(const json_t *j, wsync_pull_reply_t *out)
+{
+    const json_t *arr = json_object_get(j, "deltas"), *e;
+    size_t k;
+    WSYNC_CHECK(get_count(j, "base", &out->base));
+    out->has_base = 1;
+    if (!json_is_array(arr) || json_array_size(arr) > MAX_DELTAS)
+        return wsync_error(WSYNC_ERR_FORMAT, "pull reply: field 'deltas' must be an array of at most %u pieces",
+                           MAX_DELTAS);
+    if (json_array_size(arr) > 0 && out->base == 0)
+        return wsync_error(WSYNC_ERR_FORMAT, "pull reply: field 'deltas' lists pieces but field 'base' is 0");
+    out->deltas = calloc(json_array_size(arr) + 1, sizeof(*out->deltas));
+    if (out->deltas == NULL)
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory parsing a pull reply");
+    json_array_foreach(arr, k, e)
+    {
+        WSYNC_CHECK(get_delta(e, k, &out->deltas[k]));
+        out->ndeltas++;
+    }
+    return WSYNC_OK;
+}
+
 static wsync_status_t parse(const json_t *j, wsync_pull_reply_t *out)
 {
     const json_t *err = json_object_get(j, "error"), *segs;
@@ -132,7 +200,9 @@ static wsync_status_t parse(const json_t *j, wsync_pull_reply_t *out)
     WSYNC_CHECK(get_count(j, "pieces", &out->pieces));
     WSYNC_CHECK(get_count(j, "bytes", &out->bytes));
     segs = json_object_get(j, "segments");
-    return segs ? get_segments(segs, out) : WSYNC_OK;
+    if (segs)
+        WSYNC_CHECK(get_segments(segs, out));
+    return json_object_get(j, "base") || json_object_get(j, "deltas") ? get_deltas(j, out) : WSYNC_OK;
 }
 
 wsync_status_t wsync_pull_reply_from_json(const json_t *j, wsync_pull_reply_t *out)
@@ -154,4 +224,7 @@ void wsync_pull_reply_clear(wsync_pull_reply_t *r)
     r->segment_ids = NULL;
     r->segment_digests = NULL;
     r->nsegments = 0;
+    free(r->deltas);
+    r->deltas = NULL;
+    r->ndeltas = 0;
 }

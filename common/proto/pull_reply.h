@@ -7,7 +7,13 @@
  *   {"ok": true, "segments": {"<id>": "<16 hex digits>", ...}, "pieces": n, "bytes": b}
  * where "segments" comes only on a pull with targets: the digests of the
  * asking rank's verification segments (target_verify.h) that the answering
- * trainer rank owns, by segment id. The parser trusts nothing and names the
+ * trainer rank owns, by segment id. A pull that named a base (delta pulls,
+ * docs/DELTA.md) is also answered with
+ *   "base": b, "deltas": [{"piece": id, "form": "bitmap"|"pairs", "bytes": n, "at": off}, ...]
+ * where "base" is the base the trainer rank encoded against (0: it does not
+ * keep the one asked for, every piece went full) and "deltas" lists the
+ * pieces put as delta wires (n bytes at off of the staging region, past the
+ * request's delta_at), in put order; every other piece went full. The parser trusts nothing and names the
  * field that is wrong. */
 #ifndef WSYNC_COMMON_PULL_REPLY_H
 #define WSYNC_COMMON_PULL_REPLY_H
@@ -16,7 +22,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/delta/delta.h"
 #include "common/wsync.h"
+
+/* One piece put as a delta wire. */
+typedef struct wsync_pull_delta {
+    uint32_t piece;
+    wsync_delta_form_t form; /* bitmap or pairs */
+    uint64_t bytes, at;      /* the wire's length and place in the staging region */
+} wsync_pull_delta_t;
 
 typedef struct wsync_pull_reply {
     /* Non-empty: the pull failed and this says why (the whole reply). */
@@ -30,6 +44,12 @@ typedef struct wsync_pull_reply {
     size_t nsegments;
     uint32_t *segment_ids;
     uint64_t *segment_digests;
+    /* Delta pulls: has_base 0: the request named none (no field written);
+     * else base and deltas[ndeltas] (building: borrowed; parsed: owned). */
+    int has_base;
+    uint64_t base;
+    size_t ndeltas;
+    wsync_pull_delta_t *deltas;
 } wsync_pull_reply_t;
 
 /* Fills `out`, an empty object (the pull port hands one to its serve

@@ -11,6 +11,18 @@
 #define MAX_TARGET_CHUNKS (1u << 18) /* the node board's bound */
 #define MAX_HINT_WORLD 65536
 
+int wsync_pull_request_delta_to_json(const wsync_pull_request_t *r, json_t *j)
+{
+    if (r->base == 0)
+        return 0;
+    if (json_object_set_new(j, "base", json_integer((json_int_t)r->base)) != 0 ||
+        json_object_set_new(j, "delta_key", wsync_blob_to_json(&r->delta_key)) != 0 ||
+        json_object_set_new(j, "delta_at", json_integer((json_int_t)r->delta_at)) != 0 ||
+        json_object_set_new(j, "delta_bytes", json_integer((json_int_t)r->delta_bytes)) != 0)
+        return -1;
+    return 0;
+}
+
 json_t *wsync_pull_request_to_json(const wsync_pull_request_t *r)
 {
     json_t *j = json_pack("{s:I, s:s, s:i, s:i, s:I, s:s, s:o, s:o, s:s, s:I}", "version", (json_int_t)r->version,
@@ -19,6 +31,10 @@ json_t *wsync_pull_request_to_json(const wsync_pull_request_t *r)
                           "key", wsync_blob_to_json(&r->key), "layout_digest", r->layout_digest, "timeout_ms",
                           (json_int_t)r->timeout_ms);
     if (j && r->in_order && json_object_set_new(j, "in_order", json_true()) != 0) {
+        json_decref(j);
+        return NULL;
+    }
+    if (j && wsync_pull_request_delta_to_json(r, j) != 0) {
         json_decref(j);
         return NULL;
     }
@@ -151,6 +167,25 @@ static wsync_status_t get_hint(const json_t *j, wsync_pull_request_t *out)
     return WSYNC_OK;
 }
 
+/* "base" (an older version than the one asked for) and, with it, where the
+ * delta wires go: "delta_key", "delta_at", "delta_bytes". */
+static wsync_status_t get_delta(const json_t *j, wsync_pull_request_t *out)
+{
+    json_int_t v = 0;
+    if (out->version < 2)
+        return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'base' must be older than version %llu",
+                           (unsigned long long)out->version);
+    WSYNC_CHECK(get_int(j, "base", 1, (json_int_t)out->version - 1, &v));
+    out->base = (uint64_t)v;
+    WSYNC_CHECK(
+        wsync_blob_from_json(json_object_get(j, "delta_key"), "pull request: field 'delta_key'", &out->delta_key));
+    WSYNC_CHECK(get_int(j, "delta_at", 0, INT64_MAX, &v));
+    out->delta_at = (uint64_t)v;
+    WSYNC_CHECK(get_int(j, "delta_bytes", 0, INT64_MAX - (json_int_t)out->delta_at, &v));
+    out->delta_bytes = (uint64_t)v;
+    return WSYNC_OK;
+}
+
 wsync_status_t wsync_pull_request_from_json(const json_t *j, uint32_t nchunks, wsync_pull_request_t *out)
 {
     const json_t *cj;
@@ -175,6 +210,8 @@ wsync_status_t wsync_pull_request_from_json(const json_t *j, uint32_t nchunks, w
         WSYNC_CHECK(get_int(j, "timeout_ms", INT64_MIN, INT64_MAX, &v));
         out->timeout_ms = v;
     }
+    if (json_object_get(j, "base"))
+        WSYNC_CHECK(get_delta(j, out));
     if (json_object_get(j, "targets"))
         WSYNC_CHECK(get_targets(j, out));
     if (json_object_get(j, "in_order")) {

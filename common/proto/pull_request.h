@@ -44,10 +44,26 @@ typedef struct wsync_pull_request {
      * rank frees each chunk's memory once it is complete: an in-place pull
      * into the engine's own tensors), not in source order. */
     int in_order;
+    /* Delta pulls (docs/DELTA.md). base: the version the asking rank holds
+     * verified (0: a full pull, as without the field). With a base the
+     * trainer rank may put a piece as its delta wire (common/delta/delta.h)
+     * instead, into the staging region delta_key at delta_at + the wire's
+     * place, delta_bytes at most in all, tagged with WSYNC_PULL_DELTA_TAG
+     * in the id; the reply lists those pieces (pull_reply.h). */
+    uint64_t base;
+    wsync_blob_t delta_key;
+    uint64_t delta_at, delta_bytes;
 } wsync_pull_request_t;
+
+/* In a put's tag's low half: the put carries piece (id & ~this)'s delta
+ * wire, into the staging region. */
+#define WSYNC_PULL_DELTA_TAG 0x80000000u
 
 /* The request as JSON (new reference), or NULL without memory. */
 json_t *wsync_pull_request_to_json(const wsync_pull_request_t *r);
+/* Adds r's delta fields (base, delta_key, delta_at, delta_bytes) to the
+ * request `j`; nothing when r->base is 0. 0, or -1 without memory. */
+int wsync_pull_request_delta_to_json(const wsync_pull_request_t *r, json_t *j);
 /* Parses and checks `j` against a plan of `nchunks` chunks (the map, when
  * present, must have exactly that many bits; with targets the node plan's
  * chunk count is not known yet: check it with wsync_pull_request_check_chunks).

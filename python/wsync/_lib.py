@@ -134,6 +134,17 @@ class PullProgress(ctypes.Structure):
     ]
 
 
+class PullDeltaStats(ctypes.Structure):
+    """wsync_pull_delta_stats_t (engine_side/wsync_receiver.h)."""
+    _fields_ = [
+        ("version", ctypes.c_uint64),
+        ("pieces", ctypes.c_uint64),
+        ("wire_bytes", ctypes.c_uint64),
+        ("piece_bytes", ctypes.c_uint64),
+        ("refetched", ctypes.c_uint64),
+    ]
+
+
 # wsync_status_t (*check_dests)(void *arg, const wsync_tensor_info_t *tensors, size_t n)
 CHECK_DESTS = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(TensorInfo), ctypes.c_size_t)
 
@@ -171,6 +182,7 @@ _PROTOTYPES = {
     "wsync_receiver_image": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
                                             ctypes.POINTER(ctypes.c_size_t)]),
     "wsync_receiver_progress": (None, [ctypes.c_void_p, ctypes.POINTER(PullProgress)]),
+    "wsync_receiver_last_delta": (None, [ctypes.c_void_p, ctypes.POINTER(PullDeltaStats)]),
     "wsync_receiver_cancel": (None, [ctypes.c_void_p]),
     "wsync_receiver_cancel_clear": (None, [ctypes.c_void_p]),
     "wsync_receiver_destroy": (None, [ctypes.c_void_p]),

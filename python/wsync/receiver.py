@@ -278,6 +278,19 @@ class Receiver:
         return {"phase": p.phase.decode() if p.phase else "idle", "version": p.version, "done": p.done,
                 "total": p.total, "elapsed_s": p.elapsed_s, "last_setup_s": p.last_setup_s}
 
+    @property
+    def last_pull(self):
+        """What this rank's last pull received as delta wires (docs/DELTA.md):
+        a dict with "version" (held), "delta_pieces" (applied and verified),
+        "wire_bytes" (their wires), "piece_bytes" (the pieces' own bytes),
+        "saved_bytes" (the difference) and "refetched" (pieces that failed
+        their check and came again in full); all 0 after a full pull."""
+        self._live()
+        d = _lib.PullDeltaStats()
+        _lib.lib.wsync_receiver_last_delta(self._r, ctypes.byref(d))
+        return {"version": d.version, "delta_pieces": d.pieces, "wire_bytes": d.wire_bytes,
+                "piece_bytes": d.piece_bytes, "saved_bytes": d.piece_bytes - d.wire_bytes, "refetched": d.refetched}
+
     def _held_views(self):
         """Views of the held version's tensors. Rebuilding ~300 torch views
         costs milliseconds, so views are kept per image (one in place, two

@@ -23,7 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         again = wsync_engine_report_to_json(&r);
         if (again == NULL || wsync_engine_report_from_json(again, &back) != WSYNC_OK ||
             back.version != r.version || back.state != r.state || back.phase != r.phase || back.holds != r.holds ||
-            back.has_error != r.has_error || strcmp(back.error, r.error) != 0)
+            back.has_error != r.has_error || strcmp(back.error, r.error) != 0 || back.has_delta != r.has_delta ||
+            memcmp(&back.delta, &r.delta, sizeof(r.delta)) != 0 || r.delta.wire_bytes > r.delta.piece_bytes)
             abort();
         json_decref(again);
     }

@@ -29,10 +29,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (k = 0; r.error[0] == '\0' && k < r.nsegments; k++)
             if (back.segment_ids[k] != r.segment_ids[k] || back.segment_digests[k] != r.segment_digests[k])
                 abort();
+        if (r.error[0] == '\0' && (back.has_base != r.has_base || back.base != r.base || back.ndeltas != r.ndeltas))
+            abort();
+        for (k = 0; r.error[0] == '\0' && k < r.ndeltas; k++)
+            if (memcmp(&back.deltas[k], &r.deltas[k], sizeof(r.deltas[k])) != 0 ||
+                r.deltas[k].at + r.deltas[k].bytes < r.deltas[k].at)
+                abort();
         wsync_pull_reply_clear(&back);
         json_decref(again);
         wsync_pull_reply_clear(&r);
-    } else if (r.segments != NULL || r.segment_ids != NULL) {
+    } else if (r.segments != NULL || r.segment_ids != NULL || r.deltas != NULL) {
         abort(); /* a refused reply owns nothing */
     }
     json_decref(j);

@@ -22,13 +22,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     if (wsync_pull_request_from_json(j, nchunks, &r) == WSYNC_OK) {
         if (r.version == 0 || r.local_rank < 0 || r.local_rank >= r.local_ranks || r.req == 0 ||
-            (r.chunks && r.chunk_bytes != ((size_t)nchunks + 7) / 8) || strlen(r.engine) == 0)
+            (r.chunks && r.chunk_bytes != ((size_t)nchunks + 7) / 8) || strlen(r.engine) == 0 ||
+            r.base >= r.version || r.delta_at + r.delta_bytes < r.delta_at)
             abort();
         again = wsync_pull_request_to_json(&r);
         if (again == NULL || wsync_pull_request_from_json(again, nchunks, &back) != WSYNC_OK ||
             back.version != r.version || back.req != r.req || back.local_rank != r.local_rank ||
             back.addr.len != r.addr.len || memcmp(back.addr.data, r.addr.data, r.addr.len) != 0 ||
-            back.chunk_bytes != r.chunk_bytes || (r.chunks && memcmp(back.chunks, r.chunks, r.chunk_bytes) != 0))
+            back.chunk_bytes != r.chunk_bytes || (r.chunks && memcmp(back.chunks, r.chunks, r.chunk_bytes) != 0) ||
+            back.base != r.base || back.delta_at != r.delta_at || back.delta_bytes != r.delta_bytes ||
+            back.delta_key.len != r.delta_key.len ||
+            memcmp(back.delta_key.data, r.delta_key.data, r.delta_key.len) != 0)
             abort();
         wsync_pull_request_clear(&back);
         json_decref(again);

@@ -90,6 +90,12 @@ static void same_as_jansson_in_every_form(void)
         e->exited = 1;
         snprintf(e->last_error, sizeof(e->last_error), "line 1\nline 2 \"quoted\" / caf\xc3\xa9");
         snprintf(e->node, sizeof(e->node), "node degraded: local rank 1 (pid 7) is gone");
+        /* large counts (below 2^63, as JSON integers are): the text writer's pieces must hold them */
+        e->last_delta = (wsync_report_delta_t){.pieces = 1000000000000000ULL,
+                                               .wire_bytes = 4000000000000000000ULL,
+                                               .piece_bytes = 9000000000000000000ULL,
+                                               .refetched = 1000000000000000ULL};
+        e->delta_total = e->last_delta;
     }
     {
         ctl_engine_t *e = ctl_find_engine_locked(&m, "broken");

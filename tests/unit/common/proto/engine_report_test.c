@@ -16,7 +16,8 @@ static void same_text(const wsync_engine_report_t *r, const char *want)
     CHECK(back.version == r->version && back.state == r->state && back.phase == r->phase &&
           back.bytes == r->bytes && back.total == r->total && back.holds == r->holds &&
           back.duration_s == r->duration_s && back.has_error == r->has_error &&
-          strcmp(back.error, r->error) == 0 && back.has_node == r->has_node && strcmp(back.node, r->node) == 0);
+          strcmp(back.error, r->error) == 0 && back.has_node == r->has_node && strcmp(back.node, r->node) == 0 &&
+          back.has_delta == r->has_delta && memcmp(&back.delta, &r->delta, sizeof(r->delta)) == 0);
     free(text);
     json_decref(j);
 }
@@ -41,6 +42,13 @@ static void every_kind_round_trips(void)
                                       .total = 100,
                                       .holds = -1};
     wsync_engine_report_t exited = {.version = 3, .state = WSYNC_REPORT_EXITED, .holds = -1};
+    wsync_engine_report_t delta = {.version = 6,
+                                   .state = WSYNC_REPORT_READY,
+                                   .duration_s = 0.5,
+                                   .bytes = 4096,
+                                   .holds = -1,
+                                   .has_delta = 1,
+                                   .delta = {.pieces = 14, .wire_bytes = 100, .piece_bytes = 3000, .refetched = 1}};
     snprintf(failed.error, sizeof(failed.error), "piece 3: digest mismatch");
     snprintf(note.node, sizeof(note.node), "node degraded: local rank 1 (pid 7) is gone");
     same_text(&ready, "{\"version\":3,\"state\":\"ready\",\"duration_s\":1.5,\"bytes\":4096}");
@@ -50,6 +58,9 @@ static void every_kind_round_trips(void)
               "{\"version\":3,\"state\":\"pulling\",\"node\":\"node degraded: local rank 1 (pid 7) is gone\"}");
     same_text(&progress, "{\"version\":5,\"state\":\"pulling\",\"phase\":\"landing\",\"bytes\":10,\"total\":100}");
     same_text(&exited, "{\"version\":3,\"state\":\"exited\"}");
+    same_text(&delta,
+              "{\"version\":6,\"state\":\"ready\",\"duration_s\":0.5,\"bytes\":4096,\"delta\":{\"pieces\":14,"
+              "\"wire_bytes\":100,\"piece_bytes\":3000,\"refetched\":1}}");
 }
 
 static void refused(const char *text, const char *needle)
@@ -79,6 +90,12 @@ static void malformed_fields_are_named(void)
     refused("{\"version\":1,\"state\":\"failed\",\"holds\":\"1\"}", "field 'holds'");
     refused("{\"version\":1,\"state\":\"failed\",\"error\":5}", "field 'error' must be a string");
     refused("{\"version\":1,\"state\":\"pulling\",\"node\":[]}", "field 'node'");
+    refused("{\"version\":1,\"state\":\"ready\",\"delta\":3}", "field 'delta' must be an object");
+    refused("{\"version\":1,\"state\":\"ready\",\"delta\":{\"pieces\":1,\"wire_bytes\":1,\"piece_bytes\":1}}",
+            "field 'refetched'");
+    refused("{\"version\":1,\"state\":\"ready\",\"delta\":{\"pieces\":1,\"wire_bytes\":9,\"piece_bytes\":1,"
+            "\"refetched\":0}}",
+            "'wire_bytes' must not exceed");
 }
 
 static void long_errors_are_cut_not_refused(void)

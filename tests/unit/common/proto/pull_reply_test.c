@@ -68,6 +68,29 @@ static void failed_reply_is_the_error_alone(void)
     }
 }
 
+/* A reply to a pull that named a base: the base and every delta piece
+ * (piece, form, bytes, at) survive; none written when none was asked. */
+static void delta_reply_round_trip(void)
+{
+    wsync_pull_delta_t d[2] = {{.piece = 3, .form = WSYNC_DELTA_PAIRS, .bytes = 100, .at = 0},
+                               {.piece = 9, .form = WSYNC_DELTA_BITMAP, .bytes = 4000, .at = 104}};
+    wsync_pull_reply_t r = {.pieces = 5, .bytes = 9000, .has_base = 1, .base = 6, .deltas = d, .ndeltas = 2}, out;
+    json_t *j = wsync_pull_reply_to_json(&r);
+    CHECK_OK(wsync_pull_reply_from_json(j, &out));
+    CHECK(out.has_base && out.base == 6 && out.ndeltas == 2);
+    CHECK(out.deltas[0].piece == 3 && out.deltas[0].form == WSYNC_DELTA_PAIRS && out.deltas[0].bytes == 100 &&
+          out.deltas[0].at == 0);
+    CHECK(out.deltas[1].piece == 9 && out.deltas[1].form == WSYNC_DELTA_BITMAP && out.deltas[1].bytes == 4000 &&
+          out.deltas[1].at == 104);
+    wsync_pull_reply_clear(&out);
+    CHECK(out.deltas == NULL);
+    json_decref(j);
+    r.has_base = 0;
+    j = wsync_pull_reply_to_json(&r);
+    CHECK(json_object_get(j, "base") == NULL && json_object_get(j, "deltas") == NULL);
+    json_decref(j);
+}
+
 static void refused(const char *text, const char *needle)
 {
     wsync_pull_reply_t out;
@@ -96,6 +119,23 @@ static void malformed_fields_are_named(void)
     refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"segments\":{\"3\":\"0123456789ABCDEF\"}}", "entry '3'");
     refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"segments\":{\"2\":\"0123\"}}", "entry '2'");
     refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"segments\":{\"2\":5}}", "entry '2'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"deltas\":[]}", "field 'base'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"base\":2,\"deltas\":{}}", "field 'deltas'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"base\":0,\"deltas\":[{\"piece\":1,\"form\":\"pairs\","
+            "\"bytes\":40,\"at\":0}]}",
+            "field 'base' is 0");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"base\":2,\"deltas\":[{\"piece\":-1,\"form\":\"pairs\","
+            "\"bytes\":40,\"at\":0}]}",
+            "entry 0: 'piece'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"base\":2,\"deltas\":[{\"piece\":1,\"form\":\"full\","
+            "\"bytes\":40,\"at\":0}]}",
+            "entry 0: 'form'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"base\":2,\"deltas\":[{\"piece\":1,\"form\":\"bitmap\","
+            "\"bytes\":4,\"at\":0}]}",
+            "entry 0: 'bytes'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"base\":2,\"deltas\":[{\"piece\":1,\"form\":\"bitmap\","
+            "\"bytes\":40,\"at\":9223372036854775800}]}",
+            "entry 0: 'bytes'");
 }
 
 int main(void)
@@ -103,6 +143,7 @@ int main(void)
     RUN(served_reply_has_the_old_bytes);
     RUN(target_reply_carries_segment_digests);
     RUN(failed_reply_is_the_error_alone);
+    RUN(delta_reply_round_trip);
     RUN(malformed_fields_are_named);
     TEST_EXIT();
 }

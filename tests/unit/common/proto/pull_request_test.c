@@ -110,6 +110,43 @@ static void malformed_fields_are_named(void)
     json_decref(a);
 }
 
+/* A delta pull: the base and where the wires go survive; without a base
+ * none of the fields is written; each malformed one is named. */
+static void delta_fields_round_trip(void)
+{
+    wsync_pull_request_t in = sample(NULL, 0), out;
+    json_t *j = wsync_pull_request_to_json(&in);
+    CHECK(json_object_get(j, "base") == NULL && json_object_get(j, "delta_key") == NULL);
+    CHECK_OK(wsync_pull_request_from_json(j, 10, &out));
+    CHECK_EQ(out.base, 0);
+    json_decref(j);
+    in.base = 41;
+    in.delta_key.len = 2;
+    memcpy(in.delta_key.data, "\x09\x08", 2);
+    in.delta_at = 8192;
+    in.delta_bytes = 65536;
+    j = wsync_pull_request_to_json(&in);
+    CHECK_OK(wsync_pull_request_from_json(j, 10, &out));
+    CHECK_EQ(out.base, 41);
+    CHECK(out.delta_key.len == 2 && memcmp(out.delta_key.data, "\x09\x08", 2) == 0);
+    CHECK_EQ(out.delta_at, 8192);
+    CHECK_EQ(out.delta_bytes, 65536);
+    json_object_set_new(j, "base", json_integer(42)); /* not older than the version */
+    CHECK_FAILS(wsync_pull_request_from_json(j, 10, &out), WSYNC_ERR_FORMAT, "'base'");
+    json_object_set_new(j, "base", json_integer(0));
+    CHECK_FAILS(wsync_pull_request_from_json(j, 10, &out), WSYNC_ERR_FORMAT, "'base'");
+    json_object_set_new(j, "base", json_integer(41));
+    json_object_del(j, "delta_key");
+    CHECK_FAILS(wsync_pull_request_from_json(j, 10, &out), WSYNC_ERR_FORMAT, "'delta_key'");
+    json_object_set_new(j, "delta_key", json_string("0908"));
+    json_object_set_new(j, "delta_bytes", json_integer(-1));
+    CHECK_FAILS(wsync_pull_request_from_json(j, 10, &out), WSYNC_ERR_FORMAT, "'delta_bytes'");
+    json_object_set_new(j, "delta_bytes", json_integer(1));
+    json_object_set_new(j, "delta_at", json_string("0"));
+    CHECK_FAILS(wsync_pull_request_from_json(j, 10, &out), WSYNC_ERR_FORMAT, "'delta_at'");
+    json_decref(j);
+}
+
 /* A request with targets: digests and definitions survive; the chunk map is
  * checked against the node plan later, by wsync_pull_request_check_chunks. */
 static void targets_round_trip(void)
@@ -178,6 +215,7 @@ int main(void)
     RUN(round_trip_keeps_every_field);
     RUN(without_a_map_chunks_land_round_robin);
     RUN(malformed_fields_are_named);
+    RUN(delta_fields_round_trip);
     RUN(targets_round_trip);
     RUN(malformed_targets_are_named);
     TEST_EXIT();

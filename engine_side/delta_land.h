@@ -1,0 +1,40 @@
+/* delta_land.h: a whole-image pull that asks for deltas (docs/DELTA.md).
+ * When this rank holds a verified version of the same layout (and the
+ * setting `delta` allows it), each request to a trainer rank names it as the
+ * base and a part of a staging region where the trainer may put pieces as
+ * delta wires. A wire is applied once both it and the trainer's answer
+ * (which says where each wire is) are in: staged, onto a copy of the base's
+ * bytes taken from the held slot; in place, onto the held bytes. The piece
+ * then counts as landed and its chunk is checked against the new version's
+ * digests as every chunk is (a digest pass: no put sum covers an applied
+ * piece). A piece that fails (a wrong base, a refused wire) is asked again
+ * in full from its trainer rank and the log says which piece, which rank,
+ * which base and why. Host memory, tcp, no caller tensors in place, no
+ * relay: otherwise the pull asks for full pieces, as before. */
+#ifndef WSYNC_ENGINE_DELTA_LAND_H
+#define WSYNC_ENGINE_DELTA_LAND_H
+
+#include "engine_side/fetch_internal.h"
+
+/* Before the requests: decides whether this attempt asks for deltas (f->delta
+ * set) and lays out the staging region. Failure only without memory. */
+wsync_status_t recv_delta_begin(fetch_t *f);
+/* Adds the base and the staging part of trainer rank t to its request `msg`
+ * (built for transport rt); nothing without f->delta or over another
+ * transport than tcp. */
+wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *msg);
+/* The ops' delta_landed: piece `id`'s wire landed in the staging region. */
+wsync_status_t recv_delta_landed(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp);
+/* Each turn of the fetch: the trainer answers (where the wires are), the
+ * wires both landed and placed applied, the re-fetches sent and watched. */
+wsync_status_t recv_delta_poll(fetch_t *f, int *progressed);
+/* Chunk c landed here and was summed: its applied pieces against the
+ * digests. *again 1: some failed and the chunk is asked again in full from
+ * their trainer ranks (it is not done). */
+wsync_status_t recv_delta_verify(fetch_t *f, uint32_t c, const uint64_t *sums, int *again);
+/* The end of the attempt (before its transports may be reset): the
+ * re-fetches ended, the staging region deregistered, the version's line
+ * logged when st is WSYNC_OK. */
+void recv_delta_end(fetch_t *f, wsync_status_t st);
+
+#endif

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# delta_pull_test.sh: delta pulls through real processes (docs/DELTA.md).
+# Versions made by real AdamW steps (tests/tools/adamw_versions.py, a small
+# Qwen-shaped model in Debian's torch), published by 2 trainer ranks
+# (`wsync trainer`), pulled over tcp by an engine node of 2 ranks:
+#   - staged: every version after the first as deltas from the one held;
+#     every tensor of every version on both ranks torch.equal to the file it
+#     was published from (read here with struct and json, not wsync), and
+#     the bytes on the wire of each version well below its image's;
+#   - beside it a Python receiver (wsync.Receiver) that joins late (its
+#     first pull: full pieces), then skips a version (two behind, base not
+#     kept with delta_bases 1: full pieces), then pulls the next (deltas),
+#     each as its `last_pull` says;
+#   - in place, with a fault hook that flips one byte of a piece of the held
+#     version before the first delta pull: that piece fails verification,
+#     is re-fetched in full from its trainer rank (the log names piece,
+#     trainer rank and base), and every version is still ready with the
+#     right bytes; the node's status and /metrics count it;
+#   - staged, with a trainer hook that breaks one piece's wire: refused by
+#     the decoder, re-fetched in full, every version right.
+. "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+if ! $PY -c 'import torch, numpy' 2>/dev/null; then
+    skip delta_pull_staged_every_tensor_equal "no python3 with torch and numpy at $PY"
+    exit 0
+fi
+$PY "$WSYNC_ROOT/tests/tools/adamw_versions.py" "$TMP/v" --steps 5 --hidden 256 --intermediate 704 --layers 2 \
+    --heads 4 --kv-heads 2 --vocab 4096 --batch 2 --seq 32 >"$TMP/gen.log" 2>&1 ||
+    { fail delta_pull_staged_every_tensor_equal "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
+FILES=$(ls "$TMP"/v/v*.safetensors | tr '\n' ',' | sed 's/,$//') # version v is file v-1
+NV=6
+export WSYNC_LOG=info
+
+# compare.py FILE DUMP...: every tensor of each DUMP equals FILE's (torch.equal).
+cat >"$TMP/compare.py" <<'PY'
+import json, struct, sys
+import torch
+def load(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return {k: torch.frombuffer(bytearray(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) or
+                                bytearray(2), dtype=torch.int16)
+            for k, v in h.items() if k != "__metadata__"}
+want = load(sys.argv[1])
+for d in sys.argv[2:]:
+    got = load(d)
+    assert got.keys() == want.keys(), (d, sorted(set(got) ^ set(want))[:3])
+    bad = [k for k in want if not torch.equal(got[k], want[k])]
+    assert not bad, (d, bad[:3])
+PY
+
+start_serve() {
+    PORT=$(free_port)
+    URL=http://127.0.0.1:$PORT
+    bg "$WSYNC" serve --listen 127.0.0.1:$PORT >"$TMP/serve-$1.log" 2>&1
+    wait_http "$URL/healthz"
+}
+
+# dumps_equal DIR ENGINE VERSIONS...: each version's dump on both ranks.
+dumps_equal() {
+    local dir=$1 eng=$2 v
+    shift 2
+    for v in "$@"; do
+        $PY "$TMP/compare.py" "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
+            "$dir/$eng/rank0/v$v.safetensors" "$dir/$eng/rank1/v$v.safetensors" || return 1
+    done
+}
+
+# --- staged, beside a late joiner that also falls two versions behind
+start_serve staged
+for r in 0 1; do
+    bg "$WSYNC" engine --control "$URL" --engine e0 --local-rank $r --local-world 2 --mode staged --transport tcp \
+        --versions $NV --timeout-ms 60000 --dump "$TMP/d-staged" >"$TMP/e-staged-$r.log" 2>&1
+    eval E$r=$!
+done
+wait_registered "$URL" e0
+cat >"$TMP/late.py" <<'PY'
+import json, struct, sys
+import torch
+import wsync
+url, vdir = sys.argv[1], sys.argv[2]
+def load(v):
+    b = open("%s/v%04d.safetensors" % (vdir, v - 1), "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return {k: bytes(b[8 + n + x["data_offsets"][0]:8 + n + x["data_offsets"][1]]) for k, x in h.items()}
+r = wsync.Receiver(url, "late", 0, 1, mode="staged", transport="tcp")
+for v in (2, 4, 5):  # joins at 2 (full), skips 3 (base 2 not kept at 4: full), then 5 (deltas from 4)
+    assert r.pull(version=v, timeout=60) == v
+    want, got = load(v), r.tensors()
+    assert set(want) == set(got), sorted(set(want) ^ set(got))[:3]
+    for k, raw in want.items():
+        g = got[k].contiguous().view(torch.uint8).flatten()
+        assert torch.equal(g, torch.frombuffer(bytearray(raw) or bytearray(1), dtype=torch.uint8)[:len(raw)]), (v, k)
+    d = r.last_pull  # what came as deltas: nothing at 2 (joined) and 4 (base gone), pieces at 5
+    assert d["version"] == v and (d["delta_pieces"] > 0) == (v == 5) and d["refetched"] == 0, (v, d)
+    assert v != 5 or 0 < d["wire_bytes"] < d["saved_bytes"], d
+    print("late: version %d equal, last_pull %s" % (v, d), flush=True)
+r.close()
+PY
+(cd "$WSYNC_ROOT" && WSYNC_LIB="${WSYNC_BUILD:-$WSYNC_ROOT/build}/libwsync.so" PYTHONPATH=python \
+    $PY "$TMP/late.py" "$URL" "$TMP/v" >"$TMP/late.log" 2>&1) &
+L=$!
+WSYNC_PIDS+=($L)
+for r in 0 1; do
+    bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --safetensors "$FILES" --versions $NV --chunk 256K \
+        --interval-ms 600 --wait-engines 1 >"$TMP/t-staged-$r.log" 2>&1
+done
+wait $E0
+e0=$?
+wait $E1
+e1=$?
+wait $L
+lrc=$?
+if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-staged" e0 $(seq 1 $NV); then
+    pass delta_pull_staged_every_tensor_equal
+else
+    fail delta_pull_staged_every_tensor_equal "engine rc=$e0,$e1: $(tail -2 "$TMP/e-staged-0.log")"
+fi
+# Each version after the first: both ranks took deltas, and the bytes on
+# the wire of the whole image are below a quarter of it (~4-8% at lr 1e-6).
+if $PY - "$NV" "$TMP"/e-staged-*.log <<'PY'; then
+import re, sys
+nv, wire, owed = int(sys.argv[1]), {}, {}
+for p in sys.argv[2:]:
+    for m in re.finditer(r"version (\d+): (\d+) pieces as deltas from version (\d+) .*on the wire (\d+) of (\d+) bytes",
+                         open(p).read()):
+        v, n, b = int(m[1]), int(m[2]), int(m[3])
+        assert n > 0 and b == v - 1, m[0]
+        wire[v] = wire.get(v, 0) + int(m[4]); owed[v] = owed.get(v, 0) + int(m[5])
+assert sorted(wire) == list(range(2, nv + 1)), sorted(wire)
+for v in wire:
+    print("version %d: %d of %d bytes on the wire (%.1f%%)" % (v, wire[v], owed[v], 100.0 * wire[v] / owed[v]))
+    assert wire[v] < owed[v] / 4, v
+PY
+    pass delta_pull_wire_bytes_below_full
+else
+    fail delta_pull_wire_bytes_below_full "$(grep -h 'pieces as deltas' "$TMP"/e-staged-*.log | head -3)"
+fi
+if [ $lrc = 0 ] && [ "$(grep -c 'equal, last_pull' "$TMP/late.log")" = 3 ] && ! grep -q 'version 2: .*deltas' "$TMP/late.log"; then
+    pass delta_pull_late_joiner_gets_full_pieces
+else
+    fail delta_pull_late_joiner_gets_full_pieces "rc=$lrc: $(tail -3 "$TMP/late.log")"
+fi
+if grep -q 'version 4: no trainer rank keeps version 2 as a delta base (their registrations say so, none was asked): every piece came full' \
+    "$TMP/late.log" && grep -q 'version 5: [1-9][0-9]* pieces as deltas from version 4' "$TMP/late.log"; then
+    pass delta_pull_two_behind_gets_full_pieces
+else
+    fail delta_pull_two_behind_gets_full_pieces "$(grep -h 'version [45]' "$TMP/late.log" | head -3)"
+fi
+
+# --- in place, the held version corrupted before the first delta pull
+start_serve inplace
+for r in 0 1; do
+    WSYNC_TEST_CORRUPT_HELD=3 bg "$WSYNC" engine --control "$URL" --engine e1 --local-rank $r --local-world 2 \
+        --mode in-place --transport tcp --versions 4 --timeout-ms 60000 --dump "$TMP/d-inplace" \
+        >"$TMP/e-inplace-$r.log" 2>&1
+    eval E$r=$!
+done
+wait_registered "$URL" e1
+for r in 0 1; do
+    bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --safetensors "$FILES" --versions 4 --chunk 256K \
+        --wait-engines 1 >"$TMP/t-inplace-$r.log" 2>&1
+done
+wait $E0
+e0=$?
+wait $E1
+e1=$?
+if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-inplace" e1 1 2 3 4; then
+    pass delta_pull_in_place_every_tensor_equal
+else
+    fail delta_pull_in_place_every_tensor_equal "engine rc=$e0,$e1: $(tail -2 "$TMP/e-inplace-0.log")"
+fi
+if grep -qh 'piece 3 (trainer rank [01]) applied as a delta from version 1 failed verification against version 2.s digests (tensor .*): re-fetching it in full' \
+    "$TMP"/e-inplace-*.log && grep -qh 'version 2: .*; 1 re-fetched in full after a failed check' "$TMP"/e-inplace-*.log; then
+    pass delta_pull_corrupted_base_refetched_in_full
+else
+    fail delta_pull_corrupted_base_refetched_in_full "$(grep -h 'hook\|re-fetch\|version 2' "$TMP"/e-inplace-*.log | head -4)"
+fi
+# The control endpoint counts it: the node's status and /metrics.
+curl -fsS "$URL/metrics" >"$TMP/metrics.txt"
+curl -fsS "$URL/v1/status" >"$TMP/status.json"
+if grep -q '^wsync_delta_refetches_total 1$' "$TMP/metrics.txt" &&
+    grep -q '^wsync_delta_pieces_total [1-9]' "$TMP/metrics.txt" &&
+    grep -q '^wsync_delta_bytes_saved_total [1-9]' "$TMP/metrics.txt" &&
+    $PY -c 'import json, sys
+e = [e for e in json.load(open(sys.argv[1]))["engines"] if e["id"] == "e1"][0]["delta"]
+assert e["refetched_total"] == 1 and e["pieces"] > 0 and 0 < e["wire_bytes"] < e["saved_bytes"], e' \
+        "$TMP/status.json"; then
+    pass delta_pull_status_and_metrics_count_it
+else
+    fail delta_pull_status_and_metrics_count_it "$(grep wsync_delta "$TMP/metrics.txt")"
+fi
+
+# --- staged, one piece's wire broken by the trainer: refused, re-fetched
+start_serve wire
+for r in 0 1; do
+    bg "$WSYNC" engine --control "$URL" --engine e2 --local-rank $r --local-world 2 --mode staged --transport tcp \
+        --versions 3 --timeout-ms 60000 --dump "$TMP/d-wire" >"$TMP/e-wire-$r.log" 2>&1
+    eval E$r=$!
+done
+wait_registered "$URL" e2
+for r in 0 1; do
+    WSYNC_TEST_CORRUPT_WIRE=5 bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --safetensors "$FILES" \
+        --versions 3 --chunk 256K --wait-engines 1 >"$TMP/t-wire-$r.log" 2>&1
+done
+wait $E0
+e0=$?
+wait $E1
+e1=$?
+if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-wire" e2 1 2 3 &&
+    grep -qh 'piece 5 (trainer rank [01]) of version 2: its delta wire from version 1 was refused (.*magic.*): re-fetching it in full' \
+        "$TMP"/e-wire-*.log && grep -qh 'version 3: .*; 1 re-fetched in full after a failed check' "$TMP"/e-wire-*.log; then
+    pass delta_pull_refused_wire_refetched_in_full
+else
+    fail delta_pull_refused_wire_refetched_in_full "engine rc=$e0,$e1: $(grep -h 'refused\|re-fetched' "$TMP"/e-wire-*.log | head -3)"
+fi
