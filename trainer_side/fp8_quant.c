@@ -46,8 +46,7 @@ void pub_fp8q_free(wsync_publisher_t *p)
 }
 
 /* The entry of (slot, use): its bands of this layout and their buffer. */
-static wsync_status_t fp8q_get(wsync_publisher_t *p, const pub_slot_t *s, const wsync_fp8_use_t *u,
-                               pub_fp8q_t **out)
+static wsync_status_t fp8q_get(wsync_publisher_t *p, const pub_slot_t *s, const wsync_fp8_use_t *u, pub_fp8q_t **out)
 {
     pub_fp8q_t *q;
     uint64_t len = 0, at = 0;

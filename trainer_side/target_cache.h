@@ -25,7 +25,7 @@ typedef struct pub_target_cache {
     pub_target_t *targets;
     pub_nplan_t *nplans;
     pub_segdig_t *segdigs;
-    pub_stage_t *stages; /* target_stage.c, under the publisher's lock (p->lock) */
+    pub_stage_t *stages;   /* target_stage.c, under the publisher's lock (p->lock) */
     pthread_mutex_t qlock; /* fp8q: the quantized bands (fp8_quant.c) */
     pub_fp8q_t *fp8q;
 } pub_target_cache_t;

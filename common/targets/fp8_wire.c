@@ -352,8 +352,7 @@ static wsync_status_t fp8_dest_runs(wire_t *w, size_t di)
             }
             for (r = r0; r < r1; r = (r / br + 1) * br) {
                 uint64_t n = ((r / br + 1) * br < r1 ? (r / br + 1) * br : r1) - r;
-                WSYNC_CHECK(band_runs(w, di, bk, &x, &u, ssl, dsl, r, n,
-                                      (uint64_t)bk->dst_start[nd - 2] + (r - r0)));
+                WSYNC_CHECK(band_runs(w, di, bk, &x, &u, ssl, dsl, r, n, (uint64_t)bk->dst_start[nd - 2] + (r - r0)));
             }
             for (i = ns - 3; i >= 0; i--) {
                 if (++idx[i] < bk->src_stop[i] - bk->src_start[i])

@@ -130,7 +130,8 @@ static wsync_status_t collect_needs(const wsync_manifest_t *m, const wsync_layou
                             (uint32_t)n};
             if (end / cs > UINT32_MAX / 2) {
                 st = wsync_error(WSYNC_ERR_INVALID,
-                                 "node plan: local rank %d's target reads byte %llu (FP8 blocks are addressed past "
+                                 "node plan: local rank %d's target reads byte %llu (FP8 blocks are addressed "
+                                 "past "
                                  "the image): raise the chunk size",
                                  r, (unsigned long long)end);
                 break;

@@ -187,7 +187,7 @@ if [ $rc = 2 ] && grep -q "FP8 destination 'model.layers.1.self_attn.qkv_proj.we
 out=$("$WSYNC" target "$TMP/ds.safetensors" --rules "$WSYNC_ROOT/configs/rules/deepseek-fp8.json" --json > "$TMP/t.json" 2>&1); rc=$?
 if [ $rc = 0 ] && grep -q '"quant"' "$TMP/t.json" && grep -q '"scale_form": "fp32"' "$TMP/t.json"; then pass fp8_target_json_says_it
 else fail fp8_target_json_says_it "rc=$rc: $out"; fi
-# and the plan refuses FP8 targets by name until it moves quantized bytes
-out=$("$WSYNC" plan "$TMP/ds.safetensors" --tp 1 --rules "$WSYNC_ROOT/configs/rules/deepseek-fp8.json" 2>&1); rc=$?
-if [ $rc = 2 ] && grep -q "destination 'model.layers.0.self_attn.q_a_proj.weight' is FP8 (quantized on the way): the node plan does not move quantized destinations yet" <<<"$out"; then
-    pass fp8_plan_refuses_until_wired; else fail fp8_plan_refuses_until_wired "rc=$rc: $out"; fi
+# and the node plan moves them (fp8_wire_test.sh pulls them): TP 1 and 2 plan
+out=$("$WSYNC" plan "$TMP/ds.safetensors" --trainers 2 --layout fsdp --tp 1,2 --engines 2 --local-ranks 2 \
+      --rules "$WSYNC_ROOT/configs/rules/deepseek-fp8.json" 2>&1); rc=$?
+if [ $rc = 0 ]; then pass fp8_plan_moves_fp8_destinations; else fail fp8_plan_moves_fp8_destinations "rc=$rc: $out"; fi
