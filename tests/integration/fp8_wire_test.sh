@@ -11,7 +11,8 @@
 # refused naming the tensor (in a band a trainer quantizes, and in one the
 # engine does); a TP size that cuts a block refused naming it; a corrupted
 # FP8 byte caught naming the tensor; an FP8 node, a BF16 TP node and a
-# whole-image node pulling the same version side by side.
+# whole-image node pulling the same version side by side; a relayed FP8 node
+# bit exact.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 RULES=$WSYNC_ROOT/configs/rules/deepseek-fp8.json
@@ -257,4 +258,31 @@ PYCMP
     check fp8_wire_side_by_side_bf16_tp_and_whole_image [ $ok = 1 ]
 else
     fail fp8_wire_side_by_side "control endpoint did not come up"
+fi
+
+# --- 6. Relays forward FP8 codes, scales and the aux rows as they are: two
+# FP8 TP=2 nodes, relay:1 (the second pulls from the first).
+port=$(free_port)
+URL="http://127.0.0.1:$port"
+bg "$WSYNC" serve --listen "127.0.0.1:$port" 2>"$TMP/serve6.log"
+if wait_http "$URL/healthz"; then
+    R6=()
+    for id in a b; do for r in 0 1; do
+        WSYNC_TRACE=1 "$WSYNC" engine --control "$URL" --engine $id-$$ --local-rank $r --local-world 2 --tp 2 \
+            --rules "$RULES" --plan relay:1 --versions 1 --timeout-ms 30000 --dump "$TMP/d6" >"$TMP/r6-$id$r.log" 2>&1 &
+        WSYNC_PIDS+=($!); R6+=($!)
+    done; done
+    sleep 0.5
+    for r in 0 1; do
+        bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --layout fsdp --safetensors "$TMP/ds.safetensors" \
+            --versions 1 --wait-engines 2 --chunk 64K >"$TMP/t6$r.log" 2>&1
+    done
+    ok=0
+    for p in "${R6[@]}"; do wait "$p" || ok=1; done
+    for r in 0 1; do grep -q "version 1 from the relay of engine a-$$" "$TMP/r6-b$r.log" || ok=1; done
+    check fp8_wire_relay_child_pulls_from_its_parent [ $ok = 0 ]
+    out=$($PY "$TMP/ref.py" "$TMP/ds.safetensors" "$TMP/d6/b-$$" fp32 2>&1) && pass fp8_wire_relayed_node_bit_exact \
+        || fail fp8_wire_relayed_node_bit_exact "$out"
+else
+    fail fp8_wire_relay "control endpoint did not come up"
 fi
