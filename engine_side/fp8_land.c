@@ -25,8 +25,20 @@ static wsync_status_t quantize(const wsync_receiver_t *r, const wsync_target_t *
     return wsync_fp8_quantize_host(image + a->aux_off, a->fmt, a->rows, a->cols, &d->fp8, q, sc, name);
 }
 
+/* len bytes from src to image offset off: into the image, then through to
+ * the caller's tensor holding them (in place); a sparse GPU image backs no
+ * destination byte, so there straight into the caller's tensor. */
+static wsync_status_t put_bytes(const wsync_receiver_t *r, char *image, uint64_t off, const void *src, uint64_t len)
+{
+    char *direct = r->gpu_sparse && r->cur_dm ? recv_dests_ptr(r->cur_dm, off) : NULL;
+    if (direct)
+        return r->mem->copy(direct, src, len);
+    WSYNC_CHECK(r->mem->copy(image + off, src, len));
+    return recv_dests_write(r->mem, r->cur_dm, image, off, len);
+}
+
 /* Writes band a's codes (rows of a->cols at the destination's pitch) and
- * its scale row into image, and through to the caller's tensors. */
+ * its scale row. */
 static wsync_status_t place(const wsync_receiver_t *r, const wsync_target_t *t, const wsync_fp8_aux_t *a,
                             char *image, const uint8_t *q, const float *sc)
 {
@@ -38,17 +50,12 @@ static wsync_status_t place(const wsync_receiver_t *r, const wsync_target_t *t, 
     const uint64_t q0 = d->offset + (a->slice * DR + a->row0) * DC + a->col0;
     const uint64_t s0 = sd->offset + 4 * ((a->slice * DSR + a->row0 / br) * DSC + a->col0 / bc);
     uint64_t i;
-    if (a->cols == DC) {
-        WSYNC_CHECK(r->mem->copy(image + q0, q, a->rows * a->cols));
-        WSYNC_CHECK(recv_dests_write(r->mem, r->cur_dm, image, q0, a->rows * a->cols));
-    } else {
-        for (i = 0; i < a->rows; i++) {
-            WSYNC_CHECK(r->mem->copy(image + q0 + i * DC, q + i * a->cols, a->cols));
-            WSYNC_CHECK(recv_dests_write(r->mem, r->cur_dm, image, q0 + i * DC, a->cols));
-        }
-    }
-    WSYNC_CHECK(r->mem->copy(image + s0, sc, 4 * nsc));
-    return recv_dests_write(r->mem, r->cur_dm, image, s0, 4 * nsc);
+    if (a->cols == DC)
+        WSYNC_CHECK(put_bytes(r, image, q0, q, a->rows * a->cols));
+    else
+        for (i = 0; i < a->rows; i++)
+            WSYNC_CHECK(put_bytes(r, image, q0 + i * DC, q + i * a->cols, a->cols));
+    return put_bytes(r, image, s0, sc, 4 * nsc);
 }
 
 wsync_status_t recv_fp8_land(wsync_receiver_t *r, const recv_tlayout_t *tl, const wsync_manifest_t *m, char *image,
