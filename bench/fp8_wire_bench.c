@@ -10,10 +10,14 @@
  * embeddings alone, + one dense layer, + one MoE layer, and scaled to 61
  * layers (every layer of a kind moves the same bytes).
  * Usage: fp8_wire_bench [RULES.json, default configs/rules/deepseek-fp8.json] [T, default 8] [W, default 8]
- *                       [fsdp|even, default fsdp] */
+ *                       [fsdp|even, default fsdp] [full]
+ * With `full`, also the node plan of the whole 61-layer list (45k FP8
+ * tensors) under the FP8 rules: its bytes, and the time to build the T
+ * targets and the plan (CPU time). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/model/plan.h"
 #include "common/targets/rules.h"
@@ -155,6 +159,19 @@ int main(int argc, char **argv)
            "wire "
            "per version: %.4f of BF16\n",
            W, even_layout ? "even" : "fsdp", T, (double)f8t / 1e9, (double)bft / 1e9, (double)f8t / (double)bft);
+    if (argc > 5 && strcmp(argv[5], "full") == 0) {
+        wsync_manifest_t *m = deepseek(3, 58);
+        struct timespec a, b;
+        uint64_t full = 0;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+        if (m == NULL || !node_bytes(m, rules, T, W, &full))
+            return 1;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+        printf("full list: %zu tensors, FP8 node %.1f GB (scaled above: %.1f GB), targets + plan in %.2f s\n",
+               m->ntensors, (double)full / 1e9, (double)f8t / 1e9,
+               (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9);
+        wsync_manifest_free(m);
+    }
     wsync_rules_free(rules);
     free(text);
     return 0;

@@ -28,6 +28,8 @@ typedef struct pub_target_cache {
     pub_stage_t *stages;   /* target_stage.c, under the publisher's lock (p->lock) */
     pthread_mutex_t qlock; /* fp8q: the quantized bands (fp8_quant.c) */
     pub_fp8q_t *fp8q;
+    wsync_fp8_exts_t *fp8x; /* the layout fp8x_sl's extents, sorted once */
+    const void *fp8x_sl;
 } pub_target_cache_t;
 
 typedef struct pub_treq {

@@ -103,6 +103,33 @@ static int cmp_ext(const void *a, const void *b)
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+struct wsync_fp8_exts {
+    ext_t *ex;
+    size_t n;
+};
+
+static wsync_status_t sorted_extents(const wsync_layout_t *layout, ext_t **out, size_t *n);
+
+wsync_status_t wsync_fp8_exts_make(const wsync_layout_t *layout, wsync_fp8_exts_t **out)
+{
+    wsync_fp8_exts_t *x = calloc(1, sizeof(*x));
+    WSYNC_CHECK_ALLOC(x);
+    if (sorted_extents(layout, &x->ex, &x->n) != WSYNC_OK) {
+        free(x);
+        return WSYNC_ERR_NOMEM;
+    }
+    *out = x;
+    return WSYNC_OK;
+}
+
+void wsync_fp8_exts_free(wsync_fp8_exts_t *x)
+{
+    if (x == NULL)
+        return;
+    free(x->ex);
+    free(x);
+}
+
 static wsync_status_t sorted_extents(const wsync_layout_t *layout, ext_t **out, size_t *n)
 {
     size_t cnt = 0, e, k = 0;
@@ -181,18 +208,18 @@ static void band_bytes(const wsync_manifest_t *m, const wsync_fp8_use_t *u, cons
     *e = *a + (r1 - r0) * x->cols * x->es;
 }
 
-wsync_status_t wsync_fp8_bruns(const wsync_manifest_t *m, const wsync_layout_t *layout, const wsync_fp8_use_t *use,
-                               int rank, wsync_fp8_brun_t **out, size_t *n)
+wsync_status_t wsync_fp8_bruns(const wsync_manifest_t *m, const wsync_fp8_exts_t *xs, const wsync_fp8_use_t *use,
+                               int rank, wsync_fp8_brun_t **out, size_t *n, size_t *capp)
 {
     const uint64_t br = (uint64_t)use->spec.block_rows;
-    wsync_fp8_brun_t *v = NULL;
-    ext_t *ex = NULL;
-    size_t nex = 0, cnt = 0, cap = 0;
+    const ext_t *ex = xs->ex;
+    const size_t nex = xs->n;
+    wsync_fp8_brun_t *v = *out;
+    size_t cnt = *n, cap = *capp, first = *n;
     long last = -2;
     uint64_t sl, b;
     mat_t x;
     WSYNC_CHECK(tensor_mat(m, use, &x));
-    WSYNC_CHECK(sorted_extents(layout, &ex, &nex));
     for (sl = 0; sl < x.slices; sl++, last = -2)
         for (b = 0; b < x.srows; b++) {
             uint64_t a, e, r0 = b * br, r1 = r0 + br < x.rows ? r0 + br : x.rows;
@@ -203,7 +230,7 @@ wsync_status_t wsync_fp8_bruns(const wsync_manifest_t *m, const wsync_layout_t *
                 last = -2;
                 continue;
             }
-            if (h == last) { /* the same extent goes on: one run */
+            if (h == last && cnt > first) { /* the same extent goes on: one run */
                 wsync_fp8_brun_t *p = &v[cnt - 1];
                 p->b1 = b + 1;
                 p->rows += r1 - r0;
@@ -215,8 +242,9 @@ wsync_status_t wsync_fp8_bruns(const wsync_manifest_t *m, const wsync_layout_t *
                 size_t nc = cap ? cap * 2 : 16;
                 wsync_fp8_brun_t *nv = realloc(v, nc * sizeof(*nv));
                 if (nv == NULL) {
-                    free(v);
-                    free(ex);
+                    *out = v;
+                    *n = cnt;
+                    *capp = cap;
                     return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
                 }
                 v = nv;
@@ -237,9 +265,9 @@ wsync_status_t wsync_fp8_bruns(const wsync_manifest_t *m, const wsync_layout_t *
                                           .s_len = 4 * x.scols};
             last = h;
         }
-    free(ex);
     *out = v;
     *n = cnt;
+    *capp = cap;
     return WSYNC_OK;
 }
 
@@ -262,6 +290,22 @@ static wsync_status_t push_rows(wire_t *w, uint64_t src, uint64_t stride, uint64
     uint64_t i;
     if (rows == 1 || dpitch == width) {
         wsync_run2d_t r = {src, rows > 1 ? stride : 0, width, rows, dst};
+        wsync_run2d_t *l = w->v.n ? &w->v.runs[w->v.n - 1] : NULL;
+        /* the band before, continued in source and destination: one run
+         * (a whole tensor's codes are one run, as its BF16 bytes are) */
+        if (l && l->dst_off + wsync_run2d_bytes(l) == dst) {
+            if (l->rows == 1 && rows == 1 && l->src_off + l->row_bytes == src) {
+                l->row_bytes += width;
+                return WSYNC_OK;
+            }
+            if (l->row_bytes == width && (l->rows == 1 || l->src_stride == stride) &&
+                (rows == 1 || stride == (l->rows > 1 ? l->src_stride : stride)) &&
+                src == l->src_off + l->rows * stride) {
+                l->src_stride = stride;
+                l->rows += rows;
+                return WSYNC_OK;
+            }
+        }
         return tgt_runs_push(&w->v, &r);
     }
     for (i = 0; i < rows; i++) {

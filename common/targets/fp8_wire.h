@@ -74,10 +74,16 @@ int wsync_fp8_is_quantized(const wsync_manifest_t *m, uint64_t off);
 wsync_status_t wsync_fp8_uses(const wsync_manifest_t *m, const wsync_target_t *const *targets, size_t n,
                               wsync_fp8_use_t **uses, size_t *nuses);
 
+/* A layout's extents sorted by offset, made once for many band lookups. */
+typedef struct wsync_fp8_exts wsync_fp8_exts_t;
+wsync_status_t wsync_fp8_exts_make(const wsync_layout_t *layout, wsync_fp8_exts_t **out);
+void wsync_fp8_exts_free(wsync_fp8_exts_t *x);
+
 /* The band runs of `use` that trainer rank `rank` owns (-1: every rank's),
- * in source order. Caller frees *out. */
-wsync_status_t wsync_fp8_bruns(const wsync_manifest_t *m, const wsync_layout_t *layout, const wsync_fp8_use_t *use,
-                               int rank, wsync_fp8_brun_t **out, size_t *n);
+ * in source order, appended to *out (n of them, cap allocated; start from
+ * NULL, 0, 0). Caller frees *out. */
+wsync_status_t wsync_fp8_bruns(const wsync_manifest_t *m, const wsync_fp8_exts_t *x, const wsync_fp8_use_t *use,
+                               int rank, wsync_fp8_brun_t **out, size_t *n, size_t *cap);
 
 /* The target's byte mapping under a trainer layout: wsync_target_runs for
  * BF16 destinations, and for FP8 ones runs over the quantized spaces (owned

@@ -179,21 +179,24 @@ static wsync_status_t push_ext(build_t *b, size_t *cap, uint64_t off, uint64_t l
 static wsync_status_t fp8_extents(build_t *b, const wsync_manifest_t *m, const wsync_layout_t *layout, int L,
                                   const wsync_target_t *const *targets, wsync_node_plan_t *np)
 {
-    size_t u, k, cap = b->next + 1;
+    size_t u, k, cap = b->next + 1, n = 0, bcap = 0;
+    wsync_fp8_exts_t *x = NULL;
+    wsync_fp8_brun_t *br = NULL;
+    wsync_status_t st;
     WSYNC_CHECK(wsync_fp8_uses(m, targets, (size_t)L, &np->fp8, &np->nfp8));
-    for (u = 0; u < np->nfp8; u++) {
-        wsync_fp8_brun_t *br = NULL;
-        size_t n = 0;
-        wsync_status_t st = wsync_fp8_bruns(m, layout, &np->fp8[u], -1, &br, &n);
-        for (k = 0; st == WSYNC_OK && k < n; k++) {
-            st = push_ext(b, &cap, br[k].q_off, br[k].q_len, br[k].rank);
-            if (st == WSYNC_OK)
-                st = push_ext(b, &cap, br[k].s_off, br[k].s_len, br[k].rank);
-        }
-        free(br);
-        WSYNC_CHECK(st);
+    if (np->nfp8 == 0)
+        return WSYNC_OK;
+    WSYNC_CHECK(wsync_fp8_exts_make(layout, &x));
+    for (u = 0, st = WSYNC_OK; u < np->nfp8 && st == WSYNC_OK; u++)
+        st = wsync_fp8_bruns(m, x, &np->fp8[u], -1, &br, &n, &bcap);
+    for (k = 0; st == WSYNC_OK && k < n; k++) {
+        st = push_ext(b, &cap, br[k].q_off, br[k].q_len, br[k].rank);
+        if (st == WSYNC_OK)
+            st = push_ext(b, &cap, br[k].s_off, br[k].s_len, br[k].rank);
     }
-    return WSYNC_OK;
+    free(br);
+    wsync_fp8_exts_free(x);
+    return st;
 }
 
 /* Cells cut at source chunk boundaries, sorted by (source chunk, src), each

@@ -104,7 +104,13 @@ static void check_layout(const wsync_manifest_t *m, const wsync_target_t *t, con
     if (np == NULL || got == NULL)
         goto out;
     CHECK_EQ(np->nfp8, 1);
-    CHECK_OK(wsync_fp8_bruns(m, layout, &np->fp8[0], -1, &s.br, &s.nbr));
+    {
+        wsync_fp8_exts_t *x = NULL;
+        size_t cap = 0;
+        CHECK_OK(wsync_fp8_exts_make(layout, &x));
+        CHECK_OK(wsync_fp8_bruns(m, x, &np->fp8[0], -1, &s.br, &s.nbr, &cap));
+        wsync_fp8_exts_free(x);
+    }
     s.q = calloc(s.nbr + 1, sizeof(*s.q));
     for (k = 0; k < s.nbr; k++) { /* each owner quantizes its bands from its rows */
         const wsync_fp8_brun_t *b = &s.br[k];
