@@ -329,10 +329,11 @@ static wsync_status_t push_aux(wire_t *w, const wsync_fp8_aux_t *a)
 }
 
 /* One band of block bk of FP8 destination di: source rows [r, r + n) of
- * matrix ssl at destination rows [dr, dr + n) of matrix dsl. */
+ * matrix ssl at destination rows [dr, dr + n) of matrix dsl; its codes (or
+ * source rows into the aux area) when !scales, else its scales. */
 static wsync_status_t band_runs(wire_t *w, size_t di, const wsync_block_t *bk, const mat_t *x,
                                 const wsync_fp8_use_t *u, uint64_t ssl, uint64_t dsl, uint64_t r, uint64_t n,
-                                uint64_t dr)
+                                uint64_t dr, int scales)
 {
     const wsync_dest_t *d = &w->t->dests[di], *sd = &w->t->dests[d->scale_dest];
     const wsync_tensor_t *s = &w->m->tensors[bk->src];
@@ -345,11 +346,14 @@ static wsync_status_t band_runs(wire_t *w, size_t di, const wsync_block_t *bk, c
     uint64_t a, e;
     band_bytes(w->m, u, x, ssl, r / br, &a, &e);
     if (holder(w->ex, w->nex, a, e) >= 0) {
-        WSYNC_CHECK(push_rows(w, x->q + (ssl * x->rows + r) * x->cols + c0, x->cols, c1 - c0, n,
-                              d->offset + (dsl * DR + dr) * DC + dc, DC));
-        return push_rows(w, x->s + 4 * ((ssl * x->srows + r / br) * x->scols + sc0), 0, 4 * nsc, 1,
-                         sd->offset + 4 * ((dsl * DSR + dr / br) * DSC + dc / bc), 4 * nsc);
+        if (scales) /* the stride lets the next band's scale row extend this run */
+            return push_rows(w, x->s + 4 * ((ssl * x->srows + r / br) * x->scols + sc0), 4 * x->scols, 4 * nsc, 1,
+                             sd->offset + 4 * ((dsl * DSR + dr / br) * DSC + dc / bc), 4 * nsc);
+        return push_rows(w, x->q + (ssl * x->rows + r) * x->cols + c0, x->cols, c1 - c0, n,
+                         d->offset + (dsl * DR + dr) * DC + dc, DC);
     }
+    if (scales)
+        return WSYNC_OK; /* made by the engine */
     {
         const uint64_t wb = (c1 - c0) * x->es;
         wsync_fp8_aux_t ax = {.dest = di,
@@ -394,10 +398,12 @@ static wsync_status_t fp8_dest_runs(wire_t *w, size_t di)
                 int64_t at = i < lead ? bk->dst_start[i] : bk->dst_start[i] + idx[i - lead];
                 dsl = dsl * (uint64_t)d->shape[i] + (uint64_t)at;
             }
-            for (r = r0; r < r1; r = (r / br + 1) * br) {
-                uint64_t n = ((r / br + 1) * br < r1 ? (r / br + 1) * br : r1) - r;
-                WSYNC_CHECK(band_runs(w, di, bk, &x, &u, ssl, dsl, r, n, (uint64_t)bk->dst_start[nd - 2] + (r - r0)));
-            }
+            for (i = 0; i < 2; i++) /* the codes band by band, then the scales: each merges into few runs */
+                for (r = r0; r < r1; r = (r / br + 1) * br) {
+                    uint64_t n = ((r / br + 1) * br < r1 ? (r / br + 1) * br : r1) - r;
+                    WSYNC_CHECK(band_runs(w, di, bk, &x, &u, ssl, dsl, r, n,
+                                          (uint64_t)bk->dst_start[nd - 2] + (r - r0), i));
+                }
             for (i = ns - 3; i >= 0; i--) {
                 if (++idx[i] < bk->src_stop[i] - bk->src_start[i])
                     break;
