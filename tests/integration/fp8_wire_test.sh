@@ -33,6 +33,18 @@ for form in fp32 ue8m0; do
         && pass fp8_wire_fsdp2_to_tp2_$form || fail fp8_wire_fsdp2_to_tp2_$form "$(tail -5 <<<"$out")"
 done
 
+# --- 1b. 3 trainer ranks of contiguous shares (--layout even: boundaries
+# inside rows) to a node of 4 ranks as two TP=2 groups (each FP8 byte
+# landed once and copied to the other group), UE8M0: every rank.
+out=$("$WSYNC" demo --trainers 3 --engines 1 --local-ranks 4 --tp 2 --layout even \
+      --rules "$WSYNC_ROOT/configs/rules/deepseek-fp8-ue8m0.json" --safetensors "$TMP/ds.safetensors" --versions 1 \
+      --chunk 64K --dump "$TMP/d_even" --timeout-s 60 2>&1) \
+    && mkdir -p "$TMP/d_even2/e0" && cp -r "$TMP/d_even/e0/rank2" "$TMP/d_even2/e0/rank0" \
+    && cp -r "$TMP/d_even/e0/rank3" "$TMP/d_even2/e0/rank1" \
+    && out=$($PY "$TOOL" check "$TMP/ds.safetensors" "$TMP/d_even/e0" ue8m0 2>&1) \
+    && out=$($PY "$TOOL" check "$TMP/ds.safetensors" "$TMP/d_even2/e0" ue8m0 2>&1) \
+    && pass fp8_wire_even3_to_two_tp2_groups || fail fp8_wire_even3_to_two_tp2_groups "$(tail -5 <<<"$out")"
+
 # --- 2. A NaN is refused naming the tensor: in a band one trainer rank holds
 # (down_proj rows 128..255: rank 1) and in one two ranks share (an expert's
 # rows 0..127, split at 64: quantized on the engine).
