@@ -100,3 +100,19 @@ out:
         r->mem->free(sc);
     return st;
 }
+
+const char *recv_fp8_aux_name(const wsync_target_t *t, const recv_tlayout_t *tl, uint64_t off, char *buf, size_t len)
+{
+    size_t k;
+    for (k = 0; k < tl->naux; k++) {
+        const wsync_fp8_aux_t *a = &tl->aux[k];
+        const uint64_t es = a->fmt == WSYNC_QSRC_F32 ? 4 : 2;
+        if (off >= a->aux_off && off < a->aux_off + a->rows * a->cols * es) {
+            snprintf(buf, len, "(the %s rows of FP8 tensor %s, rows %llu..%llu, quantized on this rank)",
+                     es == 4 ? "F32" : "BF16", t->dests[a->dest].name, (unsigned long long)a->row0,
+                     (unsigned long long)(a->row0 + a->rows));
+            return buf;
+        }
+    }
+    return "(padding)";
+}

@@ -76,6 +76,10 @@ typedef struct recv_tlayout {
  * tensor. Blocking. */
 wsync_status_t recv_fp8_land(wsync_receiver_t *r, const recv_tlayout_t *tl, const wsync_manifest_t *m, char *image,
                              uint64_t v);
+/* What image offset off past the destinations holds, for a message: "the
+ * BF16 rows of FP8 tensor X, rows a..b (quantized here)", or "(padding)". */
+const char *recv_fp8_aux_name(const wsync_target_t *t, const recv_tlayout_t *tl, uint64_t off, char *buf,
+                              size_t len);
 
 /* Pull connections kept open between versions, by address: a request
  * takes its peer's (proving the token only when it opens a new one) and

@@ -219,10 +219,12 @@ wsync_status_t recv_tlayout_verify(wsync_receiver_t *r, const recv_tlayout_t *tl
         uint64_t d = wsync_digest_final(sums[i], s->len, s->dst_off);
         if (d != digests[i]) {
             const wsync_dest_t *dt = wsync_target_dest_at(t, s->dst_off);
+            char aux[600];
             st = wsync_error(WSYNC_ERR_DIGEST,
                              "version %llu: tensor %s (bytes %llu..%llu of it, from trainer rank %d) failed "
                              "verification on engine %s rank %d: digest %016llx, the trainer's %016llx",
-                             (unsigned long long)v, dt ? dt->name : "(padding)",
+                             (unsigned long long)v,
+                             dt ? dt->name : recv_fp8_aux_name(t, tl, s->dst_off, aux, sizeof(aux)),
                              (unsigned long long)(dt ? s->dst_off - dt->offset : s->dst_off),
                              (unsigned long long)(dt ? s->dst_off - dt->offset + s->len : s->dst_off + s->len),
                              s->src_rank, r->engine_id, r->cfg.local_rank, (unsigned long long)d,
