@@ -541,6 +541,8 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
         st = tf_collect(&f);
     if (st == WSYNC_OK && !f.identity)
         st = recv_tlayout_verify(r, tl, f.image, f.digests, f.p.v);
+    if (st == WSYNC_OK) /* FP8 bands whose rows came from two trainer ranks (fp8_land.c) */
+        st = recv_fp8_land(r, tl, sl->manifest, f.image, f.p.v);
     if (st == WSYNC_OK)
         wsync_trace("engine %s rank %d: every %s of its target verified", r->engine_id, f.p.me,
                     f.identity ? "chunk (identity targets: against the record)" : "segment");

@@ -66,7 +66,20 @@ typedef struct recv_tlayout {
     int hint_world;           /* > 0: the colocated landing hint the plan was built with (sent along) */
     int *colo, *ncolo;        /* [world * L], [world] */
     recv_fanmap_t *fan;       /* [L] */
+    wsync_fp8_aux_t *aux;     /* FP8 bands this rank quantizes itself (fp8_land.c), after its destinations */
+    size_t naux;
 } recv_tlayout_t;
+
+/* fp8_land.c: quantizes tl's aux bands (their source rows verified in
+ * image) into their FP8 codes and scales, in image and the caller's
+ * tensors. A NaN or infinity fails naming the destination and the source
+ * tensor. Blocking. */
+wsync_status_t recv_fp8_land(wsync_receiver_t *r, const recv_tlayout_t *tl, const wsync_manifest_t *m, char *image,
+                             uint64_t v);
+/* What image offset off past the destinations holds, for a message: "the
+ * BF16 rows of FP8 tensor X, rows a..b (quantized here)", or "(padding)". */
+const char *recv_fp8_aux_name(const wsync_target_t *t, const recv_tlayout_t *tl, uint64_t off, char *buf,
+                              size_t len);
 
 /* Pull connections kept open between versions, by address: a request
  * takes its peer's (proving the token only when it opens a new one) and

@@ -81,11 +81,12 @@ wsync_status_t recv_target_size(const wsync_receiver_t *r, const wsync_sync_layo
                                 size_t *ntensors)
 {
     wsync_target_t *t = NULL;
+    wsync_status_t st;
     WSYNC_CHECK(target_from_spec(sl->manifest, r->cfg.local_rank, r->spec, &t));
-    *len = t->image_size;
+    st = wsync_target_wire_size(t, sl->manifest, sl->layout, len); /* FP8 bands quantized here: their rows too */
     *ntensors = t->ndests;
     wsync_target_free(t);
-    return WSYNC_OK;
+    return st;
 }
 
 void recv_tlayout_free(recv_tlayout_t *tl)
@@ -104,6 +105,7 @@ void recv_tlayout_free(recv_tlayout_t *tl)
     for (p = 0; tl->fan && p < tl->L; p++)
         recv_fanmap_free(&tl->fan[p]);
     free(tl->fan);
+    free(tl->aux);
     free(tl);
 }
 
@@ -176,7 +178,16 @@ wsync_status_t recv_tlayout_build(wsync_receiver_t *r, const wsync_sync_layout_t
     WSYNC_CHECK_GOTO(wsync_target_segments(sl->manifest, sl->layout, tl->tg[r->cfg.local_rank],
                                            sl->plan->chunk_size, &tl->seg),
                      st, err);
-    tl->image_len = tl->tg[r->cfg.local_rank]->image_size;
+    {
+        wsync_run2d_t *runs = NULL;
+        size_t nruns = 0;
+        uint64_t aux = 0;
+        WSYNC_CHECK_GOTO(wsync_target_wire_runs(tl->tg[r->cfg.local_rank], sl->manifest, sl->layout, &runs, &nruns,
+                                                &tl->aux, &tl->naux, &aux),
+                         st, err);
+        free(runs);
+        tl->image_len = tl->tg[r->cfg.local_rank]->image_size + aux;
+    }
     *out = tl;
     return WSYNC_OK;
 err:
@@ -208,10 +219,12 @@ wsync_status_t recv_tlayout_verify(wsync_receiver_t *r, const recv_tlayout_t *tl
         uint64_t d = wsync_digest_final(sums[i], s->len, s->dst_off);
         if (d != digests[i]) {
             const wsync_dest_t *dt = wsync_target_dest_at(t, s->dst_off);
+            char aux[600];
             st = wsync_error(WSYNC_ERR_DIGEST,
                              "version %llu: tensor %s (bytes %llu..%llu of it, from trainer rank %d) failed "
                              "verification on engine %s rank %d: digest %016llx, the trainer's %016llx",
-                             (unsigned long long)v, dt ? dt->name : "(padding)",
+                             (unsigned long long)v,
+                             dt ? dt->name : recv_fp8_aux_name(t, tl, s->dst_off, aux, sizeof(aux)),
                              (unsigned long long)(dt ? s->dst_off - dt->offset : s->dst_off),
                              (unsigned long long)(dt ? s->dst_off - dt->offset + s->len : s->dst_off + s->len),
                              s->src_rank, r->engine_id, r->cfg.local_rank, (unsigned long long)d,

@@ -87,6 +87,7 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     p->slots.latest = -1;
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->tcache.lock, NULL);
+    pthread_mutex_init(&p->tcache.qlock, NULL);
     pthread_cond_init(&p->cond, NULL);
     p->manifest_json = strdup(cfg->manifest_json);
     p->cfg.manifest_json = p->manifest_json;
@@ -388,7 +389,9 @@ void wsync_publisher_destroy(wsync_publisher_t *p)
     pub_share_free(&p->share);
     free(p->manifest_json);
     pub_targets_free(p);
+    pub_fp8q_free(p);
     pthread_mutex_destroy(&p->tcache.lock);
+    pthread_mutex_destroy(&p->tcache.qlock);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->cond);
     free(p);

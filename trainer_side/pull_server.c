@@ -340,7 +340,12 @@ static void finish_puts(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *t
     if (p->serving.transports[ti].ops->put_flush)
         p->serving.transports[ti].ops->put_flush(conn->conn);
     if (q->ntargets && r->status == WSYNC_OK) {
-        wsync_status_t st;
+        /* FP8 bands are quantized from my whole share (fp8_quant.c). */
+        wsync_status_t st = tr->np->nfp8 ? pub_wait_range(p, s, 0, UINT64_MAX, deadline) : WSYNC_OK;
+        if (st != WSYNC_OK) {
+            fail_request(r, st, wsync_last_error());
+            goto wait;
+        }
         r->segments = json_object();
         pthread_mutex_unlock(&p->lock);
         st = r->segments ? pub_targets_digests(p, s, tr, q->version, r->segments) : WSYNC_ERR_NOMEM;
@@ -348,6 +353,7 @@ static void finish_puts(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *t
         if (st != WSYNC_OK)
             fail_request(r, st, wsync_last_error());
     }
+wait:
     while (r->outstanding > 0 && r->status == WSYNC_OK && wsync_now_ns() < deadline && !p->serving.stopping) {
         struct timespec ts;
         wsync_abstime_after_ms(&ts, 20);

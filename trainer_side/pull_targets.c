@@ -191,6 +191,8 @@ wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_reques
 const pub_span_t *pub_span_at(const wsync_publisher_t *p, const pub_slot_t *s, uint64_t off)
 {
     size_t lo = 0, hi = p->share.nspans;
+    if (wsync_fp8_is_quantized(p->sl->manifest, off)) /* FP8 codes and scales (fp8_quant.c) */
+        return pub_fp8_span_at((wsync_publisher_t *)p, s, off);
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (off < s->spans[mid].offset)
@@ -249,7 +251,7 @@ int pub_area_runs(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_n
     const wsync_run2d_t *runs = &np->runs[pu->first_run];
     const pub_span_t *sp = pu->nruns ? pub_span_at(p, s, runs[0].src_off) : NULL;
     size_t k;
-    if (sp == NULL)
+    if (sp == NULL || sp->area < 0) /* quantized bands are in no registered area */
         return 0;
     for (k = 0; k < pu->nruns; k++) {
         uint64_t last = runs[k].src_off + (runs[k].rows ? (runs[k].rows - 1) * runs[k].src_stride : 0) +
@@ -295,7 +297,9 @@ wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, co
         }
         d->version = version;
         d->tg = tr->asker;
-        st = pub_tdig_compute(p, s, tr->asker->seg, &tr->asker->dig, d->segments);
+        st = pub_fp8_ensure(p, s, tr->asker->seg);
+        if (st == WSYNC_OK)
+            st = pub_tdig_compute(p, s, tr->asker->seg, &tr->asker->dig, d->segments);
         if (st != WSYNC_OK) {
             json_decref(d->segments);
             free(d);

@@ -127,7 +127,9 @@ wsync_status_t pub_put_list_targets(const wsync_publisher_t *p, const pub_treq_t
         if (pu->land_rank != q->local_rank || !wsync_pull_request_lands(q, pu->chunk) || pu->len == 0)
             continue;
         *e = (pub_put_t){.dst_off = pu->dst_off, .len = pu->len, .id = pu->id, .chunk = pu->chunk};
-        if (wsync_runs_contiguous(&np->runs[pu->first_run], pu->nruns, &e->src)) {
+        /* FP8 codes and scales are no slot bytes: always from the stage. */
+        if (wsync_runs_contiguous(&np->runs[pu->first_run], pu->nruns, &e->src) &&
+            !wsync_fp8_is_quantized(p->sl->manifest, e->src)) {
             e->stage = PUB_PUT_FROM_SLOT;
         } else {
             e->stage = (uint32_t)out->npacked;
@@ -197,7 +199,12 @@ static wsync_status_t locate(wsync_publisher_t *p, pub_slot_t *s, const pub_put_
     const pub_span_t *sp;
     if (e->stage != PUB_PUT_FROM_SLOT) {
         if (r->stage == NULL) {
+            wsync_status_t st;
             WSYNC_CHECK(pub_wait_range(p, s, 0, UINT64_MAX, deadline));
+            pthread_mutex_unlock(&p->lock); /* s is pinned */
+            st = pub_fp8_ensure(p, s, l->np);
+            pthread_mutex_lock(&p->lock);
+            WSYNC_CHECK(st);
             WSYNC_CHECK(
                 pub_stage_acquire(p, s, l->stage_key, l->np, q->local_rank, l->packed, l->npacked, ti, &r->stage));
         }

@@ -18,13 +18,18 @@ typedef struct pub_nplan pub_nplan_t;
 typedef struct pub_segdig pub_segdig_t;
 typedef struct pub_tdig pub_tdig_t;
 typedef struct pub_stage pub_stage_t;
+typedef struct pub_fp8q pub_fp8q_t;
 
 typedef struct pub_target_cache {
     pthread_mutex_t lock; /* targets, nplans, segdigs */
     pub_target_t *targets;
     pub_nplan_t *nplans;
     pub_segdig_t *segdigs;
-    pub_stage_t *stages; /* target_stage.c, under the publisher's lock (p->lock) */
+    pub_stage_t *stages;   /* target_stage.c, under the publisher's lock (p->lock) */
+    pthread_mutex_t qlock; /* fp8q: the quantized bands (fp8_quant.c) */
+    pub_fp8q_t *fp8q;
+    wsync_fp8_exts_t *fp8x; /* the layout fp8x_sl's extents, sorted once */
+    const void *fp8x_sl;
 } pub_target_cache_t;
 
 typedef struct pub_treq {
@@ -69,5 +74,13 @@ void pub_stage_release(wsync_publisher_t *p, pub_stage_t *st);
 wsync_region_t *pub_stage_region(const pub_stage_t *st, int ti);
 uint64_t pub_stage_offset(const pub_stage_t *st, size_t k);
 void pub_stages_free(wsync_publisher_t *p);
+/* fp8_quant.c: the bands of np's FP8 uses (fp8_wire.h) this rank holds
+ * whole, quantized from slot s (whose share must be copied) once per
+ * version; no p->lock held (blocking, on the GPU for GPU memory). A NaN or
+ * infinity fails naming the tensor. fp8_span_at: the span of the quantized
+ * space holding off, in s's version (NULL: none). fp8q_free: at destroy. */
+wsync_status_t pub_fp8_ensure(wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *np);
+const pub_span_t *pub_fp8_span_at(wsync_publisher_t *p, const pub_slot_t *s, uint64_t off);
+void pub_fp8q_free(wsync_publisher_t *p);
 
 #endif

@@ -60,8 +60,16 @@ void pub_stages_free(wsync_publisher_t *p)
     }
 }
 
-/* The one prepared GPU pack of all the stage's puts, when they read one
- * memory area of slot s; else NULL (the puts are gathered one by one). */
+/* A put of FP8 codes or scales (fp8_quant.c): gathered from the quantized
+ * bands, in no memory area of the slot, so never in the prepared pack. */
+static int put_quantized(const wsync_publisher_t *p, const wsync_node_plan_t *np, const wsync_tput_t *pu)
+{
+    return pu->nruns > 0 && wsync_fp8_is_quantized(p->sl->manifest, np->runs[pu->first_run].src_off);
+}
+
+/* The one prepared GPU pack of all the stage's puts but the quantized ones,
+ * when they read one memory area of slot s; else NULL (the puts are
+ * gathered one by one). */
 static void stage_prepare_gpu(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *np,
                               pub_stage_t *st)
 {
@@ -78,6 +86,8 @@ static void stage_prepare_gpu(const wsync_publisher_t *p, const pub_slot_t *s, c
     for (k = 0; k < st->n; k++) {
         const wsync_tput_t *pu = &np->puts[st->puts[k]];
         int a = -1;
+        if (put_quantized(p, np, pu))
+            continue;
         if (!pub_area_runs(p, s, np, pu, runs + at, &a) || (area >= 0 && a != area))
             goto out;
         area = a;
@@ -85,6 +95,8 @@ static void stage_prepare_gpu(const wsync_publisher_t *p, const pub_slot_t *s, c
             runs[at + j].dst_off += st->off[k]; /* inside the stage, not the put */
         at += pu->nruns;
     }
+    if (at == 0)
+        goto out;
     if (wsync_pack_cuda_prepare(runs, at, (uintptr_t)st->buf, (uintptr_t)s->area_ptr[area], &st->gpu) == WSYNC_OK)
         st->area = area;
     else
@@ -155,16 +167,20 @@ static wsync_status_t stage_pack(const wsync_publisher_t *p, const pub_slot_t *s
                                  const pub_stage_t *st)
 {
     size_t k;
+    int packed = 0;
     if (st->gpu) {
         wsync_pack_job_t *job = NULL;
         wsync_status_t rc = wsync_pack_cuda_launch(st->gpu, st->buf, s->area_ptr[st->area], NULL, &job);
         if (rc == WSYNC_OK)
-            return wsync_pack_cuda_wait(job);
-        if (rc != WSYNC_ERR_INVALID) /* INVALID: this slot's base is aligned otherwise; gather put by put */
+            rc = wsync_pack_cuda_wait(job);
+        if (rc != WSYNC_OK && rc != WSYNC_ERR_INVALID) /* INVALID: this slot's base is aligned otherwise */
             return rc;
+        packed = rc == WSYNC_OK;
     }
-    for (k = 0; k < st->n; k++) {
+    for (k = 0; k < st->n; k++) { /* the rest put by put: all of them, or the quantized ones */
         const wsync_tput_t *pu = &np->puts[st->puts[k]];
+        if (packed && !put_quantized(p, np, pu))
+            continue;
         WSYNC_CHECK(pub_gather(p, s, &np->runs[pu->first_run], pu->nruns, st->buf + st->off[k]));
     }
     return WSYNC_OK;

@@ -5,9 +5,10 @@
  * its scale rows are each one contiguous range of the destination image,
  * and quantizing it needs no byte outside it, so bands are quantized, sent
  * and digested independently and their bytes equal the same rows of
- * wsync_target_fill_host. Not yet called by the node plan (target_plan.h),
- * which refuses FP8 destinations until it moves them. Pure, thread-safe on
- * distinct outputs. */
+ * wsync_target_fill_host. The node plan does not use them: the wire
+ * quantizes bands of the source tensors instead (fp8_wire.h), whose rows
+ * are contiguous in a trainer's image. Pure, thread-safe on distinct
+ * outputs. */
 #ifndef WSYNC_COMMON_FP8_BANDS_H
 #define WSYNC_COMMON_FP8_BANDS_H
 

@@ -273,15 +273,15 @@ wsync_status_t tgt_runs_disjoint(const wsync_dest_t *d, tgt_runs_t *v)
 
 /* Runs of destination `di`, sorted by destination; checks no byte is written
  * twice. Appends to `v` from v->n on. */
-static wsync_status_t dest_runs(const wsync_target_t *t, const wsync_manifest_t *m, size_t di, tgt_runs_t *v)
+wsync_status_t tgt_dest_runs(const wsync_target_t *t, const wsync_manifest_t *m, size_t di, tgt_runs_t *v)
 {
     const wsync_dest_t *d = &t->dests[di];
     size_t first = v->n, i;
     tgt_runs_t part;
     if (d->is_fp8)
         return wsync_error(WSYNC_ERR_UNSUPPORTED,
-                           "target: destination '%s' is FP8 (quantized on the way): the node plan does not move "
-                           "quantized destinations yet (docs/FP8.md); give this engine a BF16 target",
+                           "target: destination '%s' is FP8 (quantized on the way): its bytes depend on the "
+                           "trainer layout (wsync_target_wire_runs, docs/FP8.md)",
                            d->name);
     for (i = 0; i < d->nblocks; i++)
         WSYNC_CHECK(tgt_block_runs(m, d, &t->blocks[d->first_block + i], i, v));
@@ -310,7 +310,7 @@ wsync_status_t wsync_target_finish(wsync_target_t *t, const wsync_manifest_t *m)
                 t->covered_bytes += fp8_bytes;
                 continue;
             }
-            st = dest_runs(t, m, i, &v);
+            st = tgt_dest_runs(t, m, i, &v);
             for (j = 0; st == WSYNC_OK && j < v.n; j++)
                 t->covered_bytes += wsync_run2d_bytes(&v.runs[j]);
         }
@@ -375,7 +375,7 @@ wsync_status_t wsync_target_runs(const wsync_target_t *t, const wsync_manifest_t
         }
     } else {
         for (i = 0; i < t->ndests && st == WSYNC_OK; i++)
-            st = dest_runs(t, m, i, &v);
+            st = tgt_dest_runs(t, m, i, &v);
     }
     if (st != WSYNC_OK) {
         free(v.runs);

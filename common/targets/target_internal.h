@@ -13,6 +13,9 @@ wsync_status_t tgt_runs_push(tgt_runs_t *v, const wsync_run2d_t *r);
 /* Validates block `bi` of `d` and appends its runs (absolute dst_off). */
 wsync_status_t tgt_block_runs(const wsync_manifest_t *m, const wsync_dest_t *d, const wsync_block_t *b, size_t bi,
                               tgt_runs_t *v);
+/* Runs of BF16 destination di (not FP8), sorted, checked disjoint; appended
+ * to v (target.c). */
+wsync_status_t tgt_dest_runs(const wsync_target_t *t, const wsync_manifest_t *m, size_t di, tgt_runs_t *v);
 /* Sorts v's runs by destination and fails, naming d, when two overlap. */
 wsync_status_t tgt_runs_disjoint(const wsync_dest_t *d, tgt_runs_t *v);
 /* Checks FP8 destination di (target_fp8.c); *covered: the bytes it and its

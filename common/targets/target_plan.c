@@ -97,8 +97,9 @@ static int cmp_copy(const void *a, const void *b)
 }
 
 /* Every rank's runs as needs. Targets repeated by pointer are expanded once. */
-static wsync_status_t collect_needs(const wsync_manifest_t *m, int L, const wsync_target_t *const *targets,
-                                    tp_need_t **needs_p, size_t *n_p)
+static wsync_status_t collect_needs(const wsync_manifest_t *m, const wsync_layout_t *layout, int L,
+                                    const wsync_target_t *const *targets, uint64_t cs, tp_need_t **needs_p,
+                                    size_t *n_p)
 {
     tp_need_t *needs = NULL;
     size_t n = 0, cap = 0, k;
@@ -117,7 +118,7 @@ static wsync_status_t collect_needs(const wsync_manifest_t *m, int L, const wsyn
             free(runs);
             runs = NULL;
             have = NULL;
-            st = wsync_target_runs(targets[r], m, &runs, &nruns);
+            st = wsync_target_wire_runs(targets[r], m, layout, &runs, &nruns, NULL, NULL, NULL);
             if (st != WSYNC_OK)
                 break;
             have = targets[r];
@@ -127,7 +128,15 @@ static wsync_status_t collect_needs(const wsync_manifest_t *m, int L, const wsyn
             uint64_t end = u->src_off + (u->rows - 1) * u->src_stride + u->row_bytes;
             tp_need_t nd = {u->src_off, u->rows > 1 ? u->src_stride : 0, u->row_bytes, u->rows, u->dst_off, r,
                             (uint32_t)n};
-            if (end > m->image_size) {
+            if (end / cs > UINT32_MAX / 2) {
+                st = wsync_error(WSYNC_ERR_INVALID,
+                                 "node plan: local rank %d's target reads byte %llu (FP8 blocks are addressed "
+                                 "past "
+                                 "the image): raise the chunk size",
+                                 r, (unsigned long long)end);
+                break;
+            }
+            if (end > m->image_size && !wsync_fp8_is_quantized(m, u->src_off)) {
                 st = wsync_error(WSYNC_ERR_INVALID,
                                  "node plan: local rank %d's target reads past the image "
                                  "(%llu > %llu): it was made for another manifest",
@@ -155,6 +164,39 @@ static wsync_status_t collect_needs(const wsync_manifest_t *m, int L, const wsyn
     *needs_p = needs;
     *n_p = n;
     return WSYNC_OK;
+}
+
+static wsync_status_t push_ext(build_t *b, size_t *cap, uint64_t off, uint64_t len, int rank)
+{
+    ext_ref_t e = {off, len, rank, (uint32_t)b->next};
+    TP_PUSH(b->ext, b->next, *cap, e);
+    return WSYNC_OK;
+}
+
+/* The quantized spaces' extents (fp8_wire.h): a band run's codes and its
+ * scales are each one extent of the rank that holds its source rows. The
+ * plan keeps the (tensor, spec) pairs for the trainer. */
+static wsync_status_t fp8_extents(build_t *b, const wsync_manifest_t *m, const wsync_layout_t *layout, int L,
+                                  const wsync_target_t *const *targets, wsync_node_plan_t *np)
+{
+    size_t u, k, cap = b->next + 1, n = 0, bcap = 0;
+    wsync_fp8_exts_t *x = NULL;
+    wsync_fp8_brun_t *br = NULL;
+    wsync_status_t st;
+    WSYNC_CHECK(wsync_fp8_uses(m, targets, (size_t)L, &np->fp8, &np->nfp8));
+    if (np->nfp8 == 0)
+        return WSYNC_OK;
+    WSYNC_CHECK(wsync_fp8_exts_make(layout, &x));
+    for (u = 0, st = WSYNC_OK; u < np->nfp8 && st == WSYNC_OK; u++)
+        st = wsync_fp8_bruns(m, x, &np->fp8[u], -1, &br, &n, &bcap);
+    for (k = 0; st == WSYNC_OK && k < n; k++) {
+        st = push_ext(b, &cap, br[k].q_off, br[k].q_len, br[k].rank);
+        if (st == WSYNC_OK)
+            st = push_ext(b, &cap, br[k].s_off, br[k].s_len, br[k].rank);
+    }
+    free(br);
+    wsync_fp8_exts_free(x);
+    return st;
 }
 
 /* Cells cut at source chunk boundaries, sorted by (source chunk, src), each
@@ -513,9 +555,10 @@ wsync_status_t wsync_node_plan_build(const wsync_manifest_t *m, const wsync_layo
     for (r = 0, k = 0; r < layout->world; r++)
         for (e = 0; e < layout->nextents[r]; e++, k++)
             b.ext[k] = (ext_ref_t){layout->extents[r][e].offset, layout->extents[r][e].len, r, (uint32_t)k};
+    WSYNC_CHECK_GOTO(collect_needs(m, layout, local_ranks, targets, chunk_bytes, &needs, &nneeds), st, out);
+    WSYNC_CHECK_GOTO(fp8_extents(&b, m, layout, local_ranks, targets, np), st, out);
     if (b.next > 1)
         qsort(b.ext, b.next, sizeof(*b.ext), cmp_ext);
-    WSYNC_CHECK_GOTO(collect_needs(m, local_ranks, targets, &needs, &nneeds), st, out);
     WSYNC_CHECK_GOTO(tp_cells_build(needs, nneeds, &b.cells), st, out);
     WSYNC_CHECK_GOTO(cut_chunks(&b, chunk_bytes), st, out);
     WSYNC_CHECK_GOTO(cut_extents(&b), st, out);

@@ -21,7 +21,12 @@
  * chunk c is chunk c, it lands on c mod L (or the colocated hint, as
  * engine_side/landing.c computes it), its puts are exactly plan.h's pieces of
  * chunk c (in the same order) and each other rank copies the chunk in one
- * copy: today's plan, unchanged. */
+ * copy: today's plan, unchanged.
+ *
+ * FP8 destinations (fp8_wire.h) are runs over quantized source spaces past
+ * the image, owned by the trainer rank that holds each band whole, and
+ * source rows into the aux area past a rank's destinations where a trainer
+ * shard boundary cuts a band; both are cut and landed like any bytes. */
 #ifndef WSYNC_COMMON_TARGET_PLAN_H
 #define WSYNC_COMMON_TARGET_PLAN_H
 
@@ -31,6 +36,7 @@
 #include "common/model/manifest.h"
 #include "common/model/plan.h"
 #include "common/base/run2d.h"
+#include "common/targets/fp8_wire.h"
 #include "common/targets/target.h"
 
 typedef struct wsync_tput {
@@ -85,6 +91,11 @@ typedef struct wsync_node_plan {
     uint64_t network_bytes; /* distinct source bytes into the node (each crosses once) */
     uint64_t *land_bytes;   /* [L]: bytes each local rank lands from the network */
     uint64_t *holds_bytes;  /* [L]: bytes written into each rank's destination (landed + copied in) */
+    /* FP8 destinations (fp8_wire.h): the (source tensor, spec) pairs whose
+     * quantized spaces runs read; a trainer rank quantizes its bands of
+     * them before it packs or digests. */
+    size_t nfp8;
+    wsync_fp8_use_t *fp8;
 } wsync_node_plan_t;
 
 /* targets[L]: one per local rank (the same pointer may repeat). chunk_bytes

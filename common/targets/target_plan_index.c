@@ -18,6 +18,7 @@ void wsync_node_plan_free(wsync_node_plan_t *np)
     free(np->copies);
     free(np->land_bytes);
     free(np->holds_bytes);
+    free(np->fp8);
     free(np);
 }
 

@@ -8,7 +8,8 @@
 # torch 1.13 has no float8 dtype): the vLLM layout assembled from the source
 # tensors, amax, scale, and the nearest e4m3fn value found by exponent and
 # rounding (not through wsync); BF16 tensors (router, norms) unchanged; a NaN
-# weight refused naming it; a TP size that cuts a block refused naming it.
+# weight refused naming it; a TP size that cuts a block refused naming it;
+# the same checks on the dumps of a pull from 2 fsdp trainer ranks.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 if ! $PY -c 'import torch' 2>/dev/null; then
@@ -187,7 +188,22 @@ if [ $rc = 2 ] && grep -q "FP8 destination 'model.layers.1.self_attn.qkv_proj.we
 out=$("$WSYNC" target "$TMP/ds.safetensors" --rules "$WSYNC_ROOT/configs/rules/deepseek-fp8.json" --json > "$TMP/t.json" 2>&1); rc=$?
 if [ $rc = 0 ] && grep -q '"quant"' "$TMP/t.json" && grep -q '"scale_form": "fp32"' "$TMP/t.json"; then pass fp8_target_json_says_it
 else fail fp8_target_json_says_it "rc=$rc: $out"; fi
-# and the plan refuses FP8 targets by name until it moves quantized bytes
-out=$("$WSYNC" plan "$TMP/ds.safetensors" --tp 1 --rules "$WSYNC_ROOT/configs/rules/deepseek-fp8.json" 2>&1); rc=$?
-if [ $rc = 2 ] && grep -q "destination 'model.layers.0.self_attn.q_a_proj.weight' is FP8 (quantized on the way): the node plan does not move quantized destinations yet" <<<"$out"; then
-    pass fp8_plan_refuses_until_wired; else fail fp8_plan_refuses_until_wired "rc=$rc: $out"; fi
+# and the node plan moves them (fp8_wire_test.sh pulls them): TP 1 and 2 plan
+out=$("$WSYNC" plan "$TMP/ds.safetensors" --trainers 2 --layout fsdp --tp 1,2 --engines 2 --local-ranks 2 \
+      --rules "$WSYNC_ROOT/configs/rules/deepseek-fp8.json" 2>&1); rc=$?
+if [ $rc = 0 ]; then pass fp8_plan_moves_fp8_destinations; else fail fp8_plan_moves_fp8_destinations "rc=$rc: $out"; fi
+
+# Over the wire (docs/FP8.md "On the wire"): 2 fsdp trainer ranks (q_a_proj's
+# 200 rows and the experts' 128 split off the block grid: those bands cross in
+# BF16 and the engine quantizes them) to a node of 2 ranks with FP8 + TP=2
+# rules: each rank's dump against the torch reference above, both forms.
+for form in fp32 ue8m0; do
+    rules=$WSYNC_ROOT/configs/rules/deepseek-fp8.json
+    [ $form = ue8m0 ] && rules=$WSYNC_ROOT/configs/rules/deepseek-fp8-ue8m0.json
+    name=fp8_pulled_fsdp2_to_tp2_$form
+    out=$("$WSYNC" demo --trainers 2 --engines 1 --local-ranks 2 --tp 2 --rules "$rules" --layout fsdp \
+          --safetensors "$TMP/ds.safetensors" --versions 1 --chunk 64K --dump "$TMP/pull_$form" --timeout-s 60 2>&1) \
+        && out=$(check_fp8 "$TMP/ds.safetensors" "$TMP/pull_$form/e0/rank0/v1.safetensors" 2 0 $form 2>&1) \
+        && out=$(check_fp8 "$TMP/ds.safetensors" "$TMP/pull_$form/e0/rank1/v1.safetensors" 2 1 $form 2>&1) \
+        && pass $name || fail $name "$(tail -3 <<<"$out")"
+done

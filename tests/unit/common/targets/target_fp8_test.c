@@ -6,8 +6,8 @@
  * scale and keep embeddings, norms, router and lm_head BF16, for TP 1, 2
  * and 4, shapes computed here from the TP arithmetic; a TP slice that cuts a
  * block is refused naming the tensor, the dimension and the block; F16
- * sources, 1-D destinations and bad "quant" objects are refused; the plan
- * refuses FP8 destinations (not wired yet); bands (fp8_bands.h) tile every
+ * sources, 1-D destinations and bad "quant" objects are refused; the plain
+ * byte mapping refuses FP8 destinations (fp8_wire_test has theirs); bands (fp8_bands.h) tile every
  * FP8 destination and its scales and, quantized one by one, equal the
  * destination image wsync_target_fill_host makes, a NaN named by its source
  * tensor, row and column. */
@@ -231,11 +231,12 @@ static void tp_that_cuts_a_block_is_refused(void)
     CHECK_OK(wsync_target_from_rules(m, NULL, 2, 1, &t));
     wsync_target_free(t);
     t = NULL;
-    /* TP 1 builds, and the plan's byte mapping refuses it (not wired yet) */
+    /* TP 1 builds; its plain byte mapping refuses it (FP8 bytes depend on
+     * the trainer layout: fp8_wire_test) */
     CHECK_OK(wsync_target_from_rules(m, r, 1, 0, &t));
     if (t)
         CHECK_FAILS(wsync_target_runs(t, m, &runs, &n), WSYNC_ERR_UNSUPPORTED,
-                    "is FP8 (quantized on the way): the node plan does not move quantized destinations yet");
+                    "is FP8 (quantized on the way): its bytes depend on the trainer layout");
     free(runs);
     wsync_target_free(t);
     wsync_rules_free(r);

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# FP8 over the wire (issue 29, docs/FP8.md "On the wire"): a DeepSeek-shaped
+# MoE file in BF16 (MLA and q/k/v attention, a dense MLP, 8 experts, a
+# router), published by 2 trainer ranks with --layout fsdp (shard boundaries
+# off the 128-row grid: 200-, 192- and 128-row tensors split at 100, 96, 64,
+# so those bands travel as BF16 and the engine quantizes them; the others
+# are quantized by the trainer rank holding them), pulled by a node of 2
+# ranks with FP8 + TP=2 rules. Every FP8 tensor and scale of both ranks is
+# compared bit for bit with a quantizer written here from the definition in
+# plain Python floats (no torch, not through wsync); fp32 and UE8M0; a NaN
+# refused naming the tensor (in a band a trainer quantizes, and in one the
+# engine does); a TP size that cuts a block refused naming it; a corrupted
+# FP8 byte caught naming the tensor; an FP8 node, a BF16 TP node and a
+# whole-image node pulling the same version side by side; a relayed FP8 node
+# bit exact.
+source "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+RULES=$WSYNC_ROOT/configs/rules/deepseek-fp8.json
+
+TOOL="$WSYNC_ROOT/tests/integration/fp8_tool.py"
+$PY "$TOOL" gen "$TMP" || { fail fp8_wire_model "the model generator failed"; exit 0; }
+
+demo() { # DUMP RULES [extra demo args...]
+    local d=$1 r=$2; shift 2
+    "$WSYNC" demo --trainers 2 --engines 1 --local-ranks 2 --tp 2 --rules "$r" --layout fsdp \
+        --safetensors "$TMP/ds.safetensors" --versions 1 --chunk 64K --dump "$d" --timeout-s 60 "$@" 2>&1
+}
+
+# --- 1. fp32 and UE8M0 scales, every FP8 tensor and scale bit for bit.
+for form in fp32 ue8m0; do
+    r=$RULES; [ $form = ue8m0 ] && r=$WSYNC_ROOT/configs/rules/deepseek-fp8-ue8m0.json
+    out=$(demo "$TMP/d_$form" "$r") && out=$($PY "$TOOL" check "$TMP/ds.safetensors" "$TMP/d_$form/e0" $form 2>&1) \
+        && pass fp8_wire_fsdp2_to_tp2_$form || fail fp8_wire_fsdp2_to_tp2_$form "$(tail -5 <<<"$out")"
+done
+
+# --- 1b. 3 trainer ranks of contiguous shares (--layout even: boundaries
+# inside rows) to a node of 4 ranks as two TP=2 groups (each FP8 byte
+# landed once and copied to the other group), UE8M0: every rank.
+out=$("$WSYNC" demo --trainers 3 --engines 1 --local-ranks 4 --tp 2 --layout even \
+      --rules "$WSYNC_ROOT/configs/rules/deepseek-fp8-ue8m0.json" --safetensors "$TMP/ds.safetensors" --versions 1 \
+      --chunk 64K --dump "$TMP/d_even" --timeout-s 60 2>&1) \
+    && mkdir -p "$TMP/d_even2/e0" && cp -r "$TMP/d_even/e0/rank2" "$TMP/d_even2/e0/rank0" \
+    && cp -r "$TMP/d_even/e0/rank3" "$TMP/d_even2/e0/rank1" \
+    && out=$($PY "$TOOL" check "$TMP/ds.safetensors" "$TMP/d_even/e0" ue8m0 2>&1) \
+    && out=$($PY "$TOOL" check "$TMP/ds.safetensors" "$TMP/d_even2/e0" ue8m0 2>&1) \
+    && pass fp8_wire_even3_to_two_tp2_groups || fail fp8_wire_even3_to_two_tp2_groups "$(tail -5 <<<"$out")"
+
+# --- 2. A NaN is refused naming the tensor: in a band one trainer rank holds
+# (down_proj rows 128..255: rank 1) and in one two ranks share (an expert's
+# rows 0..127, split at 64: quantized on the engine).
+nan_case() { # NAME TENSOR ROW COL PATTERN
+    $PY - "$TMP/ds.safetensors" "$TMP/nan.safetensors" "$2" "$3" "$4" <<'PYNAN'
+import json, struct, sys
+raw = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", raw[:8])[0]
+v = json.loads(raw[8:8 + n])[sys.argv[3]]
+at = 8 + n + v["data_offsets"][0] + 2 * (int(sys.argv[4]) * v["shape"][1] + int(sys.argv[5]))
+raw[at:at + 2] = struct.pack("<H", 0x7fc0)
+open(sys.argv[2], "wb").write(raw)
+PYNAN
+    out=$("$WSYNC" demo --trainers 2 --engines 1 --local-ranks 2 --tp 2 --rules "$RULES" --layout fsdp \
+        --safetensors "$TMP/nan.safetensors" --versions 1 --chunk 64K --timeout-s 20 2>&1); rc=$?
+    if [ $rc != 0 ] && grep -q "$5" <<<"$out"; then pass $1; else fail $1 "rc=$rc: $(grep -i nan <<<"$out" | head -3)"; fi
+}
+nan_case fp8_wire_nan_in_trainer_band_named model.layers.0.mlp.down_proj.weight 200 5 \
+    "tensor 'model.layers.0.mlp.down_proj.weight' holds NaN at row 72, column 5.*rows counted from row 128"
+nan_case fp8_wire_nan_in_boundary_band_named model.layers.1.mlp.experts.3.up_proj.weight 17 42 \
+    "FP8 destination 'model.layers.1.mlp.experts.w13_weight'.*tensor 'model.layers.1.mlp.experts.3.up_proj.weight' holds NaN at row 17, column 42"
+
+# --- 3. TP 4 cuts q_b_proj's blocks (256 rows: 64 per rank): the pull is refused naming it.
+out=$("$WSYNC" demo --trainers 2 --engines 1 --local-ranks 4 --tp 4 --rules "$RULES" --layout fsdp \
+    --safetensors "$TMP/ds.safetensors" --versions 1 --chunk 64K --timeout-s 20 2>&1); rc=$?
+if [ $rc != 0 ] && grep -q "FP8 destination 'model.layers.0.self_attn.q_b_proj.weight' (dim 0, blocks of 128 rows) takes rows \[64, 128) of 'model.layers.0.self_attn.q_b_proj.weight' (dim 0) to \[0, 64), cutting a 128-row block" <<<"$out"; then
+    pass fp8_wire_tp_that_cuts_a_block_refused; else fail fp8_wire_tp_that_cuts_a_block_refused "rc=$rc: $(tail -3 <<<"$out")"; fi
+
+# --- 4. A byte of a packed FP8 column slice (o_proj / down_proj codes)
+# flipped after the trainer took its digests: caught before ready, named.
+out=$(WSYNC_TEST_CORRUPT_PACKED=1 demo "$TMP/d_bad" "$RULES"); rc=$?
+if [ $rc != 0 ] && grep -qE 'tensor model\.layers\.[01]\.(self_attn\.o_proj|mlp\.down_proj)\.weight .*failed verification on engine e0 rank [01]' <<<"$out"; then
+    pass fp8_wire_corrupted_fp8_byte_named; else fail fp8_wire_corrupted_fp8_byte_named "rc=$rc: $(grep -i verif <<<"$out" | head -3)"; fi
+
+# --- 5. An FP8 TP=2 node, a BF16 TP=2 node and a whole-image node pull the same version.
+port=$(free_port)
+URL="http://127.0.0.1:$port"
+bg "$WSYNC" serve --listen "127.0.0.1:$port" 2>"$TMP/serve.log"
+if wait_http "$URL/healthz"; then
+    for r in 0 1; do
+        bg "$WSYNC" engine --control "$URL" --engine f8-$$ --local-rank $r --local-world 2 --tp 2 --rules "$RULES" \
+            --versions 1 --dump "$TMP/d5" >"$TMP/f8$r.log" 2>&1
+        bg "$WSYNC" engine --control "$URL" --engine bf-$$ --local-rank $r --local-world 2 --tp 2 --mode in-place \
+            --versions 1 --dump "$TMP/d5" >"$TMP/bf$r.log" 2>&1
+        bg "$WSYNC" engine --control "$URL" --engine whole-$$ --local-rank $r --local-world 2 --versions 1 \
+            --dump "$TMP/d5" >"$TMP/whole$r.log" 2>&1
+    done
+    sleep 0.5
+    for r in 0 1; do
+        bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --layout fsdp --safetensors "$TMP/ds.safetensors" \
+            --versions 1 --wait-engines 3 --chunk 64K >"$TMP/t$r.log" 2>&1
+    done
+    for i in $(seq 600); do
+        n=0
+        for e in f8 bf whole; do for r in 0 1; do [ -f "$TMP/d5/$e-$$/rank$r/v1.safetensors" ] && n=$((n + 1)); done; done
+        [ $n = 6 ] && break
+        sleep 0.1
+    done
+    sleep 0.3
+    out=$($PY "$TOOL" check "$TMP/ds.safetensors" "$TMP/d5/f8-$$" fp32 2>&1) && pass fp8_wire_side_by_side_fp8 \
+        || fail fp8_wire_side_by_side_fp8 "$out"
+    ok=1
+    for r in 0 1; do
+        "$WSYNC" target "$TMP/ds.safetensors" --tp 2 --rank $r --write "$TMP/bf$r.st" >/dev/null 2>&1 || ok=0
+        $PY - "$TMP/bf$r.st" "$TMP/d5/bf-$$/rank$r/v1.safetensors" "$TMP/ds.safetensors" \
+            "$TMP/d5/whole-$$/rank$r/v1.safetensors" <<'PYCMP' || ok=0
+import json, struct, sys
+def load(path):
+    raw = open(path, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+    hdr = json.loads(raw[8:8 + n]); base = 8 + n
+    return {k: (v["dtype"], v["shape"], raw[base + v["data_offsets"][0]:base + v["data_offsets"][1]])
+            for k, v in hdr.items() if k != "__metadata__"}
+sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) and load(sys.argv[3]) == load(sys.argv[4]) else 1)
+PYCMP
+    done
+    check fp8_wire_side_by_side_bf16_tp_and_whole_image [ $ok = 1 ]
+else
+    fail fp8_wire_side_by_side "control endpoint did not come up"
+fi
+
+# --- 6. Relays forward FP8 codes, scales and the aux rows as they are: two
+# FP8 TP=2 nodes, relay:1 (the second pulls from the first).
+port=$(free_port)
+URL="http://127.0.0.1:$port"
+bg "$WSYNC" serve --listen "127.0.0.1:$port" 2>"$TMP/serve6.log"
+if wait_http "$URL/healthz"; then
+    R6=()
+    for id in a b; do for r in 0 1; do
+        WSYNC_TRACE=1 "$WSYNC" engine --control "$URL" --engine $id-$$ --local-rank $r --local-world 2 --tp 2 \
+            --rules "$RULES" --plan relay:1 --versions 1 --timeout-ms 30000 --dump "$TMP/d6" >"$TMP/r6-$id$r.log" 2>&1 &
+        WSYNC_PIDS+=($!); R6+=($!)
+    done; done
+    sleep 0.5
+    for r in 0 1; do
+        bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --layout fsdp --safetensors "$TMP/ds.safetensors" \
+            --versions 1 --wait-engines 2 --chunk 64K >"$TMP/t6$r.log" 2>&1
+    done
+    ok=0
+    for p in "${R6[@]}"; do wait "$p" || ok=1; done
+    for r in 0 1; do grep -q "version 1 from the relay of engine a-$$" "$TMP/r6-b$r.log" || ok=1; done
+    check fp8_wire_relay_child_pulls_from_its_parent [ $ok = 0 ]
+    out=$($PY "$TOOL" check "$TMP/ds.safetensors" "$TMP/d6/b-$$" fp32 2>&1) && pass fp8_wire_relayed_node_bit_exact \
+        || fail fp8_wire_relayed_node_bit_exact "$out"
+else
+    fail fp8_wire_relay "control endpoint did not come up"
+fi
