@@ -99,8 +99,17 @@ for v in (2, 4, 5):  # joins at 2 (full), skips 3 (base 2 not kept at 4: full), 
     print("late: version %d equal, last_pull %s" % (v, d), flush=True)
 r.close()
 PY
-(cd "$WSYNC_ROOT" && WSYNC_LIB="${WSYNC_BUILD:-$WSYNC_ROOT/build}/libwsync.so" PYTHONPATH=python \
-    $PY "$TMP/late.py" "$URL" "$TMP/v" >"$TMP/late.log" 2>&1) &
+# Under `make asan` libwsync.so is an AddressSanitizer build that Python
+# loads only with the sanitizer runtimes preloaded (python_test.sh): the late
+# joiner runs in `make test`, the C engines here in both.
+ASAN_LIB=0
+nm -D "${WSYNC_BUILD:-$WSYNC_ROOT/build}/libwsync.so" 2>/dev/null | grep -q ' U __asan_init' && ASAN_LIB=1
+if [ $ASAN_LIB = 0 ]; then
+    (cd "$WSYNC_ROOT" && WSYNC_LIB="${WSYNC_BUILD:-$WSYNC_ROOT/build}/libwsync.so" PYTHONPATH=python \
+        $PY "$TMP/late.py" "$URL" "$TMP/v" >"$TMP/late.log" 2>&1) &
+else
+    true &
+fi
 L=$!
 WSYNC_PIDS+=($L)
 for r in 0 1; do
@@ -138,12 +147,17 @@ PY
 else
     fail delta_pull_wire_bytes_below_full "$(grep -h 'pieces as deltas' "$TMP"/e-staged-*.log | head -3)"
 fi
-if [ $lrc = 0 ] && [ "$(grep -c 'equal, last_pull' "$TMP/late.log")" = 3 ] && ! grep -q 'version 2: .*deltas' "$TMP/late.log"; then
+if [ $ASAN_LIB = 1 ]; then
+    skip delta_pull_late_joiner_gets_full_pieces "libwsync.so is an AddressSanitizer build (make asan): the Python joiner runs in make test"
+    skip delta_pull_two_behind_gets_full_pieces "libwsync.so is an AddressSanitizer build (make asan): the Python joiner runs in make test"
+elif [ $lrc = 0 ] && [ "$(grep -c 'equal, last_pull' "$TMP/late.log")" = 3 ] && ! grep -q 'version 2: .*deltas' "$TMP/late.log"; then
     pass delta_pull_late_joiner_gets_full_pieces
 else
     fail delta_pull_late_joiner_gets_full_pieces "rc=$lrc: $(tail -3 "$TMP/late.log")"
 fi
-if grep -q 'version 4: no trainer rank keeps version 2 as a delta base (their registrations say so, none was asked): every piece came full' \
+if [ $ASAN_LIB = 1 ]; then
+    :
+elif grep -q 'version 4: no trainer rank keeps version 2 as a delta base (their registrations say so, none was asked): every piece came full' \
     "$TMP/late.log" && grep -q 'version 5: [1-9][0-9]* pieces as deltas from version 4' "$TMP/late.log"; then
     pass delta_pull_two_behind_gets_full_pieces
 else
