@@ -416,12 +416,6 @@ static wsync_status_t fp8_dest_runs(wire_t *w, size_t di)
     return WSYNC_OK;
 }
 
-static int cmp_run_dst(const void *a, const void *b)
-{
-    const wsync_run2d_t *x = a, *y = b;
-    return x->dst_off < y->dst_off ? -1 : x->dst_off > y->dst_off;
-}
-
 wsync_status_t wsync_target_wire_runs(const wsync_target_t *t, const wsync_manifest_t *m,
                                       const wsync_layout_t *layout, wsync_run2d_t **runs, size_t *nruns,
                                       wsync_fp8_aux_t **aux, size_t *naux, uint64_t *aux_len)
@@ -455,7 +449,7 @@ wsync_status_t wsync_target_wire_runs(const wsync_target_t *t, const wsync_manif
         return st;
     }
     if (w.v.n > 1)
-        qsort(w.v.runs, w.v.n, sizeof(*w.v.runs), cmp_run_dst);
+        qsort(w.v.runs, w.v.n, sizeof(*w.v.runs), tgt_cmp_run_dst);
     *runs = w.v.runs;
     *nruns = w.v.n;
     if (aux) {

@@ -249,7 +249,7 @@ wsync_status_t tgt_block_runs(const wsync_manifest_t *m, const wsync_dest_t *d, 
     return WSYNC_OK;
 }
 
-static int cmp_run_dst(const void *a, const void *b)
+int tgt_cmp_run_dst(const void *a, const void *b)
 {
     const wsync_run2d_t *x = a, *y = b;
     return x->dst_off < y->dst_off ? -1 : x->dst_off > y->dst_off;
@@ -259,7 +259,7 @@ wsync_status_t tgt_runs_disjoint(const wsync_dest_t *d, tgt_runs_t *v)
 {
     size_t i;
     if (v->n > 1)
-        qsort(v->runs, v->n, sizeof(*v->runs), cmp_run_dst);
+        qsort(v->runs, v->n, sizeof(*v->runs), tgt_cmp_run_dst);
     for (i = 1; i < v->n; i++) {
         const wsync_run2d_t *p = &v->runs[i - 1];
         if (p->dst_off + wsync_run2d_bytes(p) > v->runs[i].dst_off)

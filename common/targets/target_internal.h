@@ -15,6 +15,8 @@ wsync_status_t tgt_block_runs(const wsync_manifest_t *m, const wsync_dest_t *d, 
                               tgt_runs_t *v);
 /* Runs of BF16 destination di (not FP8), sorted, checked disjoint; appended
  * to v (target.c). */
+/* qsort order of runs by destination offset. */
+int tgt_cmp_run_dst(const void *a, const void *b);
 wsync_status_t tgt_dest_runs(const wsync_target_t *t, const wsync_manifest_t *m, size_t di, tgt_runs_t *v);
 /* Sorts v's runs by destination and fails, naming d, when two overlap. */
 wsync_status_t tgt_runs_disjoint(const wsync_dest_t *d, tgt_runs_t *v);

@@ -58,30 +58,34 @@ def folder_of(path):
     return None
 
 
+def walk(root, tops, exts):
+    for top in tops:
+        for dirpath, _, names in os.walk(os.path.join(root, top)):
+            for n in sorted(names):
+                if n.endswith(exts):
+                    yield os.path.relpath(os.path.join(dirpath, n), root)
+
+
 def sources(root):
-    for top in CHECKED:
-        for dirpath, _, names in os.walk(os.path.join(root, top)):
-            for n in sorted(names):
-                if n.endswith(SOURCE_EXT):
-                    yield os.path.relpath(os.path.join(dirpath, n), root)
+    return walk(root, CHECKED, SOURCE_EXT)
 
 
-def other_sources(root):
-    for top in OTHER:
-        for dirpath, _, names in os.walk(os.path.join(root, top)):
-            for n in sorted(names):
-                if n.endswith(OTHER_EXT):
-                    yield os.path.relpath(os.path.join(dirpath, n), root)
+def file_lines(root, f, faults):
+    """f's lines (no trailing empty one); a fault when there are too many."""
+    with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
+        lines = fh.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) > MAX_FILE_LINES:
+        faults.append(f"files: {f} has {len(lines)} lines (at most {MAX_FILE_LINES}): split it by concern")
+    return lines
 
 
 def check_other_files(root, faults):
     n = 0
-    for f in other_sources(root):
+    for f in walk(root, OTHER, OTHER_EXT):
         n += 1
-        with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
-            count = fh.read().rstrip("\n").count("\n") + 1
-        if count > MAX_FILE_LINES:
-            faults.append(f"files: {f} has {count} lines (at most {MAX_FILE_LINES}): split it by concern")
+        file_lines(root, f, faults)
     return n
 
 
@@ -140,12 +144,7 @@ def function_spans(lines):
 def check_sizes(root, files, faults):
     nfunc = 0
     for f in files:
-        with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
-            lines = fh.read().split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        if len(lines) > MAX_FILE_LINES:
-            faults.append(f"files: {f} has {len(lines)} lines (at most {MAX_FILE_LINES}): split it by concern")
+        lines = file_lines(root, f, faults)
         for name, first, last in function_spans(lines):
             nfunc += 1
             if last - first + 1 > MAX_FUNCTION_LINES:
