@@ -49,16 +49,25 @@ static void puts_(buf_t *b, const char *s)
 static void putf(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void putf(buf_t *b, const char *fmt, ...)
 {
-    char tmp[128];
-    va_list ap;
+    char tmp[128], *big;
+    va_list ap, again;
     int n;
     va_start(ap, fmt);
+    va_copy(again, ap);
     n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof(tmp))
+    if (n < 0) {
         b->failed = 1;
-    else
+    } else if ((size_t)n < sizeof(tmp)) {
         put(b, tmp, (size_t)n);
+    } else if ((big = malloc((size_t)n + 1)) == NULL) {
+        b->failed = 1; /* a long field formats on the heap: no length limit */
+    } else {
+        vsnprintf(big, (size_t)n + 1, fmt, again);
+        put(b, big, (size_t)n);
+        free(big);
+    }
+    va_end(again);
 }
 
 /* A real as jansson writes it: %.17g, ".0" when it would read back as an
