@@ -73,33 +73,7 @@ run() {
             --advertise "$TIP" >"$TMP/$mode-t$r.log" 2>&1
     done
     for r in "${pids[@]}"; do wait "$r" || echo "$mode: an engine rank failed: $(tail -2 "$TMP/$mode"-e*.log)" >&2; done
-    "$PY" - "$V" "$TMP/$mode-t0.log" "$TMP/$mode"-e*.log <<'PY'
-import re, sys
-V = int(sys.argv[1])
-pub, ready, wire, image = {}, {}, {}, 0
-for line in open(sys.argv[2]):
-    m = re.match(r"TRACE (\d+\.\d+) .*trainer rank 0: publish of version (\d+) started", line)
-    if m:
-        pub[int(m.group(2))] = float(m.group(1))
-for path in sys.argv[3:]:
-    cur = None
-    for line in open(path):
-        m = re.match(r"TRACE (\d+\.\d+) .*pull of version (\d+) opened", line)
-        if m:
-            cur = int(m.group(2))
-        m = re.match(r"TRACE (\d+\.\d+) .*engine \S+: reported", line)
-        if m and cur is not None:
-            ready[cur] = max(ready.get(cur, 0.0), float(m.group(1)))
-        m = re.search(r"version (\d+): .*on the wire (\d+) of (\d+) bytes", line)
-        if m:
-            wire[int(m.group(1))] = wire.get(int(m.group(1)), 0) + int(m.group(2))
-        m = re.search(r"rank 0's image (\d+) bytes", line)
-        if m:
-            image = int(m.group(1))
-for v in range(2, V + 1):
-    if v in pub and v in ready:
-        print("%d %.4f %d %d" % (v, ready[v] - pub[v], wire.get(v, image), image))
-PY
+    "$PY" "$ROOT/tests/tools/trace_times.py" "$V" "$TMP/$mode-t0.log" "$TMP/$mode"-e*.log
     ip netns pids "$TNS" | xargs -r kill; ip netns pids "$CNS" | xargs -r kill
     sleep 0.5
 }

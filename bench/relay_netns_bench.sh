@@ -76,27 +76,7 @@ run() {
         pids+=($!); WSYNC_PIDS+=($!)
     done
     for e in "${pids[@]}"; do wait "$e" || echo "$plan: an engine failed: $(tail -2 "$TMP/$tag"-e*.log)" >&2; done
-    "$PY" - "$V" "$TMP/$tag-t0.log" "$TMP/$tag"-e*.log <<'PY'
-import re, sys
-V = int(sys.argv[1])
-pub, ready = {}, {}
-for line in open(sys.argv[2]):
-    m = re.match(r"TRACE (\d+\.\d+) .*trainer rank 0: publish of version (\d+) started", line)
-    if m:
-        pub[int(m.group(2))] = float(m.group(1))
-for path in sys.argv[3:]:
-    cur = None
-    for line in open(path):
-        m = re.match(r"TRACE (\d+\.\d+) .*pull of version (\d+) opened", line)
-        if m:
-            cur = int(m.group(2))
-        m = re.match(r"TRACE (\d+\.\d+) .*engine \S+: reported", line)
-        if m and cur is not None:
-            ready[cur] = max(ready.get(cur, 0.0), float(m.group(1)))
-for v in range(2, V + 1):
-    if v in pub and v in ready:
-        print("%.4f" % (ready[v] - pub[v]))
-PY
+    "$PY" "$ROOT/tests/tools/trace_times.py" "$V" "$TMP/$tag-t0.log" "$TMP/$tag"-e*.log | awk '{ print $2 }'
     ip netns pids "$TNS" | xargs -r kill; ip netns pids "$CNS" | xargs -r kill
     sleep 0.5
 }
