@@ -17,6 +17,7 @@
 #include "common/delta/delta.h"
 #include "common/digest/digest.h"
 #include "common/proto/pull_request.h"
+#include "engine_side/plan_choice.h"
 
 enum { P_LANDED = 1, P_PLACED = 2, P_APPLIED = 4, P_BAD = 8 }; /* P_BAD: its wire was refused */
 
@@ -68,6 +69,42 @@ static void delta_free(recv_delta_t *d)
     free(d);
 }
 
+/* The wire's fraction of the bytes at the delta_density setting's changed
+ * fraction of bf16 elements (the encoder's choice of form). */
+static double expected_wire(void)
+{
+    const uint64_t n = 1u << 20;
+    double density = strtod(wsync_setting_str(WSYNC_SET_DELTA_DENSITY), NULL);
+    wsync_delta_stats_t st;
+    wsync_delta_stats_from(n, (uint64_t)((double)n * density + 0.5), 2, &st);
+    return (double)st.bytes[st.chosen] / (double)(n * 2);
+}
+
+/* delta=auto with a links file: the cost model's choice for this rank's
+ * pull of this version over tcp (plan_choice_delta), at the wire fraction
+ * its last delta pull measured, or before one the delta_density setting's.
+ * It costs this node's pull alone, from one trainer host. */
+static int auto_wants(const fetch_t *f)
+{
+    const wsync_receiver_t *r = f->p.r;
+    cost_deploy_t d;
+    double delta_s, full_s;
+    int yes;
+    cost_deploy_init(&d, f->plan->world, 1, 1, r->cfg.local_world, f->plan->image_size, f->plan->chunk_size,
+                     COST_MEM_HOST, COST_NET_TCP);
+    d.tcp_conns = (int)wsync_setting_int(WSYNC_SET_TCP_CONNS);
+    d.delta_wire = r->delta_wire_seen > 0 ? r->delta_wire_seen : expected_wire();
+    d.delta_base_copy = f->p.slot != r->cur_slot;
+    yes = plan_choice_delta(r->links, &d, &delta_s, &full_s);
+    LOG_INFO("engine %s rank %d: version %llu: delta auto chose %s: the cost model (%s) gives %.3f ms as deltas "
+             "from version %llu (%.2f%% of the bytes on the wire, %s) against %.3f ms full",
+             r->engine_id, f->p.me, (unsigned long long)f->p.v, yes ? "deltas" : "full pieces", r->links->machine,
+             delta_s * 1e3, (unsigned long long)r->held_version, d.delta_wire * 100,
+             r->delta_wire_seen > 0 ? "as the last delta pull measured" : "at the delta_density setting",
+             full_s * 1e3);
+    return yes;
+}
+
 /* Whether this attempt may ask for deltas: a verified version of the same
  * layout held here, older than the one pulled, whose bytes stay readable
  * (wsync's own host images, no caller tensors), straight from the trainers,
@@ -83,7 +120,9 @@ static int may_ask(const fetch_t *f)
     if (r->held_version == 0 || r->held_version >= f->p.v || r->held == NULL ||
         strcmp(r->held->layout_digest, f->p.sl->layout_digest) != 0)
         return 0;
-    return f->p.slot == r->cur_slot || r->nslots == 2;
+    if (f->p.slot != r->cur_slot && r->nslots != 2)
+        return 0;
+    return wsync_setting_int(WSYNC_SET_DELTA) != 0 || r->links == NULL || auto_wants(f);
 }
 
 /* Test hook: flip one byte of a piece of the held version, once per
@@ -431,6 +470,8 @@ void recv_delta_end(fetch_t *f, wsync_status_t st)
                  wsync_fmt_size(d->piece_bytes, b, sizeof(b)), (unsigned long long)on_wire,
                  (unsigned long long)d->owed, d->owed ? 100.0 * (double)on_wire / (double)d->owed : 0.0,
                  wsync_fmt_size(on_wire, c, sizeof(c)), (unsigned long long)d->nrefetch);
+    if (st == WSYNC_OK && d->ndelta > 0 && d->owed > 0) /* what delta=auto costs the next pull at */
+        f->p.r->delta_wire_seen = (double)(d->owed - d->piece_bytes + d->wire_bytes) / (double)d->owed;
     if (st == WSYNC_OK)
         f->p.r->delta_last = (wsync_report_delta_t){.pieces = d->ndelta,
                                                     .wire_bytes = d->wire_bytes,
