@@ -222,8 +222,8 @@ const wsync_setting_def_t wsync_settings_table[WSYNC_SET_COUNT] = {
                          .choices = "auto|on|off",
                          .doc = "an engine rank holding a verified version asks for the next as deltas from it "
                                 "(the elements that changed, docs/DELTA.md), checked against the new version's "
-                                "digests; auto: over tcp into host memory (off inside one GPU), and with a links file "
-                                "only where the cost model finds the delta pull faster than a full one"},
+                                "digests; auto: over tcp into host memory (off inside one GPU), and with a links "
+                                "file only where the cost model finds the delta pull faster than a full one"},
     [WSYNC_SET_DELTA_BASES] = {.name = "delta_bases",
                                .type = WSYNC_STYPE_INT,
                                .dflt = "1",
@@ -238,7 +238,7 @@ const wsync_setting_def_t wsync_settings_table[WSYNC_SET_COUNT] = {
                                  .dflt = "0.02",
                                  .env = "WSYNC_DELTA_DENSITY",
                                  .check = check_fraction,
-                                 .doc = "delta=auto with a links file: the fraction of elements expected to change "
-                                        "per version, which the cost model costs a delta pull at until the rank "
+                                 .doc = "delta=auto with a links file: the fraction of elements expected to "
+                                        "change per version, which the cost model costs a delta pull at until the rank "
                                         "has measured one (docs/DELTA.md)"},
 };
