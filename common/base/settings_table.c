@@ -240,6 +240,5 @@ const wsync_setting_def_t wsync_settings_table[WSYNC_SET_COUNT] = {
                                  .check = check_fraction,
                                  .doc = "delta=auto with a links file: the fraction of elements expected to "
                                         "change per version, which the cost model costs a delta pull at until the "
-                                        "rank "
-                                        "has measured one (docs/DELTA.md)"},
+                                        "rank has measured one (docs/DELTA.md)"},
 };
