@@ -15,6 +15,7 @@
 #include "common/base/settings.h"
 #include "common/base/util.h"
 #include "common/delta/delta.h"
+#include "common/delta/delta_mem.h"
 #include "common/digest/digest.h"
 #include "common/proto/pull_request.h"
 #include "engine_side/plan_choice.h"
@@ -29,8 +30,10 @@ typedef struct delta_reg {
 
 struct recv_delta {
     uint64_t base;
-    const char *held; /* the base's bytes: the held slot's image */
-    int staged;       /* the pull lands in the other slot (else in the held bytes) */
+    const wsync_mem_ops_t *mem; /* where the image is: host memory or a GPU (delta_mem.h) */
+    wsync_delta_dev_t *dev;     /* a GPU's buffers for the wires applied there */
+    const char *held;           /* the base's bytes: the held slot's image */
+    int staged;                 /* the pull lands in the other slot (else in the held bytes) */
     unsigned char *stage;
     uint64_t stage_len;
     uint64_t *area_at, *area_len; /* [world]: each trainer rank's part of the stage */
@@ -54,6 +57,7 @@ struct recv_delta {
 
 static void delta_free(recv_delta_t *d)
 {
+    wsync_delta_dev_free(d->mem, d->dev);
     free(d->stage);
     free(d->area_at);
     free(d->area_len);
@@ -91,7 +95,7 @@ static int auto_wants(const fetch_t *f)
     double delta_s, full_s;
     int yes;
     cost_deploy_init(&d, f->plan->world, 1, 1, r->cfg.local_world, f->plan->image_size, f->plan->chunk_size,
-                     COST_MEM_HOST, COST_NET_TCP);
+                     r->mem->kind == WSYNC_MEM_CUDA ? COST_MEM_GPU : COST_MEM_HOST, COST_NET_TCP);
     d.tcp_conns = (int)wsync_setting_int(WSYNC_SET_TCP_CONNS);
     d.delta_wire = r->delta_wire_seen > 0 ? r->delta_wire_seen : expected_wire();
     d.delta_base_copy = f->p.slot != r->cur_slot;
@@ -107,15 +111,15 @@ static int auto_wants(const fetch_t *f)
 
 /* Whether this attempt may ask for deltas: a verified version of the same
  * layout held here, older than the one pulled, whose bytes stay readable
- * (wsync's own host images, no caller tensors), straight from the trainers,
- * with digests to check against. */
+ * (wsync's own images, host or GPU memory, no caller tensors), straight
+ * from the trainers, with digests to check against. */
 static int may_ask(const fetch_t *f)
 {
     const wsync_receiver_t *r = f->p.r;
     if (wsync_setting_int(WSYNC_SET_DELTA) == 2) /* auto | on | off */
         return 0;
-    if (f->ver.digests == NULL || f->dm || r->mem->kind != WSYNC_MEM_HOST || r->sparse || r->gpu_sparse ||
-        r->cfg.ndests > 0 || f->p.relay.id[0] != '\0')
+    if (f->ver.digests == NULL || f->dm || r->sparse || r->gpu_sparse || r->cfg.ndests > 0 ||
+        f->p.relay.id[0] != '\0')
         return 0;
     if (r->held_version == 0 || r->held_version >= f->p.v || r->held == NULL ||
         strcmp(r->held->layout_digest, f->p.sl->layout_digest) != 0)
@@ -131,14 +135,18 @@ static void corrupt_held(const fetch_t *f, char *held)
 {
     static int done;
     long long i = wsync_fault(WSYNC_FAULT_CORRUPT_HELD);
+    const wsync_mem_ops_t *mem = f->p.r->mem;
     const wsync_piece_t *pc;
+    char *at, b;
     if (i < 0 || done || (uint64_t)i >= f->plan->npieces)
         return;
     pc = &f->plan->pieces[i];
     if (!recv_pull_is_mine(&f->p, pc->chunk) || pc->len == 0)
         return;
     done = 1;
-    held[pc->offset + pc->len / 2] ^= 0x01;
+    at = held + pc->offset + pc->len / 2; /* host memory or the GPU's */
+    if (mem->copy(&b, at, 1) != WSYNC_OK || (b ^= 0x01, mem->copy(at, &b, 1)) != WSYNC_OK)
+        return;
     LOG_WARN("test hook: engine %s rank %d flipped a byte of piece %lld of version %llu, the base it holds",
              f->p.r->engine_id, f->p.me, i, (unsigned long long)f->p.r->held_version);
 }
@@ -192,6 +200,7 @@ wsync_status_t recv_delta_begin(fetch_t *f)
                            (unsigned long long)at);
     }
     d->base = r->held_version;
+    d->mem = r->mem;
     d->held = r->win[r->cur_slot].ptr;
     d->staged = f->p.slot != r->cur_slot;
     corrupt_held(f, r->win[r->cur_slot].ptr);
@@ -275,9 +284,10 @@ static wsync_status_t apply(fetch_t *f, uint32_t i)
     char *dst = f->image + pc->offset;
     wsync_status_t st = WSYNC_ERR_FORMAT;
     if (d->wlen[i] == d->wbytes[i]) {
-        if (d->staged)
-            memcpy(dst, d->held + pc->offset, pc->len);
-        st = wsync_delta_apply(dst, pc->len, d->stage + d->area_at[t] + d->wat[i], d->wbytes[i]);
+        st = d->staged ? d->mem->copy(dst, d->held + pc->offset, pc->len) : WSYNC_OK;
+        if (st == WSYNC_OK)
+            st = wsync_delta_mem_apply(d->mem, &d->dev, dst, pc->len, d->stage + d->area_at[t] + d->wat[i],
+                                       d->wbytes[i]);
     } else {
         wsync_error(st, "%llu bytes landed, the answer says %llu", (unsigned long long)d->wlen[i],
                     (unsigned long long)d->wbytes[i]);
