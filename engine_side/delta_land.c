@@ -53,6 +53,7 @@ struct recv_delta {
     uint64_t refetch_bytes;                             /* put again in full */
     uint64_t failed_len, lost;                          /* failed pieces: their bytes, their wires' */
     int nkept, nasked; /* trainer answers that kept the base; requests that named it */
+    int nother;        /* requests over another transport than tcp (the local one: a copy beats a delta) */
 };
 
 static void delta_free(recv_delta_t *d)
@@ -234,6 +235,8 @@ wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *m
     wsync_pull_request_t pr = {0};
     delta_reg_t *g = NULL;
     int k;
+    if (d != NULL && d->area_len[t] > 0 && strcmp(rt->ops->name, "tcp") != 0)
+        d->nother++;
     if (d == NULL || d->area_len[t] == 0 || strcmp(rt->ops->name, "tcp") != 0 || !keeps(f, t, f->p.v - d->base))
         return WSYNC_OK;
     for (k = 0; k < d->nreg; k++)
@@ -466,7 +469,11 @@ void recv_delta_end(fetch_t *f, wsync_status_t st)
         d->reg[k].rt->ops->dereg(d->reg[k].region);
     /* The pieces that went full, the wires, and what was put again. */
     on_wire = d->owed - d->piece_bytes - d->failed_len + d->wire_bytes + d->lost + d->refetch_bytes;
-    if (st == WSYNC_OK && d->nkept == 0)
+    if (st == WSYNC_OK && d->nkept == 0 && d->nasked == 0 && d->nother > 0)
+        LOG_INFO("engine %s rank %d: version %llu: every piece came full: %d trainer ranks are reached by a "
+                 "transport other than tcp (deltas go over tcp; the local transport's copy beats them)",
+                 f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, d->nother);
+    else if (st == WSYNC_OK && d->nkept == 0)
         LOG_INFO("engine %s rank %d: version %llu: no trainer rank keeps version %llu as a delta base (%s): every "
                  "piece came full",
                  f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, (unsigned long long)d->base,

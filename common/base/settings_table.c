@@ -228,11 +228,12 @@ const wsync_setting_def_t wsync_settings_table[WSYNC_SET_COUNT] = {
                                .type = WSYNC_STYPE_INT,
                                .dflt = "1",
                                .min = 0,
-                               .max = 1,
+                               .max = 4,
                                .env = "WSYNC_DELTA_BASES",
-                               .doc =
-                                   "versions a trainer rank keeps as delta bases: 1, the previous one, which the "
-                                   "other publish slot holds (no extra memory); 0: none, every piece goes full"},
+                               .doc = "versions a trainer rank keeps as delta bases: 1, the previous one, which "
+                                      "the other publish slot holds (no extra memory); K > 1: K + 1 publish "
+                                      "slots, "
+                                      "each the rank's share of the image; 0: none, every piece goes full"},
     [WSYNC_SET_DELTA_DENSITY] = {.name = "delta_density",
                                  .type = WSYNC_STYPE_STRING,
                                  .dflt = "0.02",

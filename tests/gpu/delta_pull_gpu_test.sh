@@ -8,7 +8,10 @@
 # file it was published from; every version after the first as deltas, the
 # bytes on the wire below a quarter of the image; in place, a byte of the
 # held version flipped in GPU memory before the first delta pull is caught
-# by verification and its piece re-fetched in full. Skips without CUDA.
+# by verification and its piece re-fetched in full. WSYNC_LOCAL_TRANSPORT=0:
+# on one host an engine would copy from a GPU trainer with the local
+# transport (CUDA IPC), where deltas do not pay and are not asked; tcp
+# stands in for trainers on another host. Skips without CUDA.
 source "$(dirname "$0")/../integration/lib.sh"
 NEED_CUDA=1 source "$WSYNC_ROOT/tests/python/pick_python.sh"
 names="delta_gpu_staged_every_tensor_equal delta_gpu_wire_bytes_below_full delta_gpu_in_place_corrupted_base_refetched"
@@ -61,7 +64,7 @@ run() {
     bg "$WSYNC" serve --listen 127.0.0.1:$port >"$TMP/serve-$name.log" 2>&1
     wait_http "$url/healthz"
     for r in 0 1; do
-        env "$@" timeout 240 "$WSYNC" engine --control "$url" --engine "e-$name" --local-rank $r --local-world 2 \
+        env WSYNC_LOCAL_TRANSPORT=0 "$@" timeout 240 "$WSYNC" engine --control "$url" --engine "e-$name" --local-rank $r --local-world 2 \
             --mode "$mode" --transport tcp --device cuda:0 --versions "$n" --timeout-ms 120000 \
             --dump "$TMP/d-$name" >"$TMP/e-$name-$r.log" 2>&1 &
         eval E$r=$!
@@ -69,7 +72,7 @@ run() {
     done
     wait_registered "$url" "e-$name"
     for r in 0 1; do
-        bg timeout 240 "$WSYNC" trainer --control "$url" --rank $r --world 2 --safetensors "$FILES" --versions "$n" \
+        bg env WSYNC_LOCAL_TRANSPORT=0 timeout 240 "$WSYNC" trainer --control "$url" --rank $r --world 2 --safetensors "$FILES" --versions "$n" \
             --chunk 256K --device cuda:0 --interval-ms 500 --wait-engines 1 >"$TMP/t-$name-$r.log" 2>&1
     done
     wait $E0
