@@ -11,7 +11,9 @@
 #     wire fraction the previous delta pull measured;
 # every tensor of every version on both nodes torch.equal to the file it was
 # published from. `wsync plan --predict --delta auto` on the same files
-# shows both costs and makes the same choices.
+# shows both costs and makes the same choices. Then (root, network
+# namespaces) a link shaped to 1 Gbit/s with tbf, measured by `wsync
+# calibrate --peer` into the links file the node pulls with: deltas.
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 if ! $PY -c 'import torch, numpy' 2>/dev/null; then
@@ -117,4 +119,54 @@ if [ $ethin = 0 ] && dumps_equal ethin &&
     pass delta_auto_thin_link_pulls_deltas
 else
     fail delta_auto_thin_link_pulls_deltas "rc=$ethin: $(grep -h 'delta' "$TMP/e-thin.log" | head -3)"
+fi
+
+# --- a tc-shaped link, measured: the trainer host's link limited to 1 Gbit/s
+# with tbf (network namespaces, as bench/delta_netns_bench.sh), `wsync
+# calibrate --peer` measures tcp across it from the engine host into a links
+# file (with this machine's delta encode and apply rates), and the engine
+# node pulling with that file takes deltas from version 2 on.
+source "$WSYNC_ROOT/tests/integration/netns.sh"
+if ! netns_begin "wda$$"; then
+    skip delta_auto_shaped_link_calibrated_pulls_deltas "$NETNS_WHY"
+    exit 0
+fi
+NET="10.$((($$ >> 8) & 255)).$((($$ & 255) ^ 170))"
+CNS=wac$$ TNS=wat$$ ENS=wae$$ CIP=$NET.1 TIP=$NET.2 EIP=$NET.10
+if ! { netns_host "$CNS" "$CIP" && netns_host "$TNS" "$TIP" &&
+    nsx "$TNS" tc qdisc replace dev eth0 root tbf rate 1gbit burst 256kb latency 200ms &&
+    nsx "$NETNS_HUB" tc qdisc replace dev "p$((${#NETNS[@]} - 1))" root tbf rate 1gbit burst 256kb latency 200ms &&
+    netns_host "$ENS" "$EIP"; }; then
+    skip delta_auto_shaped_link_calibrated_pulls_deltas "cannot build the namespaces or shape the link"
+    exit 0
+fi
+CPORT=$(free_port)
+bg nsx "$TNS" "$WSYNC" calibrate --serve "$TIP:$CPORT" >"$TMP/calib-serve.log" 2>&1
+sleep 0.5
+nsx "$ENS" "$WSYNC" calibrate --peer "$TIP:$CPORT" --reps 3 --size 16M --out "$TMP/shaped.json" \
+    >"$TMP/calib.log" 2>&1
+PORT=$(free_port)
+URL=http://$CIP:$PORT
+bg nsx "$CNS" "$WSYNC" serve --listen "$CIP:$PORT" >"$TMP/serve-shaped.log" 2>&1
+nsx "$CNS" bash -c "$(declare -f wait_http); wait_http $URL/healthz"
+nsx "$ENS" env WSYNC_PLAN=direct WSYNC_LINKS="$TMP/shaped.json" "$WSYNC" engine --control "$URL" --engine eshaped \
+    --local-rank 0 --local-world 1 --mode staged --transport tcp --bind "$EIP" --versions $NV --timeout-ms 60000 \
+    --dump "$TMP/d" >"$TMP/e-shaped.log" 2>&1 &
+ES=$!
+WSYNC_PIDS+=($ES)
+for r in 0 1; do
+    bg nsx "$TNS" "$WSYNC" trainer --control "$URL" --rank $r --world 2 --safetensors "$FILES" --versions $NV \
+        --chunk 256K --wait-engines 1 --listen "$TIP:0" --advertise "$TIP" >"$TMP/t-shaped-$r.log" 2>&1
+done
+wait $ES
+eshaped=$?
+# The file says tcp at about 1 Gbit/s (0.05-0.2 GB/s: tbf's rate, whatever this host's loopback does).
+if [ $eshaped = 0 ] && dumps_equal eshaped &&
+    $PY -c 'import json, sys; g = json.load(open(sys.argv[1]))["links"]["tcp"]["gbps"]; assert 0.05 < g < 0.2, g' \
+        "$TMP/shaped.json" &&
+    [ "$(counts "$TMP/e-shaped.log" 'version [2-4]: delta auto chose deltas: the cost model')" = 3 ] &&
+    [ "$(counts "$TMP/e-shaped.log" 'version [2-4]: [1-9][0-9]* pieces as deltas from version [1-3]')" = 3 ]; then
+    pass delta_auto_shaped_link_calibrated_pulls_deltas
+else
+    fail delta_auto_shaped_link_calibrated_pulls_deltas "rc=$eshaped: $(grep -h 'gbps' "$TMP/shaped.json" | head -2) $(grep -h 'delta' "$TMP/e-shaped.log" | head -2)"
 fi
