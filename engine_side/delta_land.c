@@ -469,10 +469,10 @@ void recv_delta_end(fetch_t *f, wsync_status_t st)
         d->reg[k].rt->ops->dereg(d->reg[k].region);
     /* The pieces that went full, the wires, and what was put again. */
     on_wire = d->owed - d->piece_bytes - d->failed_len + d->wire_bytes + d->lost + d->refetch_bytes;
-    if (st == WSYNC_OK && d->nkept == 0 && d->nasked == 0 && d->nother > 0)
-        LOG_INFO("engine %s rank %d: version %llu: every piece came full: %d trainer ranks are reached by a "
-                 "transport other than tcp (deltas go over tcp; the local transport's copy beats them)",
-                 f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, d->nother);
+    if (st == WSYNC_OK && d->nkept == 0 && d->nasked == 0 && d->nother > 0) /* the usual way there: debug */
+        LOG_DEBUG("engine %s rank %d: version %llu: every piece came full: %d trainer ranks are reached by a "
+                  "transport other than tcp (deltas go over tcp; the local transport's copy beats them)",
+                  f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, d->nother);
     else if (st == WSYNC_OK && d->nkept == 0)
         LOG_INFO("engine %s rank %d: version %llu: no trainer rank keeps version %llu as a delta base (%s): every "
                  "piece came full",
