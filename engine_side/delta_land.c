@@ -15,8 +15,10 @@
 #include "common/base/settings.h"
 #include "common/base/util.h"
 #include "common/delta/delta.h"
+#include "common/delta/delta_mem.h"
 #include "common/digest/digest.h"
 #include "common/proto/pull_request.h"
+#include "engine_side/plan_choice.h"
 
 enum { P_LANDED = 1, P_PLACED = 2, P_APPLIED = 4, P_BAD = 8 }; /* P_BAD: its wire was refused */
 
@@ -28,8 +30,10 @@ typedef struct delta_reg {
 
 struct recv_delta {
     uint64_t base;
-    const char *held; /* the base's bytes: the held slot's image */
-    int staged;       /* the pull lands in the other slot (else in the held bytes) */
+    const wsync_mem_ops_t *mem; /* where the image is: host memory or a GPU (delta_mem.h) */
+    wsync_delta_dev_t *dev;     /* a GPU's buffers for the wires applied there */
+    const char *held;           /* the base's bytes: the held slot's image */
+    int staged;                 /* the pull lands in the other slot (else in the held bytes) */
     unsigned char *stage;
     uint64_t stage_len;
     uint64_t *area_at, *area_len; /* [world]: each trainer rank's part of the stage */
@@ -49,10 +53,12 @@ struct recv_delta {
     uint64_t refetch_bytes;                             /* put again in full */
     uint64_t failed_len, lost;                          /* failed pieces: their bytes, their wires' */
     int nkept, nasked; /* trainer answers that kept the base; requests that named it */
+    int nother;        /* requests over another transport than tcp (the local one: a copy beats a delta) */
 };
 
 static void delta_free(recv_delta_t *d)
 {
+    wsync_delta_dev_free(d->mem, d->dev);
     free(d->stage);
     free(d->area_at);
     free(d->area_len);
@@ -68,22 +74,60 @@ static void delta_free(recv_delta_t *d)
     free(d);
 }
 
+/* The wire's fraction of the bytes at the delta_density setting's changed
+ * fraction of bf16 elements (the encoder's choice of form). */
+static double expected_wire(void)
+{
+    const uint64_t n = 1u << 20;
+    double density = strtod(wsync_setting_str(WSYNC_SET_DELTA_DENSITY), NULL);
+    wsync_delta_stats_t st;
+    wsync_delta_stats_from(n, (uint64_t)((double)n * density + 0.5), 2, &st);
+    return (double)st.bytes[st.chosen] / (double)(n * 2);
+}
+
+/* delta=auto with a links file: the cost model's choice for this rank's
+ * pull of this version over tcp (plan_choice_delta), at the wire fraction
+ * its last delta pull measured, or before one the delta_density setting's.
+ * It costs this node's pull alone, from one trainer host. */
+static int auto_wants(const fetch_t *f)
+{
+    const wsync_receiver_t *r = f->p.r;
+    cost_deploy_t d;
+    double delta_s, full_s;
+    int yes;
+    cost_deploy_init(&d, f->plan->world, 1, 1, r->cfg.local_world, f->plan->image_size, f->plan->chunk_size,
+                     r->mem->kind == WSYNC_MEM_CUDA ? COST_MEM_GPU : COST_MEM_HOST, COST_NET_TCP);
+    d.tcp_conns = (int)wsync_setting_int(WSYNC_SET_TCP_CONNS);
+    d.delta_wire = r->delta_wire_seen > 0 ? r->delta_wire_seen : expected_wire();
+    d.delta_base_copy = f->p.slot != r->cur_slot;
+    yes = plan_choice_delta(r->links, &d, &delta_s, &full_s);
+    LOG_INFO("engine %s rank %d: version %llu: delta auto chose %s: the cost model (%s) gives %.3f ms as deltas "
+             "from version %llu (%.2f%% of the bytes on the wire, %s) against %.3f ms full",
+             r->engine_id, f->p.me, (unsigned long long)f->p.v, yes ? "deltas" : "full pieces", r->links->machine,
+             delta_s * 1e3, (unsigned long long)r->held_version, d.delta_wire * 100,
+             r->delta_wire_seen > 0 ? "as the last delta pull measured" : "at the delta_density setting",
+             full_s * 1e3);
+    return yes;
+}
+
 /* Whether this attempt may ask for deltas: a verified version of the same
  * layout held here, older than the one pulled, whose bytes stay readable
- * (wsync's own host images, no caller tensors), straight from the trainers,
- * with digests to check against. */
+ * (wsync's own images, host or GPU memory, no caller tensors), straight
+ * from the trainers, with digests to check against. */
 static int may_ask(const fetch_t *f)
 {
     const wsync_receiver_t *r = f->p.r;
     if (wsync_setting_int(WSYNC_SET_DELTA) == 2) /* auto | on | off */
         return 0;
-    if (f->ver.digests == NULL || f->dm || r->mem->kind != WSYNC_MEM_HOST || r->sparse || r->gpu_sparse ||
-        r->cfg.ndests > 0 || f->p.relay.id[0] != '\0')
+    if (f->ver.digests == NULL || f->dm || r->sparse || r->gpu_sparse || r->cfg.ndests > 0 ||
+        f->p.relay.id[0] != '\0')
         return 0;
     if (r->held_version == 0 || r->held_version >= f->p.v || r->held == NULL ||
         strcmp(r->held->layout_digest, f->p.sl->layout_digest) != 0)
         return 0;
-    return f->p.slot == r->cur_slot || r->nslots == 2;
+    if (f->p.slot != r->cur_slot && r->nslots != 2)
+        return 0;
+    return wsync_setting_int(WSYNC_SET_DELTA) != 0 || r->links == NULL || auto_wants(f);
 }
 
 /* Test hook: flip one byte of a piece of the held version, once per
@@ -92,14 +136,18 @@ static void corrupt_held(const fetch_t *f, char *held)
 {
     static int done;
     long long i = wsync_fault(WSYNC_FAULT_CORRUPT_HELD);
+    const wsync_mem_ops_t *mem = f->p.r->mem;
     const wsync_piece_t *pc;
+    char *at, b;
     if (i < 0 || done || (uint64_t)i >= f->plan->npieces)
         return;
     pc = &f->plan->pieces[i];
     if (!recv_pull_is_mine(&f->p, pc->chunk) || pc->len == 0)
         return;
     done = 1;
-    held[pc->offset + pc->len / 2] ^= 0x01;
+    at = held + pc->offset + pc->len / 2; /* host memory or the GPU's */
+    if (mem->copy(&b, at, 1) != WSYNC_OK || (b ^= 0x01, mem->copy(at, &b, 1)) != WSYNC_OK)
+        return;
     LOG_WARN("test hook: engine %s rank %d flipped a byte of piece %lld of version %llu, the base it holds",
              f->p.r->engine_id, f->p.me, i, (unsigned long long)f->p.r->held_version);
 }
@@ -153,6 +201,7 @@ wsync_status_t recv_delta_begin(fetch_t *f)
                            (unsigned long long)at);
     }
     d->base = r->held_version;
+    d->mem = r->mem;
     d->held = r->win[r->cur_slot].ptr;
     d->staged = f->p.slot != r->cur_slot;
     corrupt_held(f, r->win[r->cur_slot].ptr);
@@ -186,6 +235,8 @@ wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *m
     wsync_pull_request_t pr = {0};
     delta_reg_t *g = NULL;
     int k;
+    if (d != NULL && d->area_len[t] > 0 && strcmp(rt->ops->name, "tcp") != 0)
+        d->nother++;
     if (d == NULL || d->area_len[t] == 0 || strcmp(rt->ops->name, "tcp") != 0 || !keeps(f, t, f->p.v - d->base))
         return WSYNC_OK;
     for (k = 0; k < d->nreg; k++)
@@ -236,9 +287,10 @@ static wsync_status_t apply(fetch_t *f, uint32_t i)
     char *dst = f->image + pc->offset;
     wsync_status_t st = WSYNC_ERR_FORMAT;
     if (d->wlen[i] == d->wbytes[i]) {
-        if (d->staged)
-            memcpy(dst, d->held + pc->offset, pc->len);
-        st = wsync_delta_apply(dst, pc->len, d->stage + d->area_at[t] + d->wat[i], d->wbytes[i]);
+        st = d->staged ? d->mem->copy(dst, d->held + pc->offset, pc->len) : WSYNC_OK;
+        if (st == WSYNC_OK)
+            st = wsync_delta_mem_apply(d->mem, &d->dev, dst, pc->len, d->stage + d->area_at[t] + d->wat[i],
+                                       d->wbytes[i]);
     } else {
         wsync_error(st, "%llu bytes landed, the answer says %llu", (unsigned long long)d->wlen[i],
                     (unsigned long long)d->wbytes[i]);
@@ -417,7 +469,11 @@ void recv_delta_end(fetch_t *f, wsync_status_t st)
         d->reg[k].rt->ops->dereg(d->reg[k].region);
     /* The pieces that went full, the wires, and what was put again. */
     on_wire = d->owed - d->piece_bytes - d->failed_len + d->wire_bytes + d->lost + d->refetch_bytes;
-    if (st == WSYNC_OK && d->nkept == 0)
+    if (st == WSYNC_OK && d->nkept == 0 && d->nasked == 0 && d->nother > 0) /* the usual way there: debug */
+        LOG_DEBUG("engine %s rank %d: version %llu: every piece came full: %d trainer ranks are reached by a "
+                  "transport other than tcp (deltas go over tcp; the local transport's copy beats them)",
+                  f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, d->nother);
+    else if (st == WSYNC_OK && d->nkept == 0)
         LOG_INFO("engine %s rank %d: version %llu: no trainer rank keeps version %llu as a delta base (%s): every "
                  "piece came full",
                  f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, (unsigned long long)d->base,
@@ -431,6 +487,8 @@ void recv_delta_end(fetch_t *f, wsync_status_t st)
                  wsync_fmt_size(d->piece_bytes, b, sizeof(b)), (unsigned long long)on_wire,
                  (unsigned long long)d->owed, d->owed ? 100.0 * (double)on_wire / (double)d->owed : 0.0,
                  wsync_fmt_size(on_wire, c, sizeof(c)), (unsigned long long)d->nrefetch);
+    if (st == WSYNC_OK && d->ndelta > 0 && d->owed > 0) /* what delta=auto costs the next pull at */
+        f->p.r->delta_wire_seen = (double)(d->owed - d->piece_bytes + d->wire_bytes) / (double)d->owed;
     if (st == WSYNC_OK)
         f->p.r->delta_last = (wsync_report_delta_t){.pieces = d->ndelta,
                                                     .wire_bytes = d->wire_bytes,

@@ -102,14 +102,14 @@ int recv_relay_parent(wsync_receiver_t *r, uint64_t v, int world, uint64_t image
     wsync_plan_spec_t plan = r->plan;
     size_t n = 0;
     int parent, thosts = 1;
-    if (plan.kind != WSYNC_PLAN_RELAY && r->links == NULL)
+    if (plan.kind != WSYNC_PLAN_RELAY && !recv_plan_auto(r))
         return 0;
     if (relay_nodes(r, v, &nodes, &n, &thosts) != WSYNC_OK) {
         LOG_WARN("engine %s rank %d: no list of relay nodes (%s): version %llu from the trainer ranks",
                  r->engine_id, r->cfg.local_rank, wsync_last_error(), (unsigned long long)v);
         return 0;
     }
-    if (r->links)
+    if (recv_plan_auto(r))
         plan = choose_for_version(r, v, world, image, chunk, n, thosts);
     parent = plan.kind == WSYNC_PLAN_RELAY ? relay_tree_parent(nodes, n, r->engine_id, plan.fanout) : -1;
     if (parent >= 0) {
@@ -122,7 +122,7 @@ int recv_relay_parent(wsync_receiver_t *r, uint64_t v, int world, uint64_t image
 
 int recv_node_relays(const wsync_receiver_t *r)
 {
-    return r->relay_capable && (r->plan.kind == WSYNC_PLAN_RELAY || r->links != NULL);
+    return r->relay_capable && (r->plan.kind == WSYNC_PLAN_RELAY || recv_plan_auto(r));
 }
 
 wsync_status_t recv_relay_pull_send(recv_relay_pull_t *rp, wsync_receiver_t *r, json_t *msg, uint64_t deadline)

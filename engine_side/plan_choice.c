@@ -22,3 +22,23 @@ wsync_plan_spec_t plan_choice_resolve(const wsync_plan_spec_t *asked, const plan
         s = (wsync_plan_spec_t){.kind = WSYNC_PLAN_DIRECT};
     return s;
 }
+
+int plan_choice_delta(const cost_links_t *links, const cost_deploy_t *d, double *delta_s, double *full_s)
+{
+    cost_deploy_t one = *d;
+    cost_choice_t full, delta;
+    one.delta = COST_DELTA_OFF;
+    *delta_s = *full_s = 0;
+    if (cost_choose(links, &one, &full) != WSYNC_OK) {
+        LOG_WARN("delta auto: the cost model cannot cost a full pull (%s): asking for deltas", wsync_last_error());
+        return 1;
+    }
+    one.delta = COST_DELTA_ON;
+    if (cost_choose(links, &one, &delta) != WSYNC_OK) {
+        LOG_WARN("delta auto: the cost model cannot cost a delta pull (%s): asking for deltas", wsync_last_error());
+        return 1;
+    }
+    *delta_s = delta.predicted_s;
+    *full_s = full.predicted_s;
+    return delta.predicted_s < full.predicted_s * 0.99;
+}

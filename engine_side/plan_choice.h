@@ -25,4 +25,13 @@ typedef struct plan_choice_input {
  * same inputs makes the same choice. Never fails. */
 wsync_plan_spec_t plan_choice_resolve(const wsync_plan_spec_t *asked, const plan_choice_input_t *in);
 
+/* delta=auto: 1 when the cost model over `links` pulls `d`'s version
+ * faster as deltas (d->delta_wire of the bytes on the wire, the trainers'
+ * encode and the landing ranks' base copy and apply) than full, by at least
+ * 1% (a tie goes to the full pull, as in cost_choose). *delta_s and *full_s:
+ * the two predictions, the fastest runnable plan of each. A deployment the
+ * model cannot cost gives 1 (today's rule: ask; the trainers' answers and
+ * the verification decide) with both 0 and a warning. Never fails. */
+int plan_choice_delta(const cost_links_t *links, const cost_deploy_t *d, double *delta_s, double *full_s);
+
 #endif

@@ -103,14 +103,16 @@ static char *dup_or(const char *s, const char *dflt)
 
 /* The plan setting resolved for this node (plan_choice.c); under auto with
  * a links file (the links setting) the file is read here, once, and the
- * choice is made again for each version (fetch_relay.c). */
+ * choice is made again for each version (fetch_relay.c). delta=auto reads
+ * the same file: it costs each version's delta pull (delta_land.c). */
 static wsync_status_t choose_plan(wsync_receiver_t *r)
 {
     plan_choice_input_t in = {0};
     const char *links = wsync_setting_str(WSYNC_SET_LINKS);
     r->relay_capable = (strcmp(r->transport_name, "tcp") == 0 || strcmp(r->transport_name, "auto") == 0);
     WSYNC_CHECK(wsync_plan_spec_parse(wsync_setting_str(WSYNC_SET_PLAN), &r->asked));
-    if (r->asked.kind == WSYNC_PLAN_AUTO && r->relay_capable && links[0]) {
+    if (((r->asked.kind == WSYNC_PLAN_AUTO && r->relay_capable) || wsync_setting_int(WSYNC_SET_DELTA) == 0) &&
+        links[0]) {
         r->links = calloc(1, sizeof(*r->links));
         WSYNC_CHECK_ALLOC(r->links);
         WSYNC_CHECK(cost_links_load(links, r->links));
@@ -223,7 +225,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
         json_t *endpoint = NULL;
         snprintf(reg.host_id, sizeof(reg.host_id), "%s", r->host_id);
         st = WSYNC_OK;
-        if (r->plan.kind == WSYNC_PLAN_RELAY || r->links) { /* auto may choose a relay plan */
+        if (r->plan.kind == WSYNC_PLAN_RELAY || recv_plan_auto(r)) { /* auto may choose a relay plan */
             st = relay_start(r->bind_host, &r->auth, r->engine_id, r->mem->kind, r->device, &r->relay);
             if (st == WSYNC_OK)
                 snprintf(reg.relay, sizeof(reg.relay), "%s", relay_address(r->relay));

@@ -145,6 +145,8 @@ struct wsync_receiver {
     uint64_t failed_version;         /* local rank 0: the version of the last attempt that failed (attempt.c) */
     double last_secs;                /* duration of the last successful pull attempt (set-up excluded) */
     wsync_report_delta_t delta_last; /* what this rank's last attempt moved as deltas (delta_land.c) */
+    double delta_wire_seen;          /* the wire's fraction of the bytes of this rank's last delta pull (0: none
+                                        yet): what delta=auto costs the next at (delta_land.c) */
     recv_progress_t *progress;       /* phase and bytes of the pull in progress */
 
     /* engine layouts: this rank's spec on the board (NULL: the whole image,
@@ -160,7 +162,8 @@ struct wsync_receiver {
 
     /* the plan setting as given, the plan this node pulls by (plan_choice.c;
      * under auto with a links file, chosen again for each version), the
-     * machine's links (auto with the links setting, else NULL), and, when
+     * machine's links (plan or delta auto with the links setting, else
+     * NULL), and, when
      * the node may relay, on local rank 0 the relay serving other nodes
      * (relay.h), else NULL */
     wsync_plan_spec_t asked, plan;
@@ -265,6 +268,14 @@ wsync_status_t recv_post_tlanding(wsync_receiver_t *r, const recv_tlayout_t *tl,
 wsync_status_t recv_map_peers(wsync_receiver_t *r, int slot, uint64_t deadline, const recv_tlayout_t *tl);
 wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t deadline, const uint8_t **out);
 wsync_status_t recv_check_peers(wsync_receiver_t *r, uint64_t gen);
+
+/* 1 when plan=auto has a links file to choose by (it may choose a relay
+ * plan, chosen again for each version): r->links is also read by
+ * delta=auto alone. */
+static inline int recv_plan_auto(const wsync_receiver_t *r)
+{
+    return r->links != NULL && r->asked.kind == WSYNC_PLAN_AUTO && r->relay_capable;
+}
 
 /* 1 once wsync_receiver_cancel(r) or wsync_interrupt() was called: a wait
  * of the pull returns wsync_cancel_error then. */

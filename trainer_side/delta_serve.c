@@ -15,6 +15,7 @@
 #include "common/base/log.h"
 #include "common/base/settings.h"
 #include "common/delta/delta.h"
+#include "common/delta/delta_mem.h"
 #include "common/model/manifest.h"
 
 #define WIRE_FULL ((unsigned char *)1) /* cached: the piece goes full (its wire would not be smaller) */
@@ -28,6 +29,7 @@ typedef struct delta_slot_cache {
 typedef struct pub_delta_cache {
     pthread_mutex_t lock;
     delta_slot_cache_t e[PUB_SLOTS];
+    wsync_delta_dev_t *dev; /* slots on a GPU: the encoder's device buffers (delta_mem.h) */
 } pub_delta_cache_t;
 
 struct pub_delta_req {
@@ -59,6 +61,7 @@ void pub_delta_cache_free(wsync_publisher_t *p)
         return;
     for (k = 0; k < PUB_SLOTS; k++)
         slot_cache_reset(&dc->e[k], p->share.nmy);
+    wsync_delta_dev_free(p->mem, dc->dev);
     pthread_mutex_destroy(&dc->lock);
     free(dc);
     p->serving.delta_cache = NULL;
@@ -98,12 +101,13 @@ wsync_status_t pub_delta_begin(wsync_publisher_t *p, const wsync_pull_request_t 
     wsync_blob_t key;
     int sb;
     *out = NULL;
-    /* Whole images over tcp from host memory, out of a copy slot, with a
-     * base kept: else every piece goes full (the engine needs no second
-     * path; the reply's base 0 says why none is a delta). */
+    /* Whole images over tcp from host or GPU memory (the wires go from
+     * host memory either way), out of a copy slot, with a base kept: else
+     * every piece goes full (the engine needs no second path; the reply's
+     * base 0 says why none is a delta). */
     if (q->base == 0 || q->ntargets > 0 || q->delta_bytes < WSYNC_DELTA_HEADER ||
-        wsync_setting_int(WSYNC_SET_DELTA_BASES) == 0 || p->mem->kind != WSYNC_MEM_HOST ||
-        strcmp(ops->name, "tcp") != 0 || slot_index(p, s) < 0 || (sb = find_base(p, s, q->base)) < 0)
+        wsync_setting_int(WSYNC_SET_DELTA_BASES) == 0 || strcmp(ops->name, "tcp") != 0 || slot_index(p, s) < 0 ||
+        (sb = find_base(p, s, q->base)) < 0)
         return WSYNC_OK;
     if (p->serving.delta_cache == NULL) {
         pub_delta_cache_t *dc = calloc(1, sizeof(*dc));
@@ -206,13 +210,13 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
         return wsync_error(WSYNC_ERR_INVALID, "piece %u is not in the slots", e->id);
     bp = (const unsigned char *)sb->ptr + (e->src - sb->offset);
     np = (const unsigned char *)sn->ptr + (e->src - sn->offset);
-    if (mostly_changed(bp, np, e->len, width)) {
+    if (p->mem->kind == WSYNC_MEM_HOST && mostly_changed(bp, np, e->len, width)) {
         out = NULL;
         wl = e->len + WSYNC_DELTA_HEADER; /* full */
-    } else {
+    } else { /* on a GPU the kernels read both versions, the wire comes to host memory */
         out = malloc(cap);
         WSYNC_CHECK_ALLOC(out);
-        st = wsync_delta_encode(bp, np, e->len, width, out, cap, &wl, NULL);
+        st = wsync_delta_mem_encode(p->mem, &dc->dev, bp, np, e->len, width, out, cap, &wl);
     }
     if (st != WSYNC_OK) {
         free(out);

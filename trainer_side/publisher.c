@@ -159,7 +159,8 @@ static wsync_status_t take_slot(wsync_publisher_t *p, int direct, uint64_t versi
         if (wsync_now_ns() >= deadline) {
             pthread_mutex_unlock(&p->lock);
             return wsync_error(WSYNC_ERR_TIMEOUT,
-                               "trainer rank %d: both publish slots are still being pulled by engines; "
+                               "trainer rank %d: every publish slot but the newest is still being pulled by "
+                               "engines; "
                                "raise slot_wait_ms or check for stuck engines",
                                p->cfg.rank);
         }

@@ -20,12 +20,11 @@ wsync_status_t pub_report_register(wsync_publisher_t *p)
     snprintf(pull, sizeof(pull), "%s:%d", p->advertise, p->serving.listen_port);
     /* delta_bases: the versions before the one served that this rank can
      * encode deltas from (docs/DELTA.md): the other publish slot's, with
-     * slots in host memory; the version record carries it to the engines. */
+     * copy slots (host or GPU memory); the version record carries it to the
+     * engines. */
     ep = json_pack("{s:s, s:s, s:s, s:i}", "pull", pull, "host_id", p->host_id, "device",
                    p->cfg.device ? p->cfg.device : "host", "delta_bases",
-                   p->cfg.zero_copy || p->mem->kind != WSYNC_MEM_HOST
-                       ? 0
-                       : (int)wsync_setting_int(WSYNC_SET_DELTA_BASES));
+                   p->cfg.zero_copy ? 0 : (int)wsync_setting_int(WSYNC_SET_DELTA_BASES));
     WSYNC_CHECK_ALLOC(ep);
     st = wsync_control_register_trainer(p->control, p->cfg.rank, p->cfg.world, p->advertise, ep);
     if (st == WSYNC_OK && p->heartbeat == NULL) { /* the same registration, as a heartbeat */

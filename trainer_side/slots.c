@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/base/checks.h"
+#include "common/base/settings.h"
 
 /* The direct slot: every extent is its own area, registered where the
  * caller keeps it. */
@@ -55,9 +56,10 @@ static wsync_status_t slot_init(pub_slot_t *s, const pub_share_t *sh, const wsyn
 
 wsync_status_t pub_slots_init(pub_slots_t *ss, const pub_share_t *sh, const wsync_mem_ops_t *mem, int zero_copy)
 {
-    int i;
+    int i, k = (int)wsync_setting_int(WSYNC_SET_DELTA_BASES);
     ss->latest = -1;
-    for (i = 0; i < PUB_SLOTS && !zero_copy; i++) /* zero_copy: no slot memory at all */
+    ss->ncopy = zero_copy ? 0 : k + 1 > 2 ? k + 1 : 2; /* zero_copy: no slot memory at all */
+    for (i = 0; i < ss->ncopy; i++)
         WSYNC_CHECK(slot_init(&ss->slot[i], sh, mem, 0));
     return slot_init(&ss->slot[PUB_DIRECT], sh, mem, 1);
 }
@@ -90,11 +92,11 @@ void pub_slots_free(pub_slots_t *ss, const wsync_mem_ops_t *mem, const wsync_tra
 
 int pub_slots_free_copy(const pub_slots_t *ss)
 {
-    int s;
-    for (s = 0; s < PUB_SLOTS; s++)
-        if (s != ss->latest && ss->slot[s].pins == 0)
-            return s;
-    return -1;
+    int s, best = -1;
+    for (s = 0; s < ss->ncopy; s++)
+        if (s != ss->latest && ss->slot[s].pins == 0 && (best < 0 || ss->slot[s].version < ss->slot[best].version))
+            best = s;
+    return best;
 }
 
 void pub_slots_take(pub_slots_t *ss, int s)

@@ -1,5 +1,6 @@
 /* slots.h: where a published version's bytes sit while engines pull them:
- * two copy slots (the caller's extents copied into one buffer each) and the
+ * copy slots (the caller's extents copied into one buffer each: two, or
+ * delta_bases + 1 when it keeps more delta bases) and the
  * direct slot (the caller's extents themselves: single copy), with how far
  * each slot's copy has got and the version served single-copy. Owned by the
  * publisher; everything here runs under the publisher's lock (p->lock),
@@ -11,7 +12,7 @@
 #include "common/transport/transport.h"
 #include "trainer_side/share.h"
 
-#define PUB_SLOTS 2          /* publish slots the bytes are copied into */
+#define PUB_SLOTS 5          /* most publish slots the bytes are copied into (delta_bases 4, and the newest) */
 #define PUB_DIRECT PUB_SLOTS /* the caller's own extents: single-copy versions */
 #define PUB_NSLOTS (PUB_SLOTS + 1)
 #define PUB_MAX_TRANSPORTS 4
@@ -41,6 +42,7 @@ typedef struct pub_slot {
 
 typedef struct pub_slots {
     pub_slot_t slot[PUB_NSLOTS]; /* zero_copy: slot[PUB_DIRECT] alone is set up */
+    int ncopy;                   /* copy slots set up: slot[0..ncopy) (0 with zero_copy) */
     int latest;                  /* slot of the newest version, -1 none */
     /* Single copy (hold.c): the version served straight from the caller's
      * extents (slot[PUB_DIRECT]) until wait_held or the next publish
@@ -51,13 +53,15 @@ typedef struct pub_slots {
     char withdrawn_why[512]; /* and why (named in the failed pulls) */
 } pub_slots_t;
 
-/* The direct slot over the caller's extents and, unless zero_copy, the two
- * copy slots (memory of `mem`'s kind). */
+/* The direct slot over the caller's extents and, unless zero_copy, the copy
+ * slots (memory of `mem`'s kind): the setting delta_bases + 1, at least 2,
+ * so the newest version and the K before it (the delta bases) stay. */
 wsync_status_t pub_slots_init(pub_slots_t *ss, const pub_share_t *sh, const wsync_mem_ops_t *mem, int zero_copy);
 /* Frees the slots' memory and deregisters their regions; ops[t] is the
  * transport that registered regions[t] (NULL: none). */
 void pub_slots_free(pub_slots_t *ss, const wsync_mem_ops_t *mem, const wsync_transport_ops_t *const *ops);
-/* A copy slot neither newest nor pinned by a pull, or -1. */
+/* A copy slot neither newest nor pinned by a pull, or -1: an empty one
+ * first, else the one with the oldest version (the others stay bases). */
 int pub_slots_free_copy(const pub_slots_t *ss);
 /* Marks slot s empty so no new pull starts on it (the caller takes it). */
 void pub_slots_take(pub_slots_t *ss, int s);

@@ -46,6 +46,7 @@ typedef enum wsync_setting_id {
     WSYNC_SET_HEARTBEAT_MS,
     WSYNC_SET_DELTA,
     WSYNC_SET_DELTA_BASES,
+    WSYNC_SET_DELTA_DENSITY,
     WSYNC_SET_COUNT
 } wsync_setting_id_t;
 

@@ -3,13 +3,27 @@
 #include "common/base/settings.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "common/base/plan_spec.h"
+#include "common/base/status.h"
 #include "common/base/verbs_select.h"
 
 static int check_ib_devices(const char *v)
 {
     return verbs_dev_spec_valid(v && v[0] ? v : NULL);
+}
+
+/* A fraction in (0, 1]: "0.02". */
+static int check_fraction(const char *v)
+{
+    char *end;
+    double x = strtod(v ? v : "", &end);
+    if (v == NULL || end == v || *end != '\0' || !(x > 0 && x <= 1)) {
+        wsync_error(WSYNC_ERR_INVALID, "expected a fraction in (0, 1], such as 0.02, got '%s'", v ? v : "");
+        return 0;
+    }
+    return 1;
 }
 
 /* Defaults are written as the environment would write them. Ranges are the
@@ -208,14 +222,24 @@ const wsync_setting_def_t wsync_settings_table[WSYNC_SET_COUNT] = {
                          .choices = "auto|on|off",
                          .doc = "an engine rank holding a verified version asks for the next as deltas from it "
                                 "(the elements that changed, docs/DELTA.md), checked against the new version's "
-                                "digests; auto: over tcp into host memory (off inside one GPU)"},
+                                "digests; auto: over tcp into host memory (off inside one GPU), and with a links "
+                                "file only where the cost model finds the delta pull faster than a full one"},
     [WSYNC_SET_DELTA_BASES] = {.name = "delta_bases",
                                .type = WSYNC_STYPE_INT,
                                .dflt = "1",
                                .min = 0,
-                               .max = 1,
+                               .max = 4,
                                .env = "WSYNC_DELTA_BASES",
-                               .doc =
-                                   "versions a trainer rank keeps as delta bases: 1, the previous one, which the "
-                                   "other publish slot holds (no extra memory); 0: none, every piece goes full"},
+                               .doc = "versions a trainer rank keeps as delta bases: 1, the previous one, which "
+                                      "the other publish slot holds (no extra memory); K > 1: K + 1 publish "
+                                      "slots, "
+                                      "each the rank's share of the image; 0: none, every piece goes full"},
+    [WSYNC_SET_DELTA_DENSITY] = {.name = "delta_density",
+                                 .type = WSYNC_STYPE_STRING,
+                                 .dflt = "0.02",
+                                 .env = "WSYNC_DELTA_DENSITY",
+                                 .check = check_fraction,
+                                 .doc = "delta=auto with a links file: the fraction of elements expected to "
+                                        "change per version, which the cost model costs a delta pull at until the "
+                                        "rank has measured one (docs/DELTA.md)"},
 };

@@ -87,6 +87,6 @@ MODEL_CFG=tp sync_case tp full tp tpinto
 # tensors, the norms the other rank copies through a fan-out window) on host memory
 WSYNC_TEST_HOST_FAN_WINDOW=1 MODEL_CFG=tp sync_case tpfan full tpinto
 
-for s in abi layout errors hf examples doc dtensor single_copy; do
+for s in abi layout errors hf hf_delta examples doc dtensor single_copy; do
     timeout 300 $PY "$T/${s}_test.py" 2>"$TMP/$s.err" || { echo "FAIL ${s}_test: exited $?"; tail -n 20 "$TMP/$s.err" >&2; }
 done

@@ -5,6 +5,7 @@
  * a node holding the version; no cycles when every node sees a different
  * (random) set of holders. Also the plan setting's text (common/base/plan_spec.c)
  * and auto's resolution (engine_side/plan_choice.c: the cost model's choice). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,42 @@ static void auto_is_the_cost_models_choice(void)
     CHECK_EQ(plan_choice_resolve(&asked, &in).kind, WSYNC_PLAN_DIRECT);
 }
 
+/* delta=auto: deltas over a thin tcp link, full over a fast one (encode and
+ * apply at 1 GB/s cost more than the bytes they save), each figure the
+ * cost model's own; a links file without the delta rates asks (today's
+ * rule) with both figures 0. */
+static void delta_auto_is_the_cost_models_choice(void)
+{
+    cost_links_t links;
+    cost_deploy_t d;
+    cost_choice_t ch;
+    double delta_s, full_s;
+    memset(&links, 0, sizeof(links));
+    links.host_nics = 1;
+    links.link[COST_TCP] = (cost_link_t){.present = 1, .bw = 50e9, .alpha_s = 1e-5};
+    links.link[COST_HOST_MEMCPY] = (cost_link_t){.present = 1, .bw = 20e9};
+    links.link[COST_DIGEST_HOST] = (cost_link_t){.present = 1, .bw = 20e9};
+    links.link[COST_DELTA_ENCODE_HOST] = (cost_link_t){.present = 1, .bw = 1e9};
+    links.link[COST_DELTA_APPLY_HOST] = (cost_link_t){.present = 1, .bw = 1e9};
+    cost_deploy_init(&d, 2, 1, 1, 2, 64ULL << 20, 1ULL << 20, COST_MEM_HOST, COST_NET_TCP);
+    d.delta_wire = 0.06;
+    d.delta_base_copy = 1;
+    CHECK_EQ(plan_choice_delta(&links, &d, &delta_s, &full_s), 0);
+    CHECK(delta_s > full_s && full_s > 0);
+    d.delta = COST_DELTA_OFF;
+    CHECK_OK(cost_choose(&links, &d, &ch));
+    CHECK(fabs(ch.predicted_s - full_s) <= 1e-12);
+    links.link[COST_TCP].bw = 50e6;
+    CHECK_EQ(plan_choice_delta(&links, &d, &delta_s, &full_s), 1);
+    CHECK(delta_s < full_s && delta_s > 0);
+    d.delta = COST_DELTA_ON;
+    CHECK_OK(cost_choose(&links, &d, &ch));
+    CHECK(fabs(ch.predicted_s - delta_s) <= 1e-12);
+    links.link[COST_DELTA_APPLY_HOST].present = 0;
+    CHECK_EQ(plan_choice_delta(&links, &d, &delta_s, &full_s), 1);
+    CHECK(delta_s == 0 && full_s == 0);
+}
+
 int main(void)
 {
     RUN(matches_the_rule_in_any_input_order);
@@ -197,5 +234,6 @@ int main(void)
     RUN(views_that_differ_make_no_cycle);
     RUN(plan_setting_text);
     RUN(auto_is_the_cost_models_choice);
+    RUN(delta_auto_is_the_cost_models_choice);
     TEST_EXIT();
 }

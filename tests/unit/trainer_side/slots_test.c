@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/settings.h"
 #include "common/control/sync_layout.h"
 #include "common/mem/mem.h"
 #include "common/model/manifest.h"
@@ -123,10 +124,11 @@ static void test_slots_layout_and_states(void)
     CHECK_OK(pub_share_init(&sh, sl, &cfg));
     CHECK_OK(pub_slots_init(&ss, &sh, mem, 0));
     CHECK_EQ(ss.latest, -1);
+    CHECK_EQ(ss.ncopy, 2); /* delta_bases 1: the newest and the one before */
     /* Copy slots: one buffer, the extents back to back; the direct slot:
      * each extent where the caller keeps it, an area of its own. */
     for (e = 0; e < sh.nspans; e++) {
-        for (i = 0; i < PUB_SLOTS; i++) {
+        for (i = 0; i < (size_t)ss.ncopy; i++) {
             CHECK(ss.slot[i].spans[e].ptr == (char *)ss.slot[i].buf + pos);
             CHECK_EQ(ss.slot[i].spans[e].area, 0);
         }
@@ -167,6 +169,27 @@ static void test_slots_layout_and_states(void)
     CHECK_EQ(ss.withdrawn, 6);
     CHECK_STR(ss.withdrawn_why, "its report failed");
 
+    pub_slots_free(&ss, mem, ops);
+
+    /* delta_bases 3: four copy slots; a publish takes an empty one, then
+     * the oldest version's, so the newest and the 3 before it stay. */
+    memset(&ss, 0, sizeof(ss));
+    setenv("WSYNC_DELTA_BASES", "3", 1);
+    CHECK_OK(wsync_settings_reload());
+    CHECK_OK(pub_slots_init(&ss, &sh, mem, 0));
+    CHECK_EQ(ss.ncopy, 4);
+    for (i = 0; i < 6; i++) {
+        int s = pub_slots_free_copy(&ss);
+        CHECK(s >= 0 && s < 4);
+        if (i >= 4)
+            CHECK_EQ(ss.slot[s].version, (uint64_t)(i - 3)); /* the oldest of the four */
+        pub_slots_take(&ss, s);
+        pub_slots_announce(&ss, s, i + 1, sh.nmy);
+    }
+    for (i = 0; i < 4; i++)
+        CHECK(ss.slot[i].version >= 3); /* 3, 4, 5, 6 */
+    unsetenv("WSYNC_DELTA_BASES");
+    CHECK_OK(wsync_settings_reload());
     pub_slots_free(&ss, mem, ops);
     pub_share_free(&sh);
     free(image);

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Delta pulls between GPU memories (docs/DELTA.md): 2 trainer ranks holding
+# their publish slots on cuda:0 encode each piece's wire with the GPU
+# encoder (common/delta/delta_mem.c), an engine node of 2 ranks holding its
+# image on cuda:0 applies them with the GPU decoder, over tcp. Versions from
+# real AdamW steps (tests/tools/adamw_versions.py), staged and in place:
+# every tensor of every version, dumped from GPU memory, torch.equal to the
+# file it was published from; every version after the first as deltas, the
+# bytes on the wire below a quarter of the image; in place, a byte of the
+# held version flipped in GPU memory before the first delta pull is caught
+# by verification and its piece re-fetched in full. WSYNC_LOCAL_TRANSPORT=0:
+# on one host an engine would copy from a GPU trainer with the local
+# transport (CUDA IPC), where deltas do not pay and are not asked; tcp
+# stands in for trainers on another host. Skips without CUDA.
+source "$(dirname "$0")/../integration/lib.sh"
+NEED_CUDA=1 source "$WSYNC_ROOT/tests/python/pick_python.sh"
+names="delta_gpu_staged_every_tensor_equal delta_gpu_wire_bytes_below_full delta_gpu_in_place_corrupted_base_refetched"
+if [ "$(cuda_devices)" = 0 ]; then
+    for c in $names; do skip "$c" "no CUDA device"; done
+    exit 0
+fi
+if [ -z "$PY" ] || ! grep -q cuda <<<"$("$WSYNC" --version)"; then
+    for c in $names; do skip "$c" "no python with torch and CUDA, or libwsync built without CUDA"; done
+    exit 0
+fi
+"$PY" "$WSYNC_ROOT/tests/tools/adamw_versions.py" "$TMP/v" --steps 5 --hidden 256 --intermediate 704 --layers 2 \
+    --heads 4 --kv-heads 2 --vocab 4096 --batch 2 --seq 32 >"$TMP/gen.log" 2>&1 ||
+    { fail delta_gpu_staged_every_tensor_equal "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
+FILES=$(ls "$TMP"/v/v*.safetensors | tr '\n' ',' | sed 's/,$//') # version v is file v-1
+export WSYNC_LOG=info
+
+cat >"$TMP/compare.py" <<'PY'
+import json, struct, sys
+import torch
+def load(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return {k: torch.frombuffer(bytearray(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) or
+                                bytearray(2), dtype=torch.int16)
+            for k, v in h.items() if k != "__metadata__"}
+want = load(sys.argv[1])
+for d in sys.argv[2:]:
+    got = load(d)
+    assert got.keys() == want.keys(), (d, sorted(set(got) ^ set(want))[:3])
+    bad = [k for k in want if not torch.equal(got[k], want[k])]
+    assert not bad, (d, bad[:3])
+PY
+dumps_equal() { # DIR ENGINE N: versions 1..N on both ranks
+    local v
+    for v in $(seq 1 "$3"); do
+        "$PY" "$TMP/compare.py" "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
+            "$1/$2/rank0/v$v.safetensors" "$1/$2/rank1/v$v.safetensors" || return 1
+    done
+}
+
+# run NAME MODE N [ENV...]: a control endpoint, 2 engine ranks and 2 trainer
+# ranks, all on cuda:0, over tcp; sets e0, e1.
+run() {
+    local name=$1 mode=$2 n=$3 port url r
+    shift 3
+    port=$(free_port)
+    url=http://127.0.0.1:$port
+    bg "$WSYNC" serve --listen 127.0.0.1:$port >"$TMP/serve-$name.log" 2>&1
+    wait_http "$url/healthz"
+    for r in 0 1; do
+        env WSYNC_LOCAL_TRANSPORT=0 "$@" timeout 240 "$WSYNC" engine --control "$url" --engine "e-$name" --local-rank $r --local-world 2 \
+            --mode "$mode" --transport tcp --device cuda:0 --versions "$n" --timeout-ms 120000 \
+            --dump "$TMP/d-$name" >"$TMP/e-$name-$r.log" 2>&1 &
+        eval E$r=$!
+        WSYNC_PIDS+=($!)
+    done
+    wait_registered "$url" "e-$name"
+    for r in 0 1; do
+        bg env WSYNC_LOCAL_TRANSPORT=0 timeout 240 "$WSYNC" trainer --control "$url" --rank $r --world 2 --safetensors "$FILES" --versions "$n" \
+            --chunk 256K --device cuda:0 --interval-ms 500 --wait-engines 1 >"$TMP/t-$name-$r.log" 2>&1
+    done
+    wait $E0
+    e0=$?
+    wait $E1
+    e1=$?
+}
+
+run staged staged 6
+if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-staged" e-staged 6; then
+    pass delta_gpu_staged_every_tensor_equal
+else
+    fail delta_gpu_staged_every_tensor_equal "engine rc=$e0,$e1: $(tail -2 "$TMP/e-staged-0.log")"
+fi
+if "$PY" - 6 "$TMP"/e-staged-*.log <<'PY'; then
+import re, sys
+nv, wire, owed = int(sys.argv[1]), {}, {}
+for p in sys.argv[2:]:
+    for m in re.finditer(r"version (\d+): (\d+) pieces as deltas from version (\d+) .*on the wire (\d+) of (\d+) bytes",
+                         open(p).read()):
+        v, n, b = int(m[1]), int(m[2]), int(m[3])
+        assert n > 0 and b == v - 1, m[0]
+        wire[v] = wire.get(v, 0) + int(m[4]); owed[v] = owed.get(v, 0) + int(m[5])
+assert sorted(wire) == list(range(2, nv + 1)), sorted(wire)
+for v in wire:
+    print("version %d: %d of %d bytes on the wire (%.1f%%)" % (v, wire[v], owed[v], 100.0 * wire[v] / owed[v]))
+    assert wire[v] < owed[v] / 4, v
+PY
+    pass delta_gpu_wire_bytes_below_full
+else
+    fail delta_gpu_wire_bytes_below_full "$(grep -h 'pieces as deltas\|goes full' "$TMP"/e-staged-*.log "$TMP"/t-staged-*.log | head -3)"
+fi
+
+run inplace in-place 4 WSYNC_TEST_CORRUPT_HELD=3
+if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-inplace" e-inplace 4 &&
+    grep -qh 'piece 3 (trainer rank [01]) applied as a delta from version 1 failed verification against version 2.s digests' \
+        "$TMP"/e-inplace-*.log && grep -qh 'version 2: .*; 1 re-fetched in full after a failed check' "$TMP"/e-inplace-*.log &&
+    grep -qh 'version 4: [1-9][0-9]* pieces as deltas from version 3' "$TMP"/e-inplace-*.log; then
+    pass delta_gpu_in_place_corrupted_base_refetched
+else
+    fail delta_gpu_in_place_corrupted_base_refetched "engine rc=$e0,$e1: $(grep -h 'hook\|re-fetch\|version 2' "$TMP"/e-inplace-*.log | head -4)"
+fi

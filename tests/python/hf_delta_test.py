@@ -1,0 +1,53 @@
+"""hf_delta_test.py: versions from real AdamW steps (hf_delta_trainer.py:
+fp32 masters, their bf16 image published through wsync.hf) received by this
+engine process through wsync.hf.Receiver, staged over tcp: every version
+after the first as delta wires from the one held (on a GPU the trainer's
+slots and this engine's image are GPU memory: the GPU encoder and decoder),
+every tensor torch.equal to the trainer's saved copy at every version, the
+bytes on the wire below a quarter of the image, none re-fetched."""
+import os
+import tempfile
+import time
+
+import common
+import qwen_tiny
+import torch
+import wsync.hf
+
+
+def main():
+    c = common.Checks()
+    versions = int(os.environ.get("HF_TEST_VERSIONS", "4"))
+    tag = "hf_delta" if os.environ.get("HF_TEST_MODEL", "tiny") == "tiny" else "qwen05b_hf_delta"
+    with common.Serve() as srv, tempfile.TemporaryDirectory() as out:
+        t = common.spawn("hf_delta_trainer.py", srv.url, versions, tag, out)
+        try:
+            model, _cfg = qwen_tiny.test_model(seed=1)  # different weights until the first pull
+            with wsync.hf.Receiver(srv.url, tag, 0, 1, model, mode="staged", transport="tcp") as rcv:
+                for v in range(1, versions + 1):
+                    common.wait_line(t, "published version %d" % v, timeout=600)
+                    t0 = time.time()
+                    got = rcv.pull(version=v, timeout=300)
+                    secs = time.time() - t0
+                    want = torch.load(os.path.join(out, "v%d.pt" % v))
+                    mine = wsync.hf.state_dict(model)
+                    bad = [n for n in want if n not in mine or not torch.equal(mine[n].cpu(), want[n])]
+                    c.ok("%s_v%d_every_tensor_equal" % (tag, v), got == v and not bad and mine.keys() == want.keys(),
+                         "version %d, differing %s" % (got, bad[:3]))
+                    lp = rcv.receiver.last_pull
+                    image = sum(x.numel() * x.element_size() for x in want.values())
+                    wire = image - lp["saved_bytes"]
+                    print("%s: version %d (%s) pulled in %.3f s, %d pieces as deltas, %d of %d bytes on the wire "
+                          "(%.2f%%)" % (tag, v, str(mine[next(iter(mine))].device), secs, lp["delta_pieces"], wire,
+                                        image, 100.0 * wire / image), flush=True)
+                    if v > 1:
+                        c.ok("%s_v%d_deltas_below_full" % (tag, v),
+                             lp["delta_pieces"] > 0 and lp["refetched"] == 0 and wire < image / 4, str(lp))
+        finally:
+            t.stdin.close()
+            t.kill()
+            t.wait()
+    c.exit()
+
+
+main()
