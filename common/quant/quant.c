@@ -99,3 +99,39 @@ wsync_status_t wsync_fp8_quantize_host(const void *src, wsync_quant_src_t fmt, u
     }
     return WSYNC_OK;
 }
+
+wsync_status_t wsync_fp8_part_amax_host(const void *src, wsync_quant_src_t fmt, uint64_t e0, uint64_t n, uint64_t cols,
+                                        const wsync_fp8_spec_t *spec, float *amax, const char *what)
+{
+    const uint64_t bc = (uint64_t)spec->block_cols;
+    uint64_t i;
+    for (i = 0; i < n; i++) {
+        const uint64_t c = (e0 + i) % cols;
+        const float a = fabsf(load(src, fmt, i));
+        if (!isfinite(a))
+            return wsync_error(WSYNC_ERR_INVALID,
+                               "fp8: tensor '%s' holds %s at row %llu, column %llu: FP8 cannot carry it; find "
+                               "where the trainer produced it",
+                               what, isnan(a) ? "NaN" : "an infinity", (unsigned long long)((e0 + i) / cols),
+                               (unsigned long long)c);
+        if (a > amax[c / bc])
+            amax[c / bc] = a;
+    }
+    return WSYNC_OK;
+}
+
+void wsync_fp8_part_quantize_host(const void *src, wsync_quant_src_t fmt, uint64_t e0, uint64_t n, uint64_t cols,
+                                  const wsync_fp8_spec_t *spec, const float *amax, uint8_t *q, float *scale)
+{
+    const uint64_t bc = (uint64_t)spec->block_cols, scols = wsync_fp8_scale_cols(spec, cols);
+    uint64_t i, c, j;
+    for (c = 0; scale != NULL && c < scols; c++)
+        scale[c] = wsync_fp8_scale(amax[c], spec->form);
+    for (i = 0; i < n; i += j) { /* one stretch of a row inside one block column at a time */
+        const uint64_t col = (e0 + i) % cols, left = n - i;
+        const uint64_t run = bc - col % bc < cols - col ? bc - col % bc : cols - col;
+        const float sk = wsync_fp8_scale(amax[col / bc], spec->form);
+        for (j = 0; j < run && j < left; j++)
+            q[i + j] = wsync_fp8_e4m3_encode(load(src, fmt, i + j) / sk);
+    }
+}
