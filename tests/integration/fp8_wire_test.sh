@@ -3,13 +3,14 @@
 # MoE file in BF16 (MLA and q/k/v attention, a dense MLP, 8 experts, a
 # router), published by 2 trainer ranks with --layout fsdp (shard boundaries
 # off the 128-row grid: 200-, 192- and 128-row tensors split at 100, 96, 64,
-# so those bands travel as BF16 and the engine quantizes them; the others
-# are quantized by the trainer rank holding them), pulled by a node of 2
+# so each rank quantizes its part of those bands with the block maxima the
+# two ranks exchange; the others are quantized by the trainer rank holding
+# them), pulled by a node of 2
 # ranks with FP8 + TP=2 rules. Every FP8 tensor and scale of both ranks is
 # compared bit for bit with a quantizer written here from the definition in
 # plain Python floats (no torch, not through wsync); fp32 and UE8M0; a NaN
-# refused naming the tensor (in a band a trainer quantizes, and in one the
-# engine does); a TP size that cuts a block refused naming it; a corrupted
+# refused naming the tensor (in a band one trainer rank holds, and in one
+# two ranks share); a TP size that cuts a block refused naming it; a corrupted
 # FP8 byte caught naming the tensor; an FP8 node, a BF16 TP node and a
 # whole-image node pulling the same version side by side; a relayed FP8 node
 # bit exact.
@@ -47,7 +48,7 @@ out=$("$WSYNC" demo --trainers 3 --engines 1 --local-ranks 4 --tp 2 --layout eve
 
 # --- 2. A NaN is refused naming the tensor: in a band one trainer rank holds
 # (down_proj rows 128..255: rank 1) and in one two ranks share (an expert's
-# rows 0..127, split at 64: quantized on the engine).
+# rows 0..127, split at 64: rank 0 finds it taking its part's maxima).
 nan_case() { # NAME TENSOR ROW COL PATTERN
     $PY - "$TMP/ds.safetensors" "$TMP/nan.safetensors" "$2" "$3" "$4" <<'PYNAN'
 import json, struct, sys
@@ -64,7 +65,7 @@ PYNAN
 nan_case fp8_wire_nan_in_trainer_band_named model.layers.0.mlp.down_proj.weight 200 5 \
     "tensor 'model.layers.0.mlp.down_proj.weight' holds NaN at row 72, column 5.*rows counted from row 128"
 nan_case fp8_wire_nan_in_boundary_band_named model.layers.1.mlp.experts.3.up_proj.weight 17 42 \
-    "FP8 destination 'model.layers.1.mlp.experts.w13_weight'.*tensor 'model.layers.1.mlp.experts.3.up_proj.weight' holds NaN at row 17, column 42"
+    "trainer rank 0: fp8: tensor 'model.layers.1.mlp.experts.3.up_proj.weight' holds NaN at row 17, column 42.*rows counted from row 0 of matrix 0"
 
 # --- 3. TP 4 cuts q_b_proj's blocks (256 rows: 64 per rank): the pull is refused naming it.
 out=$("$WSYNC" demo --trainers 2 --engines 1 --local-ranks 4 --tp 4 --rules "$RULES" --layout fsdp \
@@ -124,7 +125,7 @@ else
     fail fp8_wire_side_by_side "control endpoint did not come up"
 fi
 
-# --- 6. Relays forward FP8 codes, scales and the aux rows as they are: two
+# --- 6. Relays forward FP8 codes and scales as they are: two
 # FP8 TP=2 nodes, relay:1 (the second pulls from the first).
 port=$(free_port)
 URL="http://127.0.0.1:$port"
