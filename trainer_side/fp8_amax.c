@@ -92,7 +92,9 @@ wsync_status_t pub_fp8_part_quantize(const wsync_publisher_t *p, const pub_slot_
     st = part_src(p, s, b, &src, &tmp);
     if (st == WSYNC_OK)
         wsync_fp8_part_quantize_host(src, src_fmt(t), b->e0, b->q_len, b->cols, spec, amax, q,
-                                     b->s_len == 0 ? NULL : dev ? (float *)(q + b->q_len) : ss->ptr);
+                                     b->s_len == 0 ? NULL
+                                     : dev         ? (float *)(q + b->q_len)
+                                                   : ss->ptr);
     if (st == WSYNC_OK && dev) {
         st = p->mem->copy(qs->ptr, q, b->q_len);
         if (st == WSYNC_OK && b->s_len)
@@ -123,8 +125,8 @@ static wsync_status_t amax_items(const wsync_publisher_t *p, const pub_slot_t *s
         for (j = 0; j < ITEM; j++)
             v[j] = json_integer_value(json_array_get(items, i + j));
         if (v[0] < 0 || (uint64_t)v[0] >= m->ntensors || m->tensors[v[0]].ndim < 2 || v[1] < 1 || v[1] > 256 ||
-            v[2] < 1 || v[2] > 256 || (m->tensors[v[0]].dtype != WSYNC_DTYPE_BF16 &&
-                                       m->tensors[v[0]].dtype != WSYNC_DTYPE_F32)) {
+            v[2] < 1 || v[2] > 256 ||
+            (m->tensors[v[0]].dtype != WSYNC_DTYPE_BF16 && m->tensors[v[0]].dtype != WSYNC_DTYPE_F32)) {
             st = wsync_error(WSYNC_ERR_INVALID, "item %zu names no FP8 band of a BF16 or F32 matrix", i / ITEM);
             break;
         }
@@ -177,7 +179,8 @@ void pub_fp8_amax_serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
         if (wsync_now_ns() > deadline || p->serving.stopping)
             st = wsync_error(WSYNC_ERR_NOT_FOUND, "it does not hold version %llu (newest: %llu)",
                              (unsigned long long)version,
-                             p->slots.latest >= 0 ? (unsigned long long)p->slots.slot[p->slots.latest].version : 0ULL);
+                             p->slots.latest >= 0 ? (unsigned long long)p->slots.slot[p->slots.latest].version
+                                                  : 0ULL);
         wsync_abstime_after_ms(&ts, 20);
         if (st == WSYNC_OK)
             pthread_cond_timedwait(&p->cond, &p->lock, &ts);
@@ -324,9 +327,9 @@ static wsync_status_t ask_peer(wsync_publisher_t *p, const pub_slot_t *s, const 
     got = json_object_get(reply, "amax");
     if (!json_is_array(got))
         st = wsync_error(WSYNC_ERR_PEER, "%s",
-                         json_string_value(json_object_get(reply, "error")) ? json_string_value(
-                                                                                 json_object_get(reply, "error"))
-                                                                           : "an answer without 'amax'");
+                         json_string_value(json_object_get(reply, "error"))
+                             ? json_string_value(json_object_get(reply, "error"))
+                             : "an answer without 'amax'");
     for (i = 0; st == WSYNC_OK && i < n; i++) {
         const wsync_fp8_brun_t *b = &br[asks[i].k];
         const uint64_t scols = wsync_fp8_scale_cols(&uses[use_of[asks[i].k]].spec, b->cols);

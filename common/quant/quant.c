@@ -100,8 +100,8 @@ wsync_status_t wsync_fp8_quantize_host(const void *src, wsync_quant_src_t fmt, u
     return WSYNC_OK;
 }
 
-wsync_status_t wsync_fp8_part_amax_host(const void *src, wsync_quant_src_t fmt, uint64_t e0, uint64_t n, uint64_t cols,
-                                        const wsync_fp8_spec_t *spec, float *amax, const char *what)
+wsync_status_t wsync_fp8_part_amax_host(const void *src, wsync_quant_src_t fmt, uint64_t e0, uint64_t n,
+                                        uint64_t cols, const wsync_fp8_spec_t *spec, float *amax, const char *what)
 {
     const uint64_t bc = (uint64_t)spec->block_cols;
     uint64_t i;

@@ -67,8 +67,8 @@ wsync_status_t wsync_fp8_quantize_host(const void *src, wsync_quant_src_t fmt, u
  * band's maxima amax into q[n] and, when scale is not NULL, writes those
  * scales: parts quantized with the maxima of every part give exactly
  * wsync_fp8_quantize_host's bytes of the whole band. */
-wsync_status_t wsync_fp8_part_amax_host(const void *src, wsync_quant_src_t fmt, uint64_t e0, uint64_t n, uint64_t cols,
-                                        const wsync_fp8_spec_t *spec, float *amax, const char *what);
+wsync_status_t wsync_fp8_part_amax_host(const void *src, wsync_quant_src_t fmt, uint64_t e0, uint64_t n,
+                                        uint64_t cols, const wsync_fp8_spec_t *spec, float *amax, const char *what);
 void wsync_fp8_part_quantize_host(const void *src, wsync_quant_src_t fmt, uint64_t e0, uint64_t n, uint64_t cols,
                                   const wsync_fp8_spec_t *spec, const float *amax, uint8_t *q, float *scale);
 

@@ -325,18 +325,18 @@ wsync_status_t wsync_fp8_bruns(const wsync_manifest_t *m, const wsync_fp8_exts_t
                 continue;
             }
             st = bvec_push(&bv, &(wsync_fp8_brun_t){.tensor = use->tensor,
-                                                   .rank = ex[h].rank,
-                                                   .slice = sl,
-                                                   .b0 = b,
-                                                   .b1 = b + 1,
-                                                   .row0 = r0,
-                                                   .rows = r1 - r0,
-                                                   .cols = x.cols,
-                                                   .src_off = a,
-                                                   .q_off = x.q + (sl * x.rows + r0) * x.cols,
-                                                   .q_len = (r1 - r0) * x.cols,
-                                                   .s_off = x.s + 4 * (sl * x.srows + b) * x.scols,
-                                                   .s_len = 4 * x.scols});
+                                                    .rank = ex[h].rank,
+                                                    .slice = sl,
+                                                    .b0 = b,
+                                                    .b1 = b + 1,
+                                                    .row0 = r0,
+                                                    .rows = r1 - r0,
+                                                    .cols = x.cols,
+                                                    .src_off = a,
+                                                    .q_off = x.q + (sl * x.rows + r0) * x.cols,
+                                                    .q_len = (r1 - r0) * x.cols,
+                                                    .s_off = x.s + 4 * (sl * x.srows + b) * x.scols,
+                                                    .s_len = 4 * x.scols});
             last = h;
         }
     *out = bv.v;

@@ -130,8 +130,8 @@ static void check_layout(const wsync_manifest_t *m, const wsync_target_t *t, con
             if (s.br[j].part && s.br[j].slice == b->slice && s.br[j].b0 == b->b0)
                 CHECK_OK(wsync_fp8_part_amax_host(image + s.br[j].src_off, WSYNC_QSRC_BF16, s.br[j].e0,
                                                   s.br[j].q_len, C, &np->fp8[0].spec, amax, "w"));
-        wsync_fp8_part_quantize_host(image + b->src_off, WSYNC_QSRC_BF16, b->e0, b->q_len, C, &np->fp8[0].spec, amax,
-                                     s.q[k], b->s_len ? (float *)(s.q[k] + b->q_len) : NULL);
+        wsync_fp8_part_quantize_host(image + b->src_off, WSYNC_QSRC_BF16, b->e0, b->q_len, C, &np->fp8[0].spec,
+                                     amax, s.q[k], b->s_len ? (float *)(s.q[k] + b->q_len) : NULL);
         *parts += 1;
     }
     for (k = 0; k < np->nputs; k++) { /* the trainer packs, the engine lands */
