@@ -13,7 +13,7 @@
 # two ranks share); a TP size that cuts a block refused naming it; a corrupted
 # FP8 byte caught naming the tensor; an FP8 node, a BF16 TP node and a
 # whole-image node pulling the same version side by side; a relayed FP8 node
-# bit exact.
+# bit exact; 4 trainer ranks whose thin shards share bands 4 ways.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 RULES=$WSYNC_ROOT/configs/rules/deepseek-fp8.json
@@ -45,6 +45,14 @@ out=$("$WSYNC" demo --trainers 3 --engines 1 --local-ranks 4 --tp 2 --layout eve
     && out=$($PY "$TOOL" check "$TMP/ds.safetensors" "$TMP/d_even/e0" ue8m0 2>&1) \
     && out=$($PY "$TOOL" check "$TMP/ds.safetensors" "$TMP/d_even2/e0" ue8m0 2>&1) \
     && pass fp8_wire_even3_to_two_tp2_groups || fail fp8_wire_even3_to_two_tp2_groups "$(tail -5 <<<"$out")"
+
+# --- 1c. Thin shards: 4 trainer ranks (fsdp: 128-row experts in 32-row
+# shards, 200-row tensors in 50), so bands are shared by up to 4 ranks that
+# exchange their block maxima; fp32, every rank bit for bit.
+out=$("$WSYNC" demo --trainers 4 --engines 1 --local-ranks 2 --tp 2 --rules "$RULES" --layout fsdp \
+      --safetensors "$TMP/ds.safetensors" --versions 1 --chunk 64K --dump "$TMP/d_thin" --timeout-s 60 2>&1) \
+    && out=$($PY "$TOOL" check "$TMP/ds.safetensors" "$TMP/d_thin/e0" fp32 2>&1) \
+    && pass fp8_wire_fsdp4_thin_shards || fail fp8_wire_fsdp4_thin_shards "$(tail -5 <<<"$out")"
 
 # --- 2. A NaN is refused naming the tensor: in a band one trainer rank holds
 # (down_proj rows 128..255: rank 1) and in one two ranks share (an expert's
