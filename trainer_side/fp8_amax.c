@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/base/checks.h"
+#include "common/base/fault.h"
 #include "common/base/util.h"
 #include "common/control/client.h"
 #include "common/net/sock.h"
@@ -189,6 +190,8 @@ void pub_fp8_amax_serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
         s->pins++;
         st = pub_wait_range(p, s, 0, UINT64_MAX, deadline);
     }
+    if (st == WSYNC_OK && wsync_fault(WSYNC_FAULT_AMAX_REFUSE) == p->cfg.rank) /* test hook */
+        st = wsync_error(WSYNC_ERR_PEER, "refused (test hook WSYNC_TEST_AMAX_REFUSE)");
     pthread_mutex_unlock(&p->lock);
     if (st == WSYNC_OK && (out == NULL || !json_is_array(items)))
         st = wsync_error(WSYNC_ERR_INVALID, "an FP8 maxima request without its 'parts'");

@@ -75,6 +75,13 @@ nan_case fp8_wire_nan_in_trainer_band_named model.layers.0.mlp.down_proj.weight 
 nan_case fp8_wire_nan_in_boundary_band_named model.layers.1.mlp.experts.3.up_proj.weight 17 42 \
     "trainer rank 0: fp8: tensor 'model.layers.1.mlp.experts.3.up_proj.weight' holds NaN at row 17, column 42.*rows counted from row 0 of matrix 0"
 
+# --- 2b. A trainer rank that does not give its block maxima (a test hook
+# makes rank 1 refuse): the pull fails, rank 0 naming rank 1.
+out=$(WSYNC_TEST_AMAX_REFUSE=1 "$WSYNC" demo --trainers 2 --engines 1 --local-ranks 2 --tp 2 --rules "$RULES" \
+    --layout fsdp --safetensors "$TMP/ds.safetensors" --versions 1 --chunk 64K --timeout-s 20 2>&1); rc=$?
+if [ $rc != 0 ] && grep -q "trainer rank 0: the FP8 block maxima of the bands it shares with trainer rank 1 (at .*version 1.*refused" <<<"$out"
+then pass fp8_wire_peer_maxima_refused_named; else fail fp8_wire_peer_maxima_refused_named "rc=$rc: $(tail -3 <<<"$out")"; fi
+
 # --- 3. TP 4 cuts q_b_proj's blocks (256 rows: 64 per rank): the pull is refused naming it.
 out=$("$WSYNC" demo --trainers 2 --engines 1 --local-ranks 4 --tp 4 --rules "$RULES" --layout fsdp \
     --safetensors "$TMP/ds.safetensors" --versions 1 --chunk 64K --timeout-s 20 2>&1); rc=$?
