@@ -302,6 +302,7 @@ static wsync_status_t ask_peer(wsync_publisher_t *p, const pub_slot_t *s, const 
                                float *amax, const size_t *off, const char *addr)
 {
     json_t *items = json_array(), *msg = NULL, *reply = NULL, *got;
+    const char *why;
     size_t i, at = 0;
     uint64_t c;
     int fd = -1;
@@ -328,11 +329,9 @@ static wsync_status_t ask_peer(wsync_publisher_t *p, const pub_slot_t *s, const 
     if (st != WSYNC_OK)
         return st;
     got = json_object_get(reply, "amax");
+    why = json_string_value(json_object_get(reply, "error"));
     if (!json_is_array(got))
-        st = wsync_error(WSYNC_ERR_PEER, "%s",
-                         json_string_value(json_object_get(reply, "error"))
-                             ? json_string_value(json_object_get(reply, "error"))
-                             : "an answer without 'amax'");
+        st = wsync_error(WSYNC_ERR_PEER, "%s", why ? why : "an answer without 'amax'");
     for (i = 0; st == WSYNC_OK && i < n; i++) {
         const wsync_fp8_brun_t *b = &br[asks[i].k];
         const uint64_t scols = wsync_fp8_scale_cols(&uses[use_of[asks[i].k]].spec, b->cols);
