@@ -5,7 +5,8 @@
  * kind; their codes and scales are spans of the quantized space that
  * pub_span_at finds like the slot's own, so the stage packs them and the
  * segment digests read them as any bytes: the digests cover exactly the
- * FP8 bytes and scales this rank produced. One entry per slot holds every
+ * FP8 bytes and scales this rank produced. Parts of bands that ranks share
+ * are quantized with the block maxima of every part (fp8_amax.c). One entry per slot holds every
  * (tensor, spec) quantized for its version so far, in blocks that never
  * move (a span found stays valid while the slot is pinned at that version),
  * indexed by offset; a model of 45k FP8 tensors is one sorted index, not a
@@ -136,6 +137,9 @@ static wsync_status_t fp8q_fill(wsync_publisher_t *p, const pub_slot_t *s, pub_f
     size_t *use_of = NULL, nbr = 0, cap = 0, nmiss = 0, u, k, before;
     uint64_t len = 0, at = 0;
     fp8_blk_t *blk = NULL;
+    float *amax = NULL; /* bands ranks share: the maxima of every part (fp8_amax.c) */
+    size_t *aoff = NULL;
+    int parts = 0;
     wsync_status_t st = WSYNC_OK;
     WSYNC_CHECK_ALLOC(miss);
     for (u = 0; u < np->nfp8; u++)
@@ -169,17 +173,24 @@ static wsync_status_t fp8q_fill(wsync_publisher_t *p, const pub_slot_t *s, pub_f
                          wsync_last_error());
         goto out;
     }
+    for (k = 0; k < nbr && !parts; k++)
+        parts = br[k].part;
+    if (parts && (st = pub_fp8_amax_parts(p, s, miss, br, use_of, nbr, &amax, &aoff)) != WSYNC_OK)
+        goto out;
     for (k = 0; k < nbr && st == WSYNC_OK; k++) {
-        pub_span_t *qs = &blk->spans[2 * k], *ss = &blk->spans[2 * k + 1];
+        pub_span_t *qs = &blk->spans[blk->n], *ss = &blk->spans[blk->n + 1];
         *qs = (pub_span_t){br[k].q_off, br[k].q_len, (char *)blk->buf + at, -1, 0};
         at += (br[k].q_len + 15) / 16 * 16;
         *ss = (pub_span_t){br[k].s_off, br[k].s_len, (char *)blk->buf + at, -1, 0};
         at += (br[k].s_len + 15) / 16 * 16;
-        st = quantize(p, s, &br[k], &miss[use_of[k]].spec, qs, ss);
+        blk->n += br[k].s_len ? 2 : 1; /* a band's part without its scales: its codes only */
+        if (br[k].part)
+            st = pub_fp8_part_quantize(p, s, &br[k], &miss[use_of[k]].spec, amax + aoff[k], qs, ss);
+        else
+            st = quantize(p, s, &br[k], &miss[use_of[k]].spec, qs, ss);
     }
     if (st != WSYNC_OK)
         goto out;
-    blk->n = 2 * nbr;
     if (q->nidx + blk->n > q->capidx) {
         size_t nc = (q->nidx + blk->n) * 2;
         const pub_span_t **ni = realloc(q->idx, nc * sizeof(*ni));
@@ -215,6 +226,8 @@ out:
             p->mem->free(blk->buf);
         free(blk);
     }
+    free(amax);
+    free(aoff);
     free(use_of);
     free(br);
     free(miss);

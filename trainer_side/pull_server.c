@@ -457,12 +457,16 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
 }
 
 /* Parse the request (a malformed one is answered with what is wrong), then
- * serve it. */
+ * serve it; or a peer's request for FP8 block maxima. */
 static void serve(void *ctx, const json_t *req, json_t *reply)
 {
     wsync_publisher_t *p = ctx;
     wsync_pull_request_t q;
     char msg[400];
+    if (json_object_get(req, "fp8_amax")) { /* a peer trainer rank's (fp8_amax.c) */
+        pub_fp8_amax_serve(p, json_object_get(req, "fp8_amax"), reply);
+        return;
+    }
     if (wsync_pull_request_from_json(req, p->sl->plan->nchunks, &q) != WSYNC_OK) { /* targets: checked later */
         snprintf(msg, sizeof(msg), "trainer rank %d: %s", p->cfg.rank, wsync_last_error());
         wsync_pull_reply_write_error(reply, "%s", msg);

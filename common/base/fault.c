@@ -46,6 +46,10 @@ static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
     [WSYNC_FAULT_CORRUPT_WIRE] = {"WSYNC_TEST_CORRUPT_WIRE", -1, -1, 0x7fffffff,
                                   "trainer breaks the magic of piece N's delta wire in every request it sends it "
                                   "(engines must refuse the wire and fetch the piece in full)"},
+    [WSYNC_FAULT_AMAX_REFUSE] = {"WSYNC_TEST_AMAX_REFUSE", -1, -1, 4095,
+                                 "trainer rank N refuses its peers' requests for the FP8 block maxima of the "
+                                 "bands "
+                                 "they share (their pulls must fail naming rank N)"},
 };
 
 static long long values[WSYNC_FAULT_COUNT];

@@ -57,6 +57,21 @@ uint64_t wsync_fp8_scale_cols(const wsync_fp8_spec_t *s, uint64_t cols);
 wsync_status_t wsync_fp8_quantize_host(const void *src, wsync_quant_src_t fmt, uint64_t rows, uint64_t cols,
                                        const wsync_fp8_spec_t *spec, uint8_t *q, float *scale, const char *what);
 
+/* A block row (a band) that trainer ranks hold in parts (docs/FP8.md,
+ * "Across trainer ranks"): elements [e0, e0 + n) of a band of `cols` columns
+ * (element 0 its first row's first), src pointing at element e0. part_amax
+ * raises amax[c] (ceil(cols / block_cols) of them, the caller's zeros or
+ * another part's maxima) to max |x| over the part's elements of block column
+ * c; a NaN or infinity fails naming `what` and its row in the band and
+ * column. part_quantize quantizes the part with the scales of the whole
+ * band's maxima amax into q[n] and, when scale is not NULL, writes those
+ * scales: parts quantized with the maxima of every part give exactly
+ * wsync_fp8_quantize_host's bytes of the whole band. */
+wsync_status_t wsync_fp8_part_amax_host(const void *src, wsync_quant_src_t fmt, uint64_t e0, uint64_t n,
+                                        uint64_t cols, const wsync_fp8_spec_t *spec, float *amax, const char *what);
+void wsync_fp8_part_quantize_host(const void *src, wsync_quant_src_t fmt, uint64_t e0, uint64_t n, uint64_t cols,
+                                  const wsync_fp8_spec_t *spec, const float *amax, uint8_t *q, float *scale);
+
 /* The same on a GPU: one kernel launch on `stream` (a cudaStream_t; NULL:
  * the default stream) over device memory src, q and scale, then a wait for
  * it (the NaN check needs its result). Gives the bytes of

@@ -44,7 +44,7 @@ QM_FN float qm_float(uint32_t b)
  * 448. */
 QM_FN uint32_t qm_encode_mag_lo(float a)
 {
-    uint32_t b = qm_bits(a), r, sub;
+    uint32_t b = qm_bits(a), r, sub, lt;
     /* Subnormal codes are multiples of 2^-9: a * 2^9 (exact) plus 2^23, whose
      * ulp is 1, rounds to the integer once, ties to even; the low byte of the
      * sum's bits is that integer (8 is the smallest normal's code, 0x08). */
@@ -54,7 +54,8 @@ QM_FN uint32_t qm_encode_mag_lo(float a)
      * value, and past 0x7e (448) saturates. */
     r = (b + 0x7ffffu + ((b >> 20) & 1u) - ((127u - 7u) << 23)) >> 20;
     r = r > 0x7eu ? 0x7eu : r;
-    return a < 0x1p-6f ? sub : r;
+    lt = 0u - (uint32_t)(b < 0x3c800000u); /* a < 2^-6, as a mask: the host's loops vectorize it */
+    return (sub & lt) | (r & ~lt);
 }
 
 QM_FN uint32_t qm_encode_mag(float a)

@@ -1,6 +1,6 @@
 /* fp8_wire.c: FP8 destinations as runs over quantized source spaces, or as
- * source rows into the aux area where a trainer shard boundary cuts a
- * quantization band (fp8_wire.h). */
+ * source rows into the aux area where a trainer extent cuts an element of
+ * a quantization band (fp8_wire.h). */
 #include "common/targets/fp8_wire.h"
 
 #include <stdlib.h>
@@ -148,8 +148,8 @@ static wsync_status_t sorted_extents(const wsync_layout_t *layout, ext_t **out, 
     return WSYNC_OK;
 }
 
-/* The extent holding all of [a, e), or -1. */
-static long holder(const ext_t *x, size_t n, uint64_t a, uint64_t e)
+/* The first extent ending after a (n when none). */
+static size_t ext_at(const ext_t *x, size_t n, uint64_t a)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) {
@@ -159,9 +159,36 @@ static long holder(const ext_t *x, size_t n, uint64_t a, uint64_t e)
         else
             hi = mid;
     }
+    return lo;
+}
+
+/* The extent holding all of [a, e), or -1. */
+static long holder(const ext_t *x, size_t n, uint64_t a, uint64_t e)
+{
+    const size_t lo = ext_at(x, n, a);
     if (lo < n && x[lo].offset <= a && e <= x[lo].offset + x[lo].len && x[lo].len > 0)
         return (long)lo;
     return -1;
+}
+
+/* Extents [*k0, *k1) share [a, e) in parts of whole elements of es bytes,
+ * back to back: 1, else 0 (a gap, or a cut inside an element). */
+static int shared(const ext_t *x, size_t n, uint64_t a, uint64_t e, uint64_t es, size_t *k0, size_t *k1)
+{
+    size_t k = ext_at(x, n, a);
+    uint64_t at = a;
+    *k0 = k;
+    for (; k < n && at < e; k++) {
+        if (x[k].len == 0)
+            continue;
+        if (x[k].offset > at) /* a gap */
+            return 0;
+        at = x[k].offset + x[k].len;
+        if (at < e && (at - a) % es != 0) /* it cuts an element */
+            return 0;
+    }
+    *k1 = k;
+    return at >= e;
 }
 
 /* A source tensor's matrices, as the quantized space lays them out. */
@@ -208,67 +235,114 @@ static void band_bytes(const wsync_manifest_t *m, const wsync_fp8_use_t *u, cons
     *e = *a + (r1 - r0) * x->cols * x->es;
 }
 
+typedef struct bvec {
+    wsync_fp8_brun_t *v;
+    size_t n, cap;
+} bvec_t;
+
+static wsync_status_t bvec_push(bvec_t *bv, const wsync_fp8_brun_t *r)
+{
+    if (bv->n == bv->cap) {
+        size_t nc = bv->cap ? bv->cap * 2 : 16;
+        wsync_fp8_brun_t *nv = realloc(bv->v, nc * sizeof(*nv));
+        WSYNC_CHECK_ALLOC(nv);
+        bv->v = nv;
+        bv->cap = nc;
+    }
+    bv->v[bv->n++] = *r;
+    return WSYNC_OK;
+}
+
+/* The parts of band b of matrix sl (source bytes [a, e)) that extents share,
+ * those of `rank` (-1: all); none when an extent cuts an element (the aux
+ * path, fp8_wire.h). */
+static wsync_status_t push_parts(const wsync_fp8_use_t *use, const mat_t *x, const ext_t *ex, size_t nex,
+                                 uint64_t sl, uint64_t b, uint64_t a, uint64_t e, int rank, bvec_t *bv)
+{
+    const uint64_t br = (uint64_t)use->spec.block_rows;
+    const uint64_t r0 = b * br, r1 = r0 + br < x->rows ? r0 + br : x->rows;
+    size_t k0, k1, k;
+    if (!shared(ex, nex, a, e, x->es, &k0, &k1))
+        return WSYNC_OK;
+    for (k = k0; k < k1; k++) {
+        const uint64_t lo = ex[k].offset > a ? ex[k].offset : a;
+        const uint64_t hi = ex[k].offset + ex[k].len < e ? ex[k].offset + ex[k].len : e;
+        const uint64_t e0 = (lo - a) / x->es;
+        wsync_fp8_brun_t r;
+        if (hi <= lo || (rank >= 0 && ex[k].rank != rank))
+            continue;
+        r = (wsync_fp8_brun_t){.tensor = use->tensor,
+                               .rank = ex[k].rank,
+                               .slice = sl,
+                               .b0 = b,
+                               .b1 = b + 1,
+                               .row0 = r0,
+                               .rows = r1 - r0,
+                               .cols = x->cols,
+                               .src_off = lo,
+                               .q_off = x->q + (sl * x->rows + r0) * x->cols + e0,
+                               .q_len = (hi - lo) / x->es,
+                               .s_off = x->s + 4 * (sl * x->srows + b) * x->scols,
+                               .s_len = e0 == 0 ? 4 * x->scols : 0,
+                               .part = 1,
+                               .e0 = e0};
+        WSYNC_CHECK(bvec_push(bv, &r));
+    }
+    return WSYNC_OK;
+}
+
 wsync_status_t wsync_fp8_bruns(const wsync_manifest_t *m, const wsync_fp8_exts_t *xs, const wsync_fp8_use_t *use,
                                int rank, wsync_fp8_brun_t **out, size_t *n, size_t *capp)
 {
     const uint64_t br = (uint64_t)use->spec.block_rows;
     const ext_t *ex = xs->ex;
     const size_t nex = xs->n;
-    wsync_fp8_brun_t *v = *out;
-    size_t cnt = *n, cap = *capp, first = *n;
+    bvec_t bv = {*out, *n, *capp};
+    size_t first = *n;
+    wsync_status_t st = WSYNC_OK;
     long last = -2;
     uint64_t sl, b;
     mat_t x;
     WSYNC_CHECK(tensor_mat(m, use, &x));
-    for (sl = 0; sl < x.slices; sl++, last = -2)
-        for (b = 0; b < x.srows; b++) {
+    for (sl = 0; sl < x.slices && st == WSYNC_OK; sl++, last = -2)
+        for (b = 0; b < x.srows && st == WSYNC_OK; b++) {
             uint64_t a, e, r0 = b * br, r1 = r0 + br < x.rows ? r0 + br : x.rows;
             long h;
             band_bytes(m, use, &x, sl, b, &a, &e);
             h = holder(ex, nex, a, e);
             if (h < 0 || (rank >= 0 && ex[h].rank != rank)) {
                 last = -2;
+                if (h < 0)
+                    st = push_parts(use, &x, ex, nex, sl, b, a, e, rank, &bv);
                 continue;
             }
-            if (h == last && cnt > first) { /* the same extent goes on: one run */
-                wsync_fp8_brun_t *p = &v[cnt - 1];
+            if (h == last && bv.n > first) { /* the same extent goes on: one run */
+                wsync_fp8_brun_t *p = &bv.v[bv.n - 1];
                 p->b1 = b + 1;
                 p->rows += r1 - r0;
                 p->q_len += (r1 - r0) * x.cols;
                 p->s_len += 4 * x.scols;
                 continue;
             }
-            if (cnt == cap) {
-                size_t nc = cap ? cap * 2 : 16;
-                wsync_fp8_brun_t *nv = realloc(v, nc * sizeof(*nv));
-                if (nv == NULL) {
-                    *out = v;
-                    *n = cnt;
-                    *capp = cap;
-                    return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-                }
-                v = nv;
-                cap = nc;
-            }
-            v[cnt++] = (wsync_fp8_brun_t){.tensor = use->tensor,
-                                          .rank = ex[h].rank,
-                                          .slice = sl,
-                                          .b0 = b,
-                                          .b1 = b + 1,
-                                          .row0 = r0,
-                                          .rows = r1 - r0,
-                                          .cols = x.cols,
-                                          .src_off = a,
-                                          .q_off = x.q + (sl * x.rows + r0) * x.cols,
-                                          .q_len = (r1 - r0) * x.cols,
-                                          .s_off = x.s + 4 * (sl * x.srows + b) * x.scols,
-                                          .s_len = 4 * x.scols};
+            st = bvec_push(&bv, &(wsync_fp8_brun_t){.tensor = use->tensor,
+                                                    .rank = ex[h].rank,
+                                                    .slice = sl,
+                                                    .b0 = b,
+                                                    .b1 = b + 1,
+                                                    .row0 = r0,
+                                                    .rows = r1 - r0,
+                                                    .cols = x.cols,
+                                                    .src_off = a,
+                                                    .q_off = x.q + (sl * x.rows + r0) * x.cols,
+                                                    .q_len = (r1 - r0) * x.cols,
+                                                    .s_off = x.s + 4 * (sl * x.srows + b) * x.scols,
+                                                    .s_len = 4 * x.scols});
             last = h;
         }
-    *out = v;
-    *n = cnt;
-    *capp = cap;
-    return WSYNC_OK;
+    *out = bv.v;
+    *n = bv.n;
+    *capp = bv.cap;
+    return st;
 }
 
 typedef struct wire {
@@ -344,8 +418,9 @@ static wsync_status_t band_runs(wire_t *w, size_t di, const wsync_block_t *bk, c
     const uint64_t DSR = (uint64_t)sd->shape[sd->ndim - 2], DSC = (uint64_t)sd->shape[sd->ndim - 1];
     const uint64_t sc0 = c0 / bc, nsc = (c1 + bc - 1) / bc - sc0;
     uint64_t a, e;
+    size_t k0, k1;
     band_bytes(w->m, u, x, ssl, r / br, &a, &e);
-    if (holder(w->ex, w->nex, a, e) >= 0) {
+    if (holder(w->ex, w->nex, a, e) >= 0 || shared(w->ex, w->nex, a, e, x->es, &k0, &k1)) {
         if (scales) /* the stride lets the next band's scale row extend this run */
             return push_rows(w, x->s + 4 * ((ssl * x->srows + r / br) * x->scols + sc0), 4 * x->scols, 4 * nsc, 1,
                              sd->offset + 4 * ((dsl * DSR + dr / br) * DSC + dc / bc), 4 * nsc);

@@ -16,12 +16,17 @@
  * Who owns a quantized band (block rows of one matrix of a source tensor):
  * the trainer rank one of whose extents holds every source byte of the
  * band. It quantizes the band while it serves the version and digests the
- * codes and scales it made. A band whose rows two extents share (an FSDP
- * shard boundary off the block grid) has no owner in that space: its
- * source rows travel as they are (BF16 or F32) into an *aux* area of the
- * landing rank's image after its destination tensors, are verified like
- * any bytes, and the engine quantizes them there (engine_side/fp8_land.c).
- * Pure functions, thread-safe on distinct outputs. */
+ * codes and scales it made. A band whose rows several extents share (an
+ * FSDP shard boundary off the block grid) is owned in parts: each rank
+ * owns the codes of its elements, the rank holding the band's first element
+ * its scales, and the ranks exchange their parts' block maxima before they
+ * quantize (trainer_side/fp8_amax.c), so the codes equal the whole band's.
+ * Only a band whose extents cut an element (a layout file cutting inside a
+ * BF16 value) has no owner: its source rows travel as they are into an
+ * *aux* area of the landing rank's image after its destination tensors,
+ * are verified like any bytes, and the engine quantizes them there
+ * (engine_side/fp8_land.c). Pure functions, thread-safe on distinct
+ * outputs. */
 #ifndef WSYNC_COMMON_FP8_WIRE_H
 #define WSYNC_COMMON_FP8_WIRE_H
 
@@ -40,14 +45,22 @@ typedef struct wsync_fp8_use {
 /* Bands [b0, b1) of matrix `slice` of a source tensor that one trainer
  * extent holds whole: rows x cols source elements from src_off (trainer
  * image), codes at q_off (q_len bytes) and scales at s_off (s_len bytes) of
- * the quantized space. */
+ * the quantized space. Or, with `part`, the part of band b0 (b1 = b0 + 1)
+ * that one extent holds of a band several extents share (an FSDP shard
+ * boundary off the block grid): its elements [e0, e0 + q_len) counted from
+ * the band's first, from src_off, their codes at q_off, and the band's
+ * scales (s_len 4 x scale columns) with the part holding element 0 (s_len 0
+ * with the others). The band's scales need every part's block maxima:
+ * trainer ranks exchange them (trainer_side/fp8_amax.c). */
 typedef struct wsync_fp8_brun {
     uint32_t tensor;
     int rank;
     uint64_t slice, b0, b1;
-    uint64_t row0, rows, cols; /* row0: the first source row of the matrix */
+    uint64_t row0, rows, cols; /* row0: the first source row of band b0 in the matrix */
     uint64_t src_off;
     uint64_t q_off, q_len, s_off, s_len;
+    int part;
+    uint64_t e0;
 } wsync_fp8_brun_t;
 
 /* A boundary band of an FP8 destination: its source rows (rows x cols of

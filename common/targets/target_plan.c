@@ -174,7 +174,8 @@ static wsync_status_t push_ext(build_t *b, size_t *cap, uint64_t off, uint64_t l
 }
 
 /* The quantized spaces' extents (fp8_wire.h): a band run's codes and its
- * scales are each one extent of the rank that holds its source rows. The
+ * scales are each one extent of the rank that holds its source rows (of a
+ * band that ranks share, each part's codes, the scales with the first). The
  * plan keeps the (tensor, spec) pairs for the trainer. */
 static wsync_status_t fp8_extents(build_t *b, const wsync_manifest_t *m, const wsync_layout_t *layout, int L,
                                   const wsync_target_t *const *targets, wsync_node_plan_t *np)
@@ -191,7 +192,7 @@ static wsync_status_t fp8_extents(build_t *b, const wsync_manifest_t *m, const w
         st = wsync_fp8_bruns(m, x, &np->fp8[u], -1, &br, &n, &bcap);
     for (k = 0; st == WSYNC_OK && k < n; k++) {
         st = push_ext(b, &cap, br[k].q_off, br[k].q_len, br[k].rank);
-        if (st == WSYNC_OK)
+        if (st == WSYNC_OK && br[k].s_len > 0) /* a band's part without its scales: s_len 0 */
             st = push_ext(b, &cap, br[k].s_off, br[k].s_len, br[k].rank);
     }
     free(br);

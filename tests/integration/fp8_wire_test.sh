@@ -3,16 +3,17 @@
 # MoE file in BF16 (MLA and q/k/v attention, a dense MLP, 8 experts, a
 # router), published by 2 trainer ranks with --layout fsdp (shard boundaries
 # off the 128-row grid: 200-, 192- and 128-row tensors split at 100, 96, 64,
-# so those bands travel as BF16 and the engine quantizes them; the others
-# are quantized by the trainer rank holding them), pulled by a node of 2
+# so each rank quantizes its part of those bands with the block maxima the
+# two ranks exchange; the others are quantized by the trainer rank holding
+# them), pulled by a node of 2
 # ranks with FP8 + TP=2 rules. Every FP8 tensor and scale of both ranks is
 # compared bit for bit with a quantizer written here from the definition in
 # plain Python floats (no torch, not through wsync); fp32 and UE8M0; a NaN
-# refused naming the tensor (in a band a trainer quantizes, and in one the
-# engine does); a TP size that cuts a block refused naming it; a corrupted
+# refused naming the tensor (in a band one trainer rank holds, and in one
+# two ranks share); a TP size that cuts a block refused naming it; a corrupted
 # FP8 byte caught naming the tensor; an FP8 node, a BF16 TP node and a
 # whole-image node pulling the same version side by side; a relayed FP8 node
-# bit exact.
+# bit exact; 4 trainer ranks whose thin shards share bands 4 ways.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 RULES=$WSYNC_ROOT/configs/rules/deepseek-fp8.json
@@ -45,9 +46,17 @@ out=$("$WSYNC" demo --trainers 3 --engines 1 --local-ranks 4 --tp 2 --layout eve
     && out=$($PY "$TOOL" check "$TMP/ds.safetensors" "$TMP/d_even2/e0" ue8m0 2>&1) \
     && pass fp8_wire_even3_to_two_tp2_groups || fail fp8_wire_even3_to_two_tp2_groups "$(tail -5 <<<"$out")"
 
+# --- 1c. Thin shards: 4 trainer ranks (fsdp: 128-row experts in 32-row
+# shards, 200-row tensors in 50), so bands are shared by up to 4 ranks that
+# exchange their block maxima; fp32, every rank bit for bit.
+out=$("$WSYNC" demo --trainers 4 --engines 1 --local-ranks 2 --tp 2 --rules "$RULES" --layout fsdp \
+      --safetensors "$TMP/ds.safetensors" --versions 1 --chunk 64K --dump "$TMP/d_thin" --timeout-s 60 2>&1) \
+    && out=$($PY "$TOOL" check "$TMP/ds.safetensors" "$TMP/d_thin/e0" fp32 2>&1) \
+    && pass fp8_wire_fsdp4_thin_shards || fail fp8_wire_fsdp4_thin_shards "$(tail -5 <<<"$out")"
+
 # --- 2. A NaN is refused naming the tensor: in a band one trainer rank holds
 # (down_proj rows 128..255: rank 1) and in one two ranks share (an expert's
-# rows 0..127, split at 64: quantized on the engine).
+# rows 0..127, split at 64: rank 0 finds it taking its part's maxima).
 nan_case() { # NAME TENSOR ROW COL PATTERN
     $PY - "$TMP/ds.safetensors" "$TMP/nan.safetensors" "$2" "$3" "$4" <<'PYNAN'
 import json, struct, sys
@@ -64,7 +73,14 @@ PYNAN
 nan_case fp8_wire_nan_in_trainer_band_named model.layers.0.mlp.down_proj.weight 200 5 \
     "tensor 'model.layers.0.mlp.down_proj.weight' holds NaN at row 72, column 5.*rows counted from row 128"
 nan_case fp8_wire_nan_in_boundary_band_named model.layers.1.mlp.experts.3.up_proj.weight 17 42 \
-    "FP8 destination 'model.layers.1.mlp.experts.w13_weight'.*tensor 'model.layers.1.mlp.experts.3.up_proj.weight' holds NaN at row 17, column 42"
+    "trainer rank 0: fp8: tensor 'model.layers.1.mlp.experts.3.up_proj.weight' holds NaN at row 17, column 42.*rows counted from row 0 of matrix 0"
+
+# --- 2b. A trainer rank that does not give its block maxima (a test hook
+# makes rank 1 refuse): the pull fails, rank 0 naming rank 1.
+out=$(WSYNC_TEST_AMAX_REFUSE=1 "$WSYNC" demo --trainers 2 --engines 1 --local-ranks 2 --tp 2 --rules "$RULES" \
+    --layout fsdp --safetensors "$TMP/ds.safetensors" --versions 1 --chunk 64K --timeout-s 20 2>&1); rc=$?
+if [ $rc != 0 ] && grep -q "trainer rank 0: the FP8 block maxima of the bands it shares with trainer rank 1 (at .*version 1.*refused" <<<"$out"
+then pass fp8_wire_peer_maxima_refused_named; else fail fp8_wire_peer_maxima_refused_named "rc=$rc: $(tail -3 <<<"$out")"; fi
 
 # --- 3. TP 4 cuts q_b_proj's blocks (256 rows: 64 per rank): the pull is refused naming it.
 out=$("$WSYNC" demo --trainers 2 --engines 1 --local-ranks 4 --tp 4 --rules "$RULES" --layout fsdp \
@@ -124,7 +140,7 @@ else
     fail fp8_wire_side_by_side "control endpoint did not come up"
 fi
 
-# --- 6. Relays forward FP8 codes, scales and the aux rows as they are: two
+# --- 6. Relays forward FP8 codes and scales as they are: two
 # FP8 TP=2 nodes, relay:1 (the second pulls from the first).
 port=$(free_port)
 URL="http://127.0.0.1:$port"

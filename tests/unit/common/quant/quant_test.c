@@ -194,6 +194,73 @@ static void nan_and_infinity_refused_naming_them(void)
                 "an infinity at row 2");
 }
 
+/* BF16 (the streamed path) names the NaN's row in the whole matrix, past
+ * the first band. */
+static void bf16_nan_named_past_the_first_band(void)
+{
+    enum { R = 200, C = 40 };
+    uint16_t *m = calloc(R * C, 2);
+    uint8_t *q = malloc(R * C);
+    float sc[2];
+    wsync_fp8_spec_t spec = {128, 128, WSYNC_SCALE_FP32};
+    m[130 * C + 7] = 0x7fc0;
+    CHECK_FAILS(wsync_fp8_quantize_host(m, WSYNC_QSRC_BF16, R, C, &spec, q, sc, "w"), WSYNC_ERR_INVALID,
+                "'w' holds NaN at row 130, column 7");
+    free(m);
+    free(q);
+}
+
+/* A band cut into parts at arbitrary elements (as trainer ranks hold it):
+ * each part's maxima, combined, then each part quantized with them, equal
+ * the whole band quantized at once, BF16 and F32, both scale forms; a NaN
+ * in a part is named by its row in the band and column. */
+static void parts_with_every_parts_maxima_equal_the_whole_band(void)
+{
+    enum { R = 100, C = 300, N = R * C };
+    uint16_t *bf = malloc(N * 2);
+    float *f = malloc(N * 4), sc[3], psc[3];
+    uint8_t *q = malloc(N), *pq = malloc(N);
+    const uint64_t cut[] = {0, 1, 4999, 5000, 17777, 29999, N};
+    wsync_fp8_spec_t spec = {128, 128, WSYNC_SCALE_FP32};
+    int i, form, fmt;
+    for (i = 0; i < N; i++) {
+        float v = ldexpf((float)rnd() / (1 << 24) - 0.5f, (int)(rnd() % 40) - 20);
+        uint32_t b;
+        memcpy(&b, &v, 4);
+        bf[i] = (uint16_t)(b >> 16);
+        b &= 0xffff0000u;
+        memcpy(&f[i], &b, 4);
+    }
+    for (form = 0; form < 2; form++)
+        for (fmt = 0; fmt < 2; fmt++) {
+            const void *src = fmt ? (const void *)f : (const void *)bf;
+            const size_t es = fmt ? 4 : 2;
+            float amax[3] = {0, 0, 0};
+            size_t k;
+            spec.form = (wsync_scale_form_t)form;
+            CHECK_OK(wsync_fp8_quantize_host(src, (wsync_quant_src_t)fmt, R, C, &spec, q, sc, "w"));
+            for (k = 0; k + 1 < sizeof(cut) / sizeof(cut[0]); k++)
+                CHECK_OK(wsync_fp8_part_amax_host((const char *)src + cut[k] * es, (wsync_quant_src_t)fmt, cut[k],
+                                                  cut[k + 1] - cut[k], C, &spec, amax, "w"));
+            memset(pq, 0xaa, N);
+            for (k = 0; k + 1 < sizeof(cut) / sizeof(cut[0]); k++)
+                wsync_fp8_part_quantize_host((const char *)src + cut[k] * es, (wsync_quant_src_t)fmt, cut[k],
+                                             cut[k + 1] - cut[k], C, &spec, amax, pq + cut[k], k == 0 ? psc : NULL);
+            CHECK(memcmp(q, pq, N) == 0);
+            CHECK(memcmp(sc, psc, sizeof(sc)) == 0);
+        }
+    bf[17777 + 3] = 0x7f80; /* +inf: row 59, column 80 of the band */
+    {
+        float amax[3] = {0, 0, 0};
+        CHECK_FAILS(wsync_fp8_part_amax_host(bf + 17777, WSYNC_QSRC_BF16, 17777, 100, C, &spec, amax, "w"),
+                    WSYNC_ERR_INVALID, "'w' holds an infinity at row 59, column 80");
+    }
+    free(bf);
+    free(f);
+    free(q);
+    free(pq);
+}
+
 int main(void)
 {
     RUN(every_code_decodes_to_its_value_and_back);
@@ -202,5 +269,7 @@ int main(void)
     RUN(scales_fp32_ue8m0_and_zero);
     RUN(matrix_with_edge_blocks);
     RUN(nan_and_infinity_refused_naming_them);
+    RUN(bf16_nan_named_past_the_first_band);
+    RUN(parts_with_every_parts_maxima_equal_the_whole_band);
     TEST_EXIT();
 }

@@ -1,14 +1,16 @@
 /* fp8_wire_test.c: FP8 destinations in the node plan (fp8_wire.h). A
  * [300, 256] BF16 weight (a partial last band) quantized whole into one
- * FP8 destination, under a layout where one rank holds it all and under
- * FSDP layouts of 2 ranks whose shard boundary falls inside a band (150
- * rows) or on the grid (2 x 128 + 44: even shards of 150 rows cut band 1):
- * the plan's puts, executed here from the trainer image and each rank's
- * quantized bands (wsync_fp8_bruns, quantized with the host quantizer),
- * then the aux bands quantized as the engine does, give exactly
- * wsync_target_fill_host's destination image; bands are owned by the rank
- * holding them whole, a band two ranks share goes to the aux area (its
- * source rows), and the codes move at half the bytes of BF16. */
+ * FP8 destination, under a layout where one rank holds it all, FSDP
+ * layouts of 2 ranks (shards of 150 rows: band 1 shared) and of 8 (38
+ * rows: every band shared by 2 to 4 ranks), even shards of 3 ranks, and
+ * two ranks split inside a BF16 value: the plan's puts, executed here from
+ * the trainer image and each rank's quantized bands (wsync_fp8_bruns,
+ * quantized with the host quantizer; a shared band's parts each with the
+ * block maxima of all its parts, as the trainer ranks exchange them), then
+ * the aux bands quantized as the engine does, give exactly
+ * wsync_target_fill_host's destination image; only a band whose extents cut
+ * a value goes to the aux area (its source rows), and the codes move at
+ * half the bytes of BF16. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,10 +82,12 @@ static int side_byte(const side_t *s, uint64_t off, uint8_t *out)
     return 0;
 }
 
-/* Runs the one-rank plan under `layout` and the engine's aux quantization;
- * compares with fill_host. *aux_bands: how many bands went to the aux area. */
+/* Runs the one-rank plan under `layout` (the trainer ranks' parts of shared
+ * bands quantized with the maxima of every part) and the engine's aux
+ * quantization; compares with fill_host. *aux_bands: how many bands went to
+ * the aux area; *parts: how many band parts the ranks quantized. */
 static void check_layout(const wsync_manifest_t *m, const wsync_target_t *t, const wsync_layout_t *layout,
-                         const uint8_t *image, size_t *aux_bands)
+                         const uint8_t *image, size_t *aux_bands, size_t *parts)
 {
     const wsync_target_t *one[1] = {t};
     wsync_node_plan_t *np = NULL;
@@ -94,6 +98,7 @@ static void check_layout(const wsync_manifest_t *m, const wsync_target_t *t, con
     uint8_t *want = calloc(1, t->image_size), *got = NULL;
     side_t s = {.m = m, .image = image};
     int missing = 0;
+    *parts = 0;
     CHECK_OK(wsync_target_fill_host(t, m, image, want));
     CHECK_OK(wsync_node_plan_build(m, layout, 1, one, 64 * 1024, NULL, &np));
     CHECK_OK(wsync_target_wire_runs(t, m, layout, &runs, &nruns, &aux, &naux, &aux_len));
@@ -114,9 +119,20 @@ static void check_layout(const wsync_manifest_t *m, const wsync_target_t *t, con
     s.q = calloc(s.nbr + 1, sizeof(*s.q));
     for (k = 0; k < s.nbr; k++) { /* each owner quantizes its bands from its rows */
         const wsync_fp8_brun_t *b = &s.br[k];
+        float amax[C / 128] = {0};
         s.q[k] = malloc(b->q_len + b->s_len);
-        CHECK_OK(wsync_fp8_quantize_host(image + b->src_off, WSYNC_QSRC_BF16, b->rows, b->cols, &np->fp8[0].spec,
-                                         s.q[k], (float *)(s.q[k] + b->q_len), "w"));
+        if (!b->part) {
+            CHECK_OK(wsync_fp8_quantize_host(image + b->src_off, WSYNC_QSRC_BF16, b->rows, b->cols,
+                                             &np->fp8[0].spec, s.q[k], (float *)(s.q[k] + b->q_len), "w"));
+            continue;
+        }
+        for (j = 0; j < s.nbr; j++) /* the exchange: every part's block maxima */
+            if (s.br[j].part && s.br[j].slice == b->slice && s.br[j].b0 == b->b0)
+                CHECK_OK(wsync_fp8_part_amax_host(image + s.br[j].src_off, WSYNC_QSRC_BF16, s.br[j].e0,
+                                                  s.br[j].q_len, C, &np->fp8[0].spec, amax, "w"));
+        wsync_fp8_part_quantize_host(image + b->src_off, WSYNC_QSRC_BF16, b->e0, b->q_len, C, &np->fp8[0].spec,
+                                     amax, s.q[k], b->s_len ? (float *)(s.q[k] + b->q_len) : NULL);
+        *parts += 1;
     }
     for (k = 0; k < np->nputs; k++) { /* the trainer packs, the engine lands */
         const wsync_tput_t *pu = &np->puts[k];
@@ -153,13 +169,23 @@ out:
     wsync_node_plan_free(np);
 }
 
+/* Two ranks split at a byte inside a BF16 value of w's band 1. */
+static wsync_status_t odd_layout(const wsync_manifest_t *m, wsync_layout_t **out)
+{
+    const uint64_t cut = m->tensors[1].offset + 150 * C * 2 + 1;
+    wsync_extent_t a = {0, cut}, b = {cut, m->image_size - cut};
+    const wsync_extent_t *ex[2] = {&a, &b};
+    size_t n[2] = {1, 1};
+    return wsync_layout_explicit(m->image_size, 2, n, ex, out);
+}
+
 static void plan_moves_fp8_like_fill_host(void)
 {
     wsync_manifest_t *m = manifest();
     wsync_target_t *t = m ? fp8_target(m) : NULL;
-    wsync_layout_t *one = NULL, *fsdp = NULL, *even = NULL;
+    wsync_layout_t *one = NULL, *fsdp = NULL, *even = NULL, *odd = NULL;
     uint8_t *image;
-    size_t naux = 99;
+    size_t naux = 99, parts = 0;
     uint64_t i;
     CHECK(t != NULL);
     if (t == NULL) {
@@ -170,14 +196,25 @@ static void plan_moves_fp8_like_fill_host(void)
     for (i = 0; i < m->image_size / 2; i++) /* finite BF16 over a few binades */
         ((uint16_t *)image)[i] = (uint16_t)(0x3800 + (i * 2654435761u >> 7) % 0x1000) | (uint16_t)((i & 1) << 15);
     CHECK_OK(wsync_layout_even(m->image_size, 1, &one));
-    check_layout(m, t, one, image, &naux);
+    check_layout(m, t, one, image, &naux, &parts);
     CHECK_EQ(naux, 0); /* one rank holds every band */
+    CHECK_EQ(parts, 0);
     CHECK_OK(wsync_layout_fsdp(m, 2, &fsdp));
-    check_layout(m, t, fsdp, image, &naux);
-    CHECK_EQ(naux, 1); /* rows [0, 150) and [150, 300): band 1 (rows 128..255) crosses */
+    check_layout(m, t, fsdp, image, &naux, &parts);
+    CHECK_EQ(naux, 0); /* rows [0, 150) and [150, 300): band 1 (rows 128..255) in two parts */
+    CHECK_EQ(parts, 2);
+    wsync_layout_free(fsdp);
+    CHECK_OK(wsync_layout_fsdp(m, 8, &fsdp));
+    check_layout(m, t, fsdp, image, &naux, &parts);
+    CHECK_EQ(naux, 0); /* thin shards of 38 rows: every band in parts (4 + 4 + 2) */
+    CHECK_EQ(parts, 10);
     CHECK_OK(wsync_layout_even(m->image_size, 3, &even));
-    check_layout(m, t, even, image, &naux);
-    CHECK(naux >= 1);
+    check_layout(m, t, even, image, &naux, &parts);
+    CHECK(naux + parts >= 2);
+    CHECK_OK(odd_layout(m, &odd)); /* a cut inside a BF16 value: the aux path */
+    check_layout(m, t, odd, image, &naux, &parts);
+    CHECK_EQ(naux, 1);
+    wsync_layout_free(odd);
     free(image);
     wsync_layout_free(one);
     wsync_layout_free(fsdp);

@@ -1,0 +1,400 @@
+/* fp8_amax.c: the block maxima of the FP8 bands that trainer ranks share
+ * (docs/FP8.md, "Across trainer ranks"). A band whose rows two or more
+ * extents hold (an FSDP shard boundary off the block grid, or shards
+ * thinner than a block) is owned in parts (fp8_wire.h): before a rank
+ * quantizes its parts it asks every other rank holding a part of the same
+ * bands for the maxima of theirs, one request per peer over the peer's pull
+ * port (it proves the token as an engine's pull does), takes the largest,
+ * and quantizes its elements with the whole band's scales: max is exact, so
+ * the codes equal the quantization of the whole block. A rank answers from
+ * its slot of that version once its share is copied; answering never waits
+ * for another rank, so ranks asking each other at once do not deadlock.
+ * Each wait is bounded (AMAX_WAIT_MS) and a failure names the rank asked. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/base/checks.h"
+#include "common/base/fault.h"
+#include "common/base/util.h"
+#include "common/control/client.h"
+#include "common/net/sock.h"
+#include "common/proto/msg.h"
+#include "common/proto/pull_reply.h"
+#include "common/quant/quant.h"
+#include "common/targets/fp8_wire.h"
+#include "trainer_side/publisher_internal.h"
+
+#define AMAX_WAIT_MS 60000 /* a peer's slot copied and its answer: at most this */
+
+static wsync_quant_src_t src_fmt(const wsync_tensor_t *t)
+{
+    return t->dtype == WSYNC_DTYPE_F32 ? WSYNC_QSRC_F32 : WSYNC_QSRC_BF16;
+}
+
+/* Part b's source elements from slot s: *src (host memory; *tmp to free
+ * when copied from the GPU). */
+static wsync_status_t part_src(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_fp8_brun_t *b,
+                               const void **src, void **tmp)
+{
+    const wsync_tensor_t *t = &p->sl->manifest->tensors[b->tensor];
+    const pub_span_t *sp = pub_span_at(p, s, b->src_off);
+    const size_t len = b->q_len * (size_t)(wsync_dtype_bits(t->dtype) / 8);
+    *tmp = NULL;
+    if (sp == NULL || sp->area < 0 || b->src_off + len > sp->offset + sp->len)
+        return wsync_error(WSYNC_ERR_INTERNAL, "trainer rank %d: FP8 band part of '%s' at %llu is not in its slot",
+                           p->cfg.rank, t->name, (unsigned long long)b->src_off);
+    *src = (const char *)sp->ptr + (b->src_off - sp->offset);
+    if (p->mem->kind != WSYNC_MEM_CUDA)
+        return WSYNC_OK;
+    *tmp = malloc(len + 1);
+    WSYNC_CHECK_ALLOC(*tmp);
+    if (p->mem->copy(*tmp, *src, len) != WSYNC_OK) {
+        free(*tmp);
+        *tmp = NULL;
+        return wsync_error(WSYNC_ERR_IO, "trainer rank %d: FP8 band part of '%s' to the host: %s", p->cfg.rank,
+                           t->name, wsync_last_error());
+    }
+    *src = *tmp;
+    return WSYNC_OK;
+}
+
+/* Raises amax (the band's scale columns) to part b's maxima. */
+static wsync_status_t part_amax(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_fp8_brun_t *b,
+                                const wsync_fp8_spec_t *spec, float *amax)
+{
+    const wsync_tensor_t *t = &p->sl->manifest->tensors[b->tensor];
+    const void *src;
+    void *tmp;
+    wsync_status_t st;
+    WSYNC_CHECK(part_src(p, s, b, &src, &tmp));
+    st = wsync_fp8_part_amax_host(src, src_fmt(t), b->e0, b->q_len, b->cols, spec, amax, t->name);
+    free(tmp);
+    if (st != WSYNC_OK)
+        return wsync_error(st, "trainer rank %d: %s (rows counted from row %llu of matrix %llu)", p->cfg.rank,
+                           wsync_last_error(), (unsigned long long)b->row0, (unsigned long long)b->slice);
+    return WSYNC_OK;
+}
+
+wsync_status_t pub_fp8_part_quantize(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_fp8_brun_t *b,
+                                     const wsync_fp8_spec_t *spec, const float *amax, const pub_span_t *qs,
+                                     const pub_span_t *ss)
+{
+    const wsync_tensor_t *t = &p->sl->manifest->tensors[b->tensor];
+    const int dev = p->mem->kind == WSYNC_MEM_CUDA;
+    const void *src;
+    void *tmp;
+    uint8_t *q = dev ? malloc(b->q_len + b->s_len + 1) : qs->ptr;
+    wsync_status_t st;
+    if (q == NULL)
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    st = part_src(p, s, b, &src, &tmp);
+    if (st == WSYNC_OK)
+        wsync_fp8_part_quantize_host(src, src_fmt(t), b->e0, b->q_len, b->cols, spec, amax, q,
+                                     b->s_len == 0 ? NULL
+                                     : dev         ? (float *)(q + b->q_len)
+                                                   : ss->ptr);
+    if (st == WSYNC_OK && dev) {
+        st = p->mem->copy(qs->ptr, q, b->q_len);
+        if (st == WSYNC_OK && b->s_len)
+            st = p->mem->copy(ss->ptr, q + b->q_len, b->s_len);
+    }
+    free(tmp);
+    if (dev)
+        free(q);
+    return st;
+}
+
+/* The items a request lists: [tensor, block rows, block cols, slice, band]. */
+#define ITEM 5
+
+/* My part of each item, its maxima appended to out (as fp32 bits). */
+static wsync_status_t amax_items(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_fp8_exts_t *x,
+                                 const json_t *items, json_t *out)
+{
+    const wsync_manifest_t *m = p->sl->manifest;
+    wsync_fp8_brun_t *br = NULL;
+    size_t n = 0, cap = 0, i, k;
+    wsync_fp8_use_t have = {UINT32_MAX, {0, 0, WSYNC_SCALE_FP32}};
+    wsync_status_t st = WSYNC_OK;
+    for (i = 0; st == WSYNC_OK && i + ITEM <= json_array_size(items); i += ITEM) {
+        json_int_t v[ITEM];
+        float *amax = NULL;
+        uint64_t j, scols = 0;
+        for (j = 0; j < ITEM; j++)
+            v[j] = json_integer_value(json_array_get(items, i + j));
+        if (v[0] < 0 || (uint64_t)v[0] >= m->ntensors || m->tensors[v[0]].ndim < 2 || v[1] < 1 || v[1] > 256 ||
+            v[2] < 1 || v[2] > 256 ||
+            (m->tensors[v[0]].dtype != WSYNC_DTYPE_BF16 && m->tensors[v[0]].dtype != WSYNC_DTYPE_F32)) {
+            st = wsync_error(WSYNC_ERR_INVALID, "item %zu names no FP8 band of a BF16 or F32 matrix", i / ITEM);
+            break;
+        }
+        if (have.tensor != (uint32_t)v[0] || have.spec.block_rows != v[1] || have.spec.block_cols != v[2]) {
+            have = (wsync_fp8_use_t){(uint32_t)v[0], {(int)v[1], (int)v[2], WSYNC_SCALE_FP32}};
+            n = 0;
+            st = wsync_fp8_bruns(m, x, &have, p->cfg.rank, &br, &n, &cap);
+        }
+        for (k = 0; st == WSYNC_OK && k < n; k++)
+            if (br[k].part && br[k].slice == (uint64_t)v[3] && br[k].b0 == (uint64_t)v[4])
+                break;
+        if (st == WSYNC_OK && k == n)
+            st = wsync_error(WSYNC_ERR_INVALID, "it holds no part of band %lld of matrix %lld of '%s'",
+                             (long long)v[4], (long long)v[3], m->tensors[v[0]].name);
+        if (st == WSYNC_OK) {
+            scols = wsync_fp8_scale_cols(&have.spec, br[k].cols);
+            amax = calloc(scols, sizeof(*amax));
+            st = amax ? part_amax(p, s, &br[k], &have.spec, amax) : wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+        }
+        for (j = 0; st == WSYNC_OK && j < scols; j++) {
+            uint32_t bits;
+            memcpy(&bits, &amax[j], 4);
+            if (json_array_append_new(out, json_integer(bits)) != 0)
+                st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+        }
+        free(amax);
+    }
+    free(br);
+    return st;
+}
+
+void pub_fp8_amax_serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
+{
+    const json_t *items = json_object_get(req, "parts");
+    const uint64_t version = (uint64_t)json_integer_value(json_object_get(req, "version"));
+    const uint64_t deadline = wsync_now_ns() + (uint64_t)AMAX_WAIT_MS * 1000000ULL;
+    wsync_fp8_exts_t *x = NULL;
+    json_t *out = json_array();
+    pub_slot_t *s = NULL;
+    wsync_status_t st = WSYNC_OK;
+    int k;
+    pthread_mutex_lock(&p->lock);
+    while (s == NULL && st == WSYNC_OK) { /* announced by now, unless it is still publishing it */
+        struct timespec ts;
+        for (k = 0; k < PUB_NSLOTS && s == NULL; k++)
+            if (version != 0 && p->slots.slot[k].version == version)
+                s = &p->slots.slot[k];
+        if (s != NULL)
+            break;
+        if (wsync_now_ns() > deadline || p->serving.stopping)
+            st = wsync_error(WSYNC_ERR_NOT_FOUND, "it does not hold version %llu (newest: %llu)",
+                             (unsigned long long)version,
+                             p->slots.latest >= 0 ? (unsigned long long)p->slots.slot[p->slots.latest].version
+                                                  : 0ULL);
+        wsync_abstime_after_ms(&ts, 20);
+        if (st == WSYNC_OK)
+            pthread_cond_timedwait(&p->cond, &p->lock, &ts);
+    }
+    if (s != NULL) {
+        s->pins++;
+        st = pub_wait_range(p, s, 0, UINT64_MAX, deadline);
+    }
+    if (st == WSYNC_OK && wsync_fault(WSYNC_FAULT_AMAX_REFUSE) == p->cfg.rank) /* test hook */
+        st = wsync_error(WSYNC_ERR_PEER, "refused (test hook WSYNC_TEST_AMAX_REFUSE)");
+    pthread_mutex_unlock(&p->lock);
+    if (st == WSYNC_OK && (out == NULL || !json_is_array(items)))
+        st = wsync_error(WSYNC_ERR_INVALID, "an FP8 maxima request without its 'parts'");
+    if (st == WSYNC_OK)
+        st = wsync_fp8_exts_make(p->sl->layout, &x);
+    if (st == WSYNC_OK) /* x: this request's own; the cache's lock may be held by a rank waiting on a peer */
+        st = amax_items(p, s, x, items, out);
+    wsync_fp8_exts_free(x);
+    if (s != NULL) {
+        pthread_mutex_lock(&p->lock);
+        s->pins--;
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+    }
+    if (st == WSYNC_OK) {
+        json_object_set_new(reply, "ok", json_true());
+        json_object_set(reply, "amax", out);
+    } else {
+        wsync_pull_reply_write_error(reply, "trainer rank %d: FP8 block maxima of version %llu: %s", p->cfg.rank,
+                                     (unsigned long long)version, wsync_last_error());
+    }
+    json_decref(out);
+}
+
+/* A peer's part of one of my parts' bands. */
+typedef struct ask {
+    int peer;
+    size_t k; /* my part br[k] */
+} ask_t;
+
+static int cmp_ask(const void *a, const void *b)
+{
+    const ask_t *x = a, *y = b;
+    if (x->peer != y->peer)
+        return x->peer < y->peer ? -1 : 1;
+    return x->k < y->k ? -1 : x->k > y->k;
+}
+
+/* The peers holding the other parts of my parts' bands: asks[] by peer. */
+static wsync_status_t list_asks(wsync_publisher_t *p, const wsync_fp8_use_t *uses, const wsync_fp8_brun_t *br,
+                                const size_t *use_of, size_t nbr, ask_t **out, size_t *nout)
+{
+    wsync_fp8_brun_t *all = NULL;
+    ask_t *v = NULL;
+    size_t n = 0, cap = 0, nall = 0, acap = 0, k, j, u = SIZE_MAX;
+    wsync_status_t st = WSYNC_OK;
+    for (k = 0; st == WSYNC_OK && k < nbr; k++) {
+        if (!br[k].part)
+            continue;
+        if (use_of[k] != u) {
+            u = use_of[k];
+            nall = 0;
+            st = wsync_fp8_bruns(p->sl->manifest, p->tcache.fp8x, &uses[u], -1, &all, &nall, &acap);
+        }
+        for (j = 0; st == WSYNC_OK && j < nall; j++) {
+            if (!all[j].part || all[j].rank == p->cfg.rank || all[j].slice != br[k].slice || all[j].b0 != br[k].b0)
+                continue;
+            if (n == cap) {
+                size_t nc = cap ? cap * 2 : 64;
+                ask_t *nv = realloc(v, nc * sizeof(*nv));
+                if (nv == NULL) {
+                    st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                v = nv;
+                cap = nc;
+            }
+            v[n++] = (ask_t){all[j].rank, k};
+        }
+    }
+    free(all);
+    if (st == WSYNC_OK && n > 1)
+        qsort(v, n, sizeof(*v), cmp_ask);
+    *out = v;
+    *nout = n;
+    return st;
+}
+
+/* Peer's pull address, from the trainers' registrations (read once). */
+static wsync_status_t peer_addr(wsync_publisher_t *p, json_t **trainers, int peer, char *addr, size_t len)
+{
+    size_t i;
+    json_t *e;
+    if (*trainers == NULL) {
+        wsync_control_t *c = NULL;
+        wsync_status_t st = wsync_control_open(p->control_url, p->cfg.token, &c);
+        if (st == WSYNC_OK)
+            st = wsync_control_trainers(c, trainers);
+        wsync_control_close(c);
+        if (st != WSYNC_OK)
+            return wsync_error(st, "the trainers' registrations: %s", wsync_last_error());
+    }
+    json_array_foreach(*trainers, i, e)
+    {
+        const char *pull = json_string_value(json_object_get(json_object_get(e, "endpoint"), "pull"));
+        if (json_integer_value(json_object_get(e, "rank")) == peer && pull) {
+            snprintf(addr, len, "%s", pull);
+            return WSYNC_OK;
+        }
+    }
+    return wsync_error(WSYNC_ERR_NOT_FOUND, "it is not registered with the control endpoint");
+}
+
+/* Asks peer for the maxima of its parts of asks[0..n) (all of that peer)
+ * and raises amax (my parts' columns at off[k]) to them. */
+static wsync_status_t ask_peer(wsync_publisher_t *p, const pub_slot_t *s, const wsync_fp8_use_t *uses,
+                               const wsync_fp8_brun_t *br, const size_t *use_of, const ask_t *asks, size_t n,
+                               float *amax, const size_t *off, const char *addr)
+{
+    json_t *items = json_array(), *msg = NULL, *reply = NULL, *got;
+    const char *why;
+    size_t i, at = 0;
+    uint64_t c;
+    int fd = -1;
+    wsync_status_t st = items ? WSYNC_OK : WSYNC_ERR_NOMEM;
+    for (i = 0; st == WSYNC_OK && i < n; i++) {
+        const wsync_fp8_brun_t *b = &br[asks[i].k];
+        const wsync_fp8_use_t *u = &uses[use_of[asks[i].k]];
+        json_array_append_new(items, json_integer(b->tensor));
+        json_array_append_new(items, json_integer(u->spec.block_rows));
+        json_array_append_new(items, json_integer(u->spec.block_cols));
+        json_array_append_new(items, json_integer((json_int_t)b->slice));
+        json_array_append_new(items, json_integer((json_int_t)b->b0));
+    }
+    msg = json_pack("{s:{s:I, s:O}}", "fp8_amax", "version", (json_int_t)s->version, "parts", items);
+    json_decref(items);
+    if (msg == NULL)
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    st = wsync_tcp_dial(addr, AMAX_WAIT_MS, 0, &fd);
+    if (st == WSYNC_OK)
+        st = wsync_msg_call(fd, &p->auth, WSYNC_HS_PULL, addr, msg, AMAX_WAIT_MS + 5000, &reply);
+    if (fd >= 0)
+        close(fd);
+    json_decref(msg);
+    if (st != WSYNC_OK)
+        return st;
+    got = json_object_get(reply, "amax");
+    why = json_string_value(json_object_get(reply, "error"));
+    if (!json_is_array(got))
+        st = wsync_error(WSYNC_ERR_PEER, "%s", why ? why : "an answer without 'amax'");
+    for (i = 0; st == WSYNC_OK && i < n; i++) {
+        const wsync_fp8_brun_t *b = &br[asks[i].k];
+        const uint64_t scols = wsync_fp8_scale_cols(&uses[use_of[asks[i].k]].spec, b->cols);
+        for (c = 0; c < scols && st == WSYNC_OK; c++, at++) {
+            const json_t *x = json_array_get(got, at);
+            uint32_t bits = (uint32_t)json_integer_value(x);
+            float a;
+            memcpy(&a, &bits, 4);
+            if (!json_is_integer(x) || !isfinite(a) || a < 0.0f)
+                st = wsync_error(WSYNC_ERR_PEER, "its maxima are %zu numbers, or not finite ones",
+                                 json_array_size(got));
+            else if (a > amax[off[asks[i].k] + c])
+                amax[off[asks[i].k] + c] = a;
+        }
+    }
+    json_decref(reply);
+    return st;
+}
+
+wsync_status_t pub_fp8_amax_parts(wsync_publisher_t *p, const pub_slot_t *s, const wsync_fp8_use_t *uses,
+                                  const wsync_fp8_brun_t *br, const size_t *use_of, size_t nbr, float **amax_out,
+                                  size_t **off_out)
+{
+    size_t *off = calloc(nbr + 1, sizeof(*off)), total = 0, k, i, j, nasks = 0;
+    float *amax = NULL;
+    ask_t *asks = NULL;
+    json_t *trainers = NULL;
+    wsync_status_t st = WSYNC_OK;
+    WSYNC_CHECK_ALLOC(off);
+    for (k = 0; k < nbr; k++) {
+        off[k] = total;
+        total += br[k].part ? wsync_fp8_scale_cols(&uses[use_of[k]].spec, br[k].cols) : 0;
+    }
+    amax = calloc(total + 1, sizeof(*amax));
+    if (amax == NULL)
+        st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    for (k = 0; st == WSYNC_OK && k < nbr; k++)
+        if (br[k].part)
+            st = part_amax(p, s, &br[k], &uses[use_of[k]].spec, amax + off[k]);
+    if (st == WSYNC_OK)
+        st = list_asks(p, uses, br, use_of, nbr, &asks, &nasks);
+    for (i = 0; st == WSYNC_OK && i < nasks; i = j) {
+        char addr[160] = "?";
+        for (j = i; j < nasks && asks[j].peer == asks[i].peer; j++)
+            ;
+        st = peer_addr(p, &trainers, asks[i].peer, addr, sizeof(addr));
+        if (st == WSYNC_OK)
+            st = ask_peer(p, s, uses, br, use_of, asks + i, j - i, amax, off, addr);
+        if (st != WSYNC_OK)
+            st = wsync_error(st,
+                             "trainer rank %d: the FP8 block maxima of the bands it shares with trainer rank %d "
+                             "(at %s, version %llu; waited at most %d s): %s",
+                             p->cfg.rank, asks[i].peer, addr, (unsigned long long)s->version, AMAX_WAIT_MS / 1000,
+                             wsync_last_error());
+    }
+    json_decref(trainers);
+    free(asks);
+    if (st != WSYNC_OK) {
+        free(amax);
+        free(off);
+        return st;
+    }
+    *amax_out = amax;
+    *off_out = off;
+    return WSYNC_OK;
+}
