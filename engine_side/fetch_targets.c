@@ -147,9 +147,9 @@ wsync_status_t tf_request_rank(tfetch_t *f, int t, int digests_only)
     wsync_status_t st;
     size_t k, n = 0;
     json_t *msg;
-    for (k = 0; k < np->rank_nputs[t]; k++)
+    for (k = 0; f->tl == NULL && k < np->rank_nputs[t] && n == 0; k++)
         n += recv_pull_is_mine(&f->p, np->puts[np->rank_puts[t][k]].chunk);
-    if (f->tl == NULL && n == 0) /* the whole image: the record holds the digests */
+    if (f->tl == NULL && n == 0) /* the whole image asks for pieces alone: the record holds the digests */
         return WSYNC_OK;
     WSYNC_CHECK(recv_transport_ensure(r, f->p.tnames[t], &rt));
     for (k = 0; k < np->rank_nputs[t] && !digests_only; k++) {

@@ -43,15 +43,23 @@ static void add_chunk(wsync_node_plan_t *np, const wsync_plan_t *plan, uint32_t 
                            .first_copy = np->ncopies};
     for (i = ch->first_put; i < ch->first_put + ch->nputs; i++) {
         const wsync_piece_t *pc = &plan->pieces[i];
-        np->puts[i] = (wsync_tput_t){
-            .id = (uint32_t)i, .src_rank = pc->src_rank, .land_rank = land, .chunk = c, .dst_off = pc->offset, .len = pc->len};
+        np->puts[i] = (wsync_tput_t){.id = (uint32_t)i,
+                                     .src_rank = pc->src_rank,
+                                     .land_rank = land,
+                                     .chunk = c,
+                                     .dst_off = pc->offset,
+                                     .len = pc->len};
     }
     np->land_bytes[land] += len;
     for (q = 0; q < np->local_ranks; q++) {
         np->holds_bytes[q] += len;
         if (q != land && !(how->also_lands && how->also_lands(how->arg, c, q)))
-            np->copies[np->ncopies++] =
-                (wsync_tcopy_t){.chunk = c, .from_rank = land, .from_off = off, .to_rank = q, .to_off = off, .len = len};
+            np->copies[np->ncopies++] = (wsync_tcopy_t){.chunk = c,
+                                                        .from_rank = land,
+                                                        .from_off = off,
+                                                        .to_rank = q,
+                                                        .to_off = off,
+                                                        .len = len};
     }
     ch->ncopies = np->ncopies - ch->first_copy;
 }
@@ -82,8 +90,8 @@ static wsync_status_t build(const wsync_plan_t *plan, int L, const wsync_identit
     return rank_lists(np, plan);
 }
 
-wsync_status_t wsync_node_plan_identity(const wsync_plan_t *plan, int local_ranks, const wsync_identity_landing_t *how,
-                                        wsync_node_plan_t **out)
+wsync_status_t wsync_node_plan_identity(const wsync_plan_t *plan, int local_ranks,
+                                        const wsync_identity_landing_t *how, wsync_node_plan_t **out)
 {
     wsync_node_plan_t *np = calloc(1, sizeof(*np));
     wsync_status_t st;

@@ -20,8 +20,10 @@ static int in_mask(void *arg, uint32_t c, int q)
  * put and chunk; its copies are np's without those to the shared ranks. */
 static void compare(const wsync_plan_t *p, const wsync_node_plan_t *np, const uint8_t *land, uint8_t *shared, int L)
 {
-    const wsync_identity_landing_t how = {
-        .land = land, .rank_mask = 0xff, .also_lands = shared ? in_mask : NULL, .arg = shared};
+    const wsync_identity_landing_t how = {.land = land,
+                                          .rank_mask = 0xff,
+                                          .also_lands = shared ? in_mask : NULL,
+                                          .arg = shared};
     wsync_node_plan_t *ip = NULL;
     size_t k, j;
     uint32_t c;
