@@ -7,7 +7,8 @@
  *             with targets, the engine layout (targets.c); the caller's
  *             destination tensors checked against it (dests.c); image slots
  *             sized for it; rank 0 posts the landing map;
- *   fetch     the data (fetch.c; with targets fetch_targets.c); in place
+ *   fetch     the data (fetch_targets.c, the one fetch engine: the whole
+ *             image is the identity target, fetch_whole.c); in place
  *             it writes the caller's destination tensors too (dests.h);
  *   settle    this rank done (then wait for the node) or failed;
  *   close     rank 0 closes the attempt on the board and reports it;
@@ -413,8 +414,7 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
         memset(&r->delta_last, 0, sizeof(r->delta_last)); /* a pull that asks for deltas sets them */
         st = recv_dests_zero_gaps(r->mem, dm);            /* in place: padding no block writes */
         if (st == WSYNC_OK)
-            st = tl ? recv_fetch_targets(r, &a, sl, tl, digests, late, deadline)
-                    : recv_fetch(r, &a, sl, digests, late, deadline);
+            st = recv_fetch(r, &a, sl, tl, digests, late, deadline);
         r->cur_dm = NULL;
         recv_progress_bytes(r->progress, st == WSYNC_OK ? total : 0);
     }

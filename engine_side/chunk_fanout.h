@@ -1,4 +1,4 @@
-/* chunk_fanout.h: the fan-out ring of a pull, whichever fetch lands it: the
+/* chunk_fanout.h: the fan-out ring of a pull (the fetch's, pull.h): the
  * copies of chunks that landed on another local rank, out of its window into
  * this rank's image, each queued as a job (a copy and, where the fetch
  * verifies the chunk here, its units' digests: mem.h copy_digest_start),

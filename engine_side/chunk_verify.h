@@ -1,6 +1,7 @@
-/* chunk_verify.h: a pull's chunks verified one by one, whichever fetch lands
- * them (pull.h). Each unit of a chunk (a piece of the whole image, a put of
- * an identity target: the same bytes) has a published digest of its bytes,
+/* chunk_verify.h: a pull's chunks verified one by one where the fetch
+ * (pull.h) verifies against the record: the whole image and a node of
+ * identity targets. Each unit of a chunk (a piece of the whole image, a put
+ * of an identity target: the same bytes) has a published digest of its bytes,
  * keyed at its image offset. When a chunk is complete here, its units' sums
  * (the sums the landing's puts brought along, where every one did: the local
  * transport's copy inside one GPU digests what it writes; else one digest

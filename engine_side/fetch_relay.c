@@ -1,12 +1,11 @@
 /* fetch_relay.c: which node is this one's parent under relay:F (or auto
- * choosing it), and a whole-image rank's pieces from its parent node under
- * relay:F (relay_tree.h says who that is), and, for every fetch (pull.h),
- * the fall back to the trainer ranks: a relay that fails, or lands nothing
- * here for relay_stall_ms, is
- * given up, named in the log, and every piece still missing is asked of
- * the trainer ranks under a new request id, after this rank's transports
- * were reset (none of the relay's puts can land after that). Whatever the
- * source, a chunk is verified against the version record's digests. */
+ * choosing it: relay_tree.h says who that is), the relay pull's request,
+ * and the fall back to the trainer ranks (pull.h): a relay that fails, or
+ * lands nothing here for relay_stall_ms, is given up, named in the log,
+ * and every unit still missing is asked of the trainer ranks under a new
+ * request id, after this rank's transports were reset (none of the relay's
+ * puts can land after that). What is asked of a relay is the fetch's
+ * (fetch_targets_relay.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +15,7 @@
 #include "common/base/settings.h"
 #include "common/base/util.h"
 #include "common/proto/relay_registration.h"
-#include "engine_side/fetch_internal.h"
+#include "engine_side/pull.h"
 #include "engine_side/plan_choice.h"
 #include "engine_side/relay_tree.h"
 
@@ -158,22 +157,6 @@ void recv_relay_pull_end(recv_relay_pull_t *rp)
     recv_request_abort(&rp->req); /* its answer is no longer needed */
     recv_request_end(&rp->req);
     rp->on = 0;
-}
-
-wsync_status_t fetch_relay_request(fetch_t *f, int *asked)
-{
-    wsync_receiver_t *r = f->p.r;
-    recv_transport_t *rt;
-    *asked = 0;
-    if (!recv_relay_parent(r, f->p.v, f->plan->world, f->plan->image_size, f->plan->chunk_size, f->p.relay.id,
-                           sizeof(f->p.relay.id), f->p.relay.addr, sizeof(f->p.relay.addr)))
-        return WSYNC_OK;
-    WSYNC_CHECK(recv_transport_ensure(r, "tcp", &rt));
-    WSYNC_CHECK(recv_relay_pull_send(&f->p.relay, r, fetch_pull_json(f, rt), f->p.deadline));
-    *asked = 1;
-    wsync_trace("engine %s rank %d: version %llu from the relay of engine %s at %s", r->engine_id, f->p.me,
-                (unsigned long long)f->p.v, f->p.relay.id, f->p.relay.addr);
-    return WSYNC_OK;
 }
 
 /* 1 while some chunk asked for here still misses units. */

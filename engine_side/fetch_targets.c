@@ -1,23 +1,28 @@
-/* fetch_targets.c: the data part of one pull attempt on an engine rank whose
- * node holds targets (engine layouts), as phases:
+/* fetch_targets.c: the one fetch engine: the data part of one pull attempt
+ * on an engine rank whose node holds targets (engine layouts), or the whole
+ * image, which is the identity target (fetch_whole.c: its node plan is the
+ * version's plan on rank 0's landing map), as phases:
  *   join      wait for rank 0's landing map and check it is the node plan
- *             this rank derived; map the peers' windows (pull.h, shared
- *             with fetch.c, as the watch, its messages and the relay's
- *             fall back);
+ *             this rank derived (the whole image: build the plan from it);
+ *             map the peers' windows (pull.h, as the watch, its messages
+ *             and the relay's fall back);
  *   prepare   the chunks landing here, and those landing elsewhere that
  *             hold bytes this rank copies;
  *   request   in place into the caller's tensors on the host, the bytes
  *             no other rank reads land straight in them (the transports'
  *             redirect, recv_transport_direct); expect every put landing
  *             here; ask every trainer rank (each also answers with the
- *             digests of this rank's segments it owns);
+ *             digests of this rank's segments it owns; the whole image asks
+ *             only the ranks with pieces landing here, for deltas where
+ *             delta_land.h may);
  *   then, until every chunk this rank needs is in:
  *   land      take the transports' completions (pull_land.c); a chunk
  *             whose last put landed gets its copies inside this rank, then
  *             is marked landed;
  *   fan out   copy, out of the landing rank's window, what this rank needs
  *             of each chunk the board says landed elsewhere (as jobs of
- *             the fan-out ring, chunk_fanout.h, shared with fetch.c);
+ *             the fan-out ring, chunk_fanout.h); a chunk the whole image's
+ *             map lands on every rank of one GPU lands here too;
  *   watch     trainer answers, peers, the deadline (pull_watch.c);
  *   release   in place into the caller's tensors on the host, the image
  *             is a sparse window: a chunk's pages are freed once written
@@ -32,28 +37,33 @@
  * A chunk is marked landed before it is verified: every rank verifies its
  * own destination bytes, so a corrupted byte is caught on every rank that
  * holds it, before the node reports ready. A node of identity targets (the
- * whole image as targets: tf_identity_node) verifies instead each chunk as it
- * lands or is copied in against the record's piece digests, as fetch.c
- * does, with the same module (chunk_verify.h), and marks it landed once
- * verified. */
+ * whole image as targets: tf_identity_node, and the whole image itself)
+ * verifies instead each chunk as it lands or is copied in against the
+ * record's piece digests (chunk_verify.h: fused put sums, late digests,
+ * delta wires through landed_check) and marks it landed once verified. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/base/checks.h"
+#include "common/base/fault.h"
 #include "common/digest/digest.h"
 #include "common/base/log.h"
 #include "common/proto/pull_request.h"
 #include "common/base/util.h"
+#include "engine_side/delta_land.h"
 #include "engine_side/fetch_targets_internal.h"
 
-/* Rank 0's landing map is the node plan this rank derived. */
+/* Rank 0's landing map is the node plan this rank derived (the whole
+ * image's node plan is built from it). */
 static wsync_status_t ops_check_landing(recv_pull_t *p)
 {
-    const tfetch_t *f = container_of(p, tfetch_t, p);
+    tfetch_t *f = container_of(p, tfetch_t, p);
     const uint8_t *land = p->land;
     uint32_t c;
+    if (f->tl == NULL)
+        return tf_whole_plan(f);
     for (c = 0; c < f->np->nchunks; c++)
         if (land[c] != f->np->chunks[c].land_rank)
             return wsync_error(WSYNC_ERR_CONFLICT,
@@ -79,15 +89,14 @@ static int copies_to_me(const tfetch_t *f, uint32_t c)
 static wsync_status_t tf_prepare(tfetch_t *f)
 {
     const wsync_node_plan_t *np = f->np;
-    size_t nseg = f->tl->seg->nputs, maxputs = 1;
+    size_t nseg = f->tl ? f->tl->seg->nputs : 0, maxputs = 1;
     uint32_t c;
     WSYNC_CHECK(recv_pull_alloc(&f->p));
     for (c = 0; c < np->nchunks; c++)
         maxputs = np->chunks[c].nputs > maxputs ? np->chunks[c].nputs : maxputs;
     if (f->identity) {
-        const recv_dests_t *dm = f->p.r->cur_dm;
         WSYNC_CHECK(recv_verify_begin(&f->ver, &f->p, np->nputs, maxputs, f->record, f->late));
-        WSYNC_CHECK(recv_groups_begin(&f->grp, dm && dm->in_place ? dm : NULL, np->nchunks));
+        WSYNC_CHECK(recv_groups_begin(&f->grp, f->dm, np->nchunks));
     }
     f->digests = calloc(nseg + 1, sizeof(*f->digests));
     f->have = calloc(nseg + 1, 1);
@@ -95,7 +104,7 @@ static wsync_status_t tf_prepare(tfetch_t *f)
     if (!f->digests || !f->have || !f->none)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     for (c = 0; c < np->nchunks; c++)
-        if (np->chunks[c].land_rank == f->p.me) {
+        if (tf_lands_here(f, c)) {
             f->p.remaining[c] = (uint32_t)np->chunks[c].nputs;
             f->p.mine[c / 8] |= (unsigned char)(1u << (c % 8));
             f->p.nland++;
@@ -136,12 +145,16 @@ wsync_status_t tf_request_rank(tfetch_t *f, int t, int digests_only)
     wsync_pull_request_t pr;
     recv_transport_t *rt;
     wsync_status_t st;
-    size_t k;
+    size_t k, n = 0;
     json_t *msg;
+    for (k = 0; f->tl == NULL && k < np->rank_nputs[t] && n == 0; k++)
+        n += recv_pull_is_mine(&f->p, np->puts[np->rank_puts[t][k]].chunk);
+    if (f->tl == NULL && n == 0) /* the whole image asks for pieces alone: the record holds the digests */
+        return WSYNC_OK;
     WSYNC_CHECK(recv_transport_ensure(r, f->p.tnames[t], &rt));
-    for (k = 0; k < np->rank_nputs[t]; k++) {
+    for (k = 0; k < np->rank_nputs[t] && !digests_only; k++) {
         const wsync_tput_t *pu = &np->puts[np->rank_puts[t][k]];
-        if (pu->land_rank == f->p.me && !digests_only && recv_pull_is_mine(&f->p, pu->chunk))
+        if (recv_pull_is_mine(&f->p, pu->chunk))
             WSYNC_CHECK(rt->ops->expect(rt->t, t, rt->region[f->p.slot], pu->dst_off, pu->len,
                                         ((uint64_t)f->p.reqid << 32) | pu->id));
     }
@@ -152,16 +165,22 @@ wsync_status_t tf_request_rank(tfetch_t *f, int t, int digests_only)
     recv_pull_request_init(&pr, r, f->p.v, f->p.reqid, rt, f->p.slot, f->p.sl->layout_digest, f->p.deadline);
     pr.chunks = digests_only ? f->none : f->p.mine;
     pr.chunk_bytes = (np->nchunks + 7) / 8;
-    st = tf_add_targets(f, t, &pr);
+    st = f->tl ? tf_add_targets(f, t, &pr) : WSYNC_OK;
     pr.in_order = f->rl.on && f->ndirect == 0; /* else only edges and fan-out bytes pass through the image */
-    pr.hint_world = f->tl->hint_world;
-    pr.colo = f->tl->colo;
-    pr.ncolo = f->tl->ncolo;
+    if (f->tl) {
+        pr.hint_world = f->tl->hint_world;
+        pr.colo = f->tl->colo;
+        pr.ncolo = f->tl->ncolo;
+    }
     msg = st == WSYNC_OK ? wsync_pull_request_to_json(&pr) : NULL;
     pr.chunks = NULL; /* ours, not the request's */
     pr.colo = pr.ncolo = NULL;
     pr.hint_world = 0;
     wsync_pull_request_clear(&pr);
+    if (st == WSYNC_OK && msg) /* the base and where its wires go (delta_land.h) */
+        st = recv_delta_ask(f, t, rt, msg);
+    if (st != WSYNC_OK)
+        json_decref(msg);
     WSYNC_CHECK(st);
     return recv_request_start(&f->p.reqs[t], &f->p.r->pull_conns, &f->p.r->auth, t, f->p.addrs[t], msg,
                               f->p.deadline);
@@ -169,18 +188,27 @@ wsync_status_t tf_request_rank(tfetch_t *f, int t, int digests_only)
 
 static wsync_status_t tf_request(tfetch_t *f)
 {
+    wsync_receiver_t *r = f->p.r;
     int t, relayed = 0;
     /* (not while this node relays: its relay serves out of the ranks' images) */
     /* a sparse GPU image: the bytes other ranks copy land straight too (they
-     * read them out of its fan-out window, tf_fan_publish) */
-    WSYNC_CHECK(recv_transport_direct(f->p.r, f->p.slot, f->p.tnames, f->p.world, !recv_node_relays(f->p.r),
-                                      f->p.r->gpu_sparse ? NULL : f->np, &f->direct, &f->ndirect));
+     * read them out of its fan-out window, tf_fan_publish); the whole image:
+     * a lone rank's, whose image no other rank reads */
+    if (f->tl)
+        WSYNC_CHECK(recv_transport_direct(r, f->p.slot, f->p.tnames, f->p.world, !recv_node_relays(r),
+                                          r->gpu_sparse ? NULL : f->np, &f->direct, &f->ndirect));
+    else
+        WSYNC_CHECK(recv_transport_direct(r, f->p.slot, f->p.tnames, f->p.world,
+                                          f->dm && r->cfg.local_world == 1 && !recv_node_relays(r), NULL,
+                                          &f->direct, &f->ndirect));
     f->p.reqid = recv_new_reqid(f->p.reqid);
     f->p.last_landed = wsync_now_ns();
     WSYNC_CHECK(tf_relay_request(f, &relayed));
-    for (t = 0; t < f->p.world; t++)
+    if (f->tl == NULL && !relayed)
+        WSYNC_CHECK(recv_delta_begin(f));
+    for (t = 0; t < f->p.world && (f->tl || !relayed); t++) /* relayed, the whole image asks no trainer */
         WSYNC_CHECK(tf_request_rank(f, t, relayed));
-    wsync_trace("engine %s rank %d: target requests sent", f->p.r->engine_id, f->p.me);
+    wsync_trace("engine %s rank %d: %srequests sent", r->engine_id, f->p.me, f->tl ? "target " : "");
     return WSYNC_OK;
 }
 
@@ -193,58 +221,9 @@ static wsync_status_t chunk_complete(tfetch_t *f, uint32_t c)
     return recv_dests_chunk_in(f->p.r->mem, f->p.r->cur_dm, f->np, c, f->p.me, f->image, f->direct, f->ndirect);
 }
 
-/* ---- release: the pages of a sparse image ---- */
-
-/* How many other ranks copy bytes of chunk c out of this rank's image. */
-static int chunk_readers(const tfetch_t *f, uint32_t c)
-{
-    const wsync_tchunk_t *ch = &f->np->chunks[c];
-    uint64_t seen = 0;
-    int n = 0;
-    size_t k;
-    for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++) {
-        const wsync_tcopy_t *cp = &f->np->copies[k];
-        if (cp->from_rank == f->p.me && cp->to_rank != f->p.me && !(seen >> cp->to_rank & 1)) {
-            seen |= 1ULL << cp->to_rank;
-            n++;
-        }
-    }
-    return n;
-}
-
-/* Chunk c's bytes copied into this rank (written through already). */
-static void release_copied_in(const tfetch_t *f, uint32_t c)
-{
-    const wsync_tchunk_t *ch = &f->np->chunks[c];
-    size_t k;
-    for (k = ch->first_copy; f->rl.on && k < ch->first_copy + ch->ncopies; k++)
-        if (f->np->copies[k].to_rank == f->p.me)
-            recv_release_range(&f->rl, f->np->copies[k].to_off, f->np->copies[k].len);
-}
-
-/* Chunk c's puts that landed here (recv_release_poll's callback). */
-static void release_landed(void *arg, uint32_t c)
-{
-    const tfetch_t *f = arg;
-    const wsync_tchunk_t *ch = &f->np->chunks[c];
-    size_t k;
-    for (k = ch->first_put; k < ch->first_put + ch->nputs; k++)
-        if (f->np->puts[k].land_rank == f->p.me)
-            recv_release_range(&f->rl, f->np->puts[k].dst_off, f->np->puts[k].len);
-}
-
 static void tf_release(tfetch_t *f)
 {
-    recv_release_poll(&f->rl, release_landed, f);
-}
-
-/* A chunk that landed here is complete: what was copied into this rank
- * goes now, what landed once every reader copied it. */
-static void landed_complete(tfetch_t *f, uint32_t c)
-{
-    release_copied_in(f, c);
-    if (recv_release_landed(&f->rl, c, chunk_readers(f, c)))
-        release_landed(f, c);
+    recv_release_poll(&f->rl, tf_release_landed, f);
 }
 
 static int ops_unit_at(const recv_pull_t *p, uint32_t id, uint32_t *chunk, uint64_t *len)
@@ -266,8 +245,10 @@ static wsync_status_t landed_done(tfetch_t *f, uint32_t c)
     if (f->grp.dm == NULL) /* else its group wrote it through */
         WSYNC_CHECK(chunk_complete(f, c));
     WSYNC_CHECK(tf_fan_publish(f, c));
-    board_mark_landed(f->p.r->board, f->p.slot, c, f->p.gen);
-    landed_complete(f, c);
+    if (f->np->chunks[c].land_rank == f->p.me) /* the copy other GPUs' ranks read */
+        board_mark_landed(f->p.r->board, f->p.slot, c, f->p.gen);
+    tf_landed_release(f, c);
+    tf_relay_verified(f, c);
     if (f->p.nlanded++ == 0 || f->p.nlanded == f->p.nland)
         wsync_trace("engine %s rank %d: chunk %u landed%s (%u of %u)", f->p.r->engine_id, f->p.me, c,
                     f->identity ? " and verified" : "", f->p.nlanded, f->p.nland);
@@ -280,6 +261,8 @@ static wsync_status_t landed_done(tfetch_t *f, uint32_t c)
 static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
 {
     tfetch_t *f = container_of(p, tfetch_t, p);
+    if (f->land_delay_ms > 0)
+        usleep((useconds_t)f->land_delay_ms * 1000);
     if (!f->identity)
         return landed_done(f, c);
     return f->grp.dm ? tf_identity_group(f, c, f->p.me) : recv_verify_landed(p, &f->ver, c, f->image);
@@ -291,7 +274,8 @@ static wsync_status_t copied_in(tfetch_t *f, uint32_t c)
     board_mark_copied(f->p.r->board, f->p.slot, c, f->p.gen);
     if (f->grp.dm == NULL) /* else its group wrote it through */
         WSYNC_CHECK(chunk_complete(f, c));
-    release_copied_in(f, c);
+    tf_release_copied_in(f, c);
+    tf_relay_verified(f, c);
     f->p.ndone++;
     return WSYNC_OK;
 }
@@ -355,9 +339,11 @@ static wsync_status_t tf_reap(tfetch_t *f, int *progressed)
  * checked for a failure alone). */
 static wsync_status_t tf_collect(tfetch_t *f)
 {
-    const wsync_node_plan_t *seg = f->tl->seg;
+    const wsync_node_plan_t *seg = f->tl ? f->tl->seg : NULL;
     size_t i;
     int t;
+    if (seg == NULL) /* the whole image: verified against the record; failed answers ended the watch */
+        return WSYNC_OK;
     for (t = 0; t < f->p.world; t++) {
         const wsync_pull_reply_t *rep = &f->p.reqs[t].reply;
         size_t k;
@@ -446,7 +432,17 @@ static int ops_land_rank(const recv_pull_t *p, uint32_t c)
 /* Chunks differ in size here: the share of them in, of the image. */
 static uint64_t ops_bytes_in(const recv_pull_t *p)
 {
-    return p->nwant ? container_of(p, tfetch_t, p)->tl->image_len * p->ndone / p->nwant : 0;
+    const uint64_t len = p->tl ? p->tl->image_len : p->sl->plan->image_size;
+    return p->nwant ? len * p->ndone / p->nwant : 0;
+}
+
+/* The whole image: pieces applied as delta wires checked before the
+ * chunk's digests (delta_land.h). */
+static wsync_status_t ops_landed_check(recv_pull_t *p, uint32_t c, const uint64_t *sums, int *again)
+{
+    tfetch_t *f = container_of(p, tfetch_t, p);
+    *again = 0;
+    return f->delta ? recv_delta_verify(f, c, sums, again) : WSYNC_OK;
 }
 
 /* After a relay was given up: the chunks still missing, and the digests
@@ -456,22 +452,17 @@ static wsync_status_t ops_request_rank(recv_pull_t *p, int t)
     return tf_request_rank(container_of(p, tfetch_t, p), t, 0);
 }
 
-static const recv_pull_ops_t tf_ops = {.unit = "puts",
-                                       .unit1 = "put",
-                                       .unit_at = ops_unit_at,
-                                       .unit_off = ops_unit_off,
-                                       .chunk_verified = ops_chunk_verified,
-                                       .unit_landed = ops_unit_landed,
-                                       .chunk_landed = ops_chunk_landed,
-                                       .chunk_units = ops_chunk_units,
-                                       .unit_src = ops_unit_src,
-                                       .land_rank = ops_land_rank,
-                                       .check_landing = ops_check_landing,
-                                       .bytes_in = ops_bytes_in,
-                                       .waiting_more = ops_waiting_more,
-                                       .chunk_reasked = ops_chunk_reasked,
-                                       .request_rank = ops_request_rank,
-                                       .reask_all = 1};
+/* One table; the whole image's differs in its messages' nouns (its puts
+ * are the record's pieces) and in what a relay fall back asks again (the
+ * trainer ranks were asked nothing: only those with missing pieces). */
+#define TF_OPS                                                                                        \
+    .unit_at = ops_unit_at, .unit_off = ops_unit_off, .chunk_verified = ops_chunk_verified,           \
+    .unit_landed = ops_unit_landed, .chunk_landed = ops_chunk_landed, .chunk_units = ops_chunk_units, \
+    .unit_src = ops_unit_src, .land_rank = ops_land_rank, .check_landing = ops_check_landing,         \
+    .bytes_in = ops_bytes_in, .waiting_more = ops_waiting_more, .chunk_reasked = ops_chunk_reasked,   \
+    .request_rank = ops_request_rank, .delta_landed = recv_delta_landed, .landed_check = ops_landed_check
+static const recv_pull_ops_t tf_ops = {.unit = "puts", .unit1 = "put", .reask_all = 1, TF_OPS};
+static const recv_pull_ops_t whole_ops = {.unit = "pieces", .unit1 = "piece", .reask_all = 0, TF_OPS};
 
 static void tf_end(tfetch_t *f, wsync_status_t st)
 {
@@ -479,9 +470,11 @@ static void tf_end(tfetch_t *f, wsync_status_t st)
     recv_groups_end(&f->grp, f->p.r->mem); /* waits likewise */
     recv_verify_end(&f->ver);
     recv_dests_drain(f->p.r->mem, f->p.r->cur_dm); /* write-through copies still queued (a failed pull) */
-    if (st != WSYNC_OK)
+    if (st != WSYNC_OK && f->tl)
         memset(f->tl->defs_sent, 0, (size_t)f->p.world); /* a trainer may have restarted: send them again */
+    recv_delta_end(f, st);                               /* its staging region goes before the transports may */
     recv_pull_free(&f->p, st);
+    wsync_node_plan_free(f->whole_np);
     free(f->digests);
     free(f->have);
     free(f->none);
@@ -489,10 +482,10 @@ static void tf_end(tfetch_t *f, wsync_status_t st)
     free(f->direct);
 }
 
-wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
-                                  recv_tlayout_t *tl, const uint64_t *digests, int late, uint64_t deadline)
+wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
+                          recv_tlayout_t *tl, const uint64_t *digests, int late, uint64_t deadline)
 {
-    tfetch_t f = {.p = {.ops = &tf_ops,
+    tfetch_t f = {.p = {.ops = tl ? &tf_ops : &whole_ops,
                         .r = r,
                         .sl = sl,
                         .tl = tl,
@@ -502,19 +495,30 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
                         .slot = a->slot,
                         .me = r->cfg.local_rank,
                         .world = sl->world,
-                        .nchunks = tl->np->nchunks},
+                        .nchunks = tl ? tl->np->nchunks : sl->plan->nchunks},
                   .tl = tl,
-                  .np = tl->np,
+                  .np = tl ? tl->np : NULL, /* the whole image's: built at the join */
+                  .plan = sl->plan,
                   .image = r->win[a->slot].ptr,
+                  .dm = r->cur_dm && r->cur_dm->in_place ? r->cur_dm : NULL,
+                  /* Test hook (common/base/fault.h): slow the landing of each chunk so a
+                   * test can kill a rank in the middle of a pull. */
+                  .land_delay_ms = (int)wsync_fault(WSYNC_FAULT_LAND_DELAY_MS),
                   .record = digests,
                   .late = late};
-    wsync_status_t st;
+    wsync_status_t st = recv_pull_join(&f.p);
 
-    WSYNC_CHECK(recv_pull_join(&f.p));
+    if (st != WSYNC_OK) { /* nothing else to undo yet */
+        wsync_node_plan_free(f.whole_np);
+        return st;
+    }
     f.identity = tf_identity_node(&f);
-    if (r->relay && tl->hint_world == 0)
-        WSYNC_CHECK(tf_relay_serve(&f));
-    st = recv_release_begin(&f.rl, r, a, f.np->nchunks);
+    /* Nothing lands in this slot before its requests go out: from here its
+     * relay serves only what this version verified (or landed) here. */
+    if (r->relay && (tl == NULL || tl->hint_world == 0))
+        st = tf_relay_serve(&f);
+    if (st == WSYNC_OK)
+        st = recv_release_begin(&f.rl, r, a, f.np->nchunks);
     if (st == WSYNC_OK)
         st = tf_prepare(&f);
     if (st == WSYNC_OK)
@@ -530,6 +534,8 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
             st = tf_reap(&f, &progressed);
         if (st == WSYNC_OK && f.identity)
             st = recv_verify_late_poll(&f.p, &f.ver, &progressed);
+        if (st == WSYNC_OK)
+            st = recv_delta_poll(&f, &progressed);
         tf_release(&f);
         if (st == WSYNC_OK)
             st = recv_pull_watch(&f.p);
@@ -541,13 +547,13 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
         st = tf_collect(&f);
     if (st == WSYNC_OK && !f.identity)
         st = recv_tlayout_verify(r, tl, f.image, f.digests, f.p.v);
-    if (st == WSYNC_OK) /* FP8 bands whose rows came from two trainer ranks (fp8_land.c) */
+    if (st == WSYNC_OK && tl) /* FP8 bands whose rows came from two trainer ranks (fp8_land.c) */
         st = recv_fp8_land(r, tl, sl->manifest, f.image, f.p.v);
-    if (st == WSYNC_OK)
+    if (st == WSYNC_OK && tl)
         wsync_trace("engine %s rank %d: every %s of its target verified", r->engine_id, f.p.me,
                     f.identity ? "chunk (identity targets: against the record)" : "segment");
     if (st == WSYNC_OK)
-        recv_release_drain(&f.rl, r, release_landed, &f, deadline);
+        recv_release_drain(&f.rl, r, tf_release_landed, &f, deadline);
     tf_end(&f, st);
     return st;
 }

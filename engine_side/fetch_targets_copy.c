@@ -1,7 +1,8 @@
 /* fetch_targets_copy.c: the copies of a node of targets inside one engine
  * rank, and out of another rank's window into it (fetch_targets.c calls
  * them; the fan-out ring is chunk_fanout.h's): where a sparse GPU image's
- * bytes lie, copies around its holes, and its fan-out window. */
+ * bytes lie, copies around its holes, and its fan-out window; and a sparse
+ * image's pages freed by what the node plan puts and copies (release.h). */
 #include "common/base/checks.h"
 #include "engine_side/fetch_targets_internal.h"
 
@@ -102,4 +103,53 @@ wsync_status_t tf_fan_publish(tfetch_t *f, uint32_t c)
         }
     }
     return WSYNC_OK;
+}
+
+/* ---- release: the pages of a sparse image ---- */
+
+/* How many other ranks copy bytes of chunk c out of this rank's image. */
+static int chunk_readers(const tfetch_t *f, uint32_t c)
+{
+    const wsync_tchunk_t *ch = &f->np->chunks[c];
+    uint64_t seen = 0;
+    int n = 0;
+    size_t k;
+    for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++) {
+        const wsync_tcopy_t *cp = &f->np->copies[k];
+        if (cp->from_rank == f->p.me && cp->to_rank != f->p.me && !(seen >> cp->to_rank & 1)) {
+            seen |= 1ULL << cp->to_rank;
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Chunk c's bytes copied into this rank (written through already). */
+void tf_release_copied_in(const tfetch_t *f, uint32_t c)
+{
+    const wsync_tchunk_t *ch = &f->np->chunks[c];
+    size_t k;
+    for (k = ch->first_copy; f->rl.on && k < ch->first_copy + ch->ncopies; k++)
+        if (f->np->copies[k].to_rank == f->p.me)
+            recv_release_range(&f->rl, f->np->copies[k].to_off, f->np->copies[k].len);
+}
+
+/* Chunk c's puts that landed here (recv_release_poll's callback). */
+void tf_release_landed(void *arg, uint32_t c)
+{
+    const tfetch_t *f = arg;
+    const wsync_tchunk_t *ch = &f->np->chunks[c];
+    size_t k;
+    for (k = ch->first_put; k < ch->first_put + ch->nputs; k++)
+        if (f->np->puts[k].land_rank == f->p.me)
+            recv_release_range(&f->rl, f->np->puts[k].dst_off, f->np->puts[k].len);
+}
+
+/* A chunk that landed here is complete: what was copied into this rank
+ * goes now, what landed once every reader copied it. */
+void tf_landed_release(tfetch_t *f, uint32_t c)
+{
+    tf_release_copied_in(f, c);
+    if (recv_release_landed(&f->rl, c, chunk_readers(f, c)))
+        tf_release_landed(f, c);
 }

@@ -2,7 +2,8 @@
  * the whole image): told apart from other nodes of targets, and its chunks
  * verified as the whole image's fetch verifies them (chunk_verify.h), in
  * place with the caller's tensors as groups of jobs (chunk_groups.h);
- * fetch_targets.c calls these where tfetch_t.identity is set. */
+ * fetch_targets.c calls these where tfetch_t.identity is set (always for
+ * the whole image). */
 #include "common/base/checks.h"
 #include "engine_side/fetch_targets_internal.h"
 
@@ -17,6 +18,8 @@ int tf_identity_node(const tfetch_t *f)
     const wsync_receiver_t *r = f->p.r;
     size_t i;
     int k;
+    if (f->tl == NULL) /* the whole image itself: its node plan is built as the identity (fetch_whole.c) */
+        return 1;
     if (r->gpu_sparse || np->nputs != plan->npieces || np->nchunks != plan->nchunks)
         return 0;
     for (k = 0; k < f->tl->L; k++)

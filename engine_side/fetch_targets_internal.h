@@ -1,7 +1,11 @@
-/* fetch_targets_internal.h: one pull attempt's data part on an engine rank
- * whose node holds targets, shared by fetch_targets.c (the phases) and
- * fetch_targets_relay.c (the puts from a parent node under relay:F); the
- * part every fetch shares is pull.h's. */
+/* fetch_targets_internal.h: one pull attempt's data part on an engine rank,
+ * the one fetch engine's: a node of targets, or the whole image as the
+ * identity target (fetch_whole.c builds its node plan from the version's
+ * plan and the landing map). Shared by fetch_targets.c (the phases),
+ * fetch_targets_copy.c and fetch_targets_identity.c, fetch_targets_relay.c
+ * (the puts from a parent node under relay:F, and serving as one),
+ * fetch_whole.c and delta_land.c; the part every attempt shares is
+ * pull.h's. */
 #ifndef WSYNC_ENGINE_FETCH_TARGETS_INTERNAL_H
 #define WSYNC_ENGINE_FETCH_TARGETS_INTERNAL_H
 
@@ -12,12 +16,19 @@
 #include "engine_side/receiver_internal.h"
 #include "engine_side/release.h"
 
+typedef struct recv_delta recv_delta_t; /* delta_land.h */
+
 typedef struct tfetch {
-    recv_pull_t p; /* the attempt, its chunks, trainer ranks and relay (pull.h) */
-    recv_tlayout_t *tl;
+    recv_pull_t p;      /* the attempt, its chunks, trainer ranks and relay (pull.h) */
+    recv_tlayout_t *tl; /* the node's targets, or NULL: the whole image */
     const wsync_node_plan_t *np;
+    const wsync_plan_t *plan;    /* the version's (the whole image's pieces) */
+    wsync_node_plan_t *whole_np; /* the whole image's node plan, built after the join (fetch_whole.c) */
     char *image;
-    recv_fan_t fan; /* copies out of other ranks' windows in flight (chunk_fanout.h) */
+    const recv_dests_t *dm; /* in place with the caller's destination tensors, or NULL */
+    int land_delay_ms;      /* test hook (WSYNC_FAULT_LAND_DELAY_MS) */
+    recv_delta_t *delta;    /* the whole image asking for deltas (delta_land.h), or NULL */
+    recv_fan_t fan;         /* copies out of other ranks' windows in flight (chunk_fanout.h) */
 
     recv_release_t rl;        /* a sparse image's pages, freed as chunks are written through (release.h) */
     wsync_redirect_t *direct; /* bytes landing straight in the caller's tensors (recv_dests_direct) */
@@ -45,7 +56,8 @@ typedef struct tfetch {
 } tfetch_t;
 
 /* fetch_targets.c: expect trainer rank t's puts landing here (none with
- * digests_only) and send it the request. */
+ * digests_only) and send it the request (the whole image: only to a rank
+ * with puts landing here, asking for deltas where delta_land.h does). */
 wsync_status_t tf_request_rank(tfetch_t *f, int t, int digests_only);
 /* The request's targets, with their definitions unless trainer rank t
  * (-1: a relay, which never needs them) already has them. */
@@ -59,6 +71,13 @@ size_t tf_copies_from(const tfetch_t *f, uint32_t c, int from);
 wsync_status_t tf_copy_chunk(tfetch_t *f, uint32_t c, int from, int jobs, const wsync_digest_range_t *rg,
                              size_t nrg);
 wsync_status_t tf_fan_publish(tfetch_t *f, uint32_t c);
+/* A sparse image's pages (release.h): chunk c's bytes copied into this rank
+ * (written through already); chunk c's puts that landed here
+ * (recv_release_poll's callback); chunk c landed here and complete: what
+ * was copied in goes now, what landed once every reader copied it. */
+void tf_release_copied_in(const tfetch_t *f, uint32_t c);
+void tf_release_landed(void *arg, uint32_t c);
+void tf_landed_release(tfetch_t *f, uint32_t c);
 
 /* fetch_targets_identity.c: 1 if this node's plan is the whole image's
  * (every target the identity, each put the record's piece of its id, each
@@ -71,12 +90,25 @@ wsync_status_t tf_identity_group(tfetch_t *f, uint32_t c, int from);
 wsync_status_t tf_identity_copied(tfetch_t *f, uint32_t c);
 
 /* fetch_targets_relay.c: under relay:F with a parent for this version, ask
- * its relay for every put landing here (*asked 1; the trainer ranks are
- * then asked for digests alone), else nothing; recv_pull_relay_watch gives
- * a failed or stalled one up. */
+ * its relay for every put landing here (*asked 1; a node of targets then
+ * asks the trainer ranks for digests alone, the whole image asks them
+ * nothing: the record holds its digests), else nothing;
+ * recv_pull_relay_watch gives a failed or stalled one up. */
 wsync_status_t tf_relay_request(tfetch_t *f, int *asked);
 /* fetch_targets_relay.c: local rank 0 of a relaying node: its relay serves
- * this attempt's puts out of the ranks' images from now on. */
+ * this attempt's puts out of the ranks' images from now on (the whole
+ * image: out of this rank's image, chunk by chunk as each is verified,
+ * tf_relay_verified). */
 wsync_status_t tf_relay_serve(tfetch_t *f);
+void tf_relay_verified(tfetch_t *f, uint32_t c);
+
+/* fetch_whole.c: the whole image as the identity target: its node plan
+ * under the landing map p.land (target_plan.h's identity case: put i is
+ * piece i, chunk c lands on the map's rank, every other rank copies it
+ * whole, but a rank that shares the landing rank's GPU where the map says
+ * every rank there lands it, BOARD_LAND_GPU), into f->np (the ops'
+ * check_landing); 1 if chunk c lands on this rank. */
+wsync_status_t tf_whole_plan(tfetch_t *f);
+int tf_lands_here(const tfetch_t *f, uint32_t c);
 
 #endif

@@ -1,10 +1,13 @@
-/* fetch_targets_relay.c: the puts of a rank whose node holds targets, from
- * its parent node under relay:F (relay_tree.h says who that is). The parent
- * must hold the same targets on the same local ranks: the same node plan,
- * so each put lands at the offset it has there. The relay sends every put
- * landing here; the trainer ranks are asked, with an empty chunk map, for
- * the digests of this rank's segments alone, so every byte is still checked
- * against the trainers' digests. A relay that fails (it refuses a node of
+/* fetch_targets_relay.c: the puts of an engine rank from its parent node
+ * under relay:F (relay_tree.h says who that is), and local rank 0 of a
+ * relaying node serving them. The parent must hold the same targets on the
+ * same local ranks: the same node plan, so each put lands at the offset it
+ * has there. The relay sends every put landing here; the trainer ranks are
+ * asked, with an empty chunk map, for the digests of this rank's segments
+ * alone, so every byte is still checked against the trainers' digests. The
+ * whole image (the identity target) asks its relay for the pieces of its
+ * chunks and the trainer ranks nothing: the record holds its digests; its
+ * relay serves a chunk once it is verified here. A relay that fails (it refuses a node of
  * other targets, dies, or does not hold the version), or lands nothing here
  * for relay_stall_ms, is given up and named (recv_pull_relay_watch,
  * fetch_relay.c): every trainer rank is then asked again, for the chunks
@@ -18,9 +21,11 @@
 #include "common/proto/pull_request.h"
 #include "common/base/util.h"
 #include "engine_side/fetch_targets_internal.h"
+#include "engine_side/relay.h"
 
 /* The request the relay gets: the one a trainer rank would, without the
- * targets' definitions (a relay plans nothing: it compares digests). */
+ * targets' definitions (a relay plans nothing: it compares digests); the
+ * whole image's names no targets. */
 static wsync_status_t relay_json(tfetch_t *f, const recv_transport_t *rt, json_t **out)
 {
     wsync_pull_request_t pr;
@@ -28,7 +33,8 @@ static wsync_status_t relay_json(tfetch_t *f, const recv_transport_t *rt, json_t
     recv_pull_request_init(&pr, f->p.r, f->p.v, f->p.reqid, rt, f->p.slot, f->p.sl->layout_digest, f->p.deadline);
     pr.chunks = f->p.mine;
     pr.chunk_bytes = (f->np->nchunks + 7) / 8;
-    st = tf_add_targets(f, -1, &pr);
+    pr.in_order = f->tl == NULL && f->rl.on && f->ndirect == 0;
+    st = f->tl ? tf_add_targets(f, -1, &pr) : WSYNC_OK;
     *out = st == WSYNC_OK ? wsync_pull_request_to_json(&pr) : NULL;
     pr.chunks = NULL; /* ours, not the request's */
     wsync_pull_request_clear(&pr);
@@ -44,7 +50,7 @@ wsync_status_t tf_relay_request(tfetch_t *f, int *asked)
     *asked = 0;
     /* A node planned with a colocated landing hint has trainer ranks on its
      * GPUs: it pulls from them. */
-    if (f->tl->hint_world != 0 ||
+    if ((f->tl && f->tl->hint_world != 0) ||
         !recv_relay_parent(r, f->p.v, f->p.world, f->np->network_bytes, f->np->chunk_bytes, f->p.relay.id,
                            sizeof(f->p.relay.id), f->p.relay.addr, sizeof(f->p.relay.addr)))
         return WSYNC_OK;
@@ -52,9 +58,9 @@ wsync_status_t tf_relay_request(tfetch_t *f, int *asked)
     WSYNC_CHECK(relay_json(f, rt, &msg));
     WSYNC_CHECK(recv_relay_pull_send(&f->p.relay, r, msg, f->p.deadline));
     *asked = 1;
-    wsync_trace("engine %s rank %d: version %llu from the relay of engine %s at %s (digests from the trainer "
-                "ranks)",
-                r->engine_id, f->p.me, (unsigned long long)f->p.v, f->p.relay.id, f->p.relay.addr);
+    wsync_trace("engine %s rank %d: version %llu from the relay of engine %s at %s%s", r->engine_id, f->p.me,
+                (unsigned long long)f->p.v, f->p.relay.id, f->p.relay.addr,
+                f->tl ? " (digests from the trainer ranks)" : "");
     return WSYNC_OK;
 }
 
@@ -66,11 +72,16 @@ wsync_status_t tf_relay_serve(tfetch_t *f)
 {
     wsync_receiver_t *r = f->p.r;
     const int L = r->cfg.local_world;
-    char(*digests)[33] = calloc((size_t)L, 33);
+    char(*digests)[33] = NULL;
     void *win[BOARD_MAX_RANKS];
     size_t len[BOARD_MAX_RANKS];
     relay_targets_t t = {.np = f->np, .L = L, .win = win, .win_len = len, .board = r->board, .gen = f->p.gen};
     int k;
+    if (f->tl == NULL) { /* the whole image: served out of this rank's, chunk by chunk once verified */
+        relay_slot_begin(r->relay, f->p.slot, f->image, r->image_len, f->p.v, f->plan, f->p.sl->layout_digest);
+        return WSYNC_OK;
+    }
+    digests = calloc((size_t)L, 33);
     WSYNC_CHECK_ALLOC(digests);
     for (k = 0; k < L; k++) {
         memcpy(digests[k], f->tl->tg[k]->digest_hex, 33);
@@ -81,4 +92,10 @@ wsync_status_t tf_relay_serve(tfetch_t *f)
     relay_slot_begin_targets(r->relay, f->p.slot, f->p.v, f->p.sl->layout_digest, &t);
     free(digests);
     return WSYNC_OK;
+}
+
+void tf_relay_verified(tfetch_t *f, uint32_t c)
+{
+    if (f->tl == NULL && f->p.r->relay) /* local rank 0 of a relaying node: other nodes may have it now */
+        relay_chunk_verified(f->p.r->relay, f->p.slot, c);
 }

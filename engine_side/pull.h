@@ -1,5 +1,6 @@
-/* pull.h: what one pull attempt of an engine rank shares, whichever image it
- * lands (the whole image, fetch.c; a node of targets, fetch_targets.c): the
+/* pull.h: what one pull attempt of an engine rank shares with the phases
+ * written around it (the fetch is fetch_targets.c, for a node of targets
+ * and for the whole image, its identity target: fetch_whole.c): the
  * attempt's identity, the chunks asked for here and what is missing of them,
  * the requests to the trainer ranks, the parent's relay, and the phases
  * that are written once for both:
@@ -16,8 +17,8 @@
  *             relay the pieces came from (pull_watch.c);
  *   fall back a relay that failed or stalled is given up and what is
  *             missing is asked of the trainer ranks (fetch_relay.c).
- * Per chunk, what a fetch may call (the whole image always; a node of
- * targets where it is the identity, fetch_targets_identity.c):
+ * Per chunk, what the fetch calls where it verifies against the record
+ * (the whole image; a node of identity targets, fetch_targets_identity.c):
  *   verify    a chunk's units against the record's digests: the puts'
  *             fused sums, one digest pass, late digests (chunk_verify.h;
  *             the ops unit_off and chunk_verified);
@@ -25,7 +26,8 @@
  *             (and digest) jobs (chunk_fanout.h: targets' copies too);
  *   groups    in place with the caller's tensors, a chunk written through
  *             and digested as a group of jobs (chunk_groups.h).
- * A fetch embeds recv_pull_t first and fills its ops. */
+ * The fetch embeds recv_pull_t first and fills its ops (one table; the
+ * whole image's names its units pieces). */
 #ifndef WSYNC_ENGINE_PULL_H
 #define WSYNC_ENGINE_PULL_H
 

@@ -1,6 +1,7 @@
 /* pull_join.c: an attempt's join on any engine rank (pull.h): local rank
  * 0's landing map, the peers' windows, the local peers' health; and the
- * shared part of the attempt's state, allocated and ended. */
+ * shared part of the attempt's state (its request id), allocated and
+ * ended. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,15 @@ wsync_status_t recv_check_peers(wsync_receiver_t *r, uint64_t gen)
             return wsync_error(WSYNC_ERR_PEER, "local rank %d failed: %s", p, why);
     }
     return WSYNC_OK;
+}
+
+uint32_t recv_new_reqid(uint32_t old)
+{
+    uint32_t id;
+    do
+        id = (uint32_t)(((uint64_t)rand() << 16 ^ (uint64_t)wsync_now_ns() ^ (uint64_t)getpid() << 8) & 0x7fffffff);
+    while (id == 0 || id == old);
+    return id;
 }
 
 wsync_status_t recv_pull_join(recv_pull_t *p)

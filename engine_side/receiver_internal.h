@@ -1,6 +1,7 @@
 /* receiver_internal.h: a receiver's state, shared by receiver.c (set-up, the
- * accessors), attempt.c (one pull attempt of the node, as phases), fetch.c
- * (its data part: landing, fan-out copies, verification), landing.c,
+ * accessors), attempt.c (one pull attempt of the node, as phases),
+ * fetch_targets.c (its data part, the one fetch engine: landing, fan-out
+ * copies, verification), landing.c,
  * requests.c and transports.c. */
 #ifndef WSYNC_ENGINE_RECEIVER_INTERNAL_H
 #define WSYNC_ENGINE_RECEIVER_INTERNAL_H
@@ -201,12 +202,11 @@ typedef struct recv_request {
     char error[400];
 } recv_request_t;
 
-/* fetch.c: a fresh request id (the high half of every put's tag), not `old`. */
+/* pull_join.c: a fresh request id (the high half of every put's tag), not `old`. */
 uint32_t recv_new_reqid(uint32_t old);
 
-/* One rank's pull from its parent node's relay (fetch_relay.c), shared by
- * the whole-image and the engine-layout fetch: while `on`, the puts landing
- * here come from that relay. */
+/* One rank's pull from its parent node's relay (fetch_relay.c): while
+ * `on`, the puts landing here come from that relay. */
 typedef struct recv_relay_pull {
     int on;
     recv_request_t req;
@@ -254,16 +254,12 @@ wsync_status_t recv_target_size(const wsync_receiver_t *r, const wsync_sync_layo
 wsync_status_t recv_tlayout_verify(wsync_receiver_t *r, const recv_tlayout_t *tl, const char *image,
                                    const uint64_t *digests, uint64_t v);
 
-/* fetch_targets.c: recv_fetch for a node with targets (`digests`, `late`:
- * the record's, which a node of identity targets verifies each chunk by). */
-wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
-                                  recv_tlayout_t *tl, const uint64_t *digests, int late, uint64_t deadline);
 /* landing.c: per trainer rank t, the local ranks on its GPU (colo[t * L ..],
  * ncolo[t] of them; none unless this rank holds GPU memory). */
 wsync_status_t recv_colocated_ranks(wsync_receiver_t *r, int world, int *colo, int *ncolo);
 /* landing.c, local rank 0: post the node plan's landing map. */
 wsync_status_t recv_post_tlanding(wsync_receiver_t *r, const recv_tlayout_t *tl, uint64_t gen);
-/* fetch.c: map every peer's window of `slot` (again, if the peer
+/* pull_join.c: map every peer's window of `slot` (again, if the peer
  * restarted); with `tl`, a peer's window must hold its own target. */
 wsync_status_t recv_map_peers(wsync_receiver_t *r, int slot, uint64_t deadline, const recv_tlayout_t *tl);
 wsync_status_t recv_wait_landing(wsync_receiver_t *r, uint64_t gen, uint64_t deadline, const uint8_t **out);
@@ -300,11 +296,15 @@ wsync_status_t recv_attempt_open(wsync_receiver_t *r, uint64_t version, uint64_t
 wsync_status_t recv_wait_newer(wsync_receiver_t *r, uint64_t deadline, uint64_t *v);
 wsync_status_t recv_wait_named(wsync_receiver_t *r, uint64_t version, uint64_t deadline);
 
-/* fetch.c: bring this rank's image slot a->slot to version a->version in
- * attempt a->gen; on success the slot holds it verified. `late`: the record
- * came without (some) digests; they are waited for while landing. */
+/* fetch_targets.c, the one fetch engine: bring this rank's image slot
+ * a->slot to version a->version in attempt a->gen, for the node's targets
+ * `tl`, or, tl NULL, the whole image (the identity target: fetch_whole.c);
+ * on success the slot holds it verified. `digests`: the record's (the whole
+ * image and a node of identity targets verify each chunk by them); `late`:
+ * the record came without (some) of them; they are waited for while
+ * landing. */
 wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
-                          const uint64_t *digests, int late, uint64_t deadline);
+                          recv_tlayout_t *tl, const uint64_t *digests, int late, uint64_t deadline);
 /* landing.c, local rank 0: choose the local rank each chunk of `sl` lands
  * on for attempt `gen` and post it on the board. */
 wsync_status_t recv_plan_landing(wsync_receiver_t *r, const wsync_sync_layout_t *sl, uint64_t gen);

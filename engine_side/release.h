@@ -3,8 +3,8 @@
  * dests.h's recv_dests_release). A chunk's bytes copied into this rank go
  * once written through; a chunk that landed here is held until every rank
  * that copies bytes out of it has marked it copied on the node board
- * (board_mark_copied), then freed by the fetch's own callback (the whole
- * image and the node plan of targets free different ranges). */
+ * (board_mark_copied), then freed by the fetch's callback (the ranges the
+ * node plan puts and copies: fetch_targets_copy.c). */
 #ifndef WSYNC_ENGINE_RELEASE_H
 #define WSYNC_ENGINE_RELEASE_H
 

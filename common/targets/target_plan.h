@@ -107,6 +107,23 @@ wsync_status_t wsync_node_plan_build(const wsync_manifest_t *m, const wsync_layo
                                      const wsync_land_hint_t *hint, wsync_node_plan_t **out);
 void wsync_node_plan_free(wsync_node_plan_t *np);
 
+/* The identity case (every rank's target the whole image) built from the
+ * whole image's plan, without targets (target_plan_identity.c): put i is
+ * piece i at its own offset, chunk c lands on local rank land[c] &
+ * rank_mask, and every other rank copies it whole at the same offset,
+ * unless also_lands (NULL: none) says rank q lands chunk c itself. With
+ * land[c] = c mod L and no also_lands it equals wsync_node_plan_build's
+ * plan for identity targets (but rank_puts lists each rank's pieces in the
+ * plan's send order). Free with wsync_node_plan_free. */
+typedef struct wsync_identity_landing {
+    const uint8_t *land; /* [nchunks] */
+    uint8_t rank_mask;
+    int (*also_lands)(void *arg, uint32_t chunk, int rank);
+    void *arg;
+} wsync_identity_landing_t;
+wsync_status_t wsync_node_plan_identity(const wsync_plan_t *plan, int local_ranks,
+                                        const wsync_identity_landing_t *how, wsync_node_plan_t **out);
+
 /* Bytes trainer rank `rank` sends into the node. */
 uint64_t wsync_node_plan_send_bytes(const wsync_node_plan_t *np, int rank);
 

@@ -188,41 +188,6 @@ static int check_plan(const sim_case_t *c, const wsync_node_plan_t *np)
     return bad;
 }
 
-static wsync_layout_t *gen_layout(const wsync_manifest_t *m, int *kind)
-{
-    wsync_layout_t *l = NULL;
-    int W = (int)rr(1, 6);
-    *kind = (int)rr(0, 2);
-    if (*kind == 0) {
-        wsync_layout_even(m->image_size, W, &l);
-    } else if (*kind == 1) {
-        wsync_layout_fsdp(m, W, &l);
-    } else {
-        /* Explicit: the image cut at random byte offsets, pieces to random ranks. */
-        size_t n[6] = {0}, cap = 64;
-        wsync_extent_t *e[6];
-        uint64_t pos = 0;
-        int r;
-        for (r = 0; r < W; r++)
-            e[r] = calloc(cap, sizeof(wsync_extent_t));
-        while (pos < m->image_size) {
-            uint64_t len = (uint64_t)rr(1, (int64_t)(m->image_size / 4 + 1));
-            if (pos + len > m->image_size)
-                len = m->image_size - pos;
-            r = (int)rr(0, W - 1);
-            if (n[r] < cap)
-                e[r][n[r]++] = (wsync_extent_t){pos, len};
-            else
-                e[r][n[r] - 1].len += 0; /* never: cap is far above the cuts made */
-            pos += len;
-        }
-        wsync_layout_explicit(m->image_size, W, n, (const wsync_extent_t *const *)e, &l);
-        for (r = 0; r < W; r++)
-            free(e[r]);
-    }
-    return l;
-}
-
 static void free_case(sim_case_t *c)
 {
     int r;
