@@ -75,7 +75,7 @@ wsync_status_t fetch_relay_serve(fetch_t *f)
     char(*digests)[33] = NULL;
     void *win[BOARD_MAX_RANKS] = {f->image};
     size_t len[BOARD_MAX_RANKS] = {r->image_len};
-    relay_serve_t t = {.np = f->np, .L = 1, .win = win, .win_len = len, .board = r->board, .gen = f->p.gen};
+    relay_serve_t t = {.np = f->np, .L = 1, .win = win, .win_len = len};
     int k;
     if (f->tl) { /* targets: each put out of the image of the rank it lands on */
         digests = calloc((size_t)L, 33);
@@ -87,6 +87,8 @@ wsync_status_t fetch_relay_serve(fetch_t *f)
         }
         t.L = L;
         t.targets = (const char(*)[33])digests;
+        t.board = r->board;
+        t.gen = f->p.gen;
     } /* the whole image: out of this rank's, chunk by chunk once verified */
     relay_slot_begin(r->relay, f->p.slot, f->p.v, f->p.sl->layout_digest, &t);
     free(digests);
