@@ -16,6 +16,7 @@
 #include "common/base/checks.h"
 #include "common/digest/digest.h"
 #include "common/base/fault.h"
+#include "common/base/log.h"
 #include "common/pack/pack.h"
 #include "common/targets/target_verify.h"
 #include "common/base/util.h"
@@ -297,6 +298,8 @@ wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, co
         }
         d->version = version;
         d->tg = tr->asker;
+        wsync_trace("trainer rank %d: segment digests of target %s, version %llu", p->cfg.rank,
+                    tr->asker->t->digest_hex, (unsigned long long)version);
         st = pub_fp8_ensure(p, s, tr->asker->seg);
         if (st == WSYNC_OK)
             st = pub_tdig_compute(p, s, tr->asker->seg, &tr->asker->dig, d->segments);
