@@ -192,7 +192,7 @@ $(BUILD)/wsync: $(CLI_OBJS) $(BUILD)/libwsync.a
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(BUILD)/libwsync.a tests/test.h tests/unit/rig.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libwsync.a $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -o $@ $< $(BUILD)/libwsync.a $(LDFLAGS) $(LDLIBS)
 $(BUILD)/tests/unit/common/control/client_test $(BUILD)/tests/unit/common/control/client_polls_test: \
     tests/unit/common/control/control_rig.h
 
@@ -387,4 +387,4 @@ format-check-files:
 clean:
 	rm -rf build
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/tests/unit -name '*.d' 2>/dev/null)

@@ -218,6 +218,10 @@ static int dests_procs_run(const char *device, wsync_mode_t mode, int L, unsigne
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             close(cmd[p][1]);
             close(res[p][0]);
+            json_decref(mj); /* the parent's: the child builds its own */
+            wsync_manifest_free(m);
+            free(mtext);
+            free(src);
             _exit(dp_child(engine, device, mode, p, L, full, cmd[p][0], res[p][1]));
         }
         close(cmd[p][0]);

@@ -8,6 +8,13 @@
 #include "common/proto/fp8_amax_msg.h"
 #include "tests/test.h"
 
+/* Field by field: the struct has padding, which memcmp would read. */
+static int same_part(const wsync_fp8_amax_part_t *a, const wsync_fp8_amax_part_t *b)
+{
+    return a->tensor == b->tensor && a->block_rows == b->block_rows && a->block_cols == b->block_cols &&
+           a->slice == b->slice && a->band == b->band;
+}
+
 static void builds_the_documented_text(void)
 {
     wsync_fp8_amax_part_t parts[2] = {{7, 128, 128, 0, 3}, {9, 128, 64, 2, 0}};
@@ -18,7 +25,7 @@ static void builds_the_documented_text(void)
     CHECK_OK(wsync_fp8_amax_req_from_json(json_object_get(j, "fp8_amax"), &back));
     CHECK_EQ(back.version, 12);
     CHECK_EQ(back.nparts, 2);
-    CHECK(back.nparts == 2 && memcmp(back.parts, parts, sizeof(parts)) == 0);
+    CHECK(back.nparts == 2 && same_part(&back.parts[0], &parts[0]) && same_part(&back.parts[1], &parts[1]));
     wsync_fp8_amax_req_clear(&back);
     free(t);
     json_decref(j);
