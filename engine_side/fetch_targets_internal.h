@@ -11,6 +11,7 @@
 #include "engine_side/pull.h"
 #include "engine_side/receiver_internal.h"
 #include "engine_side/release.h"
+#include "engine_side/target_puts.h"
 
 typedef struct tfetch {
     recv_pull_t p; /* the attempt, its chunks, trainer ranks and relay (pull.h) */
@@ -42,6 +43,11 @@ typedef struct tfetch {
     int late;               /* some still to come */
     recv_verify_t ver;
     recv_groups_t grp; /* in place with the caller's tensors: chunks written through as job groups */
+
+    /* Any other node: verified put by put where its plan allows it
+     * (target_puts.h: the puts' sums against the trainers' put digests,
+     * with ver's put sums), else segment by segment at the end. */
+    recv_tputs_t tp;
 } tfetch_t;
 
 /* fetch_targets.c: expect trainer rank t's puts landing here (none with
