@@ -81,26 +81,25 @@ static int has_put_sums(const recv_pull_t *p, const recv_verify_t *v, uint32_t c
     return 1;
 }
 
-wsync_status_t recv_verify_chunk_sums(const recv_pull_t *p, recv_verify_t *v, uint32_t c, const char *image,
-                                      const uint64_t **sums)
+const uint64_t *recv_verify_put_sums(const recv_pull_t *p, const recv_verify_t *v, uint32_t c)
 {
-    size_t first, n;
-    if (has_put_sums(p, v, c)) {
-        p->ops->chunk_units(p, c, &first);
-        *sums = v->put_sum + first;
-        return WSYNC_OK;
-    }
-    n = recv_verify_ranges(p, v, c, image);
-    WSYNC_CHECK(p->r->mem->digest_many(v->rg, n, v->sums));
-    *sums = v->sums;
-    return WSYNC_OK;
+    size_t first;
+    if (!has_put_sums(p, v, c))
+        return NULL;
+    p->ops->chunk_units(p, c, &first);
+    return v->put_sum + first;
 }
 
 wsync_status_t recv_verify_landed(recv_pull_t *p, recv_verify_t *v, uint32_t c, const char *image)
 {
-    const uint64_t *sums = NULL;
-    WSYNC_CHECK(recv_verify_chunk_sums(p, v, c, image, &sums));
-    return recv_verify_summed(p, v, c, 1, sums);
+    size_t first, n;
+    if (has_put_sums(p, v, c)) {
+        p->ops->chunk_units(p, c, &first);
+        return recv_verify_summed(p, v, c, 1, v->put_sum + first);
+    }
+    n = recv_verify_ranges(p, v, c, image);
+    WSYNC_CHECK(p->r->mem->digest_many(v->rg, n, v->sums));
+    return recv_verify_summed(p, v, c, 1, v->sums);
 }
 
 /* Units first..first+n-1, whose sums are `sums`, against the published

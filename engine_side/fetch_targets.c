@@ -25,10 +25,10 @@
  *             copies them out marked the chunk copied on the board, so a
  *             rank holds its tensors plus the chunks in flight;
  *   verify    every put this rank holds against the trainers' put digests
- *             (their answers), with the sums kept as chunks landed or were
- *             copied in (target_puts.h); where the plan does not allow it,
- *             every segment of this rank's target against the trainer's
- *             digest; in place with the caller's destination tensors, their
+ *             (their answers), with the sums kept as chunks landed and the
+ *             rest summed in one call (target_puts.h); where the plan does
+ *             not allow it, every segment of this rank's target against the
+ *             trainer's digest; in place with the caller's destination tensors, their
  *             bytes are the ones digested (each chunk was written through
  *             to them when it was complete here: chunk_complete).
  * A chunk is marked landed before it is verified: every rank verifies its
@@ -290,7 +290,7 @@ static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
 {
     tfetch_t *f = container_of(p, tfetch_t, p);
     if (!f->identity && f->tp.on)
-        WSYNC_CHECK(recv_tputs_landed(&f->tp, p, &f->ver, c, f->image));
+        recv_tputs_landed(&f->tp, p, &f->ver, c);
     if (!f->identity)
         return landed_done(f, c);
     return f->grp.dm ? tf_identity_group(f, c, f->p.me) : recv_verify_landed(p, &f->ver, c, f->image);
@@ -299,8 +299,8 @@ static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
 /* Chunk c's copies out of its landing rank's window are done. */
 static wsync_status_t copied_in(tfetch_t *f, uint32_t c)
 {
-    if (f->tp.on) /* the copies' bytes here, summed by put */
-        WSYNC_CHECK(recv_tputs_copied(&f->tp, f->p.r->mem, c, f->image));
+    if (f->tp.on) /* the copies' bytes here, summed by put at the check */
+        recv_tputs_copied(&f->tp, c);
     board_mark_copied(f->p.r->board, f->p.slot, c, f->p.gen);
     if (f->grp.dm == NULL) /* else its group wrote it through */
         WSYNC_CHECK(chunk_complete(f, c));
@@ -555,7 +555,8 @@ wsync_status_t recv_fetch_targets(wsync_receiver_t *r, const board_attempt_t *a,
     if (st == WSYNC_OK)
         st = tf_collect(&f);
     if (st == WSYNC_OK && !f.identity)
-        st = f.tp.on ? recv_tputs_check(&f.tp, &f.p, tl) : recv_tlayout_verify(r, tl, f.image, f.digests, f.p.v);
+        st = f.tp.on ? recv_tputs_check(&f.tp, &f.p, tl, r->mem, f.image)
+                     : recv_tlayout_verify(r, tl, f.image, f.digests, f.p.v);
     if (st == WSYNC_OK) /* FP8 bands whose rows came from two trainer ranks (fp8_land.c) */
         st = recv_fp8_land(r, tl, sl->manifest, f.image, f.p.v);
     if (st == WSYNC_OK)

@@ -10,9 +10,6 @@
 #include "common/digest/digest.h"
 #include "engine_side/dests.h"
 
-#define SUMMED 1u
-#define DIGEST_IN 2u
-
 /* A part of a chunk copied into this rank: put `put`'s bytes [from, to) of
  * the landing rank's image, at `at` of this rank's. */
 typedef struct part {
@@ -113,11 +110,12 @@ wsync_status_t recv_tputs_begin(recv_tputs_t *t, const wsync_node_plan_t *np, in
     t->me = me;
     if (!allowed)
         return WSYNC_OK;
+    t->state = calloc((size_t)np->nchunks + 1, 1);
     t->sum = calloc(np->nputs + 1, sizeof(*t->sum));
     t->digest = calloc(np->nputs + 1, sizeof(*t->digest));
     t->have = calloc(np->nputs + 1, 1);
     t->order = calloc(np->ncopies + 1, sizeof(*t->order));
-    if (!t->sum || !t->digest || !t->have || !t->order) {
+    if (!t->state || !t->sum || !t->digest || !t->have || !t->order) {
         recv_tputs_end(t);
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     }
@@ -133,63 +131,24 @@ wsync_status_t recv_tputs_begin(recv_tputs_t *t, const wsync_node_plan_t *np, in
     return WSYNC_OK;
 }
 
-wsync_status_t recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, recv_verify_t *ver, uint32_t c,
-                                 const char *image)
+void recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, const recv_verify_t *ver, uint32_t c)
 {
     const wsync_tchunk_t *ch = &t->np->chunks[c];
-    const uint64_t *sums = NULL;
-    size_t k;
-    WSYNC_CHECK(recv_verify_chunk_sums(p, ver, c, image, &sums));
-    for (k = 0; k < ch->nputs; k++) {
-        t->sum[ch->first_put + k] = sums[k];
-        t->have[ch->first_put + k] |= SUMMED;
+    const uint64_t *sums = recv_verify_put_sums(p, ver, c);
+    if (sums == NULL) { /* summed at the check, from 0 */
+        memset(t->sum + ch->first_put, 0, ch->nputs * sizeof(*t->sum));
+        t->state[c] = TPUTS_LANDED_RAW;
+        return;
     }
-    return WSYNC_OK;
+    memcpy(t->sum + ch->first_put, sums, ch->nputs * sizeof(*sums));
+    t->state[c] = TPUTS_SUMMED;
 }
 
-/* Room for n parts in the scratch arrays. */
-static wsync_status_t parts_room(recv_tputs_t *t, size_t n)
-{
-    wsync_digest_range_t *rg;
-    uint32_t *pu;
-    uint64_t *sm;
-    if (n <= t->rg_cap)
-        return WSYNC_OK;
-    rg = realloc(t->rg, n * sizeof(*rg));
-    if (rg)
-        t->rg = rg;
-    pu = rg ? realloc(t->rg_put, n * sizeof(*pu)) : NULL;
-    if (pu)
-        t->rg_put = pu;
-    sm = pu ? realloc(t->rg_sum, n * sizeof(*sm)) : NULL;
-    if (sm == NULL)
-        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-    t->rg_sum = sm;
-    t->rg_cap = n;
-    return WSYNC_OK;
-}
-
-wsync_status_t recv_tputs_copied(recv_tputs_t *t, const wsync_mem_ops_t *mem, uint32_t c, const char *image)
+void recv_tputs_copied(recv_tputs_t *t, uint32_t c)
 {
     const wsync_tchunk_t *ch = &t->np->chunks[c];
-    const size_t nc = copies_here(t->np, c, t->me, t->order);
-    walk_t w = walk_start(t->np, c, t->order, nc);
-    part_t pt;
-    size_t k, n = 0;
-    WSYNC_CHECK(parts_room(t, ch->nputs + nc));
-    while (walk_next(&w, &pt)) {
-        const wsync_tput_t *u = &t->np->puts[pt.put];
-        t->rg[n] = (wsync_digest_range_t){.ptr = image + pt.at,
-                                          .len = pt.to - pt.from,
-                                          .off = recv_digest_key_at(u->dst_off, (pt.from - u->dst_off) / 8)};
-        t->rg_put[n++] = (uint32_t)pt.put;
-    }
-    WSYNC_CHECK(mem->digest_many(t->rg, n, t->rg_sum));
-    for (k = 0; k < n; k++) {
-        t->sum[t->rg_put[k]] += t->rg_sum[k];
-        t->have[t->rg_put[k]] |= SUMMED;
-    }
-    return WSYNC_OK;
+    memset(t->sum + ch->first_put, 0, ch->nputs * sizeof(*t->sum)); /* its parts add up from 0 at the check */
+    t->state[c] = TPUTS_COPIED;
 }
 
 wsync_status_t recv_tputs_answer(recv_tputs_t *t, int src, const wsync_pull_reply_t *rep)
@@ -209,7 +168,7 @@ wsync_status_t recv_tputs_answer(recv_tputs_t *t, int src, const wsync_pull_repl
                                "puts",
                                src, id, id >= t->np->nputs ? "is none" : "it does not send", t->np->nputs);
         t->digest[id] = rep->put_digests[k];
-        t->have[id] |= DIGEST_IN;
+        t->have[id] = 1;
     }
     return WSYNC_OK;
 }
@@ -250,24 +209,86 @@ static wsync_status_t mismatch(const recv_tputs_t *t, const recv_pull_t *p, cons
                        p->r->engine_id, t->me, (unsigned long long)d, (unsigned long long)t->digest[u], u);
 }
 
-wsync_status_t recv_tputs_check(const recv_tputs_t *t, const recv_pull_t *p, const recv_tlayout_t *tl)
+/* The ranges of what has no sum yet, in `image`, into rg (rg_put: their
+ * puts); their count (rg NULL: only counted). */
+static size_t unsummed(const recv_tputs_t *t, const char *image, wsync_digest_range_t *rg, size_t *rg_put)
+{
+    const wsync_node_plan_t *np = t->np;
+    size_t n = 0, u;
+    uint32_t c;
+    for (c = 0; c < np->nchunks; c++) {
+        const wsync_tchunk_t *ch = &np->chunks[c];
+        walk_t w;
+        part_t pt;
+        if (t->state[c] == TPUTS_LANDED_RAW) /* landed here without its puts' sums: each put whole */
+            for (u = ch->first_put; u < ch->first_put + ch->nputs; u++, n++)
+                if (rg) {
+                    const wsync_tput_t *pu = &np->puts[u];
+                    rg[n] = (wsync_digest_range_t){.ptr = image + pu->dst_off, .len = pu->len, .off = pu->dst_off};
+                    rg_put[n] = u;
+                }
+        if (t->state[c] != TPUTS_COPIED)
+            continue;
+        w = walk_start(np, c, t->order, copies_here(np, c, t->me, t->order));
+        for (; walk_next(&w, &pt); n++)
+            if (rg) {
+                const wsync_tput_t *pu = &np->puts[pt.put];
+                rg[n] = (wsync_digest_range_t){.ptr = image + pt.at,
+                                               .len = pt.to - pt.from,
+                                               .off = recv_digest_key_at(pu->dst_off, (pt.from - pu->dst_off) / 8)};
+                rg_put[n] = pt.put;
+            }
+    }
+    return n;
+}
+
+/* What has no sum yet, digested in one call and added to its puts' sums
+ * (a put landed raw has one range; a copied one, parts that add up). */
+static wsync_status_t sum_the_rest(recv_tputs_t *t, const wsync_mem_ops_t *mem, const char *image)
+{
+    const size_t n = unsummed(t, image, NULL, NULL);
+    wsync_digest_range_t *rg;
+    size_t *rg_put, k;
+    uint64_t *sums;
+    wsync_status_t st;
+    if (n == 0)
+        return WSYNC_OK;
+    rg = calloc(n, sizeof(*rg));
+    rg_put = calloc(n, sizeof(*rg_put));
+    sums = calloc(n, sizeof(*sums));
+    st = rg && rg_put && sums ? WSYNC_OK : wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    if (st == WSYNC_OK) {
+        unsummed(t, image, rg, rg_put);
+        st = mem->digest_many(rg, n, sums);
+    }
+    for (k = 0; st == WSYNC_OK && k < n; k++)
+        t->sum[rg_put[k]] += sums[k];
+    free(rg);
+    free(rg_put);
+    free(sums);
+    return st;
+}
+
+wsync_status_t recv_tputs_check(recv_tputs_t *t, const recv_pull_t *p, const recv_tlayout_t *tl,
+                                const wsync_mem_ops_t *mem, const char *image)
 {
     const wsync_node_plan_t *np = t->np;
     uint32_t c;
+    WSYNC_CHECK(sum_the_rest(t, mem, image));
     for (c = 0; c < np->nchunks; c++) {
         const wsync_tchunk_t *ch = &np->chunks[c];
         size_t u;
         if (ch->land_rank != t->me && copies_here(np, c, t->me, t->order) == 0)
             continue; /* none of its bytes here */
+        if (t->state[c] == TPUTS_NONE)
+            return wsync_error(WSYNC_ERR_INTERNAL, "chunk %u was never summed on engine %s rank %d", c,
+                               p->r->engine_id, t->me);
         for (u = ch->first_put; u < ch->first_put + ch->nputs; u++) {
             const wsync_tput_t *pu = &np->puts[u];
             uint64_t d;
-            if (!(t->have[u] & DIGEST_IN))
+            if (!t->have[u])
                 return wsync_error(WSYNC_ERR_PEER, "trainer rank %d sent no digest for put %zu of the node plan",
                                    pu->src_rank, u);
-            if (!(t->have[u] & SUMMED))
-                return wsync_error(WSYNC_ERR_INTERNAL, "put %zu of chunk %u was never summed on engine %s rank %d",
-                                   u, c, p->r->engine_id, t->me);
             d = wsync_digest_final(t->sum[u], pu->len, pu->dst_off);
             if (d != t->digest[u])
                 return mismatch(t, p, tl, u, d);
@@ -278,12 +299,10 @@ wsync_status_t recv_tputs_check(const recv_tputs_t *t, const recv_pull_t *p, con
 
 void recv_tputs_end(recv_tputs_t *t)
 {
+    free(t->state);
     free(t->sum);
     free(t->digest);
     free(t->have);
     free(t->order);
-    free(t->rg);
-    free(t->rg_put);
-    free(t->rg_sum);
     memset(t, 0, sizeof(*t));
 }

@@ -14,7 +14,9 @@
  * window are digested where they land here, each part keyed at its word of
  * the put it came from (dests.h recv_digest_key_at), so the parts of a put add
  * up to the put's sum: every rank verifies its own bytes, and a corrupted
- * byte is caught and named on every rank that holds it.
+ * byte is caught and named on every rank that holds it. What has no sum when
+ * the answers are in (the copied parts, chunks landed without sums: tcp)
+ * is digested then in one call, not chunk by chunk inside the landing loop.
  *
  * A rank verifies this way where its plan allows it (recv_tputs_begin):
  * its copies of each chunk cover the chunk's puts exactly once, cut on whole
@@ -35,35 +37,38 @@ typedef struct recv_tputs {
     int on; /* this rank verifies put by put */
     const wsync_node_plan_t *np;
     int me;
-    uint64_t *sum;            /* [puts]: this rank's word sum of each put's bytes it holds */
-    uint64_t *digest;         /* [puts]: the trainers' */
-    unsigned char *have;      /* [puts]: bit 0 summed here, bit 1 digest in */
-    size_t *order;            /* scratch [copies]: one chunk's copies here, by source offset */
-    wsync_digest_range_t *rg; /* scratch: one chunk's copied parts */
-    uint32_t *rg_put;         /* their puts */
-    uint64_t *rg_sum;
-    size_t rg_cap;
+    unsigned char *state; /* [chunks]: TPUTS_* */
+    uint64_t *sum;        /* [puts]: this rank's word sum of each put's bytes it holds */
+    uint64_t *digest;     /* [puts]: the trainers' */
+    unsigned char *have;  /* [puts]: the digest is in */
+    size_t *order;        /* scratch [copies]: one chunk's copies here, by source offset */
 } recv_tputs_t;
+
+/* What a chunk's sums are here (recv_tputs_t.state). */
+enum { TPUTS_NONE, TPUTS_SUMMED, TPUTS_LANDED_RAW, TPUTS_COPIED };
 
 /* Whether rank `me` of node plan np can verify by put (above); allocates
  * then. `allowed` 0 (in place into the caller's tensors, a sparse image, a
  * relay): off. */
 wsync_status_t recv_tputs_begin(recv_tputs_t *t, const wsync_node_plan_t *np, int me, int allowed);
-/* Chunk c landed here in `image`: its puts' sums (the landing's, else one
- * digest pass: chunk_verify.h) kept. */
-wsync_status_t recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, recv_verify_t *ver, uint32_t c,
-                                 const char *image);
-/* Chunk c's copies into this rank are done: the parts they wrote in
- * `image` digested, each keyed at its word of its put, and added to the
- * puts' sums. */
-wsync_status_t recv_tputs_copied(recv_tputs_t *t, const wsync_mem_ops_t *mem, uint32_t c, const char *image);
+/* Chunk c landed here: its puts' sums kept where every one brought one
+ * (chunk_verify.h), else it is digested with the check. No GPU call: a
+ * blocking one inside the landing loop waits for the GPU's other processes
+ * (one H200 shared by trainers and engines time-slices them). */
+void recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, const recv_verify_t *ver, uint32_t c);
+/* Chunk c's copies into this rank are done: digested with the check. */
+void recv_tputs_copied(recv_tputs_t *t, uint32_t c);
 /* Trainer rank `src`'s answer: its puts' digests kept (an answer without
  * them turns verification by put off: the caller falls back to segments). */
 wsync_status_t recv_tputs_answer(recv_tputs_t *t, int src, const wsync_pull_reply_t *rep);
-/* Every put this rank holds bytes of against its digest; a mismatch names
- * the tensor of this rank's target (tl) holding the put's first byte here,
- * the bytes of it, the trainer rank and this rank. */
-wsync_status_t recv_tputs_check(const recv_tputs_t *t, const recv_pull_t *p, const recv_tlayout_t *tl);
+/* Every put this rank holds bytes of against its digest, after one digest
+ * call over what has no sum yet in `image` (chunks landed without their puts'
+ * sums, and the parts copied in, each keyed at its word of its put so the
+ * parts add up to the put's sum); a mismatch names the tensor of this rank's
+ * target (tl) holding the put's first byte here, the bytes of it, the
+ * trainer rank and this rank. */
+wsync_status_t recv_tputs_check(recv_tputs_t *t, const recv_pull_t *p, const recv_tlayout_t *tl,
+                                const wsync_mem_ops_t *mem, const char *image);
 void recv_tputs_end(recv_tputs_t *t);
 
 #endif

@@ -5,7 +5,8 @@
  * their word of their put, and add up to the trainer's put digests; a byte
  * flipped in a copy is caught on the rank holding it and named; a plan whose
  * copies cut a put inside a word, overlap, or land bytes twice is verified
- * by segment instead (off). */
+ * by segment instead (off). On the landing rank, the puts' own sums are
+ * compared, or, where one brought none, the chunk is digested at the check. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,10 +76,10 @@ static wsync_status_t rank1_check(const char *source, const char *image)
     p.v = 3;
     CHECK_OK(recv_tputs_begin(&t, &np, 1, 1));
     CHECK_EQ(t.on, 1);
-    CHECK_OK(recv_tputs_copied(&t, &wsync_mem_host, 0, image));
+    recv_tputs_copied(&t, 0);
     answer(&t, 0, source);
     answer(&t, 1, source);
-    st = recv_tputs_check(&t, &p, &tl);
+    st = recv_tputs_check(&t, &p, &tl, &wsync_mem_host, image);
     recv_tputs_end(&t);
     return st;
 }
@@ -97,6 +98,68 @@ static void copied_parts_add_up_to_the_put_digests(void)
     image[70] ^= 0x10;
     image[20] ^= 0x01; /* put 1's byte 12 (its last, a part of a word) */
     CHECK_FAILS(rank1_check(source, image), WSYNC_ERR_DIGEST, "from trainer rank 1");
+}
+
+static size_t units(const recv_pull_t *p, uint32_t c, size_t *first)
+{
+    *first = 0;
+    return 2;
+}
+
+/* Rank 0, where the chunk lands in `image`: put 0 brought its sum along
+ * (`sum0`), put 1 too with `both` (the sum of its bytes in image), else
+ * none, and then the chunk is digested whole at the check. */
+static wsync_status_t rank0_check(const char *source, const char *image, uint64_t sum0, int both)
+{
+    static const recv_pull_ops_t ops = {.chunk_units = units};
+    wsync_node_plan_t np = plan(2);
+    wsync_receiver_t r;
+    wsync_target_t tg;
+    wsync_target_t *tgs[2] = {&tg, &tg};
+    recv_tlayout_t tl;
+    recv_pull_t p;
+    recv_verify_t ver;
+    recv_tputs_t t;
+    uint64_t put_sum[2] = {sum0, wsync_digest_sum(image + 24, 13, 24)};
+    unsigned char has[2] = {1, (unsigned char)both};
+    wsync_status_t st;
+    memset(&r, 0, sizeof(r));
+    memset(&tg, 0, sizeof(tg));
+    memset(&tl, 0, sizeof(tl));
+    memset(&p, 0, sizeof(p));
+    memset(&ver, 0, sizeof(ver));
+    r.engine_id = "e9";
+    tl.tg = tgs;
+    p.r = &r;
+    p.v = 3;
+    p.ops = &ops;
+    ver.put_sum = put_sum;
+    ver.has_put_sum = has;
+    CHECK_OK(recv_tputs_begin(&t, &np, 0, 1));
+    CHECK_EQ(t.on, 1);
+    recv_tputs_landed(&t, &p, &ver, 0);
+    CHECK_EQ(t.state[0], both ? TPUTS_SUMMED : TPUTS_LANDED_RAW);
+    answer(&t, 0, source);
+    answer(&t, 1, source);
+    st = recv_tputs_check(&t, &p, &tl, &wsync_mem_host, image);
+    recv_tputs_end(&t);
+    return st;
+}
+
+static void landed_chunks_are_checked_by_their_sums_or_digested(void)
+{
+    char source[LEN], image[LEN];
+    wsync_fill_pattern(source, LEN, 0, 12);
+    memcpy(image, source, LEN);
+    CHECK_OK(rank0_check(source, image, wsync_digest_sum(source, 24, 0), 1));
+    CHECK_OK(rank0_check(source, image, 5, 0)); /* a put without its sum: the chunk digested whole */
+    CHECK_FAILS(rank0_check(source, image, 5, 1), WSYNC_ERR_DIGEST,
+                "from trainer rank 0) failed verification on engine e9 rank 0");
+    image[30] ^= 4; /* put 1's bytes as they landed */
+    CHECK_FAILS(rank0_check(source, image, wsync_digest_sum(source, 24, 0), 1), WSYNC_ERR_DIGEST,
+                "from trainer rank 1");
+    CHECK_FAILS(rank0_check(source, image, wsync_digest_sum(source, 24, 0), 0), WSYNC_ERR_DIGEST,
+                "from trainer rank 1");
 }
 
 static void answers_are_checked(void)
@@ -158,6 +221,7 @@ static void plans_that_do_not_tile_are_off(void)
 int main(void)
 {
     RUN(copied_parts_add_up_to_the_put_digests);
+    RUN(landed_chunks_are_checked_by_their_sums_or_digested);
     RUN(answers_are_checked);
     RUN(plans_that_do_not_tile_are_off);
     TEST_EXIT();
