@@ -17,22 +17,22 @@ typedef struct part {
     uint64_t from, to, at;
 } part_t;
 
+static int by_source(const void *a, const void *b)
+{
+    const wsync_tcopy_t *x = *(const wsync_tcopy_t *const *)a, *y = *(const wsync_tcopy_t *const *)b;
+    return x->from_off < y->from_off ? -1 : x->from_off > y->from_off;
+}
+
 /* Chunk c's copies into rank me, by source offset, into order[]; their count. */
-static size_t copies_here(const wsync_node_plan_t *np, uint32_t c, int me, size_t *order)
+static size_t copies_here(const wsync_node_plan_t *np, uint32_t c, int me, const wsync_tcopy_t **order)
 {
     const wsync_tchunk_t *ch = &np->chunks[c];
     size_t k, n = 0;
-    for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++) {
-        size_t i = n;
-        if (np->copies[k].to_rank != me)
-            continue;
-        while (i > 0 && np->copies[order[i - 1]].from_off > np->copies[k].from_off) {
-            order[i] = order[i - 1];
-            i--;
-        }
-        order[i] = k;
-        n++;
-    }
+    for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++)
+        if (np->copies[k].to_rank == me)
+            order[n++] = &np->copies[k];
+    if (n > 1)
+        qsort(order, n, sizeof(*order), by_source);
     return n;
 }
 
@@ -40,11 +40,11 @@ static size_t copies_here(const wsync_node_plan_t *np, uint32_t c, int me, size_
  * (by source offset), one after another: both lists are walked once. */
 typedef struct walk {
     const wsync_node_plan_t *np;
-    const size_t *order;
+    const wsync_tcopy_t *const *order;
     size_t nc, i, j, first, nputs;
 } walk_t;
 
-static walk_t walk_start(const wsync_node_plan_t *np, uint32_t c, const size_t *order, size_t nc)
+static walk_t walk_start(const wsync_node_plan_t *np, uint32_t c, const wsync_tcopy_t *const *order, size_t nc)
 {
     return (
         walk_t){.np = np, .order = order, .nc = nc, .first = np->chunks[c].first_put, .nputs = np->chunks[c].nputs};
@@ -54,7 +54,7 @@ static int walk_next(walk_t *w, part_t *pt)
 {
     while (w->i < w->nputs && w->j < w->nc) {
         const wsync_tput_t *u = &w->np->puts[w->first + w->i];
-        const wsync_tcopy_t *cp = &w->np->copies[w->order[w->j]];
+        const wsync_tcopy_t *cp = w->order[w->j];
         const uint64_t ue = u->dst_off + u->len, ce = cp->from_off + cp->len;
         const uint64_t from = u->dst_off > cp->from_off ? u->dst_off : cp->from_off, to = ue < ce ? ue : ce;
         if (ue <= ce)
@@ -84,8 +84,8 @@ static int copies_tile_puts(recv_tputs_t *t, uint32_t c, size_t nc)
     part_t pt;
     size_t k;
     for (k = 0; k < nc; k++) {
-        const wsync_tcopy_t *cp = &np->copies[t->order[k]];
-        if (k > 0 && np->copies[t->order[k - 1]].from_off + np->copies[t->order[k - 1]].len > cp->from_off)
+        const wsync_tcopy_t *cp = t->order[k];
+        if (k > 0 && t->order[k - 1]->from_off + t->order[k - 1]->len > cp->from_off)
             return 0; /* the same bytes twice here */
         copied += cp->len;
     }
@@ -177,7 +177,8 @@ wsync_status_t recv_tputs_answer(recv_tputs_t *t, int src, const wsync_pull_repl
 static uint64_t put_here(const recv_tputs_t *t, size_t u)
 {
     const uint32_t c = t->np->puts[u].chunk;
-    size_t nc, *order = t->order;
+    const wsync_tcopy_t **order = t->order;
+    size_t nc;
     walk_t w;
     part_t pt;
     if (t->np->chunks[c].land_rank == t->me)

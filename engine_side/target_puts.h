@@ -37,11 +37,11 @@ typedef struct recv_tputs {
     int on; /* this rank verifies put by put */
     const wsync_node_plan_t *np;
     int me;
-    unsigned char *state; /* [chunks]: TPUTS_* */
-    uint64_t *sum;        /* [puts]: this rank's word sum of each put's bytes it holds */
-    uint64_t *digest;     /* [puts]: the trainers' */
-    unsigned char *have;  /* [puts]: the digest is in */
-    size_t *order;        /* scratch [copies]: one chunk's copies here, by source offset */
+    unsigned char *state;        /* [chunks]: TPUTS_* */
+    uint64_t *sum;               /* [puts]: this rank's word sum of each put's bytes it holds */
+    uint64_t *digest;            /* [puts]: the trainers' */
+    unsigned char *have;         /* [puts]: the digest is in */
+    const wsync_tcopy_t **order; /* scratch [copies]: one chunk's copies here, by source offset */
 } recv_tputs_t;
 
 /* What a chunk's sums are here (recv_tputs_t.state). */
