@@ -30,7 +30,8 @@ json_t *wsync_pull_request_to_json(const wsync_pull_request_t *r)
                           (json_int_t)r->req, "transport", r->transport, "addr", wsync_blob_to_json(&r->addr),
                           "key", wsync_blob_to_json(&r->key), "layout_digest", r->layout_digest, "timeout_ms",
                           (json_int_t)r->timeout_ms);
-    if (j && r->in_order && json_object_set_new(j, "in_order", json_true()) != 0) {
+    if (j && ((r->in_order && json_object_set_new(j, "in_order", json_true()) != 0) ||
+              (r->put_digests && json_object_set_new(j, "put_digests", json_true()) != 0))) {
         json_decref(j);
         return NULL;
     }
@@ -218,6 +219,11 @@ wsync_status_t wsync_pull_request_from_json(const json_t *j, uint32_t nchunks, w
         if (!json_is_boolean(json_object_get(j, "in_order")))
             return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'in_order' must be true or false");
         out->in_order = json_is_true(json_object_get(j, "in_order"));
+    }
+    if (json_object_get(j, "put_digests")) {
+        if (!json_is_boolean(json_object_get(j, "put_digests")))
+            return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'put_digests' must be true or false");
+        out->put_digests = json_is_true(json_object_get(j, "put_digests"));
     }
     if (out->ntargets && json_object_get(j, "land_hint") && get_hint(j, out) != WSYNC_OK) {
         char why[300];

@@ -45,6 +45,12 @@ typedef struct wsync_pull_request {
      * rank frees each chunk's memory once it is complete: an in-place pull
      * into the engine's own tensors), not in source order. */
     int in_order;
+    /* With targets: answer with the digests of the node plan's puts this
+     * trainer rank sends (pull_reply.h "puts"), not the asking rank's
+     * segment digests: the engine verifies each put by the sum its landing
+     * brought along (engine_side/target_puts.c). A trainer that does not
+     * know the field answers with segments, which the engine still takes. */
+    int put_digests;
     /* Delta pulls (docs/DELTA.md). base: the version the asking rank holds
      * verified (0: a full pull, as without the field). With a base the
      * trainer rank may put a piece as its delta wire (common/delta/delta.h)
