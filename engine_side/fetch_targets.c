@@ -214,7 +214,7 @@ static wsync_status_t tf_request(tfetch_t *f)
     WSYNC_CHECK(tf_relay_request(f, &relayed));
     if (f->tl == NULL && !relayed)
         WSYNC_CHECK(recv_delta_begin(f));
-    f->tp.on = f->tp.on && !relayed && f->ndirect == 0; /* else by segment (target_puts.h) */
+    f->tp.on = f->tp.on && !relayed && f->ndirect == 0;     /* else by segment (target_puts.h) */
     for (t = 0; t < f->p.world && (f->tl || !relayed); t++) /* relayed, the whole image asks no trainer */
         WSYNC_CHECK(tf_request_rank(f, t, relayed));
     wsync_trace("engine %s rank %d: %srequests sent", r->engine_id, f->p.me, f->tl ? "target " : "");
