@@ -7,7 +7,7 @@
  *             with targets, the engine layout (targets.c); the caller's
  *             destination tensors checked against it (dests.c); image slots
  *             sized for it; rank 0 posts the landing map;
- *   fetch     the data (fetch_targets.c, the one fetch engine: the whole
+ *   fetch     the data (fetch.c, the one fetch engine: the whole
  *             image is the identity target, fetch_whole.c); in place
  *             it writes the caller's destination tensors too (dests.h);
  *   settle    this rank done (then wait for the node) or failed;

@@ -1,7 +1,7 @@
 /* chunk_groups.h: in place with the caller's destination tensors (dests.h),
  * each chunk complete here (landed, or to copy in from its landing rank's
  * window) goes out as a group of jobs (the whole image and a node of
- * identity targets, fetch_targets.c): copies into
+ * identity targets, fetch.c): copies into
  * the caller's tensors and the digests of the caller's bytes where they hold
  * them, the image's elsewhere (dests_jobs.c); at most one group per chunk,
  * RECV_FAN_INFLIGHT of them copying in from peers at once. A finished

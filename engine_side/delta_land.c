@@ -89,7 +89,7 @@ static double expected_wire(void)
  * pull of this version over tcp (plan_choice_delta), at the wire fraction
  * its last delta pull measured, or before one the delta_density setting's.
  * It costs this node's pull alone, from one trainer host. */
-static int auto_wants(const tfetch_t *f)
+static int auto_wants(const fetch_t *f)
 {
     const wsync_receiver_t *r = f->p.r;
     cost_deploy_t d;
@@ -114,7 +114,7 @@ static int auto_wants(const tfetch_t *f)
  * layout held here, older than the one pulled, whose bytes stay readable
  * (wsync's own images, host or GPU memory, no caller tensors), straight
  * from the trainers, with digests to check against. */
-static int may_ask(const tfetch_t *f)
+static int may_ask(const fetch_t *f)
 {
     const wsync_receiver_t *r = f->p.r;
     if (wsync_setting_int(WSYNC_SET_DELTA) == 2) /* auto | on | off */
@@ -132,7 +132,7 @@ static int may_ask(const tfetch_t *f)
 
 /* Test hook: flip one byte of a piece of the held version, once per
  * process, so the next delta pull applies a wire to a wrong base. */
-static void corrupt_held(const tfetch_t *f, char *held)
+static void corrupt_held(const fetch_t *f, char *held)
 {
     static int done;
     long long i = wsync_fault(WSYNC_FAULT_CORRUPT_HELD);
@@ -152,7 +152,7 @@ static void corrupt_held(const tfetch_t *f, char *held)
              f->p.r->engine_id, f->p.me, i, (unsigned long long)f->p.r->held_version);
 }
 
-wsync_status_t recv_delta_begin(tfetch_t *f)
+wsync_status_t recv_delta_begin(fetch_t *f)
 {
     const wsync_plan_t *plan = f->plan;
     wsync_receiver_t *r = f->p.r;
@@ -212,7 +212,7 @@ wsync_status_t recv_delta_begin(tfetch_t *f)
 /* 0 if trainer rank t's registration in the version record says it keeps
  * fewer bases than `back` versions (delta_bases); 1 if it keeps them, or
  * says nothing (an older trainer: its answer tells). */
-static int keeps(const tfetch_t *f, int t, uint64_t back)
+static int keeps(const fetch_t *f, int t, uint64_t back)
 {
     json_t *arr = NULL, *e;
     size_t i;
@@ -229,7 +229,7 @@ static int keeps(const tfetch_t *f, int t, uint64_t back)
     return yes;
 }
 
-wsync_status_t recv_delta_ask(tfetch_t *f, int t, recv_transport_t *rt, json_t *msg)
+wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *msg)
 {
     recv_delta_t *d = f->delta;
     wsync_pull_request_t pr = {0};
@@ -263,7 +263,7 @@ wsync_status_t recv_delta_ask(tfetch_t *f, int t, recv_transport_t *rt, json_t *
 
 /* Ask trainer rank t again for every piece of chunk c, in full (sent by
  * recv_delta_poll): they count as missing again. */
-static void refetch(tfetch_t *f, uint32_t c, int t)
+static void refetch(fetch_t *f, uint32_t c, int t)
 {
     recv_delta_t *d = f->delta;
     uint32_t i;
@@ -279,7 +279,7 @@ static void refetch(tfetch_t *f, uint32_t c, int t)
 
 /* Piece i's wire landed and placed: onto the base's bytes (copied from the
  * held slot when staged), then it counts as landed. */
-static wsync_status_t apply(tfetch_t *f, uint32_t i)
+static wsync_status_t apply(fetch_t *f, uint32_t i)
 {
     recv_delta_t *d = f->delta;
     const wsync_piece_t *pc = &f->plan->pieces[i];
@@ -315,7 +315,7 @@ static wsync_status_t apply(tfetch_t *f, uint32_t i)
 
 wsync_status_t recv_delta_landed(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp)
 {
-    tfetch_t *f = container_of(p, tfetch_t, p);
+    fetch_t *f = container_of(p, fetch_t, p);
     recv_delta_t *d = f->delta;
     const wsync_piece_t *pc = d && id < f->plan->npieces ? &f->plan->pieces[id] : NULL;
     if (pc == NULL || !recv_pull_is_mine(p, pc->chunk) || p->remaining[pc->chunk] == 0 ||
@@ -329,7 +329,7 @@ wsync_status_t recv_delta_landed(recv_pull_t *p, uint32_t id, const wsync_comple
 }
 
 /* Trainer rank t answered: where its wires are; those in apply now. */
-static wsync_status_t take(tfetch_t *f, int t)
+static wsync_status_t take(fetch_t *f, int t)
 {
     recv_delta_t *d = f->delta;
     const wsync_pull_reply_t *rp = &f->p.reqs[t].reply;
@@ -369,7 +369,7 @@ static wsync_status_t take(tfetch_t *f, int t)
 }
 
 /* Send the re-fetches waiting (one request per trainer rank at a time). */
-static wsync_status_t send_refetch(tfetch_t *f, int t)
+static wsync_status_t send_refetch(fetch_t *f, int t)
 {
     recv_delta_t *d = f->delta;
     wsync_receiver_t *r = f->p.r;
@@ -392,7 +392,7 @@ static wsync_status_t send_refetch(tfetch_t *f, int t)
     return WSYNC_OK;
 }
 
-wsync_status_t recv_delta_poll(tfetch_t *f, int *progressed)
+wsync_status_t recv_delta_poll(fetch_t *f, int *progressed)
 {
     recv_delta_t *d = f->delta;
     int t;
@@ -412,7 +412,7 @@ wsync_status_t recv_delta_poll(tfetch_t *f, int *progressed)
     return WSYNC_OK;
 }
 
-wsync_status_t recv_delta_verify(tfetch_t *f, uint32_t c, const uint64_t *sums, int *again)
+wsync_status_t recv_delta_verify(fetch_t *f, uint32_t c, const uint64_t *sums, int *again)
 {
     recv_delta_t *d = f->delta;
     const wsync_plan_t *plan = f->plan;
@@ -452,7 +452,7 @@ wsync_status_t recv_delta_verify(tfetch_t *f, uint32_t c, const uint64_t *sums, 
     return WSYNC_OK;
 }
 
-void recv_delta_end(tfetch_t *f, wsync_status_t st)
+void recv_delta_end(fetch_t *f, wsync_status_t st)
 {
     recv_delta_t *d = f->delta;
     char a[32], b[32], c[32];

@@ -14,27 +14,27 @@
 #ifndef WSYNC_ENGINE_DELTA_LAND_H
 #define WSYNC_ENGINE_DELTA_LAND_H
 
-#include "engine_side/fetch_targets_internal.h"
+#include "engine_side/fetch_internal.h"
 
 /* Before the requests: decides whether this attempt asks for deltas (f->delta
  * set) and lays out the staging region. Failure only without memory. */
-wsync_status_t recv_delta_begin(tfetch_t *f);
+wsync_status_t recv_delta_begin(fetch_t *f);
 /* Adds the base and the staging part of trainer rank t to its request `msg`
  * (built for transport rt); nothing without f->delta or over another
  * transport than tcp. */
-wsync_status_t recv_delta_ask(tfetch_t *f, int t, recv_transport_t *rt, json_t *msg);
+wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *msg);
 /* The ops' delta_landed: piece `id`'s wire landed in the staging region. */
 wsync_status_t recv_delta_landed(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp);
 /* Each turn of the fetch: the trainer answers (where the wires are), the
  * wires both landed and placed applied, the re-fetches sent and watched. */
-wsync_status_t recv_delta_poll(tfetch_t *f, int *progressed);
+wsync_status_t recv_delta_poll(fetch_t *f, int *progressed);
 /* Chunk c landed here and was summed: its applied pieces against the
  * digests. *again 1: some failed and the chunk is asked again in full from
  * their trainer ranks (it is not done). */
-wsync_status_t recv_delta_verify(tfetch_t *f, uint32_t c, const uint64_t *sums, int *again);
+wsync_status_t recv_delta_verify(fetch_t *f, uint32_t c, const uint64_t *sums, int *again);
 /* The end of the attempt (before its transports may be reset): the
  * re-fetches ended, the staging region deregistered, the version's line
  * logged when st is WSYNC_OK. */
-void recv_delta_end(tfetch_t *f, wsync_status_t st);
+void recv_delta_end(fetch_t *f, wsync_status_t st);
 
 #endif

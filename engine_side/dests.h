@@ -106,7 +106,7 @@ wsync_status_t recv_dests_write(const wsync_mem_ops_t *mem, const recv_dests_t *
  * when it landed here, the copies into `me`), written through: queued on
  * this thread's stream (a GPU) without waiting; the digests of the
  * caller's bytes come after them on that stream. The one call
- * fetch_targets.c makes when a chunk is complete on this rank; bytes in
+ * fetch.c makes when a chunk is complete on this rank; bytes in
  * direct[0..ndirect) (recv_dests_direct, sorted) landed or were copied in
  * the caller's tensors already and are not copied. */
 wsync_status_t recv_dests_chunk_in(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const wsync_node_plan_t *np,

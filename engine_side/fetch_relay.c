@@ -5,7 +5,7 @@
  * and every unit still missing is asked of the trainer ranks under a new
  * request id, after this rank's transports were reset (none of the relay's
  * puts can land after that). What is asked of a relay is the fetch's
- * (fetch_targets_relay.c). */
+ * (fetch_relay_puts.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

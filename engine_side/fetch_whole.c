@@ -1,5 +1,5 @@
 /* fetch_whole.c: the whole image as the identity target of the one fetch
- * engine (fetch_targets.c). A node without engine layouts lands the
+ * engine (fetch.c). A node without engine layouts lands the
  * version's plan (plan.h) on the landing map local rank 0 posted
  * (landing.c); its node plan is target_plan.h's identity case built from
  * that plan and map (wsync_node_plan_identity), not planned from targets:
@@ -8,7 +8,7 @@
  * map says every rank on the landing rank's GPU lands a chunk
  * (BOARD_LAND_GPU), those ranks land it too and copy nothing. */
 #include "common/base/checks.h"
-#include "engine_side/fetch_targets_internal.h"
+#include "engine_side/fetch_internal.h"
 
 /* 1 if rank q lands chunk c of the map itself: it is the landing rank, or
  * the map lands c on every rank of the landing rank's GPU and q is one. */
@@ -19,7 +19,7 @@ static int map_lands(const wsync_receiver_t *r, const uint8_t *land, uint32_t c,
            ((land[c] & BOARD_LAND_GPU) && board_rank_device(r->board, p) == board_rank_device(r->board, q));
 }
 
-int tf_lands_here(const tfetch_t *f, uint32_t c)
+int fetch_lands_here(const fetch_t *f, uint32_t c)
 {
     return map_lands(f->p.r, f->p.land, c, f->p.me);
 }
@@ -27,11 +27,11 @@ int tf_lands_here(const tfetch_t *f, uint32_t c)
 /* wsync_identity_landing_t's also_lands: a rank sharing the landing rank's GPU. */
 static int shares_gpu(void *arg, uint32_t c, int q)
 {
-    const tfetch_t *f = arg;
+    const fetch_t *f = arg;
     return map_lands(f->p.r, f->p.land, c, q);
 }
 
-wsync_status_t tf_whole_plan(tfetch_t *f)
+wsync_status_t fetch_whole_plan(fetch_t *f)
 {
     const wsync_identity_landing_t how = {.land = f->p.land,
                                           .rank_mask = BOARD_LAND_RANK,

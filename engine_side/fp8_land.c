@@ -6,7 +6,7 @@
  * verified, they are quantized here, with the one quantizer
  * (common/quant), into the band's FP8 codes and scales: the quantization
  * of the whole block, as a trainer rank holding it whole makes it. Called
- * from the target fetch after verification (fetch_targets.c). */
+ * from the target fetch after verification (fetch.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

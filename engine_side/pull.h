@@ -1,5 +1,5 @@
 /* pull.h: what one pull attempt of an engine rank shares with the phases
- * written around it (the fetch is fetch_targets.c, for a node of targets
+ * written around it (the fetch is fetch.c, for a node of targets
  * and for the whole image, its identity target: fetch_whole.c): the
  * attempt's identity, the chunks asked for here and what is missing of them,
  * the requests to the trainer ranks, the parent's relay, and the phases
@@ -18,7 +18,7 @@
  *   fall back a relay that failed or stalled is given up and what is
  *             missing is asked of the trainer ranks (fetch_relay.c).
  * Per chunk, what the fetch calls where it verifies against the record
- * (the whole image; a node of identity targets, fetch_targets_identity.c):
+ * (the whole image; a node of identity targets, fetch_identity.c):
  *   verify    a chunk's units against the record's digests: the puts'
  *             fused sums, one digest pass, late digests (chunk_verify.h;
  *             the ops unit_off and chunk_verified);

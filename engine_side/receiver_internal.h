@@ -1,6 +1,6 @@
 /* receiver_internal.h: a receiver's state, shared by receiver.c (set-up, the
  * accessors), attempt.c (one pull attempt of the node, as phases),
- * fetch_targets.c (its data part, the one fetch engine: landing, fan-out
+ * fetch.c (its data part, the one fetch engine: landing, fan-out
  * copies, verification), landing.c,
  * requests.c and transports.c. */
 #ifndef WSYNC_ENGINE_RECEIVER_INTERNAL_H
@@ -296,7 +296,7 @@ wsync_status_t recv_attempt_open(wsync_receiver_t *r, uint64_t version, uint64_t
 wsync_status_t recv_wait_newer(wsync_receiver_t *r, uint64_t deadline, uint64_t *v);
 wsync_status_t recv_wait_named(wsync_receiver_t *r, uint64_t version, uint64_t deadline);
 
-/* fetch_targets.c, the one fetch engine: bring this rank's image slot
+/* fetch.c, the one fetch engine: bring this rank's image slot
  * a->slot to version a->version in attempt a->gen, for the node's targets
  * `tl`, or, tl NULL, the whole image (the identity target: fetch_whole.c);
  * on success the slot holds it verified. `digests`: the record's (the whole

@@ -4,7 +4,7 @@
  * once written through; a chunk that landed here is held until every rank
  * that copies bytes out of it has marked it copied on the node board
  * (board_mark_copied), then freed by the fetch's callback (the ranges the
- * node plan puts and copies: fetch_targets_copy.c). */
+ * node plan puts and copies: fetch_copy.c). */
 #ifndef WSYNC_ENGINE_RELEASE_H
 #define WSYNC_ENGINE_RELEASE_H
 

@@ -1,4 +1,4 @@
-/* target_puts.h: a node of targets (not the identity: fetch_targets_identity.c)
+/* target_puts.h: a node of targets (not the identity: fetch_identity.c)
  * verified put by put, with the sums its landing brought along, instead of
  * a second read of every byte after the last one landed.
  *

@@ -2,7 +2,7 @@
  * version (over the trainer's pull port, framed by common/proto/msg.h): which
  * version, where to put the pieces (transport, address, region key), which
  * chunks land on the asking rank, and how long the engine waits. Built by
- * engine_side/fetch_targets.c (the one fetch engine; the whole image's
+ * engine_side/fetch.c (the one fetch engine; the whole image's
  * request names no targets), parsed by trainer_side/pull_server.c; the parser
  * trusts nothing and names the field that is wrong. */
 #ifndef WSYNC_COMMON_PULL_REQUEST_H

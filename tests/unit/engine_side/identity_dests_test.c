@@ -2,7 +2,7 @@
  * image given as a target, {"whole_image": true}) with the caller's tensors,
  * every one of them, in place: its chunks are written through and digested
  * as groups of jobs and verified one by one against the record's piece
- * digests (engine_side/fetch_targets_identity.c, chunk_groups.c,
+ * digests (engine_side/fetch_identity.c, chunk_groups.c,
  * chunk_verify.c), as the whole image's fetch does; each tensor holds the
  * published bytes; a byte the trainer flips after digesting its piece
  * (WSYNC_TEST_CORRUPT_PIECE) fails the pull naming the put, its tensor, its

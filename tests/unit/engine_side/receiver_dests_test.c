@@ -11,7 +11,7 @@
  * a multiple of 64 (rows past V zero).
  *
  * In place with every tensor of the target given, the image is sparse
- * (engine_side/fetch_targets.c, phase release): after the pull the
+ * (engine_side/fetch.c, phase release): after the pull the
  * receiver's memfd image holds under a quarter of its pages, the hand-cut
  * slices are right, and a version with a corrupted byte in a packed
  * run (WSYNC_TEST_CORRUPT_PACKED) fails naming the tensor, its trainer rank

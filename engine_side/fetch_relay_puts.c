@@ -1,4 +1,4 @@
-/* fetch_targets_relay.c: the puts of an engine rank from its parent node
+/* fetch_relay_puts.c: the puts of an engine rank from its parent node
  * under relay:F (relay_tree.h says who that is), and local rank 0 of a
  * relaying node serving them. The parent must hold the same targets on the
  * same local ranks: the same node plan, so each put lands at the offset it
@@ -20,13 +20,13 @@
 #include "common/base/log.h"
 #include "common/proto/pull_request.h"
 #include "common/base/util.h"
-#include "engine_side/fetch_targets_internal.h"
+#include "engine_side/fetch_internal.h"
 #include "engine_side/relay.h"
 
 /* The request the relay gets: the one a trainer rank would, without the
  * targets' definitions (a relay plans nothing: it compares digests); the
  * whole image's names no targets. */
-static wsync_status_t relay_json(tfetch_t *f, const recv_transport_t *rt, json_t **out)
+static wsync_status_t relay_json(fetch_t *f, const recv_transport_t *rt, json_t **out)
 {
     wsync_pull_request_t pr;
     wsync_status_t st;
@@ -34,7 +34,7 @@ static wsync_status_t relay_json(tfetch_t *f, const recv_transport_t *rt, json_t
     pr.chunks = f->p.mine;
     pr.chunk_bytes = (f->np->nchunks + 7) / 8;
     pr.in_order = f->tl == NULL && f->rl.on && f->ndirect == 0;
-    st = f->tl ? tf_add_targets(f, -1, &pr) : WSYNC_OK;
+    st = f->tl ? fetch_add_targets(f, -1, &pr) : WSYNC_OK;
     *out = st == WSYNC_OK ? wsync_pull_request_to_json(&pr) : NULL;
     pr.chunks = NULL; /* ours, not the request's */
     wsync_pull_request_clear(&pr);
@@ -42,7 +42,7 @@ static wsync_status_t relay_json(tfetch_t *f, const recv_transport_t *rt, json_t
     return *out ? WSYNC_OK : wsync_error(WSYNC_ERR_NOMEM, "out of memory");
 }
 
-wsync_status_t tf_relay_request(tfetch_t *f, int *asked)
+wsync_status_t fetch_relay_request(fetch_t *f, int *asked)
 {
     wsync_receiver_t *r = f->p.r;
     recv_transport_t *rt;
@@ -68,7 +68,7 @@ wsync_status_t tf_relay_request(tfetch_t *f, int *asked)
  * of this attempt out of the ranks' images (the peers' windows are mapped
  * here by the join). Not for a node planned with a colocated landing hint:
  * no node elsewhere has its plan. */
-wsync_status_t tf_relay_serve(tfetch_t *f)
+wsync_status_t fetch_relay_serve(fetch_t *f)
 {
     wsync_receiver_t *r = f->p.r;
     const int L = r->cfg.local_world;
@@ -94,7 +94,7 @@ wsync_status_t tf_relay_serve(tfetch_t *f)
     return WSYNC_OK;
 }
 
-void tf_relay_verified(tfetch_t *f, uint32_t c)
+void fetch_relay_verified(fetch_t *f, uint32_t c)
 {
     if (f->tl == NULL && f->p.r->relay) /* local rank 0 of a relaying node: other nodes may have it now */
         relay_chunk_verified(f->p.r->relay, f->p.slot, c);

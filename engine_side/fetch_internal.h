@@ -1,13 +1,13 @@
-/* fetch_targets_internal.h: one pull attempt's data part on an engine rank,
+/* fetch_internal.h: one pull attempt's data part on an engine rank,
  * the one fetch engine's: a node of targets, or the whole image as the
  * identity target (fetch_whole.c builds its node plan from the version's
- * plan and the landing map). Shared by fetch_targets.c (the phases),
- * fetch_targets_copy.c and fetch_targets_identity.c, fetch_targets_relay.c
+ * plan and the landing map). Shared by fetch.c (the phases),
+ * fetch_copy.c and fetch_identity.c, fetch_relay_puts.c
  * (the puts from a parent node under relay:F, and serving as one),
  * fetch_whole.c and delta_land.c; the part every attempt shares is
  * pull.h's. */
-#ifndef WSYNC_ENGINE_FETCH_TARGETS_INTERNAL_H
-#define WSYNC_ENGINE_FETCH_TARGETS_INTERNAL_H
+#ifndef WSYNC_ENGINE_FETCH_INTERNAL_H
+#define WSYNC_ENGINE_FETCH_INTERNAL_H
 
 #include "engine_side/chunk_fanout.h"
 #include "engine_side/chunk_groups.h"
@@ -36,7 +36,7 @@ typedef struct tfetch {
     size_t ndirect;
 
     /* under relay:F, the puts come from the parent node's relay and the
-     * trainer ranks are asked for the digests alone (fetch_targets_relay.c) */
+     * trainer ranks are asked for the digests alone (fetch_relay_puts.c) */
     unsigned char *none; /* an empty chunk map: a request for digests alone */
 
     uint64_t *digests;   /* [segments]: the trainers' */
@@ -59,54 +59,54 @@ typedef struct tfetch {
      * (target_puts.h: the puts' sums against the trainers' put digests,
      * with ver's put sums), else segment by segment at the end. */
     recv_tputs_t tp;
-} tfetch_t;
+} fetch_t;
 
-/* fetch_targets.c: expect trainer rank t's puts landing here (none with
+/* fetch.c: expect trainer rank t's puts landing here (none with
  * digests_only) and send it the request (the whole image: only to a rank
  * with puts landing here, asking for deltas where delta_land.h does). */
-wsync_status_t tf_request_rank(tfetch_t *f, int t, int digests_only);
+wsync_status_t fetch_request_rank(fetch_t *f, int t, int digests_only);
 /* The request's targets, with their definitions unless trainer rank t
  * (-1: a relay, which never needs them) already has them. */
-wsync_status_t tf_add_targets(tfetch_t *f, int t, wsync_pull_request_t *pr);
+wsync_status_t fetch_add_targets(fetch_t *f, int t, wsync_pull_request_t *pr);
 
-/* fetch_targets_copy.c: how many copies of chunk c into this rank come from
+/* fetch_copy.c: how many copies of chunk c into this rank come from
  * rank `from`; those copies (with `jobs`, queued on f->fan with the n digest
  * ranges rg, which then lie in the one copy; else done now); a sparse GPU
  * image's bytes of chunk c that other ranks copy, into its fan-out window. */
-size_t tf_copies_from(const tfetch_t *f, uint32_t c, int from);
-wsync_status_t tf_copy_chunk(tfetch_t *f, uint32_t c, int from, int jobs, const wsync_digest_range_t *rg,
-                             size_t nrg);
-wsync_status_t tf_fan_publish(tfetch_t *f, uint32_t c);
+size_t fetch_copies_from(const fetch_t *f, uint32_t c, int from);
+wsync_status_t fetch_copy_chunk(fetch_t *f, uint32_t c, int from, int jobs, const wsync_digest_range_t *rg,
+                                size_t nrg);
+wsync_status_t fetch_fan_publish(fetch_t *f, uint32_t c);
 /* A sparse image's pages (release.h): chunk c's bytes copied into this rank
  * (written through already); chunk c's puts that landed here
  * (recv_release_poll's callback); chunk c landed here and complete: what
  * was copied in goes now, what landed once every reader copied it. */
-void tf_release_copied_in(const tfetch_t *f, uint32_t c);
-void tf_release_landed(void *arg, uint32_t c);
-void tf_landed_release(tfetch_t *f, uint32_t c);
+void fetch_release_copied_in(const fetch_t *f, uint32_t c);
+void fetch_release_landed(void *arg, uint32_t c);
+void fetch_landed_release(fetch_t *f, uint32_t c);
 
-/* fetch_targets_identity.c: 1 if this node's plan is the whole image's
+/* fetch_identity.c: 1 if this node's plan is the whole image's
  * (every target the identity, each put the record's piece of its id, each
  * copy a whole chunk at its own offset) on an image with no holes; then: in
  * place with the caller's tensors, chunk c written through and digested as a
  * group of jobs, from the image (`from` is this rank: it landed here) or from
  * rank `from`'s window; chunk c copied in at once, digested and compared. */
-int tf_identity_node(const tfetch_t *f);
-wsync_status_t tf_identity_group(tfetch_t *f, uint32_t c, int from);
-wsync_status_t tf_identity_copied(tfetch_t *f, uint32_t c);
+int fetch_identity_node(const fetch_t *f);
+wsync_status_t fetch_identity_group(fetch_t *f, uint32_t c, int from);
+wsync_status_t fetch_identity_copied(fetch_t *f, uint32_t c);
 
-/* fetch_targets_relay.c: under relay:F with a parent for this version, ask
+/* fetch_relay_puts.c: under relay:F with a parent for this version, ask
  * its relay for every put landing here (*asked 1; a node of targets then
  * asks the trainer ranks for digests alone, the whole image asks them
  * nothing: the record holds its digests), else nothing;
  * recv_pull_relay_watch gives a failed or stalled one up. */
-wsync_status_t tf_relay_request(tfetch_t *f, int *asked);
-/* fetch_targets_relay.c: local rank 0 of a relaying node: its relay serves
+wsync_status_t fetch_relay_request(fetch_t *f, int *asked);
+/* fetch_relay_puts.c: local rank 0 of a relaying node: its relay serves
  * this attempt's puts out of the ranks' images from now on (the whole
  * image: out of this rank's image, chunk by chunk as each is verified,
- * tf_relay_verified). */
-wsync_status_t tf_relay_serve(tfetch_t *f);
-void tf_relay_verified(tfetch_t *f, uint32_t c);
+ * fetch_relay_verified). */
+wsync_status_t fetch_relay_serve(fetch_t *f);
+void fetch_relay_verified(fetch_t *f, uint32_t c);
 
 /* fetch_whole.c: the whole image as the identity target: its node plan
  * under the landing map p.land (target_plan.h's identity case: put i is
@@ -114,7 +114,7 @@ void tf_relay_verified(tfetch_t *f, uint32_t c);
  * whole, but a rank that shares the landing rank's GPU where the map says
  * every rank there lands it, BOARD_LAND_GPU), into f->np (the ops'
  * check_landing); 1 if chunk c lands on this rank. */
-wsync_status_t tf_whole_plan(tfetch_t *f);
-int tf_lands_here(const tfetch_t *f, uint32_t c);
+wsync_status_t fetch_whole_plan(fetch_t *f);
+int fetch_lands_here(const fetch_t *f, uint32_t c);
 
 #endif

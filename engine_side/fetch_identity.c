@@ -1,17 +1,17 @@
-/* fetch_targets_identity.c: a node of identity targets (every rank's target
+/* fetch_identity.c: a node of identity targets (every rank's target
  * the whole image): told apart from other nodes of targets, and its chunks
  * verified as the whole image's fetch verifies them (chunk_verify.h), in
  * place with the caller's tensors as groups of jobs (chunk_groups.h);
- * fetch_targets.c calls these where tfetch_t.identity is set (always for
+ * fetch.c calls these where fetch_t.identity is set (always for
  * the whole image). */
 #include "common/base/checks.h"
-#include "engine_side/fetch_targets_internal.h"
+#include "engine_side/fetch_internal.h"
 
 /* 1 if this node's plan is the whole image's (every target the identity,
  * each put the record's piece of its id, each copy a whole chunk at its own
  * offset) and this rank's image has no holes: then each chunk is verified
- * as it comes, against the record (tfetch_t.identity). */
-int tf_identity_node(const tfetch_t *f)
+ * as it comes, against the record (fetch_t.identity). */
+int fetch_identity_node(const fetch_t *f)
 {
     const wsync_plan_t *plan = f->p.sl->plan;
     const wsync_node_plan_t *np = f->np;
@@ -46,7 +46,7 @@ int tf_identity_node(const tfetch_t *f)
 }
 
 /* An identity node's chunk c: image bytes [*off, *off + the length returned). */
-static uint64_t identity_chunk(const tfetch_t *f, uint32_t c, uint64_t *off)
+static uint64_t identity_chunk(const fetch_t *f, uint32_t c, uint64_t *off)
 {
     const wsync_plan_t *plan = f->p.sl->plan;
     *off = (uint64_t)c * plan->chunk_size;
@@ -56,7 +56,7 @@ static uint64_t identity_chunk(const tfetch_t *f, uint32_t c, uint64_t *off)
 /* An identity node in place with the caller's tensors: chunk c written
  * through and digested as a group of jobs (chunk_groups.h), from the image
  * (it landed here) or from rank `from`'s window. */
-wsync_status_t tf_identity_group(tfetch_t *f, uint32_t c, int from)
+wsync_status_t fetch_identity_group(fetch_t *f, uint32_t c, int from)
 {
     const int landed = from == f->p.me;
     const char *src = landed ? f->image : f->p.r->peers[from][f->p.slot].ptr;
@@ -66,7 +66,7 @@ wsync_status_t tf_identity_group(tfetch_t *f, uint32_t c, int from)
 
 /* An identity node's chunk c copied in at once: its pieces digested, then
  * compared (chunk_verify.h). */
-wsync_status_t tf_identity_copied(tfetch_t *f, uint32_t c)
+wsync_status_t fetch_identity_copied(fetch_t *f, uint32_t c)
 {
     const size_t n = recv_verify_ranges(&f->p, &f->ver, c, f->image);
     WSYNC_CHECK(f->p.r->mem->digest_many(f->ver.rg, n, f->ver.sums));

@@ -1,16 +1,16 @@
-/* fetch_targets_copy.c: the copies of a node of targets inside one engine
- * rank, and out of another rank's window into it (fetch_targets.c calls
+/* fetch_copy.c: the copies of a node of targets inside one engine
+ * rank, and out of another rank's window into it (fetch.c calls
  * them; the fan-out ring is chunk_fanout.h's): where a sparse GPU image's
  * bytes lie, copies around its holes, and its fan-out window; and a sparse
  * image's pages freed by what the node plan puts and copies (release.h). */
 #include "common/base/checks.h"
-#include "engine_side/fetch_targets_internal.h"
+#include "engine_side/fetch_internal.h"
 
 /* A sparse GPU image (gpu_sparse.c): image bytes [off, off+len) of this
  * rank lie in the caller's tensor of the direct span holding off, else in
  * the image (the words across destination edges off the 8-byte grid).
  * Returns where off lies; *n how many bytes from it on lie there too. */
-static char *mine_at(const tfetch_t *f, uint64_t off, uint64_t len, uint64_t *n)
+static char *mine_at(const fetch_t *f, uint64_t off, uint64_t len, uint64_t *n)
 {
     const size_t lo = recv_span_after(f->direct, f->ndirect, off);
     if (lo < f->ndirect && f->direct[lo].off <= off) {
@@ -25,7 +25,7 @@ static char *mine_at(const tfetch_t *f, uint64_t off, uint64_t len, uint64_t *n)
 /* A sparse GPU image: `len` bytes to this rank's image offset `to` from
  * `src` (another rank's window), or, src NULL, from this rank's own offset
  * `from`; each side where mine_at says it lies. */
-static wsync_status_t copy_sparse(tfetch_t *f, uint64_t to, const char *src, uint64_t from, uint64_t len)
+static wsync_status_t copy_sparse(fetch_t *f, uint64_t to, const char *src, uint64_t from, uint64_t len)
 {
     while (len > 0) {
         uint64_t n, m;
@@ -46,7 +46,7 @@ static wsync_status_t copy_sparse(tfetch_t *f, uint64_t to, const char *src, uin
 }
 
 /* How many copies of chunk c into this rank come from rank `from`. */
-size_t tf_copies_from(const tfetch_t *f, uint32_t c, int from)
+size_t fetch_copies_from(const fetch_t *f, uint32_t c, int from)
 {
     const wsync_tchunk_t *ch = &f->np->chunks[c];
     size_t k, n = 0;
@@ -59,13 +59,14 @@ size_t tf_copies_from(const tfetch_t *f, uint32_t c, int from)
  * its fan-out window when its image is a sparse GPU one; with one here,
  * straight into the caller's tensors): with `jobs`, queued on the fan-out
  * ring (chunk_fanout.h; it has room for all of them), else done now. */
-wsync_status_t tf_copy_chunk(tfetch_t *f, uint32_t c, int from, int jobs, const wsync_digest_range_t *rg, size_t nrg)
+wsync_status_t fetch_copy_chunk(fetch_t *f, uint32_t c, int from, int jobs, const wsync_digest_range_t *rg,
+                                size_t nrg)
 {
     const wsync_tchunk_t *ch = &f->np->chunks[c];
     const peer_map_t *pm = &f->p.r->peers[from][f->p.slot];
     const char *src = from == f->p.me ? f->image : pm->ptr;
     const int fan = from != f->p.me && pm->fan;
-    size_t k, left = jobs ? tf_copies_from(f, c, from) : 0;
+    size_t k, left = jobs ? fetch_copies_from(f, c, from) : 0;
     for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++) {
         const wsync_tcopy_t *cp = &f->np->copies[k];
         uint64_t at;
@@ -85,7 +86,7 @@ wsync_status_t tf_copy_chunk(tfetch_t *f, uint32_t c, int from, int jobs, const 
 
 /* A sparse GPU image: the bytes of chunk c the other ranks copy out of this
  * one, into its fan-out window (what it exports), before c is marked landed. */
-wsync_status_t tf_fan_publish(tfetch_t *f, uint32_t c)
+wsync_status_t fetch_fan_publish(fetch_t *f, uint32_t c)
 {
     const wsync_tchunk_t *ch = &f->np->chunks[c];
     char *fan = f->p.r->gpu_fan[f->p.slot].ptr;
@@ -108,7 +109,7 @@ wsync_status_t tf_fan_publish(tfetch_t *f, uint32_t c)
 /* ---- release: the pages of a sparse image ---- */
 
 /* How many other ranks copy bytes of chunk c out of this rank's image. */
-static int chunk_readers(const tfetch_t *f, uint32_t c)
+static int chunk_readers(const fetch_t *f, uint32_t c)
 {
     const wsync_tchunk_t *ch = &f->np->chunks[c];
     uint64_t seen = 0;
@@ -125,7 +126,7 @@ static int chunk_readers(const tfetch_t *f, uint32_t c)
 }
 
 /* Chunk c's bytes copied into this rank (written through already). */
-void tf_release_copied_in(const tfetch_t *f, uint32_t c)
+void fetch_release_copied_in(const fetch_t *f, uint32_t c)
 {
     const wsync_tchunk_t *ch = &f->np->chunks[c];
     size_t k;
@@ -135,9 +136,9 @@ void tf_release_copied_in(const tfetch_t *f, uint32_t c)
 }
 
 /* Chunk c's puts that landed here (recv_release_poll's callback). */
-void tf_release_landed(void *arg, uint32_t c)
+void fetch_release_landed(void *arg, uint32_t c)
 {
-    const tfetch_t *f = arg;
+    const fetch_t *f = arg;
     const wsync_tchunk_t *ch = &f->np->chunks[c];
     size_t k;
     for (k = ch->first_put; k < ch->first_put + ch->nputs; k++)
@@ -147,9 +148,9 @@ void tf_release_landed(void *arg, uint32_t c)
 
 /* A chunk that landed here is complete: what was copied into this rank
  * goes now, what landed once every reader copied it. */
-void tf_landed_release(tfetch_t *f, uint32_t c)
+void fetch_landed_release(fetch_t *f, uint32_t c)
 {
-    tf_release_copied_in(f, c);
+    fetch_release_copied_in(f, c);
     if (recv_release_landed(&f->rl, c, chunk_readers(f, c)))
-        tf_release_landed(f, c);
+        fetch_release_landed(f, c);
 }

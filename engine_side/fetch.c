@@ -1,4 +1,4 @@
-/* fetch_targets.c: the one fetch engine: the data part of one pull attempt
+/* fetch.c: the one fetch engine: the data part of one pull attempt
  * on an engine rank whose node holds targets (engine layouts), or the whole
  * image, which is the identity target (fetch_whole.c: its node plan is the
  * version's plan on rank 0's landing map), as phases:
@@ -39,7 +39,7 @@
  * A chunk is marked landed before it is verified: every rank verifies its
  * own destination bytes, so a corrupted byte is caught on every rank that
  * holds it, before the node reports ready. A node of identity targets (the
- * whole image as targets: tf_identity_node, and the whole image itself)
+ * whole image as targets: fetch_identity_node, and the whole image itself)
  * verifies instead each chunk as it lands or is copied in against the
  * record's piece digests (chunk_verify.h: fused put sums, late digests,
  * delta wires through landed_check) and marks it landed once verified. */
@@ -55,17 +55,17 @@
 #include "common/proto/pull_request.h"
 #include "common/base/util.h"
 #include "engine_side/delta_land.h"
-#include "engine_side/fetch_targets_internal.h"
+#include "engine_side/fetch_internal.h"
 
 /* Rank 0's landing map is the node plan this rank derived (the whole
  * image's node plan is built from it). */
 static wsync_status_t ops_check_landing(recv_pull_t *p)
 {
-    tfetch_t *f = container_of(p, tfetch_t, p);
+    fetch_t *f = container_of(p, fetch_t, p);
     const uint8_t *land = p->land;
     uint32_t c;
     if (f->tl == NULL)
-        return tf_whole_plan(f);
+        return fetch_whole_plan(f);
     for (c = 0; c < f->np->nchunks; c++)
         if (land[c] != f->np->chunks[c].land_rank)
             return wsync_error(WSYNC_ERR_CONFLICT,
@@ -78,7 +78,7 @@ static wsync_status_t ops_check_landing(recv_pull_t *p)
 }
 
 /* 1 if some copy of chunk c goes to this rank. */
-static int copies_to_me(const tfetch_t *f, uint32_t c)
+static int copies_to_me(const fetch_t *f, uint32_t c)
 {
     const wsync_tchunk_t *ch = &f->np->chunks[c];
     size_t k;
@@ -88,7 +88,7 @@ static int copies_to_me(const tfetch_t *f, uint32_t c)
     return 0;
 }
 
-static wsync_status_t tf_prepare(tfetch_t *f)
+static wsync_status_t fetch_prepare(fetch_t *f)
 {
     const wsync_node_plan_t *np = f->np;
     size_t nseg = f->tl ? f->tl->seg->nputs : 0, maxputs = 1;
@@ -111,7 +111,7 @@ static wsync_status_t tf_prepare(tfetch_t *f)
     if (!f->digests || !f->have || !f->none)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     for (c = 0; c < np->nchunks; c++)
-        if (tf_lands_here(f, c)) {
+        if (fetch_lands_here(f, c)) {
             f->p.remaining[c] = (uint32_t)np->chunks[c].nputs;
             f->p.mine[c / 8] |= (unsigned char)(1u << (c % 8));
             f->p.nland++;
@@ -122,7 +122,7 @@ static wsync_status_t tf_prepare(tfetch_t *f)
     return recv_trainer_addrs(f->p.r, f->p.world, f->p.addrs, f->p.tnames);
 }
 
-wsync_status_t tf_add_targets(tfetch_t *f, int t, wsync_pull_request_t *pr)
+wsync_status_t fetch_add_targets(fetch_t *f, int t, wsync_pull_request_t *pr)
 {
     const int L = f->p.r->cfg.local_world;
     int k;
@@ -145,7 +145,7 @@ wsync_status_t tf_add_targets(tfetch_t *f, int t, wsync_pull_request_t *pr)
     return WSYNC_OK;
 }
 
-wsync_status_t tf_request_rank(tfetch_t *f, int t, int digests_only)
+wsync_status_t fetch_request_rank(fetch_t *f, int t, int digests_only)
 {
     wsync_receiver_t *r = f->p.r;
     const wsync_node_plan_t *np = f->np;
@@ -172,7 +172,7 @@ wsync_status_t tf_request_rank(tfetch_t *f, int t, int digests_only)
     recv_pull_request_init(&pr, r, f->p.v, f->p.reqid, rt, f->p.slot, f->p.sl->layout_digest, f->p.deadline);
     pr.chunks = digests_only ? f->none : f->p.mine;
     pr.chunk_bytes = (np->nchunks + 7) / 8;
-    st = f->tl ? tf_add_targets(f, t, &pr) : WSYNC_OK;
+    st = f->tl ? fetch_add_targets(f, t, &pr) : WSYNC_OK;
     pr.in_order = f->rl.on && f->ndirect == 0; /* else only edges and fan-out bytes pass through the image */
     if (f->tl) {
         pr.hint_world = f->tl->hint_world;
@@ -194,13 +194,13 @@ wsync_status_t tf_request_rank(tfetch_t *f, int t, int digests_only)
                               f->p.deadline);
 }
 
-static wsync_status_t tf_request(tfetch_t *f)
+static wsync_status_t fetch_request(fetch_t *f)
 {
     wsync_receiver_t *r = f->p.r;
     int t, relayed = 0;
     /* (not while this node relays: its relay serves out of the ranks' images) */
     /* a sparse GPU image: the bytes other ranks copy land straight too (they
-     * read them out of its fan-out window, tf_fan_publish); the whole image:
+     * read them out of its fan-out window, fetch_fan_publish); the whole image:
      * a lone rank's, whose image no other rank reads */
     if (f->tl)
         WSYNC_CHECK(recv_transport_direct(r, f->p.slot, f->p.tnames, f->p.world, !recv_node_relays(r),
@@ -211,12 +211,12 @@ static wsync_status_t tf_request(tfetch_t *f)
                                           &f->direct, &f->ndirect));
     f->p.reqid = recv_new_reqid(f->p.reqid);
     f->p.last_landed = wsync_now_ns();
-    WSYNC_CHECK(tf_relay_request(f, &relayed));
+    WSYNC_CHECK(fetch_relay_request(f, &relayed));
     if (f->tl == NULL && !relayed)
         WSYNC_CHECK(recv_delta_begin(f));
     f->tp.on = f->tp.on && !relayed && f->ndirect == 0;     /* else by segment (target_puts.h) */
     for (t = 0; t < f->p.world && (f->tl || !relayed); t++) /* relayed, the whole image asks no trainer */
-        WSYNC_CHECK(tf_request_rank(f, t, relayed));
+        WSYNC_CHECK(fetch_request_rank(f, t, relayed));
     wsync_trace("engine %s rank %d: %srequests sent", r->engine_id, f->p.me, f->tl ? "target " : "");
     return WSYNC_OK;
 }
@@ -225,19 +225,19 @@ static wsync_status_t tf_request(tfetch_t *f)
  * it, or copied out of the landing rank's window). In place with the
  * caller's destination tensors, its bytes are written through to them
  * (dests.h); verification then digests the caller's bytes. */
-static wsync_status_t chunk_complete(tfetch_t *f, uint32_t c)
+static wsync_status_t chunk_complete(fetch_t *f, uint32_t c)
 {
     return recv_dests_chunk_in(f->p.r->mem, f->p.r->cur_dm, f->np, c, f->p.me, f->image, f->direct, f->ndirect);
 }
 
-static void tf_release(tfetch_t *f)
+static void fetch_release(fetch_t *f)
 {
-    recv_release_poll(&f->rl, tf_release_landed, f);
+    recv_release_poll(&f->rl, fetch_release_landed, f);
 }
 
 static int ops_unit_at(const recv_pull_t *p, uint32_t id, uint32_t *chunk, uint64_t *len)
 {
-    const wsync_node_plan_t *np = container_of(p, tfetch_t, p)->np;
+    const wsync_node_plan_t *np = container_of(p, fetch_t, p)->np;
     if (id >= np->nputs)
         return 0;
     *chunk = np->puts[id].chunk;
@@ -248,16 +248,16 @@ static int ops_unit_at(const recv_pull_t *p, uint32_t id, uint32_t *chunk, uint6
 /* Chunk c landed here (verified, on an identity node): its copies inside
  * this rank, written through, published to the fan-out window, marked
  * landed. */
-static wsync_status_t landed_done(tfetch_t *f, uint32_t c)
+static wsync_status_t landed_done(fetch_t *f, uint32_t c)
 {
-    WSYNC_CHECK(tf_copy_chunk(f, c, f->p.me, 0, NULL, 0));
+    WSYNC_CHECK(fetch_copy_chunk(f, c, f->p.me, 0, NULL, 0));
     if (f->grp.dm == NULL) /* else its group wrote it through */
         WSYNC_CHECK(chunk_complete(f, c));
-    WSYNC_CHECK(tf_fan_publish(f, c));
+    WSYNC_CHECK(fetch_fan_publish(f, c));
     if (f->np->chunks[c].land_rank == f->p.me) /* the copy other GPUs' ranks read */
         board_mark_landed(f->p.r->board, f->p.slot, c, f->p.gen);
-    tf_landed_release(f, c);
-    tf_relay_verified(f, c);
+    fetch_landed_release(f, c);
+    fetch_relay_verified(f, c);
     if (f->p.nlanded++ == 0 || f->p.nlanded == f->p.nland)
         wsync_trace("engine %s rank %d: chunk %u landed%s (%u of %u)", f->p.r->engine_id, f->p.me, c,
                     f->identity ? " and verified" : "", f->p.nlanded, f->p.nland);
@@ -269,26 +269,26 @@ static wsync_status_t landed_done(tfetch_t *f, uint32_t c)
  * (chunk_verify.h: its puts' sums, or one digest pass), then landed_done. */
 static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
 {
-    tfetch_t *f = container_of(p, tfetch_t, p);
+    fetch_t *f = container_of(p, fetch_t, p);
     if (f->land_delay_ms > 0)
         usleep((useconds_t)f->land_delay_ms * 1000);
     if (!f->identity && f->tp.on)
         recv_tputs_landed(&f->tp, p, &f->ver, c);
     if (!f->identity)
         return landed_done(f, c);
-    return f->grp.dm ? tf_identity_group(f, c, f->p.me) : recv_verify_landed(p, &f->ver, c, f->image);
+    return f->grp.dm ? fetch_identity_group(f, c, f->p.me) : recv_verify_landed(p, &f->ver, c, f->image);
 }
 
 /* Chunk c's copies out of its landing rank's window are done. */
-static wsync_status_t copied_in(tfetch_t *f, uint32_t c)
+static wsync_status_t copied_in(fetch_t *f, uint32_t c)
 {
     if (f->tp.on) /* the copies' bytes here, summed by put at the check */
         recv_tputs_copied(&f->tp, c);
     board_mark_copied(f->p.r->board, f->p.slot, c, f->p.gen);
     if (f->grp.dm == NULL) /* else its group wrote it through */
         WSYNC_CHECK(chunk_complete(f, c));
-    tf_release_copied_in(f, c);
-    tf_relay_verified(f, c);
+    fetch_release_copied_in(f, c);
+    fetch_relay_verified(f, c);
     f->p.ndone++;
     return WSYNC_OK;
 }
@@ -298,13 +298,13 @@ static wsync_status_t copied_in(tfetch_t *f, uint32_t c)
  * copies go once the ring has room for all of them); a sparse GPU image's
  * copies (copy_sparse), and a chunk of more copies than the ring holds, are
  * done at once. */
-static wsync_status_t tf_fan_out(tfetch_t *f, int *progressed)
+static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
 {
     uint32_t k, keep = 0;
     for (k = 0; k < f->p.npending; k++) {
         uint32_t c = f->p.pending[k];
         const int from = f->np->chunks[c].land_rank;
-        const size_t n = tf_copies_from(f, c, from);
+        const size_t n = fetch_copies_from(f, c, from);
         const int jobs = !f->p.r->gpu_sparse && n > 0 && n <= RECV_FAN_INFLIGHT;
         if ((f->grp.dm ? recv_groups_room(&f->grp) == 0 : jobs && (size_t)recv_fan_room(&f->fan) < n) ||
             !board_is_landed(f->p.r->board, f->p.slot, c, f->p.gen)) {
@@ -312,15 +312,15 @@ static wsync_status_t tf_fan_out(tfetch_t *f, int *progressed)
             continue;
         }
         if (f->grp.dm) { /* an identity node in place with the caller's tensors */
-            WSYNC_CHECK(tf_identity_group(f, c, from));
+            WSYNC_CHECK(fetch_identity_group(f, c, from));
             *progressed = 1;
             continue;
         }
         /* an identity node's one copy of the chunk digests its pieces as it goes */
         const size_t nrg = f->identity && jobs ? recv_verify_ranges(&f->p, &f->ver, c, f->image) : 0;
-        WSYNC_CHECK(tf_copy_chunk(f, c, from, jobs, f->ver.rg, nrg));
+        WSYNC_CHECK(fetch_copy_chunk(f, c, from, jobs, f->ver.rg, nrg));
         if (!jobs)
-            WSYNC_CHECK(f->identity ? tf_identity_copied(f, c) : copied_in(f, c));
+            WSYNC_CHECK(f->identity ? fetch_identity_copied(f, c) : copied_in(f, c));
         *progressed = 1;
     }
     f->p.npending = keep;
@@ -329,7 +329,7 @@ static wsync_status_t tf_fan_out(tfetch_t *f, int *progressed)
 
 /* The fan-out ring's finished jobs, oldest first: a chunk whose last copy
  * finished is in (on an identity node, once its pieces' digests match). */
-static wsync_status_t tf_reap(tfetch_t *f, int *progressed)
+static wsync_status_t fetch_reap(fetch_t *f, int *progressed)
 {
     if (f->grp.dm)
         return recv_groups_reap(&f->grp, &f->p, &f->ver, progressed);
@@ -350,7 +350,7 @@ static wsync_status_t tf_reap(tfetch_t *f, int *progressed)
 /* Every trainer rank's answer: the digests of the segments it owns (an
  * identity node verified each chunk against the record: its answers are
  * checked for a failure alone). */
-static wsync_status_t tf_collect(tfetch_t *f)
+static wsync_status_t fetch_collect(fetch_t *f)
 {
     const wsync_node_plan_t *seg = f->tl ? f->tl->seg : NULL;
     size_t i;
@@ -361,7 +361,7 @@ static wsync_status_t tf_collect(tfetch_t *f)
         const wsync_pull_reply_t *rep = &f->p.reqs[t].reply;
         size_t k;
         while (!recv_request_done(&f->p.reqs[t])) {
-            tf_release(f);
+            fetch_release(f);
             WSYNC_CHECK(recv_pull_watch(&f->p));
             usleep(200);
         }
@@ -392,27 +392,27 @@ static wsync_status_t tf_collect(tfetch_t *f)
 
 static size_t ops_chunk_units(const recv_pull_t *p, uint32_t c, size_t *first)
 {
-    const wsync_tchunk_t *ch = &container_of(p, tfetch_t, p)->np->chunks[c];
+    const wsync_tchunk_t *ch = &container_of(p, fetch_t, p)->np->chunks[c];
     *first = ch->first_put;
     return ch->nputs;
 }
 
 static uint64_t ops_unit_off(const recv_pull_t *p, size_t u)
 {
-    return container_of(p, tfetch_t, p)->np->puts[u].dst_off;
+    return container_of(p, fetch_t, p)->np->puts[u].dst_off;
 }
 
 /* On an identity node: chunk c verified (chunk_verify.h). */
 static wsync_status_t ops_chunk_verified(recv_pull_t *p, uint32_t c, int landed)
 {
-    tfetch_t *f = container_of(p, tfetch_t, p);
+    fetch_t *f = container_of(p, fetch_t, p);
     return landed ? landed_done(f, c) : copied_in(f, c);
 }
 
 /* On an identity node, or verifying by put: the sum its put brought along. */
 static void ops_unit_landed(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp)
 {
-    tfetch_t *f = container_of(p, tfetch_t, p);
+    fetch_t *f = container_of(p, fetch_t, p);
     if (f->identity || f->tp.on)
         recv_verify_unit_landed(&f->ver, id, cp);
 }
@@ -420,7 +420,7 @@ static void ops_unit_landed(recv_pull_t *p, uint32_t id, const wsync_completion_
 /* On an identity node: the sums the relay's puts brought along count no more. */
 static void ops_chunk_reasked(recv_pull_t *p, uint32_t c)
 {
-    tfetch_t *f = container_of(p, tfetch_t, p);
+    fetch_t *f = container_of(p, fetch_t, p);
     if (f->identity || f->tp.on)
         recv_verify_reasked(&f->ver, f->np->chunks[c].first_put, f->np->chunks[c].nputs);
 }
@@ -428,19 +428,19 @@ static void ops_chunk_reasked(recv_pull_t *p, uint32_t c)
 /* On an identity node: late digests that never came. */
 static void ops_waiting_more(const recv_pull_t *p, char *out, size_t len)
 {
-    const tfetch_t *f = container_of(p, tfetch_t, p);
+    const fetch_t *f = container_of(p, fetch_t, p);
     if (f->identity)
         recv_verify_waiting(p, &f->ver, out, len);
 }
 
 static int ops_unit_src(const recv_pull_t *p, size_t u)
 {
-    return container_of(p, tfetch_t, p)->np->puts[u].src_rank;
+    return container_of(p, fetch_t, p)->np->puts[u].src_rank;
 }
 
 static int ops_land_rank(const recv_pull_t *p, uint32_t c)
 {
-    return container_of(p, tfetch_t, p)->np->chunks[c].land_rank;
+    return container_of(p, fetch_t, p)->np->chunks[c].land_rank;
 }
 
 /* Chunks differ in size here: the share of them in, of the image. */
@@ -454,7 +454,7 @@ static uint64_t ops_bytes_in(const recv_pull_t *p)
  * chunk's digests (delta_land.h). */
 static wsync_status_t ops_landed_check(recv_pull_t *p, uint32_t c, const uint64_t *sums, int *again)
 {
-    tfetch_t *f = container_of(p, tfetch_t, p);
+    fetch_t *f = container_of(p, fetch_t, p);
     *again = 0;
     return f->delta ? recv_delta_verify(f, c, sums, again) : WSYNC_OK;
 }
@@ -463,7 +463,7 @@ static wsync_status_t ops_landed_check(recv_pull_t *p, uint32_t c, const uint64_
  * (the trainer ranks' earlier requests asked for digests alone). */
 static wsync_status_t ops_request_rank(recv_pull_t *p, int t)
 {
-    return tf_request_rank(container_of(p, tfetch_t, p), t, 0);
+    return fetch_request_rank(container_of(p, fetch_t, p), t, 0);
 }
 
 /* One table; the whole image's differs in its messages' nouns (its puts
@@ -475,10 +475,10 @@ static wsync_status_t ops_request_rank(recv_pull_t *p, int t)
     .unit_src = ops_unit_src, .land_rank = ops_land_rank, .check_landing = ops_check_landing,         \
     .bytes_in = ops_bytes_in, .waiting_more = ops_waiting_more, .chunk_reasked = ops_chunk_reasked,   \
     .request_rank = ops_request_rank, .delta_landed = recv_delta_landed, .landed_check = ops_landed_check
-static const recv_pull_ops_t tf_ops = {.unit = "puts", .unit1 = "put", .reask_all = 1, TF_OPS};
+static const recv_pull_ops_t fetch_ops = {.unit = "puts", .unit1 = "put", .reask_all = 1, TF_OPS};
 static const recv_pull_ops_t whole_ops = {.unit = "pieces", .unit1 = "piece", .reask_all = 0, TF_OPS};
 
-static void tf_end(tfetch_t *f, wsync_status_t st)
+static void fetch_end(fetch_t *f, wsync_status_t st)
 {
     recv_fan_end(&f->fan, f->p.r->mem);    /* waits: no copy outlives the attempt */
     recv_groups_end(&f->grp, f->p.r->mem); /* waits likewise */
@@ -500,58 +500,58 @@ static void tf_end(tfetch_t *f, wsync_status_t st)
 wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const wsync_sync_layout_t *sl,
                           recv_tlayout_t *tl, const uint64_t *digests, int late, uint64_t deadline)
 {
-    tfetch_t f = {.p = {.ops = tl ? &tf_ops : &whole_ops,
-                        .r = r,
-                        .sl = sl,
-                        .tl = tl,
-                        .gen = a->gen,
-                        .v = a->version,
-                        .deadline = deadline,
-                        .slot = a->slot,
-                        .me = r->cfg.local_rank,
-                        .world = sl->world,
-                        .nchunks = tl ? tl->np->nchunks : sl->plan->nchunks},
-                  .tl = tl,
-                  .np = tl ? tl->np : NULL, /* the whole image's: built at the join */
-                  .plan = sl->plan,
-                  .image = r->win[a->slot].ptr,
-                  .dm = r->cur_dm && r->cur_dm->in_place ? r->cur_dm : NULL,
-                  /* Test hook (common/base/fault.h): slow the landing of each chunk so a
+    fetch_t f = {.p = {.ops = tl ? &fetch_ops : &whole_ops,
+                       .r = r,
+                       .sl = sl,
+                       .tl = tl,
+                       .gen = a->gen,
+                       .v = a->version,
+                       .deadline = deadline,
+                       .slot = a->slot,
+                       .me = r->cfg.local_rank,
+                       .world = sl->world,
+                       .nchunks = tl ? tl->np->nchunks : sl->plan->nchunks},
+                 .tl = tl,
+                 .np = tl ? tl->np : NULL, /* the whole image's: built at the join */
+                 .plan = sl->plan,
+                 .image = r->win[a->slot].ptr,
+                 .dm = r->cur_dm && r->cur_dm->in_place ? r->cur_dm : NULL,
+                 /* Test hook (common/base/fault.h): slow the landing of each chunk so a
                    * test can kill a rank in the middle of a pull. */
-                  .land_delay_ms = (int)wsync_fault(WSYNC_FAULT_LAND_DELAY_MS),
-                  .record = digests,
-                  .late = late};
+                 .land_delay_ms = (int)wsync_fault(WSYNC_FAULT_LAND_DELAY_MS),
+                 .record = digests,
+                 .late = late};
     wsync_status_t st = recv_pull_join(&f.p);
 
     if (st != WSYNC_OK) { /* nothing else to undo yet */
         wsync_node_plan_free(f.whole_np);
         return st;
     }
-    f.identity = tf_identity_node(&f);
+    f.identity = fetch_identity_node(&f);
     /* Nothing lands in this slot before its requests go out: from here its
      * relay serves only what this version verified (or landed) here. */
     if (r->relay && (tl == NULL || tl->hint_world == 0))
-        st = tf_relay_serve(&f);
+        st = fetch_relay_serve(&f);
     if (st == WSYNC_OK)
         st = recv_release_begin(&f.rl, r, a, f.np->nchunks);
     if (st == WSYNC_OK)
-        st = tf_prepare(&f);
+        st = fetch_prepare(&f);
     if (st == WSYNC_OK)
-        st = tf_request(&f);
+        st = fetch_request(&f);
     while (st == WSYNC_OK && f.p.ndone < f.p.nwant) {
         int progressed = 0, got = 0;
         const int summed = f.identity && recv_verify_all_summed(&f.p, &f.ver); /* late digests to wait for */
         st = recv_pull_land(&f.p, f.p.npending > 0 || f.fan.n > 0 || f.grp.ninflight > 0 || summed, &progressed,
                             &got);
         if (st == WSYNC_OK)
-            st = tf_fan_out(&f, &progressed);
+            st = fetch_fan_out(&f, &progressed);
         if (st == WSYNC_OK)
-            st = tf_reap(&f, &progressed);
+            st = fetch_reap(&f, &progressed);
         if (st == WSYNC_OK && f.identity)
             st = recv_verify_late_poll(&f.p, &f.ver, &progressed);
         if (st == WSYNC_OK)
             st = recv_delta_poll(&f, &progressed);
-        tf_release(&f);
+        fetch_release(&f);
         if (st == WSYNC_OK)
             st = recv_pull_watch(&f.p);
         if (st == WSYNC_OK && !progressed && got == 0 &&
@@ -559,7 +559,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
             usleep(summed ? 50 : 200);
     }
     if (st == WSYNC_OK)
-        st = tf_collect(&f);
+        st = fetch_collect(&f);
     if (st == WSYNC_OK && !f.identity)
         st = f.tp.on ? recv_tputs_check(&f.tp, &f.p, tl, r->mem, f.image)
                      : recv_tlayout_verify(r, tl, f.image, f.digests, f.p.v);
@@ -571,7 +571,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
                     : f.tp.on  ? "put"
                                : "segment");
     if (st == WSYNC_OK)
-        recv_release_drain(&f.rl, r, tf_release_landed, &f, deadline);
-    tf_end(&f, st);
+        recv_release_drain(&f.rl, r, fetch_release_landed, &f, deadline);
+    fetch_end(&f, st);
     return st;
 }
