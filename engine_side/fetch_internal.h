@@ -19,7 +19,7 @@
 
 typedef struct recv_delta recv_delta_t; /* delta_land.h */
 
-typedef struct tfetch {
+typedef struct fetch {
     recv_pull_t p;      /* the attempt, its chunks, trainer ranks and relay (pull.h) */
     recv_tlayout_t *tl; /* the node's targets, or NULL: the whole image */
     const wsync_node_plan_t *np;
