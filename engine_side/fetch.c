@@ -175,6 +175,7 @@ wsync_status_t fetch_request_rank(fetch_t *f, int t, int digests_only)
     st = f->tl ? fetch_add_targets(f, t, &pr) : WSYNC_OK;
     pr.in_order = f->rl.on && f->ndirect == 0; /* else only edges and fan-out bytes pass through the image */
     if (f->tl) {
+        pr.no_segment_digests = f->identity; /* verified against the record's piece digests */
         pr.hint_world = f->tl->hint_world;
         pr.colo = f->tl->colo;
         pr.ncolo = f->tl->ncolo;

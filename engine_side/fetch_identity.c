@@ -1,6 +1,6 @@
 /* fetch_identity.c: a node of identity targets (every rank's target
  * the whole image): told apart from other nodes of targets, and its chunks
- * verified as the whole image's fetch verifies them (chunk_verify.h), in
+ * verified one by one against the record's piece digests (chunk_verify.h), in
  * place with the caller's tensors as groups of jobs (chunk_groups.h);
  * fetch.c calls these where fetch_t.identity is set (always for
  * the whole image). */

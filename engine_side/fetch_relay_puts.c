@@ -73,23 +73,24 @@ wsync_status_t fetch_relay_serve(fetch_t *f)
     wsync_receiver_t *r = f->p.r;
     const int L = r->cfg.local_world;
     char(*digests)[33] = NULL;
-    void *win[BOARD_MAX_RANKS];
-    size_t len[BOARD_MAX_RANKS];
-    relay_targets_t t = {.np = f->np, .L = L, .win = win, .win_len = len, .board = r->board, .gen = f->p.gen};
+    void *win[BOARD_MAX_RANKS] = {f->image};
+    size_t len[BOARD_MAX_RANKS] = {r->image_len};
+    relay_serve_t t = {.np = f->np, .L = 1, .win = win, .win_len = len};
     int k;
-    if (f->tl == NULL) { /* the whole image: served out of this rank's, chunk by chunk once verified */
-        relay_slot_begin(r->relay, f->p.slot, f->image, r->image_len, f->p.v, f->plan, f->p.sl->layout_digest);
-        return WSYNC_OK;
-    }
-    digests = calloc((size_t)L, 33);
-    WSYNC_CHECK_ALLOC(digests);
-    for (k = 0; k < L; k++) {
-        memcpy(digests[k], f->tl->tg[k]->digest_hex, 33);
-        win[k] = k == f->p.me ? (void *)f->image : r->peers[k][f->p.slot].ptr;
-        len[k] = k == f->p.me ? r->image_len : r->peers[k][f->p.slot].len;
-    }
-    t.targets = (const char(*)[33])digests;
-    relay_slot_begin_targets(r->relay, f->p.slot, f->p.v, f->p.sl->layout_digest, &t);
+    if (f->tl) { /* targets: each put out of the image of the rank it lands on */
+        digests = calloc((size_t)L, 33);
+        WSYNC_CHECK_ALLOC(digests);
+        for (k = 0; k < L; k++) {
+            memcpy(digests[k], f->tl->tg[k]->digest_hex, 33);
+            win[k] = k == f->p.me ? (void *)f->image : r->peers[k][f->p.slot].ptr;
+            len[k] = k == f->p.me ? r->image_len : r->peers[k][f->p.slot].len;
+        }
+        t.L = L;
+        t.targets = (const char(*)[33])digests;
+        t.board = r->board;
+        t.gen = f->p.gen;
+    } /* the whole image: out of this rank's, chunk by chunk once verified */
+    relay_slot_begin(r->relay, f->p.slot, f->p.v, f->p.sl->layout_digest, &t);
     free(digests);
     return WSYNC_OK;
 }

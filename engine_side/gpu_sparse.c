@@ -4,7 +4,7 @@
  * redirect) and on a node that does not relay: every destination byte that
  * no digest word crossing its edge needs lands in the caller's tensor
  * (recv_dests_direct with no node plan), and so do the node's copies into
- * this rank (fetch.c's copy_sparse), so the image needs memory only
+ * this rank (fetch_copy.c's copy_sparse), so the image needs memory only
  * for the rest: the words across destination edges off the 8-byte grid and
  * the padding between destinations. Those are
  * known once the layout is (they come from the targets, the node plan and

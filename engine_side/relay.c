@@ -24,12 +24,13 @@
 /* The sender id the receiver sees in its completions (trainer ranks use
  * 0..W-1): only ever named in messages. */
 #define RELAY_SENDER_ID 1000000
-#define RELAY_DRAIN_MS 5000 /* relay_slot_begin's bound on puts still reading the slot */
+#define RELAY_DRAIN_MS 5000 /* relay_slot_end's bound on puts still reading the slot */
 
-/* What a slot serves, one span per put: whole image, each piece of the
- * version's plan out of local rank 0's image, once verified there; engine
- * layouts, each put of the node plan out of the image of the local rank it
- * lands on, once that rank marked its chunk landed on the board. */
+/* What a slot serves, one span per put of the node plan: engine layouts,
+ * each out of the image of the local rank its chunk lands on, once that
+ * rank marked the chunk landed on the board; the whole image (its identity
+ * node plan: put i is piece i), each out of local rank 0's image, once
+ * verified there. */
 typedef struct relay_span {
     uint64_t off, len; /* the same in the source image and the asker's */
     uint32_t id;       /* the put's tag, below the request id */
@@ -464,46 +465,33 @@ static int slot_room(relay_slot_t *s, uint32_t nchunks, size_t nspans)
     return 0;
 }
 
-void relay_slot_begin(recv_relay_t *rl, int slot, void *ptr, size_t len, uint64_t v, const wsync_plan_t *plan,
-                      const char *ldig)
+/* rl->lock held: the node's targets, to compare each asker's with (none:
+ * the whole image); 0, or -1 without memory. */
+static int slot_targets(relay_slot_t *s, const relay_serve_t *t)
 {
-    relay_slot_t *s = &rl->slots[slot];
-    uint32_t i;
-    relay_slot_end(rl, slot);
-    pthread_mutex_lock(&rl->lock);
-    if (slot_room(s, plan->nchunks, plan->npieces) == 0) {
-        memcpy(s->chunk_first, plan->chunk_first, (plan->nchunks + 1) * sizeof(*s->chunk_first));
-        for (i = 0; i < plan->npieces; i++)
-            s->spans[i] = (relay_span_t){.off = plan->pieces[i].offset,
-                                         .len = plan->pieces[i].len,
-                                         .id = plan->pieces[i].id};
-        memset(s->verified, 0, plan->nchunks + 1);
+    void *p;
+    if (t->targets == NULL) {
         free(s->targets);
         s->targets = NULL;
-        s->board = NULL;
-        s->L = 1;
-        s->win[0] = ptr;
-        s->win_len[0] = len;
-        s->nchunks = plan->nchunks;
-        snprintf(s->ldig, sizeof(s->ldig), "%s", ldig);
-        s->version = v;
+        return 0;
     }
-    pthread_mutex_unlock(&rl->lock);
+    if ((p = realloc(s->targets, (size_t)t->L * 33)) == NULL)
+        return -1;
+    s->targets = p;
+    memcpy(s->targets, t->targets, (size_t)t->L * 33);
+    return 0;
 }
 
-void relay_slot_begin_targets(recv_relay_t *rl, int slot, uint64_t v, const char *ldig, const relay_targets_t *t)
+void relay_slot_begin(recv_relay_t *rl, int slot, uint64_t v, const char *ldig, const relay_serve_t *t)
 {
     const wsync_node_plan_t *np = t->np;
     relay_slot_t *s = &rl->slots[slot];
     uint32_t c;
     size_t i;
     int k;
-    void *tg;
     relay_slot_end(rl, slot);
     pthread_mutex_lock(&rl->lock);
-    tg = t->L <= BOARD_MAX_RANKS ? realloc(s->targets, (size_t)t->L * 33) : NULL;
-    s->targets = tg ? tg : s->targets;
-    if (tg && slot_room(s, np->nchunks, np->nputs) == 0) {
+    if (t->L <= BOARD_MAX_RANKS && slot_targets(s, t) == 0 && slot_room(s, np->nchunks, np->nputs) == 0) {
         for (c = 0; c < np->nchunks; c++) { /* puts are sorted by chunk */
             s->chunk_first[c] = (uint32_t)np->chunks[c].first_put;
             s->land[c] = (uint8_t)np->chunks[c].land_rank;
@@ -511,13 +499,13 @@ void relay_slot_begin_targets(recv_relay_t *rl, int slot, uint64_t v, const char
         s->chunk_first[np->nchunks] = (uint32_t)np->nputs;
         for (i = 0; i < np->nputs; i++)
             s->spans[i] = (relay_span_t){.off = np->puts[i].dst_off, .len = np->puts[i].len, .id = np->puts[i].id};
-        memcpy(s->targets, t->targets, (size_t)t->L * 33);
+        memset(s->verified, 0, np->nchunks + 1);
         for (k = 0; k < t->L; k++) {
             s->win[k] = t->win[k];
             s->win_len[k] = t->win_len[k];
         }
         s->L = t->L;
-        s->board = t->board;
+        s->board = t->targets ? t->board : NULL; /* the whole image: chunks go once verified */
         s->gen = t->gen;
         s->nchunks = np->nchunks;
         snprintf(s->ldig, sizeof(s->ldig), "%s", ldig);

@@ -2,10 +2,11 @@
  * relay:F, host or GPU memory): a pull port (common/proto/pull_port.h, the
  * trainers' protocol and handshake) serving other engine nodes the bytes of
  * a version this node holds, over tcp. Per image slot it knows the version
- * the slot holds or receives and what may go: a whole image's chunks once
- * verified in local rank 0's image; with engine targets, the node plan's
- * puts out of the image of the rank each lands on, once that rank marked
- * its chunk landed, to nodes of the same targets only. So a chain
+ * the slot holds or receives and what may go, one mode for every node: the
+ * puts of its node plan (relay_serve_t): the whole image's (its identity
+ * node plan's) out of local rank 0's image once verified there; with
+ * engine targets, out of the image of the rank each lands on, once that
+ * rank marked its chunk landed, to nodes of the same targets only. So a chain
  * pipelines (a node serves while it still pulls), and a slot's version is
  * served until the slot is reused. The receiver verifies every byte against
  * the trainers' digests wherever it came from, so a relay is never trusted
@@ -22,7 +23,6 @@
 
 #include "common/mem/mem.h"
 #include "common/net/auth.h"
-#include "common/model/plan.h"
 #include "common/targets/target_plan.h"
 #include "engine_side/board.h"
 
@@ -35,35 +35,34 @@ wsync_status_t relay_start(const char *bind_host, const wsync_auth_t *auth, cons
                            wsync_mem_kind_t kind, int device, recv_relay_t **out);
 /* "host:port": what other nodes connect to (registered with the control endpoint). */
 const char *relay_address(const recv_relay_t *rl);
-/* Image slot `slot` (len bytes at ptr) is about to receive version v of
- * `plan` (layout digest ldig): what it held is no longer served, and this
- * returns once no put reads the slot any more (at most a few seconds: a put
- * that takes longer reaches a receiver that verifies it). The plan's pieces
- * are copied. */
-void relay_slot_begin(recv_relay_t *rl, int slot, void *ptr, size_t len, uint64_t v, const wsync_plan_t *plan,
-                      const char *ldig);
 /* Slot `slot` serves nothing from now on (local rank 0, as soon as it opens
  * an attempt, before any rank lands a byte of it); returns once no put
  * reads it (as relay_slot_begin). */
 void relay_slot_end(recv_relay_t *rl, int slot);
 
-/* Engine layouts: the node's ranks hold targets, and what a rank of another
- * node with the same targets needs is what the same rank here landed. */
-typedef struct relay_targets {
-    const wsync_node_plan_t *np; /* over the node's targets, without a landing hint */
-    int L;
-    const char (*targets)[33]; /* [L]: local rank k's target digest */
-    void *const *win;          /* [L]: local rank k's image of the slot, mapped in this process */
-    const size_t *win_len;     /* [L] */
-    board_t *board;            /* whose landed marks of attempt `gen` say a chunk may go */
+/* What a slot serves: the node plan's puts. A node of engine targets reads
+ * each put out of the image of the rank its chunk lands on, once that rank
+ * marked the chunk landed (before verification: the asker verifies all it
+ * gets), to nodes of the same targets on the same local ranks only. The
+ * whole image (the identity target: targets NULL, L 1) reads every put out
+ * of local rank 0's image, once the chunk is verified there
+ * (relay_chunk_verified), to any node pulling the whole image. */
+typedef struct relay_serve {
+    const wsync_node_plan_t *np; /* without a landing hint */
+    int L;                       /* local ranks whose images it reads */
+    const char (*targets)[33];   /* [L]: local rank k's target digest; NULL: the whole image */
+    void *const *win;            /* [L]: local rank k's image of the slot, mapped in this process */
+    const size_t *win_len;       /* [L] */
+    board_t *board;              /* targets: whose landed marks of attempt `gen` say a chunk may go */
     uint64_t gen;
-} relay_targets_t;
+} relay_serve_t;
 
 /* Image slot `slot` is about to receive version v under node plan t->np
- * (layout digest ldig): from now on each put of chunk c goes to the asking
- * rank out of the image of the rank c lands on, once that rank marked c
- * landed (before verification: the asker verifies all it gets). Copied. */
-void relay_slot_begin_targets(recv_relay_t *rl, int slot, uint64_t v, const char *ldig, const relay_targets_t *t);
+ * (layout digest ldig): what it held is no longer served, and this returns
+ * once no put reads the slot any more (at most a few seconds: a put that
+ * takes longer reaches a receiver that verifies it); from then on it serves
+ * as t says. Copied. */
+void relay_slot_begin(recv_relay_t *rl, int slot, uint64_t v, const char *ldig, const relay_serve_t *t);
 
 /* Chunk `chunk` of the version in `slot` is verified in the image. */
 void relay_chunk_verified(recv_relay_t *rl, int slot, uint32_t chunk);

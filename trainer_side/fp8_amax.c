@@ -10,7 +10,6 @@
  * its slot of that version once its share is copied; answering never waits
  * for another rank, so ranks asking each other at once do not deadlock.
  * Each wait is bounded (AMAX_WAIT_MS) and a failure names the rank asked. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +20,7 @@
 #include "common/base/util.h"
 #include "common/control/client.h"
 #include "common/net/sock.h"
+#include "common/proto/fp8_amax_msg.h"
 #include "common/proto/msg.h"
 #include "common/proto/pull_reply.h"
 #include "common/quant/quant.h"
@@ -107,67 +107,66 @@ wsync_status_t pub_fp8_part_quantize(const wsync_publisher_t *p, const pub_slot_
     return st;
 }
 
-/* The items a request lists: [tensor, block rows, block cols, slice, band]. */
-#define ITEM 5
-
-/* My part of each item, its maxima appended to out (as fp32 bits). */
+/* My part of each of the request's parts: their maxima, in order, into
+ * *out (*nout of them). */
 static wsync_status_t amax_items(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_fp8_exts_t *x,
-                                 const json_t *items, json_t *out)
+                                 const wsync_fp8_amax_req_t *rq, float **out, size_t *nout)
 {
     const wsync_manifest_t *m = p->sl->manifest;
     wsync_fp8_brun_t *br = NULL;
-    size_t n = 0, cap = 0, i, k;
+    size_t n = 0, cap = 0, i, k, total = 0;
     wsync_fp8_use_t have = {UINT32_MAX, {0, 0, WSYNC_SCALE_FP32}};
     wsync_status_t st = WSYNC_OK;
-    for (i = 0; st == WSYNC_OK && i + ITEM <= json_array_size(items); i += ITEM) {
-        json_int_t v[ITEM];
-        float *amax = NULL;
-        uint64_t j, scols = 0;
-        for (j = 0; j < ITEM; j++)
-            v[j] = json_integer_value(json_array_get(items, i + j));
-        if (v[0] < 0 || (uint64_t)v[0] >= m->ntensors || m->tensors[v[0]].ndim < 2 || v[1] < 1 || v[1] > 256 ||
-            v[2] < 1 || v[2] > 256 ||
-            (m->tensors[v[0]].dtype != WSYNC_DTYPE_BF16 && m->tensors[v[0]].dtype != WSYNC_DTYPE_F32)) {
-            st = wsync_error(WSYNC_ERR_INVALID, "item %zu names no FP8 band of a BF16 or F32 matrix", i / ITEM);
+    *out = NULL;
+    for (i = 0; st == WSYNC_OK && i < rq->nparts; i++) {
+        const wsync_fp8_amax_part_t *q = &rq->parts[i];
+        uint64_t scols = 0;
+        float *grown;
+        if (q->tensor >= m->ntensors || m->tensors[q->tensor].ndim < 2 ||
+            (m->tensors[q->tensor].dtype != WSYNC_DTYPE_BF16 && m->tensors[q->tensor].dtype != WSYNC_DTYPE_F32)) {
+            st = wsync_error(WSYNC_ERR_INVALID, "part %zu names no FP8 band of a BF16 or F32 matrix", i);
             break;
         }
-        if (have.tensor != (uint32_t)v[0] || have.spec.block_rows != v[1] || have.spec.block_cols != v[2]) {
-            have = (wsync_fp8_use_t){(uint32_t)v[0], {(int)v[1], (int)v[2], WSYNC_SCALE_FP32}};
+        if (have.tensor != q->tensor || have.spec.block_rows != q->block_rows ||
+            have.spec.block_cols != q->block_cols) {
+            have = (wsync_fp8_use_t){q->tensor, {q->block_rows, q->block_cols, WSYNC_SCALE_FP32}};
             n = 0;
             st = wsync_fp8_bruns(m, x, &have, p->cfg.rank, &br, &n, &cap);
         }
         for (k = 0; st == WSYNC_OK && k < n; k++)
-            if (br[k].part && br[k].slice == (uint64_t)v[3] && br[k].b0 == (uint64_t)v[4])
+            if (br[k].part && br[k].slice == q->slice && br[k].b0 == q->band)
                 break;
         if (st == WSYNC_OK && k == n)
-            st = wsync_error(WSYNC_ERR_INVALID, "it holds no part of band %lld of matrix %lld of '%s'",
-                             (long long)v[4], (long long)v[3], m->tensors[v[0]].name);
+            st = wsync_error(WSYNC_ERR_INVALID, "it holds no part of band %llu of matrix %llu of '%s'",
+                             (unsigned long long)q->band, (unsigned long long)q->slice, m->tensors[q->tensor].name);
         if (st == WSYNC_OK) {
             scols = wsync_fp8_scale_cols(&have.spec, br[k].cols);
-            amax = calloc(scols, sizeof(*amax));
-            st = amax ? part_amax(p, s, &br[k], &have.spec, amax) : wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-        }
-        for (j = 0; st == WSYNC_OK && j < scols; j++) {
-            uint32_t bits;
-            memcpy(&bits, &amax[j], 4);
-            if (json_array_append_new(out, json_integer(bits)) != 0)
+            if ((grown = realloc(*out, (total + scols + 1) * sizeof(**out))) == NULL)
                 st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+            else
+                *out = grown;
         }
-        free(amax);
+        if (st == WSYNC_OK) {
+            memset(*out + total, 0, scols * sizeof(**out));
+            st = part_amax(p, s, &br[k], &have.spec, *out + total);
+            total += scols;
+        }
     }
     free(br);
+    *nout = total;
     return st;
 }
 
 void pub_fp8_amax_serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
 {
-    const json_t *items = json_object_get(req, "parts");
-    const uint64_t version = (uint64_t)json_integer_value(json_object_get(req, "version"));
     const uint64_t deadline = wsync_now_ns() + (uint64_t)AMAX_WAIT_MS * 1000000ULL;
+    wsync_fp8_amax_req_t rq;
     wsync_fp8_exts_t *x = NULL;
-    json_t *out = json_array();
+    float *amax = NULL;
+    size_t namax = 0;
     pub_slot_t *s = NULL;
-    wsync_status_t st = WSYNC_OK;
+    wsync_status_t st = wsync_fp8_amax_req_from_json(req, &rq); /* refused before it waits for anything */
+    const uint64_t version = rq.version;
     int k;
     pthread_mutex_lock(&p->lock);
     while (s == NULL && st == WSYNC_OK) { /* announced by now, unless it is still publishing it */
@@ -193,12 +192,10 @@ void pub_fp8_amax_serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
     if (st == WSYNC_OK && wsync_fault(WSYNC_FAULT_AMAX_REFUSE) == p->cfg.rank) /* test hook */
         st = wsync_error(WSYNC_ERR_PEER, "refused (test hook WSYNC_TEST_AMAX_REFUSE)");
     pthread_mutex_unlock(&p->lock);
-    if (st == WSYNC_OK && (out == NULL || !json_is_array(items)))
-        st = wsync_error(WSYNC_ERR_INVALID, "an FP8 maxima request without its 'parts'");
     if (st == WSYNC_OK)
         st = wsync_fp8_exts_make(p->sl->layout, &x);
     if (st == WSYNC_OK) /* x: this request's own; the cache's lock may be held by a rank waiting on a peer */
-        st = amax_items(p, s, x, items, out);
+        st = amax_items(p, s, x, &rq, &amax, &namax);
     wsync_fp8_exts_free(x);
     if (s != NULL) {
         pthread_mutex_lock(&p->lock);
@@ -206,14 +203,14 @@ void pub_fp8_amax_serve(wsync_publisher_t *p, const json_t *req, json_t *reply)
         pthread_cond_broadcast(&p->cond);
         pthread_mutex_unlock(&p->lock);
     }
-    if (st == WSYNC_OK) {
-        json_object_set_new(reply, "ok", json_true());
-        json_object_set(reply, "amax", out);
-    } else {
+    if (st == WSYNC_OK)
+        st = wsync_fp8_amax_answer_set(reply, amax, namax);
+    if (st != WSYNC_OK) {
         wsync_pull_reply_write_error(reply, "trainer rank %d: FP8 block maxima of version %llu: %s", p->cfg.rank,
                                      (unsigned long long)version, wsync_last_error());
     }
-    json_decref(out);
+    free(amax);
+    wsync_fp8_amax_req_clear(&rq);
 }
 
 /* A peer's part of one of my parts' bands. */
@@ -301,53 +298,39 @@ static wsync_status_t ask_peer(wsync_publisher_t *p, const pub_slot_t *s, const 
                                const wsync_fp8_brun_t *br, const size_t *use_of, const ask_t *asks, size_t n,
                                float *amax, const size_t *off, const char *addr)
 {
-    json_t *items = json_array(), *msg = NULL, *reply = NULL, *got;
-    const char *why;
-    size_t i, at = 0;
+    wsync_fp8_amax_req_t rq = {s->version, calloc(n + 1, sizeof(wsync_fp8_amax_part_t)), n};
+    json_t *msg, *reply = NULL;
+    float *got = NULL;
+    size_t i, at = 0, ngot = 0;
     uint64_t c;
     int fd = -1;
-    wsync_status_t st = items ? WSYNC_OK : WSYNC_ERR_NOMEM;
-    for (i = 0; st == WSYNC_OK && i < n; i++) {
+    wsync_status_t st;
+    WSYNC_CHECK_ALLOC(rq.parts);
+    for (i = 0; i < n; i++) {
         const wsync_fp8_brun_t *b = &br[asks[i].k];
         const wsync_fp8_use_t *u = &uses[use_of[asks[i].k]];
-        json_array_append_new(items, json_integer(b->tensor));
-        json_array_append_new(items, json_integer(u->spec.block_rows));
-        json_array_append_new(items, json_integer(u->spec.block_cols));
-        json_array_append_new(items, json_integer((json_int_t)b->slice));
-        json_array_append_new(items, json_integer((json_int_t)b->b0));
+        rq.parts[i] = (wsync_fp8_amax_part_t){b->tensor, u->spec.block_rows, u->spec.block_cols, b->slice, b->b0};
+        ngot += wsync_fp8_scale_cols(&u->spec, b->cols);
     }
-    msg = json_pack("{s:{s:I, s:O}}", "fp8_amax", "version", (json_int_t)s->version, "parts", items);
-    json_decref(items);
-    if (msg == NULL)
-        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-    st = wsync_tcp_dial(addr, AMAX_WAIT_MS, 0, &fd);
+    msg = wsync_fp8_amax_req_to_json(&rq);
+    free(rq.parts);
+    got = calloc(ngot + 1, sizeof(*got));
+    st = msg && got ? wsync_tcp_dial(addr, AMAX_WAIT_MS, 0, &fd) : wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     if (st == WSYNC_OK)
         st = wsync_msg_call(fd, &p->auth, WSYNC_HS_PULL, addr, msg, AMAX_WAIT_MS + 5000, &reply);
     if (fd >= 0)
         close(fd);
     json_decref(msg);
-    if (st != WSYNC_OK)
-        return st;
-    got = json_object_get(reply, "amax");
-    why = json_string_value(json_object_get(reply, "error"));
-    if (!json_is_array(got))
-        st = wsync_error(WSYNC_ERR_PEER, "%s", why ? why : "an answer without 'amax'");
+    if (st == WSYNC_OK)
+        st = wsync_fp8_amax_answer_get(reply, got, ngot);
     for (i = 0; st == WSYNC_OK && i < n; i++) {
-        const wsync_fp8_brun_t *b = &br[asks[i].k];
-        const uint64_t scols = wsync_fp8_scale_cols(&uses[use_of[asks[i].k]].spec, b->cols);
-        for (c = 0; c < scols && st == WSYNC_OK; c++, at++) {
-            const json_t *x = json_array_get(got, at);
-            uint32_t bits = (uint32_t)json_integer_value(x);
-            float a;
-            memcpy(&a, &bits, 4);
-            if (!json_is_integer(x) || !isfinite(a) || a < 0.0f)
-                st = wsync_error(WSYNC_ERR_PEER, "its maxima are %zu numbers, or not finite ones",
-                                 json_array_size(got));
-            else if (a > amax[off[asks[i].k] + c])
-                amax[off[asks[i].k] + c] = a;
-        }
+        const uint64_t scols = wsync_fp8_scale_cols(&uses[use_of[asks[i].k]].spec, br[asks[i].k].cols);
+        for (c = 0; c < scols; c++, at++)
+            if (got[at] > amax[off[asks[i].k] + c])
+                amax[off[asks[i].k] + c] = got[at];
     }
     json_decref(reply);
+    free(got);
     return st;
 }
 

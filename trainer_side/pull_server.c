@@ -332,14 +332,20 @@ static wsync_status_t admit(wsync_publisher_t *p, const json_t *req, const wsync
 }
 
 /* After the puts (p->lock held): with targets, the digests of the asker's
- * segments I own (the lock released meanwhile, the slot pinned); then until
- * the transport confirmed every put sent. */
+ * segments I own (the lock released meanwhile, the slot pinned), but for a
+ * node of identity targets, which verifies against the record's piece
+ * digests (no_segment_digests); then until the transport confirmed every
+ * put sent. */
 static void finish_puts(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *tr, const wsync_pull_request_t *q,
                         pub_request_t *r, int ti, pub_conn_t *conn, uint64_t deadline)
 {
     if (p->serving.transports[ti].ops->put_flush)
         p->serving.transports[ti].ops->put_flush(conn->conn);
-    if (q->ntargets && r->status == WSYNC_OK) {
+    if (q->ntargets && q->no_segment_digests)
+        wsync_trace("trainer rank %d: engine %s rank %d, version %llu: no segment digests (identity targets: the "
+                    "record's piece digests verify them)",
+                    p->cfg.rank, q->engine, q->local_rank, (unsigned long long)q->version);
+    if (q->ntargets && !q->no_segment_digests && r->status == WSYNC_OK) {
         /* FP8 bands are quantized from my whole share (fp8_quant.c). */
         wsync_status_t st = tr->np->nfp8 ? pub_wait_range(p, s, 0, UINT64_MAX, deadline) : WSYNC_OK;
         if (st != WSYNC_OK) {

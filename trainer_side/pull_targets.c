@@ -16,6 +16,7 @@
 #include "common/base/checks.h"
 #include "common/digest/digest.h"
 #include "common/base/fault.h"
+#include "common/base/log.h"
 #include "common/pack/pack.h"
 #include "common/targets/target_verify.h"
 #include "common/base/util.h"
@@ -302,6 +303,8 @@ wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, co
         d->version = version;
         d->tg = tr->asker;
         d->plan = plan;
+        wsync_trace("trainer rank %d: %s digests of target %s, version %llu", p->cfg.rank,
+                    plan ? "put" : "segment", tr->asker->t->digest_hex, (unsigned long long)version);
         st = pub_fp8_ensure(p, s, plan ? tr->np : tr->asker->seg);
         if (st == WSYNC_OK)
             st = plan ? pub_tdig_compute(p, s, tr->np, &tr->plan->dig, d->segments)

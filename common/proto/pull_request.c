@@ -31,7 +31,8 @@ json_t *wsync_pull_request_to_json(const wsync_pull_request_t *r)
                           "key", wsync_blob_to_json(&r->key), "layout_digest", r->layout_digest, "timeout_ms",
                           (json_int_t)r->timeout_ms);
     if (j && ((r->in_order && json_object_set_new(j, "in_order", json_true()) != 0) ||
-              (r->put_digests && json_object_set_new(j, "put_digests", json_true()) != 0))) {
+              (r->put_digests && json_object_set_new(j, "put_digests", json_true()) != 0) ||
+              (r->no_segment_digests && json_object_set_new(j, "no_segment_digests", json_true()) != 0))) {
         json_decref(j);
         return NULL;
     }
@@ -97,6 +98,16 @@ static wsync_status_t get_int(const json_t *j, const char *field, json_int_t lo,
 
 /* "targets": one 32-hex-digit digest per local rank; "target_defs": an
  * object of target JSON objects keyed by digest. */
+/* An optional true/false field; absent: 0. */
+static wsync_status_t get_bool(const json_t *j, const char *field, int *out)
+{
+    const json_t *v = json_object_get(j, field);
+    if (v && !json_is_boolean(v))
+        return wsync_error(WSYNC_ERR_FORMAT, "pull request: field '%s' must be true or false", field);
+    *out = json_is_true(v);
+    return WSYNC_OK;
+}
+
 static wsync_status_t get_targets(const json_t *j, wsync_pull_request_t *out)
 {
     const json_t *arr = json_object_get(j, "targets"), *defs = json_object_get(j, "target_defs"), *e;
@@ -211,20 +222,14 @@ wsync_status_t wsync_pull_request_from_json(const json_t *j, uint32_t nchunks, w
         WSYNC_CHECK(get_int(j, "timeout_ms", INT64_MIN, INT64_MAX, &v));
         out->timeout_ms = v;
     }
+    /* before anything the request owns is allocated */
+    WSYNC_CHECK(get_bool(j, "in_order", &out->in_order));
+    WSYNC_CHECK(get_bool(j, "no_segment_digests", &out->no_segment_digests));
+    WSYNC_CHECK(get_bool(j, "put_digests", &out->put_digests));
     if (json_object_get(j, "base"))
         WSYNC_CHECK(get_delta(j, out));
     if (json_object_get(j, "targets"))
         WSYNC_CHECK(get_targets(j, out));
-    if (json_object_get(j, "in_order")) {
-        if (!json_is_boolean(json_object_get(j, "in_order")))
-            return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'in_order' must be true or false");
-        out->in_order = json_is_true(json_object_get(j, "in_order"));
-    }
-    if (json_object_get(j, "put_digests")) {
-        if (!json_is_boolean(json_object_get(j, "put_digests")))
-            return wsync_error(WSYNC_ERR_FORMAT, "pull request: field 'put_digests' must be true or false");
-        out->put_digests = json_is_true(json_object_get(j, "put_digests"));
-    }
     if (out->ntargets && json_object_get(j, "land_hint") && get_hint(j, out) != WSYNC_OK) {
         char why[300];
         snprintf(why, sizeof(why), "%s", wsync_last_error());

@@ -51,6 +51,11 @@ typedef struct wsync_pull_request {
      * brought along (engine_side/target_puts.c). A trainer that does not
      * know the field answers with segments, which the engine still takes. */
     int put_digests;
+    /* With targets: the asking node verifies each chunk against the
+     * version record's piece digests (a node of identity targets,
+     * engine_side/fetch_identity.c): the reply carries no segment digests,
+     * and the trainer rank computes none. */
+    int no_segment_digests;
     /* Delta pulls (docs/DELTA.md). base: the version the asking rank holds
      * verified (0: a full pull, as without the field). With a base the
      * trainer rank may put a piece as its delta wire (common/delta/delta.h)

@@ -5,6 +5,8 @@
 # (engine_side/chunk_verify.c), not segment by segment after the last put:
 #   - late digests: chunks landed and copied in wait for them, then compare;
 #     every version's bytes equal the source's on both ranks;
+#   - the trainer computes no segment digests for such a node: its requests
+#     say no_segment_digests (common/proto/pull_request.h);
 #   - a byte flipped by the trainer after digesting its piece is caught
 #     before ready, naming the put, its bytes, its tensor and trainer rank.
 # Real processes on host memory, tcp, a node of 2 local ranks (each lands
@@ -50,6 +52,14 @@ if [ $trc = 0 ] && [ $erc0 = 0 ] && [ $erc1 = 0 ] && [ $ok = 1 ] && [ "$per_chun
 else
     fail identity_targets_late_digests_every_chunk_verified \
         "trainer rc=$trc engines rc=$erc0,$erc1 same=$ok per-chunk=$per_chunk waited=$waited: $(tail -3 "$TMP/e-late0.log")"
+fi
+skipped=$(grep -c "no segment digests (identity targets" "$TMP/t-late.log")
+computed=$(grep -c "segment digests of target" "$TMP/t-late.log")
+if [ $trc = 0 ] && [ "$skipped" -ge 6 ] && [ "$computed" = 0 ]; then
+    pass identity_targets_no_segment_digests_computed
+else
+    fail identity_targets_no_segment_digests_computed \
+        "trainer rc=$trc requests without segment digests=$skipped segment digests computed=$computed"
 fi
 
 # --- a corrupted piece: caught chunk by chunk, named
