@@ -81,6 +81,15 @@ static int has_put_sums(const recv_pull_t *p, const recv_verify_t *v, uint32_t c
     return 1;
 }
 
+const uint64_t *recv_verify_put_sums(const recv_pull_t *p, const recv_verify_t *v, uint32_t c)
+{
+    size_t first;
+    if (!has_put_sums(p, v, c))
+        return NULL;
+    p->ops->chunk_units(p, c, &first);
+    return v->put_sum + first;
+}
+
 wsync_status_t recv_verify_landed(recv_pull_t *p, recv_verify_t *v, uint32_t c, const char *image)
 {
     size_t first, n;

@@ -46,6 +46,9 @@ void recv_verify_unit_landed(recv_verify_t *v, uint32_t id, const wsync_completi
 void recv_verify_reasked(recv_verify_t *v, size_t first, size_t n);
 /* The digest ranges of chunk c's units in `image` (into v->rg); their count. */
 size_t recv_verify_ranges(const recv_pull_t *p, recv_verify_t *v, uint32_t c, const char *image);
+/* Chunk c's units' sums that their puts brought along, or NULL where one
+ * brought none (v's, valid until the units are asked for again). */
+const uint64_t *recv_verify_put_sums(const recv_pull_t *p, const recv_verify_t *v, uint32_t c);
 /* Chunk c's last unit landed in `image`: summed (its puts' sums where every
  * one brought one, else one digest pass), then recv_verify_summed. */
 wsync_status_t recv_verify_landed(recv_pull_t *p, recv_verify_t *v, uint32_t c, const char *image);

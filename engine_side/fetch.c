@@ -29,11 +29,13 @@
  *             through, and, for bytes landed here, once every rank that
  *             copies them out marked the chunk copied on the board, so a
  *             rank holds its tensors plus the chunks in flight;
- *   verify    every segment of this rank's target against the trainer's
- *             digest (the answers of every trainer rank); in place with the
- *             caller's destination tensors, their bytes are the ones
- *             digested (each chunk was written through to them when it was
- *             complete here: chunk_complete).
+ *   verify    every put this rank holds against the trainers' put digests
+ *             (their answers), with the sums kept as chunks landed and the
+ *             rest summed in one call (target_puts.h); where the plan does
+ *             not allow it, every segment of this rank's target against the
+ *             trainer's digest; in place with the caller's destination tensors, their
+ *             bytes are the ones digested (each chunk was written through
+ *             to them when it was complete here: chunk_complete).
  * A chunk is marked landed before it is verified: every rank verifies its
  * own destination bytes, so a corrupted byte is caught on every rank that
  * holds it, before the node reports ready. A node of identity targets (the
@@ -97,6 +99,11 @@ static wsync_status_t fetch_prepare(fetch_t *f)
     if (f->identity) {
         WSYNC_CHECK(recv_verify_begin(&f->ver, &f->p, np->nputs, maxputs, f->record, f->late));
         WSYNC_CHECK(recv_groups_begin(&f->grp, f->dm, np->nchunks));
+    } else {
+        const recv_dests_t *dm = f->p.r->cur_dm;
+        WSYNC_CHECK(recv_tputs_begin(&f->tp, np, f->p.me, !f->p.r->gpu_sparse && !(dm && dm->in_place)));
+        if (f->tp.on)
+            WSYNC_CHECK(recv_verify_begin(&f->ver, &f->p, np->nputs, maxputs, NULL, 0));
     }
     f->digests = calloc(nseg + 1, sizeof(*f->digests));
     f->have = calloc(nseg + 1, 1);
@@ -173,6 +180,7 @@ wsync_status_t fetch_request_rank(fetch_t *f, int t, int digests_only)
         pr.colo = f->tl->colo;
         pr.ncolo = f->tl->ncolo;
     }
+    pr.put_digests = f->tp.on;
     msg = st == WSYNC_OK ? wsync_pull_request_to_json(&pr) : NULL;
     pr.chunks = NULL; /* ours, not the request's */
     pr.colo = pr.ncolo = NULL;
@@ -207,6 +215,7 @@ static wsync_status_t fetch_request(fetch_t *f)
     WSYNC_CHECK(fetch_relay_request(f, &relayed));
     if (f->tl == NULL && !relayed)
         WSYNC_CHECK(recv_delta_begin(f));
+    f->tp.on = f->tp.on && !relayed && f->ndirect == 0;     /* else by segment (target_puts.h) */
     for (t = 0; t < f->p.world && (f->tl || !relayed); t++) /* relayed, the whole image asks no trainer */
         WSYNC_CHECK(fetch_request_rank(f, t, relayed));
     wsync_trace("engine %s rank %d: %srequests sent", r->engine_id, f->p.me, f->tl ? "target " : "");
@@ -264,6 +273,8 @@ static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
     fetch_t *f = container_of(p, fetch_t, p);
     if (f->land_delay_ms > 0)
         usleep((useconds_t)f->land_delay_ms * 1000);
+    if (!f->identity && f->tp.on)
+        recv_tputs_landed(&f->tp, p, &f->ver, c);
     if (!f->identity)
         return landed_done(f, c);
     return f->grp.dm ? fetch_identity_group(f, c, f->p.me) : recv_verify_landed(p, &f->ver, c, f->image);
@@ -272,6 +283,8 @@ static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
 /* Chunk c's copies out of its landing rank's window are done. */
 static wsync_status_t copied_in(fetch_t *f, uint32_t c)
 {
+    if (f->tp.on) /* the copies' bytes here, summed by put at the check */
+        recv_tputs_copied(&f->tp, c);
     board_mark_copied(f->p.r->board, f->p.slot, c, f->p.gen);
     if (f->grp.dm == NULL) /* else its group wrote it through */
         WSYNC_CHECK(chunk_complete(f, c));
@@ -366,8 +379,9 @@ static wsync_status_t fetch_collect(fetch_t *f)
             f->digests[id] = rep->segment_digests[k];
             f->have[id] = 1;
         }
+        WSYNC_CHECK(recv_tputs_answer(&f->tp, t, rep));
     }
-    for (i = 0; i < seg->nputs && !f->identity; i++)
+    for (i = 0; i < seg->nputs && !f->identity && !f->tp.on; i++)
         if (!f->have[i])
             return wsync_error(WSYNC_ERR_PEER,
                                "trainer rank %d sent no digest for segment %zu of this rank's target",
@@ -396,11 +410,11 @@ static wsync_status_t ops_chunk_verified(recv_pull_t *p, uint32_t c, int landed)
     return landed ? landed_done(f, c) : copied_in(f, c);
 }
 
-/* On an identity node: the sum its put brought along. */
+/* On an identity node, or verifying by put: the sum its put brought along. */
 static void ops_unit_landed(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp)
 {
     fetch_t *f = container_of(p, fetch_t, p);
-    if (f->identity)
+    if (f->identity || f->tp.on)
         recv_verify_unit_landed(&f->ver, id, cp);
 }
 
@@ -408,7 +422,7 @@ static void ops_unit_landed(recv_pull_t *p, uint32_t id, const wsync_completion_
 static void ops_chunk_reasked(recv_pull_t *p, uint32_t c)
 {
     fetch_t *f = container_of(p, fetch_t, p);
-    if (f->identity)
+    if (f->identity || f->tp.on)
         recv_verify_reasked(&f->ver, f->np->chunks[c].first_put, f->np->chunks[c].nputs);
 }
 
@@ -470,6 +484,7 @@ static void fetch_end(fetch_t *f, wsync_status_t st)
     recv_fan_end(&f->fan, f->p.r->mem);    /* waits: no copy outlives the attempt */
     recv_groups_end(&f->grp, f->p.r->mem); /* waits likewise */
     recv_verify_end(&f->ver);
+    recv_tputs_end(&f->tp);
     recv_dests_drain(f->p.r->mem, f->p.r->cur_dm); /* write-through copies still queued (a failed pull) */
     if (st != WSYNC_OK && f->tl)
         memset(f->tl->defs_sent, 0, (size_t)f->p.world); /* a trainer may have restarted: send them again */
@@ -547,12 +562,15 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
     if (st == WSYNC_OK)
         st = fetch_collect(&f);
     if (st == WSYNC_OK && !f.identity)
-        st = recv_tlayout_verify(r, tl, f.image, f.digests, f.p.v);
+        st = f.tp.on ? recv_tputs_check(&f.tp, &f.p, tl, r->mem, f.image)
+                     : recv_tlayout_verify(r, tl, f.image, f.digests, f.p.v);
     if (st == WSYNC_OK && tl) /* FP8 bands whose rows came from two trainer ranks (fp8_land.c) */
         st = recv_fp8_land(r, tl, sl->manifest, f.image, f.p.v);
     if (st == WSYNC_OK && tl)
         wsync_trace("engine %s rank %d: every %s of its target verified", r->engine_id, f.p.me,
-                    f.identity ? "chunk (identity targets: against the record)" : "segment");
+                    f.identity ? "chunk (identity targets: against the record)"
+                    : f.tp.on  ? "put"
+                               : "segment");
     if (st == WSYNC_OK)
         recv_release_drain(&f.rl, r, fetch_release_landed, &f, deadline);
     fetch_end(&f, st);

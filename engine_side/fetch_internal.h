@@ -15,6 +15,7 @@
 #include "engine_side/pull.h"
 #include "engine_side/receiver_internal.h"
 #include "engine_side/release.h"
+#include "engine_side/target_puts.h"
 
 typedef struct recv_delta recv_delta_t; /* delta_land.h */
 
@@ -53,6 +54,11 @@ typedef struct fetch {
     int late;               /* some still to come */
     recv_verify_t ver;
     recv_groups_t grp; /* in place with the caller's tensors: chunks written through as job groups */
+
+    /* Any other node: verified put by put where its plan allows it
+     * (target_puts.h: the puts' sums against the trainers' put digests,
+     * with ver's put sums), else segment by segment at the end. */
+    recv_tputs_t tp;
 } fetch_t;
 
 /* fetch.c: expect trainer rank t's puts landing here (none with

@@ -354,7 +354,8 @@ static void finish_puts(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *t
         }
         r->segments = json_object();
         pthread_mutex_unlock(&p->lock);
-        st = r->segments ? pub_targets_digests(p, s, tr, q->version, r->segments) : WSYNC_ERR_NOMEM;
+        st = r->segments ? pub_targets_digests(p, s, tr, q->version, q->put_digests, r->segments) : WSYNC_ERR_NOMEM;
+        wsync_trace("trainer rank %d: engine %s rank %d: segment digests", p->cfg.rank, q->engine, q->local_rank);
         pthread_mutex_lock(&p->lock);
         if (st != WSYNC_OK)
             fail_request(r, st, wsync_last_error());
@@ -380,17 +381,21 @@ static void answer(json_t *reply, const wsync_publisher_t *p, const wsync_pull_r
 {
     wsync_pull_reply_t ok = {.pieces = r->nput, .bytes = r->bput};
     json_t *segs = r->segments ? json_object_get(r->segments, "segments") : NULL;
+    json_t *puts = r->segments ? json_object_get(r->segments, "puts") : NULL;
     char done[200];
     if (r->status != WSYNC_OK) {
         answer_error(reply, p, q, "%s; %s", r->error, pub_put_list_progress(l, r, done, sizeof(done)));
         return;
     }
-    if (r->segments)
+    if (r->segments && puts)
+        ok.puts = json_incref(puts);
+    else if (r->segments)
         ok.segments = segs ? json_incref(segs) : json_object();
     pub_delta_reply(r->delta, q, &ok);
     if (wsync_pull_reply_write(&ok, reply) != WSYNC_OK)
         answer_error(reply, p, q, "%s", wsync_last_error());
     json_decref(ok.segments);
+    json_decref(ok.puts);
 }
 
 /* Serve one pull, `q` parsed from `req`; fills `reply`. Whole image or
@@ -435,9 +440,13 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
     r.next = p->serving.requests;
     p->serving.requests = &r;
     deadline = wsync_now_ns() + (uint64_t)(q->timeout_ms > 0 ? q->timeout_ms : 120000) * 1000000ULL;
+    wsync_trace("trainer rank %d: serving engine %s rank %d: %zu puts", p->cfg.rank, q->engine, q->local_rank,
+                pub_put_list_len(&l));
     pub_put_list_run(p, s, &l, q, &r, ti, conn, deadline);
+    wsync_trace("trainer rank %d: engine %s rank %d: puts handed", p->cfg.rank, q->engine, q->local_rank);
     pub_delta_unpin(p, r.delta);
     finish_puts(p, s, &tr, q, &r, ti, conn, deadline);
+    wsync_trace("trainer rank %d: engine %s rank %d: puts sent, answering", p->cfg.rank, q->engine, q->local_rank);
     /* Failed: puts may still be queued on this connection; it is dropped
      * (at once unless another pull uses it) so none reaches the engine
      * after this answer. */

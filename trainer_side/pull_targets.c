@@ -36,13 +36,15 @@ struct pub_nplan {
     int hint_world;
     int *colo, *ncolo; /* [hint_world * L], [hint_world] */
     wsync_node_plan_t *np;
+    pub_tdig_t *dig; /* how this rank digests its puts of it (target_digests.c) */
 };
 
 struct pub_segdig {
     struct pub_segdig *next;
     uint64_t version;
-    const pub_target_t *tg;
-    json_t *segments; /* {"<segment id>": "digest hex"} of the segments this rank owns */
+    const pub_target_t *tg;  /* the asker's segments, */
+    const pub_nplan_t *plan; /* or (not NULL) the node plan's puts */
+    json_t *segments;        /* {"<segment or put id>": "digest hex"} of those this rank owns */
 };
 
 void pub_targets_free(wsync_publisher_t *p)
@@ -62,6 +64,7 @@ void pub_targets_free(wsync_publisher_t *p)
         free(n->colo);
         free(n->ncolo);
         wsync_node_plan_free(n->np);
+        pub_tdig_free(n->dig);
         free(n);
     }
     while (p->tcache.segdigs) {
@@ -267,8 +270,9 @@ int pub_area_runs(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_n
 }
 
 wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
-                                   uint64_t version, json_t *reply)
+                                   uint64_t version, int by_put, json_t *reply)
 {
+    const pub_nplan_t *plan = by_put ? tr->plan : NULL;
     pub_segdig_t *d, **pp;
     wsync_status_t st = WSYNC_OK;
     pthread_mutex_lock(&p->tcache.lock);
@@ -287,7 +291,7 @@ wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, co
         free(d);
     }
     for (d = p->tcache.segdigs; d; d = d->next)
-        if (d->version == version && d->tg == tr->asker)
+        if (d->version == version && d->plan == plan && (plan || d->tg == tr->asker))
             break;
     if (d == NULL) {
         d = calloc(1, sizeof(*d));
@@ -298,11 +302,13 @@ wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, co
         }
         d->version = version;
         d->tg = tr->asker;
-        wsync_trace("trainer rank %d: segment digests of target %s, version %llu", p->cfg.rank,
-                    tr->asker->t->digest_hex, (unsigned long long)version);
-        st = pub_fp8_ensure(p, s, tr->asker->seg);
+        d->plan = plan;
+        wsync_trace("trainer rank %d: %s digests of target %s, version %llu", p->cfg.rank,
+                    plan ? "put" : "segment", tr->asker->t->digest_hex, (unsigned long long)version);
+        st = pub_fp8_ensure(p, s, plan ? tr->np : tr->asker->seg);
         if (st == WSYNC_OK)
-            st = pub_tdig_compute(p, s, tr->asker->seg, &tr->asker->dig, d->segments);
+            st = plan ? pub_tdig_compute(p, s, tr->np, &tr->plan->dig, d->segments)
+                      : pub_tdig_compute(p, s, tr->asker->seg, &tr->asker->dig, d->segments);
         if (st != WSYNC_OK) {
             json_decref(d->segments);
             free(d);
@@ -312,7 +318,7 @@ wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, co
         d->next = p->tcache.segdigs;
         p->tcache.segdigs = d;
     }
-    json_object_set_new(reply, "segments", json_deep_copy(d->segments)); /* the cached one stays here */
+    json_object_set_new(reply, plan ? "puts" : "segments", json_deep_copy(d->segments)); /* the cached one stays */
     pthread_mutex_unlock(&p->tcache.lock);
     return st;
 }

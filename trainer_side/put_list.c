@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "common/base/checks.h"
+#include "common/base/log.h"
 #include "common/base/util.h"
 #include "common/targets/target_verify.h"
 #include "trainer_side/delta_serve.h"
@@ -200,13 +201,16 @@ static wsync_status_t locate(wsync_publisher_t *p, pub_slot_t *s, const pub_put_
     if (e->stage != PUB_PUT_FROM_SLOT) {
         if (r->stage == NULL) {
             wsync_status_t st;
+            wsync_trace("trainer rank %d: first packed put: waiting for the slot", p->cfg.rank);
             WSYNC_CHECK(pub_wait_range(p, s, 0, UINT64_MAX, deadline));
+            wsync_trace("trainer rank %d: slot copied", p->cfg.rank);
             pthread_mutex_unlock(&p->lock); /* s is pinned */
             st = pub_fp8_ensure(p, s, l->np);
             pthread_mutex_lock(&p->lock);
             WSYNC_CHECK(st);
             WSYNC_CHECK(
                 pub_stage_acquire(p, s, l->stage_key, l->np, q->local_rank, l->packed, l->npacked, ti, &r->stage));
+            wsync_trace("trainer rank %d: stage packed", p->cfg.rank);
         }
         *region = pub_stage_region(r->stage, ti);
         *off = pub_stage_offset(r->stage, e->stage);

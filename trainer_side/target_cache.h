@@ -1,6 +1,7 @@
 /* target_cache.h: what a publisher keeps for engines with their own layouts
  * (pull_targets.c, target_digests.c, target_stage.c): the targets and node
- * plans seen in pulls, the segment digests per (version, target), and the
+ * plans seen in pulls, the segment digests per (version, target) or put digests per (version,
+ * node plan), and the
  * stages packed puts read from. Owned by the publisher; freed at destroy. */
 #ifndef WSYNC_TRAINER_TARGET_CACHE_H
 #define WSYNC_TRAINER_TARGET_CACHE_H
@@ -41,10 +42,12 @@ typedef struct pub_treq {
 /* pull_targets.c: a pull of a node with targets. resolve (no lock held):
  * the request's targets and node plan, cached (its puts: put_list.h);
  * digests (no p->lock, s pinned): "segments" of the asking rank's target
- * that I own into reply; free: the caches, at destroy. */
+ * that I own into reply, or with by_put "puts": the digests of every put of
+ * the node plan I send (computed once per node plan and version, for all
+ * its ranks); free: the caches, at destroy. */
 wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_request_t *q, pub_treq_t *tr);
 wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
-                                   uint64_t version, json_t *reply);
+                                   uint64_t version, int by_put, json_t *reply);
 void pub_targets_free(wsync_publisher_t *p);
 /* pull_targets.c: the span of slot s holding image offset off (NULL: none of
  * mine); gather runs of slot s into dst (memory of the publisher's kind). */
@@ -58,7 +61,9 @@ int pub_area_runs(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_n
                   const wsync_tput_t *pu, wsync_run2d_t *out, int *area);
 /* target_digests.c: the digests of the segments of `seg` this rank owns, in
  * the version of slot s, into out ({"<segment id>": "hex"}); *dig caches how
- * (built on the first call, for the target; under the cache's lock). */
+ * (built on the first call, for the target; under the cache's lock). The
+ * same for the puts of a node plan (seg = the node plan: its puts of mine,
+ * each keyed at its landing offset). */
 wsync_status_t pub_tdig_compute(wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *seg,
                                 pub_tdig_t **dig, json_t *out);
 void pub_tdig_free(pub_tdig_t *d);

@@ -9,7 +9,7 @@
 #include "common/base/checks.h"
 #include "common/digest/digest.h"
 
-#define MAX_SEGMENTS (1u << 24) /* far above any target's verification segments */
+#define MAX_SEGMENTS (1u << 24) /* far above any target's verification segments or node plan's puts */
 #define MAX_DELTAS (1u << 24)   /* far above any rank's pieces */
 
 static int set(json_t *out, const char *key, json_t *v)
@@ -43,6 +43,7 @@ wsync_status_t wsync_pull_reply_write(const wsync_pull_reply_t *r, json_t *out)
         bad = set(out, "error", json_string(r->error));
     else
         bad = set(out, "ok", json_true()) || (r->segments && set(out, "segments", json_incref(r->segments))) ||
+              (r->puts && set(out, "puts", json_incref(r->puts))) ||
               set(out, "pieces", json_integer((json_int_t)r->pieces)) ||
               set(out, "bytes", json_integer((json_int_t)r->bytes)) || write_deltas(r, out);
     return bad ? wsync_error(WSYNC_ERR_NOMEM, "out of memory building a pull reply") : WSYNC_OK;
@@ -104,34 +105,34 @@ static int parse_id(const char *key, uint32_t *out)
     return 0;
 }
 
-static wsync_status_t get_segments(const json_t *segs, wsync_pull_reply_t *out)
+/* A digests object ("segments" or "puts"): {"<id>": "<16 hex digits>"}, unpacked
+ * into n ids and digests (in the object's order); *keep takes a reference. */
+static wsync_status_t get_digests(const json_t *obj, const char *field, json_t **keep, uint32_t **ids,
+                                  uint64_t **digests, size_t *nout)
 {
     const char *key;
     json_t *val;
-    size_t n = json_object_size(segs), k = 0;
-    if (!json_is_object(segs) || n > MAX_SEGMENTS)
-        return wsync_error(WSYNC_ERR_FORMAT,
-                           "pull reply: field 'segments' must be an object of at most %u segment digests by id",
-                           MAX_SEGMENTS);
-    out->segment_ids = calloc(n ? n : 1, sizeof(*out->segment_ids));
-    out->segment_digests = calloc(n ? n : 1, sizeof(*out->segment_digests));
-    if (out->segment_ids == NULL || out->segment_digests == NULL)
+    size_t n = json_object_size(obj), k = 0;
+    if (!json_is_object(obj) || n > MAX_SEGMENTS)
+        return wsync_error(WSYNC_ERR_FORMAT, "pull reply: field '%s' must be an object of at most %u digests by id",
+                           field, MAX_SEGMENTS);
+    *ids = calloc(n ? n : 1, sizeof(**ids));
+    *digests = calloc(n ? n : 1, sizeof(**digests));
+    if (*ids == NULL || *digests == NULL)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory parsing a pull reply");
-    json_object_foreach((json_t *)segs, key, val)
+    json_object_foreach((json_t *)obj, key, val)
     {
-        if (parse_id(key, &out->segment_ids[k]) != 0)
+        if (parse_id(key, &(*ids)[k]) != 0)
             return wsync_error(WSYNC_ERR_FORMAT,
-                               "pull reply: field 'segments' key '%.40s' must be a segment id (decimal, < 2^32)",
-                               key);
-        if (wsync_digest_parse(json_string_value(val), &out->segment_digests[k]) != 0)
+                               "pull reply: field '%s' key '%.40s' must be an id (decimal, < 2^32)", field, key);
+        if (wsync_digest_parse(json_string_value(val), &(*digests)[k]) != 0)
             return wsync_error(WSYNC_ERR_FORMAT,
-                               "pull reply: field 'segments' entry '%s' must be a digest of 16 lowercase hex "
-                               "digits",
-                               key);
+                               "pull reply: field '%s' entry '%s' must be a digest of 16 lowercase hex digits",
+                               field, key);
         k++;
     }
-    out->nsegments = n;
-    out->segments = json_incref((json_t *)segs);
+    *nout = n;
+    *keep = json_incref((json_t *)obj);
     return WSYNC_OK;
 }
 
@@ -185,7 +186,7 @@ static wsync_status_t get_deltas(const json_t *j, wsync_pull_reply_t *out)
 
 static wsync_status_t parse(const json_t *j, wsync_pull_reply_t *out)
 {
-    const json_t *err = json_object_get(j, "error"), *segs;
+    const json_t *err = json_object_get(j, "error"), *segs, *puts;
     if (!json_is_object(j))
         return wsync_error(WSYNC_ERR_FORMAT, "pull reply: not a JSON object");
     if (err) {
@@ -201,7 +202,11 @@ static wsync_status_t parse(const json_t *j, wsync_pull_reply_t *out)
     WSYNC_CHECK(get_count(j, "bytes", &out->bytes));
     segs = json_object_get(j, "segments");
     if (segs)
-        WSYNC_CHECK(get_segments(segs, out));
+        WSYNC_CHECK(get_digests(segs, "segments", &out->segments, &out->segment_ids, &out->segment_digests,
+                                &out->nsegments));
+    puts = json_object_get(j, "puts");
+    if (puts)
+        WSYNC_CHECK(get_digests(puts, "puts", &out->puts, &out->put_ids, &out->put_digests, &out->nputs));
     return json_object_get(j, "base") || json_object_get(j, "deltas") ? get_deltas(j, out) : WSYNC_OK;
 }
 
@@ -224,6 +229,13 @@ void wsync_pull_reply_clear(wsync_pull_reply_t *r)
     r->segment_ids = NULL;
     r->segment_digests = NULL;
     r->nsegments = 0;
+    json_decref(r->puts);
+    free(r->put_ids);
+    free(r->put_digests);
+    r->puts = NULL;
+    r->put_ids = NULL;
+    r->put_digests = NULL;
+    r->nputs = 0;
     free(r->deltas);
     r->deltas = NULL;
     r->ndeltas = 0;

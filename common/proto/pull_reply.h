@@ -4,10 +4,13 @@
  * It is sent once the puts of the request completed or failed: either
  *   {"error": "<what went wrong, naming the trainer rank or relay>"}
  * or
- *   {"ok": true, "segments": {"<id>": "<16 hex digits>", ...}, "pieces": n, "bytes": b}
+ *   {"ok": true, "segments": {"<id>": "<16 hex digits>", ...}, "puts": {...}, "pieces": n, "bytes": b}
  * where "segments" comes only on a pull with targets: the digests of the
  * asking rank's verification segments (target_verify.h) that the answering
- * trainer rank owns, by segment id. A pull that named a base (delta pulls,
+ * trainer rank owns, by segment id; or, when the request asked for put
+ * digests (pull_request.h: put_digests), "puts" instead: the digests of every
+ * put of the node plan (target_plan.h) the answering trainer rank sends,
+ * whichever local rank it lands on, keyed at its landing offset, by put id. A pull that named a base (delta pulls,
  * docs/DELTA.md) is also answered with
  *   "base": b, "deltas": [{"piece": id, "form": "bitmap"|"pairs", "bytes": n, "at": off}, ...]
  * where "base" is the base the trainer rank encoded against (0: it does not
@@ -44,6 +47,11 @@ typedef struct wsync_pull_reply {
     size_t nsegments;
     uint32_t *segment_ids;
     uint64_t *segment_digests;
+    /* Put digests (the request's put_digests), or NULL: as segments. */
+    json_t *puts;
+    size_t nputs;
+    uint32_t *put_ids;
+    uint64_t *put_digests;
     /* Delta pulls: has_base 0: the request named none (no field written);
      * else base and deltas[ndeltas] (building: borrowed; parsed: owned). */
     int has_base;
@@ -65,7 +73,7 @@ int wsync_pull_reply_add_segment(json_t *segments, uint32_t id, uint64_t digest)
 
 /* Parses and checks `j`. WSYNC_OK for a well-formed reply, the failed ones
  * included (out->error non-empty); a malformed one fails with
- * WSYNC_ERR_FORMAT naming the field. On success *out owns its segments:
+ * WSYNC_ERR_FORMAT naming the field. On success *out owns its segments and puts:
  * free them with wsync_pull_reply_clear (also safe after a failure). */
 wsync_status_t wsync_pull_reply_from_json(const json_t *j, wsync_pull_reply_t *out);
 void wsync_pull_reply_clear(wsync_pull_reply_t *r);

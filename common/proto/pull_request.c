@@ -31,6 +31,7 @@ json_t *wsync_pull_request_to_json(const wsync_pull_request_t *r)
                           "key", wsync_blob_to_json(&r->key), "layout_digest", r->layout_digest, "timeout_ms",
                           (json_int_t)r->timeout_ms);
     if (j && ((r->in_order && json_object_set_new(j, "in_order", json_true()) != 0) ||
+              (r->put_digests && json_object_set_new(j, "put_digests", json_true()) != 0) ||
               (r->no_segment_digests && json_object_set_new(j, "no_segment_digests", json_true()) != 0))) {
         json_decref(j);
         return NULL;
@@ -224,6 +225,7 @@ wsync_status_t wsync_pull_request_from_json(const json_t *j, uint32_t nchunks, w
     /* before anything the request owns is allocated */
     WSYNC_CHECK(get_bool(j, "in_order", &out->in_order));
     WSYNC_CHECK(get_bool(j, "no_segment_digests", &out->no_segment_digests));
+    WSYNC_CHECK(get_bool(j, "put_digests", &out->put_digests));
     if (json_object_get(j, "base"))
         WSYNC_CHECK(get_delta(j, out));
     if (json_object_get(j, "targets"))

@@ -45,6 +45,12 @@ typedef struct wsync_pull_request {
      * rank frees each chunk's memory once it is complete: an in-place pull
      * into the engine's own tensors), not in source order. */
     int in_order;
+    /* With targets: answer with the digests of the node plan's puts this
+     * trainer rank sends (pull_reply.h "puts"), not the asking rank's
+     * segment digests: the engine verifies each put by the sum its landing
+     * brought along (engine_side/target_puts.c). A trainer that does not
+     * know the field answers with segments, which the engine still takes. */
+    int put_digests;
     /* With targets: the asking node verifies each chunk against the
      * version record's piece digests (a node of identity targets,
      * engine_side/fetch_identity.c): the reply carries no segment digests,

@@ -147,7 +147,7 @@ if wait_http "$URL/healthz"; then
     # Not every target the identity: the trainers digest the segments, even
     # of the rank whose target is the whole image (identity_targets_test has
     # the node that asks for none).
-    computed=$(cat "$TMP/t70.log" "$TMP/t71.log" | grep -c "segment digests of target")
+    computed=$(cat "$TMP/t70.log" "$TMP/t71.log" | grep -cE "(segment|put) digests of target")
     skipped=$(cat "$TMP/t70.log" "$TMP/t71.log" | grep -c "no segment digests")
     check explicit_targets_segment_digests_computed [ "$computed" -ge 4 -a "$skipped" = 0 ]
 else

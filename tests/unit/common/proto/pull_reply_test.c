@@ -48,6 +48,28 @@ static void target_reply_carries_segment_digests(void)
     json_decref(segs);
 }
 
+/* Asked for put digests (pull_request.h put_digests): "puts" instead. */
+static void target_reply_carries_put_digests(void)
+{
+    wsync_pull_reply_t r = {.pieces = 2, .bytes = 64}, back;
+    json_t *puts = json_object(), *j;
+    CHECK_EQ(wsync_pull_reply_add_segment(puts, 12, 0xfedcba9876543210ULL), 0);
+    CHECK_EQ(wsync_pull_reply_add_segment(puts, 3, 5), 0);
+    r.puts = puts;
+    j = wsync_pull_reply_to_json(&r);
+    text_is(j, "{\"ok\":true,\"puts\":{\"12\":\"fedcba9876543210\",\"3\":\"0000000000000005\"},\"pieces\":2,"
+               "\"bytes\":64}");
+    CHECK_OK(wsync_pull_reply_from_json(j, &back));
+    CHECK(back.segments == NULL && back.nsegments == 0);
+    CHECK_EQ(back.nputs, 2);
+    CHECK(back.put_ids[0] == 12 && back.put_digests[0] == 0xfedcba9876543210ULL);
+    CHECK(back.put_ids[1] == 3 && back.put_digests[1] == 5);
+    wsync_pull_reply_clear(&back);
+    CHECK(back.puts == NULL && back.put_ids == NULL && back.nputs == 0);
+    json_decref(j);
+    json_decref(puts);
+}
+
 static void failed_reply_is_the_error_alone(void)
 {
     wsync_pull_reply_t back;
@@ -97,7 +119,7 @@ static void refused(const char *text, const char *needle)
     json_t *j = json_loads(text, JSON_DECODE_ANY, NULL);
     CHECK(j != NULL);
     CHECK_FAILS(wsync_pull_reply_from_json(j, &out), WSYNC_ERR_FORMAT, needle);
-    CHECK(out.segments == NULL && out.segment_ids == NULL);
+    CHECK(out.segments == NULL && out.segment_ids == NULL && out.puts == NULL && out.put_ids == NULL);
     json_decref(j);
 }
 
@@ -119,6 +141,10 @@ static void malformed_fields_are_named(void)
     refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"segments\":{\"3\":\"0123456789ABCDEF\"}}", "entry '3'");
     refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"segments\":{\"2\":\"0123\"}}", "entry '2'");
     refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"segments\":{\"2\":5}}", "entry '2'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"puts\":[]}", "field 'puts'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"puts\":{\"p1\":\"0123456789abcdef\"}}",
+            "field 'puts' key 'p1'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"puts\":{\"1\":\"0123\"}}", "field 'puts' entry '1'");
     refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"deltas\":[]}", "field 'base'");
     refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"base\":2,\"deltas\":{}}", "field 'deltas'");
     refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"base\":0,\"deltas\":[{\"piece\":1,\"form\":\"pairs\","
@@ -142,6 +168,7 @@ int main(void)
 {
     RUN(served_reply_has_the_old_bytes);
     RUN(target_reply_carries_segment_digests);
+    RUN(target_reply_carries_put_digests);
     RUN(failed_reply_is_the_error_alone);
     RUN(delta_reply_round_trip);
     RUN(malformed_fields_are_named);

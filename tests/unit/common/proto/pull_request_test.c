@@ -100,6 +100,7 @@ static void malformed_fields_are_named(void)
         {"timeout_ms", "1.5", 10, "'timeout_ms'"},
         {"chunks", "\"0102\"", 30, "'chunks' has 2 bytes"},
         {"chunks", "\"01x2\"", 10, "'chunks'"},
+        {"put_digests", "1", 10, "'put_digests'"},
         {"in_order", "1", 10, "'in_order'"},
         {"no_segment_digests", "\"yes\"", 10, "'no_segment_digests'"},
     };
@@ -173,11 +174,21 @@ static void targets_round_trip(void)
           wsync_pull_request_lands(&out, 16));
     CHECK(!wsync_pull_request_lands(&out, 1));
     CHECK_EQ(out.hint_world, 0);
+    CHECK_EQ(out.put_digests, 0); /* not asked: the field is not written */
+    CHECK(json_object_get(j, "put_digests") == NULL);
     CHECK_EQ(out.no_segment_digests, 0);
     CHECK(json_object_get(j, "no_segment_digests") == NULL);
     wsync_pull_request_clear(&out);
     CHECK(out.targets == NULL && out.target_defs == NULL);
     json_decref(j);
+    in.put_digests = 1; /* answer with put digests (pull_reply.h "puts") */
+    j = wsync_pull_request_to_json(&in);
+    CHECK(json_is_true(json_object_get(j, "put_digests")));
+    CHECK_OK(wsync_pull_request_from_json(j, 10, &out));
+    CHECK_EQ(out.put_digests, 1);
+    wsync_pull_request_clear(&out);
+    json_decref(j);
+    in.put_digests = 0;
     /* A node of identity targets asks for no segment digests. */
     in.no_segment_digests = 1;
     j = wsync_pull_request_to_json(&in);
