@@ -41,7 +41,10 @@ then pass calibrate_times_a_whole_version
 else fail calibrate_times_a_whole_version "$(grep '^version' "$TMP/cal.out")"; fi
 
 # FP8 on the way: calibrate measures the host quantizer (quant_host), and
-# `--quant fp8` costs a serial quant stage on the trainers, then half the
+# `--quant fp8` costs a serial exchange of block maxima between the 2
+# trainer ranks (a request and an answer with each of two neighbours, at most
+# one fp32 per 128 x 128 block of a rank's bf16 share) and a serial quant
+# stage on the trainers, then half the
 # bytes (one FP8 byte per bf16 element plus an fp32 scale per 128 x 128
 # block, computed here from that definition) everywhere after it.
 if "$WSYNC" plan --synthetic 256M --trainers 2 --engines 3 --local-ranks 2 --links "$TMP/links.json" --predict --json \
@@ -56,8 +59,11 @@ assert q["quant"]["source_bytes"] == src, q["quant"]
 assert q["deployment"]["image_bytes"] == round(src * (0.5 + 4 / (2 * 128 * 128))), q["deployment"]
 d = [x for x in q["plans"] if x["name"] == "direct"][0]
 d0 = [x for x in full["plans"] if x["name"] == "direct"][0]
-assert d["stages"][0]["name"] == "quant" and d["stages"][0]["overlap"] == "serial", d["stages"][0]
-assert abs(d["stages"][0]["loads"][0]["bytes"] / (src / 2) - 1) < 1e-5, d["stages"][0]
+a, qs = d["stages"][0], d["stages"][1]
+assert a["name"] == "amax" and a["overlap"] == "serial", a
+assert a["loads"][0]["class"] == "tcp" and a["loads"][0]["messages"] == 4 and abs(a["loads"][0]["bytes"] / ((src / 2) / (128 * 128 * 2) * 4) - 1) < 1e-9, a
+assert qs["name"] == "quant" and qs["overlap"] == "serial", qs
+assert abs(qs["loads"][0]["bytes"] / (src / 2) - 1) < 1e-5, qs
 t, t0 = d["bytes_by_class"]["tcp"], d0["bytes_by_class"]["tcp"]
 assert abs(t / t0 - (0.5 + 4 / 32768)) < 1e-3, (t, t0)
 PY
