@@ -34,77 +34,110 @@ static wsync_quant_src_t src_fmt(const wsync_tensor_t *t)
     return t->dtype == WSYNC_DTYPE_F32 ? WSYNC_QSRC_F32 : WSYNC_QSRC_BF16;
 }
 
-/* Part b's source elements from slot s: *src (host memory; *tmp to free
- * when copied from the GPU). */
+/* Part b's source elements in slot s (in the slot's memory). */
 static wsync_status_t part_src(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_fp8_brun_t *b,
-                               const void **src, void **tmp)
+                               const void **src)
 {
     const wsync_tensor_t *t = &p->sl->manifest->tensors[b->tensor];
     const pub_span_t *sp = pub_span_at(p, s, b->src_off);
     const size_t len = b->q_len * (size_t)(wsync_dtype_bits(t->dtype) / 8);
-    *tmp = NULL;
     if (sp == NULL || sp->area < 0 || b->src_off + len > sp->offset + sp->len)
         return wsync_error(WSYNC_ERR_INTERNAL, "trainer rank %d: FP8 band part of '%s' at %llu is not in its slot",
                            p->cfg.rank, t->name, (unsigned long long)b->src_off);
     *src = (const char *)sp->ptr + (b->src_off - sp->offset);
-    if (p->mem->kind != WSYNC_MEM_CUDA)
-        return WSYNC_OK;
-    *tmp = malloc(len + 1);
-    WSYNC_CHECK_ALLOC(*tmp);
-    if (p->mem->copy(*tmp, *src, len) != WSYNC_OK) {
-        free(*tmp);
-        *tmp = NULL;
-        return wsync_error(WSYNC_ERR_IO, "trainer rank %d: FP8 band part of '%s' to the host: %s", p->cfg.rank,
-                           t->name, wsync_last_error());
-    }
-    *src = *tmp;
     return WSYNC_OK;
 }
 
-/* Raises amax (the band's scale columns) to part b's maxima. */
-static wsync_status_t part_amax(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_fp8_brun_t *b,
-                                const wsync_fp8_spec_t *spec, float *amax)
+static wsync_status_t part_failed(const wsync_publisher_t *p, const wsync_fp8_brun_t *b, wsync_status_t st)
 {
-    const wsync_tensor_t *t = &p->sl->manifest->tensors[b->tensor];
-    const void *src;
-    void *tmp;
-    wsync_status_t st;
-    WSYNC_CHECK(part_src(p, s, b, &src, &tmp));
-    st = wsync_fp8_part_amax_host(src, src_fmt(t), b->e0, b->q_len, b->cols, spec, amax, t->name);
-    free(tmp);
-    if (st != WSYNC_OK)
-        return wsync_error(st, "trainer rank %d: %s (rows counted from row %llu of matrix %llu)", p->cfg.rank,
-                           wsync_last_error(), (unsigned long long)b->row0, (unsigned long long)b->slice);
+    return wsync_error(st, "trainer rank %d: %s (rows counted from row %llu of matrix %llu)", p->cfg.rank,
+                       wsync_last_error(), (unsigned long long)b->row0, (unsigned long long)b->slice);
+}
+
+/* Jobs j[0..n) as the GPU parts kernels' parts (slot s in GPU memory). */
+static wsync_status_t gpu_parts(const wsync_publisher_t *p, const pub_slot_t *s, const pub_fp8_job_t *j, size_t n,
+                                wsync_fp8_part_t **out)
+{
+    size_t i;
+    *out = calloc(n + 1, sizeof(**out));
+    WSYNC_CHECK_ALLOC(*out);
+    for (i = 0; i < n; i++) {
+        const wsync_fp8_brun_t *b = &j[i].b;
+        const void *src;
+        wsync_status_t st = part_src(p, s, b, &src);
+        if (st != WSYNC_OK) {
+            free(*out);
+            return st;
+        }
+        (*out)[i] = (wsync_fp8_part_t){src,
+                                       b->e0,
+                                       b->q_len,
+                                       b->cols,
+                                       src_fmt(&p->sl->manifest->tensors[b->tensor]),
+                                       j[i].spec,
+                                       j[i].at,
+                                       j[i].q,
+                                       j[i].scale};
+    }
     return WSYNC_OK;
 }
 
-wsync_status_t pub_fp8_part_quantize(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_fp8_brun_t *b,
-                                     const wsync_fp8_spec_t *spec, const float *amax, const pub_span_t *qs,
-                                     const pub_span_t *ss)
+/* Raises amax (namax floats) to the maxima of jobs j[0..n): on the host part
+ * by part, on a GPU in one launch. */
+static wsync_status_t jobs_amax(const wsync_publisher_t *p, const pub_slot_t *s, const pub_fp8_job_t *j, size_t n,
+                                float *amax, size_t namax)
 {
-    const wsync_tensor_t *t = &p->sl->manifest->tensors[b->tensor];
-    const int dev = p->mem->kind == WSYNC_MEM_CUDA;
-    const void *src;
-    void *tmp;
-    uint8_t *q = dev ? malloc(b->q_len + b->s_len + 1) : qs->ptr;
-    wsync_status_t st;
-    if (q == NULL)
-        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-    st = part_src(p, s, b, &src, &tmp);
-    if (st == WSYNC_OK)
-        wsync_fp8_part_quantize_host(src, src_fmt(t), b->e0, b->q_len, b->cols, spec, amax, q,
-                                     b->s_len == 0 ? NULL
-                                     : dev         ? (float *)(q + b->q_len)
-                                                   : ss->ptr);
-    if (st == WSYNC_OK && dev) {
-        st = p->mem->copy(qs->ptr, q, b->q_len);
-        if (st == WSYNC_OK && b->s_len)
-            st = p->mem->copy(ss->ptr, q + b->q_len, b->s_len);
+    wsync_fp8_part_t *g;
+    size_t i, bad_part = 0;
+    uint64_t bad_elem = 0;
+    wsync_status_t st = WSYNC_OK;
+    for (i = 0; p->mem->kind != WSYNC_MEM_CUDA && st == WSYNC_OK && i < n; i++) {
+        const wsync_tensor_t *t = &p->sl->manifest->tensors[j[i].b.tensor];
+        const void *src;
+        st = part_src(p, s, &j[i].b, &src);
+        if (st == WSYNC_OK && (st = wsync_fp8_part_amax_host(src, src_fmt(t), j[i].b.e0, j[i].b.q_len, j[i].b.cols,
+                                                             &j[i].spec, amax + j[i].at, t->name)) != WSYNC_OK)
+            st = part_failed(p, &j[i].b, st);
     }
-    free(tmp);
-    if (dev)
-        free(q);
+    if (p->mem->kind != WSYNC_MEM_CUDA || n == 0 || st != WSYNC_OK)
+        return st;
+    WSYNC_CHECK(gpu_parts(p, s, j, n, &g));
+    st = wsync_fp8_parts_amax_cuda(g, n, amax, namax, &bad_part, &bad_elem, NULL);
+    free(g);
+    if (st == WSYNC_ERR_INVALID && bad_part < n) {
+        const wsync_fp8_brun_t *b = &j[bad_part].b;
+        wsync_error(st,
+                    "fp8: tensor '%s' holds NaN or an infinity at row %llu, column %llu: FP8 cannot carry it; "
+                    "find "
+                    "where the trainer produced it",
+                    p->sl->manifest->tensors[b->tensor].name, (unsigned long long)((b->e0 + bad_elem) / b->cols),
+                    (unsigned long long)((b->e0 + bad_elem) % b->cols));
+        return part_failed(p, b, st);
+    }
     return st;
+}
+
+wsync_status_t pub_fp8_parts_quantize(const wsync_publisher_t *p, const pub_slot_t *s, const pub_fp8_job_t *j,
+                                      size_t n, const float *amax, size_t namax)
+{
+    wsync_fp8_part_t *g;
+    size_t i;
+    wsync_status_t st;
+    if (p->mem->kind == WSYNC_MEM_CUDA) {
+        if (n == 0)
+            return WSYNC_OK;
+        WSYNC_CHECK(gpu_parts(p, s, j, n, &g));
+        st = wsync_fp8_parts_quantize_cuda(g, n, amax, namax, NULL);
+        free(g);
+        return st;
+    }
+    for (i = 0; i < n; i++) {
+        const void *src;
+        WSYNC_CHECK(part_src(p, s, &j[i].b, &src));
+        wsync_fp8_part_quantize_host(src, src_fmt(&p->sl->manifest->tensors[j[i].b.tensor]), j[i].b.e0,
+                                     j[i].b.q_len, j[i].b.cols, &j[i].spec, amax + j[i].at, j[i].q, j[i].scale);
+    }
+    return WSYNC_OK;
 }
 
 /* My part of each of the request's parts: their maxima, in order, into
@@ -114,14 +147,14 @@ static wsync_status_t amax_items(const wsync_publisher_t *p, const pub_slot_t *s
 {
     const wsync_manifest_t *m = p->sl->manifest;
     wsync_fp8_brun_t *br = NULL;
+    pub_fp8_job_t *jobs = calloc(rq->nparts + 1, sizeof(*jobs));
     size_t n = 0, cap = 0, i, k, total = 0;
     wsync_fp8_use_t have = {UINT32_MAX, {0, 0, WSYNC_SCALE_FP32}};
     wsync_status_t st = WSYNC_OK;
     *out = NULL;
+    WSYNC_CHECK_ALLOC(jobs);
     for (i = 0; st == WSYNC_OK && i < rq->nparts; i++) {
         const wsync_fp8_amax_part_t *q = &rq->parts[i];
-        uint64_t scols = 0;
-        float *grown;
         if (q->tensor >= m->ntensors || m->tensors[q->tensor].ndim < 2 ||
             (m->tensors[q->tensor].dtype != WSYNC_DTYPE_BF16 && m->tensors[q->tensor].dtype != WSYNC_DTYPE_F32)) {
             st = wsync_error(WSYNC_ERR_INVALID, "part %zu names no FP8 band of a BF16 or F32 matrix", i);
@@ -140,19 +173,16 @@ static wsync_status_t amax_items(const wsync_publisher_t *p, const pub_slot_t *s
             st = wsync_error(WSYNC_ERR_INVALID, "it holds no part of band %llu of matrix %llu of '%s'",
                              (unsigned long long)q->band, (unsigned long long)q->slice, m->tensors[q->tensor].name);
         if (st == WSYNC_OK) {
-            scols = wsync_fp8_scale_cols(&have.spec, br[k].cols);
-            if ((grown = realloc(*out, (total + scols + 1) * sizeof(**out))) == NULL)
-                st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-            else
-                *out = grown;
-        }
-        if (st == WSYNC_OK) {
-            memset(*out + total, 0, scols * sizeof(**out));
-            st = part_amax(p, s, &br[k], &have.spec, *out + total);
-            total += scols;
+            jobs[i] = (pub_fp8_job_t){br[k], have.spec, total, NULL, NULL};
+            total += wsync_fp8_scale_cols(&have.spec, br[k].cols);
         }
     }
     free(br);
+    if (st == WSYNC_OK && (*out = calloc(total + 1, sizeof(**out))) == NULL)
+        st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    if (st == WSYNC_OK)
+        st = jobs_amax(p, s, jobs, rq->nparts, *out, total);
+    free(jobs);
     *nout = total;
     return st;
 }
@@ -336,24 +366,28 @@ static wsync_status_t ask_peer(wsync_publisher_t *p, const pub_slot_t *s, const 
 
 wsync_status_t pub_fp8_amax_parts(wsync_publisher_t *p, const pub_slot_t *s, const wsync_fp8_use_t *uses,
                                   const wsync_fp8_brun_t *br, const size_t *use_of, size_t nbr, float **amax_out,
-                                  size_t **off_out)
+                                  size_t **off_out, size_t *namax_out)
 {
-    size_t *off = calloc(nbr + 1, sizeof(*off)), total = 0, k, i, j, nasks = 0;
+    size_t *off = calloc(nbr + 1, sizeof(*off)), total = 0, k, i, j, nasks = 0, njobs = 0;
     float *amax = NULL;
+    pub_fp8_job_t *jobs = calloc(nbr + 1, sizeof(*jobs));
     ask_t *asks = NULL;
     json_t *trainers = NULL;
     wsync_status_t st = WSYNC_OK;
-    WSYNC_CHECK_ALLOC(off);
+    if (off == NULL || jobs == NULL) {
+        free(off);
+        free(jobs);
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    }
     for (k = 0; k < nbr; k++) {
         off[k] = total;
+        if (br[k].part)
+            jobs[njobs++] = (pub_fp8_job_t){br[k], uses[use_of[k]].spec, total, NULL, NULL};
         total += br[k].part ? wsync_fp8_scale_cols(&uses[use_of[k]].spec, br[k].cols) : 0;
     }
     amax = calloc(total + 1, sizeof(*amax));
-    if (amax == NULL)
-        st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-    for (k = 0; st == WSYNC_OK && k < nbr; k++)
-        if (br[k].part)
-            st = part_amax(p, s, &br[k], &uses[use_of[k]].spec, amax + off[k]);
+    st = amax ? jobs_amax(p, s, jobs, njobs, amax, total) : wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    free(jobs);
     if (st == WSYNC_OK)
         st = list_asks(p, uses, br, use_of, nbr, &asks, &nasks);
     for (i = 0; st == WSYNC_OK && i < nasks; i = j) {
@@ -379,5 +413,6 @@ wsync_status_t pub_fp8_amax_parts(wsync_publisher_t *p, const pub_slot_t *s, con
     }
     *amax_out = amax;
     *off_out = off;
+    *namax_out = total;
     return WSYNC_OK;
 }

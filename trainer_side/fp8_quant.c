@@ -138,7 +138,8 @@ static wsync_status_t fp8q_fill(wsync_publisher_t *p, const pub_slot_t *s, pub_f
     uint64_t len = 0, at = 0;
     fp8_blk_t *blk = NULL;
     float *amax = NULL; /* bands ranks share: the maxima of every part (fp8_amax.c) */
-    size_t *aoff = NULL;
+    size_t *aoff = NULL, namax = 0, njobs = 0;
+    pub_fp8_job_t *jobs = NULL; /* my parts of shared bands, quantized together */
     int parts = 0;
     wsync_status_t st = WSYNC_OK;
     WSYNC_CHECK_ALLOC(miss);
@@ -175,8 +176,12 @@ static wsync_status_t fp8q_fill(wsync_publisher_t *p, const pub_slot_t *s, pub_f
     }
     for (k = 0; k < nbr && !parts; k++)
         parts = br[k].part;
-    if (parts && (st = pub_fp8_amax_parts(p, s, miss, br, use_of, nbr, &amax, &aoff)) != WSYNC_OK)
+    if (parts && (st = pub_fp8_amax_parts(p, s, miss, br, use_of, nbr, &amax, &aoff, &namax)) != WSYNC_OK)
         goto out;
+    if (parts && (jobs = calloc(nbr + 1, sizeof(*jobs))) == NULL) {
+        st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
     for (k = 0; k < nbr && st == WSYNC_OK; k++) {
         pub_span_t *qs = &blk->spans[blk->n], *ss = &blk->spans[blk->n + 1];
         *qs = (pub_span_t){br[k].q_off, br[k].q_len, (char *)blk->buf + at, -1, 0};
@@ -185,10 +190,13 @@ static wsync_status_t fp8q_fill(wsync_publisher_t *p, const pub_slot_t *s, pub_f
         at += (br[k].s_len + 15) / 16 * 16;
         blk->n += br[k].s_len ? 2 : 1; /* a band's part without its scales: its codes only */
         if (br[k].part)
-            st = pub_fp8_part_quantize(p, s, &br[k], &miss[use_of[k]].spec, amax + aoff[k], qs, ss);
+            jobs[njobs++] = (pub_fp8_job_t){br[k], miss[use_of[k]].spec, aoff[k], qs->ptr,
+                                            br[k].s_len ? (float *)ss->ptr : NULL};
         else
             st = quantize(p, s, &br[k], &miss[use_of[k]].spec, qs, ss);
     }
+    if (st == WSYNC_OK && njobs)
+        st = pub_fp8_parts_quantize(p, s, jobs, njobs, amax, namax);
     if (st != WSYNC_OK)
         goto out;
     if (q->nidx + blk->n > q->capidx) {
@@ -228,6 +236,7 @@ out:
     }
     free(amax);
     free(aoff);
+    free(jobs);
     free(use_of);
     free(br);
     free(miss);

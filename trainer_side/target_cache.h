@@ -89,17 +89,25 @@ const pub_span_t *pub_fp8_span_at(wsync_publisher_t *p, const pub_slot_t *s, uin
 void pub_fp8q_free(wsync_publisher_t *p);
 /* fp8_amax.c: bands that trainer ranks share (fp8_wire.h, `part`). For my
  * parts among br[0..nbr) (use uses[use_of[k]]), the band's block maxima over
- * every rank's part into *amax (the scale columns of br[k] from (*off)[k]),
- * asking the peers for theirs (no lock held; blocking, bounded, naming the
- * peer that did not answer). Caller frees both. part_quantize: part b into
- * its codes span qs (and ss, its scales, when b has them) with those maxima.
- * amax_serve: the answer to a peer's {"fp8_amax": req} on my pull port. */
+ * every rank's part into *amax (*namax floats; the scale columns of br[k]
+ * from (*off)[k]), asking the peers for theirs (no lock held; blocking,
+ * bounded, naming the peer that did not answer). Caller frees both.
+ * parts_quantize: each job's part into its codes (and scales, when it has
+ * them) with those maxima, on a GPU in one launch for all. amax_serve: the
+ * answer to a peer's {"fp8_amax": req} on my pull port. */
+typedef struct pub_fp8_job {
+    wsync_fp8_brun_t b; /* a part of a band */
+    wsync_fp8_spec_t spec;
+    size_t at;    /* its maxima in the amax array */
+    uint8_t *q;   /* parts_quantize: its codes */
+    float *scale; /* and its scales (NULL: the part has none) */
+} pub_fp8_job_t;
+
 wsync_status_t pub_fp8_amax_parts(wsync_publisher_t *p, const pub_slot_t *s, const wsync_fp8_use_t *uses,
                                   const wsync_fp8_brun_t *br, const size_t *use_of, size_t nbr, float **amax,
-                                  size_t **off);
-wsync_status_t pub_fp8_part_quantize(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_fp8_brun_t *b,
-                                     const wsync_fp8_spec_t *spec, const float *amax, const pub_span_t *qs,
-                                     const pub_span_t *ss);
+                                  size_t **off, size_t *namax);
+wsync_status_t pub_fp8_parts_quantize(const wsync_publisher_t *p, const pub_slot_t *s, const pub_fp8_job_t *jobs,
+                                      size_t njobs, const float *amax, size_t namax);
 void pub_fp8_amax_serve(wsync_publisher_t *p, const json_t *req, json_t *reply);
 
 #endif

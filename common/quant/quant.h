@@ -80,4 +80,29 @@ wsync_status_t wsync_fp8_quantize_cuda(const void *src_dev, wsync_quant_src_t fm
                                        const wsync_fp8_spec_t *spec, uint8_t *q_dev, float *scale_dev,
                                        const char *what, void *stream);
 
+/* Many band parts at once on a GPU: wsync_fp8_part_amax_host and
+ * wsync_fp8_part_quantize_host for each part, src, q and scale in device
+ * memory, one kernel launch for all (a trainer rank of thin FSDP shards
+ * holds thousands). amax (host memory, namax floats) holds each part's
+ * ceil(cols / block_cols) maxima from amax_at on, ranges not overlapping.
+ * parts_amax raises them; a NaN or an infinity fails with
+ * WSYNC_ERR_INVALID and *bad_part, *bad_elem (counted from the part's first
+ * element) set, for the caller to name the tensor. parts_quantize writes
+ * each part's codes and, where scale is not NULL, its scales, with amax's
+ * maxima. Blocking. Without CUDA: WSYNC_ERR_UNSUPPORTED. */
+typedef struct wsync_fp8_part {
+    const void *src;      /* device: the part's first element (element e0 of its band) */
+    uint64_t e0, n, cols; /* as wsync_fp8_part_amax_host */
+    wsync_quant_src_t fmt;
+    wsync_fp8_spec_t spec;
+    size_t amax_at; /* its maxima in amax */
+    uint8_t *q;     /* device: n codes (parts_quantize) */
+    float *scale;   /* device: its scales, or NULL (parts_quantize) */
+} wsync_fp8_part_t;
+
+wsync_status_t wsync_fp8_parts_amax_cuda(const wsync_fp8_part_t *parts, size_t nparts, float *amax, size_t namax,
+                                         size_t *bad_part, uint64_t *bad_elem, void *stream);
+wsync_status_t wsync_fp8_parts_quantize_cuda(const wsync_fp8_part_t *parts, size_t nparts, const float *amax,
+                                             size_t namax, void *stream);
+
 #endif
