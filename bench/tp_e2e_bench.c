@@ -22,7 +22,8 @@
  *       KV width, vocab) is divided by the power of 2 that brings 15.23 GB
  *       nearest to SIZE (1G: divided by 4, 0.95 GB, the same 339 tensors).
  *   tp_e2e_bench gpu [SIZE=15G] [TRANSPORT=auto]   all 4 ranks on cuda:0
- *       (one host id: auto picks the local transport, CUDA IPC windows). */
+ *       (one host id: auto picks the local transport, CUDA IPC windows).
+ *   ... single-copy (last): the trainers publish single-copy (no slot copy). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +82,7 @@ static shared_t *S;
 static wsync_manifest_t *M;
 static char *manifest_json, url[128];
 static const char *device = "host", *transport = "tcp";
-static int gpu;
+static int gpu, single_copy;
 static const wsync_mem_ops_t *mem;
 static const xops_t *xo;
 static dest_t dests[L][MAX_DEST];
@@ -167,6 +168,7 @@ static int trainer_main(int rank)
                                    .listen = "127.0.0.1:0",
                                    .advertise_host = "127.0.0.1",
                                    .device = device,
+                                   .zero_copy = single_copy,
                                    .host_id = gpu ? "bench-host" : "bench-trainer-host"};
     wsync_owned_t owned[MAX_OWNED];
     wsync_publisher_t *p = NULL;
@@ -498,13 +500,16 @@ int main(int argc, char **argv)
 
     if (argc < 2 || (strcmp(argv[1], "cpu") != 0 && strcmp(argv[1], "gpu") != 0) ||
         (argc > 2 && wsync_parse_size(argv[2], "the model size", &size) != WSYNC_OK)) {
-        fprintf(stderr, "tp_e2e_bench: %s\nusage: tp_e2e_bench cpu [SIZE=1G] | gpu [SIZE=15G] [TRANSPORT=auto]\n",
+        fprintf(stderr,
+                "tp_e2e_bench: %s\nusage: tp_e2e_bench cpu [SIZE=1G] | gpu [SIZE=15G] [TRANSPORT=auto] "
+                "[single-copy]\n",
                 argc < 2 || (strcmp(argv[1], "cpu") != 0 && strcmp(argv[1], "gpu") != 0)
                     ? "the first argument says where the ranks hold memory: cpu or gpu"
                     : wsync_last_error());
         return 2;
     }
     gpu = strcmp(argv[1], "gpu") == 0;
+    single_copy = argc > 3 && strcmp(argv[argc - 1], "single-copy") == 0;
     if (size == 0)
         size = gpu ? (uint64_t)QWEN_BYTES : 1ull << 30;
     while (div < 256 && QWEN_BYTES / (double)(div * div) > 1.41 * (double)size)
@@ -545,10 +550,11 @@ int main(int argc, char **argv)
         hmax = held[k] > hmax ? held[k] : hmax;
     }
     printf("tp_e2e_bench %s: Qwen2.5-7B tensor list%s, %zu tensors, %.3f GB bf16%s; %d trainer ranks (even) -> "
-           "1 node x %d ranks, %s, transport %s, 64 MiB chunks; publish to ready on both ranks, %d warm-up + "
+           "1 node x %d ranks, %s, transport %s%s, 64 MiB chunks; publish to ready on both ranks, %d warm-up + "
            "median of %d\n",
            argv[1], div > 1 ? " scaled" : "", M->ntensors, (double)M->image_size / 1e9,
-           div > 1 ? "" : " (full size)", W, L, device, transport, WARMUP, MEASURED);
+           div > 1 ? "" : " (full size)", W, L, device, transport, single_copy ? ", trainers single-copy" : "",
+           WARMUP, MEASURED);
     if (div > 1)
         printf("  scaled: hidden %lld, intermediate %lld, KV width %lld, vocab %lld (each Qwen2.5-7B size / "
                "%lld)\n",
