@@ -11,8 +11,8 @@
  * the copy's time over the call's, for calls that move about the same
  * bytes (the copy reads and writes the piece; the encoder reads both
  * versions and writes its wire, a few percent more). Each line gives every
- * encoder (WSYNC_DELTA_GPU=v1, v2, the one pass by default, v3l its 32 KiB
- * chunks) and both decoders (v1, v2), each wire applied and checked. */
+ * encoder (WSYNC_DELTA_GPU=v1, v2, the one pass v3 and v4, the
+ * default, with their 32 KiB chunks v3l, v4l) and both decoders (v1, v2), each wire applied and checked. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,9 +130,9 @@ int main(int argc, char **argv)
                 host[e * c.w] ^= 1;
         }
         cudaMemcpy(c.next, host, c.len, cudaMemcpyHostToDevice);
-        static const char *const kern[4] = {"v1", "v2", "v3", "v3l"};
-        double mc = measure(&c, 0), enc[4], app[2];
-        for (int v = 0; v < 4; v++) { /* WSYNC_DELTA_GPU: each encoder; the decoders of v1 and v2 */
+        static const char *const kern[6] = {"v1", "v2", "v3", "v3l", "v4", "v4l"};
+        double mc = measure(&c, 0), enc[6], app[2];
+        for (int v = 0; v < 6; v++) { /* WSYNC_DELTA_GPU: each encoder; the decoders of v1 and v2 */
             setenv("WSYNC_DELTA_GPU", kern[v], 1);
             enc[v] = measure(&c, 1);
             wsync_delta_gpu_encode(c.base, c.next, c.len, c.w, c.out, c.cap, &c.out_len, &st, c.scratch, NULL);
@@ -148,12 +148,12 @@ int main(int argc, char **argv)
             }
         }
         free(check);
-        printf("%5.1f%% changed: wire %s %.4f of full | D2D memcpy %7.1f GB/s | encode v1 %7.1f (%.2fx) v2 %7.1f "
-               "(%.2fx) one pass %7.1f (%.2fx) one pass 32K %7.1f (%.2fx) | apply v1 %7.1f (%.2fx) v2 %7.1f "
-               "(%.2fx)\n",
+        printf("%5.1f%% changed: wire %s %.4f of full | D2D memcpy %7.1f GB/s | encode",
                (double)st.changed * 100.0 / (double)st.elems, wsync_delta_form_name(st.chosen),
-               (double)c.out_len / (double)c.len, mc, enc[0], enc[0] / mc, enc[1], enc[1] / mc, enc[2],
-               enc[2] / mc, enc[3], enc[3] / mc, app[0], app[0] / mc, app[1], app[1] / mc);
+               (double)c.out_len / (double)c.len, mc);
+        for (int v = 0; v < 6; v++)
+            printf(" %s %7.1f (%.2fx)", kern[v], enc[v], enc[v] / mc);
+        printf(" | apply v1 %7.1f (%.2fx) v2 %7.1f (%.2fx)\n", app[0], app[0] / mc, app[1], app[1] / mc);
     }
     return 0;
 }

@@ -13,6 +13,7 @@
  * before it waits on anything: no deadlock, whatever the grid. */
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common/delta/delta_cuda.cuh"
 #include "common/delta/delta_cuda.h"
@@ -238,36 +239,122 @@ __global__ void __launch_bounds__(NT)
     }
 }
 
-/* Resident blocks of the kernel on this device (a grid of them takes the
- * chunks by ticket). */
-template <typename T, unsigned U, unsigned NT> static unsigned resident_grid(void)
+/* The same pass with the next chunk's loads in flight while this chunk
+ * looks back and writes (WSYNC_DELTA_GPU=v4): after the compare, the
+ * block keeps this chunk's bytes of next in shared memory (stash), takes
+ * its next ticket and issues that chunk's loads into the registers the
+ * compare has freed, then looks back and writes the changed values from
+ * the stash. A block so always has loads outstanding but for the compare. */
+template <typename T, unsigned U, unsigned NT>
+__global__ void __launch_bounds__(NT)
+    encode_pipe_kernel(const unsigned char *base, const unsigned char *next, uint64_t n, uint32_t *words,
+                       unsigned long long *state, unsigned char *idx, unsigned iw, uint64_t idx_fit,
+                       unsigned char *vals)
 {
-    static unsigned grid;
-    if (grid == 0) {
+    constexpr unsigned W = sizeof(T), E = 16 / W, TPW = 32 / E, WARPS = NT / 32, S = U * WARPS;
+    static_assert(S % 32 == 0, "whole lanes in the block scan");
+    __shared__ uint4 stash[U * NT];
+    __shared__ unsigned long long sums[S];
+    __shared__ unsigned long long first, ticket;
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    const uint64_t len = n * W, ngroups = (n + 31) / 32, nchunks = (len + NT * U * 16 - 1) / (NT * U * 16);
+    uint4 a[U], b[U];
+    if (threadIdx.x == 0)
+        first = atomicAdd(&state[0], 1ull);
+    __syncthreads();
+    unsigned long long ch = first;
+#pragma unroll
+    for (unsigned u = 0; u < U && ch < nchunks; u++) {
+        const uint64_t at = (ch * NT * U + u * NT + threadIdx.x) * 16;
+        a[u] = load_vec(base, at, len);
+        b[u] = load_vec(next, at, len);
+    }
+    while (ch < nchunks) {
+        const uint64_t v0 = ch * NT * U;
+        uint32_t m[U];
+        unsigned incl[U];
+        unsigned long long tk = 0; /* the next ticket, asked before the compare, read after it */
+        if (threadIdx.x == 0)
+            tk = atomicAdd(&state[0], 1ull);
+#pragma unroll
+        for (unsigned u = 0; u < U; u++) {
+            const uint64_t v = v0 + u * NT + threadIdx.x, g = v / TPW;
+            m[u] = diff_bits<W>(a[u], b[u]);
+            stash[u * NT + threadIdx.x] = b[u];
+            uint32_t word = m[u] << ((v % TPW) * E);
+#pragma unroll
+            for (unsigned off = 1; off < TPW; off *= 2)
+                word |= __shfl_xor_sync(0xffffffffu, word, off);
+            if (v % TPW == 0 && g < ngroups)
+                words[g] = word;
+            incl[u] = __popc(m[u]);
+#pragma unroll
+            for (unsigned off = 1; off < 32; off *= 2) {
+                unsigned up = __shfl_up_sync(0xffffffffu, incl[u], off);
+                if (lane >= off)
+                    incl[u] += up;
+            }
+            if (lane == 31)
+                sums[u * WARPS + warp] = incl[u];
+        }
+        if (threadIdx.x == 0)
+            ticket = tk;
+        __syncthreads();
+        const unsigned long long nch = ticket;
+#pragma unroll
+        for (unsigned u = 0; u < U && nch < nchunks; u++) { /* the next chunk's loads, in flight from here */
+            const uint64_t at = (nch * NT * U + u * NT + threadIdx.x) * 16;
+            a[u] = load_vec(base, at, len);
+            b[u] = load_vec(next, at, len);
+        }
+        if (warp == 0)
+            block_offsets<S>(sums, state + 2, ch, state + 1, nchunks);
+        __syncthreads();
+#pragma unroll
+        for (unsigned u = 0; u < U; u++)
+            if (m[u] != 0)
+                put_changed<T>(stash[u * NT + threadIdx.x], m[u], sums[u * WARPS + warp] + incl[u] - __popc(m[u]),
+                               (v0 + u * NT + threadIdx.x) * E, vals, idx, iw, idx_fit);
+        __syncthreads(); /* stash, sums[] and ticket are read before the next chunk writes them */
+        ch = nch;
+    }
+}
+
+/* Resident blocks of kernel k on this device, at most `units` (a grid of
+ * them takes the chunks by ticket). Asked once per kernel: *cache. */
+static unsigned resident_grid(const void *k, unsigned nt, unsigned *cache, uint64_t units)
+{
+    if (*cache == 0) {
         int dev = 0, sms = 0, per = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
             cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, encode_pass_kernel<T, U, NT>, NT, 0) != cudaSuccess ||
-            per < 1)
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, (int)nt, 0) != cudaSuccess || per < 1)
             sms = 132, per = 2;
-        grid = (unsigned)(sms * per);
+        *cache = (unsigned)(sms * per);
     }
-    return grid;
+    return units < *cache ? (unsigned)units : *cache;
 }
 
 template <typename T, unsigned U, unsigned NT>
-static int launch_pass(const void *base, const void *next, uint64_t n, uint32_t *words, unsigned long long *state,
-                       unsigned char *idx, unsigned iw, uint64_t idx_fit, unsigned char *vals, cudaStream_t s)
+static int launch_pass(int pipe, const void *base, const void *next, uint64_t n, uint32_t *words,
+                       unsigned long long *state, unsigned char *idx, unsigned iw, uint64_t idx_fit,
+                       unsigned char *vals, cudaStream_t s)
 {
+    static unsigned res[2];
     const uint64_t chunks = (n * sizeof(T) + NT * U * 16 - 1) / (NT * U * 16);
-    const unsigned res = resident_grid<T, U, NT>(), grid = chunks < res ? (unsigned)chunks : res;
-    encode_pass_kernel<T, U, NT><<<grid, NT, 0, s>>>((const unsigned char *)base, (const unsigned char *)next, n,
-                                                     words, state, idx, iw, idx_fit, vals);
+    const unsigned char *b = (const unsigned char *)base, *x = (const unsigned char *)next;
+    if (pipe) {
+        unsigned grid = resident_grid((const void *)encode_pipe_kernel<T, U, NT>, NT, &res[1], chunks);
+        encode_pipe_kernel<T, U, NT><<<grid, NT, 0, s>>>(b, x, n, words, state, idx, iw, idx_fit, vals);
+    } else {
+        unsigned grid = resident_grid((const void *)encode_pass_kernel<T, U, NT>, NT, &res[0], chunks);
+        encode_pass_kernel<T, U, NT><<<grid, NT, 0, s>>>(b, x, n, words, state, idx, iw, idx_fit, vals);
+    }
     return (int)cudaGetLastError();
 }
 
 extern "C" int wsync_delta_cuda_encode_pass(const void *base, const void *next, uint64_t n, unsigned w,
-                                            unsigned chunk, uint32_t *words, unsigned long long *state,
+                                            unsigned chunk, int pipe, uint32_t *words, unsigned long long *state,
                                             unsigned char *idx, unsigned iw, uint64_t idx_fit, unsigned char *vals,
                                             void *stream)
 {
@@ -277,10 +364,10 @@ extern "C" int wsync_delta_cuda_encode_pass(const void *base, const void *next, 
     if ((uintptr_t)base % 16 != 0 || (uintptr_t)next % 16 != 0 ||
         (chunk != WSYNC_DELTA_CUDA_CHUNK && chunk != 2 * WSYNC_DELTA_CUDA_CHUNK))
         return (int)cudaErrorInvalidValue;
-#define L(T)                                                                                    \
-    return chunk == WSYNC_DELTA_CUDA_CHUNK                                                      \
-               ? launch_pass<T, 4, 256>(base, next, n, words, state, idx, iw, idx_fit, vals, s) \
-               : launch_pass<T, 8, 256>(base, next, n, words, state, idx, iw, idx_fit, vals, s)
+#define L(T)                                                                                          \
+    return chunk == WSYNC_DELTA_CUDA_CHUNK                                                            \
+               ? launch_pass<T, 4, 256>(pipe, base, next, n, words, state, idx, iw, idx_fit, vals, s) \
+               : launch_pass<T, 8, 256>(pipe, base, next, n, words, state, idx, iw, idx_fit, vals, s)
     switch (w) {
     case 1: L(uint8_t);
     case 2: L(uint16_t);
@@ -289,4 +376,23 @@ extern "C" int wsync_delta_cuda_encode_pass(const void *base, const void *next, 
     default: return (int)cudaErrorInvalidValue;
     }
 #undef L
+}
+
+/* 32 bytes (a wire's header) into device memory, passed as the kernel's
+ * argument: no copy from pageable host memory. */
+struct bytes32 {
+    unsigned char b[32];
+};
+
+__global__ void put_bytes_kernel(unsigned char *dst, bytes32 src)
+{
+    dst[threadIdx.x] = src.b[threadIdx.x];
+}
+
+extern "C" int wsync_delta_cuda_put_header(void *dst, const unsigned char *hdr, void *stream)
+{
+    bytes32 h;
+    memcpy(h.b, hdr, sizeof(h.b));
+    put_bytes_kernel<<<1, 32, 0, (cudaStream_t)stream>>>((unsigned char *)dst, h);
+    return (int)cudaGetLastError();
 }

@@ -15,6 +15,8 @@
 
 #include "common/delta/delta_cuda.h"
 
+_Static_assert(WSYNC_DELTA_HEADER == 32, "wsync_delta_cuda_put_header writes 32 bytes");
+
 typedef struct scratch {
     uint32_t *words;
     unsigned long long *counts, *total, *flag, *seg; /* seg: the segment offsets, NULL under v1 */
@@ -22,23 +24,37 @@ typedef struct scratch {
 
 /* Which kernels encode (WSYNC_DELTA_GPU, read on each call, cheap next to
  * a kernel launch, so a bench and a test set them in turn in one run):
- * unset, the one pass over both versions (delta_cuda_pass.cu) in chunks of
- * 16 KiB, "v3l" in chunks of 32 KiB; "v2" the compare, scans and gather
- * of delta_cuda_fast.cu; "v1" the first kernels (element loads, the scan
- * in one block). Apply runs v2's kernels unless v1 is asked. The one pass
- * needs both versions 16-byte aligned, else v2 runs. */
-typedef enum { KERNELS_PASS, KERNELS_PASS_LARGE, KERNELS_V2, KERNELS_V1 } kernels_t;
+ * unset or "v3l", the one pass over both versions (delta_cuda_pass.cu) in
+ * chunks of 32 KiB, the fastest measured on the H200 (0.56x of a D2D copy
+ * at 2% changed, bf16; bench/RESULTS.md); "v3" in chunks of 16 KiB; "v4"
+ * and "v4l" the one pass with the next chunk's loads in flight while a
+ * chunk looks back and writes (checked on the H200, not yet timed); "v2"
+ * the compare, scans and gather of delta_cuda_fast.cu (0.38x); "v1" the
+ * first kernels (element loads, the scan in one block). Apply runs v2's
+ * kernels unless v1 is asked. The one pass needs both versions 16-byte
+ * aligned, else v2 runs. */
+typedef enum {
+    KERNELS_PIPE,
+    KERNELS_PIPE_LARGE,
+    KERNELS_PASS,
+    KERNELS_PASS_LARGE,
+    KERNELS_V2,
+    KERNELS_V1
+} kernels_t;
 
 static kernels_t kernels(void)
 {
+    static const char *const names[] = {"v4", "v4l", "v3", "v3l", "v2", "v1"};
     const char *e = getenv("WSYNC_DELTA_GPU");
-    if (e == NULL)
-        return KERNELS_PASS;
-    if (strcmp(e, "v1") == 0)
-        return KERNELS_V1;
-    if (strcmp(e, "v2") == 0)
-        return KERNELS_V2;
-    return strcmp(e, "v3l") == 0 ? KERNELS_PASS_LARGE : KERNELS_PASS;
+    for (int k = 0; e != NULL && k < (int)(sizeof(names) / sizeof(names[0])); k++)
+        if (strcmp(e, names[k]) == 0)
+            return (kernels_t)k;
+    return KERNELS_PASS_LARGE;
+}
+
+static int one_pass(kernels_t k)
+{
+    return k == KERNELS_PIPE || k == KERNELS_PIPE_LARGE || k == KERNELS_PASS || k == KERNELS_PASS_LARGE;
 }
 
 static int use_v1(void)
@@ -102,14 +118,16 @@ static wsync_status_t check_ptrs(const void *a, const void *b, size_t len, unsig
  * pairs form does (pay), as many as fit below pay + bm, which is all of
  * them whenever pairs is the smallest form (c * iw < bm); the bitmap words
  * go to the scratch. *c gets the count. */
-static wsync_status_t pass_count(const void *base, const void *next, uint64_t n, unsigned width, unsigned chunk,
+static wsync_status_t pass_count(const void *base, const void *next, uint64_t n, unsigned width, kernels_t k,
                                  unsigned char *pay, uint64_t bm, unsigned iw, void *scratch,
                                  unsigned long long *c, cudaStream_t s)
 {
     unsigned long long *state = (unsigned long long *)((char *)scratch + words_bytes(n));
+    unsigned chunk = WSYNC_DELTA_CUDA_CHUNK << (k == KERNELS_PIPE_LARGE || k == KERNELS_PASS_LARGE);
+    int pipe = k == KERNELS_PIPE || k == KERNELS_PIPE_LARGE;
     uint64_t nstate = 2 + wsync_delta_cuda_chunks(n * width, chunk);
     CU(cudaMemsetAsync(state, 0, nstate * sizeof(*state), s), "clear");
-    CU(wsync_delta_cuda_encode_pass(base, next, n, width, chunk, scratch, state, pay, iw, bm / iw, pay + bm, s),
+    CU(wsync_delta_cuda_encode_pass(base, next, n, width, chunk, pipe, scratch, state, pay, iw, bm / iw, pay + bm, s),
        "compare");
     CU(cudaMemcpyAsync(c, state + 1, sizeof(*c), cudaMemcpyDeviceToHost, s), "count read-back");
     CU(cudaStreamSynchronize(s), "compare");
@@ -188,11 +206,10 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
     n = len / width;
     bm = (n + 7) / 8;
     iw = n > (uint64_t)UINT32_MAX + 1 ? 8 : 4;
-    if ((k == KERNELS_PASS || k == KERNELS_PASS_LARGE) && ((uintptr_t)base % 16 != 0 || (uintptr_t)next % 16 != 0))
+    if (one_pass(k) && ((uintptr_t)base % 16 != 0 || (uintptr_t)next % 16 != 0))
         k = KERNELS_V2;
-    if (n > 0 && (k == KERNELS_PASS || k == KERNELS_PASS_LARGE))
-        rc = pass_count(base, next, n, width, WSYNC_DELTA_CUDA_CHUNK << (k == KERNELS_PASS_LARGE), pay, bm, iw,
-                        scratch, &c, s);
+    if (n > 0 && one_pass(k))
+        rc = pass_count(base, next, n, width, k, pay, bm, iw, scratch, &c, s);
     else if (n > 0)
         rc = multi_count(base, next, n, width, carve(scratch, n), &c, s);
     if (rc != WSYNC_OK)
@@ -202,7 +219,7 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
     wsync_delta_stats_from(n, c, width, st);
     if (st->chosen == WSYNC_DELTA_FULL)
         CU(cudaMemcpyAsync(pay, next, len, cudaMemcpyDeviceToDevice, s), "full copy");
-    else if (n > 0 && (k == KERNELS_PASS || k == KERNELS_PASS_LARGE))
+    else if (n > 0 && one_pass(k))
         rc = pass_finish(st, pay, bm, iw, scratch, s);
     else if (n > 0)
         rc = multi_finish(st, next, pay, bm, iw, carve(scratch, n), s);
@@ -218,7 +235,7 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
     wsync_put64(hdr + 8, len);
     wsync_put64(hdr + 16, c);
     wsync_put64(hdr + 24, payload);
-    CU(cudaMemcpyAsync(o, hdr, sizeof(hdr), cudaMemcpyHostToDevice, s), "header");
+    CU(wsync_delta_cuda_put_header(o, hdr, s), "header");
     CU(cudaStreamSynchronize(s), "gather");
     *out_len = WSYNC_DELTA_HEADER + payload;
     return WSYNC_OK;
