@@ -7,8 +7,12 @@
  * (which includes its read-back of the count). Bytes counted: the piece's
  * length once per call for all three, so memcpy's rate is half the bytes it
  * moves (reads the piece, writes it), the encode's half of what it must
- * read (both versions), the apply's the piece it leaves. Each line gives the
- * first kernels (WSYNC_DELTA_GPU=v1) and the current ones side by side. */
+ * read (both versions), the apply's the piece it leaves: so each ratio is
+ * the copy's time over the call's, for calls that move about the same
+ * bytes (the copy reads and writes the piece; the encoder reads both
+ * versions and writes its wire, a few percent more). Each line gives every
+ * encoder (WSYNC_DELTA_GPU=v1, v2, the one pass v3 and v4, the
+ * default, with their 32 KiB chunks v3l, v4l) and both decoders (v1, v2), each wire applied and checked. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +46,16 @@ static int step(ctx_t *c)
         return wsync_delta_gpu_encode(c->base, c->next, c->len, c->w, c->out, c->cap, &c->out_len, NULL,
                                       c->scratch, NULL) != WSYNC_OK;
     default: return wsync_delta_gpu_apply(c->dst, c->len, c->out, c->out_len, c->scratch, NULL) != WSYNC_OK;
+    }
+}
+
+/* One apply of the wire in out onto dst (which holds base). */
+static void step_apply_once(ctx_t *c)
+{
+    c->what = 2;
+    if (step(c)) {
+        fprintf(stderr, "gpu_delta_bench: apply failed: %s\n", wsync_last_error());
+        exit(1);
     }
 }
 
@@ -116,25 +130,30 @@ int main(int argc, char **argv)
                 host[e * c.w] ^= 1;
         }
         cudaMemcpy(c.next, host, c.len, cudaMemcpyHostToDevice);
-        double mc = measure(&c, 0), enc[2], app[2];
-        for (int v = 0; v < 2; v++) { /* v 0: WSYNC_DELTA_GPU=v1, v 1: the current kernels */
-            setenv("WSYNC_DELTA_GPU", v == 0 ? "v1" : "v2", 1);
+        static const char *const kern[6] = {"v1", "v2", "v3", "v3l", "v4", "v4l"};
+        double mc = measure(&c, 0), enc[6], app[2];
+        for (int v = 0; v < 6; v++) { /* WSYNC_DELTA_GPU: each encoder; the decoders of v1 and v2 */
+            setenv("WSYNC_DELTA_GPU", kern[v], 1);
             enc[v] = measure(&c, 1);
             wsync_delta_gpu_encode(c.base, c.next, c.len, c.w, c.out, c.cap, &c.out_len, &st, c.scratch, NULL);
             cudaMemcpy(c.dst, c.base, c.len, cudaMemcpyDeviceToDevice);
-            app[v] = measure(&c, 2);
+            if (v < 2)
+                app[v] = measure(&c, 2);
+            else
+                step_apply_once(&c);
             cudaMemcpy(check, c.dst, c.len, cudaMemcpyDeviceToHost);
             if (memcmp(check, host, c.len) != 0) {
-                fprintf(stderr, "gpu_delta_bench: apply (%s) did not give the new version\n", v ? "new" : "v1");
+                fprintf(stderr, "gpu_delta_bench: encode %s then apply did not give the new version\n", kern[v]);
                 return 1;
             }
         }
         free(check);
-        printf("%5.1f%% changed: wire %s %.4f of full | D2D memcpy %7.1f GB/s | encode v1 %7.1f (%.2fx) new %7.1f "
-               "GB/s (%.2fx) | apply v1 %7.1f (%.2fx) new %7.1f GB/s (%.2fx)\n",
+        printf("%5.1f%% changed: wire %s %.4f of full | D2D memcpy %7.1f GB/s | encode",
                (double)st.changed * 100.0 / (double)st.elems, wsync_delta_form_name(st.chosen),
-               (double)c.out_len / (double)c.len, mc, enc[0], enc[0] / mc, enc[1], enc[1] / mc, app[0],
-               app[0] / mc, app[1], app[1] / mc);
+               (double)c.out_len / (double)c.len, mc);
+        for (int v = 0; v < 6; v++)
+            printf(" %s %7.1f (%.2fx)", kern[v], enc[v], enc[v] / mc);
+        printf(" | apply v1 %7.1f (%.2fx) v2 %7.1f (%.2fx)\n", app[0], app[0] / mc, app[1], app[1] / mc);
     }
     return 0;
 }

@@ -6,31 +6,12 @@
 #include <stdint.h>
 
 #include "common/delta/delta_cuda.h"
+#include "common/delta/delta_cuda.cuh"
 
 #define THREADS 256
 #define WARPS (THREADS / 32)
 #define GROUPS_PER_BLOCK (WSYNC_DELTA_CUDA_TILE / 32)
 #define GROUPS_PER_WARP (GROUPS_PER_BLOCK / WARPS)
-
-template <typename T> __device__ __forceinline__ T load_elem(const unsigned char *p)
-{
-    if (((uintptr_t)p & (sizeof(T) - 1)) == 0)
-        return *(const T *)p;
-    T v = 0;
-    for (unsigned k = 0; k < sizeof(T); k++)
-        v |= (T)p[k] << (8 * k);
-    return v;
-}
-
-template <typename T> __device__ __forceinline__ void store_elem(unsigned char *p, T v)
-{
-    if (((uintptr_t)p & (sizeof(T) - 1)) == 0) {
-        *(T *)p = v;
-        return;
-    }
-    for (unsigned k = 0; k < sizeof(T); k++)
-        p[k] = (unsigned char)(v >> (8 * k));
-}
 
 /* Bitmap word g of a byte bitmap of nbytes (the last word may be partial). */
 __device__ __forceinline__ uint32_t bitmap_word(const unsigned char *bm, uint64_t nbytes, uint64_t g)

@@ -59,6 +59,27 @@ int wsync_delta_cuda_bitmap_counts_fast(const unsigned char *bitmap, uint64_t n,
  * counts[b] + seg[b / WSYNC_DELTA_CUDA_SEG]. *total gets the sum. */
 int wsync_delta_cuda_scan_fast(unsigned long long *counts, uint64_t nblk, unsigned long long *seg,
                                unsigned long long *total, void *stream);
+/* Bytes of each version a block of the one-pass encoder takes at a time
+ * (delta_cuda_pass.cu: 256 threads x 4 loads x 16 bytes), or twice that. */
+#define WSYNC_DELTA_CUDA_CHUNK 16384u
+
+static inline uint64_t wsync_delta_cuda_chunks(uint64_t len, unsigned chunk)
+{
+    return (len + chunk - 1) / chunk;
+}
+
+/* The encoder in one pass over both versions (16-byte aligned; chunk
+ * WSYNC_DELTA_CUDA_CHUNK or twice it; pipe: the next chunk's loads in
+ * flight while a chunk is written): words as wsync_delta_cuda_mask's;
+ * the k-th changed element's value at vals + k*w and, for k < idx_fit, its
+ * index (iw bytes) at idx + k*iw; state[1] the changed count. state holds
+ * 2 + wsync_delta_cuda_chunks(n*w, chunk) words, zero at launch. */
+int wsync_delta_cuda_encode_pass(const void *base, const void *next, uint64_t n, unsigned w, unsigned chunk,
+                                 int pipe, uint32_t *words, unsigned long long *state, unsigned char *idx,
+                                 unsigned iw, uint64_t idx_fit, unsigned char *vals, void *stream);
+/* A wire's 32-byte header into device memory at dst (as a launch's
+ * argument: no staging of pageable host memory). */
+int wsync_delta_cuda_put_header(void *dst, const unsigned char *hdr, void *stream);
 /* Write the values of the set elements of next (and, with idx != NULL,
  * their indices of iw bytes; with bitmap != NULL, the wire's bitmap bytes)
  * at their offsets: offsets[b], plus seg[b / WSYNC_DELTA_CUDA_SEG] when seg

@@ -15,21 +15,51 @@
 
 #include "common/delta/delta_cuda.h"
 
+_Static_assert(WSYNC_DELTA_HEADER == 32, "wsync_delta_cuda_put_header writes 32 bytes");
+
 typedef struct scratch {
     uint32_t *words;
     unsigned long long *counts, *total, *flag, *seg; /* seg: the segment offsets, NULL under v1 */
 } scratch_t;
 
-/* The faster kernels (delta_cuda_fast.cu) run unless WSYNC_DELTA_GPU=v1
- * asks for the first ones (one-element loads, the scan in one block): both
- * give the host's wire byte for byte on the H200, the faster encode at 0.38x
- * of a D2D copy against 0.23x at 2% changed (bench/RESULTS.md). Read on
- * each call (cheap next to a kernel launch), so a bench sets old against
- * new in one run. */
+/* Which kernels encode (WSYNC_DELTA_GPU, read on each call, cheap next to
+ * a kernel launch, so a bench and a test set them in turn in one run):
+ * unset or "v3l", the one pass over both versions (delta_cuda_pass.cu) in
+ * chunks of 32 KiB, the fastest measured on the H200 (0.56x of a D2D copy
+ * at 2% changed, bf16; bench/RESULTS.md); "v3" in chunks of 16 KiB; "v4"
+ * and "v4l" the one pass with the next chunk's loads in flight while a
+ * chunk looks back and writes (checked on the H200, not yet timed); "v2"
+ * the compare, scans and gather of delta_cuda_fast.cu (0.38x); "v1" the
+ * first kernels (element loads, the scan in one block). Apply runs v2's
+ * kernels unless v1 is asked. The one pass needs both versions 16-byte
+ * aligned, else v2 runs. */
+typedef enum {
+    KERNELS_PIPE,
+    KERNELS_PIPE_LARGE,
+    KERNELS_PASS,
+    KERNELS_PASS_LARGE,
+    KERNELS_V2,
+    KERNELS_V1
+} kernels_t;
+
+static kernels_t kernels(void)
+{
+    static const char *const names[] = {"v4", "v4l", "v3", "v3l", "v2", "v1"};
+    const char *e = getenv("WSYNC_DELTA_GPU");
+    for (int k = 0; e != NULL && k < (int)(sizeof(names) / sizeof(names[0])); k++)
+        if (strcmp(e, names[k]) == 0)
+            return (kernels_t)k;
+    return KERNELS_PASS_LARGE;
+}
+
+static int one_pass(kernels_t k)
+{
+    return k == KERNELS_PIPE || k == KERNELS_PIPE_LARGE || k == KERNELS_PASS || k == KERNELS_PASS_LARGE;
+}
+
 static int use_v1(void)
 {
-    const char *e = getenv("WSYNC_DELTA_GPU");
-    return e != NULL && strcmp(e, "v1") == 0;
+    return kernels() == KERNELS_V1;
 }
 
 static size_t words_bytes(uint64_t n)
@@ -83,6 +113,77 @@ static wsync_status_t check_ptrs(const void *a, const void *b, size_t len, unsig
     return WSYNC_OK;
 }
 
+/* Compare, count and gather in one pass (delta_cuda_pass.cu): the values
+ * land where the bitmap form puts them (pay + bm), the indices where the
+ * pairs form does (pay), as many as fit below pay + bm, which is all of
+ * them whenever pairs is the smallest form (c * iw < bm); the bitmap words
+ * go to the scratch. *c gets the count. */
+static wsync_status_t pass_count(const void *base, const void *next, uint64_t n, unsigned width, kernels_t k,
+                                 unsigned char *pay, uint64_t bm, unsigned iw, void *scratch,
+                                 unsigned long long *c, cudaStream_t s)
+{
+    unsigned long long *state = (unsigned long long *)((char *)scratch + words_bytes(n));
+    unsigned chunk = WSYNC_DELTA_CUDA_CHUNK << (k == KERNELS_PIPE_LARGE || k == KERNELS_PASS_LARGE);
+    int pipe = k == KERNELS_PIPE || k == KERNELS_PIPE_LARGE;
+    uint64_t nstate = 2 + wsync_delta_cuda_chunks(n * width, chunk);
+    CU(cudaMemsetAsync(state, 0, nstate * sizeof(*state), s), "clear");
+    CU(wsync_delta_cuda_encode_pass(base, next, n, width, chunk, pipe, scratch, state, pay, iw, bm / iw, pay + bm, s),
+       "compare");
+    CU(cudaMemcpyAsync(c, state + 1, sizeof(*c), cudaMemcpyDeviceToHost, s), "count read-back");
+    CU(cudaStreamSynchronize(s), "compare");
+    return WSYNC_OK;
+}
+
+/* The one pass's wire in its chosen form: the bitmap copied in front of
+ * the values, or the values moved down behind the indices (through the
+ * scratch where the two overlap: c * w < len/32 + 8 for pairs, and the
+ * scratch holds at least len/8 bytes, wsync_delta_gpu_scratch). */
+static wsync_status_t pass_finish(const wsync_delta_stats_t *st, unsigned char *pay, uint64_t bm, unsigned iw,
+                                  void *scratch, cudaStream_t s)
+{
+    uint64_t moved = st->changed * st->width, to = st->changed * iw;
+    if (st->chosen == WSYNC_DELTA_BITMAP)
+        CU(cudaMemcpyAsync(pay, scratch, bm, cudaMemcpyDeviceToDevice, s), "bitmap");
+    else if (st->chosen == WSYNC_DELTA_PAIRS && moved > 0 && to + moved <= bm)
+        CU(cudaMemcpyAsync(pay + to, pay + bm, moved, cudaMemcpyDeviceToDevice, s), "values");
+    else if (st->chosen == WSYNC_DELTA_PAIRS && moved > 0) {
+        CU(cudaMemcpyAsync(scratch, pay + bm, moved, cudaMemcpyDeviceToDevice, s), "values");
+        CU(cudaMemcpyAsync(pay + to, scratch, moved, cudaMemcpyDeviceToDevice, s), "values");
+    }
+    return WSYNC_OK;
+}
+
+/* The earlier kernels: compare and scan, read the count back, then gather
+ * the chosen form's values (and indices or bitmap) reading next again. */
+static wsync_status_t multi_count(const void *base, const void *next, uint64_t n, unsigned width, scratch_t sc,
+                                  unsigned long long *c, cudaStream_t s)
+{
+    if (sc.seg == NULL) {
+        CU(wsync_delta_cuda_mask(base, next, n, width, sc.words, sc.counts, s), "compare");
+        CU(wsync_delta_cuda_scan(sc.counts, wsync_delta_cuda_blocks(n), sc.total, s), "scan");
+    } else {
+        CU(wsync_delta_cuda_mask_fast(base, next, n, width, sc.words, sc.counts, s), "compare");
+        CU(wsync_delta_cuda_scan_fast(sc.counts, wsync_delta_cuda_blocks(n), sc.seg, sc.total, s), "scan");
+    }
+    CU(cudaMemcpyAsync(c, sc.total, sizeof(*c), cudaMemcpyDeviceToHost, s), "count read-back");
+    CU(cudaStreamSynchronize(s), "compare and scan");
+    return WSYNC_OK;
+}
+
+static wsync_status_t multi_finish(const wsync_delta_stats_t *st, const void *next, unsigned char *pay,
+                                   uint64_t bm, unsigned iw, scratch_t sc, cudaStream_t s)
+{
+    uint64_t n = st->elems, c = st->changed;
+    unsigned width = st->width;
+    if (st->chosen == WSYNC_DELTA_BITMAP)
+        CU(wsync_delta_cuda_compact(next, n, width, sc.words, sc.counts, sc.seg, pay, NULL, 0, pay + bm, s),
+           "gather");
+    else if (st->chosen == WSYNC_DELTA_PAIRS)
+        CU(wsync_delta_cuda_compact(next, n, width, sc.words, sc.counts, sc.seg, NULL, pay, iw, pay + c * iw, s),
+           "gather");
+    return WSYNC_OK;
+}
+
 wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t len, unsigned width, void *out,
                                       size_t cap, size_t *out_len, wsync_delta_stats_t *st, void *scratch,
                                       void *stream)
@@ -91,9 +192,9 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
     unsigned char hdr[WSYNC_DELTA_HEADER], *o = out, *pay = o + WSYNC_DELTA_HEADER;
     unsigned long long c = 0;
     wsync_delta_stats_t local;
+    kernels_t k = kernels();
     uint64_t n, bm, payload;
     unsigned iw;
-    scratch_t sc;
     wsync_status_t rc = check_ptrs(base, next, len, width);
     if (rc != WSYNC_OK)
         return rc;
@@ -105,37 +206,27 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
     n = len / width;
     bm = (n + 7) / 8;
     iw = n > (uint64_t)UINT32_MAX + 1 ? 8 : 4;
-    sc = carve(scratch, n);
-    if (sc.seg == NULL) {
-        CU(wsync_delta_cuda_mask(base, next, n, width, sc.words, sc.counts, s), "compare");
-        CU(wsync_delta_cuda_scan(sc.counts, wsync_delta_cuda_blocks(n), sc.total, s), "scan");
-    } else {
-        CU(wsync_delta_cuda_mask_fast(base, next, n, width, sc.words, sc.counts, s), "compare");
-        CU(wsync_delta_cuda_scan_fast(sc.counts, wsync_delta_cuda_blocks(n), sc.seg, sc.total, s), "scan");
-    }
-    CU(cudaMemcpyAsync(&c, sc.total, sizeof(c), cudaMemcpyDeviceToHost, s), "count read-back");
-    CU(cudaStreamSynchronize(s), "compare and scan");
+    if (one_pass(k) && ((uintptr_t)base % 16 != 0 || (uintptr_t)next % 16 != 0))
+        k = KERNELS_V2;
+    if (n > 0 && one_pass(k))
+        rc = pass_count(base, next, n, width, k, pay, bm, iw, scratch, &c, s);
+    else if (n > 0)
+        rc = multi_count(base, next, n, width, carve(scratch, n), &c, s);
+    if (rc != WSYNC_OK)
+        return rc;
     if (st == NULL)
         st = &local;
     wsync_delta_stats_from(n, c, width, st);
-    switch (st->chosen) {
-    case WSYNC_DELTA_FULL:
+    if (st->chosen == WSYNC_DELTA_FULL)
         CU(cudaMemcpyAsync(pay, next, len, cudaMemcpyDeviceToDevice, s), "full copy");
-        payload = len;
-        iw = 0;
-        break;
-    case WSYNC_DELTA_BITMAP:
-        CU(wsync_delta_cuda_compact(next, n, width, sc.words, sc.counts, sc.seg, pay, NULL, 0, pay + bm, s),
-           "gather");
-        payload = bm + c * width;
-        iw = 0;
-        break;
-    default:
-        CU(wsync_delta_cuda_compact(next, n, width, sc.words, sc.counts, sc.seg, NULL, pay, iw, pay + c * iw, s),
-           "gather");
-        payload = c * (iw + width);
-        break;
-    }
+    else if (n > 0 && one_pass(k))
+        rc = pass_finish(st, pay, bm, iw, scratch, s);
+    else if (n > 0)
+        rc = multi_finish(st, next, pay, bm, iw, carve(scratch, n), s);
+    if (rc != WSYNC_OK)
+        return rc;
+    payload = st->bytes[st->chosen] - WSYNC_DELTA_HEADER;
+    iw = st->chosen == WSYNC_DELTA_PAIRS ? iw : 0;
     wsync_put32(hdr, WSYNC_DELTA_MAGIC);
     hdr[4] = (unsigned char)st->chosen;
     hdr[5] = (unsigned char)width;
@@ -144,7 +235,7 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
     wsync_put64(hdr + 8, len);
     wsync_put64(hdr + 16, c);
     wsync_put64(hdr + 24, payload);
-    CU(cudaMemcpyAsync(o, hdr, sizeof(hdr), cudaMemcpyHostToDevice, s), "header");
+    CU(wsync_delta_cuda_put_header(o, hdr, s), "header");
     CU(cudaStreamSynchronize(s), "gather");
     *out_len = WSYNC_DELTA_HEADER + payload;
     return WSYNC_OK;

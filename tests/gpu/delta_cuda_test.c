@@ -83,7 +83,7 @@ static void one(size_t n, unsigned w, int permille)
     CHECK(memcmp(back, next, len) == 0);
     if (test_case_failed_)
         fprintf(stderr, "  (n %zu, width %u, density %d/1000, form %s, kernels %s)\n", n, w, permille,
-                wsync_delta_form_name(hs.chosen), strcmp(getenv("WSYNC_DELTA_GPU"), "v2") == 0 ? "v2" : "v1");
+                wsync_delta_form_name(hs.chosen), getenv("WSYNC_DELTA_GPU"));
     dev_free(&d);
     free(base), free(next), free(hw), free(gw), free(back);
 }
@@ -92,14 +92,19 @@ static void one(size_t n, unsigned w, int permille)
 static void test_same_wire_as_host(void)
 {
 #if WSYNC_HAVE_CUDA
-    /* 9000011 at width 1 is 4395 tiles: three segments of the scan. */
+    /* 9000011 at width 1 is 4395 tiles: three segments of the scan; 550
+     * chunks of the one pass at 16 KiB, look-backs past many windows. */
     static const size_t counts[] = {1, 31, 33, 1000, 2049, 65537, 1000003, 9000011};
     static const unsigned widths[] = {1, 2, 4, 8};
     static const int permilles[] = {0, -1, 20, 500, 1000};
     if (ngpu == 0)
         SKIP("no CUDA device");
-    for (int v1 = 0; v1 < 2; v1++) { /* the faster kernels (WSYNC_DELTA_GPU=v2), then the first (v1) */
-        setenv("WSYNC_DELTA_GPU", v1 ? "v1" : "v2", 1);
+    /* Every encoder (WSYNC_DELTA_GPU): the one pass with and without the
+     * next chunk's loads overlapped, in chunks of 16 and 32 KiB, then v2's
+     * and v1's kernels (their decoders with them). */
+    static const char *const kernels[] = {"v4", "v4l", "v3", "v3l", "v2", "v1"};
+    for (int k = 0; k < 6; k++) {
+        setenv("WSYNC_DELTA_GPU", kernels[k], 1);
         for (size_t a = 0; a < sizeof(counts) / sizeof(counts[0]); a++)
             for (size_t b = 0; b < 4; b++)
                 for (size_t c = 0; c < 5; c++)
