@@ -120,13 +120,13 @@ static int auto_wants(const fetch_t *f)
  * layout and targets held here, older than the one pulled, whose bytes
  * stay readable (wsync's own images, host or GPU memory, no caller
  * tensors, no FP8 bands quantized here), straight from the trainers, with
- * digests to check against. */
+ * digests to check against (an identity node: the record's, not late). */
 static int may_ask(const fetch_t *f)
 {
     const wsync_receiver_t *r = f->p.r;
     if (wsync_setting_int(WSYNC_SET_DELTA) == 2) /* auto | on | off */
         return 0;
-    if (f->ver.digests == NULL || f->dm || r->sparse || r->gpu_sparse || r->cfg.ndests > 0 ||
+    if ((f->identity && f->ver.digests == NULL) || f->dm || r->sparse || r->gpu_sparse || r->cfg.ndests > 0 ||
         f->p.relay.id[0] != '\0')
         return 0;
     if (r->held_version == 0 || r->held_version >= f->p.v || r->held == NULL ||
