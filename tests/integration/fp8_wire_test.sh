@@ -203,10 +203,10 @@ bg "$WSYNC" serve --listen "127.0.0.1:$port" 2>"$TMP/serve7.log"
 if wait_http "$URL/healthz"; then
     P7=()
     for r in 0 1; do
-        "$WSYNC" engine --control "$URL" --engine f8d --local-rank $r --local-world 2 --tp 2 --rules "$RULES" \
+        WSYNC_LOG=info "$WSYNC" engine --control "$URL" --engine f8d --local-rank $r --local-world 2 --tp 2 --rules "$RULES" \
             --mode staged --transport tcp --versions 3 --timeout-ms 60000 --dump "$TMP/d7" >"$TMP/f8d$r.log" 2>&1 &
         WSYNC_PIDS+=($!); P7+=($!)
-        "$WSYNC" engine --control "$URL" --engine bfd --local-rank $r --local-world 2 --tp 2 --mode staged \
+        WSYNC_LOG=info "$WSYNC" engine --control "$URL" --engine bfd --local-rank $r --local-world 2 --tp 2 --mode staged \
             --transport tcp --versions 3 --timeout-ms 60000 --dump "$TMP/d7" >"$TMP/bfd$r.log" 2>&1 &
         WSYNC_PIDS+=($!); P7+=($!)
     done
