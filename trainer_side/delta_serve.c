@@ -337,8 +337,8 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
         wl = e->len + WSYNC_DELTA_HEADER; /* full */
     } else if (st == WSYNC_OK) { /* on a GPU the kernels read both versions, the wire comes to host memory */
         out = malloc(cap);
-        WSYNC_CHECK_ALLOC(out);
-        st = wsync_delta_mem_encode(p->mem, &dc->dev, bp, np, e->len, width, out, cap, &wl);
+        st = out ? wsync_delta_mem_encode(p->mem, &dc->dev, bp, np, e->len, width, out, cap, &wl)
+                 : wsync_error(WSYNC_ERR_NOMEM, "out of memory for a delta wire");
     }
     if (tmp)
         p->mem->free(tmp);
