@@ -7,9 +7,11 @@
 # twice, WSYNC_DELTA=off then on; per version: publish -> ready (trainer rank
 # 0's "publish started" to the node's ready report, WSYNC_TRACE lines on one
 # clock) and the bytes on the wire (the engine's per-version line with
-# deltas; the image without). Prints both and the ratios.
+# deltas; the image without). Prints both and the ratios. With --tp T the
+# node holds TP slices (targets: the vLLM rules over its local ranks), and
+# its deltas go by put; "of the image" is then of the node's puts.
 #
-#   bash bench/delta_netns_bench.sh [--rate 1gbit] [--versions 11] [--chunk 4M] [--local-ranks 1]
+#   bash bench/delta_netns_bench.sh [--rate 1gbit] [--versions 11] [--chunk 4M] [--local-ranks 1] [--tp T]
 #        [--hidden 768] [--intermediate 2048] [--layers 6] [--vocab 16384] [--lr 1e-6]
 #        [--dir DIR]   (versions already written by adamw_versions.py: reused)
 #
@@ -19,20 +21,21 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/tests/integration/lib.sh"
 source "$ROOT/tests/integration/netns.sh"
 
-RATE=1gbit V=11 CHUNK=4M L=1 HID=768 INTER=2048 LAYERS=6 VOCAB=16384 LR=1e-6 DIR=
+RATE=1gbit V=11 CHUNK=4M L=1 TP=() HID=768 INTER=2048 LAYERS=6 VOCAB=16384 LR=1e-6 DIR=
 while [ $# -gt 0 ]; do
     case $1 in
     --rate) RATE=$2; shift 2 ;;
     --versions) V=$2; shift 2 ;;
     --chunk) CHUNK=$2; shift 2 ;;
     --local-ranks) L=$2; shift 2 ;;
+    --tp) TP=(--tp "$2"); shift 2 ;;
     --hidden) HID=$2; shift 2 ;;
     --intermediate) INTER=$2; shift 2 ;;
     --layers) LAYERS=$2; shift 2 ;;
     --vocab) VOCAB=$2; shift 2 ;;
     --lr) LR=$2; shift 2 ;;
     --dir) DIR=$2; shift 2 ;;
-    *) echo "usage: $0 [--rate R] [--versions V] [--chunk SIZE] [--local-ranks L] [--hidden H] [--intermediate I] [--layers N] [--vocab N] [--lr LR] [--dir DIR]" >&2
+    *) echo "usage: $0 [--rate R] [--versions V] [--chunk SIZE] [--local-ranks L] [--tp T] [--hidden H] [--intermediate I] [--layers N] [--vocab N] [--lr LR] [--dir DIR]" >&2
        exit 2 ;;
     esac
 done
@@ -63,7 +66,7 @@ run() {
     ip netns exec "$CNS" bash -c "$(declare -f wait_http); wait_http $url/healthz" || { echo "no control endpoint" >&2; return 1; }
     for ((r = 0; r < L; r++)); do
         ip netns exec "$ENS" env WSYNC_TRACE=1 WSYNC_LOG=info WSYNC_DELTA=$mode "$WSYNC" engine --control "$url" \
-            --engine n0 --local-rank $r --local-world "$L" --versions "$V" --transport tcp --bind "$EIP" \
+            --engine n0 --local-rank $r --local-world "$L" "${TP[@]}" --versions "$V" --transport tcp --bind "$EIP" \
             --timeout-ms 600000 >"$TMP/$mode-e$r.log" 2>&1 &
         pids+=($!); WSYNC_PIDS+=($!)
     done
@@ -78,7 +81,7 @@ run() {
     sleep 0.5
 }
 
-echo "delta_netns_bench: trainer host (2 ranks) on a $RATE link, 1 engine node of $L rank(s), chunks of $CHUNK, versions 2..$V timed"
+echo "delta_netns_bench: trainer host (2 ranks) on a $RATE link, 1 engine node of $L rank(s) ${TP[*]}, chunks of $CHUNK, versions 2..$V timed"
 run off >"$TMP/off.txt"
 run auto >"$TMP/on.txt"
 "$PY" - "$TMP/off.txt" "$TMP/on.txt" <<'PY'

@@ -1,8 +1,10 @@
-/* delta_land.c: delta pulls on a whole-image engine rank (delta_land.h).
- * Each trainer rank gets its own part of one staging region (a quarter of
- * the bytes it owes this rank, rounded up: a delta pays below that, and a
- * wire that does not fit goes full); its wires land there back to back and
- * its answer says where each one is. */
+/* delta_land.c: delta pulls on an engine rank (delta_land.h), by the puts
+ * of the node plan: the whole image's (put i is piece i) or a node of
+ * targets' (TP/EP slices, FP8 codes and scales). Each trainer rank gets its
+ * own part of one staging region (a quarter of the bytes it owes this rank,
+ * rounded up: a delta pays below that, and a wire that does not fit goes
+ * full); its wires land there back to back and its answer says where each
+ * one is. */
 #include "engine_side/delta_land.h"
 
 #include <stdio.h>
@@ -20,7 +22,9 @@
 #include "common/proto/pull_request.h"
 #include "engine_side/plan_choice.h"
 
-enum { P_LANDED = 1, P_PLACED = 2, P_APPLIED = 4, P_BAD = 8 }; /* P_BAD: its wire was refused */
+/* P_BAD: its wire was refused; P_DIG: the answer gave its digest; P_WRONG:
+ * applied, its bytes differ from that digest (a node verifying by segments) */
+enum { P_LANDED = 1, P_PLACED = 2, P_APPLIED = 4, P_BAD = 8, P_DIG = 16, P_WRONG = 32 };
 
 typedef struct delta_reg {
     recv_transport_t *rt;
@@ -39,9 +43,10 @@ struct recv_delta {
     uint64_t *area_at, *area_len; /* [world]: each trainer rank's part of the stage */
     delta_reg_t reg[RECV_MAX_TRANSPORTS];
     int nreg;
-    unsigned char *state;    /* [npieces] P_* */
-    uint64_t *wlen;          /* [npieces]: the wire's length as it landed */
-    uint64_t *wat, *wbytes;  /* [npieces]: where the answer placed it */
+    unsigned char *state;    /* [nputs] P_* */
+    uint64_t *wlen;          /* [nputs]: the wire's length as it landed */
+    uint64_t *wat, *wbytes;  /* [nputs]: where the answer placed it */
+    uint64_t *wdig;          /* [nputs]: the digest of its new bytes the answer gave */
     unsigned char *taken;    /* [world]: its answer read */
     recv_request_t *refetch; /* [world]: pieces asked again in full */
     unsigned char *want;     /* [world * chunk_bytes]: chunks to ask again */
@@ -66,6 +71,7 @@ static void delta_free(recv_delta_t *d)
     free(d->wlen);
     free(d->wat);
     free(d->wbytes);
+    free(d->wdig);
     free(d->taken);
     free(d->refetch);
     free(d->want);
@@ -111,50 +117,53 @@ static int auto_wants(const fetch_t *f)
 }
 
 /* Whether this attempt may ask for deltas: a verified version of the same
- * layout held here, older than the one pulled, whose bytes stay readable
- * (wsync's own images, host or GPU memory, no caller tensors), straight
- * from the trainers, with digests to check against. */
+ * layout and targets held here, older than the one pulled, whose bytes
+ * stay readable (wsync's own images, host or GPU memory, no caller
+ * tensors, no FP8 bands quantized here), straight from the trainers, with
+ * digests to check against (an identity node: the record's, not late). */
 static int may_ask(const fetch_t *f)
 {
     const wsync_receiver_t *r = f->p.r;
     if (wsync_setting_int(WSYNC_SET_DELTA) == 2) /* auto | on | off */
         return 0;
-    if (f->ver.digests == NULL || f->dm || r->sparse || r->gpu_sparse || r->cfg.ndests > 0 ||
+    if ((f->identity && f->ver.digests == NULL) || f->dm || r->sparse || r->gpu_sparse || r->cfg.ndests > 0 ||
         f->p.relay.id[0] != '\0')
         return 0;
     if (r->held_version == 0 || r->held_version >= f->p.v || r->held == NULL ||
-        strcmp(r->held->layout_digest, f->p.sl->layout_digest) != 0)
+        strcmp(r->held->layout_digest, f->p.sl->layout_digest) != 0 || r->held_tl != f->tl ||
+        (f->tl && f->tl->naux > 0))
         return 0;
     if (f->p.slot != r->cur_slot && r->nslots != 2)
         return 0;
     return wsync_setting_int(WSYNC_SET_DELTA) != 0 || r->links == NULL || auto_wants(f);
 }
 
-/* Test hook: flip one byte of a piece of the held version, once per
- * process, so the next delta pull applies a wire to a wrong base. */
+/* Test hook: flip one byte of put N of the node plan (the whole image:
+ * piece N) in the held version, once per process, on the rank it lands
+ * on, so the next delta pull applies a wire to a wrong base. */
 static void corrupt_held(const fetch_t *f, char *held)
 {
     static int done;
     long long i = wsync_fault(WSYNC_FAULT_CORRUPT_HELD);
     const wsync_mem_ops_t *mem = f->p.r->mem;
-    const wsync_piece_t *pc;
+    const wsync_tput_t *pu;
     char *at, b;
-    if (i < 0 || done || (uint64_t)i >= f->plan->npieces)
+    if (i < 0 || done || (uint64_t)i >= f->np->nputs)
         return;
-    pc = &f->plan->pieces[i];
-    if (!recv_pull_is_mine(&f->p, pc->chunk) || pc->len == 0)
+    pu = &f->np->puts[i];
+    if (!recv_pull_is_mine(&f->p, pu->chunk) || pu->len == 0)
         return;
     done = 1;
-    at = held + pc->offset + pc->len / 2; /* host memory or the GPU's */
+    at = held + pu->dst_off + pu->len / 2; /* host memory or the GPU's */
     if (mem->copy(&b, at, 1) != WSYNC_OK || (b ^= 0x01, mem->copy(at, &b, 1)) != WSYNC_OK)
         return;
-    LOG_WARN("test hook: engine %s rank %d flipped a byte of piece %lld of version %llu, the base it holds",
-             f->p.r->engine_id, f->p.me, i, (unsigned long long)f->p.r->held_version);
+    LOG_WARN("test hook: engine %s rank %d flipped a byte of %s %lld of version %llu, the base it holds",
+             f->p.r->engine_id, f->p.me, f->tl ? "put" : "piece", i, (unsigned long long)f->p.r->held_version);
 }
 
 wsync_status_t recv_delta_begin(fetch_t *f)
 {
-    const wsync_plan_t *plan = f->plan;
+    const wsync_node_plan_t *np = f->np;
     wsync_receiver_t *r = f->p.r;
     recv_delta_t *d;
     uint64_t at = 0;
@@ -164,29 +173,30 @@ wsync_status_t recv_delta_begin(fetch_t *f)
         return WSYNC_OK;
     d = calloc(1, sizeof(*d));
     WSYNC_CHECK_ALLOC(d);
-    d->chunk_bytes = ((size_t)plan->nchunks + 7) / 8;
-    d->area_at = calloc((size_t)plan->world, sizeof(*d->area_at));
-    d->area_len = calloc((size_t)plan->world, sizeof(*d->area_len));
-    d->state = calloc(plan->npieces + 1, 1);
-    d->wlen = calloc(plan->npieces + 1, sizeof(*d->wlen));
-    d->wat = calloc(plan->npieces + 1, sizeof(*d->wat));
-    d->wbytes = calloc(plan->npieces + 1, sizeof(*d->wbytes));
-    d->taken = calloc((size_t)plan->world, 1);
-    d->refetch = calloc((size_t)plan->world, sizeof(*d->refetch));
-    d->want = calloc((size_t)plan->world * d->chunk_bytes + 1, 1);
-    d->pending = calloc((size_t)plan->world, 1);
-    d->failing = calloc((size_t)plan->world, 1);
-    if (!d->failing || !d->area_at || !d->area_len || !d->state || !d->wlen || !d->wat || !d->wbytes ||
+    d->chunk_bytes = ((size_t)np->nchunks + 7) / 8;
+    d->area_at = calloc((size_t)f->p.world, sizeof(*d->area_at));
+    d->area_len = calloc((size_t)f->p.world, sizeof(*d->area_len));
+    d->state = calloc(np->nputs + 1, 1);
+    d->wlen = calloc(np->nputs + 1, sizeof(*d->wlen));
+    d->wat = calloc(np->nputs + 1, sizeof(*d->wat));
+    d->wbytes = calloc(np->nputs + 1, sizeof(*d->wbytes));
+    d->wdig = calloc(np->nputs + 1, sizeof(*d->wdig));
+    d->taken = calloc((size_t)f->p.world, 1);
+    d->refetch = calloc((size_t)f->p.world, sizeof(*d->refetch));
+    d->want = calloc((size_t)f->p.world * d->chunk_bytes + 1, 1);
+    d->pending = calloc((size_t)f->p.world, 1);
+    d->failing = calloc((size_t)f->p.world, 1);
+    if (!d->failing || !d->area_at || !d->area_len || !d->state || !d->wlen || !d->wat || !d->wbytes || !d->wdig ||
         !d->taken || !d->refetch || !d->want || !d->pending) {
         delta_free(d);
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     }
-    for (t = 0; t < plan->world; t++) {
+    for (t = 0; t < f->p.world; t++) {
         uint64_t owed = 0;
-        for (i = 0; i < plan->rank_npieces[t]; i++) {
-            const wsync_piece_t *pc = &plan->pieces[plan->rank_pieces[t][i]];
-            if (recv_pull_is_mine(&f->p, pc->chunk))
-                owed += pc->len;
+        for (i = 0; i < np->rank_nputs[t]; i++) {
+            const wsync_tput_t *pu = &np->puts[np->rank_puts[t][i]];
+            if (recv_pull_is_mine(&f->p, pu->chunk))
+                owed += pu->len;
         }
         d->area_at[t] = at;
         d->area_len[t] = owed ? ((owed / 4 + 4095) & ~4095ULL) + 4096 : 0;
@@ -261,68 +271,84 @@ wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *m
     return WSYNC_OK;
 }
 
-/* Ask trainer rank t again for every piece of chunk c, in full (sent by
+/* Ask trainer rank t again for every put of chunk c, in full (sent by
  * recv_delta_poll): they count as missing again. */
 static void refetch(fetch_t *f, uint32_t c, int t)
 {
     recv_delta_t *d = f->delta;
-    uint32_t i;
-    for (i = f->plan->chunk_first[c]; i < f->plan->chunk_first[c + 1]; i++)
-        if (f->plan->pieces[i].src_rank == t) {
+    const wsync_tchunk_t *ch = &f->np->chunks[c];
+    size_t i;
+    for (i = ch->first_put; i < ch->first_put + ch->nputs; i++)
+        if (f->np->puts[i].src_rank == t) {
             f->p.remaining[c]++;
             d->state[i] = 0;
-            d->refetch_bytes += f->plan->pieces[i].len;
+            d->refetch_bytes += f->np->puts[i].len;
         }
     d->want[(size_t)t * d->chunk_bytes + c / 8] |= (unsigned char)(1u << (c % 8));
     d->pending[t] = 1;
 }
 
-/* Piece i's wire landed and placed: onto the base's bytes (copied from the
+/* A node verifying by segments: 1 if put i's bytes, applied, are not the
+ * ones the trainer's digest names (or it gave none). */
+static int wrong_bytes(const fetch_t *f, uint32_t i, const char *dst)
+{
+    const recv_delta_t *d = f->delta;
+    const wsync_tput_t *pu = &f->np->puts[i];
+    uint64_t sum = 0;
+    if (!(d->state[i] & P_DIG) || d->mem->digest_sum(dst, pu->len, pu->dst_off, &sum) != WSYNC_OK)
+        return 1;
+    return wsync_digest_final(sum, pu->len, pu->dst_off) != d->wdig[i];
+}
+
+/* Put i's wire landed and placed: onto the base's bytes (copied from the
  * held slot when staged), then it counts as landed. */
 static wsync_status_t apply(fetch_t *f, uint32_t i)
 {
     recv_delta_t *d = f->delta;
-    const wsync_piece_t *pc = &f->plan->pieces[i];
-    const int t = pc->src_rank;
-    char *dst = f->image + pc->offset;
+    const wsync_tput_t *pu = &f->np->puts[i];
+    const int t = pu->src_rank;
+    char *dst = f->image + pu->dst_off;
     wsync_status_t st = WSYNC_ERR_FORMAT;
     if (d->wlen[i] == d->wbytes[i]) {
-        st = d->staged ? d->mem->copy(dst, d->held + pc->offset, pc->len) : WSYNC_OK;
+        st = d->staged ? d->mem->copy(dst, d->held + pu->dst_off, pu->len) : WSYNC_OK;
         if (st == WSYNC_OK)
-            st = wsync_delta_mem_apply(d->mem, &d->dev, dst, pc->len, d->stage + d->area_at[t] + d->wat[i],
+            st = wsync_delta_mem_apply(d->mem, &d->dev, dst, pu->len, d->stage + d->area_at[t] + d->wat[i],
                                        d->wbytes[i]);
     } else {
         wsync_error(st, "%llu bytes landed, the answer says %llu", (unsigned long long)d->wlen[i],
                     (unsigned long long)d->wbytes[i]);
     }
     if (st != WSYNC_OK) /* it counts as landed; its chunk's check asks for it again (recv_delta_verify) */
-        LOG_WARN("engine %s rank %d: piece %u (trainer rank %d) of version %llu: its delta wire from version %llu "
+        LOG_WARN("engine %s rank %d: %s %u (trainer rank %d) of version %llu: its delta wire from version %llu "
                  "was refused (%s): re-fetching it in full",
-                 f->p.r->engine_id, f->p.me, i, t, (unsigned long long)f->p.v, (unsigned long long)d->base,
-                 wsync_last_error());
-    d->state[i] = P_APPLIED | (st != WSYNC_OK ? P_BAD : 0);
-    f->ver.has_put_sum[i] = 0; /* no put sum covers it: its chunk takes a digest pass */
+                 f->p.r->engine_id, f->p.me, f->p.ops->unit1, i, t, (unsigned long long)f->p.v,
+                 (unsigned long long)d->base, wsync_last_error());
+    d->state[i] = (d->state[i] & P_DIG) | P_APPLIED | (st != WSYNC_OK ? P_BAD : 0);
+    if (f->identity)
+        f->ver.has_put_sum[i] = 0; /* no put sum covers it: its chunk takes a digest pass */
+    else if (st == WSYNC_OK && wrong_bytes(f, i, dst))
+        d->state[i] |= P_WRONG; /* said and asked again when its chunk is in (recv_delta_verify) */
     if (st == WSYNC_OK) {
         d->ndelta++;
         d->wire_bytes += d->wbytes[i];
-        d->piece_bytes += pc->len;
+        d->piece_bytes += pu->len;
     }
     f->p.last_landed = wsync_now_ns();
-    if (--f->p.remaining[pc->chunk] > 0)
+    if (--f->p.remaining[pu->chunk] > 0)
         return WSYNC_OK;
-    return f->p.ops->chunk_landed(&f->p, pc->chunk);
+    return f->p.ops->chunk_landed(&f->p, pu->chunk);
 }
 
 wsync_status_t recv_delta_landed(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp)
 {
     fetch_t *f = container_of(p, fetch_t, p);
     recv_delta_t *d = f->delta;
-    const wsync_piece_t *pc = d && id < f->plan->npieces ? &f->plan->pieces[id] : NULL;
-    if (pc == NULL || !recv_pull_is_mine(p, pc->chunk) || p->remaining[pc->chunk] == 0 ||
-        (d->state[id] & (P_LANDED | P_APPLIED)) || cp->len > pc->len || cp->len < WSYNC_DELTA_HEADER ||
-        (d->taken[pc->src_rank] && !(d->state[id] & P_PLACED)))
-        return wsync_error(WSYNC_ERR_PEER, "unexpected delta wire of piece %u (%llu bytes) from trainer rank %d",
-                           id, (unsigned long long)cp->len, cp->peer);
+    const wsync_tput_t *pu = d && id < f->np->nputs ? &f->np->puts[id] : NULL;
+    if (pu == NULL || !recv_pull_is_mine(p, pu->chunk) || p->remaining[pu->chunk] == 0 ||
+        (d->state[id] & (P_LANDED | P_APPLIED)) || cp->len > pu->len || cp->len < WSYNC_DELTA_HEADER ||
+        (d->taken[pu->src_rank] && !(d->state[id] & P_PLACED)))
+        return wsync_error(WSYNC_ERR_PEER, "unexpected delta wire of %s %u (%llu bytes) from trainer rank %d",
+                           p->ops->unit1, id, (unsigned long long)cp->len, cp->peer);
     d->state[id] |= P_LANDED;
     d->wlen[id] = cp->len;
     return d->state[id] & P_PLACED ? apply(f, id) : WSYNC_OK;
@@ -333,35 +359,36 @@ static wsync_status_t take(fetch_t *f, int t)
 {
     recv_delta_t *d = f->delta;
     const wsync_pull_reply_t *rp = &f->p.reqs[t].reply;
-    const wsync_plan_t *plan = f->plan;
+    const wsync_node_plan_t *np = f->np;
     size_t k;
     d->taken[t] = 1;
     d->nkept += rp->has_base && rp->base == d->base;
     for (k = 0; k < rp->ndeltas; k++) {
         const wsync_pull_delta_t *e = &rp->deltas[k];
         const uint32_t i = e->piece;
-        if (i >= plan->npieces || plan->pieces[i].src_rank != t ||
-            !recv_pull_is_mine(&f->p, plan->pieces[i].chunk) || (d->state[i] & (P_PLACED | P_APPLIED)) ||
-            e->bytes > plan->pieces[i].len || e->at + e->bytes > d->area_len[t]) {
+        if (i >= np->nputs || np->puts[i].src_rank != t || !recv_pull_is_mine(&f->p, np->puts[i].chunk) ||
+            (d->state[i] & (P_PLACED | P_APPLIED)) || e->bytes > np->puts[i].len ||
+            e->at + e->bytes > d->area_len[t]) {
             char what[200];
             snprintf(what, sizeof(what),
-                     "trainer rank %d answered a delta wire of piece %u (%llu bytes at %llu) that it does not owe "
+                     "trainer rank %d answered a delta wire of %s %u (%llu bytes at %llu) that it does not owe "
                      "this rank",
-                     t, i, (unsigned long long)e->bytes, (unsigned long long)e->at);
+                     t, f->p.ops->unit1, i, (unsigned long long)e->bytes, (unsigned long long)e->at);
             return recv_pull_fail(&f->p, WSYNC_ERR_PEER, what);
         }
-        d->state[i] |= P_PLACED;
+        d->state[i] |= P_PLACED | (e->has_digest ? P_DIG : 0);
         d->wat[i] = e->at;
         d->wbytes[i] = e->bytes;
+        d->wdig[i] = e->digest;
         if (d->state[i] & P_LANDED)
             WSYNC_CHECK(apply(f, i));
     }
-    for (k = 0; k < plan->rank_npieces[t]; k++) { /* a wire it put, not in its answer */
-        const uint32_t i = plan->rank_pieces[t][k];
+    for (k = 0; k < np->rank_nputs[t]; k++) { /* a wire it put, not in its answer */
+        const uint32_t i = np->rank_puts[t][k];
         if ((d->state[i] & (P_LANDED | P_PLACED)) == P_LANDED) {
             char what[200];
-            snprintf(what, sizeof(what),
-                     "trainer rank %d put a delta wire of piece %u that its answer does not list", t, i);
+            snprintf(what, sizeof(what), "trainer rank %d put a delta wire of %s %u that its answer does not list",
+                     t, f->p.ops->unit1, i);
             return recv_pull_fail(&f->p, WSYNC_ERR_PEER, what);
         }
     }
@@ -374,19 +401,16 @@ static wsync_status_t send_refetch(fetch_t *f, int t)
     recv_delta_t *d = f->delta;
     wsync_receiver_t *r = f->p.r;
     recv_request_t *q = &d->refetch[t];
-    wsync_pull_request_t pr;
     recv_transport_t *rt;
+    json_t *msg = NULL;
     if (q->started && !recv_request_done(q))
         return WSYNC_OK;
     if (recv_request_failed(q))
         return recv_pull_fail(&f->p, q->status, q->error);
     recv_request_end(q);
     WSYNC_CHECK(recv_transport_ensure(r, f->p.tnames[t], &rt));
-    recv_pull_request_init(&pr, r, f->p.v, f->p.reqid, rt, f->p.slot, f->p.sl->layout_digest, f->p.deadline);
-    pr.chunks = d->want + (size_t)t * d->chunk_bytes;
-    pr.chunk_bytes = d->chunk_bytes;
-    WSYNC_CHECK(recv_request_start(q, &r->pull_conns, &r->auth, t, f->p.addrs[t], wsync_pull_request_to_json(&pr),
-                                   f->p.deadline));
+    WSYNC_CHECK(fetch_request_msg(f, t, rt, d->want + (size_t)t * d->chunk_bytes, &msg));
+    WSYNC_CHECK(recv_request_start(q, &r->pull_conns, &r->auth, t, f->p.addrs[t], msg, f->p.deadline));
     memset(d->want + (size_t)t * d->chunk_bytes, 0, d->chunk_bytes);
     d->pending[t] = 0;
     return WSYNC_OK;
@@ -398,7 +422,7 @@ wsync_status_t recv_delta_poll(fetch_t *f, int *progressed)
     int t;
     if (d == NULL)
         return WSYNC_OK;
-    for (t = 0; t < f->plan->world; t++) {
+    for (t = 0; t < f->p.world; t++) {
         const recv_request_t *q = &f->p.reqs[t];
         if (!d->taken[t] && q->started && recv_request_done(q) && q->status == WSYNC_OK) {
             *progressed = 1;
@@ -412,42 +436,59 @@ wsync_status_t recv_delta_poll(fetch_t *f, int *progressed)
     return WSYNC_OK;
 }
 
+/* What put i holds, for a message: the image's tensors (the whole image,
+ * identity targets), else this rank's destination tensor. */
+static const char *describe(const fetch_t *f, const wsync_tput_t *pu, char *buf, size_t len)
+{
+    const wsync_dest_t *dt;
+    char aux[300];
+    if (f->identity || f->tl == NULL) {
+        wsync_manifest_describe_range(f->p.sl->manifest, pu->dst_off, pu->dst_off + pu->len, buf, len);
+        return buf;
+    }
+    dt = wsync_target_dest_at(f->tl->tg[f->p.me], pu->dst_off);
+    snprintf(buf, len, "tensor '%s'",
+             dt ? dt->name : recv_fp8_aux_name(f->tl->tg[f->p.me], f->tl, pu->dst_off, aux, sizeof(aux)));
+    return buf;
+}
+
 wsync_status_t recv_delta_verify(fetch_t *f, uint32_t c, const uint64_t *sums, int *again)
 {
     recv_delta_t *d = f->delta;
-    const wsync_plan_t *plan = f->plan;
-    const uint32_t first = plan->chunk_first[c];
-    uint32_t i;
+    const wsync_node_plan_t *np = f->np;
+    const size_t first = np->chunks[c].first_put;
+    size_t i;
+    int t;
     *again = 0;
     if (d == NULL)
         return WSYNC_OK;
-    for (i = first; i < plan->chunk_first[c + 1]; i++) {
-        const wsync_piece_t *pc = &plan->pieces[i];
+    for (i = first; i < first + np->chunks[c].nputs; i++) {
+        const wsync_tput_t *pu = &np->puts[i];
         const int bad = d->state[i] & P_BAD; /* refused: said when it was */
-        char what[200];
+        char what[400];
         if (!(d->state[i] & P_APPLIED) ||
-            (!bad && wsync_digest_final(sums[i - first], pc->len, pc->offset) == f->ver.digests[i]))
+            (!bad && (f->identity ? wsync_digest_final(sums[i - first], pu->len, pu->dst_off) == f->ver.digests[i]
+                                  : !(d->state[i] & P_WRONG))))
             continue;
         if (!bad) {
-            wsync_manifest_describe_range(f->p.sl->manifest, pc->offset, pc->offset + pc->len, what, sizeof(what));
-            LOG_WARN("engine %s rank %d: piece %u (trainer rank %d) applied as a delta from version %llu failed "
+            LOG_WARN("engine %s rank %d: %s %zu (trainer rank %d) applied as a delta from version %llu failed "
                      "verification against version %llu's digests (%s): re-fetching it in full",
-                     f->p.r->engine_id, f->p.me, i, pc->src_rank, (unsigned long long)d->base,
-                     (unsigned long long)f->p.v, what);
+                     f->p.r->engine_id, f->p.me, f->p.ops->unit1, i, pu->src_rank, (unsigned long long)d->base,
+                     (unsigned long long)f->p.v, describe(f, pu, what, sizeof(what)));
             d->ndelta--; /* it comes full after all */
             d->wire_bytes -= d->wbytes[i];
-            d->piece_bytes -= pc->len;
+            d->piece_bytes -= pu->len;
         }
         d->nrefetch++;
-        d->failed_len += pc->len;
+        d->failed_len += pu->len;
         d->lost += d->wbytes[i];
-        d->failing[pc->src_rank] = 1;
+        d->failing[pu->src_rank] = 1;
         *again = 1;
     }
-    for (i = 0; *again && i < (uint32_t)plan->world; i++)
-        if (d->failing[i]) {
-            d->failing[i] = 0;
-            refetch(f, c, (int)i);
+    for (t = 0; *again && t < f->p.world; t++)
+        if (d->failing[t]) {
+            d->failing[t] = 0;
+            refetch(f, c, t);
         }
     return WSYNC_OK;
 }
@@ -460,7 +501,7 @@ void recv_delta_end(fetch_t *f, wsync_status_t st)
     int t, k;
     if (d == NULL)
         return;
-    for (t = 0; t < f->plan->world; t++) {
+    for (t = 0; t < f->p.world; t++) {
         if (st != WSYNC_OK)
             recv_request_abort(&d->refetch[t]);
         recv_request_end(&d->refetch[t]);
@@ -479,12 +520,12 @@ void recv_delta_end(fetch_t *f, wsync_status_t st)
                  f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, (unsigned long long)d->base,
                  d->nasked ? "their answers said so" : "their registrations say so, none was asked");
     else if (st == WSYNC_OK)
-        LOG_INFO("engine %s rank %d: version %llu: %llu pieces as deltas from version %llu (%s of wires for %s of "
-                 "pieces); on the wire %llu of %llu bytes (%.1f%%, %s); %llu re-fetched in full after a failed "
+        LOG_INFO("engine %s rank %d: version %llu: %llu %s as deltas from version %llu (%s of wires for %s of "
+                 "%s); on the wire %llu of %llu bytes (%.1f%%, %s); %llu re-fetched in full after a failed "
                  "check",
                  f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, (unsigned long long)d->ndelta,
-                 (unsigned long long)d->base, wsync_fmt_size(d->wire_bytes, a, sizeof(a)),
-                 wsync_fmt_size(d->piece_bytes, b, sizeof(b)), (unsigned long long)on_wire,
+                 f->p.ops->unit, (unsigned long long)d->base, wsync_fmt_size(d->wire_bytes, a, sizeof(a)),
+                 wsync_fmt_size(d->piece_bytes, b, sizeof(b)), f->p.ops->unit, (unsigned long long)on_wire,
                  (unsigned long long)d->owed, d->owed ? 100.0 * (double)on_wire / (double)d->owed : 0.0,
                  wsync_fmt_size(on_wire, c, sizeof(c)), (unsigned long long)d->nrefetch);
     if (st == WSYNC_OK && d->ndelta > 0 && d->owed > 0) /* what delta=auto costs the next pull at */

@@ -1,16 +1,21 @@
-/* delta_land.h: a whole-image pull that asks for deltas (docs/DELTA.md).
- * When this rank holds a verified version of the same layout (and the
- * setting `delta` allows it), each request to a trainer rank names it as the
- * base and a part of a staging region where the trainer may put pieces as
- * delta wires. A wire is applied once both it and the trainer's answer
- * (which says where each wire is) are in: staged, onto a copy of the base's
- * bytes taken from the held slot; in place, onto the held bytes. The piece
- * then counts as landed and its chunk is checked against the new version's
- * digests as every chunk is (a digest pass: no put sum covers an applied
- * piece). A piece that fails (a wrong base, a refused wire) is asked again
- * in full from its trainer rank and the log says which piece, which rank,
- * which base and why. Host memory, tcp, no caller tensors in place, no
- * relay: otherwise the pull asks for full pieces, as before. */
+/* delta_land.h: a pull that asks for deltas (docs/DELTA.md), by the puts of
+ * the node plan: the whole image's (put i is piece i) or a node of
+ * targets' (TP/EP slices, FP8 codes and scales). When this rank holds a
+ * verified version of the same layout and targets (and the setting `delta`
+ * allows it), each request to a trainer rank names it as the base and a
+ * part of a staging region where the trainer may put puts as delta wires.
+ * A wire is applied once both it and the trainer's answer (which says
+ * where each wire is) are in: staged, onto a copy of the base's bytes of
+ * the same put taken from the held slot; in place, onto the held bytes.
+ * The put then counts as landed and is checked against the new version's
+ * digests: on an identity node with its chunk, as every chunk is (a
+ * digest pass: no put sum covers an applied put); on a node verifying by
+ * segments, against the digest of the put's new bytes the trainer's answer
+ * gives, before its chunk counts as landed (its segments are verified at
+ * the end, as always). A put that fails (a wrong base, a refused wire) is
+ * asked again in full from its trainer rank and the log says which put,
+ * which rank, which base and why. Host or GPU memory, tcp, no caller
+ * tensors in place, no relay: otherwise the pull asks for full puts. */
 #ifndef WSYNC_ENGINE_DELTA_LAND_H
 #define WSYNC_ENGINE_DELTA_LAND_H
 
@@ -28,9 +33,10 @@ wsync_status_t recv_delta_landed(recv_pull_t *p, uint32_t id, const wsync_comple
 /* Each turn of the fetch: the trainer answers (where the wires are), the
  * wires both landed and placed applied, the re-fetches sent and watched. */
 wsync_status_t recv_delta_poll(fetch_t *f, int *progressed);
-/* Chunk c landed here and was summed: its applied pieces against the
- * digests. *again 1: some failed and the chunk is asked again in full from
- * their trainer ranks (it is not done). */
+/* Chunk c landed here (on an identity node: summed, sums by put of the
+ * chunk; else sums unused): its applied puts against the digests. *again
+ * 1: some failed and the chunk is asked again in full from their trainer
+ * ranks (it is not done). */
 wsync_status_t recv_delta_verify(fetch_t *f, uint32_t c, const uint64_t *sums, int *again);
 /* The end of the attempt (before its transports may be reset): the
  * re-fetches ended, the staging region deregistered, the version's line

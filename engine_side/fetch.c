@@ -13,8 +13,8 @@
  *             redirect, recv_transport_direct); expect every put landing
  *             here; ask every trainer rank (each also answers with the
  *             digests of this rank's segments it owns; the whole image asks
- *             only the ranks with pieces landing here, for deltas where
- *             delta_land.h may);
+ *             only the ranks with pieces landing here; each asks for
+ *             deltas where delta_land.h may);
  *   then, until every chunk this rank needs is in:
  *   land      take the transports' completions (pull_land.c); a chunk
  *             whose last put landed gets its copies inside this rank, then
@@ -145,15 +145,40 @@ wsync_status_t fetch_add_targets(fetch_t *f, int t, wsync_pull_request_t *pr)
     return WSYNC_OK;
 }
 
+wsync_status_t fetch_request_msg(fetch_t *f, int t, recv_transport_t *rt, unsigned char *chunks, json_t **out)
+{
+    wsync_pull_request_t pr;
+    wsync_status_t st;
+    recv_pull_request_init(&pr, f->p.r, f->p.v, f->p.reqid, rt, f->p.slot, f->p.sl->layout_digest, f->p.deadline);
+    pr.chunks = chunks;
+    pr.chunk_bytes = (f->np->nchunks + 7) / 8;
+    st = f->tl ? fetch_add_targets(f, t, &pr) : WSYNC_OK;
+    pr.in_order = f->rl.on && f->ndirect == 0; /* else only edges and fan-out bytes pass through the image */
+    if (f->tl) {
+        pr.no_segment_digests = f->identity; /* verified against the record's piece digests */
+        pr.hint_world = f->tl->hint_world;
+        pr.colo = f->tl->colo;
+        pr.ncolo = f->tl->ncolo;
+    }
+    pr.put_digests = f->tp.on;
+    *out = st == WSYNC_OK ? wsync_pull_request_to_json(&pr) : NULL;
+    pr.chunks = NULL; /* ours, not the request's */
+    pr.colo = pr.ncolo = NULL;
+    pr.hint_world = 0;
+    wsync_pull_request_clear(&pr);
+    if (st == WSYNC_OK && *out == NULL)
+        st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    return st;
+}
+
 wsync_status_t fetch_request_rank(fetch_t *f, int t, int digests_only)
 {
     wsync_receiver_t *r = f->p.r;
     const wsync_node_plan_t *np = f->np;
-    wsync_pull_request_t pr;
     recv_transport_t *rt;
     wsync_status_t st;
     size_t k, n = 0;
-    json_t *msg;
+    json_t *msg = NULL;
     for (k = 0; f->tl == NULL && k < np->rank_nputs[t] && n == 0; k++)
         n += recv_pull_is_mine(&f->p, np->puts[np->rank_puts[t][k]].chunk);
     if (f->tl == NULL && n == 0) /* the whole image asks for pieces alone: the record holds the digests */
@@ -169,24 +194,8 @@ wsync_status_t fetch_request_rank(fetch_t *f, int t, int digests_only)
         rt->ops->expect_flush(rt->t, t);
     if (f->p.addrs[t][0] == '\0')
         return wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
-    recv_pull_request_init(&pr, r, f->p.v, f->p.reqid, rt, f->p.slot, f->p.sl->layout_digest, f->p.deadline);
-    pr.chunks = digests_only ? f->none : f->p.mine;
-    pr.chunk_bytes = (np->nchunks + 7) / 8;
-    st = f->tl ? fetch_add_targets(f, t, &pr) : WSYNC_OK;
-    pr.in_order = f->rl.on && f->ndirect == 0; /* else only edges and fan-out bytes pass through the image */
-    if (f->tl) {
-        pr.no_segment_digests = f->identity; /* verified against the record's piece digests */
-        pr.hint_world = f->tl->hint_world;
-        pr.colo = f->tl->colo;
-        pr.ncolo = f->tl->ncolo;
-    }
-    pr.put_digests = f->tp.on;
-    msg = st == WSYNC_OK ? wsync_pull_request_to_json(&pr) : NULL;
-    pr.chunks = NULL; /* ours, not the request's */
-    pr.colo = pr.ncolo = NULL;
-    pr.hint_world = 0;
-    wsync_pull_request_clear(&pr);
-    if (st == WSYNC_OK && msg) /* the base and where its wires go (delta_land.h) */
+    st = fetch_request_msg(f, t, rt, digests_only ? f->none : f->p.mine, &msg);
+    if (st == WSYNC_OK && !digests_only) /* the base and where its wires go (delta_land.h) */
         st = recv_delta_ask(f, t, rt, msg);
     if (st != WSYNC_OK)
         json_decref(msg);
@@ -213,9 +222,11 @@ static wsync_status_t fetch_request(fetch_t *f)
     f->p.reqid = recv_new_reqid(f->p.reqid);
     f->p.last_landed = wsync_now_ns();
     WSYNC_CHECK(fetch_relay_request(f, &relayed));
-    if (f->tl == NULL && !relayed)
+    if (!relayed)
         WSYNC_CHECK(recv_delta_begin(f));
-    f->tp.on = f->tp.on && !relayed && f->ndirect == 0;     /* else by segment (target_puts.h) */
+    /* else by segment (target_puts.h); a delta attempt checks its applied
+     * puts against the digests the trainers answer with (delta_land.h) */
+    f->tp.on = f->tp.on && !relayed && f->ndirect == 0 && !f->delta;
     for (t = 0; t < f->p.world && (f->tl || !relayed); t++) /* relayed, the whole image asks no trainer */
         WSYNC_CHECK(fetch_request_rank(f, t, relayed));
     wsync_trace("engine %s rank %d: %srequests sent", r->engine_id, f->p.me, f->tl ? "target " : "");
@@ -267,16 +278,21 @@ static wsync_status_t landed_done(fetch_t *f, uint32_t c)
 }
 
 /* Chunk c's last put landed here: on an identity node verified first
- * (chunk_verify.h: its puts' sums, or one digest pass), then landed_done. */
+ * (chunk_verify.h: its puts' sums, or one digest pass), then landed_done;
+ * on a node verifying by segments, its puts applied as delta wires first
+ * (delta_land.h: a failed one asked again, the chunk not done). */
 static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
 {
     fetch_t *f = container_of(p, fetch_t, p);
+    int again = 0;
     if (f->land_delay_ms > 0)
         usleep((useconds_t)f->land_delay_ms * 1000);
     if (!f->identity && f->tp.on)
         recv_tputs_landed(&f->tp, p, &f->ver, c);
+    if (!f->identity && f->delta)
+        WSYNC_CHECK(recv_delta_verify(f, c, NULL, &again));
     if (!f->identity)
-        return landed_done(f, c);
+        return again ? WSYNC_OK : landed_done(f, c);
     return f->grp.dm ? fetch_identity_group(f, c, f->p.me) : recv_verify_landed(p, &f->ver, c, f->image);
 }
 
@@ -451,7 +467,7 @@ static uint64_t ops_bytes_in(const recv_pull_t *p)
     return p->nwant ? len * p->ndone / p->nwant : 0;
 }
 
-/* The whole image: pieces applied as delta wires checked before the
+/* An identity node: puts applied as delta wires checked before the
  * chunk's digests (delta_land.h). */
 static wsync_status_t ops_landed_check(recv_pull_t *p, uint32_t c, const uint64_t *sums, int *again)
 {

@@ -28,7 +28,7 @@ typedef struct fetch {
     char *image;
     const recv_dests_t *dm; /* in place with the caller's destination tensors, or NULL */
     int land_delay_ms;      /* test hook (WSYNC_FAULT_LAND_DELAY_MS) */
-    recv_delta_t *delta;    /* the whole image asking for deltas (delta_land.h), or NULL */
+    recv_delta_t *delta;    /* asking for deltas (delta_land.h), or NULL */
     recv_fan_t fan;         /* copies out of other ranks' windows in flight (chunk_fanout.h) */
 
     recv_release_t rl;        /* a sparse image's pages, freed as chunks are written through (release.h) */
@@ -65,6 +65,10 @@ typedef struct fetch {
  * digests_only) and send it the request (the whole image: only to a rank
  * with puts landing here, asking for deltas where delta_land.h does). */
 wsync_status_t fetch_request_rank(fetch_t *f, int t, int digests_only);
+/* Trainer rank t's request over transport rt for the chunks of map
+ * `chunks` (borrowed): with targets, the node's targets and landing hint,
+ * so it names the node plan this attempt's puts come from. *out: new. */
+wsync_status_t fetch_request_msg(fetch_t *f, int t, recv_transport_t *rt, unsigned char *chunks, json_t **out);
 /* The request's targets, with their definitions unless trainer rank t
  * (-1: a relay, which never needs them) already has them. */
 wsync_status_t fetch_add_targets(fetch_t *f, int t, wsync_pull_request_t *pr);

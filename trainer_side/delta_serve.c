@@ -16,20 +16,31 @@
 #include "common/base/settings.h"
 #include "common/delta/delta.h"
 #include "common/delta/delta_mem.h"
+#include "common/digest/digest.h"
 #include "common/model/manifest.h"
+#include "common/targets/fp8_wire.h"
 
 #define WIRE_FULL ((unsigned char *)1) /* cached: the piece goes full (its wire would not be smaller) */
 
+/* The wires of one list of puts of a slot's version against one base: the
+ * whole image's (key NULL, by piece id) or a node plan's (key its cache
+ * entry, by put id). A target put's entry also keeps the digest of its new
+ * bytes (the engine checks it once the wire is applied). */
 typedef struct delta_slot_cache {
     uint64_t version, base;
-    unsigned char **wire; /* [nmy]: NULL not encoded yet, WIRE_FULL, or the wire */
-    uint64_t *len;
+    const void *key;
+    size_t n;
+    unsigned char **wire; /* [n]: NULL not encoded yet, WIRE_FULL, or the wire */
+    uint64_t *len, *dig;
 } delta_slot_cache_t;
+
+#define DELTA_KEYS 4 /* lists cached per slot: the whole image and node plans */
 
 typedef struct pub_delta_cache {
     pthread_mutex_t lock;
-    delta_slot_cache_t e[PUB_SLOTS];
-    wsync_delta_dev_t *dev; /* slots on a GPU: the encoder's device buffers (delta_mem.h) */
+    delta_slot_cache_t e[PUB_SLOTS][DELTA_KEYS];
+    unsigned next[PUB_SLOTS]; /* the entry a new key takes when all are used */
+    wsync_delta_dev_t *dev;   /* slots on a GPU: the encoder's device buffers (delta_mem.h) */
 } pub_delta_cache_t;
 
 struct pub_delta_req {
@@ -42,25 +53,27 @@ struct pub_delta_req {
     size_t n, room;
 };
 
-static void slot_cache_reset(delta_slot_cache_t *c, size_t nmy)
+static void slot_cache_reset(delta_slot_cache_t *c)
 {
     size_t i;
-    for (i = 0; c->wire && i < nmy; i++)
+    for (i = 0; c->wire && i < c->n; i++)
         if (c->wire[i] != WIRE_FULL)
             free(c->wire[i]);
     free(c->wire);
     free(c->len);
+    free(c->dig);
     memset(c, 0, sizeof(*c));
 }
 
 void pub_delta_cache_free(wsync_publisher_t *p)
 {
     pub_delta_cache_t *dc = p->serving.delta_cache;
-    int k;
+    int k, j;
     if (dc == NULL)
         return;
     for (k = 0; k < PUB_SLOTS; k++)
-        slot_cache_reset(&dc->e[k], p->share.nmy);
+        for (j = 0; j < DELTA_KEYS; j++)
+            slot_cache_reset(&dc->e[k][j]);
     wsync_delta_dev_free(p->mem, dc->dev);
     pthread_mutex_destroy(&dc->lock);
     free(dc);
@@ -101,13 +114,13 @@ wsync_status_t pub_delta_begin(wsync_publisher_t *p, const wsync_pull_request_t 
     wsync_blob_t key;
     int sb;
     *out = NULL;
-    /* Whole images over tcp from host or GPU memory (the wires go from
-     * host memory either way), out of a copy slot, with a base kept: else
+    /* Whole images and targets over tcp from host or GPU memory (the wires
+     * go from host memory either way), out of a copy slot, with a base
+     * kept: else
      * every piece goes full (the engine needs no second path; the reply's
      * base 0 says why none is a delta). */
-    if (q->base == 0 || q->ntargets > 0 || q->delta_bytes < WSYNC_DELTA_HEADER ||
-        wsync_setting_int(WSYNC_SET_DELTA_BASES) == 0 || strcmp(ops->name, "tcp") != 0 || slot_index(p, s) < 0 ||
-        (sb = find_base(p, s, q->base)) < 0)
+    if (q->base == 0 || q->delta_bytes < WSYNC_DELTA_HEADER || wsync_setting_int(WSYNC_SET_DELTA_BASES) == 0 ||
+        strcmp(ops->name, "tcp") != 0 || slot_index(p, s) < 0 || (sb = find_base(p, s, q->base)) < 0)
         return WSYNC_OK;
     if (p->serving.delta_cache == NULL) {
         pub_delta_cache_t *dc = calloc(1, sizeof(*dc));
@@ -137,12 +150,15 @@ wsync_status_t pub_delta_begin(wsync_publisher_t *p, const wsync_pull_request_t 
     return WSYNC_OK;
 }
 
-/* The element width piece bytes [off, end) use: its tensors' dtype width
- * when they share one and it divides the length, else 1 (delta.h). */
-static unsigned piece_width(const wsync_manifest_t *m, uint64_t off, uint64_t end)
+/* The element width image bytes [off, end) use: their tensors' dtype width
+ * when they share one, 1 when they differ, 0 when no tensor has bytes
+ * there; in a quantized space, the FP8 codes' (1) or scales' (4). */
+static unsigned range_width(const wsync_manifest_t *m, uint64_t off, uint64_t end)
 {
     size_t lo = 0, hi = m->ntensors, i;
     unsigned w = 0;
+    if (wsync_fp8_is_quantized(m, off))
+        return wsync_fp8_elem_width(m, off);
     while (lo < hi) { /* the first tensor ending after off */
         size_t mid = lo + (hi - lo) / 2;
         if (m->tensors[mid].offset + m->tensors[mid].size <= off)
@@ -158,7 +174,30 @@ static unsigned piece_width(const wsync_manifest_t *m, uint64_t off, uint64_t en
             return 1;
         w = tw;
     }
-    return wsync_delta_width_for(end - off, w ? w : 1);
+    return w;
+}
+
+/* The element width put e's wire uses (delta.h): the width its bytes share
+ * when it divides the length, else 1. A piece reads one range of the
+ * image; a node plan's put its runs' sources (bf16 2, fp32 4, FP8 codes 1
+ * and their scales 4). */
+static unsigned put_width(const wsync_manifest_t *m, const pub_put_list_t *l, const pub_put_t *e)
+{
+    unsigned w = 0;
+    size_t k;
+    if (l->np == NULL) {
+        w = range_width(m, e->src, e->src + e->len);
+    } else {
+        const wsync_tput_t *pu = &l->np->puts[e->id];
+        for (k = 0; k < pu->nruns; k++) {
+            const wsync_run2d_t *rn = &l->np->runs[pu->first_run + k];
+            unsigned rw = range_width(m, rn->src_off, rn->src_off + rn->row_bytes);
+            if (rw != 0 && w != 0 && rw != w)
+                return 1;
+            w = rw ? rw : w;
+        }
+    }
+    return wsync_delta_width_for(e->len, w ? w : 1);
 }
 
 /* 1 if most of 256 elements spread over the piece differ from the base: a
@@ -173,71 +212,158 @@ static int mostly_changed(const unsigned char *base, const unsigned char *next, 
     return 2 * diff > seen;
 }
 
-/* My piece k's wire against the base (cached). Called without p->lock: the
- * slots are pinned. *wire WIRE_FULL: the piece goes full. The cache lock
- * is held on return with a wire (the caller copies it, then unlocks). */
-static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const pub_delta_req_t *d, size_t k,
-                               const pub_put_t *e, unsigned char **wire, uint64_t *len)
+/* Under dc->lock: slot si's entry for the list `key` (n ids) of version
+ * against base, made empty when it held another; a new key takes a free
+ * entry, else the next in turn. NULL without memory. */
+static delta_slot_cache_t *cache_entry(pub_delta_cache_t *dc, int si, uint64_t version, uint64_t base,
+                                       const void *key, size_t n)
+{
+    delta_slot_cache_t *c = NULL;
+    int j;
+    for (j = 0; j < DELTA_KEYS && c == NULL; j++)
+        if (dc->e[si][j].wire && dc->e[si][j].key == key)
+            c = &dc->e[si][j];
+    for (j = 0; j < DELTA_KEYS && c == NULL; j++)
+        if (dc->e[si][j].wire == NULL)
+            c = &dc->e[si][j];
+    if (c == NULL)
+        c = &dc->e[si][dc->next[si]++ % DELTA_KEYS];
+    if (c->wire && c->version == version && c->base == base && c->key == key && c->n == n)
+        return c;
+    slot_cache_reset(c);
+    c->wire = calloc(n + 1, sizeof(*c->wire));
+    c->len = calloc(n + 1, sizeof(*c->len));
+    c->dig = calloc(n + 1, sizeof(*c->dig));
+    if (c->wire == NULL || c->len == NULL || c->dig == NULL) {
+        slot_cache_reset(c);
+        return NULL;
+    }
+    *c = (delta_slot_cache_t){.version = version,
+                              .base = base,
+                              .key = key,
+                              .n = n,
+                              .wire = c->wire,
+                              .len = c->len,
+                              .dig = c->dig};
+    return c;
+}
+
+/* Put e's bytes of slot s's version (*next) and of the base's, slot b
+ * (*base): straight from the slots, or (a packed put of a node plan)
+ * gathered by its runs from each slot (FP8 codes and scales from each
+ * version's quantized bands) into *tmp, memory of the publisher's kind that
+ * the caller frees. No p->lock held; both slots pinned. */
+static wsync_status_t put_bytes(wsync_publisher_t *p, const pub_slot_t *s, const pub_slot_t *b,
+                                const pub_put_list_t *l, const pub_put_t *e, const unsigned char **next,
+                                const unsigned char **base, void **tmp)
+{
+    const wsync_tput_t *pu;
+    wsync_status_t st;
+    *tmp = NULL;
+    if (e->stage == PUB_PUT_FROM_SLOT) {
+        const pub_span_t *sn = pub_span_at(p, s, e->src), *sb = pub_span_at(p, b, e->src);
+        if (sn == NULL || sb == NULL)
+            return wsync_error(WSYNC_ERR_INVALID, "it is not in the slots");
+        *next = (const unsigned char *)sn->ptr + (e->src - sn->offset);
+        *base = (const unsigned char *)sb->ptr + (e->src - sb->offset);
+        return WSYNC_OK;
+    }
+    pu = &l->np->puts[e->id];
+    WSYNC_CHECK(pub_fp8_ensure(p, s, l->np));
+    WSYNC_CHECK(pub_fp8_ensure(p, b, l->np)); /* kept with the base's slot, else quantized again */
+    WSYNC_CHECK(p->mem->alloc(2 * e->len, tmp));
+    st = pub_gather(p, s, &l->np->runs[pu->first_run], pu->nruns, *tmp);
+    if (st == WSYNC_OK)
+        st = pub_gather(p, b, &l->np->runs[pu->first_run], pu->nruns, (char *)*tmp + e->len);
+    if (st != WSYNC_OK) {
+        p->mem->free(*tmp);
+        *tmp = NULL;
+        return st;
+    }
+    *next = *tmp;
+    *base = (const unsigned char *)*tmp + e->len;
+    return WSYNC_OK;
+}
+
+/* The digest of put e's new bytes at its destination offset. */
+static wsync_status_t put_digest(const wsync_publisher_t *p, const unsigned char *next, const pub_put_t *e,
+                                 uint64_t *out)
+{
+    uint64_t sum;
+    if (p->mem->kind == WSYNC_MEM_HOST)
+        sum = wsync_digest_sum(next, e->len, e->dst_off);
+    else
+        WSYNC_CHECK(p->mem->digest_sum(next, e->len, e->dst_off, &sum));
+    *out = wsync_digest_final(sum, e->len, e->dst_off);
+    return WSYNC_OK;
+}
+
+/* Put e's wire against the base (cached), and with a node plan the digest
+ * of its new bytes. Called without p->lock: the slots are pinned. *wire
+ * WIRE_FULL: the put goes full. The cache lock is held on return with a
+ * wire (the caller copies it, then unlocks). */
+static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const pub_delta_req_t *d,
+                               const pub_put_list_t *l, const pub_put_t *e, unsigned char **wire, uint64_t *len,
+                               uint64_t *dig)
 {
     pub_delta_cache_t *dc = p->serving.delta_cache;
-    delta_slot_cache_t *c = &dc->e[slot_index(p, s)];
-    const pub_span_t *sn = pub_span_at(p, s, e->src), *sb = pub_span_at(p, &p->slots.slot[d->base_slot], e->src);
-    unsigned width = piece_width(p->sl->manifest, e->src, e->src + e->len);
+    const int si = slot_index(p, s);
+    const void *key = l->np ? l->stage_key : NULL;
+    const size_t n = l->np ? l->np->nputs : l->plan->npieces;
+    const unsigned width = put_width(p->sl->manifest, l, e);
+    const unsigned char *bp = NULL, *np = NULL;
+    unsigned char *out = NULL;
     size_t cap = wsync_delta_bound(e->len, width), wl = 0;
-    const unsigned char *bp, *np;
-    unsigned char *out;
-    wsync_status_t st = WSYNC_OK;
+    delta_slot_cache_t *c;
+    void *tmp = NULL;
+    uint64_t dg = 0;
+    wsync_status_t st;
     pthread_mutex_lock(&dc->lock);
-    if (c->version != s->version || c->base != d->base || c->wire == NULL) {
-        slot_cache_reset(c, p->share.nmy);
-        c->wire = calloc(p->share.nmy + 1, sizeof(*c->wire));
-        c->len = calloc(p->share.nmy + 1, sizeof(*c->len));
-        if (c->wire == NULL || c->len == NULL) {
-            slot_cache_reset(c, p->share.nmy);
-            pthread_mutex_unlock(&dc->lock);
-            return wsync_error(WSYNC_ERR_NOMEM, "out of memory for the delta cache");
-        }
-        c->version = s->version;
-        c->base = d->base;
+    if ((c = cache_entry(dc, si, s->version, d->base, key, n)) == NULL) {
+        pthread_mutex_unlock(&dc->lock);
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory for the delta cache");
     }
-    if (c->wire[k]) {
-        *wire = c->wire[k];
-        *len = c->len[k];
+    if (c->wire[e->id]) {
+        *wire = c->wire[e->id];
+        *len = c->len[e->id];
+        *dig = c->dig[e->id];
         return WSYNC_OK; /* locked */
     }
     pthread_mutex_unlock(&dc->lock);
-    if (sn == NULL || sb == NULL)
-        return wsync_error(WSYNC_ERR_INVALID, "piece %u is not in the slots", e->id);
-    bp = (const unsigned char *)sb->ptr + (e->src - sb->offset);
-    np = (const unsigned char *)sn->ptr + (e->src - sn->offset);
-    if (p->mem->kind == WSYNC_MEM_HOST && mostly_changed(bp, np, e->len, width)) {
-        out = NULL;
+    st = put_bytes(p, s, &p->slots.slot[d->base_slot], l, e, &np, &bp, &tmp);
+    if (st == WSYNC_OK && l->np)
+        st = put_digest(p, np, e, &dg);
+    if (st == WSYNC_OK && p->mem->kind == WSYNC_MEM_HOST && mostly_changed(bp, np, e->len, width)) {
         wl = e->len + WSYNC_DELTA_HEADER; /* full */
-    } else { /* on a GPU the kernels read both versions, the wire comes to host memory */
+    } else if (st == WSYNC_OK) { /* on a GPU the kernels read both versions, the wire comes to host memory */
         out = malloc(cap);
-        WSYNC_CHECK_ALLOC(out);
-        st = wsync_delta_mem_encode(p->mem, &dc->dev, bp, np, e->len, width, out, cap, &wl);
+        st = out ? wsync_delta_mem_encode(p->mem, &dc->dev, bp, np, e->len, width, out, cap, &wl)
+                 : wsync_error(WSYNC_ERR_NOMEM, "out of memory for a delta wire");
     }
+    if (tmp)
+        p->mem->free(tmp);
     if (st != WSYNC_OK) {
         free(out);
         return st;
     }
     pthread_mutex_lock(&dc->lock);
-    if (c->version != s->version || c->base != d->base || c->wire == NULL) { /* cannot happen: s is pinned */
+    if ((c = cache_entry(dc, si, s->version, d->base, key, n)) == NULL) {
         pthread_mutex_unlock(&dc->lock);
         free(out);
-        return wsync_error(WSYNC_ERR_INTERNAL, "delta cache reset while pinned");
+        return wsync_error(WSYNC_ERR_NOMEM, "out of memory for the delta cache");
     }
-    if (c->wire[k] == NULL) {
-        c->wire[k] = wl >= e->len ? WIRE_FULL : out;
-        c->len[k] = wl;
-        if (c->wire[k] != out)
+    if (c->wire[e->id] == NULL) {
+        c->wire[e->id] = wl >= e->len || out == NULL ? WIRE_FULL : out;
+        c->len[e->id] = wl;
+        c->dig[e->id] = dg;
+        if (c->wire[e->id] != out)
             free(out);
     } else {
         free(out); /* another request encoded it meanwhile */
     }
-    *wire = c->wire[k];
-    *len = c->len[k];
+    *wire = c->wire[e->id];
+    *len = c->len[e->id];
+    *dig = c->dig[e->id];
     return WSYNC_OK; /* locked */
 }
 
@@ -247,16 +373,18 @@ static wsync_delta_form_t wire_form(const unsigned char *wire)
 }
 
 int pub_delta_put(wsync_publisher_t *p, const pub_slot_t *s, pub_delta_req_t *d, const wsync_pull_request_t *q,
-                  pub_request_t *r, int ti, pub_conn_t *conn, size_t k, const pub_put_t *e, uint64_t deadline)
+                  pub_request_t *r, int ti, pub_conn_t *conn, const pub_put_list_t *l, const pub_put_t *e,
+                  uint64_t deadline)
 {
     const wsync_transport_ops_t *ops = p->serving.transports[ti].ops;
+    const int slot = e->stage == PUB_PUT_FROM_SLOT; /* else packed: from my whole share (FP8 bands too) */
     unsigned char *wire = NULL;
-    uint64_t wl = 0, at = d ? (d->used + 7) & ~7ULL : 0;
+    uint64_t wl = 0, dig = 0, at = d ? (d->used + 7) & ~7ULL : 0;
     wsync_delta_form_t form;
     wsync_status_t st;
     if (d == NULL || !d->pinned || e->len == 0 || e->len <= WSYNC_DELTA_HEADER)
         return 0;
-    if (pub_wait_range(p, (pub_slot_t *)s, e->src, e->len, deadline) != WSYNC_OK)
+    if (pub_wait_range(p, (pub_slot_t *)s, slot ? e->src : 0, slot ? e->len : UINT64_MAX, deadline) != WSYNC_OK)
         return 0; /* the full put's wait says why */
     if (d->n == d->room) {
         size_t room = d->room ? 2 * d->room : 64;
@@ -267,17 +395,17 @@ int pub_delta_put(wsync_publisher_t *p, const pub_slot_t *s, pub_delta_req_t *d,
         d->room = room;
     }
     pthread_mutex_unlock(&p->lock);
-    st = get_wire(p, s, d, k, e, &wire, &wl);
+    st = get_wire(p, s, d, l, e, &wire, &wl, &dig);
     if (st == WSYNC_OK && wire != WIRE_FULL && at + wl <= d->cap)
         memcpy(d->buf + at, wire, wl);
     if (st == WSYNC_OK)
         pthread_mutex_unlock(&p->serving.delta_cache->lock);
     pthread_mutex_lock(&p->lock);
     if (st != WSYNC_OK) {
-        LOG_WARN("trainer rank %d: piece %u of version %llu goes full: encoding it against version %llu failed: "
+        LOG_WARN("trainer rank %d: %s %u of version %llu goes full: encoding it against version %llu failed: "
                  "%s",
-                 p->cfg.rank, e->id, (unsigned long long)s->version, (unsigned long long)d->base,
-                 wsync_last_error());
+                 p->cfg.rank, l->np ? "put" : "piece", e->id, (unsigned long long)s->version,
+                 (unsigned long long)d->base, wsync_last_error());
         return 0;
     }
     if (wire == WIRE_FULL || at + wl > d->cap)
@@ -291,12 +419,17 @@ int pub_delta_put(wsync_publisher_t *p, const pub_slot_t *s, pub_delta_req_t *d,
         r->outstanding--;
         if (r->status == WSYNC_OK) {
             r->status = WSYNC_ERR_PEER;
-            snprintf(r->error, sizeof(r->error), "piece %u's delta wire (%llu bytes): %s", e->id,
-                     (unsigned long long)wl, wsync_last_error());
+            snprintf(r->error, sizeof(r->error), "%s %u's delta wire (%llu bytes): %s", l->np ? "put" : "piece",
+                     e->id, (unsigned long long)wl, wsync_last_error());
         }
         return 1;
     }
-    d->entries[d->n++] = (wsync_pull_delta_t){.piece = e->id, .form = form, .bytes = wl, .at = at};
+    d->entries[d->n++] = (wsync_pull_delta_t){.piece = e->id,
+                                              .form = form,
+                                              .bytes = wl,
+                                              .at = at,
+                                              .has_digest = l->np != NULL,
+                                              .digest = dig};
     d->used = at + wl;
     r->nput++;
     r->bput += wl;

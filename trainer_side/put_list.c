@@ -243,8 +243,8 @@ void pub_put_list_run(wsync_publisher_t *p, pub_slot_t *s, const pub_put_list_t 
             continue;
         if (q->in_order)
             st = one_in_flight(p, r, ti, conn, deadline);
-        /* A pull naming a base: the piece as its delta wire, when it pays. */
-        if (st == WSYNC_OK && r->delta && l->pieces && pub_delta_put(p, s, r->delta, q, r, ti, conn, k, &e, deadline))
+        /* A pull naming a base: the piece or put as its delta wire, when it pays. */
+        if (st == WSYNC_OK && r->delta && pub_delta_put(p, s, r->delta, q, r, ti, conn, l, &e, deadline))
             continue;
         if (st == WSYNC_OK)
             st = locate(p, s, l, q, r, ti, &e, deadline, &region, &off);

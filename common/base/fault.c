@@ -40,9 +40,9 @@ static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
                                      "path (every destination byte lands or is copied straight, fan-out windows) "
                                      "on a whole shm image, so CPU tests cover it"},
     [WSYNC_FAULT_CORRUPT_HELD] = {"WSYNC_TEST_CORRUPT_HELD", -1, -1, 0x7fffffff,
-                                  "engine rank landing piece N flips one byte of it in the version it holds, "
-                                  "once, "
-                                  "before its first pull that asks for deltas (the delta base is then wrong)"},
+                                  "engine rank landing piece N (a node of targets: put N of its node plan) "
+                                  "flips one byte of it in the version it holds, once, before its first pull "
+                                  "that asks for deltas (the delta base is then wrong)"},
     [WSYNC_FAULT_CORRUPT_WIRE] = {"WSYNC_TEST_CORRUPT_WIRE", -1, -1, 0x7fffffff,
                                   "trainer breaks the magic of piece N's delta wire in every request it sends it "
                                   "(engines must refuse the wire and fetch the piece in full)"},

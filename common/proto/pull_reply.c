@@ -28,9 +28,18 @@ static int write_deltas(const wsync_pull_reply_t *r, json_t *out)
         return -1;
     for (k = 0; k < r->ndeltas; k++) {
         const wsync_pull_delta_t *d = &r->deltas[k];
-        if (json_array_append_new(arr, json_pack("{s:I, s:s, s:I, s:I}", "piece", (json_int_t)d->piece, "form",
-                                                 wsync_delta_form_name(d->form), "bytes", (json_int_t)d->bytes,
-                                                 "at", (json_int_t)d->at)) != 0)
+        json_t *e = json_pack("{s:I, s:s, s:I, s:I}", "piece", (json_int_t)d->piece, "form",
+                              wsync_delta_form_name(d->form), "bytes", (json_int_t)d->bytes, "at",
+                              (json_int_t)d->at);
+        char hex[17];
+        if (e && d->has_digest) {
+            wsync_digest_hex(d->digest, hex);
+            if (set(e, "digest", json_string(hex))) {
+                json_decref(e);
+                return -1;
+            }
+        }
+        if (json_array_append_new(arr, e) != 0)
             return -1;
     }
     return 0;
@@ -137,12 +146,14 @@ static wsync_status_t get_digests(const json_t *obj, const char *field, json_t *
 }
 
 /* One "deltas" entry: an object of piece, form, bytes (> 0) and at, its
- * wire inside the staging region (at + bytes does not overflow). */
+ * wire inside the staging region (at + bytes does not overflow), and
+ * optionally digest (16 hex digits). */
 static wsync_status_t get_delta(const json_t *e, size_t k, wsync_pull_delta_t *d)
 {
     const json_t *piece = json_object_get(e, "piece"), *bytes = json_object_get(e, "bytes"),
-                 *at = json_object_get(e, "at");
+                 *at = json_object_get(e, "at"), *dig = json_object_get(e, "digest");
     const char *form = json_string_value(json_object_get(e, "form"));
+    uint64_t digest = 0;
     if (!json_is_object(e) || !json_is_integer(piece) || json_integer_value(piece) < 0 ||
         json_integer_value(piece) >= 0x80000000LL)
         return wsync_error(WSYNC_ERR_FORMAT, "pull reply: field 'deltas' entry %zu: 'piece' must be a piece id", k);
@@ -155,7 +166,13 @@ static wsync_status_t get_delta(const json_t *e, size_t k, wsync_pull_delta_t *d
                            "pull reply: field 'deltas' entry %zu: 'bytes' must be an integer >= %u and 'at' "
                            "an offset >= 0",
                            k, WSYNC_DELTA_HEADER);
+    if (dig && (!json_is_string(dig) || strlen(json_string_value(dig)) != 16 ||
+                wsync_digest_parse(json_string_value(dig), &digest) != 0))
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "pull reply: field 'deltas' entry %zu: 'digest' must be 16 hex digits", k);
     *d = (wsync_pull_delta_t){.piece = (uint32_t)json_integer_value(piece),
+                              .has_digest = dig != NULL,
+                              .digest = digest,
                               .form = strcmp(form, "bitmap") == 0 ? WSYNC_DELTA_BITMAP : WSYNC_DELTA_PAIRS,
                               .bytes = (uint64_t)json_integer_value(bytes),
                               .at = (uint64_t)json_integer_value(at)};

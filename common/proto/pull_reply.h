@@ -12,11 +12,16 @@
  * put of the node plan (target_plan.h) the answering trainer rank sends,
  * whichever local rank it lands on, keyed at its landing offset, by put id. A pull that named a base (delta pulls,
  * docs/DELTA.md) is also answered with
- *   "base": b, "deltas": [{"piece": id, "form": "bitmap"|"pairs", "bytes": n, "at": off}, ...]
+ *   "base": b, "deltas": [{"piece": id, "form": "bitmap"|"pairs", "bytes": n, "at": off
+ *                          [, "digest": "<16 hex digits>"]}, ...]
  * where "base" is the base the trainer rank encoded against (0: it does not
  * keep the one asked for, every piece went full) and "deltas" lists the
- * pieces put as delta wires (n bytes at off of the staging region, past the
- * request's delta_at), in put order; every other piece went full. The parser trusts nothing and names the
+ * pieces (with targets: the node plan's puts) put as delta wires (n bytes at
+ * off of the staging region, past the request's delta_at), in put order;
+ * every other piece went full. "digest" comes with a put of a node of
+ * targets that verifies by segments: the digest of the put's bytes of the
+ * new version (wsync_digest at its destination offset), which the engine
+ * checks once the wire is applied. The parser trusts nothing and names the
  * field that is wrong. */
 #ifndef WSYNC_COMMON_PULL_REPLY_H
 #define WSYNC_COMMON_PULL_REPLY_H
@@ -33,6 +38,8 @@ typedef struct wsync_pull_delta {
     uint32_t piece;
     wsync_delta_form_t form; /* bitmap or pairs */
     uint64_t bytes, at;      /* the wire's length and place in the staging region */
+    int has_digest;          /* "digest": the put's bytes of the new version */
+    uint64_t digest;
 } wsync_pull_delta_t;
 
 typedef struct wsync_pull_reply {

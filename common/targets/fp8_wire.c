@@ -191,6 +191,27 @@ static int shared(const ext_t *x, size_t n, uint64_t a, uint64_t e, uint64_t es,
     return at >= e;
 }
 
+unsigned wsync_fp8_elem_width(const wsync_manifest_t *m, uint64_t off)
+{
+    const uint64_t rel = off % space_len(m); /* the same offset in every spec's space */
+    size_t lo = 0, hi = m->ntensors;
+    const wsync_tensor_t *t;
+    uint64_t es;
+    while (lo < hi) { /* the last tensor starting at or before rel */
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->tensors[mid].offset <= rel)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return 1;
+    t = &m->tensors[lo - 1];
+    es = (uint64_t)wsync_dtype_bits(t->dtype) / 8;
+    /* codes first, one byte per source element (padded to 16), then the scales */
+    return es && rel - t->offset >= (t->size / es + 15) / 16 * 16 ? 4 : 1;
+}
+
 /* A source tensor's matrices, as the quantized space lays them out. */
 typedef struct mat {
     uint64_t slices, rows, cols, es;

@@ -81,6 +81,9 @@ typedef struct wsync_fp8_aux {
 wsync_status_t wsync_fp8_space(const wsync_manifest_t *m, const wsync_fp8_spec_t *spec, uint64_t *base);
 /* 1 if off is in some quantized space (off >= the image's end). */
 int wsync_fp8_is_quantized(const wsync_manifest_t *m, uint64_t off);
+/* The element width at quantized offset off: 1 among a tensor's FP8 codes,
+ * 4 among its fp32 scales (delta wires encode at it, docs/DELTA.md). */
+unsigned wsync_fp8_elem_width(const wsync_manifest_t *m, uint64_t off);
 
 /* The distinct (tensor, spec) pairs the FP8 destinations of targets[0..n)
  * read, sorted. Caller frees *uses. */

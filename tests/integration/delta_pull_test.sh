@@ -230,3 +230,103 @@ if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-wire" e2 1 2 3 &&
 else
     fail delta_pull_refused_wire_refetched_in_full "engine rc=$e0,$e1: $(grep -h 'refused\|re-fetched' "$TMP"/e-wire-*.log | head -3)"
 fi
+
+# --- a TP=2 node (targets: tp_tool.py's slices, a node plan of packed
+# column slices from fsdp trainer shards) and a whole-image node pulling the
+# same delta versions side by side, both staged: every tensor of every
+# version right (the TP ranks' slices computed by tp_tool.py from the file,
+# without wsync's code), each version after the first as deltas on both
+# nodes, the TP node's bytes on the wire below a quarter of its full puts.
+start_serve tp
+for r in 0 1; do
+    bg "$WSYNC" engine --control "$URL" --engine tp --local-rank $r --local-world 2 --tp 2 --mode staged \
+        --transport tcp --versions $NV --timeout-ms 60000 --dump "$TMP/d-tp" >"$TMP/e-tp-$r.log" 2>&1
+    eval T$r=$!
+    bg "$WSYNC" engine --control "$URL" --engine wh --local-rank $r --local-world 2 --mode staged \
+        --transport tcp --versions $NV --timeout-ms 60000 --dump "$TMP/d-tp" >"$TMP/e-wh-$r.log" 2>&1
+    eval W$r=$!
+done
+wait_registered "$URL" tp
+wait_registered "$URL" wh
+for r in 0 1; do
+    bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --layout fsdp --safetensors "$FILES" --versions $NV \
+        --chunk 256K --interval-ms 600 --wait-engines 2 >"$TMP/t-tp-$r.log" 2>&1
+done
+rcs=""
+for p in $T0 $T1 $W0 $W1; do
+    wait $p
+    rcs="$rcs $?"
+done
+tp_ok=1
+for v in $(seq 1 $NV); do
+    for r in 0 1; do
+        $PY "$WSYNC_ROOT/tests/integration/tp_tool.py" check "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
+            "$TMP/d-tp/tp/rank$r/v$v.safetensors" 2 $r || tp_ok=0
+    done
+done
+if [ "$rcs" = " 0 0 0 0" ] && [ $tp_ok = 1 ] && dumps_equal "$TMP/d-tp" wh $(seq 1 $NV); then
+    pass delta_pull_tp2_beside_whole_every_tensor_equal
+else
+    fail delta_pull_tp2_beside_whole_every_tensor_equal "rc=$rcs tp_ok=$tp_ok: $(tail -2 "$TMP/e-tp-0.log")"
+fi
+# wire_check UNIT LOGS...: every version after the first came as deltas on
+# each log's rank, on the wire below a quarter of what it was owed.
+cat >"$TMP/wire_check.py" <<'PY'
+import re, sys
+nv, unit, wire, owed = int(sys.argv[1]), sys.argv[2], {}, {}
+for p in sys.argv[3:]:
+    got = set()
+    for m in re.finditer(r"version (\d+): (\d+) %s as deltas from version (\d+) .*on the wire (\d+) of (\d+) bytes"
+                         % unit, open(p).read()):
+        v, n, b = int(m[1]), int(m[2]), int(m[3])
+        assert n > 0 and b == v - 1, m[0]
+        got.add(v)
+        wire[v] = wire.get(v, 0) + int(m[4]); owed[v] = owed.get(v, 0) + int(m[5])
+    assert sorted(got) == list(range(2, nv + 1)), (p, sorted(got))
+for v in sorted(wire):
+    print("%s version %d: %d of %d bytes on the wire (%.1f%%)" % (unit, v, wire[v], owed[v], 100.0 * wire[v] / owed[v]))
+    assert wire[v] < owed[v] / 4, v
+PY
+if $PY "$TMP/wire_check.py" $NV puts "$TMP"/e-tp-*.log && $PY "$TMP/wire_check.py" $NV pieces "$TMP"/e-wh-*.log; then
+    pass delta_pull_tp2_wire_bytes_below_full
+else
+    fail delta_pull_tp2_wire_bytes_below_full "$(grep -h 'as deltas\|full' "$TMP"/e-tp-*.log | head -3)"
+fi
+
+# --- a TP=2 node in place whose held version is corrupted (one byte of put
+# 40 of its node plan, on the rank it lands on) before the first delta pull:
+# the put's bytes fail the trainer's digest, its chunk is re-fetched in full
+# from that trainer rank (the log names put, trainer rank, base and tensor),
+# every version right, the node's status and /metrics count it.
+start_serve tpc
+for r in 0 1; do
+    WSYNC_TEST_CORRUPT_HELD=40 bg "$WSYNC" engine --control "$URL" --engine tpc --local-rank $r --local-world 2 \
+        --tp 2 --mode in-place --transport tcp --versions 3 --timeout-ms 60000 --dump "$TMP/d-tpc" \
+        >"$TMP/e-tpc-$r.log" 2>&1
+    eval T$r=$!
+done
+wait_registered "$URL" tpc
+for r in 0 1; do
+    bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --layout fsdp --safetensors "$FILES" --versions 3 \
+        --chunk 256K --wait-engines 1 >"$TMP/t-tpc-$r.log" 2>&1
+done
+wait $T0
+e0=$?
+wait $T1
+e1=$?
+tp_ok=1
+for v in 1 2 3; do
+    for r in 0 1; do
+        $PY "$WSYNC_ROOT/tests/integration/tp_tool.py" check "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
+            "$TMP/d-tpc/tpc/rank$r/v$v.safetensors" 2 $r || tp_ok=0
+    done
+done
+curl -fsS "$URL/metrics" >"$TMP/metrics-tpc.txt"
+if [ $e0 = 0 ] && [ $e1 = 0 ] && [ $tp_ok = 1 ] &&
+    grep -qh "put 40 (trainer rank [01]) applied as a delta from version 1 failed verification against version 2.s digests (tensor '.*'): re-fetching it in full" \
+        "$TMP"/e-tpc-*.log && grep -qh 'version 2: .*; 1 re-fetched in full after a failed check' "$TMP"/e-tpc-*.log &&
+    grep -q '^wsync_delta_refetches_total 1$' "$TMP/metrics-tpc.txt"; then
+    pass delta_pull_tp2_corrupted_base_refetched_in_full
+else
+    fail delta_pull_tp2_corrupted_base_refetched_in_full "rc=$e0,$e1 tp_ok=$tp_ok: $(grep -h 'hook\|re-fetch\|version 2' "$TMP"/e-tpc-*.log | head -4)"
+fi

@@ -166,3 +166,83 @@ if wait_http "$URL/healthz"; then
 else
     fail fp8_wire_relay "control endpoint did not come up"
 fi
+
+# --- 7. Delta versions on an FP8 TP=2 node (docs/DELTA.md): versions 2 and
+# 3 of the file made by AdamW steps in torch (fp32 masters of its BF16
+# values, lr 1e-5, random gradients), published by 2 fsdp trainer ranks to
+# an FP8 TP=2 node beside a BF16 TP=2 node, both staged: the trainers diff
+# each put's FP8 codes (1-byte elements) and scales (4-byte) against the
+# base's, every FP8 tensor and scale of every version bit for bit against
+# the reference quantizer, each later version as deltas on both nodes with
+# the FP8 node's bytes on the wire below half of its FP8 puts.
+if ! $PY -c 'import torch, numpy' 2>/dev/null; then
+    skip fp8_wire_delta_versions_bit_exact "no python3 with torch and numpy at $PY"
+    exit 0
+fi
+$PY - "$TMP/ds.safetensors" "$TMP" <<'PYADAM' || fail fp8_wire_delta_versions_bit_exact "the AdamW versions failed"
+import json, struct, sys
+import numpy, torch
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; hdr = json.loads(raw[8:8 + n])
+at = lambda k: (8 + n + hdr[k]["data_offsets"][0], 8 + n + hdr[k]["data_offsets"][1])
+ps = {k: torch.nn.Parameter(torch.frombuffer(bytearray(raw[at(k)[0]:at(k)[1]]), dtype=torch.bfloat16).float())
+      for k in hdr if k != "__metadata__"}
+opt = torch.optim.AdamW(ps.values(), lr=1e-5, weight_decay=0.0)
+g = torch.Generator().manual_seed(28)
+for v in (2, 3):
+    for p in ps.values():
+        p.grad = torch.randn(p.shape, generator=g)
+    opt.step()
+    out = bytearray(raw)
+    for k, p in ps.items():
+        out[at(k)[0]:at(k)[1]] = p.detach().to(torch.bfloat16).view(torch.int16).numpy().tobytes()
+    open("%s/ds%d.safetensors" % (sys.argv[2], v), "wb").write(out)
+PYADAM
+port=$(free_port)
+URL="http://127.0.0.1:$port"
+bg "$WSYNC" serve --listen "127.0.0.1:$port" 2>"$TMP/serve7.log"
+if wait_http "$URL/healthz"; then
+    P7=()
+    for r in 0 1; do
+        WSYNC_LOG=info "$WSYNC" engine --control "$URL" --engine f8d --local-rank $r --local-world 2 --tp 2 --rules "$RULES" \
+            --mode staged --transport tcp --versions 3 --timeout-ms 60000 --dump "$TMP/d7" >"$TMP/f8d$r.log" 2>&1 &
+        WSYNC_PIDS+=($!); P7+=($!)
+        WSYNC_LOG=info "$WSYNC" engine --control "$URL" --engine bfd --local-rank $r --local-world 2 --tp 2 --mode staged \
+            --transport tcp --versions 3 --timeout-ms 60000 --dump "$TMP/d7" >"$TMP/bfd$r.log" 2>&1 &
+        WSYNC_PIDS+=($!); P7+=($!)
+    done
+    sleep 0.5
+    for r in 0 1; do
+        bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --layout fsdp --interval-ms 600 \
+            --safetensors "$TMP/ds.safetensors,$TMP/ds2.safetensors,$TMP/ds3.safetensors" --versions 3 \
+            --wait-engines 2 --chunk 64K >"$TMP/t7$r.log" 2>&1
+    done
+    ok=1
+    for p in "${P7[@]}"; do wait "$p" || ok=0; done
+    for v in 1 2 3; do
+        src=$TMP/ds.safetensors; [ $v != 1 ] && src=$TMP/ds$v.safetensors
+        for r in 0 1; do
+            mkdir -p "$TMP/d7v$v/rank$r" && ln -sf "$TMP/d7/f8d/rank$r/v$v.safetensors" "$TMP/d7v$v/rank$r/v1.safetensors"
+        done
+        out=$($PY "$TOOL" check "$src" "$TMP/d7v$v" fp32 2>&1) || { ok=0; echo "version $v: $out" >&2; }
+    done
+    check fp8_wire_delta_versions_bit_exact [ $ok = 1 ]
+    if $PY - "$TMP"/f8d*.log "$TMP"/bfd*.log <<'PYWIRE'; then
+import re, sys
+for p in sys.argv[1:]:
+    got = {}
+    for m in re.finditer(r"version (\d+): (\d+) puts as deltas from version (\d+) .*on the wire (\d+) of (\d+) bytes",
+                         open(p).read()):
+        assert int(m[2]) > 0 and int(m[3]) == int(m[1]) - 1, m[0]
+        got[int(m[1])] = (int(m[4]), int(m[5]))
+    assert sorted(got) == [2, 3], (p, got)
+    for v, (w, o) in sorted(got.items()):
+        print("%s: version %d: %d of %d bytes on the wire (%.1f%%)" % (p.split("/")[-1], v, w, o, 100.0 * w / o))
+        assert "f8d" not in p or w < o / 2, (p, v)
+PYWIRE
+        pass fp8_wire_delta_versions_below_fp8_full
+    else
+        fail fp8_wire_delta_versions_below_fp8_full "$(grep -h 'as deltas\|came full' "$TMP"/f8d*.log | head -3)"
+    fi
+else
+    fail fp8_wire_delta_versions_bit_exact "control endpoint did not come up"
+fi

@@ -4,14 +4,16 @@ usage: trace_times.py V TRAINER_RANK0_LOG ENGINE_LOG...
 prints, for versions 2..V seen in both: "version seconds wire_bytes image_bytes"
 (seconds from trainer rank 0's "publish of version v started" to the last engine
 rank's "reported" after its "pull of version v opened"; wire bytes summed over the
-engine logs' "on the wire" lines, or the image's size where none was logged)."""
+engine logs' "on the wire" lines, or the image's size where none was logged; image
+bytes the sum of those lines' bytes owed (a node of targets: its puts) where there
+are some, else rank 0's image)."""
 import re
 import sys
 
 
 def main():
     versions = int(sys.argv[1])
-    pub, ready, wire, image = {}, {}, {}, 0
+    pub, ready, wire, owed, image = {}, {}, {}, {}, 0
     for line in open(sys.argv[2]):
         m = re.match(r"TRACE (\d+\.\d+) .*trainer rank 0: publish of version (\d+) started", line)
         if m:
@@ -28,12 +30,13 @@ def main():
             m = re.search(r"version (\d+): .*on the wire (\d+) of (\d+) bytes", line)
             if m:
                 wire[int(m.group(1))] = wire.get(int(m.group(1)), 0) + int(m.group(2))
+                owed[int(m.group(1))] = owed.get(int(m.group(1)), 0) + int(m.group(3))
             m = re.search(r"rank 0's image (\d+) bytes", line)
             if m:
                 image = int(m.group(1))
     for v in range(2, versions + 1):
         if v in pub and v in ready:
-            print("%d %.4f %d %d" % (v, ready[v] - pub[v], wire.get(v, image), image))
+            print("%d %.4f %d %d" % (v, ready[v] - pub[v], wire.get(v, image), owed.get(v, image)))
 
 
 main()

@@ -91,11 +91,17 @@ static void failed_reply_is_the_error_alone(void)
 }
 
 /* A reply to a pull that named a base: the base and every delta piece
- * (piece, form, bytes, at) survive; none written when none was asked. */
+ * (piece, form, bytes, at, and a put's digest when it has one) survive;
+ * none written when none was asked. */
 static void delta_reply_round_trip(void)
 {
     wsync_pull_delta_t d[2] = {{.piece = 3, .form = WSYNC_DELTA_PAIRS, .bytes = 100, .at = 0},
-                               {.piece = 9, .form = WSYNC_DELTA_BITMAP, .bytes = 4000, .at = 104}};
+                               {.piece = 9,
+                                .form = WSYNC_DELTA_BITMAP,
+                                .bytes = 4000,
+                                .at = 104,
+                                .has_digest = 1,
+                                .digest = 0xfedcba9876543210ULL}};
     wsync_pull_reply_t r = {.pieces = 5, .bytes = 9000, .has_base = 1, .base = 6, .deltas = d, .ndeltas = 2}, out;
     json_t *j = wsync_pull_reply_to_json(&r);
     CHECK_OK(wsync_pull_reply_from_json(j, &out));
@@ -104,6 +110,8 @@ static void delta_reply_round_trip(void)
           out.deltas[0].at == 0);
     CHECK(out.deltas[1].piece == 9 && out.deltas[1].form == WSYNC_DELTA_BITMAP && out.deltas[1].bytes == 4000 &&
           out.deltas[1].at == 104);
+    CHECK(!out.deltas[0].has_digest && out.deltas[1].has_digest && out.deltas[1].digest == 0xfedcba9876543210ULL);
+    CHECK(json_object_get(json_array_get(json_object_get(j, "deltas"), 0), "digest") == NULL);
     wsync_pull_reply_clear(&out);
     CHECK(out.deltas == NULL);
     json_decref(j);
@@ -162,6 +170,12 @@ static void malformed_fields_are_named(void)
     refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"base\":2,\"deltas\":[{\"piece\":1,\"form\":\"bitmap\","
             "\"bytes\":40,\"at\":9223372036854775800}]}",
             "entry 0: 'bytes'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"base\":2,\"deltas\":[{\"piece\":1,\"form\":\"bitmap\","
+            "\"bytes\":40,\"at\":0,\"digest\":\"0123\"}]}",
+            "entry 0: 'digest'");
+    refused("{\"ok\":true,\"pieces\":1,\"bytes\":1,\"base\":2,\"deltas\":[{\"piece\":1,\"form\":\"bitmap\","
+            "\"bytes\":40,\"at\":0,\"digest\":7}]}",
+            "entry 0: 'digest'");
 }
 
 int main(void)

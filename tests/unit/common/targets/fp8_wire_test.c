@@ -254,9 +254,35 @@ static void codes_move_at_half_the_bytes(void)
     wsync_manifest_free(m);
 }
 
+/* Delta wires' element width in the quantized space: 1 among a tensor's
+ * codes (one per source element, padded to 16 bytes), 4 among its scales;
+ * the same in every spec's space. */
+static void elem_width_codes_and_scales(void)
+{
+    wsync_manifest_t *m = manifest();
+    wsync_fp8_spec_t a = {128, 128, WSYNC_SCALE_FP32}, b = {64, 32, WSYNC_SCALE_UE8M0};
+    const wsync_fp8_spec_t *specs[2] = {&a, &b};
+    uint64_t base, w;
+    int k;
+    CHECK(m != NULL);
+    if (m == NULL)
+        return;
+    w = m->tensors[1].offset;
+    for (k = 0; k < 2; k++) {
+        CHECK_OK(wsync_fp8_space(m, specs[k], &base));
+        CHECK_EQ(wsync_fp8_elem_width(m, base + w), 1);
+        CHECK_EQ(wsync_fp8_elem_width(m, base + w + R * C - 1), 1);
+        CHECK_EQ(wsync_fp8_elem_width(m, base + w + R * C), 4); /* R * C is a multiple of 16 */
+        CHECK_EQ(wsync_fp8_elem_width(m, base + w + R * C + 4 * 3 * 2 - 1), 4);
+        CHECK_EQ(wsync_fp8_elem_width(m, base + 5), 1); /* the norm's codes */
+    }
+    wsync_manifest_free(m);
+}
+
 int main(void)
 {
     RUN(plan_moves_fp8_like_fill_host);
     RUN(codes_move_at_half_the_bytes);
+    RUN(elem_width_codes_and_scales);
     TEST_EXIT();
 }
