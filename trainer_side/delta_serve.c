@@ -212,6 +212,34 @@ static int mostly_changed(const unsigned char *base, const unsigned char *next, 
     return 2 * diff > seen;
 }
 
+/* Host memory, a packed put: mostly_changed from up to 256 elements read
+ * through its runs in both slots, before anything is gathered, so a put
+ * that goes full costs no copy. 0 (encode) when a sample falls outside
+ * the slots' spans; *st set only by a failed quantization. */
+static int packed_mostly_changed(wsync_publisher_t *p, const pub_slot_t *s, const pub_slot_t *b,
+                                 const pub_put_list_t *l, const pub_put_t *e, unsigned width, wsync_status_t *st)
+{
+    const wsync_tput_t *pu = &l->np->puts[e->id];
+    const wsync_run2d_t *runs = &l->np->runs[pu->first_run];
+    uint64_t i, seen = 0, diff = 0;
+    if (pu->nruns == 0 || (*st = pub_fp8_ensure(p, s, l->np)) != WSYNC_OK ||
+        (*st = pub_fp8_ensure(p, b, l->np)) != WSYNC_OK)
+        return 0;
+    for (i = 0; i < 256; i++) {
+        const wsync_run2d_t *r = &runs[i * pu->nruns / 256];
+        const uint64_t elems = r->row_bytes / width, row = r->rows > 1 ? (i * 2654435761u) % r->rows : 0;
+        const uint64_t off = r->src_off + row * r->src_stride + (elems ? (i * 40503u) % elems : 0) * width;
+        const pub_span_t *sn = pub_span_at(p, s, off), *sb = pub_span_at(p, b, off);
+        if (sn == NULL || sb == NULL || sn->area < 0 || sb->area < 0 || off + width > sn->offset + sn->len ||
+            off + width > sb->offset + sb->len)
+            return 0;
+        seen++;
+        diff += memcmp((const char *)sn->ptr + (off - sn->offset), (const char *)sb->ptr + (off - sb->offset),
+                       width) != 0;
+    }
+    return 2 * diff > seen;
+}
+
 /* Under dc->lock: slot si's entry for the list `key` (n ids) of version
  * against base, made empty when it held another; a new key takes a free
  * entry, else the next in turn. NULL without memory. */
@@ -317,7 +345,8 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
     delta_slot_cache_t *c;
     void *tmp = NULL;
     uint64_t dg = 0;
-    wsync_status_t st;
+    wsync_status_t st = WSYNC_OK;
+    int full;
     pthread_mutex_lock(&dc->lock);
     if ((c = cache_entry(dc, si, s->version, d->base, key, n)) == NULL) {
         pthread_mutex_unlock(&dc->lock);
@@ -330,16 +359,19 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
         return WSYNC_OK; /* locked */
     }
     pthread_mutex_unlock(&dc->lock);
-    st = put_bytes(p, s, &p->slots.slot[d->base_slot], l, e, &np, &bp, &tmp);
-    if (st == WSYNC_OK && l->np)
-        st = put_digest(p, np, e, &dg);
-    if (st == WSYNC_OK && p->mem->kind == WSYNC_MEM_HOST && mostly_changed(bp, np, e->len, width)) {
+    full = p->mem->kind == WSYNC_MEM_HOST && e->stage != PUB_PUT_FROM_SLOT &&
+           packed_mostly_changed(p, s, &p->slots.slot[d->base_slot], l, e, width, &st);
+    if (st == WSYNC_OK && !full)
+        st = put_bytes(p, s, &p->slots.slot[d->base_slot], l, e, &np, &bp, &tmp);
+    if (st == WSYNC_OK && (full || (p->mem->kind == WSYNC_MEM_HOST && mostly_changed(bp, np, e->len, width)))) {
         wl = e->len + WSYNC_DELTA_HEADER; /* full */
     } else if (st == WSYNC_OK) { /* on a GPU the kernels read both versions, the wire comes to host memory */
         out = malloc(cap);
         st = out ? wsync_delta_mem_encode(p->mem, &dc->dev, bp, np, e->len, width, out, cap, &wl)
                  : wsync_error(WSYNC_ERR_NOMEM, "out of memory for a delta wire");
     }
+    if (st == WSYNC_OK && l->np && out && wl < e->len) /* a put that goes full is verified as every full one */
+        st = put_digest(p, np, e, &dg);
     if (tmp)
         p->mem->free(tmp);
     if (st != WSYNC_OK) {
