@@ -547,3 +547,12 @@ void wsync_receiver_last_delta(const wsync_receiver_t *r, wsync_pull_delta_stats
                                       .piece_bytes = r->delta_last.piece_bytes,
                                       .refetched = r->delta_last.refetched};
 }
+
+int recv_delta_asks(const fetch_t *f)
+{
+    int t;
+    for (t = 0; f->delta && t < f->p.world; t++)
+        if (f->p.tnames[t] && strcmp(f->p.tnames[t], "tcp") == 0)
+            return 1;
+    return 0;
+}

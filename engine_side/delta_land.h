@@ -24,6 +24,9 @@
 /* Before the requests: decides whether this attempt asks for deltas (f->delta
  * set) and lays out the staging region. Failure only without memory. */
 wsync_status_t recv_delta_begin(fetch_t *f);
+/* After recv_delta_begin: whether some request of the attempt asks its
+ * trainer rank for deltas (they go over tcp only). */
+int recv_delta_asks(const fetch_t *f);
 /* Adds the base and the staging part of trainer rank t to its request `msg`
  * (built for transport rt); nothing without f->delta or over another
  * transport than tcp. */

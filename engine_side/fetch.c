@@ -224,9 +224,10 @@ static wsync_status_t fetch_request(fetch_t *f)
     WSYNC_CHECK(fetch_relay_request(f, &relayed));
     if (!relayed)
         WSYNC_CHECK(recv_delta_begin(f));
-    /* else by segment (target_puts.h); a delta attempt checks its applied
-     * puts against the digests the trainers answer with (delta_land.h) */
-    f->tp.on = f->tp.on && !relayed && f->ndirect == 0 && !f->delta;
+    /* else by segment (target_puts.h); an attempt that asks deltas checks
+     * its applied puts against the digests the trainers answer with
+     * (delta_land.h: only requests over tcp ask them) */
+    f->tp.on = f->tp.on && !relayed && f->ndirect == 0 && !recv_delta_asks(f);
     for (t = 0; t < f->p.world && (f->tl || !relayed); t++) /* relayed, the whole image asks no trainer */
         WSYNC_CHECK(fetch_request_rank(f, t, relayed));
     wsync_trace("engine %s rank %d: %srequests sent", r->engine_id, f->p.me, f->tl ? "target " : "");
