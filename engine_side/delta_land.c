@@ -52,8 +52,9 @@ struct recv_delta {
     uint64_t ndelta, wire_bytes, piece_bytes, nrefetch; /* applied: count, wire and piece bytes; failed */
     uint64_t refetch_bytes;                             /* put again in full */
     uint64_t failed_len, lost;                          /* failed pieces: their bytes, their wires' */
-    int nkept, nasked; /* trainer answers that kept the base; requests that named it */
-    int nother;        /* requests over another transport than tcp (the local one: a copy beats a delta) */
+    int nkept, nasked;        /* trainer answers that kept the base; requests that named it */
+    int nother;               /* requests over another transport than tcp (the local one: a copy beats a delta) */
+    int relayed, relay_taken; /* the parent's relay asked for the wires (the whole stage), its answer read */
 };
 
 static void delta_free(recv_delta_t *d)
@@ -119,8 +120,7 @@ static int may_ask(const fetch_t *f)
     const wsync_receiver_t *r = f->p.r;
     if (wsync_setting_int(WSYNC_SET_DELTA) == 2) /* auto | on | off */
         return 0;
-    if (f->ver.digests == NULL || f->dm || r->sparse || r->gpu_sparse || r->cfg.ndests > 0 ||
-        f->p.relay.id[0] != '\0')
+    if (f->ver.digests == NULL || f->dm || r->sparse || r->gpu_sparse || r->cfg.ndests > 0)
         return 0;
     if (r->held_version == 0 || r->held_version >= f->p.v || r->held == NULL ||
         strcmp(r->held->layout_digest, f->p.sl->layout_digest) != 0)
@@ -229,16 +229,13 @@ static int keeps(const fetch_t *f, int t, uint64_t back)
     return yes;
 }
 
-wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *msg)
+/* The request `msg` (over rt) names the base and the stage's bytes [at,
+ * at + len) for its wires. */
+static wsync_status_t ask(recv_delta_t *d, recv_transport_t *rt, uint64_t at, uint64_t len, json_t *msg)
 {
-    recv_delta_t *d = f->delta;
     wsync_pull_request_t pr = {0};
     delta_reg_t *g = NULL;
     int k;
-    if (d != NULL && d->area_len[t] > 0 && strcmp(rt->ops->name, "tcp") != 0)
-        d->nother++;
-    if (d == NULL || d->area_len[t] == 0 || strcmp(rt->ops->name, "tcp") != 0 || !keeps(f, t, f->p.v - d->base))
-        return WSYNC_OK;
     for (k = 0; k < d->nreg; k++)
         if (d->reg[k].rt == rt)
             g = &d->reg[k];
@@ -253,12 +250,31 @@ wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *m
     }
     pr.base = d->base;
     pr.delta_key = g->key;
-    pr.delta_at = d->area_at[t];
-    pr.delta_bytes = d->area_len[t];
+    pr.delta_at = at;
+    pr.delta_bytes = len;
     if (wsync_pull_request_delta_to_json(&pr, msg) != 0)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     d->nasked++;
     return WSYNC_OK;
+}
+
+wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *msg)
+{
+    recv_delta_t *d = f->delta;
+    if (d != NULL && d->area_len[t] > 0 && strcmp(rt->ops->name, "tcp") != 0)
+        d->nother++;
+    if (d == NULL || d->area_len[t] == 0 || strcmp(rt->ops->name, "tcp") != 0 || !keeps(f, t, f->p.v - d->base))
+        return WSYNC_OK;
+    return ask(d, rt, d->area_at[t], d->area_len[t], msg);
+}
+
+wsync_status_t recv_delta_ask_relay(fetch_t *f, recv_transport_t *rt, json_t *msg)
+{
+    recv_delta_t *d = f->delta;
+    if (d == NULL || d->stage_len == 0)
+        return WSYNC_OK;
+    d->relayed = 1;
+    return ask(d, rt, 0, d->stage_len, msg);
 }
 
 /* Ask trainer rank t again for every piece of chunk c, in full (sent by
@@ -289,8 +305,7 @@ static wsync_status_t apply(fetch_t *f, uint32_t i)
     if (d->wlen[i] == d->wbytes[i]) {
         st = d->staged ? d->mem->copy(dst, d->held + pc->offset, pc->len) : WSYNC_OK;
         if (st == WSYNC_OK)
-            st = wsync_delta_mem_apply(d->mem, &d->dev, dst, pc->len, d->stage + d->area_at[t] + d->wat[i],
-                                       d->wbytes[i]);
+            st = wsync_delta_mem_apply(d->mem, &d->dev, dst, pc->len, d->stage + d->wat[i], d->wbytes[i]);
     } else {
         wsync_error(st, "%llu bytes landed, the answer says %llu", (unsigned long long)d->wlen[i],
                     (unsigned long long)d->wbytes[i]);
@@ -320,48 +335,55 @@ wsync_status_t recv_delta_landed(recv_pull_t *p, uint32_t id, const wsync_comple
     const wsync_piece_t *pc = d && id < f->plan->npieces ? &f->plan->pieces[id] : NULL;
     if (pc == NULL || !recv_pull_is_mine(p, pc->chunk) || p->remaining[pc->chunk] == 0 ||
         (d->state[id] & (P_LANDED | P_APPLIED)) || cp->len > pc->len || cp->len < WSYNC_DELTA_HEADER ||
-        (d->taken[pc->src_rank] && !(d->state[id] & P_PLACED)))
+        ((d->relayed ? d->relay_taken : d->taken[pc->src_rank]) && !(d->state[id] & P_PLACED)))
         return wsync_error(WSYNC_ERR_PEER, "unexpected delta wire of piece %u (%llu bytes) from trainer rank %d",
                            id, (unsigned long long)cp->len, cp->peer);
     d->state[id] |= P_LANDED;
     d->wlen[id] = cp->len;
+    p->last_landed = wsync_now_ns(); /* the relay's answer, which places it, comes after its last put */
     return d->state[id] & P_PLACED ? apply(f, id) : WSYNC_OK;
 }
 
-/* Trainer rank t answered: where its wires are; those in apply now. */
+/* Trainer rank t (-1: the parent's relay, which puts any piece anywhere
+ * in the stage) answered: where its wires are; those in apply now. */
 static wsync_status_t take(fetch_t *f, int t)
 {
     recv_delta_t *d = f->delta;
-    const wsync_pull_reply_t *rp = &f->p.reqs[t].reply;
+    const wsync_pull_reply_t *rp = t >= 0 ? &f->p.reqs[t].reply : &f->p.relay.req.reply;
     const wsync_plan_t *plan = f->plan;
-    size_t k;
-    d->taken[t] = 1;
+    const uint64_t area_at = t >= 0 ? d->area_at[t] : 0, area_len = t >= 0 ? d->area_len[t] : d->stage_len;
+    char who[200], what[300];
+    size_t k, n = t >= 0 ? plan->rank_npieces[t] : plan->npieces;
+    if (t >= 0) {
+        snprintf(who, sizeof(who), "trainer rank %d", t);
+        d->taken[t] = 1;
+    } else {
+        snprintf(who, sizeof(who), "the relay of engine %s", f->p.relay.id);
+        d->relay_taken = 1;
+    }
     d->nkept += rp->has_base && rp->base == d->base;
     for (k = 0; k < rp->ndeltas; k++) {
         const wsync_pull_delta_t *e = &rp->deltas[k];
         const uint32_t i = e->piece;
-        if (i >= plan->npieces || plan->pieces[i].src_rank != t ||
+        if (i >= plan->npieces || (t >= 0 && plan->pieces[i].src_rank != t) ||
             !recv_pull_is_mine(&f->p, plan->pieces[i].chunk) || (d->state[i] & (P_PLACED | P_APPLIED)) ||
-            e->bytes > plan->pieces[i].len || e->at + e->bytes > d->area_len[t]) {
-            char what[200];
+            e->bytes > plan->pieces[i].len || e->at + e->bytes > area_len) {
             snprintf(what, sizeof(what),
-                     "trainer rank %d answered a delta wire of piece %u (%llu bytes at %llu) that it does not owe "
+                     "%s answered a delta wire of piece %u (%llu bytes at %llu) that it does not owe "
                      "this rank",
-                     t, i, (unsigned long long)e->bytes, (unsigned long long)e->at);
+                     who, i, (unsigned long long)e->bytes, (unsigned long long)e->at);
             return recv_pull_fail(&f->p, WSYNC_ERR_PEER, what);
         }
         d->state[i] |= P_PLACED;
-        d->wat[i] = e->at;
+        d->wat[i] = area_at + e->at; /* in the stage */
         d->wbytes[i] = e->bytes;
         if (d->state[i] & P_LANDED)
             WSYNC_CHECK(apply(f, i));
     }
-    for (k = 0; k < plan->rank_npieces[t]; k++) { /* a wire it put, not in its answer */
-        const uint32_t i = plan->rank_pieces[t][k];
+    for (k = 0; k < n; k++) { /* a wire it put, not in its answer */
+        const uint32_t i = t >= 0 ? plan->rank_pieces[t][k] : (uint32_t)k;
         if ((d->state[i] & (P_LANDED | P_PLACED)) == P_LANDED) {
-            char what[200];
-            snprintf(what, sizeof(what),
-                     "trainer rank %d put a delta wire of piece %u that its answer does not list", t, i);
+            snprintf(what, sizeof(what), "%s put a delta wire of piece %u that its answer does not list", who, i);
             return recv_pull_fail(&f->p, WSYNC_ERR_PEER, what);
         }
     }
@@ -376,12 +398,21 @@ static wsync_status_t send_refetch(fetch_t *f, int t)
     recv_request_t *q = &d->refetch[t];
     wsync_pull_request_t pr;
     recv_transport_t *rt;
+    size_t k;
     if (q->started && !recv_request_done(q))
         return WSYNC_OK;
     if (recv_request_failed(q))
         return recv_pull_fail(&f->p, q->status, q->error);
     recv_request_end(q);
     WSYNC_CHECK(recv_transport_ensure(r, f->p.tnames[t], &rt));
+    for (k = 0; k < f->plan->rank_npieces[t]; k++) { /* under a relay, its first puts here */
+        const wsync_piece_t *pc = &f->plan->pieces[f->plan->rank_pieces[t][k]];
+        if (d->want[(size_t)t * d->chunk_bytes + pc->chunk / 8] & (1u << (pc->chunk % 8)))
+            WSYNC_CHECK(rt->ops->expect(rt->t, t, rt->region[f->p.slot], pc->offset, pc->len,
+                                        ((uint64_t)f->p.reqid << 32) | f->plan->rank_pieces[t][k]));
+    }
+    if (rt->ops->expect_flush)
+        rt->ops->expect_flush(rt->t, t);
     recv_pull_request_init(&pr, r, f->p.v, f->p.reqid, rt, f->p.slot, f->p.sl->layout_digest, f->p.deadline);
     pr.chunks = d->want + (size_t)t * d->chunk_bytes;
     pr.chunk_bytes = d->chunk_bytes;
@@ -398,6 +429,11 @@ wsync_status_t recv_delta_poll(fetch_t *f, int *progressed)
     int t;
     if (d == NULL)
         return WSYNC_OK;
+    if (d->relayed && !d->relay_taken && f->p.relay.on && recv_request_done(&f->p.relay.req) &&
+        f->p.relay.req.status == WSYNC_OK) {
+        *progressed = 1;
+        WSYNC_CHECK(take(f, -1));
+    }
     for (t = 0; t < f->plan->world; t++) {
         const recv_request_t *q = &f->p.reqs[t];
         if (!d->taken[t] && q->started && recv_request_done(q) && q->status == WSYNC_OK) {
@@ -409,6 +445,38 @@ wsync_status_t recv_delta_poll(fetch_t *f, int *progressed)
         if (d->pending[t])
             WSYNC_CHECK(send_refetch(f, t));
     }
+    return WSYNC_OK;
+}
+
+wsync_status_t recv_delta_relay_gone(recv_pull_t *p)
+{
+    fetch_t *f = container_of(p, fetch_t, p);
+    recv_delta_t *d = f->delta;
+    uint32_t i;
+    int k;
+    if (d == NULL)
+        return WSYNC_OK;
+    for (k = 0; k < d->nreg; k++) /* before the transports close; the trainer ranks' requests register it again */
+        d->reg[k].rt->ops->dereg(d->reg[k].region);
+    d->nreg = 0;
+    for (k = 0; k < f->plan->world; k++) {
+        recv_request_abort(&d->refetch[k]); /* its chunks are asked again in full with the rest */
+        recv_request_end(&d->refetch[k]);
+        d->pending[k] = 0;
+    }
+    memset(d->want, 0, (size_t)f->plan->world * d->chunk_bytes);
+    for (i = 0; i < f->plan->npieces; i++) { /* the pieces of chunks still missing come again */
+        const wsync_piece_t *pc = &f->plan->pieces[i];
+        if (!recv_pull_is_mine(p, pc->chunk) || p->remaining[pc->chunk] == 0)
+            continue;
+        if ((d->state[i] & (P_APPLIED | P_BAD)) == P_APPLIED) {
+            d->ndelta--;
+            d->wire_bytes -= d->wbytes[i];
+            d->piece_bytes -= pc->len;
+        }
+        d->state[i] = 0;
+    }
+    d->relayed = d->relay_taken = 0;
     return WSYNC_OK;
 }
 
@@ -474,9 +542,11 @@ void recv_delta_end(fetch_t *f, wsync_status_t st)
                   "transport other than tcp (deltas go over tcp; the local transport's copy beats them)",
                   f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, d->nother);
     else if (st == WSYNC_OK && d->nkept == 0)
-        LOG_INFO("engine %s rank %d: version %llu: no trainer rank keeps version %llu as a delta base (%s): every "
-                 "piece came full",
-                 f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, (unsigned long long)d->base,
+        LOG_INFO("engine %s rank %d: version %llu: no %s keeps version %llu as a delta base (%s): every piece "
+                 "came "
+                 "full",
+                 f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, d->relayed ? "relay" : "trainer rank",
+                 (unsigned long long)d->base,
                  d->nasked ? "their answers said so" : "their registrations say so, none was asked");
     else if (st == WSYNC_OK)
         LOG_INFO("engine %s rank %d: version %llu: %llu pieces as deltas from version %llu (%s of wires for %s of "

@@ -147,9 +147,12 @@ wsync_status_t fetch_request_rank(fetch_t *f, int t, int digests_only)
     wsync_status_t st;
     size_t k, n = 0;
     json_t *msg;
-    for (k = 0; f->tl == NULL && k < np->rank_nputs[t] && n == 0; k++)
+    /* The whole image and a node of identity targets ask for puts alone: the
+     * record holds the digests they verify against. */
+    const int puts_only = f->tl == NULL || f->identity;
+    for (k = 0; puts_only && k < np->rank_nputs[t] && n == 0; k++)
         n += recv_pull_is_mine(&f->p, np->puts[np->rank_puts[t][k]].chunk);
-    if (f->tl == NULL && n == 0) /* the whole image asks for pieces alone: the record holds the digests */
+    if (puts_only && n == 0)
         return WSYNC_OK;
     WSYNC_CHECK(recv_transport_ensure(r, f->p.tnames[t], &rt));
     for (k = 0; k < np->rank_nputs[t] && !digests_only; k++) {
@@ -204,10 +207,11 @@ static wsync_status_t fetch_request(fetch_t *f)
                                           &f->direct, &f->ndirect));
     f->p.reqid = recv_new_reqid(f->p.reqid);
     f->p.last_landed = wsync_now_ns();
-    WSYNC_CHECK(fetch_relay_request(f, &relayed));
-    if (f->tl == NULL && !relayed)
+    if (f->tl == NULL) /* before the relay's request, which may name the base too */
         WSYNC_CHECK(recv_delta_begin(f));
-    for (t = 0; t < f->p.world && (f->tl || !relayed); t++) /* relayed, the whole image asks no trainer */
+    WSYNC_CHECK(fetch_relay_request(f, &relayed));
+    /* relayed, the whole image and identity targets ask no trainer rank (the record holds their digests) */
+    for (t = 0; t < f->p.world && ((f->tl && !f->identity) || !relayed); t++)
         WSYNC_CHECK(fetch_request_rank(f, t, relayed));
     wsync_trace("engine %s rank %d: %srequests sent", r->engine_id, f->p.me, f->tl ? "target " : "");
     return WSYNC_OK;
@@ -348,6 +352,8 @@ static wsync_status_t fetch_collect(fetch_t *f)
     for (t = 0; t < f->p.world; t++) {
         const wsync_pull_reply_t *rep = &f->p.reqs[t].reply;
         size_t k;
+        if (f->identity && !f->p.reqs[t].started) /* asked nothing: no puts of it land here */
+            continue;
         while (!recv_request_done(&f->p.reqs[t])) {
             fetch_release(f);
             WSYNC_CHECK(recv_pull_watch(&f->p));
@@ -456,12 +462,13 @@ static wsync_status_t ops_request_rank(recv_pull_t *p, int t)
 /* One table; the whole image's differs in its messages' nouns (its puts
  * are the record's pieces) and in what a relay fall back asks again (the
  * trainer ranks were asked nothing: only those with missing pieces). */
-#define TF_OPS                                                                                        \
-    .unit_at = ops_unit_at, .unit_off = ops_unit_off, .chunk_verified = ops_chunk_verified,           \
-    .unit_landed = ops_unit_landed, .chunk_landed = ops_chunk_landed, .chunk_units = ops_chunk_units, \
-    .unit_src = ops_unit_src, .land_rank = ops_land_rank, .check_landing = ops_check_landing,         \
-    .bytes_in = ops_bytes_in, .waiting_more = ops_waiting_more, .chunk_reasked = ops_chunk_reasked,   \
-    .request_rank = ops_request_rank, .delta_landed = recv_delta_landed, .landed_check = ops_landed_check
+#define TF_OPS                                                                                             \
+    .unit_at = ops_unit_at, .unit_off = ops_unit_off, .chunk_verified = ops_chunk_verified,                \
+    .unit_landed = ops_unit_landed, .chunk_landed = ops_chunk_landed, .chunk_units = ops_chunk_units,      \
+    .unit_src = ops_unit_src, .land_rank = ops_land_rank, .check_landing = ops_check_landing,              \
+    .bytes_in = ops_bytes_in, .waiting_more = ops_waiting_more, .chunk_reasked = ops_chunk_reasked,        \
+    .request_rank = ops_request_rank, .delta_landed = recv_delta_landed, .landed_check = ops_landed_check, \
+    .relay_gone = recv_delta_relay_gone
 static const recv_pull_ops_t fetch_ops = {.unit = "puts", .unit1 = "put", .reask_all = 1, TF_OPS};
 static const recv_pull_ops_t whole_ops = {.unit = "pieces", .unit1 = "piece", .reask_all = 0, TF_OPS};
 

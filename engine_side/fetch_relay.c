@@ -178,6 +178,8 @@ static wsync_status_t fall_back(recv_pull_t *p, const char *why)
              "from the trainer ranks",
              p->r->engine_id, p->me, p->relay.id, p->relay.addr, why, p->ops->unit, (unsigned long long)p->v);
     recv_relay_pull_end(&p->relay);
+    if (p->ops->relay_gone)
+        WSYNC_CHECK(p->ops->relay_gone(p));
     for (t = 0; p->ops->reask_all && t < p->world; t++) { /* asked again below */
         recv_request_abort(&p->reqs[t]);
         recv_request_end(&p->reqs[t]);

@@ -20,13 +20,14 @@
 #include "common/base/log.h"
 #include "common/proto/pull_request.h"
 #include "common/base/util.h"
+#include "engine_side/delta_land.h"
 #include "engine_side/fetch_internal.h"
 #include "engine_side/relay.h"
 
 /* The request the relay gets: the one a trainer rank would, without the
  * targets' definitions (a relay plans nothing: it compares digests); the
  * whole image's names no targets. */
-static wsync_status_t relay_json(fetch_t *f, const recv_transport_t *rt, json_t **out)
+static wsync_status_t relay_json(fetch_t *f, recv_transport_t *rt, json_t **out)
 {
     wsync_pull_request_t pr;
     wsync_status_t st;
@@ -38,6 +39,10 @@ static wsync_status_t relay_json(fetch_t *f, const recv_transport_t *rt, json_t 
     *out = st == WSYNC_OK ? wsync_pull_request_to_json(&pr) : NULL;
     pr.chunks = NULL; /* ours, not the request's */
     wsync_pull_request_clear(&pr);
+    if (st == WSYNC_OK && *out) /* the whole image holding a base: deltas from the relay (delta_land.h) */
+        st = recv_delta_ask_relay(f, rt, *out);
+    if (st != WSYNC_OK)
+        json_decref(*out);
     WSYNC_CHECK(st);
     return *out ? WSYNC_OK : wsync_error(WSYNC_ERR_NOMEM, "out of memory");
 }
@@ -75,7 +80,7 @@ wsync_status_t fetch_relay_serve(fetch_t *f)
     char(*digests)[33] = NULL;
     void *win[BOARD_MAX_RANKS] = {f->image};
     size_t len[BOARD_MAX_RANKS] = {r->image_len};
-    relay_serve_t t = {.np = f->np, .L = 1, .win = win, .win_len = len};
+    relay_serve_t t = {.np = f->np, .L = 1, .win = win, .win_len = len, .manifest = f->p.sl->manifest};
     int k;
     if (f->tl) { /* targets: each put out of the image of the rank it lands on */
         digests = calloc((size_t)L, 33);

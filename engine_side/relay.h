@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "common/mem/mem.h"
+#include "common/model/manifest.h"
 #include "common/net/auth.h"
 #include "common/targets/target_plan.h"
 #include "engine_side/board.h"
@@ -55,6 +56,7 @@ typedef struct relay_serve {
     const size_t *win_len;       /* [L] */
     board_t *board;              /* targets: whose landed marks of attempt `gen` say a chunk may go */
     uint64_t gen;
+    const wsync_manifest_t *manifest; /* the whole image: its tensors' dtypes, for delta wires (relay_delta.h) */
 } relay_serve_t;
 
 /* Image slot `slot` is about to receive version v under node plan t->np

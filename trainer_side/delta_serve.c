@@ -16,6 +16,7 @@
 #include "common/base/settings.h"
 #include "common/delta/delta.h"
 #include "common/delta/delta_mem.h"
+#include "common/delta/delta_piece.h"
 #include "common/model/manifest.h"
 
 #define WIRE_FULL ((unsigned char *)1) /* cached: the piece goes full (its wire would not be smaller) */
@@ -137,42 +138,6 @@ wsync_status_t pub_delta_begin(wsync_publisher_t *p, const wsync_pull_request_t 
     return WSYNC_OK;
 }
 
-/* The element width piece bytes [off, end) use: its tensors' dtype width
- * when they share one and it divides the length, else 1 (delta.h). */
-static unsigned piece_width(const wsync_manifest_t *m, uint64_t off, uint64_t end)
-{
-    size_t lo = 0, hi = m->ntensors, i;
-    unsigned w = 0;
-    while (lo < hi) { /* the first tensor ending after off */
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->tensors[mid].offset + m->tensors[mid].size <= off)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (i = lo; i < m->ntensors && m->tensors[i].offset < end; i++) {
-        unsigned bits = wsync_dtype_bits(m->tensors[i].dtype), tw = bits % 8 == 0 && bits <= 64 ? bits / 8 : 1;
-        if (m->tensors[i].size == 0)
-            continue;
-        if (w != 0 && tw != w)
-            return 1;
-        w = tw;
-    }
-    return wsync_delta_width_for(end - off, w ? w : 1);
-}
-
-/* 1 if most of 256 elements spread over the piece differ from the base: a
- * wire would not pay, so the piece goes full without an encoding pass
- * (versions that rewrite everything, as synthetic test versions do). */
-static int mostly_changed(const unsigned char *base, const unsigned char *next, uint64_t len, unsigned width)
-{
-    const uint64_t n = len / width, step = n > 256 ? n / 256 : 1;
-    uint64_t i, seen = 0, diff = 0;
-    for (i = 0; i < n; i += step, seen++)
-        diff += memcmp(base + i * width, next + i * width, width) != 0;
-    return 2 * diff > seen;
-}
-
 /* My piece k's wire against the base (cached). Called without p->lock: the
  * slots are pinned. *wire WIRE_FULL: the piece goes full. The cache lock
  * is held on return with a wire (the caller copies it, then unlocks). */
@@ -182,11 +147,10 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
     pub_delta_cache_t *dc = p->serving.delta_cache;
     delta_slot_cache_t *c = &dc->e[slot_index(p, s)];
     const pub_span_t *sn = pub_span_at(p, s, e->src), *sb = pub_span_at(p, &p->slots.slot[d->base_slot], e->src);
-    unsigned width = piece_width(p->sl->manifest, e->src, e->src + e->len);
-    size_t cap = wsync_delta_bound(e->len, width), wl = 0;
+    unsigned width = wsync_delta_piece_width(p->sl->manifest, e->src, e->src + e->len);
+    uint64_t wl = 0;
     const unsigned char *bp, *np;
-    unsigned char *out;
-    wsync_status_t st = WSYNC_OK;
+    unsigned char *out = NULL;
     pthread_mutex_lock(&dc->lock);
     if (c->version != s->version || c->base != d->base || c->wire == NULL) {
         slot_cache_reset(c, p->share.nmy);
@@ -210,18 +174,7 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
         return wsync_error(WSYNC_ERR_INVALID, "piece %u is not in the slots", e->id);
     bp = (const unsigned char *)sb->ptr + (e->src - sb->offset);
     np = (const unsigned char *)sn->ptr + (e->src - sn->offset);
-    if (p->mem->kind == WSYNC_MEM_HOST && mostly_changed(bp, np, e->len, width)) {
-        out = NULL;
-        wl = e->len + WSYNC_DELTA_HEADER; /* full */
-    } else { /* on a GPU the kernels read both versions, the wire comes to host memory */
-        out = malloc(cap);
-        WSYNC_CHECK_ALLOC(out);
-        st = wsync_delta_mem_encode(p->mem, &dc->dev, bp, np, e->len, width, out, cap, &wl);
-    }
-    if (st != WSYNC_OK) {
-        free(out);
-        return st;
-    }
+    WSYNC_CHECK(wsync_delta_piece_encode(p->mem, &dc->dev, bp, np, e->len, width, &out, &wl));
     pthread_mutex_lock(&dc->lock);
     if (c->version != s->version || c->base != d->base || c->wire == NULL) { /* cannot happen: s is pinned */
         pthread_mutex_unlock(&dc->lock);
@@ -229,10 +182,8 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
         return wsync_error(WSYNC_ERR_INTERNAL, "delta cache reset while pinned");
     }
     if (c->wire[k] == NULL) {
-        c->wire[k] = wl >= e->len ? WIRE_FULL : out;
+        c->wire[k] = out ? out : WIRE_FULL;
         c->len[k] = wl;
-        if (c->wire[k] != out)
-            free(out);
     } else {
         free(out); /* another request encoded it meanwhile */
     }
