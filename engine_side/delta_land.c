@@ -75,17 +75,6 @@ static void delta_free(recv_delta_t *d)
     free(d);
 }
 
-/* The wire's fraction of the bytes at the delta_density setting's changed
- * fraction of bf16 elements (the encoder's choice of form). */
-static double expected_wire(void)
-{
-    const uint64_t n = 1u << 20;
-    double density = strtod(wsync_setting_str(WSYNC_SET_DELTA_DENSITY), NULL);
-    wsync_delta_stats_t st;
-    wsync_delta_stats_from(n, (uint64_t)((double)n * density + 0.5), 2, &st);
-    return (double)st.bytes[st.chosen] / (double)(n * 2);
-}
-
 /* delta=auto with a links file: the cost model's choice for this rank's
  * pull of this version over tcp (plan_choice_delta), at the wire fraction
  * its last delta pull measured, or before one the delta_density setting's.
@@ -99,7 +88,7 @@ static int auto_wants(const fetch_t *f)
     cost_deploy_init(&d, f->plan->world, 1, 1, r->cfg.local_world, f->plan->image_size, f->plan->chunk_size,
                      r->mem->kind == WSYNC_MEM_CUDA ? COST_MEM_GPU : COST_MEM_HOST, COST_NET_TCP);
     d.tcp_conns = (int)wsync_setting_int(WSYNC_SET_TCP_CONNS);
-    d.delta_wire = r->delta_wire_seen > 0 ? r->delta_wire_seen : expected_wire();
+    d.delta_wire = r->delta_wire_seen > 0 ? r->delta_wire_seen : plan_choice_delta_wire();
     d.delta_base_copy = f->p.slot != r->cur_slot;
     yes = plan_choice_delta(r->links, &d, &delta_s, &full_s);
     LOG_INFO("engine %s rank %d: version %llu: delta auto chose %s: the cost model (%s) gives %.3f ms as deltas "

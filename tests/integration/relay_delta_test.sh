@@ -17,7 +17,10 @@
 #   (c) n1's held version is corrupted once by the fault hook before its
 #       first delta pull: the piece fails verification, is re-fetched in full
 #       from its trainer rank, and the version is ready with the right bytes;
-#   (d) a chain of two nodes of identity targets (--target whole_image): the
+#   (d) the relay stopped (SIGSTOP) after the first version: its child
+#       gives it up after relay_stall_ms and gets the next version as deltas
+#       from the trainer ranks, every tensor equal;
+#   (e) a chain of two nodes of identity targets (--target whole_image): the
 #       child asks the trainer ranks nothing (the record holds its digests)
 #       and the trainers plan no segments of the target.
 source "$(dirname "$0")/lib.sh"
@@ -100,13 +103,14 @@ registered() {
     [ "$(ip netns exec "$CNS" curl -fsS "$URL/v1/status" | $PY -c 'import json,sys
 print(sum(1 for e in json.load(sys.stdin)["engines"] if (e.get("endpoint") or {}).get("relay")))')" = "$1" ]
 }
-# trainers TAG VERSIONS ENGINES: two trainer ranks, each next version once ENGINES nodes hold the last.
+# trainers TAG VERSIONS ENGINES: two trainer ranks, each next version once ENGINES nodes hold the last
+# (and TINTERVAL ms passed).
 trainers() {
     local r
     TRAINERS=()
     for r in 0 1; do
         bg ip netns exec "$TNS" env WSYNC_TRACE=1 "$WSYNC" trainer --control "$URL" --rank $r --world 2 \
-            --safetensors "$FILES" --versions "$2" --wait-engines "$3" --chunk 256K --listen "$TIP:0" \
+            --safetensors "$FILES" --versions "$2" --wait-engines "$3" --interval-ms "${TINTERVAL:-0}" --chunk 256K --listen "$TIP:0" \
             --advertise "$TIP" >"$TMP/$1-t$r.log" 2>&1
         TRAINERS+=($!)
     done
@@ -184,7 +188,26 @@ else
 fi
 undeploy
 
-# (d) identity targets under a relay: the child asks the trainer ranks nothing.
+# (d) a stalled relay holding the base: the child falls back to the trainer ranks, still as deltas.
+serve stop || exit 1
+engine stop 0 s0 2; S0=$!
+engine stop 1 s1 2 WSYNC_RELAY_STALL_MS=2000; S1=$!
+wait_until 30 registered 2 || { fail stop_nodes_registered "not 2 relays registered"; exit 1; }
+TINTERVAL=6000 trainers stop 2 2
+wait_until 60 test -s "$TMP/stop/s0/rank0/v1.safetensors" && wait_until 60 test -s "$TMP/stop/s1/rank0/v1.safetensors"
+kill -STOP $S0
+if wait_all 90 $S1 && dumps_equal "$TMP/stop" s1 1 2 && grep -q "relay of engine s0 at .* given up" "$TMP/stop-s1.log" &&
+    grep -q "version 2: [1-9][0-9]* pieces as deltas from version 1 " "$TMP/stop-s1.log"; then
+    pass stop_child_falls_back_to_the_trainers_as_deltas
+else
+    fail stop_child_falls_back_to_the_trainers_as_deltas "$(grep -h 'given up\|version 2' "$TMP/stop-s1.log" | head -3)"
+fi
+kill -CONT $S0
+if wait_all 60 $S0 && dumps_equal "$TMP/stop" s0 1 2; then pass stop_stopped_relay_resumes_and_is_ready
+else fail stop_stopped_relay_resumes_and_is_ready "$(tail -n 2 "$TMP/stop-s0.log" | tr '\n' ' ')"; fi
+undeploy
+
+# (e) identity targets under a relay: the child asks the trainer ranks nothing.
 echo '{"version": 1, "whole_image": true}' >"$TMP/whole.json"
 serve ident || exit 1
 engine ident 0 c0 2 -- --target "$TMP/whole.json"; C0=$!
