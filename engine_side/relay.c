@@ -356,6 +356,11 @@ static int serve_pinned(relay_req_t *rq)
     pthread_mutex_lock(&rl->lock);
     if (rc == 0)
         rc = put_all(rq);
+    if (rq->base_slot >= 0) { /* every wire is in the request's buffer: the base is read no more */
+        rl->slots[rq->base_slot].pins--;
+        rq->base_slot = -1;
+        pthread_cond_broadcast(&rl->cond);
+    }
     pthread_mutex_unlock(&rl->lock);
     while (rc == 0 && rq->nsent < rq->nput) {
         if (wsync_now_ns() >= rq->deadline) {
@@ -388,7 +393,6 @@ static int wait_version(recv_relay_t *rl, uint64_t v)
 static void serve(void *ctx, const json_t *req, json_t *reply)
 {
     relay_req_t rq = {.rl = ctx, .base_slot = -1};
-    char who[400];
     recv_relay_t *rl = rq.rl;
     uint64_t v = (uint64_t)json_integer_value(json_object_get(req, "version"));
     uint32_t nchunks;
@@ -411,8 +415,6 @@ static void serve(void *ctx, const json_t *req, json_t *reply)
     if ((rc = pin_slot(&rq)) == 0) {
         rc = serve_pinned(&rq);
         rl->slots[rq.slot].pins--;
-        if (rq.base_slot >= 0)
-            rl->slots[rq.base_slot].pins--;
         pthread_cond_broadcast(&rl->cond);
     }
     pthread_mutex_unlock(&rl->lock);
@@ -427,9 +429,7 @@ answer:
                                      rl->engine_id, rl->addr, (unsigned long long)v, rq.q.engine, rq.q.local_rank,
                                      rq.error);
     }
-    snprintf(who, sizeof(who), "engine %s's relay: version %llu to engine %s rank %d", rl->engine_id,
-             (unsigned long long)v, rq.q.engine, rq.q.local_rank);
-    relay_delta_end(rq.delta, who);
+    relay_delta_end(rq.delta, rl->engine_id, &rq.q);
     free(rq.sent);
     wsync_pull_request_clear(&rq.q);
 }

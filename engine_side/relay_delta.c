@@ -104,13 +104,15 @@ void relay_delta_release(relay_delta_t *d, const wsync_transport_ops_t *ops)
         d->region = NULL;
 }
 
-void relay_delta_end(relay_delta_t *d, const char *who)
+void relay_delta_end(relay_delta_t *d, const char *engine_id, const wsync_pull_request_t *q)
 {
     char a[32], b[32];
     if (d == NULL)
         return;
-    LOG_INFO("%s: %zu pieces as deltas from version %llu (%s of wires for %s of pieces), %llu pieces full", who,
-             d->n, (unsigned long long)d->base, wsync_fmt_size(d->wire_bytes, a, sizeof(a)),
+    LOG_INFO("engine %s's relay: version %llu to engine %s rank %d: %zu pieces as deltas from version %llu (%s of "
+             "wires for %s of pieces), %llu pieces full",
+             engine_id, (unsigned long long)q->version, q->engine, q->local_rank, d->n,
+             (unsigned long long)d->base, wsync_fmt_size(d->wire_bytes, a, sizeof(a)),
              wsync_fmt_size(d->piece_bytes, b, sizeof(b)), (unsigned long long)d->nfull);
     free(d->buf);
     free(d->entries);

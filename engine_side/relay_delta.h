@@ -36,8 +36,8 @@ void relay_delta_reply(const relay_delta_t *d, const wsync_pull_request_t *q, ws
 /* No put of d in flight any more: its buffer deregistered (before the
  * transport closes); NULL is fine. */
 void relay_delta_release(relay_delta_t *d, const wsync_transport_ops_t *ops);
-/* After the answer: its log line (`who` names the relay and the asker),
+/* After the answer to q: its log line (`engine_id`: the relay's node),
  * then d freed; NULL is fine. */
-void relay_delta_end(relay_delta_t *d, const char *who);
+void relay_delta_end(relay_delta_t *d, const char *engine_id, const wsync_pull_request_t *q);
 
 #endif
