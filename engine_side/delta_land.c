@@ -300,9 +300,10 @@ static wsync_status_t apply(fetch_t *f, uint32_t i)
                     (unsigned long long)d->wbytes[i]);
     }
     if (st != WSYNC_OK) /* it counts as landed; its chunk's check asks for it again (recv_delta_verify) */
-        LOG_WARN("engine %s rank %d: piece %u (trainer rank %d) of version %llu: its delta wire from version %llu "
-                 "was refused (%s): re-fetching it in full",
+        LOG_WARN("engine %s rank %d: piece %u (trainer rank %d) of version %llu: its delta wire from version %llu"
+                 "%s%s was refused (%s): re-fetching it in full",
                  f->p.r->engine_id, f->p.me, i, t, (unsigned long long)f->p.v, (unsigned long long)d->base,
+                 d->relayed ? " through the relay of engine " : "", d->relayed ? f->p.relay.id : "",
                  wsync_last_error());
     d->state[i] = P_APPLIED | (st != WSYNC_OK ? P_BAD : 0);
     f->ver.has_put_sum[i] = 0; /* no put sum covers it: its chunk takes a digest pass */

@@ -17,6 +17,8 @@
 #   (c) n1's held version is corrupted once by the fault hook before its
 #       first delta pull: the piece fails verification, is re-fetched in full
 #       from its trainer rank, and the version is ready with the right bytes;
+#       and n0's relay breaks one piece's wire in every version (the other
+#       fault hook): n1 refuses it, naming the relay, and re-fetches it in full;
 #   (d) the relay stopped (SIGSTOP) after the first version: its child
 #       gives it up after relay_stall_ms and gets the next version as deltas
 #       from the trainer ranks, every tensor equal;
@@ -131,7 +133,7 @@ engine() {
 
 # (a)-(c) a chain n0 -> n1 of delta versions, a late joiner below it, n1's base corrupted once.
 serve chain || exit 1
-engine chain 0 n0 $NV; N0=$!
+engine chain 0 n0 $NV WSYNC_TEST_CORRUPT_WIRE=5; N0=$!
 engine chain 1 n1 $NV WSYNC_TEST_CORRUPT_HELD=3; N1=$!
 wait_until 30 registered 2 || { fail chain_nodes_registered "not 2 relays registered"; exit 1; }
 tx0=$(bytes "${ENS[0]}" tx)
@@ -179,12 +181,15 @@ if [ -n "$zv" ] && dumps_equal "$TMP/chain" zzz "$zv" && grep -q "version $zv fr
 else
     fail chain_late_joiner_gets_full_pieces_from_the_relay "version '$zv': $(grep -h 'relay\|deltas' "$TMP/chain-zzz.log" | head -3)"
 fi
-# (c) n1's corrupted base: caught, re-fetched in full from the trainer rank.
+# (c) n1's corrupted base and n0's broken wires: caught, re-fetched in full from the trainer rank.
+refused=$(grep -c "piece 5 (trainer rank [01]) of version [2-6]: its delta wire from version [1-5] through the relay of engine n0 was refused (.*magic" \
+    "$TMP/chain-n1.log")
 if grep -q 'piece 3 (trainer rank [01]) applied as a delta from version 1 failed verification against version 2.s digests (tensor .*): re-fetching it in full' \
-    "$TMP/chain-n1.log" && grep -q 'version 2: .*; 1 re-fetched in full after a failed check' "$TMP/chain-n1.log"; then
-    pass chain_corrupted_base_refetched_in_full
+    "$TMP/chain-n1.log" && grep -q 'version 2: .*; 2 re-fetched in full after a failed check' "$TMP/chain-n1.log" &&
+    [ "$refused" = $((NV - 1)) ] && [ "$(grep -c 'version [3-6]: .*; 1 re-fetched in full after a failed check' "$TMP/chain-n1.log")" = $((NV - 2)) ]; then
+    pass chain_corrupted_base_and_broken_wire_refetched_in_full
 else
-    fail chain_corrupted_base_refetched_in_full "$(grep -h 'hook\|re-fetch\|version 2' "$TMP/chain-n1.log" | head -4)"
+    fail chain_corrupted_base_and_broken_wire_refetched_in_full "refused wires: $refused; $(grep -h 'hook\|re-fetch\|version 2' "$TMP/chain-n1.log" | head -4)"
 fi
 undeploy
 
