@@ -532,9 +532,8 @@ void recv_delta_end(fetch_t *f, wsync_status_t st)
                   "transport other than tcp (deltas go over tcp; the local transport's copy beats them)",
                   f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, d->nother);
     else if (st == WSYNC_OK && d->nkept == 0)
-        LOG_INFO("engine %s rank %d: version %llu: no %s keeps version %llu as a delta base (%s): every piece "
-                 "came "
-                 "full",
+        LOG_INFO("engine %s rank %d: version %llu: no %s keeps version %llu as a delta base (%s): every "
+                 "piece came full",
                  f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, d->relayed ? "relay" : "trainer rank",
                  (unsigned long long)d->base,
                  d->nasked ? "their answers said so" : "their registrations say so, none was asked");

@@ -337,7 +337,7 @@ static int pin_slot(relay_req_t *rq)
     s->pins++;
     rq->base_slot = find_base(rl, rq, s);
     if (rq->base_slot >= 0)
-        rl->slots[rq->base_slot].pins++; /* its bytes stay until the request is answered */
+        rl->slots[rq->base_slot].pins++; /* its bytes stay until the wires are encoded (serve_pinned) */
     return 0;
 }
 
