@@ -19,6 +19,7 @@
 #       from its trainer rank, and the version is ready with the right bytes;
 #       and n0's relay breaks one piece's wire in every version (the other
 #       fault hook): n1 refuses it, naming the relay, and re-fetches it in full;
+#       the node's status and /metrics count n1's deltas and re-fetches;
 #   (d) the relay stopped (SIGSTOP) after the first version: its child
 #       gives it up after relay_stall_ms and gets the next version as deltas
 #       from the trainer ranks, every tensor equal;
@@ -190,6 +191,18 @@ if grep -q 'piece 3 (trainer rank [01]) applied as a delta from version 1 failed
     pass chain_corrupted_base_and_broken_wire_refetched_in_full
 else
     fail chain_corrupted_base_and_broken_wire_refetched_in_full "refused wires: $refused; $(grep -h 'hook\|re-fetch\|version 2' "$TMP/chain-n1.log" | head -4)"
+fi
+# The control endpoint counts the relayed node's deltas as a trainer-fed node's: status and /metrics.
+ip netns exec "$CNS" curl -fsS "$URL/v1/status" >"$TMP/status.json"
+ip netns exec "$CNS" curl -fsS "$URL/metrics" >"$TMP/metrics.txt"
+if $PY -c 'import json, sys
+e = {e["id"]: e.get("delta") or {} for e in json.load(open(sys.argv[1]))["engines"]}
+n1 = e["n1"]
+assert n1["refetched_total"] == 6 and n1["pieces"] > 0 and 0 < n1["wire_bytes"] < n1["saved_bytes"], n1' "$TMP/status.json" &&
+    grep -q '^wsync_delta_refetches_total 6$' "$TMP/metrics.txt" && grep -q '^wsync_delta_pieces_total [1-9]' "$TMP/metrics.txt"; then
+    pass chain_status_and_metrics_count_the_relayed_deltas
+else
+    fail chain_status_and_metrics_count_the_relayed_deltas "$(grep wsync_delta "$TMP/metrics.txt" | tr '\n' ' ')"
 fi
 undeploy
 
