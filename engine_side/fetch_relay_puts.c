@@ -4,10 +4,12 @@
  * same local ranks: the same node plan, so each put lands at the offset it
  * has there. The relay sends every put landing here; the trainer ranks are
  * asked, with an empty chunk map, for the digests of this rank's segments
- * alone, so every byte is still checked against the trainers' digests. The
- * whole image (the identity target) asks its relay for the pieces of its
- * chunks and the trainer ranks nothing: the record holds its digests; its
- * relay serves a chunk once it is verified here. A relay that fails (it refuses a node of
+ * alone, so every byte is still checked against the trainers' digests (a
+ * node of identity targets asks them nothing: it verifies against the
+ * record). The whole image (the identity target) asks its relay for the
+ * pieces of its chunks, as deltas from the version it holds where it may
+ * (delta_land.h, relay_delta.h), and the trainer ranks nothing: the record
+ * holds its digests; its relay serves a chunk once it is verified here. A relay that fails (it refuses a node of
  * other targets, dies, or does not hold the version), or lands nothing here
  * for relay_stall_ms, is given up and named (recv_pull_relay_watch,
  * fetch_relay.c): every trainer rank is then asked again, for the chunks
