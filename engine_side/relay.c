@@ -290,15 +290,16 @@ static int same_targets(relay_req_t *rq, const relay_slot_t *s)
 
 /* rl->lock held: the other slot when it holds the base the asker names, of
  * the same layout, every chunk the asker gets verified there: the whole
- * image in host memory only (relay_delta.h); else -1. */
+ * image in host memory only, delta_bases not 0 (relay_delta.h); else -1. */
 static int find_base(const recv_relay_t *rl, const relay_req_t *rq, const relay_slot_t *s)
 {
     const wsync_pull_request_t *q = &rq->q;
     int b = find_slot(rl, q->base);
     uint32_t c;
     if (q->base == 0 || q->base >= q->version || q->delta_bytes < WSYNC_DELTA_HEADER ||
-        rl->kind != WSYNC_MEM_HOST || s->targets != NULL || b < 0 || rl->slots[b].targets != NULL ||
-        rl->slots[b].nchunks != s->nchunks || strcmp(rl->slots[b].ldig, s->ldig) != 0)
+        wsync_setting_int(WSYNC_SET_DELTA_BASES) == 0 || rl->kind != WSYNC_MEM_HOST || s->targets != NULL ||
+        b < 0 || rl->slots[b].targets != NULL || rl->slots[b].nchunks != s->nchunks ||
+        strcmp(rl->slots[b].ldig, s->ldig) != 0)
         return -1;
     for (c = 0; c < s->nchunks; c++)
         if (wsync_pull_request_lands(q, c) && !rl->slots[b].verified[c])

@@ -234,7 +234,8 @@ const wsync_setting_def_t wsync_settings_table[WSYNC_SET_COUNT] = {
                                .doc = "versions a trainer rank keeps as delta bases: 1, the previous one, which "
                                       "the other publish slot holds (no extra memory); K > 1: K + 1 publish "
                                       "slots, "
-                                      "each the rank's share of the image; 0: none, every piece goes full"},
+                                      "each the rank's share of the image; 0: none, every piece goes full (a "
+                                      "relaying engine node keeps one, its other image slot; 0: none)"},
     [WSYNC_SET_DELTA_DENSITY] = {.name = "delta_density",
                                  .type = WSYNC_STYPE_STRING,
                                  .dflt = "0.02",

@@ -25,7 +25,9 @@
 #       from the trainer ranks, every tensor equal;
 #   (e) a chain of two nodes of identity targets (--target whole_image): the
 #       child asks the trainer ranks nothing (the record holds its digests)
-#       and the trainers plan no segments of the target.
+#       and the trainers plan no segments of the target;
+#   (f) a relay whose node keeps no delta base (delta_bases 0) serves its
+#       child full pieces, and the child says so.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
 
@@ -134,8 +136,9 @@ engine() {
 
 # (a)-(c) a chain n0 -> n1 of delta versions, a late joiner below it, n1's base corrupted once.
 serve chain || exit 1
-engine chain 0 n0 $NV WSYNC_TEST_CORRUPT_WIRE=5; N0=$!
-engine chain 1 n1 $NV WSYNC_TEST_CORRUPT_HELD=3; N1=$!
+# (relay_stall_ms 30 s: on a loaded machine no relay of the chain is given up for being slow)
+engine chain 0 n0 $NV WSYNC_TEST_CORRUPT_WIRE=5 WSYNC_RELAY_STALL_MS=30000; N0=$!
+engine chain 1 n1 $NV WSYNC_TEST_CORRUPT_HELD=3 WSYNC_RELAY_STALL_MS=30000; N1=$!
 wait_until 30 registered 2 || { fail chain_nodes_registered "not 2 relays registered"; exit 1; }
 tx0=$(bytes "${ENS[0]}" tx)
 trainers chain $NV 2
@@ -171,7 +174,8 @@ else
     fail chain_child_gets_deltas_from_the_relay "$(grep -h 'pieces as deltas\|delta base\|given up' "$TMP"/chain-n[01].log | head -4)"
 fi
 relayed=$(grep -c "engine n0's relay: version [0-9]* to engine n1 rank 0: [1-9][0-9]* pieces as deltas from version" "$TMP/chain-n0.log")
-check chain_relay_logs_its_deltas [ "$relayed" = $((NV - 1)) ]
+if [ "$relayed" = $((NV - 1)) ]; then pass chain_relay_logs_its_deltas
+else fail chain_relay_logs_its_deltas "$relayed relay lines: $(grep -h 'given up\|failed' "$TMP/chain-n1.log" | head -3)"; fi
 echo "chain: n0's host sent $sent bytes to n1 for $NV versions of $image bytes (full pieces: $((NV * image)))" >&2
 check chain_relay_link_carries_about_one_image [ "$sent" -lt $((image * 3 / 2)) ]
 # (b) the late joiner: its first (only) version in full pieces, from n1's relay.
@@ -245,6 +249,22 @@ if [ "$asked" = 0 ] && [ "$planned" = 0 ] && [ "$relayed" = 2 ]; then
 else
     fail identity_targets_relayed_child_asks_the_trainers_nothing \
         "trainer lines naming c1: $asked, segment plans: $planned, versions through c0's relay: $relayed"
+fi
+undeploy
+
+# (f) delta_bases 0 on the relaying node: full pieces, said so.
+serve nob || exit 1
+engine nob 0 b0 2 WSYNC_DELTA_BASES=0; B0=$!
+engine nob 1 b1 2; B1=$!
+wait_until 30 registered 2 || { fail nob_nodes_registered "not 2 relays registered"; exit 1; }
+trainers nob 2 2
+if wait_all 120 $B0 $B1 && dumps_equal "$TMP/nob" b1 1 2 &&
+    grep -q "version 2 from the relay of engine b0 " "$TMP/nob-b1.log" &&
+    grep -q "version 2: no relay keeps version 1 as a delta base (their answers said so): every piece came full" \
+        "$TMP/nob-b1.log"; then
+    pass relay_without_delta_bases_serves_full_pieces
+else
+    fail relay_without_delta_bases_serves_full_pieces "$(grep -h 'version 2' "$TMP/nob-b1.log" | head -3)"
 fi
 undeploy
 exit 0
