@@ -6,6 +6,7 @@
  * full); its wires land there back to back and its answer says where each
  * one is. */
 #include "engine_side/delta_land.h"
+#include "engine_side/delta_land_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,75 +23,6 @@
 #include "common/proto/pull_request.h"
 #include "engine_side/plan_choice.h"
 
-/* P_BAD: its wire was refused; P_DIG: the answer gave its digest; P_WRONG:
- * applied, its bytes differ from that digest (a node verifying by segments) */
-enum { P_LANDED = 1, P_PLACED = 2, P_APPLIED = 4, P_BAD = 8, P_DIG = 16, P_WRONG = 32 };
-
-typedef struct delta_reg {
-    recv_transport_t *rt;
-    wsync_region_t *region;
-    wsync_blob_t key;
-} delta_reg_t;
-
-struct recv_delta {
-    uint64_t base;
-    const wsync_mem_ops_t *mem; /* where the image is: host memory or a GPU (delta_mem.h) */
-    wsync_delta_dev_t *dev;     /* a GPU's buffers for the wires applied there */
-    const char *held;           /* the base's bytes: the held slot's image */
-    int staged;                 /* the pull lands in the other slot (else in the held bytes) */
-    unsigned char *stage;
-    uint64_t stage_len;
-    uint64_t *area_at, *area_len; /* [world]: each trainer rank's part of the stage */
-    delta_reg_t reg[RECV_MAX_TRANSPORTS];
-    int nreg;
-    unsigned char *state;    /* [nputs] P_* */
-    uint64_t *wlen;          /* [nputs]: the wire's length as it landed */
-    uint64_t *wat, *wbytes;  /* [nputs]: where the answer placed it */
-    uint64_t *wdig;          /* [nputs]: the digest of its new bytes the answer gave */
-    unsigned char *taken;    /* [world]: its answer read */
-    recv_request_t *refetch; /* [world]: pieces asked again in full */
-    unsigned char *want;     /* [world * chunk_bytes]: chunks to ask again */
-    unsigned char *pending;  /* [world]: want has chunks not asked yet */
-    unsigned char *failing;  /* [world]: a piece of the chunk being checked failed */
-    size_t chunk_bytes;
-    uint64_t owed;                                      /* bytes of the pieces landing here */
-    uint64_t ndelta, wire_bytes, piece_bytes, nrefetch; /* applied: count, wire and piece bytes; failed */
-    uint64_t refetch_bytes;                             /* put again in full */
-    uint64_t failed_len, lost;                          /* failed pieces: their bytes, their wires' */
-    int nkept, nasked; /* trainer answers that kept the base; requests that named it */
-    int nother;        /* requests over another transport than tcp (the local one: a copy beats a delta) */
-};
-
-static void delta_free(recv_delta_t *d)
-{
-    wsync_delta_dev_free(d->mem, d->dev);
-    free(d->stage);
-    free(d->area_at);
-    free(d->area_len);
-    free(d->state);
-    free(d->wlen);
-    free(d->wat);
-    free(d->wbytes);
-    free(d->wdig);
-    free(d->taken);
-    free(d->refetch);
-    free(d->want);
-    free(d->pending);
-    free(d->failing);
-    free(d);
-}
-
-/* The wire's fraction of the bytes at the delta_density setting's changed
- * fraction of bf16 elements (the encoder's choice of form). */
-static double expected_wire(void)
-{
-    const uint64_t n = 1u << 20;
-    double density = strtod(wsync_setting_str(WSYNC_SET_DELTA_DENSITY), NULL);
-    wsync_delta_stats_t st;
-    wsync_delta_stats_from(n, (uint64_t)((double)n * density + 0.5), 2, &st);
-    return (double)st.bytes[st.chosen] / (double)(n * 2);
-}
-
 /* delta=auto with a links file: the cost model's choice for this rank's
  * pull of this version over tcp (plan_choice_delta), at the wire fraction
  * its last delta pull measured, or before one the delta_density setting's.
@@ -104,7 +36,7 @@ static int auto_wants(const fetch_t *f)
     cost_deploy_init(&d, f->plan->world, 1, 1, r->cfg.local_world, f->plan->image_size, f->plan->chunk_size,
                      r->mem->kind == WSYNC_MEM_CUDA ? COST_MEM_GPU : COST_MEM_HOST, COST_NET_TCP);
     d.tcp_conns = (int)wsync_setting_int(WSYNC_SET_TCP_CONNS);
-    d.delta_wire = r->delta_wire_seen > 0 ? r->delta_wire_seen : expected_wire();
+    d.delta_wire = r->delta_wire_seen > 0 ? r->delta_wire_seen : plan_choice_delta_wire();
     d.delta_base_copy = f->p.slot != r->cur_slot;
     yes = plan_choice_delta(r->links, &d, &delta_s, &full_s);
     LOG_INFO("engine %s rank %d: version %llu: delta auto chose %s: the cost model (%s) gives %.3f ms as deltas "
@@ -126,8 +58,7 @@ static int may_ask(const fetch_t *f)
     const wsync_receiver_t *r = f->p.r;
     if (wsync_setting_int(WSYNC_SET_DELTA) == 2) /* auto | on | off */
         return 0;
-    if ((f->identity && f->ver.digests == NULL) || f->dm || r->sparse || r->gpu_sparse || r->cfg.ndests > 0 ||
-        f->p.relay.id[0] != '\0')
+    if ((f->identity && f->ver.digests == NULL) || f->dm || r->sparse || r->gpu_sparse || r->cfg.ndests > 0)
         return 0;
     if (r->held_version == 0 || r->held_version >= f->p.v || r->held == NULL ||
         strcmp(r->held->layout_digest, f->p.sl->layout_digest) != 0 || r->held_tl != f->tl ||
@@ -188,7 +119,7 @@ wsync_status_t recv_delta_begin(fetch_t *f)
     d->failing = calloc((size_t)f->p.world, 1);
     if (!d->failing || !d->area_at || !d->area_len || !d->state || !d->wlen || !d->wat || !d->wbytes || !d->wdig ||
         !d->taken || !d->refetch || !d->want || !d->pending) {
-        delta_free(d);
+        recv_delta_free(d);
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     }
     for (t = 0; t < f->p.world; t++) {
@@ -206,7 +137,7 @@ wsync_status_t recv_delta_begin(fetch_t *f)
     d->stage_len = at;
     d->stage = malloc(at ? at : 1); /* only the pages wires land on are touched */
     if (d->stage == NULL) {
-        delta_free(d);
+        recv_delta_free(d);
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory for a delta staging region of %llu bytes",
                            (unsigned long long)at);
     }
@@ -239,16 +170,13 @@ static int keeps(const fetch_t *f, int t, uint64_t back)
     return yes;
 }
 
-wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *msg)
+/* The request `msg` (over rt) names the base and the stage's bytes [at,
+ * at + len) for its wires. */
+static wsync_status_t ask(recv_delta_t *d, recv_transport_t *rt, uint64_t at, uint64_t len, json_t *msg)
 {
-    recv_delta_t *d = f->delta;
     wsync_pull_request_t pr = {0};
     delta_reg_t *g = NULL;
     int k;
-    if (d != NULL && d->area_len[t] > 0 && strcmp(rt->ops->name, "tcp") != 0)
-        d->nother++;
-    if (d == NULL || d->area_len[t] == 0 || strcmp(rt->ops->name, "tcp") != 0 || !keeps(f, t, f->p.v - d->base))
-        return WSYNC_OK;
     for (k = 0; k < d->nreg; k++)
         if (d->reg[k].rt == rt)
             g = &d->reg[k];
@@ -263,12 +191,31 @@ wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *m
     }
     pr.base = d->base;
     pr.delta_key = g->key;
-    pr.delta_at = d->area_at[t];
-    pr.delta_bytes = d->area_len[t];
+    pr.delta_at = at;
+    pr.delta_bytes = len;
     if (wsync_pull_request_delta_to_json(&pr, msg) != 0)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     d->nasked++;
     return WSYNC_OK;
+}
+
+wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *msg)
+{
+    recv_delta_t *d = f->delta;
+    if (d != NULL && d->area_len[t] > 0 && strcmp(rt->ops->name, "tcp") != 0)
+        d->nother++;
+    if (d == NULL || d->area_len[t] == 0 || strcmp(rt->ops->name, "tcp") != 0 || !keeps(f, t, f->p.v - d->base))
+        return WSYNC_OK;
+    return ask(d, rt, d->area_at[t], d->area_len[t], msg);
+}
+
+wsync_status_t recv_delta_ask_relay(fetch_t *f, recv_transport_t *rt, json_t *msg)
+{
+    recv_delta_t *d = f->delta;
+    if (d == NULL || d->stage_len == 0)
+        return WSYNC_OK;
+    d->relayed = 1;
+    return ask(d, rt, 0, d->stage_len, msg);
 }
 
 /* Ask trainer rank t again for every put of chunk c, in full (sent by
@@ -312,17 +259,17 @@ static wsync_status_t apply(fetch_t *f, uint32_t i)
     if (d->wlen[i] == d->wbytes[i]) {
         st = d->staged ? d->mem->copy(dst, d->held + pu->dst_off, pu->len) : WSYNC_OK;
         if (st == WSYNC_OK)
-            st = wsync_delta_mem_apply(d->mem, &d->dev, dst, pu->len, d->stage + d->area_at[t] + d->wat[i],
-                                       d->wbytes[i]);
+            st = wsync_delta_mem_apply(d->mem, &d->dev, dst, pu->len, d->stage + d->wat[i], d->wbytes[i]);
     } else {
         wsync_error(st, "%llu bytes landed, the answer says %llu", (unsigned long long)d->wlen[i],
                     (unsigned long long)d->wbytes[i]);
     }
     if (st != WSYNC_OK) /* it counts as landed; its chunk's check asks for it again (recv_delta_verify) */
-        LOG_WARN("engine %s rank %d: %s %u (trainer rank %d) of version %llu: its delta wire from version %llu "
-                 "was refused (%s): re-fetching it in full",
+        LOG_WARN("engine %s rank %d: %s %u (trainer rank %d) of version %llu: its delta wire from version %llu"
+                 "%s%s was refused (%s): re-fetching it in full",
                  f->p.r->engine_id, f->p.me, f->p.ops->unit1, i, t, (unsigned long long)f->p.v,
-                 (unsigned long long)d->base, wsync_last_error());
+                 (unsigned long long)d->base, d->relayed ? " through the relay of engine " : "",
+                 d->relayed ? f->p.relay.id : "", wsync_last_error());
     d->state[i] = (d->state[i] & P_DIG) | P_APPLIED | (st != WSYNC_OK ? P_BAD : 0);
     if (f->identity)
         f->ver.has_put_sum[i] = 0; /* no put sum covers it: its chunk takes a digest pass */
@@ -346,49 +293,56 @@ wsync_status_t recv_delta_landed(recv_pull_t *p, uint32_t id, const wsync_comple
     const wsync_tput_t *pu = d && id < f->np->nputs ? &f->np->puts[id] : NULL;
     if (pu == NULL || !recv_pull_is_mine(p, pu->chunk) || p->remaining[pu->chunk] == 0 ||
         (d->state[id] & (P_LANDED | P_APPLIED)) || cp->len > pu->len || cp->len < WSYNC_DELTA_HEADER ||
-        (d->taken[pu->src_rank] && !(d->state[id] & P_PLACED)))
+        ((d->relayed ? d->relay_taken : d->taken[pu->src_rank]) && !(d->state[id] & P_PLACED)))
         return wsync_error(WSYNC_ERR_PEER, "unexpected delta wire of %s %u (%llu bytes) from trainer rank %d",
                            p->ops->unit1, id, (unsigned long long)cp->len, cp->peer);
     d->state[id] |= P_LANDED;
     d->wlen[id] = cp->len;
+    p->last_landed = wsync_now_ns(); /* the relay's answer, which places it, comes after its last put */
     return d->state[id] & P_PLACED ? apply(f, id) : WSYNC_OK;
 }
 
-/* Trainer rank t answered: where its wires are; those in apply now. */
+/* Trainer rank t (-1: the parent's relay, which puts any piece anywhere
+ * in the stage) answered: where its wires are; those in apply now. */
 static wsync_status_t take(fetch_t *f, int t)
 {
     recv_delta_t *d = f->delta;
-    const wsync_pull_reply_t *rp = &f->p.reqs[t].reply;
+    const wsync_pull_reply_t *rp = t >= 0 ? &f->p.reqs[t].reply : &f->p.relay.req.reply;
     const wsync_node_plan_t *np = f->np;
-    size_t k;
-    d->taken[t] = 1;
+    const uint64_t area_at = t >= 0 ? d->area_at[t] : 0, area_len = t >= 0 ? d->area_len[t] : d->stage_len;
+    char who[200], what[300];
+    size_t k, n = t >= 0 ? np->rank_nputs[t] : np->nputs;
+    if (t >= 0) {
+        snprintf(who, sizeof(who), "trainer rank %d", t);
+        d->taken[t] = 1;
+    } else {
+        snprintf(who, sizeof(who), "the relay of engine %s", f->p.relay.id);
+        d->relay_taken = 1;
+    }
     d->nkept += rp->has_base && rp->base == d->base;
     for (k = 0; k < rp->ndeltas; k++) {
         const wsync_pull_delta_t *e = &rp->deltas[k];
         const uint32_t i = e->piece;
-        if (i >= np->nputs || np->puts[i].src_rank != t || !recv_pull_is_mine(&f->p, np->puts[i].chunk) ||
-            (d->state[i] & (P_PLACED | P_APPLIED)) || e->bytes > np->puts[i].len ||
-            e->at + e->bytes > d->area_len[t]) {
-            char what[200];
+        if (i >= np->nputs || (t >= 0 && np->puts[i].src_rank != t) || !recv_pull_is_mine(&f->p, np->puts[i].chunk) ||
+            (d->state[i] & (P_PLACED | P_APPLIED)) || e->bytes > np->puts[i].len || e->at + e->bytes > area_len) {
             snprintf(what, sizeof(what),
-                     "trainer rank %d answered a delta wire of %s %u (%llu bytes at %llu) that it does not owe "
+                     "%s answered a delta wire of %s %u (%llu bytes at %llu) that it does not owe "
                      "this rank",
-                     t, f->p.ops->unit1, i, (unsigned long long)e->bytes, (unsigned long long)e->at);
+                     who, f->p.ops->unit1, i, (unsigned long long)e->bytes, (unsigned long long)e->at);
             return recv_pull_fail(&f->p, WSYNC_ERR_PEER, what);
         }
         d->state[i] |= P_PLACED | (e->has_digest ? P_DIG : 0);
-        d->wat[i] = e->at;
+        d->wat[i] = area_at + e->at; /* in the stage */
         d->wbytes[i] = e->bytes;
         d->wdig[i] = e->digest;
         if (d->state[i] & P_LANDED)
             WSYNC_CHECK(apply(f, i));
     }
-    for (k = 0; k < np->rank_nputs[t]; k++) { /* a wire it put, not in its answer */
-        const uint32_t i = np->rank_puts[t][k];
+    for (k = 0; k < n; k++) { /* a wire it put, not in its answer */
+        const uint32_t i = t >= 0 ? np->rank_puts[t][k] : (uint32_t)k;
         if ((d->state[i] & (P_LANDED | P_PLACED)) == P_LANDED) {
-            char what[200];
-            snprintf(what, sizeof(what), "trainer rank %d put a delta wire of %s %u that its answer does not list",
-                     t, f->p.ops->unit1, i);
+            snprintf(what, sizeof(what), "%s put a delta wire of %s %u that its answer does not list", who,
+                     f->p.ops->unit1, i);
             return recv_pull_fail(&f->p, WSYNC_ERR_PEER, what);
         }
     }
@@ -403,12 +357,22 @@ static wsync_status_t send_refetch(fetch_t *f, int t)
     recv_request_t *q = &d->refetch[t];
     recv_transport_t *rt;
     json_t *msg = NULL;
+    size_t k;
     if (q->started && !recv_request_done(q))
         return WSYNC_OK;
     if (recv_request_failed(q))
         return recv_pull_fail(&f->p, q->status, q->error);
     recv_request_end(q);
     WSYNC_CHECK(recv_transport_ensure(r, f->p.tnames[t], &rt));
+    for (k = 0; k < f->np->rank_nputs[t]; k++) { /* under a relay, its first puts here */
+        const uint32_t i = f->np->rank_puts[t][k];
+        const wsync_tput_t *pu = &f->np->puts[i];
+        if (d->want[(size_t)t * d->chunk_bytes + pu->chunk / 8] & (1u << (pu->chunk % 8)))
+            WSYNC_CHECK(rt->ops->expect(rt->t, t, rt->region[f->p.slot], pu->dst_off, pu->len,
+                                        ((uint64_t)f->p.reqid << 32) | i));
+    }
+    if (rt->ops->expect_flush)
+        rt->ops->expect_flush(rt->t, t);
     WSYNC_CHECK(fetch_request_msg(f, t, rt, d->want + (size_t)t * d->chunk_bytes, &msg));
     WSYNC_CHECK(recv_request_start(q, &r->pull_conns, &r->auth, t, f->p.addrs[t], msg, f->p.deadline));
     memset(d->want + (size_t)t * d->chunk_bytes, 0, d->chunk_bytes);
@@ -422,6 +386,11 @@ wsync_status_t recv_delta_poll(fetch_t *f, int *progressed)
     int t;
     if (d == NULL)
         return WSYNC_OK;
+    if (d->relayed && !d->relay_taken && f->p.relay.on && recv_request_done(&f->p.relay.req) &&
+        f->p.relay.req.status == WSYNC_OK) {
+        *progressed = 1;
+        WSYNC_CHECK(take(f, -1));
+    }
     for (t = 0; t < f->p.world; t++) {
         const recv_request_t *q = &f->p.reqs[t];
         if (!d->taken[t] && q->started && recv_request_done(q) && q->status == WSYNC_OK) {
@@ -491,61 +460,6 @@ wsync_status_t recv_delta_verify(fetch_t *f, uint32_t c, const uint64_t *sums, i
             refetch(f, c, t);
         }
     return WSYNC_OK;
-}
-
-void recv_delta_end(fetch_t *f, wsync_status_t st)
-{
-    recv_delta_t *d = f->delta;
-    char a[32], b[32], c[32];
-    uint64_t on_wire;
-    int t, k;
-    if (d == NULL)
-        return;
-    for (t = 0; t < f->p.world; t++) {
-        if (st != WSYNC_OK)
-            recv_request_abort(&d->refetch[t]);
-        recv_request_end(&d->refetch[t]);
-    }
-    for (k = 0; k < d->nreg; k++)
-        d->reg[k].rt->ops->dereg(d->reg[k].region);
-    /* The pieces that went full, the wires, and what was put again. */
-    on_wire = d->owed - d->piece_bytes - d->failed_len + d->wire_bytes + d->lost + d->refetch_bytes;
-    if (st == WSYNC_OK && d->nkept == 0 && d->nasked == 0 && d->nother > 0) /* the usual way there: debug */
-        LOG_DEBUG("engine %s rank %d: version %llu: every piece came full: %d trainer ranks are reached by a "
-                  "transport other than tcp (deltas go over tcp; the local transport's copy beats them)",
-                  f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, d->nother);
-    else if (st == WSYNC_OK && d->nkept == 0)
-        LOG_INFO("engine %s rank %d: version %llu: no trainer rank keeps version %llu as a delta base (%s): every "
-                 "piece came full",
-                 f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, (unsigned long long)d->base,
-                 d->nasked ? "their answers said so" : "their registrations say so, none was asked");
-    else if (st == WSYNC_OK)
-        LOG_INFO("engine %s rank %d: version %llu: %llu %s as deltas from version %llu (%s of wires for %s of "
-                 "%s); on the wire %llu of %llu bytes (%.1f%%, %s); %llu re-fetched in full after a failed "
-                 "check",
-                 f->p.r->engine_id, f->p.me, (unsigned long long)f->p.v, (unsigned long long)d->ndelta,
-                 f->p.ops->unit, (unsigned long long)d->base, wsync_fmt_size(d->wire_bytes, a, sizeof(a)),
-                 wsync_fmt_size(d->piece_bytes, b, sizeof(b)), f->p.ops->unit, (unsigned long long)on_wire,
-                 (unsigned long long)d->owed, d->owed ? 100.0 * (double)on_wire / (double)d->owed : 0.0,
-                 wsync_fmt_size(on_wire, c, sizeof(c)), (unsigned long long)d->nrefetch);
-    if (st == WSYNC_OK && d->ndelta > 0 && d->owed > 0) /* what delta=auto costs the next pull at */
-        f->p.r->delta_wire_seen = (double)(d->owed - d->piece_bytes + d->wire_bytes) / (double)d->owed;
-    if (st == WSYNC_OK)
-        f->p.r->delta_last = (wsync_report_delta_t){.pieces = d->ndelta,
-                                                    .wire_bytes = d->wire_bytes,
-                                                    .piece_bytes = d->piece_bytes,
-                                                    .refetched = d->nrefetch};
-    delta_free(d);
-    f->delta = NULL;
-}
-
-void wsync_receiver_last_delta(const wsync_receiver_t *r, wsync_pull_delta_stats_t *out)
-{
-    *out = (wsync_pull_delta_stats_t){.version = r->held_version,
-                                      .pieces = r->delta_last.pieces,
-                                      .wire_bytes = r->delta_last.wire_bytes,
-                                      .piece_bytes = r->delta_last.piece_bytes,
-                                      .refetched = r->delta_last.refetched};
 }
 
 int recv_delta_asks(const fetch_t *f)

@@ -15,7 +15,10 @@
  * the end, as always). A put that fails (a wrong base, a refused wire) is
  * asked again in full from its trainer rank and the log says which put,
  * which rank, which base and why. Host or GPU memory, tcp, no caller
- * tensors in place, no relay: otherwise the pull asks for full puts. */
+ * tensors in place: otherwise the pull asks for full puts. Under relay:F
+ * the whole image asks the parent's relay with the base instead
+ * (relay_delta.h), and a failing piece is asked again in full from its
+ * trainer rank; a node of targets under a relay asks full puts. */
 #ifndef WSYNC_ENGINE_DELTA_LAND_H
 #define WSYNC_ENGINE_DELTA_LAND_H
 
@@ -31,6 +34,15 @@ int recv_delta_asks(const fetch_t *f);
  * (built for transport rt); nothing without f->delta or over another
  * transport than tcp. */
 wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *msg);
+/* Under relay:F: the parent's relay's request `msg` (over rt) names the
+ * base and the whole staging region; its answer is read as a trainer
+ * rank's (any piece of this rank's chunks may come as a wire). */
+wsync_status_t recv_delta_ask_relay(fetch_t *f, recv_transport_t *rt, json_t *msg);
+/* The ops' relay_gone: the relay is given up, before the transports are
+ * reset: the staging region deregistered, the pieces of chunks still
+ * missing forgotten (they come again, the trainer ranks asked for deltas
+ * as without a relay). */
+wsync_status_t recv_delta_relay_gone(recv_pull_t *p);
 /* The ops' delta_landed: piece `id`'s wire landed in the staging region. */
 wsync_status_t recv_delta_landed(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp);
 /* Each turn of the fetch: the trainer answers (where the wires are), the

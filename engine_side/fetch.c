@@ -8,7 +8,7 @@
  *             and the relay's fall back);
  *   prepare   the chunks landing here, and those landing elsewhere that
  *             hold bytes this rank copies;
- *   request   in place into the caller's tensors on the host, the bytes
+ *   request   (fetch_request.c) in place into the caller's tensors on the host, the bytes
  *             no other rank reads land straight in them (the transports'
  *             redirect, recv_transport_direct); expect every put landing
  *             here; ask every trainer rank (each also answers with the
@@ -122,88 +122,6 @@ static wsync_status_t fetch_prepare(fetch_t *f)
     return recv_trainer_addrs(f->p.r, f->p.world, f->p.addrs, f->p.tnames);
 }
 
-wsync_status_t fetch_add_targets(fetch_t *f, int t, wsync_pull_request_t *pr)
-{
-    const int L = f->p.r->cfg.local_world;
-    int k;
-    pr->ntargets = L;
-    pr->targets = calloc((size_t)L, sizeof(*pr->targets));
-    WSYNC_CHECK_ALLOC(pr->targets);
-    if (t >= 0 && !f->tl->defs_sent[t]) {
-        pr->target_defs = json_object();
-        WSYNC_CHECK_ALLOC(pr->target_defs);
-    }
-    for (k = 0; k < L; k++) {
-        const wsync_target_t *tg = f->tl->tg[k];
-        memcpy(pr->targets[k], tg->digest_hex, 33);
-        if (pr->target_defs && json_object_get(pr->target_defs, tg->digest_hex) == NULL) {
-            json_t *j = NULL;
-            WSYNC_CHECK(wsync_target_to_json(tg, f->p.sl->manifest, &j));
-            json_object_set_new(pr->target_defs, tg->digest_hex, j);
-        }
-    }
-    return WSYNC_OK;
-}
-
-wsync_status_t fetch_request_msg(fetch_t *f, int t, recv_transport_t *rt, unsigned char *chunks, json_t **out)
-{
-    wsync_pull_request_t pr;
-    wsync_status_t st;
-    recv_pull_request_init(&pr, f->p.r, f->p.v, f->p.reqid, rt, f->p.slot, f->p.sl->layout_digest, f->p.deadline);
-    pr.chunks = chunks;
-    pr.chunk_bytes = (f->np->nchunks + 7) / 8;
-    st = f->tl ? fetch_add_targets(f, t, &pr) : WSYNC_OK;
-    pr.in_order = f->rl.on && f->ndirect == 0; /* else only edges and fan-out bytes pass through the image */
-    if (f->tl) {
-        pr.no_segment_digests = f->identity; /* verified against the record's piece digests */
-        pr.hint_world = f->tl->hint_world;
-        pr.colo = f->tl->colo;
-        pr.ncolo = f->tl->ncolo;
-    }
-    pr.put_digests = f->tp.on;
-    *out = st == WSYNC_OK ? wsync_pull_request_to_json(&pr) : NULL;
-    pr.chunks = NULL; /* ours, not the request's */
-    pr.colo = pr.ncolo = NULL;
-    pr.hint_world = 0;
-    wsync_pull_request_clear(&pr);
-    if (st == WSYNC_OK && *out == NULL)
-        st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-    return st;
-}
-
-wsync_status_t fetch_request_rank(fetch_t *f, int t, int digests_only)
-{
-    wsync_receiver_t *r = f->p.r;
-    const wsync_node_plan_t *np = f->np;
-    recv_transport_t *rt;
-    wsync_status_t st;
-    size_t k, n = 0;
-    json_t *msg = NULL;
-    for (k = 0; f->tl == NULL && k < np->rank_nputs[t] && n == 0; k++)
-        n += recv_pull_is_mine(&f->p, np->puts[np->rank_puts[t][k]].chunk);
-    if (f->tl == NULL && n == 0) /* the whole image asks for pieces alone: the record holds the digests */
-        return WSYNC_OK;
-    WSYNC_CHECK(recv_transport_ensure(r, f->p.tnames[t], &rt));
-    for (k = 0; k < np->rank_nputs[t] && !digests_only; k++) {
-        const wsync_tput_t *pu = &np->puts[np->rank_puts[t][k]];
-        if (recv_pull_is_mine(&f->p, pu->chunk))
-            WSYNC_CHECK(rt->ops->expect(rt->t, t, rt->region[f->p.slot], pu->dst_off, pu->len,
-                                        ((uint64_t)f->p.reqid << 32) | pu->id));
-    }
-    if (rt->ops->expect_flush)
-        rt->ops->expect_flush(rt->t, t);
-    if (f->p.addrs[t][0] == '\0')
-        return wsync_error(WSYNC_ERR_NOT_FOUND, "trainer rank %d is not registered at the control endpoint", t);
-    st = fetch_request_msg(f, t, rt, digests_only ? f->none : f->p.mine, &msg);
-    if (st == WSYNC_OK && !digests_only) /* the base and where its wires go (delta_land.h) */
-        st = recv_delta_ask(f, t, rt, msg);
-    if (st != WSYNC_OK)
-        json_decref(msg);
-    WSYNC_CHECK(st);
-    return recv_request_start(&f->p.reqs[t], &f->p.r->pull_conns, &f->p.r->auth, t, f->p.addrs[t], msg,
-                              f->p.deadline);
-}
-
 static wsync_status_t fetch_request(fetch_t *f)
 {
     wsync_receiver_t *r = f->p.r;
@@ -221,14 +139,17 @@ static wsync_status_t fetch_request(fetch_t *f)
                                           &f->direct, &f->ndirect));
     f->p.reqid = recv_new_reqid(f->p.reqid);
     f->p.last_landed = wsync_now_ns();
+    if (f->tl == NULL) /* before the relay's request, which may name the base too */
+        WSYNC_CHECK(recv_delta_begin(f));
     WSYNC_CHECK(fetch_relay_request(f, &relayed));
-    if (!relayed)
+    if (f->tl && !relayed) /* a node of targets asks its trainer ranks for its puts' deltas */
         WSYNC_CHECK(recv_delta_begin(f));
     /* else by segment (target_puts.h); an attempt that asks deltas checks
      * its applied puts against the digests the trainers answer with
      * (delta_land.h: only requests over tcp ask them) */
     f->tp.on = f->tp.on && !relayed && f->ndirect == 0 && !recv_delta_asks(f);
-    for (t = 0; t < f->p.world && (f->tl || !relayed); t++) /* relayed, the whole image asks no trainer */
+    /* relayed, the whole image and identity targets ask no trainer rank (the record holds their digests) */
+    for (t = 0; t < f->p.world && ((f->tl && !f->identity) || !relayed); t++)
         WSYNC_CHECK(fetch_request_rank(f, t, relayed));
     wsync_trace("engine %s rank %d: %srequests sent", r->engine_id, f->p.me, f->tl ? "target " : "");
     return WSYNC_OK;
@@ -378,6 +299,8 @@ static wsync_status_t fetch_collect(fetch_t *f)
     for (t = 0; t < f->p.world; t++) {
         const wsync_pull_reply_t *rep = &f->p.reqs[t].reply;
         size_t k;
+        if (f->identity && !f->p.reqs[t].started) /* asked nothing: no puts of it land here */
+            continue;
         while (!recv_request_done(&f->p.reqs[t])) {
             fetch_release(f);
             WSYNC_CHECK(recv_pull_watch(&f->p));
@@ -487,12 +410,13 @@ static wsync_status_t ops_request_rank(recv_pull_t *p, int t)
 /* One table; the whole image's differs in its messages' nouns (its puts
  * are the record's pieces) and in what a relay fall back asks again (the
  * trainer ranks were asked nothing: only those with missing pieces). */
-#define TF_OPS                                                                                        \
-    .unit_at = ops_unit_at, .unit_off = ops_unit_off, .chunk_verified = ops_chunk_verified,           \
-    .unit_landed = ops_unit_landed, .chunk_landed = ops_chunk_landed, .chunk_units = ops_chunk_units, \
-    .unit_src = ops_unit_src, .land_rank = ops_land_rank, .check_landing = ops_check_landing,         \
-    .bytes_in = ops_bytes_in, .waiting_more = ops_waiting_more, .chunk_reasked = ops_chunk_reasked,   \
-    .request_rank = ops_request_rank, .delta_landed = recv_delta_landed, .landed_check = ops_landed_check
+#define TF_OPS                                                                                             \
+    .unit_at = ops_unit_at, .unit_off = ops_unit_off, .chunk_verified = ops_chunk_verified,                \
+    .unit_landed = ops_unit_landed, .chunk_landed = ops_chunk_landed, .chunk_units = ops_chunk_units,      \
+    .unit_src = ops_unit_src, .land_rank = ops_land_rank, .check_landing = ops_check_landing,              \
+    .bytes_in = ops_bytes_in, .waiting_more = ops_waiting_more, .chunk_reasked = ops_chunk_reasked,        \
+    .request_rank = ops_request_rank, .delta_landed = recv_delta_landed, .landed_check = ops_landed_check, \
+    .relay_gone = recv_delta_relay_gone
 static const recv_pull_ops_t fetch_ops = {.unit = "puts", .unit1 = "put", .reask_all = 1, TF_OPS};
 static const recv_pull_ops_t whole_ops = {.unit = "pieces", .unit1 = "piece", .reask_all = 0, TF_OPS};
 

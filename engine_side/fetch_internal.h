@@ -101,8 +101,9 @@ wsync_status_t fetch_identity_copied(fetch_t *f, uint32_t c);
 
 /* fetch_relay_puts.c: under relay:F with a parent for this version, ask
  * its relay for every put landing here (*asked 1; a node of targets then
- * asks the trainer ranks for digests alone, the whole image asks them
- * nothing: the record holds its digests), else nothing;
+ * asks the trainer ranks for digests alone, the whole image and a node of
+ * identity targets ask them nothing: the record holds their digests; the
+ * whole image names its delta base, delta_land.h), else nothing;
  * recv_pull_relay_watch gives a failed or stalled one up. */
 wsync_status_t fetch_relay_request(fetch_t *f, int *asked);
 /* fetch_relay_puts.c: local rank 0 of a relaying node: its relay serves

@@ -87,6 +87,15 @@ static wsync_plan_spec_t choose_for_version(const wsync_receiver_t *r, uint64_t 
     cost_deploy_init(&d, world, thosts, nodes > 0 ? (int)nodes : 1, r->cfg.local_world, image, chunk,
                      r->mem->kind == WSYNC_MEM_CUDA ? COST_MEM_GPU : COST_MEM_HOST, COST_NET_TCP);
     d.tcp_conns = (int)wsync_setting_int(WSYNC_SET_TCP_CONNS);
+    /* A node holding a version may pull this one as deltas, direct or from a
+     * relay (relays serve them: relay_delta.h): both costed at the
+     * delta_density setting's wire, which every node reads alike (delta
+     * auto, delta_land.c, then decides per rank with what it measured). */
+    d.delta = wsync_setting_int(WSYNC_SET_DELTA) == 2 || r->held_version == 0 ? COST_DELTA_OFF
+              : wsync_setting_int(WSYNC_SET_DELTA) == 1                       ? COST_DELTA_ON
+                                                                              : COST_DELTA_AUTO;
+    d.delta_wire = plan_choice_delta_wire();
+    d.delta_base_copy = r->nslots == 2;
     s = plan_choice_resolve(&r->asked, &in);
     wsync_trace("engine %s rank %d: plan auto chose %s for version %llu (%zu nodes, %d trainer hosts)",
                 r->engine_id, r->cfg.local_rank, wsync_plan_spec_name(&s, name, sizeof(name)),
@@ -178,6 +187,8 @@ static wsync_status_t fall_back(recv_pull_t *p, const char *why)
              "from the trainer ranks",
              p->r->engine_id, p->me, p->relay.id, p->relay.addr, why, p->ops->unit, (unsigned long long)p->v);
     recv_relay_pull_end(&p->relay);
+    if (p->ops->relay_gone)
+        WSYNC_CHECK(p->ops->relay_gone(p));
     for (t = 0; p->ops->reask_all && t < p->world; t++) { /* asked again below */
         recv_request_abort(&p->reqs[t]);
         recv_request_end(&p->reqs[t]);

@@ -4,10 +4,12 @@
  * same local ranks: the same node plan, so each put lands at the offset it
  * has there. The relay sends every put landing here; the trainer ranks are
  * asked, with an empty chunk map, for the digests of this rank's segments
- * alone, so every byte is still checked against the trainers' digests. The
- * whole image (the identity target) asks its relay for the pieces of its
- * chunks and the trainer ranks nothing: the record holds its digests; its
- * relay serves a chunk once it is verified here. A relay that fails (it refuses a node of
+ * alone, so every byte is still checked against the trainers' digests (a
+ * node of identity targets asks them nothing: it verifies against the
+ * record). The whole image (the identity target) asks its relay for the
+ * pieces of its chunks, as deltas from the version it holds where it may
+ * (delta_land.h, relay_delta.h), and the trainer ranks nothing: the record
+ * holds its digests; its relay serves a chunk once it is verified here. A relay that fails (it refuses a node of
  * other targets, dies, or does not hold the version), or lands nothing here
  * for relay_stall_ms, is given up and named (recv_pull_relay_watch,
  * fetch_relay.c): every trainer rank is then asked again, for the chunks
@@ -20,13 +22,14 @@
 #include "common/base/log.h"
 #include "common/proto/pull_request.h"
 #include "common/base/util.h"
+#include "engine_side/delta_land.h"
 #include "engine_side/fetch_internal.h"
 #include "engine_side/relay.h"
 
 /* The request the relay gets: the one a trainer rank would, without the
  * targets' definitions (a relay plans nothing: it compares digests); the
  * whole image's names no targets. */
-static wsync_status_t relay_json(fetch_t *f, const recv_transport_t *rt, json_t **out)
+static wsync_status_t relay_json(fetch_t *f, recv_transport_t *rt, json_t **out)
 {
     wsync_pull_request_t pr;
     wsync_status_t st;
@@ -38,6 +41,10 @@ static wsync_status_t relay_json(fetch_t *f, const recv_transport_t *rt, json_t 
     *out = st == WSYNC_OK ? wsync_pull_request_to_json(&pr) : NULL;
     pr.chunks = NULL; /* ours, not the request's */
     wsync_pull_request_clear(&pr);
+    if (st == WSYNC_OK && *out) /* the whole image holding a base: deltas from the relay (delta_land.h) */
+        st = recv_delta_ask_relay(f, rt, *out);
+    if (st != WSYNC_OK)
+        json_decref(*out);
     WSYNC_CHECK(st);
     return *out ? WSYNC_OK : wsync_error(WSYNC_ERR_NOMEM, "out of memory");
 }
@@ -75,7 +82,7 @@ wsync_status_t fetch_relay_serve(fetch_t *f)
     char(*digests)[33] = NULL;
     void *win[BOARD_MAX_RANKS] = {f->image};
     size_t len[BOARD_MAX_RANKS] = {r->image_len};
-    relay_serve_t t = {.np = f->np, .L = 1, .win = win, .win_len = len};
+    relay_serve_t t = {.np = f->np, .L = 1, .win = win, .win_len = len, .manifest = f->p.sl->manifest};
     int k;
     if (f->tl) { /* targets: each put out of the image of the rank it lands on */
         digests = calloc((size_t)L, 33);

@@ -33,5 +33,9 @@ wsync_plan_spec_t plan_choice_resolve(const wsync_plan_spec_t *asked, const plan
  * model cannot cost gives 1 (today's rule: ask; the trainers' answers and
  * the verification decide) with both 0 and a warning. Never fails. */
 int plan_choice_delta(const cost_links_t *links, const cost_deploy_t *d, double *delta_s, double *full_s);
+/* A delta pull's wire bytes per byte of the version at the delta_density
+ * setting's changed fraction of bf16 elements (the encoder's choice of
+ * form): what the cost model counts before a pull measured one. */
+double plan_choice_delta_wire(void);
 
 #endif

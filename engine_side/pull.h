@@ -70,6 +70,9 @@ typedef struct recv_pull_ops {
     /* NULL, or: the delta wire of unit `id` landed in the staging region
      * (a put tagged WSYNC_PULL_DELTA_TAG, delta_land.h). */
     wsync_status_t (*delta_landed)(recv_pull_t *p, uint32_t id, const wsync_completion_t *cp);
+    /* NULL, or: the parent's relay is given up, before the transports are
+     * reset (delta_land.h: its wires' staging region). */
+    wsync_status_t (*relay_gone)(recv_pull_t *p);
     /* NULL, or: chunk c landed here and its units summed to `sums`; before
      * the digests are compared, units applied as delta wires are checked
      * (delta_land.h). *again 1: some failed and are asked again in full

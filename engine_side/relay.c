@@ -19,7 +19,9 @@
 #include "common/base/settings.h"
 #include "common/transport/transport.h"
 #include "common/base/util.h"
+#include "common/delta/delta_piece.h"
 #include "engine_side/board.h"
+#include "engine_side/relay_delta.h"
 
 /* The sender id the receiver sees in its completions (trainer ranks use
  * 0..W-1): only ever named in messages. */
@@ -34,6 +36,7 @@
 typedef struct relay_span {
     uint64_t off, len; /* the same in the source image and the asker's */
     uint32_t id;       /* the put's tag, below the request id */
+    unsigned width;    /* the whole image: its elements' width, for delta wires (delta_piece.h) */
 } relay_span_t;
 
 typedef struct relay_slot {
@@ -74,6 +77,8 @@ typedef struct relay_req {
     recv_relay_t *rl;
     wsync_pull_request_t q;
     int slot, src; /* the slot, and the local rank whose image it reads */
+    int base_slot; /* the slot holding the base the asker named, pinned; -1: none (every piece full) */
+    relay_delta_t *delta;
     uint32_t epoch;
     const wsync_transport_ops_t *ops;
     wsync_transport_t *t;
@@ -133,15 +138,22 @@ static int put_chunk(relay_req_t *rq, const relay_slot_t *s, uint32_t c)
     uint32_t i;
     for (i = s->chunk_first[c]; i < s->chunk_first[c + 1]; i++) {
         const relay_span_t *pc = &s->spans[i];
+        uint64_t wl = pc->len;
+        int sent = 0;
         if (pc->len == 0)
             continue;
-        if (rq->ops->put(rq->conn, rq->region, pc->off, &rq->q.key, pc->off, pc->len,
-                         ((uint64_t)rq->q.req << 32) | pc->id) != WSYNC_OK) {
+        if (rq->delta) /* as its delta wire, when it pays (relay_delta.h) */
+            sent = relay_delta_put(rq->delta, rq->ops, rq->conn, &rq->q, s->win[0], pc->off, pc->len, pc->id,
+                                   pc->width, &wl);
+        if (sent == 0 && rq->ops->put(rq->conn, rq->region, pc->off, &rq->q.key, pc->off, pc->len,
+                                      ((uint64_t)rq->q.req << 32) | pc->id) != WSYNC_OK)
+            sent = -1;
+        if (sent < 0) {
             snprintf(rq->error, sizeof(rq->error), "put failed: %s", wsync_last_error());
             return -1;
         }
         rq->nput++;
-        rq->bytes += pc->len;
+        rq->bytes += wl;
     }
     return 0;
 }
@@ -234,6 +246,7 @@ static void close_sender(relay_req_t *rq)
 {
     if (rq->conn)
         rq->ops->disconnect(rq->conn); /* no put reads the slot after this */
+    relay_delta_release(rq->delta, rq->ops);
     if (rq->region)
         rq->ops->dereg(rq->region);
     if (rq->t)
@@ -275,6 +288,25 @@ static int same_targets(relay_req_t *rq, const relay_slot_t *s)
     return 0;
 }
 
+/* rl->lock held: the other slot when it holds the base the asker names, of
+ * the same layout, every chunk the asker gets verified there: the whole
+ * image in host memory only, delta_bases not 0 (relay_delta.h); else -1. */
+static int find_base(const recv_relay_t *rl, const relay_req_t *rq, const relay_slot_t *s)
+{
+    const wsync_pull_request_t *q = &rq->q;
+    int b = find_slot(rl, q->base);
+    uint32_t c;
+    if (q->base == 0 || q->base >= q->version || q->delta_bytes < WSYNC_DELTA_HEADER ||
+        wsync_setting_int(WSYNC_SET_DELTA_BASES) == 0 || rl->kind != WSYNC_MEM_HOST || s->targets != NULL ||
+        b < 0 || rl->slots[b].targets != NULL || rl->slots[b].nchunks != s->nchunks ||
+        strcmp(rl->slots[b].ldig, s->ldig) != 0)
+        return -1;
+    for (c = 0; c < s->nchunks; c++)
+        if (wsync_pull_request_lands(q, c) && !rl->slots[b].verified[c])
+            return -1;
+    return b;
+}
+
 /* Checks the request against the slot holding its version and pins it;
  * rl->lock held. 0, or -1 with rq->error set. */
 static int pin_slot(relay_req_t *rq)
@@ -304,6 +336,9 @@ static int pin_slot(relay_req_t *rq)
     }
     rq->epoch = s->epoch;
     s->pins++;
+    rq->base_slot = find_base(rl, rq, s);
+    if (rq->base_slot >= 0)
+        rl->slots[rq->base_slot].pins++; /* its bytes stay until the wires are encoded (serve_pinned) */
     return 0;
 }
 
@@ -314,9 +349,19 @@ static int serve_pinned(relay_req_t *rq)
     int rc;
     pthread_mutex_unlock(&rl->lock);
     rc = open_sender(rq, s);
+    if (rc == 0 && rq->base_slot >= 0 &&
+        relay_delta_begin(&rq->q, rq->q.base, rl->slots[rq->base_slot].win[0], rq->ops, rq->t, &rq->delta) !=
+            WSYNC_OK)
+        LOG_WARN("engine %s's relay: version %llu to engine %s rank %d goes in full pieces: %s", rl->engine_id,
+                 (unsigned long long)rq->q.version, rq->q.engine, rq->q.local_rank, wsync_last_error());
     pthread_mutex_lock(&rl->lock);
     if (rc == 0)
         rc = put_all(rq);
+    if (rq->base_slot >= 0) { /* every wire is in the request's buffer: the base is read no more */
+        rl->slots[rq->base_slot].pins--;
+        rq->base_slot = -1;
+        pthread_cond_broadcast(&rl->cond);
+    }
     pthread_mutex_unlock(&rl->lock);
     while (rc == 0 && rq->nsent < rq->nput) {
         if (wsync_now_ns() >= rq->deadline) {
@@ -348,7 +393,7 @@ static int wait_version(recv_relay_t *rl, uint64_t v)
 
 static void serve(void *ctx, const json_t *req, json_t *reply)
 {
-    relay_req_t rq = {.rl = ctx};
+    relay_req_t rq = {.rl = ctx, .base_slot = -1};
     recv_relay_t *rl = rq.rl;
     uint64_t v = (uint64_t)json_integer_value(json_object_get(req, "version"));
     uint32_t nchunks;
@@ -377,6 +422,7 @@ static void serve(void *ctx, const json_t *req, json_t *reply)
 answer:
     if (rc == 0) {
         wsync_pull_reply_t ok = {.pieces = rq.nput, .bytes = rq.bytes};
+        relay_delta_reply(rq.delta, &rq.q, &ok);
         if (wsync_pull_reply_write(&ok, reply) != WSYNC_OK)
             wsync_pull_reply_write_error(reply, "relay of engine %s: %s", rl->engine_id, wsync_last_error());
     } else {
@@ -384,6 +430,7 @@ answer:
                                      rl->engine_id, rl->addr, (unsigned long long)v, rq.q.engine, rq.q.local_rank,
                                      rq.error);
     }
+    relay_delta_end(rq.delta, rl->engine_id, &rq.q);
     free(rq.sent);
     wsync_pull_request_clear(&rq.q);
 }
@@ -499,6 +546,11 @@ void relay_slot_begin(recv_relay_t *rl, int slot, uint64_t v, const char *ldig, 
         s->chunk_first[np->nchunks] = (uint32_t)np->nputs;
         for (i = 0; i < np->nputs; i++)
             s->spans[i] = (relay_span_t){.off = np->puts[i].dst_off, .len = np->puts[i].len, .id = np->puts[i].id};
+        for (i = 0; i < np->nputs; i++) /* delta wires' element widths: the whole image's tensors' */
+            s->spans[i].width = t->manifest && !t->targets
+                                    ? wsync_delta_piece_width(t->manifest, s->spans[i].off,
+                                                              s->spans[i].off + s->spans[i].len)
+                                    : 1;
         memset(s->verified, 0, np->nchunks + 1);
         for (k = 0; k < t->L; k++) {
             s->win[k] = t->win[k];

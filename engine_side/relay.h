@@ -8,9 +8,11 @@
  * engine targets, out of the image of the rank each lands on, once that
  * rank marked its chunk landed, to nodes of the same targets only. So a chain
  * pipelines (a node serves while it still pulls), and a slot's version is
- * served until the slot is reused. The receiver verifies every byte against
- * the trainers' digests wherever it came from, so a relay is never trusted
- * with a byte.
+ * served until the slot is reused. A whole-image child naming as its base
+ * the version the other slot holds gets its pieces as delta wires where
+ * they pay (relay_delta.h; that slot is pinned while the wires are
+ * encoded). The receiver verifies every byte against the trainers' digests
+ * wherever it came from, so a relay is never trusted with a byte.
  *
  * Threads: relay_slot_* and relay_chunk_verified are called by the pulling
  * thread of local rank 0; requests are served on the pull port's threads;
@@ -22,6 +24,7 @@
 #include <stdint.h>
 
 #include "common/mem/mem.h"
+#include "common/model/manifest.h"
 #include "common/net/auth.h"
 #include "common/targets/target_plan.h"
 #include "engine_side/board.h"
@@ -55,6 +58,7 @@ typedef struct relay_serve {
     const size_t *win_len;       /* [L] */
     board_t *board;              /* targets: whose landed marks of attempt `gen` say a chunk may go */
     uint64_t gen;
+    const wsync_manifest_t *manifest; /* the whole image: its tensors' dtypes, for delta wires (relay_delta.h) */
 } relay_serve_t;
 
 /* Image slot `slot` is about to receive version v under node plan t->np

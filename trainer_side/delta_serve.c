@@ -16,6 +16,7 @@
 #include "common/base/settings.h"
 #include "common/delta/delta.h"
 #include "common/delta/delta_mem.h"
+#include "common/delta/delta_piece.h"
 #include "common/digest/digest.h"
 #include "common/model/manifest.h"
 #include "common/targets/fp8_wire.h"
@@ -150,31 +151,13 @@ wsync_status_t pub_delta_begin(wsync_publisher_t *p, const wsync_pull_request_t 
     return WSYNC_OK;
 }
 
-/* The element width image bytes [off, end) use: their tensors' dtype width
- * when they share one, 1 when they differ, 0 when no tensor has bytes
- * there; in a quantized space, the FP8 codes' (1) or scales' (4). */
+/* The element width image bytes [off, end) use (delta_piece.h); in a
+ * quantized space, the FP8 codes' (1) or scales' (4). */
 static unsigned range_width(const wsync_manifest_t *m, uint64_t off, uint64_t end)
 {
-    size_t lo = 0, hi = m->ntensors, i;
-    unsigned w = 0;
     if (wsync_fp8_is_quantized(m, off))
         return wsync_fp8_elem_width(m, off);
-    while (lo < hi) { /* the first tensor ending after off */
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->tensors[mid].offset + m->tensors[mid].size <= off)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (i = lo; i < m->ntensors && m->tensors[i].offset < end; i++) {
-        unsigned bits = wsync_dtype_bits(m->tensors[i].dtype), tw = bits % 8 == 0 && bits <= 64 ? bits / 8 : 1;
-        if (m->tensors[i].size == 0)
-            continue;
-        if (w != 0 && tw != w)
-            return 1;
-        w = tw;
-    }
-    return w;
+    return wsync_delta_piece_width(m, off, end);
 }
 
 /* The element width put e's wire uses (delta.h): the width its bytes share
@@ -200,20 +183,8 @@ static unsigned put_width(const wsync_manifest_t *m, const pub_put_list_t *l, co
     return wsync_delta_width_for(e->len, w ? w : 1);
 }
 
-/* 1 if most of 256 elements spread over the piece differ from the base: a
- * wire would not pay, so the piece goes full without an encoding pass
- * (versions that rewrite everything, as synthetic test versions do). */
-static int mostly_changed(const unsigned char *base, const unsigned char *next, uint64_t len, unsigned width)
-{
-    const uint64_t n = len / width, step = n > 256 ? n / 256 : 1;
-    uint64_t i, seen = 0, diff = 0;
-    for (i = 0; i < n; i += step, seen++)
-        diff += memcmp(base + i * width, next + i * width, width) != 0;
-    return 2 * diff > seen;
-}
-
-/* Host memory, a packed put: mostly_changed from up to 256 elements read
- * through its runs in both slots, before anything is gathered, so a put
+/* Host memory, a packed put: most of up to 256 elements read through its
+ * runs in both slots changed (as delta_piece.h looks at a piece), before anything is gathered, so a put
  * that goes full costs no copy. 0 (encode) when a sample falls outside
  * the slots' spans; *st set only by a failed quantization. */
 static int packed_mostly_changed(wsync_publisher_t *p, const pub_slot_t *s, const pub_slot_t *b,
@@ -341,7 +312,7 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
     const unsigned width = put_width(p->sl->manifest, l, e);
     const unsigned char *bp = NULL, *np = NULL;
     unsigned char *out = NULL;
-    size_t cap = wsync_delta_bound(e->len, width), wl = 0;
+    uint64_t wl = 0;
     delta_slot_cache_t *c;
     void *tmp = NULL;
     uint64_t dg = 0;
@@ -363,14 +334,11 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
            packed_mostly_changed(p, s, &p->slots.slot[d->base_slot], l, e, width, &st);
     if (st == WSYNC_OK && !full)
         st = put_bytes(p, s, &p->slots.slot[d->base_slot], l, e, &np, &bp, &tmp);
-    if (st == WSYNC_OK && (full || (p->mem->kind == WSYNC_MEM_HOST && mostly_changed(bp, np, e->len, width)))) {
+    if (st == WSYNC_OK && !full)
+        st = wsync_delta_piece_encode(p->mem, &dc->dev, bp, np, e->len, width, &out, &wl);
+    else
         wl = e->len + WSYNC_DELTA_HEADER; /* full */
-    } else if (st == WSYNC_OK) { /* on a GPU the kernels read both versions, the wire comes to host memory */
-        out = malloc(cap);
-        st = out ? wsync_delta_mem_encode(p->mem, &dc->dev, bp, np, e->len, width, out, cap, &wl)
-                 : wsync_error(WSYNC_ERR_NOMEM, "out of memory for a delta wire");
-    }
-    if (st == WSYNC_OK && l->np && out && wl < e->len) /* a put that goes full is verified as every full one */
+    if (st == WSYNC_OK && l->np && out)   /* a put that goes full is verified as every full one */
         st = put_digest(p, np, e, &dg);
     if (tmp)
         p->mem->free(tmp);
@@ -385,11 +353,9 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory for the delta cache");
     }
     if (c->wire[e->id] == NULL) {
-        c->wire[e->id] = wl >= e->len || out == NULL ? WIRE_FULL : out;
+        c->wire[e->id] = out ? out : WIRE_FULL;
         c->len[e->id] = wl;
         c->dig[e->id] = dg;
-        if (c->wire[e->id] != out)
-            free(out);
     } else {
         free(out); /* another request encoded it meanwhile */
     }

@@ -25,7 +25,8 @@
 struct pub_target {
     struct pub_target *next;
     wsync_target_t *t;
-    wsync_node_plan_t *seg; /* its segments */
+    wsync_node_plan_t *seg; /* its segments: planned when first asked for their digests (never for a node of
+                               identity targets, which asks for none: no_segment_digests) */
     pub_tdig_t *dig;        /* how this rank digests its segments of it (target_digests.c) */
 };
 
@@ -96,8 +97,6 @@ static wsync_status_t get_target(wsync_publisher_t *p, const wsync_pull_request_
     st = wsync_target_from_json_obj(sl->manifest, def, &t->t);
     if (st == WSYNC_OK && strcmp(t->t->digest_hex, digest) != 0)
         st = wsync_error(WSYNC_ERR_FORMAT, "target sent as %s has digest %s", digest, t->t->digest_hex);
-    if (st == WSYNC_OK)
-        st = wsync_target_segments(sl->manifest, sl->layout, t->t, sl->plan->chunk_size, &t->seg);
     if (st != WSYNC_OK) {
         wsync_target_free(t->t);
         free(t);
@@ -269,6 +268,17 @@ int pub_area_runs(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_n
     return 1;
 }
 
+/* Target t's segments, planned the first time their digests are asked for
+ * (tcache.lock held, as wherever t->seg is read). */
+static wsync_status_t plan_segments(const wsync_publisher_t *p, pub_target_t *t)
+{
+    const wsync_sync_layout_t *sl = p->sl;
+    if (t->seg)
+        return WSYNC_OK;
+    wsync_trace("trainer rank %d: segments of target %s planned", p->cfg.rank, t->t->digest_hex);
+    return wsync_target_segments(sl->manifest, sl->layout, t->t, sl->plan->chunk_size, &t->seg);
+}
+
 wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
                                    uint64_t version, int by_put, json_t *reply)
 {
@@ -305,7 +315,9 @@ wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, co
         d->plan = plan;
         wsync_trace("trainer rank %d: %s digests of target %s, version %llu", p->cfg.rank,
                     plan ? "put" : "segment", tr->asker->t->digest_hex, (unsigned long long)version);
-        st = pub_fp8_ensure(p, s, plan ? tr->np : tr->asker->seg);
+        st = plan ? WSYNC_OK : plan_segments(p, tr->asker);
+        if (st == WSYNC_OK)
+            st = pub_fp8_ensure(p, s, plan ? tr->np : tr->asker->seg);
         if (st == WSYNC_OK)
             st = plan ? pub_tdig_compute(p, s, tr->np, &tr->plan->dig, d->segments)
                       : pub_tdig_compute(p, s, tr->asker->seg, &tr->asker->dig, d->segments);

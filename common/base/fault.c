@@ -44,8 +44,8 @@ static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
                                   "flips one byte of it in the version it holds, once, before its first pull "
                                   "that asks for deltas (the delta base is then wrong)"},
     [WSYNC_FAULT_CORRUPT_WIRE] = {"WSYNC_TEST_CORRUPT_WIRE", -1, -1, 0x7fffffff,
-                                  "trainer breaks the magic of piece N's delta wire in every request it sends it "
-                                  "(engines must refuse the wire and fetch the piece in full)"},
+                                  "trainer (or relay) breaks the magic of piece N's delta wire in every request "
+                                  "it sends it (engines must refuse the wire and fetch the piece in full)"},
     [WSYNC_FAULT_AMAX_REFUSE] = {"WSYNC_TEST_AMAX_REFUSE", -1, -1, 4095,
                                  "trainer rank N refuses its peers' requests for the FP8 block maxima of the "
                                  "bands "

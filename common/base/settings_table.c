@@ -221,7 +221,8 @@ const wsync_setting_def_t wsync_settings_table[WSYNC_SET_COUNT] = {
                          .env = "WSYNC_DELTA",
                          .choices = "auto|on|off",
                          .doc = "an engine rank holding a verified version asks for the next as deltas from it "
-                                "(the elements that changed, docs/DELTA.md), checked against the new version's "
+                                "(the elements that changed, docs/DELTA.md; of the trainer ranks or, under "
+                                "relay:F, of its parent's relay), checked against the new version's "
                                 "digests; auto: over tcp into host memory (off inside one GPU), and with a links "
                                 "file only where the cost model finds the delta pull faster than a full one"},
     [WSYNC_SET_DELTA_BASES] = {.name = "delta_bases",
@@ -233,7 +234,8 @@ const wsync_setting_def_t wsync_settings_table[WSYNC_SET_COUNT] = {
                                .doc = "versions a trainer rank keeps as delta bases: 1, the previous one, which "
                                       "the other publish slot holds (no extra memory); K > 1: K + 1 publish "
                                       "slots, "
-                                      "each the rank's share of the image; 0: none, every piece goes full"},
+                                      "each the rank's share of the image; 0: none, every piece goes full (a "
+                                      "relaying engine node keeps one, its other image slot; 0: none)"},
     [WSYNC_SET_DELTA_DENSITY] = {.name = "delta_density",
                                  .type = WSYNC_STYPE_STRING,
                                  .dflt = "0.02",
@@ -241,5 +243,6 @@ const wsync_setting_def_t wsync_settings_table[WSYNC_SET_COUNT] = {
                                  .check = check_fraction,
                                  .doc = "delta=auto with a links file: the fraction of elements expected to "
                                         "change per version, which the cost model costs a delta pull at until the "
-                                        "rank has measured one (docs/DELTA.md)"},
+                                        "rank has measured one, and plan=auto its relay choice at "
+                                        "(docs/DELTA.md)"},
 };

@@ -9,6 +9,8 @@
 #   - a thin link (tcp at 50 MB/s, the same rates otherwise): every version
 #     after the first comes as deltas, the second and later costed at the
 #     wire fraction the previous delta pull measured;
+#   - plan auto (the cost model, counting deltas) chains the two nodes: the
+#     thin node gets its deltas from the fast node's relay;
 # every tensor of every version on both nodes torch.equal to the file it was
 # published from. `wsync plan --predict --delta auto` on the same files
 # shows both costs and makes the same choices. Then (root, network
@@ -84,10 +86,11 @@ PORT=$(free_port)
 URL=http://127.0.0.1:$PORT
 bg "$WSYNC" serve --listen 127.0.0.1:$PORT >"$TMP/serve.log" 2>&1
 wait_http "$URL/healthz"
-# plan direct: under plan=auto the thin node would pull through the fast
-# one's relay (relayed pulls ask full pieces, docs/DELTA.md).
+# plan auto (the default) with these links files chains the nodes (relay:1):
+# the thin node pulls through the fast one's relay, which serves it deltas
+# (docs/DELTA.md item 9) while the fast node itself pulls full pieces.
 for k in fast thin; do
-    WSYNC_PLAN=direct WSYNC_LINKS="$TMP/$k.json" bg "$WSYNC" engine --control "$URL" --engine "e$k" --local-rank 0 --local-world 1 \
+    WSYNC_TRACE=1 WSYNC_LINKS="$TMP/$k.json" bg "$WSYNC" engine --control "$URL" --engine "e$k" --local-rank 0 --local-world 1 \
         --mode staged --transport tcp --versions $NV --timeout-ms 60000 --dump "$TMP/d" >"$TMP/e-$k.log" 2>&1
     eval E$k=$!
 done
@@ -106,7 +109,7 @@ ethin=$?
 counts() { grep -c "$2" "$1" || true; }
 if [ $efast = 0 ] && dumps_equal efast &&
     [ "$(counts "$TMP/e-fast.log" 'version [2-4]: delta auto chose full pieces: the cost model (delta_auto_test: a fast link)')" = 3 ] &&
-    [ "$(counts "$TMP/e-fast.log" 'pieces as deltas')" = 0 ]; then
+    [ "$(counts "$TMP/e-fast.log" 'engine efast rank 0: version [0-9]*: [0-9]* pieces as deltas')" = 0 ]; then
     pass delta_auto_fast_link_pulls_full
 else
     fail delta_auto_fast_link_pulls_full "rc=$efast: $(grep -h 'delta' "$TMP/e-fast.log" | head -3)"
@@ -119,6 +122,14 @@ if [ $ethin = 0 ] && dumps_equal ethin &&
     pass delta_auto_thin_link_pulls_deltas
 else
     fail delta_auto_thin_link_pulls_deltas "rc=$ethin: $(grep -h 'delta' "$TMP/e-thin.log" | head -3)"
+fi
+# plan auto chains them (the fast node first, by id): the thin node's deltas
+# came from the fast node's relay.
+if [ "$(counts "$TMP/e-thin.log" 'engine ethin rank 0: version [2-4] from the relay of engine efast')" = 3 ] &&
+    [ "$(counts "$TMP/e-fast.log" "engine efast's relay: version [2-4] to engine ethin rank 0: [1-9][0-9]* pieces as deltas")" = 3 ]; then
+    pass delta_auto_plan_auto_relay_serves_the_thin_node_deltas
+else
+    fail delta_auto_plan_auto_relay_serves_the_thin_node_deltas "$(grep -h 'plan auto\|relay' "$TMP/e-fast.log" "$TMP/e-thin.log" | head -3)"
 fi
 
 # --- a tc-shaped link, measured: the trainer host's link limited to 1 Gbit/s

@@ -5,8 +5,9 @@
 # (engine_side/chunk_verify.c), not segment by segment after the last put:
 #   - late digests: chunks landed and copied in wait for them, then compare;
 #     every version's bytes equal the source's on both ranks;
-#   - the trainer computes no segment digests for such a node: its requests
-#     say no_segment_digests (common/proto/pull_request.h);
+#   - the trainer computes no segment digests for such a node, nor plans
+#     its target's segments: its requests say no_segment_digests
+#     (common/proto/pull_request.h);
 #   - a byte flipped by the trainer after digesting its piece is caught
 #     before ready, naming the put, its bytes, its tensor and trainer rank.
 # Real processes on host memory, tcp, a node of 2 local ranks (each lands
@@ -55,11 +56,12 @@ else
 fi
 skipped=$(grep -c "no segment digests (identity targets" "$TMP/t-late.log")
 computed=$(grep -c "segment digests of target" "$TMP/t-late.log")
-if [ $trc = 0 ] && [ "$skipped" -ge 6 ] && [ "$computed" = 0 ]; then
+planned=$(grep -c "segments of target .* planned" "$TMP/t-late.log")
+if [ $trc = 0 ] && [ "$skipped" -ge 6 ] && [ "$computed" = 0 ] && [ "$planned" = 0 ]; then
     pass identity_targets_no_segment_digests_computed
 else
     fail identity_targets_no_segment_digests_computed \
-        "trainer rc=$trc requests without segment digests=$skipped segment digests computed=$computed"
+        "trainer rc=$trc requests without segment digests=$skipped segment digests computed=$computed planned=$planned"
 fi
 
 # --- a corrupted piece: caught chunk by chunk, named

@@ -226,6 +226,42 @@ static void delta_auto_is_the_cost_models_choice(void)
     CHECK(delta_s == 0 && full_s == 0);
 }
 
+/* plan auto counting deltas (a node holding a version: relays serve them):
+ * the cost model's choice over full and delta plans; a links file without
+ * the delta rates costs full pulls (not direct for want of a choice). */
+static void auto_counts_deltas(void)
+{
+    cost_links_t links;
+    cost_deploy_t d, full;
+    cost_choice_t ch;
+    wsync_plan_spec_t asked = {.kind = WSYNC_PLAN_AUTO}, s;
+    plan_choice_input_t in = {.relay_capable = 1, .links = &links, .deploy = &d};
+    char name[32];
+    memset(&links, 0, sizeof(links));
+    links.host_nics = 1;
+    links.link[COST_TCP] = (cost_link_t){.present = 1, .bw = 50e6, .alpha_s = 1e-5};
+    links.link[COST_TCP_ENGINE] = (cost_link_t){.present = 1, .bw = 50e6, .alpha_s = 1e-5};
+    links.link[COST_HOST_MEMCPY] = (cost_link_t){.present = 1, .bw = 20e9};
+    links.link[COST_DIGEST_HOST] = (cost_link_t){.present = 1, .bw = 20e9};
+    links.link[COST_DELTA_ENCODE_HOST] = (cost_link_t){.present = 1, .bw = 1e9};
+    links.link[COST_DELTA_APPLY_HOST] = (cost_link_t){.present = 1, .bw = 1e9};
+    cost_deploy_init(&d, 2, 1, 4, 1, 64ULL << 20, 1ULL << 20, COST_MEM_HOST, COST_NET_TCP);
+    d.delta = COST_DELTA_AUTO;
+    d.delta_wire = 0.06;
+    d.delta_base_copy = 1;
+    CHECK_OK(cost_choose(&links, &d, &ch));
+    CHECK(ch.delta); /* 50 MB/s: deltas win */
+    s = plan_choice_resolve(&asked, &in);
+    CHECK_STR(wsync_plan_spec_name(&s, name, sizeof(name)), ch.name);
+    links.link[COST_DELTA_APPLY_HOST].present = 0;
+    full = d;
+    full.delta = COST_DELTA_OFF;
+    CHECK_OK(cost_choose(&links, &full, &ch));
+    CHECK(strcmp(ch.name, "direct") != 0); /* 4 nodes on one thin uplink: a relay plan */
+    s = plan_choice_resolve(&asked, &in);
+    CHECK_STR(wsync_plan_spec_name(&s, name, sizeof(name)), ch.name);
+}
+
 int main(void)
 {
     RUN(matches_the_rule_in_any_input_order);
@@ -235,5 +271,6 @@ int main(void)
     RUN(plan_setting_text);
     RUN(auto_is_the_cost_models_choice);
     RUN(delta_auto_is_the_cost_models_choice);
+    RUN(auto_counts_deltas);
     TEST_EXIT();
 }

@@ -1,0 +1,43 @@
+/* relay_delta.h: a relay serving a child that names a base (docs/DELTA.md,
+ * "Relays serve deltas"): when the relay's node still holds that base
+ * verified in its other image slot (a staged node keeps the version it held
+ * while it pulls the next: relay.h serves a slot until it is reused), each
+ * piece goes as its delta wire against the base's bytes when the wire is
+ * smaller (common/delta/delta_piece.h, as a trainer rank decides it), into
+ * the child's staging region, laid back to back; the answer lists them as
+ * a trainer rank's does (common/proto/pull_reply.h). The child applies and
+ * verifies them exactly as a trainer's (engine_side/delta_land.h). Whole
+ * images in host memory; anything else goes full. Per request, on the
+ * request's own thread: no lock. */
+#ifndef WSYNC_ENGINE_RELAY_DELTA_H
+#define WSYNC_ENGINE_RELAY_DELTA_H
+
+#include "common/proto/pull_reply.h"
+#include "common/proto/pull_request.h"
+#include "common/transport/transport.h"
+
+typedef struct relay_delta relay_delta_t;
+
+/* The request's delta state: the base image (base_version's bytes, the
+ * relay's other slot, pinned by the caller), a staging buffer of the
+ * request's delta_bytes at most, registered with t. Fails for memory or
+ * registration. */
+wsync_status_t relay_delta_begin(const wsync_pull_request_t *q, uint64_t base_version, const void *base_image,
+                                 const wsync_transport_ops_t *ops, wsync_transport_t *t, relay_delta_t **out);
+/* Piece `id` (len bytes at off of the image `next`, elements of `width`
+ * bytes) as its wire: 1 put, 0 it goes full, -1 the put failed (the
+ * transport's error is the last error). *wire_len: the bytes put. */
+int relay_delta_put(relay_delta_t *d, const wsync_transport_ops_t *ops, wsync_conn_t *conn,
+                    const wsync_pull_request_t *q, const void *next, uint64_t off, uint64_t len, uint32_t id,
+                    unsigned width, uint64_t *wire_len);
+/* The answer's base and its pieces put as wires (borrowed from d; NULL d:
+ * the request named a base the relay does not hold, base 0). */
+void relay_delta_reply(const relay_delta_t *d, const wsync_pull_request_t *q, wsync_pull_reply_t *out);
+/* No put of d in flight any more: its buffer deregistered (before the
+ * transport closes); NULL is fine. */
+void relay_delta_release(relay_delta_t *d, const wsync_transport_ops_t *ops);
+/* After the answer to q: its log line (`engine_id`: the relay's node),
+ * then d freed; NULL is fine. */
+void relay_delta_end(relay_delta_t *d, const char *engine_id, const wsync_pull_request_t *q);
+
+#endif
