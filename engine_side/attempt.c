@@ -65,9 +65,9 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
     /* Versions of one training run share the layout: reuse the held one
      * (parsing the manifest and building the plan again cost milliseconds
      * per version on a 7B model); only the digests are new. */
-    if (r->held && strcmp(rec.manifest_digest, r->held->manifest_digest) == 0 &&
-        strcmp(rec.layout_digest, r->held->layout_digest) == 0) {
-        *sl = r->held;
+    if (r->held.layout && strcmp(rec.manifest_digest, r->held.layout->manifest_digest) == 0 &&
+        strcmp(rec.layout_digest, r->held.layout->layout_digest) == 0) {
+        *sl = r->held.layout;
         st = WSYNC_OK;
     } else {
         st = wsync_sync_layout_fetch(r->control, &rec, sl); /* the manifest once per layout */
@@ -76,7 +76,7 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
         st = wsync_sync_layout_digests(*sl, &rec, digests, &missing);
         *late = missing > 0;
         if (st != WSYNC_OK) {
-            if (*sl != r->held)
+            if (*sl != r->held.layout)
                 wsync_sync_layout_free(*sl);
             *sl = NULL;
         }
@@ -90,14 +90,14 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
 static void setup_undo(wsync_receiver_t *r)
 {
     int s;
-    for (s = 0; s < r->nslots; s++) {
-        if (s == 0 && r->caller_image)
-            r->win[0] = (wsync_window_t){.fd = -1}; /* the caller's: not ours to free */
-        else if (r->win[s].ptr)
-            r->win_ops->free(&r->win[s]);
+    for (s = 0; s < r->images.nslots; s++) {
+        if (s == 0 && r->images.caller_image)
+            r->images.win[0] = (wsync_window_t){.fd = -1}; /* the caller's: not ours to free */
+        else if (r->images.win[s].ptr)
+            r->win_ops->free(&r->images.win[s]);
     }
-    r->caller_image = 0;
-    r->image_len = 0;
+    r->images.caller_image = 0;
+    r->images.len = 0;
     recv_gpu_sparse_free(r); /* the next set-up decides again */
 }
 
@@ -115,7 +115,7 @@ static wsync_status_t agree_slots(wsync_receiver_t *r, size_t ntensors, uint64_t
         wish = 2;
     board_post_slots(r->board, wish);
     WSYNC_CHECK(board_node_slots(r->board, recv_left_ms(deadline), &most, &least));
-    r->nslots = most;
+    r->images.nslots = most;
     board_post_slots(r->board, most);
     return WSYNC_OK;
 }
@@ -145,7 +145,7 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
     size_t ntensors = 0;
     int late = 0;
     wsync_status_t st;
-    if (r->image_len)
+    if (r->images.len)
         return WSYNC_OK;
     if (r->cfg.local_rank != 0)
         WSYNC_CHECK(recv_rejoin_if_needed(r));
@@ -153,14 +153,14 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
         WSYNC_CHECK(recv_wait_newer(r, deadline, &v));
         if (v == 0)
             return wsync_error(WSYNC_ERR_TIMEOUT, "no version newer than %llu was published in time",
-                               (unsigned long long)r->held_version);
+                               (unsigned long long)r->held.version);
     } else {
         WSYNC_CHECK(recv_wait_named(r, v, deadline));
     }
     WSYNC_CHECK(fetch_record(r, v, &sl, &digests, &late));
     free(digests);
-    st = r->spec ? recv_target_size(r, sl, &need, &ntensors) : WSYNC_OK;
-    if (!r->spec) {
+    st = r->held.spec ? recv_target_size(r, sl, &need, &ntensors) : WSYNC_OK;
+    if (!r->held.spec) {
         need = sl->manifest->image_size;
         ntensors = sl->manifest->ntensors;
     }
@@ -172,12 +172,12 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
     if (st == WSYNC_OK) {
         if (r->cfg.local_rank == 0)
             reporter_post(r->reporter, v, "pulling", 0, 0, NULL);
-        r->sparse = sparse_images(r, ntensors);
+        r->images.sparse = sparse_images(r, ntensors);
         st = recv_gpu_sparse_setup(r, sl, ntensors);
     }
     if (st == WSYNC_OK) {
         t0 = wsync_now_ns();
-        recv_progress_phase(r->progress, RECV_PHASE_SETUP, v, (uint64_t)r->nslots * need);
+        recv_progress_phase(r->progress, RECV_PHASE_SETUP, v, (uint64_t)r->images.nslots * need);
         st = recv_ensure_images(r, need);
         if (wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS) > 0 && /* test hook: a slow reserve */
             wsync_sleep_cancellable(wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS), &r->cancelled) && st == WSYNC_OK)
@@ -185,11 +185,12 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
         recv_progress_setup_took(r->progress, (double)(wsync_now_ns() - t0) / 1e9);
         recv_progress_phase(r->progress, RECV_PHASE_IDLE, 0, 0);
         wsync_trace("engine %s rank %d: %d image slots of %llu bytes reserved in %.3f s", r->engine_id,
-                    r->cfg.local_rank, r->nslots, (unsigned long long)need, (double)(wsync_now_ns() - t0) / 1e9);
+                    r->cfg.local_rank, r->images.nslots, (unsigned long long)need,
+                    (double)(wsync_now_ns() - t0) / 1e9);
         if (st != WSYNC_OK)
             setup_undo(r);
     }
-    if (sl != r->held)
+    if (sl != r->held.layout)
         wsync_sync_layout_free(sl);
     return st;
 }
@@ -197,8 +198,8 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
 /* The engine layout for `sl`: the held one when sl is the held layout. */
 static wsync_status_t attempt_tlayout(wsync_receiver_t *r, const wsync_sync_layout_t *sl, recv_tlayout_t **tl)
 {
-    if (sl == r->held && r->held_tl) {
-        *tl = r->held_tl;
+    if (sl == r->held.layout && r->held.tl) {
+        *tl = r->held.tl;
         return WSYNC_OK;
     }
     return recv_tlayout_build(r, sl, tl);
@@ -209,8 +210,8 @@ static wsync_status_t attempt_tlayout(wsync_receiver_t *r, const wsync_sync_layo
 static wsync_status_t attempt_dests(wsync_receiver_t *r, const wsync_sync_layout_t *sl, const recv_tlayout_t *tl,
                                     recv_dests_t **dm)
 {
-    if (r->held && sl == r->held && tl == r->held_tl) {
-        *dm = r->held_dm;
+    if (r->held.layout && sl == r->held.layout && tl == r->held.tl) {
+        *dm = r->held.dm;
         return WSYNC_OK;
     }
     if (r->cfg.ndests == 0 && r->cfg.check_dests == NULL)
@@ -225,7 +226,7 @@ static wsync_status_t attempt_layout(wsync_receiver_t *r, const board_attempt_t 
                                      uint64_t **digests, int *late, recv_tlayout_t **tl, recv_dests_t **dm)
 {
     WSYNC_CHECK(fetch_record(r, a->version, sl, digests, late));
-    if (r->spec)
+    if (r->held.spec)
         WSYNC_CHECK(attempt_tlayout(r, *sl, tl));
     WSYNC_CHECK(attempt_dests(r, *sl, *tl, dm));
     WSYNC_CHECK(recv_ensure_images(r, *tl ? (*tl)->image_len : (*sl)->manifest->image_size));
@@ -292,7 +293,7 @@ static wsync_status_t attempt_settle(wsync_receiver_t *r, const board_attempt_t 
         board_mark_failed(r->board, a->gen, wsync_last_error());
         return st;
     }
-    board_set_delta(r->board, &r->delta_last);
+    board_set_delta(r->board, &r->held.delta_last);
     board_mark_done(r->board, a->gen);
     st = wait_node(r, a->gen, deadline);
     wsync_trace("engine %s rank %d: every local rank verified", r->engine_id, r->cfg.local_rank);
@@ -308,7 +309,7 @@ static wsync_status_t attempt_deliver(wsync_receiver_t *r, const board_attempt_t
 {
     if (dm == NULL || dm->in_place)
         return WSYNC_OK;
-    WSYNC_CHECK(recv_dests_copy_all(r->mem, dm, r->win[a->slot].ptr));
+    WSYNC_CHECK(recv_dests_copy_all(r->mem, dm, r->images.win[a->slot].ptr));
     wsync_trace("engine %s rank %d: the caller's tensors hold version %llu", r->engine_id, r->cfg.local_rank,
                 (unsigned long long)a->version);
     return WSYNC_OK;
@@ -332,7 +333,7 @@ static void attempt_close(wsync_receiver_t *r, const board_attempt_t *a, wsync_s
         reporter_post_ready(r->reporter, a->version, secs, image_size, &d);
     else /* in place the one image was overwritten in part: the node holds nothing now (attempt_drop) */
         reporter_post_held(r->reporter, a->version, "failed", secs, 0, err,
-                           r->cfg.mode == WSYNC_MODE_IN_PLACE ? 0 : (int64_t)r->held_version);
+                           r->cfg.mode == WSYNC_MODE_IN_PLACE ? 0 : (int64_t)r->held.version);
     wsync_trace("engine %s: reported", r->engine_id);
 }
 
@@ -340,41 +341,41 @@ static void attempt_close(wsync_receiver_t *r, const board_attempt_t *a, wsync_s
 static void attempt_keep(wsync_receiver_t *r, const board_attempt_t *a, wsync_sync_layout_t *sl,
                          recv_tlayout_t *tl, recv_dests_t *dm, uint64_t t0)
 {
-    if (r->held_dm != dm)
-        recv_dests_free(r->held_dm);
-    r->held_dm = dm;
-    r->last_secs = (double)(wsync_now_ns() - t0) / 1e9;
-    r->cur_slot = a->slot;
-    r->held_version = a->version;
-    if (r->held != sl || r->held_tl != tl)
-        r->layout_generation++;
-    if (r->held != sl)
-        wsync_sync_layout_free(r->held);
-    r->held = sl;
-    if (r->held_tl != tl)
-        recv_tlayout_free(r->held_tl);
-    r->held_tl = tl;
+    if (r->held.dm != dm)
+        recv_dests_free(r->held.dm);
+    r->held.dm = dm;
+    r->held.last_secs = (double)(wsync_now_ns() - t0) / 1e9;
+    r->held.slot = a->slot;
+    r->held.version = a->version;
+    if (r->held.layout != sl || r->held.tl != tl)
+        r->held.layout_generation++;
+    if (r->held.layout != sl)
+        wsync_sync_layout_free(r->held.layout);
+    r->held.layout = sl;
+    if (r->held.tl != tl)
+        recv_tlayout_free(r->held.tl);
+    r->held.tl = tl;
 }
 
 /* Drop what a failed attempt leaves: its layout, and in place the held
  * version too (the one image was overwritten in part). */
 static void attempt_drop(wsync_receiver_t *r, wsync_sync_layout_t *sl, recv_tlayout_t *tl, recv_dests_t *dm)
 {
-    if (dm != r->held_dm)
+    if (dm != r->held.dm)
         recv_dests_free(dm);
-    if (sl != r->held) /* sl may be the held layout, reused */
+    if (sl != r->held.layout) /* sl may be the held layout, reused */
         wsync_sync_layout_free(sl);
-    if (tl != r->held_tl)
+    if (tl != r->held.tl)
         recv_tlayout_free(tl);
-    if (r->cfg.mode == WSYNC_MODE_IN_PLACE && r->held_version) {
-        r->layout_generation++;
-        r->held_version = 0;
-        wsync_sync_layout_free(r->held);
-        r->held = NULL;
-        recv_tlayout_free(r->held_tl);
-        r->held_tl = NULL;
-        recv_dests_free(r->held_dm);
-        r->held_dm = NULL;
+    if (r->cfg.mode == WSYNC_MODE_IN_PLACE && r->held.version) {
+        r->held.layout_generation++;
+        r->held.version = 0;
+        wsync_sync_layout_free(r->held.layout);
+        r->held.layout = NULL;
+        recv_tlayout_free(r->held.tl);
+        r->held.tl = NULL;
+        recv_dests_free(r->held.dm);
+        r->held.dm = NULL;
     }
 }
 
@@ -398,8 +399,8 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     WSYNC_CHECK(attempt_setup(r, version, deadline));
     WSYNC_CHECK(recv_attempt_open(r, version, deadline, &a));
     r->last_gen = a.gen;
-    if (r->relay) /* before any rank lands a byte in the slot: its relay serves it no more */
-        relay_slot_end(r->relay, a.slot);
+    if (r->node.relay) /* before any rank lands a byte in the slot: its relay serves it no more */
+        relay_slot_end(r->node.relay, a.slot);
     t0 = wsync_now_ns();
     wsync_trace("engine %s rank %d: pull of version %llu opened (attempt %llu)", r->engine_id, r->cfg.local_rank,
                 (unsigned long long)a.version, (unsigned long long)a.gen);
@@ -411,8 +412,8 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
         uint64_t total = tl ? tl->image_len : sl->manifest->image_size;
         recv_progress_phase(r->progress, RECV_PHASE_LANDING, a.version, total);
         r->cur_dm = dm;
-        memset(&r->delta_last, 0, sizeof(r->delta_last)); /* a pull that asks for deltas sets them */
-        st = recv_dests_zero_gaps(r->mem, dm);            /* in place: padding no block writes */
+        memset(&r->held.delta_last, 0, sizeof(r->held.delta_last)); /* a pull that asks for deltas sets them */
+        st = recv_dests_zero_gaps(r->mem, dm);                      /* in place: padding no block writes */
         if (st == WSYNC_OK)
             st = recv_fetch(r, &a, sl, tl, digests, late, deadline);
         r->cur_dm = NULL;
@@ -431,11 +432,11 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     if (st == WSYNC_OK && (st = attempt_deliver(r, &a, dm)) != WSYNC_OK)
         snprintf(err, sizeof(err), "%s", wsync_last_error());
     if (st != WSYNC_OK) {
-        r->failed_version = a.version;
+        r->held.failed_version = a.version;
         attempt_drop(r, sl, tl, dm);
         return wsync_error(st, "%s", err);
     }
-    r->failed_version = 0;
+    r->held.failed_version = 0;
     if (leader) /* every rank joined it (wait_ranks), and holds the version now */
         __atomic_store_n(&r->degraded, 0, __ATOMIC_RELEASE);
     attempt_keep(r, &a, sl, tl, dm, t0);

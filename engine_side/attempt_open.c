@@ -48,7 +48,7 @@ wsync_status_t recv_wait_newer(wsync_receiver_t *r, uint64_t deadline, uint64_t 
 {
     json_decref(r->next_record);
     r->next_record = NULL;
-    return wsync_control_wait_version_record(r->control, r->held_version, recv_left_ms(deadline), v,
+    return wsync_control_wait_version_record(r->control, r->held.version, recv_left_ms(deadline), v,
                                              &r->next_record);
 }
 
@@ -66,17 +66,17 @@ static wsync_status_t wait_or_repair(wsync_receiver_t *r, uint64_t deadline, uin
     *repair = 0;
     for (;;) {
         uint64_t now = wsync_now_ns(), until = now + REJOIN_LOOK_MS * 1000000ULL;
-        if (r->held_version && __atomic_exchange_n(&r->rejoined, 0, __ATOMIC_ACQ_REL)) {
+        if (r->held.version && __atomic_exchange_n(&r->rejoined, 0, __ATOMIC_ACQ_REL)) {
             LOG_INFO("engine %s: a local rank rejoined: pulling the held version %llu again, so every rank holds "
                      "it",
-                     r->engine_id, (unsigned long long)r->held_version);
+                     r->engine_id, (unsigned long long)r->held.version);
             json_decref(r->next_record);
             r->next_record = NULL;
-            *v = r->held_version;
+            *v = r->held.version;
             *repair = 1;
             return WSYNC_OK;
         }
-        if (!__atomic_load_n(&r->degraded, __ATOMIC_ACQUIRE) || !r->held_version || until >= deadline)
+        if (!__atomic_load_n(&r->degraded, __ATOMIC_ACQUIRE) || !r->held.version || until >= deadline)
             return recv_wait_newer(r, deadline, v);
         WSYNC_CHECK(recv_wait_newer(r, until, v));
         if (*v != 0)
@@ -122,8 +122,8 @@ static wsync_status_t choose_version(wsync_receiver_t *r, uint64_t version, uint
         return WSYNC_OK;
     if (*v == 0)
         return wsync_error(WSYNC_ERR_TIMEOUT, "no version newer than %llu was published in time",
-                           (unsigned long long)r->held_version);
-    if (*v != r->failed_version)
+                           (unsigned long long)r->held.version);
+    if (*v != r->held.failed_version)
         return WSYNC_OK;
     wait_ms = recv_left_ms(deadline) < RETRY_WAIT_MS ? recv_left_ms(deadline) : RETRY_WAIT_MS;
     if (wsync_control_wait_version_record(r->control, *v, wait_ms, &newer, &rec) == WSYNC_OK && newer > *v) {
@@ -152,13 +152,13 @@ static wsync_status_t lead_attempt(wsync_receiver_t *r, uint64_t version, uint64
     }
     reporter_note_node(r->reporter, "");
     WSYNC_CHECK(board_node_slots(r->board, recv_left_ms(deadline), &most, &least));
-    if (least < r->nslots)
+    if (least < r->images.nslots)
         return wsync_error(WSYNC_ERR_CONFLICT,
                            "engine %s: a local rank set up %d image slot(s), local rank 0 %d (ranks started with "
                            "different modes or destination tensors, then one restarted): give every rank the same "
                            "mode and dests, and restart the node",
-                           r->engine_id, least, r->nslots);
-    board_attempt_open(r->board, v, r->nslots, a);
+                           r->engine_id, least, r->images.nslots);
+    board_attempt_open(r->board, v, r->images.nslots, a);
     return WSYNC_OK;
 }
 

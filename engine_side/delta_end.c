@@ -99,21 +99,21 @@ void recv_delta_end(fetch_t *f, wsync_status_t st)
                  (unsigned long long)d->owed, d->owed ? 100.0 * (double)on_wire / (double)d->owed : 0.0,
                  wsync_fmt_size(on_wire, c, sizeof(c)), (unsigned long long)d->nrefetch);
     if (st == WSYNC_OK && d->ndelta > 0 && d->owed > 0) /* what delta=auto costs the next pull at */
-        f->p.r->delta_wire_seen = (double)(d->owed - d->piece_bytes + d->wire_bytes) / (double)d->owed;
+        f->p.r->held.delta_wire_seen = (double)(d->owed - d->piece_bytes + d->wire_bytes) / (double)d->owed;
     if (st == WSYNC_OK)
-        f->p.r->delta_last = (wsync_report_delta_t){.pieces = d->ndelta,
-                                                    .wire_bytes = d->wire_bytes,
-                                                    .piece_bytes = d->piece_bytes,
-                                                    .refetched = d->nrefetch};
+        f->p.r->held.delta_last = (wsync_report_delta_t){.pieces = d->ndelta,
+                                                         .wire_bytes = d->wire_bytes,
+                                                         .piece_bytes = d->piece_bytes,
+                                                         .refetched = d->nrefetch};
     recv_delta_free(d);
     f->delta = NULL;
 }
 
 void wsync_receiver_last_delta(const wsync_receiver_t *r, wsync_pull_delta_stats_t *out)
 {
-    *out = (wsync_pull_delta_stats_t){.version = r->held_version,
-                                      .pieces = r->delta_last.pieces,
-                                      .wire_bytes = r->delta_last.wire_bytes,
-                                      .piece_bytes = r->delta_last.piece_bytes,
-                                      .refetched = r->delta_last.refetched};
+    *out = (wsync_pull_delta_stats_t){.version = r->held.version,
+                                      .pieces = r->held.delta_last.pieces,
+                                      .wire_bytes = r->held.delta_last.wire_bytes,
+                                      .piece_bytes = r->held.delta_last.piece_bytes,
+                                      .refetched = r->held.delta_last.refetched};
 }

@@ -36,14 +36,14 @@ static int auto_wants(const fetch_t *f)
     cost_deploy_init(&d, f->plan->world, 1, 1, r->cfg.local_world, f->plan->image_size, f->plan->chunk_size,
                      r->mem->kind == WSYNC_MEM_CUDA ? COST_MEM_GPU : COST_MEM_HOST, COST_NET_TCP);
     d.tcp_conns = (int)wsync_setting_int(WSYNC_SET_TCP_CONNS);
-    d.delta_wire = r->delta_wire_seen > 0 ? r->delta_wire_seen : plan_choice_delta_wire();
-    d.delta_base_copy = f->p.slot != r->cur_slot;
-    yes = plan_choice_delta(r->links, &d, &delta_s, &full_s);
+    d.delta_wire = r->held.delta_wire_seen > 0 ? r->held.delta_wire_seen : plan_choice_delta_wire();
+    d.delta_base_copy = f->p.slot != r->held.slot;
+    yes = plan_choice_delta(r->node.links, &d, &delta_s, &full_s);
     LOG_INFO("engine %s rank %d: version %llu: delta auto chose %s: the cost model (%s) gives %.3f ms as deltas "
              "from version %llu (%.2f%% of the bytes on the wire, %s) against %.3f ms full",
-             r->engine_id, f->p.me, (unsigned long long)f->p.v, yes ? "deltas" : "full pieces", r->links->machine,
-             delta_s * 1e3, (unsigned long long)r->held_version, d.delta_wire * 100,
-             r->delta_wire_seen > 0 ? "as the last delta pull measured" : "at the delta_density setting",
+             r->engine_id, f->p.me, (unsigned long long)f->p.v, yes ? "deltas" : "full pieces",
+             r->node.links->machine, delta_s * 1e3, (unsigned long long)r->held.version, d.delta_wire * 100,
+             r->held.delta_wire_seen > 0 ? "as the last delta pull measured" : "at the delta_density setting",
              full_s * 1e3);
     return yes;
 }
@@ -58,15 +58,16 @@ static int may_ask(const fetch_t *f)
     const wsync_receiver_t *r = f->p.r;
     if (wsync_setting_int(WSYNC_SET_DELTA) == 2) /* auto | on | off */
         return 0;
-    if ((f->identity && f->ver.digests == NULL) || f->dm || r->sparse || r->gpu_sparse || r->cfg.ndests > 0)
+    if ((f->identity && f->ver.digests == NULL) || f->dm || r->images.sparse || r->images.gpu_sparse ||
+        r->cfg.ndests > 0)
         return 0;
-    if (r->held_version == 0 || r->held_version >= f->p.v || r->held == NULL ||
-        strcmp(r->held->layout_digest, f->p.sl->layout_digest) != 0 || r->held_tl != f->tl ||
+    if (r->held.version == 0 || r->held.version >= f->p.v || r->held.layout == NULL ||
+        strcmp(r->held.layout->layout_digest, f->p.sl->layout_digest) != 0 || r->held.tl != f->tl ||
         (f->tl && f->tl->naux > 0))
         return 0;
-    if (f->p.slot != r->cur_slot && r->nslots != 2)
+    if (f->p.slot != r->held.slot && r->images.nslots != 2)
         return 0;
-    return wsync_setting_int(WSYNC_SET_DELTA) != 0 || r->links == NULL || auto_wants(f);
+    return wsync_setting_int(WSYNC_SET_DELTA) != 0 || r->node.links == NULL || auto_wants(f);
 }
 
 /* Test hook: flip one byte of put N of the node plan (the whole image:
@@ -89,7 +90,7 @@ static void corrupt_held(const fetch_t *f, char *held)
     if (mem->copy(&b, at, 1) != WSYNC_OK || (b ^= 0x01, mem->copy(at, &b, 1)) != WSYNC_OK)
         return;
     LOG_WARN("test hook: engine %s rank %d flipped a byte of %s %lld of version %llu, the base it holds",
-             f->p.r->engine_id, f->p.me, f->tl ? "put" : "piece", i, (unsigned long long)f->p.r->held_version);
+             f->p.r->engine_id, f->p.me, f->tl ? "put" : "piece", i, (unsigned long long)f->p.r->held.version);
 }
 
 wsync_status_t recv_delta_begin(fetch_t *f)
@@ -141,11 +142,11 @@ wsync_status_t recv_delta_begin(fetch_t *f)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory for a delta staging region of %llu bytes",
                            (unsigned long long)at);
     }
-    d->base = r->held_version;
+    d->base = r->held.version;
     d->mem = r->mem;
-    d->held = r->win[r->cur_slot].ptr;
-    d->staged = f->p.slot != r->cur_slot;
-    corrupt_held(f, r->win[r->cur_slot].ptr);
+    d->held = r->images.win[r->held.slot].ptr;
+    d->staged = f->p.slot != r->held.slot;
+    corrupt_held(f, r->images.win[r->held.slot].ptr);
     f->delta = d;
     return WSYNC_OK;
 }
@@ -374,7 +375,7 @@ static wsync_status_t send_refetch(fetch_t *f, int t)
     if (rt->ops->expect_flush)
         rt->ops->expect_flush(rt->t, t);
     WSYNC_CHECK(fetch_request_msg(f, t, rt, d->want + (size_t)t * d->chunk_bytes, &msg));
-    WSYNC_CHECK(recv_request_start(q, &r->pull_conns, &r->auth, t, f->p.addrs[t], msg, f->p.deadline));
+    WSYNC_CHECK(recv_request_start(q, &r->transports.pull_conns, &r->auth, t, f->p.addrs[t], msg, f->p.deadline));
     memset(d->want + (size_t)t * d->chunk_bytes, 0, d->chunk_bytes);
     d->pending[t] = 0;
     return WSYNC_OK;

@@ -101,7 +101,7 @@ static wsync_status_t fetch_prepare(fetch_t *f)
         WSYNC_CHECK(recv_groups_begin(&f->grp, f->dm, np->nchunks));
     } else {
         const recv_dests_t *dm = f->p.r->cur_dm;
-        WSYNC_CHECK(recv_tputs_begin(&f->tp, np, f->p.me, !f->p.r->gpu_sparse && !(dm && dm->in_place)));
+        WSYNC_CHECK(recv_tputs_begin(&f->tp, np, f->p.me, !f->p.r->images.gpu_sparse && !(dm && dm->in_place)));
         if (f->tp.on)
             WSYNC_CHECK(recv_verify_begin(&f->ver, &f->p, np->nputs, maxputs, NULL, 0));
     }
@@ -131,11 +131,11 @@ static wsync_status_t fetch_request(fetch_t *f)
      * read them out of its fan-out window, fetch_fan_publish); the whole image:
      * a lone rank's, whose image no other rank reads */
     if (f->tl)
-        WSYNC_CHECK(recv_transport_direct(r, f->p.slot, f->p.tnames, f->p.world, !recv_node_relays(r),
-                                          r->gpu_sparse ? NULL : f->np, &f->direct, &f->ndirect));
+        WSYNC_CHECK(recv_transport_direct(r, f->p.slot, f->p.tnames, f->p.world, !recv_node_relays(&r->node),
+                                          r->images.gpu_sparse ? NULL : f->np, &f->direct, &f->ndirect));
     else
         WSYNC_CHECK(recv_transport_direct(r, f->p.slot, f->p.tnames, f->p.world,
-                                          f->dm && r->cfg.local_world == 1 && !recv_node_relays(r), NULL,
+                                          f->dm && r->cfg.local_world == 1 && !recv_node_relays(&r->node), NULL,
                                           &f->direct, &f->ndirect));
     f->p.reqid = recv_new_reqid(f->p.reqid);
     f->p.last_landed = wsync_now_ns();
@@ -244,7 +244,7 @@ static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
         uint32_t c = f->p.pending[k];
         const int from = f->np->chunks[c].land_rank;
         const size_t n = fetch_copies_from(f, c, from);
-        const int jobs = !f->p.r->gpu_sparse && n > 0 && n <= RECV_FAN_INFLIGHT;
+        const int jobs = !f->p.r->images.gpu_sparse && n > 0 && n <= RECV_FAN_INFLIGHT;
         if ((f->grp.dm ? recv_groups_room(&f->grp) == 0 : jobs && (size_t)recv_fan_room(&f->fan) < n) ||
             !board_is_landed(f->p.r->board, f->p.slot, c, f->p.gen)) {
             f->p.pending[keep++] = c;
@@ -456,7 +456,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
                  .tl = tl,
                  .np = tl ? tl->np : NULL, /* the whole image's: built at the join */
                  .plan = sl->plan,
-                 .image = r->win[a->slot].ptr,
+                 .image = r->images.win[a->slot].ptr,
                  .dm = r->cur_dm && r->cur_dm->in_place ? r->cur_dm : NULL,
                  /* Test hook (common/base/fault.h): slow the landing of each chunk so a
                    * test can kill a rank in the middle of a pull. */
@@ -472,7 +472,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
     f.identity = fetch_identity_node(&f);
     /* Nothing lands in this slot before its requests go out: from here its
      * relay serves only what this version verified (or landed) here. */
-    if (r->relay && (tl == NULL || tl->hint_world == 0))
+    if (r->node.relay && (tl == NULL || tl->hint_world == 0))
         st = fetch_relay_serve(&f);
     if (st == WSYNC_OK)
         st = recv_release_begin(&f.rl, r, a, f.np->nchunks);
@@ -497,7 +497,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
         if (st == WSYNC_OK)
             st = recv_pull_watch(&f.p);
         if (st == WSYNC_OK && !progressed && got == 0 &&
-            (summed || f.p.npending > 0 || f.fan.n > 0 || f.grp.ninflight > 0 || r->ntr != 1))
+            (summed || f.p.npending > 0 || f.fan.n > 0 || f.grp.ninflight > 0 || r->transports.ntr != 1))
             usleep(summed ? 50 : 200);
     }
     if (st == WSYNC_OK)

@@ -63,7 +63,7 @@ wsync_status_t fetch_copy_chunk(fetch_t *f, uint32_t c, int from, int jobs, cons
                                 size_t nrg)
 {
     const wsync_tchunk_t *ch = &f->np->chunks[c];
-    const peer_map_t *pm = &f->p.r->peers[from][f->p.slot];
+    const peer_map_t *pm = &f->p.r->images.peers[from][f->p.slot];
     const char *src = from == f->p.me ? f->image : pm->ptr;
     const int fan = from != f->p.me && pm->fan;
     size_t k, left = jobs ? fetch_copies_from(f, c, from) : 0;
@@ -73,7 +73,7 @@ wsync_status_t fetch_copy_chunk(fetch_t *f, uint32_t c, int from, int jobs, cons
         if (cp->to_rank != f->p.me || cp->from_rank != from)
             continue;
         at = fan ? recv_fanmap_at(&f->tl->fan[from], cp->from_off) : cp->from_off;
-        if (f->p.r->gpu_sparse)
+        if (f->p.r->images.gpu_sparse)
             WSYNC_CHECK(copy_sparse(f, cp->to_off, from == f->p.me ? NULL : src + at, cp->from_off, cp->len));
         else if (jobs)
             WSYNC_CHECK(recv_fan_start(&f->fan, f->p.r->mem, c, --left == 0, f->image + cp->to_off, src + at,
@@ -89,9 +89,9 @@ wsync_status_t fetch_copy_chunk(fetch_t *f, uint32_t c, int from, int jobs, cons
 wsync_status_t fetch_fan_publish(fetch_t *f, uint32_t c)
 {
     const wsync_tchunk_t *ch = &f->np->chunks[c];
-    char *fan = f->p.r->gpu_fan[f->p.slot].ptr;
+    char *fan = f->p.r->images.gpu_fan[f->p.slot].ptr;
     size_t k;
-    for (k = ch->first_copy; f->p.r->gpu_sparse && k < ch->first_copy + ch->ncopies; k++) {
+    for (k = ch->first_copy; f->p.r->images.gpu_sparse && k < ch->first_copy + ch->ncopies; k++) {
         const wsync_tcopy_t *cp = &f->np->copies[k];
         uint64_t off = cp->from_off, left = cp->len, n;
         char *dst;

@@ -20,7 +20,7 @@ int fetch_identity_node(const fetch_t *f)
     int k;
     if (f->tl == NULL) /* the whole image itself: its node plan is built as the identity (fetch_whole.c) */
         return 1;
-    if (r->gpu_sparse || np->nputs != plan->npieces || np->nchunks != plan->nchunks)
+    if (r->images.gpu_sparse || np->nputs != plan->npieces || np->nchunks != plan->nchunks)
         return 0;
     for (k = 0; k < f->tl->L; k++)
         if (!f->tl->tg[k]->whole_image)
@@ -59,7 +59,7 @@ static uint64_t identity_chunk(const fetch_t *f, uint32_t c, uint64_t *off)
 wsync_status_t fetch_identity_group(fetch_t *f, uint32_t c, int from)
 {
     const int landed = from == f->p.me;
-    const char *src = landed ? f->image : f->p.r->peers[from][f->p.slot].ptr;
+    const char *src = landed ? f->image : f->p.r->images.peers[from][f->p.slot].ptr;
     uint64_t off, len = identity_chunk(f, c, &off);
     return recv_groups_start(&f->grp, &f->p, &f->ver, f->image, src, off, len, c, landed, landed && f->ndirect > 0);
 }

@@ -81,7 +81,7 @@ static wsync_plan_spec_t choose_for_version(const wsync_receiver_t *r, uint64_t 
                                             uint64_t chunk, size_t nodes, int thosts)
 {
     cost_deploy_t d;
-    plan_choice_input_t in = {.relay_capable = r->relay_capable, .links = r->links, .deploy = &d};
+    plan_choice_input_t in = {.relay_capable = r->node.relay_capable, .links = r->node.links, .deploy = &d};
     wsync_plan_spec_t s;
     char name[32];
     cost_deploy_init(&d, world, thosts, nodes > 0 ? (int)nodes : 1, r->cfg.local_world, image, chunk,
@@ -91,12 +91,12 @@ static wsync_plan_spec_t choose_for_version(const wsync_receiver_t *r, uint64_t 
      * relay (relays serve them: relay_delta.h): both costed at the
      * delta_density setting's wire, which every node reads alike (delta
      * auto, delta_land.c, then decides per rank with what it measured). */
-    d.delta = wsync_setting_int(WSYNC_SET_DELTA) == 2 || r->held_version == 0 ? COST_DELTA_OFF
+    d.delta = wsync_setting_int(WSYNC_SET_DELTA) == 2 || r->held.version == 0 ? COST_DELTA_OFF
               : wsync_setting_int(WSYNC_SET_DELTA) == 1                       ? COST_DELTA_ON
                                                                               : COST_DELTA_AUTO;
     d.delta_wire = plan_choice_delta_wire();
-    d.delta_base_copy = r->nslots == 2;
-    s = plan_choice_resolve(&r->asked, &in);
+    d.delta_base_copy = r->images.nslots == 2;
+    s = plan_choice_resolve(&r->node.asked, &in);
     wsync_trace("engine %s rank %d: plan auto chose %s for version %llu (%zu nodes, %d trainer hosts)",
                 r->engine_id, r->cfg.local_rank, wsync_plan_spec_name(&s, name, sizeof(name)),
                 (unsigned long long)v, nodes, thosts);
@@ -107,17 +107,17 @@ int recv_relay_parent(wsync_receiver_t *r, uint64_t v, int world, uint64_t image
                       size_t idlen, char *addr, size_t addrlen)
 {
     relay_node_t *nodes = NULL;
-    wsync_plan_spec_t plan = r->plan;
+    wsync_plan_spec_t plan = r->node.plan;
     size_t n = 0;
     int parent, thosts = 1;
-    if (plan.kind != WSYNC_PLAN_RELAY && !recv_plan_auto(r))
+    if (plan.kind != WSYNC_PLAN_RELAY && !recv_plan_auto(&r->node))
         return 0;
     if (relay_nodes(r, v, &nodes, &n, &thosts) != WSYNC_OK) {
         LOG_WARN("engine %s rank %d: no list of relay nodes (%s): version %llu from the trainer ranks",
                  r->engine_id, r->cfg.local_rank, wsync_last_error(), (unsigned long long)v);
         return 0;
     }
-    if (recv_plan_auto(r))
+    if (recv_plan_auto(&r->node))
         plan = choose_for_version(r, v, world, image, chunk, n, thosts);
     parent = plan.kind == WSYNC_PLAN_RELAY ? relay_tree_parent(nodes, n, r->engine_id, plan.fanout) : -1;
     if (parent >= 0) {
@@ -128,17 +128,12 @@ int recv_relay_parent(wsync_receiver_t *r, uint64_t v, int world, uint64_t image
     return parent >= 0;
 }
 
-int recv_node_relays(const wsync_receiver_t *r)
-{
-    return r->relay_capable && (r->plan.kind == WSYNC_PLAN_RELAY || recv_plan_auto(r));
-}
-
 wsync_status_t recv_relay_pull_send(recv_relay_pull_t *rp, wsync_receiver_t *r, json_t *msg, uint64_t deadline)
 {
     memset(&rp->req, 0, sizeof(rp->req));
     snprintf(rp->req.who, sizeof(rp->req.who), "relay of engine %s", rp->id);
     rp->req.connect_ms = (int)wsync_setting_int(WSYNC_SET_RELAY_STALL_MS);
-    WSYNC_CHECK(recv_request_start(&rp->req, &r->pull_conns, &r->auth, -1, rp->addr, msg, deadline));
+    WSYNC_CHECK(recv_request_start(&rp->req, &r->transports.pull_conns, &r->auth, -1, rp->addr, msg, deadline));
     rp->on = 1;
     return WSYNC_OK;
 }

@@ -81,7 +81,7 @@ wsync_status_t fetch_relay_serve(fetch_t *f)
     const int L = r->cfg.local_world;
     char(*digests)[33] = NULL;
     void *win[BOARD_MAX_RANKS] = {f->image};
-    size_t len[BOARD_MAX_RANKS] = {r->image_len};
+    size_t len[BOARD_MAX_RANKS] = {r->images.len};
     relay_serve_t t = {.np = f->np, .L = 1, .win = win, .win_len = len, .manifest = f->p.sl->manifest};
     int k;
     if (f->tl) { /* targets: each put out of the image of the rank it lands on */
@@ -89,21 +89,21 @@ wsync_status_t fetch_relay_serve(fetch_t *f)
         WSYNC_CHECK_ALLOC(digests);
         for (k = 0; k < L; k++) {
             memcpy(digests[k], f->tl->tg[k]->digest_hex, 33);
-            win[k] = k == f->p.me ? (void *)f->image : r->peers[k][f->p.slot].ptr;
-            len[k] = k == f->p.me ? r->image_len : r->peers[k][f->p.slot].len;
+            win[k] = k == f->p.me ? (void *)f->image : r->images.peers[k][f->p.slot].ptr;
+            len[k] = k == f->p.me ? r->images.len : r->images.peers[k][f->p.slot].len;
         }
         t.L = L;
         t.targets = (const char(*)[33])digests;
         t.board = r->board;
         t.gen = f->p.gen;
     } /* the whole image: out of this rank's, chunk by chunk once verified */
-    relay_slot_begin(r->relay, f->p.slot, f->p.v, f->p.sl->layout_digest, &t);
+    relay_slot_begin(r->node.relay, f->p.slot, f->p.v, f->p.sl->layout_digest, &t);
     free(digests);
     return WSYNC_OK;
 }
 
 void fetch_relay_verified(fetch_t *f, uint32_t c)
 {
-    if (f->tl == NULL && f->p.r->relay) /* local rank 0 of a relaying node: other nodes may have it now */
-        relay_chunk_verified(f->p.r->relay, f->p.slot, c);
+    if (f->tl == NULL && f->p.r->node.relay) /* local rank 0 of a relaying node: other nodes may have it now */
+        relay_chunk_verified(f->p.r->node.relay, f->p.slot, c);
 }

@@ -91,6 +91,6 @@ wsync_status_t fetch_request_rank(fetch_t *f, int t, int digests_only)
     if (st != WSYNC_OK)
         json_decref(msg);
     WSYNC_CHECK(st);
-    return recv_request_start(&f->p.reqs[t], &f->p.r->pull_conns, &f->p.r->auth, t, f->p.addrs[t], msg,
+    return recv_request_start(&f->p.reqs[t], &f->p.r->transports.pull_conns, &f->p.r->auth, t, f->p.addrs[t], msg,
                               f->p.deadline);
 }

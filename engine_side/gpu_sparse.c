@@ -52,8 +52,8 @@ static int wanted(wsync_receiver_t *r, const wsync_sync_layout_t *sl, size_t nte
 {
     return wsync_setting_int(WSYNC_SET_SPARSE_IMAGE) && r->cfg.mode == WSYNC_MODE_IN_PLACE &&
            (r->mem->kind == WSYNC_MEM_CUDA || wsync_fault(WSYNC_FAULT_HOST_FAN_WINDOW)) && r->cfg.image == NULL &&
-           r->spec && r->cfg.ndests > 0 && (size_t)r->cfg.ndests >= ntensors && !recv_node_relays(r) &&
-           r->relay == NULL && transports_redirect(r, sl->world);
+           r->held.spec && r->cfg.ndests > 0 && (size_t)r->cfg.ndests >= ntensors && !recv_node_relays(&r->node) &&
+           r->node.relay == NULL && transports_redirect(r, sl->world);
 }
 
 /* The bytes of [0, len) outside the sorted, disjoint spans d[0..n). */
@@ -126,18 +126,19 @@ wsync_status_t recv_gpu_sparse_setup(wsync_receiver_t *r, const wsync_sync_layou
     recv_dests_t *dm = NULL;
     wsync_status_t st;
     const int me = r->cfg.local_rank;
-    if (r->gpu_sparse || !wanted(r, sl, ntensors))
+    if (r->images.gpu_sparse || !wanted(r, sl, ntensors))
         return WSYNC_OK;
     st = recv_tlayout_build(r, sl, &tl);
     if (st == WSYNC_OK)
         st = recv_dests_build(&r->cfg, sl->manifest, tl->tg[me], tl->seg, &dm);
     if (st == WSYNC_OK && dm) {
         recv_dests_words(dm, sl->plan, tl->seg);
-        st = recv_dests_direct(dm, NULL, me, &r->gpu_direct, &r->ngpu_direct);
+        st = recv_dests_direct(dm, NULL, me, &r->images.gpu_direct, &r->images.ngpu_direct);
         if (st == WSYNC_OK)
-            st = complement(r->gpu_direct, r->ngpu_direct, tl->image_len, &r->gpu_backed, &r->ngpu_backed);
-        r->gpu_fan_len = tl->fan[me].len;
-        r->gpu_sparse = st == WSYNC_OK;
+            st = complement(r->images.gpu_direct, r->images.ngpu_direct, tl->image_len, &r->images.gpu_backed,
+                            &r->images.ngpu_backed);
+        r->images.gpu_fan_len = tl->fan[me].len;
+        r->images.gpu_sparse = st == WSYNC_OK;
     }
     recv_dests_free(dm);
     recv_tlayout_free(tl);
@@ -150,10 +151,10 @@ wsync_status_t recv_gpu_sparse_check(const wsync_receiver_t *r, int can_direct, 
                                      size_t n)
 {
     size_t i;
-    int same = can_direct && n == r->ngpu_direct;
+    int same = can_direct && n == r->images.ngpu_direct;
     for (i = 0; same && i < n; i++)
-        same = spans[i].off == r->gpu_direct[i].off && spans[i].len == r->gpu_direct[i].len &&
-               spans[i].ptr == r->gpu_direct[i].ptr;
+        same = spans[i].off == r->images.gpu_direct[i].off && spans[i].len == r->images.gpu_direct[i].len &&
+               spans[i].ptr == r->images.gpu_direct[i].ptr;
     if (same)
         return WSYNC_OK;
     return wsync_error(WSYNC_ERR_CONFLICT,
@@ -169,13 +170,13 @@ void recv_gpu_sparse_free(wsync_receiver_t *r)
 {
     int s;
     for (s = 0; s < BOARD_SLOTS; s++)
-        if (r->gpu_fan[s].ptr)
-            r->win_ops->free(&r->gpu_fan[s]);
-    free(r->gpu_direct);
-    free(r->gpu_backed);
-    r->gpu_direct = NULL;
-    r->gpu_backed = NULL;
-    r->ngpu_direct = r->ngpu_backed = 0;
-    r->gpu_fan_len = 0;
-    r->gpu_sparse = 0;
+        if (r->images.gpu_fan[s].ptr)
+            r->win_ops->free(&r->images.gpu_fan[s]);
+    free(r->images.gpu_direct);
+    free(r->images.gpu_backed);
+    r->images.gpu_direct = NULL;
+    r->images.gpu_backed = NULL;
+    r->images.ngpu_direct = r->images.ngpu_backed = 0;
+    r->images.gpu_fan_len = 0;
+    r->images.gpu_sparse = 0;
 }

@@ -15,7 +15,7 @@ wsync_status_t recv_map_peers(wsync_receiver_t *r, int slot, uint64_t deadline, 
 {
     int p;
     for (p = 0; p < r->cfg.local_world; p++) {
-        peer_map_t *pm = &r->peers[p][slot];
+        peer_map_t *pm = &r->images.peers[p][slot];
         uint32_t epoch = board_rank_epoch(r->board, p);
         wsync_blob_t blob;
         uint64_t len;
@@ -33,12 +33,12 @@ wsync_status_t recv_map_peers(wsync_receiver_t *r, int slot, uint64_t deadline, 
         WSYNC_CHECK(board_get_window(r->board, p, slot, left > 0 ? left : 1, &blob, &fd, &len, &epoch));
         /* a sparse GPU image's rank exports its fan-out window (gpu_sparse.c) */
         pm->fan = tl && len < tl->tg[p]->image_size && len == tl->fan[p].len;
-        if (!pm->fan && len < (tl ? tl->tg[p]->image_size : r->image_len)) {
+        if (!pm->fan && len < (tl ? tl->tg[p]->image_size : r->images.len)) {
             if (fd >= 0)
                 close(fd);
             return wsync_error(WSYNC_ERR_CONFLICT, "local rank %d's image is %llu bytes, need %llu", p,
                                (unsigned long long)len,
-                               (unsigned long long)(tl ? tl->tg[p]->image_size : r->image_len));
+                               (unsigned long long)(tl ? tl->tg[p]->image_size : r->images.len));
         }
         st = r->win_ops->map(&blob, fd, len, &pm->ptr);
         if (fd >= 0)

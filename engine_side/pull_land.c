@@ -44,10 +44,10 @@ wsync_status_t recv_pull_land(recv_pull_t *p, int busy, int *progressed, int *go
     wsync_receiver_t *r = p->r;
     wsync_completion_t comps[POLL_BATCH];
     /* Only a lone transport may block waiting, or it would starve the other. */
-    const int wait_ms = busy || r->ntr > 1 ? 0 : 5;
+    const int wait_ms = busy || r->transports.ntr > 1 ? 0 : 5;
     int k, i, n = 0;
-    for (k = 0; k < r->ntr && p->ndone < p->nwant; k++) {
-        WSYNC_CHECK(r->tr[k].ops->poll(r->tr[k].t, comps, POLL_BATCH, &n, wait_ms));
+    for (k = 0; k < r->transports.ntr && p->ndone < p->nwant; k++) {
+        WSYNC_CHECK(r->transports.tr[k].ops->poll(r->transports.tr[k].t, comps, POLL_BATCH, &n, wait_ms));
         *got += n;
         for (i = 0; i < n; i++)
             WSYNC_CHECK(land_one(p, &comps[i], progressed));

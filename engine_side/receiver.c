@@ -109,16 +109,17 @@ static wsync_status_t choose_plan(wsync_receiver_t *r)
 {
     plan_choice_input_t in = {0};
     const char *links = wsync_setting_str(WSYNC_SET_LINKS);
-    r->relay_capable = (strcmp(r->transport_name, "tcp") == 0 || strcmp(r->transport_name, "auto") == 0);
-    WSYNC_CHECK(wsync_plan_spec_parse(wsync_setting_str(WSYNC_SET_PLAN), &r->asked));
-    if (((r->asked.kind == WSYNC_PLAN_AUTO && r->relay_capable) || wsync_setting_int(WSYNC_SET_DELTA) == 0) &&
+    r->node.relay_capable = (strcmp(r->transport_name, "tcp") == 0 || strcmp(r->transport_name, "auto") == 0);
+    WSYNC_CHECK(wsync_plan_spec_parse(wsync_setting_str(WSYNC_SET_PLAN), &r->node.asked));
+    if (((r->node.asked.kind == WSYNC_PLAN_AUTO && r->node.relay_capable) ||
+         wsync_setting_int(WSYNC_SET_DELTA) == 0) &&
         links[0]) {
-        r->links = calloc(1, sizeof(*r->links));
-        WSYNC_CHECK_ALLOC(r->links);
-        WSYNC_CHECK(cost_links_load(links, r->links));
+        r->node.links = calloc(1, sizeof(*r->node.links));
+        WSYNC_CHECK_ALLOC(r->node.links);
+        WSYNC_CHECK(cost_links_load(links, r->node.links));
     }
-    in.relay_capable = r->relay_capable;
-    r->plan = plan_choice_resolve(&r->asked, &in);
+    in.relay_capable = r->node.relay_capable;
+    r->node.plan = plan_choice_resolve(&r->node.asked, &in);
     return WSYNC_OK;
 }
 
@@ -133,7 +134,7 @@ static wsync_status_t choose_plan(wsync_receiver_t *r)
 static void rank_changed(void *ctx, int rank, int32_t old_pid, int32_t new_pid)
 {
     wsync_receiver_t *r = ctx;
-    uint64_t v = __atomic_load_n(&r->held_version, __ATOMIC_ACQUIRE);
+    uint64_t v = __atomic_load_n(&r->held.version, __ATOMIC_ACQUIRE);
     char why[400];
     if (new_pid == 0)
         snprintf(why, sizeof(why),
@@ -175,7 +176,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
                            cfg->local_rank, cfg->local_world, BOARD_MAX_RANKS);
     r = calloc(1, sizeof(*r));
     WSYNC_CHECK_ALLOC(r);
-    recv_pull_conns_init(&r->pull_conns);
+    recv_pull_conns_init(&r->transports.pull_conns);
     r->cfg = *cfg;
     r->engine_id = strdup(cfg->engine_id);
     r->control_url = strdup(cfg->control_url);
@@ -199,7 +200,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
         wsync_primary_ipv4(host, sizeof(host));
         r->bind_host = strdup(host);
     }
-    r->nslots = cfg->mode == WSYNC_MODE_IN_PLACE ? 1 : 2; /* the first pull agrees on the node's count */
+    r->images.nslots = cfg->mode == WSYNC_MODE_IN_PLACE ? 1 : 2; /* the first pull agrees on the node's count */
     snprintf(r->board_name, sizeof(r->board_name), "wsync/%s/%s", r->host_id, r->engine_id);
 
     WSYNC_CHECK_GOTO(wsync_mem_get(cfg->device ? cfg->device : "host", &r->mem, &r->device), st, err);
@@ -225,10 +226,10 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
         json_t *endpoint = NULL;
         snprintf(reg.host_id, sizeof(reg.host_id), "%s", r->host_id);
         st = WSYNC_OK;
-        if (r->plan.kind == WSYNC_PLAN_RELAY || recv_plan_auto(r)) { /* auto may choose a relay plan */
-            st = relay_start(r->bind_host, &r->auth, r->engine_id, r->mem->kind, r->device, &r->relay);
+        if (r->node.plan.kind == WSYNC_PLAN_RELAY || recv_plan_auto(&r->node)) { /* auto may choose a relay plan */
+            st = relay_start(r->bind_host, &r->auth, r->engine_id, r->mem->kind, r->device, &r->node.relay);
             if (st == WSYNC_OK)
-                snprintf(reg.relay, sizeof(reg.relay), "%s", relay_address(r->relay));
+                snprintf(reg.relay, sizeof(reg.relay), "%s", relay_address(r->node.relay));
         }
         if (st == WSYNC_OK && (endpoint = wsync_relay_registration_endpoint(&reg)) == NULL)
             WSYNC_CHECK_GOTO(wsync_error(WSYNC_ERR_NOMEM, "engine %s: out of memory", r->engine_id), st, err);
@@ -280,10 +281,10 @@ static wsync_status_t zero_image(wsync_receiver_t *r, void *ptr, size_t len)
  * all the node's other ranks read of it. */
 static wsync_status_t export_slot(wsync_receiver_t *r, int s)
 {
-    const wsync_window_t *w = r->gpu_sparse ? &r->gpu_fan[s] : &r->win[s];
+    const wsync_window_t *w = r->images.gpu_sparse ? &r->images.gpu_fan[s] : &r->images.win[s];
     wsync_blob_t blob;
     WSYNC_CHECK(r->win_ops->export_blob(w, &blob));
-    return board_put_window(r->board, s, &blob, w->fd, r->gpu_sparse ? r->gpu_fan_len : r->image_len);
+    return board_put_window(r->board, s, &blob, w->fd, r->images.gpu_sparse ? r->images.gpu_fan_len : r->images.len);
 }
 
 /* Image slots sized for `need` bytes, exported on the board. With a target
@@ -292,50 +293,52 @@ static wsync_status_t export_slot(wsync_receiver_t *r, int s)
 wsync_status_t recv_ensure_images(wsync_receiver_t *r, uint64_t need)
 {
     int s;
-    if (r->image_len) {
-        if (need > r->image_len)
+    if (r->images.len) {
+        if (need > r->images.len)
             return wsync_error(WSYNC_ERR_CONFLICT,
                                "the model grew: version needs a %llu-byte image, this engine holds %zu; "
                                "restart the engine",
-                               (unsigned long long)need, r->image_len);
+                               (unsigned long long)need, r->images.len);
         return WSYNC_OK;
     }
-    r->image_len = need ? need : WSYNC_ALIGN;
-    for (s = 0; s < r->nslots; s++) {
+    r->images.len = need ? need : WSYNC_ALIGN;
+    for (s = 0; s < r->images.nslots; s++) {
         if (s == 0 && r->cfg.image) {
-            if (r->cfg.image_len < r->image_len)
+            if (r->cfg.image_len < r->images.len)
                 return wsync_error(WSYNC_ERR_INVALID, "the given image has %zu bytes, the model needs %zu",
-                                   r->cfg.image_len, r->image_len);
+                                   r->cfg.image_len, r->images.len);
             if (r->mem->kind == WSYNC_MEM_HOST) {
-                if (!find_host_image(r->cfg.image, &r->win[0]))
+                if (!find_host_image(r->cfg.image, &r->images.win[0]))
                     return wsync_error(WSYNC_ERR_INVALID,
                                        "host image memory must come from wsync_image_alloc so the other "
                                        "local ranks can map it");
             } else {
-                r->win[0] = (wsync_window_t){.ptr = r->cfg.image, .len = r->cfg.image_len, .fd = -1};
+                r->images.win[0] = (wsync_window_t){.ptr = r->cfg.image, .len = r->cfg.image_len, .fd = -1};
             }
-            r->caller_image = 1;
-        } else if (r->gpu_sparse && r->mem->kind == WSYNC_MEM_CUDA) {
+            r->images.caller_image = 1;
+        } else if (r->images.gpu_sparse && r->mem->kind == WSYNC_MEM_CUDA) {
             size_t backed = 0;
-            WSYNC_CHECK(wsync_cuda_alloc_sparse(r->image_len, r->gpu_backed, r->ngpu_backed, &r->win[s], &backed));
+            WSYNC_CHECK(wsync_cuda_alloc_sparse(r->images.len, r->images.gpu_backed, r->images.ngpu_backed,
+                                                &r->images.win[s], &backed));
             LOG_INFO("engine %s rank %d: in place into the caller's GPU tensors, the image backs %zu of its %zu "
                      "bytes (%zu ranges pass through it; the rest lands straight in the tensors), its fan-out "
                      "window %llu",
-                     r->engine_id, r->cfg.local_rank, backed, r->image_len, r->ngpu_backed,
-                     (unsigned long long)r->gpu_fan_len);
-        } else if (r->sparse && !r->gpu_sparse) {
-            WSYNC_CHECK(wsync_shm_alloc_sparse(r->image_len, &r->win[s]));
+                     r->engine_id, r->cfg.local_rank, backed, r->images.len, r->images.ngpu_backed,
+                     (unsigned long long)r->images.gpu_fan_len);
+        } else if (r->images.sparse && !r->images.gpu_sparse) {
+            WSYNC_CHECK(wsync_shm_alloc_sparse(r->images.len, &r->images.win[s]));
         } else {
-            WSYNC_CHECK(r->win_ops->alloc(r->image_len, &r->win[s]));
-            if (r->gpu_sparse) /* WSYNC_TEST_HOST_FAN_WINDOW: that path on a whole host image */
+            WSYNC_CHECK(r->win_ops->alloc(r->images.len, &r->images.win[s]));
+            if (r->images.gpu_sparse) /* WSYNC_TEST_HOST_FAN_WINDOW: that path on a whole host image */
                 LOG_INFO("engine %s rank %d: test hook: the sparse GPU image's path on host memory, its fan-out "
                          "window %llu",
-                         r->engine_id, r->cfg.local_rank, (unsigned long long)r->gpu_fan_len);
+                         r->engine_id, r->cfg.local_rank, (unsigned long long)r->images.gpu_fan_len);
         }
-        if (r->gpu_sparse) /* its fan-out window, exported instead of it */
-            WSYNC_CHECK(r->win_ops->alloc(r->gpu_fan_len ? r->gpu_fan_len : 1, &r->gpu_fan[s]));
-        if (r->spec && (r->caller_image || r->mem->kind != WSYNC_MEM_HOST) && !r->gpu_sparse) /* fresh shm is zero */
-            WSYNC_CHECK(zero_image(r, r->win[s].ptr, r->image_len));
+        if (r->images.gpu_sparse) /* its fan-out window, exported instead of it */
+            WSYNC_CHECK(r->win_ops->alloc(r->images.gpu_fan_len ? r->images.gpu_fan_len : 1, &r->images.gpu_fan[s]));
+        if (r->held.spec && (r->images.caller_image || r->mem->kind != WSYNC_MEM_HOST) &&
+            !r->images.gpu_sparse) /* fresh shm is zero */
+            WSYNC_CHECK(zero_image(r, r->images.win[s].ptr, r->images.len));
         WSYNC_CHECK(export_slot(r, s));
     }
     return WSYNC_OK;
@@ -345,11 +348,11 @@ wsync_status_t recv_ensure_images(wsync_receiver_t *r, uint64_t need)
 static wsync_status_t post_on_board(wsync_receiver_t *r)
 {
     int s;
-    if (r->spec)
-        WSYNC_CHECK(board_put_spec(r->board, r->spec));
-    if (r->image_len)
-        board_post_slots(r->board, r->nslots);
-    for (s = 0; s < r->nslots && r->image_len; s++)
+    if (r->held.spec)
+        WSYNC_CHECK(board_put_spec(r->board, r->held.spec));
+    if (r->images.len)
+        board_post_slots(r->board, r->images.nslots);
+    for (s = 0; s < r->images.nslots && r->images.len; s++)
         WSYNC_CHECK(export_slot(r, s));
     return WSYNC_OK;
 }
@@ -389,9 +392,9 @@ wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
     board_close(old);
     for (p = 0; p < BOARD_MAX_RANKS; p++)
         for (s = 0; s < BOARD_SLOTS; s++)
-            if (r->peers[p][s].ptr) {
-                r->win_ops->unmap(r->peers[p][s].ptr, r->peers[p][s].len);
-                r->peers[p][s].ptr = NULL;
+            if (r->images.peers[p][s].ptr) {
+                r->win_ops->unmap(r->images.peers[p][s].ptr, r->images.peers[p][s].len);
+                r->images.peers[p][s].ptr = NULL;
             }
     r->last_gen = 0;
     return WSYNC_OK;
@@ -399,19 +402,19 @@ wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
 
 uint64_t wsync_receiver_version(const wsync_receiver_t *r)
 {
-    return r->held_version;
+    return r->held.version;
 }
 
 uint64_t wsync_receiver_layout_generation(const wsync_receiver_t *r)
 {
-    return r->layout_generation;
+    return r->held.layout_generation;
 }
 
 size_t wsync_receiver_tensor_count(const wsync_receiver_t *r)
 {
-    if (r->held_tl)
-        return r->held_tl->tg[r->cfg.local_rank]->ndests;
-    return r->held ? r->held->manifest->ntensors : 0;
+    if (r->held.tl)
+        return r->held.tl->tg[r->cfg.local_rank]->ndests;
+    return r->held.layout ? r->held.layout->manifest->ntensors : 0;
 }
 
 /* Where the held tensor at image offset `off` is: in the caller's memory
@@ -419,19 +422,19 @@ size_t wsync_receiver_tensor_count(const wsync_receiver_t *r)
  * hold part of the next version), else in the image. */
 static void *held_ptr(const wsync_receiver_t *r, uint64_t off)
 {
-    char *p = recv_dests_ptr(r->held_dm, off);
-    return p ? p : (char *)r->win[r->cur_slot].ptr + off;
+    char *p = recv_dests_ptr(r->held.dm, off);
+    return p ? p : (char *)r->images.win[r->held.slot].ptr + off;
 }
 
 wsync_status_t wsync_receiver_tensor_at(const wsync_receiver_t *r, size_t i, void **ptr, wsync_tensor_info_t *info)
 {
     const wsync_tensor_t *t;
-    if (r->held == NULL)
+    if (r->held.layout == NULL)
         return wsync_error(WSYNC_ERR_NOT_FOUND, "no version held yet: pull first");
     if (i >= wsync_receiver_tensor_count(r))
         return wsync_error(WSYNC_ERR_NOT_FOUND, "tensor index %zu out of %zu", i, wsync_receiver_tensor_count(r));
-    if (r->held_tl) {
-        const wsync_dest_t *d = &r->held_tl->tg[r->cfg.local_rank]->dests[i];
+    if (r->held.tl) {
+        const wsync_dest_t *d = &r->held.tl->tg[r->cfg.local_rank]->dests[i];
         if (ptr)
             *ptr = held_ptr(r, d->offset);
         if (info) {
@@ -444,7 +447,7 @@ wsync_status_t wsync_receiver_tensor_at(const wsync_receiver_t *r, size_t i, voi
         }
         return WSYNC_OK;
     }
-    t = &r->held->manifest->tensors[i];
+    t = &r->held.layout->manifest->tensors[i];
     if (ptr)
         *ptr = held_ptr(r, t->offset);
     if (info) {
@@ -462,13 +465,13 @@ wsync_status_t wsync_receiver_tensor(const wsync_receiver_t *r, const char *name
                                      wsync_tensor_info_t *info)
 {
     long i;
-    if (r->held == NULL)
+    if (r->held.layout == NULL)
         return wsync_error(WSYNC_ERR_NOT_FOUND, "no version held yet: pull first");
-    i = r->held_tl ? wsync_target_find(r->held_tl->tg[r->cfg.local_rank], name)
-                   : wsync_manifest_find(r->held->manifest, name);
+    i = r->held.tl ? wsync_target_find(r->held.tl->tg[r->cfg.local_rank], name)
+                   : wsync_manifest_find(r->held.layout->manifest, name);
     if (i < 0)
         return wsync_error(WSYNC_ERR_NOT_FOUND, "version %llu has no tensor named '%s'%s",
-                           (unsigned long long)r->held_version, name, r->held_tl ? " in this rank's target" : "");
+                           (unsigned long long)r->held.version, name, r->held.tl ? " in this rank's target" : "");
     return wsync_receiver_tensor_at(r, (size_t)i, ptr, info);
 }
 
@@ -484,10 +487,10 @@ void wsync_receiver_cancel_clear(wsync_receiver_t *r)
 
 wsync_status_t wsync_receiver_image(const wsync_receiver_t *r, void **ptr, size_t *len)
 {
-    if (r->held == NULL)
+    if (r->held.layout == NULL)
         return wsync_error(WSYNC_ERR_NOT_FOUND, "no version held yet: pull first");
-    *ptr = r->win[r->cur_slot].ptr;
-    *len = r->held_tl ? r->held_tl->image_len : r->held->manifest->image_size;
+    *ptr = r->images.win[r->held.slot].ptr;
+    *len = r->held.tl ? r->held.tl->image_len : r->held.layout->manifest->image_size;
     return WSYNC_OK;
 }
 
@@ -498,31 +501,31 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
         return;
     board_watch(r->board, NULL, NULL); /* its calls post to the reporter */
     reporter_stop(r->reporter, 5000);  /* the last reports, if the endpoint is there */
-    relay_stop(r->relay);              /* before the images it serves go */
+    relay_stop(r->node.relay);         /* before the images it serves go */
     recv_progress_close(r->progress);  /* its thread reports through its own client */
     recv_transport_reset(r);
     for (p = 0; p < BOARD_MAX_RANKS; p++)
         for (s = 0; s < BOARD_SLOTS; s++)
-            if (r->peers[p][s].ptr)
-                r->win_ops->unmap(r->peers[p][s].ptr, r->peers[p][s].len);
-    for (s = 0; s < r->nslots; s++)
-        if (r->win[s].ptr && !(s == 0 && r->caller_image))
-            r->win_ops->free(&r->win[s]);
+            if (r->images.peers[p][s].ptr)
+                r->win_ops->unmap(r->images.peers[p][s].ptr, r->images.peers[p][s].len);
+    for (s = 0; s < r->images.nslots; s++)
+        if (r->images.win[s].ptr && !(s == 0 && r->images.caller_image))
+            r->win_ops->free(&r->images.win[s]);
     recv_gpu_sparse_free(r);
     board_close(r->board);
     wsync_control_close(r->control);
-    wsync_sync_layout_free(r->held);
-    recv_tlayout_free(r->held_tl);
-    recv_dests_free(r->held_dm);
-    free(r->links);
+    wsync_sync_layout_free(r->held.layout);
+    recv_tlayout_free(r->held.tl);
+    recv_dests_free(r->held.dm);
+    free(r->node.links);
     json_decref(r->next_record);
     json_decref(r->cur_trainers);
-    free(r->spec);
+    free(r->held.spec);
     free(r->engine_id);
     free(r->control_url);
     free(r->token);
     free(r->transport_name);
     free(r->bind_host);
-    pthread_mutex_destroy(&r->pull_conns.lock);
+    pthread_mutex_destroy(&r->transports.pull_conns.lock);
     free(r);
 }

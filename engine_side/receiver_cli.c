@@ -31,10 +31,10 @@ wsync_status_t recv_cli_host_image(const wsync_receiver_t *r, void **copy, const
 
 const json_t *recv_cli_metadata(const wsync_receiver_t *r)
 {
-    return r->held ? r->held->manifest->metadata : NULL;
+    return r->held.layout ? r->held.layout->manifest->metadata : NULL;
 }
 
 double recv_cli_last_pull_s(const wsync_receiver_t *r)
 {
-    return r->last_secs;
+    return r->held.last_secs;
 }

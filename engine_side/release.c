@@ -8,14 +8,18 @@
 
 wsync_status_t recv_release_begin(recv_release_t *rl, wsync_receiver_t *r, const board_attempt_t *a, uint32_t nchunks)
 {
-    *rl = (recv_release_t){.dm = r->cur_dm, .win = &r->win[a->slot], .board = r->board, .slot = a->slot, .gen = a->gen};
-    rl->on = r->cur_dm && r->cur_dm->in_place && r->win[a->slot].sparse && !recv_transport_pins(r) &&
-             !recv_node_relays(r);
+    *rl = (recv_release_t){.dm = r->cur_dm,
+                           .win = &r->images.win[a->slot],
+                           .board = r->board,
+                           .slot = a->slot,
+                           .gen = a->gen};
+    rl->on = r->cur_dm && r->cur_dm->in_place && r->images.win[a->slot].sparse &&
+             !recv_transport_pins(&r->transports) && !recv_node_relays(&r->node);
     if (!rl->on)
         return WSYNC_OK;
     rl->held = calloc((size_t)nchunks + 1, sizeof(*rl->held));
     WSYNC_CHECK_ALLOC(rl->held);
-    wsync_window_release(rl->win, 0, r->image_len);
+    wsync_window_release(rl->win, 0, r->images.len);
     return WSYNC_OK;
 }
 

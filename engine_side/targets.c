@@ -45,8 +45,8 @@ wsync_status_t recv_targets_init(wsync_receiver_t *r)
     text = json_dumps(spec, JSON_COMPACT);
     json_decref(spec);
     WSYNC_CHECK_ALLOC(text);
-    r->spec = text;
-    return board_put_spec(r->board, r->spec);
+    r->held.spec = text;
+    return board_put_spec(r->board, r->held.spec);
 }
 
 /* Local rank p's target, from its spec. */
@@ -82,7 +82,7 @@ wsync_status_t recv_target_size(const wsync_receiver_t *r, const wsync_sync_layo
 {
     wsync_target_t *t = NULL;
     wsync_status_t st;
-    WSYNC_CHECK(target_from_spec(sl->manifest, r->cfg.local_rank, r->spec, &t));
+    WSYNC_CHECK(target_from_spec(sl->manifest, r->cfg.local_rank, r->held.spec, &t));
     st = wsync_target_wire_size(t, sl->manifest, sl->layout, len); /* FP8 bands quantized here: their rows too */
     *ntensors = t->ndests;
     wsync_target_free(t);
@@ -142,7 +142,7 @@ wsync_status_t recv_tlayout_build(wsync_receiver_t *r, const wsync_sync_layout_t
     }
     for (p = 0; p < L; p++) {
         if (p == r->cfg.local_rank)
-            st = target_from_spec(sl->manifest, p, r->spec, &tl->tg[p]);
+            st = target_from_spec(sl->manifest, p, r->held.spec, &tl->tg[p]);
         else if ((st = board_get_spec(r->board, p, SPEC_TIMEOUT_MS, &text)) == WSYNC_OK)
             st = target_from_spec(sl->manifest, p, text, &tl->tg[p]);
         else

@@ -13,8 +13,8 @@
 void recv_transport_reset(wsync_receiver_t *r)
 {
     int k, s;
-    for (k = 0; k < r->ntr; k++) {
-        recv_transport_t *rt = &r->tr[k];
+    for (k = 0; k < r->transports.ntr; k++) {
+        recv_transport_t *rt = &r->transports.tr[k];
         for (s = 0; s < BOARD_SLOTS; s++)
             if (rt->region[s]) {
                 rt->ops->dereg(rt->region[s]);
@@ -24,8 +24,8 @@ void recv_transport_reset(wsync_receiver_t *r)
             rt->ops->close(rt->t);
         memset(rt, 0, sizeof(*rt));
     }
-    r->ntr = 0;
-    recv_pull_conns_drop(&r->pull_conns); /* a trainer may have restarted */
+    r->transports.ntr = 0;
+    recv_pull_conns_drop(&r->transports.pull_conns); /* a trainer may have restarted */
 }
 
 wsync_status_t recv_transport_ensure(wsync_receiver_t *r, const char *name, recv_transport_t **out)
@@ -37,24 +37,25 @@ wsync_status_t recv_transport_ensure(wsync_receiver_t *r, const char *name, recv
                                     .auth = &r->auth};
     recv_transport_t *rt = NULL;
     int k, s;
-    for (k = 0; k < r->ntr; k++)
-        if (strcmp(r->tr[k].want, name) == 0)
-            rt = &r->tr[k];
+    for (k = 0; k < r->transports.ntr; k++)
+        if (strcmp(r->transports.tr[k].want, name) == 0)
+            rt = &r->transports.tr[k];
     if (rt == NULL) {
-        if (r->ntr == RECV_MAX_TRANSPORTS)
+        if (r->transports.ntr == RECV_MAX_TRANSPORTS)
             return wsync_error(WSYNC_ERR_INVALID, "engine %s: more than %d transports in use", r->engine_id,
                                RECV_MAX_TRANSPORTS);
-        rt = &r->tr[r->ntr];
+        rt = &r->transports.tr[r->transports.ntr];
         memset(rt, 0, sizeof(*rt));
         snprintf(rt->want, sizeof(rt->want), "%s", name);
         WSYNC_CHECK(wsync_transport_get(name, &cfg, &rt->ops));
         WSYNC_CHECK(rt->ops->open(&cfg, &rt->t));
-        r->ntr++; /* from here recv_transport_reset closes it */
+        r->transports.ntr++; /* from here recv_transport_reset closes it */
         WSYNC_CHECK(rt->ops->listen(rt->t, &rt->addr));
     }
-    for (s = 0; s < r->nslots; s++)
+    for (s = 0; s < r->images.nslots; s++)
         if (rt->region[s] == NULL)
-            WSYNC_CHECK(rt->ops->reg(rt->t, r->win[s].ptr, r->image_len, r->mem->kind, &rt->region[s], &rt->key[s]));
+            WSYNC_CHECK(rt->ops->reg(rt->t, r->images.win[s].ptr, r->images.len, r->mem->kind, &rt->region[s],
+                                     &rt->key[s]));
     *out = rt;
     return WSYNC_OK;
 }
@@ -76,11 +77,11 @@ const char *recv_transport_for(wsync_receiver_t *r, const char *host_id, const c
     return wsync_transport_local.can_use(&cfg) ? "local" : r->transport_name;
 }
 
-int recv_transport_pins(const wsync_receiver_t *r)
+int recv_transport_pins(const recv_transports_t *ts)
 {
     int k;
-    for (k = 0; k < r->ntr; k++)
-        if (strcmp(r->tr[k].ops->name, "verbs") == 0)
+    for (k = 0; k < ts->ntr; k++)
+        if (strcmp(ts->tr[k].ops->name, "verbs") == 0)
             return 1;
     return 0;
 }
@@ -89,12 +90,14 @@ wsync_status_t recv_transport_direct(wsync_receiver_t *r, int slot, const char *
                                      const wsync_node_plan_t *np, wsync_redirect_t **spans, size_t *nspans)
 {
     recv_transport_t *rt;
-    int t, k, all = allowed && (r->mem->kind == WSYNC_MEM_HOST || r->gpu_sparse) && r->cur_dm && r->cur_dm->in_place;
+    int t, k,
+        all = allowed && (r->mem->kind == WSYNC_MEM_HOST || r->images.gpu_sparse) && r->cur_dm &&
+              r->cur_dm->in_place;
     *spans = NULL;
     *nspans = 0;
     for (t = 0; t < n; t++) {
         wsync_status_t st = recv_transport_ensure(r, names[t], &rt);
-        if (st != WSYNC_OK && r->gpu_sparse) { /* e.g. local: the image has no CUDA IPC handle to register */
+        if (st != WSYNC_OK && r->images.gpu_sparse) { /* e.g. local: the image has no CUDA IPC handle to register */
             char why[384];
             snprintf(why, sizeof(why), "%s", wsync_last_error());
             (void)recv_gpu_sparse_check(r, 0, NULL, 0);
@@ -108,10 +111,10 @@ wsync_status_t recv_transport_direct(wsync_receiver_t *r, int slot, const char *
         wsync_trace("engine %s rank %d: %zu ranges land straight in the caller's tensors", r->engine_id,
                     r->cfg.local_rank, *nspans);
     }
-    if (r->gpu_sparse) /* the image has no memory under the bytes that must land straight */
+    if (r->images.gpu_sparse) /* the image has no memory under the bytes that must land straight */
         WSYNC_CHECK(recv_gpu_sparse_check(r, all, *spans, *nspans));
-    for (k = 0; k < r->ntr; k++)
-        if (r->tr[k].ops->redirect)
-            WSYNC_CHECK(r->tr[k].ops->redirect(r->tr[k].region[slot], *spans, *nspans));
+    for (k = 0; k < r->transports.ntr; k++)
+        if (r->transports.tr[k].ops->redirect)
+            WSYNC_CHECK(r->transports.tr[k].ops->redirect(r->transports.tr[k].region[slot], *spans, *nspans));
     return WSYNC_OK;
 }

@@ -82,13 +82,13 @@ static int dp_dests_hold(const wsync_mem_ops_t *mem, const wsync_manifest_t *m, 
 static int dp_image_sparse(const wsync_receiver_t *r, int rank)
 {
     struct stat st;
-    if (!r->sparse || !r->win[0].sparse || fstat(r->win[0].fd, &st) != 0) {
+    if (!r->images.sparse || !r->images.win[0].sparse || fstat(r->images.win[0].fd, &st) != 0) {
         fprintf(stderr, "  rank %d: the image is not a sparse window\n", rank);
         return 1;
     }
-    if ((uint64_t)st.st_blocks * 512 >= r->image_len / 4) {
+    if ((uint64_t)st.st_blocks * 512 >= r->images.len / 4) {
         fprintf(stderr, "  rank %d: the sparse image holds %llu of its %zu bytes after the pull\n", rank,
-                (unsigned long long)st.st_blocks * 512, r->image_len);
+                (unsigned long long)st.st_blocks * 512, r->images.len);
         return 1;
     }
     return 0;
@@ -162,8 +162,8 @@ static int dp_child(const char *engine, const char *device, wsync_mode_t mode, i
                 res = DP_MISMATCH;
             if (mode == WSYNC_MODE_IN_PLACE && all && mem->kind == WSYNC_MEM_HOST && dp_image_sparse(r, rank))
                 res = DP_MISMATCH;
-            if (r->nslots != slots) {
-                fprintf(stderr, "  rank %d set up %d image slots, expected %d\n", rank, r->nslots, slots);
+            if (r->images.nslots != slots) {
+                fprintf(stderr, "  rank %d set up %d image slots, expected %d\n", rank, r->images.nslots, slots);
                 res = DP_MISMATCH;
             }
         }

@@ -15,7 +15,7 @@
 #include "common/net/auth.h"
 #include "common/proto/pull_port.h"
 #include "common/base/util.h"
-#include "engine_side/receiver_internal.h"
+#include "engine_side/requests.h"
 #include "engine_side/relay.h"
 #include "tests/test.h"
 

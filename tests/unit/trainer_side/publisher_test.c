@@ -13,7 +13,7 @@
 #include "common/model/manifest.h"
 #include "common/base/settings.h"
 #include "common/base/util.h"
-#include "engine_side/receiver_internal.h"
+#include "engine_side/requests.h"
 #include "engine_side/wsync_receiver.h"
 #include "tests/test.h"
 #include "tests/unit/rig.h"
