@@ -50,16 +50,17 @@ static int auto_wants(const fetch_t *f)
 
 /* Whether this attempt may ask for deltas: a verified version of the same
  * layout and targets held here, older than the one pulled, whose bytes
- * stay readable (wsync's own images, host or GPU memory, no caller
- * tensors, no FP8 bands quantized here), straight from the trainers, with
- * digests to check against (an identity node: the record's, not late). */
+ * stay readable (wsync's own images, host or GPU memory; the caller's
+ * tensors only staged, where they get the verified image's bytes after the
+ * pull; no FP8 bands quantized here), with digests to check against (an
+ * identity node: the record's, not late). */
 static int may_ask(const fetch_t *f)
 {
     const wsync_receiver_t *r = f->p.r;
     if (wsync_setting_int(WSYNC_SET_DELTA) == 2) /* auto | on | off */
         return 0;
     if ((f->identity && f->ver.digests == NULL) || f->dm || r->images.sparse || r->images.gpu_sparse ||
-        r->cfg.ndests > 0)
+        (r->cfg.ndests > 0 && r->cfg.mode != WSYNC_MODE_STAGED))
         return 0;
     if (r->held.version == 0 || r->held.version >= f->p.v || r->held.layout == NULL ||
         strcmp(r->held.layout->layout_digest, f->p.sl->layout_digest) != 0 || r->held.tl != f->tl ||

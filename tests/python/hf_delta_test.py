@@ -4,7 +4,10 @@ engine process through wsync.hf.Receiver, staged over tcp: every version
 after the first as delta wires from the one held (on a GPU the trainer's
 slots and this engine's image are GPU memory: the GPU encoder and decoder),
 every tensor torch.equal to the trainer's saved copy at every version, the
-bytes on the wire below a quarter of the image, none re-fetched."""
+bytes on the wire below a quarter of the image, none re-fetched. Beside it a
+second engine node receives the same versions staged into its own tensors
+(wsync.Receiver into=), also as deltas, every tensor equal."""
+import contextlib
 import os
 import tempfile
 import time
@@ -15,6 +18,18 @@ import torch
 import wsync.hf
 
 
+def into_check(c, tag, v, into, own, want):
+    """The node that receives into its own tensors, staged: version v pulled,
+    every tensor equal to the trainer's, and from version 2 on as deltas."""
+    got = into.pull(version=v, timeout=300)
+    bad = [n for n in want if not torch.equal(own[n].cpu(), want[n])]
+    c.ok("%s_into_staged_v%d_every_tensor_equal" % (tag, v), got == v and not bad,
+         "version %d, differing %s" % (got, bad[:3]))
+    lp = into.last_pull
+    if v > 1:
+        c.ok("%s_into_staged_v%d_deltas" % (tag, v), lp["delta_pieces"] > 0 and lp["refetched"] == 0, str(lp))
+
+
 def main():
     c = common.Checks()
     versions = int(os.environ.get("HF_TEST_VERSIONS", "4"))
@@ -23,13 +38,21 @@ def main():
         t = common.spawn("hf_delta_trainer.py", srv.url, versions, tag, out)
         try:
             model, _cfg = qwen_tiny.test_model(seed=1)  # different weights until the first pull
-            with wsync.hf.Receiver(srv.url, tag, 0, 1, model, mode="staged", transport="tcp") as rcv:
+            dev = next(model.parameters()).device
+            with wsync.hf.Receiver(srv.url, tag, 0, 1, model, mode="staged", transport="tcp") as rcv, \
+                    contextlib.ExitStack() as stack:
+                into = None
                 for v in range(1, versions + 1):
                     common.wait_line(t, "published version %d" % v, timeout=600)
+                    want = torch.load(os.path.join(out, "v%d.pt" % v))
+                    if into is None:  # the trainer waits for `tag` only: this node pulls each version first
+                        own = {n: torch.zeros_like(x).to(dev) for n, x in want.items()}
+                        into = stack.enter_context(wsync.Receiver(srv.url, tag + "_into", 0, 1, into=own,
+                                                                  mode="staged", transport="tcp", device=dev))
+                    into_check(c, tag, v, into, own, want)
                     t0 = time.time()
                     got = rcv.pull(version=v, timeout=300)
                     secs = time.time() - t0
-                    want = torch.load(os.path.join(out, "v%d.pt" % v))
                     mine = wsync.hf.state_dict(model)
                     bad = [n for n in want if n not in mine or not torch.equal(mine[n].cpu(), want[n])]
                     c.ok("%s_v%d_every_tensor_equal" % (tag, v), got == v and not bad and mine.keys() == want.keys(),
