@@ -58,15 +58,20 @@ if [ $rc = 0 ] && out=$($PY "$TOOL" check "$TMP/ds.safetensors" "$TMP/fp8_host_t
     pass fp8_host_trainers_ue8m0_in_place
 else fail fp8_host_trainers_ue8m0_in_place "rc=$rc: ${out:-} $(tail -n 3 "$TMP"/fp8_host_trainers_ue8m0_in_place.engine*.log)"; fi
 
-# NaN at row 200, column 5 of down_proj (rank 1 holds rows 128..255 whole: its GPU kernel finds it)
-$PY - "$TMP/ds.safetensors" "$TMP/nan.safetensors" <<'PYNAN'
+# with_nan OUT TENSOR ROW COL: ds.safetensors with a BF16 NaN at (ROW, COL) of TENSOR, written to OUT.
+with_nan() {
+    $PY - "$TMP/ds.safetensors" "$@" <<'PYNAN'
 import json, struct, sys
 raw = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", raw[:8])[0]
-v = json.loads(raw[8:8 + n])["model.layers.0.mlp.down_proj.weight"]
-at = 8 + n + v["data_offsets"][0] + 2 * (200 * v["shape"][1] + 5)
+v = json.loads(raw[8:8 + n])[sys.argv[3]]
+at = 8 + n + v["data_offsets"][0] + 2 * (int(sys.argv[4]) * v["shape"][1] + int(sys.argv[5]))
 raw[at:at + 2] = struct.pack("<H", 0x7fc0)
 open(sys.argv[2], "wb").write(raw)
 PYNAN
+}
+
+# NaN at row 200, column 5 of down_proj (rank 1 holds rows 128..255 whole: its GPU kernel finds it)
+with_nan "$TMP/nan.safetensors" model.layers.0.mlp.down_proj.weight 200 5
 run fp8_gpu_nan_named "$TMP/nan.safetensors" cuda:0 staged "$F32"
 if [ $rc != 0 ] && grep -q "tensor 'model.layers.0.mlp.down_proj.weight' holds NaN or an infinity at row 72, column 5" \
         "$TMP"/fp8_gpu_nan_named.engine*.log; then pass fp8_gpu_nan_named
@@ -84,14 +89,7 @@ if [ $rc = 0 ] && out=$($PY "$TOOL" check "$TMP/ds.safetensors" "$TMP/fp8_gpu_th
 else fail fp8_gpu_thin_shards "rc=$rc: ${out:-} $(tail -n 3 "$TMP"/fp8_gpu_thin_shards.engine*.log "$TMP"/fp8_gpu_thin_shards.trainer*.log)"; fi
 
 # NaN at row 17, column 42 of an expert whose band ranks 0 and 1 share (split at row 64)
-$PY - "$TMP/ds.safetensors" "$TMP/nan2.safetensors" <<'PYNAN'
-import json, struct, sys
-raw = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", raw[:8])[0]
-v = json.loads(raw[8:8 + n])["model.layers.1.mlp.experts.3.up_proj.weight"]
-at = 8 + n + v["data_offsets"][0] + 2 * (17 * v["shape"][1] + 42)
-raw[at:at + 2] = struct.pack("<H", 0x7fc0)
-open(sys.argv[2], "wb").write(raw)
-PYNAN
+with_nan "$TMP/nan2.safetensors" model.layers.1.mlp.experts.3.up_proj.weight 17 42
 run fp8_gpu_nan_in_shared_band_named "$TMP/nan2.safetensors" cuda:0 staged "$F32"
 want="trainer rank 0: fp8: tensor 'model.layers.1.mlp.experts.3.up_proj.weight' holds NaN or an infinity at row 17, column 42.*rows counted from row 0 of matrix 0"
 if [ $rc != 0 ] && grep -q "$want" "$TMP"/fp8_gpu_nan_in_shared_band_named.*.log; then pass fp8_gpu_nan_in_shared_band_named
