@@ -15,6 +15,7 @@ void recv_delta_free(recv_delta_t *d)
 {
     wsync_delta_dev_free(d->mem, d->dev);
     free(d->stage);
+    free(d->split);
     free(d->area_at);
     free(d->area_len);
     free(d->state);

@@ -50,17 +50,17 @@ static int auto_wants(const fetch_t *f)
 
 /* Whether this attempt may ask for deltas: a verified version of the same
  * layout and targets held here, older than the one pulled, whose bytes
- * stay readable (wsync's own images, host or GPU memory; the caller's
- * tensors only staged, where they get the verified image's bytes after the
- * pull; no FP8 bands quantized here), with digests to check against (an
+ * stay readable (host or GPU memory: wsync's own images; in place with the
+ * caller's tensors, the image where it holds the bytes and the caller's
+ * tensors where they land straight, apply() gathers them; not a sparse GPU
+ * image, nor FP8 bands quantized here), with digests to check against (an
  * identity node: the record's, not late). */
 static int may_ask(const fetch_t *f)
 {
     const wsync_receiver_t *r = f->p.r;
     if (wsync_setting_int(WSYNC_SET_DELTA) == 2) /* auto | on | off */
         return 0;
-    if ((f->identity && f->ver.digests == NULL) || f->dm || r->images.sparse || r->images.gpu_sparse ||
-        (r->cfg.ndests > 0 && r->cfg.mode != WSYNC_MODE_STAGED))
+    if ((f->identity && f->ver.digests == NULL) || r->images.gpu_sparse)
         return 0;
     if (r->held.version == 0 || r->held.version >= f->p.v || r->held.layout == NULL ||
         strcmp(r->held.layout->layout_digest, f->p.sl->layout_digest) != 0 || r->held.tl != f->tl ||
@@ -71,10 +71,28 @@ static int may_ask(const fetch_t *f)
     return wsync_setting_int(WSYNC_SET_DELTA) != 0 || r->node.links == NULL || auto_wants(f);
 }
 
+/* In place into the caller's host tensors: where this rank's base bytes
+ * [off, off+len) lie: a destination's in the caller's tensor (written
+ * through after the last pull or landed there straight; a sparse image
+ * freed its pages), the rest in the image. *n: how many lie there. */
+static char *base_at(const fetch_t *f, uint64_t off, uint64_t len, uint64_t *n)
+{
+    const recv_dests_t *ds = f->p.r->cur_dm;
+    const size_t k = recv_dests_after(ds, off);
+    if (k < ds->n && ds->d[k].off <= off) {
+        const recv_dest_t *d = &ds->d[k];
+        *n = d->off + d->size - off < len ? d->off + d->size - off : len;
+        return d->ptr + (off - d->off);
+    }
+    *n = k < ds->n && ds->d[k].off - off < len ? ds->d[k].off - off : len;
+    return f->image + off;
+}
+
 /* Test hook: flip one byte of put N of the node plan (the whole image:
  * piece N) in the held version, once per process, on the rank it lands
- * on, so the next delta pull applies a wire to a wrong base. */
-static void corrupt_held(const fetch_t *f, char *held)
+ * on (in the caller's tensor where the base is theirs, split_host), so
+ * the next delta pull applies a wire to a wrong base. */
+static void corrupt_held(const fetch_t *f, char *held, int split_host)
 {
     static int done;
     long long i = wsync_fault(WSYNC_FAULT_CORRUPT_HELD);
@@ -88,6 +106,10 @@ static void corrupt_held(const fetch_t *f, char *held)
         return;
     done = 1;
     at = held + pu->dst_off + pu->len / 2; /* host memory or the GPU's */
+    if (split_host) {                      /* it may lie in the caller's tensor */
+        uint64_t n;
+        at = base_at(f, pu->dst_off + pu->len / 2, 1, &n);
+    }
     if (mem->copy(&b, at, 1) != WSYNC_OK || (b ^= 0x01, mem->copy(at, &b, 1)) != WSYNC_OK)
         return;
     LOG_WARN("test hook: engine %s rank %d flipped a byte of %s %lld of version %llu, the base it holds",
@@ -147,7 +169,8 @@ wsync_status_t recv_delta_begin(fetch_t *f)
     d->mem = r->mem;
     d->held = r->images.win[r->held.slot].ptr;
     d->staged = f->p.slot != r->held.slot;
-    corrupt_held(f, r->images.win[r->held.slot].ptr);
+    d->split_host = !d->staged && r->mem->kind == WSYNC_MEM_HOST && r->cur_dm && r->cur_dm->in_place;
+    corrupt_held(f, r->images.win[r->held.slot].ptr, d->split_host);
     f->delta = d;
     return WSYNC_OK;
 }
@@ -249,19 +272,53 @@ static int wrong_bytes(const fetch_t *f, uint32_t i, const char *dst)
     return wsync_digest_final(sum, pu->len, pu->dst_off) != d->wdig[i];
 }
 
+/* In place into the caller's host tensors, put pu holding bytes of one:
+ * the base's bytes gathered into d->split where base_at says they lie (out
+ * 0; NULL when the put holds none of the caller's bytes, the image holds
+ * them all), or the applied bytes put where the pull lands them (out 1):
+ * those that land straight in the caller's tensors (f->direct) there, the
+ * rest in the image, which the write-through copies on to the caller's. */
+static char *split_move(fetch_t *f, const wsync_tput_t *pu, int out)
+{
+    recv_delta_t *d = f->delta;
+    const recv_dests_t *ds = f->p.r->cur_dm;
+    const size_t k = recv_dests_after(ds, pu->dst_off);
+    uint64_t at = 0, n;
+    if (k == ds->n || ds->d[k].off >= pu->dst_off + pu->len)
+        return NULL;
+    if (!out && d->split_len < pu->len) {
+        char *b = realloc(d->split, pu->len);
+        if (b == NULL)
+            return NULL; /* applied in the image alone: its check fails and it comes again in full */
+        d->split = b;
+        d->split_len = pu->len;
+    }
+    for (; at < pu->len; at += n) {
+        char *p = out ? fetch_mine_at(f, pu->dst_off + at, pu->len - at, &n)
+                      : base_at(f, pu->dst_off + at, pu->len - at, &n);
+        memcpy(out ? p : d->split + at, out ? d->split + at : p, n);
+    }
+    return d->split;
+}
+
 /* Put i's wire landed and placed: onto the base's bytes (copied from the
- * held slot when staged), then it counts as landed. */
+ * held slot when staged; gathered where they lie, split_move, in place
+ * into the caller's tensors), then it counts as landed. */
 static wsync_status_t apply(fetch_t *f, uint32_t i)
 {
     recv_delta_t *d = f->delta;
     const wsync_tput_t *pu = &f->np->puts[i];
     const int t = pu->src_rank;
-    char *dst = f->image + pu->dst_off;
+    char *dst = f->image + pu->dst_off, *split = NULL;
     wsync_status_t st = WSYNC_ERR_FORMAT;
     if (d->wlen[i] == d->wbytes[i]) {
         st = d->staged ? d->mem->copy(dst, d->held + pu->dst_off, pu->len) : WSYNC_OK;
+        split = d->split_host ? split_move(f, pu, 0) : NULL;
+        dst = split ? split : dst;
         if (st == WSYNC_OK)
             st = wsync_delta_mem_apply(d->mem, &d->dev, dst, pu->len, d->stage + d->wat[i], d->wbytes[i]);
+        if (st == WSYNC_OK && split)
+            split_move(f, pu, 1);
     } else {
         wsync_error(st, "%llu bytes landed, the answer says %llu", (unsigned long long)d->wlen[i],
                     (unsigned long long)d->wbytes[i]);

@@ -23,6 +23,9 @@ struct recv_delta {
     wsync_delta_dev_t *dev;     /* a GPU's buffers for the wires applied there */
     const char *held;           /* the base's bytes: the held slot's image */
     int staged;                 /* the pull lands in the other slot (else in the held bytes) */
+    int split_host; /* in place into the caller's host tensors: the base is theirs where they hold it */
+    char *split;    /* a put's bytes gathered to apply there (split_len bytes) */
+    size_t split_len;
     unsigned char *stage;
     uint64_t stage_len;
     uint64_t *area_at, *area_len; /* [world]: each trainer rank's part of the stage */

@@ -6,11 +6,7 @@
 #include "common/base/checks.h"
 #include "engine_side/fetch_internal.h"
 
-/* A sparse GPU image (gpu_sparse.c): image bytes [off, off+len) of this
- * rank lie in the caller's tensor of the direct span holding off, else in
- * the image (the words across destination edges off the 8-byte grid).
- * Returns where off lies; *n how many bytes from it on lie there too. */
-static char *mine_at(const fetch_t *f, uint64_t off, uint64_t len, uint64_t *n)
+char *fetch_mine_at(const fetch_t *f, uint64_t off, uint64_t len, uint64_t *n)
 {
     const size_t lo = recv_span_after(f->direct, f->ndirect, off);
     if (lo < f->ndirect && f->direct[lo].off <= off) {
@@ -24,15 +20,15 @@ static char *mine_at(const fetch_t *f, uint64_t off, uint64_t len, uint64_t *n)
 
 /* A sparse GPU image: `len` bytes to this rank's image offset `to` from
  * `src` (another rank's window), or, src NULL, from this rank's own offset
- * `from`; each side where mine_at says it lies. */
+ * `from`; each side where fetch_mine_at says it lies. */
 static wsync_status_t copy_sparse(fetch_t *f, uint64_t to, const char *src, uint64_t from, uint64_t len)
 {
     while (len > 0) {
         uint64_t n, m;
-        char *dst = mine_at(f, to, len, &n);
+        char *dst = fetch_mine_at(f, to, len, &n);
         const char *s = src;
         if (src == NULL) {
-            s = mine_at(f, from, n, &m);
+            s = fetch_mine_at(f, from, n, &m);
             n = m;
         }
         WSYNC_CHECK(f->p.r->mem->copy(dst, s, n));
@@ -99,7 +95,7 @@ wsync_status_t fetch_fan_publish(fetch_t *f, uint32_t c)
             continue;
         dst = fan + recv_fanmap_at(&f->tl->fan[f->p.me], cp->from_off);
         for (; left > 0; off += n, dst += n, left -= n) {
-            const char *s = mine_at(f, off, left, &n);
+            const char *s = fetch_mine_at(f, off, left, &n);
             WSYNC_CHECK(f->p.r->mem->copy(dst, s, n));
         }
     }

@@ -73,6 +73,13 @@ wsync_status_t fetch_request_msg(fetch_t *f, int t, recv_transport_t *rt, unsign
  * (-1: a relay, which never needs them) already has them. */
 wsync_status_t fetch_add_targets(fetch_t *f, int t, wsync_pull_request_t *pr);
 
+/* fetch_copy.c: where this rank's image bytes [off, off+len) lie when
+ * some land straight in the caller's tensors (f->direct: a sparse GPU
+ * image, or in place into the caller's host tensors): in the caller's
+ * tensor of the direct span holding off, else in the image (the words
+ * across destination edges, the bytes no destination holds). Returns where
+ * off lies; *n how many bytes from it on lie there too. */
+char *fetch_mine_at(const fetch_t *f, uint64_t off, uint64_t len, uint64_t *n);
 /* fetch_copy.c: how many copies of chunk c into this rank come from
  * rank `from`; those copies (with `jobs`, queued on f->fan with the n digest
  * ranges rg, which then lie in the one copy; else done now); a sparse GPU

@@ -164,7 +164,36 @@ else
     fail delta_pull_two_behind_gets_full_pieces "$(grep -h 'version [45]' "$TMP/late.log" | head -3)"
 fi
 
-# --- in place, the held version corrupted before the first delta pull
+# --- in place, the held version corrupted before the first delta pull;
+# beside it a node of 2 Python ranks in place into their own tensors
+# (wsync.Receiver into=: the base is the caller's tensors, the image's pages
+# under them freed), every version after the first as deltas, every tensor
+# equal, the same hook flipping a byte of piece 3 in the caller's tensor:
+# re-fetched once.
+cat >"$TMP/into.py" <<'PY'
+import json, struct, sys
+import torch
+import wsync
+url, rank, vdir, nv = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+DT = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
+def load(v):
+    b = open("%s/v%04d.safetensors" % (vdir, v - 1), "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = {k: x for k, x in json.loads(b[8:8 + n]).items() if k != "__metadata__"}
+    return h, {k: bytes(b[8 + n + x["data_offsets"][0]:8 + n + x["data_offsets"][1]]) for k, x in h.items()}
+head, _ = load(1)
+own = {k: torch.zeros(x["shape"], dtype=DT[x["dtype"]]) for k, x in head.items()}
+r = wsync.Receiver(url, "e1into", rank, 2, into=own, mode="in-place", transport="tcp")
+for v in range(1, nv + 1):
+    assert r.pull(version=v, timeout=60) == v
+    for k, raw in load(v)[1].items():
+        g = own[k].contiguous().view(torch.uint8).flatten()
+        assert torch.equal(g, torch.frombuffer(bytearray(raw) or bytearray(1), dtype=torch.uint8)[:len(raw)]), (v, k)
+    d = r.last_pull
+    assert d["version"] == v and (d["delta_pieces"] > 0) == (v > 1) and d["refetched"] <= (v == 2), (v, d)
+    print("into: version %d equal, %d re-fetched, last_pull %s" % (v, d["refetched"], d), flush=True)
+r.close()
+PY
 start_serve inplace
 for r in 0 1; do
     WSYNC_TEST_CORRUPT_HELD=3 bg "$WSYNC" engine --control "$URL" --engine e1 --local-rank $r --local-world 2 \
@@ -173,14 +202,36 @@ for r in 0 1; do
     eval E$r=$!
 done
 wait_registered "$URL" e1
+NE=1
+IP=()
+if [ $ASAN_LIB = 0 ]; then
+    for r in 0 1; do
+        (cd "$WSYNC_ROOT" && WSYNC_LIB="${WSYNC_BUILD:-$WSYNC_ROOT/build}/libwsync.so" PYTHONPATH=python \
+            WSYNC_TEST_CORRUPT_HELD=3 $PY "$TMP/into.py" "$URL" $r "$TMP/v" 4 >"$TMP/into-$r.log" 2>&1) &
+        IP+=($!)
+        WSYNC_PIDS+=($!)
+    done
+    wait_registered "$URL" e1into
+    NE=2
+fi
 for r in 0 1; do
     bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --safetensors "$FILES" --versions 4 --chunk 256K \
-        --wait-engines 1 >"$TMP/t-inplace-$r.log" 2>&1
+        --wait-engines $NE >"$TMP/t-inplace-$r.log" 2>&1
 done
 wait $E0
 e0=$?
 wait $E1
 e1=$?
+irc=0
+for p in "${IP[@]}"; do wait "$p" || irc=1; done
+if [ $ASAN_LIB = 1 ]; then
+    skip delta_pull_into_in_place_every_tensor_equal "libwsync.so is an AddressSanitizer build (make asan): the Python node runs in make test"
+elif [ $irc = 0 ] && [ "$(cat "$TMP"/into-*.log | grep -c 'equal, . re-fetched')" = 8 ] &&
+    [ "$(cat "$TMP"/into-*.log | grep -c 'version 2 equal, 1 re-fetched')" = 1 ]; then
+    pass delta_pull_into_in_place_every_tensor_equal
+else
+    fail delta_pull_into_in_place_every_tensor_equal "$(tail -q -n 3 "$TMP"/into-*.log | tr '\n' ' ')"
+fi
 if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-inplace" e1 1 2 3 4; then
     pass delta_pull_in_place_every_tensor_equal
 else
@@ -193,9 +244,10 @@ else
     fail delta_pull_corrupted_base_refetched_in_full "$(grep -h 'hook\|re-fetch\|version 2' "$TMP"/e-inplace-*.log | head -4)"
 fi
 # The control endpoint counts it: the node's status and /metrics.
+# (the Python node beside it re-fetched once too, NE=2 nodes)
 curl -fsS "$URL/metrics" >"$TMP/metrics.txt"
 curl -fsS "$URL/v1/status" >"$TMP/status.json"
-if grep -q '^wsync_delta_refetches_total 1$' "$TMP/metrics.txt" &&
+if grep -q "^wsync_delta_refetches_total $NE$" "$TMP/metrics.txt" &&
     grep -q '^wsync_delta_pieces_total [1-9]' "$TMP/metrics.txt" &&
     grep -q '^wsync_delta_bytes_saved_total [1-9]' "$TMP/metrics.txt" &&
     $PY -c 'import json, sys

@@ -4,9 +4,12 @@ engine process through wsync.hf.Receiver, staged over tcp: every version
 after the first as delta wires from the one held (on a GPU the trainer's
 slots and this engine's image are GPU memory: the GPU encoder and decoder),
 every tensor torch.equal to the trainer's saved copy at every version, the
-bytes on the wire below a quarter of the image, none re-fetched. Beside it a
-second engine node receives the same versions staged into its own tensors
-(wsync.Receiver into=), also as deltas, every tensor equal."""
+bytes on the wire below a quarter of the image, none re-fetched. Beside it
+two more engine nodes receive the same versions into their own tensors
+(wsync.Receiver into=), one staged, one in place (its base the caller's
+tensors where bytes land straight in them), also as deltas, every tensor
+equal; a byte flipped in the in-place node's tensors is caught and its piece
+re-fetched (into_check)."""
 import contextlib
 import os
 import tempfile
@@ -18,16 +21,40 @@ import torch
 import wsync.hf
 
 
-def into_check(c, tag, v, into, own, want):
-    """The node that receives into its own tensors, staged: version v pulled,
-    every tensor equal to the trainer's, and from version 2 on as deltas."""
+def flip_kept(own, want):
+    """Flips a bit of one element of the caller's tensors (the version the
+    node holds) that the next version `want` leaves unchanged, so that a
+    delta applied onto it cannot mend it; returns its name and index."""
+    for n, x in own.items():
+        held, nxt = x.view(-1).view(torch.uint8), want[n].view(-1).view(torch.uint8)
+        same = (held.cpu() == nxt).nonzero()
+        if len(same):
+            i = int(same[len(same) // 2])
+            held[i] ^= 0x10
+            return n, i
+    raise AssertionError("no byte the next version keeps")
+
+
+def into_check(c, tag, v, mode, into, own, want):
+    """A node that receives into its own tensors (staged or in place):
+    version v pulled, every tensor equal to the trainer's, and from version
+    2 on as deltas. In place on the CPU, where the caller's tensors hold the
+    base (bytes land straight in them), version 3 finds a byte of its base
+    flipped: verification catches it and that piece comes again in full."""
+    name = mode.replace("-", "_")
+    flipped = None
+    if mode == "in-place" and v == 3 and next(iter(own.values())).device.type == "cpu":
+        flipped = flip_kept(own, want)
     got = into.pull(version=v, timeout=300)
     bad = [n for n in want if not torch.equal(own[n].cpu(), want[n])]
-    c.ok("%s_into_staged_v%d_every_tensor_equal" % (tag, v), got == v and not bad,
+    c.ok("%s_into_%s_v%d_every_tensor_equal" % (tag, name, v), got == v and not bad,
          "version %d, differing %s" % (got, bad[:3]))
     lp = into.last_pull
-    if v > 1:
-        c.ok("%s_into_staged_v%d_deltas" % (tag, v), lp["delta_pieces"] > 0 and lp["refetched"] == 0, str(lp))
+    if flipped:
+        c.ok("%s_into_%s_v%d_flipped_base_refetched" % (tag, name, v),
+             lp["refetched"] == 1, "%s after flipping %s byte %d" % (lp, *flipped))
+    elif v > 1:
+        c.ok("%s_into_%s_v%d_deltas" % (tag, name, v), lp["delta_pieces"] > 0 and lp["refetched"] == 0, str(lp))
 
 
 def main():
@@ -41,15 +68,19 @@ def main():
             dev = next(model.parameters()).device
             with wsync.hf.Receiver(srv.url, tag, 0, 1, model, mode="staged", transport="tcp") as rcv, \
                     contextlib.ExitStack() as stack:
-                into = None
+                intos = None
                 for v in range(1, versions + 1):
                     common.wait_line(t, "published version %d" % v, timeout=600)
                     want = torch.load(os.path.join(out, "v%d.pt" % v))
-                    if into is None:  # the trainer waits for `tag` only: this node pulls each version first
-                        own = {n: torch.zeros_like(x).to(dev) for n, x in want.items()}
-                        into = stack.enter_context(wsync.Receiver(srv.url, tag + "_into", 0, 1, into=own,
-                                                                  mode="staged", transport="tcp", device=dev))
-                    into_check(c, tag, v, into, own, want)
+                    if intos is None:  # the trainer waits for `tag` only: these nodes pull each version first
+                        intos = []
+                        for mode in ("staged", "in-place"):
+                            own = {n: torch.zeros_like(x).to(dev) for n, x in want.items()}
+                            intos.append((mode, own, stack.enter_context(wsync.Receiver(
+                                srv.url, "%s_into_%s" % (tag, mode.replace("-", "_")), 0, 1, into=own, mode=mode, transport="tcp",
+                                device=dev))))
+                    for mode, own, into in intos:
+                        into_check(c, tag, v, mode, into, own, want)
                     t0 = time.time()
                     got = rcv.pull(version=v, timeout=300)
                     secs = time.time() - t0
