@@ -51,17 +51,17 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
     json_t *j = NULL;
     wsync_version_record_t rec;
     wsync_status_t st;
-    if (r->next_record && (uint64_t)json_integer_value(json_object_get(r->next_record, "version")) == v) {
-        j = r->next_record; /* came with the long poll's answer */
-        r->next_record = NULL;
+    if (r->run.next_record && (uint64_t)json_integer_value(json_object_get(r->run.next_record, "version")) == v) {
+        j = r->run.next_record; /* came with the long poll's answer */
+        r->run.next_record = NULL;
     } else {
         WSYNC_CHECK(wsync_control_get_version(r->control, v, &j));
     }
     st = wsync_version_record_from_json(j, &rec);
     json_decref(j);
     WSYNC_CHECK(st);
-    json_decref(r->cur_trainers);
-    r->cur_trainers = record_trainers_json(&rec);
+    json_decref(r->run.trainers);
+    r->run.trainers = record_trainers_json(&rec);
     /* Versions of one training run share the layout: reuse the held one
      * (parsing the manifest and building the plan again cost milliseconds
      * per version on a 7B model); only the digests are new. */
@@ -177,13 +177,13 @@ static wsync_status_t attempt_setup(wsync_receiver_t *r, uint64_t version, uint6
     }
     if (st == WSYNC_OK) {
         t0 = wsync_now_ns();
-        recv_progress_phase(r->progress, RECV_PHASE_SETUP, v, (uint64_t)r->images.nslots * need);
+        recv_progress_phase(r->run.progress, RECV_PHASE_SETUP, v, (uint64_t)r->images.nslots * need);
         st = recv_ensure_images(r, need);
         if (wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS) > 0 && /* test hook: a slow reserve */
             wsync_sleep_cancellable(wsync_fault(WSYNC_FAULT_SETUP_DELAY_MS), &r->cancelled) && st == WSYNC_OK)
             st = wsync_cancel_error("setting up the image memory");
-        recv_progress_setup_took(r->progress, (double)(wsync_now_ns() - t0) / 1e9);
-        recv_progress_phase(r->progress, RECV_PHASE_IDLE, 0, 0);
+        recv_progress_setup_took(r->run.progress, (double)(wsync_now_ns() - t0) / 1e9);
+        recv_progress_phase(r->run.progress, RECV_PHASE_IDLE, 0, 0);
         wsync_trace("engine %s rank %d: %d image slots of %llu bytes reserved in %.3f s", r->engine_id,
                     r->cfg.local_rank, r->images.nslots, (unsigned long long)need,
                     (double)(wsync_now_ns() - t0) / 1e9);
@@ -398,7 +398,7 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     WSYNC_CHECK(r->mem->init(r->device));
     WSYNC_CHECK(attempt_setup(r, version, deadline));
     WSYNC_CHECK(recv_attempt_open(r, version, deadline, &a));
-    r->last_gen = a.gen;
+    r->run.gen = a.gen;
     if (r->node.relay) /* before any rank lands a byte in the slot: its relay serves it no more */
         relay_slot_end(r->node.relay, a.slot);
     t0 = wsync_now_ns();
@@ -410,16 +410,16 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     st = attempt_layout(r, &a, &sl, &digests, &late, &tl, &dm);
     if (st == WSYNC_OK) {
         uint64_t total = tl ? tl->image_len : sl->manifest->image_size;
-        recv_progress_phase(r->progress, RECV_PHASE_LANDING, a.version, total);
-        r->cur_dm = dm;
+        recv_progress_phase(r->run.progress, RECV_PHASE_LANDING, a.version, total);
+        r->run.dm = dm;
         memset(&r->held.delta_last, 0, sizeof(r->held.delta_last)); /* a pull that asks for deltas sets them */
         st = recv_dests_zero_gaps(r->mem, dm);                      /* in place: padding no block writes */
         if (st == WSYNC_OK)
             st = recv_fetch(r, &a, sl, tl, digests, late, deadline);
-        r->cur_dm = NULL;
-        recv_progress_bytes(r->progress, st == WSYNC_OK ? total : 0);
+        r->run.dm = NULL;
+        recv_progress_bytes(r->run.progress, st == WSYNC_OK ? total : 0);
     }
-    recv_progress_phase(r->progress, RECV_PHASE_IDLE, 0, 0);
+    recv_progress_phase(r->run.progress, RECV_PHASE_IDLE, 0, 0);
     st = attempt_settle(r, &a, st, deadline);
     snprintf(err, sizeof(err), "%s", st == WSYNC_OK ? "" : wsync_last_error());
     if (leader)

@@ -46,10 +46,10 @@ static wsync_status_t wait_ranks(wsync_receiver_t *r, uint64_t deadline)
  * instead of two). */
 wsync_status_t recv_wait_newer(wsync_receiver_t *r, uint64_t deadline, uint64_t *v)
 {
-    json_decref(r->next_record);
-    r->next_record = NULL;
+    json_decref(r->run.next_record);
+    r->run.next_record = NULL;
     return wsync_control_wait_version_record(r->control, r->held.version, recv_left_ms(deadline), v,
-                                             &r->next_record);
+                                             &r->run.next_record);
 }
 
 /* While the node is degraded (a local rank went), rank 0's wait for a newer
@@ -70,8 +70,8 @@ static wsync_status_t wait_or_repair(wsync_receiver_t *r, uint64_t deadline, uin
             LOG_INFO("engine %s: a local rank rejoined: pulling the held version %llu again, so every rank holds "
                      "it",
                      r->engine_id, (unsigned long long)r->held.version);
-            json_decref(r->next_record);
-            r->next_record = NULL;
+            json_decref(r->run.next_record);
+            r->run.next_record = NULL;
             *v = r->held.version;
             *repair = 1;
             return WSYNC_OK;
@@ -96,10 +96,10 @@ static wsync_status_t wait_or_repair(wsync_receiver_t *r, uint64_t deadline, uin
 wsync_status_t recv_wait_named(wsync_receiver_t *r, uint64_t version, uint64_t deadline)
 {
     uint64_t got = 0;
-    json_decref(r->next_record);
-    r->next_record = NULL;
-    WSYNC_CHECK(
-        wsync_control_wait_version_record(r->control, version - 1, recv_left_ms(deadline), &got, &r->next_record));
+    json_decref(r->run.next_record);
+    r->run.next_record = NULL;
+    WSYNC_CHECK(wsync_control_wait_version_record(r->control, version - 1, recv_left_ms(deadline), &got,
+                                                  &r->run.next_record));
     if (got < version)
         return wsync_error(WSYNC_ERR_TIMEOUT, "engine %s: version %llu was not published in time (waited for it)",
                            r->engine_id, (unsigned long long)version);
@@ -129,8 +129,8 @@ static wsync_status_t choose_version(wsync_receiver_t *r, uint64_t version, uint
     if (wsync_control_wait_version_record(r->control, *v, wait_ms, &newer, &rec) == WSYNC_OK && newer > *v) {
         wsync_trace("engine %s: version %llu failed before; version %llu came since", r->engine_id,
                     (unsigned long long)*v, (unsigned long long)newer);
-        json_decref(r->next_record);
-        r->next_record = rec;
+        json_decref(r->run.next_record);
+        r->run.next_record = rec;
         *v = newer;
         return WSYNC_OK;
     }
@@ -145,7 +145,7 @@ static wsync_status_t lead_attempt(wsync_receiver_t *r, uint64_t version, uint64
     int most = 0, least = 0;
     WSYNC_CHECK(choose_version(r, version, deadline, &v));
     wsync_trace("engine %s: version %llu is the one to pull%s", r->engine_id, (unsigned long long)v,
-                r->next_record ? " (its record came with the answer)" : "");
+                r->run.next_record ? " (its record came with the answer)" : "");
     if (wait_ranks(r, deadline) != WSYNC_OK) { /* status says so, with the node (reporter.h) */
         reporter_note_node(r->reporter, wsync_last_error());
         return WSYNC_ERR_TIMEOUT;
@@ -167,7 +167,7 @@ static wsync_status_t follow_attempt(wsync_receiver_t *r, uint64_t version, uint
 {
     for (;;) {
         uint32_t seq = board_attempt_seq(r->board);
-        int found = board_attempt_find(r->board, r->last_gen, version, a);
+        int found = board_attempt_find(r->board, r->run.gen, version, a);
         WSYNC_CHECK(recv_rejoin_if_needed(r));
         if (found)
             return WSYNC_OK;

@@ -77,7 +77,7 @@ static int may_ask(const fetch_t *f)
  * freed its pages), the rest in the image. *n: how many lie there. */
 static char *base_at(const fetch_t *f, uint64_t off, uint64_t len, uint64_t *n)
 {
-    const recv_dests_t *ds = f->p.r->cur_dm;
+    const recv_dests_t *ds = f->p.r->run.dm;
     const size_t k = recv_dests_after(ds, off);
     if (k < ds->n && ds->d[k].off <= off) {
         const recv_dest_t *d = &ds->d[k];
@@ -169,7 +169,7 @@ wsync_status_t recv_delta_begin(fetch_t *f)
     d->mem = r->mem;
     d->held = r->images.win[r->held.slot].ptr;
     d->staged = f->p.slot != r->held.slot;
-    d->split_host = !d->staged && r->mem->kind == WSYNC_MEM_HOST && r->cur_dm && r->cur_dm->in_place;
+    d->split_host = !d->staged && r->mem->kind == WSYNC_MEM_HOST && r->run.dm && r->run.dm->in_place;
     corrupt_held(f, r->images.win[r->held.slot].ptr, d->split_host);
     f->delta = d;
     return WSYNC_OK;
@@ -281,7 +281,7 @@ static int wrong_bytes(const fetch_t *f, uint32_t i, const char *dst)
 static char *split_move(fetch_t *f, const wsync_tput_t *pu, int out)
 {
     recv_delta_t *d = f->delta;
-    const recv_dests_t *ds = f->p.r->cur_dm;
+    const recv_dests_t *ds = f->p.r->run.dm;
     const size_t k = recv_dests_after(ds, pu->dst_off);
     uint64_t at = 0, n;
     if (k == ds->n || ds->d[k].off >= pu->dst_off + pu->len)

@@ -100,7 +100,7 @@ static wsync_status_t fetch_prepare(fetch_t *f)
         WSYNC_CHECK(recv_verify_begin(&f->ver, &f->p, np->nputs, maxputs, f->record, f->late));
         WSYNC_CHECK(recv_groups_begin(&f->grp, f->dm, np->nchunks));
     } else {
-        const recv_dests_t *dm = f->p.r->cur_dm;
+        const recv_dests_t *dm = f->p.r->run.dm;
         WSYNC_CHECK(recv_tputs_begin(&f->tp, np, f->p.me, !f->p.r->images.gpu_sparse && !(dm && dm->in_place)));
         if (f->tp.on)
             WSYNC_CHECK(recv_verify_begin(&f->ver, &f->p, np->nputs, maxputs, NULL, 0));
@@ -161,7 +161,7 @@ static wsync_status_t fetch_request(fetch_t *f)
  * (dests.h); verification then digests the caller's bytes. */
 static wsync_status_t chunk_complete(fetch_t *f, uint32_t c)
 {
-    return recv_dests_chunk_in(f->p.r->mem, f->p.r->cur_dm, f->np, c, f->p.me, f->image, f->direct, f->ndirect);
+    return recv_dests_chunk_in(f->p.r->mem, f->p.r->run.dm, f->np, c, f->p.me, f->image, f->direct, f->ndirect);
 }
 
 static void fetch_release(fetch_t *f)
@@ -426,7 +426,7 @@ static void fetch_end(fetch_t *f, wsync_status_t st)
     recv_groups_end(&f->grp, f->p.r->mem); /* waits likewise */
     recv_verify_end(&f->ver);
     recv_tputs_end(&f->tp);
-    recv_dests_drain(f->p.r->mem, f->p.r->cur_dm); /* write-through copies still queued (a failed pull) */
+    recv_dests_drain(f->p.r->mem, f->p.r->run.dm); /* write-through copies still queued (a failed pull) */
     if (st != WSYNC_OK && f->tl)
         memset(f->tl->defs_sent, 0, (size_t)f->p.world); /* a trainer may have restarted: send them again */
     recv_delta_end(f, st);                               /* its staging region goes before the transports may */
@@ -457,7 +457,7 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
                  .np = tl ? tl->np : NULL, /* the whole image's: built at the join */
                  .plan = sl->plan,
                  .image = r->images.win[a->slot].ptr,
-                 .dm = r->cur_dm && r->cur_dm->in_place ? r->cur_dm : NULL,
+                 .dm = r->run.dm && r->run.dm->in_place ? r->run.dm : NULL,
                  /* Test hook (common/base/fault.h): slow the landing of each chunk so a
                    * test can kill a rank in the middle of a pull. */
                  .land_delay_ms = (int)wsync_fault(WSYNC_FAULT_LAND_DELAY_MS),

@@ -30,11 +30,11 @@ static wsync_status_t quantize(const wsync_receiver_t *r, const wsync_target_t *
  * destination byte, so there straight into the caller's tensor. */
 static wsync_status_t put_bytes(const wsync_receiver_t *r, char *image, uint64_t off, const void *src, uint64_t len)
 {
-    char *direct = r->images.gpu_sparse && r->cur_dm ? recv_dests_ptr(r->cur_dm, off) : NULL;
+    char *direct = r->images.gpu_sparse && r->run.dm ? recv_dests_ptr(r->run.dm, off) : NULL;
     if (direct)
         return r->mem->copy(direct, src, len);
     WSYNC_CHECK(r->mem->copy(image + off, src, len));
-    return recv_dests_write(r->mem, r->cur_dm, image, off, len);
+    return recv_dests_write(r->mem, r->run.dm, image, off, len);
 }
 
 /* Writes band a's codes (rows of a->cols at the destination's pitch) and

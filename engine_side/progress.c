@@ -115,7 +115,7 @@ void recv_progress_setup_took(recv_progress_t *p, double secs)
 
 void wsync_receiver_progress(const wsync_receiver_t *r, wsync_pull_progress_t *out)
 {
-    recv_progress_t *p = r ? r->progress : NULL;
+    recv_progress_t *p = r ? r->run.progress : NULL;
     memset(out, 0, sizeof(*out));
     out->phase = "idle";
     if (p == NULL)

@@ -85,7 +85,7 @@ wsync_status_t recv_pull_watch(recv_pull_t *p)
     if (wsync_now_ns() - p->last_check <= 50000000ULL)
         return WSYNC_OK;
     p->last_check = wsync_now_ns();
-    recv_progress_bytes(p->r->progress, p->ops->bytes_in(p));
+    recv_progress_bytes(p->r->run.progress, p->ops->bytes_in(p));
     WSYNC_CHECK(recv_check_peers(p->r, p->gen));
     if (p->last_check > p->last_landed && p->last_check - p->last_landed >= RECV_REPLACED_CHECK_NS &&
         p->last_check - p->last_reg_check >= RECV_REPLACED_CHECK_NS) {

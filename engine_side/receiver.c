@@ -210,7 +210,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     /* Until create returns, the caller's flag stops its waits (a binding
      * interrupts a construction this way); the receiver's own after. */
     wsync_control_set_cancel(r->control, cfg->cancel ? cfg->cancel : &r->cancelled);
-    r->progress = recv_progress_open(r->control_url, r->token, r->engine_id, cfg->local_rank == 0);
+    r->run.progress = recv_progress_open(r->control_url, r->token, r->engine_id, cfg->local_rank == 0);
     WSYNC_CHECK_GOTO(wsync_auth_init(&r->auth, r->token), st, err);
     WSYNC_CHECK_GOTO(board_open_cancellable(r->board_name, cfg->local_rank, cfg->local_world, board_device(r),
                                             &r->auth, RECV_REJOIN_MS, cfg->cancel, &r->board),
@@ -396,7 +396,7 @@ wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
                 r->win_ops->unmap(r->images.peers[p][s].ptr, r->images.peers[p][s].len);
                 r->images.peers[p][s].ptr = NULL;
             }
-    r->last_gen = 0;
+    r->run.gen = 0;
     return WSYNC_OK;
 }
 
@@ -499,10 +499,10 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     int p, s;
     if (r == NULL)
         return;
-    board_watch(r->board, NULL, NULL); /* its calls post to the reporter */
-    reporter_stop(r->reporter, 5000);  /* the last reports, if the endpoint is there */
-    relay_stop(r->node.relay);         /* before the images it serves go */
-    recv_progress_close(r->progress);  /* its thread reports through its own client */
+    board_watch(r->board, NULL, NULL);    /* its calls post to the reporter */
+    reporter_stop(r->reporter, 5000);     /* the last reports, if the endpoint is there */
+    relay_stop(r->node.relay);            /* before the images it serves go */
+    recv_progress_close(r->run.progress); /* its thread reports through its own client */
     recv_transport_reset(r);
     for (p = 0; p < BOARD_MAX_RANKS; p++)
         for (s = 0; s < BOARD_SLOTS; s++)
@@ -518,8 +518,8 @@ void wsync_receiver_destroy(wsync_receiver_t *r)
     recv_tlayout_free(r->held.tl);
     recv_dests_free(r->held.dm);
     free(r->node.links);
-    json_decref(r->next_record);
-    json_decref(r->cur_trainers);
+    json_decref(r->run.next_record);
+    json_decref(r->run.trainers);
     free(r->held.spec);
     free(r->engine_id);
     free(r->control_url);

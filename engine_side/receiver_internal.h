@@ -5,6 +5,7 @@
  *   r->transports  transports.h  the data transports and the pull connections kept between versions
  *   r->held        held.h        the version this rank holds, its layouts and the last attempt's figures
  *   r->node        node.h        the plan this node pulls by, the links, its relay
+ *   r->run         running.h     the attempt in progress: its generation, phase, dests, records
  * and what the attempt's phases call across files: receiver.c (set-up, the
  * image slots), attempt_open.c, pull_join.c, landing.c and fetch.c (the one
  * fetch engine). Requests (requests.h) and engine layouts (tlayout.h) have
@@ -28,6 +29,7 @@
 #include "engine_side/progress.h"
 #include "engine_side/reporter.h"
 #include "engine_side/requests.h"
+#include "engine_side/running.h"
 #include "engine_side/tlayout.h"
 #include "engine_side/transports.h"
 #include "engine_side/wsync_receiver.h"
@@ -56,20 +58,7 @@ struct wsync_receiver {
     recv_holding_t held;          /* held.h */
     recv_node_t node;             /* node.h */
 
-    /* the attempt in progress: the last attempt this rank joined (a rank > 0
-     * waits for a newer one), its phase and bytes, the caller's destination
-     * tensors for it (set only during its fetch: the fetches and
-     * recv_tlayout_verify write through and digest them in place) */
-    uint64_t last_gen;
-    recv_progress_t *progress;
-    const recv_dests_t *cur_dm;
-    /* Local rank 0: the record the long poll's answer carried (for
-     * next_record's "version"), taken by the attempt's fetch_record instead
-     * of a GET; every rank: the trainer ranks' endpoints of the record the
-     * attempt uses (NULL: a record from an endpoint without them), so where
-     * to pull from costs no GET /v1/trainers per version. Both owned. */
-    json_t *next_record;
-    json_t *cur_trainers;
+    recv_running_t run; /* running.h */
 };
 
 /* 1 once wsync_receiver_cancel(r) or wsync_interrupt() was called: a wait

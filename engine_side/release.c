@@ -8,12 +8,12 @@
 
 wsync_status_t recv_release_begin(recv_release_t *rl, wsync_receiver_t *r, const board_attempt_t *a, uint32_t nchunks)
 {
-    *rl = (recv_release_t){.dm = r->cur_dm,
+    *rl = (recv_release_t){.dm = r->run.dm,
                            .win = &r->images.win[a->slot],
                            .board = r->board,
                            .slot = a->slot,
                            .gen = a->gen};
-    rl->on = r->cur_dm && r->cur_dm->in_place && r->images.win[a->slot].sparse &&
+    rl->on = r->run.dm && r->run.dm->in_place && r->images.win[a->slot].sparse &&
              !recv_transport_pins(&r->transports) && !recv_node_relays(&r->node);
     if (!rl->on)
         return WSYNC_OK;

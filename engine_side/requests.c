@@ -240,8 +240,8 @@ int recv_trainer_replaced(wsync_receiver_t *r, const recv_request_t *reqs, int w
 
 wsync_status_t recv_trainers(wsync_receiver_t *r, json_t **out)
 {
-    if (r->cur_trainers) {
-        *out = json_incref(r->cur_trainers);
+    if (r->run.trainers) {
+        *out = json_incref(r->run.trainers);
         return WSYNC_OK;
     }
     return wsync_control_trainers(r->control, out);

@@ -213,7 +213,7 @@ wsync_status_t recv_tlayout_verify(wsync_receiver_t *r, const recv_tlayout_t *tl
                                        .len = seg->puts[i].len,
                                        .off = seg->puts[i].dst_off};
     /* in place with the caller's destination tensors: their bytes */
-    WSYNC_CHECK_GOTO(recv_dests_digest_many(r->mem, r->cur_dm, image, rg, seg->nputs, sums), st, out);
+    WSYNC_CHECK_GOTO(recv_dests_digest_many(r->mem, r->run.dm, image, rg, seg->nputs, sums), st, out);
     for (i = 0; i < seg->nputs; i++) {
         const wsync_tput_t *s = &seg->puts[i];
         uint64_t d = wsync_digest_final(sums[i], s->len, s->dst_off);

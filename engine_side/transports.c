@@ -91,8 +91,8 @@ wsync_status_t recv_transport_direct(wsync_receiver_t *r, int slot, const char *
 {
     recv_transport_t *rt;
     int t, k,
-        all = allowed && (r->mem->kind == WSYNC_MEM_HOST || r->images.gpu_sparse) && r->cur_dm &&
-              r->cur_dm->in_place;
+        all = allowed && (r->mem->kind == WSYNC_MEM_HOST || r->images.gpu_sparse) && r->run.dm &&
+              r->run.dm->in_place;
     *spans = NULL;
     *nspans = 0;
     for (t = 0; t < n; t++) {
@@ -107,7 +107,7 @@ wsync_status_t recv_transport_direct(wsync_receiver_t *r, int slot, const char *
         all &= rt->ops->redirect != NULL;
     }
     if (all) {
-        WSYNC_CHECK(recv_dests_direct(r->cur_dm, np, r->cfg.local_rank, spans, nspans));
+        WSYNC_CHECK(recv_dests_direct(r->run.dm, np, r->cfg.local_rank, spans, nspans));
         wsync_trace("engine %s rank %d: %zu ranges land straight in the caller's tensors", r->engine_id,
                     r->cfg.local_rank, *nspans);
     }
