@@ -29,27 +29,10 @@ fi
 FILES=$(ls "$TMP"/v/v*.safetensors | tr '\n' ',' | sed 's/,$//') # version v is file v-1
 export WSYNC_LOG=info
 
-cat >"$TMP/compare.py" <<'PY'
-import json, struct, sys
-import torch
-def load(p):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    return {k: torch.frombuffer(bytearray(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) or
-                                bytearray(2), dtype=torch.int16)
-            for k, v in h.items() if k != "__metadata__"}
-want = load(sys.argv[1])
-for d in sys.argv[2:]:
-    got = load(d)
-    assert got.keys() == want.keys(), (d, sorted(set(got) ^ set(want))[:3])
-    bad = [k for k in want if not torch.equal(got[k], want[k])]
-    assert not bad, (d, bad[:3])
-PY
 dumps_equal() { # DIR ENGINE N: versions 1..N on both ranks
     local v
     for v in $(seq 1 "$3"); do
-        "$PY" "$TMP/compare.py" "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
+        "$PY" "$WSYNC_ROOT/tests/tools/dump_equal.py" "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
             "$1/$2/rank0/v$v.safetensors" "$1/$2/rank1/v$v.safetensors" || return 1
     done
 }

@@ -57,28 +57,11 @@ else
     fail delta_auto_plan_predict_shows_both_costs "$(tail -1 "$TMP/plan-fast.txt") / $(tail -1 "$TMP/plan-thin.txt")"
 fi
 
-cat >"$TMP/compare.py" <<'PY'
-import json, struct, sys
-import torch
-def load(p):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    return {k: torch.frombuffer(bytearray(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) or
-                                bytearray(2), dtype=torch.int16)
-            for k, v in h.items() if k != "__metadata__"}
-want = load(sys.argv[1])
-for d in sys.argv[2:]:
-    got = load(d)
-    assert got.keys() == want.keys(), (d, sorted(set(got) ^ set(want))[:3])
-    bad = [k for k in want if not torch.equal(got[k], want[k])]
-    assert not bad, (d, bad[:3])
-PY
 dumps_equal() { # ENGINE: every version's dump equals its file
     local v
     for v in $(seq 1 $NV); do
-        $PY "$TMP/compare.py" "$TMP/v/v$(printf %04d $((v - 1))).safetensors" "$TMP/d/$1/rank0/v$v.safetensors" ||
-            return 1
+        $PY "$WSYNC_ROOT/tests/tools/dump_equal.py" "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
+            "$TMP/d/$1/rank0/v$v.safetensors" || return 1
     done
 }
 

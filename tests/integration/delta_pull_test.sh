@@ -31,24 +31,6 @@ FILES=$(ls "$TMP"/v/v*.safetensors | tr '\n' ',' | sed 's/,$//') # version v is 
 NV=6
 export WSYNC_LOG=info
 
-# compare.py FILE DUMP...: every tensor of each DUMP equals FILE's (torch.equal).
-cat >"$TMP/compare.py" <<'PY'
-import json, struct, sys
-import torch
-def load(p):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    return {k: torch.frombuffer(bytearray(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) or
-                                bytearray(2), dtype=torch.int16)
-            for k, v in h.items() if k != "__metadata__"}
-want = load(sys.argv[1])
-for d in sys.argv[2:]:
-    got = load(d)
-    assert got.keys() == want.keys(), (d, sorted(set(got) ^ set(want))[:3])
-    bad = [k for k in want if not torch.equal(got[k], want[k])]
-    assert not bad, (d, bad[:3])
-PY
 
 start_serve() {
     PORT=$(free_port)
@@ -62,7 +44,7 @@ dumps_equal() {
     local dir=$1 eng=$2 v
     shift 2
     for v in "$@"; do
-        $PY "$TMP/compare.py" "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
+        $PY "$WSYNC_ROOT/tests/tools/dump_equal.py" "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
             "$dir/$eng/rank0/v$v.safetensors" "$dir/$eng/rank1/v$v.safetensors" || return 1
     done
 }
