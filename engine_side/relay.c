@@ -11,7 +11,7 @@
 #include "common/base/checks.h"
 #include "common/base/log.h"
 #include "common/base/util.h"
-#include "common/delta/delta_piece.h"
+#include "common/proto/pull_deltas.h"
 #include "engine_side/relay_internal.h"
 
 #define RELAY_DRAIN_MS 5000 /* relay_slot_end's bound on puts still reading the slot */
@@ -149,11 +149,9 @@ void relay_slot_begin(recv_relay_t *rl, int slot, uint64_t v, const char *ldig, 
         s->chunk_first[np->nchunks] = (uint32_t)np->nputs;
         for (i = 0; i < np->nputs; i++)
             s->spans[i] = (relay_span_t){.off = np->puts[i].dst_off, .len = np->puts[i].len, .id = np->puts[i].id};
-        for (i = 0; i < np->nputs; i++) /* delta wires' element widths: the whole image's tensors' */
-            s->spans[i].width = t->manifest && !t->targets
-                                    ? wsync_delta_piece_width(t->manifest, s->spans[i].off,
-                                                              s->spans[i].off + s->spans[i].len)
-                                    : 1;
+        for (i = 0; i < np->nputs && t->manifest; i++) /* delta wires' element widths, as a trainer's */
+            s->spans[i].width = wsync_pull_deltas_width(t->manifest, t->targets ? np : NULL, (uint32_t)i,
+                                                        s->spans[i].off, s->spans[i].len);
         memset(s->verified, 0, np->nchunks + 1);
         for (k = 0; k < t->L; k++) {
             s->win[k] = t->win[k];
@@ -177,6 +175,15 @@ void relay_chunk_verified(recv_relay_t *rl, int slot, uint32_t chunk)
         s->verified[chunk] = 1;
         pthread_cond_broadcast(&rl->cond);
     }
+    pthread_mutex_unlock(&rl->lock);
+}
+
+void relay_slot_verified(recv_relay_t *rl, int slot)
+{
+    relay_slot_t *s = &rl->slots[slot];
+    pthread_mutex_lock(&rl->lock);
+    if (s->version)
+        memset(s->verified, 1, s->nchunks);
     pthread_mutex_unlock(&rl->lock);
 }
 

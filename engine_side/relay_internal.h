@@ -19,7 +19,7 @@
 typedef struct relay_span {
     uint64_t off, len; /* the same in the source image and the asker's */
     uint32_t id;       /* the put's tag, below the request id */
-    unsigned width;    /* the whole image: its elements' width, for delta wires (delta_piece.h) */
+    unsigned width;    /* its elements' width, for delta wires (pull_deltas.h) */
 } relay_span_t;
 
 typedef struct relay_slot {
@@ -29,7 +29,7 @@ typedef struct relay_slot {
     uint32_t nchunks;
     uint32_t *chunk_first;   /* [nchunks + 1] */
     relay_span_t *spans;     /* [chunk_first[nchunks]] */
-    unsigned char *verified; /* [nchunks]: whole image */
+    unsigned char *verified; /* [nchunks]: verified here (targets: all at once, relay_slot_verified) */
     int L;                   /* local ranks whose images it reads: 1 (whole image) or the node's */
     void *win[BOARD_MAX_RANKS];
     size_t win_len[BOARD_MAX_RANKS];

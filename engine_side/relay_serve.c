@@ -74,8 +74,8 @@ static int put_chunk(relay_req_t *rq, const relay_slot_t *s, uint32_t c)
         if (pc->len == 0)
             continue;
         if (rq->delta) /* as its delta wire, when it pays (relay_delta.h) */
-            sent = relay_delta_put(rq->delta, rq->ops, rq->conn, &rq->q, s->win[0], pc->off, pc->len, pc->id,
-                                   pc->width, &wl);
+            sent = relay_delta_put(rq->delta, rq->ops, rq->conn, &rq->q, s->win[rq->src], pc->off, pc->len, pc->id,
+                                   pc->width, s->targets != NULL, &wl);
         if (sent == 0 && rq->ops->put(rq->conn, rq->region, pc->off, &rq->q.key, pc->off, pc->len,
                                       ((uint64_t)rq->q.req << 32) | pc->id) != WSYNC_OK)
             sent = -1;
@@ -220,17 +220,19 @@ static int same_targets(relay_req_t *rq, const relay_slot_t *s)
 }
 
 /* rl->lock held: the other slot when it holds the base the asker names, of
- * the same layout, every chunk the asker gets verified there: the whole
- * image in host memory only, delta_bases not 0 (relay_delta.h); else -1. */
+ * the same layout and targets (the same node plan), every chunk the asker
+ * gets verified there (a node of targets: verified on every rank), in host
+ * memory, delta_bases not 0 (relay_delta.h); else -1. */
 static int find_base(const recv_relay_t *rl, const relay_req_t *rq, const relay_slot_t *s)
 {
     const wsync_pull_request_t *q = &rq->q;
     int b = relay_find_slot(rl, q->base);
     uint32_t c;
     if (q->base == 0 || q->base >= q->version || q->delta_bytes < WSYNC_DELTA_HEADER ||
-        wsync_setting_int(WSYNC_SET_DELTA_BASES) == 0 || rl->kind != WSYNC_MEM_HOST || s->targets != NULL ||
-        b < 0 || rl->slots[b].targets != NULL || rl->slots[b].nchunks != s->nchunks ||
-        strcmp(rl->slots[b].ldig, s->ldig) != 0)
+        wsync_setting_int(WSYNC_SET_DELTA_BASES) == 0 || rl->kind != WSYNC_MEM_HOST || b < 0 ||
+        (rl->slots[b].targets == NULL) != (s->targets == NULL) || rl->slots[b].L != s->L ||
+        (s->targets && memcmp(rl->slots[b].targets, s->targets, (size_t)s->L * 33) != 0) ||
+        rl->slots[b].nchunks != s->nchunks || strcmp(rl->slots[b].ldig, s->ldig) != 0)
         return -1;
     for (c = 0; c < s->nchunks; c++)
         if (wsync_pull_request_lands(q, c) && !rl->slots[b].verified[c])
@@ -281,7 +283,7 @@ static int serve_pinned(relay_req_t *rq)
     pthread_mutex_unlock(&rl->lock);
     rc = open_sender(rq, s);
     if (rc == 0 && rq->base_slot >= 0 &&
-        relay_delta_begin(&rq->q, rq->q.base, rl->slots[rq->base_slot].win[0], rq->ops, rq->t, &rq->delta) !=
+        relay_delta_begin(&rq->q, rq->q.base, rl->slots[rq->base_slot].win[rq->src], rq->ops, rq->t, &rq->delta) !=
             WSYNC_OK)
         LOG_WARN("engine %s's relay: version %llu to engine %s rank %d goes in full pieces: %s", rl->engine_id,
                  (unsigned long long)rq->q.version, rq->q.engine, rq->q.local_rank, wsync_last_error());
