@@ -12,8 +12,9 @@
  * the version the other slot holds gets its pieces as delta wires where
  * they pay (relay_delta.h; that slot is pinned while the wires are
  * encoded); so does a node of the same targets once this node verified
- * that version on every rank (relay_slot_verified). The receiver verifies every byte against the trainers' digests
- * wherever it came from, so a relay is never trusted with a byte.
+ * that version on every rank (relay_slot_verified). The receiver verifies
+ * every byte against the trainers' digests wherever it came from, so a
+ * relay is never trusted with a byte.
  *
  * Threads: relay_slot_* and relay_chunk_verified are called by the pulling
  * thread of local rank 0; requests are served on the pull port's threads;
