@@ -18,7 +18,10 @@
 #       from its trainer rank, and the version is ready with the right
 #       bytes; the node's status counts the re-fetch;
 #   (c) a late joiner (zzz, below n1 in the chain) holds no base: its first
-#       version comes in full puts from n1's relay, its slices right.
+#       version comes in full puts from n1's relay, its slices right;
+#   (d) the relay stopped (SIGSTOP, its node's local rank 0) after the first
+#       version: each rank of its child gives it up after relay_stall_ms and
+#       gets the next version as deltas from the trainer ranks, slices right.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
 
@@ -63,12 +66,16 @@ wait_all() {
     done
     return $ok
 }
-port=$(free_port)
-URL="http://$CIP:$port"
-bg ip netns exec "$CNS" "$WSYNC" serve --listen "$CIP:$port" 2>"$TMP/serve.log"
-SERVE=$!
-ip netns exec "$CNS" bash -c "$(declare -f wait_http); wait_http $URL/healthz" ||
-    { fail "$NAME"_control_up "$(tail -3 "$TMP/serve.log")"; exit 1; }
+# serve TAG: a control endpoint on its host (URL, SERVE).
+serve() {
+    local port
+    port=$(free_port)
+    URL="http://$CIP:$port"
+    bg ip netns exec "$CNS" "$WSYNC" serve --listen "$CIP:$port" 2>"$TMP/$1-serve.log"
+    SERVE=$!
+    ip netns exec "$CNS" bash -c "$(declare -f wait_http); wait_http $URL/healthz" ||
+        { fail "$NAME"_control_up "$(tail -3 "$TMP/$1-serve.log")"; return 1; }
+}
 registered() {
     [ "$(ip netns exec "$CNS" curl -fsS "$URL/v1/status" | $PY -c 'import json,sys
 print(sum(1 for e in json.load(sys.stdin)["engines"] if (e.get("endpoint") or {}).get("relay")))')" = "$1" ]
@@ -86,15 +93,26 @@ tpnode() {
     done
 }
 
+# trainers TAG VERSIONS INTERVAL_MS: two trainer ranks (fsdp shards), each next version once both nodes
+# hold the last (and INTERVAL_MS passed).
+trainers() {
+    local r
+    TRAINERS=()
+    for r in 0 1; do
+        bg ip netns exec "$TNS" "$WSYNC" trainer --control "$URL" --rank $r --world 2 --layout fsdp \
+            --safetensors "$FILES" --versions "$2" --wait-engines 2 --interval-ms "$3" --chunk 256K --listen "$TIP:0" \
+            --advertise "$TIP" >"$TMP/$1-t$r.log" 2>&1
+        TRAINERS+=($!)
+    done
+}
+undeploy() { local p; for p in "${TRAINERS[@]}" "$SERVE"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }
+
+serve chain || exit 1
 TP_PIDS=()
 tpnode 0 n0 $NV
 tpnode 1 n1 $NV WSYNC_TEST_CORRUPT_HELD=40
 wait_until 30 registered 2 || { fail "$NAME"_nodes_registered "not 2 relays registered"; exit 1; }
-for r in 0 1; do # each next version once both nodes hold the last
-    bg ip netns exec "$TNS" "$WSYNC" trainer --control "$URL" --rank $r --world 2 --layout fsdp \
-        --safetensors "$FILES" --versions $NV --wait-engines 2 --chunk 256K --listen "$TIP:0" --advertise "$TIP" \
-        >"$TMP/t$r.log" 2>&1
-done
+trainers chain $NV 0
 # (c) the late joiner, once n1 holds version 3: it hangs below n1 (its id sorts last).
 wait_until 90 test -s "$TMP/d/n1/rank1/v3.safetensors"
 NODES=("${TP_PIDS[@]}")
@@ -158,4 +176,31 @@ if [ -n "$zv" ] && tp_equal zzz "$zv" && grep -q "version $zv from the relay of 
 else
     fail tp_chain_late_joiner_gets_full_puts_from_the_relay "version '$zv': $(grep -h 'relay\|deltas' "$TMP"/zzz-r0.log | head -3)"
 fi
+undeploy
+
+# (d) a stalled relay holding the base (its node's local rank 0 stopped after the first version): each rank of
+# the child gives it up after relay_stall_ms and gets the next version as deltas from the trainer ranks.
+serve stop || exit 1
+TP_PIDS=()
+tpnode 0 s0 2
+S0=("${TP_PIDS[@]}")
+TP_PIDS=()
+tpnode 1 s1 2 WSYNC_RELAY_STALL_MS=2000
+S1=("${TP_PIDS[@]}")
+wait_until 30 registered 2 || { fail "$NAME"_stop_nodes_registered "not 2 relays registered"; exit 1; }
+trainers stop 2 6000
+wait_until 60 test -s "$TMP/d/s0/rank1/v1.safetensors" && wait_until 60 test -s "$TMP/d/s1/rank1/v1.safetensors"
+kill -STOP "${S0[0]}"
+ok=0
+wait_all 90 "${S1[@]}" && tp_equal s1 1 2 || ok=1
+for r in 0 1; do
+    grep -q "relay of engine s0 at .* given up" "$TMP/s1-r$r.log" &&
+        grep -q "version 2: [1-9][0-9]* puts as deltas from version 1 " "$TMP/s1-r$r.log" || ok=1
+done
+if [ $ok = 0 ]; then pass tp_stop_child_falls_back_to_the_trainers_as_deltas
+else fail tp_stop_child_falls_back_to_the_trainers_as_deltas "$(grep -h 'given up\|version 2' "$TMP"/s1-r*.log | head -4)"; fi
+kill -CONT "${S0[0]}"
+if wait_all 60 "${S0[@]}" && tp_equal s0 1 2; then pass tp_stop_stopped_relay_resumes_and_is_ready
+else fail tp_stop_stopped_relay_resumes_and_is_ready "$(tail -n 2 "$TMP"/s0-r*.log | tr '\n' ' ')"; fi
+undeploy
 exit 0
