@@ -90,7 +90,7 @@ run() {
             --safetensors "$FILES" --chunk "$CHUNK" --versions "$V" --wait-engines "${#NODES[@]}" --listen "$TIP:0" \
             --advertise "$TIP" >"$TMP/$mode-t$r.log" 2>&1
     done
-    for r in "${pids[@]}"; do wait "$r" || echo "$mode: an engine rank failed: $(tail -2 "$TMP/$mode"-*-e*.log)" >&2; done
+    for r in "${pids[@]}"; do wait "$r" || echo "$mode: an engine rank failed: $(tail -q -n 2 "$TMP/$mode"-*-e*.log)" >&2; done
     "$PY" "$ROOT/tests/tools/trace_times.py" "$V" "$TMP/$mode-t0.log" "$TMP/$mode-${NODES[-1]}"-e*.log
     ip netns pids "$TNS" | xargs -r kill; ip netns pids "$CNS" | xargs -r kill
     sleep 0.5

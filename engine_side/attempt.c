@@ -439,6 +439,8 @@ wsync_status_t wsync_receiver_pull(wsync_receiver_t *r, uint64_t version, int ti
     r->held.failed_version = 0;
     if (leader) /* every rank joined it (wait_ranks), and holds the version now */
         __atomic_store_n(&r->degraded, 0, __ATOMIC_RELEASE);
+    if (leader && r->node.relay) /* verified on every rank: a base its relay may encode deltas from */
+        relay_slot_verified(r->node.relay, a.slot);
     attempt_keep(r, &a, sl, tl, dm, t0);
     if (got)
         *got = a.version;

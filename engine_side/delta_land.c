@@ -452,7 +452,8 @@ wsync_status_t recv_delta_poll(fetch_t *f, int *progressed)
     }
     for (t = 0; t < f->p.world; t++) {
         const recv_request_t *q = &f->p.reqs[t];
-        if (!d->taken[t] && q->started && recv_request_done(q) && q->status == WSYNC_OK) {
+        /* relayed, a node of targets asks the trainer ranks its digests alone: no wire to place */
+        if (!d->relayed && !d->taken[t] && q->started && recv_request_done(q) && q->status == WSYNC_OK) {
             *progressed = 1;
             WSYNC_CHECK(take(f, t));
         }

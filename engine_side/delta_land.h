@@ -16,9 +16,10 @@
  * asked again in full from its trainer rank and the log says which put,
  * which rank, which base and why. Host or GPU memory, tcp, no caller
  * tensors in place: otherwise the pull asks for full puts. Under relay:F
- * the whole image asks the parent's relay with the base instead
- * (relay_delta.h), and a failing piece is asked again in full from its
- * trainer rank; a node of targets under a relay asks full puts. */
+ * the rank asks the parent's relay with the base instead (relay_delta.h;
+ * a node of targets asks the trainer ranks its segments' digests alone,
+ * whose answers place no wire), and a failing put is asked again in full
+ * from its trainer rank. */
 #ifndef WSYNC_ENGINE_DELTA_LAND_H
 #define WSYNC_ENGINE_DELTA_LAND_H
 

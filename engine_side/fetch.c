@@ -139,11 +139,8 @@ static wsync_status_t fetch_request(fetch_t *f)
                                           &f->direct, &f->ndirect));
     f->p.reqid = recv_new_reqid(f->p.reqid);
     f->p.last_landed = wsync_now_ns();
-    if (f->tl == NULL) /* before the relay's request, which may name the base too */
-        WSYNC_CHECK(recv_delta_begin(f));
+    WSYNC_CHECK(recv_delta_begin(f)); /* before the relay's request, which may name the base too */
     WSYNC_CHECK(fetch_relay_request(f, &relayed));
-    if (f->tl && !relayed) /* a node of targets asks its trainer ranks for its puts' deltas */
-        WSYNC_CHECK(recv_delta_begin(f));
     /* else by segment (target_puts.h); an attempt that asks deltas checks
      * its applied puts against the digests the trainers answer with
      * (delta_land.h: only requests over tcp ask them) */

@@ -7,9 +7,10 @@
  * alone, so every byte is still checked against the trainers' digests (a
  * node of identity targets asks them nothing: it verifies against the
  * record). The whole image (the identity target) asks its relay for the
- * pieces of its chunks, as deltas from the version it holds where it may
- * (delta_land.h, relay_delta.h), and the trainer ranks nothing: the record
- * holds its digests; its relay serves a chunk once it is verified here. A relay that fails (it refuses a node of
+ * pieces of its chunks, and the trainer ranks nothing: the record holds
+ * its digests; its relay serves a chunk once it is verified here. Either
+ * asks its relay for deltas from the version it holds where it may
+ * (delta_land.h, relay_delta.h). A relay that fails (it refuses a node of
  * other targets, dies, or does not hold the version), or lands nothing here
  * for relay_stall_ms, is given up and named (recv_pull_relay_watch,
  * fetch_relay.c): every trainer rank is then asked again, for the chunks
@@ -41,7 +42,7 @@ static wsync_status_t relay_json(fetch_t *f, recv_transport_t *rt, json_t **out)
     *out = st == WSYNC_OK ? wsync_pull_request_to_json(&pr) : NULL;
     pr.chunks = NULL; /* ours, not the request's */
     wsync_pull_request_clear(&pr);
-    if (st == WSYNC_OK && *out) /* the whole image holding a base: deltas from the relay (delta_land.h) */
+    if (st == WSYNC_OK && *out) /* a rank holding a base: deltas from the relay (delta_land.h) */
         st = recv_delta_ask_relay(f, rt, *out);
     if (st != WSYNC_OK)
         json_decref(*out);

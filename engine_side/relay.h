@@ -11,8 +11,10 @@
  * served until the slot is reused. A whole-image child naming as its base
  * the version the other slot holds gets its pieces as delta wires where
  * they pay (relay_delta.h; that slot is pinned while the wires are
- * encoded). The receiver verifies every byte against the trainers' digests
- * wherever it came from, so a relay is never trusted with a byte.
+ * encoded); so does a node of the same targets once this node verified
+ * that version on every rank (relay_slot_verified). The receiver verifies
+ * every byte against the trainers' digests wherever it came from, so a
+ * relay is never trusted with a byte.
  *
  * Threads: relay_slot_* and relay_chunk_verified are called by the pulling
  * thread of local rank 0; requests are served on the pull port's threads;
@@ -58,7 +60,7 @@ typedef struct relay_serve {
     const size_t *win_len;       /* [L] */
     board_t *board;              /* targets: whose landed marks of attempt `gen` say a chunk may go */
     uint64_t gen;
-    const wsync_manifest_t *manifest; /* the whole image: its tensors' dtypes, for delta wires (relay_delta.h) */
+    const wsync_manifest_t *manifest; /* its tensors' dtypes (and FP8 spaces): delta wires' widths (relay_delta.h) */
 } relay_serve_t;
 
 /* Image slot `slot` is about to receive version v under node plan t->np
@@ -70,6 +72,10 @@ void relay_slot_begin(recv_relay_t *rl, int slot, uint64_t v, const char *ldig, 
 
 /* Chunk `chunk` of the version in `slot` is verified in the image. */
 void relay_chunk_verified(recv_relay_t *rl, int slot, uint32_t chunk);
+/* The version in `slot` is verified on every local rank (local rank 0, once
+ * the node's pull succeeded): a node of targets' slot is a base its relay
+ * may encode deltas from from now on (relay_delta.h). */
+void relay_slot_verified(recv_relay_t *rl, int slot);
 /* Stops serving (requests being served are answered first); NULL is fine. */
 void relay_stop(recv_relay_t *rl);
 

@@ -2,34 +2,39 @@
  * "Relays serve deltas"): when the relay's node still holds that base
  * verified in its other image slot (a staged node keeps the version it held
  * while it pulls the next: relay.h serves a slot until it is reused), each
- * piece goes as its delta wire against the base's bytes when the wire is
- * smaller (common/delta/delta_piece.h, as a trainer rank decides it), into
- * the child's staging region, laid back to back; the answer lists them as
- * a trainer rank's does (common/proto/pull_reply.h). The child applies and
- * verifies them exactly as a trainer's (engine_side/delta_land.h). Whole
- * images in host memory; anything else goes full. Per request, on the
- * request's own thread: no lock. */
+ * put goes as its delta wire against the base's bytes of the same put when
+ * the wire is smaller, into the child's staging region, laid back to back,
+ * and the answer lists them: all of it as a trainer rank does
+ * (common/proto/pull_deltas.h). The whole image's puts are its pieces; a
+ * node of targets' (TP/EP slices, FP8 codes and scales) are read from the
+ * image of the local rank they land on, in both slots, and come with the
+ * digest of their new bytes, which the child checks once it applied the
+ * wire (its segments are verified against the trainers' digests at the end,
+ * as for every pull of targets). The child applies and verifies them
+ * exactly as a trainer's (engine_side/delta_land.h). Images in host memory;
+ * anything else goes full. Per request, on the request's own thread: no
+ * lock. */
 #ifndef WSYNC_ENGINE_RELAY_DELTA_H
 #define WSYNC_ENGINE_RELAY_DELTA_H
 
-#include "common/proto/pull_reply.h"
-#include "common/proto/pull_request.h"
-#include "common/transport/transport.h"
+#include "common/proto/pull_deltas.h"
 
 typedef struct relay_delta relay_delta_t;
 
-/* The request's delta state: the base image (base_version's bytes, the
- * relay's other slot, pinned by the caller), a staging buffer of the
+/* The request's delta state: the base image (base_version's bytes in the
+ * image the request reads, the relay's other slot, pinned by the caller), a staging buffer of the
  * request's delta_bytes at most, registered with t. Fails for memory or
  * registration. */
 wsync_status_t relay_delta_begin(const wsync_pull_request_t *q, uint64_t base_version, const void *base_image,
                                  const wsync_transport_ops_t *ops, wsync_transport_t *t, relay_delta_t **out);
-/* Piece `id` (len bytes at off of the image `next`, elements of `width`
- * bytes) as its wire: 1 put, 0 it goes full, -1 the put failed (the
- * transport's error is the last error). *wire_len: the bytes put. */
+/* Put `id` (len bytes at off of the image `next`, the base's at the same
+ * offset of the base image, elements of `width` bytes) as its wire, with
+ * the digest of its new bytes when with_digest (a node of targets): 1 put,
+ * 0 it goes full, -1 the put failed (the transport's error is the last
+ * error). *wire_len: the bytes put. */
 int relay_delta_put(relay_delta_t *d, const wsync_transport_ops_t *ops, wsync_conn_t *conn,
                     const wsync_pull_request_t *q, const void *next, uint64_t off, uint64_t len, uint32_t id,
-                    unsigned width, uint64_t *wire_len);
+                    unsigned width, int with_digest, uint64_t *wire_len);
 /* The answer's base and its pieces put as wires (borrowed from d; NULL d:
  * the request named a base the relay does not hold, base 0). */
 void relay_delta_reply(const relay_delta_t *d, const wsync_pull_request_t *q, wsync_pull_reply_t *out);

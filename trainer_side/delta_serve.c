@@ -11,15 +11,12 @@
 #include <string.h>
 
 #include "common/base/checks.h"
-#include "common/base/fault.h"
 #include "common/base/log.h"
 #include "common/base/settings.h"
 #include "common/delta/delta.h"
 #include "common/delta/delta_mem.h"
-#include "common/delta/delta_piece.h"
-#include "common/digest/digest.h"
 #include "common/model/manifest.h"
-#include "common/targets/fp8_wire.h"
+#include "common/proto/pull_deltas.h"
 
 #define WIRE_FULL ((unsigned char *)1) /* cached: the piece goes full (its wire would not be smaller) */
 
@@ -45,13 +42,8 @@ typedef struct pub_delta_cache {
 } pub_delta_cache_t;
 
 struct pub_delta_req {
-    int base_slot, pinned; /* pinned: the base slot is, until the puts are issued */
-    uint64_t base;
-    unsigned char *buf; /* the wires sent, back to back */
-    uint64_t cap, used;
-    wsync_region_t *region;
-    wsync_pull_delta_t *entries;
-    size_t n, room;
+    int base_slot, pinned;   /* pinned: the base slot is, until the puts are issued */
+    wsync_pull_deltas_t out; /* the wires sent and the answer's entries */
 };
 
 static void slot_cache_reset(delta_slot_cache_t *c)
@@ -112,7 +104,7 @@ wsync_status_t pub_delta_begin(wsync_publisher_t *p, const wsync_pull_request_t 
 {
     const wsync_transport_ops_t *ops = p->serving.transports[ti].ops;
     pub_delta_req_t *d;
-    wsync_blob_t key;
+    wsync_status_t st;
     int sb;
     *out = NULL;
     /* Whole images and targets over tcp from host or GPU memory (the wires
@@ -132,55 +124,17 @@ wsync_status_t pub_delta_begin(wsync_publisher_t *p, const wsync_pull_request_t 
     d = calloc(1, sizeof(*d));
     WSYNC_CHECK_ALLOC(d);
     d->base_slot = sb;
-    d->base = q->base;
-    d->cap = q->delta_bytes < p->share.owned_bytes ? q->delta_bytes : p->share.owned_bytes;
-    d->buf = malloc(d->cap ? d->cap : 1); /* touched only where wires go */
-    if (d->buf == NULL) {
+    st = wsync_pull_deltas_open(&d->out, q->base,
+                                q->delta_bytes < p->share.owned_bytes ? q->delta_bytes : p->share.owned_bytes, ops,
+                                p->serving.transports[ti].t);
+    if (st != WSYNC_OK) {
         free(d);
-        return wsync_error(WSYNC_ERR_NOMEM, "out of memory for a delta staging buffer");
-    }
-    if (ops->reg(p->serving.transports[ti].t, d->buf, d->cap ? d->cap : 1, WSYNC_MEM_HOST, &d->region, &key) !=
-        WSYNC_OK) {
-        free(d->buf);
-        free(d);
-        return WSYNC_ERR_IO;
+        return st;
     }
     p->slots.slot[sb].pins++; /* the base stays until this request's puts are issued */
     d->pinned = 1;
     *out = d;
     return WSYNC_OK;
-}
-
-/* The element width image bytes [off, end) use (delta_piece.h); in a
- * quantized space, the FP8 codes' (1) or scales' (4). */
-static unsigned range_width(const wsync_manifest_t *m, uint64_t off, uint64_t end)
-{
-    if (wsync_fp8_is_quantized(m, off))
-        return wsync_fp8_elem_width(m, off);
-    return wsync_delta_piece_width(m, off, end);
-}
-
-/* The element width put e's wire uses (delta.h): the width its bytes share
- * when it divides the length, else 1. A piece reads one range of the
- * image; a node plan's put its runs' sources (bf16 2, fp32 4, FP8 codes 1
- * and their scales 4). */
-static unsigned put_width(const wsync_manifest_t *m, const pub_put_list_t *l, const pub_put_t *e)
-{
-    unsigned w = 0;
-    size_t k;
-    if (l->np == NULL) {
-        w = range_width(m, e->src, e->src + e->len);
-    } else {
-        const wsync_tput_t *pu = &l->np->puts[e->id];
-        for (k = 0; k < pu->nruns; k++) {
-            const wsync_run2d_t *rn = &l->np->runs[pu->first_run + k];
-            unsigned rw = range_width(m, rn->src_off, rn->src_off + rn->row_bytes);
-            if (rw != 0 && w != 0 && rw != w)
-                return 1;
-            w = rw ? rw : w;
-        }
-    }
-    return wsync_delta_width_for(e->len, w ? w : 1);
 }
 
 /* Host memory, a packed put: most of up to 256 elements read through its
@@ -284,19 +238,6 @@ static wsync_status_t put_bytes(wsync_publisher_t *p, const pub_slot_t *s, const
     return WSYNC_OK;
 }
 
-/* The digest of put e's new bytes at its destination offset. */
-static wsync_status_t put_digest(const wsync_publisher_t *p, const unsigned char *next, const pub_put_t *e,
-                                 uint64_t *out)
-{
-    uint64_t sum;
-    if (p->mem->kind == WSYNC_MEM_HOST)
-        sum = wsync_digest_sum(next, e->len, e->dst_off);
-    else
-        WSYNC_CHECK(p->mem->digest_sum(next, e->len, e->dst_off, &sum));
-    *out = wsync_digest_final(sum, e->len, e->dst_off);
-    return WSYNC_OK;
-}
-
 /* Put e's wire against the base (cached), and with a node plan the digest
  * of its new bytes. Called without p->lock: the slots are pinned. *wire
  * WIRE_FULL: the put goes full. The cache lock is held on return with a
@@ -309,7 +250,7 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
     const int si = slot_index(p, s);
     const void *key = l->np ? l->stage_key : NULL;
     const size_t n = l->np ? l->np->nputs : l->plan->npieces;
-    const unsigned width = put_width(p->sl->manifest, l, e);
+    const unsigned width = wsync_pull_deltas_width(p->sl->manifest, l->np, e->id, e->src, e->len);
     const unsigned char *bp = NULL, *np = NULL;
     unsigned char *out = NULL;
     uint64_t wl = 0;
@@ -319,7 +260,7 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
     wsync_status_t st = WSYNC_OK;
     int full;
     pthread_mutex_lock(&dc->lock);
-    if ((c = cache_entry(dc, si, s->version, d->base, key, n)) == NULL) {
+    if ((c = cache_entry(dc, si, s->version, d->out.base, key, n)) == NULL) {
         pthread_mutex_unlock(&dc->lock);
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory for the delta cache");
     }
@@ -335,11 +276,10 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
     if (st == WSYNC_OK && !full)
         st = put_bytes(p, s, &p->slots.slot[d->base_slot], l, e, &np, &bp, &tmp);
     if (st == WSYNC_OK && !full)
-        st = wsync_delta_piece_encode(p->mem, &dc->dev, bp, np, e->len, width, &out, &wl);
+        st = wsync_pull_deltas_encode(p->mem, &dc->dev, bp, np, e->len, width, e->dst_off, &out, &wl,
+                                      l->np ? &dg : NULL);
     else
         wl = e->len + WSYNC_DELTA_HEADER; /* full */
-    if (st == WSYNC_OK && l->np && out)   /* a put that goes full is verified as every full one */
-        st = put_digest(p, np, e, &dg);
     if (tmp)
         p->mem->free(tmp);
     if (st != WSYNC_OK) {
@@ -347,7 +287,7 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
         return st;
     }
     pthread_mutex_lock(&dc->lock);
-    if ((c = cache_entry(dc, si, s->version, d->base, key, n)) == NULL) {
+    if ((c = cache_entry(dc, si, s->version, d->out.base, key, n)) == NULL) {
         pthread_mutex_unlock(&dc->lock);
         free(out);
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory for the delta cache");
@@ -365,11 +305,6 @@ static wsync_status_t get_wire(wsync_publisher_t *p, const pub_slot_t *s, const 
     return WSYNC_OK; /* locked */
 }
 
-static wsync_delta_form_t wire_form(const unsigned char *wire)
-{
-    return (wsync_delta_form_t)wire[4];
-}
-
 int pub_delta_put(wsync_publisher_t *p, const pub_slot_t *s, pub_delta_req_t *d, const wsync_pull_request_t *q,
                   pub_request_t *r, int ti, pub_conn_t *conn, const pub_put_list_t *l, const pub_put_t *e,
                   uint64_t deadline)
@@ -377,25 +312,16 @@ int pub_delta_put(wsync_publisher_t *p, const pub_slot_t *s, pub_delta_req_t *d,
     const wsync_transport_ops_t *ops = p->serving.transports[ti].ops;
     const int slot = e->stage == PUB_PUT_FROM_SLOT; /* else packed: from my whole share (FP8 bands too) */
     unsigned char *wire = NULL;
-    uint64_t wl = 0, dig = 0, at = d ? (d->used + 7) & ~7ULL : 0;
-    wsync_delta_form_t form;
+    uint64_t wl = 0, dig = 0, at = 0;
     wsync_status_t st;
+    int placed;
     if (d == NULL || !d->pinned || e->len == 0 || e->len <= WSYNC_DELTA_HEADER)
         return 0;
     if (pub_wait_range(p, (pub_slot_t *)s, slot ? e->src : 0, slot ? e->len : UINT64_MAX, deadline) != WSYNC_OK)
         return 0; /* the full put's wait says why */
-    if (d->n == d->room) {
-        size_t room = d->room ? 2 * d->room : 64;
-        wsync_pull_delta_t *n2 = realloc(d->entries, room * sizeof(*n2));
-        if (n2 == NULL)
-            return 0;
-        d->entries = n2;
-        d->room = room;
-    }
     pthread_mutex_unlock(&p->lock);
     st = get_wire(p, s, d, l, e, &wire, &wl, &dig);
-    if (st == WSYNC_OK && wire != WIRE_FULL && at + wl <= d->cap)
-        memcpy(d->buf + at, wire, wl);
+    placed = st == WSYNC_OK && wire != WIRE_FULL && wsync_pull_deltas_place(&d->out, wire, wl, &at);
     if (st == WSYNC_OK)
         pthread_mutex_unlock(&p->serving.delta_cache->lock);
     pthread_mutex_lock(&p->lock);
@@ -403,17 +329,13 @@ int pub_delta_put(wsync_publisher_t *p, const pub_slot_t *s, pub_delta_req_t *d,
         LOG_WARN("trainer rank %d: %s %u of version %llu goes full: encoding it against version %llu failed: "
                  "%s",
                  p->cfg.rank, l->np ? "put" : "piece", e->id, (unsigned long long)s->version,
-                 (unsigned long long)d->base, wsync_last_error());
+                 (unsigned long long)d->out.base, wsync_last_error());
         return 0;
     }
-    if (wire == WIRE_FULL || at + wl > d->cap)
+    if (!placed) /* it goes full: its wire would not be smaller, or does not fit */
         return 0;
-    form = wire_form(d->buf + at);
-    if (wsync_fault(WSYNC_FAULT_CORRUPT_WIRE) == (long long)e->id) /* test hook: a wire engines must refuse */
-        d->buf[at] ^= 0xff;
     r->outstanding++;
-    if (ops->put(conn->conn, d->region, at, &q->delta_key, q->delta_at + at, wl,
-                 ((uint64_t)r->req << 32) | e->id | WSYNC_PULL_DELTA_TAG) != WSYNC_OK) {
+    if (wsync_pull_deltas_put(&d->out, ops, conn->conn, q, e->id, at, wl, e->len, l->np ? &dig : NULL) != WSYNC_OK) {
         r->outstanding--;
         if (r->status == WSYNC_OK) {
             r->status = WSYNC_ERR_PEER;
@@ -422,13 +344,6 @@ int pub_delta_put(wsync_publisher_t *p, const pub_slot_t *s, pub_delta_req_t *d,
         }
         return 1;
     }
-    d->entries[d->n++] = (wsync_pull_delta_t){.piece = e->id,
-                                              .form = form,
-                                              .bytes = wl,
-                                              .at = at,
-                                              .has_digest = l->np != NULL,
-                                              .digest = dig};
-    d->used = at + wl;
     r->nput++;
     r->bput += wl;
     return 1;
@@ -436,10 +351,7 @@ int pub_delta_put(wsync_publisher_t *p, const pub_slot_t *s, pub_delta_req_t *d,
 
 void pub_delta_reply(const pub_delta_req_t *d, const wsync_pull_request_t *q, wsync_pull_reply_t *out)
 {
-    out->has_base = q->base != 0;
-    out->base = d ? d->base : 0;
-    out->deltas = d ? d->entries : NULL;
-    out->ndeltas = d ? d->n : 0;
+    wsync_pull_deltas_reply(d ? &d->out : NULL, q, out);
 }
 
 void pub_delta_unpin(wsync_publisher_t *p, pub_delta_req_t *d)
@@ -456,16 +368,13 @@ void pub_delta_release(wsync_publisher_t *p, pub_delta_req_t *d, int ti)
     if (d == NULL)
         return;
     pub_delta_unpin(p, d);
-    if (d->region)
-        p->serving.transports[ti].ops->dereg(d->region);
-    d->region = NULL;
+    wsync_pull_deltas_release(&d->out, p->serving.transports[ti].ops);
 }
 
 void pub_delta_free(pub_delta_req_t *d)
 {
     if (d == NULL)
         return;
-    free(d->buf);
-    free(d->entries);
+    wsync_pull_deltas_clear(&d->out);
     free(d);
 }

@@ -346,8 +346,11 @@ static void finish_puts(wsync_publisher_t *p, pub_slot_t *s, const pub_treq_t *t
                     "record's piece digests verify them)",
                     p->cfg.rank, q->engine, q->local_rank, (unsigned long long)q->version);
     if (q->ntargets && !q->no_segment_digests && r->status == WSYNC_OK) {
-        /* FP8 bands are quantized from my whole share (fp8_quant.c). */
-        wsync_status_t st = tr->np->nfp8 ? pub_wait_range(p, s, 0, UINT64_MAX, deadline) : WSYNC_OK;
+        /* Digested from my whole share, copied (FP8 bands are quantized
+         * from it too, fp8_quant.c): a request of digests alone (a relayed
+         * node, an empty chunk map) waited for no put's range, and digests
+         * taken while the publish still copies are wrong, and cached. */
+        wsync_status_t st = pub_wait_range(p, s, 0, UINT64_MAX, deadline);
         if (st != WSYNC_OK) {
             fail_request(r, st, wsync_last_error());
             goto wait;

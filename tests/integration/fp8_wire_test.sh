@@ -13,7 +13,8 @@
 # two ranks share); a TP size that cuts a block refused naming it; a corrupted
 # FP8 byte caught naming the tensor; an FP8 node, a BF16 TP node and a
 # whole-image node pulling the same version side by side; a relayed FP8 node
-# bit exact; 4 trainer ranks whose thin shards share bands 4 ways.
+# bit exact; 4 trainer ranks whose thin shards share bands 4 ways; delta
+# versions on an FP8 node, and through an FP8 node's relay.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 RULES=$WSYNC_ROOT/configs/rules/deepseek-fp8.json
@@ -245,4 +246,60 @@ PYWIRE
     fi
 else
     fail fp8_wire_delta_versions_bit_exact "control endpoint did not come up"
+fi
+
+# --- 8. Relays serve FP8 deltas (docs/DELTA.md item 9): the same AdamW
+# versions to a chain of two FP8 TP=2 nodes, relay:1, staged: the child
+# pulls every version through its parent's relay, 2 and 3 as deltas of its
+# FP8 codes and scales (the relay reads both versions' puts out of its
+# ranks' images), every FP8 tensor and scale of every version bit for bit
+# against the reference quantizer, the child's bytes on the wire below half
+# of its FP8 puts.
+port=$(free_port)
+URL="http://127.0.0.1:$port"
+bg "$WSYNC" serve --listen "127.0.0.1:$port" 2>"$TMP/serve8.log"
+if wait_http "$URL/healthz"; then
+    P8=()
+    for id in fa fb; do for r in 0 1; do
+        WSYNC_LOG=info WSYNC_TRACE=1 "$WSYNC" engine --control "$URL" --engine $id --local-rank $r --local-world 2 \
+            --tp 2 --rules "$RULES" --plan relay:1 --mode staged --transport tcp --versions 3 --timeout-ms 60000 \
+            --dump "$TMP/d8" >"$TMP/r8-$id$r.log" 2>&1 &
+        WSYNC_PIDS+=($!); P8+=($!)
+    done; done
+    wait_registered "$URL" fa && wait_registered "$URL" fb
+    for r in 0 1; do
+        bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --layout fsdp \
+            --safetensors "$TMP/ds.safetensors,$TMP/ds2.safetensors,$TMP/ds3.safetensors" --versions 3 \
+            --wait-engines 2 --chunk 64K >"$TMP/t8$r.log" 2>&1
+    done
+    ok=1
+    for p in "${P8[@]}"; do wait "$p" || ok=0; done
+    for v in 1 2 3; do
+        src=$TMP/ds.safetensors; [ $v != 1 ] && src=$TMP/ds$v.safetensors
+        for r in 0 1; do
+            grep -q "version $v from the relay of engine fa " "$TMP/r8-fb$r.log" || { ok=0; echo "fb rank $r: version $v not relayed" >&2; }
+            mkdir -p "$TMP/d8v$v/rank$r" && ln -sf "$TMP/d8/fb/rank$r/v$v.safetensors" "$TMP/d8v$v/rank$r/v1.safetensors"
+        done
+        out=$($PY "$TOOL" check "$src" "$TMP/d8v$v" fp32 2>&1) || { ok=0; echo "version $v: $out" >&2; }
+    done
+    check fp8_wire_relayed_delta_versions_bit_exact [ $ok = 1 ]
+    if $PY - "$TMP"/r8-fb*.log <<'PYWIRE' && [ "$(grep -c "engine fa's relay: version [23] to engine fb rank [01]: [1-9][0-9]* puts as deltas" "$TMP/r8-fa0.log")" = 4 ]; then
+import re, sys
+for p in sys.argv[1:]:
+    got = {}
+    for m in re.finditer(r"version (\d+): (\d+) puts as deltas from version (\d+) .*on the wire (\d+) of (\d+) bytes",
+                         open(p).read()):
+        assert int(m[2]) > 0 and int(m[3]) == int(m[1]) - 1, m[0]
+        got[int(m[1])] = (int(m[4]), int(m[5]))
+    assert sorted(got) == [2, 3], (p, got)
+    for v, (w, o) in sorted(got.items()):
+        print("%s: version %d: %d of %d bytes on the wire (%.1f%%)" % (p.split("/")[-1], v, w, o, 100.0 * w / o))
+        assert w < o / 2, (p, v)
+PYWIRE
+        pass fp8_wire_relay_serves_fp8_deltas
+    else
+        fail fp8_wire_relay_serves_fp8_deltas "$(grep -h 'as deltas\|came full\|relay:' "$TMP"/r8-f*.log | head -4)"
+    fi
+else
+    fail fp8_wire_relayed_delta_versions_bit_exact "control endpoint did not come up"
 fi

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# relay_delta_tp_test.sh: relays serve deltas to nodes of targets (docs/DELTA.md,
+# item 9), across hosts in network namespaces: the control endpoint, two
+# trainer ranks (fsdp shards), and TP=2 engine nodes (two local ranks each,
+# tp_tool.py's rules) on hosts of their own, plan relay:1 (a chain), staged.
+# Versions made by real AdamW steps (tests/tools/adamw_versions.py, as
+# relay_delta_test and delta_pull_test).
+#   (a) trainer ranks -> n0 -> n1: n0 takes every version after the first as
+#       deltas from the trainer ranks, n1 as deltas from n0's relay (its
+#       other image slots keep the version before, verified on both ranks);
+#       every TP slice of every version on both nodes equal to tp_tool.py's
+#       (stdlib Python, not wsync); n1's log puts the bytes on the wire of
+#       each version below a quarter of its puts, and n0's relay logs its
+#       puts as deltas per version and rank;
+#   (b) n1's held version is corrupted once by the fault hook (put 40 of
+#       its node plan) before its first delta pull: the put fails the
+#       digest the relay's answer gives, its chunk is re-fetched in full
+#       from its trainer rank, and the version is ready with the right
+#       bytes; the node's status counts the re-fetch;
+#   (c) a late joiner (zzz, below n1 in the chain) holds no base: its first
+#       version comes in full puts from n1's relay, its slices right;
+#   (d) the relay stopped (SIGSTOP, its node's local rank 0) after the first
+#       version: each rank of its child gives it up after relay_stall_ms and
+#       gets the next version as deltas from the trainer ranks, slices right.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/netns.sh"
+
+NAME=relay_delta_tp
+PY=/usr/bin/python3
+TOOL="$WSYNC_ROOT/tests/integration/tp_tool.py"
+if ! $PY -c 'import torch, numpy' 2>/dev/null; then skip "$NAME" "no python3 with torch and numpy at $PY"; exit 0; fi
+if ! netns_begin "wdp$$"; then skip "$NAME" "$NETNS_WHY"; exit 0; fi
+NET="10.$(( ($$ >> 8) & 255 )).$(( ($$ & 255) ^ 85 ))"
+CNS=wpc$$; TNS=wpt$$; ENS=(wpe0-$$ wpe1-$$ wpe2-$$)
+CIP=$NET.1; TIP=$NET.2; EIP=("$NET.10" "$NET.11" "$NET.12")
+setup() {
+    netns_host "$CNS" "$CIP" && netns_host "$TNS" "$TIP" &&
+    for i in 0 1 2; do netns_host "${ENS[$i]}" "${EIP[$i]}" || return 1; done
+}
+if ! setup 2>"$TMP/setup.err"; then fail "$NAME"_setup "cannot build the namespaces: $(cat "$TMP/setup.err")"; exit 1; fi
+
+$PY "$WSYNC_ROOT/tests/tools/adamw_versions.py" "$TMP/v" --steps 5 --hidden 256 --intermediate 704 --layers 2 \
+    --heads 4 --kv-heads 2 --vocab 4096 --batch 2 --seq 32 >"$TMP/gen.log" 2>&1 ||
+    { fail "$NAME"_versions "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
+FILES=$(ls "$TMP"/v/v*.safetensors | tr '\n' ',' | sed 's/,$//') # version v is file v-1
+NV=6
+
+# tp_equal ID VERSIONS...: both ranks' dumps of node ID are tp_tool.py's slices of each version's file.
+tp_equal() {
+    local id=$1 v r
+    shift
+    for v in "$@"; do for r in 0 1; do
+        $PY "$TOOL" check "$TMP/v/v$(printf %04d $((v - 1))).safetensors" "$TMP/d/$id/rank$r/v$v.safetensors" 2 $r \
+            2>>"$TMP/cmp.err" || { echo "$id rank$r v$v differs or is missing" >&2; return 1; }
+    done; done
+}
+wait_until() { local t=$1 i; shift; for ((i = 0; i < t * 20; i++)); do "$@" && return 0; sleep 0.05; done; return 1; }
+# wait_all SECONDS PID...: 0 when every one exited 0 in time (the rest are killed).
+wait_all() {
+    local t=$1 ok=0 p end; shift
+    end=$((SECONDS + t))
+    for p in "$@"; do
+        while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.05; done
+        if kill -0 "$p" 2>/dev/null; then kill -9 "$p"; ok=1; fi
+        wait "$p" || ok=1
+    done
+    return $ok
+}
+# serve TAG: a control endpoint on its host (URL, SERVE).
+serve() {
+    local port
+    port=$(free_port)
+    URL="http://$CIP:$port"
+    bg ip netns exec "$CNS" "$WSYNC" serve --listen "$CIP:$port" 2>"$TMP/$1-serve.log"
+    SERVE=$!
+    ip netns exec "$CNS" bash -c "$(declare -f wait_http); wait_http $URL/healthz" ||
+        { fail "$NAME"_control_up "$(tail -3 "$TMP/$1-serve.log")"; return 1; }
+}
+registered() {
+    [ "$(ip netns exec "$CNS" curl -fsS "$URL/v1/status" | $PY -c 'import json,sys
+print(sum(1 for e in json.load(sys.stdin)["engines"] if (e.get("endpoint") or {}).get("relay")))')" = "$1" ]
+}
+# tpnode E ID VERSIONS [ENV...]: a TP=2 node (two local ranks) on host E; pids in TP_PIDS.
+tpnode() {
+    local e=$1 id=$2 nv=$3 r
+    shift 3
+    for r in 0 1; do
+        ip netns exec "${ENS[$e]}" env WSYNC_LOG=info WSYNC_TRACE=1 WSYNC_RELAY_STALL_MS=30000 "$@" "$WSYNC" engine \
+            --control "$URL" --engine "$id" --local-rank $r --local-world 2 --tp 2 --mode staged --plan relay:1 \
+            --versions "$nv" --transport tcp --bind "${EIP[$e]}" --timeout-ms 60000 --dump "$TMP/d" \
+            >"$TMP/$id-r$r.log" 2>&1 &
+        WSYNC_PIDS+=($!); TP_PIDS+=($!)
+    done
+}
+
+# trainers TAG VERSIONS INTERVAL_MS: two trainer ranks (fsdp shards), each next version once both nodes
+# hold the last (and INTERVAL_MS passed).
+trainers() {
+    local r
+    TRAINERS=()
+    for r in 0 1; do
+        bg ip netns exec "$TNS" "$WSYNC" trainer --control "$URL" --rank $r --world 2 --layout fsdp \
+            --safetensors "$FILES" --versions "$2" --wait-engines 2 --interval-ms "$3" --chunk 256K --listen "$TIP:0" \
+            --advertise "$TIP" >"$TMP/$1-t$r.log" 2>&1
+        TRAINERS+=($!)
+    done
+}
+undeploy() { local p; for p in "${TRAINERS[@]}" "$SERVE"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }
+
+serve chain || exit 1
+TP_PIDS=()
+tpnode 0 n0 $NV
+tpnode 1 n1 $NV WSYNC_TEST_CORRUPT_HELD=40
+wait_until 30 registered 2 || { fail "$NAME"_nodes_registered "not 2 relays registered"; exit 1; }
+trainers chain $NV 0
+# (c) the late joiner, once n1 holds version 3: it hangs below n1 (its id sorts last).
+wait_until 90 test -s "$TMP/d/n1/rank1/v3.safetensors"
+NODES=("${TP_PIDS[@]}")
+TP_PIDS=()
+tpnode 2 zzz 1
+if wait_all 180 "${NODES[@]}" "${TP_PIDS[@]}"; then pass tp_chain_every_node_holds_every_version
+else fail tp_chain_every_node_holds_every_version "$(tail -n 2 "$TMP"/n*-r*.log "$TMP"/zzz-r*.log | tr '\n' ' ')"; fi
+check tp_chain_every_slice_equal_at_every_version tp_equal n0 $(seq 1 $NV)
+check tp_chain_child_every_slice_equal_at_every_version tp_equal n1 $(seq 1 $NV)
+
+# (a) every version after the first as deltas on both nodes (n1's through n0's relay), below a quarter.
+if $PY - "$NV" "$TMP"/n1-r0.log "$TMP"/n1-r1.log -- "$TMP"/n0-r0.log "$TMP"/n0-r1.log <<'PY'; then
+import re, sys
+nv, args = int(sys.argv[1]), sys.argv[2:]
+child, parent = args[:args.index("--")], args[args.index("--") + 1:]
+for logs in (child, parent):
+    wire, owed = {}, {}
+    for p in logs:
+        got = set()
+        for m in re.finditer(r"version (\d+): (\d+) puts as deltas from version (\d+) .*on the wire (\d+) of (\d+) bytes",
+                             open(p).read()):
+            v, n, b = int(m[1]), int(m[2]), int(m[3])
+            assert n > 0 and b == v - 1, m[0]
+            got.add(v)
+            wire[v] = wire.get(v, 0) + int(m[4]); owed[v] = owed.get(v, 0) + int(m[5])
+        assert sorted(got) == list(range(2, nv + 1)), (p, sorted(got))
+    for v in sorted(wire):
+        print("%s: version %d: %d of %d bytes on the wire (%.1f%%)" % (logs[0].split("/")[-1][:2], v, wire[v], owed[v],
+                                                                        100.0 * wire[v] / owed[v]))
+        assert wire[v] < owed[v] / 4, v
+for p in child:  # n1 pulled every version through n0's relay
+    log = open(p).read()
+    for v in range(1, nv + 1):
+        assert re.search(r"version %d from the relay of engine n0 " % v, log), (p, v)
+PY
+    pass tp_chain_child_gets_deltas_from_the_relay
+else
+    fail tp_chain_child_gets_deltas_from_the_relay "$(grep -h 'puts as deltas\|delta base\|given up' "$TMP"/n1-r*.log | head -4)"
+fi
+relayed=$(cat "$TMP"/n0-r0.log | grep -c "engine n0's relay: version [2-6] to engine n1 rank [01]: [1-9][0-9]* puts as deltas from version [1-5]")
+if [ "$relayed" = $((2 * (NV - 1))) ]; then pass tp_chain_relay_logs_its_deltas
+else fail tp_chain_relay_logs_its_deltas "$relayed relay lines, want $((2 * (NV - 1))): $(grep -h "relay:" "$TMP"/n0-r0.log | head -3)"; fi
+
+# (b) n1's corrupted base: caught by the relay's digest of the put, re-fetched in full from its trainer rank.
+ip netns exec "$CNS" curl -fsS "$URL/v1/status" >"$TMP/status.json"
+if grep -qh "put 40 (trainer rank [01]) applied as a delta from version 1 failed verification against version 2.s digests (tensor '.*'): re-fetching it in full" \
+    "$TMP"/n1-r*.log && grep -qh 'version 2: .*; 1 re-fetched in full after a failed check' "$TMP"/n1-r*.log &&
+    $PY -c 'import json, sys
+e = {e["id"]: e.get("delta") or {} for e in json.load(open(sys.argv[1]))["engines"]}
+assert e["n1"]["refetched_total"] == 1 and e["n1"]["pieces"] > 0, e["n1"]' "$TMP/status.json"; then
+    pass tp_chain_corrupted_base_refetched_in_full
+else
+    fail tp_chain_corrupted_base_refetched_in_full "$(grep -h 'hook\|re-fetch\|version 2:' "$TMP"/n1-r*.log | head -4)"
+fi
+
+# (c) the late joiner: its first (only) version in full puts from n1's relay.
+zv=$(ls "$TMP/d/zzz/rank0/" 2>/dev/null | sed -n 's/^v\([0-9]*\)\.safetensors$/\1/p' | head -1)
+if [ -n "$zv" ] && tp_equal zzz "$zv" && grep -q "version $zv from the relay of engine n1 " "$TMP/zzz-r0.log" &&
+    ! grep -qh "puts as deltas" "$TMP"/zzz-r*.log; then
+    pass tp_chain_late_joiner_gets_full_puts_from_the_relay
+else
+    fail tp_chain_late_joiner_gets_full_puts_from_the_relay "version '$zv': $(grep -h 'relay\|deltas' "$TMP"/zzz-r0.log | head -3)"
+fi
+undeploy
+
+# (d) a stalled relay holding the base (its node's local rank 0 stopped after the first version): each rank of
+# the child gives it up after relay_stall_ms and gets the next version as deltas from the trainer ranks.
+serve stop || exit 1
+TP_PIDS=()
+tpnode 0 s0 2
+S0=("${TP_PIDS[@]}")
+TP_PIDS=()
+tpnode 1 s1 2 WSYNC_RELAY_STALL_MS=2000
+S1=("${TP_PIDS[@]}")
+wait_until 30 registered 2 || { fail "$NAME"_stop_nodes_registered "not 2 relays registered"; exit 1; }
+trainers stop 2 6000
+wait_until 60 test -s "$TMP/d/s0/rank1/v1.safetensors" && wait_until 60 test -s "$TMP/d/s1/rank1/v1.safetensors"
+kill -STOP "${S0[0]}"
+ok=0
+wait_all 90 "${S1[@]}" && tp_equal s1 1 2 || ok=1
+for r in 0 1; do
+    grep -q "relay of engine s0 at .* given up" "$TMP/s1-r$r.log" &&
+        grep -q "version 2: [1-9][0-9]* puts as deltas from version 1 " "$TMP/s1-r$r.log" || ok=1
+done
+if [ $ok = 0 ]; then pass tp_stop_child_falls_back_to_the_trainers_as_deltas
+else fail tp_stop_child_falls_back_to_the_trainers_as_deltas "$(grep -h 'given up\|version 2' "$TMP"/s1-r*.log | head -4)"; fi
+kill -CONT "${S0[0]}"
+if wait_all 60 "${S0[@]}" && tp_equal s0 1 2; then pass tp_stop_stopped_relay_resumes_and_is_ready
+else fail tp_stop_stopped_relay_resumes_and_is_ready "$(tail -n 2 "$TMP"/s0-r*.log | tr '\n' ' ')"; fi
+undeploy
+exit 0
