@@ -11,8 +11,11 @@
  * the copy's time over the call's, for calls that move about the same
  * bytes (the copy reads and writes the piece; the encoder reads both
  * versions and writes its wire, a few percent more). Each line gives every
- * encoder (WSYNC_DELTA_GPU=v1, v2, the one pass v3 and v4, the
- * default, with their 32 KiB chunks v3l, v4l) and both decoders (v1, v2), each wire applied and checked. */
+ * encoder (WSYNC_DELTA_GPU=v1, v2, the one pass v3 and the default v3l
+ * with 32 KiB chunks, and both built for more resident blocks, v3o and
+ * v3lo) and both decoders (v1, v2), each wire applied and checked;
+ * the apply is given the header parsed on the host, as a pull that has the
+ * wire there does (wsync_delta_gpu_apply_parsed). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +38,8 @@ typedef struct ctx {
     unsigned char *base, *next, *out, *dst, *scratch;
     size_t len, cap, out_len;
     unsigned w;
-    int what; /* 0 memcpy, 1 encode, 2 apply */
+    int what;               /* 0 memcpy, 1 encode, 2 apply */
+    wsync_delta_header_t h; /* the wire's, parsed on the host (as a pull has the wire there) */
 } ctx_t;
 
 static int step(ctx_t *c)
@@ -45,7 +49,7 @@ static int step(ctx_t *c)
     case 1:
         return wsync_delta_gpu_encode(c->base, c->next, c->len, c->w, c->out, c->cap, &c->out_len, NULL,
                                       c->scratch, NULL) != WSYNC_OK;
-    default: return wsync_delta_gpu_apply(c->dst, c->len, c->out, c->out_len, c->scratch, NULL) != WSYNC_OK;
+    default: return wsync_delta_gpu_apply_parsed(c->dst, c->len, c->out, &c->h, c->scratch, NULL) != WSYNC_OK;
     }
 }
 
@@ -122,7 +126,7 @@ int main(int argc, char **argv)
            prop.name, mib, c.w, REPS);
     for (unsigned k = 0; k < np; k++) {
         wsync_delta_stats_t st;
-        unsigned char *check = malloc(c.len);
+        unsigned char *check = malloc(c.len), hdr[WSYNC_DELTA_HEADER];
         cudaMemcpy(host, c.base, c.len, cudaMemcpyDeviceToHost);
         for (size_t e = 0; e < c.len / c.w; e++) {
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -130,12 +134,17 @@ int main(int argc, char **argv)
                 host[e * c.w] ^= 1;
         }
         cudaMemcpy(c.next, host, c.len, cudaMemcpyHostToDevice);
-        static const char *const kern[6] = {"v1", "v2", "v3", "v3l", "v4", "v4l"};
+        static const char *const kern[6] = {"v1", "v2", "v3", "v3l", "v3o", "v3lo"};
         double mc = measure(&c, 0), enc[6], app[2];
         for (int v = 0; v < 6; v++) { /* WSYNC_DELTA_GPU: each encoder; the decoders of v1 and v2 */
             setenv("WSYNC_DELTA_GPU", kern[v], 1);
             enc[v] = measure(&c, 1);
             wsync_delta_gpu_encode(c.base, c.next, c.len, c.w, c.out, c.cap, &c.out_len, &st, c.scratch, NULL);
+            cudaMemcpy(hdr, c.out, sizeof(hdr), cudaMemcpyDeviceToHost);
+            if (wsync_delta_parse_header(hdr, c.out_len, c.len, &c.h) != WSYNC_OK) {
+                fprintf(stderr, "gpu_delta_bench: encode %s: %s\n", kern[v], wsync_last_error());
+                return 1;
+            }
             cudaMemcpy(c.dst, c.base, c.len, cudaMemcpyDeviceToDevice);
             if (v < 2)
                 app[v] = measure(&c, 2);

@@ -8,6 +8,7 @@
 
 #include "common/base/le.h"
 #include "common/base/status.h"
+#include "common/delta/delta_form.h"
 #include "common/delta/delta_impl.h"
 
 /* --- scalar passes ------------------------------------------------------ */
@@ -86,24 +87,12 @@ unsigned wsync_delta_width_for(size_t len, unsigned elem)
     return width_ok(elem) && len % elem == 0 ? elem : 1;
 }
 
-static unsigned index_width(uint64_t n)
-{
-    return n > (uint64_t)UINT32_MAX + 1 ? 8 : 4;
-}
-
 void wsync_delta_stats_from(uint64_t elems, uint64_t changed, unsigned width, wsync_delta_stats_t *st)
 {
     st->elems = elems;
     st->changed = changed;
     st->width = width;
-    st->bytes[WSYNC_DELTA_FULL] = WSYNC_DELTA_HEADER + elems * width;
-    st->bytes[WSYNC_DELTA_BITMAP] = WSYNC_DELTA_HEADER + (elems + 7) / 8 + changed * width;
-    st->bytes[WSYNC_DELTA_PAIRS] = WSYNC_DELTA_HEADER + changed * (index_width(elems) + width);
-    st->chosen = WSYNC_DELTA_FULL;
-    if (st->bytes[WSYNC_DELTA_BITMAP] < st->bytes[st->chosen])
-        st->chosen = WSYNC_DELTA_BITMAP;
-    if (st->bytes[WSYNC_DELTA_PAIRS] < st->bytes[st->chosen])
-        st->chosen = WSYNC_DELTA_PAIRS;
+    st->chosen = (wsync_delta_form_t)wsync_delta_pick(elems, changed, width, st->bytes);
 }
 
 static wsync_status_t check_args(size_t len, unsigned width)
@@ -137,19 +126,6 @@ size_t wsync_delta_bound(size_t len, unsigned width)
 }
 
 /* --- encoder ------------------------------------------------------------ */
-
-static void put_header(unsigned char *p, wsync_delta_form_t form, unsigned width, unsigned iw, uint64_t len,
-                       uint64_t changed, uint64_t payload)
-{
-    wsync_put32(p, WSYNC_DELTA_MAGIC);
-    p[4] = (unsigned char)form;
-    p[5] = (unsigned char)width;
-    p[6] = (unsigned char)iw;
-    p[7] = 0;
-    wsync_put64(p + 8, len);
-    wsync_put64(p + 16, changed);
-    wsync_put64(p + 24, payload);
-}
 
 /* Rewrite the bitmap form at `pay` (bitmap, then c values) as pairs. Pairs
  * are chosen only when c*iw < the bitmap's size, so the indices are first
@@ -192,7 +168,7 @@ wsync_status_t wsync_delta_encode(const void *base, const void *next, size_t len
                            wsync_delta_bound(len, width), len);
     n = len / width;
     bm = (n + 7) / 8;
-    iw = index_width(n);
+    iw = wsync_delta_index_width(n);
     c = wsync_delta_ops()->pass(base, next, n, width, pay, pay + bm);
     if (st == NULL)
         st = &local;
@@ -216,7 +192,7 @@ wsync_status_t wsync_delta_encode(const void *base, const void *next, size_t len
         payload = c * (iw + width);
         break;
     }
-    put_header(o, st->chosen, width, iw, len, c, payload);
+    wsync_delta_header_bytes(o, st->chosen, width, iw, len, c, payload);
     *out_len = WSYNC_DELTA_HEADER + payload;
     return WSYNC_OK;
 }

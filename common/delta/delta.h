@@ -38,10 +38,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/delta/delta_form.h" /* WSYNC_DELTA_MAGIC, WSYNC_DELTA_HEADER */
 #include "common/wsync.h"
-
-#define WSYNC_DELTA_MAGIC 0x31445357u
-#define WSYNC_DELTA_HEADER 32u
 
 typedef enum wsync_delta_form {
     WSYNC_DELTA_FULL = 0,

@@ -225,11 +225,14 @@ __global__ void __launch_bounds__(THREADS)
 template <typename T>
 __global__ void __launch_bounds__(THREADS)
     scatter_bitmap_kernel(T *dst, uint64_t n, const unsigned char *bm, const unsigned long long *offsets,
-                          const unsigned long long *seg, const unsigned char *vals)
+                          const unsigned long long *seg, const unsigned char *vals,
+                          const unsigned long long *total, const unsigned *bad, uint64_t expect)
 {
     __shared__ uint32_t m[GROUPS_PER_BLOCK];
     __shared__ unsigned long long goff[GROUPS_PER_BLOCK];
     const uint64_t ngroups = (n + 31) / 32, gb = (uint64_t)blockIdx.x * GROUPS_PER_BLOCK;
+    if (total != NULL && (*total != expect || *bad != 0))
+        return; /* a wire its checks refused: dst stays the base */
     if (threadIdx.x < GROUPS_PER_BLOCK) {
         uint64_t g = gb + threadIdx.x;
         m[threadIdx.x] = g < ngroups ? bitmap_word(bm, (n + 7) / 8, g) : 0;
@@ -277,8 +280,10 @@ __global__ void check_pairs_kernel(const unsigned char *idx, unsigned iw, uint64
 
 template <typename T>
 __global__ void scatter_pairs_kernel(T *dst, const unsigned char *idx, unsigned iw, uint64_t c,
-                                     const unsigned char *vals)
+                                     const unsigned char *vals, const unsigned long long *first_bad)
 {
+    if (first_bad != NULL && *first_bad != ~0ull)
+        return; /* a wire its checks refused: dst stays the base */
     for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < c; k += (uint64_t)gridDim.x * blockDim.x)
         dst[index_at(idx, iw, k)] = load_elem<T>(vals + k * sizeof(T));
 }
@@ -346,12 +351,15 @@ extern "C" int wsync_delta_cuda_compact(const void *next, uint64_t n, unsigned w
 extern "C" int wsync_delta_cuda_scatter_bitmap(unsigned char *dst, uint64_t n, unsigned w,
                                                const unsigned char *bitmap, const unsigned long long *offsets,
                                                const unsigned long long *seg, const unsigned char *vals,
-                                               void *stream)
+                                               const unsigned long long *total, const unsigned *bad,
+                                               uint64_t expect, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (n == 0)
         return 0;
-#define L(T) scatter_bitmap_kernel<T><<<grid_of(n), THREADS, 0, s>>>((T *)dst, n, bitmap, offsets, seg, vals)
+#define L(T)                 \
+    scatter_bitmap_kernel<T> \
+        <<<grid_of(n), THREADS, 0, s>>>((T *)dst, n, bitmap, offsets, seg, vals, total, bad, expect)
     BY_WIDTH(w, L)
 #undef L
     return (int)cudaGetLastError();
@@ -373,12 +381,13 @@ extern "C" int wsync_delta_cuda_check_pairs(const unsigned char *idx, unsigned i
 }
 
 extern "C" int wsync_delta_cuda_scatter_pairs(unsigned char *dst, unsigned w, const unsigned char *idx,
-                                              unsigned iw, uint64_t c, const unsigned char *vals, void *stream)
+                                              unsigned iw, uint64_t c, const unsigned char *vals,
+                                              const unsigned long long *first_bad, void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
     if (c == 0)
         return 0;
-#define L(T) scatter_pairs_kernel<T><<<pairs_grid(c), THREADS, 0, s>>>((T *)dst, idx, iw, c, vals)
+#define L(T) scatter_pairs_kernel<T><<<pairs_grid(c), THREADS, 0, s>>>((T *)dst, idx, iw, c, vals, first_bad)
     BY_WIDTH(w, L)
 #undef L
     return (int)cudaGetLastError();

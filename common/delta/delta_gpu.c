@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/base/le.h"
+#include "common/base/checks.h"
 #include "common/base/status.h"
 
 #if WSYNC_HAVE_CUDA
@@ -26,16 +26,15 @@ typedef struct scratch {
  * a kernel launch, so a bench and a test set them in turn in one run):
  * unset or "v3l", the one pass over both versions (delta_cuda_pass.cu) in
  * chunks of 32 KiB, the fastest measured on the H200 (0.56x of a D2D copy
- * at 2% changed, bf16; bench/RESULTS.md); "v3" in chunks of 16 KiB; "v4"
- * and "v4l" the one pass with the next chunk's loads in flight while a
- * chunk looks back and writes (checked on the H200, not yet timed); "v2"
- * the compare, scans and gather of delta_cuda_fast.cu (0.38x); "v1" the
- * first kernels (element loads, the scan in one block). Apply runs v2's
- * kernels unless v1 is asked. The one pass needs both versions 16-byte
- * aligned, else v2 runs. */
+ * at 2% changed, bf16; bench/RESULTS.md); "v3" in chunks of 16 KiB; "v3o"
+ * and "v3lo" the same built for more resident blocks per SM (4 and 3);
+ * "v2" the compare, scans and gather of delta_cuda_fast.cu (0.38x); "v1"
+ * the first kernels (element loads, the scan in one block). Apply runs
+ * v2's kernels unless v1 is asked. The one pass needs both versions
+ * 16-byte aligned, else v2 runs. */
 typedef enum {
-    KERNELS_PIPE,
-    KERNELS_PIPE_LARGE,
+    KERNELS_PASS_OCC,
+    KERNELS_PASS_LARGE_OCC,
     KERNELS_PASS,
     KERNELS_PASS_LARGE,
     KERNELS_V2,
@@ -44,7 +43,7 @@ typedef enum {
 
 static kernels_t kernels(void)
 {
-    static const char *const names[] = {"v4", "v4l", "v3", "v3l", "v2", "v1"};
+    static const char *const names[] = {"v3o", "v3lo", "v3", "v3l", "v2", "v1"};
     const char *e = getenv("WSYNC_DELTA_GPU");
     for (int k = 0; e != NULL && k < (int)(sizeof(names) / sizeof(names[0])); k++)
         if (strcmp(e, names[k]) == 0)
@@ -54,7 +53,7 @@ static kernels_t kernels(void)
 
 static int one_pass(kernels_t k)
 {
-    return k == KERNELS_PIPE || k == KERNELS_PIPE_LARGE || k == KERNELS_PASS || k == KERNELS_PASS_LARGE;
+    return k == KERNELS_PASS_OCC || k == KERNELS_PASS_LARGE_OCC || k == KERNELS_PASS || k == KERNELS_PASS_LARGE;
 }
 
 static int use_v1(void)
@@ -117,39 +116,26 @@ static wsync_status_t check_ptrs(const void *a, const void *b, size_t len, unsig
  * land where the bitmap form puts them (pay + bm), the indices where the
  * pairs form does (pay), as many as fit below pay + bm, which is all of
  * them whenever pairs is the smallest form (c * iw < bm); the bitmap words
- * go to the scratch. *c gets the count. */
-static wsync_status_t pass_count(const void *base, const void *next, uint64_t n, unsigned width, kernels_t k,
-                                 unsigned char *pay, uint64_t bm, unsigned iw, void *scratch,
-                                 unsigned long long *c, cudaStream_t s)
+ * go to the scratch. Then, still on the device, the form is picked from the
+ * count, the wire finished in it and its header written
+ * (wsync_delta_cuda_pass_finish); the host waits once, reading the count
+ * back out of the header (a copy to pageable memory returns when done). */
+static wsync_status_t pass_encode(const void *base, const void *next, uint64_t n, unsigned width, kernels_t k,
+                                  unsigned char *o, unsigned iw, void *scratch, unsigned long long *c,
+                                  cudaStream_t s)
 {
     unsigned long long *state = (unsigned long long *)((char *)scratch + words_bytes(n));
-    unsigned chunk = WSYNC_DELTA_CUDA_CHUNK << (k == KERNELS_PIPE_LARGE || k == KERNELS_PASS_LARGE);
-    int pipe = k == KERNELS_PIPE || k == KERNELS_PIPE_LARGE;
-    uint64_t nstate = 2 + wsync_delta_cuda_chunks(n * width, chunk);
+    unsigned chunk = WSYNC_DELTA_CUDA_CHUNK << (k == KERNELS_PASS_LARGE_OCC || k == KERNELS_PASS_LARGE);
+    int occupy = k == KERNELS_PASS_OCC || k == KERNELS_PASS_LARGE_OCC;
+    uint64_t nstate = 2 + wsync_delta_cuda_chunks(n * width, chunk), bm = (n + 7) / 8;
+    unsigned char *pay = o + WSYNC_DELTA_HEADER;
     CU(cudaMemsetAsync(state, 0, nstate * sizeof(*state), s), "clear");
-    CU(wsync_delta_cuda_encode_pass(base, next, n, width, chunk, pipe, scratch, state, pay, iw, bm / iw, pay + bm, s),
+    CU(wsync_delta_cuda_encode_pass(base, next, n, width, chunk, occupy, scratch, state, pay, iw, bm / iw,
+                                    pay + bm, s),
        "compare");
-    CU(cudaMemcpyAsync(c, state + 1, sizeof(*c), cudaMemcpyDeviceToHost, s), "count read-back");
-    CU(cudaStreamSynchronize(s), "compare");
-    return WSYNC_OK;
-}
-
-/* The one pass's wire in its chosen form: the bitmap copied in front of
- * the values, or the values moved down behind the indices (through the
- * scratch where the two overlap: c * w < len/32 + 8 for pairs, and the
- * scratch holds at least len/8 bytes, wsync_delta_gpu_scratch). */
-static wsync_status_t pass_finish(const wsync_delta_stats_t *st, unsigned char *pay, uint64_t bm, unsigned iw,
-                                  void *scratch, cudaStream_t s)
-{
-    uint64_t moved = st->changed * st->width, to = st->changed * iw;
-    if (st->chosen == WSYNC_DELTA_BITMAP)
-        CU(cudaMemcpyAsync(pay, scratch, bm, cudaMemcpyDeviceToDevice, s), "bitmap");
-    else if (st->chosen == WSYNC_DELTA_PAIRS && moved > 0 && to + moved <= bm)
-        CU(cudaMemcpyAsync(pay + to, pay + bm, moved, cudaMemcpyDeviceToDevice, s), "values");
-    else if (st->chosen == WSYNC_DELTA_PAIRS && moved > 0) {
-        CU(cudaMemcpyAsync(scratch, pay + bm, moved, cudaMemcpyDeviceToDevice, s), "values");
-        CU(cudaMemcpyAsync(pay + to, scratch, moved, cudaMemcpyDeviceToDevice, s), "values");
-    }
+    CU(wsync_delta_cuda_pass_finish(state, n, width, o, next, scratch, scratch, s), "finish");
+    CU(cudaMemcpyAsync(c, o + 16, sizeof(*c), cudaMemcpyDeviceToHost, s), "count read-back");
+    CU(cudaStreamSynchronize(s), "encode");
     return WSYNC_OK;
 }
 
@@ -195,9 +181,7 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
     kernels_t k = kernels();
     uint64_t n, bm, payload;
     unsigned iw;
-    wsync_status_t rc = check_ptrs(base, next, len, width);
-    if (rc != WSYNC_OK)
-        return rc;
+    WSYNC_CHECK(check_ptrs(base, next, len, width));
     if (cap < wsync_delta_bound(len, width))
         return wsync_error(WSYNC_ERR_INVALID, "delta on the GPU: output of %zu bytes is under the bound %zu", cap,
                            wsync_delta_bound(len, width));
@@ -205,42 +189,36 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
         return wsync_error(WSYNC_ERR_INVALID, "delta on the GPU: the output at %p is not 8-byte aligned", out);
     n = len / width;
     bm = (n + 7) / 8;
-    iw = n > (uint64_t)UINT32_MAX + 1 ? 8 : 4;
+    iw = wsync_delta_index_width(n);
     if (one_pass(k) && ((uintptr_t)base % 16 != 0 || (uintptr_t)next % 16 != 0))
         k = KERNELS_V2;
-    if (n > 0 && one_pass(k))
-        rc = pass_count(base, next, n, width, k, pay, bm, iw, scratch, &c, s);
-    else if (n > 0)
-        rc = multi_count(base, next, n, width, carve(scratch, n), &c, s);
-    if (rc != WSYNC_OK)
-        return rc;
     if (st == NULL)
         st = &local;
+    if (n > 0 && one_pass(k)) {
+        WSYNC_CHECK(pass_encode(base, next, n, width, k, o, iw, scratch, &c, s));
+        wsync_delta_stats_from(n, c, width, st);
+        *out_len = st->bytes[st->chosen];
+        return WSYNC_OK;
+    }
+    if (n > 0)
+        WSYNC_CHECK(multi_count(base, next, n, width, carve(scratch, n), &c, s));
     wsync_delta_stats_from(n, c, width, st);
     if (st->chosen == WSYNC_DELTA_FULL)
         CU(cudaMemcpyAsync(pay, next, len, cudaMemcpyDeviceToDevice, s), "full copy");
-    else if (n > 0 && one_pass(k))
-        rc = pass_finish(st, pay, bm, iw, scratch, s);
     else if (n > 0)
-        rc = multi_finish(st, next, pay, bm, iw, carve(scratch, n), s);
-    if (rc != WSYNC_OK)
-        return rc;
+        WSYNC_CHECK(multi_finish(st, next, pay, bm, iw, carve(scratch, n), s));
     payload = st->bytes[st->chosen] - WSYNC_DELTA_HEADER;
-    iw = st->chosen == WSYNC_DELTA_PAIRS ? iw : 0;
-    wsync_put32(hdr, WSYNC_DELTA_MAGIC);
-    hdr[4] = (unsigned char)st->chosen;
-    hdr[5] = (unsigned char)width;
-    hdr[6] = (unsigned char)iw;
-    hdr[7] = 0;
-    wsync_put64(hdr + 8, len);
-    wsync_put64(hdr + 16, c);
-    wsync_put64(hdr + 24, payload);
+    wsync_delta_header_bytes(hdr, st->chosen, width, st->chosen == WSYNC_DELTA_PAIRS ? iw : 0, len, c, payload);
     CU(wsync_delta_cuda_put_header(o, hdr, s), "header");
     CU(cudaStreamSynchronize(s), "gather");
     *out_len = WSYNC_DELTA_HEADER + payload;
     return WSYNC_OK;
 }
 
+/* The bitmap form: its counts and their scan, checked against the header
+ * on the device, which gates the scatter (a refused wire writes nothing);
+ * the host waits once, for the checks' figures (a copy to pageable memory
+ * returns when done), to say what was wrong. */
 static wsync_status_t apply_bitmap(unsigned char *dst, const wsync_delta_header_t *h, const unsigned char *pay,
                                    scratch_t sc, cudaStream_t s)
 {
@@ -255,18 +233,21 @@ static wsync_status_t apply_bitmap(unsigned char *dst, const wsync_delta_header_
         CU(wsync_delta_cuda_scan(sc.counts, wsync_delta_cuda_blocks(n), sc.total, s), "scan");
     else
         CU(wsync_delta_cuda_scan_fast(sc.counts, wsync_delta_cuda_blocks(n), sc.seg, sc.total, s), "scan");
+    CU(wsync_delta_cuda_scatter_bitmap(dst, n, h->width, pay, sc.counts, sc.seg, pay + bm, sc.total,
+                                       (const unsigned *)sc.flag, h->changed, s),
+       "scatter");
     CU(cudaMemcpyAsync(back, sc.total, sizeof(back), cudaMemcpyDeviceToHost, s), "count read-back");
-    CU(cudaStreamSynchronize(s), "bitmap check");
     if (back[1] != 0)
         return wsync_error(WSYNC_ERR_FORMAT, "delta: bitmap has bits set past the piece's %llu elements",
                            (unsigned long long)n);
     if (back[0] != h->changed)
         return wsync_error(WSYNC_ERR_FORMAT, "delta: bitmap marks %llu changed elements, the header's count is %llu",
                            back[0], (unsigned long long)h->changed);
-    CU(wsync_delta_cuda_scatter_bitmap(dst, n, h->width, pay, sc.counts, sc.seg, pay + bm, s), "scatter");
     return WSYNC_OK;
 }
 
+/* The pairs form: the indices checked on the device, which gates the
+ * scatter; the host waits once, for the first bad index. */
 static wsync_status_t apply_pairs(unsigned char *dst, const wsync_delta_header_t *h, const unsigned char *pay,
                                   scratch_t sc, cudaStream_t s)
 {
@@ -274,17 +255,34 @@ static wsync_status_t apply_pairs(unsigned char *dst, const wsync_delta_header_t
     unsigned long long bad = 0;
     CU(cudaMemsetAsync(sc.flag, 0xff, sizeof(*sc.flag), s), "clear");
     CU(wsync_delta_cuda_check_pairs(pay, h->index_width, h->changed, n, sc.flag, s), "index check");
+    CU(wsync_delta_cuda_scatter_pairs(dst, h->width, pay, h->index_width, h->changed,
+                                      pay + h->changed * h->index_width, sc.flag, s),
+       "scatter");
     CU(cudaMemcpyAsync(&bad, sc.flag, sizeof(bad), cudaMemcpyDeviceToHost, s), "check read-back");
-    CU(cudaStreamSynchronize(s), "index check");
     if (bad != ~0ull)
         return wsync_error(WSYNC_ERR_FORMAT,
                            "delta: pair %llu has an index past the piece's %llu elements or not above the "
-                           "previous "
-                           "one: indices must strictly increase below the element count",
+                           "previous one: indices must strictly increase below the element count",
                            bad, (unsigned long long)n);
-    CU(wsync_delta_cuda_scatter_pairs(dst, h->width, pay, h->index_width, h->changed,
-                                      pay + h->changed * h->index_width, s),
-       "scatter");
+    return WSYNC_OK;
+}
+
+wsync_status_t wsync_delta_gpu_apply_parsed(void *dst, size_t len, const void *wire, const wsync_delta_header_t *h,
+                                            void *scratch, void *stream)
+{
+    cudaStream_t s = (cudaStream_t)stream;
+    const unsigned char *pay = (const unsigned char *)wire + WSYNC_DELTA_HEADER;
+    if (h->piece_bytes != len)
+        return wsync_error(WSYNC_ERR_INVALID, "delta on the GPU: a header for %llu bytes applied to %zu",
+                           (unsigned long long)h->piece_bytes, len);
+    WSYNC_CHECK(check_ptrs(dst, dst, len, h->width));
+    if (h->form == WSYNC_DELTA_FULL)
+        CU(cudaMemcpyAsync(dst, pay, len, cudaMemcpyDeviceToDevice, s), "full copy");
+    else if (h->form == WSYNC_DELTA_BITMAP)
+        WSYNC_CHECK(apply_bitmap(dst, h, pay, carve(scratch, len / h->width), s));
+    else
+        WSYNC_CHECK(apply_pairs(dst, h, pay, carve(scratch, len / h->width), s));
+    CU(cudaStreamSynchronize(s), "apply");
     return WSYNC_OK;
 }
 
@@ -292,30 +290,15 @@ wsync_status_t wsync_delta_gpu_apply(void *dst, size_t len, const void *wire, si
                                      void *stream)
 {
     cudaStream_t s = (cudaStream_t)stream;
-    const unsigned char *pay = (const unsigned char *)wire + WSYNC_DELTA_HEADER;
     unsigned char hdr[WSYNC_DELTA_HEADER];
     wsync_delta_header_t h;
-    wsync_status_t rc;
     memset(hdr, 0, sizeof(hdr));
     if (wire_len > 0)
         CU(cudaMemcpyAsync(hdr, wire, wire_len < sizeof(hdr) ? wire_len : sizeof(hdr), cudaMemcpyDeviceToHost, s),
            "header read-back");
     CU(cudaStreamSynchronize(s), "header read-back");
-    rc = wsync_delta_parse_header(hdr, wire_len, len, &h);
-    if (rc == WSYNC_OK)
-        rc = check_ptrs(dst, dst, len, h.width);
-    if (rc != WSYNC_OK)
-        return rc;
-    if (h.form == WSYNC_DELTA_FULL)
-        CU(cudaMemcpyAsync(dst, pay, len, cudaMemcpyDeviceToDevice, s), "full copy");
-    else if (h.form == WSYNC_DELTA_BITMAP)
-        rc = apply_bitmap(dst, &h, pay, carve(scratch, len / h.width), s);
-    else
-        rc = apply_pairs(dst, &h, pay, carve(scratch, len / h.width), s);
-    if (rc != WSYNC_OK)
-        return rc;
-    CU(cudaStreamSynchronize(s), "apply");
-    return WSYNC_OK;
+    WSYNC_CHECK(wsync_delta_parse_header(hdr, wire_len, len, &h));
+    return wsync_delta_gpu_apply_parsed(dst, len, wire, &h, scratch, stream);
 }
 
 #else
@@ -334,6 +317,12 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
 
 wsync_status_t wsync_delta_gpu_apply(void *dst, size_t len, const void *wire, size_t wire_len, void *scratch,
                                      void *stream)
+{
+    return wsync_error(WSYNC_ERR_UNSUPPORTED, "delta on the GPU: this build has no CUDA (rebuild with CUDA=1)");
+}
+
+wsync_status_t wsync_delta_gpu_apply_parsed(void *dst, size_t len, const void *wire, const wsync_delta_header_t *h,
+                                            void *scratch, void *stream)
 {
     return wsync_error(WSYNC_ERR_UNSUPPORTED, "delta on the GPU: this build has no CUDA (rebuild with CUDA=1)");
 }

@@ -16,8 +16,10 @@
 size_t wsync_delta_gpu_scratch(size_t len, unsigned width);
 
 /* wsync_delta_encode on the GPU: base and next (len bytes) to out (cap >=
- * wsync_delta_bound). Two passes over the elements (compare, then gather
- * the changed ones, reading only theirs), a scan between them. */
+ * wsync_delta_bound, device memory, 8-byte aligned), the same wire. By
+ * default one pass over both versions, then the form picked, the wire
+ * finished and its header written on the device: the host waits once, for
+ * the count (delta_cuda_pass.cu; WSYNC_DELTA_GPU picks older kernels). */
 wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t len, unsigned width, void *out,
                                       size_t cap, size_t *out_len, wsync_delta_stats_t *st, void *scratch,
                                       void *stream);
@@ -25,8 +27,13 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
 /* wsync_delta_apply on the GPU: the wire (device memory) applied to dst,
  * which holds the base. Transactional like the host's: the header, the
  * bitmap's popcount and bits past n, and the pairs' indices are checked
- * before any byte of dst is written, and a refusal names what was wrong. */
+ * before any byte of dst is written (on the device: the checks gate the
+ * scatter), and a refusal names what was wrong. */
 wsync_status_t wsync_delta_gpu_apply(void *dst, size_t len, const void *wire, size_t wire_len, void *scratch,
                                      void *stream);
+/* The same with the header already parsed (wsync_delta_parse_header, on
+ * the host's copy of the wire: no read-back), the wire in device memory. */
+wsync_status_t wsync_delta_gpu_apply_parsed(void *dst, size_t len, const void *wire, const wsync_delta_header_t *h,
+                                            void *scratch, void *stream);
 
 #endif

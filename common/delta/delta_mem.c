@@ -87,13 +87,15 @@ wsync_status_t wsync_delta_mem_apply(const wsync_mem_ops_t *mem, wsync_delta_dev
                                      const void *wire, size_t wire_len)
 {
     size_t scratch = up8(wsync_delta_gpu_scratch(len, 1));
+    wsync_delta_header_t h;
     wsync_status_t st;
     if (mem->kind == WSYNC_MEM_HOST)
         return wsync_delta_apply(dst, len, wire, wire_len);
+    WSYNC_CHECK(wsync_delta_parse_header(wire, wire_len, len, &h)); /* here, not read back from the GPU */
     WSYNC_CHECK(dev_take(mem, dev, scratch + up8(wire_len)));
     st = mem->copy((char *)(*dev)->buf + scratch, wire, wire_len);
     if (st == WSYNC_OK)
-        st = wsync_delta_gpu_apply(dst, len, (char *)(*dev)->buf + scratch, wire_len, (*dev)->buf, stream_of());
+        st = wsync_delta_gpu_apply_parsed(dst, len, (char *)(*dev)->buf + scratch, &h, (*dev)->buf, stream_of());
     pthread_mutex_unlock(&(*dev)->lock);
     return st;
 }
