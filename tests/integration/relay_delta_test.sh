@@ -38,6 +38,7 @@ if ! netns_begin "wdh$$"; then skip "$NAME" "$NETNS_WHY"; exit 0; fi
 NET="10.$(( ($$ >> 8) & 255 )).$(( ($$ & 255) ^ 170 ))"
 CNS=wdc$$; TNS=wdt$$; ENS=(wde0-$$ wde1-$$ wde2-$$)
 CIP=$NET.1; TIP=$NET.2; EIP=("$NET.10" "$NET.11" "$NET.12")
+source "$(dirname "$0")/netns_lib.sh"
 setup() {
     netns_host "$CNS" "$CIP" && netns_host "$TNS" "$TIP" &&
     for i in 0 1 2; do netns_host "${ENS[$i]}" "${EIP[$i]}" || return 1; done
@@ -55,59 +56,16 @@ raw = open(sys.argv[1], "rb").read(); print(len(raw) - 8 - struct.unpack("<Q", r
 PY
 )
 
-# compare.py FILE DUMP...: every tensor of each DUMP equals FILE's (torch.equal).
-cat >"$TMP/compare.py" <<'PY'
-import json, struct, sys
-import torch
-def load(p):
-    b = open(p, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    return {k: torch.frombuffer(bytearray(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]) or
-                                bytearray(2), dtype=torch.int16)
-            for k, v in h.items() if k != "__metadata__"}
-want = load(sys.argv[1])
-for d in sys.argv[2:]:
-    got = load(d)
-    assert got.keys() == want.keys(), (d, sorted(set(got) ^ set(want))[:3])
-    bad = [k for k in want if not torch.equal(got[k], want[k])]
-    assert not bad, (d, bad[:3])
-PY
 # dumps_equal DIR ID VERSIONS...: each version's dump of node ID.
 dumps_equal() {
     local dir=$1 id=$2 v
     shift 2
     for v in "$@"; do
-        $PY "$TMP/compare.py" "$TMP/v/v$(printf %04d $((v - 1))).safetensors" "$dir/$id/rank0/v$v.safetensors" ||
-            return 1
+        $PY "$WSYNC_ROOT/tests/tools/dump_equal.py" "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
+            "$dir/$id/rank0/v$v.safetensors" || return 1
     done
 }
 bytes() { ip -n "$1" -s -j link show dev eth0 | $PY -c "import json,sys; print(json.load(sys.stdin)[0]['stats64']['$2']['bytes'])"; }
-wait_until() { local t=$1 i; shift; for ((i = 0; i < t * 20; i++)); do "$@" && return 0; sleep 0.05; done; return 1; }
-# wait_all SECONDS PID...: 0 when every one exited 0 in time (the rest are killed).
-wait_all() {
-    local t=$1 ok=0 p end; shift
-    end=$((SECONDS + t))
-    for p in "$@"; do
-        while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.05; done
-        if kill -0 "$p" 2>/dev/null; then kill -9 "$p"; ok=1; fi
-        wait "$p" || ok=1
-    done
-    return $ok
-}
-serve() {
-    local port
-    port=$(free_port)
-    URL="http://$CIP:$port"
-    bg ip netns exec "$CNS" "$WSYNC" serve --listen "$CIP:$port" 2>"$TMP/$1-serve.log"
-    SERVE=$!
-    ip netns exec "$CNS" bash -c "$(declare -f wait_http); wait_http $URL/healthz" ||
-        { fail "$1"_control_up "$(tail -3 "$TMP/$1-serve.log")"; return 1; }
-}
-registered() {
-    [ "$(ip netns exec "$CNS" curl -fsS "$URL/v1/status" | $PY -c 'import json,sys
-print(sum(1 for e in json.load(sys.stdin)["engines"] if (e.get("endpoint") or {}).get("relay")))')" = "$1" ]
-}
 # trainers TAG VERSIONS ENGINES: two trainer ranks, each next version once ENGINES nodes hold the last
 # (and TINTERVAL ms passed).
 trainers() {

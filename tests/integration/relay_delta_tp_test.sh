@@ -33,6 +33,7 @@ if ! netns_begin "wdp$$"; then skip "$NAME" "$NETNS_WHY"; exit 0; fi
 NET="10.$(( ($$ >> 8) & 255 )).$(( ($$ & 255) ^ 85 ))"
 CNS=wpc$$; TNS=wpt$$; ENS=(wpe0-$$ wpe1-$$ wpe2-$$)
 CIP=$NET.1; TIP=$NET.2; EIP=("$NET.10" "$NET.11" "$NET.12")
+source "$(dirname "$0")/netns_lib.sh"
 setup() {
     netns_host "$CNS" "$CIP" && netns_host "$TNS" "$TIP" &&
     for i in 0 1 2; do netns_host "${ENS[$i]}" "${EIP[$i]}" || return 1; done
@@ -53,32 +54,6 @@ tp_equal() {
         $PY "$TOOL" check "$TMP/v/v$(printf %04d $((v - 1))).safetensors" "$TMP/d/$id/rank$r/v$v.safetensors" 2 $r \
             2>>"$TMP/cmp.err" || { echo "$id rank$r v$v differs or is missing" >&2; return 1; }
     done; done
-}
-wait_until() { local t=$1 i; shift; for ((i = 0; i < t * 20; i++)); do "$@" && return 0; sleep 0.05; done; return 1; }
-# wait_all SECONDS PID...: 0 when every one exited 0 in time (the rest are killed).
-wait_all() {
-    local t=$1 ok=0 p end; shift
-    end=$((SECONDS + t))
-    for p in "$@"; do
-        while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.05; done
-        if kill -0 "$p" 2>/dev/null; then kill -9 "$p"; ok=1; fi
-        wait "$p" || ok=1
-    done
-    return $ok
-}
-# serve TAG: a control endpoint on its host (URL, SERVE).
-serve() {
-    local port
-    port=$(free_port)
-    URL="http://$CIP:$port"
-    bg ip netns exec "$CNS" "$WSYNC" serve --listen "$CIP:$port" 2>"$TMP/$1-serve.log"
-    SERVE=$!
-    ip netns exec "$CNS" bash -c "$(declare -f wait_http); wait_http $URL/healthz" ||
-        { fail "$NAME"_control_up "$(tail -3 "$TMP/$1-serve.log")"; return 1; }
-}
-registered() {
-    [ "$(ip netns exec "$CNS" curl -fsS "$URL/v1/status" | $PY -c 'import json,sys
-print(sum(1 for e in json.load(sys.stdin)["engines"] if (e.get("endpoint") or {}).get("relay")))')" = "$1" ]
 }
 # tpnode E ID VERSIONS [ENV...]: a TP=2 node (two local ranks) on host E; pids in TP_PIDS.
 tpnode() {

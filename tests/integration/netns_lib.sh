@@ -1,0 +1,32 @@
+# netns_lib.sh: helpers of the tests whose control endpoint runs in a network
+# namespace (relay_delta_test, relay_delta_tp_test), sourced after lib.sh and
+# after CNS (the endpoint's namespace), CIP (its address) and PY are set.
+
+# wait_until SECONDS CMD...: 0 once CMD succeeds (polled every 50 ms), else 1.
+wait_until() { local t=$1 i; shift; for ((i = 0; i < t * 20; i++)); do "$@" && return 0; sleep 0.05; done; return 1; }
+# wait_all SECONDS PID...: 0 when every one exited 0 in time (the rest are killed).
+wait_all() {
+    local t=$1 ok=0 p end; shift
+    end=$((SECONDS + t))
+    for p in "$@"; do
+        while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.05; done
+        if kill -0 "$p" 2>/dev/null; then kill -9 "$p"; ok=1; fi
+        wait "$p" || ok=1
+    done
+    return $ok
+}
+# serve TAG: a control endpoint in CNS (URL, SERVE); TAG_control_up fails if it does not come up.
+serve() {
+    local port
+    port=$(free_port)
+    URL="http://$CIP:$port"
+    bg ip netns exec "$CNS" "$WSYNC" serve --listen "$CIP:$port" 2>"$TMP/$1-serve.log"
+    SERVE=$!
+    ip netns exec "$CNS" bash -c "$(declare -f wait_http); wait_http $URL/healthz" ||
+        { fail "$1"_control_up "$(tail -3 "$TMP/$1-serve.log")"; return 1; }
+}
+# registered N: exactly N engine nodes registered a relay.
+registered() {
+    [ "$(ip netns exec "$CNS" curl -fsS "$URL/v1/status" | $PY -c 'import json,sys
+print(sum(1 for e in json.load(sys.stdin)["engines"] if (e.get("endpoint") or {}).get("relay")))')" = "$1" ]
+}
