@@ -11,9 +11,9 @@
  * the copy's time over the call's, for calls that move about the same
  * bytes (the copy reads and writes the piece; the encoder reads both
  * versions and writes its wire, a few percent more). Each line gives every
- * encoder (WSYNC_DELTA_GPU=v1, v2, the one pass v3 and the default v3l
- * with 32 KiB chunks, and both built for more resident blocks, v3o and
- * v3lo) and both decoders (v1, v2), each wire applied and checked;
+ * encoder (WSYNC_DELTA_GPU=v1, v2, the one pass v3 and v4, the
+ * default, with their 32 KiB chunks v3l, v4l) and both decoders (v1, v2),
+ * each wire applied and checked;
  * the apply is given the header parsed on the host, as a pull that has the
  * wire there does (wsync_delta_gpu_apply_parsed). */
 #include <stdio.h>
@@ -134,7 +134,7 @@ int main(int argc, char **argv)
                 host[e * c.w] ^= 1;
         }
         cudaMemcpy(c.next, host, c.len, cudaMemcpyHostToDevice);
-        static const char *const kern[6] = {"v1", "v2", "v3", "v3l", "v3o", "v3lo"};
+        static const char *const kern[6] = {"v1", "v2", "v3", "v3l", "v4", "v4l"};
         double mc = measure(&c, 0), enc[6], app[2];
         for (int v = 0; v < 6; v++) { /* WSYNC_DELTA_GPU: each encoder; the decoders of v1 and v2 */
             setenv("WSYNC_DELTA_GPU", kern[v], 1);

@@ -69,24 +69,14 @@ static inline uint64_t wsync_delta_cuda_chunks(uint64_t len, unsigned chunk)
 }
 
 /* The encoder in one pass over both versions (16-byte aligned; chunk
- * WSYNC_DELTA_CUDA_CHUNK or twice it; occupy: the kernel built for more
- * resident blocks per SM, 4 or 3, its registers capped to fit them): words
- * as wsync_delta_cuda_mask's;
+ * WSYNC_DELTA_CUDA_CHUNK or twice it; pipe: the next chunk's loads in
+ * flight while a chunk is written): words as wsync_delta_cuda_mask's;
  * the k-th changed element's value at vals + k*w and, for k < idx_fit, its
  * index (iw bytes) at idx + k*iw; state[1] the changed count. state holds
  * 2 + wsync_delta_cuda_chunks(n*w, chunk) words, zero at launch. */
 int wsync_delta_cuda_encode_pass(const void *base, const void *next, uint64_t n, unsigned w, unsigned chunk,
-                                 int occupy, uint32_t *words, unsigned long long *state, unsigned char *idx,
+                                 int pipe, uint32_t *words, unsigned long long *state, unsigned char *idx,
                                  unsigned iw, uint64_t idx_fit, unsigned char *vals, void *stream);
-/* After wsync_delta_cuda_encode_pass (values at wire + 32 + bm, indices at
- * wire + 32, bitmap words at `words`, bm = ceil(n/8)), on the stream: the
- * form picked from state[1] by delta_form.h's rule, its header written
- * and the wire finished in that form (the piece `next` copied for full;
- * `tmp`, which may be the scratch of words and state, at least
- * w * (ceil(n/8)/4 + 1) bytes, for the values' move when pairs overlap).
- * The host then only needs the count, to size the wire. */
-int wsync_delta_cuda_pass_finish(const unsigned long long *state, uint64_t n, unsigned w, void *wire,
-                                 const void *next, const void *words, void *tmp, void *stream);
 /* A wire's 32-byte header into device memory at dst (as a launch's
  * argument: no staging of pageable host memory). */
 int wsync_delta_cuda_put_header(void *dst, const unsigned char *hdr, void *stream);

@@ -17,7 +17,6 @@
 
 #include "common/delta/delta_cuda.cuh"
 #include "common/delta/delta_cuda.h"
-#include "common/delta/delta_form.h"
 
 #define ST_AGG (1ull << 62)    /* a chunk's status: its own count is known */
 #define ST_PREFIX (2ull << 62) /* ... and the count of every element before it */
@@ -178,8 +177,8 @@ __device__ __forceinline__ void put_changed(uint4 b, uint32_t m, unsigned long l
  * NT*U*16 bytes. words[g] = the changed mask of elements [32g, 32g+32);
  * state[0] the ticket, state[1] the total count, state[2..] the chunks'
  * statuses (all zero at launch). */
-template <typename T, unsigned U, unsigned NT, unsigned MINB>
-__global__ void __launch_bounds__(NT, MINB)
+template <typename T, unsigned U, unsigned NT>
+__global__ void __launch_bounds__(NT)
     encode_pass_kernel(const unsigned char *base, const unsigned char *next, uint64_t n, uint32_t *words,
                        unsigned long long *state, unsigned char *idx, unsigned iw, uint64_t idx_fit,
                        unsigned char *vals)
@@ -240,6 +239,87 @@ __global__ void __launch_bounds__(NT, MINB)
     }
 }
 
+/* The same pass with the next chunk's loads in flight while this chunk
+ * looks back and writes (WSYNC_DELTA_GPU=v4): after the compare, the
+ * block keeps this chunk's bytes of next in shared memory (stash), takes
+ * its next ticket and issues that chunk's loads into the registers the
+ * compare has freed, then looks back and writes the changed values from
+ * the stash. A block so always has loads outstanding but for the compare. */
+template <typename T, unsigned U, unsigned NT>
+__global__ void __launch_bounds__(NT)
+    encode_pipe_kernel(const unsigned char *base, const unsigned char *next, uint64_t n, uint32_t *words,
+                       unsigned long long *state, unsigned char *idx, unsigned iw, uint64_t idx_fit,
+                       unsigned char *vals)
+{
+    constexpr unsigned W = sizeof(T), E = 16 / W, TPW = 32 / E, WARPS = NT / 32, S = U * WARPS;
+    static_assert(S % 32 == 0, "whole lanes in the block scan");
+    __shared__ uint4 stash[U * NT];
+    __shared__ unsigned long long sums[S];
+    __shared__ unsigned long long first, ticket;
+    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    const uint64_t len = n * W, ngroups = (n + 31) / 32, nchunks = (len + NT * U * 16 - 1) / (NT * U * 16);
+    uint4 a[U], b[U];
+    if (threadIdx.x == 0)
+        first = atomicAdd(&state[0], 1ull);
+    __syncthreads();
+    unsigned long long ch = first;
+#pragma unroll
+    for (unsigned u = 0; u < U && ch < nchunks; u++) {
+        const uint64_t at = (ch * NT * U + u * NT + threadIdx.x) * 16;
+        a[u] = load_vec(base, at, len);
+        b[u] = load_vec(next, at, len);
+    }
+    while (ch < nchunks) {
+        const uint64_t v0 = ch * NT * U;
+        uint32_t m[U];
+        unsigned incl[U];
+        unsigned long long tk = 0; /* the next ticket, asked before the compare, read after it */
+        if (threadIdx.x == 0)
+            tk = atomicAdd(&state[0], 1ull);
+#pragma unroll
+        for (unsigned u = 0; u < U; u++) {
+            const uint64_t v = v0 + u * NT + threadIdx.x, g = v / TPW;
+            m[u] = diff_bits<W>(a[u], b[u]);
+            stash[u * NT + threadIdx.x] = b[u];
+            uint32_t word = m[u] << ((v % TPW) * E);
+#pragma unroll
+            for (unsigned off = 1; off < TPW; off *= 2)
+                word |= __shfl_xor_sync(0xffffffffu, word, off);
+            if (v % TPW == 0 && g < ngroups)
+                words[g] = word;
+            incl[u] = __popc(m[u]);
+#pragma unroll
+            for (unsigned off = 1; off < 32; off *= 2) {
+                unsigned up = __shfl_up_sync(0xffffffffu, incl[u], off);
+                if (lane >= off)
+                    incl[u] += up;
+            }
+            if (lane == 31)
+                sums[u * WARPS + warp] = incl[u];
+        }
+        if (threadIdx.x == 0)
+            ticket = tk;
+        __syncthreads();
+        const unsigned long long nch = ticket;
+#pragma unroll
+        for (unsigned u = 0; u < U && nch < nchunks; u++) { /* the next chunk's loads, in flight from here */
+            const uint64_t at = (nch * NT * U + u * NT + threadIdx.x) * 16;
+            a[u] = load_vec(base, at, len);
+            b[u] = load_vec(next, at, len);
+        }
+        if (warp == 0)
+            block_offsets<S>(sums, state + 2, ch, state + 1, nchunks);
+        __syncthreads();
+#pragma unroll
+        for (unsigned u = 0; u < U; u++)
+            if (m[u] != 0)
+                put_changed<T>(stash[u * NT + threadIdx.x], m[u], sums[u * WARPS + warp] + incl[u] - __popc(m[u]),
+                               (v0 + u * NT + threadIdx.x) * E, vals, idx, iw, idx_fit);
+        __syncthreads(); /* stash, sums[] and ticket are read before the next chunk writes them */
+        ch = nch;
+    }
+}
+
 /* Resident blocks of kernel k on this device, at most `units` (a grid of
  * them takes the chunks by ticket). Asked once per kernel: *cache. */
 static unsigned resident_grid(const void *k, unsigned nt, unsigned *cache, uint64_t units)
@@ -255,22 +335,26 @@ static unsigned resident_grid(const void *k, unsigned nt, unsigned *cache, uint6
     return units < *cache ? (unsigned)units : *cache;
 }
 
-/* MINB: the resident blocks per SM the compiler must allow (registers
- * capped to fit them), 1 to leave it free. */
-template <typename T, unsigned U, unsigned NT, unsigned MINB>
-static int launch_pass(const void *base, const void *next, uint64_t n, uint32_t *words, unsigned long long *state,
-                       unsigned char *idx, unsigned iw, uint64_t idx_fit, unsigned char *vals, cudaStream_t s)
+template <typename T, unsigned U, unsigned NT>
+static int launch_pass(int pipe, const void *base, const void *next, uint64_t n, uint32_t *words,
+                       unsigned long long *state, unsigned char *idx, unsigned iw, uint64_t idx_fit,
+                       unsigned char *vals, cudaStream_t s)
 {
-    static unsigned res;
+    static unsigned res[2];
     const uint64_t chunks = (n * sizeof(T) + NT * U * 16 - 1) / (NT * U * 16);
     const unsigned char *b = (const unsigned char *)base, *x = (const unsigned char *)next;
-    unsigned grid = resident_grid((const void *)encode_pass_kernel<T, U, NT, MINB>, NT, &res, chunks);
-    encode_pass_kernel<T, U, NT, MINB><<<grid, NT, 0, s>>>(b, x, n, words, state, idx, iw, idx_fit, vals);
+    if (pipe) {
+        unsigned grid = resident_grid((const void *)encode_pipe_kernel<T, U, NT>, NT, &res[1], chunks);
+        encode_pipe_kernel<T, U, NT><<<grid, NT, 0, s>>>(b, x, n, words, state, idx, iw, idx_fit, vals);
+    } else {
+        unsigned grid = resident_grid((const void *)encode_pass_kernel<T, U, NT>, NT, &res[0], chunks);
+        encode_pass_kernel<T, U, NT><<<grid, NT, 0, s>>>(b, x, n, words, state, idx, iw, idx_fit, vals);
+    }
     return (int)cudaGetLastError();
 }
 
 extern "C" int wsync_delta_cuda_encode_pass(const void *base, const void *next, uint64_t n, unsigned w,
-                                            unsigned chunk, int occupy, uint32_t *words, unsigned long long *state,
+                                            unsigned chunk, int pipe, uint32_t *words, unsigned long long *state,
                                             unsigned char *idx, unsigned iw, uint64_t idx_fit, unsigned char *vals,
                                             void *stream)
 {
@@ -280,12 +364,10 @@ extern "C" int wsync_delta_cuda_encode_pass(const void *base, const void *next, 
     if ((uintptr_t)base % 16 != 0 || (uintptr_t)next % 16 != 0 ||
         (chunk != WSYNC_DELTA_CUDA_CHUNK && chunk != 2 * WSYNC_DELTA_CUDA_CHUNK))
         return (int)cudaErrorInvalidValue;
-#define L(T)                                                                                                  \
-    return chunk == WSYNC_DELTA_CUDA_CHUNK                                                                    \
-               ? (occupy ? launch_pass<T, 4, 256, 4>(base, next, n, words, state, idx, iw, idx_fit, vals, s)  \
-                         : launch_pass<T, 4, 256, 1>(base, next, n, words, state, idx, iw, idx_fit, vals, s)) \
-               : (occupy ? launch_pass<T, 8, 256, 3>(base, next, n, words, state, idx, iw, idx_fit, vals, s)  \
-                         : launch_pass<T, 8, 256, 1>(base, next, n, words, state, idx, iw, idx_fit, vals, s))
+#define L(T)                                                                                          \
+    return chunk == WSYNC_DELTA_CUDA_CHUNK                                                            \
+               ? launch_pass<T, 4, 256>(pipe, base, next, n, words, state, idx, iw, idx_fit, vals, s) \
+               : launch_pass<T, 8, 256>(pipe, base, next, n, words, state, idx, iw, idx_fit, vals, s)
     switch (w) {
     case 1: L(uint8_t);
     case 2: L(uint16_t);
@@ -294,72 +376,6 @@ extern "C" int wsync_delta_cuda_encode_pass(const void *base, const void *next, 
     default: return (int)cudaErrorInvalidValue;
     }
 #undef L
-}
-
-/* n bytes from src to dst by the whole grid: 16 bytes a thread where
- * both are 16-byte aligned, 4 where both are 4-byte aligned, else bytes
- * (the values' move: behind the indices, from behind the bitmap, starts
- * anywhere); the tail byte by byte. */
-__device__ __forceinline__ void grid_copy(unsigned char *dst, const unsigned char *src, uint64_t n)
-{
-    const uint64_t step = (uint64_t)gridDim.x * blockDim.x, first = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const uintptr_t both = (uintptr_t)dst | (uintptr_t)src;
-    const unsigned unit = both % 16 == 0 ? 16 : both % 4 == 0 ? 4 : 1;
-    uint64_t k;
-    if (unit == 16)
-        for (k = first; k < n / 16; k += step)
-            ((uint4 *)dst)[k] = ((const uint4 *)src)[k];
-    else if (unit == 4)
-        for (k = first; k < n / 4; k += step)
-            ((uint32_t *)dst)[k] = ((const uint32_t *)src)[k];
-    for (k = (unit == 1 ? 0 : n / unit * unit) + first; k < n; k += step) /* bytes: all, else the tail */
-        dst[k] = src[k];
-}
-
-/* After the pass, on the device: the form picked from the count in
- * state[1] by the host's rule (delta_form.h), the wire's header written
- * (phase 0, one thread), then its payload finished in that form (phase 1:
- * full, the piece copied; bitmap, the bitmap moved in front of the values;
- * pairs, the values moved down behind the indices, through tmp where the
- * two overlap; phase 2: out of tmp). Phases 1 and 2 read the count back
- * out of the header, so tmp may take the scratch the state was in. The
- * host then waits once, for the count. */
-__global__ void pass_finish_kernel(const unsigned long long *state, uint64_t n, unsigned w, unsigned char *wire,
-                                   const unsigned char *next, const unsigned char *words, unsigned char *tmp,
-                                   int phase)
-{
-    const uint64_t c = phase == 0 ? state[1] : *(const unsigned long long *)(wire + 16), bm = (n + 7) / 8;
-    const unsigned iw = wsync_delta_index_width(n);
-    uint64_t bytes[3];
-    const unsigned form = wsync_delta_pick(n, c, w, bytes);
-    unsigned char *pay = wire + WSYNC_DELTA_HEADER;
-    const uint64_t moved = c * w, to = c * iw;
-    if (phase == 0)
-        wsync_delta_header_bytes(wire, form, w, form == 2 ? iw : 0, n * w, c, bytes[form] - WSYNC_DELTA_HEADER);
-    else if (phase == 2 && form == 2 && moved > 0 && to + moved > bm)
-        grid_copy(pay + to, tmp, moved);
-    else if (phase == 2)
-        return;
-    else if (form == 0)
-        grid_copy(pay, next, n * w);
-    else if (form == 1)
-        grid_copy(pay, words, bm);
-    else if (moved > 0)
-        grid_copy(to + moved <= bm ? pay + to : tmp, pay + bm, moved);
-}
-
-extern "C" int wsync_delta_cuda_pass_finish(const unsigned long long *state, uint64_t n, unsigned w, void *wire,
-                                            const void *next, const void *words, void *tmp, void *stream)
-{
-    cudaStream_t s = (cudaStream_t)stream;
-    const uint64_t most = n * w, blocks = (most + 256 * 16 - 1) / (256 * 16); /* the full form copies the most */
-    const unsigned grid = blocks < 1 ? 1 : blocks > 16384 ? 16384 : (unsigned)blocks;
-    for (int phase = 0; phase < 3; phase++)
-        pass_finish_kernel<<<phase == 0 ? 1 : grid, phase == 0 ? 1 : 256, 0, s>>>(state, n, w, (unsigned char *)wire,
-                                                                                  (const unsigned char *)next,
-                                                                                  (const unsigned char *)words,
-                                                                                  (unsigned char *)tmp, phase);
-    return (int)cudaGetLastError();
 }
 
 /* 32 bytes (a wire's header) into device memory, passed as the kernel's

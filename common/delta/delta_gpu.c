@@ -26,15 +26,16 @@ typedef struct scratch {
  * a kernel launch, so a bench and a test set them in turn in one run):
  * unset or "v3l", the one pass over both versions (delta_cuda_pass.cu) in
  * chunks of 32 KiB, the fastest measured on the H200 (0.56x of a D2D copy
- * at 2% changed, bf16; bench/RESULTS.md); "v3" in chunks of 16 KiB; "v3o"
- * and "v3lo" the same built for more resident blocks per SM (4 and 3);
- * "v2" the compare, scans and gather of delta_cuda_fast.cu (0.38x); "v1"
- * the first kernels (element loads, the scan in one block). Apply runs
- * v2's kernels unless v1 is asked. The one pass needs both versions
- * 16-byte aligned, else v2 runs. */
+ * at 2% changed, bf16; bench/RESULTS.md); "v3" in chunks of 16 KiB; "v4"
+ * and "v4l" the one pass with the next chunk's loads in flight while a
+ * chunk looks back and writes (checked on the H200, not yet timed); "v2"
+ * the compare, scans and gather of delta_cuda_fast.cu (0.38x); "v1" the
+ * first kernels (element loads, the scan in one block). Apply runs v2's
+ * kernels unless v1 is asked. The one pass needs both versions 16-byte
+ * aligned, else v2 runs. */
 typedef enum {
-    KERNELS_PASS_OCC,
-    KERNELS_PASS_LARGE_OCC,
+    KERNELS_PIPE,
+    KERNELS_PIPE_LARGE,
     KERNELS_PASS,
     KERNELS_PASS_LARGE,
     KERNELS_V2,
@@ -43,7 +44,7 @@ typedef enum {
 
 static kernels_t kernels(void)
 {
-    static const char *const names[] = {"v3o", "v3lo", "v3", "v3l", "v2", "v1"};
+    static const char *const names[] = {"v4", "v4l", "v3", "v3l", "v2", "v1"};
     const char *e = getenv("WSYNC_DELTA_GPU");
     for (int k = 0; e != NULL && k < (int)(sizeof(names) / sizeof(names[0])); k++)
         if (strcmp(e, names[k]) == 0)
@@ -53,7 +54,7 @@ static kernels_t kernels(void)
 
 static int one_pass(kernels_t k)
 {
-    return k == KERNELS_PASS_OCC || k == KERNELS_PASS_LARGE_OCC || k == KERNELS_PASS || k == KERNELS_PASS_LARGE;
+    return k == KERNELS_PIPE || k == KERNELS_PIPE_LARGE || k == KERNELS_PASS || k == KERNELS_PASS_LARGE;
 }
 
 static int use_v1(void)
@@ -116,26 +117,39 @@ static wsync_status_t check_ptrs(const void *a, const void *b, size_t len, unsig
  * land where the bitmap form puts them (pay + bm), the indices where the
  * pairs form does (pay), as many as fit below pay + bm, which is all of
  * them whenever pairs is the smallest form (c * iw < bm); the bitmap words
- * go to the scratch. Then, still on the device, the form is picked from the
- * count, the wire finished in it and its header written
- * (wsync_delta_cuda_pass_finish); the host waits once, reading the count
- * back out of the header (a copy to pageable memory returns when done). */
-static wsync_status_t pass_encode(const void *base, const void *next, uint64_t n, unsigned width, kernels_t k,
-                                  unsigned char *o, unsigned iw, void *scratch, unsigned long long *c,
-                                  cudaStream_t s)
+ * go to the scratch. *c gets the count. */
+static wsync_status_t pass_count(const void *base, const void *next, uint64_t n, unsigned width, kernels_t k,
+                                 unsigned char *pay, uint64_t bm, unsigned iw, void *scratch,
+                                 unsigned long long *c, cudaStream_t s)
 {
     unsigned long long *state = (unsigned long long *)((char *)scratch + words_bytes(n));
-    unsigned chunk = WSYNC_DELTA_CUDA_CHUNK << (k == KERNELS_PASS_LARGE_OCC || k == KERNELS_PASS_LARGE);
-    int occupy = k == KERNELS_PASS_OCC || k == KERNELS_PASS_LARGE_OCC;
-    uint64_t nstate = 2 + wsync_delta_cuda_chunks(n * width, chunk), bm = (n + 7) / 8;
-    unsigned char *pay = o + WSYNC_DELTA_HEADER;
+    unsigned chunk = WSYNC_DELTA_CUDA_CHUNK << (k == KERNELS_PIPE_LARGE || k == KERNELS_PASS_LARGE);
+    int pipe = k == KERNELS_PIPE || k == KERNELS_PIPE_LARGE;
+    uint64_t nstate = 2 + wsync_delta_cuda_chunks(n * width, chunk);
     CU(cudaMemsetAsync(state, 0, nstate * sizeof(*state), s), "clear");
-    CU(wsync_delta_cuda_encode_pass(base, next, n, width, chunk, occupy, scratch, state, pay, iw, bm / iw,
-                                    pay + bm, s),
+    CU(wsync_delta_cuda_encode_pass(base, next, n, width, chunk, pipe, scratch, state, pay, iw, bm / iw, pay + bm, s),
        "compare");
-    CU(wsync_delta_cuda_pass_finish(state, n, width, o, next, scratch, scratch, s), "finish");
-    CU(cudaMemcpyAsync(c, o + 16, sizeof(*c), cudaMemcpyDeviceToHost, s), "count read-back");
-    CU(cudaStreamSynchronize(s), "encode");
+    CU(cudaMemcpyAsync(c, state + 1, sizeof(*c), cudaMemcpyDeviceToHost, s), "count read-back");
+    CU(cudaStreamSynchronize(s), "compare");
+    return WSYNC_OK;
+}
+
+/* The one pass's wire in its chosen form: the bitmap copied in front of
+ * the values, or the values moved down behind the indices (through the
+ * scratch where the two overlap: c * w < len/32 + 8 for pairs, and the
+ * scratch holds at least len/8 bytes, wsync_delta_gpu_scratch). */
+static wsync_status_t pass_finish(const wsync_delta_stats_t *st, unsigned char *pay, uint64_t bm, unsigned iw,
+                                  void *scratch, cudaStream_t s)
+{
+    uint64_t moved = st->changed * st->width, to = st->changed * iw;
+    if (st->chosen == WSYNC_DELTA_BITMAP)
+        CU(cudaMemcpyAsync(pay, scratch, bm, cudaMemcpyDeviceToDevice, s), "bitmap");
+    else if (st->chosen == WSYNC_DELTA_PAIRS && moved > 0 && to + moved <= bm)
+        CU(cudaMemcpyAsync(pay + to, pay + bm, moved, cudaMemcpyDeviceToDevice, s), "values");
+    else if (st->chosen == WSYNC_DELTA_PAIRS && moved > 0) {
+        CU(cudaMemcpyAsync(scratch, pay + bm, moved, cudaMemcpyDeviceToDevice, s), "values");
+        CU(cudaMemcpyAsync(pay + to, scratch, moved, cudaMemcpyDeviceToDevice, s), "values");
+    }
     return WSYNC_OK;
 }
 
@@ -181,7 +195,9 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
     kernels_t k = kernels();
     uint64_t n, bm, payload;
     unsigned iw;
-    WSYNC_CHECK(check_ptrs(base, next, len, width));
+    wsync_status_t rc = check_ptrs(base, next, len, width);
+    if (rc != WSYNC_OK)
+        return rc;
     if (cap < wsync_delta_bound(len, width))
         return wsync_error(WSYNC_ERR_INVALID, "delta on the GPU: output of %zu bytes is under the bound %zu", cap,
                            wsync_delta_bound(len, width));
@@ -192,21 +208,23 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
     iw = wsync_delta_index_width(n);
     if (one_pass(k) && ((uintptr_t)base % 16 != 0 || (uintptr_t)next % 16 != 0))
         k = KERNELS_V2;
+    if (n > 0 && one_pass(k))
+        rc = pass_count(base, next, n, width, k, pay, bm, iw, scratch, &c, s);
+    else if (n > 0)
+        rc = multi_count(base, next, n, width, carve(scratch, n), &c, s);
+    if (rc != WSYNC_OK)
+        return rc;
     if (st == NULL)
         st = &local;
-    if (n > 0 && one_pass(k)) {
-        WSYNC_CHECK(pass_encode(base, next, n, width, k, o, iw, scratch, &c, s));
-        wsync_delta_stats_from(n, c, width, st);
-        *out_len = st->bytes[st->chosen];
-        return WSYNC_OK;
-    }
-    if (n > 0)
-        WSYNC_CHECK(multi_count(base, next, n, width, carve(scratch, n), &c, s));
     wsync_delta_stats_from(n, c, width, st);
     if (st->chosen == WSYNC_DELTA_FULL)
         CU(cudaMemcpyAsync(pay, next, len, cudaMemcpyDeviceToDevice, s), "full copy");
+    else if (n > 0 && one_pass(k))
+        rc = pass_finish(st, pay, bm, iw, scratch, s);
     else if (n > 0)
-        WSYNC_CHECK(multi_finish(st, next, pay, bm, iw, carve(scratch, n), s));
+        rc = multi_finish(st, next, pay, bm, iw, carve(scratch, n), s);
+    if (rc != WSYNC_OK)
+        return rc;
     payload = st->bytes[st->chosen] - WSYNC_DELTA_HEADER;
     wsync_delta_header_bytes(hdr, st->chosen, width, st->chosen == WSYNC_DELTA_PAIRS ? iw : 0, len, c, payload);
     CU(wsync_delta_cuda_put_header(o, hdr, s), "header");

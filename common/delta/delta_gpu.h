@@ -17,9 +17,9 @@ size_t wsync_delta_gpu_scratch(size_t len, unsigned width);
 
 /* wsync_delta_encode on the GPU: base and next (len bytes) to out (cap >=
  * wsync_delta_bound, device memory, 8-byte aligned), the same wire. By
- * default one pass over both versions, then the form picked, the wire
- * finished and its header written on the device: the host waits once, for
- * the count (delta_cuda_pass.cu; WSYNC_DELTA_GPU picks older kernels). */
+ * default one pass over both versions (delta_cuda_pass.cu); the host reads
+ * the count back, picks the form with delta_form.h's rule and finishes the
+ * wire (WSYNC_DELTA_GPU picks other kernels). */
 wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t len, unsigned width, void *out,
                                       size_t cap, size_t *out_len, wsync_delta_stats_t *st, void *scratch,
                                       void *stream);

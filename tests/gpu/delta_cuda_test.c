@@ -102,7 +102,7 @@ static void test_same_wire_as_host(void)
     /* Every encoder (WSYNC_DELTA_GPU): the one pass with and without the
      * next chunk's loads overlapped, in chunks of 16 and 32 KiB, then v2's
      * and v1's kernels (their decoders with them). */
-    static const char *const kernels[] = {"v3o", "v3lo", "v3", "v3l", "v2", "v1"};
+    static const char *const kernels[] = {"v4", "v4l", "v3", "v3l", "v2", "v1"};
     for (int k = 0; k < 6; k++) {
         setenv("WSYNC_DELTA_GPU", kernels[k], 1);
         for (size_t a = 0; a < sizeof(counts) / sizeof(counts[0]); a++)
