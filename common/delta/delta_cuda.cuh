@@ -1,10 +1,13 @@
-/* delta_cuda.cuh: element loads and stores at any byte offset, shared by
- * the delta kernels (delta_cuda.cu, delta_cuda_pass.cu): the wire puts
- * values at an odd offset where a bitmap of n/8 bytes does not end on the
- * width, so an unaligned element goes byte by byte. */
+/* delta_cuda.cuh: what the delta kernels share (delta_cuda.cu,
+ * delta_cuda_pass.cu, delta_cuda_stream.cu): element loads and stores at
+ * any byte offset (the wire puts values at an odd offset where a bitmap of
+ * n/8 bytes does not end on the width, so an unaligned element goes byte
+ * by byte), the 16-byte compare of two versions, and the grid of resident
+ * blocks. */
 #ifndef WSYNC_COMMON_DELTA_CUDA_CUH
 #define WSYNC_COMMON_DELTA_CUDA_CUH
 
+#include <cuda_runtime.h>
 #include <stdint.h>
 
 template <typename T> __device__ __forceinline__ T load_elem(const unsigned char *p)
@@ -25,6 +28,71 @@ template <typename T> __device__ __forceinline__ void store_elem(unsigned char *
     }
     for (unsigned k = 0; k < sizeof(T); k++)
         p[k] = (unsigned char)(v >> (8 * k));
+}
+
+/* The 16 bytes at byte `at` of p (len bytes in all): one streaming vector
+ * load when whole, else the bytes before len and zeros (equal in both
+ * versions, so never a change). */
+__device__ __forceinline__ uint4 load_vec(const unsigned char *p, uint64_t at, uint64_t len)
+{
+    if (at + 16 <= len)
+        return __ldcs((const uint4 *)(p + at));
+    uint32_t r[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (unsigned k = 0; k < 16; k++)
+        if (at + k < len)
+            r[k / 4] |= (uint32_t)p[at + k] << (8 * (k % 4));
+    return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
+/* Bit j set when element j (of 16/W) differs between a and b. */
+template <unsigned W> __device__ __forceinline__ uint32_t diff_bits(uint4 a, uint4 b)
+{
+    const uint32_t x[4] = {a.x ^ b.x, a.y ^ b.y, a.z ^ b.z, a.w ^ b.w};
+    if constexpr (W == 8) {
+        return (uint32_t)((x[0] | x[1]) != 0) | (uint32_t)((x[2] | x[3]) != 0) << 1;
+    } else {
+        constexpr unsigned PER = 4 / W; /* elements per 32-bit word */
+        constexpr uint32_t MASK = W == 4 ? 0xffffffffu : (1u << (8 * W % 32)) - 1;
+        uint32_t m = 0;
+#pragma unroll
+        for (unsigned q = 0; q < 4; q++)
+#pragma unroll
+            for (unsigned j = 0; j < PER; j++)
+                m |= (uint32_t)(((x[q] >> (8 * W * j)) & MASK) != 0) << (q * PER + j);
+        return m;
+    }
+}
+
+/* Element j (a run-time index below 16/W) of v, without indexing an array
+ * (which would go through local memory). */
+template <unsigned W> __device__ __forceinline__ unsigned long long elem(uint4 v, unsigned j)
+{
+    if constexpr (W == 8) {
+        return j == 0 ? (v.x | (unsigned long long)v.y << 32) : (v.z | (unsigned long long)v.w << 32);
+    } else {
+        constexpr unsigned PER = 4 / W;
+        constexpr uint32_t MASK = W == 4 ? 0xffffffffu : (1u << (8 * W % 32)) - 1;
+        const unsigned q = j / PER, sh = (j % PER) * 8 * W;
+        const uint32_t word = q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
+        return (word >> (sh % 32)) & MASK;
+    }
+}
+
+/* Resident blocks of kernel k (nt threads) on this device, at most
+ * `units`: a grid of them takes the work by ticket or grid stride. Asked
+ * once per kernel: *cache. */
+static inline unsigned resident_grid(const void *k, unsigned nt, unsigned *cache, uint64_t units)
+{
+    if (*cache == 0) {
+        int dev = 0, sms = 0, per = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, (int)nt, 0) != cudaSuccess || per < 1)
+            sms = 132, per = 2;
+        *cache = (unsigned)(sms * per);
+    }
+    return units < *cache ? (unsigned)units : *cache;
 }
 
 #endif

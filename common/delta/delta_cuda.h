@@ -69,14 +69,46 @@ static inline uint64_t wsync_delta_cuda_chunks(uint64_t len, unsigned chunk)
 }
 
 /* The encoder in one pass over both versions (16-byte aligned; chunk
- * WSYNC_DELTA_CUDA_CHUNK or twice it; pipe: the next chunk's loads in
- * flight while a chunk is written): words as wsync_delta_cuda_mask's;
+ * WSYNC_DELTA_CUDA_CHUNK or twice it): words as wsync_delta_cuda_mask's;
  * the k-th changed element's value at vals + k*w and, for k < idx_fit, its
  * index (iw bytes) at idx + k*iw; state[1] the changed count. state holds
  * 2 + wsync_delta_cuda_chunks(n*w, chunk) words, zero at launch. */
 int wsync_delta_cuda_encode_pass(const void *base, const void *next, uint64_t n, unsigned w, unsigned chunk,
-                                 int pipe, uint32_t *words, unsigned long long *state, unsigned char *idx,
-                                 unsigned iw, uint64_t idx_fit, unsigned char *vals, void *stream);
+                                 uint32_t *words, unsigned long long *state, unsigned char *idx, unsigned iw,
+                                 uint64_t idx_fit, unsigned char *vals, void *stream);
+/* The encoder as two streaming kernels (delta_cuda_stream.cu): bytes of
+ * each version one warp compares at a time, and the bytes of changed
+ * values each such chunk holds for the write (1/16 of its elements). */
+#define WSYNC_DELTA_CUDA_WCHUNK 2048u
+#define WSYNC_DELTA_CUDA_HELD_VALS (WSYNC_DELTA_CUDA_WCHUNK / 16)
+
+static inline uint64_t wsync_delta_cuda_wchunks(uint64_t len)
+{
+    return (len + WSYNC_DELTA_CUDA_WCHUNK - 1) / WSYNC_DELTA_CUDA_WCHUNK;
+}
+
+/* Bytes of `held` for a piece of len bytes at width 1 (the most elements
+ * a chunk, so enough at every width): each chunk's values and their
+ * 16-bit indices in the chunk. */
+static inline uint64_t wsync_delta_cuda_held_bytes(uint64_t len)
+{
+    return wsync_delta_cuda_wchunks(len) * (WSYNC_DELTA_CUDA_HELD_VALS + 2 * WSYNC_DELTA_CUDA_HELD_VALS);
+}
+
+/* Compare both versions (16-byte aligned, as `held`): words as
+ * wsync_delta_cuda_mask's, counts[ch] = the changed elements of chunk ch
+ * (wsync_delta_cuda_wchunks(n*w) of them), and each chunk's first changed
+ * values and indices into held. Then wsync_delta_cuda_scan_fast over the
+ * counts, and the write: */
+int wsync_delta_cuda_stream_count(const void *base, const void *next, uint64_t n, unsigned w, uint32_t *words,
+                                  unsigned long long *counts, unsigned char *held, void *stream);
+/* The k-th changed element's value at vals + k*w and, with idx != NULL and
+ * k < idx_fit, its index (iw bytes) at idx + k*iw: from held, or from next
+ * through the words for a chunk that changed more than held holds. */
+int wsync_delta_cuda_stream_write(const void *next, uint64_t n, unsigned w, const uint32_t *words,
+                                  const unsigned long long *offsets, const unsigned long long *seg,
+                                  const unsigned long long *total, const unsigned char *held, unsigned char *vals,
+                                  unsigned char *idx, unsigned iw, uint64_t idx_fit, void *stream);
 /* A wire's 32-byte header into device memory at dst (as a launch's
  * argument: no staging of pageable host memory). */
 int wsync_delta_cuda_put_header(void *dst, const unsigned char *hdr, void *stream);
@@ -95,6 +127,13 @@ int wsync_delta_cuda_scatter_bitmap(unsigned char *dst, uint64_t n, unsigned w, 
                                     const unsigned long long *offsets, const unsigned long long *seg,
                                     const unsigned char *vals, const unsigned long long *total,
                                     const unsigned *bad, uint64_t expect, void *stream);
+/* The same by whole 32-byte units of dst (read, merge, write; units with
+ * no change untouched): v5's. Needs seg and a 16-byte aligned dst, else it
+ * runs wsync_delta_cuda_scatter_bitmap. */
+int wsync_delta_cuda_scatter_units(unsigned char *dst, uint64_t n, unsigned w, const unsigned char *bitmap,
+                                   const unsigned long long *offsets, const unsigned long long *seg,
+                                   const unsigned char *vals, const unsigned long long *total, const unsigned *bad,
+                                   uint64_t expect, void *stream);
 /* *first_bad (set to ~0 by the caller) = the lowest k whose index is >= n
  * or not above index k-1. */
 int wsync_delta_cuda_check_pairs(const unsigned char *idx, unsigned iw, uint64_t c, uint64_t n,

@@ -24,55 +24,6 @@
 
 static_assert(WSYNC_DELTA_CUDA_CHUNK == 256 * 4 * 16, "the smaller chunk: 256 threads x 4 loads x 16 bytes");
 
-/* The 16 bytes at byte `at` of p (len bytes in all): one streaming vector
- * load when whole, else the bytes before len and zeros (equal in both
- * versions, so never a change). */
-__device__ __forceinline__ uint4 load_vec(const unsigned char *p, uint64_t at, uint64_t len)
-{
-    if (at + 16 <= len)
-        return __ldcs((const uint4 *)(p + at));
-    uint32_t r[4] = {0, 0, 0, 0};
-#pragma unroll
-    for (unsigned k = 0; k < 16; k++)
-        if (at + k < len)
-            r[k / 4] |= (uint32_t)p[at + k] << (8 * (k % 4));
-    return make_uint4(r[0], r[1], r[2], r[3]);
-}
-
-/* Bit j set when element j (of 16/W) differs between a and b. */
-template <unsigned W> __device__ __forceinline__ uint32_t diff_bits(uint4 a, uint4 b)
-{
-    const uint32_t x[4] = {a.x ^ b.x, a.y ^ b.y, a.z ^ b.z, a.w ^ b.w};
-    if constexpr (W == 8) {
-        return (uint32_t)((x[0] | x[1]) != 0) | (uint32_t)((x[2] | x[3]) != 0) << 1;
-    } else {
-        constexpr unsigned PER = 4 / W; /* elements per 32-bit word */
-        constexpr uint32_t MASK = W == 4 ? 0xffffffffu : (1u << (8 * W % 32)) - 1;
-        uint32_t m = 0;
-#pragma unroll
-        for (unsigned q = 0; q < 4; q++)
-#pragma unroll
-            for (unsigned j = 0; j < PER; j++)
-                m |= (uint32_t)(((x[q] >> (8 * W * j)) & MASK) != 0) << (q * PER + j);
-        return m;
-    }
-}
-
-/* Element j (a run-time index below 16/W) of v, without indexing an array
- * (which would go through local memory). */
-template <unsigned W> __device__ __forceinline__ unsigned long long elem(uint4 v, unsigned j)
-{
-    if constexpr (W == 8) {
-        return j == 0 ? (v.x | (unsigned long long)v.y << 32) : (v.z | (unsigned long long)v.w << 32);
-    } else {
-        constexpr unsigned PER = 4 / W;
-        constexpr uint32_t MASK = W == 4 ? 0xffffffffu : (1u << (8 * W % 32)) - 1;
-        const unsigned q = j / PER, sh = (j % PER) * 8 * W;
-        const uint32_t word = q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
-        return (word >> (sh % 32)) & MASK;
-    }
-}
-
 __device__ __forceinline__ unsigned long long warp_sum(unsigned long long v)
 {
 #pragma unroll
@@ -239,122 +190,20 @@ __global__ void __launch_bounds__(NT)
     }
 }
 
-/* The same pass with the next chunk's loads in flight while this chunk
- * looks back and writes (WSYNC_DELTA_GPU=v4): after the compare, the
- * block keeps this chunk's bytes of next in shared memory (stash), takes
- * its next ticket and issues that chunk's loads into the registers the
- * compare has freed, then looks back and writes the changed values from
- * the stash. A block so always has loads outstanding but for the compare. */
 template <typename T, unsigned U, unsigned NT>
-__global__ void __launch_bounds__(NT)
-    encode_pipe_kernel(const unsigned char *base, const unsigned char *next, uint64_t n, uint32_t *words,
-                       unsigned long long *state, unsigned char *idx, unsigned iw, uint64_t idx_fit,
-                       unsigned char *vals)
+static int launch_pass(const void *base, const void *next, uint64_t n, uint32_t *words, unsigned long long *state,
+                       unsigned char *idx, unsigned iw, uint64_t idx_fit, unsigned char *vals, cudaStream_t s)
 {
-    constexpr unsigned W = sizeof(T), E = 16 / W, TPW = 32 / E, WARPS = NT / 32, S = U * WARPS;
-    static_assert(S % 32 == 0, "whole lanes in the block scan");
-    __shared__ uint4 stash[U * NT];
-    __shared__ unsigned long long sums[S];
-    __shared__ unsigned long long first, ticket;
-    const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-    const uint64_t len = n * W, ngroups = (n + 31) / 32, nchunks = (len + NT * U * 16 - 1) / (NT * U * 16);
-    uint4 a[U], b[U];
-    if (threadIdx.x == 0)
-        first = atomicAdd(&state[0], 1ull);
-    __syncthreads();
-    unsigned long long ch = first;
-#pragma unroll
-    for (unsigned u = 0; u < U && ch < nchunks; u++) {
-        const uint64_t at = (ch * NT * U + u * NT + threadIdx.x) * 16;
-        a[u] = load_vec(base, at, len);
-        b[u] = load_vec(next, at, len);
-    }
-    while (ch < nchunks) {
-        const uint64_t v0 = ch * NT * U;
-        uint32_t m[U];
-        unsigned incl[U];
-        unsigned long long tk = 0; /* the next ticket, asked before the compare, read after it */
-        if (threadIdx.x == 0)
-            tk = atomicAdd(&state[0], 1ull);
-#pragma unroll
-        for (unsigned u = 0; u < U; u++) {
-            const uint64_t v = v0 + u * NT + threadIdx.x, g = v / TPW;
-            m[u] = diff_bits<W>(a[u], b[u]);
-            stash[u * NT + threadIdx.x] = b[u];
-            uint32_t word = m[u] << ((v % TPW) * E);
-#pragma unroll
-            for (unsigned off = 1; off < TPW; off *= 2)
-                word |= __shfl_xor_sync(0xffffffffu, word, off);
-            if (v % TPW == 0 && g < ngroups)
-                words[g] = word;
-            incl[u] = __popc(m[u]);
-#pragma unroll
-            for (unsigned off = 1; off < 32; off *= 2) {
-                unsigned up = __shfl_up_sync(0xffffffffu, incl[u], off);
-                if (lane >= off)
-                    incl[u] += up;
-            }
-            if (lane == 31)
-                sums[u * WARPS + warp] = incl[u];
-        }
-        if (threadIdx.x == 0)
-            ticket = tk;
-        __syncthreads();
-        const unsigned long long nch = ticket;
-#pragma unroll
-        for (unsigned u = 0; u < U && nch < nchunks; u++) { /* the next chunk's loads, in flight from here */
-            const uint64_t at = (nch * NT * U + u * NT + threadIdx.x) * 16;
-            a[u] = load_vec(base, at, len);
-            b[u] = load_vec(next, at, len);
-        }
-        if (warp == 0)
-            block_offsets<S>(sums, state + 2, ch, state + 1, nchunks);
-        __syncthreads();
-#pragma unroll
-        for (unsigned u = 0; u < U; u++)
-            if (m[u] != 0)
-                put_changed<T>(stash[u * NT + threadIdx.x], m[u], sums[u * WARPS + warp] + incl[u] - __popc(m[u]),
-                               (v0 + u * NT + threadIdx.x) * E, vals, idx, iw, idx_fit);
-        __syncthreads(); /* stash, sums[] and ticket are read before the next chunk writes them */
-        ch = nch;
-    }
-}
-
-/* Resident blocks of kernel k on this device, at most `units` (a grid of
- * them takes the chunks by ticket). Asked once per kernel: *cache. */
-static unsigned resident_grid(const void *k, unsigned nt, unsigned *cache, uint64_t units)
-{
-    if (*cache == 0) {
-        int dev = 0, sms = 0, per = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, (int)nt, 0) != cudaSuccess || per < 1)
-            sms = 132, per = 2;
-        *cache = (unsigned)(sms * per);
-    }
-    return units < *cache ? (unsigned)units : *cache;
-}
-
-template <typename T, unsigned U, unsigned NT>
-static int launch_pass(int pipe, const void *base, const void *next, uint64_t n, uint32_t *words,
-                       unsigned long long *state, unsigned char *idx, unsigned iw, uint64_t idx_fit,
-                       unsigned char *vals, cudaStream_t s)
-{
-    static unsigned res[2];
+    static unsigned res;
     const uint64_t chunks = (n * sizeof(T) + NT * U * 16 - 1) / (NT * U * 16);
     const unsigned char *b = (const unsigned char *)base, *x = (const unsigned char *)next;
-    if (pipe) {
-        unsigned grid = resident_grid((const void *)encode_pipe_kernel<T, U, NT>, NT, &res[1], chunks);
-        encode_pipe_kernel<T, U, NT><<<grid, NT, 0, s>>>(b, x, n, words, state, idx, iw, idx_fit, vals);
-    } else {
-        unsigned grid = resident_grid((const void *)encode_pass_kernel<T, U, NT>, NT, &res[0], chunks);
-        encode_pass_kernel<T, U, NT><<<grid, NT, 0, s>>>(b, x, n, words, state, idx, iw, idx_fit, vals);
-    }
+    unsigned grid = resident_grid((const void *)encode_pass_kernel<T, U, NT>, NT, &res, chunks);
+    encode_pass_kernel<T, U, NT><<<grid, NT, 0, s>>>(b, x, n, words, state, idx, iw, idx_fit, vals);
     return (int)cudaGetLastError();
 }
 
 extern "C" int wsync_delta_cuda_encode_pass(const void *base, const void *next, uint64_t n, unsigned w,
-                                            unsigned chunk, int pipe, uint32_t *words, unsigned long long *state,
+                                            unsigned chunk, uint32_t *words, unsigned long long *state,
                                             unsigned char *idx, unsigned iw, uint64_t idx_fit, unsigned char *vals,
                                             void *stream)
 {
@@ -364,10 +213,10 @@ extern "C" int wsync_delta_cuda_encode_pass(const void *base, const void *next, 
     if ((uintptr_t)base % 16 != 0 || (uintptr_t)next % 16 != 0 ||
         (chunk != WSYNC_DELTA_CUDA_CHUNK && chunk != 2 * WSYNC_DELTA_CUDA_CHUNK))
         return (int)cudaErrorInvalidValue;
-#define L(T)                                                                                          \
-    return chunk == WSYNC_DELTA_CUDA_CHUNK                                                            \
-               ? launch_pass<T, 4, 256>(pipe, base, next, n, words, state, idx, iw, idx_fit, vals, s) \
-               : launch_pass<T, 8, 256>(pipe, base, next, n, words, state, idx, iw, idx_fit, vals, s)
+#define L(T)                                                                                    \
+    return chunk == WSYNC_DELTA_CUDA_CHUNK                                                      \
+               ? launch_pass<T, 4, 256>(base, next, n, words, state, idx, iw, idx_fit, vals, s) \
+               : launch_pass<T, 8, 256>(base, next, n, words, state, idx, iw, idx_fit, vals, s)
     switch (w) {
     case 1: L(uint8_t);
     case 2: L(uint16_t);

@@ -25,26 +25,26 @@ typedef struct scratch {
 /* Which kernels encode (WSYNC_DELTA_GPU, read on each call, cheap next to
  * a kernel launch, so a bench and a test set them in turn in one run):
  * unset or "v3l", the one pass over both versions (delta_cuda_pass.cu) in
- * chunks of 32 KiB, the fastest measured on the H200 (0.56x of a D2D copy
- * at 2% changed, bf16; bench/RESULTS.md); "v3" in chunks of 16 KiB; "v4"
- * and "v4l" the one pass with the next chunk's loads in flight while a
- * chunk looks back and writes (checked on the H200, not yet timed); "v2"
- * the compare, scans and gather of delta_cuda_fast.cu (0.38x); "v1" the
- * first kernels (element loads, the scan in one block). Apply runs v2's
- * kernels unless v1 is asked. The one pass needs both versions 16-byte
- * aligned, else v2 runs. */
+ * chunks of 32 KiB (0.56x of a D2D copy at 2% changed, bf16, on the H200;
+ * bench/RESULTS.md); "v3" in chunks of 16 KiB; "v5" the two streaming
+ * kernels around a scan
+ * (delta_cuda_stream.cu); "v2" the compare, scans and gather of
+ * delta_cuda_fast.cu (0.38x); "v1" the first kernels (element loads, the
+ * scan in one block). Apply runs v2's kernels unless v1 is asked; "v5"
+ * applies a bitmap wire by whole 32-byte units (read, merge, write). The
+ * one pass and v5 need both versions 16-byte aligned, else v2 runs. */
 typedef enum {
-    KERNELS_PIPE,
-    KERNELS_PIPE_LARGE,
     KERNELS_PASS,
     KERNELS_PASS_LARGE,
+    KERNELS_PASS_THREE,
+    KERNELS_STREAM,
     KERNELS_V2,
     KERNELS_V1
 } kernels_t;
 
 static kernels_t kernels(void)
 {
-    static const char *const names[] = {"v4", "v4l", "v3", "v3l", "v2", "v1"};
+    static const char *const names[] = {"v3", "v3l", "v5", "v2", "v1"};
     const char *e = getenv("WSYNC_DELTA_GPU");
     for (int k = 0; e != NULL && k < (int)(sizeof(names) / sizeof(names[0])); k++)
         if (strcmp(e, names[k]) == 0)
@@ -54,7 +54,7 @@ static kernels_t kernels(void)
 
 static int one_pass(kernels_t k)
 {
-    return k == KERNELS_PIPE || k == KERNELS_PIPE_LARGE || k == KERNELS_PASS || k == KERNELS_PASS_LARGE;
+    return k == KERNELS_PASS || k == KERNELS_PASS_LARGE;
 }
 
 static int use_v1(void)
@@ -67,6 +67,34 @@ static size_t words_bytes(uint64_t n)
     return (size_t)(((n + 31) / 32 * 4 + 7) / 8 * 8);
 }
 
+/* The streaming encoder's scratch (v5): the words, the chunk counts and
+ * their segments' sums, the total, then each chunk's held values and
+ * indices, 16-byte aligned, for n elements in len bytes. At base NULL only
+ * .bytes is meaningful. */
+typedef struct stream_scratch {
+    uint32_t *words;
+    unsigned long long *counts, *seg, *total;
+    unsigned char *held;
+    size_t bytes;
+} stream_scratch_t;
+
+static stream_scratch_t stream_layout(void *base, uint64_t len, uint64_t n)
+{
+    stream_scratch_t l;
+    uint64_t nch = wsync_delta_cuda_wchunks(len), at = words_bytes(n);
+    char *b = base;
+    l.words = base;
+    l.counts = (unsigned long long *)(b + at);
+    at += nch * sizeof(unsigned long long);
+    l.seg = (unsigned long long *)(b + at);
+    at += wsync_delta_cuda_segs(nch) * sizeof(unsigned long long);
+    l.total = (unsigned long long *)(b + at);
+    at = (at + 2 * sizeof(unsigned long long) + 15) / 16 * 16;
+    l.held = (unsigned char *)(b + at);
+    l.bytes = (size_t)(at + wsync_delta_cuda_held_bytes(len));
+    return l;
+}
+
 /* Sized for width 1 (the most elements), whatever the width: a wire to
  * apply names its own width, and a hostile one must not make the apply's
  * counts outgrow the scratch the caller sized. */
@@ -75,7 +103,9 @@ size_t wsync_delta_gpu_scratch(size_t len, unsigned width)
     uint64_t n = len;
     (void)width;
     uint64_t nblk = wsync_delta_cuda_blocks(n);
-    return words_bytes(n) + (nblk + 2 + wsync_delta_cuda_segs(nblk)) * sizeof(unsigned long long);
+    size_t tiles = words_bytes(n) + (nblk + 2 + wsync_delta_cuda_segs(nblk)) * sizeof(unsigned long long);
+    size_t stream = stream_layout(NULL, len, n).bytes;
+    return tiles > stream ? tiles : stream;
 }
 
 static scratch_t carve(void *scratch, uint64_t n)
@@ -123,11 +153,10 @@ static wsync_status_t pass_count(const void *base, const void *next, uint64_t n,
                                  unsigned long long *c, cudaStream_t s)
 {
     unsigned long long *state = (unsigned long long *)((char *)scratch + words_bytes(n));
-    unsigned chunk = WSYNC_DELTA_CUDA_CHUNK << (k == KERNELS_PIPE_LARGE || k == KERNELS_PASS_LARGE);
-    int pipe = k == KERNELS_PIPE || k == KERNELS_PIPE_LARGE;
+    unsigned chunk = WSYNC_DELTA_CUDA_CHUNK << (k != KERNELS_PASS);
     uint64_t nstate = 2 + wsync_delta_cuda_chunks(n * width, chunk);
     CU(cudaMemsetAsync(state, 0, nstate * sizeof(*state), s), "clear");
-    CU(wsync_delta_cuda_encode_pass(base, next, n, width, chunk, pipe, scratch, state, pay, iw, bm / iw, pay + bm, s),
+    CU(wsync_delta_cuda_encode_pass(base, next, n, width, chunk, scratch, state, pay, iw, bm / iw, pay + bm, s),
        "compare");
     CU(cudaMemcpyAsync(c, state + 1, sizeof(*c), cudaMemcpyDeviceToHost, s), "count read-back");
     CU(cudaStreamSynchronize(s), "compare");
@@ -149,6 +178,38 @@ static wsync_status_t pass_finish(const wsync_delta_stats_t *st, unsigned char *
     else if (st->chosen == WSYNC_DELTA_PAIRS && moved > 0) {
         CU(cudaMemcpyAsync(scratch, pay + bm, moved, cudaMemcpyDeviceToDevice, s), "values");
         CU(cudaMemcpyAsync(pay + to, scratch, moved, cudaMemcpyDeviceToDevice, s), "values");
+    }
+    return WSYNC_OK;
+}
+
+/* The streaming encoder's count (v5): compare, count and hold, then the
+ * scan of the chunk counts; *c gets the total. */
+static wsync_status_t stream_count(const void *base, const void *next, uint64_t n, unsigned width, void *scratch,
+                                   unsigned long long *c, cudaStream_t s)
+{
+    stream_scratch_t l = stream_layout(scratch, n * width, n);
+    CU(wsync_delta_cuda_stream_count(base, next, n, width, l.words, l.counts, l.held, s), "compare");
+    CU(wsync_delta_cuda_scan_fast(l.counts, wsync_delta_cuda_wchunks(n * width), l.seg, l.total, s), "scan");
+    CU(cudaMemcpyAsync(c, l.total, sizeof(*c), cudaMemcpyDeviceToHost, s), "count read-back");
+    CU(cudaStreamSynchronize(s), "compare");
+    return WSYNC_OK;
+}
+
+/* ... and its write, straight into the chosen form's layout. */
+static wsync_status_t stream_finish(const wsync_delta_stats_t *st, const void *next, unsigned char *pay,
+                                    uint64_t bm, unsigned iw, void *scratch, cudaStream_t s)
+{
+    uint64_t n = st->elems, c = st->changed;
+    stream_scratch_t l = stream_layout(scratch, n * st->width, n);
+    if (st->chosen == WSYNC_DELTA_BITMAP) {
+        CU(cudaMemcpyAsync(pay, l.words, bm, cudaMemcpyDeviceToDevice, s), "bitmap");
+        CU(wsync_delta_cuda_stream_write(next, n, st->width, l.words, l.counts, l.seg, l.total, l.held, pay + bm,
+                                         NULL, 0, 0, s),
+           "gather");
+    } else if (st->chosen == WSYNC_DELTA_PAIRS) {
+        CU(wsync_delta_cuda_stream_write(next, n, st->width, l.words, l.counts, l.seg, l.total, l.held,
+                                         pay + c * iw, pay, iw, c, s),
+           "gather");
     }
     return WSYNC_OK;
 }
@@ -206,10 +267,13 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
     n = len / width;
     bm = (n + 7) / 8;
     iw = wsync_delta_index_width(n);
-    if (one_pass(k) && ((uintptr_t)base % 16 != 0 || (uintptr_t)next % 16 != 0))
+    if ((one_pass(k) || k == KERNELS_STREAM) &&
+        ((uintptr_t)base % 16 != 0 || (uintptr_t)next % 16 != 0 || (uintptr_t)scratch % 16 != 0))
         k = KERNELS_V2;
     if (n > 0 && one_pass(k))
         rc = pass_count(base, next, n, width, k, pay, bm, iw, scratch, &c, s);
+    else if (n > 0 && k == KERNELS_STREAM)
+        rc = stream_count(base, next, n, width, scratch, &c, s);
     else if (n > 0)
         rc = multi_count(base, next, n, width, carve(scratch, n), &c, s);
     if (rc != WSYNC_OK)
@@ -221,6 +285,8 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
         CU(cudaMemcpyAsync(pay, next, len, cudaMemcpyDeviceToDevice, s), "full copy");
     else if (n > 0 && one_pass(k))
         rc = pass_finish(st, pay, bm, iw, scratch, s);
+    else if (n > 0 && k == KERNELS_STREAM)
+        rc = stream_finish(st, next, pay, bm, iw, scratch, s);
     else if (n > 0)
         rc = multi_finish(st, next, pay, bm, iw, carve(scratch, n), s);
     if (rc != WSYNC_OK)
@@ -251,9 +317,14 @@ static wsync_status_t apply_bitmap(unsigned char *dst, const wsync_delta_header_
         CU(wsync_delta_cuda_scan(sc.counts, wsync_delta_cuda_blocks(n), sc.total, s), "scan");
     else
         CU(wsync_delta_cuda_scan_fast(sc.counts, wsync_delta_cuda_blocks(n), sc.seg, sc.total, s), "scan");
-    CU(wsync_delta_cuda_scatter_bitmap(dst, n, h->width, pay, sc.counts, sc.seg, pay + bm, sc.total,
-                                       (const unsigned *)sc.flag, h->changed, s),
-       "scatter");
+    if (kernels() == KERNELS_STREAM)
+        CU(wsync_delta_cuda_scatter_units(dst, n, h->width, pay, sc.counts, sc.seg, pay + bm, sc.total,
+                                          (const unsigned *)sc.flag, h->changed, s),
+           "scatter");
+    else
+        CU(wsync_delta_cuda_scatter_bitmap(dst, n, h->width, pay, sc.counts, sc.seg, pay + bm, sc.total,
+                                           (const unsigned *)sc.flag, h->changed, s),
+           "scatter");
     CU(cudaMemcpyAsync(back, sc.total, sizeof(back), cudaMemcpyDeviceToHost, s), "count read-back");
     if (back[1] != 0)
         return wsync_error(WSYNC_ERR_FORMAT, "delta: bitmap has bits set past the piece's %llu elements",

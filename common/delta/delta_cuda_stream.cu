@@ -1,0 +1,216 @@
+/* delta_cuda_stream.cu: the encoder as two streaming kernels around the
+ * segmented scan (delta_cuda.h, WSYNC_DELTA_GPU=v5). The one pass
+ * (delta_cuda_pass.cu) ties each chunk to the chunks before it: a block
+ * waits in its look-back for the count of every earlier chunk, then
+ * writes, and loads nothing meanwhile. Here no warp waits for another:
+ *
+ *  1. count: each warp compares 2 KiB of each version (four 16-byte loads
+ *     a lane, in flight together), writes the bitmap words, its chunk's
+ *     count, and the chunk's first CAP changed values and their indices
+ *     in the chunk into the chunk's own slot of `held` (CAP = 1/16 of the
+ *     chunk's elements, 128 bytes of values at every width);
+ *  2. the segmented scan of the chunk counts (delta_cuda_fast.cu);
+ *  3. write: each warp copies its chunk's held values (and indices) to
+ *     their place on the wire; a chunk that changed more than CAP reads
+ *     its values from next again through its bitmap words.
+ *
+ * The host reads the total between 2 and 3 and picks the form, so 3 writes
+ * the chosen form's layout directly. Extra traffic over the one pass: the
+ * held values and indices, written and read once (a few percent of the
+ * piece where a few percent changed). */
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "common/delta/delta_cuda.cuh"
+#include "common/delta/delta_cuda.h"
+
+#define NT 256  /* threads a block */
+#define LOADS 4 /* 16-byte loads of each version a lane, per chunk */
+static_assert(WSYNC_DELTA_CUDA_WCHUNK == 32 * LOADS * 16, "a warp's chunk: 32 lanes x LOADS x 16 bytes");
+
+/* Elements of width W in a chunk, and the chunk's held values (its CAP). */
+template <unsigned W> struct chunk_shape {
+    static constexpr unsigned ELEMS = WSYNC_DELTA_CUDA_WCHUNK / W;
+    static constexpr unsigned CAP = WSYNC_DELTA_CUDA_HELD_VALS / W;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(NT)
+    stream_count_kernel(const unsigned char *base, const unsigned char *next, uint64_t n, uint32_t *words,
+                        unsigned long long *counts, unsigned char *held_vals, uint16_t *held_idx, uint64_t nch)
+{
+    constexpr unsigned W = sizeof(T), E = 16 / W, TPW = 32 / E, CAP = chunk_shape<W>::CAP;
+    const unsigned lane = threadIdx.x & 31;
+    const uint64_t len = n * W, ngroups = (n + 31) / 32;
+    const uint64_t warps = (uint64_t)gridDim.x * (NT / 32);
+    for (uint64_t ch = ((uint64_t)blockIdx.x * NT + threadIdx.x) / 32; ch < nch; ch += warps) {
+        const uint64_t v0 = ch * 32 * LOADS;
+        T *vals = (T *)(held_vals + ch * WSYNC_DELTA_CUDA_HELD_VALS);
+        uint16_t *idx = held_idx + ch * CAP;
+        uint4 a[LOADS], b[LOADS];
+#pragma unroll
+        for (unsigned u = 0; u < LOADS; u++) { /* every load first: 2 x LOADS x 16 bytes in flight */
+            const uint64_t at = (v0 + u * 32 + lane) * 16;
+            a[u] = load_vec(base, at, len);
+            b[u] = load_vec(next, at, len);
+        }
+        unsigned run = 0; /* changed elements of the chunk before load u (the same on every lane) */
+#pragma unroll
+        for (unsigned u = 0; u < LOADS; u++) {
+            const uint64_t v = v0 + u * 32 + lane, g = v / TPW;
+            uint32_t m = diff_bits<W>(a[u], b[u]);
+            uint32_t word = m << ((v % TPW) * E);
+#pragma unroll
+            for (unsigned off = 1; off < TPW; off *= 2)
+                word |= __shfl_xor_sync(0xffffffffu, word, off);
+            if (v % TPW == 0 && g < ngroups)
+                words[g] = word;
+            unsigned incl = __popc(m);
+#pragma unroll
+            for (unsigned off = 1; off < 32; off *= 2) {
+                unsigned up = __shfl_up_sync(0xffffffffu, incl, off);
+                if (lane >= off)
+                    incl += up;
+            }
+            unsigned at = run + incl - __popc(m);
+            while (m != 0 && at < CAP) {
+                const unsigned j = __ffs(m) - 1;
+                m &= m - 1;
+                vals[at] = (T)elem<W>(b[u], j);
+                idx[at] = (uint16_t)((u * 32 + lane) * E + j);
+                at++;
+            }
+            run += __shfl_sync(0xffffffffu, incl, 31);
+        }
+        if (lane == 0)
+            counts[ch] = run;
+    }
+}
+
+/* Chunk ch's offset on the wire after wsync_delta_cuda_scan_fast. */
+__device__ __forceinline__ unsigned long long chunk_offset(const unsigned long long *offsets,
+                                                           const unsigned long long *seg, uint64_t ch)
+{
+    return offsets[ch] + seg[ch / WSYNC_DELTA_CUDA_SEG];
+}
+
+/* Element e's value at k (vals) and, while k < idx_fit, its index. */
+template <typename T>
+__device__ __forceinline__ void put_one(T v, uint64_t e, uint64_t k, unsigned char *vals, unsigned char *idx,
+                                        unsigned iw, uint64_t idx_fit)
+{
+    store_elem<T>(vals + k * sizeof(T), v);
+    if (idx != NULL && k < idx_fit) {
+        if (iw == 4)
+            *(uint32_t *)(idx + k * 4) = (uint32_t)e;
+        else
+            *(unsigned long long *)(idx + k * 8) = e;
+    }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(NT)
+    stream_write_kernel(const T *next, uint64_t n, const uint32_t *words, const unsigned long long *offsets,
+                        const unsigned long long *seg, const unsigned long long *total,
+                        const unsigned char *held_vals, const uint16_t *held_idx, uint64_t nch,
+                        unsigned char *vals, unsigned char *idx, unsigned iw, uint64_t idx_fit)
+{
+    constexpr unsigned W = sizeof(T), ELEMS = chunk_shape<W>::ELEMS, CAP = chunk_shape<W>::CAP;
+    constexpr unsigned WPC = ELEMS / 32; /* bitmap words of a chunk */
+    const unsigned lane = threadIdx.x & 31;
+    const uint64_t ngroups = (n + 31) / 32, warps = (uint64_t)gridDim.x * (NT / 32);
+    for (uint64_t ch = ((uint64_t)blockIdx.x * NT + threadIdx.x) / 32; ch < nch; ch += warps) {
+        const unsigned long long off = chunk_offset(offsets, seg, ch);
+        const unsigned long long c = (ch + 1 < nch ? chunk_offset(offsets, seg, ch + 1) : *total) - off;
+        const uint64_t e0 = ch * ELEMS;
+        if (c <= CAP) { /* every changed value is held */
+            const T *hv = (const T *)(held_vals + ch * WSYNC_DELTA_CUDA_HELD_VALS);
+            for (unsigned k = lane; k < c; k += 32)
+                put_one<T>(hv[k], e0 + held_idx[ch * CAP + k], off + k, vals, idx, iw, idx_fit);
+            continue;
+        }
+        unsigned long long run = off; /* more than CAP: from next, through the chunk's bitmap words */
+        for (unsigned r = 0; r < (WPC + 31) / 32; r++) {
+            const unsigned k = r * 32 + lane;
+            const uint64_t g = ch * WPC + k;
+            uint32_t m = k < WPC && g < ngroups ? words[g] : 0;
+            unsigned incl = __popc(m);
+#pragma unroll
+            for (unsigned o = 1; o < 32; o *= 2) {
+                unsigned up = __shfl_up_sync(0xffffffffu, incl, o);
+                if (lane >= o)
+                    incl += up;
+            }
+            unsigned long long at = run + incl - __popc(m);
+            while (m != 0) {
+                const unsigned j = __ffs(m) - 1;
+                m &= m - 1;
+                put_one<T>(next[g * 32 + j], g * 32 + j, at++, vals, idx, iw, idx_fit);
+            }
+            run += __shfl_sync(0xffffffffu, incl, 31);
+        }
+    }
+}
+
+template <typename T>
+static int launch_count(const void *base, const void *next, uint64_t n, uint32_t *words,
+                        unsigned long long *counts, unsigned char *held, cudaStream_t s)
+{
+    static unsigned res;
+    const uint64_t nch = wsync_delta_cuda_wchunks(n * sizeof(T));
+    unsigned grid = resident_grid((const void *)stream_count_kernel<T>, NT, &res, (nch + NT / 32 - 1) / (NT / 32));
+    stream_count_kernel<T><<<grid, NT, 0, s>>>((const unsigned char *)base, (const unsigned char *)next, n, words,
+                                               counts, held, (uint16_t *)(held + nch * WSYNC_DELTA_CUDA_HELD_VALS),
+                                               nch);
+    return (int)cudaGetLastError();
+}
+
+template <typename T>
+static int launch_write(const void *next, uint64_t n, const uint32_t *words, const unsigned long long *offsets,
+                        const unsigned long long *seg, const unsigned long long *total, const unsigned char *held,
+                        unsigned char *vals, unsigned char *idx, unsigned iw, uint64_t idx_fit, cudaStream_t s)
+{
+    static unsigned res;
+    const uint64_t nch = wsync_delta_cuda_wchunks(n * sizeof(T));
+    unsigned grid = resident_grid((const void *)stream_write_kernel<T>, NT, &res, (nch + NT / 32 - 1) / (NT / 32));
+    stream_write_kernel<T><<<grid, NT, 0, s>>>((const T *)next, n, words, offsets, seg, total, held,
+                                               (const uint16_t *)(held + nch * WSYNC_DELTA_CUDA_HELD_VALS), nch,
+                                               vals, idx, iw, idx_fit);
+    return (int)cudaGetLastError();
+}
+
+#define STREAM_BY_WIDTH(w, CALL)                \
+    switch (w) {                                \
+    case 1: return CALL(uint8_t);               \
+    case 2: return CALL(uint16_t);              \
+    case 4: return CALL(uint32_t);              \
+    case 8: return CALL(unsigned long long);    \
+    default: return (int)cudaErrorInvalidValue; \
+    }
+
+extern "C" int wsync_delta_cuda_stream_count(const void *base, const void *next, uint64_t n, unsigned w,
+                                             uint32_t *words, unsigned long long *counts, unsigned char *held,
+                                             void *stream)
+{
+    if (n == 0)
+        return 0;
+    if ((uintptr_t)base % 16 != 0 || (uintptr_t)next % 16 != 0 || (uintptr_t)held % 16 != 0)
+        return (int)cudaErrorInvalidValue;
+#define C(T) launch_count<T>(base, next, n, words, counts, held, (cudaStream_t)stream)
+    STREAM_BY_WIDTH(w, C)
+#undef C
+}
+
+extern "C" int wsync_delta_cuda_stream_write(const void *next, uint64_t n, unsigned w, const uint32_t *words,
+                                             const unsigned long long *offsets, const unsigned long long *seg,
+                                             const unsigned long long *total, const unsigned char *held,
+                                             unsigned char *vals, unsigned char *idx, unsigned iw,
+                                             uint64_t idx_fit, void *stream)
+{
+    if (n == 0)
+        return 0;
+#define C(T) \
+    launch_write<T>(next, n, words, offsets, seg, total, held, vals, idx, iw, idx_fit, (cudaStream_t)stream)
+    STREAM_BY_WIDTH(w, C)
+#undef C
+}
