@@ -6,8 +6,7 @@
  *   v2 encode: compare (mask_fast), scan, gather (compact, pairs layout);
  *   v3l encode: the one pass;
  *   v5 encode: count (stream_count), scan, write (stream_write, pairs layout);
- *   bitmap apply: counts, scan, scatter (v2) or units (v5);
- *   pairs apply: index check, scatter.
+ *   bitmap apply: counts, scan, scatter.
  * Usage: gpu_delta_phases_bench [SIZE_MIB [WIDTH [PERMILLE]]] (default 1024 2 20;
  * the bitmap apply is timed on a wire of 10% changed). */
 #include <stdio.h>
@@ -59,7 +58,7 @@ static int run_once(buf_t *b, int which, cudaEvent_t *ev, const wsync_delta_head
     uint64_t tiles = wsync_delta_cuda_blocks(b->n), wch = wsync_delta_cuda_wchunks(b->len);
     unsigned char *pay = b->wire + WSYNC_DELTA_HEADER;
     int e = 0;
-    if (which == 3 || which == 4)
+    if (which == 3)
         cudaMemcpy(b->dst, b->base, b->len, cudaMemcpyDeviceToDevice);
     if (which == 1)
         cudaMemsetAsync(b->state, 0,
@@ -89,17 +88,13 @@ static int run_once(buf_t *b, int which, cudaEvent_t *ev, const wsync_delta_head
                                            pay + b->n / 50 * 4, pay, 4, b->n, NULL);
         cudaEventRecord(ev[3], NULL);
         return e ? -1 : 3;
-    default: /* bitmap apply: 3 v2's scatter, 4 v5's units */
+    default: /* bitmap apply */
         e |= wsync_delta_cuda_bitmap_counts_fast(pay, b->n, b->counts, (unsigned *)(b->total + 1), NULL);
         cudaEventRecord(ev[1], NULL);
         e |= wsync_delta_cuda_scan_fast(b->counts, tiles, b->seg, b->total, NULL);
         cudaEventRecord(ev[2], NULL);
-        if (which == 3)
-            e |= wsync_delta_cuda_scatter_bitmap(b->dst, b->n, b->w, pay, b->counts, b->seg, pay + (b->n + 7) / 8,
-                                                 NULL, NULL, h->changed, NULL);
-        else
-            e |= wsync_delta_cuda_scatter_units(b->dst, b->n, b->w, pay, b->counts, b->seg, pay + (b->n + 7) / 8,
-                                                NULL, NULL, h->changed, NULL);
+        e |= wsync_delta_cuda_scatter_bitmap(b->dst, b->n, b->w, pay, b->counts, b->seg, pay + (b->n + 7) / 8,
+                                             NULL, NULL, h->changed, NULL);
         cudaEventRecord(ev[3], NULL);
         return e ? -1 : 3;
     }
@@ -132,6 +127,34 @@ static void phases(buf_t *b, int which, const char *name, const char *const *str
     printf("\n");
     for (int i = 0; i < MARKS; i++)
         cudaEventDestroy(ev[i]);
+}
+
+/* The whole call (wsync_delta_gpu_encode under WSYNC_DELTA_GPU=kern), as
+ * gpu_delta_bench times it: the kernels plus the read-back, the host's
+ * choice, the finish and the waits. */
+static double call_ms(buf_t *b, const char *kern, void *scratch)
+{
+    cudaEvent_t a, z;
+    float t[REPS];
+    size_t wl = 0;
+    setenv("WSYNC_DELTA_GPU", kern, 1);
+    cudaEventCreate(&a), cudaEventCreate(&z);
+    for (int r = -1; r < REPS; r++) {
+        cudaEventRecord(a, NULL);
+        if (wsync_delta_gpu_encode(b->base, b->next, b->len, b->w, b->wire, wsync_delta_bound(b->len, b->w), &wl,
+                                   NULL, scratch, NULL) != WSYNC_OK) {
+            fprintf(stderr, "gpu_delta_phases_bench: encode %s: %s\n", kern, wsync_last_error());
+            exit(1);
+        }
+        cudaEventRecord(z, NULL);
+        cudaEventSynchronize(z);
+        if (r >= 0)
+            cudaEventElapsedTime(&t[r], a, z);
+    }
+    unsetenv("WSYNC_DELTA_GPU");
+    qsort(t, REPS, sizeof(float), cmp_f);
+    cudaEventDestroy(a), cudaEventDestroy(z);
+    return t[REPS / 2];
 }
 
 static double copy_ms(buf_t *b)
@@ -211,6 +234,13 @@ int main(int argc, char **argv)
     phases(&b, 0, "encode v2", enc2, mc, NULL);
     phases(&b, 1, "encode v3l", enc3, mc, NULL);
     phases(&b, 2, "encode v5", enc5, mc, NULL);
+    printf("whole calls (wsync_delta_gpu_encode):");
+    for (int k = 0; k < 3; k++) {
+        static const char *const kern[] = {"v2", "v3l", "v5"};
+        double ms = call_ms(&b, kern[k], scratch);
+        printf(" %s %.3f ms (%.2fx)", kern[k], ms, mc / ms);
+    }
+    printf("\n");
     make_next(&b, host, 100);
     if (wsync_delta_gpu_encode(b.base, b.next, b.len, w, b.wire, wsync_delta_bound(b.len, w), &wl, NULL, scratch,
                                NULL) != WSYNC_OK ||
@@ -220,8 +250,7 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("bitmap apply of a 10%% wire (%.4f of full):\n", (double)wl / (double)b.len);
-    phases(&b, 3, "apply v2", app, mc, &h);
-    phases(&b, 4, "apply v5", app, mc, &h);
+    phases(&b, 3, "apply", app, mc, &h);
     return 0;
 }
 #else

@@ -263,58 +263,6 @@ __global__ void __launch_bounds__(THREADS)
     }
 }
 
-/* v5's bitmap scatter: a thread takes whole 32-byte units of dst (two
- * 16-byte vectors). Where an element of the unit changed, it reads the
- * unit, puts the new values in and writes it back whole, so the memory
- * sees whole sectors, not the element stores the scatter above makes; a
- * unit with no change is not touched. dst 16-byte aligned, seg not NULL. */
-template <typename T>
-__global__ void __launch_bounds__(THREADS)
-    scatter_units_kernel(T *dst, uint64_t n, const unsigned char *bm, const unsigned long long *offsets,
-                         const unsigned long long *seg, const unsigned char *vals, const unsigned long long *total,
-                         const unsigned *bad, uint64_t expect)
-{
-    constexpr unsigned EU = 32 / sizeof(T), UNITS = WSYNC_DELTA_CUDA_TILE / EU;
-    __shared__ uint32_t m[GROUPS_PER_BLOCK];
-    __shared__ unsigned long long goff[GROUPS_PER_BLOCK];
-    const uint64_t ngroups = (n + 31) / 32, gb = (uint64_t)blockIdx.x * GROUPS_PER_BLOCK;
-    if (total != NULL && (*total != expect || *bad != 0))
-        return; /* a wire its checks refused: dst stays the base */
-    if (threadIdx.x < GROUPS_PER_BLOCK) {
-        uint64_t g = gb + threadIdx.x;
-        m[threadIdx.x] = g < ngroups ? bitmap_word(bm, (n + 7) / 8, g) : 0;
-    }
-    __syncthreads();
-    group_offsets(m, tile_offset(offsets, seg), goff);
-    for (unsigned u = threadIdx.x; u < UNITS; u += THREADS) {
-        const unsigned g = u * EU / 32, sh = u * EU % 32;
-        const uint32_t bits = EU == 32 ? m[g] : (m[g] >> sh) & ((1u << (EU % 32)) - 1);
-        const uint64_t e0 = gb * 32 + (uint64_t)u * EU;
-        unsigned long long at = goff[g] + __popc(m[g] & ((1u << sh) - 1));
-        if (bits == 0)
-            continue;
-        if (e0 + EU <= n) {
-            union {
-                uint4 v[2];
-                T e[EU];
-            } x;
-            uint4 *p = (uint4 *)(dst + e0);
-            x.v[0] = p[0];
-            x.v[1] = p[1];
-#pragma unroll
-            for (unsigned j = 0; j < EU; j++)
-                if (bits >> j & 1)
-                    x.e[j] = load_elem<T>(vals + (at++) * sizeof(T));
-            p[0] = x.v[0];
-            p[1] = x.v[1];
-        } else {
-            for (unsigned j = 0; j < EU && e0 + j < n; j++)
-                if (bits >> j & 1)
-                    dst[e0 + j] = load_elem<T>(vals + (at++) * sizeof(T));
-        }
-    }
-}
-
 __device__ __forceinline__ uint64_t index_at(const unsigned char *idx, unsigned iw, uint64_t k)
 {
     return iw == 4 ? (uint64_t)load_elem<uint32_t>(idx + k * 4) : load_elem<uint64_t>(idx + k * 8);
@@ -411,25 +359,6 @@ extern "C" int wsync_delta_cuda_scatter_bitmap(unsigned char *dst, uint64_t n, u
         return 0;
 #define L(T)                 \
     scatter_bitmap_kernel<T> \
-        <<<grid_of(n), THREADS, 0, s>>>((T *)dst, n, bitmap, offsets, seg, vals, total, bad, expect)
-    BY_WIDTH(w, L)
-#undef L
-    return (int)cudaGetLastError();
-}
-
-extern "C" int wsync_delta_cuda_scatter_units(unsigned char *dst, uint64_t n, unsigned w,
-                                              const unsigned char *bitmap, const unsigned long long *offsets,
-                                              const unsigned long long *seg, const unsigned char *vals,
-                                              const unsigned long long *total, const unsigned *bad,
-                                              uint64_t expect, void *stream)
-{
-    cudaStream_t s = (cudaStream_t)stream;
-    if (seg == NULL || (uintptr_t)dst % 16 != 0)
-        return wsync_delta_cuda_scatter_bitmap(dst, n, w, bitmap, offsets, seg, vals, total, bad, expect, stream);
-    if (n == 0)
-        return 0;
-#define L(T)                \
-    scatter_units_kernel<T> \
         <<<grid_of(n), THREADS, 0, s>>>((T *)dst, n, bitmap, offsets, seg, vals, total, bad, expect)
     BY_WIDTH(w, L)
 #undef L

@@ -127,13 +127,6 @@ int wsync_delta_cuda_scatter_bitmap(unsigned char *dst, uint64_t n, unsigned w, 
                                     const unsigned long long *offsets, const unsigned long long *seg,
                                     const unsigned char *vals, const unsigned long long *total,
                                     const unsigned *bad, uint64_t expect, void *stream);
-/* The same by whole 32-byte units of dst (read, merge, write; units with
- * no change untouched): v5's. Needs seg and a 16-byte aligned dst, else it
- * runs wsync_delta_cuda_scatter_bitmap. */
-int wsync_delta_cuda_scatter_units(unsigned char *dst, uint64_t n, unsigned w, const unsigned char *bitmap,
-                                   const unsigned long long *offsets, const unsigned long long *seg,
-                                   const unsigned char *vals, const unsigned long long *total, const unsigned *bad,
-                                   uint64_t expect, void *stream);
 /* *first_bad (set to ~0 by the caller) = the lowest k whose index is >= n
  * or not above index k-1. */
 int wsync_delta_cuda_check_pairs(const unsigned char *idx, unsigned iw, uint64_t c, uint64_t n,

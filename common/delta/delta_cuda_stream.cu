@@ -8,7 +8,8 @@
  *     a lane, in flight together), writes the bitmap words, its chunk's
  *     count, and the chunk's first CAP changed values and their indices
  *     in the chunk into the chunk's own slot of `held` (CAP = 1/16 of the
- *     chunk's elements, 128 bytes of values at every width);
+ *     chunk's elements, 128 bytes of values at every width), gathered in
+ *     shared memory and written in whole sectors;
  *  2. the segmented scan of the chunk counts (delta_cuda_fast.cu);
  *  3. write: each warp copies its chunk's held values (and indices) to
  *     their place on the wire; a chunk that changed more than CAP reads
@@ -40,13 +41,18 @@ __global__ void __launch_bounds__(NT)
                         unsigned long long *counts, unsigned char *held_vals, uint16_t *held_idx, uint64_t nch)
 {
     constexpr unsigned W = sizeof(T), E = 16 / W, TPW = 32 / E, CAP = chunk_shape<W>::CAP;
+    constexpr unsigned VBYTES = WSYNC_DELTA_CUDA_HELD_VALS, IBYTES = 2 * CAP;
+    /* the warp's held values and indices, gathered here and written out in
+     * whole 32-byte sectors (element stores straight to memory would make
+     * it read each partly written sector first) */
+    __shared__ uint4 stage[NT / 32][(VBYTES + IBYTES) / 16];
     const unsigned lane = threadIdx.x & 31;
     const uint64_t len = n * W, ngroups = (n + 31) / 32;
     const uint64_t warps = (uint64_t)gridDim.x * (NT / 32);
+    T *vals = (T *)stage[threadIdx.x / 32];
+    uint16_t *idx = (uint16_t *)((unsigned char *)stage[threadIdx.x / 32] + VBYTES);
     for (uint64_t ch = ((uint64_t)blockIdx.x * NT + threadIdx.x) / 32; ch < nch; ch += warps) {
         const uint64_t v0 = ch * 32 * LOADS;
-        T *vals = (T *)(held_vals + ch * WSYNC_DELTA_CUDA_HELD_VALS);
-        uint16_t *idx = held_idx + ch * CAP;
         uint4 a[LOADS], b[LOADS];
 #pragma unroll
         for (unsigned u = 0; u < LOADS; u++) { /* every load first: 2 x LOADS x 16 bytes in flight */
@@ -84,6 +90,15 @@ __global__ void __launch_bounds__(NT)
         }
         if (lane == 0)
             counts[ch] = run;
+        __syncwarp();
+        const unsigned kept = run < CAP ? run : CAP;
+        const unsigned nv = (kept * W + 31) / 32 * 2, ni = (kept * 2 + 31) / 32 * 2; /* 16-byte units */
+        for (unsigned q = lane; q < nv + ni; q += 32) {
+            const unsigned from = q < nv ? q : VBYTES / 16 + (q - nv);
+            uint4 *to = q < nv ? (uint4 *)(held_vals + ch * VBYTES) + q : (uint4 *)(held_idx + ch * CAP) + (q - nv);
+            *to = stage[threadIdx.x / 32][from];
+        }
+        __syncwarp(); /* the stage is read before the next chunk writes it */
     }
 }
 

@@ -30,9 +30,8 @@ typedef struct scratch {
  * kernels around a scan
  * (delta_cuda_stream.cu); "v2" the compare, scans and gather of
  * delta_cuda_fast.cu (0.38x); "v1" the first kernels (element loads, the
- * scan in one block). Apply runs v2's kernels unless v1 is asked; "v5"
- * applies a bitmap wire by whole 32-byte units (read, merge, write). The
- * one pass and v5 need both versions 16-byte aligned, else v2 runs. */
+ * scan in one block). Apply runs v2's kernels unless v1 is asked. The one
+ * pass and v5 need both versions 16-byte aligned, else v2 runs. */
 typedef enum {
     KERNELS_PASS,
     KERNELS_PASS_LARGE,
@@ -69,7 +68,7 @@ static size_t words_bytes(uint64_t n)
 
 /* The streaming encoder's scratch (v5): the words, the chunk counts and
  * their segments' sums, the total, then each chunk's held values and
- * indices, 16-byte aligned, for n elements in len bytes. At base NULL only
+ * indices (128-byte aligned), for n elements in len bytes. At base NULL only
  * .bytes is meaningful. */
 typedef struct stream_scratch {
     uint32_t *words;
@@ -89,7 +88,7 @@ static stream_scratch_t stream_layout(void *base, uint64_t len, uint64_t n)
     l.seg = (unsigned long long *)(b + at);
     at += wsync_delta_cuda_segs(nch) * sizeof(unsigned long long);
     l.total = (unsigned long long *)(b + at);
-    at = (at + 2 * sizeof(unsigned long long) + 15) / 16 * 16;
+    at = (at + 2 * sizeof(unsigned long long) + 127) / 128 * 128; /* held's chunks in whole sectors */
     l.held = (unsigned char *)(b + at);
     l.bytes = (size_t)(at + wsync_delta_cuda_held_bytes(len));
     return l;
@@ -317,14 +316,9 @@ static wsync_status_t apply_bitmap(unsigned char *dst, const wsync_delta_header_
         CU(wsync_delta_cuda_scan(sc.counts, wsync_delta_cuda_blocks(n), sc.total, s), "scan");
     else
         CU(wsync_delta_cuda_scan_fast(sc.counts, wsync_delta_cuda_blocks(n), sc.seg, sc.total, s), "scan");
-    if (kernels() == KERNELS_STREAM)
-        CU(wsync_delta_cuda_scatter_units(dst, n, h->width, pay, sc.counts, sc.seg, pay + bm, sc.total,
-                                          (const unsigned *)sc.flag, h->changed, s),
-           "scatter");
-    else
-        CU(wsync_delta_cuda_scatter_bitmap(dst, n, h->width, pay, sc.counts, sc.seg, pay + bm, sc.total,
-                                           (const unsigned *)sc.flag, h->changed, s),
-           "scatter");
+    CU(wsync_delta_cuda_scatter_bitmap(dst, n, h->width, pay, sc.counts, sc.seg, pay + bm, sc.total,
+                                       (const unsigned *)sc.flag, h->changed, s),
+       "scatter");
     CU(cudaMemcpyAsync(back, sc.total, sizeof(back), cudaMemcpyDeviceToHost, s), "count read-back");
     if (back[1] != 0)
         return wsync_error(WSYNC_ERR_FORMAT, "delta: bitmap has bits set past the piece's %llu elements",
