@@ -15,7 +15,8 @@ void recv_delta_free(recv_delta_t *d)
 {
     wsync_delta_dev_free(d->mem, d->dev);
     free(d->stage);
-    free(d->split);
+    if (d->split) /* (on the pulling thread, as it was allocated) */
+        d->mem->free(d->split);
     free(d->area_at);
     free(d->area_len);
     free(d->state);

@@ -51,16 +51,16 @@ static int auto_wants(const fetch_t *f)
 /* Whether this attempt may ask for deltas: a verified version of the same
  * layout and targets held here, older than the one pulled, whose bytes
  * stay readable (host or GPU memory: wsync's own images; in place with the
- * caller's tensors, the image where it holds the bytes and the caller's
- * tensors where they land straight, apply() gathers them; not a sparse GPU
- * image, nor FP8 bands quantized here), with digests to check against (an
- * identity node: the record's, not late). */
+ * caller's tensors, host or a sparse GPU image, the image where it holds
+ * the bytes and the caller's tensors where they land straight, apply()
+ * gathers them; not FP8 bands quantized here), with digests to check
+ * against (an identity node: the record's, not late). */
 static int may_ask(const fetch_t *f)
 {
     const wsync_receiver_t *r = f->p.r;
     if (wsync_setting_int(WSYNC_SET_DELTA) == 2) /* auto | on | off */
         return 0;
-    if ((f->identity && f->ver.digests == NULL) || r->images.gpu_sparse)
+    if (f->identity && f->ver.digests == NULL)
         return 0;
     if (r->held.version == 0 || r->held.version >= f->p.v || r->held.layout == NULL ||
         strcmp(r->held.layout->layout_digest, f->p.sl->layout_digest) != 0 || r->held.tl != f->tl ||
@@ -71,10 +71,11 @@ static int may_ask(const fetch_t *f)
     return wsync_setting_int(WSYNC_SET_DELTA) != 0 || r->node.links == NULL || auto_wants(f);
 }
 
-/* In place into the caller's host tensors: where this rank's base bytes
- * [off, off+len) lie: a destination's in the caller's tensor (written
- * through after the last pull or landed there straight; a sparse image
- * freed its pages), the rest in the image. *n: how many lie there. */
+/* In place into the caller's tensors (host, or a sparse GPU image): where
+ * this rank's base bytes [off, off+len) lie: a destination's in the
+ * caller's tensor (written through after the last pull or landed there
+ * straight; a sparse image freed its pages, a sparse GPU image has none
+ * under them), the rest in the image. *n: how many lie there. */
 static char *base_at(const fetch_t *f, uint64_t off, uint64_t len, uint64_t *n)
 {
     const recv_dests_t *ds = f->p.r->run.dm;
@@ -90,9 +91,9 @@ static char *base_at(const fetch_t *f, uint64_t off, uint64_t len, uint64_t *n)
 
 /* Test hook: flip one byte of put N of the node plan (the whole image:
  * piece N) in the held version, once per process, on the rank it lands
- * on (in the caller's tensor where the base is theirs, split_host), so
+ * on (in the caller's tensor where the base is theirs, split_dests), so
  * the next delta pull applies a wire to a wrong base. */
-static void corrupt_held(const fetch_t *f, char *held, int split_host)
+static void corrupt_held(const fetch_t *f, char *held, int split_dests)
 {
     static int done;
     long long i = wsync_fault(WSYNC_FAULT_CORRUPT_HELD);
@@ -106,7 +107,7 @@ static void corrupt_held(const fetch_t *f, char *held, int split_host)
         return;
     done = 1;
     at = held + pu->dst_off + pu->len / 2; /* host memory or the GPU's */
-    if (split_host) {                      /* it may lie in the caller's tensor */
+    if (split_dests) {                     /* it may lie in the caller's tensor */
         uint64_t n;
         at = base_at(f, pu->dst_off + pu->len / 2, 1, &n);
     }
@@ -169,8 +170,10 @@ wsync_status_t recv_delta_begin(fetch_t *f)
     d->mem = r->mem;
     d->held = r->images.win[r->held.slot].ptr;
     d->staged = f->p.slot != r->held.slot;
-    d->split_host = !d->staged && r->mem->kind == WSYNC_MEM_HOST && r->run.dm && r->run.dm->in_place;
-    corrupt_held(f, r->images.win[r->held.slot].ptr, d->split_host);
+    /* where bytes land straight in the caller's tensors (recv_transport_direct) */
+    d->split_dests = !d->staged && (r->mem->kind == WSYNC_MEM_HOST || r->images.gpu_sparse) && r->run.dm &&
+                     r->run.dm->in_place;
+    corrupt_held(f, r->images.win[r->held.slot].ptr, d->split_dests);
     f->delta = d;
     return WSYNC_OK;
 }
@@ -272,38 +275,47 @@ static int wrong_bytes(const fetch_t *f, uint32_t i, const char *dst)
     return wsync_digest_final(sum, pu->len, pu->dst_off) != d->wdig[i];
 }
 
-/* In place into the caller's host tensors, put pu holding bytes of one:
- * the base's bytes gathered into d->split where base_at says they lie (out
- * 0; NULL when the put holds none of the caller's bytes, the image holds
- * them all), or the applied bytes put where the pull lands them (out 1):
- * those that land straight in the caller's tensors (f->direct) there, the
- * rest in the image, which the write-through copies on to the caller's. */
-static char *split_move(fetch_t *f, const wsync_tput_t *pu, int out)
+/* In place into the caller's tensors (split_dests), put pu holding bytes
+ * of one: the base's bytes gathered into d->split, a buffer of the image's
+ * memory (host, or the GPU's), where base_at says they lie (out 0; *buf
+ * NULL when the put holds none of the caller's bytes, the image holds them
+ * all), or the applied bytes put where the pull lands them (out 1): those
+ * that land straight in the caller's tensors (f->direct) there, the rest
+ * in the image, which the write-through copies on to the caller's. Copies
+ * through the image's memory ops (a GPU's: device copies on this thread's
+ * device). Fails for memory or a copy. */
+static wsync_status_t split_move(fetch_t *f, const wsync_tput_t *pu, int out, char **buf)
 {
     recv_delta_t *d = f->delta;
     const recv_dests_t *ds = f->p.r->run.dm;
     const size_t k = recv_dests_after(ds, pu->dst_off);
     uint64_t at = 0, n;
+    *buf = NULL;
     if (k == ds->n || ds->d[k].off >= pu->dst_off + pu->len)
-        return NULL;
+        return WSYNC_OK;
     if (!out && d->split_len < pu->len) {
-        char *b = realloc(d->split, pu->len);
-        if (b == NULL)
-            return NULL; /* applied in the image alone: its check fails and it comes again in full */
+        void *b = NULL;
+        d->mem->free(d->split);
+        d->split = NULL;
+        d->split_len = 0;
+        WSYNC_CHECK(d->mem->alloc(pu->len, &b));
         d->split = b;
         d->split_len = pu->len;
     }
     for (; at < pu->len; at += n) {
         char *p = out ? fetch_mine_at(f, pu->dst_off + at, pu->len - at, &n)
                       : base_at(f, pu->dst_off + at, pu->len - at, &n);
-        memcpy(out ? p : d->split + at, out ? d->split + at : p, n);
+        WSYNC_CHECK(d->mem->copy(out ? p : d->split + at, out ? d->split + at : p, n));
     }
-    return d->split;
+    *buf = d->split;
+    return WSYNC_OK;
 }
 
 /* Put i's wire landed and placed: onto the base's bytes (copied from the
  * held slot when staged; gathered where they lie, split_move, in place
- * into the caller's tensors), then it counts as landed. */
+ * into the caller's tensors: a put that cannot be gathered is refused,
+ * never applied in a sparse GPU image that has no memory under the
+ * caller's bytes), then it counts as landed. */
 static wsync_status_t apply(fetch_t *f, uint32_t i)
 {
     recv_delta_t *d = f->delta;
@@ -313,12 +325,13 @@ static wsync_status_t apply(fetch_t *f, uint32_t i)
     wsync_status_t st = WSYNC_ERR_FORMAT;
     if (d->wlen[i] == d->wbytes[i]) {
         st = d->staged ? d->mem->copy(dst, d->held + pu->dst_off, pu->len) : WSYNC_OK;
-        split = d->split_host ? split_move(f, pu, 0) : NULL;
+        if (st == WSYNC_OK && d->split_dests)
+            st = split_move(f, pu, 0, &split);
         dst = split ? split : dst;
         if (st == WSYNC_OK)
             st = wsync_delta_mem_apply(d->mem, &d->dev, dst, pu->len, d->stage + d->wat[i], d->wbytes[i]);
         if (st == WSYNC_OK && split)
-            split_move(f, pu, 1);
+            st = split_move(f, pu, 1, &split);
     } else {
         wsync_error(st, "%llu bytes landed, the answer says %llu", (unsigned long long)d->wlen[i],
                     (unsigned long long)d->wbytes[i]);

@@ -23,8 +23,9 @@ struct recv_delta {
     wsync_delta_dev_t *dev;     /* a GPU's buffers for the wires applied there */
     const char *held;           /* the base's bytes: the held slot's image */
     int staged;                 /* the pull lands in the other slot (else in the held bytes) */
-    int split_host; /* in place into the caller's host tensors: the base is theirs where they hold it */
-    char *split;    /* a put's bytes gathered to apply there (split_len bytes) */
+    int split_dests; /* in place into the caller's tensors (host, a sparse GPU image): the base is theirs where
+                        they hold it */
+    char *split;     /* a put's bytes gathered to apply there (split_len bytes of mem's memory) */
     size_t split_len;
     unsigned char *stage;
     uint64_t stage_len;

@@ -10,21 +10,30 @@
 #include "common/base/checks.h"
 #include "common/base/log.h"
 #include "common/base/util.h"
+#include "common/delta/delta_mem.h"
 
 struct relay_delta {
     const unsigned char *base_image;
+    const wsync_mem_ops_t *mem; /* where both images live */
+    wsync_delta_dev_t *dev;     /* a GPU image's encoder buffers, freed at the request's end */
     wsync_pull_deltas_t out;
     uint64_t nfull; /* puts that went full */
 };
 
 wsync_status_t relay_delta_begin(const wsync_pull_request_t *q, uint64_t base_version, const void *base_image,
-                                 const wsync_transport_ops_t *ops, wsync_transport_t *t, relay_delta_t **out)
+                                 wsync_mem_kind_t kind, int device, const wsync_transport_ops_t *ops,
+                                 wsync_transport_t *t, relay_delta_t **out)
 {
-    relay_delta_t *d = calloc(1, sizeof(*d));
+    relay_delta_t *d;
     wsync_status_t st;
     *out = NULL;
+    /* a GPU image: its device is this thread's, for the encoder and the digests */
+    if (kind == WSYNC_MEM_CUDA)
+        WSYNC_CHECK(wsync_mem_cuda.init(device));
+    d = calloc(1, sizeof(*d));
     WSYNC_CHECK_ALLOC(d);
     d->base_image = base_image;
+    d->mem = kind == WSYNC_MEM_CUDA ? &wsync_mem_cuda : &wsync_mem_host;
     if ((st = wsync_pull_deltas_open(&d->out, base_version, q->delta_bytes, ops, t)) != WSYNC_OK) {
         free(d);
         return st;
@@ -42,8 +51,8 @@ int relay_delta_put(relay_delta_t *d, const wsync_transport_ops_t *ops, wsync_co
     int placed;
     if (len <= WSYNC_DELTA_HEADER)
         return 0;
-    placed = wsync_pull_deltas_encode(&wsync_mem_host, NULL, d->base_image + off, (const unsigned char *)next + off,
-                                      len, width, off, &wire, &wl, with_digest ? &dig : NULL) == WSYNC_OK &&
+    placed = wsync_pull_deltas_encode(d->mem, &d->dev, d->base_image + off, (const unsigned char *)next + off, len,
+                                      width, off, &wire, &wl, with_digest ? &dig : NULL) == WSYNC_OK &&
              wire != NULL && wsync_pull_deltas_place(&d->out, wire, wl, &at);
     free(wire);
     if (!placed) {
@@ -78,5 +87,6 @@ void relay_delta_end(relay_delta_t *d, const char *engine_id, const wsync_pull_r
              (unsigned long long)d->out.base, wsync_fmt_size(d->out.wire_bytes, a, sizeof(a)),
              wsync_fmt_size(d->out.put_bytes, b, sizeof(b)), unit, (unsigned long long)d->nfull, unit);
     wsync_pull_deltas_clear(&d->out);
+    wsync_delta_dev_free(d->mem, d->dev); /* on the request's thread: its device */
     free(d);
 }

@@ -11,9 +11,11 @@
  * digest of their new bytes, which the child checks once it applied the
  * wire (its segments are verified against the trainers' digests at the end,
  * as for every pull of targets). The child applies and verifies them
- * exactly as a trainer's (engine_side/delta_land.h). Images in host memory;
- * anything else goes full. Per request, on the request's own thread: no
- * lock. */
+ * exactly as a trainer's (engine_side/delta_land.h). Images in host or GPU
+ * memory: on a GPU the wires are encoded there (common/delta/delta_mem.h)
+ * into device buffers of the request's own, and copied to the staging
+ * buffer in host memory, which tcp puts from. Per request, on the
+ * request's own thread: no lock. */
 #ifndef WSYNC_ENGINE_RELAY_DELTA_H
 #define WSYNC_ENGINE_RELAY_DELTA_H
 
@@ -22,11 +24,13 @@
 typedef struct relay_delta relay_delta_t;
 
 /* The request's delta state: the base image (base_version's bytes in the
- * image the request reads, the relay's other slot, pinned by the caller), a staging buffer of the
- * request's delta_bytes at most, registered with t. Fails for memory or
- * registration. */
+ * image the request reads, the relay's other slot, pinned by the caller;
+ * memory of `kind`, a GPU's on `device`, which becomes the calling
+ * thread's), a staging buffer of the request's delta_bytes at most,
+ * registered with t. Fails for the device, memory or registration. */
 wsync_status_t relay_delta_begin(const wsync_pull_request_t *q, uint64_t base_version, const void *base_image,
-                                 const wsync_transport_ops_t *ops, wsync_transport_t *t, relay_delta_t **out);
+                                 wsync_mem_kind_t kind, int device, const wsync_transport_ops_t *ops,
+                                 wsync_transport_t *t, relay_delta_t **out);
 /* Put `id` (len bytes at off of the image `next`, the base's at the same
  * offset of the base image, elements of `width` bytes) as its wire, with
  * the digest of its new bytes when with_digest (a node of targets): 1 put,
@@ -41,8 +45,9 @@ void relay_delta_reply(const relay_delta_t *d, const wsync_pull_request_t *q, ws
 /* No put of d in flight any more: its buffer deregistered (before the
  * transport closes); NULL is fine. */
 void relay_delta_release(relay_delta_t *d, const wsync_transport_ops_t *ops);
-/* After the answer to q: its log line (`engine_id`: the relay's node),
- * then d freed; NULL is fine. */
+/* After the answer to q, on the thread that began d: its log line
+ * (`engine_id`: the relay's node), then d and its device buffers freed;
+ * NULL is fine. */
 void relay_delta_end(relay_delta_t *d, const char *engine_id, const wsync_pull_request_t *q);
 
 #endif

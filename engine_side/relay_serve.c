@@ -222,14 +222,15 @@ static int same_targets(relay_req_t *rq, const relay_slot_t *s)
 /* rl->lock held: the other slot when it holds the base the asker names, of
  * the same layout and targets (the same node plan), every chunk the asker
  * gets verified there (a node of targets: verified on every rank), in host
- * memory, delta_bases not 0 (relay_delta.h); else -1. */
+ * or GPU memory alike (both slots are the node's images of one kind),
+ * delta_bases not 0 (relay_delta.h); else -1. */
 static int find_base(const recv_relay_t *rl, const relay_req_t *rq, const relay_slot_t *s)
 {
     const wsync_pull_request_t *q = &rq->q;
     int b = relay_find_slot(rl, q->base);
     uint32_t c;
     if (q->base == 0 || q->base >= q->version || q->delta_bytes < WSYNC_DELTA_HEADER ||
-        wsync_setting_int(WSYNC_SET_DELTA_BASES) == 0 || rl->kind != WSYNC_MEM_HOST || b < 0 ||
+        wsync_setting_int(WSYNC_SET_DELTA_BASES) == 0 || b < 0 ||
         (rl->slots[b].targets == NULL) != (s->targets == NULL) || rl->slots[b].L != s->L ||
         (s->targets && memcmp(rl->slots[b].targets, s->targets, (size_t)s->L * 33) != 0) ||
         rl->slots[b].nchunks != s->nchunks || strcmp(rl->slots[b].ldig, s->ldig) != 0)
@@ -283,8 +284,8 @@ static int serve_pinned(relay_req_t *rq)
     pthread_mutex_unlock(&rl->lock);
     rc = open_sender(rq, s);
     if (rc == 0 && rq->base_slot >= 0 &&
-        relay_delta_begin(&rq->q, rq->q.base, rl->slots[rq->base_slot].win[rq->src], rq->ops, rq->t, &rq->delta) !=
-            WSYNC_OK)
+        relay_delta_begin(&rq->q, rq->q.base, rl->slots[rq->base_slot].win[rq->src], rl->kind, rl->device, rq->ops,
+                          rq->t, &rq->delta) != WSYNC_OK)
         LOG_WARN("engine %s's relay: version %llu to engine %s rank %d goes in full pieces: %s", rl->engine_id,
                  (unsigned long long)rq->q.version, rq->q.engine, rq->q.local_rank, wsync_last_error());
     pthread_mutex_lock(&rl->lock);

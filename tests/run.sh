@@ -3,7 +3,9 @@
 # line "N passed, N failed". Each test prints "PASS name", "FAIL name" or
 # "SKIP name: skipped: why"; a program that crashes or exits non-zero without
 # a FAIL line counts as one failure. WSYNC_ONLY=unit|integration|gpu picks a
-# group; WSYNC_WRAP (e.g. valgrind) wraps the unit programs.
+# group; any other word the tests whose name (as printed, e.g.
+# gpu/relay_delta_gpu_test) contains it. WSYNC_WRAP (e.g. valgrind) wraps the
+# unit programs.
 set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,8 +16,12 @@ failed_names=()
 logdir="$root/$build/test-logs"
 mkdir -p "$logdir"
 
+# picks GROUP: WSYNC_ONLY runs (some of) GROUP's tests.
+picks() { case "$only" in "" | "$1") return 0 ;; unit | integration | gpu) return 1 ;; *) return 0 ;; esac; }
+
 run_one() { # kind name command...
     local kind=$1 name=$2; shift 2
+    case "$only" in "" | unit | integration | gpu) ;; *) [[ "$name" == *"$only"* ]] || return 0 ;; esac
     local log="$logdir/$(echo "$name" | tr '/' '_').log"
     local t0=$(date +%s.%N)
     "$@" >"$log.out" 2>"$log" </dev/null
@@ -38,19 +44,19 @@ run_one() { # kind name command...
     fi
 }
 
-if [ -z "$only" ] || [ "$only" = unit ]; then
+if picks unit; then
     while IFS= read -r bin; do
         name=${bin#$root/$build/tests/}
         run_one unit "$name" ${WSYNC_WRAP:-} "$bin"
     done < <(find "$root/$build/tests/unit" -type f -perm -u+x 2>/dev/null | sort)
 fi
-if [ -z "$only" ] || [ "$only" = integration ]; then
+if picks integration; then
     for t in "$root"/tests/integration/*_test.sh; do
         [ -e "$t" ] || continue
         run_one integration "integration/$(basename "$t" .sh)" bash "$t"
     done
 fi
-if [ -z "$only" ] || [ "$only" = gpu ]; then
+if picks gpu; then
     for bin in "$root/$build"/tests/gpu/*_test; do
         [ -e "$bin" ] || continue
         run_one gpu "gpu/$(basename "$bin")" "$bin"

@@ -8,13 +8,21 @@
 # file it was published from; every version after the first as deltas, the
 # bytes on the wire below a quarter of the image; in place, a byte of the
 # held version flipped in GPU memory before the first delta pull is caught
-# by verification and its piece re-fetched in full. WSYNC_LOCAL_TRANSPORT=0:
+# by verification and its piece re-fetched in full. Then a TP=2 node of two
+# Python ranks in place into their own tensors on cuda:0 (wsync.Receiver
+# tp=2, into=): each rank's image is sparse (gpu_sparse.c, the bytes land
+# straight in the tensors), every version after the first comes as deltas
+# whose base is gathered out of the tensors into a device buffer and
+# scattered back (delta_land.c's split_move), every tensor equal to
+# tp_tool.py's slices of the file (tests/integration/tp_delta_lib.sh).
+# WSYNC_LOCAL_TRANSPORT=0:
 # on one host an engine would copy from a GPU trainer with the local
 # transport (CUDA IPC), where deltas do not pay and are not asked; tcp
 # stands in for trainers on another host. Skips without CUDA.
 source "$(dirname "$0")/../integration/lib.sh"
 NEED_CUDA=1 source "$WSYNC_ROOT/tests/python/pick_python.sh"
-names="delta_gpu_staged_every_tensor_equal delta_gpu_wire_bytes_below_full delta_gpu_in_place_corrupted_base_refetched"
+names="delta_gpu_staged_every_tensor_equal delta_gpu_wire_bytes_below_full delta_gpu_in_place_corrupted_base_refetched
+       delta_gpu_tp2_into_sparse"
 if [ "$(cuda_devices)" = 0 ]; then
     for c in $names; do skip "$c" "no CUDA device"; done
     exit 0
@@ -97,4 +105,15 @@ if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-inplace" e-inplace 4 &&
     pass delta_gpu_in_place_corrupted_base_refetched
 else
     fail delta_gpu_in_place_corrupted_base_refetched "engine rc=$e0,$e1: $(grep -h 'hook\|re-fetch\|version 2' "$TMP"/e-inplace-*.log | head -4)"
+fi
+
+# A TP=2 node in place into its own GPU tensors: a sparse GPU image on each rank, deltas, every tensor equal.
+source "$WSYNC_ROOT/tests/integration/tp_delta_lib.sh"
+tp_delta_node delta_gpu_tp2_into_sparse 4 cuda:0
+grep -h "the image backs" "$TMP"/delta_gpu_tp2_into_sparse-e*.log
+if grep -q 'the image backs' "$TMP"/delta_gpu_tp2_into_sparse-e0.log &&
+    grep -q 'the image backs' "$TMP"/delta_gpu_tp2_into_sparse-e1.log; then
+    pass delta_gpu_tp2_into_sparse_images_are_sparse
+else
+    fail delta_gpu_tp2_into_sparse_images_are_sparse "a rank kept a whole image: $(tail -n 3 "$TMP"/delta_gpu_tp2_into_sparse-e0.log)"
 fi

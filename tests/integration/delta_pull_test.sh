@@ -17,7 +17,9 @@
 #     trainer rank and base), and every version is still ready with the
 #     right bytes; the node's status and /metrics count it;
 #   - staged, with a trainer hook that breaks one piece's wire: refused by
-#     the decoder, re-fetched in full, every version right.
+#     the decoder, re-fetched in full, every version right;
+#   - a TP=2 node in place into its own tensors (Python) through the sparse
+#     GPU image's path on host memory: deltas, every tensor equal.
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 if ! $PY -c 'import torch, numpy' 2>/dev/null; then
@@ -364,3 +366,12 @@ if [ $e0 = 0 ] && [ $e1 = 0 ] && [ $tp_ok = 1 ] &&
 else
     fail delta_pull_tp2_corrupted_base_refetched_in_full "rc=$e0,$e1 tp_ok=$tp_ok: $(grep -h 'hook\|re-fetch\|version 2' "$TMP"/e-tpc-*.log | head -4)"
 fi
+
+# --- a TP=2 node in place into its own tensors, through the sparse GPU image's path on host memory
+# (WSYNC_TEST_HOST_FAN_WINDOW: the bytes land straight in the caller's tensors, the image backs none of
+# them): every version after the first as deltas, each put's base gathered out of the caller's tensors
+# (delta_land.c's split_move), every tensor equal to tp_tool.py's slices (tp_delta_lib.sh).
+source "$WSYNC_ROOT/tests/integration/tp_delta_lib.sh"
+tp_delta_node delta_pull_tp2_into_sparse 4 cpu WSYNC_TEST_HOST_FAN_WINDOW=1
+check delta_pull_tp2_into_sparse_took_the_sparse_path \
+    grep -q "test hook: the sparse GPU image's path on host memory" "$TMP/delta_pull_tp2_into_sparse-e0.log"
