@@ -11,9 +11,10 @@
  *     chunk's elements, 128 bytes of values at every width), gathered in
  *     shared memory and written in whole sectors;
  *  2. the segmented scan of the chunk counts (delta_cuda_fast.cu);
- *  3. write: each warp copies its chunk's held values (and indices) to
- *     their place on the wire; a chunk that changed more than CAP reads
- *     its values from next again through its bitmap words.
+ *  3. write: each warp takes 32 chunks, copies their held values (and
+ *     indices) to their place on the wire in one coalesced sweep, and a
+ *     chunk that changed more than CAP reads its values from next again
+ *     through its bitmap words.
  *
  * The host reads the total between 2 and 3 and picks the form, so 3 writes
  * the chosen form's layout directly. Extra traffic over the one pass: the
@@ -123,47 +124,80 @@ __device__ __forceinline__ void put_one(T v, uint64_t e, uint64_t k, unsigned ch
     }
 }
 
+/* The values (and indices) of chunk ch, which changed more than it holds:
+ * read from next through its bitmap words, written from `at` on. One warp. */
+template <typename T>
+__device__ __forceinline__ void gather_chunk(const T *__restrict__ next, uint64_t ngroups,
+                                             const uint32_t *__restrict__ words, uint64_t ch, unsigned long long at,
+                                             unsigned char *vals, unsigned char *idx, unsigned iw, uint64_t idx_fit)
+{
+    constexpr unsigned WPC = chunk_shape<sizeof(T)>::ELEMS / 32; /* bitmap words of a chunk */
+    const unsigned lane = threadIdx.x & 31;
+    for (unsigned r = 0; r < (WPC + 31) / 32; r++) {
+        const unsigned k = r * 32 + lane;
+        const uint64_t g = ch * WPC + k;
+        uint32_t m = k < WPC && g < ngroups ? words[g] : 0;
+        unsigned incl = __popc(m);
+#pragma unroll
+        for (unsigned o = 1; o < 32; o *= 2) {
+            unsigned up = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= o)
+                incl += up;
+        }
+        unsigned long long to = at + incl - __popc(m);
+        while (m != 0) {
+            const unsigned j = __ffs(m) - 1;
+            m &= m - 1;
+            put_one<T>(next[g * 32 + j], g * 32 + j, to++, vals, idx, iw, idx_fit);
+        }
+        at += __shfl_sync(0xffffffffu, incl, 31);
+    }
+}
+
+/* A warp takes 32 consecutive chunks at a time, whose values are one run
+ * on the wire: it learns their offsets (a lane each), copies every held
+ * value of the run in one coalesced sweep (value k of the run: its chunk
+ * found by a search of the 33 offsets), then gathers the chunks that
+ * changed more than they hold. */
 template <typename T>
 __global__ void __launch_bounds__(NT)
-    stream_write_kernel(const T *next, uint64_t n, const uint32_t *words, const unsigned long long *offsets,
-                        const unsigned long long *seg, const unsigned long long *total,
-                        const unsigned char *held_vals, const uint16_t *held_idx, uint64_t nch,
-                        unsigned char *vals, unsigned char *idx, unsigned iw, uint64_t idx_fit)
+    stream_write_kernel(const T *__restrict__ next, uint64_t n, const uint32_t *__restrict__ words,
+                        const unsigned long long *__restrict__ offsets, const unsigned long long *__restrict__ seg,
+                        const unsigned long long *__restrict__ total, const unsigned char *__restrict__ held_vals,
+                        const uint16_t *__restrict__ held_idx, uint64_t nch, unsigned char *vals,
+                        unsigned char *idx, unsigned iw, uint64_t idx_fit)
 {
     constexpr unsigned W = sizeof(T), ELEMS = chunk_shape<W>::ELEMS, CAP = chunk_shape<W>::CAP;
-    constexpr unsigned WPC = ELEMS / 32; /* bitmap words of a chunk */
+    __shared__ unsigned long long offs[NT / 32][33];
+    unsigned long long *o = offs[threadIdx.x / 32];
     const unsigned lane = threadIdx.x & 31;
     const uint64_t ngroups = (n + 31) / 32, warps = (uint64_t)gridDim.x * (NT / 32);
-    for (uint64_t ch = ((uint64_t)blockIdx.x * NT + threadIdx.x) / 32; ch < nch; ch += warps) {
-        const unsigned long long off = chunk_offset(offsets, seg, ch);
-        const unsigned long long c = (ch + 1 < nch ? chunk_offset(offsets, seg, ch + 1) : *total) - off;
-        const uint64_t e0 = ch * ELEMS;
-        if (c <= CAP) { /* every changed value is held */
-            const T *hv = (const T *)(held_vals + ch * WSYNC_DELTA_CUDA_HELD_VALS);
-            for (unsigned k = lane; k < c; k += 32)
-                put_one<T>(hv[k], e0 + held_idx[ch * CAP + k], off + k, vals, idx, iw, idx_fit);
-            continue;
-        }
-        unsigned long long run = off; /* more than CAP: from next, through the chunk's bitmap words */
-        for (unsigned r = 0; r < (WPC + 31) / 32; r++) {
-            const unsigned k = r * 32 + lane;
-            const uint64_t g = ch * WPC + k;
-            uint32_t m = k < WPC && g < ngroups ? words[g] : 0;
-            unsigned incl = __popc(m);
+    for (uint64_t c0 = ((uint64_t)blockIdx.x * NT + threadIdx.x) / 32 * 32; c0 < nch; c0 += warps * 32) {
+        const uint64_t ch = c0 + lane;
+        o[lane] = ch < nch ? chunk_offset(offsets, seg, ch) : *total;
+        if (lane == 31)
+            o[32] = ch + 1 < nch ? chunk_offset(offsets, seg, ch + 1) : *total;
+        __syncwarp();
+        const unsigned long long mine = o[lane + 1] - o[lane];
+        const unsigned over = __ballot_sync(0xffffffffu, mine > CAP);
+#pragma unroll 4
+        for (unsigned long long f = o[0] + lane; f < o[32]; f += 32) {
+            unsigned j = 0; /* the chunk of value f: o[j] <= f < o[j + 1] */
 #pragma unroll
-            for (unsigned o = 1; o < 32; o *= 2) {
-                unsigned up = __shfl_up_sync(0xffffffffu, incl, o);
-                if (lane >= o)
-                    incl += up;
-            }
-            unsigned long long at = run + incl - __popc(m);
-            while (m != 0) {
-                const unsigned j = __ffs(m) - 1;
-                m &= m - 1;
-                put_one<T>(next[g * 32 + j], g * 32 + j, at++, vals, idx, iw, idx_fit);
-            }
-            run += __shfl_sync(0xffffffffu, incl, 31);
+            for (unsigned step = 16; step > 0; step /= 2)
+                if (o[j + step] <= f)
+                    j += step;
+            if (over >> j & 1)
+                continue;
+            const unsigned k = (unsigned)(f - o[j]);
+            const T v = ((const T *)(held_vals + (c0 + j) * WSYNC_DELTA_CUDA_HELD_VALS))[k];
+            put_one<T>(v, (c0 + j) * ELEMS + held_idx[(c0 + j) * CAP + k], f, vals, idx, iw, idx_fit);
         }
+        for (unsigned m = over; m != 0; m &= m - 1) {
+            const unsigned j = __ffs(m) - 1;
+            gather_chunk<T>(next, ngroups, words, c0 + j, o[j], vals, idx, iw, idx_fit);
+        }
+        __syncwarp(); /* o[] is read before the next run writes it */
     }
 }
 
@@ -187,7 +221,7 @@ static int launch_write(const void *next, uint64_t n, const uint32_t *words, con
 {
     static unsigned res;
     const uint64_t nch = wsync_delta_cuda_wchunks(n * sizeof(T));
-    unsigned grid = resident_grid((const void *)stream_write_kernel<T>, NT, &res, (nch + NT / 32 - 1) / (NT / 32));
+    unsigned grid = resident_grid((const void *)stream_write_kernel<T>, NT, &res, (nch + NT - 1) / NT);
     stream_write_kernel<T><<<grid, NT, 0, s>>>((const T *)next, n, words, offsets, seg, total, held,
                                                (const uint16_t *)(held + nch * WSYNC_DELTA_CUDA_HELD_VALS), nch,
                                                vals, idx, iw, idx_fit);
