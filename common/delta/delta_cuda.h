@@ -77,10 +77,13 @@ int wsync_delta_cuda_encode_pass(const void *base, const void *next, uint64_t n,
                                  uint32_t *words, unsigned long long *state, unsigned char *idx, unsigned iw,
                                  uint64_t idx_fit, unsigned char *vals, void *stream);
 /* The encoder as two streaming kernels (delta_cuda_stream.cu): bytes of
- * each version one warp compares at a time, and the bytes of changed
- * values each such chunk holds for the write (1/16 of its elements). */
+ * each version one warp compares at a time; the bytes of changed values
+ * each such chunk holds for the write (1/8 of its elements), and of their
+ * 16-bit indices in the chunk at width 1 (1/16 of its elements: more
+ * changed than that, the pairs form is not chosen). */
 #define WSYNC_DELTA_CUDA_WCHUNK 2048u
-#define WSYNC_DELTA_CUDA_HELD_VALS (WSYNC_DELTA_CUDA_WCHUNK / 16)
+#define WSYNC_DELTA_CUDA_HELD_VALS (WSYNC_DELTA_CUDA_WCHUNK / 8)
+#define WSYNC_DELTA_CUDA_HELD_IDX (2 * WSYNC_DELTA_CUDA_WCHUNK / 16)
 
 static inline uint64_t wsync_delta_cuda_wchunks(uint64_t len)
 {
@@ -92,7 +95,7 @@ static inline uint64_t wsync_delta_cuda_wchunks(uint64_t len)
  * 16-bit indices in the chunk. */
 static inline uint64_t wsync_delta_cuda_held_bytes(uint64_t len)
 {
-    return wsync_delta_cuda_wchunks(len) * (WSYNC_DELTA_CUDA_HELD_VALS + 2 * WSYNC_DELTA_CUDA_HELD_VALS);
+    return wsync_delta_cuda_wchunks(len) * (WSYNC_DELTA_CUDA_HELD_VALS + WSYNC_DELTA_CUDA_HELD_IDX);
 }
 
 /* Compare both versions (16-byte aligned, as `held`): words as

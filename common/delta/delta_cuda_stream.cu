@@ -6,15 +6,16 @@
  *
  *  1. count: each warp compares 2 KiB of each version (four 16-byte loads
  *     a lane, in flight together), writes the bitmap words, its chunk's
- *     count, and the chunk's first CAP changed values and their indices
- *     in the chunk into the chunk's own slot of `held` (CAP = 1/16 of the
- *     chunk's elements, 128 bytes of values at every width), gathered in
- *     shared memory and written in whole sectors;
+ *     count, and the chunk's first CAP changed values (1/8 of its
+ *     elements, 256 bytes at every width) and the first ICAP of their
+ *     indices in the chunk (1/16: a form of pairs is not chosen above that
+ *     density) into the chunk's own slot of `held`, gathered in shared
+ *     memory and written in whole sectors;
  *  2. the segmented scan of the chunk counts (delta_cuda_fast.cu);
  *  3. write: each warp takes 32 chunks, copies their held values (and
  *     indices) to their place on the wire in one coalesced sweep, and a
- *     chunk that changed more than CAP reads its values from next again
- *     through its bitmap words.
+ *     chunk that changed more than it holds (for the pairs form: more than
+ *     ICAP) reads its values from next again through its bitmap words.
  *
  * The host reads the total between 2 and 3 and picks the form, so 3 writes
  * the chosen form's layout directly. Extra traffic over the one pass: the
@@ -30,10 +31,12 @@
 #define LOADS 4 /* 16-byte loads of each version a lane, per chunk */
 static_assert(WSYNC_DELTA_CUDA_WCHUNK == 32 * LOADS * 16, "a warp's chunk: 32 lanes x LOADS x 16 bytes");
 
-/* Elements of width W in a chunk, and the chunk's held values (its CAP). */
+/* Elements of width W in a chunk, the chunk's held values (CAP) and
+ * indices (ICAP). */
 template <unsigned W> struct chunk_shape {
     static constexpr unsigned ELEMS = WSYNC_DELTA_CUDA_WCHUNK / W;
     static constexpr unsigned CAP = WSYNC_DELTA_CUDA_HELD_VALS / W;
+    static constexpr unsigned ICAP = ELEMS / 16;
 };
 
 template <typename T>
@@ -42,7 +45,7 @@ __global__ void __launch_bounds__(NT)
                         unsigned long long *counts, unsigned char *held_vals, uint16_t *held_idx, uint64_t nch)
 {
     constexpr unsigned W = sizeof(T), E = 16 / W, TPW = 32 / E, CAP = chunk_shape<W>::CAP;
-    constexpr unsigned VBYTES = WSYNC_DELTA_CUDA_HELD_VALS, IBYTES = 2 * CAP;
+    constexpr unsigned ICAP = chunk_shape<W>::ICAP, VBYTES = WSYNC_DELTA_CUDA_HELD_VALS, IBYTES = 2 * ICAP;
     /* the warp's held values and indices, gathered here and written out in
      * whole 32-byte sectors (element stores straight to memory would make
      * it read each partly written sector first) */
@@ -84,7 +87,8 @@ __global__ void __launch_bounds__(NT)
                 const unsigned j = __ffs(m) - 1;
                 m &= m - 1;
                 vals[at] = (T)elem<W>(b[u], j);
-                idx[at] = (uint16_t)((u * 32 + lane) * E + j);
+                if (at < ICAP)
+                    idx[at] = (uint16_t)((u * 32 + lane) * E + j);
                 at++;
             }
             run += __shfl_sync(0xffffffffu, incl, 31);
@@ -92,11 +96,11 @@ __global__ void __launch_bounds__(NT)
         if (lane == 0)
             counts[ch] = run;
         __syncwarp();
-        const unsigned kept = run < CAP ? run : CAP;
-        const unsigned nv = (kept * W + 31) / 32 * 2, ni = (kept * 2 + 31) / 32 * 2; /* 16-byte units */
+        const unsigned kv = run < CAP ? run : CAP, ki = run < ICAP ? run : ICAP;
+        const unsigned nv = (kv * W + 31) / 32 * 2, ni = (ki * 2 + 31) / 32 * 2; /* 16-byte units */
         for (unsigned q = lane; q < nv + ni; q += 32) {
             const unsigned from = q < nv ? q : VBYTES / 16 + (q - nv);
-            uint4 *to = q < nv ? (uint4 *)(held_vals + ch * VBYTES) + q : (uint4 *)(held_idx + ch * CAP) + (q - nv);
+            uint4 *to = q < nv ? (uint4 *)(held_vals + ch * VBYTES) + q : (uint4 *)(held_idx + ch * ICAP) + (q - nv);
             *to = stage[threadIdx.x / 32][from];
         }
         __syncwarp(); /* the stage is read before the next chunk writes it */
@@ -168,6 +172,7 @@ __global__ void __launch_bounds__(NT)
                         unsigned char *idx, unsigned iw, uint64_t idx_fit)
 {
     constexpr unsigned W = sizeof(T), ELEMS = chunk_shape<W>::ELEMS, CAP = chunk_shape<W>::CAP;
+    constexpr unsigned ICAP = chunk_shape<W>::ICAP;
     __shared__ unsigned long long offs[NT / 32][33];
     unsigned long long *o = offs[threadIdx.x / 32];
     const unsigned lane = threadIdx.x & 31;
@@ -179,7 +184,7 @@ __global__ void __launch_bounds__(NT)
             o[32] = ch + 1 < nch ? chunk_offset(offsets, seg, ch + 1) : *total;
         __syncwarp();
         const unsigned long long mine = o[lane + 1] - o[lane];
-        const unsigned over = __ballot_sync(0xffffffffu, mine > CAP);
+        const unsigned over = __ballot_sync(0xffffffffu, mine > (idx != NULL ? ICAP : CAP));
 #pragma unroll 4
         for (unsigned long long f = o[0] + lane; f < o[32]; f += 32) {
             unsigned j = 0; /* the chunk of value f: o[j] <= f < o[j + 1] */
@@ -191,7 +196,8 @@ __global__ void __launch_bounds__(NT)
                 continue;
             const unsigned k = (unsigned)(f - o[j]);
             const T v = ((const T *)(held_vals + (c0 + j) * WSYNC_DELTA_CUDA_HELD_VALS))[k];
-            put_one<T>(v, (c0 + j) * ELEMS + held_idx[(c0 + j) * CAP + k], f, vals, idx, iw, idx_fit);
+            put_one<T>(v, (c0 + j) * ELEMS + (idx != NULL ? held_idx[(c0 + j) * ICAP + k] : 0), f, vals, idx, iw,
+                       idx_fit);
         }
         for (unsigned m = over; m != 0; m &= m - 1) {
             const unsigned j = __ffs(m) - 1;
