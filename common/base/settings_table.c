@@ -223,8 +223,11 @@ const wsync_setting_def_t wsync_settings_table[WSYNC_SET_COUNT] = {
                          .doc = "an engine rank holding a verified version asks for the next as deltas from it "
                                 "(the elements that changed, docs/DELTA.md; of the trainer ranks or, under "
                                 "relay:F, of its parent's relay), checked against the new version's "
-                                "digests; auto: over tcp into host memory (off inside one GPU), and with a links "
-                                "file only where the cost model finds the delta pull faster than a full one"},
+                                "digests; auto: wherever the pieces come over tcp, into host or GPU memory, whole "
+                                "images and engine targets, in place into the caller's own tensors too (the local "
+                                "and nccl transports send full pieces: inside one GPU a full copy is the faster), "
+                                "and with a links file only where the cost model finds the delta pull faster than "
+                                "a full one"},
     [WSYNC_SET_DELTA_BASES] = {.name = "delta_bases",
                                .type = WSYNC_STYPE_INT,
                                .dflt = "1",
