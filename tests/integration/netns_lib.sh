@@ -1,8 +1,26 @@
 # netns_lib.sh: helpers of the tests whose control endpoint runs in a network
 # namespace (relay_netns_test, relay_delta_test, relay_delta_tp_test), sourced
-# after lib.sh and netns.sh. They read CNS (the endpoint's namespace), CIP (its
-# address), PY, TRAINERS and SERVE when called.
+# after lib.sh and netns.sh. netns_deploy builds the hosts; the others read CNS
+# (the endpoint's namespace), CIP (its address), PY, TRAINERS and SERVE when
+# called.
 
+# netns_deploy NAME P SALT N: the hosts of a deployment, each a namespace on netns.sh's bridge (hub P h$$):
+# the control endpoint's (CNS at CIP), the trainer ranks' (TNS at TIP) and N engine hosts (ENS[i] at EIP[i]),
+# named from P and $$, in 10.x.y.0/24 with x and y from $$ and SALT (so that tests running at once differ).
+# 0 when built; else the test's line is printed: 1 when this machine cannot (NAME skipped), 2 when building
+# failed (NAME_setup failed).
+netns_deploy() {
+    local name=$1 p=$2 salt=$3 n=$4 i ok=0
+    if ! netns_begin "${p}h$$"; then skip "$name" "$NETNS_WHY"; return 1; fi
+    NET="10.$(( ($$ >> 8) & 255 )).$(( ($$ & 255) ^ salt ))"
+    CNS=${p}c$$; TNS=${p}t$$; CIP=$NET.1; TIP=$NET.2; ENS=(); EIP=()
+    for ((i = 0; i < n; i++)); do ENS+=("${p}e$i-$$"); EIP+=("$NET.$((10 + i))"); done
+    {
+        netns_host "$CNS" "$CIP" && netns_host "$TNS" "$TIP" || ok=1
+        for ((i = 0; ok == 0 && i < n; i++)); do netns_host "${ENS[$i]}" "${EIP[$i]}" || ok=1; done
+    } 2>"$TMP/setup.err"
+    [ $ok = 0 ] || { fail "$name"_setup "cannot build the namespaces: $(cat "$TMP/setup.err")"; return 2; }
+}
 # wait_until SECONDS CMD...: 0 once CMD succeeds (polled every 50 ms), else 1.
 wait_until() { local t=$1 i; shift; for ((i = 0; i < t * 20; i++)); do "$@" && return 0; sleep 0.05; done; return 1; }
 # wait_all SECONDS PID...: 0 when every one exited 0 in time (the rest are killed).

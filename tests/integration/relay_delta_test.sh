@@ -34,16 +34,8 @@ source "$(dirname "$0")/netns.sh"
 NAME=relay_delta
 PY=/usr/bin/python3
 if ! $PY -c 'import torch, numpy' 2>/dev/null; then skip "$NAME" "no python3 with torch and numpy at $PY"; exit 0; fi
-if ! netns_begin "wdh$$"; then skip "$NAME" "$NETNS_WHY"; exit 0; fi
-NET="10.$(( ($$ >> 8) & 255 )).$(( ($$ & 255) ^ 170 ))"
-CNS=wdc$$; TNS=wdt$$; ENS=(wde0-$$ wde1-$$ wde2-$$)
-CIP=$NET.1; TIP=$NET.2; EIP=("$NET.10" "$NET.11" "$NET.12")
 source "$(dirname "$0")/netns_lib.sh"
-setup() {
-    netns_host "$CNS" "$CIP" && netns_host "$TNS" "$TIP" &&
-    for i in 0 1 2; do netns_host "${ENS[$i]}" "${EIP[$i]}" || return 1; done
-}
-if ! setup 2>"$TMP/setup.err"; then fail "$NAME"_setup "cannot build the namespaces: $(cat "$TMP/setup.err")"; exit 1; fi
+netns_deploy "$NAME" wd 170 3 || exit $(($? - 1)) # 1: skipped, 2: failed
 
 $PY "$WSYNC_ROOT/tests/tools/adamw_versions.py" "$TMP/v" --steps 5 --hidden 256 --intermediate 704 --layers 2 \
     --heads 4 --kv-heads 2 --vocab 4096 --batch 2 --seq 32 >"$TMP/gen.log" 2>&1 ||
@@ -65,7 +57,6 @@ dumps_equal() {
             "$dir/$id/rank0/v$v.safetensors" || return 1
     done
 }
-bytes() { ip -n "$1" -s -j link show dev eth0 | $PY -c "import json,sys; print(json.load(sys.stdin)[0]['stats64']['$2']['bytes'])"; }
 # trainers TAG VERSIONS ENGINES: two trainer ranks, each next version once ENGINES nodes hold the last
 # (and TINTERVAL ms passed).
 trainers() {
@@ -78,7 +69,6 @@ trainers() {
         TRAINERS+=($!)
     done
 }
-undeploy() { local p; for p in "${TRAINERS[@]}" "$SERVE"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }
 # engine TAG E ID VERSIONS [ENV...] [-- ARGS...]: one engine node on host E, in the background ($!).
 engine() {
     local tag=$1 e=$2 id=$3 versions=$4 envs=() args=()

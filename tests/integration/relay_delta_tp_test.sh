@@ -29,16 +29,8 @@ NAME=relay_delta_tp
 PY=/usr/bin/python3
 TOOL="$WSYNC_ROOT/tests/integration/tp_tool.py"
 if ! $PY -c 'import torch, numpy' 2>/dev/null; then skip "$NAME" "no python3 with torch and numpy at $PY"; exit 0; fi
-if ! netns_begin "wdp$$"; then skip "$NAME" "$NETNS_WHY"; exit 0; fi
-NET="10.$(( ($$ >> 8) & 255 )).$(( ($$ & 255) ^ 85 ))"
-CNS=wpc$$; TNS=wpt$$; ENS=(wpe0-$$ wpe1-$$ wpe2-$$)
-CIP=$NET.1; TIP=$NET.2; EIP=("$NET.10" "$NET.11" "$NET.12")
 source "$(dirname "$0")/netns_lib.sh"
-setup() {
-    netns_host "$CNS" "$CIP" && netns_host "$TNS" "$TIP" &&
-    for i in 0 1 2; do netns_host "${ENS[$i]}" "${EIP[$i]}" || return 1; done
-}
-if ! setup 2>"$TMP/setup.err"; then fail "$NAME"_setup "cannot build the namespaces: $(cat "$TMP/setup.err")"; exit 1; fi
+netns_deploy "$NAME" wp 85 3 || exit $(($? - 1)) # 1: skipped, 2: failed
 
 $PY "$WSYNC_ROOT/tests/tools/adamw_versions.py" "$TMP/v" --steps 5 --hidden 256 --intermediate 704 --layers 2 \
     --heads 4 --kv-heads 2 --vocab 4096 --batch 2 --seq 32 >"$TMP/gen.log" 2>&1 ||
@@ -80,7 +72,6 @@ trainers() {
         TRAINERS+=($!)
     done
 }
-undeploy() { local p; for p in "${TRAINERS[@]}" "$SERVE"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }
 
 serve chain || exit 1
 TP_PIDS=()

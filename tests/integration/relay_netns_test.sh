@@ -36,16 +36,8 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
 
 NAME=relay_netns
-if ! netns_begin "wrh$$"; then skip "$NAME" "$NETNS_WHY"; exit 0; fi
-NET="10.$(( ($$ >> 8) & 255 )).$(( ($$ & 255) ^ 85 ))"
-CNS=wrc$$; TNS=wrt$$; ENS=(wre0-$$ wre1-$$ wre2-$$ wre3-$$)
-CIP=$NET.1; TIP=$NET.2; EIP=("$NET.10" "$NET.11" "$NET.12" "$NET.13")
 source "$(dirname "$0")/netns_lib.sh"
-setup() {
-    netns_host "$CNS" "$CIP" && netns_host "$TNS" "$TIP" &&
-    for i in 0 1 2 3; do netns_host "${ENS[$i]}" "${EIP[$i]}" || return 1; done
-}
-if ! setup 2>"$TMP/setup.err"; then fail "$NAME"_setup "cannot build the namespaces: $(cat "$TMP/setup.err")"; exit 1; fi
+netns_deploy "$NAME" wr 85 4 || exit $(($? - 1)) # 1: skipped, 2: failed
 
 ST="$WSYNC_ROOT/tests/integration/st_tool.py"
 PY=/usr/bin/python3
