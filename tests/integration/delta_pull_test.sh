@@ -19,6 +19,7 @@
 #   - staged, with a trainer hook that breaks one piece's wire: refused by
 #     the decoder, re-fetched in full, every version right.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/versions_lib.sh"
 PY=/usr/bin/python3
 if ! $PY -c 'import torch, numpy' 2>/dev/null; then
     skip delta_pull_staged_every_tensor_equal "no python3 with torch and numpy at $PY"
@@ -29,6 +30,7 @@ $PY "$WSYNC_ROOT/tests/tools/adamw_versions.py" "$TMP/v" --steps 5 --hidden 256 
     { fail delta_pull_staged_every_tensor_equal "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
 FILES=$(ls "$TMP"/v/v*.safetensors | tr '\n' ',' | sed 's/,$//') # version v is file v-1
 NV=6
+WIRE_CHECK=$WSYNC_ROOT/tests/tools/wire_check.py
 export WSYNC_LOG=info
 
 
@@ -111,20 +113,7 @@ else
 fi
 # Each version after the first: both ranks took deltas, and the bytes on
 # the wire of the whole image are below a quarter of it (~4-8% at lr 1e-6).
-if $PY - "$NV" "$TMP"/e-staged-*.log <<'PY'; then
-import re, sys
-nv, wire, owed = int(sys.argv[1]), {}, {}
-for p in sys.argv[2:]:
-    for m in re.finditer(r"version (\d+): (\d+) pieces as deltas from version (\d+) .*on the wire (\d+) of (\d+) bytes",
-                         open(p).read()):
-        v, n, b = int(m[1]), int(m[2]), int(m[3])
-        assert n > 0 and b == v - 1, m[0]
-        wire[v] = wire.get(v, 0) + int(m[4]); owed[v] = owed.get(v, 0) + int(m[5])
-assert sorted(wire) == list(range(2, nv + 1)), sorted(wire)
-for v in wire:
-    print("version %d: %d of %d bytes on the wire (%.1f%%)" % (v, wire[v], owed[v], 100.0 * wire[v] / owed[v]))
-    assert wire[v] < owed[v] / 4, v
-PY
+if $PY "$WIRE_CHECK" $NV pieces "$TMP"/e-staged-*.log; then
     pass delta_pull_wire_bytes_below_full
 else
     fail delta_pull_wire_bytes_below_full "$(grep -h 'pieces as deltas' "$TMP"/e-staged-*.log | head -3)"
@@ -292,36 +281,15 @@ for p in $T0 $T1 $W0 $W1; do
     rcs="$rcs $?"
 done
 tp_ok=1
-for v in $(seq 1 $NV); do
-    for r in 0 1; do
-        $PY "$WSYNC_ROOT/tests/integration/tp_tool.py" check "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
-            "$TMP/d-tp/tp/rank$r/v$v.safetensors" 2 $r || tp_ok=0
-    done
-done
+tp_equal "$TMP/d-tp/tp" $(seq 1 $NV) || tp_ok=0
 if [ "$rcs" = " 0 0 0 0" ] && [ $tp_ok = 1 ] && dumps_equal "$TMP/d-tp" wh $(seq 1 $NV); then
     pass delta_pull_tp2_beside_whole_every_tensor_equal
 else
     fail delta_pull_tp2_beside_whole_every_tensor_equal "rc=$rcs tp_ok=$tp_ok: $(tail -2 "$TMP/e-tp-0.log")"
 fi
-# wire_check UNIT LOGS...: every version after the first came as deltas on
-# each log's rank, on the wire below a quarter of what it was owed.
-cat >"$TMP/wire_check.py" <<'PY'
-import re, sys
-nv, unit, wire, owed = int(sys.argv[1]), sys.argv[2], {}, {}
-for p in sys.argv[3:]:
-    got = set()
-    for m in re.finditer(r"version (\d+): (\d+) %s as deltas from version (\d+) .*on the wire (\d+) of (\d+) bytes"
-                         % unit, open(p).read()):
-        v, n, b = int(m[1]), int(m[2]), int(m[3])
-        assert n > 0 and b == v - 1, m[0]
-        got.add(v)
-        wire[v] = wire.get(v, 0) + int(m[4]); owed[v] = owed.get(v, 0) + int(m[5])
-    assert sorted(got) == list(range(2, nv + 1)), (p, sorted(got))
-for v in sorted(wire):
-    print("%s version %d: %d of %d bytes on the wire (%.1f%%)" % (unit, v, wire[v], owed[v], 100.0 * wire[v] / owed[v]))
-    assert wire[v] < owed[v] / 4, v
-PY
-if $PY "$TMP/wire_check.py" $NV puts "$TMP"/e-tp-*.log && $PY "$TMP/wire_check.py" $NV pieces "$TMP"/e-wh-*.log; then
+# Every version after the first came as deltas on each rank of both nodes, on
+# the wire below a quarter of what it was owed.
+if $PY "$WIRE_CHECK" $NV puts "$TMP"/e-tp-*.log && $PY "$WIRE_CHECK" $NV pieces "$TMP"/e-wh-*.log; then
     pass delta_pull_tp2_wire_bytes_below_full
 else
     fail delta_pull_tp2_wire_bytes_below_full "$(grep -h 'as deltas\|full' "$TMP"/e-tp-*.log | head -3)"
@@ -349,12 +317,7 @@ e0=$?
 wait $T1
 e1=$?
 tp_ok=1
-for v in 1 2 3; do
-    for r in 0 1; do
-        $PY "$WSYNC_ROOT/tests/integration/tp_tool.py" check "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
-            "$TMP/d-tpc/tpc/rank$r/v$v.safetensors" 2 $r || tp_ok=0
-    done
-done
+tp_equal "$TMP/d-tpc/tpc" 1 2 3 || tp_ok=0
 curl -fsS "$URL/metrics" >"$TMP/metrics-tpc.txt"
 if [ $e0 = 0 ] && [ $e1 = 0 ] && [ $tp_ok = 1 ] &&
     grep -qh "put 40 (trainer rank [01]) applied as a delta from version 1 failed verification against version 2.s digests (tensor '.*'): re-fetching it in full" \
