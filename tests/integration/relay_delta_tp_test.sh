@@ -32,10 +32,7 @@ source "$(dirname "$0")/netns_lib.sh"
 source "$(dirname "$0")/versions_lib.sh"
 netns_deploy "$NAME" wp 85 3 || exit $(($? - 1)) # 1: skipped, 2: failed
 
-$PY "$WSYNC_ROOT/tests/tools/adamw_versions.py" "$TMP/v" --steps 5 --hidden 256 --intermediate 704 --layers 2 \
-    --heads 4 --kv-heads 2 --vocab 4096 --batch 2 --seq 32 >"$TMP/gen.log" 2>&1 ||
-    { fail "$NAME"_versions "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
-FILES=$(ls "$TMP"/v/v*.safetensors | tr '\n' ',' | sed 's/,$//') # version v is file v-1
+make_versions 5 || { fail "$NAME"_versions "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
 NV=6
 
 # tpnode E ID VERSIONS [ENV...]: a TP=2 node (two local ranks) on host E; pids in TP_PIDS.
