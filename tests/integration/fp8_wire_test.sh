@@ -59,14 +59,7 @@ out=$("$WSYNC" demo --trainers 4 --engines 1 --local-ranks 2 --tp 2 --rules "$RU
 # (down_proj rows 128..255: rank 1) and in one two ranks share (an expert's
 # rows 0..127, split at 64: rank 0 finds it taking its part's maxima).
 nan_case() { # NAME TENSOR ROW COL PATTERN
-    $PY - "$TMP/ds.safetensors" "$TMP/nan.safetensors" "$2" "$3" "$4" <<'PYNAN'
-import json, struct, sys
-raw = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", raw[:8])[0]
-v = json.loads(raw[8:8 + n])[sys.argv[3]]
-at = 8 + n + v["data_offsets"][0] + 2 * (int(sys.argv[4]) * v["shape"][1] + int(sys.argv[5]))
-raw[at:at + 2] = struct.pack("<H", 0x7fc0)
-open(sys.argv[2], "wb").write(raw)
-PYNAN
+    $PY "$TOOL" nan "$TMP/ds.safetensors" "$TMP/nan.safetensors" "$2" "$3" "$4"
     out=$("$WSYNC" demo --trainers 2 --engines 1 --local-ranks 2 --tp 2 --rules "$RULES" --layout fsdp \
         --safetensors "$TMP/nan.safetensors" --versions 1 --chunk 64K --timeout-s 20 2>&1); rc=$?
     if [ $rc != 0 ] && grep -q "$5" <<<"$out"; then pass $1; else fail $1 "rc=$rc: $(grep -i nan <<<"$out" | head -3)"; fi
