@@ -1,5 +1,5 @@
 # netns_lib.sh: helpers of the tests whose control endpoint runs in a network
-# namespace (relay_netns_test, relay_delta_test, relay_delta_tp_test), sourced
+# namespace (relay_netns, relay_delta, relay_delta_tp, multihost_netns), sourced
 # after lib.sh and netns.sh. netns_deploy builds the hosts; the others read CNS
 # (the endpoint's namespace), CIP (its address), PY, TRAINERS and SERVE when
 # called.
