@@ -20,6 +20,7 @@
 # transport (CUDA IPC), where deltas do not pay and are not asked; tcp
 # stands in for trainers on another host. Skips without CUDA.
 source "$(dirname "$0")/../integration/lib.sh"
+source "$(dirname "$0")/../integration/versions_lib.sh"
 NEED_CUDA=1 source "$WSYNC_ROOT/tests/python/pick_python.sh"
 names="delta_gpu_staged_every_tensor_equal delta_gpu_wire_bytes_below_full delta_gpu_in_place_corrupted_base_refetched
        delta_gpu_tp2_into_sparse"
@@ -31,39 +32,25 @@ if [ -z "$PY" ] || ! grep -q cuda <<<"$("$WSYNC" --version)"; then
     for c in $names; do skip "$c" "no python with torch and CUDA, or libwsync built without CUDA"; done
     exit 0
 fi
-"$PY" "$WSYNC_ROOT/tests/tools/adamw_versions.py" "$TMP/v" --steps 5 --hidden 256 --intermediate 704 --layers 2 \
-    --heads 4 --kv-heads 2 --vocab 4096 --batch 2 --seq 32 >"$TMP/gen.log" 2>&1 ||
-    { fail delta_gpu_staged_every_tensor_equal "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
-FILES=$(ls "$TMP"/v/v*.safetensors | tr '\n' ',' | sed 's/,$//') # version v is file v-1
+make_versions 5 || { fail delta_gpu_staged_every_tensor_equal "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
 export WSYNC_LOG=info
-
-dumps_equal() { # DIR ENGINE N: versions 1..N on both ranks
-    local v
-    for v in $(seq 1 "$3"); do
-        "$PY" "$WSYNC_ROOT/tests/tools/dump_equal.py" "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
-            "$1/$2/rank0/v$v.safetensors" "$1/$2/rank1/v$v.safetensors" || return 1
-    done
-}
 
 # run NAME MODE N [ENV...]: a control endpoint, 2 engine ranks and 2 trainer
 # ranks, all on cuda:0, over tcp; sets e0, e1.
 run() {
-    local name=$1 mode=$2 n=$3 port url r
+    local name=$1 mode=$2 n=$3 r
     shift 3
-    port=$(free_port)
-    url=http://127.0.0.1:$port
-    bg "$WSYNC" serve --listen 127.0.0.1:$port >"$TMP/serve-$name.log" 2>&1
-    wait_http "$url/healthz"
+    serve_local "$name"
     for r in 0 1; do
-        env WSYNC_LOCAL_TRANSPORT=0 "$@" timeout 240 "$WSYNC" engine --control "$url" --engine "e-$name" --local-rank $r --local-world 2 \
+        env WSYNC_LOCAL_TRANSPORT=0 "$@" timeout 240 "$WSYNC" engine --control "$URL" --engine "e-$name" --local-rank $r --local-world 2 \
             --mode "$mode" --transport tcp --device cuda:0 --versions "$n" --timeout-ms 120000 \
             --dump "$TMP/d-$name" >"$TMP/e-$name-$r.log" 2>&1 &
         eval E$r=$!
         WSYNC_PIDS+=($!)
     done
-    wait_registered "$url" "e-$name"
+    wait_registered "$URL" "e-$name"
     for r in 0 1; do
-        bg env WSYNC_LOCAL_TRANSPORT=0 timeout 240 "$WSYNC" trainer --control "$url" --rank $r --world 2 --safetensors "$FILES" --versions "$n" \
+        bg env WSYNC_LOCAL_TRANSPORT=0 timeout 240 "$WSYNC" trainer --control "$URL" --rank $r --world 2 --safetensors "$FILES" --versions "$n" \
             --chunk 256K --device cuda:0 --interval-ms 500 --wait-engines 1 >"$TMP/t-$name-$r.log" 2>&1
     done
     wait $E0
@@ -73,32 +60,19 @@ run() {
 }
 
 run staged staged 6
-if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-staged" e-staged 6; then
+if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-staged/e-staged" 2 $(seq 1 6); then
     pass delta_gpu_staged_every_tensor_equal
 else
     fail delta_gpu_staged_every_tensor_equal "engine rc=$e0,$e1: $(tail -2 "$TMP/e-staged-0.log")"
 fi
-if "$PY" - 6 "$TMP"/e-staged-*.log <<'PY'; then
-import re, sys
-nv, wire, owed = int(sys.argv[1]), {}, {}
-for p in sys.argv[2:]:
-    for m in re.finditer(r"version (\d+): (\d+) pieces as deltas from version (\d+) .*on the wire (\d+) of (\d+) bytes",
-                         open(p).read()):
-        v, n, b = int(m[1]), int(m[2]), int(m[3])
-        assert n > 0 and b == v - 1, m[0]
-        wire[v] = wire.get(v, 0) + int(m[4]); owed[v] = owed.get(v, 0) + int(m[5])
-assert sorted(wire) == list(range(2, nv + 1)), sorted(wire)
-for v in wire:
-    print("version %d: %d of %d bytes on the wire (%.1f%%)" % (v, wire[v], owed[v], 100.0 * wire[v] / owed[v]))
-    assert wire[v] < owed[v] / 4, v
-PY
+if "$PY" "$WSYNC_ROOT/tests/tools/wire_check.py" 6 pieces "$TMP"/e-staged-*.log; then
     pass delta_gpu_wire_bytes_below_full
 else
     fail delta_gpu_wire_bytes_below_full "$(grep -h 'pieces as deltas\|goes full' "$TMP"/e-staged-*.log "$TMP"/t-staged-*.log | head -3)"
 fi
 
 run inplace in-place 4 WSYNC_TEST_CORRUPT_HELD=3
-if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-inplace" e-inplace 4 &&
+if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-inplace/e-inplace" 2 $(seq 1 4) &&
     grep -qh 'piece 3 (trainer rank [01]) applied as a delta from version 1 failed verification against version 2.s digests' \
         "$TMP"/e-inplace-*.log && grep -qh 'version 2: .*; 1 re-fetched in full after a failed check' "$TMP"/e-inplace-*.log &&
     grep -qh 'version 4: [1-9][0-9]* pieces as deltas from version 3' "$TMP"/e-inplace-*.log; then

@@ -59,16 +59,7 @@ if [ $rc = 0 ] && out=$($PY "$TOOL" check "$TMP/ds.safetensors" "$TMP/fp8_host_t
 else fail fp8_host_trainers_ue8m0_in_place "rc=$rc: ${out:-} $(tail -n 3 "$TMP"/fp8_host_trainers_ue8m0_in_place.engine*.log)"; fi
 
 # with_nan OUT TENSOR ROW COL: ds.safetensors with a BF16 NaN at (ROW, COL) of TENSOR, written to OUT.
-with_nan() {
-    $PY - "$TMP/ds.safetensors" "$@" <<'PYNAN'
-import json, struct, sys
-raw = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", raw[:8])[0]
-v = json.loads(raw[8:8 + n])[sys.argv[3]]
-at = 8 + n + v["data_offsets"][0] + 2 * (int(sys.argv[4]) * v["shape"][1] + int(sys.argv[5]))
-raw[at:at + 2] = struct.pack("<H", 0x7fc0)
-open(sys.argv[2], "wb").write(raw)
-PYNAN
-}
+with_nan() { $PY "$TOOL" nan "$TMP/ds.safetensors" "$@"; }
 
 # NaN at row 200, column 5 of down_proj (rank 1 holds rows 128..255 whole: its GPU kernel finds it)
 with_nan "$TMP/nan.safetensors" model.layers.0.mlp.down_proj.weight 200 5

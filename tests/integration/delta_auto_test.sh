@@ -17,15 +17,13 @@
 # namespaces) a link shaped to 1 Gbit/s with tbf, measured by `wsync
 # calibrate --peer` into the links file the node pulls with: deltas.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/versions_lib.sh"
 PY=/usr/bin/python3
 if ! $PY -c 'import torch, numpy' 2>/dev/null; then
     skip delta_auto_fast_link_pulls_full "no python3 with torch and numpy at $PY"
     exit 0
 fi
-$PY "$WSYNC_ROOT/tests/tools/adamw_versions.py" "$TMP/v" --steps 3 --hidden 256 --intermediate 704 --layers 2 \
-    --heads 4 --kv-heads 2 --vocab 4096 --batch 2 --seq 32 >"$TMP/gen.log" 2>&1 ||
-    { fail delta_auto_fast_link_pulls_full "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
-FILES=$(ls "$TMP"/v/v*.safetensors | tr '\n' ',' | sed 's/,$//') # version v is file v-1
+make_versions 3 || { fail delta_auto_fast_link_pulls_full "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
 NV=4
 export WSYNC_LOG=info
 
@@ -57,18 +55,7 @@ else
     fail delta_auto_plan_predict_shows_both_costs "$(tail -1 "$TMP/plan-fast.txt") / $(tail -1 "$TMP/plan-thin.txt")"
 fi
 
-dumps_equal() { # ENGINE: every version's dump equals its file
-    local v
-    for v in $(seq 1 $NV); do
-        $PY "$WSYNC_ROOT/tests/tools/dump_equal.py" "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
-            "$TMP/d/$1/rank0/v$v.safetensors" || return 1
-    done
-}
-
-PORT=$(free_port)
-URL=http://127.0.0.1:$PORT
-bg "$WSYNC" serve --listen 127.0.0.1:$PORT >"$TMP/serve.log" 2>&1
-wait_http "$URL/healthz"
+serve_local auto
 # plan auto (the default) with these links files chains the nodes (relay:1):
 # the thin node pulls through the fast one's relay, which serves it deltas
 # (docs/DELTA.md item 9) while the fast node itself pulls full pieces.
@@ -90,14 +77,14 @@ ethin=$?
 
 # counts FILE PATTERN: lines matching
 counts() { grep -c "$2" "$1" || true; }
-if [ $efast = 0 ] && dumps_equal efast &&
+if [ $efast = 0 ] && dumps_equal "$TMP/d/efast" 1 $(seq 1 $NV) &&
     [ "$(counts "$TMP/e-fast.log" 'version [2-4]: delta auto chose full pieces: the cost model (delta_auto_test: a fast link)')" = 3 ] &&
     [ "$(counts "$TMP/e-fast.log" 'engine efast rank 0: version [0-9]*: [0-9]* pieces as deltas')" = 0 ]; then
     pass delta_auto_fast_link_pulls_full
 else
     fail delta_auto_fast_link_pulls_full "rc=$efast: $(grep -h 'delta' "$TMP/e-fast.log" | head -3)"
 fi
-if [ $ethin = 0 ] && dumps_equal ethin &&
+if [ $ethin = 0 ] && dumps_equal "$TMP/d/ethin" 1 $(seq 1 $NV) &&
     [ "$(counts "$TMP/e-thin.log" 'version [2-4]: delta auto chose deltas: the cost model (delta_auto_test: a thin link)')" = 3 ] &&
     [ "$(counts "$TMP/e-thin.log" 'version [2-4]: [1-9][0-9]* pieces as deltas from version [1-3]')" = 3 ] &&
     grep -q 'version 2: delta auto chose deltas: .* at the delta_density setting' "$TMP/e-thin.log" &&
@@ -155,7 +142,7 @@ done
 wait $ES
 eshaped=$?
 # The file says tcp at about 1 Gbit/s (0.05-0.2 GB/s: tbf's rate, whatever this host's loopback does).
-if [ $eshaped = 0 ] && dumps_equal eshaped &&
+if [ $eshaped = 0 ] && dumps_equal "$TMP/d/eshaped" 1 $(seq 1 $NV) &&
     $PY -c 'import json, sys; g = json.load(open(sys.argv[1]))["links"]["tcp"]["gbps"]; assert 0.05 < g < 0.2, g' \
         "$TMP/shaped.json" &&
     [ "$(counts "$TMP/e-shaped.log" 'version [2-4]: delta auto chose deltas: the cost model')" = 3 ] &&

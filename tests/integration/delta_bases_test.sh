@@ -8,6 +8,7 @@
 # pulling 1, 3, 5 (each two behind the one it holds) and 6, every tensor's
 # bytes equal to the file it was published from at every pull.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/versions_lib.sh"
 PY=/usr/bin/python3
 if ! $PY -c 'import torch, numpy' 2>/dev/null; then
     skip delta_bases_2_two_behind_gets_deltas "no python3 with torch and numpy at $PY"
@@ -19,19 +20,14 @@ if nm -D "${WSYNC_BUILD:-$WSYNC_ROOT/build}/libwsync.so" 2>/dev/null | grep -q '
     skip delta_bases_1_two_behind_gets_full_pieces "libwsync.so is an AddressSanitizer build (make asan): runs in make test"
     exit 0
 fi
-$PY "$WSYNC_ROOT/tests/tools/adamw_versions.py" "$TMP/v" --steps 5 --hidden 256 --intermediate 704 --layers 2 \
-    --heads 4 --kv-heads 2 --vocab 4096 --batch 2 --seq 32 >"$TMP/gen.log" 2>&1 ||
-    { fail delta_bases_2_two_behind_gets_deltas "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
+make_versions 5 || { fail delta_bases_2_two_behind_gets_deltas "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
 
 # run K: the script against its own control endpoint, trainers keeping K bases.
 run() {
-    local port
-    port=$(free_port)
-    bg "$WSYNC" serve --listen 127.0.0.1:$port >"$TMP/serve-$1.log" 2>&1
-    wait_http "http://127.0.0.1:$port/healthz"
+    serve_local "$1"
     (cd "$WSYNC_ROOT" && WSYNC_DELTA_BASES=$1 WSYNC_LOG=info PYTHONPATH=python \
         WSYNC_LIB="${WSYNC_BUILD:-$WSYNC_ROOT/build}/libwsync.so" \
-        timeout 120 $PY tests/python/delta_bases.py "http://127.0.0.1:$port" "$TMP/v" >"$TMP/k$1.log" 2>&1)
+        timeout 120 $PY tests/python/delta_bases.py "$URL" "$TMP/v" >"$TMP/k$1.log" 2>&1)
 }
 
 # judge LOG WANT3 WANT5: pulls 3 and 5 came as deltas (1) or full (0); 1 full, 6 deltas.

@@ -21,38 +21,19 @@
 #   - a TP=2 node in place into its own tensors (Python) through the sparse
 #     GPU image's path on host memory: deltas, every tensor equal.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/versions_lib.sh"
 PY=/usr/bin/python3
 if ! $PY -c 'import torch, numpy' 2>/dev/null; then
     skip delta_pull_staged_every_tensor_equal "no python3 with torch and numpy at $PY"
     exit 0
 fi
-$PY "$WSYNC_ROOT/tests/tools/adamw_versions.py" "$TMP/v" --steps 5 --hidden 256 --intermediate 704 --layers 2 \
-    --heads 4 --kv-heads 2 --vocab 4096 --batch 2 --seq 32 >"$TMP/gen.log" 2>&1 ||
-    { fail delta_pull_staged_every_tensor_equal "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
-FILES=$(ls "$TMP"/v/v*.safetensors | tr '\n' ',' | sed 's/,$//') # version v is file v-1
+make_versions 5 || { fail delta_pull_staged_every_tensor_equal "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
 NV=6
+WIRE_CHECK=$WSYNC_ROOT/tests/tools/wire_check.py
 export WSYNC_LOG=info
 
-
-start_serve() {
-    PORT=$(free_port)
-    URL=http://127.0.0.1:$PORT
-    bg "$WSYNC" serve --listen 127.0.0.1:$PORT >"$TMP/serve-$1.log" 2>&1
-    wait_http "$URL/healthz"
-}
-
-# dumps_equal DIR ENGINE VERSIONS...: each version's dump on both ranks.
-dumps_equal() {
-    local dir=$1 eng=$2 v
-    shift 2
-    for v in "$@"; do
-        $PY "$WSYNC_ROOT/tests/tools/dump_equal.py" "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
-            "$dir/$eng/rank0/v$v.safetensors" "$dir/$eng/rank1/v$v.safetensors" || return 1
-    done
-}
-
 # --- staged, beside a late joiner that also falls two versions behind
-start_serve staged
+serve_local staged
 for r in 0 1; do
     bg "$WSYNC" engine --control "$URL" --engine e0 --local-rank $r --local-world 2 --mode staged --transport tcp \
         --versions $NV --timeout-ms 60000 --dump "$TMP/d-staged" >"$TMP/e-staged-$r.log" 2>&1
@@ -106,27 +87,14 @@ wait $E1
 e1=$?
 wait $L
 lrc=$?
-if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-staged" e0 $(seq 1 $NV); then
+if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-staged/e0" 2 $(seq 1 $NV); then
     pass delta_pull_staged_every_tensor_equal
 else
     fail delta_pull_staged_every_tensor_equal "engine rc=$e0,$e1: $(tail -2 "$TMP/e-staged-0.log")"
 fi
 # Each version after the first: both ranks took deltas, and the bytes on
 # the wire of the whole image are below a quarter of it (~4-8% at lr 1e-6).
-if $PY - "$NV" "$TMP"/e-staged-*.log <<'PY'; then
-import re, sys
-nv, wire, owed = int(sys.argv[1]), {}, {}
-for p in sys.argv[2:]:
-    for m in re.finditer(r"version (\d+): (\d+) pieces as deltas from version (\d+) .*on the wire (\d+) of (\d+) bytes",
-                         open(p).read()):
-        v, n, b = int(m[1]), int(m[2]), int(m[3])
-        assert n > 0 and b == v - 1, m[0]
-        wire[v] = wire.get(v, 0) + int(m[4]); owed[v] = owed.get(v, 0) + int(m[5])
-assert sorted(wire) == list(range(2, nv + 1)), sorted(wire)
-for v in wire:
-    print("version %d: %d of %d bytes on the wire (%.1f%%)" % (v, wire[v], owed[v], 100.0 * wire[v] / owed[v]))
-    assert wire[v] < owed[v] / 4, v
-PY
+if $PY "$WIRE_CHECK" $NV pieces "$TMP"/e-staged-*.log; then
     pass delta_pull_wire_bytes_below_full
 else
     fail delta_pull_wire_bytes_below_full "$(grep -h 'pieces as deltas' "$TMP"/e-staged-*.log | head -3)"
@@ -178,7 +146,7 @@ for v in range(1, nv + 1):
     print("into: version %d equal, %d re-fetched, last_pull %s" % (v, d["refetched"], d), flush=True)
 r.close()
 PY
-start_serve inplace
+serve_local inplace
 for r in 0 1; do
     WSYNC_TEST_CORRUPT_HELD=3 bg "$WSYNC" engine --control "$URL" --engine e1 --local-rank $r --local-world 2 \
         --mode in-place --transport tcp --versions 4 --timeout-ms 60000 --dump "$TMP/d-inplace" \
@@ -216,7 +184,7 @@ elif [ $irc = 0 ] && [ "$(cat "$TMP"/into-*.log | grep -c 'equal, . re-fetched')
 else
     fail delta_pull_into_in_place_every_tensor_equal "$(tail -q -n 3 "$TMP"/into-*.log | tr '\n' ' ')"
 fi
-if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-inplace" e1 1 2 3 4; then
+if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-inplace/e1" 2 1 2 3 4; then
     pass delta_pull_in_place_every_tensor_equal
 else
     fail delta_pull_in_place_every_tensor_equal "engine rc=$e0,$e1: $(tail -2 "$TMP/e-inplace-0.log")"
@@ -244,7 +212,7 @@ else
 fi
 
 # --- staged, one piece's wire broken by the trainer: refused, re-fetched
-start_serve wire
+serve_local wire
 for r in 0 1; do
     bg "$WSYNC" engine --control "$URL" --engine e2 --local-rank $r --local-world 2 --mode staged --transport tcp \
         --versions 3 --timeout-ms 60000 --dump "$TMP/d-wire" >"$TMP/e-wire-$r.log" 2>&1
@@ -259,7 +227,7 @@ wait $E0
 e0=$?
 wait $E1
 e1=$?
-if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-wire" e2 1 2 3 &&
+if [ $e0 = 0 ] && [ $e1 = 0 ] && dumps_equal "$TMP/d-wire/e2" 2 1 2 3 &&
     grep -qh 'piece 5 (trainer rank [01]) of version 2: its delta wire from version 1 was refused (.*magic.*): re-fetching it in full' \
         "$TMP"/e-wire-*.log && grep -qh 'version 3: .*; 1 re-fetched in full after a failed check' "$TMP"/e-wire-*.log; then
     pass delta_pull_refused_wire_refetched_in_full
@@ -273,7 +241,7 @@ fi
 # version right (the TP ranks' slices computed by tp_tool.py from the file,
 # without wsync's code), each version after the first as deltas on both
 # nodes, the TP node's bytes on the wire below a quarter of its full puts.
-start_serve tp
+serve_local tp
 for r in 0 1; do
     bg "$WSYNC" engine --control "$URL" --engine tp --local-rank $r --local-world 2 --tp 2 --mode staged \
         --transport tcp --versions $NV --timeout-ms 60000 --dump "$TMP/d-tp" >"$TMP/e-tp-$r.log" 2>&1
@@ -294,36 +262,15 @@ for p in $T0 $T1 $W0 $W1; do
     rcs="$rcs $?"
 done
 tp_ok=1
-for v in $(seq 1 $NV); do
-    for r in 0 1; do
-        $PY "$WSYNC_ROOT/tests/integration/tp_tool.py" check "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
-            "$TMP/d-tp/tp/rank$r/v$v.safetensors" 2 $r || tp_ok=0
-    done
-done
-if [ "$rcs" = " 0 0 0 0" ] && [ $tp_ok = 1 ] && dumps_equal "$TMP/d-tp" wh $(seq 1 $NV); then
+tp_equal "$TMP/d-tp/tp" $(seq 1 $NV) || tp_ok=0
+if [ "$rcs" = " 0 0 0 0" ] && [ $tp_ok = 1 ] && dumps_equal "$TMP/d-tp/wh" 2 $(seq 1 $NV); then
     pass delta_pull_tp2_beside_whole_every_tensor_equal
 else
     fail delta_pull_tp2_beside_whole_every_tensor_equal "rc=$rcs tp_ok=$tp_ok: $(tail -2 "$TMP/e-tp-0.log")"
 fi
-# wire_check UNIT LOGS...: every version after the first came as deltas on
-# each log's rank, on the wire below a quarter of what it was owed.
-cat >"$TMP/wire_check.py" <<'PY'
-import re, sys
-nv, unit, wire, owed = int(sys.argv[1]), sys.argv[2], {}, {}
-for p in sys.argv[3:]:
-    got = set()
-    for m in re.finditer(r"version (\d+): (\d+) %s as deltas from version (\d+) .*on the wire (\d+) of (\d+) bytes"
-                         % unit, open(p).read()):
-        v, n, b = int(m[1]), int(m[2]), int(m[3])
-        assert n > 0 and b == v - 1, m[0]
-        got.add(v)
-        wire[v] = wire.get(v, 0) + int(m[4]); owed[v] = owed.get(v, 0) + int(m[5])
-    assert sorted(got) == list(range(2, nv + 1)), (p, sorted(got))
-for v in sorted(wire):
-    print("%s version %d: %d of %d bytes on the wire (%.1f%%)" % (unit, v, wire[v], owed[v], 100.0 * wire[v] / owed[v]))
-    assert wire[v] < owed[v] / 4, v
-PY
-if $PY "$TMP/wire_check.py" $NV puts "$TMP"/e-tp-*.log && $PY "$TMP/wire_check.py" $NV pieces "$TMP"/e-wh-*.log; then
+# Every version after the first came as deltas on each rank of both nodes, on
+# the wire below a quarter of what it was owed.
+if $PY "$WIRE_CHECK" $NV puts "$TMP"/e-tp-*.log && $PY "$WIRE_CHECK" $NV pieces "$TMP"/e-wh-*.log; then
     pass delta_pull_tp2_wire_bytes_below_full
 else
     fail delta_pull_tp2_wire_bytes_below_full "$(grep -h 'as deltas\|full' "$TMP"/e-tp-*.log | head -3)"
@@ -334,7 +281,7 @@ fi
 # the put's bytes fail the trainer's digest, its chunk is re-fetched in full
 # from that trainer rank (the log names put, trainer rank, base and tensor),
 # every version right, the node's status and /metrics count it.
-start_serve tpc
+serve_local tpc
 for r in 0 1; do
     WSYNC_TEST_CORRUPT_HELD=40 bg "$WSYNC" engine --control "$URL" --engine tpc --local-rank $r --local-world 2 \
         --tp 2 --mode in-place --transport tcp --versions 3 --timeout-ms 60000 --dump "$TMP/d-tpc" \
@@ -351,12 +298,7 @@ e0=$?
 wait $T1
 e1=$?
 tp_ok=1
-for v in 1 2 3; do
-    for r in 0 1; do
-        $PY "$WSYNC_ROOT/tests/integration/tp_tool.py" check "$TMP/v/v$(printf %04d $((v - 1))).safetensors" \
-            "$TMP/d-tpc/tpc/rank$r/v$v.safetensors" 2 $r || tp_ok=0
-    done
-done
+tp_equal "$TMP/d-tpc/tpc" 1 2 3 || tp_ok=0
 curl -fsS "$URL/metrics" >"$TMP/metrics-tpc.txt"
 if [ $e0 = 0 ] && [ $e1 = 0 ] && [ $tp_ok = 1 ] &&
     grep -qh "put 40 (trainer rank [01]) applied as a delta from version 1 failed verification against version 2.s digests (tensor '.*'): re-fetching it in full" \

@@ -5,13 +5,13 @@
 # every tensor and in all, and each form's bytes by delta.h's sizes. Then
 # the refusals: files of different layouts, and a missing file.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/versions_lib.sh"
 PY=/usr/bin/python3
 if ! $PY -c 'import torch, numpy' 2>/dev/null; then
     skip delta_stats_matches_numpy "no python3 with torch and numpy at $PY"
     exit 0
 fi
-$PY "$WSYNC_ROOT/tests/tools/adamw_versions.py" "$TMP/v" --steps 2 --hidden 64 --intermediate 176 --layers 2 \
-    --heads 4 --kv-heads 2 --vocab 512 --batch 2 --seq 16 --check >"$TMP/gen.log" 2>&1 ||
+make_versions 2 --hidden 64 --intermediate 176 --vocab 512 --seq 16 --check ||
     { fail delta_stats_matches_numpy "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
 "$WSYNC" delta stats "$TMP/v/v0001.safetensors" "$TMP/v/v0002.safetensors" >"$TMP/stats.txt" 2>&1
 rc=$?

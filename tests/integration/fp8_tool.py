@@ -9,6 +9,8 @@
                                        default 2) against a quantizer written here from docs/FP8.md in plain
                                        Python floats (IEEE double: an fp32 quotient rounded from it is the
                                        fp32 division), not through wsync; FORM fp32 or ue8m0
+  fp8_tool.py nan SRC OUT TENSOR ROW COL
+                                       writes OUT: SRC with a BF16 NaN at (ROW, COL) of the 2-D TENSOR
 """
 import json, math, random, struct, sys
 
@@ -162,10 +164,21 @@ def check(argv):
     return 1 if bad else 0
 
 
+def nan(src, out, name, row, col):
+    raw = bytearray(open(src, "rb").read())
+    n = struct.unpack("<Q", raw[:8])[0]
+    v = json.loads(raw[8:8 + n])[name]
+    at = 8 + n + v["data_offsets"][0] + 2 * (row * v["shape"][1] + col)
+    raw[at:at + 2] = struct.pack("<H", 0x7fc0)
+    open(out, "wb").write(raw)
+
+
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "gen":
         gen(sys.argv[2])
     elif len(sys.argv) >= 5 and sys.argv[1] == "check":
         sys.exit(check(sys.argv[2:]))
+    elif len(sys.argv) == 7 and sys.argv[1] == "nan":
+        nan(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]))
     else:
         sys.exit(__doc__)

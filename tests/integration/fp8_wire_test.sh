@@ -59,14 +59,7 @@ out=$("$WSYNC" demo --trainers 4 --engines 1 --local-ranks 2 --tp 2 --rules "$RU
 # (down_proj rows 128..255: rank 1) and in one two ranks share (an expert's
 # rows 0..127, split at 64: rank 0 finds it taking its part's maxima).
 nan_case() { # NAME TENSOR ROW COL PATTERN
-    $PY - "$TMP/ds.safetensors" "$TMP/nan.safetensors" "$2" "$3" "$4" <<'PYNAN'
-import json, struct, sys
-raw = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", raw[:8])[0]
-v = json.loads(raw[8:8 + n])[sys.argv[3]]
-at = 8 + n + v["data_offsets"][0] + 2 * (int(sys.argv[4]) * v["shape"][1] + int(sys.argv[5]))
-raw[at:at + 2] = struct.pack("<H", 0x7fc0)
-open(sys.argv[2], "wb").write(raw)
-PYNAN
+    $PY "$TOOL" nan "$TMP/ds.safetensors" "$TMP/nan.safetensors" "$2" "$3" "$4"
     out=$("$WSYNC" demo --trainers 2 --engines 1 --local-ranks 2 --tp 2 --rules "$RULES" --layout fsdp \
         --safetensors "$TMP/nan.safetensors" --versions 1 --chunk 64K --timeout-s 20 2>&1); rc=$?
     if [ $rc != 0 ] && grep -q "$5" <<<"$out"; then pass $1; else fail $1 "rc=$rc: $(grep -i nan <<<"$out" | head -3)"; fi
@@ -96,10 +89,7 @@ if [ $rc != 0 ] && grep -qE 'tensor model\.layers\.[01]\.(self_attn\.o_proj|mlp\
     pass fp8_wire_corrupted_fp8_byte_named; else fail fp8_wire_corrupted_fp8_byte_named "rc=$rc: $(grep -i verif <<<"$out" | head -3)"; fi
 
 # --- 5. An FP8 TP=2 node, a BF16 TP=2 node and a whole-image node pull the same version.
-port=$(free_port)
-URL="http://127.0.0.1:$port"
-bg "$WSYNC" serve --listen "127.0.0.1:$port" 2>"$TMP/serve.log"
-if wait_http "$URL/healthz"; then
+if serve_local 5; then
     for r in 0 1; do
         bg "$WSYNC" engine --control "$URL" --engine f8-$$ --local-rank $r --local-world 2 --tp 2 --rules "$RULES" \
             --versions 1 --dump "$TMP/d5" >"$TMP/f8$r.log" 2>&1
@@ -143,10 +133,7 @@ fi
 
 # --- 6. Relays forward FP8 codes and scales as they are: two
 # FP8 TP=2 nodes, relay:1 (the second pulls from the first).
-port=$(free_port)
-URL="http://127.0.0.1:$port"
-bg "$WSYNC" serve --listen "127.0.0.1:$port" 2>"$TMP/serve6.log"
-if wait_http "$URL/healthz"; then
+if serve_local 6; then
     R6=()
     for id in a b; do for r in 0 1; do
         WSYNC_TRACE=1 "$WSYNC" engine --control "$URL" --engine $id-$$ --local-rank $r --local-world 2 --tp 2 \
@@ -198,10 +185,30 @@ for v in (2, 3):
         out[at(k)[0]:at(k)[1]] = p.detach().to(torch.bfloat16).view(torch.int16).numpy().tobytes()
     open("%s/ds%d.safetensors" % (sys.argv[2], v), "wb").write(out)
 PYADAM
-port=$(free_port)
-URL="http://127.0.0.1:$port"
-bg "$WSYNC" serve --listen "127.0.0.1:$port" 2>"$TMP/serve7.log"
-if wait_http "$URL/healthz"; then
+WIRE_CHECK=$WSYNC_ROOT/tests/tools/wire_check.py
+# delta_trainers TAG [ARGS...]: 2 fsdp trainer ranks publishing those 3 versions to 2 nodes.
+delta_trainers() {
+    local r
+    for r in 0 1; do
+        bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --layout fsdp "${@:2}" \
+            --safetensors "$TMP/ds.safetensors,$TMP/ds2.safetensors,$TMP/ds3.safetensors" --versions 3 \
+            --wait-engines 2 --chunk 64K >"$TMP/t$1$r.log" 2>&1
+    done
+}
+# versions_bit_exact NODE: every FP8 tensor and scale of versions 1-3 on both ranks of NODE (--dump DIR:
+# DIR/ID) bit for bit against the reference quantizer (fp8_tool.py checks a node's rank*/v1).
+versions_bit_exact() {
+    local node=$1 v r src out ok=0
+    for v in 1 2 3; do
+        src=$TMP/ds.safetensors; [ $v != 1 ] && src=$TMP/ds$v.safetensors
+        for r in 0 1; do
+            mkdir -p "$node.v$v/rank$r" && ln -sf "$node/rank$r/v$v.safetensors" "$node.v$v/rank$r/v1.safetensors"
+        done
+        out=$($PY "$TOOL" check "$src" "$node.v$v" fp32 2>&1) || { ok=1; echo "version $v: $out" >&2; }
+    done
+    return $ok
+}
+if serve_local 7; then
     P7=()
     for r in 0 1; do
         WSYNC_LOG=info "$WSYNC" engine --control "$URL" --engine f8d --local-rank $r --local-world 2 --tp 2 --rules "$RULES" \
@@ -212,34 +219,12 @@ if wait_http "$URL/healthz"; then
         WSYNC_PIDS+=($!); P7+=($!)
     done
     sleep 0.5
-    for r in 0 1; do
-        bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --layout fsdp --interval-ms 600 \
-            --safetensors "$TMP/ds.safetensors,$TMP/ds2.safetensors,$TMP/ds3.safetensors" --versions 3 \
-            --wait-engines 2 --chunk 64K >"$TMP/t7$r.log" 2>&1
-    done
-    ok=1
-    for p in "${P7[@]}"; do wait "$p" || ok=0; done
-    for v in 1 2 3; do
-        src=$TMP/ds.safetensors; [ $v != 1 ] && src=$TMP/ds$v.safetensors
-        for r in 0 1; do
-            mkdir -p "$TMP/d7v$v/rank$r" && ln -sf "$TMP/d7/f8d/rank$r/v$v.safetensors" "$TMP/d7v$v/rank$r/v1.safetensors"
-        done
-        out=$($PY "$TOOL" check "$src" "$TMP/d7v$v" fp32 2>&1) || { ok=0; echo "version $v: $out" >&2; }
-    done
-    check fp8_wire_delta_versions_bit_exact [ $ok = 1 ]
-    if $PY - "$TMP"/f8d*.log "$TMP"/bfd*.log <<'PYWIRE'; then
-import re, sys
-for p in sys.argv[1:]:
-    got = {}
-    for m in re.finditer(r"version (\d+): (\d+) puts as deltas from version (\d+) .*on the wire (\d+) of (\d+) bytes",
-                         open(p).read()):
-        assert int(m[2]) > 0 and int(m[3]) == int(m[1]) - 1, m[0]
-        got[int(m[1])] = (int(m[4]), int(m[5]))
-    assert sorted(got) == [2, 3], (p, got)
-    for v, (w, o) in sorted(got.items()):
-        print("%s: version %d: %d of %d bytes on the wire (%.1f%%)" % (p.split("/")[-1], v, w, o, 100.0 * w / o))
-        assert "f8d" not in p or w < o / 2, (p, v)
-PYWIRE
+    delta_trainers 7 --interval-ms 600
+    ok=0
+    for p in "${P7[@]}"; do wait "$p" || ok=1; done
+    if [ $ok = 0 ] && versions_bit_exact "$TMP/d7/f8d"; then pass fp8_wire_delta_versions_bit_exact
+    else fail fp8_wire_delta_versions_bit_exact "a node failed, or a version differs (above)"; fi
+    if $PY "$WIRE_CHECK" 3 puts --each --below 0.5 "$TMP"/f8d*.log && $PY "$WIRE_CHECK" 3 puts --each --below 1 "$TMP"/bfd*.log; then
         pass fp8_wire_delta_versions_below_fp8_full
     else
         fail fp8_wire_delta_versions_below_fp8_full "$(grep -h 'as deltas\|came full' "$TMP"/f8d*.log | head -3)"
@@ -255,10 +240,7 @@ fi
 # ranks' images), every FP8 tensor and scale of every version bit for bit
 # against the reference quantizer, the child's bytes on the wire below half
 # of its FP8 puts.
-port=$(free_port)
-URL="http://127.0.0.1:$port"
-bg "$WSYNC" serve --listen "127.0.0.1:$port" 2>"$TMP/serve8.log"
-if wait_http "$URL/healthz"; then
+if serve_local 8; then
     P8=()
     for id in fa fb; do for r in 0 1; do
         WSYNC_LOG=info WSYNC_TRACE=1 "$WSYNC" engine --control "$URL" --engine $id --local-rank $r --local-world 2 \
@@ -267,35 +249,16 @@ if wait_http "$URL/healthz"; then
         WSYNC_PIDS+=($!); P8+=($!)
     done; done
     wait_registered "$URL" fa && wait_registered "$URL" fb
-    for r in 0 1; do
-        bg "$WSYNC" trainer --control "$URL" --rank $r --world 2 --layout fsdp \
-            --safetensors "$TMP/ds.safetensors,$TMP/ds2.safetensors,$TMP/ds3.safetensors" --versions 3 \
-            --wait-engines 2 --chunk 64K >"$TMP/t8$r.log" 2>&1
-    done
-    ok=1
-    for p in "${P8[@]}"; do wait "$p" || ok=0; done
-    for v in 1 2 3; do
-        src=$TMP/ds.safetensors; [ $v != 1 ] && src=$TMP/ds$v.safetensors
-        for r in 0 1; do
-            grep -q "version $v from the relay of engine fa " "$TMP/r8-fb$r.log" || { ok=0; echo "fb rank $r: version $v not relayed" >&2; }
-            mkdir -p "$TMP/d8v$v/rank$r" && ln -sf "$TMP/d8/fb/rank$r/v$v.safetensors" "$TMP/d8v$v/rank$r/v1.safetensors"
-        done
-        out=$($PY "$TOOL" check "$src" "$TMP/d8v$v" fp32 2>&1) || { ok=0; echo "version $v: $out" >&2; }
-    done
-    check fp8_wire_relayed_delta_versions_bit_exact [ $ok = 1 ]
-    if $PY - "$TMP"/r8-fb*.log <<'PYWIRE' && [ "$(grep -c "engine fa's relay: version [23] to engine fb rank [01]: [1-9][0-9]* puts as deltas" "$TMP/r8-fa0.log")" = 4 ]; then
-import re, sys
-for p in sys.argv[1:]:
-    got = {}
-    for m in re.finditer(r"version (\d+): (\d+) puts as deltas from version (\d+) .*on the wire (\d+) of (\d+) bytes",
-                         open(p).read()):
-        assert int(m[2]) > 0 and int(m[3]) == int(m[1]) - 1, m[0]
-        got[int(m[1])] = (int(m[4]), int(m[5]))
-    assert sorted(got) == [2, 3], (p, got)
-    for v, (w, o) in sorted(got.items()):
-        print("%s: version %d: %d of %d bytes on the wire (%.1f%%)" % (p.split("/")[-1], v, w, o, 100.0 * w / o))
-        assert w < o / 2, (p, v)
-PYWIRE
+    delta_trainers 8
+    ok=0
+    for p in "${P8[@]}"; do wait "$p" || ok=1; done
+    for v in 1 2 3; do for r in 0 1; do
+        grep -q "version $v from the relay of engine fa " "$TMP/r8-fb$r.log" || { ok=1; echo "fb rank $r: version $v not relayed" >&2; }
+    done; done
+    if [ $ok = 0 ] && versions_bit_exact "$TMP/d8/fb"; then pass fp8_wire_relayed_delta_versions_bit_exact
+    else fail fp8_wire_relayed_delta_versions_bit_exact "a node failed, or a version differs (above)"; fi
+    if $PY "$WIRE_CHECK" 3 puts --each --below 0.5 "$TMP"/r8-fb*.log &&
+        [ "$(grep -c "engine fa's relay: version [23] to engine fb rank [01]: [1-9][0-9]* puts as deltas" "$TMP/r8-fa0.log")" = 4 ]; then
         pass fp8_wire_relay_serves_fp8_deltas
     else
         fail fp8_wire_relay_serves_fp8_deltas "$(grep -h 'as deltas\|came full\|relay:' "$TMP"/r8-f*.log | head -4)"

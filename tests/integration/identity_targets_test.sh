@@ -19,15 +19,8 @@ python3 "$ST" make "$TMP/m" 3 >/dev/null
 FILES="$TMP/m0.safetensors,$TMP/m1.safetensors,$TMP/m2.safetensors"
 echo '{"version": 1, "whole_image": true}' >"$TMP/whole.json"
 
-start_serve() {
-    PORT=$(free_port)
-    URL=http://127.0.0.1:$PORT
-    bg "$WSYNC" serve --listen 127.0.0.1:$PORT >"$TMP/serve-$1.log" 2>&1
-    wait_http "$URL/healthz"
-}
-
 # --- late digests, staged: every version verified chunk by chunk
-start_serve late
+serve_local late
 for r in 0 1; do
     WSYNC_TRACE=1 bg "$WSYNC" engine --control "$URL" --engine id0 --local-rank $r --local-world 2 \
         --target "$TMP/whole.json" --host-id hc --versions 3 --dump "$TMP/d-late" >"$TMP/e-late$r.log" 2>&1
@@ -65,7 +58,7 @@ else
 fi
 
 # --- a corrupted piece: caught chunk by chunk, named
-start_serve bad
+serve_local bad
 for r in 0 1; do
     bg "$WSYNC" engine --control "$URL" --engine id1 --local-rank $r --local-world 2 --target "$TMP/whole.json" \
         --versions 1 --max-failures 1 --timeout-ms 8000 --dump "$TMP/d-bad" >"$TMP/e-bad$r.log" 2>&1

@@ -21,13 +21,6 @@ python3 "$ST" make "$TMP/m" 3 >/dev/null
 FILES="$TMP/m0.safetensors,$TMP/m1.safetensors,$TMP/m2.safetensors"
 export WSYNC_LATE_DIGESTS=on
 
-start_serve() {
-    PORT=$(free_port)
-    URL=http://127.0.0.1:$PORT
-    bg "$WSYNC" serve --listen 127.0.0.1:$PORT >"$TMP/serve-$1.log" 2>&1
-    wait_http "$URL/healthz"
-}
-
 # engine_field ID FIELD: the engine's FIELD in /v1/status.
 engine_field() {
     curl -fsS "$URL/v1/status" | python3 -c '
@@ -39,7 +32,7 @@ for e in json.load(sys.stdin)["engines"]:
 
 # --- every version verified against the late digests
 for mode in staged in-place; do
-    start_serve $mode
+    serve_local $mode
     WSYNC_TRACE=1 bg "$WSYNC" engine --control "$URL" --engine e0 --local-rank 0 --local-world 1 --mode $mode \
         --host-id hc --versions 3 --dump "$TMP/d-$mode" >"$TMP/e-$mode.log" 2>&1
     E=$!
@@ -66,7 +59,7 @@ for mode in staged in-place; do
 done
 
 # --- the endpoint: a record without digests, the long poll for them
-start_serve http
+serve_local http
 # (rank 0's layout carries its manifest inline, which registers it as
 # clients from before /v1/layouts did)
 LAYOUT='{"manifest_digest":"00112233445566778899aabbccddeeff","chunk_size":8,"layout":"even","layout_digest":"cd","image_size":16,"world":1,"manifest":{}}'
@@ -102,7 +95,7 @@ fi
 # and exits (--max-failures 1) with version 1 still the one it holds.
 # fault_case NAME HOOK=VALUE: prints the engine's log.
 fault_case() {
-    start_serve "$1"
+    serve_local "$1"
     bg "$WSYNC" engine --control "$URL" --engine e1 --local-rank 0 --local-world 1 --mode staged --host-id hc \
         --versions 2 --max-failures 1 --timeout-ms 4000 --dump "$TMP/d-$1" >"$TMP/e-$1.log" 2>&1
     E=$!

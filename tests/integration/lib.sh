@@ -37,6 +37,17 @@ wait_http() {
     return 1
 }
 
+# serve_local TAG [ARGS...]: a control endpoint on loopback (`wsync serve
+# ARGS`), its output in $TMP/serve-TAG.log; sets PORT, URL and SERVE (its pid);
+# 0 once it answers.
+serve_local() {
+    PORT=$(free_port)
+    URL=http://127.0.0.1:$PORT
+    bg "$WSYNC" serve --listen 127.0.0.1:$PORT "${@:2}" >"$TMP/serve-$1.log" 2>&1
+    SERVE=$!
+    wait_http "$URL/healthz"
+}
+
 # wait_registered URL ID: until engine node ID is registered at the control
 # endpoint URL (up to 30 s).
 wait_registered() {

@@ -5,70 +5,20 @@
 # version crosses a veth. Dumps must equal the safetensors files they came
 # from, and the engines' veth counters must have grown by at least the image.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/netns.sh"
+source "$(dirname "$0")/netns_lib.sh"
 
 NAME=multihost_netns
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
-    skip "$NAME" "needs root for network namespaces"; exit 0
-fi
-
-# Names carry $$ so concurrent runs do not clash; the hub namespace holds the
-# bridge, so nothing is added to the root namespace and deleting the
-# namespaces removes every link.
-HUB=wsh$$; TNS=wst$$; ENS=(wse0-$$ wse1-$$)
-NETNS=()
+PY=python3
+if ! netns_begin "wsh$$"; then skip "$NAME" "$NETNS_WHY"; exit 0; fi
 NET="10.$(( ($$ >> 8) & 255 )).$(( $$ & 255 ))"   # a /24 of its own per run
-TIP=$NET.1; EIP=("$NET.10" "$NET.11")
-
-netns_cleanup() {
-    local ns
-    cleanup                                  # lib.sh: processes, then $TMP
-    for ns in "${NETNS[@]}"; do
-        # Anything still running inside (a stray rank) goes with its namespace.
-        ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
-        ip netns del "$ns" 2>/dev/null
-    done
-}
-trap netns_cleanup EXIT
-trap "exit 143" TERM; trap "exit 130" INT   # so the EXIT trap runs on a signal too
-
-# add_host NS IP: a namespace with lo up and eth0 (IP/24) on the hub's bridge.
-add_host() {
-    local ns=$1 ip=$2 port=p${#NETNS[@]}
-    ip netns add "$ns" && NETNS+=("$ns") &&
-    ip -n "$ns" link set lo up &&
-    ip -n "$ns" link add name eth0 type veth peer name "$port" netns "$HUB" &&
-    ip -n "$HUB" link set "$port" master br0 up &&
-    ip -n "$ns" addr add "$ip/24" dev eth0 &&
-    ip -n "$ns" link set eth0 up
-}
-# Root without CAP_NET_ADMIN (an unprivileged container) cannot either.
-if ! ip netns add "$HUB" 2>"$TMP/setup.err"; then
-    if grep -qi 'not permitted\|permission denied' "$TMP/setup.err"; then
-        skip "$NAME" "needs root for network namespaces ($(head -1 "$TMP/setup.err"))"; exit 0
-    fi
-    fail "$NAME"_setup "cannot add namespace $HUB: $(cat "$TMP/setup.err")"; exit 1
-fi
-NETNS+=("$HUB")
-setup() {
-    ip -n "$HUB" link set lo up &&
-    ip -n "$HUB" link add name br0 type bridge &&
-    ip -n "$HUB" link set br0 up &&
-    add_host "$TNS" "$TIP" && add_host "${ENS[0]}" "${EIP[0]}" && add_host "${ENS[1]}" "${EIP[1]}"
-}
-if ! setup 2>"$TMP/setup.err"; then
+# The control endpoint runs on the trainers' host: CNS is TNS.
+TNS=wst$$; ENS=(wse0-$$ wse1-$$); TIP=$NET.1; EIP=("$NET.10" "$NET.11")
+CNS=$TNS; CIP=$TIP
+if ! { netns_host "$TNS" "$TIP" && netns_host "${ENS[0]}" "${EIP[0]}" && netns_host "${ENS[1]}" "${EIP[1]}"; } \
+    2>"$TMP/setup.err"; then
     fail "$NAME"_setup "cannot build the namespaces: $(cat "$TMP/setup.err")"; exit 1
 fi
-# `ip netns exec` makes / a slave mount in a mount namespace of its own; in a
-# chroot whose / is not a mount point that fails ("mount --make-rslave /").
-if ! ip netns exec "$TNS" true 2>"$TMP/setup.err"; then
-    if grep -q 'make-rslave' "$TMP/setup.err"; then
-        skip "$NAME" "needs / to be a mount point for ip netns exec (a chroot? $(head -1 "$TMP/setup.err"))"; exit 0
-    fi
-    fail "$NAME"_setup "ip netns exec $TNS failed: $(cat "$TMP/setup.err")"; exit 1
-fi
-
-# bytes NS DIR: rx or tx byte counter of eth0 in namespace NS.
-bytes() { ip -n "$1" -s -j link show dev eth0 | python3 -c "import json,sys; print(json.load(sys.stdin)[0]['stats64']['$2']['bytes'])"; }
 
 ST="$WSYNC_ROOT/tests/integration/st_tool.py"
 python3 "$ST" make "$TMP/m" 2 >/dev/null
@@ -86,12 +36,7 @@ VERSIONS=2
 rx0=(); for i in 0 1; do rx0+=("$(bytes "${ENS[$i]}" rx)"); done
 tx0=$(bytes "$TNS" tx)
 
-port=$(free_port)
-URL="http://$TIP:$port"
-bg ip netns exec "$TNS" "$WSYNC" serve --listen "$TIP:$port" 2>"$TMP/serve.log"
-if ! ip netns exec "$TNS" bash -c "$(declare -f wait_http); wait_http $URL/healthz"; then
-    fail "$NAME"_control_up "control endpoint did not come up in $TNS: $(tail -3 "$TMP/serve.log")"; exit 1
-fi
+serve "$NAME" || exit 1
 for r in 0 1; do
     bg ip netns exec "$TNS" "$WSYNC" trainer --control "$URL" --rank $r --world 2 --safetensors "$files" \
         --versions $VERSIONS --wait-engines 2 --chunk 16K --listen "$TIP:0" --advertise "$TIP" \

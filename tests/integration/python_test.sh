@@ -45,21 +45,13 @@ mkdir -p "$inst" && cp "$WSYNC_ROOT"/python/wsync/*.py "$inst/" && cp "$WSYNC_LI
 check import_from_install_layout sh -c "cd '$TMP' && env -u WSYNC_LIB PYTHONPATH='$TMP/prefix/lib/python3/dist-packages' \
     $PY -c 'import wsync, sys; sys.exit(0 if wsync.library_path == \"$TMP/prefix/lib/libwsync.so\" else 1)'"
 
-# serve NAME: a control endpoint of its own (versions only grow on one) in $URL.
-serve() {
-    local port
-    port=$(free_port)
-    URL="http://127.0.0.1:$port"
-    bg "$WSYNC" serve --listen "127.0.0.1:$port" >"$TMP/serve-$1.log" 2>&1
-    wait_http "$URL/healthz" || { fail "$1_serve_started" "control endpoint did not come up"; return 1; }
-}
-
 # sync_case NAME TRAINER_KIND ENGINE_KIND...: 2 trainer ranks, one engine node
 # of 2 ranks per engine kind, 2 versions.
 sync_case() {
     local name=$1 tk=$2; shift 2
     local ids="" k r pids=() epids=() ok=1
-    serve "$name" || return
+    # a control endpoint of its own: versions only grow on one
+    serve_local "$name" || { fail "${name}_serve_started" "control endpoint did not come up"; return 1; }
     for k in "$@"; do ids="$ids${ids:+,}$k-$name-$$"; done
     for r in 0 1; do
         bg sh -c "sleep 600 | $PY $T/sync_trainer.py $URL $r 2 $tk 2 $ids" >"$TMP/$name-t$r.log" 2>&1

@@ -27,34 +27,14 @@ source "$(dirname "$0")/netns.sh"
 
 NAME=relay_delta_tp
 PY=/usr/bin/python3
-TOOL="$WSYNC_ROOT/tests/integration/tp_tool.py"
 if ! $PY -c 'import torch, numpy' 2>/dev/null; then skip "$NAME" "no python3 with torch and numpy at $PY"; exit 0; fi
-if ! netns_begin "wdp$$"; then skip "$NAME" "$NETNS_WHY"; exit 0; fi
-NET="10.$(( ($$ >> 8) & 255 )).$(( ($$ & 255) ^ 85 ))"
-CNS=wpc$$; TNS=wpt$$; ENS=(wpe0-$$ wpe1-$$ wpe2-$$)
-CIP=$NET.1; TIP=$NET.2; EIP=("$NET.10" "$NET.11" "$NET.12")
 source "$(dirname "$0")/netns_lib.sh"
-setup() {
-    netns_host "$CNS" "$CIP" && netns_host "$TNS" "$TIP" &&
-    for i in 0 1 2; do netns_host "${ENS[$i]}" "${EIP[$i]}" || return 1; done
-}
-if ! setup 2>"$TMP/setup.err"; then fail "$NAME"_setup "cannot build the namespaces: $(cat "$TMP/setup.err")"; exit 1; fi
+source "$(dirname "$0")/versions_lib.sh"
+netns_deploy "$NAME" wp 85 3 || exit $(($? - 1)) # 1: skipped, 2: failed
 
-$PY "$WSYNC_ROOT/tests/tools/adamw_versions.py" "$TMP/v" --steps 5 --hidden 256 --intermediate 704 --layers 2 \
-    --heads 4 --kv-heads 2 --vocab 4096 --batch 2 --seq 32 >"$TMP/gen.log" 2>&1 ||
-    { fail "$NAME"_versions "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
-FILES=$(ls "$TMP"/v/v*.safetensors | tr '\n' ',' | sed 's/,$//') # version v is file v-1
+make_versions 5 || { fail "$NAME"_versions "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
 NV=6
 
-# tp_equal ID VERSIONS...: both ranks' dumps of node ID are tp_tool.py's slices of each version's file.
-tp_equal() {
-    local id=$1 v r
-    shift
-    for v in "$@"; do for r in 0 1; do
-        $PY "$TOOL" check "$TMP/v/v$(printf %04d $((v - 1))).safetensors" "$TMP/d/$id/rank$r/v$v.safetensors" 2 $r \
-            2>>"$TMP/cmp.err" || { echo "$id rank$r v$v differs or is missing" >&2; return 1; }
-    done; done
-}
 # tpnode E ID VERSIONS [ENV...]: a TP=2 node (two local ranks) on host E; pids in TP_PIDS.
 tpnode() {
     local e=$1 id=$2 nv=$3 r
@@ -80,7 +60,6 @@ trainers() {
         TRAINERS+=($!)
     done
 }
-undeploy() { local p; for p in "${TRAINERS[@]}" "$SERVE"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }
 
 serve chain || exit 1
 TP_PIDS=()
@@ -95,34 +74,16 @@ TP_PIDS=()
 tpnode 2 zzz 1
 if wait_all 180 "${NODES[@]}" "${TP_PIDS[@]}"; then pass tp_chain_every_node_holds_every_version
 else fail tp_chain_every_node_holds_every_version "$(tail -n 2 "$TMP"/n*-r*.log "$TMP"/zzz-r*.log | tr '\n' ' ')"; fi
-check tp_chain_every_slice_equal_at_every_version tp_equal n0 $(seq 1 $NV)
-check tp_chain_child_every_slice_equal_at_every_version tp_equal n1 $(seq 1 $NV)
+check tp_chain_every_slice_equal_at_every_version tp_equal "$TMP/d/n0" $(seq 1 $NV)
+check tp_chain_child_every_slice_equal_at_every_version tp_equal "$TMP/d/n1" $(seq 1 $NV)
 
 # (a) every version after the first as deltas on both nodes (n1's through n0's relay), below a quarter.
-if $PY - "$NV" "$TMP"/n1-r0.log "$TMP"/n1-r1.log -- "$TMP"/n0-r0.log "$TMP"/n0-r1.log <<'PY'; then
-import re, sys
-nv, args = int(sys.argv[1]), sys.argv[2:]
-child, parent = args[:args.index("--")], args[args.index("--") + 1:]
-for logs in (child, parent):
-    wire, owed = {}, {}
-    for p in logs:
-        got = set()
-        for m in re.finditer(r"version (\d+): (\d+) puts as deltas from version (\d+) .*on the wire (\d+) of (\d+) bytes",
-                             open(p).read()):
-            v, n, b = int(m[1]), int(m[2]), int(m[3])
-            assert n > 0 and b == v - 1, m[0]
-            got.add(v)
-            wire[v] = wire.get(v, 0) + int(m[4]); owed[v] = owed.get(v, 0) + int(m[5])
-        assert sorted(got) == list(range(2, nv + 1)), (p, sorted(got))
-    for v in sorted(wire):
-        print("%s: version %d: %d of %d bytes on the wire (%.1f%%)" % (logs[0].split("/")[-1][:2], v, wire[v], owed[v],
-                                                                        100.0 * wire[v] / owed[v]))
-        assert wire[v] < owed[v] / 4, v
-for p in child:  # n1 pulled every version through n0's relay
-    log = open(p).read()
-    for v in range(1, nv + 1):
-        assert re.search(r"version %d from the relay of engine n0 " % v, log), (p, v)
-PY
+ok=0
+for v in $(seq 1 $NV); do # n1 pulled every version through n0's relay, on both ranks
+    for r in 0 1; do grep -q "version $v from the relay of engine n0 " "$TMP/n1-r$r.log" || ok=1; done
+done
+if $PY "$WSYNC_ROOT/tests/tools/wire_check.py" $NV puts "$TMP"/n1-r*.log &&
+    $PY "$WSYNC_ROOT/tests/tools/wire_check.py" $NV puts "$TMP"/n0-r*.log && [ $ok = 0 ]; then
     pass tp_chain_child_gets_deltas_from_the_relay
 else
     fail tp_chain_child_gets_deltas_from_the_relay "$(grep -h 'puts as deltas\|delta base\|given up' "$TMP"/n1-r*.log | head -4)"
@@ -145,7 +106,7 @@ fi
 
 # (c) the late joiner: its first (only) version in full puts from n1's relay.
 zv=$(ls "$TMP/d/zzz/rank0/" 2>/dev/null | sed -n 's/^v\([0-9]*\)\.safetensors$/\1/p' | head -1)
-if [ -n "$zv" ] && tp_equal zzz "$zv" && grep -q "version $zv from the relay of engine n1 " "$TMP/zzz-r0.log" &&
+if [ -n "$zv" ] && tp_equal "$TMP/d/zzz" "$zv" && grep -q "version $zv from the relay of engine n1 " "$TMP/zzz-r0.log" &&
     ! grep -qh "puts as deltas" "$TMP"/zzz-r*.log; then
     pass tp_chain_late_joiner_gets_full_puts_from_the_relay
 else
@@ -167,7 +128,7 @@ trainers stop 2 6000
 wait_until 60 test -s "$TMP/d/s0/rank1/v1.safetensors" && wait_until 60 test -s "$TMP/d/s1/rank1/v1.safetensors"
 kill -STOP "${S0[0]}"
 ok=0
-wait_all 90 "${S1[@]}" && tp_equal s1 1 2 || ok=1
+wait_all 90 "${S1[@]}" && tp_equal "$TMP/d/s1" 1 2 || ok=1
 for r in 0 1; do
     grep -q "relay of engine s0 at .* given up" "$TMP/s1-r$r.log" &&
         grep -q "version 2: [1-9][0-9]* puts as deltas from version 1 " "$TMP/s1-r$r.log" || ok=1
@@ -175,7 +136,7 @@ done
 if [ $ok = 0 ]; then pass tp_stop_child_falls_back_to_the_trainers_as_deltas
 else fail tp_stop_child_falls_back_to_the_trainers_as_deltas "$(grep -h 'given up\|version 2' "$TMP"/s1-r*.log | head -4)"; fi
 kill -CONT "${S0[0]}"
-if wait_all 60 "${S0[@]}" && tp_equal s0 1 2; then pass tp_stop_stopped_relay_resumes_and_is_ready
+if wait_all 60 "${S0[@]}" && tp_equal "$TMP/d/s0" 1 2; then pass tp_stop_stopped_relay_resumes_and_is_ready
 else fail tp_stop_stopped_relay_resumes_and_is_ready "$(tail -n 2 "$TMP"/s0-r*.log | tr '\n' ' ')"; fi
 undeploy
 exit 0

@@ -36,15 +36,8 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/netns.sh"
 
 NAME=relay_netns
-if ! netns_begin "wrh$$"; then skip "$NAME" "$NETNS_WHY"; exit 0; fi
-NET="10.$(( ($$ >> 8) & 255 )).$(( ($$ & 255) ^ 85 ))"
-CNS=wrc$$; TNS=wrt$$; ENS=(wre0-$$ wre1-$$ wre2-$$ wre3-$$)
-CIP=$NET.1; TIP=$NET.2; EIP=("$NET.10" "$NET.11" "$NET.12" "$NET.13")
-setup() {
-    netns_host "$CNS" "$CIP" && netns_host "$TNS" "$TIP" &&
-    for i in 0 1 2 3; do netns_host "${ENS[$i]}" "${EIP[$i]}" || return 1; done
-}
-if ! setup 2>"$TMP/setup.err"; then fail "$NAME"_setup "cannot build the namespaces: $(cat "$TMP/setup.err")"; exit 1; fi
+source "$(dirname "$0")/netns_lib.sh"
+netns_deploy "$NAME" wr 85 4 || exit $(($? - 1)) # 1: skipped, 2: failed
 
 ST="$WSYNC_ROOT/tests/integration/st_tool.py"
 PY=/usr/bin/python3
@@ -61,7 +54,6 @@ PY
 )
 files="$TMP/m0.safetensors,$TMP/m1.safetensors"
 
-bytes() { ip -n "$1" -s -j link show dev eth0 | "$PY" -c "import json,sys; print(json.load(sys.stdin)[0]['stats64']['$2']['bytes'])"; }
 # engine_field URL ID FIELD
 engine_field() {
     ip netns exec "$CNS" curl -fsS "$1/v1/status" | "$PY" -c '
@@ -71,23 +63,7 @@ for e in json.load(sys.stdin).get("engines", []):
         v = e.get(sys.argv[2]); print("" if v is None else json.dumps(v) if isinstance(v, dict) else v); break' "$2" "$3"
 }
 field_is() { [ "$(engine_field "$1" "$2" "$3")" = "$4" ]; }
-wait_until() { local t=$1 i; shift; for ((i = 0; i < t * 20; i++)); do "$@" && return 0; sleep 0.05; done; return 1; }
 
-# serve TAG [TOKEN]: the control endpoint; sets URL.
-serve() {
-    local tag=$1 tok=${2:-} port
-    port=$(free_port)
-    URL="http://$CIP:$port"
-    bg ip netns exec "$CNS" env ${tok:+WSYNC_TOKEN=$tok} "$WSYNC" serve --listen "$CIP:$port" 2>"$TMP/$tag-serve.log"
-    SERVE=$!
-    ip netns exec "$CNS" bash -c "$(declare -f wait_http); wait_http $URL/healthz" ||
-        { fail "$tag"_control_up "$(tail -3 "$TMP/$tag-serve.log")"; return 1; }
-}
-# registered N: N engine nodes registered (each with its relay address).
-registered() {
-    [ "$(ip netns exec "$CNS" curl -fsS "$URL/v1/status" | "$PY" -c 'import json,sys
-print(sum(1 for e in json.load(sys.stdin)["engines"] if (e.get("endpoint") or {}).get("relay")))')" = "$1" ]
-}
 # trainers TAG VERSIONS ENGINES NODES [TOKEN]: once NODES engine nodes are
 # registered (so every node derives its parent from the same list), two
 # trainer ranks, each next version once ENGINES nodes hold the last.
@@ -104,7 +80,6 @@ trainers() {
         TRAINERS+=($!)
     done
 }
-undeploy() { local p; for p in "${TRAINERS[@]}" "$SERVE"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }
 
 # engine TAG E ID PLAN VERSIONS|follow [TOKEN]: one engine node on host E, in the background ($!).
 engine() {
@@ -114,18 +89,6 @@ engine() {
         --control "$URL" --engine "$id" --local-rank 0 --local-world 1 --plan "$plan" "${how[@]}" \
         --transport tcp --bind "${EIP[$e]}" --timeout-ms 40000 --dump "$TMP/$tag" >"$TMP/$tag-$id.log" 2>&1 &
     WSYNC_PIDS+=($!)
-}
-
-# wait_all SECONDS PID...: 0 when every one exited 0 in time (the rest are killed).
-wait_all() {
-    local t=$1 ok=0 p end; shift
-    end=$((SECONDS + t))
-    for p in "$@"; do
-        while kill -0 "$p" 2>/dev/null && [ $SECONDS -lt $end ]; do sleep 0.05; done
-        if kill -0 "$p" 2>/dev/null; then kill -9 "$p"; ok=1; fi
-        wait "$p" || ok=1
-    done
-    return $ok
 }
 
 # dumps_match TAG VERSIONS ID...: every node's dump of every version equals its source.

@@ -15,13 +15,6 @@ ST="$WSYNC_ROOT/tests/integration/st_tool.py"
 python3 "$ST" make "$TMP/m" 3 >/dev/null
 FILES="$TMP/m0.safetensors,$TMP/m1.safetensors,$TMP/m2.safetensors"
 
-start_serve() {
-    PORT=$(free_port)
-    URL=http://127.0.0.1:$PORT
-    bg "$WSYNC" serve --listen 127.0.0.1:$PORT >"$TMP/serve-$1.log" 2>&1
-    wait_http "$URL/healthz"
-}
-
 # dumps_match DIR V...: each dumped version V equals file (V-1) mod 3.
 dumps_match() {
     local dir=$1 v ok=0
@@ -44,7 +37,7 @@ wait_for() {
 }
 
 for mode in staged in-place; do
-    start_serve $mode
+    serve_local $mode
     bg "$WSYNC" engine --control "$URL" --engine e0 --local-rank 0 --local-world 1 --mode $mode --host-id hc \
         --versions 3 --dump "$TMP/d-$mode" >"$TMP/e-$mode.log" 2>&1
     E=$!
@@ -66,7 +59,7 @@ done
 # An engine that is stopped while version 2 waits to be held: wait_held times
 # out and says which engine it waited for; the trainer then writes version 3's
 # bytes. The engine, resumed, must not hold a torn version 2.
-start_serve slow
+serve_local slow
 bg "$WSYNC" engine --control "$URL" --engine e0 --local-rank 0 --local-world 1 --mode staged --host-id hc \
     --versions 2 --max-failures 1000 --dump "$TMP/d-slow" >"$TMP/e-slow.log" 2>&1
 E=$!
