@@ -91,6 +91,18 @@ engine() {
     WSYNC_PIDS+=($!)
 }
 
+# uplink_once TAG SENT IMAGE VERSIONS: the trainers' host sent the model
+# about once: at least IMAGE x VERSIONS bytes, under 1.5 times that plus one
+# image for each relay a child gave up on (relay_stall_ms: its missing bytes
+# then come from the trainers; a loaded machine can stall a relay that
+# long), as the children's logs name them.
+uplink_once() {
+    local tag=$1 sent=$2 image=$3 versions=$4 falls
+    falls=$(cat "$TMP/$tag"-*.log 2>/dev/null | grep -c 'relay of engine .* given up')
+    [ "$falls" -gt 0 ] && echo "$tag: $falls relay fallbacks to the trainer ranks" >&2
+    [ "$sent" -ge $((versions * image)) ] && [ "$sent" -lt $((versions * image * 3 / 2 + falls * image)) ]
+}
+
 # dumps_match TAG VERSIONS ID...: every node's dump of every version equals its source.
 dumps_match() {
     local tag=$1 versions=$2 id v ok=0; shift 2
@@ -116,10 +128,10 @@ for plan in relay:1 relay:2; do
     check "${tag}_dumps_match_sources" dumps_match "$tag" $VERSIONS n0-$$ n1-$$ n2-$$ n3-$$
     sent=$(( $(bytes "$TNS" tx) - tx0 ))
     echo "$plan: image $image bytes x $VERSIONS versions, 4 nodes; trainer host sent $sent bytes (direct: >= $((4 * VERSIONS * image)))" >&2
-    if [ "$sent" -ge $((VERSIONS * image)) ] && [ "$sent" -lt $((VERSIONS * image * 3 / 2)) ]; then
+    if uplink_once "$tag" "$sent" "$image" $VERSIONS; then
         pass "${tag}_trainer_uplink_carries_the_model_about_once"
     else
-        fail "${tag}_trainer_uplink_carries_the_model_about_once" "sent $sent, want ~$((VERSIONS * image)) (1 to 1.5x)"
+        fail "${tag}_trainer_uplink_carries_the_model_about_once" "sent $sent, want ~$((VERSIONS * image)) (1 to 1.5x, plus an image per relay fallback)"
     fi
     relayed=$(cat "$TMP/$tag"-n*.log | grep -c 'ready' )
     check "${tag}_nodes_report_ready" [ "$relayed" -ge $((4 * VERSIONS)) ]
@@ -226,10 +238,10 @@ else
     check own_tensors_dumps_match_sources dumps_match own $VERSIONS f0-$$ f1-$$ f2-$$
     sent=$(( $(bytes "$TNS" tx) - tx0 ))
     echo "own tensors, relay:1: trainer host sent $sent bytes for 3 nodes, image $image x $VERSIONS versions" >&2
-    if [ "$sent" -ge $((VERSIONS * image)) ] && [ "$sent" -lt $((VERSIONS * image * 3 / 2)) ]; then
+    if uplink_once own "$sent" "$image" $VERSIONS; then
         pass own_tensors_trainer_uplink_carries_the_model_about_once
     else
-        fail own_tensors_trainer_uplink_carries_the_model_about_once "sent $sent, want ~$((VERSIONS * image)) (1 to 1.5x)"
+        fail own_tensors_trainer_uplink_carries_the_model_about_once "sent $sent, want ~$((VERSIONS * image)) (1 to 1.5x, plus an image per relay fallback)"
     fi
     undeploy
 fi
@@ -281,10 +293,10 @@ done; done; done
 check tp_relay_children_get_the_puts_from_their_parent [ $ok = 0 ]
 sent=$(( $(bytes "$TNS" tx) - tx0 ))
 echo "tp relay:1: trainer host sent $sent bytes for 3 TP=2 nodes, model $qbytes bytes x 2 versions" >&2
-if [ "$sent" -ge $((2 * qbytes)) ] && [ "$sent" -lt $((2 * qbytes * 3 / 2)) ]; then
+if uplink_once tpr "$sent" "$qbytes" 2; then
     pass tp_relay_trainer_uplink_carries_the_model_about_once
 else
-    fail tp_relay_trainer_uplink_carries_the_model_about_once "sent $sent, want ~$((2 * qbytes)) (1 to 1.5x)"
+    fail tp_relay_trainer_uplink_carries_the_model_about_once "sent $sent, want ~$((2 * qbytes)) (1 to 1.5x, plus an image per relay fallback)"
 fi
 undeploy
 
