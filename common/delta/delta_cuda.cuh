@@ -79,6 +79,19 @@ template <unsigned W> __device__ __forceinline__ unsigned long long elem(uint4 v
     }
 }
 
+/* The sum of v over this lane and the lanes below it (a whole warp calls). */
+__device__ __forceinline__ unsigned warp_inclusive(unsigned v)
+{
+    const unsigned lane = threadIdx.x & 31;
+#pragma unroll
+    for (unsigned off = 1; off < 32; off *= 2) {
+        unsigned up = __shfl_up_sync(0xffffffffu, v, off);
+        if (lane >= off)
+            v += up;
+    }
+    return v;
+}
+
 /* Resident blocks of kernel k (nt threads) on this device, at most
  * `units`: a grid of them takes the work by ticket or grid stride. Asked
  * once per kernel: *cache. */

@@ -75,13 +75,7 @@ __global__ void __launch_bounds__(NT)
                 word |= __shfl_xor_sync(0xffffffffu, word, off);
             if (v % TPW == 0 && g < ngroups)
                 words[g] = word;
-            unsigned incl = __popc(m);
-#pragma unroll
-            for (unsigned off = 1; off < 32; off *= 2) {
-                unsigned up = __shfl_up_sync(0xffffffffu, incl, off);
-                if (lane >= off)
-                    incl += up;
-            }
+            const unsigned incl = warp_inclusive(__popc(m));
             unsigned at = run + incl - __popc(m);
             while (m != 0 && at < CAP) {
                 const unsigned j = __ffs(m) - 1;
@@ -141,13 +135,7 @@ __device__ __forceinline__ void gather_chunk(const T *__restrict__ next, uint64_
         const unsigned k = r * 32 + lane;
         const uint64_t g = ch * WPC + k;
         uint32_t m = k < WPC && g < ngroups ? words[g] : 0;
-        unsigned incl = __popc(m);
-#pragma unroll
-        for (unsigned o = 1; o < 32; o *= 2) {
-            unsigned up = __shfl_up_sync(0xffffffffu, incl, o);
-            if (lane >= o)
-                incl += up;
-        }
+        const unsigned incl = warp_inclusive(__popc(m));
         unsigned long long to = at + incl - __popc(m);
         while (m != 0) {
             const unsigned j = __ffs(m) - 1;

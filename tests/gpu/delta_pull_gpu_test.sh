@@ -24,14 +24,7 @@ source "$(dirname "$0")/../integration/versions_lib.sh"
 NEED_CUDA=1 source "$WSYNC_ROOT/tests/python/pick_python.sh"
 names="delta_gpu_staged_every_tensor_equal delta_gpu_wire_bytes_below_full delta_gpu_in_place_corrupted_base_refetched
        delta_gpu_tp2_into_sparse"
-if [ "$(cuda_devices)" = 0 ]; then
-    for c in $names; do skip "$c" "no CUDA device"; done
-    exit 0
-fi
-if [ -z "$PY" ] || ! grep -q cuda <<<"$("$WSYNC" --version)"; then
-    for c in $names; do skip "$c" "no python with torch and CUDA, or libwsync built without CUDA"; done
-    exit 0
-fi
+skip_unless_cuda_python "$names"
 make_versions 5 || { fail delta_gpu_staged_every_tensor_equal "generator failed: $(tail -3 "$TMP/gen.log")"; exit 0; }
 export WSYNC_LOG=info
 

@@ -17,14 +17,7 @@ source "$(dirname "$0")/../integration/lib.sh"
 NEED_CUDA=1 source "$WSYNC_ROOT/tests/python/pick_python.sh"
 names="relay_delta_gpu_chain_ready relay_delta_gpu_every_tensor_equal relay_delta_gpu_child_gets_deltas_from_the_relay
        relay_delta_gpu_relay_logs_its_deltas"
-if [ "$(cuda_devices)" = 0 ]; then
-    for c in $names; do skip "$c" "no CUDA device"; done
-    exit 0
-fi
-if [ -z "$PY" ] || ! grep -q cuda <<<"$("$WSYNC" --version)"; then
-    for c in $names; do skip "$c" "no python with torch and CUDA, or libwsync built without CUDA"; done
-    exit 0
-fi
+skip_unless_cuda_python "$names"
 DEV=cuda:0
 NV=6
 "$PY" "$WSYNC_ROOT/tests/tools/adamw_versions.py" "$TMP/v" --steps $((NV - 1)) --hidden 256 --intermediate 704 \

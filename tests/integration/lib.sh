@@ -37,6 +37,22 @@ wait_http() {
     return 1
 }
 
+# skip_unless_cuda_python NAMES: without a CUDA device, or without a python
+# with torch and CUDA (PY, from pick_python.sh with NEED_CUDA=1) or a wsync
+# built with CUDA, every test in NAMES is skipped saying why, and the script
+# ends.
+skip_unless_cuda_python() {
+    local c why=
+    if [ "$(cuda_devices)" = 0 ]; then
+        why="no CUDA device"
+    elif [ -z "$PY" ] || ! grep -q cuda <<<"$("$WSYNC" --version)"; then
+        why="no python with torch and CUDA, or libwsync built without CUDA"
+    fi
+    [ -z "$why" ] && return 0
+    for c in $1; do skip "$c" "$why"; done
+    exit 0
+}
+
 # serve_local TAG [ARGS...]: a control endpoint on loopback (`wsync serve
 # ARGS`), its output in $TMP/serve-TAG.log; sets PORT, URL and SERVE (its pid);
 # 0 once it answers.
