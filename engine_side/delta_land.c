@@ -513,9 +513,10 @@ wsync_status_t recv_delta_verify(fetch_t *f, uint32_t c, const uint64_t *sums, i
                                   : !(d->state[i] & P_WRONG))))
             continue;
         if (!bad) {
-            LOG_WARN("engine %s rank %d: %s %zu (trainer rank %d) applied as a delta from version %llu failed "
+            LOG_WARN("engine %s rank %d: %s %zu (trainer rank %d) applied as a delta from version %llu%s%s failed "
                      "verification against version %llu's digests (%s): re-fetching it in full",
                      f->p.r->engine_id, f->p.me, f->p.ops->unit1, i, pu->src_rank, (unsigned long long)d->base,
+                     d->relayed ? " through the relay of engine " : "", d->relayed ? f->p.relay.id : "",
                      (unsigned long long)f->p.v, describe(f, pu, what, sizeof(what)));
             d->ndelta--; /* it comes full after all */
             d->wire_bytes -= d->wbytes[i];

@@ -111,7 +111,7 @@ fi
 # (c) n1's corrupted base and n0's broken wires: caught, re-fetched in full from the trainer rank.
 refused=$(grep -c "piece 5 (trainer rank [01]) of version [2-6]: its delta wire from version [1-5] through the relay of engine n0 was refused (.*magic" \
     "$TMP/chain-n1.log")
-if grep -q 'piece 3 (trainer rank [01]) applied as a delta from version 1 failed verification against version 2.s digests (tensor .*): re-fetching it in full' \
+if grep -q 'piece 3 (trainer rank [01]) applied as a delta from version 1 through the relay of engine n0 failed verification against version 2.s digests (tensor .*): re-fetching it in full' \
     "$TMP/chain-n1.log" && grep -q 'version 2: .*; 2 re-fetched in full after a failed check' "$TMP/chain-n1.log" &&
     [ "$refused" = $((NV - 1)) ] && [ "$(grep -c 'version [3-6]: .*; 1 re-fetched in full after a failed check' "$TMP/chain-n1.log")" = $((NV - 2)) ]; then
     pass chain_corrupted_base_and_broken_wire_refetched_in_full

@@ -94,7 +94,7 @@ else fail tp_chain_relay_logs_its_deltas "$relayed relay lines, want $((2 * (NV 
 
 # (b) n1's corrupted base: caught by the relay's digest of the put, re-fetched in full from its trainer rank.
 ip netns exec "$CNS" curl -fsS "$URL/v1/status" >"$TMP/status.json"
-if grep -qh "put 40 (trainer rank [01]) applied as a delta from version 1 failed verification against version 2.s digests (tensor '.*'): re-fetching it in full" \
+if grep -qh "put 40 (trainer rank [01]) applied as a delta from version 1 through the relay of engine n0 failed verification against version 2.s digests (tensor '.*'): re-fetching it in full" \
     "$TMP"/n1-r*.log && grep -qh 'version 2: .*; 1 re-fetched in full after a failed check' "$TMP"/n1-r*.log &&
     $PY -c 'import json, sys
 e = {e["id"]: e.get("delta") or {} for e in json.load(open(sys.argv[1]))["engines"]}
