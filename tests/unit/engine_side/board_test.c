@@ -4,6 +4,9 @@
  * mistaken for another's; a rank's failure and its reason reach the other. */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +65,38 @@ static void child(void)
     _exit(0);
 }
 
+/* A role of local rank 1 (--rank1: child(); --hold: hold()) in a fresh
+ * process, the test program again: a forked copy of this process, which
+ * runs the board's threads, can inherit a lock one of them held and hang
+ * (it did, under ASan on a loaded machine). fd: a descriptor it inherits. */
+static pid_t spawn(const char *role, const char *nm, int fd)
+{
+    char fdarg[16];
+    pid_t pid;
+    snprintf(fdarg, sizeof(fdarg), "%d", fd);
+    pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", "board_test", role, nm, fdarg, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* The child's exit status, waiting up to 30 s (then it is killed: a hung
+ * child fails the test rather than hanging it); -1 when killed. */
+static int reap(pid_t pid)
+{
+    int status = 0, i;
+    for (i = 0; i < 3000; i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+}
+
 static int wait_for(int (*cond)(board_t *, void *), board_t *b, void *arg)
 {
     int tries;
@@ -111,10 +146,8 @@ static void two_ranks_agree_on_attempts(void)
     CHECK_OK(board_open(name, 0, 2, -1, NULL, 5000, &b));
     if (b == NULL)
         return;
-    pid = fork();
-    if (pid == 0)
-        child();
-    CHECK(wait_for(rank1_alive, b, NULL));
+    pid = spawn("--rank1", name, -1);
+    CHECK(pid > 0 && wait_for(rank1_alive, b, NULL));
     CHECK_EQ(board_rank_device(b, 1), -1);
     CHECK(board_rank_epoch(b, 1) >= 1);
 
@@ -140,8 +173,8 @@ static void two_ranks_agree_on_attempts(void)
     board_attempt_close(b, &a2, 0);
     CHECK_EQ(board_attempt_outcome(b, 1), BOARD_ATTEMPT_SUPERSEDED);
 
-    waitpid(pid, &status, 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    status = reap(pid);
+    CHECK_EQ(status, 0);
     board_close(b);
 }
 
@@ -159,25 +192,28 @@ static void landing_map_too_large_is_refused(void)
     board_close(b);
 }
 
+/* --hold: local rank 1 of board nm until fd (a pipe) closes. */
+static void hold(const char *nm, int fd)
+{
+    board_t *b = NULL;
+    char c;
+    if (board_open(nm, 1, 2, -1, NULL, 5000, &b) != WSYNC_OK)
+        _exit(1);
+    if (read(fd, &c, 1) < 0) /* until the parent closes it */
+        _exit(2);
+    board_close(b);
+    _exit(0);
+}
+
 /* A process that holds local rank 1 until its pipe closes. */
 static pid_t hold_rank1(const char *nm, int *release)
 {
     int fds[2];
     pid_t pid;
-    char c;
     if (pipe(fds) != 0)
         return -1;
-    pid = fork();
-    if (pid == 0) {
-        board_t *b = NULL;
-        close(fds[1]);
-        if (board_open(nm, 1, 2, -1, NULL, 5000, &b) != WSYNC_OK)
-            _exit(1);
-        if (read(fds[0], &c, 1) < 0) /* until the parent closes it */
-            _exit(2);
-        board_close(b);
-        _exit(0);
-    }
+    fcntl(fds[1], F_SETFD, FD_CLOEXEC); /* the holder keeps only its end */
+    pid = spawn("--hold", nm, fds[0]);
     close(fds[0]);
     *release = fds[1];
     return pid;
@@ -243,14 +279,20 @@ static void duplicate_rank_and_other_world_refused_lost_rank_seen(void)
     holder = hold_rank1(nm, &release);
     CHECK(holder > 0 && wait_for(rank1_alive, b, NULL));
     close(release);
-    waitpid(holder, &status, 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    status = reap(holder);
+    CHECK_EQ(status, 0);
     board_watch(b, NULL, NULL);
     board_close(b);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--rank1") == 0) {
+        snprintf(name, sizeof(name), "%s", argv[2]);
+        child();
+    }
+    if (argc == 4 && strcmp(argv[1], "--hold") == 0)
+        hold(argv[2], atoi(argv[3]));
     RUN(two_ranks_agree_on_attempts);
     RUN(landing_map_too_large_is_refused);
     RUN(duplicate_rank_and_other_world_refused_lost_rank_seen);
