@@ -14,6 +14,7 @@
 #include "tests/test.h"
 
 static char name[128];
+static char self[4096]; /* this program (readlink of /proc/self/exe at start: under valgrind, the client's) */
 
 /* The child's half of the conversation: rank 1. Exit status 0 = all good;
  * otherwise the line that failed. */
@@ -66,7 +67,7 @@ static void child(void)
 }
 
 /* A role of local rank 1 (--rank1: child(); --hold: hold()) in a fresh
- * process, the test program again: a forked copy of this process, which
+ * process, the test program again (self): a forked copy of this process, which
  * runs the board's threads, can inherit a lock one of them held and hang
  * (it did, under ASan on a loaded machine). fd: a descriptor it inherits. */
 static pid_t spawn(const char *role, const char *nm, int fd)
@@ -76,7 +77,7 @@ static pid_t spawn(const char *role, const char *nm, int fd)
     snprintf(fdarg, sizeof(fdarg), "%d", fd);
     pid = fork();
     if (pid == 0) {
-        execl("/proc/self/exe", "board_test", role, nm, fdarg, (char *)NULL);
+        execl(self, "board_test", role, nm, fdarg, (char *)NULL);
         _exit(127);
     }
     return pid;
@@ -287,6 +288,8 @@ static void duplicate_rank_and_other_world_refused_lost_rank_seen(void)
 
 int main(int argc, char **argv)
 {
+    if (readlink("/proc/self/exe", self, sizeof(self) - 1) < 0)
+        snprintf(self, sizeof(self), "%s", argv[0]);
     if (argc == 4 && strcmp(argv[1], "--rank1") == 0) {
         snprintf(name, sizeof(name), "%s", argv[2]);
         child();
