@@ -5,7 +5,7 @@
  * reports the median of each stretch over REPS runs:
  *   v2 encode: compare (mask_fast), scan, gather (compact, pairs layout);
  *   v3l encode: the one pass;
- *   v5 encode: count (stream_count), scan, write (stream_write, pairs layout);
+ *   v5 encode: count (stream_count), scan, write (stream_write, the form it picks);
  *   bitmap apply: counts, scan, scatter.
  * Usage: gpu_delta_phases_bench [SIZE_MIB [WIDTH [PERMILLE]]] (default 1024 2 20;
  * the bitmap apply is timed on a wire of 10% changed). */
@@ -85,7 +85,7 @@ static int run_once(buf_t *b, int which, cudaEvent_t *ev, const wsync_delta_head
         e |= wsync_delta_cuda_scan_fast(b->counts, wch, b->seg, b->total, NULL);
         cudaEventRecord(ev[2], NULL);
         e |= wsync_delta_cuda_stream_write(b->next, b->n, b->w, b->words, b->counts, b->seg, b->total, b->held,
-                                           pay + b->n / 50 * 4, pay, 4, b->n, NULL);
+                                           b->wire, NULL);
         cudaEventRecord(ev[3], NULL);
         return e ? -1 : 3;
     default: /* bitmap apply */

@@ -98,20 +98,23 @@ static inline uint64_t wsync_delta_cuda_held_bytes(uint64_t len)
     return wsync_delta_cuda_wchunks(len) * (WSYNC_DELTA_CUDA_HELD_VALS + WSYNC_DELTA_CUDA_HELD_IDX);
 }
 
-/* Compare both versions (16-byte aligned, as `held`): words as
- * wsync_delta_cuda_mask's, counts[ch] = the changed elements of chunk ch
- * (wsync_delta_cuda_wchunks(n*w) of them), and each chunk's first changed
- * values and indices into held. Then wsync_delta_cuda_scan_fast over the
- * counts, and the write: */
+/* Compare both versions (16-byte aligned, as `held`): counts[ch] = the
+ * changed elements of chunk ch (wsync_delta_cuda_wchunks(n*w) of them), each
+ * chunk's first changed values and indices into held, and, for a chunk
+ * that changed more than its held indices, its words as
+ * wsync_delta_cuda_mask's. Then wsync_delta_cuda_scan_fast over the counts,
+ * and the write: */
 int wsync_delta_cuda_stream_count(const void *base, const void *next, uint64_t n, unsigned w, uint32_t *words,
                                   unsigned long long *counts, unsigned char *held, void *stream);
-/* The k-th changed element's value at vals + k*w and, with idx != NULL and
- * k < idx_fit, its index (iw bytes) at idx + k*iw: from held, or from next
- * through the words for a chunk that changed more than held holds. */
+/* The wire at out (8-byte aligned, wsync_delta_bound bytes) in the form
+ * delta_form.h's rule picks from *total, header included; for the full
+ * form nothing is written (the caller copies next). The values come from
+ * held, or from next through the words for a chunk that changed more than
+ * held holds. */
 int wsync_delta_cuda_stream_write(const void *next, uint64_t n, unsigned w, const uint32_t *words,
                                   const unsigned long long *offsets, const unsigned long long *seg,
-                                  const unsigned long long *total, const unsigned char *held, unsigned char *vals,
-                                  unsigned char *idx, unsigned iw, uint64_t idx_fit, void *stream);
+                                  const unsigned long long *total, const unsigned char *held, unsigned char *out,
+                                  void *stream);
 /* A wire's 32-byte header into device memory at dst (as a launch's
  * argument: no staging of pageable host memory). */
 int wsync_delta_cuda_put_header(void *dst, const unsigned char *hdr, void *stream);

@@ -25,31 +25,52 @@ static inline WSYNC_DELTA_HD unsigned wsync_delta_index_width(uint64_t n)
     return n > (uint64_t)UINT32_MAX + 1 ? 8 : 4;
 }
 
-/* bytes[form]: the wire's size in each form (header included) for n
- * elements of `width` bytes, c changed; returns the smallest form (ties go
- * to full, then bitmap: cheaper to apply): 0 full, 1 bitmap, 2 pairs. */
-static inline WSYNC_DELTA_HD unsigned wsync_delta_pick(uint64_t n, uint64_t c, unsigned width, uint64_t bytes[3])
+/* The wire's size in `form` (0 full, 1 bitmap, 2 pairs), header included,
+ * for n elements of `width` bytes, c changed. */
+static inline WSYNC_DELTA_HD uint64_t wsync_delta_form_bytes(unsigned form, uint64_t n, uint64_t c, unsigned width)
+{
+    return WSYNC_DELTA_HEADER + (form == 0   ? n * width
+                                 : form == 1 ? (n + 7) / 8 + c * width
+                                             : c * (wsync_delta_index_width(n) + width));
+}
+
+/* The smallest form (ties go to full, then bitmap: cheaper to apply). */
+static inline WSYNC_DELTA_HD unsigned wsync_delta_choose(uint64_t n, uint64_t c, unsigned width)
 {
     unsigned form = 0;
-    bytes[0] = WSYNC_DELTA_HEADER + n * width;
-    bytes[1] = WSYNC_DELTA_HEADER + (n + 7) / 8 + c * width;
-    bytes[2] = WSYNC_DELTA_HEADER + c * (wsync_delta_index_width(n) + width);
-    if (bytes[1] < bytes[form])
+    if (wsync_delta_form_bytes(1, n, c, width) < wsync_delta_form_bytes(form, n, c, width))
         form = 1;
-    if (bytes[2] < bytes[form])
+    if (wsync_delta_form_bytes(2, n, c, width) < wsync_delta_form_bytes(form, n, c, width))
         form = 2;
     return form;
 }
 
-/* The 32-byte header (little-endian fields, delta.h) of a wire in `form`
- * for a piece of len bytes, c changed, `payload` bytes after it. */
+/* bytes[form]: each form's size; returns wsync_delta_choose's form. */
+static inline WSYNC_DELTA_HD unsigned wsync_delta_pick(uint64_t n, uint64_t c, unsigned width, uint64_t bytes[3])
+{
+    for (unsigned f = 0; f < 3; f++)
+        bytes[f] = wsync_delta_form_bytes(f, n, c, width);
+    return wsync_delta_choose(n, c, width);
+}
+
+/* Field k (0-3) of the 32-byte header (delta.h) of a wire in `form` for a
+ * piece of len bytes, c changed, `payload` bytes after it. */
+static inline WSYNC_DELTA_HD uint64_t wsync_delta_header_field(unsigned k, unsigned form, unsigned width,
+                                                               unsigned iw, uint64_t len, uint64_t c,
+                                                               uint64_t payload)
+{
+    return k == 0   ? WSYNC_DELTA_MAGIC | (uint64_t)form << 32 | (uint64_t)width << 40 | (uint64_t)iw << 48
+           : k == 1 ? len
+           : k == 2 ? c
+                    : payload;
+}
+
+/* The header's bytes: its fields little-endian. */
 static inline WSYNC_DELTA_HD void wsync_delta_header_bytes(unsigned char *p, unsigned form, unsigned width,
                                                            unsigned iw, uint64_t len, uint64_t c, uint64_t payload)
 {
-    const uint64_t f[4] = {WSYNC_DELTA_MAGIC | (uint64_t)form << 32 | (uint64_t)width << 40 | (uint64_t)iw << 48,
-                           len, c, payload};
     for (unsigned k = 0; k < WSYNC_DELTA_HEADER; k++)
-        p[k] = (unsigned char)(f[k / 8] >> (8 * (k % 8)));
+        p[k] = (unsigned char)(wsync_delta_header_field(k / 8, form, width, iw, len, c, payload) >> (8 * (k % 8)));
 }
 
 #endif

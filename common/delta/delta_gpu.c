@@ -81,7 +81,7 @@ static stream_scratch_t stream_layout(void *base, uint64_t len, uint64_t n)
     l.seg = (unsigned long long *)(b + at);
     at += wsync_delta_cuda_segs(nch) * sizeof(unsigned long long);
     l.total = (unsigned long long *)(b + at);
-    at = (at + 2 * sizeof(unsigned long long) + 127) / 128 * 128; /* held's chunks in whole sectors */
+    at = (at + sizeof(unsigned long long) + 127) / 128 * 128; /* held's chunks in whole sectors */
     l.held = (unsigned char *)(b + at);
     l.bytes = (size_t)(at + wsync_delta_cuda_held_bytes(len));
     return l;
@@ -174,35 +174,19 @@ static wsync_status_t pass_finish(const wsync_delta_stats_t *st, unsigned char *
     return WSYNC_OK;
 }
 
-/* The streaming encoder's count (v5): compare, count and hold, then the
- * scan of the chunk counts; *c gets the total. */
-static wsync_status_t stream_count(const void *base, const void *next, uint64_t n, unsigned width, void *scratch,
-                                   unsigned long long *c, cudaStream_t s)
+/* The streaming encoder (v5): compare, count and hold, the scan of the
+ * chunk counts, and the write, which picks the form from the total and
+ * writes the header on the device (the full form's copy is the caller's);
+ * then one wait, for the total in *c. */
+static wsync_status_t stream_encode(const void *base, const void *next, uint64_t n, unsigned width,
+                                    unsigned char *out, void *scratch, unsigned long long *c, cudaStream_t s)
 {
     stream_scratch_t l = stream_layout(scratch, n * width, n);
     CU(wsync_delta_cuda_stream_count(base, next, n, width, l.words, l.counts, l.held, s), "compare");
     CU(wsync_delta_cuda_scan_fast(l.counts, wsync_delta_cuda_wchunks(n * width), l.seg, l.total, s), "scan");
+    CU(wsync_delta_cuda_stream_write(next, n, width, l.words, l.counts, l.seg, l.total, l.held, out, s), "gather");
     CU(cudaMemcpyAsync(c, l.total, sizeof(*c), cudaMemcpyDeviceToHost, s), "count read-back");
     CU(cudaStreamSynchronize(s), "compare");
-    return WSYNC_OK;
-}
-
-/* ... and its write, straight into the chosen form's layout. */
-static wsync_status_t stream_finish(const wsync_delta_stats_t *st, const void *next, unsigned char *pay,
-                                    uint64_t bm, unsigned iw, void *scratch, cudaStream_t s)
-{
-    uint64_t n = st->elems, c = st->changed;
-    stream_scratch_t l = stream_layout(scratch, n * st->width, n);
-    if (st->chosen == WSYNC_DELTA_BITMAP) {
-        CU(cudaMemcpyAsync(pay, l.words, bm, cudaMemcpyDeviceToDevice, s), "bitmap");
-        CU(wsync_delta_cuda_stream_write(next, n, st->width, l.words, l.counts, l.seg, l.total, l.held, pay + bm,
-                                         NULL, 0, 0, s),
-           "gather");
-    } else if (st->chosen == WSYNC_DELTA_PAIRS) {
-        CU(wsync_delta_cuda_stream_write(next, n, st->width, l.words, l.counts, l.seg, l.total, l.held,
-                                         pay + c * iw, pay, iw, c, s),
-           "gather");
-    }
     return WSYNC_OK;
 }
 
@@ -265,7 +249,7 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
     if (n > 0 && one_pass(k))
         rc = pass_count(base, next, n, width, k, pay, bm, iw, scratch, &c, s);
     else if (n > 0 && k == KERNELS_STREAM)
-        rc = stream_count(base, next, n, width, scratch, &c, s);
+        rc = stream_encode(base, next, n, width, o, scratch, &c, s);
     else if (n > 0)
         rc = multi_count(base, next, n, width, carve(scratch, n), &c, s);
     if (rc != WSYNC_OK)
@@ -277,17 +261,17 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
         CU(cudaMemcpyAsync(pay, next, len, cudaMemcpyDeviceToDevice, s), "full copy");
     else if (n > 0 && one_pass(k))
         rc = pass_finish(st, pay, bm, iw, scratch, s);
-    else if (n > 0 && k == KERNELS_STREAM)
-        rc = stream_finish(st, next, pay, bm, iw, scratch, s);
-    else if (n > 0)
+    else if (n > 0 && k != KERNELS_STREAM)
         rc = multi_finish(st, next, pay, bm, iw, carve(scratch, n), s);
     if (rc != WSYNC_OK)
         return rc;
     payload = st->bytes[st->chosen] - WSYNC_DELTA_HEADER;
+    *out_len = WSYNC_DELTA_HEADER + payload;
+    if (n > 0 && k == KERNELS_STREAM && st->chosen != WSYNC_DELTA_FULL)
+        return WSYNC_OK; /* the write kernel wrote the header, and stream_encode waited */
     wsync_delta_header_bytes(hdr, st->chosen, width, st->chosen == WSYNC_DELTA_PAIRS ? iw : 0, len, c, payload);
     CU(wsync_delta_cuda_put_header(o, hdr, s), "header");
     CU(cudaStreamSynchronize(s), "gather");
-    *out_len = WSYNC_DELTA_HEADER + payload;
     return WSYNC_OK;
 }
 

@@ -1,7 +1,7 @@
 /* delta_cuda_test.c: the GPU delta encoder and decoder (delta_gpu.h) make
  * and apply the same wire as the host ones, whose own test holds them to a
  * reference written from delta.h: every width, densities 0, one element,
- * 2%, 50% and 100%, sizes that are multiples of nothing. A GPU wire is
+ * 2%, 4.5%, 7%, 50% and 100%, sizes that are multiples of nothing. A GPU wire is
  * compared byte for byte with the host's and applied on the host; a host
  * wire is applied on the GPU; hostile wires are refused on the GPU with the
  * destination untouched. */
@@ -96,7 +96,10 @@ static void test_same_wire_as_host(void)
      * chunks of the one pass at 16 KiB, look-backs past many windows. */
     static const size_t counts[] = {1, 31, 33, 1000, 2049, 65537, 1000003, 9000011};
     static const unsigned widths[] = {1, 2, 4, 8};
-    static const int permilles[] = {0, -1, 20, 500, 1000};
+    /* 4.5%: the bitmap form, with most chunks of the streaming encoder
+     * keeping their changes in their held indices (their words are set from
+     * them); 7%: chunks on both sides of that */
+    static const int permilles[] = {0, -1, 20, 45, 70, 500, 1000};
     if (ngpu == 0)
         SKIP("no CUDA device");
     /* Every encoder (WSYNC_DELTA_GPU): the one pass in chunks of 16 and
@@ -107,7 +110,7 @@ static void test_same_wire_as_host(void)
         setenv("WSYNC_DELTA_GPU", kernels[k], 1);
         for (size_t a = 0; a < sizeof(counts) / sizeof(counts[0]); a++)
             for (size_t b = 0; b < 4; b++)
-                for (size_t c = 0; c < 5; c++)
+                for (size_t c = 0; c < sizeof(permilles) / sizeof(permilles[0]); c++)
                     one(counts[a], widths[b], permilles[c]);
         unsetenv("WSYNC_DELTA_GPU");
     }
