@@ -13,18 +13,6 @@
 #define GROUPS_PER_BLOCK (WSYNC_DELTA_CUDA_TILE / 32)
 #define GROUPS_PER_WARP (GROUPS_PER_BLOCK / WARPS)
 
-/* Bitmap word g of a byte bitmap of nbytes (the last word may be partial). */
-__device__ __forceinline__ uint32_t bitmap_word(const unsigned char *bm, uint64_t nbytes, uint64_t g)
-{
-    uint64_t at = 4 * g;
-    if (at + 4 <= nbytes && ((uintptr_t)(bm + at) & 3) == 0)
-        return *(const uint32_t *)(bm + at);
-    uint32_t v = 0;
-    for (unsigned k = 0; k < 4 && at + k < nbytes; k++)
-        v |= (uint32_t)bm[at + k] << (8 * k);
-    return v;
-}
-
 /* Sum of a block's per-warp counts into counts[blockIdx.x]. */
 __device__ __forceinline__ void block_count(unsigned long long mine, unsigned long long *counts)
 {
@@ -170,7 +158,7 @@ __device__ __forceinline__ void group_offsets_v1(const uint32_t *m, unsigned lon
 __device__ __forceinline__ unsigned long long tile_offset(const unsigned long long *offsets,
                                                           const unsigned long long *seg)
 {
-    return offsets[blockIdx.x] + (seg != NULL ? seg[blockIdx.x / WSYNC_DELTA_CUDA_SEG] : 0);
+    return seg != NULL ? scanned_offset(offsets, seg, blockIdx.x) : offsets[blockIdx.x];
 }
 
 template <typename T>

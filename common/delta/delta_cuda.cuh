@@ -10,6 +10,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "common/delta/delta_cuda.h"
+
 template <typename T> __device__ __forceinline__ T load_elem(const unsigned char *p)
 {
     if (((uintptr_t)p & (sizeof(T) - 1)) == 0)
@@ -77,6 +79,49 @@ template <unsigned W> __device__ __forceinline__ unsigned long long elem(uint4 v
         const uint32_t word = q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
         return (word >> (sh % 32)) & MASK;
     }
+}
+
+/* v with element j (a run-time index below 16/W) set to x. */
+template <unsigned W> __device__ __forceinline__ void set_elem(uint4 &v, unsigned j, unsigned long long x)
+{
+    if constexpr (W == 8) {
+        if (j == 0)
+            v.x = (uint32_t)x, v.y = (uint32_t)(x >> 32);
+        else
+            v.z = (uint32_t)x, v.w = (uint32_t)(x >> 32);
+    } else {
+        constexpr unsigned PER = 4 / W;
+        constexpr uint32_t MASK = W == 4 ? 0xffffffffu : (1u << (8 * W % 32)) - 1;
+        const unsigned q = j / PER, sh = (j % PER) * 8 * W % 32;
+        const uint32_t keep = ~(MASK << sh), put = ((uint32_t)x & MASK) << sh;
+        if (q == 0)
+            v.x = (v.x & keep) | put;
+        else if (q == 1)
+            v.y = (v.y & keep) | put;
+        else if (q == 2)
+            v.z = (v.z & keep) | put;
+        else
+            v.w = (v.w & keep) | put;
+    }
+}
+
+/* Bitmap word g of a byte bitmap of nbytes (the last word may be partial). */
+__device__ __forceinline__ uint32_t bitmap_word(const unsigned char *bm, uint64_t nbytes, uint64_t g)
+{
+    uint64_t at = 4 * g;
+    if (at + 4 <= nbytes && ((uintptr_t)(bm + at) & 3) == 0)
+        return *(const uint32_t *)(bm + at);
+    uint32_t v = 0;
+    for (unsigned k = 0; k < 4 && at + k < nbytes; k++)
+        v |= (uint32_t)bm[at + k] << (8 * k);
+    return v;
+}
+
+/* Where tile (or chunk) b's values start after wsync_delta_cuda_scan_fast. */
+__device__ __forceinline__ unsigned long long scanned_offset(const unsigned long long *offsets,
+                                                             const unsigned long long *seg, uint64_t b)
+{
+    return offsets[b] + seg[b / WSYNC_DELTA_CUDA_SEG];
 }
 
 /* The sum of v over this lane and the lanes below it (a whole warp calls). */

@@ -112,13 +112,6 @@ __global__ void __launch_bounds__(NT)
     }
 }
 
-/* Chunk ch's offset on the wire after wsync_delta_cuda_scan_fast. */
-__device__ __forceinline__ unsigned long long chunk_offset(const unsigned long long *offsets,
-                                                           const unsigned long long *seg, uint64_t ch)
-{
-    return offsets[ch] + seg[ch / WSYNC_DELTA_CUDA_SEG];
-}
-
 /* Element e's value at k (vals) and, while k < idx_fit, its index. */
 template <typename T>
 __device__ __forceinline__ void put_one(T v, uint64_t e, uint64_t k, unsigned char *vals, unsigned char *idx,
@@ -225,9 +218,9 @@ __global__ void __launch_bounds__(NT)
     const uint64_t ngroups = (n + 31) / 32, warps = (uint64_t)gridDim.x * (NT / 32);
     for (uint64_t c0 = ((uint64_t)blockIdx.x * NT + threadIdx.x) / 32 * 32; c0 < nch; c0 += warps * 32) {
         const uint64_t ch = c0 + lane;
-        o[lane] = ch < nch ? chunk_offset(offsets, seg, ch) : c;
+        o[lane] = ch < nch ? scanned_offset(offsets, seg, ch) : c;
         if (lane == 31)
-            o[32] = ch + 1 < nch ? chunk_offset(offsets, seg, ch + 1) : c;
+            o[32] = ch + 1 < nch ? scanned_offset(offsets, seg, ch + 1) : c;
         __syncwarp();
         const unsigned long long mine = o[lane + 1] - o[lane];
         const unsigned over = __ballot_sync(0xffffffffu, mine > (idx != NULL ? ICAP : CAP));
