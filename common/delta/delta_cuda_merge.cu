@@ -2,13 +2,15 @@
  * The scatter (delta_cuda.cu) stores each changed element alone: where many
  * of dst's 32-byte sectors change (at 10% of bf16 elements, 81% of them)
  * each touched sector is a partial write, which the memory completes by
- * reading the sector first, one sector at a time. Here a warp takes a tile
- * of WSYNC_DELTA_CUDA_TILE elements: each lane reads the 16-byte vectors of
- * the tile's changed sectors whole (BATCH of them in flight), merges the
- * new values in registers and writes the sectors whole; a sector with no
- * change is neither read nor written. The traffic is at most a copy of
- * dst plus the wire, where the scatter's grows with the sectors touched;
- * below a few changes a sector the scatter moves less (delta_gpu.c picks). */
+ * reading the sector first. Here a warp takes a tile of
+ * WSYNC_DELTA_CUDA_TILE elements, BATCH 16-byte vectors a lane at a time:
+ * each lane reads the vectors of its changed sectors whole, the warp loads
+ * the batch's values (one run of the wire) together into shared memory,
+ * and each lane merges its new values in registers and writes its sectors
+ * whole; a sector with no change is neither read nor written. The traffic
+ * is at most a copy of dst plus the wire, where the scatter's grows with
+ * the sectors touched; below a few changes a sector the scatter moves less
+ * (delta_gpu.c picks). */
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -34,6 +36,7 @@ __global__ void __launch_bounds__(NT)
     const uint64_t len = n * W, nbytes = (n + 7) / 8, ngroups = (n + 31) / 32;
     const uint64_t nblk = (n + WSYNC_DELTA_CUDA_TILE - 1) / WSYNC_DELTA_CUDA_TILE;
     const uint64_t warps = (uint64_t)gridDim.x * (NT / 32);
+    __shared__ uint4 held[NT / 32][BATCH * 32]; /* a batch's values: at most its 16-byte vectors' elements */
     for (uint64_t b = ((uint64_t)blockIdx.x * NT + threadIdx.x) / 32; b < nblk; b += warps) {
         const uint64_t g0 = b * 64; /* the tile's 64 words, two a lane */
         const uint32_t w0 = g0 + lane < ngroups ? bitmap_word(bm, nbytes, g0 + lane) : 0;
@@ -43,8 +46,10 @@ __global__ void __launch_bounds__(NT)
             uint32_t m[BATCH];
             bool dirty[BATCH];
             uint4 d[BATCH];
+            unsigned long long at[BATCH];
+            const unsigned long long r0 = run;
 #pragma unroll
-            for (unsigned u = 0; u < BATCH; u++) { /* the lane's bits, then its changed sectors' loads */
+            for (unsigned u = 0; u < BATCH; u++) { /* the lane's bits, its changed sectors' loads, its values' place */
                 const unsigned k = ((s0 + u) * 32 + lane) * E / 32;
                 const uint32_t lo = __shfl_sync(0xffffffffu, w0, k % 32), hi = __shfl_sync(0xffffffffu, w1, k % 32);
                 const uint64_t v = (b * STEPS + s0 + u) * 32 + lane; /* the lane's vector of dst */
@@ -52,24 +57,31 @@ __global__ void __launch_bounds__(NT)
                 dirty[u] = (m[u] | __shfl_xor_sync(0xffffffffu, m[u], 1)) != 0; /* its sector (two lanes) */
                 if (dirty[u] && (v + 1) * 16 <= len)
                     d[u] = *(const uint4 *)(dst + v * 16);
+                const unsigned cnt = __popc(m[u]), incl = warp_inclusive(cnt);
+                at[u] = run + incl - cnt - r0;
+                run += __shfl_sync(0xffffffffu, incl, 31);
             }
+            /* the batch's values, one run of the wire, loaded together */
+            T *sv = (T *)held[threadIdx.x / 32];
+#pragma unroll 4
+            for (unsigned q = lane; q < run - r0; q += 32)
+                sv[q] = load_elem<T>(vals + (r0 + q) * W);
+            __syncwarp();
 #pragma unroll
             for (unsigned u = 0; u < BATCH; u++) {
                 const uint64_t v = (b * STEPS + s0 + u) * 32 + lane;
-                const unsigned cnt = __popc(m[u]), incl = warp_inclusive(cnt);
-                unsigned long long at = run + incl - cnt;
-                run += __shfl_sync(0xffffffffu, incl, 31);
                 if (!dirty[u])
                     continue;
                 if ((v + 1) * 16 <= len) {
                     for (uint32_t r = m[u]; r != 0; r &= r - 1)
-                        set_elem<W>(d[u], __ffs(r) - 1, load_elem<T>(vals + at++ * W));
+                        set_elem<W>(d[u], __ffs(r) - 1, sv[at[u]++]);
                     *(uint4 *)(dst + v * 16) = d[u];
                 } else { /* the piece's last, partial vector: by element */
                     for (uint32_t r = m[u]; r != 0; r &= r - 1)
-                        store_elem<T>(dst + (v * E + __ffs(r) - 1) * W, load_elem<T>(vals + at++ * W));
+                        store_elem<T>(dst + (v * E + __ffs(r) - 1) * W, sv[at[u]++]);
                 }
             }
+            __syncwarp(); /* sv is read before the next batch fills it */
         }
     }
 }
