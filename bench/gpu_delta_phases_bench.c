@@ -6,7 +6,7 @@
  *   v2 encode: compare (mask_fast), scan, gather (compact, pairs layout);
  *   v3l encode: the one pass;
  *   v5 encode: count (stream_count), scan, write (stream_write, the form it picks);
- *   bitmap apply: counts, scan, then the scatter or the merge.
+ *   bitmap apply: counts, scan, scatter.
  * Usage: gpu_delta_phases_bench [SIZE_MIB [WIDTH [PERMILLE]]] (default 1024 2 20;
  * the bitmap apply is timed on a wire of 10% changed). */
 #include <stdio.h>
@@ -58,7 +58,7 @@ static int run_once(buf_t *b, int which, cudaEvent_t *ev, const wsync_delta_head
     uint64_t tiles = wsync_delta_cuda_blocks(b->n), wch = wsync_delta_cuda_wchunks(b->len);
     unsigned char *pay = b->wire + WSYNC_DELTA_HEADER;
     int e = 0;
-    if (which >= 3)
+    if (which == 3)
         cudaMemcpy(b->dst, b->base, b->len, cudaMemcpyDeviceToDevice);
     if (which == 1)
         cudaMemsetAsync(b->state, 0,
@@ -88,17 +88,13 @@ static int run_once(buf_t *b, int which, cudaEvent_t *ev, const wsync_delta_head
                                            b->wire, NULL);
         cudaEventRecord(ev[3], NULL);
         return e ? -1 : 3;
-    default: /* bitmap apply: scatter (3) or merge (4) */
+    default: /* bitmap apply */
         e |= wsync_delta_cuda_bitmap_counts_fast(pay, b->n, b->counts, (unsigned *)(b->total + 1), NULL);
         cudaEventRecord(ev[1], NULL);
         e |= wsync_delta_cuda_scan_fast(b->counts, tiles, b->seg, b->total, NULL);
         cudaEventRecord(ev[2], NULL);
-        if (which == 3)
-            e |= wsync_delta_cuda_scatter_bitmap(b->dst, b->n, b->w, pay, b->counts, b->seg, pay + (b->n + 7) / 8,
-                                                 NULL, NULL, h->changed, NULL);
-        else
-            e |= wsync_delta_cuda_merge_bitmap(b->dst, b->n, b->w, pay, b->counts, b->seg, pay + (b->n + 7) / 8,
-                                               NULL, NULL, h->changed, NULL);
+        e |= wsync_delta_cuda_scatter_bitmap(b->dst, b->n, b->w, pay, b->counts, b->seg, pay + (b->n + 7) / 8,
+                                             NULL, NULL, h->changed, NULL);
         cudaEventRecord(ev[3], NULL);
         return e ? -1 : 3;
     }
@@ -197,8 +193,7 @@ int main(int argc, char **argv)
     size_t mib = argc > 1 ? strtoull(argv[1], NULL, 10) : 1024;
     unsigned w = argc > 2 ? (unsigned)atoi(argv[2]) : 2, permille = argc > 3 ? (unsigned)atoi(argv[3]) : 20;
     static const char *const enc2[] = {"compare", "scan", "gather"}, *const enc3[] = {"pass"},
-                             *const enc5[] = {"count", "scan", "write"}, *const app[] = {"counts", "scan", "scatter"},
-                             *const app2[] = {"counts", "scan", "merge"};
+                             *const enc5[] = {"count", "scan", "write"}, *const app[] = {"counts", "scan", "scatter"};
     buf_t b = {0};
     wsync_delta_header_t h;
     size_t wl = 0;
@@ -255,8 +250,7 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("bitmap apply of a 10%% wire (%.4f of full):\n", (double)wl / (double)b.len);
-    phases(&b, 3, "apply scatter", app, mc, &h);
-    phases(&b, 4, "apply merge", app2, mc, &h);
+    phases(&b, 3, "apply", app, mc, &h);
     return 0;
 }
 #else

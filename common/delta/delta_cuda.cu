@@ -201,12 +201,8 @@ __global__ void __launch_bounds__(THREADS)
             continue;
         uint64_t e = (gb + j) * 32 + lane, at = goff[j] + __popc(mk & ((1u << lane) - 1));
         store_elem<T>(vals + at * sizeof(T), seg != NULL ? held[k] : next[e]);
-        if (idx != NULL) {
-            if (iw == 4)
-                *(uint32_t *)(idx + at * 4) = (uint32_t)e;
-            else
-                *(uint64_t *)(idx + at * 8) = e;
-        }
+        if (idx != NULL)
+            store_index(idx, iw, at, e);
     }
 }
 

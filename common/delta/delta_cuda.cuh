@@ -81,28 +81,14 @@ template <unsigned W> __device__ __forceinline__ unsigned long long elem(uint4 v
     }
 }
 
-/* v with element j (a run-time index below 16/W) set to x. */
-template <unsigned W> __device__ __forceinline__ void set_elem(uint4 &v, unsigned j, unsigned long long x)
+/* Index e as the k-th of a pairs form's indices of iw bytes (4 or 8; the
+ * indices start the payload, so each is aligned). */
+__device__ __forceinline__ void store_index(unsigned char *idx, unsigned iw, uint64_t k, uint64_t e)
 {
-    if constexpr (W == 8) {
-        if (j == 0)
-            v.x = (uint32_t)x, v.y = (uint32_t)(x >> 32);
-        else
-            v.z = (uint32_t)x, v.w = (uint32_t)(x >> 32);
-    } else {
-        constexpr unsigned PER = 4 / W;
-        constexpr uint32_t MASK = W == 4 ? 0xffffffffu : (1u << (8 * W % 32)) - 1;
-        const unsigned q = j / PER, sh = (j % PER) * 8 * W % 32;
-        const uint32_t keep = ~(MASK << sh), put = ((uint32_t)x & MASK) << sh;
-        if (q == 0)
-            v.x = (v.x & keep) | put;
-        else if (q == 1)
-            v.y = (v.y & keep) | put;
-        else if (q == 2)
-            v.z = (v.z & keep) | put;
-        else
-            v.w = (v.w & keep) | put;
-    }
+    if (iw == 4)
+        *(uint32_t *)(idx + k * 4) = (uint32_t)e;
+    else
+        *(unsigned long long *)(idx + k * 8) = e;
 }
 
 /* Bitmap word g of a byte bitmap of nbytes (the last word may be partial). */

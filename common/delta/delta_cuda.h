@@ -133,12 +133,6 @@ int wsync_delta_cuda_scatter_bitmap(unsigned char *dst, uint64_t n, unsigned w, 
                                     const unsigned long long *offsets, const unsigned long long *seg,
                                     const unsigned char *vals, const unsigned long long *total,
                                     const unsigned *bad, uint64_t expect, void *stream);
-/* The same as a merge (delta_cuda_merge.cu): each changed 32-byte sector
- * of dst (16-byte aligned) read, merged and written whole; seg required. */
-int wsync_delta_cuda_merge_bitmap(unsigned char *dst, uint64_t n, unsigned w, const unsigned char *bitmap,
-                                  const unsigned long long *offsets, const unsigned long long *seg,
-                                  const unsigned char *vals, const unsigned long long *total, const unsigned *bad,
-                                  uint64_t expect, void *stream);
 /* *first_bad (set to ~0 by the caller) = the lowest k whose index is >= n
  * or not above index k-1. */
 int wsync_delta_cuda_check_pairs(const unsigned char *idx, unsigned iw, uint64_t c, uint64_t n,

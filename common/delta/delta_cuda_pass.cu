@@ -114,12 +114,8 @@ __device__ __forceinline__ void put_changed(uint4 b, uint32_t m, unsigned long l
         const unsigned j = __ffs(m) - 1;
         m &= m - 1;
         store_elem<T>(vals + at * W, (T)elem<W>(b, j));
-        if (at < idx_fit) {
-            if (iw == 4)
-                *(uint32_t *)(idx + at * 4) = (uint32_t)(e0 + j);
-            else
-                *(unsigned long long *)(idx + at * 8) = e0 + j;
-        }
+        if (at < idx_fit)
+            store_index(idx, iw, at, e0 + j);
         at++;
     }
 }

@@ -34,7 +34,6 @@
 
 #define NT 256  /* threads a block */
 #define LOADS 4 /* 16-byte loads of each version a lane, per chunk */
-#define SWEEP 8 /* held values a lane of the write loads before it stores them */
 static_assert(WSYNC_DELTA_CUDA_WCHUNK == 32 * LOADS * 16, "a warp's chunk: 32 lanes x LOADS x 16 bytes");
 
 /* Elements of width W in a chunk, the chunk's held values (CAP) and
@@ -119,12 +118,8 @@ __device__ __forceinline__ void put_one(T v, uint64_t e, uint64_t k, unsigned ch
                                         unsigned iw, uint64_t idx_fit)
 {
     store_elem<T>(vals + k * sizeof(T), v);
-    if (idx != NULL && k < idx_fit) {
-        if (iw == 4)
-            *(uint32_t *)(idx + k * 4) = (uint32_t)e;
-        else
-            *(unsigned long long *)(idx + k * 8) = e;
-    }
+    if (idx != NULL && k < idx_fit)
+        store_index(idx, iw, k, e);
 }
 
 /* The values (and indices) of chunk ch, which changed more than it holds:
@@ -148,43 +143,6 @@ __device__ __forceinline__ void gather_chunk(const T *__restrict__ next, uint64_
             put_one<T>(next[g * 32 + j], g * 32 + j, to++, vals, idx, iw, idx_fit);
         }
         at += __shfl_sync(0xffffffffu, incl, 31);
-    }
-}
-
-/* Every value the run's chunks hold (those not in `over`) to its place on
- * the wire: value f of the run, of the chunk j with o[j] <= f < o[j + 1],
- * SWEEP a lane at a time, all loaded before any is stored (a load per
- * store in turn waited out one memory latency each). */
-template <typename T>
-__device__ __forceinline__ void
-sweep_held(const unsigned long long *o, unsigned over, uint64_t c0, const unsigned char *__restrict__ held_vals,
-           const uint16_t *__restrict__ held_idx, unsigned char *vals, unsigned char *idx, unsigned iw, uint64_t c)
-{
-    constexpr unsigned ELEMS = chunk_shape<sizeof(T)>::ELEMS, ICAP = chunk_shape<sizeof(T)>::ICAP;
-    const unsigned long long end = o[32];
-    for (unsigned long long f0 = o[0] + (threadIdx.x & 31); f0 < end; f0 += 32 * SWEEP) {
-        T v[SWEEP];
-        uint64_t e[SWEEP];
-        unsigned ok = 0;
-#pragma unroll
-        for (unsigned b = 0; b < SWEEP; b++) {
-            const unsigned long long f = f0 + 32 * b;
-            unsigned j = 0;
-#pragma unroll
-            for (unsigned step = 16; step > 0; step /= 2)
-                if (o[j + step] <= f)
-                    j += step;
-            if (f < end && !(over >> j & 1)) {
-                const unsigned k = (unsigned)(f - o[j]);
-                v[b] = ((const T *)(held_vals + (c0 + j) * WSYNC_DELTA_CUDA_HELD_VALS))[k];
-                e[b] = (c0 + j) * ELEMS + (idx != NULL ? held_idx[(c0 + j) * ICAP + k] : 0);
-                ok |= 1u << b;
-            }
-        }
-#pragma unroll
-        for (unsigned b = 0; b < SWEEP; b++)
-            if (ok >> b & 1)
-                put_one<T>(v[b], e[b], f0 + 32 * b, vals, idx, iw, c);
     }
 }
 
@@ -262,7 +220,19 @@ __global__ void __launch_bounds__(NT)
         __syncwarp();
         const unsigned long long mine = o[lane + 1] - o[lane];
         const unsigned over = __ballot_sync(0xffffffffu, mine > (idx != NULL ? ICAP : CAP));
-        sweep_held<T>(o, over, c0, held_vals, held_idx, vals, idx, iw, c);
+#pragma unroll 4
+        for (unsigned long long f = o[0] + lane; f < o[32]; f += 32) {
+            unsigned j = 0; /* the chunk of value f: o[j] <= f < o[j + 1] */
+#pragma unroll
+            for (unsigned step = 16; step > 0; step /= 2)
+                if (o[j + step] <= f)
+                    j += step;
+            if (over >> j & 1)
+                continue;
+            const unsigned k = (unsigned)(f - o[j]);
+            const T v = ((const T *)(held_vals + (c0 + j) * WSYNC_DELTA_CUDA_HELD_VALS))[k];
+            put_one<T>(v, (c0 + j) * ELEMS + (idx != NULL ? held_idx[(c0 + j) * ICAP + k] : 0), f, vals, idx, iw, c);
+        }
         for (unsigned m = over; m != 0; m &= m - 1) {
             const unsigned j = __ffs(m) - 1;
             gather_chunk<T>(next, ngroups, words, c0 + j, o[j], vals, idx, iw, c);

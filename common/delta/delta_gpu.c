@@ -275,17 +275,6 @@ wsync_status_t wsync_delta_gpu_encode(const void *base, const void *next, size_t
     return WSYNC_OK;
 }
 
-/* Whether the bitmap form's values go in by merge (delta_cuda_merge.cu)
- * rather than by scatter: when about half or more of dst's 32-byte sectors
- * change (c/n at least w/64: half a change a sector of 32/w elements), where
- * the merge's whole sectors beat the scatter's partial ones (bf16 at 10%:
- * 81% of the sectors); it needs dst 16-byte aligned and v2's scan. */
-static int merge_apply(const void *dst, uint64_t n, unsigned w, uint64_t c, scratch_t sc)
-{
-    const uint64_t len = n * w; /* the piece's bytes: c >= len/64, rounded up, without overflow */
-    return sc.seg != NULL && (uintptr_t)dst % 16 == 0 && len > 0 && c > (len - 1) / 64;
-}
-
 /* The bitmap form: its counts and their scan, checked against the header
  * on the device, which gates the scatter (a refused wire writes nothing);
  * the host waits once, for the checks' figures (a copy to pageable memory
@@ -304,14 +293,9 @@ static wsync_status_t apply_bitmap(unsigned char *dst, const wsync_delta_header_
         CU(wsync_delta_cuda_scan(sc.counts, wsync_delta_cuda_blocks(n), sc.total, s), "scan");
     else
         CU(wsync_delta_cuda_scan_fast(sc.counts, wsync_delta_cuda_blocks(n), sc.seg, sc.total, s), "scan");
-    if (merge_apply(dst, n, h->width, h->changed, sc))
-        CU(wsync_delta_cuda_merge_bitmap(dst, n, h->width, pay, sc.counts, sc.seg, pay + bm, sc.total,
-                                         (const unsigned *)sc.flag, h->changed, s),
-           "merge");
-    else
-        CU(wsync_delta_cuda_scatter_bitmap(dst, n, h->width, pay, sc.counts, sc.seg, pay + bm, sc.total,
-                                           (const unsigned *)sc.flag, h->changed, s),
-           "scatter");
+    CU(wsync_delta_cuda_scatter_bitmap(dst, n, h->width, pay, sc.counts, sc.seg, pay + bm, sc.total,
+                                       (const unsigned *)sc.flag, h->changed, s),
+       "scatter");
     CU(cudaMemcpyAsync(back, sc.total, sizeof(back), cudaMemcpyDeviceToHost, s), "count read-back");
     if (back[1] != 0)
         return wsync_error(WSYNC_ERR_FORMAT, "delta: bitmap has bits set past the piece's %llu elements",
