@@ -5,7 +5,9 @@
 # a FAIL line counts as one failure. WSYNC_ONLY=unit|integration|gpu picks a
 # group; any other word the tests whose name (as printed, e.g.
 # gpu/relay_delta_gpu_test) contains it. WSYNC_WRAP (e.g. valgrind) wraps the
-# unit programs.
+# unit programs. Each test's wall time goes to $build/test-logs/times.txt (one
+# line "seconds name" a test); the 15 slowest are printed, slowest first, just
+# before the last line.
 set -u
 build=${1:-build}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,6 +17,8 @@ pass=0 fail=0 skip=0
 failed_names=()
 logdir="$root/$build/test-logs"
 mkdir -p "$logdir"
+times="$logdir/times.txt"
+: >"$times"
 
 # picks GROUP: WSYNC_ONLY runs (some of) GROUP's tests.
 picks() { case "$only" in "" | "$1") return 0 ;; unit | integration | gpu) return 1 ;; *) return 0 ;; esac; }
@@ -33,8 +37,10 @@ run_one() { # kind name command...
         f=1; echo "FAIL $name: exited with status $rc" >>"$log.out"
     fi
     pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
-    printf '%-12s %-44s %3d passed %3d failed %3d skipped  %5.1fs\n' "$kind" "$name" "$p" "$f" "$s" \
-        "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
+    local secs
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    echo "$secs $name" >>"$times"
+    printf '%-12s %-44s %3d passed %3d failed %3d skipped  %5.1fs\n' "$kind" "$name" "$p" "$f" "$s" "$secs"
     grep '^SKIP ' "$log.out" | sed 's/^/    /'
     if [ "$f" != 0 ]; then
         failed_names+=("$name")
@@ -67,6 +73,11 @@ if picks gpu; then
     done
 fi
 
+if [ -s "$times" ]; then
+    echo "slowest (seconds; all in $times):"
+    sort -rn "$times" | head -n 15 | awk '{ printf "  %7.1f  %s\n", $1, $2 }'
+    awk '{ t += $1 } END { printf "total %.1f s over %d tests\n", t, NR }' "$times"
+fi
 [ ${#failed_names[@]} = 0 ] || echo "failed: ${failed_names[*]}"
 echo "$skip skipped (see the 'skipped:' lines above for why)"
 echo "$pass passed, $fail failed"

@@ -82,14 +82,20 @@ kill $TK 2>/dev/null; wait $TK 2>/dev/null
 
 # --- 3. a trainer rank killed while serving: the pull fails within the engine's
 #        timeout with a clear error, the engine keeps its version (staged), and
-#        once the rank is back the next pull succeeds.
-bg "$WSYNC" trainer --control "$URL" --rank 0 --world 2 --synthetic 4M --chunk 256K --versions 1000 --interval-ms 700 \
+#        once the rank is back the next pull succeeds. A version every 2.5 s:
+#        rank 1 serves each request 1.5 s late, and a trainer holds 2 versions
+#        (publish slots), so the engine gets one before it pulls the next
+#        (with one every 0.7 s the version it asked rank 1 for was gone by
+#        then, every pull failed, and the engine held none: the wait below
+#        ran out after ~2 min and "keeps its version" compared 0 with 0).
+bg "$WSYNC" trainer --control "$URL" --rank 0 --world 2 --synthetic 4M --chunk 256K --versions 1000 --interval-ms 2500 \
     >"$TMP/s0.log" 2>&1; S0=$!
 WSYNC_TEST_SERVE_DELAY_MS=1500 bg "$WSYNC" trainer --control "$URL" --rank 1 --world 2 --synthetic 4M --chunk 256K \
-    --versions 1000 --interval-ms 700 >"$TMP/s1.log" 2>&1; S1=$!
+    --versions 1000 --interval-ms 2500 >"$TMP/s1.log" 2>&1; S1=$!
 bg "$WSYNC" engine --control "$URL" --engine surv-$$ --local-rank 0 --local-world 1 --follow --timeout-ms 4000 \
     >"$TMP/surv.log" 2>"$TMP/surv.err"
-wait_until 30 version_above surv-$$ 0
+wait_until 30 version_above surv-$$ 0 || fail trainer_killed_engine_held_a_version_first \
+    "version=$(engine_field surv-$$ version) error=$(engine_field surv-$$ last_error)"
 wait_until 10 field_is surv-$$ state pulling
 held_before=$(engine_field surv-$$ version)
 sleep 0.3
@@ -103,8 +109,8 @@ else
     fail trainer_killed_pull_fails "state=$(engine_field surv-$$ state) error=$(engine_field surv-$$ last_error)"
 fi
 WSYNC_TEST_SERVE_DELAY_MS=0 bg "$WSYNC" trainer --control "$URL" --rank 1 --world 2 --synthetic 4M --chunk 256K \
-    --versions 1000 --interval-ms 700 >"$TMP/s1b.log" 2>&1; S1B=$!
-# Both at once: with trainers publishing every 0.7 s the engine may already be
+    --versions 1000 --interval-ms 2500 >"$TMP/s1b.log" 2>&1; S1B=$!
+# Both at once: with trainers publishing every 2.5 s the engine may already be
 # pulling the next version when the first check passes.
 newer_and_ready() { version_above "$1" "$2" && field_is "$1" state ready; }
 if wait_until 40 newer_and_ready surv-$$ "${held_before:-0}"; then

@@ -60,7 +60,10 @@ kill ${T[0]} ${T[1]} ${EA[0]} ${EA[1]} $EB 2>/dev/null; wait ${T[0]} ${T[1]} ${E
 #        again, and the version is published once rank 1 reports.
 bg "$WSYNC" trainer --control "$URL" --rank 0 --world 2 --synthetic 4M --chunk 256K --versions 1 \
     >"$TMP/l0.log" 2>&1; L0=$!
-wait_until 30 grep -q 'published version' "$TMP/l0.log"
+# Until the endpoint holds rank 0's report (rank 0 never logs "published"
+# alone: it waits for rank 1; waiting for that line ran out after 30 s).
+pending_is_1() { [ "$(status_py 'print(s.get("pending", 0))')" = 1 ]; }
+wait_until 30 pending_is_1
 pending=$(status_py 'print(s.get("pending", 0))')
 kill -9 $SERVE; wait $SERVE 2>/dev/null
 start_serve

@@ -69,15 +69,19 @@ for sig in INT TERM; do
 
     # A single-copy trainer in wsync_publisher_wait_held: an engine node of
     # its host is registered but still setting up (the test hook), so the
-    # version is not held and the wait would last --hold-timeout-ms.
+    # version is not held and the wait would last --hold-timeout-ms. Two
+    # versions: the trainer waits for the first to be held before it writes
+    # the second (with --versions 1 it only served, and the wait for a
+    # "version 1" line, never written as versions continue from the newest,
+    # ran out after 5 s).
     WSYNC_TEST_SETUP_DELAY_MS=30000 bg "$WSYNC" engine --control "$url" --engine h$sig --local-rank 0 \
         --local-world 1 --versions 1 >"$TMP/h$sig.log" 2>&1
     hp=$!
     wait_registered "$url" h$sig
-    bg "$WSYNC" trainer --control "$url" --rank 0 --world 1 --synthetic 1M --versions 1 --single-copy \
+    bg "$WSYNC" trainer --control "$url" --rank 0 --world 1 --synthetic 1M --versions 2 --single-copy \
         --hold-timeout-ms 60000 >"$TMP/w$sig.log" 2>&1
     p=$!
-    for _ in $(seq 100); do grep -q 'version 1' "$TMP/w$sig.log" && break; sleep 0.05; done
+    for _ in $(seq 100); do grep -q 'published version' "$TMP/w$sig.log" && break; sleep 0.05; done
     sleep 1
     stops_within trainer_waiting_held_sig$sig $sig $p
     kill -9 "$hp" 2>/dev/null; wait "$hp" 2>/dev/null

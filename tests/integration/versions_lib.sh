@@ -17,15 +17,16 @@ make_versions() {
 version_file() { printf '%s/v/v%04d.safetensors' "$TMP" $(($1 - 1)); }
 # dumps_equal NODE RANKS VERSIONS...: ranks 0 to RANKS-1 of the node that
 # dumped into NODE (--dump DIR: DIR/ID) hold every tensor of each version's
-# file bit for bit (tests/tools/dump_equal.py: read with struct and json).
+# file bit for bit (tests/tools/dump_equal.py: read with struct and json; one
+# process for every version, a group each).
 dumps_equal() {
-    local node=$1 ranks=$2 v r dumps
+    local node=$1 ranks=$2 v r args=()
     shift 2
     for v in "$@"; do
-        dumps=()
-        for ((r = 0; r < ranks; r++)); do dumps+=("$node/rank$r/v$v.safetensors"); done
-        "$PY" "$WSYNC_ROOT/tests/tools/dump_equal.py" "$(version_file "$v")" "${dumps[@]}" || return 1
+        args+=(-- "$(version_file "$v")")
+        for ((r = 0; r < ranks; r++)); do args+=("$node/rank$r/v$v.safetensors"); done
     done
+    "$PY" "$WSYNC_ROOT/tests/tools/dump_equal.py" "${args[@]}"
 }
 # tp_equal NODE VERSIONS...: both ranks of the TP=2 node that dumped into NODE
 # hold exactly the slices tests/integration/tp_tool.py computes from each
