@@ -1,10 +1,10 @@
 /* delta_cuda_test.c: the GPU delta encoder and decoder (delta_gpu.h) make
  * and apply the same wire as the host ones, whose own test holds them to a
  * reference written from delta.h: every width, densities 0, one element,
- * 2%, 4.5%, 7%, 50% and 100%, sizes that are multiples of nothing. A GPU wire is
- * compared byte for byte with the host's and applied on the host; a host
- * wire is applied on the GPU; hostile wires are refused on the GPU with the
- * destination untouched. */
+ * 2%, 4.5%, 7%, 50% and 100%, sizes that are multiples of nothing. A GPU
+ * wire is compared byte for byte with the host's and applied on the host; a
+ * host wire is applied on the GPU; hostile wires are refused on the GPU with
+ * the destination untouched. */
 #include <stdlib.h>
 #include <string.h>
 
