@@ -80,12 +80,13 @@ static int run_once(buf_t *b, int which, cudaEvent_t *ev, const wsync_delta_head
         cudaEventRecord(ev[1], NULL);
         return e ? -1 : 1;
     case 2: /* v5 encode */
-        e |= wsync_delta_cuda_stream_count(b->base, b->next, b->n, b->w, b->words, b->counts, b->held, NULL);
+        e |= wsync_delta_cuda_stream_count(b->base, b->next, b->n, b->w, b->words, b->counts, b->held,
+                                           (unsigned *)(b->total + 1), NULL);
         cudaEventRecord(ev[1], NULL);
         e |= wsync_delta_cuda_scan_fast(b->counts, wch, b->seg, b->total, NULL);
         cudaEventRecord(ev[2], NULL);
         e |= wsync_delta_cuda_stream_write(b->next, b->n, b->w, b->words, b->counts, b->seg, b->total, b->held,
-                                           b->wire, NULL);
+                                           b->wire, (unsigned *)(b->total + 1), NULL, NULL);
         cudaEventRecord(ev[3], NULL);
         return e ? -1 : 3;
     default: /* bitmap apply */

@@ -105,16 +105,20 @@ static inline uint64_t wsync_delta_cuda_held_bytes(uint64_t len)
  * wsync_delta_cuda_mask's. Then wsync_delta_cuda_scan_fast over the counts,
  * and the write: */
 int wsync_delta_cuda_stream_count(const void *base, const void *next, uint64_t n, unsigned w, uint32_t *words,
-                                  unsigned long long *counts, unsigned char *held, void *stream);
+                                  unsigned long long *counts, unsigned char *held, unsigned *ticket, void *stream);
 /* The wire at out (8-byte aligned, wsync_delta_bound bytes) in the form
  * delta_form.h's rule picks from *total, header included; for the full
  * form nothing is written (the caller copies next). The values come from
  * held, or from next through the words for a chunk that changed more than
- * held holds. */
+ * held holds. With done != NULL (host memory mapped for the device; ticket:
+ * a word the count kernel zeroed, which it was given) the last block to
+ * finish writes the total + 1 to *done, after every block's writes: the
+ * host may read the total, and use the wire, without waiting for the
+ * stream. */
 int wsync_delta_cuda_stream_write(const void *next, uint64_t n, unsigned w, const uint32_t *words,
                                   const unsigned long long *offsets, const unsigned long long *seg,
                                   const unsigned long long *total, const unsigned char *held, unsigned char *out,
-                                  void *stream);
+                                  unsigned *ticket, unsigned long long *done, void *stream);
 /* A wire's 32-byte header into device memory at dst (as a launch's
  * argument: no staging of pageable host memory). */
 int wsync_delta_cuda_put_header(void *dst, const unsigned char *hdr, void *stream);

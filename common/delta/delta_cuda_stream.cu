@@ -5,7 +5,9 @@
  * writes, and loads nothing meanwhile. Here no warp waits for another:
  *
  *  1. count: each warp compares 2 KiB of each version (four 16-byte loads
- *     a lane, in flight together), writes its chunk's count and the
+ *     a lane, in flight together), places each lane's changed elements
+ *     with two warp scans (two loads' counts packed in each), writes its
+ *     chunk's count and the
  *     chunk's first CAP changed values (1/8 of its elements, 256 bytes at
  *     every width) and the first ICAP of their indices in the chunk (1/16:
  *     a form of pairs is not chosen above that density) into the chunk's
@@ -21,8 +23,9 @@
  *     bitmap form's words are the scratch's or, for a chunk that kept them
  *     in its indices, set from those.
  *
- * Nothing waits for the host between the kernels: it reads the total back
- * once, after the write. Extra traffic over the one pass: the held values
+ * Nothing waits for the host between the kernels, and the host does not
+ * wait for the stream: the write's last block posts the total to host
+ * memory mapped for the device (delta_gpu.c). Extra traffic over the one pass: the held values
  * and indices, written and read once (a few percent of the piece where a
  * few percent changed). */
 #include <cuda_runtime.h>
@@ -34,6 +37,7 @@
 
 #define NT 256  /* threads a block */
 #define LOADS 4 /* 16-byte loads of each version a lane, per chunk */
+#define SWEEP 4 /* held values a lane loads before it stores any (the write) */
 static_assert(WSYNC_DELTA_CUDA_WCHUNK == 32 * LOADS * 16, "a warp's chunk: 32 lanes x LOADS x 16 bytes");
 
 /* Elements of width W in a chunk, the chunk's held values (CAP) and
@@ -45,70 +49,117 @@ template <unsigned W> struct chunk_shape {
     static constexpr unsigned WPC = ELEMS / 32; /* bitmap words */
 };
 
+/* The 16 bytes at byte `at` of p (len bytes): as load_vec, but through the
+ * non-coherent path without the streaming hint (measured on the H200: the
+ * count kernel 0.557 ms against 0.573 with __ldcs at 1 GiB). */
+__device__ __forceinline__ uint4 load_nc(const unsigned char *p, uint64_t at, uint64_t len)
+{
+    return at + 16 <= len ? __ldg((const uint4 *)(p + at)) : load_vec(p, at, len);
+}
+
+/* A lane's load u of a chunk as bitmap words: word g of the chunk holds
+ * elements 32g..32g+31, TPW lanes' masks of E bits each; the first of
+ * them stores it. */
+template <unsigned W>
+__device__ __forceinline__ void put_mask_words(const uint32_t *m, uint64_t ch, uint64_t ngroups, uint32_t *words)
+{
+    constexpr unsigned E = 16 / W, TPW = 32 / E, WPC = chunk_shape<W>::WPC;
+    const unsigned lane = threadIdx.x & 31;
+#pragma unroll
+    for (unsigned u = 0; u < LOADS; u++) {
+        const unsigned v = u * 32 + lane;
+        uint32_t word = m[u] << ((v % TPW) * E);
+#pragma unroll
+        for (unsigned off = 1; off < TPW; off *= 2)
+            word |= __shfl_xor_sync(0xffffffffu, word, off);
+        if (v % TPW == 0 && ch * WPC + v / TPW < ngroups)
+            words[ch * WPC + v / TPW] = word;
+    }
+}
+
+/* Chunk ch of the count kernel, its 2 x LOADS loads in a and b: its count,
+ * its first CAP values and ICAP indices into the warp's stage, then out to
+ * held in whole sectors, and (over ICAP) its bitmap words. The lanes'
+ * positions come from two scans, each over two loads' counts packed in 16
+ * bits (a warp's load holds at most 512 elements). One warp. */
+template <typename T>
+__device__ __forceinline__ void count_chunk(const uint4 *a, const uint4 *b, uint64_t ch, uint64_t ngroups,
+                                            uint32_t *words, unsigned long long *counts, unsigned char *held_vals,
+                                            uint16_t *held_idx, uint4 *st)
+{
+    constexpr unsigned W = sizeof(T), E = 16 / W, CAP = chunk_shape<W>::CAP, ICAP = chunk_shape<W>::ICAP;
+    constexpr unsigned VBYTES = WSYNC_DELTA_CUDA_HELD_VALS;
+    static_assert(LOADS == 4, "two packed scans of two loads each");
+    const unsigned lane = threadIdx.x & 31;
+    T *vals = (T *)st;
+    uint16_t *idx = (uint16_t *)((unsigned char *)st + VBYTES);
+    uint32_t m[LOADS];
+#pragma unroll
+    for (unsigned u = 0; u < LOADS; u++)
+        m[u] = diff_bits<W>(a[u], b[u]);
+    const unsigned p01 = __popc(m[0]) | __popc(m[1]) << 16, p23 = __popc(m[2]) | __popc(m[3]) << 16;
+    const unsigned i01 = warp_inclusive(p01), i23 = warp_inclusive(p23);
+    const unsigned t01 = __shfl_sync(0xffffffffu, i01, 31), t23 = __shfl_sync(0xffffffffu, i23, 31);
+    const unsigned tot[LOADS] = {t01 & 0xffff, t01 >> 16, t23 & 0xffff, t23 >> 16}; /* the warp's, a load */
+    const unsigned excl[LOADS] = {(i01 - p01) & 0xffff, (i01 - p01) >> 16, (i23 - p23) & 0xffff, (i23 - p23) >> 16};
+    const unsigned run = tot[0] + tot[1] + tot[2] + tot[3];
+    unsigned before = 0; /* the chunk's changed elements before load u */
+#pragma unroll
+    for (unsigned u = 0; u < LOADS; u++) {
+        const unsigned v = u * 32 + lane; /* the lane's 16 bytes in the chunk */
+        uint32_t mm = m[u];
+        unsigned at = before + excl[u];
+        before += tot[u];
+        while (mm != 0 && at < CAP) {
+            const unsigned j = __ffs(mm) - 1;
+            mm &= mm - 1;
+            vals[at] = (T)elem<W>(b[u], j);
+            if (at < ICAP)
+                idx[at] = (uint16_t)(v * E + j);
+            at++;
+        }
+    }
+    if (lane == 0)
+        counts[ch] = run;
+    __syncwarp();
+    const unsigned kv = run < CAP ? run : CAP, ki = run < ICAP ? run : ICAP;
+    const unsigned nv = (kv * W + 31) / 32 * 2, ni = (ki * 2 + 31) / 32 * 2; /* 16-byte units */
+    for (unsigned q = lane; q < nv + ni; q += 32) {
+        const unsigned from = q < nv ? q : VBYTES / 16 + (q - nv);
+        uint4 *to = q < nv ? (uint4 *)(held_vals + ch * VBYTES) + q : (uint4 *)(held_idx + ch * ICAP) + (q - nv);
+        *to = st[from];
+    }
+    if (run > ICAP) /* below, the held indices are the chunk's bitmap */
+        put_mask_words<W>(m, ch, ngroups, words);
+    __syncwarp(); /* the stage is read before the next chunk writes it */
+}
+
 template <typename T>
 __global__ void __launch_bounds__(NT)
     stream_count_kernel(const unsigned char *base, const unsigned char *next, uint64_t n, uint32_t *words,
-                        unsigned long long *counts, unsigned char *held_vals, uint16_t *held_idx, uint64_t nch)
+                        unsigned long long *counts, unsigned char *held_vals, uint16_t *held_idx, uint64_t nch,
+                        unsigned *ticket)
 {
-    constexpr unsigned W = sizeof(T), E = 16 / W, TPW = 32 / E, CAP = chunk_shape<W>::CAP;
-    constexpr unsigned ICAP = chunk_shape<W>::ICAP, WPC = chunk_shape<W>::WPC;
-    constexpr unsigned VBYTES = WSYNC_DELTA_CUDA_HELD_VALS, IBYTES = 2 * ICAP;
-    /* the warp's held values, indices and bitmap words, gathered here and
-     * written out in whole 32-byte sectors (element stores straight to
-     * memory would make it read each partly written sector first) */
-    __shared__ uint4 stage[NT / 32][(VBYTES + IBYTES + 4 * WPC) / 16];
+    constexpr unsigned ICAP = chunk_shape<sizeof(T)>::ICAP;
+    /* the warp's held values and indices, gathered here and written out in
+     * whole 32-byte sectors (element stores straight to memory would make
+     * it read each partly written sector first) */
+    __shared__ uint4 stage[NT / 32][(WSYNC_DELTA_CUDA_HELD_VALS + 2 * ICAP) / 16];
     const unsigned lane = threadIdx.x & 31;
-    const uint64_t len = n * W, ngroups = (n + 31) / 32;
+    const uint64_t len = n * sizeof(T), ngroups = (n + 31) / 32;
     const uint64_t warps = (uint64_t)gridDim.x * (NT / 32);
-    T *vals = (T *)stage[threadIdx.x / 32];
-    uint16_t *idx = (uint16_t *)((unsigned char *)stage[threadIdx.x / 32] + VBYTES);
-    uint32_t *wsh = (uint32_t *)((unsigned char *)stage[threadIdx.x / 32] + VBYTES + IBYTES);
-    for (uint64_t ch = ((uint64_t)blockIdx.x * NT + threadIdx.x) / 32; ch < nch; ch += warps) {
-        const uint64_t v0 = ch * 32 * LOADS;
+    uint64_t ch = ((uint64_t)blockIdx.x * NT + threadIdx.x) / 32;
+    if (ticket != NULL && ch == 0 && lane == 0)
+        *ticket = 0; /* the write kernel's, which runs after this one */
+    for (; ch < nch; ch += warps) {
         uint4 a[LOADS], b[LOADS];
 #pragma unroll
         for (unsigned u = 0; u < LOADS; u++) { /* every load first: 2 x LOADS x 16 bytes in flight */
-            const uint64_t at = (v0 + u * 32 + lane) * 16;
-            a[u] = load_vec(base, at, len);
-            b[u] = load_vec(next, at, len);
+            const uint64_t at = (ch * 32 * LOADS + u * 32 + lane) * 16;
+            a[u] = load_nc(base, at, len);
+            b[u] = load_nc(next, at, len);
         }
-        unsigned run = 0; /* changed elements of the chunk before load u (the same on every lane) */
-#pragma unroll
-        for (unsigned u = 0; u < LOADS; u++) {
-            const unsigned v = u * 32 + lane; /* the lane's 16 bytes in the chunk */
-            uint32_t m = diff_bits<W>(a[u], b[u]);
-            uint32_t word = m << ((v % TPW) * E);
-#pragma unroll
-            for (unsigned off = 1; off < TPW; off *= 2)
-                word |= __shfl_xor_sync(0xffffffffu, word, off);
-            if (v % TPW == 0)
-                wsh[v / TPW] = word;
-            const unsigned incl = warp_inclusive(__popc(m));
-            unsigned at = run + incl - __popc(m);
-            while (m != 0 && at < CAP) {
-                const unsigned j = __ffs(m) - 1;
-                m &= m - 1;
-                vals[at] = (T)elem<W>(b[u], j);
-                if (at < ICAP)
-                    idx[at] = (uint16_t)(v * E + j);
-                at++;
-            }
-            run += __shfl_sync(0xffffffffu, incl, 31);
-        }
-        if (lane == 0)
-            counts[ch] = run;
-        __syncwarp();
-        const unsigned kv = run < CAP ? run : CAP, ki = run < ICAP ? run : ICAP;
-        const unsigned nv = (kv * W + 31) / 32 * 2, ni = (ki * 2 + 31) / 32 * 2; /* 16-byte units */
-        for (unsigned q = lane; q < nv + ni; q += 32) {
-            const unsigned from = q < nv ? q : VBYTES / 16 + (q - nv);
-            uint4 *to = q < nv ? (uint4 *)(held_vals + ch * VBYTES) + q : (uint4 *)(held_idx + ch * ICAP) + (q - nv);
-            *to = stage[threadIdx.x / 32][from];
-        }
-        if (run > ICAP)
-            for (unsigned q = lane; q < WPC && ch * WPC + q < ngroups; q += 32)
-                words[ch * WPC + q] = wsh[q];
-        __syncwarp(); /* the stage is read before the next chunk writes it */
+        count_chunk<T>(a, b, ch, ngroups, words, counts, held_vals, held_idx, stage[threadIdx.x / 32]);
     }
 }
 
@@ -181,29 +232,76 @@ __device__ __forceinline__ void put_words(const uint32_t *__restrict__ words, co
     }
 }
 
-/* The wire at out in the form the total picks (nothing for the full form,
- * which the host copies): block 0 writes the header; a warp takes 32
- * consecutive chunks at a time, whose values are one run on the wire: it
- * learns their offsets (a lane each), copies every held value of the run
- * in one coalesced sweep (value k of the run: its chunk found by a search
- * of the 33 offsets), gathers the chunks that changed more than they hold,
- * and, in the bitmap form, writes their words. */
+/* Every held value of a run of 32 chunks (o[]: their 33 offsets on the
+ * wire) but those of the chunks in `over`, in one coalesced sweep: value r
+ * of the run finds its chunk by a search of the offsets, kept relative to
+ * the run's first in rel[] (a run holds at most 32 x 2048 values), so the
+ * sweep's arithmetic is 32-bit; a lane loads SWEEP values before it
+ * stores any (the compiler does not reorder them: the wire is bytes, as the
+ * held values). hv, hi: the run's held values and indices; e0 its first
+ * element. One warp. */
 template <typename T>
-__global__ void __launch_bounds__(NT)
-    stream_write_kernel(const T *__restrict__ next, uint64_t n, const uint32_t *__restrict__ words,
-                        const unsigned long long *__restrict__ offsets, const unsigned long long *__restrict__ seg,
-                        const unsigned long long *__restrict__ total, const unsigned char *__restrict__ held_vals,
-                        const uint16_t *__restrict__ held_idx, uint64_t nch, unsigned char *out)
+__device__ __forceinline__ void sweep_held(const unsigned long long *o, unsigned *rel, unsigned over,
+                                           const unsigned char *__restrict__ hv, const uint16_t *__restrict__ hi,
+                                           uint64_t e0, unsigned char *vals, unsigned char *idx, unsigned iw)
+{
+    constexpr unsigned ELEMS = chunk_shape<sizeof(T)>::ELEMS, ICAP = chunk_shape<sizeof(T)>::ICAP;
+    const unsigned lane = threadIdx.x & 31;
+    rel[lane] = (unsigned)(o[lane] - o[0]);
+    if (lane == 31)
+        rel[32] = (unsigned)(o[32] - o[0]);
+    __syncwarp();
+    const unsigned nrun = rel[32];
+    unsigned char *vrun = vals + o[0] * sizeof(T), *irun = idx != NULL ? idx + o[0] * iw : NULL;
+    for (unsigned r0 = lane; r0 < nrun; r0 += 32 * SWEEP) {
+        T v[SWEEP];
+        unsigned e[SWEEP]; /* the element, from e0 */
+        unsigned ok = 0;   /* bit q: value r0 + 32q is one to put */
+#pragma unroll
+        for (unsigned q = 0; q < SWEEP; q++) { /* every load first, SWEEP in flight */
+            const unsigned r = r0 + 32 * q;
+            unsigned j = 0; /* the chunk of value r: rel[j] <= r < rel[j + 1] */
+#pragma unroll
+            for (unsigned step = 16; step > 0; step /= 2)
+                if (rel[j + step] <= r)
+                    j += step;
+            if (r >= nrun || (over >> j & 1))
+                continue;
+            const unsigned k = r - rel[j];
+            ok |= 1u << q;
+            v[q] = __ldg((const T *)(hv + j * WSYNC_DELTA_CUDA_HELD_VALS) + k);
+            e[q] = irun != NULL ? j * ELEMS + __ldg(hi + j * ICAP + k) : 0;
+        }
+#pragma unroll
+        for (unsigned q = 0; q < SWEEP; q++)
+            if (ok >> q & 1) {
+                store_elem<T>(vrun + (r0 + 32 * q) * sizeof(T), v[q]);
+                if (irun != NULL)
+                    store_index(irun, iw, r0 + 32 * q, e0 + e[q]);
+            }
+    }
+}
+
+/* The wire of a form other than full at out: block 0 writes the header; a
+ * warp takes 32 consecutive chunks at a time, whose values are one run on
+ * the wire: it learns their offsets (a lane each), copies every held value
+ * of the run in one coalesced sweep (sweep_held), gathers the chunks that
+ * changed more than they hold, and, in the bitmap form, writes their
+ * words. */
+template <typename T>
+__device__ __forceinline__ void
+write_runs(const T *__restrict__ next, uint64_t n, const uint32_t *__restrict__ words,
+           const unsigned long long *__restrict__ offsets, const unsigned long long *__restrict__ seg,
+           const unsigned char *__restrict__ held_vals, const uint16_t *__restrict__ held_idx, uint64_t nch,
+           unsigned char *out, unsigned long long c, unsigned form)
 {
     constexpr unsigned W = sizeof(T), ELEMS = chunk_shape<W>::ELEMS, CAP = chunk_shape<W>::CAP;
     constexpr unsigned ICAP = chunk_shape<W>::ICAP, WPC = chunk_shape<W>::WPC;
     __shared__ unsigned long long offs[NT / 32][33];
+    __shared__ unsigned rel[NT / 32][33];
     __shared__ uint32_t wshare[NT / 32][WPC];
-    const unsigned long long c = *total;
-    const unsigned form = wsync_delta_choose(n, c, W), iw = wsync_delta_index_width(n);
+    const unsigned iw = wsync_delta_index_width(n);
     const uint64_t bm = (n + 7) / 8, payload = wsync_delta_form_bytes(form, n, c, W) - WSYNC_DELTA_HEADER;
-    if (form == 0)
-        return;
     unsigned char *pay = out + WSYNC_DELTA_HEADER, *idx = form == 2 ? pay : NULL;
     unsigned char *vals = form == 2 ? pay + c * iw : pay + bm;
     if (blockIdx.x == 0 && threadIdx.x < WSYNC_DELTA_HEADER / 8) /* little-endian, as the host's bytes */
@@ -220,19 +318,8 @@ __global__ void __launch_bounds__(NT)
         __syncwarp();
         const unsigned long long mine = o[lane + 1] - o[lane];
         const unsigned over = __ballot_sync(0xffffffffu, mine > (idx != NULL ? ICAP : CAP));
-#pragma unroll 4
-        for (unsigned long long f = o[0] + lane; f < o[32]; f += 32) {
-            unsigned j = 0; /* the chunk of value f: o[j] <= f < o[j + 1] */
-#pragma unroll
-            for (unsigned step = 16; step > 0; step /= 2)
-                if (o[j + step] <= f)
-                    j += step;
-            if (over >> j & 1)
-                continue;
-            const unsigned k = (unsigned)(f - o[j]);
-            const T v = ((const T *)(held_vals + (c0 + j) * WSYNC_DELTA_CUDA_HELD_VALS))[k];
-            put_one<T>(v, (c0 + j) * ELEMS + (idx != NULL ? held_idx[(c0 + j) * ICAP + k] : 0), f, vals, idx, iw, c);
-        }
+        sweep_held<T>(o, rel[threadIdx.x / 32], over, held_vals + c0 * WSYNC_DELTA_CUDA_HELD_VALS,
+                      held_idx + c0 * ICAP, c0 * ELEMS, vals, idx, iw);
         for (unsigned m = over; m != 0; m &= m - 1) {
             const unsigned j = __ffs(m) - 1;
             gather_chunk<T>(next, ngroups, words, c0 + j, o[j], vals, idx, iw, c);
@@ -243,30 +330,54 @@ __global__ void __launch_bounds__(NT)
     }
 }
 
+/* The wire at out in the form the total picks (nothing for the full form,
+ * which the host copies); then, with done != NULL (host memory mapped for
+ * the device), the last block to finish writes the total + 1 there, after
+ * every block's writes (the ticket is zeroed by the count kernel). */
+template <typename T>
+__global__ void __launch_bounds__(NT)
+    stream_write_kernel(const T *__restrict__ next, uint64_t n, const uint32_t *__restrict__ words,
+                        const unsigned long long *__restrict__ offsets, const unsigned long long *__restrict__ seg,
+                        const unsigned long long *__restrict__ total, const unsigned char *__restrict__ held_vals,
+                        const uint16_t *__restrict__ held_idx, uint64_t nch, unsigned char *out, unsigned *ticket,
+                        volatile unsigned long long *done)
+{
+    const unsigned long long c = *total;
+    const unsigned form = wsync_delta_choose(n, c, sizeof(T));
+    if (form != 0)
+        write_runs<T>(next, n, words, offsets, seg, held_vals, held_idx, nch, out, c, form);
+    if (done != NULL) {
+        __threadfence_system();
+        __syncthreads();
+        if (threadIdx.x == 0 && atomicAdd(ticket, 1) == gridDim.x - 1)
+            *done = c + 1;
+    }
+}
+
 template <typename T>
 static int launch_count(const void *base, const void *next, uint64_t n, uint32_t *words,
-                        unsigned long long *counts, unsigned char *held, cudaStream_t s)
+                        unsigned long long *counts, unsigned char *held, unsigned *ticket, cudaStream_t s)
 {
     static unsigned res;
     const uint64_t nch = wsync_delta_cuda_wchunks(n * sizeof(T));
     unsigned grid = resident_grid((const void *)stream_count_kernel<T>, NT, &res, (nch + NT / 32 - 1) / (NT / 32));
     stream_count_kernel<T><<<grid, NT, 0, s>>>((const unsigned char *)base, (const unsigned char *)next, n, words,
                                                counts, held, (uint16_t *)(held + nch * WSYNC_DELTA_CUDA_HELD_VALS),
-                                               nch);
+                                               nch, ticket);
     return (int)cudaGetLastError();
 }
 
 template <typename T>
 static int launch_write(const void *next, uint64_t n, const uint32_t *words, const unsigned long long *offsets,
                         const unsigned long long *seg, const unsigned long long *total, const unsigned char *held,
-                        unsigned char *out, cudaStream_t s)
+                        unsigned char *out, unsigned *ticket, unsigned long long *done, cudaStream_t s)
 {
     static unsigned res;
     const uint64_t nch = wsync_delta_cuda_wchunks(n * sizeof(T));
     unsigned grid = resident_grid((const void *)stream_write_kernel<T>, NT, &res, (nch + NT - 1) / NT);
     stream_write_kernel<T><<<grid, NT, 0, s>>>((const T *)next, n, words, offsets, seg, total, held,
                                                (const uint16_t *)(held + nch * WSYNC_DELTA_CUDA_HELD_VALS), nch,
-                                               out);
+                                               out, ticket, done);
     return (int)cudaGetLastError();
 }
 
@@ -281,13 +392,13 @@ static int launch_write(const void *next, uint64_t n, const uint32_t *words, con
 
 extern "C" int wsync_delta_cuda_stream_count(const void *base, const void *next, uint64_t n, unsigned w,
                                              uint32_t *words, unsigned long long *counts, unsigned char *held,
-                                             void *stream)
+                                             unsigned *ticket, void *stream)
 {
     if (n == 0)
         return 0;
     if ((uintptr_t)base % 16 != 0 || (uintptr_t)next % 16 != 0 || (uintptr_t)held % 16 != 0)
         return (int)cudaErrorInvalidValue;
-#define C(T) launch_count<T>(base, next, n, words, counts, held, (cudaStream_t)stream)
+#define C(T) launch_count<T>(base, next, n, words, counts, held, ticket, (cudaStream_t)stream)
     STREAM_BY_WIDTH(w, C)
 #undef C
 }
@@ -295,13 +406,14 @@ extern "C" int wsync_delta_cuda_stream_count(const void *base, const void *next,
 extern "C" int wsync_delta_cuda_stream_write(const void *next, uint64_t n, unsigned w, const uint32_t *words,
                                              const unsigned long long *offsets, const unsigned long long *seg,
                                              const unsigned long long *total, const unsigned char *held,
-                                             unsigned char *out, void *stream)
+                                             unsigned char *out, unsigned *ticket, unsigned long long *done,
+                                             void *stream)
 {
     if (n == 0)
         return 0;
     if ((uintptr_t)out % 8 != 0)
         return (int)cudaErrorInvalidValue;
-#define C(T) launch_write<T>(next, n, words, offsets, seg, total, held, out, (cudaStream_t)stream)
+#define C(T) launch_write<T>(next, n, words, offsets, seg, total, held, out, ticket, done, (cudaStream_t)stream)
     STREAM_BY_WIDTH(w, C)
 #undef C
 }

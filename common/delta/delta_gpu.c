@@ -4,6 +4,7 @@
  * so both sides make the same wire. */
 #include "common/delta/delta_gpu.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,7 +82,8 @@ static stream_scratch_t stream_layout(void *base, uint64_t len, uint64_t n)
     l.seg = (unsigned long long *)(b + at);
     at += wsync_delta_cuda_segs(nch) * sizeof(unsigned long long);
     l.total = (unsigned long long *)(b + at);
-    at = (at + sizeof(unsigned long long) + 127) / 128 * 128; /* held's chunks in whole sectors */
+    at = (at + 2 * sizeof(unsigned long long) + 127) / 128 * 128; /* the total, the write's ticket; then held's
+                                                                      chunks in whole sectors */
     l.held = (unsigned char *)(b + at);
     l.bytes = (size_t)(at + wsync_delta_cuda_held_bytes(len));
     return l;
@@ -174,17 +176,90 @@ static wsync_status_t pass_finish(const wsync_delta_stats_t *st, unsigned char *
     return WSYNC_OK;
 }
 
+/* Host words mapped for the device, where the write kernel tells the
+ * host the total when it is done (DONE_SLOTS calls at a time; a call that
+ * finds none free, or where mapping failed, reads the total back and
+ * waits for the stream instead). */
+#define DONE_SLOTS 64
+static volatile unsigned long long *done_host;
+static unsigned long long *done_dev;
+static uint64_t done_used; /* bit k: slot k taken */
+static pthread_once_t done_once = PTHREAD_ONCE_INIT;
+
+static void done_map(void)
+{
+    void *h = NULL, *d = NULL;
+    if (cudaHostAlloc(&h, DONE_SLOTS * sizeof(unsigned long long), cudaHostAllocMapped | cudaHostAllocPortable) !=
+        cudaSuccess)
+        return;
+    if (cudaHostGetDevicePointer(&d, h, 0) != cudaSuccess) {
+        cudaFreeHost(h);
+        return;
+    }
+    done_host = h, done_dev = d;
+}
+
+static int done_take(void)
+{
+    pthread_once(&done_once, done_map);
+    if (done_host == NULL)
+        return -1;
+    uint64_t used = __atomic_load_n(&done_used, __ATOMIC_RELAXED);
+    while (~used != 0) {
+        int k = __builtin_ctzll(~used);
+        if (__atomic_compare_exchange_n(&done_used, &used, used | 1ull << k, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            return k;
+    }
+    return -1;
+}
+
+/* The total the write kernel posts in slot k: waits for the word (a
+ * failed kernel never posts it: the stream's error or end ends the wait). */
+static wsync_status_t done_wait(int k, unsigned long long *c, cudaStream_t s)
+{
+    wsync_status_t rc = WSYNC_OK;
+    unsigned long long v;
+    while ((v = done_host[k]) == 0) {
+        cudaError_t e = cudaStreamQuery(s);
+        if (e == cudaErrorNotReady)
+            continue;
+        if ((v = done_host[k]) == 0)
+            rc = e != cudaSuccess ? cuda_failed((int)e, "gather")
+                                  : wsync_error(WSYNC_ERR_CUDA, "delta on the GPU: the write kernel ended without "
+                                                                "its total");
+        break;
+    }
+    __atomic_fetch_and(&done_used, ~(1ull << k), __ATOMIC_RELEASE);
+    *c = v - 1;
+    return rc;
+}
+
 /* The streaming encoder (v5): compare, count and hold, the scan of the
  * chunk counts, and the write, which picks the form from the total and
  * writes the header on the device (the full form's copy is the caller's);
- * then one wait, for the total in *c. */
+ * then one wait: for the total the write kernel posts to mapped host
+ * memory when every block is done, or for the stream and the total read
+ * back. */
 static wsync_status_t stream_encode(const void *base, const void *next, uint64_t n, unsigned width,
                                     unsigned char *out, void *scratch, unsigned long long *c, cudaStream_t s)
 {
     stream_scratch_t l = stream_layout(scratch, n * width, n);
-    CU(wsync_delta_cuda_stream_count(base, next, n, width, l.words, l.counts, l.held, s), "compare");
-    CU(wsync_delta_cuda_scan_fast(l.counts, wsync_delta_cuda_wchunks(n * width), l.seg, l.total, s), "scan");
-    CU(wsync_delta_cuda_stream_write(next, n, width, l.words, l.counts, l.seg, l.total, l.held, out, s), "gather");
+    unsigned *ticket = (unsigned *)(l.total + 1);
+    int k = done_take(), e;
+    if (k >= 0)
+        done_host[k] = 0;
+    e = wsync_delta_cuda_stream_count(base, next, n, width, l.words, l.counts, l.held, ticket, s);
+    if (e == 0)
+        e = wsync_delta_cuda_scan_fast(l.counts, wsync_delta_cuda_wchunks(n * width), l.seg, l.total, s);
+    if (e == 0)
+        e = wsync_delta_cuda_stream_write(next, n, width, l.words, l.counts, l.seg, l.total, l.held, out, ticket,
+                                          k >= 0 ? done_dev + k : NULL, s);
+    if (e != 0 && k >= 0)
+        __atomic_fetch_and(&done_used, ~(1ull << k), __ATOMIC_RELEASE);
+    if (e != 0)
+        return cuda_failed(e, "encode");
+    if (k >= 0)
+        return done_wait(k, c, s);
     CU(cudaMemcpyAsync(c, l.total, sizeof(*c), cudaMemcpyDeviceToHost, s), "count read-back");
     CU(cudaStreamSynchronize(s), "compare");
     return WSYNC_OK;
