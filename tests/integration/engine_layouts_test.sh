@@ -88,6 +88,30 @@ else
     fail corrupted_column_slice_not_ready "rc=$rc: $(tail -5 <<<"$out")"
 fi
 
+# --- 4b. A trainer rank's slow digest of the node plan's puts (one per node
+# plan and version) does not hold back its puts to the node's other rank: it
+# serves both ranks before the digests are in, the second request waits for
+# the first's digest instead of computing its own, both verify. On one H200
+# the second rank's request came 1-6 ms after the first and its puts waited
+# 5-10 ms behind these digests (the cache lock was held through them,
+# 2026-12-04); here both requests come within a millisecond, so this case
+# checks the waiting path more than it catches that lock.
+out=$(WSYNC_TRACE=1 WSYNC_TEST_TDIG_DELAY_MS=1000 "$WSYNC" demo --trainers 1 --engines 1 --local-ranks 2 --tp 2 \
+      --safetensors "$TMP/q1.safetensors" --versions 1 --chunk 64K --timeout-s 60 2>&1)
+rc=$?
+if [ $rc = 0 ]; then
+    first_dig=$(grep -n 'trainer rank 0: engine e0 rank [01]: segment digests' <<<"$out" | head -1 | cut -d: -f1)
+    served=$(grep -n 'trainer rank 0: serving engine e0 rank [01]:' <<<"$out" | cut -d: -f1 | tr '\n' ' ')
+    ok=0 s1="" s2="" s3=""
+    read -r s1 s2 s3 <<<"$served"
+    [ -n "$s2" ] && [ -z "$s3" ] && [ -n "$first_dig" ] && [ "$s1" -lt "$first_dig" ] && [ "$s2" -lt "$first_dig" ] && ok=1
+    check slow_put_digests_hold_back_no_other_rank [ $ok = 1 ]
+    [ $ok = 1 ] || grep -E 'serving engine|segment digests' <<<"$out" >&2
+    check slow_put_digests_computed_once [ "$(grep -c 'put digests of target' <<<"$out")" = 1 ]
+else
+    fail slow_put_digests_hold_back_no_other_rank "rc=$rc: $(tail -5 <<<"$out")"
+fi
+
 # --- 5. A TP size that does not divide is refused, naming the tensor.
 out=$("$WSYNC" demo --trainers 1 --engines 1 --local-ranks 3 --tp 3 --safetensors "$TMP/q1.safetensors" \
       --versions 1 --chunk 64K --timeout-s 60 2>&1)
