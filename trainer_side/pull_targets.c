@@ -38,7 +38,16 @@ struct pub_nplan {
     int hint_world;
     int *colo, *ncolo; /* [hint_world * L], [hint_world] */
     wsync_node_plan_t *np;
-    pub_tdig_t *dig; /* how this rank digests its puts of it (target_digests.c) */
+    pub_tdig_t *dig;      /* how this rank digests its puts of it (target_digests.c) */
+    pub_direct_t *direct; /* [np->nputs]: its packed puts' own pack plans, as first asked (pub_direct_plan) */
+};
+
+/* A packed put's pack plan for direct_pack: state 0 not tried yet, 1 plan
+ * (reading memory area `area` of the slot), -1 none (runs in several areas,
+ * bytes not in whole words, a failed prepare: the stage packs it). */
+struct pub_direct {
+    wsync_pack_plan_t *plan;
+    int area, state;
 };
 
 struct pub_segdig {
@@ -66,6 +75,10 @@ void pub_targets_free(wsync_publisher_t *p)
         free(n->digests);
         free(n->colo);
         free(n->ncolo);
+        if (n->direct)
+            for (size_t k = 0; k < n->np->nputs; k++)
+                wsync_pack_cuda_plan_free(n->direct[k].plan);
+        free(n->direct);
         wsync_node_plan_free(n->np);
         pub_tdig_free(n->dig);
         free(n);
@@ -190,6 +203,41 @@ wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_reques
     }
     free(tgs);
     return st;
+}
+
+/* The pack plan of put `id` of the node plan cached as `key`, prepared the
+ * first time (blocking: cudaMalloc) with its runs relative to the memory
+ * area of slot s holding them and its destination from the put's first
+ * byte; the destination's alignment is assumed that of the put's offset
+ * (the receiver's window 16-byte aligned), which the launch checks. */
+int pub_direct_plan(wsync_publisher_t *p, const pub_slot_t *s, const void *key, uint32_t id,
+                    const wsync_pack_plan_t **plan, int *area)
+{
+    pub_nplan_t *n = (pub_nplan_t *)key;
+    const wsync_tput_t *pu = &n->np->puts[id];
+    pub_direct_t *d;
+    wsync_run2d_t *runs;
+    int ok;
+    pthread_mutex_lock(&p->tcache.lock);
+    if (n->direct == NULL)
+        n->direct = calloc(n->np->nputs + 1, sizeof(*n->direct));
+    d = n->direct ? &n->direct[id] : NULL;
+    if (d && d->state == 0) {
+        d->state = -1;
+        runs = calloc(pu->nruns + 1, sizeof(*runs));
+        if (runs && pu->len % 8 == 0 && pub_area_runs(p, s, n->np, pu, runs, &d->area) &&
+            wsync_pack_cuda_prepare(runs, pu->nruns, (uintptr_t)pu->dst_off, (uintptr_t)s->area_ptr[d->area],
+                                    &d->plan) == WSYNC_OK)
+            d->state = 1;
+        free(runs);
+    }
+    ok = d && d->state == 1;
+    if (ok) {
+        *plan = d->plan;
+        *area = d->area;
+    }
+    pthread_mutex_unlock(&p->tcache.lock);
+    return ok;
 }
 
 /* The span of slot s holding image offset off (spans are in offset order). */
