@@ -88,6 +88,7 @@ wsync_status_t wsync_publisher_create(const wsync_publisher_config_t *cfg, wsync
     pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->tcache.lock, NULL);
     pthread_mutex_init(&p->tcache.qlock, NULL);
+    pthread_cond_init(&p->tcache.cond, NULL);
     pthread_cond_init(&p->cond, NULL);
     p->manifest_json = strdup(cfg->manifest_json);
     p->cfg.manifest_json = p->manifest_json;
@@ -393,6 +394,7 @@ void wsync_publisher_destroy(wsync_publisher_t *p)
     pub_fp8q_free(p);
     pthread_mutex_destroy(&p->tcache.lock);
     pthread_mutex_destroy(&p->tcache.qlock);
+    pthread_cond_destroy(&p->tcache.cond);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->cond);
     free(p);

@@ -446,7 +446,8 @@ static void serve_request(wsync_publisher_t *p, const json_t *req, const wsync_p
     wsync_trace("trainer rank %d: serving engine %s rank %d: %zu puts", p->cfg.rank, q->engine, q->local_rank,
                 pub_put_list_len(&l));
     pub_put_list_run(p, s, &l, q, &r, ti, conn, deadline);
-    wsync_trace("trainer rank %d: engine %s rank %d: puts handed", p->cfg.rank, q->engine, q->local_rank);
+    wsync_trace("trainer rank %d: engine %s rank %d: puts handed (%zu of them gathered straight into its window)",
+                p->cfg.rank, q->engine, q->local_rank, r.ndirect);
     pub_delta_unpin(p, r.delta);
     finish_puts(p, s, &tr, q, &r, ti, conn, deadline);
     wsync_trace("trainer rank %d: engine %s rank %d: puts sent, answering", p->cfg.rank, q->engine, q->local_rank);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/base/checks.h"
 #include "common/digest/digest.h"
@@ -37,7 +38,16 @@ struct pub_nplan {
     int hint_world;
     int *colo, *ncolo; /* [hint_world * L], [hint_world] */
     wsync_node_plan_t *np;
-    pub_tdig_t *dig; /* how this rank digests its puts of it (target_digests.c) */
+    pub_tdig_t *dig;      /* how this rank digests its puts of it (target_digests.c) */
+    pub_direct_t *direct; /* [np->nputs]: its packed puts' own pack plans, as first asked (pub_direct_plan) */
+};
+
+/* A packed put's pack plan for direct_pack: state 0 not tried yet, 1 plan
+ * (reading memory area `area` of the slot), -1 none (runs in several areas,
+ * bytes not in whole words, a failed prepare: the stage packs it). */
+struct pub_direct {
+    wsync_pack_plan_t *plan;
+    int area, state;
 };
 
 struct pub_segdig {
@@ -46,6 +56,7 @@ struct pub_segdig {
     const pub_target_t *tg;  /* the asker's segments, */
     const pub_nplan_t *plan; /* or (not NULL) the node plan's puts */
     json_t *segments;        /* {"<segment or put id>": "digest hex"} of those this rank owns */
+    int computing;           /* a request computes them, tcache.lock released (segments still NULL) */
 };
 
 void pub_targets_free(wsync_publisher_t *p)
@@ -64,6 +75,10 @@ void pub_targets_free(wsync_publisher_t *p)
         free(n->digests);
         free(n->colo);
         free(n->ncolo);
+        if (n->direct)
+            for (size_t k = 0; k < n->np->nputs; k++)
+                wsync_pack_cuda_plan_free(n->direct[k].plan);
+        free(n->direct);
         wsync_node_plan_free(n->np);
         pub_tdig_free(n->dig);
         free(n);
@@ -190,6 +205,41 @@ wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_reques
     return st;
 }
 
+/* The pack plan of put `id` of the node plan cached as `key`, prepared the
+ * first time (blocking: cudaMalloc) with its runs relative to the memory
+ * area of slot s holding them and its destination from the put's first
+ * byte; the destination's alignment is assumed that of the put's offset
+ * (the receiver's window 16-byte aligned), which the launch checks. */
+int pub_direct_plan(wsync_publisher_t *p, const pub_slot_t *s, const void *key, uint32_t id,
+                    const wsync_pack_plan_t **plan, int *area)
+{
+    pub_nplan_t *n = (pub_nplan_t *)key;
+    const wsync_tput_t *pu = &n->np->puts[id];
+    pub_direct_t *d;
+    wsync_run2d_t *runs;
+    int ok;
+    pthread_mutex_lock(&p->tcache.lock);
+    if (n->direct == NULL)
+        n->direct = calloc(n->np->nputs + 1, sizeof(*n->direct));
+    d = n->direct ? &n->direct[id] : NULL;
+    if (d && d->state == 0) {
+        d->state = -1;
+        runs = calloc(pu->nruns + 1, sizeof(*runs));
+        if (runs && pu->len % 8 == 0 && pub_area_runs(p, s, n->np, pu, runs, &d->area) &&
+            wsync_pack_cuda_prepare(runs, pu->nruns, (uintptr_t)pu->dst_off, (uintptr_t)s->area_ptr[d->area],
+                                    &d->plan) == WSYNC_OK)
+            d->state = 1;
+        free(runs);
+    }
+    ok = d && d->state == 1;
+    if (ok) {
+        *plan = d->plan;
+        *area = d->area;
+    }
+    pthread_mutex_unlock(&p->tcache.lock);
+    return ok;
+}
+
 /* The span of slot s holding image offset off (spans are in offset order). */
 const pub_span_t *pub_span_at(const wsync_publisher_t *p, const pub_slot_t *s, uint64_t off)
 {
@@ -279,16 +329,13 @@ static wsync_status_t plan_segments(const wsync_publisher_t *p, pub_target_t *t)
     return wsync_target_segments(sl->manifest, sl->layout, t->t, sl->plan->chunk_size, &t->seg);
 }
 
-wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
-                                   uint64_t version, int by_put, json_t *reply)
+/* Forgets the digests of versions no slot holds any more (not asked for
+ * again), but those being computed. Under tlock. */
+static void segdigs_evict(wsync_publisher_t *p)
 {
-    const pub_nplan_t *plan = by_put ? tr->plan : NULL;
     pub_segdig_t *d, **pp;
-    wsync_status_t st = WSYNC_OK;
-    pthread_mutex_lock(&p->tcache.lock);
-    /* Versions no slot holds any more are not asked for again. */
     for (pp = &p->tcache.segdigs; *pp;) {
-        int held = 0, k;
+        int held = (*pp)->computing, k;
         for (k = 0; k < PUB_NSLOTS; k++)
             held |= p->slots.slot[k].version == (*pp)->version;
         if (held) {
@@ -300,37 +347,97 @@ wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, co
         json_decref(d->segments);
         free(d);
     }
-    for (d = p->tcache.segdigs; d; d = d->next)
-        if (d->version == version && d->plan == plan && (plan || d->tg == tr->asker))
+}
+
+/* The entry for (version, plan or asker's target): one computed or being
+ * computed by another request (waited for: it may fail and go, then this
+ * request computes), or a new one, marked computing, that the caller fills.
+ * Under tlock; *mine says whether the caller computes. */
+static wsync_status_t segdig_get(wsync_publisher_t *p, const pub_treq_t *tr, const pub_nplan_t *plan,
+                                 uint64_t version, pub_segdig_t **out, int *mine)
+{
+    pub_segdig_t *d;
+    for (;;) {
+        for (d = p->tcache.segdigs; d; d = d->next)
+            if (d->version == version && d->plan == plan && (plan || d->tg == tr->asker))
+                break;
+        if (d == NULL || !d->computing)
             break;
+        pthread_cond_wait(&p->tcache.cond, &p->tcache.lock);
+    }
+    *mine = d == NULL;
     if (d == NULL) {
         d = calloc(1, sizeof(*d));
-        if (d == NULL || (d->segments = json_object()) == NULL) {
-            free(d);
-            pthread_mutex_unlock(&p->tcache.lock);
-            return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
-        }
-        d->version = version;
-        d->tg = tr->asker;
-        d->plan = plan;
-        wsync_trace("trainer rank %d: %s digests of target %s, version %llu", p->cfg.rank,
-                    plan ? "put" : "segment", tr->asker->t->digest_hex, (unsigned long long)version);
-        st = plan ? WSYNC_OK : plan_segments(p, tr->asker);
-        if (st == WSYNC_OK)
-            st = pub_fp8_ensure(p, s, plan ? tr->np : tr->asker->seg);
-        if (st == WSYNC_OK)
-            st = plan ? pub_tdig_compute(p, s, tr->np, &tr->plan->dig, d->segments)
-                      : pub_tdig_compute(p, s, tr->asker->seg, &tr->asker->dig, d->segments);
-        if (st != WSYNC_OK) {
-            json_decref(d->segments);
-            free(d);
-            pthread_mutex_unlock(&p->tcache.lock);
-            return st;
-        }
+        WSYNC_CHECK_ALLOC(d);
+        *d = (pub_segdig_t){.version = version, .tg = tr->asker, .plan = plan, .computing = 1};
         d->next = p->tcache.segdigs;
         p->tcache.segdigs = d;
     }
-    json_object_set_new(reply, plan ? "puts" : "segments", json_deep_copy(d->segments)); /* the cached one stays */
+    *out = d;
+    return WSYNC_OK;
+}
+
+/* Computes d's digests with tlock released (held on entry and on return):
+ * a GPU digest of a rank's whole share takes milliseconds, and holding the
+ * lock meanwhile kept every other request of this rank from resolving its
+ * targets, so its puts waited for these digests (measured on one H200: the
+ * second engine rank's puts started 5-10 ms late, 2026-12-04). On failure d
+ * is unlinked and freed. Waiters are woken either way. */
+static wsync_status_t segdig_compute(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
+                                     pub_segdig_t *d)
+{
+    const wsync_node_plan_t *seg;
+    pub_tdig_t **dig, *how = NULL;
+    json_t *segs = json_object();
+    pub_segdig_t **pp;
+    wsync_status_t st = segs ? WSYNC_OK : wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    wsync_trace("trainer rank %d: %s digests of target %s, version %llu", p->cfg.rank, d->plan ? "put" : "segment",
+                tr->asker->t->digest_hex, (unsigned long long)d->version);
+    if (st == WSYNC_OK && d->plan == NULL)
+        st = plan_segments(p, tr->asker);
+    seg = d->plan ? tr->np : tr->asker->seg;
+    dig = d->plan ? &tr->plan->dig : &tr->asker->dig;
+    if (st == WSYNC_OK)
+        st = pub_tdig_prepare(p, s, seg, dig); /* built once, then never changed: read unlocked */
+    how = *dig;
+    pthread_mutex_unlock(&p->tcache.lock);
+    if (st == WSYNC_OK)
+        st = pub_fp8_ensure(p, s, seg);
+    if (st == WSYNC_OK && wsync_fault(WSYNC_FAULT_TDIG_DELAY_MS) > 0) /* test hook: a slow digest */
+        usleep((useconds_t)wsync_fault(WSYNC_FAULT_TDIG_DELAY_MS) * 1000);
+    if (st == WSYNC_OK)
+        st = pub_tdig_compute(p, s, seg, how, segs);
+    pthread_mutex_lock(&p->tcache.lock);
+    d->computing = 0;
+    pthread_cond_broadcast(&p->tcache.cond);
+    if (st == WSYNC_OK) {
+        d->segments = segs;
+        return WSYNC_OK;
+    }
+    json_decref(segs);
+    for (pp = &p->tcache.segdigs; *pp; pp = &(*pp)->next)
+        if (*pp == d) {
+            *pp = d->next;
+            break;
+        }
+    free(d);
+    return st;
+}
+
+wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
+                                   uint64_t version, int by_put, json_t *reply)
+{
+    const pub_nplan_t *plan = by_put ? tr->plan : NULL;
+    pub_segdig_t *d = NULL;
+    wsync_status_t st;
+    int mine = 0;
+    pthread_mutex_lock(&p->tcache.lock);
+    segdigs_evict(p);
+    st = segdig_get(p, tr, plan, version, &d, &mine);
+    if (st == WSYNC_OK && mine)
+        st = segdig_compute(p, s, tr, d);
+    if (st == WSYNC_OK) /* the cached one stays */
+        json_object_set_new(reply, plan ? "puts" : "segments", json_deep_copy(d->segments));
     pthread_mutex_unlock(&p->tcache.lock);
     return st;
 }

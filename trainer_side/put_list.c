@@ -23,7 +23,9 @@
 #include <string.h>
 
 #include "common/base/checks.h"
+#include "common/base/fault.h"
 #include "common/base/log.h"
+#include "common/base/settings.h"
 #include "common/base/util.h"
 #include "common/targets/target_verify.h"
 #include "trainer_side/delta_serve.h"
@@ -228,6 +230,51 @@ static wsync_status_t locate(wsync_publisher_t *p, pub_slot_t *s, const pub_put_
     return WSYNC_OK;
 }
 
+/* direct_pack: packed put e gathered straight into the asker's region by the
+ * transport (ops->put_gather), its stage never packed. 1: handed to the
+ * transport (counted in r), or failed (*st set); 0: not so (no setting, no
+ * such op, FP8 bands, the corrupting test hook, no plan, or the transport
+ * declined it): the caller puts it from the stage. Called with p->lock
+ * held, dropped while the plan is first prepared (s is pinned). */
+static int put_direct(wsync_publisher_t *p, pub_slot_t *s, const pub_put_list_t *l, const wsync_pull_request_t *q,
+                      pub_request_t *r, int ti, pub_conn_t *conn, const pub_put_t *e, uint64_t deadline,
+                      wsync_status_t *st)
+{
+    const wsync_transport_ops_t *ops = p->serving.transports[ti].ops;
+    const wsync_tput_t *pu = &l->np->puts[e->id];
+    const struct wsync_pack_plan *plan = NULL;
+    wsync_status_t rc;
+    int area = -1, ok;
+    if (!wsync_setting_int(WSYNC_SET_DIRECT_PACK) || ops->put_gather == NULL || p->mem->kind != WSYNC_MEM_CUDA ||
+        (pu->nruns && wsync_fp8_is_quantized(p->sl->manifest, l->np->runs[pu->first_run].src_off)) ||
+        wsync_fault(WSYNC_FAULT_CORRUPT_PACKED) == 1)
+        return 0;
+    /* As the stage: after my whole share is copied (at once when single-copy). */
+    if ((*st = pub_wait_range(p, s, 0, UINT64_MAX, deadline)) != WSYNC_OK)
+        return 1;
+    pthread_mutex_unlock(&p->lock);
+    ok = pub_direct_plan(p, s, l->stage_key, e->id, &plan, &area);
+    pthread_mutex_lock(&p->lock);
+    if (!ok || s->regions[ti] == NULL || s->regions[ti][area] == NULL)
+        return 0;
+    r->outstanding++;
+    rc = ops->put_gather(conn->conn, s->regions[ti][area], 0, plan, &q->key, e->dst_off, e->len,
+                         ((uint64_t)r->req << 32) | e->id);
+    if (rc == WSYNC_ERR_UNSUPPORTED) {
+        r->outstanding--;
+        return 0;
+    }
+    if (rc != WSYNC_OK) {
+        r->outstanding--;
+        *st = WSYNC_ERR_PEER;
+        return 1;
+    }
+    r->nput++;
+    r->bput += e->len;
+    r->ndirect++;
+    return 1;
+}
+
 void pub_put_list_run(wsync_publisher_t *p, pub_slot_t *s, const pub_put_list_t *l, const wsync_pull_request_t *q,
                       pub_request_t *r, int ti, pub_conn_t *conn, uint64_t deadline)
 {
@@ -246,6 +293,14 @@ void pub_put_list_run(wsync_publisher_t *p, pub_slot_t *s, const pub_put_list_t 
         /* A pull naming a base: the piece or put as its delta wire, when it pays. */
         if (st == WSYNC_OK && r->delta && pub_delta_put(p, s, r->delta, q, r, ti, conn, l, &e, deadline))
             continue;
+        if (st == WSYNC_OK && e.stage != PUB_PUT_FROM_SLOT &&
+            put_direct(p, s, l, q, r, ti, conn, &e, deadline, &st)) {
+            if (st != WSYNC_OK) {
+                fail(l, r, st, &e, wsync_last_error());
+                break;
+            }
+            continue;
+        }
         if (st == WSYNC_OK)
             st = locate(p, s, l, q, r, ti, &e, deadline, &region, &off);
         if (st != WSYNC_OK) {

@@ -27,8 +27,9 @@ typedef struct pub_request {
     struct pub_request *next;
     uint32_t req; /* the engine's request id: high half of every tag */
     int outstanding;
-    size_t nput;   /* puts handed to the transport (put_list.c) */
-    uint64_t bput; /* and their bytes */
+    size_t nput;    /* puts handed to the transport (put_list.c) */
+    uint64_t bput;  /* and their bytes */
+    size_t ndirect; /* of them gathered straight into the asker's window (direct_pack, put_list.c) */
     wsync_status_t status;
     char error[512];
     struct pub_stage *stage;     /* engine layouts: the packed puts' stage it reads (target_stage.c) */

@@ -20,9 +20,11 @@ typedef struct pub_segdig pub_segdig_t;
 typedef struct pub_tdig pub_tdig_t;
 typedef struct pub_stage pub_stage_t;
 typedef struct pub_fp8q pub_fp8q_t;
+typedef struct pub_direct pub_direct_t;
 
 typedef struct pub_target_cache {
     pthread_mutex_t lock; /* targets, nplans, segdigs */
+    pthread_cond_t cond;  /* a segdigs entry's digests came in (or failed) */
     pub_target_t *targets;
     pub_nplan_t *nplans;
     pub_segdig_t *segdigs;
@@ -54,18 +56,29 @@ void pub_targets_free(wsync_publisher_t *p);
 const pub_span_t *pub_span_at(const wsync_publisher_t *p, const pub_slot_t *s, uint64_t off);
 wsync_status_t pub_gather(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_run2d_t *runs, size_t n,
                           void *dst);
+/* pull_targets.c, direct_pack: the GPU pack plan of packed put `id` of the
+ * node plan cached as `key` (pub_put_list_t's stage_key), runs from the
+ * memory area *area of slot s, destination from the put's first byte, for
+ * wsync_pack_cuda_launch_sum; prepared once (blocking) and kept. 0: none
+ * (the stage packs that put). No lock held but s pinned. */
+struct wsync_pack_plan;
+int pub_direct_plan(wsync_publisher_t *p, const pub_slot_t *s, const void *key, uint32_t id,
+                    const struct wsync_pack_plan **plan, int *area);
 /* The runs of put `pu` of np with src_off relative to the memory area of
  * slot s holding them, into out (pu->nruns of them), *area set; 0 when they
  * do not all lie in one span. */
 int pub_area_runs(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *np,
                   const wsync_tput_t *pu, wsync_run2d_t *out, int *area);
 /* target_digests.c: the digests of the segments of `seg` this rank owns, in
- * the version of slot s, into out ({"<segment id>": "hex"}); *dig caches how
- * (built on the first call, for the target; under the cache's lock). The
+ * the version of slot s, into out ({"<segment id>": "hex"}), as `dig` says
+ * (prepare: built on the first call, for the target, under the cache's lock;
+ * compute: no lock held, blocking, several at once from any threads). The
  * same for the puts of a node plan (seg = the node plan: its puts of mine,
  * each keyed at its landing offset). */
+wsync_status_t pub_tdig_prepare(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *seg,
+                                pub_tdig_t **dig);
 wsync_status_t pub_tdig_compute(wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *seg,
-                                pub_tdig_t **dig, json_t *out);
+                                const pub_tdig_t *dig, json_t *out);
 void pub_tdig_free(pub_tdig_t *d);
 /* target_stage.c (p->lock held): the stage of the `n` packed puts `puts` of
  * node plan np (keyed `key`) landing on local rank `asker`, holding the

@@ -182,13 +182,15 @@ static wsync_status_t digest_strided(const wsync_publisher_t *p, const pub_slot_
     return st;
 }
 
-wsync_status_t pub_tdig_compute(wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *seg,
-                                pub_tdig_t **dig, json_t *out)
+wsync_status_t pub_tdig_prepare(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *seg,
+                                pub_tdig_t **dig)
 {
-    const pub_tdig_t *d;
-    if (*dig == NULL)
-        WSYNC_CHECK(tdig_build(p, s, seg, dig));
-    d = *dig;
+    return *dig ? WSYNC_OK : tdig_build(p, s, seg, dig);
+}
+
+wsync_status_t pub_tdig_compute(wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *seg,
+                                const pub_tdig_t *d, json_t *out)
+{
     WSYNC_CHECK(digest_contig(p, s, seg, d, out));
     WSYNC_CHECK(digest_strided(p, s, seg, d, out));
     return digest_gathered(p, s, seg, d->other, d->nother, out);

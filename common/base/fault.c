@@ -50,6 +50,9 @@ static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
                                  "trainer rank N refuses its peers' requests for the FP8 block maxima of the "
                                  "bands "
                                  "they share (their pulls must fail naming rank N)"},
+    [WSYNC_FAULT_TDIG_DELAY_MS] = {"WSYNC_TEST_TDIG_DELAY_MS", 0, 0, 600000,
+                                   "trainer's digest of a target's puts (or segments) for a pull takes N ms "
+                                   "longer (its other pulls must not wait for it to start their puts)"},
 };
 
 static long long values[WSYNC_FAULT_COUNT];

@@ -47,6 +47,7 @@ typedef enum wsync_setting_id {
     WSYNC_SET_DELTA,
     WSYNC_SET_DELTA_BASES,
     WSYNC_SET_DELTA_DENSITY,
+    WSYNC_SET_DIRECT_PACK,
     WSYNC_SET_COUNT
 } wsync_setting_id_t;
 

@@ -87,6 +87,23 @@ wsync_status_t wsync_pack_cuda_prepare(const wsync_run2d_t *runs, size_t n, uint
  * wsync_pack_cuda_wait). */
 wsync_status_t wsync_pack_cuda_launch(const wsync_pack_plan_t *plan, void *dst_dev, const void *src_dev_base,
                                       void *stream, wsync_pack_job_t **job);
+/* One launch of a prepared plan written straight to its destination with
+ * the digest of what it writes summed on the way (pack_digest_cuda.cu): the
+ * plan's runs are one put, dst_dev its first byte (memory the device can
+ * write: its own, or a peer window mapped over CUDA IPC); the word sum of
+ * the put's bytes keyed at key_off (wsync_digest_sum(put, len, key_off)) is
+ * delivered as wsync_cuda_copy_digest_out_async delivers its sum (*dacc and
+ * *dcount device words at 0, the sum stored into *hout by the kernel's last
+ * block, both put back to 0: launches in one stream share them). Queued on
+ * `stream` (a cudaStream_t), nothing else queued: the caller records its
+ * event. Fails with WSYNC_ERR_UNSUPPORTED, launching nothing, when a task of
+ * the plan moves narrower than 8-byte words (the digest sums whole words:
+ * bases aligned otherwise, odd widths), and as wsync_pack_cuda_launch on
+ * misaligned bases or another device. Without CUDA: WSYNC_ERR_UNSUPPORTED. */
+wsync_status_t wsync_pack_cuda_launch_sum(const wsync_pack_plan_t *plan, void *dst_dev, const void *src_dev_base,
+                                          uint64_t key_off, uint64_t *dacc, unsigned int *dcount, uint64_t *hout,
+                                          void *stream);
+
 /* Frees a plan (NULL: no-op). No job launched from it may still be
  * running. Synchronises the device (cudaFree). */
 void wsync_pack_cuda_plan_free(wsync_pack_plan_t *plan);

@@ -5,6 +5,7 @@
 #define WSYNC_COMMON_PACK_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/pack/pack_task.h"
 
@@ -17,6 +18,16 @@ extern "C" {
  * cudaError_t as int (0 = launched). */
 int wsync_cuda_pack_async(void *dst_base, const void *src_base, const wsync_pack_task_t *tasks_dev, size_t n,
                           void *stream);
+
+/* pack_digest_cuda.cu: the n tasks (all of width 8 or 16) of one put from
+ * src_base into dst, the digest sum of what they write (keyed as bytes at
+ * offset key_off + their offset from dst) added as
+ * wsync_cuda_copy_digest_out_async does: *acc and *count device words at 0,
+ * the grid's last block stores the sum into *hout and puts both back to 0.
+ * Asynchronous on `stream`; returns a cudaError_t as int (0 = launched). */
+int wsync_cuda_pack_digest_async(void *dst, const void *src_base, const wsync_pack_task_t *tasks_dev, size_t n,
+                                 uint64_t key_off, unsigned long long *acc, unsigned int *count,
+                                 unsigned long long *hout, void *stream);
 
 #ifdef __cplusplus
 }

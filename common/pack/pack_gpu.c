@@ -26,6 +26,7 @@ struct wsync_pack_plan {
      * any bases congruent to them modulo `align` keep every access of the
      * table aligned (each width divides align). */
     uint32_t dst_mod, src_mod, align;
+    uint32_t min_width; /* the narrowest task's (launch_sum needs 8) */
 };
 
 struct wsync_pack_job {
@@ -196,9 +197,13 @@ wsync_status_t wsync_pack_cuda_prepare(const wsync_run2d_t *runs, size_t n, uint
         goto err_free_plan;
     }
     wsync_pack_tasks(runs, n, p->dst_mod, p->src_mod, host, p->ntasks);
-    for (i = 0; i < p->ntasks; i++)
+    p->min_width = 16;
+    for (i = 0; i < p->ntasks; i++) {
         if (host[i].width > p->align)
             p->align = host[i].width;
+        if (host[i].width < p->min_width)
+            p->min_width = host[i].width;
+    }
     CUDA_CHECK_GOTO(cudaMalloc((void **)&p->dev_tasks, bytes), st, err_free_host);
     CUDA_CHECK_GOTO(cudaMemcpyAsync(p->dev_tasks, host, bytes, cudaMemcpyHostToDevice, s), st, err_free_dev);
     CUDA_CHECK_GOTO(cudaStreamSynchronize(s), st, err_free_dev);
@@ -216,27 +221,36 @@ err_free_plan:
     return st;
 }
 
+/* The checks launch and launch_sum share: the calling thread on the plan's
+ * device, both bases congruent to the prepared ones. */
+static wsync_status_t launch_check(const wsync_pack_plan_t *p, const void *dst_dev, const void *src_dev_base,
+                                   int *device, cudaStream_t *own)
+{
+    uint32_t dm = (uint32_t)((uintptr_t)dst_dev % 16), sm = (uint32_t)((uintptr_t)src_dev_base % 16);
+    WSYNC_CHECK(wsync_cuda_stream(device, own, NULL));
+    if (*device != p->device)
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "pack plan (%zu runs) was prepared on cuda:%d but launched on cuda:%d: "
+                           "prepare it on the device it packs on",
+                           p->nruns, p->device, *device);
+    if ((dm - p->dst_mod) % p->align != 0 || (sm - p->src_mod) % p->align != 0)
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "pack plan (%zu runs) moves %u-byte vectors for a destination at 16k+%u and a source "
+                           "at "
+                           "16k+%u, but was launched with 16k+%u and 16k+%u: prepare it with the alignment of the "
+                           "bases it packs",
+                           p->nruns, p->align, p->dst_mod, p->src_mod, dm, sm);
+    return WSYNC_OK;
+}
+
 wsync_status_t wsync_pack_cuda_launch(const wsync_pack_plan_t *p, void *dst_dev, const void *src_dev_base,
                                       void *stream, wsync_pack_job_t **job)
 {
     cudaStream_t own;
     wsync_pack_job_t *j = NULL;
     wsync_status_t st;
-    uint32_t dm = (uint32_t)((uintptr_t)dst_dev % 16), sm = (uint32_t)((uintptr_t)src_dev_base % 16);
     int d;
-    WSYNC_CHECK(wsync_cuda_stream(&d, &own, NULL));
-    if (d != p->device)
-        return wsync_error(WSYNC_ERR_INVALID,
-                           "pack plan (%zu runs) was prepared on cuda:%d but launched on cuda:%d: "
-                           "prepare it on the device it packs on",
-                           p->nruns, p->device, d);
-    if ((dm - p->dst_mod) % p->align != 0 || (sm - p->src_mod) % p->align != 0)
-        return wsync_error(WSYNC_ERR_INVALID,
-                           "pack plan (%zu runs) moves %u-byte vectors for a destination at "
-                           "16k+%u and a source at 16k+%u, but was launched with 16k+%u and 16k+%u: prepare it "
-                           "with "
-                           "the alignment of the bases it packs",
-                           p->nruns, p->align, p->dst_mod, p->src_mod, dm, sm);
+    WSYNC_CHECK(launch_check(p, dst_dev, src_dev_base, &d, &own));
     WSYNC_CHECK(job_get(d, 0, &j));
     st = job_queue(j, p->dev_tasks, p->ntasks, p->nruns, dst_dev, src_dev_base, stream ? (cudaStream_t)stream : own);
     if (st != WSYNC_OK) {
@@ -244,6 +258,27 @@ wsync_status_t wsync_pack_cuda_launch(const wsync_pack_plan_t *p, void *dst_dev,
         return st;
     }
     *job = j;
+    return WSYNC_OK;
+}
+
+wsync_status_t wsync_pack_cuda_launch_sum(const wsync_pack_plan_t *p, void *dst_dev, const void *src_dev_base,
+                                          uint64_t key_off, uint64_t *dacc, unsigned int *dcount, uint64_t *hout,
+                                          void *stream)
+{
+    cudaStream_t own;
+    cudaError_t e;
+    int d;
+    if (p->ntasks > 0 && p->min_width < 8)
+        return wsync_error(WSYNC_ERR_UNSUPPORTED,
+                           "pack plan (%zu runs) moves %u-byte vectors: its digest needs whole 8-byte words",
+                           p->nruns, p->min_width);
+    WSYNC_CHECK(launch_check(p, dst_dev, src_dev_base, &d, &own));
+    e = (cudaError_t)wsync_cuda_pack_digest_async(dst_dev, src_dev_base, p->dev_tasks, p->ntasks, key_off,
+                                                  (unsigned long long *)dacc, dcount, (unsigned long long *)hout,
+                                                  stream ? (cudaStream_t)stream : own);
+    if (e != cudaSuccess)
+        return wsync_error(WSYNC_ERR_CUDA, "pack-digest kernel (%zu runs, %zu tasks) on cuda:%d: %s", p->nruns,
+                           p->ntasks, d, cudaGetErrorString(e));
     return WSYNC_OK;
 }
 
@@ -303,6 +338,13 @@ wsync_status_t wsync_pack_cuda_prepare(const wsync_run2d_t *runs, size_t n, uint
 
 wsync_status_t wsync_pack_cuda_launch(const wsync_pack_plan_t *plan, void *dst_dev, const void *src_dev_base,
                                       void *stream, wsync_pack_job_t **job)
+{
+    return no_cuda();
+}
+
+wsync_status_t wsync_pack_cuda_launch_sum(const wsync_pack_plan_t *plan, void *dst_dev, const void *src_dev_base,
+                                          uint64_t key_off, uint64_t *dacc, unsigned int *dcount, uint64_t *hout,
+                                          void *stream)
 {
     return no_cuda();
 }

@@ -186,6 +186,7 @@ const wsync_transport_ops_t wsync_transport_local = {
     .expect = lo_expect,
     .put = lo_put,
     .put_flush = lo_put_flush,
+    .put_gather = lo_put_gather,
     .poll = lo_poll,
     .disconnect = lo_disconnect,
     .close = lo_close,

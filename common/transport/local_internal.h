@@ -160,6 +160,9 @@ void lo_conn_sums_free(lo_conn_t *c);
 wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_off, const wsync_blob_t *dst_key,
                       size_t dst_off, size_t len, uint64_t tag);
 void lo_put_flush(wsync_conn_t *cn);
+wsync_status_t lo_put_gather(wsync_conn_t *cn, wsync_region_t *src, size_t src_off,
+                             const struct wsync_pack_plan *plan, const wsync_blob_t *dst_key, size_t dst_off,
+                             size_t len, uint64_t tag);
 void *lo_progress_main(void *arg);
 
 #endif

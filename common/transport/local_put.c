@@ -11,6 +11,7 @@
 #include "common/base/checks.h"
 #include "common/base/log.h"
 #include "common/net/fdpass.h"
+#include "common/pack/pack.h"
 #include "common/transport/local_internal.h"
 
 #if WSYNC_HAVE_CUDA
@@ -245,44 +246,61 @@ static wsync_status_t put_copy(lo_conn_t *c, uint64_t tag, char *dst, const char
     return WSYNC_OK;
 }
 
+/* The put's destination: the key checked, the receiver's allocation mapped
+ * (*dst its byte dst_off), *k the key. Called on the transport's device. */
+static wsync_status_t put_dest(lo_conn_t *c, wsync_region_t *src, size_t src_off, const wsync_blob_t *dst_key,
+                               size_t dst_off, size_t len, lo_key_t *k, char **dst)
+{
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    char *base = NULL;
+    if (dst_key->len != sizeof(*k))
+        return wsync_error(WSYNC_ERR_FORMAT, "transport local: key of %u bytes, expected %zu", dst_key->len,
+                           sizeof(*k));
+    memcpy(k, dst_key->data, sizeof(*k));
+    if (k->magic != LO_MAGIC)
+        return wsync_error(WSYNC_ERR_FORMAT, "transport local: not a local transport key");
+    if (src->kind != WSYNC_MEM_CUDA || src_off + len > src->len || dst_off + len > k->len)
+        return wsync_error(WSYNC_ERR_INVALID,
+                           "local put of %zu bytes: source %zu+%zu of %zu, destination %zu of %llu", len, src_off,
+                           len, src->len, dst_off, (unsigned long long)k->len);
+    if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
+        return wsync_error(WSYNC_ERR_PEER, "local put to '%s': the receiver went away", c->peer_name);
+    WSYNC_CHECK(map_key(t, k, &base));
+    *dst = base + k->alloc_off + dst_off;
+    return WSYNC_OK;
+}
+
+static void trace_queued(lo_conn_t *c, uint64_t tag)
+{
+    if (++c->nqueued % 32 == 0 || (uint32_t)tag == 0)
+        wsync_trace("local: put of piece %u (req %08x) queued, %llu on this connection", (unsigned)tag,
+                    (unsigned)(tag >> 32), (unsigned long long)c->nqueued);
+}
+
 wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_off, const wsync_blob_t *dst_key,
                       size_t dst_off, size_t len, uint64_t tag)
 {
     lo_conn_t *c = (lo_conn_t *)cn;
     lo_transport_t *t = (lo_transport_t *)cn->transport;
     lo_key_t k;
-    char *base = NULL;
+    char *dst = NULL;
     wsync_status_t st = WSYNC_OK;
     int prev = 0;
-    if (dst_key->len != sizeof(k))
-        return wsync_error(WSYNC_ERR_FORMAT, "transport local: key of %u bytes, expected %zu", dst_key->len,
-                           sizeof(k));
-    memcpy(&k, dst_key->data, sizeof(k));
-    if (k.magic != LO_MAGIC)
-        return wsync_error(WSYNC_ERR_FORMAT, "transport local: not a local transport key");
-    if (src->kind != WSYNC_MEM_CUDA || src_off + len > src->len || dst_off + len > k.len)
-        return wsync_error(WSYNC_ERR_INVALID,
-                           "local put of %zu bytes: source %zu+%zu of %zu, destination %zu of %llu", len, src_off,
-                           len, src->len, dst_off, (unsigned long long)k.len);
-    if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
-        return wsync_error(WSYNC_ERR_PEER, "local put to '%s': the receiver went away", c->peer_name);
     /* The device first: the handle is opened in the current device's
      * context and peer access is enabled for that device only; a request
      * thread that had made no CUDA call would open it on device 0 even in a
      * trainer on cuda:1. */
     WSYNC_CHECK_GOTO(enter_device(t->device, &prev), st, fail);
-    WSYNC_CHECK_GOTO(map_key(t, &k, &base), st, fail_dev);
+    WSYNC_CHECK_GOTO(put_dest(c, src, src_off, dst_key, dst_off, len, &k, &dst), st, fail_dev);
     pthread_mutex_lock(&c->lock);
     if (len > 0 && k.device == t->device &&
         c->sums_taken - __atomic_load_n(&c->sums_done, __ATOMIC_ACQUIRE) < LO_SUMS)
-        st = put_fused(c, tag, base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len, dst_off);
+        st = put_fused(c, tag, dst, (char *)src->ptr + src_off, len, dst_off);
     else
-        st = put_copy(c, tag, base + k.alloc_off + dst_off, (char *)src->ptr + src_off, len);
+        st = put_copy(c, tag, dst, (char *)src->ptr + src_off, len);
     if (st != WSYNC_OK)
         goto fail_locked;
-    if (++c->nqueued % 32 == 0 || (uint32_t)tag == 0)
-        wsync_trace("local: put of piece %u (req %08x) queued, %llu on this connection", (unsigned)tag,
-                    (unsigned)(tag >> 32), (unsigned long long)c->nqueued);
+    trace_queued(c, tag);
     pthread_mutex_unlock(&c->lock);
     leave_device(t->device, prev);
     return WSYNC_OK;
@@ -292,6 +310,80 @@ fail_dev:
     leave_device(t->device, prev);
 fail:
     return wsync_error(st, "local put of %zu bytes (tag %llx) to '%s': %s", len, (unsigned long long)tag,
+                       c->peer_name, wsync_last_error());
+}
+
+/* A packed put gathered straight into the receiver's window by one pack
+ * kernel that sums what it writes (pack.h, wsync_pack_cuda_launch_sum),
+ * after the gathered fused puts (stream order is put order); its sum goes
+ * with its notice as a fused put's does. Called with c->lock on the
+ * device; WSYNC_ERR_UNSUPPORTED when the plan cannot launch so here. */
+static wsync_status_t put_gather_locked(lo_conn_t *c, uint64_t tag, char *dst, const char *src,
+                                        const struct wsync_pack_plan *plan, size_t len, uint64_t key_off)
+{
+    const int slot = (int)(c->sums_taken % LO_SUMS);
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    wsync_status_t st;
+    cudaError_t e;
+    lo_op_t *op;
+    if (c->sums_taken - __atomic_load_n(&c->sums_done, __ATOMIC_ACQUIRE) >= LO_SUMS)
+        return wsync_error(WSYNC_ERR_UNSUPPORTED, "every sum of the connection is in use");
+    WSYNC_CHECK(launch_pending(c, 0));
+    if ((op = op_get(c)) == NULL)
+        return WSYNC_ERR_NOMEM;
+    st = wsync_pack_cuda_launch_sum(plan, dst, src, key_off, c->dacc, c->dcount, c->hsums_dev + slot, c->stream);
+    if (st != WSYNC_OK) { /* nothing launched: the op goes back unused */
+        op->next = c->free_ops;
+        c->free_ops = op;
+        return st == WSYNC_ERR_INVALID ? WSYNC_ERR_UNSUPPORTED : st;
+    }
+    c->sums_taken++;
+    op->it[0] = (lo_item_t){.tag = tag, .len = len, .sum = slot};
+    op->n = 1;
+    if ((e = cudaEventRecord(op->ev, c->stream)) != cudaSuccess) {
+        op_fail(c, op, 0, WSYNC_ERR_CUDA, NULL);
+        return wsync_error(WSYNC_ERR_CUDA, "event after a pack kernel on cuda:%d: %s", t->device,
+                           cudaGetErrorString(e));
+    }
+    op_queue(c, op);
+    return WSYNC_OK;
+}
+
+wsync_status_t lo_put_gather(wsync_conn_t *cn, wsync_region_t *src, size_t src_off,
+                             const struct wsync_pack_plan *plan, const wsync_blob_t *dst_key, size_t dst_off,
+                             size_t len, uint64_t tag)
+{
+    lo_conn_t *c = (lo_conn_t *)cn;
+    lo_transport_t *t = (lo_transport_t *)cn->transport;
+    lo_key_t k;
+    char *dst = NULL;
+    wsync_status_t st = WSYNC_OK;
+    int prev = 0;
+    WSYNC_CHECK_GOTO(enter_device(t->device, &prev), st, fail);
+    /* src_off + len: the runs read inside the region (the plan's span of
+     * it is the caller's to keep inside); the check is the destination's. */
+    WSYNC_CHECK_GOTO(put_dest(c, src, src_off, dst_key, dst_off, len, &k, &dst), st, fail_dev);
+    if (k.device != t->device || len == 0) {
+        st = wsync_error(WSYNC_ERR_UNSUPPORTED, "the receiver is on cuda:%d, not this GPU", k.device);
+        goto fail_dev;
+    }
+    pthread_mutex_lock(&c->lock);
+    st = put_gather_locked(c, tag, dst, (const char *)src->ptr + src_off, plan, len, dst_off);
+    if (st == WSYNC_OK)
+        trace_queued(c, tag);
+    pthread_mutex_unlock(&c->lock);
+    leave_device(t->device, prev);
+    if (st == WSYNC_ERR_UNSUPPORTED)
+        return st; /* the caller packs and puts it: not a failure */
+    if (st != WSYNC_OK)
+        goto fail;
+    return WSYNC_OK;
+fail_dev:
+    leave_device(t->device, prev);
+    if (st == WSYNC_ERR_UNSUPPORTED)
+        return st;
+fail:
+    return wsync_error(st, "local packed put of %zu bytes (tag %llx) to '%s': %s", len, (unsigned long long)tag,
                        c->peer_name, wsync_last_error());
 }
 

@@ -26,6 +26,7 @@
 #include "common/wsync.h"
 
 typedef struct wsync_transport wsync_transport_t;
+struct wsync_pack_plan; /* common/pack/pack.h */
 typedef struct wsync_region wsync_region_t;
 typedef struct wsync_conn wsync_conn_t;
 
@@ -93,6 +94,19 @@ typedef struct wsync_transport_ops {
      * every caller of put/expect calls these after its batch. */
     void (*put_flush)(wsync_conn_t *c);
     void (*expect_flush)(wsync_transport_t *t, int src_id);
+    /* Optional (NULL: not offered). Sender, GPU memory: a put whose `len`
+     * bytes are gathered from strided bytes of `src` by `plan` (a prepared
+     * GPU pack, common/pack/pack.h: the put's runs, source offsets from
+     * src_off, destination offsets from the put's first byte) and written
+     * straight into the receiver's region at dst_off, with no packed copy
+     * of it first; LANDED carries its sum (has_sum, keyed at dst_off) where
+     * the backend offers sums. Completes as put does. Returns
+     * WSYNC_ERR_UNSUPPORTED, queuing nothing, when this put cannot go so
+     * (the receiver on another GPU, the bases aligned otherwise than the
+     * plan, its sums all in use): the caller packs it and puts it. */
+    wsync_status_t (*put_gather)(wsync_conn_t *c, wsync_region_t *src, size_t src_off,
+                                 const struct wsync_pack_plan *plan, const wsync_blob_t *dst_key, size_t dst_off,
+                                 size_t len, uint64_t tag);
     /* Optional (NULL: not offered). Receiver: from now on the bytes of
      * region r in each span [off, off+len) land at the span's ptr instead of
      * the region's memory (spans sorted by off, disjoint, inside the region;

@@ -8,7 +8,8 @@
 source "$(dirname "$0")/../integration/lib.sh"
 PY=/usr/bin/python3
 TOOL="$WSYNC_ROOT/tests/integration/tp_tool.py"
-CASES="tp2_one_gpu_gpu_trainers_staged tp2_one_gpu_host_trainers_in_place tp2_one_gpu_corrupted_column_slice"
+CASES="tp2_one_gpu_gpu_trainers_staged tp2_one_gpu_host_trainers_in_place tp2_one_gpu_corrupted_column_slice
+    tp2_one_gpu_direct_pack_in_place"
 
 ngpu=$(cuda_devices)
 if [ "$ngpu" = 0 ]; then
@@ -66,4 +67,14 @@ if [ $rc != 0 ] && grep -qE 'tensor model\.layers\.[0-9]+\.(self_attn\.o_proj|ml
     pass tp2_one_gpu_corrupted_column_slice
 else
     fail tp2_one_gpu_corrupted_column_slice "rc=$rc: $(tail -n 3 "$TMP"/tp2_one_gpu_corrupted_column_slice.engine*.log)"
+fi
+
+# direct_pack: the GPU trainers gather the column slices straight into the
+# engine ranks' windows (local transport, summing as they write), no stage.
+run tp2_one_gpu_direct_pack_in_place cuda:0 in-place WSYNC_DIRECT_PACK=1 WSYNC_TRACE=1
+if [ $rc = 0 ] && dumps_ok tp2_one_gpu_direct_pack_in_place && grep -qE 'puts handed \([1-9][0-9]* of them gathered' \
+        "$TMP"/tp2_one_gpu_direct_pack_in_place.trainer*.log; then
+    pass tp2_one_gpu_direct_pack_in_place
+else
+    fail tp2_one_gpu_direct_pack_in_place "rc=$rc: $(grep -h 'puts handed' "$TMP"/tp2_one_gpu_direct_pack_in_place.trainer*.log | head -2) $(tail -n 3 "$TMP"/tp2_one_gpu_direct_pack_in_place.engine*.log)"
 fi

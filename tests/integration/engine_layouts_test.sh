@@ -88,6 +88,42 @@ else
     fail corrupted_column_slice_not_ready "rc=$rc: $(tail -5 <<<"$out")"
 fi
 
+# --- 4b. A trainer rank's slow digest of the node plan's puts (one per node
+# plan and version) does not hold back its puts to the node's other rank:
+# rank 1 asks 0.4 s after rank 0 (a slow first set-up), while the digest of
+# rank 0's request still runs (1.5 s, test hooks); it is served at once, waits
+# for that one digest instead of computing its own, and both verify. On one
+# H200 the second rank's puts waited 5-10 ms behind these digests (the cache
+# lock was held through them, 2026-12-04).
+port=$(free_port)
+URL="http://127.0.0.1:$port"
+bg "$WSYNC" serve --listen "127.0.0.1:$port" 2>"$TMP/serve4b.log"
+if wait_http "$URL/healthz"; then
+    pids=()
+    for r in 0 1; do
+        delay=0; [ $r = 1 ] && delay=400
+        WSYNC_TEST_SETUP_DELAY_MS=$delay "$WSYNC" engine --control "$URL" --engine slowdig-$$ --local-rank $r \
+            --local-world 2 --tp 2 --versions 1 --max-failures 1 --timeout-ms 60000 >"$TMP/e4b$r.log" 2>&1 &
+        pids+=($!); WSYNC_PIDS+=($!)
+    done
+    sleep 0.3
+    WSYNC_TRACE=1 WSYNC_TEST_TDIG_DELAY_MS=1500 bg "$WSYNC" trainer --control "$URL" --rank 0 --world 1 \
+        --safetensors "$TMP/q1.safetensors" --versions 1 --wait-engines 1 --chunk 64K >"$TMP/t4b.log" 2>&1
+    rc=0
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    first_dig=$(grep -n 'trainer rank 0: engine slowdig-[0-9]* rank [01]: segment digests' "$TMP/t4b.log" | head -1 |
+        cut -d: -f1)
+    served1=$(grep -n 'trainer rank 0: serving engine slowdig-[0-9]* rank 1:' "$TMP/t4b.log" | head -1 | cut -d: -f1)
+    early=0
+    [ -n "$first_dig" ] && [ -n "$served1" ] && [ "$served1" -lt "$first_dig" ] && early=1
+    check slow_put_digests_both_ranks_verified [ $rc = 0 ]
+    check slow_put_digests_hold_back_no_other_rank [ $early = 1 ]
+    [ $early = 1 ] || grep -E 'serving engine|digests' "$TMP/t4b.log" >&2
+    check slow_put_digests_computed_once [ "$(grep -c 'put digests of target' "$TMP/t4b.log")" = 1 ]
+else
+    fail slow_put_digests_hold_back_no_other_rank "control endpoint did not come up"
+fi
+
 # --- 5. A TP size that does not divide is refused, naming the tensor.
 out=$("$WSYNC" demo --trainers 1 --engines 1 --local-ranks 3 --tp 3 --safetensors "$TMP/q1.safetensors" \
       --versions 1 --chunk 64K --timeout-s 60 2>&1)

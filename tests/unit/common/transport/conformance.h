@@ -5,7 +5,8 @@
  * byte-exact with SENT and LANDED for each and the bytes around them
  * untouched, a put outside the destination or with a key that is no key of
  * the transport refused, a receiver that goes away mid-put reported as an
- * ERROR (not a hang), and disconnect and close with a put in flight. The includer describes its
+ * ERROR (not a hang), disconnect and close with a put in flight, and (where
+ * offered) a put gathered from strided source bytes. The includer describes its
  * backends (conf_backend_t) and calls conf_run for each; every case prints
  * "PASS|FAIL conformance_<backend>_<case>" or "SKIP ...: skipped: <why>".
  *
@@ -24,6 +25,7 @@
 
 #include "common/digest/digest.h"
 #include "common/mem/mem.h"
+#include "common/pack/pack.h"
 #include "common/base/settings.h"
 #include "common/transport/transport.h"
 #include "common/base/util.h"
@@ -384,6 +386,73 @@ static void conformance_close(void)
     b->ops->close(NULL); /* takes NULL */
 }
 
+/* put_gather (optional): two column slices of the source gathered straight
+ * into the destination as one put, landing byte-exact (against the host
+ * gather) with its sum where LANDED has one; a put at a destination
+ * aligned otherwise than its plan declined (UNSUPPORTED, nothing queued),
+ * or landing right. Backends without the op skip. */
+static void conformance_put_gather(void)
+{
+    static const wsync_run2d_t runs[] = {
+        {.src_off = 8000, .dst_off = 0, .rows = 64, .row_bytes = 256, .src_stride = 1024},
+        {.src_off = 200000, .dst_off = 64 * 256, .rows = 16, .row_bytes = 64, .src_stride = 512},
+    };
+    const conf_backend_t *b = conf_b_;
+    const size_t len = 64 * 256 + 16 * 64, doff = 8200;
+    struct wsync_pack_plan *plan = NULL;
+    wsync_completion_t c[16];
+    unsigned char *got = NULL, *want = NULL, *src = NULL;
+    int n, i, landed = 0, has_sum = 0;
+    uint64_t sum = 0, deadline;
+    wsync_status_t st;
+    conf_rig_t r;
+    if (b->skip)
+        SKIP("%s", b->skip);
+    if (b->ops->put_gather == NULL)
+        SKIP("the backend does not offer put_gather (optional)");
+    if (conf_up(&r, b, 1) != 0 || wsync_pack_cuda_prepare(runs, 2, doff, (uintptr_t)r.smem, &plan) != WSYNC_OK) {
+        CHECK(0);
+        conf_down(&r);
+        return;
+    }
+    st = b->ops->put_gather(r.conn, r.src, 0, plan, &r.key, doff + 1, len, 0x601);
+    CHECK(st == WSYNC_ERR_UNSUPPORTED);
+    CHECK_OK(b->ops->put_gather(r.conn, r.src, 0, plan, &r.key, doff, len, 0x600));
+    if (b->ops->put_flush)
+        b->ops->put_flush(r.conn);
+    deadline = wsync_now_ns() + (uint64_t)CONF_WAIT_MS * 1000000ull;
+    while (landed == 0 && wsync_now_ns() < deadline) {
+        if (b->ops->poll(r.rx, c, 16, &n, 20) != WSYNC_OK)
+            continue;
+        for (i = 0; i < n; i++) {
+            CHECK(c[i].kind != WSYNC_COMPLETION_ERROR);
+            if (c[i].kind == WSYNC_COMPLETION_LANDED && c[i].tag == 0x600) {
+                landed = 1;
+                has_sum = c[i].has_sum;
+                sum = c[i].sum;
+                CHECK_EQ(c[i].len, len);
+            }
+        }
+    }
+    CHECK(landed);
+    got = conf_read(b, r.dmem, 0, CONF_LEN);
+    want = malloc(CONF_LEN);
+    src = malloc(CONF_LEN);
+    CHECK(got != NULL && want != NULL && src != NULL);
+    if (got && want && src) {
+        wsync_fill_pattern(want, CONF_LEN, 0, 1);
+        wsync_fill_pattern(src, CONF_LEN, 0, 2);
+        wsync_pack_host(want + doff, src, runs, 2);
+        CHECK(memcmp(got, want, CONF_LEN) == 0);
+        CHECK(!has_sum || sum == wsync_digest_sum(want + doff, len, doff));
+    }
+    free(got);
+    free(want);
+    free(src);
+    conf_down(&r); /* the transports first: no launch of the plan runs any more */
+    wsync_pack_cuda_plan_free(plan);
+}
+
 #define CONF_RUN(b, fn)                                                                \
     do {                                                                               \
         conf_b_ = (b);                                                                 \
@@ -412,6 +481,7 @@ static void conf_run(const conf_backend_t *b)
     CONF_RUN(b, conformance_wrong_region);
     CONF_RUN(b, conformance_peer_gone);
     CONF_RUN(b, conformance_close);
+    CONF_RUN(b, conformance_put_gather);
 }
 
 #endif
