@@ -26,7 +26,7 @@ typedef struct scratch {
 /* Which kernels encode (WSYNC_DELTA_GPU, read on each call, cheap next to
  * a kernel launch, so a bench and a test set them in turn in one run):
  * unset or "v5", the two streaming kernels around a scan
- * (delta_cuda_stream.cu; the fastest measured on the H200: 0.76x of a D2D
+ * (delta_cuda_stream.cu; the fastest measured on the H200: 0.79x of a D2D
  * copy at 2% changed, bf16, bench/RESULTS.md); "v3l" the one pass over
  * both versions (delta_cuda_pass.cu) in chunks of 32 KiB (0.56x), "v3" in
  * chunks of 16 KiB; "v2" the compare, scans and gather of
