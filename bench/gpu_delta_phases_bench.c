@@ -83,7 +83,7 @@ static int run_once(buf_t *b, int which, cudaEvent_t *ev, const wsync_delta_head
         e |= wsync_delta_cuda_stream_count(b->base, b->next, b->n, b->w, b->words, b->counts, b->held,
                                            (unsigned *)(b->total + 1), NULL);
         cudaEventRecord(ev[1], NULL);
-        e |= wsync_delta_cuda_scan_fast(b->counts, wch, b->seg, b->total, NULL);
+        e |= wsync_delta_cuda_scan_one(b->counts, wch, b->seg, b->total, (unsigned *)(b->total + 1) + 1, NULL);
         cudaEventRecord(ev[2], NULL);
         e |= wsync_delta_cuda_stream_write(b->next, b->n, b->w, b->words, b->counts, b->seg, b->total, b->held,
                                            b->wire, (unsigned *)(b->total + 1), NULL, NULL);

@@ -59,6 +59,10 @@ int wsync_delta_cuda_bitmap_counts_fast(const unsigned char *bitmap, uint64_t n,
  * counts[b] + seg[b / WSYNC_DELTA_CUDA_SEG]. *total gets the sum. */
 int wsync_delta_cuda_scan_fast(unsigned long long *counts, uint64_t nblk, unsigned long long *seg,
                                unsigned long long *total, void *stream);
+/* The same in one launch: the last block to finish scans the segments'
+ * sums (ticket: a word that is zero when it starts, and is left zero). */
+int wsync_delta_cuda_scan_one(unsigned long long *counts, uint64_t nblk, unsigned long long *seg,
+                              unsigned long long *total, unsigned *ticket, void *stream);
 /* Bytes of each version a block of the one-pass encoder takes at a time
  * (delta_cuda_pass.cu: 256 threads x 4 loads x 16 bytes), or twice that. */
 #define WSYNC_DELTA_CUDA_CHUNK 16384u
@@ -102,8 +106,9 @@ static inline uint64_t wsync_delta_cuda_held_bytes(uint64_t len)
  * changed elements of chunk ch (wsync_delta_cuda_wchunks(n*w) of them), each
  * chunk's first changed values and indices into held, and, for a chunk
  * that changed more than its held indices, its words as
- * wsync_delta_cuda_mask's. Then wsync_delta_cuda_scan_fast over the counts,
- * and the write: */
+ * wsync_delta_cuda_mask's; ticket (NULL, or two words) is zeroed for the
+ * scan and the write. Then wsync_delta_cuda_scan_one (ticket + 1) or
+ * _scan_fast over the counts, and the write: */
 int wsync_delta_cuda_stream_count(const void *base, const void *next, uint64_t n, unsigned w, uint32_t *words,
                                   unsigned long long *counts, unsigned char *held, unsigned *ticket, void *stream);
 /* The wire at out (8-byte aligned, wsync_delta_bound bytes) in the form

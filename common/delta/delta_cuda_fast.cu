@@ -132,17 +132,19 @@ __global__ void __launch_bounds__(THREADS)
     }
 }
 
-/* Block b: exclusive scan of counts[2048b ..) in place; seg[b] = their sum. */
-__global__ void __launch_bounds__(THREADS)
-    seg_scan_kernel(unsigned long long *counts, uint64_t nblk, unsigned long long *seg)
+/* The exclusive scan, in place and plus carry, of a[t .. t + 2048) (those
+ * below n); returns their sum. The whole block calls; `coherent` reads
+ * through L2 (what other blocks of this kernel wrote). */
+__device__ unsigned long long scan_tile(unsigned long long *a, uint64_t t, uint64_t n, unsigned long long carry,
+                                        bool coherent)
 {
-    __shared__ unsigned long long warp_tot[THREADS / 32];
+    __shared__ unsigned long long warp_tot[THREADS / 32 + 1];
     const unsigned lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-    const uint64_t first = (uint64_t)blockIdx.x * WSYNC_DELTA_CUDA_SEG + (uint64_t)threadIdx.x * SEG_PER_THREAD;
+    const uint64_t first = t + (uint64_t)threadIdx.x * SEG_PER_THREAD;
     unsigned long long v[SEG_PER_THREAD], s = 0, incl;
 #pragma unroll
     for (int k = 0; k < SEG_PER_THREAD; k++) {
-        v[k] = first + k < nblk ? counts[first + k] : 0;
+        v[k] = first + k >= n ? 0 : coherent ? __ldcg(a + first + k) : a[first + k];
         s += v[k];
     }
     incl = s;
@@ -158,20 +160,51 @@ __global__ void __launch_bounds__(THREADS)
     if (threadIdx.x == 0) {
         unsigned long long run = 0;
         for (int k = 0; k < THREADS / 32; k++) {
-            unsigned long long t = warp_tot[k];
+            unsigned long long w = warp_tot[k];
             warp_tot[k] = run;
-            run += t;
+            run += w;
         }
-        seg[blockIdx.x] = run;
+        warp_tot[THREADS / 32] = run;
     }
     __syncthreads();
-    unsigned long long run = warp_tot[warp] + incl - s;
+    unsigned long long run = carry + warp_tot[warp] + incl - s;
+    const unsigned long long sum = warp_tot[THREADS / 32];
 #pragma unroll
     for (int k = 0; k < SEG_PER_THREAD; k++) {
-        if (first + k < nblk)
-            counts[first + k] = run;
+        if (first + k < n)
+            a[first + k] = run;
         run += v[k];
     }
+    __syncthreads(); /* warp_tot is read before a next call writes it */
+    return sum;
+}
+
+/* Block b: exclusive scan of counts[2048b ..) in place; seg[b] = their sum.
+ * With ticket != NULL (zeroed before) the last block to finish then scans
+ * seg in place and writes the sum to *total: the scan in one launch. */
+__global__ void __launch_bounds__(THREADS)
+    seg_scan_kernel(unsigned long long *counts, uint64_t nblk, unsigned long long *seg, unsigned *ticket,
+                    unsigned long long *total)
+{
+    __shared__ bool last;
+    const unsigned long long sum = scan_tile(counts, (uint64_t)blockIdx.x * WSYNC_DELTA_CUDA_SEG, nblk, 0, false);
+    if (threadIdx.x == 0)
+        seg[blockIdx.x] = sum;
+    if (ticket == NULL)
+        return;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        last = atomicAdd(ticket, 1) == gridDim.x - 1;
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    unsigned long long carry = 0;
+    for (uint64_t t = 0; t < gridDim.x; t += WSYNC_DELTA_CUDA_SEG)
+        carry += scan_tile(seg, t, gridDim.x, carry, true);
+    if (threadIdx.x == 0)
+        *total = carry, *ticket = 0;
 }
 
 /* Blocks for `units` pieces of work: at most 8 a SM (a full SM at 256
@@ -222,11 +255,21 @@ extern "C" int wsync_delta_cuda_scan_fast(unsigned long long *counts, uint64_t n
     uint64_t nseg = wsync_delta_cuda_segs(nblk);
     if (nblk == 0)
         return wsync_delta_cuda_scan(counts, 0, total, stream);
-    seg_scan_kernel<<<(unsigned)nseg, THREADS, 0, s>>>(counts, nblk, seg);
+    seg_scan_kernel<<<(unsigned)nseg, THREADS, 0, s>>>(counts, nblk, seg, NULL, NULL);
     int err = (int)cudaGetLastError();
     if (err != 0)
         return err;
     return wsync_delta_cuda_scan(seg, nseg, total, stream);
+}
+
+extern "C" int wsync_delta_cuda_scan_one(unsigned long long *counts, uint64_t nblk, unsigned long long *seg,
+                                         unsigned long long *total, unsigned *ticket, void *stream)
+{
+    if (nblk == 0)
+        return wsync_delta_cuda_scan(counts, 0, total, stream);
+    seg_scan_kernel<<<(unsigned)wsync_delta_cuda_segs(nblk), THREADS, 0, (cudaStream_t)stream>>>(counts, nblk, seg,
+                                                                                                 ticket, total);
+    return (int)cudaGetLastError();
 }
 
 extern "C" int wsync_delta_cuda_bitmap_counts_fast(const unsigned char *bitmap, uint64_t n,

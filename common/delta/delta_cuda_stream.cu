@@ -14,7 +14,8 @@
  *     own slot of `held`, gathered in shared memory and written in whole
  *     sectors; its bitmap words only when the chunk changed more than
  *     ICAP (below that its held indices are the bitmap);
- *  2. the segmented scan of the chunk counts (delta_cuda_fast.cu);
+ *  2. the segmented scan of the chunk counts in one launch (its last
+ *     block scans the segments; delta_cuda_fast.cu);
  *  3. write: picks the form from the total on the device (delta_form.h's
  *     rule, the host's), writes the header, and each warp takes 32
  *     chunks, copies their held values (and indices) to their place on the
@@ -150,7 +151,7 @@ __global__ void __launch_bounds__(NT)
     const uint64_t warps = (uint64_t)gridDim.x * (NT / 32);
     uint64_t ch = ((uint64_t)blockIdx.x * NT + threadIdx.x) / 32;
     if (ticket != NULL && ch == 0 && lane == 0)
-        *ticket = 0; /* the write kernel's, which runs after this one */
+        ticket[0] = ticket[1] = 0; /* the write's and the scan's, which run after this kernel */
     for (; ch < nch; ch += warps) {
         uint4 a[LOADS], b[LOADS];
 #pragma unroll
@@ -334,8 +335,8 @@ write_runs(const T *__restrict__ next, uint64_t n, const uint32_t *__restrict__ 
  * which the host copies); then, with done != NULL (host memory mapped for
  * the device), the last block to finish writes the total + 1 there, after
  * every block's writes (the ticket is zeroed by the count kernel). */
-template <typename T>
-__global__ void __launch_bounds__(NT)
+template <typename T, unsigned MINB>
+__global__ void __launch_bounds__(NT, MINB)
     stream_write_kernel(const T *__restrict__ next, uint64_t n, const uint32_t *__restrict__ words,
                         const unsigned long long *__restrict__ offsets, const unsigned long long *__restrict__ seg,
                         const unsigned long long *__restrict__ total, const unsigned char *__restrict__ held_vals,
@@ -367,17 +368,24 @@ static int launch_count(const void *base, const void *next, uint64_t n, uint32_t
     return (int)cudaGetLastError();
 }
 
+/* Blocks an SM the write kernel is built for (0: the compiler's choice).
+ * At bf16 it is latency-bound (ncu) and 6 blocks (40 registers) measured
+ * 0.071 ms a GiB against 0.078 at the compiler's 48 registers and 0.074 at
+ * 8 (spills); other widths were not measured so. */
+template <typename T> constexpr unsigned write_min_blocks = sizeof(T) == 2 ? 6 : 0;
+
 template <typename T>
 static int launch_write(const void *next, uint64_t n, const uint32_t *words, const unsigned long long *offsets,
                         const unsigned long long *seg, const unsigned long long *total, const unsigned char *held,
                         unsigned char *out, unsigned *ticket, unsigned long long *done, cudaStream_t s)
 {
+    constexpr unsigned MINB = write_min_blocks<T>;
     static unsigned res;
     const uint64_t nch = wsync_delta_cuda_wchunks(n * sizeof(T));
-    unsigned grid = resident_grid((const void *)stream_write_kernel<T>, NT, &res, (nch + NT - 1) / NT);
-    stream_write_kernel<T><<<grid, NT, 0, s>>>((const T *)next, n, words, offsets, seg, total, held,
-                                               (const uint16_t *)(held + nch * WSYNC_DELTA_CUDA_HELD_VALS), nch,
-                                               out, ticket, done);
+    unsigned grid = resident_grid((const void *)stream_write_kernel<T, MINB>, NT, &res, (nch + NT - 1) / NT);
+    stream_write_kernel<T, MINB><<<grid, NT, 0, s>>>((const T *)next, n, words, offsets, seg, total, held,
+                                                     (const uint16_t *)(held + nch * WSYNC_DELTA_CUDA_HELD_VALS),
+                                                     nch, out, ticket, done);
     return (int)cudaGetLastError();
 }
 

@@ -82,7 +82,8 @@ static stream_scratch_t stream_layout(void *base, uint64_t len, uint64_t n)
     l.seg = (unsigned long long *)(b + at);
     at += wsync_delta_cuda_segs(nch) * sizeof(unsigned long long);
     l.total = (unsigned long long *)(b + at);
-    at = (at + 2 * sizeof(unsigned long long) + 127) / 128 * 128; /* the total, the write's ticket; then held's
+    at = (at + 2 * sizeof(unsigned long long) + 127) / 128 *
+         128; /* the total, the tickets of the write and the scan; then held's
                                                                       chunks in whole sectors */
     l.held = (unsigned char *)(b + at);
     l.bytes = (size_t)(at + wsync_delta_cuda_held_bytes(len));
@@ -250,7 +251,7 @@ static wsync_status_t stream_encode(const void *base, const void *next, uint64_t
         done_host[k] = 0;
     e = wsync_delta_cuda_stream_count(base, next, n, width, l.words, l.counts, l.held, ticket, s);
     if (e == 0)
-        e = wsync_delta_cuda_scan_fast(l.counts, wsync_delta_cuda_wchunks(n * width), l.seg, l.total, s);
+        e = wsync_delta_cuda_scan_one(l.counts, wsync_delta_cuda_wchunks(n * width), l.seg, l.total, ticket + 1, s);
     if (e == 0)
         e = wsync_delta_cuda_stream_write(next, n, width, l.words, l.counts, l.seg, l.total, l.held, out, ticket,
                                           k >= 0 ? done_dev + k : NULL, s);
