@@ -16,52 +16,12 @@
 #include <stdint.h>
 
 #include "common/pack/pack_cuda.h"
+#include "common/pack/pack_gather.cuh"
 
 #define PACK_THREADS 512
 #define PACK_UNROLL 4
 
 static_assert(sizeof(wsync_pack_task_t) == 40, "the task table is shared with C");
-
-template <typename V>
-static __device__ __forceinline__ void gather(const wsync_pack_task_t &t, const unsigned char *src,
-                                              unsigned char *dst)
-{
-    const uint32_t W = sizeof(V);
-    const uint32_t vpr = t.row_bytes / W; // vectors per row
-    const uint32_t total = vpr * t.rows;  // <= WSYNC_PACK_TASK_BYTES / W
-    const uint32_t step = blockDim.x;
-    const uint32_t step_r = step / vpr, step_c = step - step_r * vpr;
-    const unsigned char *s = src + t.src;
-    V *d = (V *)(dst + t.dst);
-    uint32_t i = threadIdx.x, r = i / vpr, c = i - r * vpr;
-
-#define PACK_ADVANCE()  \
-    do {                \
-        c += step_c;    \
-        r += step_r;    \
-        if (c >= vpr) { \
-            c -= vpr;   \
-            r++;        \
-        }               \
-    } while (0)
-
-    for (; i + (PACK_UNROLL - 1) * step < total; i += PACK_UNROLL * step) {
-        V v[PACK_UNROLL];
-#pragma unroll
-        for (int k = 0; k < PACK_UNROLL; k++) {
-            v[k] = *(const V *)(s + (uint64_t)r * t.stride + (uint64_t)c * W);
-            PACK_ADVANCE();
-        }
-#pragma unroll
-        for (int k = 0; k < PACK_UNROLL; k++)
-            d[i + k * step] = v[k];
-    }
-    for (; i < total; i += step) {
-        d[i] = *(const V *)(s + (uint64_t)r * t.stride + (uint64_t)c * W);
-        PACK_ADVANCE();
-    }
-#undef PACK_ADVANCE
-}
 
 __global__ void __launch_bounds__(PACK_THREADS)
     pack_kernel(const wsync_pack_task_t *tasks, size_t n, const unsigned char *src, unsigned char *dst)
@@ -69,11 +29,11 @@ __global__ void __launch_bounds__(PACK_THREADS)
     for (size_t b = blockIdx.x; b < n; b += gridDim.x) {
         const wsync_pack_task_t t = tasks[b];
         switch (t.width) {
-        case 16: gather<uint4>(t, src, dst); break;
-        case 8: gather<uint2>(t, src, dst); break;
-        case 4: gather<uint32_t>(t, src, dst); break;
-        case 2: gather<uint16_t>(t, src, dst); break;
-        default: gather<uint8_t>(t, src, dst); break;
+        case 16: pack_gather<uint4, PACK_UNROLL>(t, src, dst, no_sum()); break;
+        case 8: pack_gather<uint2, PACK_UNROLL>(t, src, dst, no_sum()); break;
+        case 4: pack_gather<uint32_t, PACK_UNROLL>(t, src, dst, no_sum()); break;
+        case 2: pack_gather<uint16_t, PACK_UNROLL>(t, src, dst, no_sum()); break;
+        default: pack_gather<uint8_t, PACK_UNROLL>(t, src, dst, no_sum()); break;
         }
     }
 }

@@ -13,6 +13,7 @@
 #include "common/digest/digest.h"
 #include "common/mem/digest_cuda.cuh"
 #include "common/pack/pack_cuda.h"
+#include "common/pack/pack_gather.cuh"
 
 #define PD_UNROLL 4
 
@@ -26,58 +27,15 @@ static __device__ __forceinline__ uint64_t pd_sum(const unsigned long long &v, u
     return wsync_digest_word(v, key);
 }
 
-// One task: its rows as one flat array of vectors (as pack_cuda.cu's
-// gather), each stored and summed; vector i of the task is word
+// What vector i of a task adds to the put's sum: the vector is word
 // t.dst / 8 + i * W / 8 of the put, keyed base + that * GOLDEN.
-template <typename V>
-static __device__ __forceinline__ uint64_t gather_sum(const wsync_pack_task_t &t, const unsigned char *src,
-                                                      unsigned char *dst, uint64_t base)
-{
-    const uint64_t G = WSYNC_DIGEST_GOLDEN;
-    const uint32_t W = sizeof(V);
-    const uint32_t vpr = t.row_bytes / W;
-    const uint32_t total = vpr * t.rows;
-    const uint32_t step = blockDim.x;
-    const uint32_t step_r = step / vpr, step_c = step - step_r * vpr;
-    const unsigned char *s = src + t.src;
-    V *d = (V *)(dst + t.dst);
-    const uint64_t key0 = base + (t.dst / 8) * G;
-    uint32_t i = threadIdx.x, r = i / vpr, c = i - r * vpr;
-    uint64_t acc = 0;
-
-#define PD_ADVANCE()    \
-    do {                \
-        c += step_c;    \
-        r += step_r;    \
-        if (c >= vpr) { \
-            c -= vpr;   \
-            r++;        \
-        }               \
-    } while (0)
-
-    for (; i + (PD_UNROLL - 1) * step < total; i += PD_UNROLL * step) {
-        V v[PD_UNROLL];
-#pragma unroll
-        for (int k = 0; k < PD_UNROLL; k++) {
-            v[k] = *(const V *)(s + (uint64_t)r * t.stride + (uint64_t)c * W);
-            PD_ADVANCE();
-        }
-#pragma unroll
-        for (int k = 0; k < PD_UNROLL; k++)
-            d[i + k * step] = v[k];
-#pragma unroll
-        for (int k = 0; k < PD_UNROLL; k++)
-            acc += pd_sum(v[k], key0 + (uint64_t)(i + k * step) * (W / 8) * G);
+struct put_sum {
+    uint64_t key0; // base + (t.dst / 8) * GOLDEN
+    template <typename V> __device__ __forceinline__ uint64_t operator()(const V &v, uint32_t i) const
+    {
+        return pd_sum(v, key0 + (uint64_t)i * (sizeof(V) / 8) * WSYNC_DIGEST_GOLDEN);
     }
-    for (; i < total; i += step) {
-        V v = *(const V *)(s + (uint64_t)r * t.stride + (uint64_t)c * W);
-        d[i] = v;
-        acc += pd_sum(v, key0 + (uint64_t)i * (W / 8) * G);
-        PD_ADVANCE();
-    }
-#undef PD_ADVANCE
-    return acc;
-}
+};
 
 __global__ void __launch_bounds__(DIG_THREADS)
     pack_digest_kernel(const wsync_pack_task_t *tasks, size_t n, const unsigned char *src, unsigned char *dst,
@@ -86,8 +44,9 @@ __global__ void __launch_bounds__(DIG_THREADS)
     uint64_t s = 0;
     for (size_t b = blockIdx.x; b < n; b += gridDim.x) {
         const wsync_pack_task_t t = tasks[b];
-        s += t.width == 16 ? gather_sum<ulonglong2>(t, src, dst, base)
-                           : gather_sum<unsigned long long>(t, src, dst, base);
+        const put_sum sum = {base + (t.dst / 8) * WSYNC_DIGEST_GOLDEN};
+        s += t.width == 16 ? pack_gather<ulonglong2, PD_UNROLL>(t, src, dst, sum)
+                           : pack_gather<unsigned long long, PD_UNROLL>(t, src, dst, sum);
     }
     d_block_add_out(s, acc, count, hout);
 }
