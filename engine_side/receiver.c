@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/base/checks.h"
+#include "common/base/fault.h"
 #include "common/base/log.h"
 #include "common/proto/msg.h"
 #include "common/proto/relay_registration.h"
@@ -75,8 +76,14 @@ static int find_host_image(void *ptr, wsync_window_t *out)
 }
 
 /* How long a local rank > 0 waits for local rank 0's board, at start and
- * when rank 0 restarted. */
+ * when rank 0 restarted (a test may shorten it: WSYNC_TEST_REJOIN_MS). */
 #define RECV_REJOIN_MS 30000
+
+static int rejoin_ms(void)
+{
+    long long t = wsync_fault(WSYNC_FAULT_REJOIN_MS);
+    return t > 0 ? (int)t : RECV_REJOIN_MS;
+}
 
 /* What the node board records of this rank's memory: its GPU, or -1. */
 static int board_device(const wsync_receiver_t *r)
@@ -213,7 +220,7 @@ wsync_status_t wsync_receiver_create(const wsync_receiver_config_t *cfg, wsync_r
     r->run.progress = recv_progress_open(r->control_url, r->token, r->engine_id, cfg->local_rank == 0);
     WSYNC_CHECK_GOTO(wsync_auth_init(&r->auth, r->token), st, err);
     WSYNC_CHECK_GOTO(board_open_cancellable(r->board_name, cfg->local_rank, cfg->local_world, board_device(r),
-                                            &r->auth, RECV_REJOIN_MS, cfg->cancel, &r->board),
+                                            &r->auth, rejoin_ms(), cfg->cancel, &r->board),
                      st, err);
     WSYNC_CHECK_GOTO(recv_targets_init(r), st, err);
     WSYNC_CHECK_GOTO(choose_plan(r), st, err);
@@ -371,7 +378,7 @@ wsync_status_t recv_rejoin_if_needed(wsync_receiver_t *r)
         return WSYNC_OK;
     LOG_WARN("engine %s rank %d: local rank 0 restarted; rejoining its board", r->engine_id, r->cfg.local_rank);
     st = board_open_cancellable(r->board_name, r->cfg.local_rank, r->cfg.local_world, board_device(r), &r->auth,
-                                RECV_REJOIN_MS, &r->cancelled, &nb);
+                                rejoin_ms(), &r->cancelled, &nb);
     if (st == WSYNC_OK) {
         r->board = nb;
         st = post_on_board(r);

@@ -53,6 +53,9 @@ static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
     [WSYNC_FAULT_TDIG_DELAY_MS] = {"WSYNC_TEST_TDIG_DELAY_MS", 0, 0, 600000,
                                    "trainer's digest of a target's puts (or segments) for a pull takes N ms "
                                    "longer (its other pulls must not wait for it to start their puts)"},
+    [WSYNC_FAULT_REJOIN_MS] = {"WSYNC_TEST_REJOIN_MS", 0, 0, 600000,
+                               "engine local rank > 0 waits N ms, not 30 s, for local rank 0's board (at start "
+                               "and when rank 0 restarted): a test of the timeout need not wait it out"},
 };
 
 static long long values[WSYNC_FAULT_COUNT];
