@@ -39,7 +39,7 @@ static void usage(FILE *f)
             "                  [--mode staged|in-place] [--transport auto|tcp|nccl|verbs|local] [--chunk SIZE]\n"
             "                  [--layout even|fsdp] [--timeout-s S] [--device host|cuda] [--host-id PREFIX]\n"
             "                  [--tp T [--rules FILE]] [--plan auto|direct|relay:F] [--config FILE]\n"
-            "                  [--set SETTING=VALUE]...\n"
+            "                  [--max-failures K] [--set SETTING=VALUE]...\n"
             "Defaults: 2 trainers, 2 engine nodes x 2 local ranks, a 1 GiB synthetic LLM, 3 versions.\n"
             "  --device cuda      trainer rank i on GPU i %% G, engine local rank j on GPU j %% G (G GPUs here)\n"
             "  --host-id PREFIX   trainers claim host PREFIX-trainers and engine node k host PREFIX-e<k>,\n"
@@ -47,6 +47,8 @@ static void usage(FILE *f)
             "  --tp T             each node's L local ranks form L/T tensor-parallel groups of T (engine\n"
             "                     layouts, docs/ENGINE_LAYOUTS.md); L must be a multiple of T\n"
             "  --plan P           the engines' plan setting (relay:F: nodes relay to each other)\n"
+            "  --max-failures K   an engine rank gives up after K failed pulls in a row (default 5;\n"
+            "                     1 shows a failure at once)\n"
             "  --config FILE      read settings and these options from FILE's \"demo\" object (docs/CONFIG.md;\n"
             "                     flags given here override the file); its settings and --set's reach the\n"
             "                     trainers and engines too\n");
@@ -70,25 +72,12 @@ static int check_model(const char *synthetic, const char *files)
     return 0;
 }
 
-const struct option cli_demo_options[] = {{"trainers", 1, 0, 'W'},
-                                          {"engines", 1, 0, 'M'},
-                                          {"local-ranks", 1, 0, 'L'},
-                                          {"synthetic", 1, 0, 's'},
-                                          {"safetensors", 1, 0, 'f'},
-                                          {"versions", 1, 0, 'n'},
-                                          {"dump", 1, 0, 'D'},
-                                          {"mode", 1, 0, 'm'},
-                                          {"transport", 1, 0, 't'},
-                                          {"chunk", 1, 0, 'k'},
-                                          {"layout", 1, 0, 'y'},
-                                          {"timeout-s", 1, 0, 'T'},
-                                          {"device", 1, 0, 'd'},
-                                          {"host-id", 1, 0, 'H'},
-                                          {"tp", 1, 0, 'P'},
-                                          {"rules", 1, 0, 'R'},
-                                          {"plan", 1, 0, 'p'},
-                                          {"help", 0, 0, 'h'},
-                                          {0, 0, 0, 0}};
+const struct option cli_demo_options[] =
+    {{"trainers", 1, 0, 'W'},    {"engines", 1, 0, 'M'},      {"local-ranks", 1, 0, 'L'}, {"synthetic", 1, 0, 's'},
+     {"safetensors", 1, 0, 'f'}, {"versions", 1, 0, 'n'},     {"dump", 1, 0, 'D'},        {"mode", 1, 0, 'm'},
+     {"transport", 1, 0, 't'},   {"chunk", 1, 0, 'k'},        {"layout", 1, 0, 'y'},      {"timeout-s", 1, 0, 'T'},
+     {"device", 1, 0, 'd'},      {"host-id", 1, 0, 'H'},      {"tp", 1, 0, 'P'},          {"rules", 1, 0, 'R'},
+     {"plan", 1, 0, 'p'},        {"max-failures", 1, 0, 'x'}, {"help", 0, 0, 'h'},        {0, 0, 0, 0}};
 
 /* The trainers and engines are processes of their own: the settings a file
  * or --set gave this one reach them through their environment variables
@@ -107,6 +96,7 @@ static void export_settings(void)
  * text. */
 typedef struct demo_opts {
     const char *device, *host_id, *tp, *rules, *synthetic, *files, *dumpdir, *mode, *transport, *chunk, *layout;
+    const char *max_failures; /* passed to the engines as given (checked here) */
     long W, M, L, N, T, timeout_s;
     int ngpus;
 } demo_opts_t;
@@ -116,6 +106,7 @@ typedef struct demo_opts {
 static int parse_opts(int argc, char **argv, demo_opts_t *d)
 {
     uint64_t checked = 0;
+    long checked_long = 0;
     int o, bad = 0;
     optind = 1;
     while (bad == 0 && (o = getopt_long(argc, argv, "", cli_demo_options, NULL)) != -1) {
@@ -151,6 +142,10 @@ static int parse_opts(int argc, char **argv, demo_opts_t *d)
             break;
         case 'R': d->rules = optarg; break;
         case 'p': bad = cli_set_plan("demo", optarg); break;
+        case 'x':
+            d->max_failures = optarg;
+            bad = cli_parse_long("demo", "--max-failures", optarg, 1, INT_MAX, &checked_long);
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -252,6 +247,10 @@ static void spawn_engine(const demo_opts_t *d, const char *url, long i, proc_t *
     if (d->rules) {
         args[a++] = "--rules";
         args[a++] = (char *)d->rules;
+    }
+    if (d->max_failures) {
+        args[a++] = "--max-failures";
+        args[a++] = (char *)d->max_failures;
     }
     if (d->ngpus > 0) {
         snprintf(dbuf, sizeof(dbuf), "cuda:%ld", (i % d->L) % d->ngpus);

@@ -61,7 +61,7 @@ out=$("$WSYNC" demo --trainers 4 --engines 1 --local-ranks 2 --tp 2 --rules "$RU
 nan_case() { # NAME TENSOR ROW COL PATTERN
     $PY "$TOOL" nan "$TMP/ds.safetensors" "$TMP/nan.safetensors" "$2" "$3" "$4"
     out=$("$WSYNC" demo --trainers 2 --engines 1 --local-ranks 2 --tp 2 --rules "$RULES" --layout fsdp \
-        --safetensors "$TMP/nan.safetensors" --versions 1 --chunk 64K --timeout-s 20 2>&1); rc=$?
+        --safetensors "$TMP/nan.safetensors" --versions 1 --chunk 64K --timeout-s 20 --max-failures 1 2>&1); rc=$?
     if [ $rc != 0 ] && grep -q "$5" <<<"$out"; then pass $1; else fail $1 "rc=$rc: $(grep -i nan <<<"$out" | head -3)"; fi
 }
 nan_case fp8_wire_nan_in_trainer_band_named model.layers.0.mlp.down_proj.weight 200 5 \
@@ -72,19 +72,19 @@ nan_case fp8_wire_nan_in_boundary_band_named model.layers.1.mlp.experts.3.up_pro
 # --- 2b. A trainer rank that does not give its block maxima (a test hook
 # makes rank 1 refuse): the pull fails, rank 0 naming rank 1.
 out=$(WSYNC_TEST_AMAX_REFUSE=1 "$WSYNC" demo --trainers 2 --engines 1 --local-ranks 2 --tp 2 --rules "$RULES" \
-    --layout fsdp --safetensors "$TMP/ds.safetensors" --versions 1 --chunk 64K --timeout-s 20 2>&1); rc=$?
+    --layout fsdp --safetensors "$TMP/ds.safetensors" --versions 1 --chunk 64K --timeout-s 20 --max-failures 1 2>&1); rc=$?
 if [ $rc != 0 ] && grep -q "trainer rank 0: the FP8 block maxima of the bands it shares with trainer rank 1 (at .*version 1.*refused" <<<"$out"
 then pass fp8_wire_peer_maxima_refused_named; else fail fp8_wire_peer_maxima_refused_named "rc=$rc: $(tail -3 <<<"$out")"; fi
 
 # --- 3. TP 4 cuts q_b_proj's blocks (256 rows: 64 per rank): the pull is refused naming it.
 out=$("$WSYNC" demo --trainers 2 --engines 1 --local-ranks 4 --tp 4 --rules "$RULES" --layout fsdp \
-    --safetensors "$TMP/ds.safetensors" --versions 1 --chunk 64K --timeout-s 20 2>&1); rc=$?
+    --safetensors "$TMP/ds.safetensors" --versions 1 --chunk 64K --timeout-s 20 --max-failures 1 2>&1); rc=$?
 if [ $rc != 0 ] && grep -q "FP8 destination 'model.layers.0.self_attn.q_b_proj.weight' (dim 0, blocks of 128 rows) takes rows \[64, 128) of 'model.layers.0.self_attn.q_b_proj.weight' (dim 0) to \[0, 64), cutting a 128-row block" <<<"$out"; then
     pass fp8_wire_tp_that_cuts_a_block_refused; else fail fp8_wire_tp_that_cuts_a_block_refused "rc=$rc: $(tail -3 <<<"$out")"; fi
 
 # --- 4. A byte of a packed FP8 column slice (o_proj / down_proj codes)
 # flipped after the trainer took its digests: caught before ready, named.
-out=$(WSYNC_TEST_CORRUPT_PACKED=1 demo "$TMP/d_bad" "$RULES"); rc=$?
+out=$(WSYNC_TEST_CORRUPT_PACKED=1 demo "$TMP/d_bad" "$RULES" --max-failures 1); rc=$?
 if [ $rc != 0 ] && grep -qE 'tensor model\.layers\.[01]\.(self_attn\.o_proj|mlp\.down_proj)\.weight .*failed verification on engine e0 rank [01]' <<<"$out"; then
     pass fp8_wire_corrupted_fp8_byte_named; else fail fp8_wire_corrupted_fp8_byte_named "rc=$rc: $(grep -i verif <<<"$out" | head -3)"; fi
 
