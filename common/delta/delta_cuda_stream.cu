@@ -7,13 +7,13 @@
  *  1. count: each warp compares 2 KiB of each version (four 16-byte loads
  *     a lane, in flight together), places each lane's changed elements
  *     with two warp scans (two loads' counts packed in each), writes its
- *     chunk's count and the
- *     chunk's first CAP changed values (1/8 of its elements, 256 bytes at
- *     every width) and the first ICAP of their indices in the chunk (1/16:
- *     a form of pairs is not chosen above that density) into the chunk's
- *     own slot of `held`, gathered in shared memory and written in whole
- *     sectors; its bitmap words only when the chunk changed more than
- *     ICAP (below that its held indices are the bitmap);
+ *     chunk's count and the chunk's first CAP changed values (1/8 of its
+ *     elements, 256 bytes at every width) and the first ICAP of their
+ *     indices in the chunk (1/16: a form of pairs is not chosen above that
+ *     density) into the chunk's own slot of `held`, gathered in shared
+ *     memory and written in whole sectors; its bitmap words only when the
+ *     chunk changed more than ICAP (below that its held indices are the
+ *     bitmap);
  *  2. the segmented scan of the chunk counts in one launch (its last
  *     block scans the segments; delta_cuda_fast.cu);
  *  3. write: picks the form from the total on the device (delta_form.h's
@@ -26,9 +26,9 @@
  *
  * Nothing waits for the host between the kernels, and the host does not
  * wait for the stream: the write's last block posts the total to host
- * memory mapped for the device (delta_gpu.c). Extra traffic over the one pass: the held values
- * and indices, written and read once (a few percent of the piece where a
- * few percent changed). */
+ * memory mapped for the device (delta_gpu.c). Extra traffic over the one
+ * pass: the held values and indices, written and read once (a few percent
+ * of the piece where a few percent changed). */
 #include <cuda_runtime.h>
 #include <stdint.h>
 

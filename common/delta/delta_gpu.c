@@ -82,9 +82,9 @@ static stream_scratch_t stream_layout(void *base, uint64_t len, uint64_t n)
     l.seg = (unsigned long long *)(b + at);
     at += wsync_delta_cuda_segs(nch) * sizeof(unsigned long long);
     l.total = (unsigned long long *)(b + at);
-    at = (at + 2 * sizeof(unsigned long long) + 127) / 128 *
-         128; /* the total, the tickets of the write and the scan; then held's
-                                                                      chunks in whole sectors */
+    /* the total and the tickets of the write and the scan; then held's
+     * chunks in whole sectors */
+    at = (at + 2 * sizeof(unsigned long long) + 127) / 128 * 128;
     l.held = (unsigned char *)(b + at);
     l.bytes = (size_t)(at + wsync_delta_cuda_held_bytes(len));
     return l;
@@ -214,6 +214,11 @@ static int done_take(void)
     return -1;
 }
 
+static void done_give(int k)
+{
+    __atomic_fetch_and(&done_used, ~(1ull << k), __ATOMIC_RELEASE);
+}
+
 /* The total the write kernel posts in slot k: waits for the word (a
  * failed kernel never posts it: the stream's error or end ends the wait). */
 static wsync_status_t done_wait(int k, unsigned long long *c, cudaStream_t s)
@@ -230,7 +235,7 @@ static wsync_status_t done_wait(int k, unsigned long long *c, cudaStream_t s)
                                                                 "its total");
         break;
     }
-    __atomic_fetch_and(&done_used, ~(1ull << k), __ATOMIC_RELEASE);
+    done_give(k);
     *c = v - 1;
     return rc;
 }
@@ -256,7 +261,7 @@ static wsync_status_t stream_encode(const void *base, const void *next, uint64_t
         e = wsync_delta_cuda_stream_write(next, n, width, l.words, l.counts, l.seg, l.total, l.held, out, ticket,
                                           k >= 0 ? done_dev + k : NULL, s);
     if (e != 0 && k >= 0)
-        __atomic_fetch_and(&done_used, ~(1ull << k), __ATOMIC_RELEASE);
+        done_give(k);
     if (e != 0)
         return cuda_failed(e, "encode");
     if (k >= 0)

@@ -236,9 +236,8 @@ static wsync_status_t launch_check(const wsync_pack_plan_t *p, const void *dst_d
     if ((dm - p->dst_mod) % p->align != 0 || (sm - p->src_mod) % p->align != 0)
         return wsync_error(WSYNC_ERR_INVALID,
                            "pack plan (%zu runs) moves %u-byte vectors for a destination at 16k+%u and a source "
-                           "at "
-                           "16k+%u, but was launched with 16k+%u and 16k+%u: prepare it with the alignment of the "
-                           "bases it packs",
+                           "at 16k+%u, but was launched with 16k+%u and 16k+%u: prepare it with the alignment of "
+                           "the bases it packs",
                            p->nruns, p->align, p->dst_mod, p->src_mod, dm, sm);
     return WSYNC_OK;
 }

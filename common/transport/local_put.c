@@ -277,50 +277,6 @@ static void trace_queued(lo_conn_t *c, uint64_t tag)
                     (unsigned)(tag >> 32), (unsigned long long)c->nqueued);
 }
 
-/* A put's start: on the transport's device (see lo_put), its destination
- * resolved (*k, *dst); on failure the device is left again. */
-static wsync_status_t put_enter(lo_conn_t *c, const lo_transport_t *t, wsync_region_t *src, size_t src_off,
-                                const wsync_blob_t *dst_key, size_t dst_off, size_t len, lo_key_t *k, char **dst,
-                                int *prev)
-{
-    wsync_status_t st;
-    WSYNC_CHECK(enter_device(t->device, prev));
-    if ((st = put_dest(c, src, src_off, dst_key, dst_off, len, k, dst)) != WSYNC_OK)
-        leave_device(t->device, *prev);
-    return st;
-}
-
-wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_off, const wsync_blob_t *dst_key,
-                      size_t dst_off, size_t len, uint64_t tag)
-{
-    lo_conn_t *c = (lo_conn_t *)cn;
-    lo_transport_t *t = (lo_transport_t *)cn->transport;
-    lo_key_t k;
-    char *dst = NULL;
-    wsync_status_t st = WSYNC_OK;
-    int prev = 0;
-    /* The device first: the handle is opened in the current device's
-     * context and peer access is enabled for that device only; a request
-     * thread that had made no CUDA call would open it on device 0 even in a
-     * trainer on cuda:1. */
-    WSYNC_CHECK_GOTO(put_enter(c, t, src, src_off, dst_key, dst_off, len, &k, &dst, &prev), st, fail);
-    pthread_mutex_lock(&c->lock);
-    if (len > 0 && k.device == t->device &&
-        c->sums_taken - __atomic_load_n(&c->sums_done, __ATOMIC_ACQUIRE) < LO_SUMS)
-        st = put_fused(c, tag, dst, (char *)src->ptr + src_off, len, dst_off);
-    else
-        st = put_copy(c, tag, dst, (char *)src->ptr + src_off, len);
-    if (st == WSYNC_OK)
-        trace_queued(c, tag);
-    pthread_mutex_unlock(&c->lock);
-    leave_device(t->device, prev);
-    if (st == WSYNC_OK)
-        return WSYNC_OK;
-fail:
-    return wsync_error(st, "local put of %zu bytes (tag %llx) to '%s': %s", len, (unsigned long long)tag,
-                       c->peer_name, wsync_last_error());
-}
-
 /* A packed put gathered straight into the receiver's window by one pack
  * kernel that sums what it writes (pack.h, wsync_pack_cuda_launch_sum),
  * after the gathered fused puts (stream order is put order); its sum goes
@@ -357,34 +313,64 @@ static wsync_status_t put_gather_locked(lo_conn_t *c, uint64_t tag, char *dst, c
     return WSYNC_OK;
 }
 
-wsync_status_t lo_put_gather(wsync_conn_t *cn, wsync_region_t *src, size_t src_off,
-                             const struct wsync_pack_plan *plan, const wsync_blob_t *dst_key, size_t dst_off,
-                             size_t len, uint64_t tag)
+/* A put (plan NULL: a copy, fused with its sum when the receiver is on
+ * this GPU and a sum is free) or a packed put gathered by `plan` (only to
+ * a receiver on this GPU, else WSYNC_ERR_UNSUPPORTED, as from
+ * put_gather_locked, unwrapped: the caller then packs and puts it). The
+ * device first: the handle is opened in the current device's context and
+ * peer access is enabled for that device only; a request thread that had
+ * made no CUDA call would open it on device 0 even in a trainer on cuda:1. */
+static wsync_status_t put_any(wsync_conn_t *cn, wsync_region_t *src, size_t src_off,
+                              const struct wsync_pack_plan *plan, const wsync_blob_t *dst_key, size_t dst_off,
+                              size_t len, uint64_t tag)
 {
     lo_conn_t *c = (lo_conn_t *)cn;
     lo_transport_t *t = (lo_transport_t *)cn->transport;
     lo_key_t k;
-    char *dst = NULL;
+    char *dst = NULL, *from;
     wsync_status_t st = WSYNC_OK;
     int prev = 0;
-    /* src_off + len: the runs read inside the region (the plan's span of
-     * it is the caller's to keep inside); the check is the destination's. */
-    WSYNC_CHECK_GOTO(put_enter(c, t, src, src_off, dst_key, dst_off, len, &k, &dst, &prev), st, fail);
-    if (k.device != t->device || len == 0) {
-        leave_device(t->device, prev);
-        return wsync_error(WSYNC_ERR_UNSUPPORTED, "the receiver is on cuda:%d, not this GPU", k.device);
+    WSYNC_CHECK_GOTO(enter_device(t->device, &prev), st, fail);
+    /* With a plan, src_off + len: the runs read inside the region (the
+     * plan's span of it is the caller's to keep inside); the check is the
+     * destination's. */
+    WSYNC_CHECK_GOTO(put_dest(c, src, src_off, dst_key, dst_off, len, &k, &dst), st, fail_dev);
+    if (plan != NULL && (k.device != t->device || len == 0)) {
+        st = wsync_error(WSYNC_ERR_UNSUPPORTED, "the receiver is on cuda:%d, not this GPU", k.device);
+        goto fail_dev;
     }
+    from = (char *)src->ptr + src_off;
     pthread_mutex_lock(&c->lock);
-    st = put_gather_locked(c, tag, dst, (const char *)src->ptr + src_off, plan, len, dst_off);
+    if (plan != NULL)
+        st = put_gather_locked(c, tag, dst, from, plan, len, dst_off);
+    else if (len > 0 && k.device == t->device &&
+             c->sums_taken - __atomic_load_n(&c->sums_done, __ATOMIC_ACQUIRE) < LO_SUMS)
+        st = put_fused(c, tag, dst, from, len, dst_off);
+    else
+        st = put_copy(c, tag, dst, from, len);
     if (st == WSYNC_OK)
         trace_queued(c, tag);
     pthread_mutex_unlock(&c->lock);
+fail_dev:
     leave_device(t->device, prev);
-    if (st == WSYNC_OK || st == WSYNC_ERR_UNSUPPORTED)
-        return st; /* unsupported: the caller packs and puts it, not a failure */
+    if (st == WSYNC_OK || (plan != NULL && st == WSYNC_ERR_UNSUPPORTED))
+        return st;
 fail:
-    return wsync_error(st, "local packed put of %zu bytes (tag %llx) to '%s': %s", len, (unsigned long long)tag,
-                       c->peer_name, wsync_last_error());
+    return wsync_error(st, "local %sput of %zu bytes (tag %llx) to '%s': %s", plan ? "packed " : "", len,
+                       (unsigned long long)tag, c->peer_name, wsync_last_error());
+}
+
+wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_off, const wsync_blob_t *dst_key,
+                      size_t dst_off, size_t len, uint64_t tag)
+{
+    return put_any(cn, src, src_off, NULL, dst_key, dst_off, len, tag);
+}
+
+wsync_status_t lo_put_gather(wsync_conn_t *cn, wsync_region_t *src, size_t src_off,
+                             const struct wsync_pack_plan *plan, const wsync_blob_t *dst_key, size_t dst_off,
+                             size_t len, uint64_t tag)
+{
+    return put_any(cn, src, src_off, plan, dst_key, dst_off, len, tag);
 }
 
 /* The gathered fused puts go now (the caller's batch of puts ended). */
