@@ -6,10 +6,12 @@
 # named). The device tool sends the session's own checkout: build there, not in another worktree.
 # Then call the device with command `bash devbuild/NAME/run.sh` (after appending your commands to it:
 # they run from the repository root, the build at $B, e.g. `WSYNC_ONLY=gpu tests/run.sh $B`) and
-# carry ["devbuild/NAME"]; the GPU host's limit is 64 MiB for the tree and what is carried
-# (../shared/GPU.md).
+# carry ["devbuild/NAME"]; the GPU host's limit is 64 MiB for the tree and what is carried.
+# WSYNC_STAGE names the development machine's staging script (it copies the runtime libraries the
+# GPU host lacks, and an env.sh, into build/device-libs).
 set -euo pipefail
-name=$1
+name=${1:?usage: tests/gpu/devbuild.sh NAME}
+stage=${WSYNC_STAGE:?set WSYNC_STAGE to the staging script of the GPU host (it writes build/device-libs)}
 d=devbuild/$name/build
 rm -rf devbuild/$name && mkdir -p $d/bench $d/tests
 cp build/wsync build/libwsync.so $d/
@@ -19,7 +21,7 @@ for b in ${BENCHES:-gpu_delta_bench gpu_delta_phases_bench tp_e2e_bench}; do cp 
 find $d -type f -perm -u+x -exec strip --strip-debug {} + 2>/dev/null || true
 strip --strip-debug $d/libwsync.so
 mkdir -p $d/device-libs
-mkdir -p build/device-libs && bash "${WSYNC_STAGE:-../shared/device/stage.sh}" >/dev/null && cp -r build/device-libs/* $d/device-libs/ && test -f $d/device-libs/env.sh
+mkdir -p build/device-libs && bash "$stage" >/dev/null && cp -r build/device-libs/* $d/device-libs/ && test -f $d/device-libs/env.sh
 cat > devbuild/$name/run.sh <<'EOR'
 #!/bin/bash
 # sourced preamble: B = the build, then the caller's commands run from the repository root
