@@ -250,10 +250,11 @@ const wsync_setting_def_t wsync_settings_table[WSYNC_SET_COUNT] = {
                                         "(docs/DELTA.md)"},
     [WSYNC_SET_DIRECT_PACK] = {.name = "direct_pack",
                                .type = WSYNC_STYPE_BOOL,
-                               .dflt = "off",
+                               .dflt = "on",
                                .env = "WSYNC_DIRECT_PACK",
                                .doc = "a GPU trainer rank gathers each packed put of a node of targets (a column "
                                       "slice) straight into the receiver's window over the local transport, "
                                       "summing what it writes, instead of packing a stage and copying out of it "
-                                      "(off until measured on a GPU: bench/RESULTS.md 2026-12-04)"},
+                                      "(off: the stage, as a receiver on another GPU gets; bench/RESULTS.md "
+                                      "2026-12-04)"},
 };

@@ -9,7 +9,7 @@ source "$(dirname "$0")/../integration/lib.sh"
 PY=/usr/bin/python3
 TOOL="$WSYNC_ROOT/tests/integration/tp_tool.py"
 CASES="tp2_one_gpu_gpu_trainers_staged tp2_one_gpu_host_trainers_in_place tp2_one_gpu_corrupted_column_slice
-    tp2_one_gpu_direct_pack_in_place"
+    tp2_one_gpu_packed_stage_in_place"
 
 ngpu=$(cuda_devices)
 if [ "$ngpu" = 0 ]; then
@@ -52,9 +52,16 @@ dumps_ok() { # NAME
     [ $ok = 1 ]
 }
 
-run tp2_one_gpu_gpu_trainers_staged cuda:0 staged
-if [ $rc = 0 ] && dumps_ok tp2_one_gpu_gpu_trainers_staged; then pass tp2_one_gpu_gpu_trainers_staged
-else fail tp2_one_gpu_gpu_trainers_staged "rc=$rc: $(tail -n 3 "$TMP"/tp2_one_gpu_gpu_trainers_staged.engine*.log)"; fi
+# direct_pack (the default): the GPU trainers gather the column slices
+# straight into the engine ranks' windows (local transport, summing as they
+# write), no stage; the trace says how many puts went so.
+run tp2_one_gpu_gpu_trainers_staged cuda:0 staged WSYNC_TRACE=1
+if [ $rc = 0 ] && dumps_ok tp2_one_gpu_gpu_trainers_staged && grep -qE 'puts handed \([1-9][0-9]* of them gathered' \
+        "$TMP"/tp2_one_gpu_gpu_trainers_staged.trainer*.log; then
+    pass tp2_one_gpu_gpu_trainers_staged
+else
+    fail tp2_one_gpu_gpu_trainers_staged "rc=$rc: $(grep -h 'puts handed' "$TMP"/tp2_one_gpu_gpu_trainers_staged.trainer*.log | head -2) $(tail -n 3 "$TMP"/tp2_one_gpu_gpu_trainers_staged.engine*.log)"
+fi
 
 run tp2_one_gpu_host_trainers_in_place host in-place
 if [ $rc = 0 ] && dumps_ok tp2_one_gpu_host_trainers_in_place; then pass tp2_one_gpu_host_trainers_in_place
@@ -69,12 +76,13 @@ else
     fail tp2_one_gpu_corrupted_column_slice "rc=$rc: $(tail -n 3 "$TMP"/tp2_one_gpu_corrupted_column_slice.engine*.log)"
 fi
 
-# direct_pack: the GPU trainers gather the column slices straight into the
-# engine ranks' windows (local transport, summing as they write), no stage.
-run tp2_one_gpu_direct_pack_in_place cuda:0 in-place WSYNC_DIRECT_PACK=1 WSYNC_TRACE=1
-if [ $rc = 0 ] && dumps_ok tp2_one_gpu_direct_pack_in_place && grep -qE 'puts handed \([1-9][0-9]* of them gathered' \
-        "$TMP"/tp2_one_gpu_direct_pack_in_place.trainer*.log; then
-    pass tp2_one_gpu_direct_pack_in_place
+# direct_pack off: the column slices are packed into the trainer's stage on
+# the GPU and put from there (the path before direct_pack, and the one a
+# receiver on another GPU gets).
+run tp2_one_gpu_packed_stage_in_place cuda:0 in-place WSYNC_DIRECT_PACK=0 WSYNC_TRACE=1
+if [ $rc = 0 ] && dumps_ok tp2_one_gpu_packed_stage_in_place && grep -qE 'puts handed \(0 of them gathered' \
+        "$TMP"/tp2_one_gpu_packed_stage_in_place.trainer*.log; then
+    pass tp2_one_gpu_packed_stage_in_place
 else
-    fail tp2_one_gpu_direct_pack_in_place "rc=$rc: $(grep -h 'puts handed' "$TMP"/tp2_one_gpu_direct_pack_in_place.trainer*.log | head -2) $(tail -n 3 "$TMP"/tp2_one_gpu_direct_pack_in_place.engine*.log)"
+    fail tp2_one_gpu_packed_stage_in_place "rc=$rc: $(grep -h 'puts handed' "$TMP"/tp2_one_gpu_packed_stage_in_place.trainer*.log | head -2) $(tail -n 3 "$TMP"/tp2_one_gpu_packed_stage_in_place.engine*.log)"
 fi
