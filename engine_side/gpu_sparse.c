@@ -32,7 +32,9 @@
 #include "engine_side/receiver_internal.h"
 
 /* Every trainer rank's transport can redirect (names resolved as the
- * attempt will resolve them). */
+ * attempt will resolve them), and none is local: its key is a CUDA IPC
+ * handle of the image's allocation, which a sparse image has not (local
+ * redirects into a whole image instead). */
 static int transports_redirect(wsync_receiver_t *r, int world)
 {
     char(*addrs)[160] = calloc((size_t)world, sizeof(*addrs));
@@ -41,7 +43,8 @@ static int transports_redirect(wsync_receiver_t *r, int world)
     for (t = 0; ok && t < world; t++) {
         wsync_transport_config_t cfg = {.device = r->device, .timeout_ms = 1000};
         const wsync_transport_ops_t *ops = NULL;
-        ok = wsync_transport_get(names[t], &cfg, &ops) == WSYNC_OK && ops->redirect != NULL;
+        ok = wsync_transport_get(names[t], &cfg, &ops) == WSYNC_OK && ops->redirect != NULL &&
+             ops != &wsync_transport_local;
     }
     free(addrs);
     free(names);

@@ -86,13 +86,31 @@ int recv_transport_pins(const recv_transports_t *ts)
     return 0;
 }
 
+/* A transport refused the spans (WSYNC_ERR_UNSUPPORTED): every region of
+ * `slot` back to landing every byte, and none direct. */
+static wsync_status_t direct_refused(wsync_receiver_t *r, int slot, wsync_redirect_t **spans, size_t *nspans)
+{
+    int k;
+    if (!r->transports.direct_refused)
+        wsync_log(WSYNC_LOG_WARN, "engine %s rank %d: the caller's tensors cannot take the bytes straight, so they "
+                                  "land in the image and are copied on: %s",
+                  r->engine_id, r->cfg.local_rank, wsync_last_error());
+    r->transports.direct_refused = 1;
+    free(*spans);
+    *spans = NULL;
+    *nspans = 0;
+    for (k = 0; k < r->transports.ntr; k++)
+        if (r->transports.tr[k].ops->redirect)
+            WSYNC_CHECK(r->transports.tr[k].ops->redirect(r->transports.tr[k].region[slot], NULL, 0,
+                                                          &r->transports.tr[k].key[slot]));
+    return WSYNC_OK;
+}
+
 wsync_status_t recv_transport_direct(wsync_receiver_t *r, int slot, const char **names, int n, int allowed,
                                      const wsync_node_plan_t *np, wsync_redirect_t **spans, size_t *nspans)
 {
     recv_transport_t *rt;
-    int t, k,
-        all = allowed && (r->mem->kind == WSYNC_MEM_HOST || r->images.gpu_sparse) && r->run.dm &&
-              r->run.dm->in_place;
+    int t, k, all = allowed && r->run.dm && r->run.dm->in_place;
     *spans = NULL;
     *nspans = 0;
     for (t = 0; t < n; t++) {
@@ -113,8 +131,13 @@ wsync_status_t recv_transport_direct(wsync_receiver_t *r, int slot, const char *
     }
     if (r->images.gpu_sparse) /* the image has no memory under the bytes that must land straight */
         WSYNC_CHECK(recv_gpu_sparse_check(r, all, *spans, *nspans));
-    for (k = 0; k < r->transports.ntr; k++)
-        if (r->transports.tr[k].ops->redirect)
-            WSYNC_CHECK(r->transports.tr[k].ops->redirect(r->transports.tr[k].region[slot], *spans, *nspans));
+    for (k = 0; k < r->transports.ntr; k++) {
+        recv_transport_t *x = &r->transports.tr[k];
+        wsync_status_t st = x->ops->redirect ? x->ops->redirect(x->region[slot], *spans, *nspans, &x->key[slot])
+                                             : WSYNC_OK;
+        if (st == WSYNC_ERR_UNSUPPORTED && *nspans > 0 && !r->images.gpu_sparse)
+            return direct_refused(r, slot, spans, nspans);
+        WSYNC_CHECK(st);
+    }
     return WSYNC_OK;
 }

@@ -43,6 +43,7 @@ typedef struct recv_transports {
     recv_transport_t tr[RECV_MAX_TRANSPORTS];
     int ntr;
     recv_pull_conns_t pull_conns; /* to trainer ranks and relays, kept between versions */
+    int direct_refused;           /* a transport refused the caller's tensors (said once) */
 } recv_transports_t;
 
 /* transports.c: the transport asked for as `name`, opened, listening, with
@@ -56,13 +57,16 @@ const char *recv_transport_for(wsync_receiver_t *r, const char *host_id, const c
 /* 1 if an open transport pins the image's pages (verbs memory regions):
  * freeing them would leave the adapter writing pages the image no longer has. */
 int recv_transport_pins(const recv_transports_t *ts);
-/* In place into the caller's tensors in host memory or a sparse GPU image
- * (allowed: the fetch agrees), when every transport the trainer ranks (names[0..n)) put over
- * can redirect: the bytes no other rank reads (recv_dests_direct over node
- * plan np, NULL: the whole image, read by no other rank) land straight in
- * the caller's tensors, skipping the image and the write-through. Every
- * open transport's region of `slot` gets those spans (*spans, the
- * caller's to free), or none. */
+/* In place into the caller's tensors (allowed: the fetch agrees), when
+ * every transport the trainer ranks (names[0..n)) put over can redirect
+ * (tcp, host or GPU memory; local, GPU memory): the bytes no other rank
+ * reads (recv_dests_direct over node plan np, NULL: the whole image, read
+ * by no other rank) land straight in the caller's tensors, skipping the
+ * image and the write-through. Every open transport's region of `slot`
+ * gets those spans (*spans, the caller's to free), or none: where one
+ * refuses them (local: tensors in memory CUDA cannot export over IPC) the
+ * bytes land in the image and are copied on, as without redirect (a sparse
+ * GPU image, which has no memory under them, fails then). */
 wsync_status_t recv_transport_direct(wsync_receiver_t *r, int slot, const char **names, int n, int allowed,
                                      const wsync_node_plan_t *np, wsync_redirect_t **spans, size_t *nspans);
 void recv_transport_reset(wsync_receiver_t *r);

@@ -16,7 +16,9 @@
  * token, only a process of the receiver's uid or one that proves the token
  * gets in. Host memory is refused: tcp already moves it through shared
  * pages well enough. This file: the ops table, open, registration (the key)
- * and close; local_conn.c the connections, local_put.c the put path. */
+ * and close; local_conn.c the connections, local_put.c the put path,
+ * local_redirect.c the redirect (bytes of a region landing in other memory
+ * of the receiver's, the caller's tensors). */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -70,16 +72,31 @@ static wsync_status_t lo_open(const wsync_transport_config_t *cfg, wsync_transpo
     return WSYNC_OK;
 }
 
+wsync_status_t lo_alloc_of(const void *ptr, uint64_t *base, size_t *size)
+{
+    get_range_fn get_range = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    CUdeviceptr b = 0;
+    CUresult cr = CUDA_ERROR_NOT_FOUND;
+    /* The driver's address range gives the allocation's base; reached through
+     * the runtime so the static cudart build needs no -lcuda. */
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", (void **)&get_range, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess && (cr = get_range(&b, size, (CUdeviceptr)(uintptr_t)ptr)) == CUDA_SUCCESS) {
+        *base = (uint64_t)b;
+        return WSYNC_OK;
+    }
+    return wsync_error(WSYNC_ERR_CUDA, "cuMemGetAddressRange(%p): CUresult %d", ptr, (int)cr);
+}
+
 static wsync_status_t lo_reg(wsync_transport_t *tr, void *ptr, size_t len, wsync_mem_kind_t kind,
                              wsync_region_t **out, wsync_blob_t *key)
 {
+    static uint64_t next_region; /* process-wide: a sender tells regions apart by (pid, id) */
     lo_transport_t *t = (lo_transport_t *)tr;
     lo_region_t *r;
-    get_range_fn get_range = NULL;
-    enum cudaDriverEntryPointQueryResult q;
-    CUdeviceptr base = 0;
+    uint64_t base = 0;
     size_t size = 0;
-    CUresult cr = CUDA_ERROR_NOT_FOUND;
     wsync_status_t st = WSYNC_OK;
     int prev = 0;
     if (kind != WSYNC_MEM_CUDA)
@@ -91,16 +108,11 @@ static wsync_status_t lo_reg(wsync_transport_t *tr, void *ptr, size_t len, wsync
     WSYNC_CHECK_ALLOC(r);
     r->base = (wsync_region_t){.transport = tr, .ptr = ptr, .len = len, .kind = kind};
     WSYNC_CHECK_GOTO(enter_device(t->device, &prev), st, fail);
-    /* The driver's address range gives the allocation's base; reached through
-     * the runtime so the static cudart build needs no -lcuda. */
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", (void **)&get_range, 12000, cudaEnableDefault,
-                                         &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess ||
-        (cr = get_range(&base, &size, (CUdeviceptr)(uintptr_t)ptr)) != CUDA_SUCCESS) {
+    if (lo_alloc_of(ptr, &base, &size) != WSYNC_OK) {
         st = wsync_error(WSYNC_ERR_CUDA,
                          "transport local: cannot find the allocation under %p on cuda:%d "
-                         "(cuMemGetAddressRange: CUresult %d): is it device memory of this process?",
-                         ptr, t->device, (int)cr);
+                         "(%s): is it device memory of this process?",
+                         ptr, t->device, wsync_last_error());
         goto fail_dev;
     }
     if ((uintptr_t)ptr + len > (uintptr_t)base + size) {
@@ -110,17 +122,19 @@ static wsync_status_t lo_reg(wsync_transport_t *tr, void *ptr, size_t len, wsync
     }
     CUDA_CHECK_GOTO(cudaIpcGetMemHandle(&r->key.handle, (void *)(uintptr_t)base), st, fail_dev);
     leave_device(t->device, prev);
-    pthread_mutex_lock(&t->lock);
-    r->key.id = ++t->next_region;
-    pthread_mutex_unlock(&t->lock);
+    r->key.id = __atomic_add_fetch(&next_region, 1, __ATOMIC_RELAXED);
     r->key.magic = LO_MAGIC;
     r->key.pid = (uint64_t)getpid();
     r->key.len = len;
     r->key.alloc_off = (uint64_t)((uintptr_t)ptr - (uintptr_t)base);
-    r->key.base = (uint64_t)base;
+    r->key.base = base;
     r->key.device = t->device;
     memcpy(key->data, &r->key, sizeof(r->key));
     key->len = sizeof(r->key);
+    pthread_mutex_lock(&t->lock);
+    r->next = t->regions;
+    t->regions = r;
+    pthread_mutex_unlock(&t->lock);
     *out = &r->base;
     return WSYNC_OK;
 fail_dev:
@@ -130,9 +144,60 @@ fail:
     return st;
 }
 
-static void lo_dereg(wsync_region_t *r)
+static void lo_dereg(wsync_region_t *rr)
 {
+    lo_region_t *r = (lo_region_t *)rr, **at;
+    lo_transport_t *t;
+    if (r == NULL)
+        return;
+    t = (lo_transport_t *)rr->transport;
+    pthread_mutex_lock(&t->lock);
+    for (at = &t->regions; *at != NULL && *at != r; at = &(*at)->next)
+        ;
+    if (*at == r)
+        *at = r->next;
+    pthread_mutex_unlock(&t->lock);
+    lo_region_spans_free(r);
     free(r);
+}
+
+wsync_status_t lo_map(lo_transport_t *t, uint64_t pid, const cudaIpcMemHandle_t *handle, uint64_t base,
+                      char **out)
+{
+    wsync_status_t st = WSYNC_OK;
+    void *p = NULL;
+    int i;
+    if (pid == (uint64_t)getpid()) {
+        *out = (char *)(uintptr_t)base; /* CUDA will not open a handle in its own process */
+        return WSYNC_OK;
+    }
+    pthread_mutex_lock(&t->lock);
+    for (i = 0; i < t->nmaps; i++)
+        if (memcmp(&t->maps[i].handle, handle, sizeof(*handle)) == 0) {
+            *out = t->maps[i].ptr;
+            goto out;
+        }
+    if (t->nmaps == t->capmaps) {
+        const int ncap = t->capmaps ? 2 * t->capmaps : 16;
+        lo_map_t *m = realloc(t->maps, (size_t)ncap * sizeof(*m));
+        if (m == NULL) {
+            st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        t->maps = m;
+        t->capmaps = ncap;
+    }
+    CUDA_CHECK_GOTO(cudaIpcOpenMemHandle(&p, *handle, cudaIpcMemLazyEnablePeerAccess), st, out);
+    t->maps[t->nmaps].handle = *handle;
+    t->maps[t->nmaps].ptr = p;
+    t->nmaps++;
+    *out = p;
+out:
+    pthread_mutex_unlock(&t->lock);
+    if (st != WSYNC_OK)
+        wsync_error(st, "cannot map the GPU memory of receiver process %llu: %s", (unsigned long long)pid,
+                    wsync_last_error());
+    return st;
 }
 
 static wsync_status_t lo_expect(wsync_transport_t *t, int src_id, wsync_region_t *dst, size_t off, size_t len,
@@ -170,6 +235,7 @@ static void lo_close(wsync_transport_t *tr)
     }
     for (i = 0; i < t->nmaps; i++)
         cudaIpcCloseMemHandle(t->maps[i].ptr);
+    free(t->maps);
     wsync_cqueue_destroy(&t->cq);
     pthread_mutex_destroy(&t->lock);
     free(t);
@@ -187,6 +253,7 @@ const wsync_transport_ops_t wsync_transport_local = {
     .put = lo_put,
     .put_flush = lo_put_flush,
     .put_gather = lo_put_gather,
+    .redirect = lo_redirect,
     .poll = lo_poll,
     .disconnect = lo_disconnect,
     .close = lo_close,

@@ -1,6 +1,6 @@
 /* local_conn.c: the local transport's connections: the receiver's abstract
  * Unix socket, its accept thread and one reader per sender turning notices
- * into completions; the sender's connect (handshake, stream, sum ring,
+ * into completions (and answering its asks for a region's redirect); the sender's connect (handshake, stream, sum ring,
  * progress thread) and disconnect. */
 #include <poll.h>
 #include <pthread.h>
@@ -36,6 +36,11 @@ static void *reader_main(void *arg)
         }
         if (fd >= 0)
             close(fd);
+        if (n.status == LO_ASK_SPANS) { /* local_redirect.c */
+            if (lo_spans_answer(t, rd->fd, n.tag) != WSYNC_OK)
+                break;
+            continue;
+        }
         c.tag = n.tag;
         c.len = n.len;
         c.has_sum = n.has_sum != 0;
@@ -186,6 +191,8 @@ wsync_status_t lo_connect(wsync_transport_t *tr, const wsync_blob_t *addr, int s
     c->fd = -1;
     snprintf(c->peer_name, sizeof(c->peer_name), "%s", a.name);
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->send_lock, NULL);
+    pthread_mutex_init(&c->span_lock, NULL);
     pthread_cond_init(&c->cond, NULL);
     WSYNC_CHECK_GOTO(wsync_unix_connect(a.name, t->timeout_ms, &c->fd), st, fail);
     h.nonce = a.nonce;
@@ -217,6 +224,8 @@ fail:
     if (c->fd >= 0)
         close(c->fd);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->send_lock);
+    pthread_mutex_destroy(&c->span_lock);
     pthread_cond_destroy(&c->cond);
     free(c);
     return wsync_error(st, "cannot connect to local receiver '%s' (pid %llu) as sender %d: %s", a.name,
@@ -237,8 +246,11 @@ void lo_disconnect(wsync_conn_t *cn)
     pthread_join(c->progress, NULL);
     cudaStreamDestroy(c->stream);
     lo_conn_sums_free(c);
+    lo_conn_tables_free(c);
     close(c->fd);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->send_lock);
+    pthread_mutex_destroy(&c->span_lock);
     pthread_cond_destroy(&c->cond);
     free(c);
 }

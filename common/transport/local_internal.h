@@ -18,7 +18,6 @@
 #include "common/transport/transport.h"
 
 #define LO_MAGIC 0x6c61636f6c5f7973ULL /* "sy_local" */
-#define LO_MAPS 256                    /* peer allocations mapped per transport */
 #define LO_NAME 96
 #define LO_SUMS 1024 /* puts with a fused digest in flight per connection; more go without */
 
@@ -29,10 +28,12 @@ typedef struct lo_addr {
 
 /* The key: the receiver's allocation and where the region sits in it. The
  * handle names the whole allocation (CUDA maps allocations, not ranges), so
- * the region's offset inside it travels along. */
+ * the region's offset inside it travels along. `gen`: the region's redirect
+ * (local_redirect.c), 0 none; a sender fetches its spans once per gen. */
 typedef struct lo_key {
     uint64_t magic, pid, id, len, alloc_off;
     uint64_t base; /* the allocation's address in the receiver (used when that is this process) */
+    uint64_t gen;
     int32_t device, pad;
     cudaIpcMemHandle_t handle;
 } lo_key_t;
@@ -49,10 +50,50 @@ typedef struct lo_notice {
     char message[128];
 } lo_notice_t;
 
+/* A sender's notice.status asking the receiver for a region's redirect
+ * (tag: the region's id): not a status (those are <= 0). */
+#define LO_ASK_SPANS 0x5350414e
+
 typedef struct lo_map {
     cudaIpcMemHandle_t handle;
     char *ptr;
 } lo_map_t;
+
+/* A redirect as it travels (local_redirect.c): an allocation of the
+ * receiver's, and a span of the region landing inside one of them. */
+typedef struct lo_wire_alloc {
+    cudaIpcMemHandle_t handle;
+    uint64_t base; /* its address in the receiver (used when that is this process) */
+} lo_wire_alloc_t;
+
+typedef struct lo_wire_span {
+    uint64_t off, len, alloc_off; /* [off, off+len) of the region lands at alloc_off of allocs[alloc] */
+    uint32_t alloc, pad;
+} lo_wire_span_t;
+
+typedef struct lo_wire_table {
+    uint64_t magic, id, gen, nallocs, nspans;
+    int32_t status, pad; /* WSYNC_OK, or why there is none (the region is gone) */
+} lo_wire_table_t;
+
+/* A sender's copy of one region's redirect, each span at its address here. */
+typedef struct lo_span {
+    uint64_t off, len;
+    char *ptr;
+} lo_span_t;
+
+typedef struct lo_table {
+    struct lo_table *next;
+    uint64_t pid, id, gen;
+    size_t n;
+    lo_span_t *s;
+} lo_table_t;
+
+/* One part of a put: `len` bytes at region offset `off`, written to `dst`. */
+typedef struct lo_part {
+    char *dst;
+    uint64_t off, len;
+} lo_part_t;
 
 /* Receiver: one accepted sender. */
 typedef struct lo_reader {
@@ -76,14 +117,20 @@ typedef struct lo_transport {
     pthread_t acceptor;
     int accepting, stopping;
     lo_reader_t *readers;
-    /* sender */
-    lo_map_t maps[LO_MAPS];
-    int nmaps;
+    struct lo_region *regions; /* receiver: registered, for the senders' asks (under lock) */
+    /* sender: the receivers' allocations mapped here (under lock) */
+    lo_map_t *maps;
+    int nmaps, capmaps;
 } lo_transport_t;
 
 typedef struct lo_region {
     wsync_region_t base;
+    struct lo_region *next;
     lo_key_t key;
+    /* its redirect as senders fetch it (under the transport's lock) */
+    lo_wire_alloc_t *allocs;
+    lo_wire_span_t *spans;
+    size_t nallocs, nspans;
 } lo_region_t;
 
 #define LO_BATCH WSYNC_CD_BATCH_MAX /* fused puts per kernel launch, at most */
@@ -91,15 +138,17 @@ typedef struct lo_region {
 
 typedef struct lo_item {
     uint64_t tag, len;
-    int sum; /* its slot in the connection's sums, -1: copied without */
+    int sum;  /* its first slot in the connection's sums, -1: copied without */
+    int nsum; /* slots from sum on (mod LO_SUMS): a part each, their sums add up to the put's */
 } lo_item_t;
 
 /* One launch on the stream and its event: a device copy of one put, or a
- * batch of fused puts (one kernel, a sum each). */
+ * batch of fused puts (one kernel, a sum for each part). */
 typedef struct lo_op {
     struct lo_op *next;
     cudaEvent_t ev;
-    int n; /* puts it completes */
+    int n;  /* puts it completes */
+    int np; /* pieces of its kernel */
     lo_item_t it[LO_BATCH];
     wsync_cd_piece_t pc[LO_BATCH]; /* the fused puts' copies */
 } lo_op_t;
@@ -109,7 +158,10 @@ typedef struct lo_conn {
     int fd, id;
     char peer_name[LO_NAME];
     cudaStream_t stream;
-    pthread_mutex_t lock; /* orders puts and the op queue */
+    pthread_mutex_t lock;      /* orders puts and the op queue */
+    pthread_mutex_t send_lock; /* one writer at a time on fd (notices, asks) */
+    pthread_mutex_t span_lock; /* the receiver's redirects known here, and reading fd */
+    lo_table_t *tables;
     pthread_cond_t cond;
     lo_op_t *head, *tail;
     int stopping, broken;
@@ -155,6 +207,28 @@ wsync_status_t lo_listen(wsync_transport_t *tr, wsync_blob_t *addr);
 wsync_status_t lo_connect(wsync_transport_t *tr, const wsync_blob_t *addr, int self_id, wsync_conn_t **out);
 void lo_disconnect(wsync_conn_t *cn);
 void lo_conn_sums_free(lo_conn_t *c);
+
+/* local.c: the allocation under ptr (its base and size), on the current
+ * device; WSYNC_ERR_CUDA when there is none. */
+wsync_status_t lo_alloc_of(const void *ptr, uint64_t *base, size_t *size);
+/* The receiver's allocation `handle` (at `base` in process `pid`) mapped
+ * here, once per handle. */
+wsync_status_t lo_map(lo_transport_t *t, uint64_t pid, const cudaIpcMemHandle_t *handle, uint64_t base,
+                      char **out);
+
+/* local_redirect.c: the receiver's redirect (the op), its answer to a
+ * sender's ask, and the sender's split of a put by the spans it fetched. */
+wsync_status_t lo_redirect(wsync_region_t *r, const wsync_redirect_t *spans, size_t n, wsync_blob_t *key);
+void lo_region_spans_free(lo_region_t *r);
+wsync_status_t lo_spans_answer(lo_transport_t *t, int fd, uint64_t id);
+/* The put [dst_off, dst_off+len) of the region under key k (its bytes at
+ * `image` here) cut where the redirect lands bytes elsewhere: *parts (the
+ * caller frees), in region order. */
+wsync_status_t lo_put_parts(lo_conn_t *c, const lo_key_t *k, char *image, uint64_t dst_off, uint64_t len,
+                            lo_part_t **parts, size_t *nparts);
+void lo_conn_tables_free(lo_conn_t *c);
+/* Send a notice-sized message on the connection (under send_lock). */
+wsync_status_t lo_conn_send(lo_conn_t *c, const void *msg, size_t len);
 
 /* local_put.c: the put path and the sender's progress thread. */
 wsync_status_t lo_put(wsync_conn_t *cn, wsync_region_t *src, size_t src_off, const wsync_blob_t *dst_key,

@@ -27,7 +27,7 @@ static void send_notice(lo_conn_t *c, uint64_t tag, uint64_t len, wsync_status_t
     n.sum = sum;
     if (msg)
         snprintf(n.message, sizeof(n.message), "%s", msg);
-    if (!c->broken && wsync_fd_send(c->fd, &n, sizeof(n), -1) != WSYNC_OK) {
+    if (!c->broken && lo_conn_send(c, &n, sizeof(n)) != WSYNC_OK) {
         __atomic_store_n(&c->broken, 1, __ATOMIC_RELEASE);
         wsync_cqueue_push_error(&((lo_transport_t *)c->base.transport)->cq, tag, -1, WSYNC_ERR_PEER,
                                 "local: receiver at '%s' went away: %s", c->peer_name, wsync_last_error());
@@ -46,7 +46,7 @@ static void op_fail(lo_conn_t *c, lo_op_t *op, int n, wsync_status_t st, const c
     }
     for (i = 0; i < op->n; i++)
         if (op->it[i].sum >= 0)
-            __atomic_add_fetch(&c->sums_done, 1, __ATOMIC_RELEASE);
+            __atomic_add_fetch(&c->sums_done, (uint64_t)op->it[i].nsum, __ATOMIC_RELEASE);
     op->next = c->free_ops;
     c->free_ops = op;
 }
@@ -70,6 +70,7 @@ static lo_op_t *op_get(lo_conn_t *c)
     }
     op->next = NULL;
     op->n = 0;
+    op->np = 0;
     return op;
 }
 
@@ -99,7 +100,7 @@ static wsync_status_t launch_pending(lo_conn_t *c, int own_last)
     if (op == NULL)
         return WSYNC_OK;
     c->pend = NULL;
-    e = wsync_cuda_copy_digest_batch_async(op->pc, op->n, c->dacc, c->dcount, c->stream);
+    e = wsync_cuda_copy_digest_batch_async(op->pc, op->np, c->dacc, c->dcount, c->stream);
     if (e == 0)
         e = (int)cudaEventRecord(op->ev, c->stream);
     if (e == 0) {
@@ -139,8 +140,10 @@ void *lo_progress_main(void *arg)
             for (i = 0; i < op->n; i++) {
                 const lo_item_t *it = &op->it[i];
                 wsync_completion_t done = {.kind = WSYNC_COMPLETION_SENT, .tag = it->tag, .len = it->len, .peer = -1};
-                /* the kernel wrote the word before the event fired */
-                const uint64_t sum = it->sum >= 0 ? ((volatile uint64_t *)c->hsums)[it->sum] : 0;
+                uint64_t sum = 0;
+                int j;
+                for (j = 0; it->sum >= 0 && j < it->nsum; j++) /* the kernel wrote them before the event fired */
+                    sum += ((volatile uint64_t *)c->hsums)[(it->sum + j) % LO_SUMS];
                 if (++c->ncopied % 32 == 0 || (uint32_t)it->tag == 0)
                     wsync_trace("local: put of piece %u (req %08x) copied, %llu on this connection",
                                 (unsigned)it->tag, (unsigned)(it->tag >> 32), (unsigned long long)c->ncopied);
@@ -149,7 +152,7 @@ void *lo_progress_main(void *arg)
             }
             for (i = 0; i < op->n; i++)
                 if (op->it[i].sum >= 0)
-                    __atomic_add_fetch(&c->sums_done, 1, __ATOMIC_RELEASE);
+                    __atomic_add_fetch(&c->sums_done, (uint64_t)op->it[i].nsum, __ATOMIC_RELEASE);
             pthread_mutex_lock(&c->lock); /* the op and its event serve later puts */
             op->next = c->free_ops;
             c->free_ops = op;
@@ -167,74 +170,62 @@ void *lo_progress_main(void *arg)
     return NULL;
 }
 
-/* The receiver's allocation mapped here, once per handle. */
-static wsync_status_t map_key(lo_transport_t *t, const lo_key_t *k, char **out)
+/* Sums of the connection's ring free for `n` more parts. */
+static int sums_free(lo_conn_t *c, size_t n)
 {
-    wsync_status_t st = WSYNC_OK;
-    void *p = NULL;
-    int i;
-    if (k->pid == (uint64_t)getpid()) {
-        *out = (char *)(uintptr_t)k->base; /* CUDA will not open a handle in its own process */
-        return WSYNC_OK;
-    }
-    pthread_mutex_lock(&t->lock);
-    for (i = 0; i < t->nmaps; i++)
-        if (memcmp(&t->maps[i].handle, &k->handle, sizeof(k->handle)) == 0) {
-            *out = t->maps[i].ptr;
-            goto out;
-        }
-    if (t->nmaps == LO_MAPS) {
-        st = wsync_error(WSYNC_ERR_NOMEM, "transport local: more than %d receiver allocations mapped", LO_MAPS);
-        goto out;
-    }
-    CUDA_CHECK_GOTO(cudaIpcOpenMemHandle(&p, k->handle, cudaIpcMemLazyEnablePeerAccess), st, out);
-    t->maps[t->nmaps].handle = k->handle;
-    t->maps[t->nmaps].ptr = p;
-    t->nmaps++;
-    *out = p;
-out:
-    pthread_mutex_unlock(&t->lock);
-    if (st != WSYNC_OK)
-        wsync_error(st, "cannot map the GPU memory of receiver process %llu (cuda:%d): %s",
-                    (unsigned long long)k->pid, k->device, wsync_last_error());
-    return st;
+    return c->sums_taken + n - __atomic_load_n(&c->sums_done, __ATOMIC_ACQUIRE) <= LO_SUMS;
 }
 
-/* One GPU: the put joins the gathered fused puts (the copy computing its
- * digest, keyed at its region offset, into the next word of the mapped
- * ring, which the progress thread reads once the launch's event fired);
- * they go as one kernel now if the stream has less than LO_FLIGHT launches
- * or the batch is full, else when a launch completes. Called with c->lock
- * on the transport's device. */
-static wsync_status_t put_fused(lo_conn_t *c, uint64_t tag, char *dst, const char *src, size_t len, uint64_t key_off)
+/* One GPU: the put's parts join the gathered fused puts (each part's copy
+ * computing its digest, keyed at its region offset, into the next word of
+ * the mapped ring, which the progress thread adds up once the launch's
+ * event fired); they go as one kernel now if the stream has less than
+ * LO_FLIGHT launches or the batch is full, else when a launch completes.
+ * The parts of a put stay in one launch (at most LO_BATCH). Called with
+ * c->lock on the transport's device. */
+static wsync_status_t put_fused(lo_conn_t *c, uint64_t tag, const lo_part_t *ps, size_t n, const char *src,
+                                uint64_t len)
 {
     const int slot = (int)(c->sums_taken % LO_SUMS);
     lo_op_t *op = c->pend;
+    size_t i;
+    if (op != NULL && op->np + (int)n > LO_BATCH) {
+        WSYNC_CHECK(launch_pending(c, 0));
+        op = NULL;
+    }
     if (op == NULL && (op = c->pend = op_get(c)) == NULL)
         return WSYNC_ERR_NOMEM;
-    c->sums_taken++;
-    op->it[op->n] = (lo_item_t){.tag = tag, .len = len, .sum = slot};
-    op->pc[op->n] = (wsync_cd_piece_t){.dst = dst, .src = src, .len = len, .off = key_off, .hout = c->hsums_dev + slot};
-    op->n++;
-    if (op->n == LO_BATCH || c->nflight < LO_FLIGHT)
+    c->sums_taken += n;
+    op->it[op->n++] = (lo_item_t){.tag = tag, .len = len, .sum = slot, .nsum = (int)n};
+    for (i = 0; i < n; i++)
+        op->pc[op->np++] = (wsync_cd_piece_t){.dst = ps[i].dst,
+                                              .src = src + (ps[i].off - ps[0].off),
+                                              .len = ps[i].len,
+                                              .off = ps[i].off,
+                                              .hout = c->hsums_dev + (slot + (int)i) % LO_SUMS};
+    if (op->np == LO_BATCH || c->nflight < LO_FLIGHT)
         return launch_pending(c, 1);
     return WSYNC_OK;
 }
 
-/* Any other put: one device copy and its event, after the gathered fused
- * puts (stream order is put order). Called with c->lock on the device. */
-static wsync_status_t put_copy(lo_conn_t *c, uint64_t tag, char *dst, const char *src, size_t len)
+/* Any other put: a device copy of each part and one event, after the
+ * gathered fused puts (stream order is put order). Called with c->lock on
+ * the device. */
+static wsync_status_t put_copy(lo_conn_t *c, uint64_t tag, const lo_part_t *ps, size_t n, const char *src,
+                               uint64_t len)
 {
     lo_transport_t *t = (lo_transport_t *)c->base.transport;
     lo_op_t *op;
     cudaError_t e = cudaSuccess;
+    size_t i;
     WSYNC_CHECK(launch_pending(c, 0));
     if ((op = op_get(c)) == NULL)
         return WSYNC_ERR_NOMEM;
     op->it[0] = (lo_item_t){.tag = tag, .len = len, .sum = -1};
     op->n = 1;
-    if (len > 0)
-        e = cudaMemcpyAsync(dst, src, len, cudaMemcpyDeviceToDevice, c->stream);
+    for (i = 0; i < n && e == cudaSuccess; i++)
+        e = cudaMemcpyAsync(ps[i].dst, src + (ps[i].off - ps[0].off), ps[i].len, cudaMemcpyDeviceToDevice,
+                            c->stream);
     if (e == cudaSuccess)
         e = cudaEventRecord(op->ev, c->stream);
     if (e != cudaSuccess) {
@@ -265,7 +256,7 @@ static wsync_status_t put_dest(lo_conn_t *c, wsync_region_t *src, size_t src_off
                            len, src->len, dst_off, (unsigned long long)k->len);
     if (__atomic_load_n(&c->broken, __ATOMIC_ACQUIRE))
         return wsync_error(WSYNC_ERR_PEER, "local put to '%s': the receiver went away", c->peer_name);
-    WSYNC_CHECK(map_key(t, k, &base));
+    WSYNC_CHECK(lo_map(t, k->pid, &k->handle, k->base, &base));
     *dst = base + k->alloc_off + dst_off;
     return WSYNC_OK;
 }
@@ -290,7 +281,7 @@ static wsync_status_t put_gather_locked(lo_conn_t *c, uint64_t tag, char *dst, c
     wsync_status_t st;
     cudaError_t e;
     lo_op_t *op;
-    if (c->sums_taken - __atomic_load_n(&c->sums_done, __ATOMIC_ACQUIRE) >= LO_SUMS)
+    if (!sums_free(c, 1))
         return wsync_error(WSYNC_ERR_UNSUPPORTED, "every sum of the connection is in use");
     WSYNC_CHECK(launch_pending(c, 0));
     if ((op = op_get(c)) == NULL)
@@ -302,7 +293,7 @@ static wsync_status_t put_gather_locked(lo_conn_t *c, uint64_t tag, char *dst, c
         return st == WSYNC_ERR_INVALID ? WSYNC_ERR_UNSUPPORTED : st;
     }
     c->sums_taken++;
-    op->it[0] = (lo_item_t){.tag = tag, .len = len, .sum = slot};
+    op->it[0] = (lo_item_t){.tag = tag, .len = len, .sum = slot, .nsum = 1};
     op->n = 1;
     if ((e = cudaEventRecord(op->ev, c->stream)) != cudaSuccess) {
         op_fail(c, op, 0, WSYNC_ERR_CUDA, NULL);
@@ -315,8 +306,10 @@ static wsync_status_t put_gather_locked(lo_conn_t *c, uint64_t tag, char *dst, c
 
 /* A put (plan NULL: a copy, fused with its sum when the receiver is on
  * this GPU and a sum is free) or a packed put gathered by `plan` (only to
- * a receiver on this GPU, else WSYNC_ERR_UNSUPPORTED, as from
- * put_gather_locked, unwrapped: the caller then packs and puts it). The
+ * a receiver on this GPU and inside one span of its redirect or none, else
+ * WSYNC_ERR_UNSUPPORTED, as from put_gather_locked, unwrapped: the caller
+ * then packs and puts it). A put the receiver's redirect cuts goes in
+ * parts (local_redirect.c), a sum each. The
  * device first: the handle is opened in the current device's context and
  * peer access is enabled for that device only; a request thread that had
  * made no CUDA call would open it on device 0 even in a trainer on cuda:1. */
@@ -328,6 +321,8 @@ static wsync_status_t put_any(wsync_conn_t *cn, wsync_region_t *src, size_t src_
     lo_transport_t *t = (lo_transport_t *)cn->transport;
     lo_key_t k;
     char *dst = NULL, *from;
+    lo_part_t one, *ps = &one, *cut = NULL;
+    size_t np = 1;
     wsync_status_t st = WSYNC_OK;
     int prev = 0;
     WSYNC_CHECK_GOTO(enter_device(t->device, &prev), st, fail);
@@ -339,19 +334,28 @@ static wsync_status_t put_any(wsync_conn_t *cn, wsync_region_t *src, size_t src_
         st = wsync_error(WSYNC_ERR_UNSUPPORTED, "the receiver is on cuda:%d, not this GPU", k.device);
         goto fail_dev;
     }
+    one = (lo_part_t){.dst = dst, .off = dst_off, .len = len};
+    if (k.gen != 0 && len > 0) {
+        WSYNC_CHECK_GOTO(lo_put_parts(c, &k, dst - dst_off, dst_off, len, &cut, &np), st, fail_dev);
+        ps = cut;
+    }
+    if (plan != NULL && np != 1) {
+        st = wsync_error(WSYNC_ERR_UNSUPPORTED, "the put crosses %zu parts of the receiver's redirect", np);
+        goto fail_dev;
+    }
     from = (char *)src->ptr + src_off;
     pthread_mutex_lock(&c->lock);
     if (plan != NULL)
-        st = put_gather_locked(c, tag, dst, from, plan, len, dst_off);
-    else if (len > 0 && k.device == t->device &&
-             c->sums_taken - __atomic_load_n(&c->sums_done, __ATOMIC_ACQUIRE) < LO_SUMS)
-        st = put_fused(c, tag, dst, from, len, dst_off);
+        st = put_gather_locked(c, tag, ps[0].dst, from, plan, len, dst_off);
+    else if (len > 0 && k.device == t->device && np <= LO_BATCH && sums_free(c, np))
+        st = put_fused(c, tag, ps, np, from, len);
     else
-        st = put_copy(c, tag, dst, from, len);
+        st = put_copy(c, tag, ps, np, from, len);
     if (st == WSYNC_OK)
         trace_queued(c, tag);
     pthread_mutex_unlock(&c->lock);
 fail_dev:
+    free(cut);
     leave_device(t->device, prev);
     if (st == WSYNC_OK || (plan != NULL && st == WSYNC_ERR_UNSUPPORTED))
         return st;

@@ -142,12 +142,13 @@ static void tcp_close(wsync_transport_t *tt)
     free(t);
 }
 
-wsync_status_t tcp_redirect(wsync_region_t *rr, const wsync_redirect_t *spans, size_t n)
+wsync_status_t tcp_redirect(wsync_region_t *rr, const wsync_redirect_t *spans, size_t n, wsync_blob_t *key)
 {
     tcp_transport_t *t = container_of(rr->transport, tcp_transport_t, super);
     tcp_region_t *r = container_of(rr, tcp_region_t, super);
     wsync_redirect_t *copy = NULL;
     size_t i;
+    (void)key; /* the receiver lands the bytes: its key stays */
     for (i = 0; i < n; i++)
         if (spans[i].len > rr->len || spans[i].off > rr->len - spans[i].len ||
             (i > 0 && spans[i].off < spans[i - 1].off + spans[i - 1].len))

@@ -110,9 +110,19 @@ typedef struct wsync_transport_ops {
     /* Optional (NULL: not offered). Receiver: from now on the bytes of
      * region r in each span [off, off+len) land at the span's ptr instead of
      * the region's memory (spans sorted by off, disjoint, inside the region;
-     * copied); n 0: every byte in the region again. Waits until no put is
-     * being read into the region. A put crossing span edges is split. */
-    wsync_status_t (*redirect)(wsync_region_t *r, const wsync_redirect_t *spans, size_t n);
+     * copied); n 0: every byte in the region again. A put crossing span
+     * edges is split; a LANDED sum (has_sum) is still the sum of the put's
+     * bytes keyed at their region offsets, wherever each part landed.
+     * `key` is the region's key as reg gave it: a backend whose senders
+     * write the receiver's memory themselves (local) rewrites it, and puts
+     * made with the rewritten key land by these spans (the receiver sends
+     * that key from now on; puts under an older one land as that one said).
+     * tcp waits until no put is being read into the region. local: the
+     * span's memory must be CUDA memory it can export over CUDA IPC (not
+     * memory of virtual memory management: expandable segments,
+     * cudaMallocAsync pools), else WSYNC_ERR_UNSUPPORTED, nothing changed:
+     * the caller keeps landing in the region. */
+    wsync_status_t (*redirect)(wsync_region_t *r, const wsync_redirect_t *spans, size_t n, wsync_blob_t *key);
     /* Up to `max` completions into `out`, waiting up to timeout_ms for the first. */
     wsync_status_t (*poll)(wsync_transport_t *t, wsync_completion_t *out, int max, int *n, int timeout_ms);
     void (*disconnect)(wsync_conn_t *c);
@@ -142,7 +152,7 @@ extern const wsync_transport_ops_t wsync_transport_tcp;
 extern const wsync_transport_ops_t wsync_transport_nccl;
 extern const wsync_transport_ops_t wsync_transport_verbs;
 /* Same host, GPU memory only: CUDA IPC device-to-device copies; chosen by
- * name only (never by "auto"). */
+ * name only (never by "auto"). Offers put_gather and redirect. */
 extern const wsync_transport_ops_t wsync_transport_local;
 
 /* By name ("tcp", "nccl", "verbs"), or "auto": the first of verbs, nccl, tcp

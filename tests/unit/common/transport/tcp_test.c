@@ -130,9 +130,9 @@ static void redirected_bytes_land_in_their_spans(void)
     }
     memset(x, 0x11, sizeof(x));
     memset(y, 0x22, sizeof(y));
-    CHECK_FAILS(T->redirect(r.rb, bad, 2), WSYNC_ERR_INVALID, "out of order");
-    CHECK_FAILS(T->redirect(r.rb, &outside, 1), WSYNC_ERR_INVALID, "outside the region");
-    CHECK_OK(T->redirect(r.rb, spans, 2));
+    CHECK_FAILS(T->redirect(r.rb, bad, 2, &r.key_b), WSYNC_ERR_INVALID, "out of order");
+    CHECK_FAILS(T->redirect(r.rb, &outside, 1, &r.key_b), WSYNC_ERR_INVALID, "outside the region");
+    CHECK_OK(T->redirect(r.rb, spans, 2, &r.key_b));
     /* region bytes [10000, 30000) from source offset 500 */
     CHECK_OK(T->put(r.conn, r.src, 500, &r.key_b, 10000, 20000, 41));
     CHECK_EQ(wait_for(r.rx, WSYNC_COMPLETION_LANDED, &c), 0);
@@ -143,7 +143,7 @@ static void redirected_bytes_land_in_their_spans(void)
     CHECK(memcmp(y, r.s + 500 + 10000, sizeof(y)) == 0);      /* the second */
     CHECK(memcmp(r.b + 25000, r.s + 500 + 15000, 5000) == 0); /* after */
     CHECK(r.b[11000] == 0xBB && r.b[11000 + sizeof(x) - 1] == 0xBB && r.b[20000] == 0xBB); /* untouched */
-    CHECK_OK(T->redirect(r.rb, NULL, 0));
+    CHECK_OK(T->redirect(r.rb, NULL, 0, &r.key_b));
     CHECK_OK(T->put(r.conn, r.src, 0, &r.key_b, 11000, 100, 42));
     CHECK_EQ(wait_for(r.rx, WSYNC_COMPLETION_LANDED, &c), 0);
     CHECK(memcmp(r.b + 11000, r.s, 100) == 0 && x[0] == r.s[500 + 1000]);
