@@ -6,7 +6,8 @@
  * untouched, a put outside the destination or with a key that is no key of
  * the transport refused, a receiver that goes away mid-put reported as an
  * ERROR (not a hang), disconnect and close with a put in flight, and (where
- * offered) a put gathered from strided source bytes. The includer describes its
+ * offered) a put gathered from strided source bytes and a redirect
+ * (conformance_redirect.h). The includer describes its
  * backends (conf_backend_t) and calls conf_run for each; every case prints
  * "PASS|FAIL conformance_<backend>_<case>" or "SKIP ...: skipped: <why>".
  *
@@ -453,6 +454,8 @@ static void conformance_put_gather(void)
     wsync_pack_cuda_plan_free(plan);
 }
 
+#include "tests/unit/common/transport/conformance_redirect.h"
+
 #define CONF_RUN(b, fn)                                                                \
     do {                                                                               \
         conf_b_ = (b);                                                                 \
@@ -482,6 +485,7 @@ static void conf_run(const conf_backend_t *b)
     CONF_RUN(b, conformance_peer_gone);
     CONF_RUN(b, conformance_close);
     CONF_RUN(b, conformance_put_gather);
+    CONF_RUN(b, conformance_redirect);
 }
 
 #endif
