@@ -358,28 +358,94 @@ wsync_status_t recv_dests_write(const wsync_mem_ops_t *mem, const recv_dests_t *
     return st;
 }
 
+/* The write-through copies of chunk c into rank me (its puts when it
+ * landed here, the copies into me) but the direct bytes, appended to cs. */
+static wsync_status_t chunk_writes(const recv_dests_t *ds, const wsync_node_plan_t *np, uint32_t c, int me,
+                                   const char *image, const wsync_redirect_t *direct, size_t ndirect,
+                                   wsync_copy_t **cs, size_t *n, size_t *cap)
+{
+    const wsync_tchunk_t *ch = &np->chunks[c];
+    size_t k;
+    if (ch->land_rank == me)
+        for (k = ch->first_put; k < ch->first_put + ch->nputs; k++)
+            WSYNC_CHECK(add_writes(ds, image, np->puts[k].dst_off, np->puts[k].len, direct, ndirect, cs, n, cap));
+    for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++)
+        if (np->copies[k].to_rank == me)
+            WSYNC_CHECK(
+                add_writes(ds, image, np->copies[k].to_off, np->copies[k].len, direct, ndirect, cs, n, cap));
+    return WSYNC_OK;
+}
+
 wsync_status_t recv_dests_chunk_in(const wsync_mem_ops_t *mem, const recv_dests_t *ds, const wsync_node_plan_t *np,
                                    uint32_t c, int me, const char *image, const wsync_redirect_t *direct,
                                    size_t ndirect)
 {
-    const wsync_tchunk_t *ch = &np->chunks[c];
     wsync_copy_t *cs = NULL;
-    size_t k, n = 0, cap = 0;
-    wsync_status_t st = WSYNC_OK;
+    size_t n = 0, cap = 0;
+    wsync_status_t st;
     if (ds == NULL || !ds->in_place)
         return WSYNC_OK;
-    if (ch->land_rank == me)
-        for (k = ch->first_put; k < ch->first_put + ch->nputs && st == WSYNC_OK; k++)
-            st = add_writes(ds, image, np->puts[k].dst_off, np->puts[k].len, direct, ndirect, &cs, &n, &cap);
-    for (k = ch->first_copy; k < ch->first_copy + ch->ncopies && st == WSYNC_OK; k++)
-        if (np->copies[k].to_rank == me)
-            st = add_writes(ds, image, np->copies[k].to_off, np->copies[k].len, direct, ndirect, &cs, &n, &cap);
+    st = chunk_writes(ds, np, c, me, image, direct, ndirect, &cs, &n, &cap);
     /* Queued, not waited for: the digests of the caller's bytes run after
      * them on the same stream (recv_dests_digest_many), and recv_dests_drain
      * ends them on every other way out. */
     if (st == WSYNC_OK)
         st = mem->copy_many(cs, n, 0);
     free(cs);
+    return st;
+}
+
+/* The first pair of ranges of rg (n each side) whose sums differ, or n. */
+static size_t first_differing(const uint64_t *sums, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n && sums[i] == sums[n + i]; i++)
+        ;
+    return i;
+}
+
+wsync_status_t recv_dests_verify_writes(const wsync_mem_ops_t *mem, const recv_dests_t *ds,
+                                        const wsync_node_plan_t *np, int me, const char *image,
+                                        const wsync_redirect_t *direct, size_t ndirect)
+{
+    wsync_copy_t *cs = NULL;
+    wsync_digest_range_t *rg = NULL;
+    uint64_t *sums = NULL;
+    size_t i, n = 0, cap = 0;
+    uint32_t c;
+    wsync_status_t st = WSYNC_OK;
+    if (ds == NULL || !ds->in_place)
+        return WSYNC_OK;
+    for (c = 0; c < np->nchunks && st == WSYNC_OK; c++)
+        st = chunk_writes(ds, np, c, me, image, direct, ndirect, &cs, &n, &cap);
+    if (st != WSYNC_OK || n == 0)
+        goto out;
+    rg = calloc(2 * n, sizeof(*rg));
+    sums = calloc(2 * n, sizeof(*sums));
+    if (rg == NULL || sums == NULL) {
+        st = wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < n; i++) { /* both sides keyed alike: the image offset */
+        const uint64_t off = (uint64_t)((const char *)cs[i].src - image);
+        rg[i] = (wsync_digest_range_t){.ptr = cs[i].dst, .len = cs[i].len, .off = off};
+        rg[n + i] = (wsync_digest_range_t){.ptr = cs[i].src, .len = cs[i].len, .off = off};
+    }
+    /* one call a side: a GPU backend reads a call's memory kind off its first range */
+    WSYNC_CHECK_GOTO(mem->digest_many(rg, n, sums), st, out);
+    WSYNC_CHECK_GOTO(mem->digest_many(rg + n, n, sums + n), st, out);
+    if ((i = first_differing(sums, n)) < n) {
+        const uint64_t off = rg[n + i].off;
+        const recv_dest_t *d = &ds->d[recv_dests_after(ds, off)];
+        st = wsync_error(WSYNC_ERR_DIGEST,
+                         "tensor %s: bytes %llu..%llu copied from the verified image into the caller's tensor "
+                         "differ from it",
+                         d->name, (unsigned long long)(off - d->off), (unsigned long long)(off - d->off + cs[i].len));
+    }
+out:
+    free(cs);
+    free(rg);
+    free(sums);
     return st;
 }
 

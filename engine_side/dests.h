@@ -122,6 +122,14 @@ wsync_status_t recv_dests_chunk_in(const wsync_mem_ops_t *mem, const recv_dests_
  * (freed by the caller) NULL when none. */
 wsync_status_t recv_dests_direct(const recv_dests_t *ds, const wsync_node_plan_t *np, int me,
                                  wsync_redirect_t **out, size_t *nout);
+/* In place, verified by put with bytes landing direct (target_puts.h): the
+ * bytes recv_dests_chunk_in wrote through for every chunk of rank `me`
+ * compared with the image's, whose puts' sums verified them (the same
+ * digest of both sides of each copy, after the copies on this thread's
+ * stream). WSYNC_ERR_DIGEST naming the tensor when one differs. */
+wsync_status_t recv_dests_verify_writes(const wsync_mem_ops_t *mem, const recv_dests_t *ds,
+                                        const wsync_node_plan_t *np, int me, const char *image,
+                                        const wsync_redirect_t *direct, size_t ndirect);
 /* In place: wait for the write-through copies recv_dests_chunk_in queued
  * on this thread (a fetch that ends before its verification calls it). */
 wsync_status_t recv_dests_drain(const wsync_mem_ops_t *mem, const recv_dests_t *ds);

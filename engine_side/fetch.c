@@ -100,8 +100,7 @@ static wsync_status_t fetch_prepare(fetch_t *f)
         WSYNC_CHECK(recv_verify_begin(&f->ver, &f->p, np->nputs, maxputs, f->record, f->late));
         WSYNC_CHECK(recv_groups_begin(&f->grp, f->dm, np->nchunks));
     } else {
-        const recv_dests_t *dm = f->p.r->run.dm;
-        WSYNC_CHECK(recv_tputs_begin(&f->tp, np, f->p.me, !f->p.r->images.gpu_sparse && !(dm && dm->in_place)));
+        WSYNC_CHECK(recv_tputs_begin(&f->tp, np, f->p.me, !f->p.r->images.gpu_sparse));
         if (f->tp.on)
             WSYNC_CHECK(recv_verify_begin(&f->ver, &f->p, np->nputs, maxputs, NULL, 0));
     }
@@ -144,7 +143,8 @@ static wsync_status_t fetch_request(fetch_t *f)
     /* else by segment (target_puts.h); an attempt that asks deltas checks
      * its applied puts against the digests the trainers answer with
      * (delta_land.h: only requests over tcp ask them) */
-    f->tp.on = f->tp.on && !relayed && f->ndirect == 0 && !recv_delta_asks(f);
+    f->tp.on = f->tp.on && !relayed && !recv_delta_asks(f) &&
+               (f->ndirect > 0 || !(r->run.dm && r->run.dm->in_place)); /* target_puts.h: in place, direct */
     /* relayed, the whole image and identity targets ask no trainer rank (the record holds their digests) */
     for (t = 0; t < f->p.world && ((f->tl && !f->identity) || !relayed); t++)
         WSYNC_CHECK(fetch_request_rank(f, t, relayed));
@@ -500,8 +500,10 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
     if (st == WSYNC_OK)
         st = fetch_collect(&f);
     if (st == WSYNC_OK && !f.identity)
-        st = f.tp.on ? recv_tputs_check(&f.tp, &f.p, tl, r->mem, f.image)
+        st = f.tp.on ? recv_tputs_check(&f.tp, &f.p, tl, r->mem, f.dm, f.image)
                      : recv_tlayout_verify(r, tl, f.image, f.digests, f.p.v);
+    if (st == WSYNC_OK && !f.identity && f.tp.on) /* in place: the bytes written through */
+        st = recv_dests_verify_writes(r->mem, f.dm, f.np, f.p.me, f.image, f.direct, f.ndirect);
     if (st == WSYNC_OK && tl) /* FP8 bands whose rows came from two trainer ranks (fp8_land.c) */
         st = recv_fp8_land(r, tl, sl->manifest, f.image, f.p.v);
     if (st == WSYNC_OK && tl)

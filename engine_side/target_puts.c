@@ -244,8 +244,10 @@ static size_t unsummed(const recv_tputs_t *t, const char *image, wsync_digest_ra
 }
 
 /* What has no sum yet, digested in one call and added to its puts' sums
- * (a put landed raw has one range; a copied one, parts that add up). */
-static wsync_status_t sum_the_rest(recv_tputs_t *t, const wsync_mem_ops_t *mem, const char *image)
+ * (a put landed raw has one range; a copied one, parts that add up). In
+ * place (dm), the caller's bytes where they hold them (dests.h). */
+static wsync_status_t sum_the_rest(recv_tputs_t *t, const wsync_mem_ops_t *mem, const recv_dests_t *dm,
+                                   const char *image)
 {
     const size_t n = unsummed(t, image, NULL, NULL);
     wsync_digest_range_t *rg;
@@ -260,7 +262,7 @@ static wsync_status_t sum_the_rest(recv_tputs_t *t, const wsync_mem_ops_t *mem, 
     st = rg && rg_put && sums ? WSYNC_OK : wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     if (st == WSYNC_OK) {
         unsummed(t, image, rg, rg_put);
-        st = mem->digest_many(rg, n, sums);
+        st = recv_dests_digest_many(mem, dm, image, rg, n, sums);
     }
     for (k = 0; st == WSYNC_OK && k < n; k++)
         t->sum[rg_put[k]] += sums[k];
@@ -271,11 +273,11 @@ static wsync_status_t sum_the_rest(recv_tputs_t *t, const wsync_mem_ops_t *mem, 
 }
 
 wsync_status_t recv_tputs_check(recv_tputs_t *t, const recv_pull_t *p, const recv_tlayout_t *tl,
-                                const wsync_mem_ops_t *mem, const char *image)
+                                const wsync_mem_ops_t *mem, const recv_dests_t *dm, const char *image)
 {
     const wsync_node_plan_t *np = t->np;
     uint32_t c;
-    WSYNC_CHECK(sum_the_rest(t, mem, image));
+    WSYNC_CHECK(sum_the_rest(t, mem, dm, image));
     for (c = 0; c < np->nchunks; c++) {
         const wsync_tchunk_t *ch = &np->chunks[c];
         size_t u;

@@ -20,9 +20,14 @@
  *
  * A rank verifies this way where its plan allows it (recv_tputs_begin):
  * its copies of each chunk cover the chunk's puts exactly once, cut on whole
- * words of each put; no bytes land twice in it; not in place into the
- * caller's tensors (their bytes would be the ones to digest: dests.h), not a
- * sparse GPU image, not under a relay. Else, and when a trainer rank answers
+ * words of each put; no bytes land twice in it; not a sparse GPU image, not
+ * under a relay; in place into the caller's tensors only where bytes land
+ * in them directly (a transport's redirect, fetch.c): their puts' sums are
+ * then of the caller's bytes, what has no sum is digested where the
+ * caller's tensors hold it, and the few bytes written through from the
+ * image (edges, bytes other ranks read) are compared with the image's
+ * (dests.h recv_dests_verify_writes). In place without direct bytes the
+ * segments are digested once, out of the caller's tensors, instead. Else, and when a trainer rank answers
  * without put digests (an older one), segment by segment at the end
  * (recv_tlayout_verify). */
 #ifndef WSYNC_ENGINE_TARGET_PUTS_H
@@ -64,11 +69,12 @@ wsync_status_t recv_tputs_answer(recv_tputs_t *t, int src, const wsync_pull_repl
 /* Every put this rank holds bytes of against its digest, after one digest
  * call over what has no sum yet in `image` (chunks landed without their puts'
  * sums, and the parts copied in, each keyed at its word of its put so the
- * parts add up to the put's sum); a mismatch names the tensor of this rank's
+ * parts add up to the put's sum; in place, dm, read where the caller's
+ * tensors hold them); a mismatch names the tensor of this rank's
  * target (tl) holding the put's first byte here, the bytes of it, the
  * trainer rank and this rank. */
 wsync_status_t recv_tputs_check(recv_tputs_t *t, const recv_pull_t *p, const recv_tlayout_t *tl,
-                                const wsync_mem_ops_t *mem, const char *image);
+                                const wsync_mem_ops_t *mem, const recv_dests_t *dm, const char *image);
 void recv_tputs_end(recv_tputs_t *t);
 
 #endif

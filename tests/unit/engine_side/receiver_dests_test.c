@@ -171,6 +171,16 @@ static void caller_tensors_get_the_verified_slices(wsync_mode_t mode, int K, con
                     WSYNC_ERR_NOT_FOUND, "in this rank's target");
         CHECK_OK(wsync_receiver_tensor(r, "model.layers.0.self_attn.qkv_proj.weight", &ptr, &info));
     }
+    if (r != NULL && mode == WSYNC_MODE_IN_PLACE) { /* verified by put, bytes landing straight: a bad one is caught */
+        setenv("WSYNC_TEST_CORRUPT_PACKED", "1", 1);
+        wsync_faults_reload();
+        wsync_fill_pattern(g.src, g.m->image_size, 0, 102);
+        CHECK_OK(wsync_publisher_publish(g.pub, 2));
+        CHECK_FAILS(wsync_receiver_pull(r, 2, 20000, NULL), WSYNC_ERR_DIGEST, "failed verification");
+        CHECK(strstr(wsync_last_error(), "from trainer rank 0") != NULL);
+        unsetenv("WSYNC_TEST_CORRUPT_PACKED");
+        wsync_faults_reload();
+    }
     wsync_receiver_destroy(r);
     free(o_buf);
     free(e_buf);

@@ -79,7 +79,7 @@ static wsync_status_t rank1_check(const char *source, const char *image)
     recv_tputs_copied(&t, 0);
     answer(&t, 0, source);
     answer(&t, 1, source);
-    st = recv_tputs_check(&t, &p, &tl, &wsync_mem_host, image);
+    st = recv_tputs_check(&t, &p, &tl, &wsync_mem_host, NULL, image);
     recv_tputs_end(&t);
     return st;
 }
@@ -141,7 +141,7 @@ static wsync_status_t rank0_check(const char *source, const char *image, uint64_
     CHECK_EQ(t.state[0], both ? TPUTS_SUMMED : TPUTS_LANDED_RAW);
     answer(&t, 0, source);
     answer(&t, 1, source);
-    st = recv_tputs_check(&t, &p, &tl, &wsync_mem_host, image);
+    st = recv_tputs_check(&t, &p, &tl, &wsync_mem_host, NULL, image);
     recv_tputs_end(&t);
     return st;
 }

@@ -41,8 +41,9 @@ static int conf_landed(conf_rig_t *r, int n, uint64_t tag0, int *has, uint64_t *
 static void conformance_redirect(void)
 {
     const conf_backend_t *b = conf_b_;
-    /* puts: one across both spans (and the region between them), one inside a span, one after the redirect is gone */
-    static const size_t doff[3] = {8000, 10016, 10000}, soff[3] = {48000, 70000, 90000}, len[3] = {32000, 1000, 100};
+    /* puts: one across a span into the next (and the region around and between them), one inside a span, one
+     * after the redirect is gone */
+    static const size_t doff[3] = {8000, 33000, 10000}, soff[3] = {48000, 70000, 90000}, len[3] = {24000, 1000, 100};
     wsync_redirect_t spans[2] = {{.off = 10000, .len = 8192}, {.off = 30000, .len = 4096}}, bad[2];
     unsigned char *got = NULL, *want = NULL, *src = NULL, *gspan = NULL, *wspan = NULL;
     void *smem = NULL;
