@@ -178,31 +178,45 @@ static int sums_free(lo_conn_t *c, size_t n)
 
 /* One GPU: the put's parts join the gathered fused puts (each part's copy
  * computing its digest, keyed at its region offset, into the next word of
- * the mapped ring, which the progress thread adds up once the launch's
- * event fired); they go as one kernel now if the stream has less than
- * LO_FLIGHT launches or the batch is full, else when a launch completes.
- * The parts of a put stay in one launch (at most LO_BATCH). Called with
- * c->lock on the transport's device. */
+ * the mapped ring, which the progress thread adds up once the launch of
+ * its last part completed: stream order); they go as one kernel now if the
+ * stream has less than LO_FLIGHT launches or the batch is full, else when
+ * a launch completes. A put of more parts than a batch holds fills
+ * batches, launched as they fill. Called with c->lock on the transport's
+ * device. */
 static wsync_status_t put_fused(lo_conn_t *c, uint64_t tag, const lo_part_t *ps, size_t n, const char *src,
                                 uint64_t len)
 {
     const int slot = (int)(c->sums_taken % LO_SUMS);
     lo_op_t *op = c->pend;
+    wsync_status_t st = WSYNC_OK;
+    int mine = 0; /* this put's pieces in op, not launched yet */
     size_t i;
-    if (op != NULL && op->np + (int)n > LO_BATCH) {
-        WSYNC_CHECK(launch_pending(c, 0));
-        op = NULL;
-    }
-    if (op == NULL && (op = c->pend = op_get(c)) == NULL)
-        return WSYNC_ERR_NOMEM;
-    c->sums_taken += n;
-    op->it[op->n++] = (lo_item_t){.tag = tag, .len = len, .sum = slot, .nsum = (int)n};
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
+        if (op == NULL && (op = c->pend = op_get(c)) == NULL) {
+            st = WSYNC_ERR_NOMEM;
+            break;
+        }
         op->pc[op->np++] = (wsync_cd_piece_t){.dst = ps[i].dst,
                                               .src = src + (ps[i].off - ps[0].off),
                                               .len = ps[i].len,
                                               .off = ps[i].off,
                                               .hout = c->hsums_dev + (slot + (int)i) % LO_SUMS};
+        mine++;
+        if (op->np == LO_BATCH && i + 1 < n) { /* full before the put's last part */
+            mine = 0;
+            op = NULL;
+            if ((st = launch_pending(c, 0)) != WSYNC_OK)
+                break;
+        }
+    }
+    if (st != WSYNC_OK) { /* the put fails: none of its parts waits in the batch, its sums are free */
+        if (c->pend)
+            c->pend->np -= mine;
+        return st;
+    }
+    c->sums_taken += n;
+    op->it[op->n++] = (lo_item_t){.tag = tag, .len = len, .sum = slot, .nsum = (int)n};
     if (op->np == LO_BATCH || c->nflight < LO_FLIGHT)
         return launch_pending(c, 1);
     return WSYNC_OK;
@@ -347,7 +361,7 @@ static wsync_status_t put_any(wsync_conn_t *cn, wsync_region_t *src, size_t src_
     pthread_mutex_lock(&c->lock);
     if (plan != NULL)
         st = put_gather_locked(c, tag, ps[0].dst, from, plan, len, dst_off);
-    else if (len > 0 && k.device == t->device && np <= LO_BATCH && sums_free(c, np))
+    else if (len > 0 && k.device == t->device && sums_free(c, np))
         st = put_fused(c, tag, ps, np, from, len);
     else
         st = put_copy(c, tag, ps, np, from, len);
