@@ -124,18 +124,23 @@ static wsync_status_t fetch_prepare(fetch_t *f)
 static wsync_status_t fetch_request(fetch_t *f)
 {
     wsync_receiver_t *r = f->p.r;
+    /* (not on a whole GPU image of an identity node: its group jobs write
+     * whole destinations through, dests_jobs.c) */
+    const int groups_whole = f->identity && r->mem->kind == WSYNC_MEM_CUDA && !r->images.gpu_sparse;
     int t, relayed = 0;
     /* (not while this node relays: its relay serves out of the ranks' images) */
     /* a sparse GPU image: the bytes other ranks copy land straight too (they
      * read them out of its fan-out window, fetch_fan_publish); the whole image:
      * a lone rank's, whose image no other rank reads */
     if (f->tl)
-        WSYNC_CHECK(recv_transport_direct(r, f->p.slot, f->p.tnames, f->p.world, !recv_node_relays(&r->node),
+        WSYNC_CHECK(recv_transport_direct(r, f->p.slot, f->p.tnames, f->p.world,
+                                          !recv_node_relays(&r->node) && !groups_whole,
                                           r->images.gpu_sparse ? NULL : f->np, &f->direct, &f->ndirect));
     else
         WSYNC_CHECK(recv_transport_direct(r, f->p.slot, f->p.tnames, f->p.world,
-                                          f->dm && r->cfg.local_world == 1 && !recv_node_relays(&r->node), NULL,
-                                          &f->direct, &f->ndirect));
+                                          f->dm && r->cfg.local_world == 1 && !recv_node_relays(&r->node) &&
+                                              !groups_whole,
+                                          NULL, &f->direct, &f->ndirect));
     f->p.reqid = recv_new_reqid(f->p.reqid);
     f->p.last_landed = wsync_now_ns();
     WSYNC_CHECK(recv_delta_begin(f)); /* before the relay's request, which may name the base too */
