@@ -11,6 +11,7 @@
 #define WSYNC_ENGINE_DESTS_H
 
 #include "common/model/manifest.h"
+#include "common/mem/digest_key.h"
 #include "common/mem/mem.h"
 #include "common/targets/target.h"
 #include "common/targets/target_plan.h"
@@ -85,11 +86,6 @@ typedef struct recv_parts {
 wsync_status_t recv_parts_split(recv_parts_t *p, const recv_dests_t *ds, const char *image, uint64_t off,
                                 uint64_t len, uint64_t key, uint32_t of);
 void recv_parts_free(recv_parts_t *p);
-
-/* The digest key of word `word` of a range keyed at `key`, as the key of a
- * range of its own (digest.h): fmix64 is a bijection, so a range can be cut
- * on any word and its parts digested apart. */
-uint64_t recv_digest_key_at(uint64_t key, uint64_t word);
 
 /* digest_many of n image ranges (rg[i].ptr inside `image`, rg[i].off their
  * keys; image offsets ptr - image), in place reading the caller's bytes

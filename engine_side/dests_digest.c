@@ -7,36 +7,8 @@
 
 #include "common/base/checks.h"
 #include "common/digest/digest.h"
+#include "common/mem/digest_key.h"
 #include "engine_side/dests.h"
-
-/* The inverse of wsync_fmix64: each step of it is a bijection (an xor with
- * its own high half shifted down by >= 32 undoes itself; an odd multiplier
- * has an inverse mod 2^64, found by Newton's iteration). */
-static uint64_t inv_odd(uint64_t c)
-{
-    uint64_t y = c; /* right to 3 bits; each step doubles them */
-    int i;
-    for (i = 0; i < 5; i++)
-        y *= 2 - c * y;
-    return y;
-}
-
-static uint64_t unfmix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= inv_odd(0xc4ceb9fe1a85ec53ULL);
-    x ^= x >> 33;
-    x *= inv_odd(0xff51afd7ed558ccdULL);
-    x ^= x >> 33;
-    return x;
-}
-
-uint64_t recv_digest_key_at(uint64_t key, uint64_t word)
-{
-    if (word == 0)
-        return key;
-    return unfmix64(wsync_digest_base_key(key) + word * WSYNC_DIGEST_GOLDEN) ^ WSYNC_DIGEST_SEED;
-}
 
 static wsync_status_t parts_add(recv_parts_t *p, const void *ptr, uint64_t len, uint64_t key, uint32_t of, long dest)
 {
@@ -78,12 +50,12 @@ wsync_status_t recv_parts_split(recv_parts_t *p, const recv_dests_t *ds, const c
         uint64_t cs = off + (s - off + 7) / 8 * 8, ce = e == end ? end : off + (e - off) / 8 * 8;
         if (ce <= cs)
             continue;
-        WSYNC_CHECK(parts_add(p, image + pos, cs - pos, recv_digest_key_at(key, (pos - off) / 8), of, -1));
+        WSYNC_CHECK(parts_add(p, image + pos, cs - pos, wsync_digest_key_at(key, (pos - off) / 8), of, -1));
         WSYNC_CHECK(
-            parts_add(p, d->ptr + (cs - d->off), ce - cs, recv_digest_key_at(key, (cs - off) / 8), of, (long)i));
+            parts_add(p, d->ptr + (cs - d->off), ce - cs, wsync_digest_key_at(key, (cs - off) / 8), of, (long)i));
         pos = ce;
     }
-    return parts_add(p, image + pos, end - pos, recv_digest_key_at(key, (pos - off) / 8), of, -1);
+    return parts_add(p, image + pos, end - pos, wsync_digest_key_at(key, (pos - off) / 8), of, -1);
 }
 
 void recv_parts_free(recv_parts_t *p)

@@ -33,7 +33,7 @@ static void host_write_digest(const recv_dest_t *d, const char *src, uint64_t s,
                 memcpy(d->ptr + (at - d->off), src + at, c);
                 at += c;
             }
-            sums[k] += wsync_digest_sum(p + done, len, recv_digest_key_at(rg[k].off, done / 8));
+            sums[k] += wsync_digest_sum(p + done, len, wsync_digest_key_at(rg[k].off, done / 8));
             done += len;
         }
     }

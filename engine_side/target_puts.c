@@ -236,7 +236,7 @@ static size_t unsummed(const recv_tputs_t *t, const char *image, wsync_digest_ra
                 const wsync_tput_t *pu = &np->puts[pt.put];
                 rg[n] = (wsync_digest_range_t){.ptr = image + pt.at,
                                                .len = pt.to - pt.from,
-                                               .off = recv_digest_key_at(pu->dst_off, (pt.from - pu->dst_off) / 8)};
+                                               .off = wsync_digest_key_at(pu->dst_off, (pt.from - pu->dst_off) / 8)};
                 rg_put[n] = pt.put;
             }
     }

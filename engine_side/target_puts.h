@@ -12,7 +12,7 @@
  * sent with every put to the transport, and a segment spans puts of several
  * trainer requests. The bytes a rank gets by copies out of another rank's
  * window are digested where they land here, each part keyed at its word of
- * the put it came from (dests.h recv_digest_key_at), so the parts of a put add
+ * the put it came from (common/mem/digest_key.h), so the parts of a put add
  * up to the put's sum: every rank verifies its own bytes, and a corrupted
  * byte is caught and named on every rank that holds it. What has no sum when
  * the answers are in (the copied parts, chunks landed without sums: tcp)

@@ -1,7 +1,7 @@
 /* dests_test.c: the caller's destination tensors (engine_side/dests.c).
  *
  * The digest cut: a range digested as parts (some in another buffer, keyed
- * by recv_digest_key_at) sums to wsync_digest_sum of the whole, for random
+ * by wsync_digest_key_at) sums to wsync_digest_sum of the whole, for random
  * ranges and destination layouts.
  *
  * Whole-image receivers with dests, staged and in place: a node of 2 local
@@ -226,7 +226,7 @@ static void key_at_matches_the_word_keys(void)
     uint64_t key = 12345, w;
     int bad = 0;
     for (w = 0; w < 1000; w += 37)
-        if (wsync_digest_base_key(recv_digest_key_at(key, w)) != wsync_digest_base_key(key) + w * WSYNC_DIGEST_GOLDEN)
+        if (wsync_digest_base_key(wsync_digest_key_at(key, w)) != wsync_digest_base_key(key) + w * WSYNC_DIGEST_GOLDEN)
             bad++;
     CHECK_EQ(bad, 0);
 }
