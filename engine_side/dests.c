@@ -371,8 +371,7 @@ static wsync_status_t chunk_writes(const recv_dests_t *ds, const wsync_node_plan
             WSYNC_CHECK(add_writes(ds, image, np->puts[k].dst_off, np->puts[k].len, direct, ndirect, cs, n, cap));
     for (k = ch->first_copy; k < ch->first_copy + ch->ncopies; k++)
         if (np->copies[k].to_rank == me)
-            WSYNC_CHECK(
-                add_writes(ds, image, np->copies[k].to_off, np->copies[k].len, direct, ndirect, cs, n, cap));
+            WSYNC_CHECK(add_writes(ds, image, np->copies[k].to_off, np->copies[k].len, direct, ndirect, cs, n, cap));
     return WSYNC_OK;
 }
 
@@ -440,7 +439,8 @@ wsync_status_t recv_dests_verify_writes(const wsync_mem_ops_t *mem, const recv_d
         st = wsync_error(WSYNC_ERR_DIGEST,
                          "tensor %s: bytes %llu..%llu copied from the verified image into the caller's tensor "
                          "differ from it",
-                         d->name, (unsigned long long)(off - d->off), (unsigned long long)(off - d->off + cs[i].len));
+                         d->name, (unsigned long long)(off - d->off),
+                         (unsigned long long)(off - d->off + cs[i].len));
     }
 out:
     free(cs);

@@ -137,10 +137,10 @@ static wsync_status_t fetch_request(fetch_t *f)
                                           !recv_node_relays(&r->node) && !groups_whole,
                                           r->images.gpu_sparse ? NULL : f->np, &f->direct, &f->ndirect));
     else
-        WSYNC_CHECK(recv_transport_direct(r, f->p.slot, f->p.tnames, f->p.world,
-                                          f->dm && r->cfg.local_world == 1 && !recv_node_relays(&r->node) &&
-                                              !groups_whole,
-                                          NULL, &f->direct, &f->ndirect));
+        WSYNC_CHECK(
+            recv_transport_direct(r, f->p.slot, f->p.tnames, f->p.world,
+                                  f->dm && r->cfg.local_world == 1 && !recv_node_relays(&r->node) && !groups_whole,
+                                  NULL, &f->direct, &f->ndirect));
     f->p.reqid = recv_new_reqid(f->p.reqid);
     f->p.last_landed = wsync_now_ns();
     WSYNC_CHECK(recv_delta_begin(f)); /* before the relay's request, which may name the base too */

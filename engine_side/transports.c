@@ -92,8 +92,9 @@ static wsync_status_t direct_refused(wsync_receiver_t *r, int slot, wsync_redire
 {
     int k;
     if (!r->transports.direct_refused)
-        wsync_log(WSYNC_LOG_WARN, "engine %s rank %d: the caller's tensors cannot take the bytes straight, so they "
-                                  "land in the image and are copied on: %s",
+        wsync_log(WSYNC_LOG_WARN,
+                  "engine %s rank %d: the caller's tensors cannot take the bytes straight, so they "
+                  "land in the image and are copied on: %s",
                   r->engine_id, r->cfg.local_rank, wsync_last_error());
     r->transports.direct_refused = 1;
     free(*spans);

@@ -161,8 +161,7 @@ static void lo_dereg(wsync_region_t *rr)
     free(r);
 }
 
-wsync_status_t lo_map(lo_transport_t *t, uint64_t pid, const cudaIpcMemHandle_t *handle, uint64_t base,
-                      char **out)
+wsync_status_t lo_map(lo_transport_t *t, uint64_t pid, const cudaIpcMemHandle_t *handle, uint64_t base, char **out)
 {
     wsync_status_t st = WSYNC_OK;
     void *p = NULL;

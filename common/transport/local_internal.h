@@ -213,8 +213,7 @@ void lo_conn_sums_free(lo_conn_t *c);
 wsync_status_t lo_alloc_of(const void *ptr, uint64_t *base, size_t *size);
 /* The receiver's allocation `handle` (at `base` in process `pid`) mapped
  * here, once per handle. */
-wsync_status_t lo_map(lo_transport_t *t, uint64_t pid, const cudaIpcMemHandle_t *handle, uint64_t base,
-                      char **out);
+wsync_status_t lo_map(lo_transport_t *t, uint64_t pid, const cudaIpcMemHandle_t *handle, uint64_t base, char **out);
 
 /* local_redirect.c: the receiver's redirect (the op), its answer to a
  * sender's ask, and the sender's split of a put by the spans it fetched. */

@@ -60,8 +60,10 @@ static wsync_status_t resolve(const wsync_redirect_t *spans, size_t n, lo_wire_a
             }
             last = k;
         }
-        wire[i] = (lo_wire_span_t){
-            .off = spans[i].off, .len = spans[i].len, .alloc_off = p - base, .alloc = (uint32_t)last};
+        wire[i] = (lo_wire_span_t){.off = spans[i].off,
+                                   .len = spans[i].len,
+                                   .alloc_off = p - base,
+                                   .alloc = (uint32_t)last};
     }
     *allocs = a;
     *nallocs = na;
@@ -145,8 +147,12 @@ wsync_status_t lo_spans_answer(lo_transport_t *t, int fd, uint64_t id)
         if (a && w) {
             memcpy(a, r->allocs, r->nallocs * sizeof(*a));
             memcpy(w, r->spans, r->nspans * sizeof(*w));
-            h = (lo_wire_table_t){.magic = LO_MAGIC, .id = id, .gen = r->key.gen, .nallocs = r->nallocs,
-                                  .nspans = r->nspans, .status = WSYNC_OK};
+            h = (lo_wire_table_t){.magic = LO_MAGIC,
+                                  .id = id,
+                                  .gen = r->key.gen,
+                                  .nallocs = r->nallocs,
+                                  .nspans = r->nspans,
+                                  .status = WSYNC_OK};
         } else {
             h.status = WSYNC_ERR_NOMEM;
         }
@@ -227,8 +233,8 @@ static wsync_status_t fetch(lo_conn_t *c, const lo_key_t *k, lo_table_t *tb)
     if (st == WSYNC_OK) {
         tb->n = h.nspans;
         tb->gen = h.gen;
-        wsync_trace("local: redirect %llu of region %llu: %zu spans in %llu allocations", (unsigned long long)h.gen,
-                    (unsigned long long)k->id, tb->n, (unsigned long long)h.nallocs);
+        wsync_trace("local: redirect %llu of region %llu: %zu spans in %llu allocations",
+                    (unsigned long long)h.gen, (unsigned long long)k->id, tb->n, (unsigned long long)h.nallocs);
     }
     free(a);
     free(w);

@@ -226,7 +226,8 @@ static void key_at_matches_the_word_keys(void)
     uint64_t key = 12345, w;
     int bad = 0;
     for (w = 0; w < 1000; w += 37)
-        if (wsync_digest_base_key(wsync_digest_key_at(key, w)) != wsync_digest_base_key(key) + w * WSYNC_DIGEST_GOLDEN)
+        if (wsync_digest_base_key(wsync_digest_key_at(key, w)) !=
+            wsync_digest_base_key(key) + w * WSYNC_DIGEST_GOLDEN)
             bad++;
     CHECK_EQ(bad, 0);
 }
