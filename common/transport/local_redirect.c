@@ -91,16 +91,10 @@ wsync_status_t lo_redirect(wsync_region_t *rr, const wsync_redirect_t *spans, si
     lo_transport_t *t = (lo_transport_t *)rr->transport;
     lo_wire_alloc_t *a = NULL;
     lo_wire_span_t *w = NULL;
-    size_t i, na = 0;
+    size_t na = 0;
     wsync_status_t st = WSYNC_OK;
     int prev = 0;
-    for (i = 0; i < n; i++)
-        if (spans[i].len == 0 || spans[i].len > rr->len || spans[i].off > rr->len - spans[i].len ||
-            (i > 0 && spans[i].off < spans[i - 1].off + spans[i - 1].len))
-            return wsync_error(WSYNC_ERR_INVALID,
-                               "local: redirect span %zu [%llu, +%llu) is empty, outside the region or "
-                               "out of order",
-                               i, (unsigned long long)spans[i].off, (unsigned long long)spans[i].len);
+    WSYNC_CHECK(wsync_redirect_check(rr, spans, n, "local"));
     if (n > 0) {
         w = calloc(n, sizeof(*w));
         WSYNC_CHECK_ALLOC(w);

@@ -36,3 +36,16 @@ wsync_status_t wsync_transport_get(const char *name, const wsync_transport_confi
     }
     return wsync_error(WSYNC_ERR_INVALID, "unknown transport '%s' (valid: auto, tcp, nccl, verbs, local)", name);
 }
+
+wsync_status_t wsync_redirect_check(const wsync_region_t *r, const wsync_redirect_t *spans, size_t n,
+                                    const char *backend)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (spans[i].len == 0 || spans[i].len > r->len || spans[i].off > r->len - spans[i].len ||
+            (i > 0 && spans[i].off < spans[i - 1].off + spans[i - 1].len))
+            return wsync_error(WSYNC_ERR_INVALID,
+                               "%s: redirect span %zu [%llu, +%llu) is empty, outside the region or out of order",
+                               backend, i, (unsigned long long)spans[i].off, (unsigned long long)spans[i].len);
+    return WSYNC_OK;
+}

@@ -147,15 +147,8 @@ wsync_status_t tcp_redirect(wsync_region_t *rr, const wsync_redirect_t *spans, s
     tcp_transport_t *t = container_of(rr->transport, tcp_transport_t, super);
     tcp_region_t *r = container_of(rr, tcp_region_t, super);
     wsync_redirect_t *copy = NULL;
-    size_t i;
     (void)key; /* the receiver lands the bytes: its key stays */
-    for (i = 0; i < n; i++)
-        if (spans[i].len > rr->len || spans[i].off > rr->len - spans[i].len ||
-            (i > 0 && spans[i].off < spans[i - 1].off + spans[i - 1].len))
-            return wsync_error(WSYNC_ERR_INVALID,
-                               "tcp: redirect span %zu [%llu, +%llu) is outside the region or "
-                               "out of order",
-                               i, (unsigned long long)spans[i].off, (unsigned long long)spans[i].len);
+    WSYNC_CHECK(wsync_redirect_check(rr, spans, n, "tcp"));
     if (n > 0) {
         copy = malloc(n * sizeof(*copy));
         WSYNC_CHECK_ALLOC(copy);

@@ -160,4 +160,9 @@ extern const wsync_transport_ops_t wsync_transport_local;
 wsync_status_t wsync_transport_get(const char *name, const wsync_transport_config_t *cfg,
                                    const wsync_transport_ops_t **out);
 
+/* For redirect's implementations: spans non-empty, inside region r,
+ * sorted and disjoint, else WSYNC_ERR_INVALID naming the first bad one. */
+wsync_status_t wsync_redirect_check(const wsync_region_t *r, const wsync_redirect_t *spans, size_t n,
+                                    const char *backend);
+
 #endif
