@@ -222,7 +222,16 @@ void lo_region_spans_free(lo_region_t *r);
 wsync_status_t lo_spans_answer(lo_transport_t *t, int fd, uint64_t id);
 /* The put [dst_off, dst_off+len) of the region under key k (its bytes at
  * `image` here) cut where the redirect lands bytes elsewhere: *parts (the
- * caller frees), in region order. */
+ * caller frees), in region order. lo_split: the same by spans sp[0..nsp)
+ * (sorted, disjoint; no GPU call, unit-tested on its own). */
+wsync_status_t lo_split(const lo_span_t *sp, size_t nsp, char *image, uint64_t dst_off, uint64_t len,
+                        lo_part_t **parts, size_t *nparts);
+/* The parts of a put start on whole words of it, so their sums, part i
+ * keyed at lo_part_key(ps, i) (its word of the put, digest_key.h), add up
+ * to the put's sum (keyed at its first byte's offset); a put cut off its
+ * word grid goes without a sum (the receiver digests it). */
+int lo_parts_summable(const lo_part_t *ps, size_t n);
+uint64_t lo_part_key(const lo_part_t *ps, size_t i);
 wsync_status_t lo_put_parts(lo_conn_t *c, const lo_key_t *k, char *image, uint64_t dst_off, uint64_t len,
                             lo_part_t **parts, size_t *nparts);
 void lo_conn_tables_free(lo_conn_t *c);

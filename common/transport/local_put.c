@@ -10,7 +10,6 @@
 
 #include "common/base/checks.h"
 #include "common/base/log.h"
-#include "common/mem/digest_key.h"
 #include "common/net/fdpass.h"
 #include "common/pack/pack.h"
 #include "common/transport/local_internal.h"
@@ -171,17 +170,6 @@ void *lo_progress_main(void *arg)
     return NULL;
 }
 
-/* The parts start on whole words of the put (their sums then add up to
- * the put's: digest_key.h); spans off the put's 8-byte grid make it go
- * without a sum (the receiver digests it). */
-static int on_words(const lo_part_t *ps, size_t n)
-{
-    size_t i;
-    for (i = 1; i < n && (ps[i].off - ps[0].off) % 8 == 0; i++)
-        ;
-    return i >= n;
-}
-
 /* Sums of the connection's ring free for `n` more parts. */
 static int sums_free(lo_conn_t *c, size_t n)
 {
@@ -189,9 +177,8 @@ static int sums_free(lo_conn_t *c, size_t n)
 }
 
 /* One GPU: the put's parts join the gathered fused puts (each part's copy
- * computing its digest, keyed at its word of the put (digest_key.h: parts
- * start on whole words of it, redirect spans being on the 8-byte grid of
- * the region), into the next word of
+ * computing its digest, keyed at its word of the put, lo_part_key, into
+ * the next word of
  * the mapped ring, which the progress thread adds up once the launch of
  * its last part completed: stream order); they go as one kernel now if the
  * stream has less than LO_FLIGHT launches or the batch is full, else when
@@ -214,7 +201,7 @@ static wsync_status_t put_fused(lo_conn_t *c, uint64_t tag, const lo_part_t *ps,
         op->pc[op->np++] = (wsync_cd_piece_t){.dst = ps[i].dst,
                                               .src = src + (ps[i].off - ps[0].off),
                                               .len = ps[i].len,
-                                              .off = wsync_digest_key_at(ps[0].off, (ps[i].off - ps[0].off) / 8),
+                                              .off = lo_part_key(ps, i),
                                               .hout = c->hsums_dev + (slot + (int)i) % LO_SUMS};
         mine++;
         if (op->np == LO_BATCH && i + 1 < n) { /* full before the put's last part */
@@ -375,7 +362,7 @@ static wsync_status_t put_any(wsync_conn_t *cn, wsync_region_t *src, size_t src_
     pthread_mutex_lock(&c->lock);
     if (plan != NULL)
         st = put_gather_locked(c, tag, ps[0].dst, from, plan, len, dst_off);
-    else if (len > 0 && k.device == t->device && sums_free(c, np) && on_words(ps, np))
+    else if (len > 0 && k.device == t->device && sums_free(c, np) && lo_parts_summable(ps, np))
         st = put_fused(c, tag, ps, np, from, len);
     else
         st = put_copy(c, tag, ps, np, from, len);

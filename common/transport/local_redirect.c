@@ -17,6 +17,7 @@
 
 #include "common/base/checks.h"
 #include "common/base/log.h"
+#include "common/mem/digest_key.h"
 #include "common/net/fdpass.h"
 #include "common/transport/local_internal.h"
 
@@ -269,31 +270,23 @@ static int add_part(lo_part_t **ps, size_t *n, size_t *cap, lo_part_t p)
     return 1;
 }
 
-wsync_status_t lo_put_parts(lo_conn_t *c, const lo_key_t *k, char *image, uint64_t dst_off, uint64_t len,
-                            lo_part_t **parts, size_t *nparts)
+wsync_status_t lo_split(const lo_span_t *sp, size_t nsp, char *image, uint64_t dst_off, uint64_t len,
+                        lo_part_t **parts, size_t *nparts)
 {
     const uint64_t end = dst_off + len;
     lo_part_t *ps = NULL;
-    lo_table_t *tb = NULL;
     size_t lo = 0, hi, n = 0, cap = 0;
     uint64_t at = dst_off;
-    wsync_status_t st;
     int ok = 1;
-    pthread_mutex_lock(&c->span_lock);
-    st = k->gen ? table_of(c, k, &tb) : WSYNC_OK;
-    if (st != WSYNC_OK) {
-        pthread_mutex_unlock(&c->span_lock);
-        return st;
-    }
-    for (hi = tb ? tb->n : 0; lo < hi;) { /* the first span ending after dst_off */
+    for (hi = nsp; lo < hi;) { /* the first span ending after dst_off */
         size_t mid = lo + (hi - lo) / 2;
-        if (tb->s[mid].off + tb->s[mid].len <= dst_off)
+        if (sp[mid].off + sp[mid].len <= dst_off)
             lo = mid + 1;
         else
             hi = mid;
     }
     for (; ok && at < end; lo++) {
-        const lo_span_t *s = tb && lo < tb->n && tb->s[lo].off < end ? &tb->s[lo] : NULL;
+        const lo_span_t *s = lo < nsp && sp[lo].off < end ? &sp[lo] : NULL;
         uint64_t to = s ? (s->off > at ? s->off : at) : end;
         if (to > at)
             ok = add_part(&ps, &n, &cap, (lo_part_t){.dst = image + at, .off = at, .len = to - at});
@@ -305,7 +298,6 @@ wsync_status_t lo_put_parts(lo_conn_t *c, const lo_key_t *k, char *image, uint64
             at = to;
         }
     }
-    pthread_mutex_unlock(&c->span_lock);
     if (!ok) {
         free(ps);
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
@@ -313,6 +305,32 @@ wsync_status_t lo_put_parts(lo_conn_t *c, const lo_key_t *k, char *image, uint64
     *parts = ps;
     *nparts = n;
     return WSYNC_OK;
+}
+
+int lo_parts_summable(const lo_part_t *ps, size_t n)
+{
+    size_t i;
+    for (i = 1; i < n && (ps[i].off - ps[0].off) % 8 == 0; i++)
+        ;
+    return i >= n;
+}
+
+uint64_t lo_part_key(const lo_part_t *ps, size_t i)
+{
+    return wsync_digest_key_at(ps[0].off, (ps[i].off - ps[0].off) / 8);
+}
+
+wsync_status_t lo_put_parts(lo_conn_t *c, const lo_key_t *k, char *image, uint64_t dst_off, uint64_t len,
+                            lo_part_t **parts, size_t *nparts)
+{
+    lo_table_t *tb = NULL;
+    wsync_status_t st;
+    pthread_mutex_lock(&c->span_lock);
+    st = k->gen ? table_of(c, k, &tb) : WSYNC_OK;
+    if (st == WSYNC_OK)
+        st = lo_split(tb ? tb->s : NULL, tb ? tb->n : 0, image, dst_off, len, parts, nparts);
+    pthread_mutex_unlock(&c->span_lock);
+    return st;
 }
 
 void lo_conn_tables_free(lo_conn_t *c)
