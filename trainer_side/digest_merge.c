@@ -323,7 +323,7 @@ pub_merge_t *pub_merge_build(const wsync_publisher_t *p, const pub_slot_t *s, co
         pub_merge_free(m);
         m = NULL;
     }
-    wsync_trace("trainer rank %d: a node plan's put digests %s the record's (%zu puts, %zu rows, %zu tasks)",
+    wsync_trace("trainer rank %d: a node plan's put digests %s the record's (%zu puts, %zu rows, %zu runs)",
                 p->cfg.rank, m ? "will be computed with" : "cannot be computed with", nput, b.nrows, b.nsegs);
     free(b.ord);
     free(b.area_off);
