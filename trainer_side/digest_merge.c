@@ -116,16 +116,31 @@ static long piece_at(const mbuild_t *b, uint64_t off)
     return -1;
 }
 
+/* Room for every row of my puts, each cut at most once per piece bound and
+ * run (a run's rows are disjoint), and for the segments: at most two a row
+ * and a gap before each row and at each piece's end. */
+static int merge_room(mbuild_t *b, size_t nput)
+{
+    size_t k, j, rows = 0, runs = 0;
+    for (k = 0; k < nput; k++) {
+        const wsync_tput_t *pu = &b->np->puts[b->ids[k]];
+        for (j = pu->first_run; j < pu->first_run + pu->nruns; j++)
+            rows += b->np->runs[j].rows;
+        runs += pu->nruns;
+    }
+    b->caprows = rows + (b->p->share.nmy + 1) * (runs + 1);
+    b->capsegs = 3 * b->caprows + b->p->share.nmy + 1;
+    b->rows = malloc(b->caprows * sizeof(*b->rows));
+    b->segs = malloc(b->capsegs * sizeof(*b->segs));
+    b->runs = malloc(b->capsegs * sizeof(*b->runs));
+    return b->rows && b->segs && b->runs;
+}
+
+/* Rows fit (merge_room). */
 static int add_row(mbuild_t *b, const mrow_t *r)
 {
-    if (b->nrows == b->caprows) {
-        size_t cap = b->caprows ? 2 * b->caprows : 1024;
-        mrow_t *t = realloc(b->rows, cap * sizeof(*t));
-        if (t == NULL)
-            return 0;
-        b->rows = t;
-        b->caprows = cap;
-    }
+    if (b->nrows == b->caprows)
+        return 0;
     b->rows[b->nrows++] = *r;
     return 1;
 }
@@ -176,20 +191,12 @@ static int by_image(const void *a, const void *b, void *arg)
     return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
 }
 
+/* Segments fit: at most two a row and one gap a row and piece. */
 static wsync_run2d_t *add_seg(mbuild_t *b, uint64_t dst_off, uint32_t sum, uint32_t sum2, uint32_t piece)
 {
     const wsync_piece_t *pc = my_piece(b->p, piece);
-    if (b->nsegs == b->capsegs) {
-        size_t cap = b->capsegs ? 2 * b->capsegs : 1024;
-        wsync_digest_seg2_t *s = realloc(b->segs, cap * sizeof(*s));
-        wsync_run2d_t *r = s ? realloc(b->runs, cap * sizeof(*r)) : NULL;
-        if (s)
-            b->segs = s;
-        if (r == NULL)
-            return NULL;
-        b->runs = r;
-        b->capsegs = cap;
-    }
+    if (b->nsegs == b->capsegs)
+        return NULL;
     b->segs[b->nsegs] = (wsync_digest_seg2_t){.seg = {.dst_off = dst_off, .nruns = 1},
                                               .sum = sum,
                                               .sum2 = sum2,
@@ -293,10 +300,10 @@ static int merge_segs(mbuild_t *b, size_t nput)
 
 void pub_merge_free(pub_merge_t *m)
 {
-    if (m == NULL)
-        return;
-    free(m->tasks);
-    wsync_digest_runs_free(m->plan);
+    if (m) {
+        free(m->tasks);
+        wsync_digest_runs_free(m->plan);
+    }
     free(m);
 }
 
@@ -309,8 +316,9 @@ pub_merge_t *pub_merge_build(const wsync_publisher_t *p, const pub_slot_t *s, co
     size_t i;
     b.ord = calloc(nmy + 1, sizeof(*b.ord));
     b.area_off = calloc(nmy + 1, sizeof(*b.area_off));
-    if (b.ord && b.area_off && nput + nmy < UINT32_MAX && merge_pieces(&b, s) && merge_rows(&b, nput) &&
-        merge_sweep(&b, nput) && merge_segs(&b, nput) && (m = calloc(1, sizeof(*m))) != NULL) {
+    if (b.ord && b.area_off && nput + nmy < UINT32_MAX && merge_pieces(&b, s) && merge_room(&b, nput) &&
+        merge_rows(&b, nput) && merge_sweep(&b, nput) && merge_segs(&b, nput) &&
+        (m = calloc(1, sizeof(*m))) != NULL) {
         for (i = 0; i < b.nsegs; i++)
             b.segs[i].seg.runs = &b.runs[i];
         *m = (pub_merge_t){.np = np, .put_ids = b.ids, .nput = nput, .nmy = nmy, .area = b.area};

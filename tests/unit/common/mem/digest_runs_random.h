@@ -166,4 +166,21 @@ static inline void dr_reference_sums2(const wsync_digest_seg2_t *s, const unsign
     }
 }
 
+/* The first of the ns sums of n two-way segments that differs from the
+ * reference (said on stderr, naming `round`), or -1. */
+static inline long dr_two_way_differs(const wsync_digest_seg2_t *s2, size_t n, size_t ns, const uint64_t *sums,
+                                      const unsigned char *src, unsigned char *buf, int round)
+{
+    uint64_t want[2 * 64 + 1] = {0};
+    size_t i;
+    for (i = 0; i < n; i++)
+        dr_reference_sums2(&s2[i], src, buf, want);
+    for (i = 0; i < ns; i++)
+        if (sums[i] != want[i]) {
+            fprintf(stderr, "  round %d sum %zu of %zu differs\n", round, i, ns);
+            return (long)i;
+        }
+    return -1;
+}
+
 #endif
