@@ -1,6 +1,7 @@
 /* publisher.c: a trainer rank's publisher: create and destroy its objects
  * (publisher_internal.h), and publish a version: take a slot, digest,
  * announce, report, copy (snapshot.c). Serving pulls is in pull_server.c. */
+#include "trainer_side/digest_merge.h"
 #include "trainer_side/publisher_internal.h"
 
 #include <stdio.h>
@@ -250,7 +251,7 @@ static wsync_status_t publish_late(wsync_publisher_t *p, int slot, uint64_t vers
 {
     json_t *pieces = pub_report_pieces(p, version, NULL, -1), *full = NULL;
     uint64_t *sums = calloc(p->share.nmy ? p->share.nmy : 1, sizeof(*sums));
-    wsync_mem_job_t *job = NULL;
+    pub_dpass_t dp;
     wsync_status_t st = WSYNC_OK, cst;
     char why[512];
     if (pieces == NULL || sums == NULL) {
@@ -258,15 +259,17 @@ static wsync_status_t publish_late(wsync_publisher_t *p, int slot, uint64_t vers
                          (unsigned long long)version);
         goto out;
     }
-    announce(p, slot, version);
     /* On a GPU the digest runs while the report travels (and then beside
-     * the engines' landing); on the host after it, on the publish threads. */
-    st = pub_digest_start(p, &job);
+     * the engines' landing); on the host after it, on the publish threads.
+     * Started before the version is announced: its requests then find the
+     * put digests it computes with the record's on their way (pub_dpass). */
+    st = pub_dpass_start(p, slot, version, &dp);
+    announce(p, slot, version);
     if (st == WSYNC_OK)
         st = pub_report_send(p, version, pieces);
     wsync_trace("trainer rank %d: version %llu announced, digests to follow", p->cfg.rank,
                 (unsigned long long)version);
-    cst = pub_digest_finish(p, job, sums); /* frees the job, also after a failed report */
+    cst = pub_dpass_finish(p, slot, version, &dp, sums); /* frees the job, also after a failed report */
     if (st == WSYNC_OK)
         st = cst;
     wsync_trace("trainer rank %d: version %llu digested", p->cfg.rank, (unsigned long long)version);
@@ -317,7 +320,11 @@ wsync_status_t wsync_publisher_publish_opts(wsync_publisher_t *p, uint64_t versi
                          (unsigned long long)version);
         goto out;
     }
-    WSYNC_CHECK_GOTO(pub_digest(p, sums), st, out);
+    {
+        pub_dpass_t dp;
+        WSYNC_CHECK_GOTO(pub_dpass_start(p, slot, version, &dp), st, out);
+        WSYNC_CHECK_GOTO(pub_dpass_finish(p, slot, version, &dp, sums), st, out);
+    }
     wsync_trace("trainer rank %d: version %llu digested", p->cfg.rank, (unsigned long long)version);
     if ((pieces = pub_report_pieces(p, version, sums, -1)) == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory publishing version %llu", p->cfg.rank,

@@ -21,6 +21,7 @@
 #include "common/pack/pack.h"
 #include "common/targets/target_verify.h"
 #include "common/base/util.h"
+#include "trainer_side/digest_merge.h"
 #include "trainer_side/publisher_internal.h"
 
 struct pub_target {
@@ -40,6 +41,8 @@ struct pub_nplan {
     wsync_node_plan_t *np;
     pub_tdig_t *dig;      /* how this rank digests its puts of it (target_digests.c) */
     pub_direct_t *direct; /* [np->nputs]: its packed puts' own pack plans, as first asked (pub_direct_plan) */
+    pub_merge_t *merge;   /* its puts' digests with the record's (digest_merge.c), once tried (merge_tried) */
+    int merge_tried;
 };
 
 /* A packed put's pack plan for direct_pack: state 0 not tried yet, 1 plan
@@ -81,6 +84,7 @@ void pub_targets_free(wsync_publisher_t *p)
         free(n->direct);
         wsync_node_plan_free(n->np);
         pub_tdig_free(n->dig);
+        pub_merge_free(n->merge);
         free(n);
     }
     while (p->tcache.segdigs) {
@@ -330,12 +334,18 @@ static wsync_status_t plan_segments(const wsync_publisher_t *p, pub_target_t *t)
 }
 
 /* Forgets the digests of versions no slot holds any more (not asked for
- * again), but those being computed. Under tlock. */
+ * again), but those being computed and those of a version newer than every
+ * slot's (computed at publish, before the version is announced). Under
+ * tlock. */
 static void segdigs_evict(wsync_publisher_t *p)
 {
     pub_segdig_t *d, **pp;
+    uint64_t newest = 0;
+    int k;
+    for (k = 0; k < PUB_NSLOTS; k++)
+        newest = p->slots.slot[k].version > newest ? p->slots.slot[k].version : newest;
     for (pp = &p->tcache.segdigs; *pp;) {
-        int held = (*pp)->computing, k;
+        int held = (*pp)->computing || (*pp)->version > newest;
         for (k = 0; k < PUB_NSLOTS; k++)
             held |= p->slots.slot[k].version == (*pp)->version;
         if (held) {
@@ -377,6 +387,63 @@ static wsync_status_t segdig_get(wsync_publisher_t *p, const pub_treq_t *tr, con
     return WSYNC_OK;
 }
 
+/* Unlinks and frees d (computed or not). Under tlock. */
+static void segdig_drop(wsync_publisher_t *p, pub_segdig_t *d)
+{
+    pub_segdig_t **pp;
+    for (pp = &p->tcache.segdigs; *pp; pp = &(*pp)->next)
+        if (*pp == d) {
+            *pp = d->next;
+            break;
+        }
+    json_decref(d->segments);
+    free(d);
+}
+
+void pub_targets_merge_begin(wsync_publisher_t *p, const pub_slot_t *s, uint64_t version, pub_merge_t **m,
+                             pub_segdig_t **d)
+{
+    pub_nplan_t *n;
+    pub_segdig_t *e;
+    *m = NULL;
+    *d = NULL;
+    pthread_mutex_lock(&p->tcache.lock);
+    for (n = p->tcache.nplans; n && n->dig == NULL; n = n->next) /* newest first */
+        ;
+    if (n && !n->merge_tried) { /* nplans are never unlinked, nor merge written but here */
+        n->merge_tried = 1;
+        pthread_mutex_unlock(&p->tcache.lock);
+        n->merge = pub_merge_build(p, s, n->np);
+        pthread_mutex_lock(&p->tcache.lock);
+    }
+    for (e = p->tcache.segdigs; n && n->merge && e; e = e->next)
+        if (e->version == version && e->plan == n)
+            break;
+    if (n && n->merge && e == NULL && (e = calloc(1, sizeof(*e))) != NULL) {
+        *e = (pub_segdig_t){.version = version, .plan = n, .computing = 1, .next = p->tcache.segdigs};
+        p->tcache.segdigs = e;
+        *m = n->merge;
+        *d = e;
+    }
+    pthread_mutex_unlock(&p->tcache.lock);
+}
+
+void pub_targets_merge_end(wsync_publisher_t *p, pub_segdig_t *d, json_t *puts)
+{
+    if (d == NULL) {
+        json_decref(puts);
+        return;
+    }
+    pthread_mutex_lock(&p->tcache.lock);
+    d->computing = 0;
+    if (puts)
+        d->segments = puts;
+    else
+        segdig_drop(p, d);
+    pthread_cond_broadcast(&p->tcache.cond);
+    pthread_mutex_unlock(&p->tcache.lock);
+}
+
 /* Computes d's digests with tlock released (held on entry and on return):
  * a GPU digest of a rank's whole share takes milliseconds, and holding the
  * lock meanwhile kept every other request of this rank from resolving its
@@ -389,7 +456,6 @@ static wsync_status_t segdig_compute(wsync_publisher_t *p, const pub_slot_t *s, 
     const wsync_node_plan_t *seg;
     pub_tdig_t **dig, *how = NULL;
     json_t *segs = json_object();
-    pub_segdig_t **pp;
     wsync_status_t st = segs ? WSYNC_OK : wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     wsync_trace("trainer rank %d: %s digests of target %s, version %llu", p->cfg.rank, d->plan ? "put" : "segment",
                 tr->asker->t->digest_hex, (unsigned long long)d->version);
@@ -415,12 +481,7 @@ static wsync_status_t segdig_compute(wsync_publisher_t *p, const pub_slot_t *s, 
         return WSYNC_OK;
     }
     json_decref(segs);
-    for (pp = &p->tcache.segdigs; *pp; pp = &(*pp)->next)
-        if (*pp == d) {
-            *pp = d->next;
-            break;
-        }
-    free(d);
+    segdig_drop(p, d);
     return st;
 }
 

@@ -21,6 +21,7 @@ typedef struct pub_tdig pub_tdig_t;
 typedef struct pub_stage pub_stage_t;
 typedef struct pub_fp8q pub_fp8q_t;
 typedef struct pub_direct pub_direct_t;
+typedef struct pub_merge pub_merge_t;
 
 typedef struct pub_target_cache {
     pthread_mutex_t lock; /* targets, nplans, segdigs */
@@ -51,6 +52,18 @@ wsync_status_t pub_targets_resolve(wsync_publisher_t *p, const wsync_pull_reques
 wsync_status_t pub_targets_digests(wsync_publisher_t *p, const pub_slot_t *s, const pub_treq_t *tr,
                                    uint64_t version, int by_put, json_t *reply);
 void pub_targets_free(wsync_publisher_t *p);
+/* pull_targets.c, for digest_merge.c (publishing thread): merge_begin
+ * picks the node plan whose put digests version `version`'s digest pass
+ * computes with the record's: the newest one whose puts were digested
+ * before (its merged tasks built the first time, pub_merge_build, the
+ * cache's lock released), and adds its digest entry for the version,
+ * marked computing, so the version's requests wait for the pass instead of
+ * reading the share again (*m, *d; NULL: none, requests digest their puts
+ * as before). merge_end fills the entry with `puts` (taken), or, NULL,
+ * drops it (waiters then digest them themselves). */
+void pub_targets_merge_begin(wsync_publisher_t *p, const pub_slot_t *s, uint64_t version, pub_merge_t **m,
+                             pub_segdig_t **d);
+void pub_targets_merge_end(wsync_publisher_t *p, pub_segdig_t *d, json_t *puts);
 /* pull_targets.c: the span of slot s holding image offset off (NULL: none of
  * mine); gather runs of slot s into dst (memory of the publisher's kind). */
 const pub_span_t *pub_span_at(const wsync_publisher_t *p, const pub_slot_t *s, uint64_t off);
@@ -80,6 +93,9 @@ wsync_status_t pub_tdig_prepare(const wsync_publisher_t *p, const pub_slot_t *s,
 wsync_status_t pub_tdig_compute(wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *seg,
                                 const pub_tdig_t *dig, json_t *out);
 void pub_tdig_free(pub_tdig_t *d);
+/* Put pu's digest from its word sum into a segments object; 0, or -1
+ * without memory. */
+int pub_put_digest(json_t *out, uint64_t sum, const wsync_tput_t *pu);
 /* target_stage.c (p->lock held): the stage of the `n` packed puts `puts` of
  * node plan np (keyed `key`) landing on local rank `asker`, holding the
  * version of slot s (packed now, the lock dropped meanwhile, unless another

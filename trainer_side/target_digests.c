@@ -99,9 +99,9 @@ out:
     return WSYNC_OK;
 }
 
-static void put_digest(json_t *out, uint64_t sum, const wsync_tput_t *pu)
+int pub_put_digest(json_t *out, uint64_t sum, const wsync_tput_t *pu)
 {
-    wsync_pull_reply_add_segment(out, pu->id, wsync_digest_final(sum, pu->len, pu->dst_off));
+    return wsync_pull_reply_add_segment(out, pu->id, wsync_digest_final(sum, pu->len, pu->dst_off));
 }
 
 static wsync_status_t digest_contig(const wsync_publisher_t *p, const pub_slot_t *s, const wsync_node_plan_t *seg,
@@ -128,7 +128,7 @@ static wsync_status_t digest_contig(const wsync_publisher_t *p, const pub_slot_t
     }
     WSYNC_CHECK_GOTO(p->mem->digest_many(rg, d->ncontig, sums), st, out);
     for (k = 0; k < d->ncontig; k++)
-        put_digest(out, sums[k], &seg->puts[d->contig[k]]);
+        pub_put_digest(out, sums[k], &seg->puts[d->contig[k]]);
 out:
     free(rg);
     free(sums);
@@ -156,7 +156,7 @@ static wsync_status_t digest_gathered(const wsync_publisher_t *p, const pub_slot
         if (st == WSYNC_OK)
             st = p->mem->digest_sum(buf, pu->len, pu->dst_off, &sum);
         if (st == WSYNC_OK)
-            put_digest(out, sum, pu);
+            pub_put_digest(out, sum, pu);
     }
     if (buf)
         p->mem->free(buf);
@@ -177,7 +177,7 @@ static wsync_status_t digest_strided(const wsync_publisher_t *p, const pub_slot_
     WSYNC_CHECK_ALLOC(sums);
     st = wsync_digest_runs_sums(d->plan, s->area_ptr[d->area], sums);
     for (k = 0; st == WSYNC_OK && k < d->nstrided; k++)
-        put_digest(out, sums[k], &seg->puts[d->strided[k]]);
+        pub_put_digest(out, sums[k], &seg->puts[d->strided[k]]);
     free(sums);
     return st;
 }

@@ -166,26 +166,49 @@ extern "C" int wsync_cuda_digest_sum_async(const void *ptr, size_t len, uint64_t
 
 // digest_runs.h: one block per task, each warp a row at a time (rows of a
 // column slice are a few KiB: a warp reads 256 contiguous bytes per step),
-// two words in flight per lane; the block's sum goes to its segment.
-__global__ void __launch_bounds__(DIG_THREADS)
-    digest_tasks_kernel(const wsync_digest_task_t *tasks, const unsigned char *src, unsigned long long *dsum)
+// two words in flight per lane; the block's sum goes to its segment. A task
+// with a second sum (seg1: the record's piece digest beside a put's, one
+// read for both) mixes each word it read under both keys.
+template <bool TWO>
+static __device__ __forceinline__ void digest_task(const wsync_digest_task_t &t, const unsigned char *src,
+                                                   unsigned long long *dsum)
 {
     const uint64_t G = WSYNC_DIGEST_GOLDEN;
-    const wsync_digest_task_t t = tasks[blockIdx.x];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    uint64_t s = 0;
+    uint64_t s = 0, s1 = 0;
     for (uint32_t r = t.row0 + warp; r < t.row0 + t.nrows; r += DIG_THREADS / 32) {
         const uint64_t *row = (const uint64_t *)(src + t.src_off + (uint64_t)r * t.src_stride);
         const uint64_t key = t.key0 + (uint64_t)r * t.row_words * G;
+        const uint64_t key1 = TWO ? t.key1 + (uint64_t)r * t.step1 * G : 0;
         uint32_t w = lane;
         for (; w + 32 < t.row_words; w += 64) {
             uint64_t a = __ldcs(row + w), b = __ldcs(row + w + 32);
             s += wsync_digest_word(a, key + w * G) + wsync_digest_word(b, key + (w + 32) * G);
+            if (TWO)
+                s1 += wsync_digest_word(a, key1 + w * G) + wsync_digest_word(b, key1 + (w + 32) * G);
         }
-        if (w < t.row_words)
-            s += wsync_digest_word(__ldcs(row + w), key + w * G);
+        if (w < t.row_words) {
+            const uint64_t a = __ldcs(row + w);
+            s += wsync_digest_word(a, key + w * G);
+            if (TWO)
+                s1 += wsync_digest_word(a, key1 + w * G);
+        }
     }
     d_block_add(s, dsum + t.seg);
+    if (TWO) {
+        __syncthreads(); // d_block_add's shared words are reused
+        d_block_add(s1, dsum + t.seg1);
+    }
+}
+
+__global__ void __launch_bounds__(DIG_THREADS)
+    digest_tasks_kernel(const wsync_digest_task_t *tasks, const unsigned char *src, unsigned long long *dsum)
+{
+    const wsync_digest_task_t t = tasks[blockIdx.x];
+    if (t.seg1 == WSYNC_DIGEST_NO_SUM) // block-uniform
+        digest_task<false>(t, src, dsum);
+    else
+        digest_task<true>(t, src, dsum);
 }
 
 extern "C" int wsync_cuda_digest_tasks_async(const wsync_digest_task_t *dev_tasks, size_t n, const void *src_base,

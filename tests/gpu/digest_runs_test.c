@@ -2,7 +2,9 @@
  * word sum of its runs packed byte by byte and digested on the host, on
  * random segments of every run shape, from a source at several 8-byte
  * aligned offsets; a plan of zero segments and one of a column slice of a
- * 7B-sized o_proj (3584 rows) agree too; without a GPU it says why. */
+ * 7B-sized o_proj (3584 rows) agree too; so do the random segments summed
+ * two ways (a second key and sum per segment, launched with start/wait);
+ * without a GPU it says why. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,9 +45,10 @@ static void gpu_sums_equal_pack_then_digest(void)
     CHECK(cudaMalloc((void **)&dev, SRC_LEN + 64) == cudaSuccess);
     for (round = 0; round < 40 && dev; round++) {
         const size_t at = 8 * (size_t)(round % 4); /* the source base at 0, 8, 16, 24 mod 32 */
-        size_t n = round == 0 ? 0 : dr_random_segments(segs, 64, runs), i;
+        size_t n = round == 0 ? 0 : dr_random_segments(segs, 64, runs), ns = 0, i;
+        wsync_digest_seg2_t s2[64];
         wsync_digest_runs_plan_t *p = NULL;
-        uint64_t sums[64];
+        uint64_t sums[64], sums2[128];
         memset(sums, 0xee, sizeof(sums));
         CHECK(cudaMemcpy(dev + at, src, SRC_LEN, cudaMemcpyHostToDevice) == cudaSuccess);
         CHECK_OK(wsync_digest_runs_prepare(segs, n, &p));
@@ -61,6 +64,15 @@ static void gpu_sums_equal_pack_then_digest(void)
         CHECK_OK(wsync_digest_runs_sums(p, dev + at, sums)); /* a plan launches again */
         for (i = 0; i < n; i++)
             CHECK(sums[i] == dr_reference_sum(&segs[i], src, buf));
+        wsync_digest_runs_free(p);
+        /* The same segments summed two ways, launched with start/wait. */
+        dr_two_way(segs, n, s2, &ns);
+        CHECK_OK(wsync_digest_runs_prepare2(s2, n, ns, &p));
+        if (p) {
+            CHECK_OK(wsync_digest_runs_start(p, dev + at));
+            CHECK_OK(wsync_digest_runs_wait(p, sums2));
+            CHECK(dr_two_way_differs(s2, n, ns, sums2, src, buf, round) < 0);
+        }
         wsync_digest_runs_free(p);
     }
     cudaFree(dev);

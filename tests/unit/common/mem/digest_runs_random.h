@@ -123,4 +123,64 @@ static inline uint64_t dr_reference_sum(const wsync_digest_seg_t *seg, const uns
     return wsync_digest_sum(buf, len, seg->dst_off);
 }
 
+/* Two ways (wsync_digest_seg2_t) over n random segments: pairs of them
+ * share a sum, and about half also go into a second sum, keyed from a
+ * random image offset as a range that starts at a random whole word at or
+ * before their first source byte. *nsums: 2 n. */
+static inline void dr_two_way(const wsync_digest_seg_t *segs, size_t n, wsync_digest_seg2_t *out, size_t *nsums)
+{
+    size_t i, k;
+    for (i = 0; i < n; i++) {
+        uint64_t lo = SRC_LEN;
+        for (k = 0; k < segs[i].nruns; k++)
+            if (segs[i].runs[k].rows && segs[i].runs[k].row_bytes && segs[i].runs[k].src_off < lo)
+                lo = segs[i].runs[k].src_off;
+        out[i] = (wsync_digest_seg2_t){.seg = segs[i],
+                                       .sum = (uint32_t)(i / 2),
+                                       .sum2 = rnd(2) ? WSYNC_DIGEST_NO_SUM : (uint32_t)(n + rnd(n)),
+                                       .off2 = rnd(1u << 30),
+                                       .src2 = 8 * rnd(lo / 8 + 1)};
+    }
+    *nsums = 2 * n;
+}
+
+/* The reference of dr_two_way's segments: sums[sum] += dr_reference_sum,
+ * and the second key word by word from the source bytes, little-endian. */
+static inline void dr_reference_sums2(const wsync_digest_seg2_t *s, const unsigned char *src, unsigned char *buf,
+                                      uint64_t *sums)
+{
+    size_t k;
+    uint64_t r, w, b;
+    sums[s->sum] += dr_reference_sum(&s->seg, src, buf);
+    for (k = 0; s->sum2 != WSYNC_DIGEST_NO_SUM && k < s->seg.nruns; k++) {
+        const wsync_run2d_t *rn = &s->seg.runs[k];
+        for (r = 0; r < rn->rows; r++)
+            for (w = 0; w < rn->row_bytes / 8; w++) {
+                const uint64_t x = rn->src_off + r * rn->src_stride + 8 * w;
+                uint64_t word = 0;
+                for (b = 0; b < 8; b++)
+                    word |= (uint64_t)src[x + b] << (8 * b);
+                sums[s->sum2] += wsync_digest_word(word, wsync_digest_base_key(s->off2) +
+                                                             (x - s->src2) / 8 * WSYNC_DIGEST_GOLDEN);
+            }
+    }
+}
+
+/* The first of the ns sums of n two-way segments that differs from the
+ * reference (said on stderr, naming `round`), or -1. */
+static inline long dr_two_way_differs(const wsync_digest_seg2_t *s2, size_t n, size_t ns, const uint64_t *sums,
+                                      const unsigned char *src, unsigned char *buf, int round)
+{
+    uint64_t want[2 * 64 + 1] = {0};
+    size_t i;
+    for (i = 0; i < n; i++)
+        dr_reference_sums2(&s2[i], src, buf, want);
+    for (i = 0; i < ns; i++)
+        if (sums[i] != want[i]) {
+            fprintf(stderr, "  round %d sum %zu of %zu differs\n", round, i, ns);
+            return (long)i;
+        }
+    return -1;
+}
+
 #endif

@@ -57,6 +57,24 @@ static void tasks_stay_near_their_size_and_rows_are_cut(void)
     free(t);
 }
 
+/* Segments summed two ways (the record's and a put's digests from one
+ * read): every sum equals the reference's, shared sums and second keys. */
+static void host_tasks_sum_two_ways(void)
+{
+    int round;
+    for (round = 0; round < 40; round++) {
+        size_t n = dr_random_segments(segs, 64, runs), nt = 0, ns = 0;
+        wsync_digest_seg2_t s2[64];
+        wsync_digest_task_t *t = NULL;
+        uint64_t sums[128] = {0};
+        dr_two_way(segs, n, s2, &ns);
+        CHECK_OK(wsync_digest_tasks2(s2, n, &t, &nt));
+        wsync_digest_tasks_host(t, nt, src, sums);
+        CHECK(dr_two_way_differs(s2, n, ns, sums, src, buf, round) < 0);
+        free(t);
+    }
+}
+
 static void runs_that_are_not_whole_words_are_refused(void)
 {
     wsync_run2d_t r[2] = {{.src_off = 0, .row_bytes = 16, .rows = 1}, {.src_off = 3, .row_bytes = 8, .rows = 1}};
@@ -81,6 +99,7 @@ int main(void)
     if (!dr_buffers(&src, &buf))
         return 1;
     RUN(host_tasks_equal_pack_then_digest);
+    RUN(host_tasks_sum_two_ways);
     RUN(tasks_stay_near_their_size_and_rows_are_cut);
     RUN(runs_that_are_not_whole_words_are_refused);
     free(src);
