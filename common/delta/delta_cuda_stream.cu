@@ -38,7 +38,6 @@
 
 #define NT 256  /* threads a block */
 #define LOADS 4 /* 16-byte loads of each version a lane, per chunk */
-#define SWEEP 4 /* held values a lane loads before it stores any (the write) */
 static_assert(WSYNC_DELTA_CUDA_WCHUNK == 32 * LOADS * 16, "a warp's chunk: 32 lanes x LOADS x 16 bytes");
 
 /* Elements of width W in a chunk, the chunk's held values (CAP) and
@@ -233,53 +232,108 @@ __device__ __forceinline__ void put_words(const uint32_t *__restrict__ words, co
     }
 }
 
+/* The NB bytes of `bits` (little-endian) at p: one store where p is
+ * aligned to NB, else byte by byte. */
+template <unsigned NB> __device__ __forceinline__ void store_bytes(unsigned char *p, unsigned long long bits)
+{
+    if (NB == 1)
+        *p = (unsigned char)bits;
+    else if (NB == 2 && ((uintptr_t)p & 1) == 0)
+        *(uint16_t *)p = (uint16_t)bits;
+    else if (NB == 4 && ((uintptr_t)p & 3) == 0)
+        *(uint32_t *)p = (uint32_t)bits;
+    else if (NB == 8 && ((uintptr_t)p & 7) == 0)
+        *(unsigned long long *)p = bits;
+    else
+        for (unsigned k = 0; k < NB; k++)
+            p[k] = (unsigned char)(bits >> (8 * k));
+}
+
 /* Every held value of a run of 32 chunks (o[]: their 33 offsets on the
- * wire) but those of the chunks in `over`, in one coalesced sweep: value r
- * of the run finds its chunk by a search of the offsets, kept relative to
- * the run's first in rel[] (a run holds at most 32 x 2048 values), so the
- * sweep's arithmetic is 32-bit; a lane loads SWEEP values before it
- * stores any (the compiler does not reorder them: the wire is bytes, as the
- * held values). hv, hi: the run's held values and indices; e0 its first
- * element. One warp. */
-template <typename T>
+ * wire) but those of the chunks in `over`, in one coalesced sweep. The
+ * sweep goes by groups of P values that share a P-aligned place on the
+ * wire (so a group whole in the run is one store of P values, and, in the
+ * pairs form, P indices in 8-byte stores; a group cut by the run's ends
+ * or by a chunk in `over` is stored value by value, so no two warps store
+ * to one word). Value r of the run finds its chunk by a search of the
+ * offsets, kept relative to the run's first in rel[] (a run holds at most
+ * 32 x 2048 values), so the sweep's arithmetic is 32-bit; a lane loads
+ * SWEEP groups before it stores any. hv, hi: the run's held values and
+ * indices; e0 its first element. One warp. */
+template <typename T, unsigned P, unsigned SWEEP>
 __device__ __forceinline__ void sweep_held(const unsigned long long *o, unsigned *rel, unsigned over,
                                            const unsigned char *__restrict__ hv, const uint16_t *__restrict__ hi,
                                            uint64_t e0, unsigned char *vals, unsigned char *idx, unsigned iw)
 {
-    constexpr unsigned ELEMS = chunk_shape<sizeof(T)>::ELEMS, ICAP = chunk_shape<sizeof(T)>::ICAP;
+    constexpr unsigned W = sizeof(T), ELEMS = chunk_shape<W>::ELEMS, ICAP = chunk_shape<W>::ICAP;
+    static_assert(P * W <= 8, "a group's values in one 8-byte store");
     const unsigned lane = threadIdx.x & 31;
     rel[lane] = (unsigned)(o[lane] - o[0]);
     if (lane == 31)
         rel[32] = (unsigned)(o[32] - o[0]);
     __syncwarp();
-    const unsigned nrun = rel[32];
-    unsigned char *vrun = vals + o[0] * sizeof(T), *irun = idx != NULL ? idx + o[0] * iw : NULL;
-    for (unsigned r0 = lane; r0 < nrun; r0 += 32 * SWEEP) {
-        T v[SWEEP];
-        unsigned e[SWEEP]; /* the element, from e0 */
-        unsigned ok = 0;   /* bit q: value r0 + 32q is one to put */
+    const unsigned nrun = rel[32], lead = (unsigned)(o[0] % P); /* the run's first value's place in its group */
+    const unsigned ngrp = (lead + nrun + P - 1) / P;
+    unsigned char *vgrp = vals + (o[0] - lead) * W, *igrp = idx != NULL ? idx + (o[0] - lead) * iw : NULL;
+    for (unsigned g0 = lane; g0 < ngrp; g0 += 32 * SWEEP) {
+        T v[SWEEP][P];
+        unsigned e[SWEEP][P]; /* the element, from e0 */
+        unsigned ok[SWEEP];   /* bit i: value i of group g0 + 32q is one to put */
 #pragma unroll
-        for (unsigned q = 0; q < SWEEP; q++) { /* every load first, SWEEP in flight */
-            const unsigned r = r0 + 32 * q;
+        for (unsigned q = 0; q < SWEEP; q++) { /* every load first, SWEEP groups in flight */
+            ok[q] = 0;
             unsigned j = 0; /* the chunk of value r: rel[j] <= r < rel[j + 1] */
 #pragma unroll
-            for (unsigned step = 16; step > 0; step /= 2)
-                if (rel[j + step] <= r)
-                    j += step;
-            if (r >= nrun || (over >> j & 1))
-                continue;
-            const unsigned k = r - rel[j];
-            ok |= 1u << q;
-            v[q] = __ldg((const T *)(hv + j * WSYNC_DELTA_CUDA_HELD_VALS) + k);
-            e[q] = irun != NULL ? j * ELEMS + __ldg(hi + j * ICAP + k) : 0;
+            for (unsigned i = 0; i < P; i++) {
+                const int ri = (int)((g0 + 32 * q) * P + i) - (int)lead;
+                if (ri < 0 || (unsigned)ri >= nrun)
+                    continue;
+                const unsigned r = (unsigned)ri;
+                if (i == 0 || r == 0 || j == 0) {
+#pragma unroll
+                    for (unsigned step = 16; step > 0; step /= 2)
+                        if (rel[j + step] <= r)
+                            j += step;
+                } else
+                    while (rel[j + 1] <= r)
+                        j++;
+                if (over >> j & 1)
+                    continue;
+                const unsigned k = r - rel[j];
+                ok[q] |= 1u << i;
+                v[q][i] = __ldg((const T *)(hv + j * WSYNC_DELTA_CUDA_HELD_VALS) + k);
+                e[q][i] = igrp != NULL ? j * ELEMS + __ldg(hi + j * ICAP + k) : 0;
+            }
         }
 #pragma unroll
-        for (unsigned q = 0; q < SWEEP; q++)
-            if (ok >> q & 1) {
-                store_elem<T>(vrun + (r0 + 32 * q) * sizeof(T), v[q]);
-                if (irun != NULL)
-                    store_index(irun, iw, r0 + 32 * q, e0 + e[q]);
+        for (unsigned q = 0; q < SWEEP; q++) {
+            const unsigned g = g0 + 32 * q;
+            if (ok[q] == (1u << P) - 1) { /* the whole group: one store of values, indices by pairs */
+                unsigned long long bits = 0;
+#pragma unroll
+                for (unsigned i = 0; i < P; i++)
+                    bits |= (unsigned long long)v[q][i] << (8 * W * i);
+                store_bytes<P * W>(vgrp + (uint64_t)g * P * W, bits);
+                if (igrp != NULL) {
+                    unsigned char *at = igrp + (uint64_t)g * P * iw;
+#pragma unroll
+                    for (unsigned i = 0; i < P; i += 2)
+                        if (i + 1 < P && iw == 4 && ((uintptr_t)at & 7) == 0)
+                            *(unsigned long long *)(at + i * 4) = (e0 + e[q][i]) | (e0 + e[q][i + 1]) << 32;
+                        else
+                            for (unsigned h = i; h < i + 2 && h < P; h++)
+                                store_index(at, iw, h, e0 + e[q][h]);
+                }
+                continue;
             }
+#pragma unroll
+            for (unsigned i = 0; i < P; i++)
+                if (ok[q] >> i & 1) {
+                    store_elem<T>(vgrp + ((uint64_t)g * P + i) * W, v[q][i]);
+                    if (igrp != NULL)
+                        store_index(igrp, iw, (uint64_t)g * P + i, e0 + e[q][i]);
+                }
+        }
     }
 }
 
@@ -289,7 +343,7 @@ __device__ __forceinline__ void sweep_held(const unsigned long long *o, unsigned
  * of the run in one coalesced sweep (sweep_held), gathers the chunks that
  * changed more than they hold, and, in the bitmap form, writes their
  * words. */
-template <typename T>
+template <typename T, unsigned P, unsigned SWEEP>
 __device__ __forceinline__ void
 write_runs(const T *__restrict__ next, uint64_t n, const uint32_t *__restrict__ words,
            const unsigned long long *__restrict__ offsets, const unsigned long long *__restrict__ seg,
@@ -319,8 +373,8 @@ write_runs(const T *__restrict__ next, uint64_t n, const uint32_t *__restrict__ 
         __syncwarp();
         const unsigned long long mine = o[lane + 1] - o[lane];
         const unsigned over = __ballot_sync(0xffffffffu, mine > (idx != NULL ? ICAP : CAP));
-        sweep_held<T>(o, rel[threadIdx.x / 32], over, held_vals + c0 * WSYNC_DELTA_CUDA_HELD_VALS,
-                      held_idx + c0 * ICAP, c0 * ELEMS, vals, idx, iw);
+        sweep_held<T, P, SWEEP>(o, rel[threadIdx.x / 32], over, held_vals + c0 * WSYNC_DELTA_CUDA_HELD_VALS,
+                                held_idx + c0 * ICAP, c0 * ELEMS, vals, idx, iw);
         for (unsigned m = over; m != 0; m &= m - 1) {
             const unsigned j = __ffs(m) - 1;
             gather_chunk<T>(next, ngroups, words, c0 + j, o[j], vals, idx, iw, c);
@@ -335,8 +389,8 @@ write_runs(const T *__restrict__ next, uint64_t n, const uint32_t *__restrict__ 
  * which the host copies); then, with done != NULL (host memory mapped for
  * the device), the last block to finish writes the total + 1 there, after
  * every block's writes (the ticket is zeroed by the count kernel). */
-template <typename T, unsigned MINB>
-__global__ void __launch_bounds__(NT, MINB)
+template <typename T, unsigned P, unsigned SWEEP>
+__global__ void __launch_bounds__(NT)
     stream_write_kernel(const T *__restrict__ next, uint64_t n, const uint32_t *__restrict__ words,
                         const unsigned long long *__restrict__ offsets, const unsigned long long *__restrict__ seg,
                         const unsigned long long *__restrict__ total, const unsigned char *__restrict__ held_vals,
@@ -346,7 +400,7 @@ __global__ void __launch_bounds__(NT, MINB)
     const unsigned long long c = *total;
     const unsigned form = wsync_delta_choose(n, c, sizeof(T));
     if (form != 0)
-        write_runs<T>(next, n, words, offsets, seg, held_vals, held_idx, nch, out, c, form);
+        write_runs<T, P, SWEEP>(next, n, words, offsets, seg, held_vals, held_idx, nch, out, c, form);
     if (done != NULL) {
         __threadfence_system();
         __syncthreads();
@@ -368,24 +422,27 @@ static int launch_count(const void *base, const void *next, uint64_t n, uint32_t
     return (int)cudaGetLastError();
 }
 
-/* Blocks an SM the write kernel is built for (0: the compiler's choice).
- * At bf16 it is latency-bound (ncu) and 6 blocks (40 registers) measured
- * 0.071 ms a GiB against 0.078 at the compiler's 48 registers and 0.074 at
- * 8 (spills); other widths were not measured so. */
-template <typename T> constexpr unsigned write_min_blocks = sizeof(T) == 2 ? 6 : 0;
+/* The write's groups (P values a lane stores at once) and sweep (groups a
+ * lane loads before it stores any) by width. Measured on the H200, 1 GiB at
+ * 2% changed, the write kernel alone: width 1 0.134 ms with single values
+ * (P 1, 4 in flight) -> 0.097 with groups of 4 (2 in flight); bf16 0.069
+ * -> 0.063 (bench/RESULTS.md 2026-12-04, evening). Other widths keep
+ * single values (not measured with groups). */
+template <typename T> constexpr unsigned write_group = sizeof(T) <= 2 ? 4 : 1;
+template <typename T> constexpr unsigned write_sweep = sizeof(T) <= 2 ? 2 : 4;
 
 template <typename T>
 static int launch_write(const void *next, uint64_t n, const uint32_t *words, const unsigned long long *offsets,
                         const unsigned long long *seg, const unsigned long long *total, const unsigned char *held,
                         unsigned char *out, unsigned *ticket, unsigned long long *done, cudaStream_t s)
 {
-    constexpr unsigned MINB = write_min_blocks<T>;
+    constexpr unsigned P = write_group<T>, SWEEP = write_sweep<T>;
     static unsigned res;
     const uint64_t nch = wsync_delta_cuda_wchunks(n * sizeof(T));
-    unsigned grid = resident_grid((const void *)stream_write_kernel<T, MINB>, NT, &res, (nch + NT - 1) / NT);
-    stream_write_kernel<T, MINB><<<grid, NT, 0, s>>>((const T *)next, n, words, offsets, seg, total, held,
-                                                     (const uint16_t *)(held + nch * WSYNC_DELTA_CUDA_HELD_VALS),
-                                                     nch, out, ticket, done);
+    unsigned grid = resident_grid((const void *)stream_write_kernel<T, P, SWEEP>, NT, &res, (nch + NT - 1) / NT);
+    stream_write_kernel<T, P, SWEEP>
+        <<<grid, NT, 0, s>>>((const T *)next, n, words, offsets, seg, total, held,
+                             (const uint16_t *)(held + nch * WSYNC_DELTA_CUDA_HELD_VALS), nch, out, ticket, done);
     return (int)cudaGetLastError();
 }
 
