@@ -134,6 +134,7 @@ typedef struct lo_region {
 } lo_region_t;
 
 #define LO_BATCH WSYNC_CD_BATCH_MAX /* fused puts per kernel launch, at most */
+#define LO_MAX_SPANS (1 << 22)      /* of a redirect table a sender accepts */
 #define LO_FLIGHT 2                 /* launches in flight before fused puts wait to go together */
 
 typedef struct lo_item {

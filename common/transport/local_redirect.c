@@ -193,6 +193,7 @@ static wsync_status_t fetch(lo_conn_t *c, const lo_key_t *k, lo_table_t *tb)
     lo_wire_alloc_t *a = NULL;
     lo_wire_span_t *w = NULL;
     char **ptrs = NULL;
+    size_t *sizes = NULL; /* of each mapped allocation, from its start */
     wsync_status_t st;
     size_t i;
     free(tb->s);
@@ -207,20 +208,42 @@ static wsync_status_t fetch(lo_conn_t *c, const lo_key_t *k, lo_table_t *tb)
                            "(a request of an attempt the receiver left)",
                            (unsigned long long)k->id, (unsigned long long)h.gen, (unsigned long long)h.nspans,
                            (unsigned long long)k->gen);
+    if (h.nspans > LO_MAX_SPANS || h.nallocs > h.nspans)
+        return wsync_error(WSYNC_ERR_FORMAT,
+                           "the receiver's redirect table of region %llu names %llu spans in %llu allocations "
+                           "(at most %d spans, no more allocations than spans): refused",
+                           (unsigned long long)k->id, (unsigned long long)h.nspans, (unsigned long long)h.nallocs,
+                           LO_MAX_SPANS);
     a = malloc(h.nallocs * sizeof(*a) + 1);
     w = malloc(h.nspans * sizeof(*w));
     ptrs = calloc(h.nallocs + 1, sizeof(*ptrs));
+    sizes = calloc(h.nallocs + 1, sizeof(*sizes));
     tb->s = calloc(h.nspans, sizeof(*tb->s));
-    st = a && w && ptrs && tb->s ? WSYNC_OK : wsync_error(WSYNC_ERR_NOMEM, "out of memory");
+    st = a && w && ptrs && sizes && tb->s ? WSYNC_OK : wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     if (st == WSYNC_OK && h.nallocs > 0)
         st = recv_exact(c, a, h.nallocs * sizeof(*a));
     if (st == WSYNC_OK)
         st = recv_exact(c, w, h.nspans * sizeof(*w));
-    for (i = 0; st == WSYNC_OK && i < h.nallocs; i++)
+    for (i = 0; st == WSYNC_OK && i < h.nallocs; i++) {
+        uint64_t b = 0;
         st = lo_map(t, k->pid, &a[i].handle, a[i].base, &ptrs[i]);
+        /* what lies from ptrs[i] on, where the driver can say (else unchecked) */
+        if (st == WSYNC_OK && lo_alloc_of(ptrs[i], &b, &sizes[i]) == WSYNC_OK)
+            sizes[i] -= (size_t)((uint64_t)(uintptr_t)ptrs[i] - b);
+        else
+            sizes[i] = SIZE_MAX;
+    }
     for (i = 0; st == WSYNC_OK && i < h.nspans; i++) {
-        if (w[i].alloc >= h.nallocs || (i > 0 && w[i].off < w[i - 1].off + w[i - 1].len)) {
-            st = wsync_error(WSYNC_ERR_FORMAT, "the receiver's redirect span %zu is malformed", i);
+        if (w[i].alloc >= h.nallocs || w[i].len == 0 || w[i].off > k->len || w[i].len > k->len - w[i].off ||
+            w[i].alloc_off > sizes[w[i].alloc] || w[i].len > sizes[w[i].alloc] - w[i].alloc_off ||
+            (i > 0 && w[i].off < w[i - 1].off + w[i - 1].len)) {
+            st = wsync_error(WSYNC_ERR_FORMAT,
+                             "the receiver's redirect span %zu ([%llu, +%llu) of region %llu, %llu bytes; at %llu "
+                             "of allocation %u) lies outside the region or the allocation, is empty, or overlaps "
+                             "the span before: refused",
+                             i, (unsigned long long)w[i].off, (unsigned long long)w[i].len,
+                             (unsigned long long)k->id, (unsigned long long)k->len,
+                             (unsigned long long)w[i].alloc_off, w[i].alloc);
             break;
         }
         tb->s[i] = (lo_span_t){.off = w[i].off, .len = w[i].len, .ptr = ptrs[w[i].alloc] + w[i].alloc_off};
@@ -234,6 +257,7 @@ static wsync_status_t fetch(lo_conn_t *c, const lo_key_t *k, lo_table_t *tb)
     free(a);
     free(w);
     free(ptrs);
+    free(sizes);
     return st;
 }
 
