@@ -56,6 +56,10 @@ static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
     [WSYNC_FAULT_REJOIN_MS] = {"WSYNC_TEST_REJOIN_MS", 0, 0, 600000,
                                "engine local rank > 0 waits N ms, not 30 s, for local rank 0's board (at start "
                                "and when rank 0 restarted): a test of the timeout need not wait it out"},
+    [WSYNC_FAULT_REFUSE_REDIRECT] = {"WSYNC_TEST_REFUSE_REDIRECT", 0, 0, 1,
+                                     "with 1, the engine's tcp transport refuses redirect spans as the local "
+                                     "transport refuses memory CUDA cannot export (the bytes must land in the "
+                                     "image and be copied on)"},
 };
 
 static long long values[WSYNC_FAULT_COUNT];

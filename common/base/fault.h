@@ -23,8 +23,9 @@ typedef enum wsync_fault_id {
     WSYNC_FAULT_CORRUPT_HELD, /* engine: flip a byte of this piece (put) of the held version before a delta pull */
     WSYNC_FAULT_CORRUPT_WIRE, /* trainer or relay: break the magic of this piece's delta wire */
     WSYNC_FAULT_AMAX_REFUSE,  /* trainer rank N: refuse its peers' requests for FP8 block maxima */
-    WSYNC_FAULT_TDIG_DELAY_MS, /* trainer: a slow digest of a target's puts or segments */
-    WSYNC_FAULT_REJOIN_MS,     /* engine: a local rank > 0 waits this long for rank 0's board */
+    WSYNC_FAULT_TDIG_DELAY_MS,   /* trainer: a slow digest of a target's puts or segments */
+    WSYNC_FAULT_REJOIN_MS,       /* engine: a local rank > 0 waits this long for rank 0's board */
+    WSYNC_FAULT_REFUSE_REDIRECT, /* engine: its tcp transport refuses to land bytes in the caller's tensors */
     WSYNC_FAULT_COUNT
 } wsync_fault_id_t;
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/base/checks.h"
+#include "common/base/fault.h"
 #include "common/transport/tcp_internal.h"
 #include "common/base/util.h"
 
@@ -149,6 +150,8 @@ wsync_status_t tcp_redirect(wsync_region_t *rr, const wsync_redirect_t *spans, s
     wsync_redirect_t *copy = NULL;
     (void)key; /* the receiver lands the bytes: its key stays */
     WSYNC_CHECK(wsync_redirect_check(rr, spans, n, "tcp"));
+    if (n > 0 && wsync_fault(WSYNC_FAULT_REFUSE_REDIRECT) == 1)
+        return wsync_error(WSYNC_ERR_UNSUPPORTED, "tcp: redirect refused (test hook WSYNC_TEST_REFUSE_REDIRECT)");
     if (n > 0) {
         copy = malloc(n * sizeof(*copy));
         WSYNC_CHECK_ALLOC(copy);

@@ -15,7 +15,9 @@
  * receiver's memfd image holds under a quarter of its pages, the hand-cut
  * slices are right, and a version with a corrupted byte in a packed
  * run (WSYNC_TEST_CORRUPT_PACKED) fails naming the tensor, its trainer rank
- * and the engine rank; the next clean version lands. */
+ * and the engine rank; the next clean version lands. A transport that
+ * refuses to land bytes in the caller's tensors (WSYNC_TEST_REFUSE_REDIRECT)
+ * leaves them landing in the image and copied on, as right. */
 #include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -322,10 +324,43 @@ static void in_place_caller_tensors_get_the_verified_slices(void)
     caller_tensors_get_the_verified_slices(WSYNC_MODE_IN_PLACE, 1, "dests-ok-inplace-k1");
 }
 
+/* In place, a transport that refuses to land bytes in the caller's tensors
+ * (as local refuses memory CUDA cannot export; here tcp, by the test hook):
+ * the receiver says so and the bytes land in the image and are copied on,
+ * still right, and a corrupted run is still caught. Its stderr is read
+ * back from a file (and echoed) for the warning. */
+static void in_place_refused_redirect_copies_on(void)
+{
+    char path[] = "/tmp/wsync-refused-XXXXXX", *log = calloc(1, 1 << 16);
+    int fd = mkstemp(path), saved = dup(2);
+    ssize_t got = 0;
+    CHECK(fd >= 0 && saved >= 0 && log != NULL);
+    if (fd < 0 || saved < 0 || log == NULL)
+        return;
+    setenv("WSYNC_TEST_REFUSE_REDIRECT", "1", 1);
+    wsync_faults_reload();
+    fflush(stderr);
+    dup2(fd, 2);
+    caller_tensors_get_the_verified_slices(WSYNC_MODE_IN_PLACE, 0, "dests-refused");
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    unsetenv("WSYNC_TEST_REFUSE_REDIRECT");
+    wsync_faults_reload();
+    got = pread(fd, log, (1 << 16) - 1, 0);
+    close(fd);
+    unlink(path);
+    fputs(got > 0 ? log : "", stderr);
+    CHECK(got > 0 && strstr(log, "cannot take the bytes straight") != NULL &&
+          strstr(log, "WSYNC_TEST_REFUSE_REDIRECT") != NULL);
+    free(log);
+}
+
 int main(void)
 {
     RUN(staged_caller_tensors_get_the_verified_slices);
     RUN(in_place_caller_tensors_get_the_verified_slices);
+    RUN(in_place_refused_redirect_copies_on);
     RUN(destinations_not_in_the_target_are_refused);
     RUN(every_tensor_in_place_sparse_image_and_a_corrupted_run);
     TEST_EXIT();
