@@ -13,6 +13,8 @@
  * landing in the region and copying on. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "common/base/checks.h"
@@ -194,14 +196,22 @@ static wsync_status_t fetch(lo_conn_t *c, const lo_key_t *k, lo_table_t *tb)
     lo_wire_span_t *w = NULL;
     char **ptrs = NULL;
     size_t *sizes = NULL; /* of each mapped allocation, from its start */
+    struct timeval tv = {.tv_sec = t->timeout_ms / 1000, .tv_usec = (t->timeout_ms % 1000) * 1000};
     wsync_status_t st;
     size_t i;
     free(tb->s);
     tb->s = NULL;
     tb->n = 0;
     tb->gen = 0;
+    /* the answer's reads give up after the connect timeout: a receiver that stopped answering fails the put */
+    if (t->timeout_ms > 0)
+        (void)setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     WSYNC_CHECK(lo_conn_send(c, &ask, sizeof(ask)));
-    WSYNC_CHECK(recv_exact(c, &h, sizeof(h)));
+    if (recv_exact(c, &h, sizeof(h)) != WSYNC_OK)
+        return wsync_error(WSYNC_ERR_PEER,
+                           "the receiver (process %llu) sent no redirect table for its region %llu within %d ms "
+                           "(%s)",
+                           (unsigned long long)k->pid, (unsigned long long)k->id, t->timeout_ms, wsync_last_error());
     if (h.magic != LO_MAGIC || h.id != k->id || h.status != WSYNC_OK || h.gen != k->gen || h.nspans == 0)
         return wsync_error(h.status != WSYNC_OK ? (wsync_status_t)h.status : WSYNC_ERR_PEER,
                            "the receiver's region %llu has redirect %llu (%llu spans), the put's key names %llu "
