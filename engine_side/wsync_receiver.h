@@ -102,7 +102,13 @@ typedef struct wsync_receiver_config {
      * lands or is copied straight in them and the image holds memory only
      * under the digest words that cross destination edges off the 8-byte
      * grid (setting sparse_image; docs/ENGINE_LAYOUTS.md): the rest of
-     * wsync_receiver_image's range is then not memory at all. Either way
+     * wsync_receiver_image's range is then not memory at all. In place
+     * into GPU tensors over the local transport (trainer ranks on the same
+     * GPU host), the bytes of a node of targets land straight in the
+     * caller's tensors (not yet those of a whole image) when CUDA can export the
+     * allocations under them (cudaMalloc'd memory, not expandable segments
+     * nor cudaMallocAsync pools: those are copied on, with one warning); the
+     * image keeps its memory. Either way
      * the image does not hold those bytes after a pull:
      * read the version from the caller's tensors (where
      * wsync_receiver_tensor* point; docs/ENGINE_LAYOUTS.md). The
