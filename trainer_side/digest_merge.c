@@ -26,6 +26,7 @@
 
 #include "common/base/checks.h"
 #include "common/base/log.h"
+#include "common/base/settings.h"
 #include "common/digest/digest.h"
 #include "common/mem/digest_runs.h"
 #include "trainer_side/digest_merge.h"
@@ -400,8 +401,9 @@ wsync_status_t pub_merge_finish(const wsync_publisher_t *p, const pub_merge_t *m
 
 wsync_status_t pub_dpass_start(wsync_publisher_t *p, int slot, uint64_t version, pub_dpass_t *dp)
 {
+    const long long merge = wsync_setting_int(WSYNC_SET_DIGEST_MERGE); /* 0 auto, 1 on, 2 off */
     memset(dp, 0, sizeof(*dp));
-    if (slot == PUB_DIRECT && p->share.nmy)
+    if (slot == PUB_DIRECT && p->share.nmy && (merge == 1 || (merge == 0 && p->mem->kind == WSYNC_MEM_CUDA)))
         pub_targets_merge_begin(p, &p->slots.slot[slot], version, &dp->m, &dp->d);
     if (dp->m && pub_merge_start(p, dp->m, &p->slots.slot[slot]) != WSYNC_OK) {
         LOG_WARN("trainer rank %d: version %llu: the digest pass with a node plan's puts did not start (%s); "

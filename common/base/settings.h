@@ -48,6 +48,7 @@ typedef enum wsync_setting_id {
     WSYNC_SET_DELTA_BASES,
     WSYNC_SET_DELTA_DENSITY,
     WSYNC_SET_DIRECT_PACK,
+    WSYNC_SET_DIGEST_MERGE,
     WSYNC_SET_COUNT
 } wsync_setting_id_t;
 

@@ -257,4 +257,13 @@ const wsync_setting_def_t wsync_settings_table[WSYNC_SET_COUNT] = {
                                       "summing what it writes, instead of packing a stage and copying out of it "
                                       "(off: the stage, as a receiver on another GPU gets; bench/RESULTS.md "
                                       "2026-12-04)"},
+    [WSYNC_SET_DIGEST_MERGE] = {.name = "digest_merge",
+                                .type = WSYNC_STYPE_ENUM,
+                                .dflt = "auto",
+                                .env = "WSYNC_DIGEST_MERGE",
+                                .choices = "auto|on|off",
+                                .doc = "a single-copy publish reads its share once for the record's digests and "
+                                       "a node plan's put digests (trainer_side/digest_merge.c); auto: GPU "
+                                       "trainers (on the host the two sums cost more than the read they save: "
+                                       "bench/RESULTS.md 2026-12-04, evening)"},
 };

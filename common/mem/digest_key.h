@@ -11,5 +11,9 @@
 #include <stdint.h>
 
 uint64_t wsync_digest_key_at(uint64_t key, uint64_t word);
+/* The offset whose base key (wsync_digest_base_key) is `base`: a run of
+ * words keyed base, base + G, ... is wsync_digest_sum(p, len, that offset),
+ * the fastest sum this CPU runs. */
+uint64_t wsync_digest_off_of_base(uint64_t base);
 
 #endif

@@ -6,6 +6,7 @@
 #include "common/base/checks.h"
 #include "common/digest/digest.h"
 #include "common/digest/digest_impl.h"
+#include "common/mem/digest_key.h"
 #include "common/mem/digest_runs.h"
 
 #define TASK_BYTES (128u << 10) /* about this much per task (per GPU block) */
@@ -146,21 +147,17 @@ void wsync_digest_tasks_host(const wsync_digest_task_t *t, size_t n, const void 
     const unsigned char *src = src_base;
     const uint64_t G = WSYNC_DIGEST_GOLDEN;
     size_t i;
-    uint32_t r, w;
+    uint32_t r;
     for (i = 0; i < n; i++) {
         const int two = t[i].seg1 != WSYNC_DIGEST_NO_SUM;
         uint64_t s = 0, s1 = 0;
-        for (r = t[i].row0; r < t[i].row0 + t[i].nrows; r++) {
+        for (r = t[i].row0; r < t[i].row0 + t[i].nrows; r++) { /* a row's words are keyed key, key + G, ... */
             const unsigned char *row = src + t[i].src_off + (uint64_t)r * t[i].src_stride;
-            const uint64_t key = t[i].key0 + (uint64_t)r * t[i].row_words * G;
-            const uint64_t key1 = t[i].key1 + (uint64_t)r * t[i].step1 * G;
-            for (w = 0; w < t[i].row_words; w++) {
-                uint64_t word;
-                memcpy(&word, row + 8 * (uint64_t)w, 8);
-                s += wsync_digest_word(word, key + (uint64_t)w * G);
-                if (two)
-                    s1 += wsync_digest_word(word, key1 + (uint64_t)w * G);
-            }
+            const uint64_t key = t[i].key0 + (uint64_t)r * t[i].row_words * G, bytes = 8 * (uint64_t)t[i].row_words;
+            s += wsync_digest_sum(row, bytes, wsync_digest_off_of_base(key));
+            if (two) /* the same row again, from the cache */
+                s1 += wsync_digest_sum(row, bytes,
+                                       wsync_digest_off_of_base(t[i].key1 + (uint64_t)r * t[i].step1 * G));
         }
         __atomic_fetch_add(&sums[t[i].seg], s, __ATOMIC_RELAXED);
         if (two)
