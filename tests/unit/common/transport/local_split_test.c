@@ -8,14 +8,16 @@
  * does on the GPU; the first H200 run found them keyed at region offsets,
  * a failed verification). A put whose parts are off its word grid is not
  * summable. Builds without CUDA print skipped. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/digest/digest.h"
 #include "common/transport/local_internal.h"
-#include "tests/test.h"
 
 #if WSYNC_HAVE_CUDA
+#include "tests/test.h"
+
 #define REGION (1u << 18)
 #define SPANMEM (1u << 18)
 #define NSPANS 40
