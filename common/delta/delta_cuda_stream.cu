@@ -232,22 +232,21 @@ __device__ __forceinline__ void put_words(const uint32_t *__restrict__ words, co
     }
 }
 
-/* The NB bytes of `bits` (little-endian) at p: one store where p is
- * aligned to NB, else byte by byte. */
-template <unsigned NB> __device__ __forceinline__ void store_bytes(unsigned char *p, unsigned long long bits)
-{
-    if (NB == 1)
-        *p = (unsigned char)bits;
-    else if (NB == 2 && ((uintptr_t)p & 1) == 0)
-        *(uint16_t *)p = (uint16_t)bits;
-    else if (NB == 4 && ((uintptr_t)p & 3) == 0)
-        *(uint32_t *)p = (uint32_t)bits;
-    else if (NB == 8 && ((uintptr_t)p & 7) == 0)
-        *(unsigned long long *)p = bits;
-    else
-        for (unsigned k = 0; k < NB; k++)
-            p[k] = (unsigned char)(bits >> (8 * k));
-}
+/* The unsigned integer of NB bytes: a group's values stored as one
+ * element (store_elem). */
+template <unsigned NB> struct group_word;
+template <> struct group_word<1> {
+    typedef uint8_t type;
+};
+template <> struct group_word<2> {
+    typedef uint16_t type;
+};
+template <> struct group_word<4> {
+    typedef uint32_t type;
+};
+template <> struct group_word<8> {
+    typedef unsigned long long type;
+};
 
 /* Every held value of a run of 32 chunks (o[]: their 33 offsets on the
  * wire) but those of the chunks in `over`, in one coalesced sweep. The
@@ -309,11 +308,12 @@ __device__ __forceinline__ void sweep_held(const unsigned long long *o, unsigned
         for (unsigned q = 0; q < SWEEP; q++) {
             const unsigned g = g0 + 32 * q;
             if (ok[q] == (1u << P) - 1) { /* the whole group: one store of values, indices by pairs */
-                unsigned long long bits = 0;
+                typedef typename group_word<P * W>::type G;
+                G bits = 0;
 #pragma unroll
                 for (unsigned i = 0; i < P; i++)
-                    bits |= (unsigned long long)v[q][i] << (8 * W * i);
-                store_bytes<P * W>(vgrp + (uint64_t)g * P * W, bits);
+                    bits |= (G)((G)v[q][i] << (8 * W * i));
+                store_elem<G>(vgrp + (uint64_t)g * P * W, bits);
                 if (igrp != NULL) {
                     unsigned char *at = igrp + (uint64_t)g * P * iw;
 #pragma unroll
