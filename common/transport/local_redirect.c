@@ -244,9 +244,9 @@ static wsync_status_t fetch(lo_conn_t *c, const lo_key_t *k, lo_table_t *tb)
             sizes[i] = SIZE_MAX;
     }
     for (i = 0; st == WSYNC_OK && i < h.nspans; i++) {
-        if (w[i].alloc >= h.nallocs || w[i].len == 0 || w[i].off > k->len || w[i].len > k->len - w[i].off ||
-            w[i].alloc_off > sizes[w[i].alloc] || w[i].len > sizes[w[i].alloc] - w[i].alloc_off ||
-            (i > 0 && w[i].off < w[i - 1].off + w[i - 1].len)) {
+        if (w[i].alloc >= h.nallocs ||
+            wsync_redirect_span_bad(w[i].off, w[i].len, k->len, i > 0 ? w[i - 1].off + w[i - 1].len : 0) ||
+            w[i].alloc_off > sizes[w[i].alloc] || w[i].len > sizes[w[i].alloc] - w[i].alloc_off) {
             st = wsync_error(WSYNC_ERR_FORMAT,
                              "the receiver's redirect span %zu ([%llu, +%llu) of region %llu, %llu bytes; at %llu "
                              "of allocation %u) lies outside the region or the allocation, is empty, or overlaps "

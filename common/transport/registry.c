@@ -42,8 +42,8 @@ wsync_status_t wsync_redirect_check(const wsync_region_t *r, const wsync_redirec
 {
     size_t i;
     for (i = 0; i < n; i++)
-        if (spans[i].len == 0 || spans[i].len > r->len || spans[i].off > r->len - spans[i].len ||
-            (i > 0 && spans[i].off < spans[i - 1].off + spans[i - 1].len))
+        if (wsync_redirect_span_bad(spans[i].off, spans[i].len, r->len,
+                                    i > 0 ? spans[i - 1].off + spans[i - 1].len : 0))
             return wsync_error(WSYNC_ERR_INVALID,
                                "%s: redirect span %zu [%llu, +%llu) is empty, outside the region or out of order",
                                backend, i, (unsigned long long)spans[i].off, (unsigned long long)spans[i].len);

@@ -160,6 +160,15 @@ extern const wsync_transport_ops_t wsync_transport_local;
 wsync_status_t wsync_transport_get(const char *name, const wsync_transport_config_t *cfg,
                                    const wsync_transport_ops_t **out);
 
+/* A redirect span [off, off+len) that is empty, not inside a region of
+ * region_len bytes, or starts before prev_end (the span before it ends
+ * there; 0 for the first): the rule wsync_redirect_check applies, and a
+ * sender to the spans it is told. */
+static inline int wsync_redirect_span_bad(uint64_t off, uint64_t len, uint64_t region_len, uint64_t prev_end)
+{
+    return len == 0 || len > region_len || off > region_len - len || off < prev_end;
+}
+
 /* For redirect's implementations: spans non-empty, inside region r,
  * sorted and disjoint, else WSYNC_ERR_INVALID naming the first bad one. */
 wsync_status_t wsync_redirect_check(const wsync_region_t *r, const wsync_redirect_t *spans, size_t n,
