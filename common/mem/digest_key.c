@@ -26,14 +26,14 @@ static uint64_t unfmix64(uint64_t x)
     return x;
 }
 
+uint64_t wsync_digest_off_of_base(uint64_t base)
+{
+    return unfmix64(base) ^ WSYNC_DIGEST_SEED;
+}
+
 uint64_t wsync_digest_key_at(uint64_t key, uint64_t word)
 {
     if (word == 0)
         return key;
-    return unfmix64(wsync_digest_base_key(key) + word * WSYNC_DIGEST_GOLDEN) ^ WSYNC_DIGEST_SEED;
-}
-
-uint64_t wsync_digest_off_of_base(uint64_t base)
-{
-    return unfmix64(base) ^ WSYNC_DIGEST_SEED;
+    return wsync_digest_off_of_base(wsync_digest_base_key(key) + word * WSYNC_DIGEST_GOLDEN);
 }
