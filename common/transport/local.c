@@ -1,6 +1,7 @@
 /* local.c: the "local" transport: sender and receiver on one host, GPU memory
  * only. The receiver's key carries a CUDA IPC handle of the allocation under
- * its region; the sender maps it once and puts are device-to-device copies on
+ * its region; the sender maps it once (until its last connection to that
+ * receiver process closes) and puts are device-to-device copies on
  * a dedicated stream of the source's device (NVLink or the copy engine of one
  * GPU, no host bounce). Completion travels back over an abstract Unix
  * socket: the sender's progress thread waits for each put's event in order,
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "common/base/checks.h"
+#include "common/base/log.h"
 #include "common/base/settings.h"
 #include "common/transport/local_internal.h"
 #include "common/transport/not_built.h"
@@ -189,6 +191,7 @@ wsync_status_t lo_map(lo_transport_t *t, uint64_t pid, const cudaIpcMemHandle_t 
     CUDA_CHECK_GOTO(cudaIpcOpenMemHandle(&p, *handle, cudaIpcMemLazyEnablePeerAccess), st, out);
     t->maps[t->nmaps].handle = *handle;
     t->maps[t->nmaps].ptr = p;
+    t->maps[t->nmaps].pid = pid;
     t->nmaps++;
     *out = p;
 out:
@@ -197,6 +200,27 @@ out:
         wsync_error(st, "cannot map the GPU memory of receiver process %llu: %s", (unsigned long long)pid,
                     wsync_last_error());
     return st;
+}
+
+void lo_unmap_unused(lo_transport_t *t)
+{
+    int i = 0, closed = 0;
+    pthread_mutex_lock(&t->lock);
+    while (i < t->nmaps) {
+        const struct lo_conn *c = t->conns;
+        while (c != NULL && c->peer_pid != t->maps[i].pid)
+            c = c->next_conn;
+        if (c != NULL) {
+            i++;
+            continue;
+        }
+        cudaIpcCloseMemHandle(t->maps[i].ptr); /* a failure leaves nothing to do: the entry goes */
+        t->maps[i] = t->maps[--t->nmaps];
+        closed++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (closed > 0)
+        wsync_trace("local: %d mapping(s) closed: their receiver has no connection from here any more", closed);
 }
 
 static wsync_status_t lo_expect(wsync_transport_t *t, int src_id, wsync_region_t *dst, size_t off, size_t len,

@@ -218,6 +218,11 @@ wsync_status_t lo_connect(wsync_transport_t *tr, const wsync_blob_t *addr, int s
         st = wsync_error(WSYNC_ERR_IO, "transport local: cannot start the progress thread");
         goto fail;
     }
+    c->peer_pid = a.pid;
+    pthread_mutex_lock(&t->lock);
+    c->next_conn = t->conns;
+    t->conns = c;
+    pthread_mutex_unlock(&t->lock);
     *out = &c->base;
     return WSYNC_OK;
 fail:
@@ -230,6 +235,25 @@ fail:
     free(c);
     return wsync_error(st, "cannot connect to local receiver '%s' (pid %llu) as sender %d: %s", a.name,
                        (unsigned long long)a.pid, self_id, wsync_last_error());
+}
+
+/* The connection leaves its transport's list; the maps of a receiver it
+ * was the last connection to close (every copy of it has drained). */
+static void conn_unlist(lo_conn_t *c)
+{
+    lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    lo_conn_t **at;
+    int prev = 0;
+    pthread_mutex_lock(&t->lock);
+    for (at = &t->conns; *at != NULL && *at != c; at = &(*at)->next_conn)
+        ;
+    if (*at == c)
+        *at = c->next_conn;
+    pthread_mutex_unlock(&t->lock);
+    if (enter_device(t->device, &prev) != WSYNC_OK)
+        return; /* the maps stay until the transport closes */
+    lo_unmap_unused(t);
+    leave_device(t->device, prev);
 }
 
 void lo_disconnect(wsync_conn_t *cn)
@@ -247,6 +271,7 @@ void lo_disconnect(wsync_conn_t *cn)
     cudaStreamDestroy(c->stream);
     lo_conn_sums_free(c);
     lo_conn_tables_free(c);
+    conn_unlist(c);
     close(c->fd);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->send_lock);

@@ -57,6 +57,7 @@ typedef struct lo_notice {
 typedef struct lo_map {
     cudaIpcMemHandle_t handle;
     char *ptr;
+    uint64_t pid; /* the receiver process whose allocation it is */
 } lo_map_t;
 
 /* A redirect as it travels (local_redirect.c): an allocation of the
@@ -118,9 +119,12 @@ typedef struct lo_transport {
     int accepting, stopping;
     lo_reader_t *readers;
     struct lo_region *regions; /* receiver: registered, for the senders' asks (under lock) */
-    /* sender: the receivers' allocations mapped here (under lock) */
+    /* sender: the receivers' allocations mapped here, and the open
+     * connections (under lock): a receiver process's maps close with its
+     * last connection (lo_unmap_unused) */
     lo_map_t *maps;
     int nmaps, capmaps;
+    struct lo_conn *conns;
 } lo_transport_t;
 
 typedef struct lo_region {
@@ -156,6 +160,8 @@ typedef struct lo_op {
 
 typedef struct lo_conn {
     wsync_conn_t base;
+    struct lo_conn *next_conn; /* the transport's open connections (its lock) */
+    uint64_t peer_pid;         /* the receiver's process */
     int fd, id;
     char peer_name[LO_NAME];
     cudaStream_t stream;
@@ -215,6 +221,11 @@ wsync_status_t lo_alloc_of(const void *ptr, uint64_t *base, size_t *size);
 /* The receiver's allocation `handle` (at `base` in process `pid`) mapped
  * here, once per handle. */
 wsync_status_t lo_map(lo_transport_t *t, uint64_t pid, const cudaIpcMemHandle_t *handle, uint64_t base, char **out);
+/* Close the maps of every receiver process no open connection leads to
+ * any more (a restarted engine's old window and tensors, which the mapping
+ * would keep alive on the GPU). Called without the lock, on the device,
+ * after the closed connection's copies drained. */
+void lo_unmap_unused(lo_transport_t *t);
 
 /* local_redirect.c: the receiver's redirect (the op), its answer to a
  * sender's ask, and the sender's split of a put by the spans it fetched. */

@@ -7,10 +7,16 @@
  * trainer's request thread does). Host memory is refused with a message that
  * says to use tcp. Inside one GPU each landing carries the digest sum of
  * the bytes written (the copy with the digest fused), equal to the CPU's
- * digest of the bytes that landed; across GPUs it carries none. */
+ * digest of the bytes that landed; across GPUs it carries none. A sender
+ * that outlives its receivers (a trainer while engines restart) gives each
+ * one's GPU memory back once its connection closes: it does not keep the
+ * dead receiver's allocation mapped. */
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#if WSYNC_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #include "common/base/checks.h"
 #include "common/digest/digest.h"
@@ -244,6 +250,127 @@ static void test_across_gpus_pieces_land_intact(void)
     run_forked(body_across_gpus);
 }
 
+#if WSYNC_HAVE_CUDA
+#define RESTARTS 3
+#define RESTART_REGION ((size_t)2 << 30) /* each receiver's allocation: far above the GPU's own churn */
+
+/* A receiver process (the test binary run again with --receiver IN OUT):
+ * a fresh allocation registered and listening; its address and key go out,
+ * it waits for one landing, then exits without freeing (as a crashed
+ * engine would). */
+static int restart_receiver(int in, int out)
+{
+    const wsync_transport_ops_t *ops = &wsync_transport_local;
+    wsync_transport_config_t cfg = {.device = 0, .timeout_ms = 20000};
+    wsync_transport_t *t = NULL;
+    wsync_region_t *r = NULL;
+    wsync_blob_t addr, key;
+    wsync_completion_t c;
+    char *dst = NULL, go;
+    int n = 0;
+    if (wsync_mem_cuda.init(0) != WSYNC_OK || wsync_mem_cuda.alloc(RESTART_REGION, (void **)&dst) != WSYNC_OK ||
+        ops->open(&cfg, &t) != WSYNC_OK || ops->reg(t, dst, RESTART_REGION, WSYNC_MEM_CUDA, &r, &key) != WSYNC_OK ||
+        ops->listen(t, &addr) != WSYNC_OK) {
+        fprintf(stderr, "  receiver: %s\n", wsync_last_error());
+        return 2;
+    }
+    if (write_full(out, &addr, sizeof(addr)) != 0 || write_full(out, &key, sizeof(key)) != 0)
+        return 3;
+    if (ops->poll(t, &c, 1, &n, 20000) != WSYNC_OK || n != 1 || c.kind != WSYNC_COMPLETION_LANDED)
+        return 4;
+    if (read_full(in, &go, 1) != 0) /* the sender saw its put complete */
+        return 5;
+    return 0;
+}
+
+static size_t gpu_free_bytes(void)
+{
+    size_t fr = 0, total = 0;
+    return cudaMemGetInfo(&fr, &total) == cudaSuccess ? fr : 0;
+}
+
+/* This process sends to RESTARTS receivers, one after the other, each a
+ * new process with its own allocation that exits after one put; the
+ * sender disconnects from each (as a trainer drops the connection of an
+ * engine rank that came back at a new address). After each, the GPU's
+ * free memory is back where it was before that receiver started: the
+ * sender no longer holds the dead receiver's allocation. */
+static void body_restarts(void)
+{
+    const wsync_transport_ops_t *ops = &wsync_transport_local;
+    wsync_transport_config_t cfg = {.device = 0, .timeout_ms = 20000};
+    wsync_transport_t *t = NULL;
+    wsync_region_t *r = NULL;
+    wsync_blob_t skey;
+    char *src = NULL;
+    size_t before;
+    int k;
+    CHECK_OK(wsync_mem_cuda.init(0));
+    CHECK_OK(wsync_mem_cuda.alloc(REGION, (void **)&src));
+    CHECK_OK(wsync_mem_cuda.fill(src, REGION, 0, 11));
+    CHECK_OK(ops->open(&cfg, &t));
+    CHECK_OK(ops->reg(t, src, REGION, WSYNC_MEM_CUDA, &r, &skey));
+    before = gpu_free_bytes();
+    for (k = 0; k < RESTARTS; k++) {
+        int to[2], from[2], status = 0, n = 0, tries;
+        char fa[16], fb[16];
+        wsync_blob_t addr, rkey;
+        wsync_completion_t c;
+        wsync_conn_t *cn = NULL;
+        size_t after = 0;
+        pid_t pid;
+        CHECK(pipe(to) == 0 && pipe(from) == 0);
+        pid = fork();
+        if (pid == 0) { /* exec: CUDA does not survive fork */
+            close(to[1]);
+            close(from[0]);
+            snprintf(fa, sizeof(fa), "%d", to[0]);
+            snprintf(fb, sizeof(fb), "%d", from[1]);
+            execl("/proc/self/exe", "local_test", "--receiver", fa, fb, (char *)NULL);
+            _exit(9);
+        }
+        close(to[0]);
+        close(from[1]);
+        CHECK(read_full(from[0], &addr, sizeof(addr)) == 0 && read_full(from[0], &rkey, sizeof(rkey)) == 0);
+        CHECK_OK(ops->connect(t, &addr, 1, &cn));
+        CHECK_OK(ops->put(cn, r, 0, &rkey, 0, 1 << 20, 7));
+        CHECK_OK(ops->poll(t, &c, 1, &n, 20000));
+        CHECK(n == 1 && c.kind == WSYNC_COMPLETION_SENT);
+        CHECK(write_full(to[1], "g", 1) == 0);
+        waitpid(pid, &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        ops->disconnect(cn);
+        for (tries = 0; tries < 100; tries++) { /* the driver frees a dead process's memory soon after */
+            after = gpu_free_bytes();
+            if (after + RESTART_REGION / 2 >= before)
+                break;
+            usleep(20000);
+        }
+        printf("  receiver %d gone: %zu MiB free (%zu before the first)\n", k, after >> 20, before >> 20);
+        if (after + RESTART_REGION / 2 < before)
+            fprintf(stderr, "  receiver %d's %zu MiB are still held after it exited and its connection closed\n",
+                    k, RESTART_REGION >> 20);
+        CHECK(after + RESTART_REGION / 2 >= before);
+        close(to[1]);
+        close(from[0]);
+    }
+    ops->dereg(r);
+    ops->close(t);
+    wsync_mem_cuda.free(src);
+}
+#endif
+
+static void test_restarted_receivers_memory_given_back(void)
+{
+#if WSYNC_HAVE_CUDA
+    if (ngpu == 0)
+        SKIP("no CUDA device");
+    run_forked(body_restarts);
+#else
+    SKIP("built without CUDA");
+#endif
+}
+
 static void test_host_memory_refused(void)
 {
     wsync_transport_config_t cfg = {.device = -1, .timeout_ms = 1000};
@@ -256,12 +383,19 @@ static void test_host_memory_refused(void)
     CHECK(strcmp(ops->name, "local") != 0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+#if WSYNC_HAVE_CUDA
+    if (argc == 4 && strcmp(argv[1], "--receiver") == 0)
+        return restart_receiver(atoi(argv[2]), atoi(argv[3]));
+#else
+    (void)argc, (void)argv;
+#endif
     alarm(100);
     ngpu = gpu_count_forked();
     RUN(test_same_gpu_pieces_land_intact);
     RUN(test_across_gpus_pieces_land_intact);
+    RUN(test_restarted_receivers_memory_given_back);
     RUN(test_host_memory_refused);
     TEST_EXIT();
 }
