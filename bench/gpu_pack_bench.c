@@ -12,6 +12,11 @@
  *              as a sender recycles its staging), vs 64 MiB copies;
  *   start-1, start-puts   the same through wsync_pack_cuda_start, which
  *              builds and uploads the table with every launch;
+ *   puts+sum   the 64 MiB puts' prepared plans through
+ *              wsync_pack_cuda_launch_sum, back to back on the stream, each
+ *              summing the digest of what it writes (what a GPU trainer's
+ *              gathered put does over the local transport); every put's sum
+ *              is compared with the CPU digest of the host gather;
  * and the one-off cost of wsync_pack_cuda_prepare (build + upload, host
  * clock) for the whole rank and for all its puts, against the time of one
  * D2D copy of the rank. GPU times are CUDA events on the stream, median of
@@ -26,6 +31,7 @@
 #if WSYNC_HAVE_CUDA && WSYNC_HAVE_NCCL
 #include "bench/gpu_pair.h"
 #include "bench/slices.h"
+#include "common/digest/digest.h"
 #include "common/mem/mem.h"
 #include "common/pack/pack.h"
 #include "common/pack/pack_task.h"
@@ -107,6 +113,41 @@ static double time_copy(timing_t *t, rank_data_t *r, const slices_put_t *puts, s
     return elapsed(t);
 }
 
+/* What the summing launches share: the device accumulator and block
+ * counter (left at 0 by each launch) and each put's sum, mapped. */
+typedef struct sums {
+    uint64_t *dacc;
+    unsigned int *dcount;
+    uint64_t *host, *dev; /* MAX_PUTS words */
+} sums_t;
+
+static sums_t sums;
+
+/* The prepared plans of np puts launched back to back with their sums
+ * (wsync_pack_cuda_launch_sum, no wait between: stream order); seconds. */
+static double time_plans_sum(timing_t *t, rank_data_t *r, wsync_pack_plan_t **plans, const slices_put_t *puts,
+                             size_t np)
+{
+    size_t i;
+    CU(cudaEventRecord(t->e0, t->s));
+    for (i = 0; i < np; i++)
+        if (wsync_pack_cuda_launch_sum(plans[i], r->dst + puts[i].dst_off, r->src, puts[i].dst_off, sums.dacc,
+                                       sums.dcount, sums.dev + i, t->s) != WSYNC_OK)
+            DIE("pack with sum: %s", wsync_last_error());
+    CU(cudaEventRecord(t->e1, t->s));
+    return elapsed(t);
+}
+
+/* Every put's sum equals the CPU digest of its bytes of the host gather. */
+static void check_sums(const rank_data_t *r, const slices_put_t *puts, size_t np)
+{
+    size_t i;
+    for (i = 0; i < np; i++)
+        if (((volatile uint64_t *)sums.host)[i] !=
+            wsync_digest_sum(r->want + puts[i].dst_off, puts[i].len, puts[i].dst_off))
+            DIE("TP=%d puts+sum: put %zu's sum differs from the CPU digest of the host gather", r->tp, i);
+}
+
 /* Seconds (host clock) to prepare the plans of np puts; *plans keeps them. */
 static double time_prepare(rank_data_t *r, const slices_put_t *puts, size_t np, wsync_pack_plan_t **plans)
 {
@@ -136,22 +177,28 @@ static void check_bytes(rank_data_t *r, const char *mode)
         DIE("TP=%d %s: the GPU pack differs from the host gather", r->tp, mode);
 }
 
-/* 0: kernel, 1: puts, 2: start-1, 3: start-puts. Prints one line. */
+/* 0: kernel, 1: puts, 2: start-1, 3: start-puts, 4: puts+sum. Prints one
+ * line. */
 static void run_mode(timing_t *t, rank_data_t *r, int mode, const slices_put_t *p, size_t n,
                      wsync_pack_plan_t **plans, int reps, double *pack_s)
 {
-    static const char *names[] = {"kernel", "puts", "start-1", "start-puts"};
+    static const char *names[] = {"kernel", "puts", "start-1", "start-puts", "puts+sum"};
     double tp[MAX_REPS], tc[MAX_REPS], mp, mc, gb = (double)r->len / 1e9;
     int i;
     CU(cudaMemset(r->dst, 0xA5, r->len));
     for (i = -2; i < reps; i++) {
-        double a = mode < 2 ? time_plans(t, r, plans, p, n) : time_start(t, r, p, n), b = time_copy(t, r, p, n);
+        double a = mode == 4  ? time_plans_sum(t, r, plans, p, n)
+                   : mode < 2 ? time_plans(t, r, plans, p, n)
+                              : time_start(t, r, p, n),
+               b = time_copy(t, r, p, n);
         if (i >= 0) {
             tp[i] = a;
             tc[i] = b;
         }
     }
     check_bytes(r, names[mode]);
+    if (mode == 4)
+        check_sums(r, p, n);
     mp = median(tp, reps);
     mc = median(tc, reps);
     if (pack_s)
@@ -182,6 +229,12 @@ static int run(int reps)
     CU(cudaStreamCreateWithFlags(&t.s, cudaStreamNonBlocking));
     CU(cudaEventCreate(&t.e0));
     CU(cudaEventCreate(&t.e1));
+    CU(cudaMalloc((void **)&sums.dacc, sizeof(uint64_t)));
+    CU(cudaMalloc((void **)&sums.dcount, sizeof(unsigned int)));
+    CU(cudaMemset(sums.dacc, 0, sizeof(uint64_t)));
+    CU(cudaMemset(sums.dcount, 0, sizeof(unsigned int)));
+    CU(cudaHostAlloc((void **)&sums.host, MAX_PUTS * sizeof(uint64_t), cudaHostAllocMapped));
+    CU(cudaHostGetDevicePointer((void **)&sums.dev, sums.host, 0));
     if (wsync_mem_cuda.fill(r.src, src_len, 0, 4242) != WSYNC_OK)
         DIE("%s", wsync_last_error());
     host_src = malloc(src_len);
@@ -237,13 +290,16 @@ static int run(int reps)
         free_plans(plans, 1);
         time_prepare(&r, puts, np, plans);
         run_mode(&t, &r, 1, puts, np, plans, reps, NULL);
+        run_mode(&t, &r, 4, puts, np, plans, reps, NULL);
         free_plans(plans, np);
         run_mode(&t, &r, 2, &whole, 1, NULL, reps, NULL);
         run_mode(&t, &r, 3, puts, np, NULL, reps, NULL);
         slices_free(puts, np);
     }
     printf("  ratio = D2D ms / pack ms (bytes moved once); kernel and puts launch prepared plans (puts: %d in "
-           "flight), start-* build and upload the table per launch; every packed byte equals the host gather\n",
+           "flight), start-* build and upload the table per launch, puts+sum sum each put's digest on the way "
+           "(all "
+           "in flight); every packed byte equals the host gather, every sum the CPU digest\n",
            IN_FLIGHT);
     printf("  one-off wsync_pack_cuda_prepare (build + upload, host clock, median of %d)\n", reps);
     printf("  %-4s %-14s %8s %11s %9s %12s %15s\n", "TP", "plans", "tasks", "prepare ms", "D2D ms", "prepare/D2D",
