@@ -104,6 +104,24 @@ wsync_status_t wsync_pack_cuda_launch_sum(const wsync_pack_plan_t *plan, void *d
                                           uint64_t key_off, uint64_t *dacc, unsigned int *dcount, uint64_t *hout,
                                           void *stream);
 
+/* Where a put's bytes land when its destination is cut (a receiver's
+ * redirect: the caller's tensors): the put's bytes from offset `at` (from
+ * the put's first byte) up to the next part's `at` go to `dst` on. */
+typedef struct wsync_pack_part {
+    uint64_t at;
+    void *dst;
+} wsync_pack_part_t;
+#define WSYNC_PACK_MAX_PARTS 32
+
+/* wsync_pack_cuda_launch_sum for a put whose bytes land in n parts (parts[0].at
+ * 0, the rest ascending inside the put), one launch, the sum the same (the
+ * put's bytes keyed at key_off as one range). Fails with
+ * WSYNC_ERR_UNSUPPORTED, launching nothing, as launch_sum does, and when
+ * the parts do not fit the plan (wsync_pack_parts_check, pack_task.h). */
+wsync_status_t wsync_pack_cuda_launch_sum_parts(const wsync_pack_plan_t *plan, const wsync_pack_part_t *parts,
+                                                size_t n, const void *src_dev_base, uint64_t key_off,
+                                                uint64_t *dacc, unsigned int *dcount, uint64_t *hout, void *stream);
+
 /* Frees a plan (NULL: no-op). No job launched from it may still be
  * running. Synchronises the device (cudaFree). */
 void wsync_pack_cuda_plan_free(wsync_pack_plan_t *plan);

@@ -19,15 +19,26 @@ extern "C" {
 int wsync_cuda_pack_async(void *dst_base, const void *src_base, const wsync_pack_task_t *tasks_dev, size_t n,
                           void *stream);
 
+/* Where a put's bytes go (the kernel's argument, by value): the put's
+ * bytes from at[i] on (to at[i + 1]) at address base[i] + their offset in
+ * the put; at[0] = 0. One part: the put's first byte at base[0]. */
+typedef struct wsync_pack_dsts {
+    uint32_t n, pad;
+    uint64_t at[WSYNC_PACK_MAX_PARTS];
+    uint64_t base[WSYNC_PACK_MAX_PARTS];
+} wsync_pack_dsts_t;
+
 /* pack_digest_cuda.cu: the n tasks (all of width 8 or 16) of one put from
- * src_base into dst, the digest sum of what they write (keyed as bytes at
- * offset key_off + their offset from dst) added as
+ * src_base into the put's destination (d: a task writes where its first
+ * byte's part puts it), the digest sum of what they write (keyed as bytes
+ * at offset key_off + their offset in the put) added as
  * wsync_cuda_copy_digest_out_async does: *acc and *count device words at 0,
  * the grid's last block stores the sum into *hout and puts both back to 0.
  * Asynchronous on `stream`; returns a cudaError_t as int (0 = launched). */
-int wsync_cuda_pack_digest_async(void *dst, const void *src_base, const wsync_pack_task_t *tasks_dev, size_t n,
-                                 uint64_t key_off, unsigned long long *acc, unsigned int *count,
-                                 unsigned long long *hout, void *stream);
+int wsync_cuda_pack_digest_async(const wsync_pack_dsts_t *d, const void *src_base,
+                                 const wsync_pack_task_t *tasks_dev, size_t n, uint64_t key_off,
+                                 unsigned long long *acc, unsigned int *count, unsigned long long *hout,
+                                 void *stream);
 
 #ifdef __cplusplus
 }

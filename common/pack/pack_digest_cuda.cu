@@ -4,7 +4,9 @@
 // the words stored are the words summed, as in copy_digest_cuda.cu, so the
 // sum is the destination's digest and the stage the put was packed into
 // before, and its copy out, are not needed. Tasks move whole 8- or 16-byte
-// words (pack_gpu.c launches nothing else here). Not yet measured on a GPU:
+// words (pack_gpu.c launches nothing else here). A put whose destination is
+// cut in parts (the caller's tensors) is one launch too: each task writes
+// into its part. Not yet measured on a GPU:
 // the shape is pack_cuda.cu's at DIG_THREADS threads, whose block sum helper
 // it uses.
 #include <cuda_runtime.h>
@@ -37,13 +39,24 @@ struct put_sum {
     }
 };
 
+// The address the put's byte 0 would have for a task starting at put
+// offset `at`: its part's (parts never cut a task: pack_gpu.c checks).
+static __device__ __forceinline__ unsigned char *part_base(const wsync_pack_dsts_t &d, uint64_t at)
+{
+    uint32_t j = d.n - 1;
+    while (j > 0 && d.at[j] > at)
+        j--;
+    return (unsigned char *)(uintptr_t)d.base[j];
+}
+
 __global__ void __launch_bounds__(DIG_THREADS)
-    pack_digest_kernel(const wsync_pack_task_t *tasks, size_t n, const unsigned char *src, unsigned char *dst,
+    pack_digest_kernel(const wsync_pack_task_t *tasks, size_t n, const unsigned char *src, const wsync_pack_dsts_t d,
                        uint64_t base, unsigned long long *acc, unsigned int *count, unsigned long long *hout)
 {
     uint64_t s = 0;
     for (size_t b = blockIdx.x; b < n; b += gridDim.x) {
         const wsync_pack_task_t t = tasks[b];
+        unsigned char *dst = part_base(d, t.dst);
         const put_sum sum = {base + (t.dst / 8) * WSYNC_DIGEST_GOLDEN};
         s += t.width == 16 ? pack_gather<ulonglong2, PD_UNROLL>(t, src, dst, sum)
                            : pack_gather<unsigned long long, PD_UNROLL>(t, src, dst, sum);
@@ -51,16 +64,18 @@ __global__ void __launch_bounds__(DIG_THREADS)
     d_block_add_out(s, acc, count, hout);
 }
 
-extern "C" int wsync_cuda_pack_digest_async(void *dst, const void *src_base, const wsync_pack_task_t *tasks_dev,
-                                            size_t n, uint64_t key_off, unsigned long long *acc,
-                                            unsigned int *count, unsigned long long *hout, void *stream)
+extern "C" int wsync_cuda_pack_digest_async(const wsync_pack_dsts_t *d, const void *src_base,
+                                            const wsync_pack_task_t *tasks_dev, size_t n, uint64_t key_off,
+                                            unsigned long long *acc, unsigned int *count, unsigned long long *hout,
+                                            void *stream)
 {
     // Every block counts itself in, so the grid is at least one block even
     // for no task (the last block then stores a sum of 0).
     unsigned grid = n == 0 ? 1u : n < 0x7fffffffu ? (unsigned)n : 0x7fffffffu;
+    if (d->n < 1 || d->n > WSYNC_PACK_MAX_PARTS)
+        return (int)cudaErrorInvalidValue;
     pack_digest_kernel<<<grid, DIG_THREADS, 0, (cudaStream_t)stream>>>(tasks_dev, n, (const unsigned char *)src_base,
-                                                                       (unsigned char *)dst,
-                                                                       wsync_digest_base_key(key_off), acc, count,
-                                                                       hout);
+                                                                       *d, wsync_digest_base_key(key_off), acc,
+                                                                       count, hout);
     return (int)cudaGetLastError();
 }

@@ -27,6 +27,8 @@ struct wsync_pack_plan {
      * table aligned (each width divides align). */
     uint32_t dst_mod, src_mod, align;
     uint32_t min_width; /* the narrowest task's (launch_sum needs 8) */
+    uint64_t len;       /* the put's bytes */
+    uint64_t *start;    /* each task's first destination byte, ascending (NULL: not so, no parts) */
 };
 
 struct wsync_pack_job {
@@ -198,11 +200,19 @@ wsync_status_t wsync_pack_cuda_prepare(const wsync_run2d_t *runs, size_t n, uint
     }
     wsync_pack_tasks(runs, n, p->dst_mod, p->src_mod, host, p->ntasks);
     p->min_width = 16;
+    p->len = wsync_pack_bytes(runs, n);
+    p->start = malloc(p->ntasks * sizeof(*p->start));
     for (i = 0; i < p->ntasks; i++) {
         if (host[i].width > p->align)
             p->align = host[i].width;
         if (host[i].width < p->min_width)
             p->min_width = host[i].width;
+        if (p->start != NULL)
+            p->start[i] = host[i].dst;
+        if (p->start != NULL && i > 0 && host[i].dst <= host[i - 1].dst) { /* parts need them in order */
+            free(p->start);
+            p->start = NULL;
+        }
     }
     CUDA_CHECK_GOTO(cudaMalloc((void **)&p->dev_tasks, bytes), st, err_free_host);
     CUDA_CHECK_GOTO(cudaMemcpyAsync(p->dev_tasks, host, bytes, cudaMemcpyHostToDevice, s), st, err_free_dev);
@@ -216,6 +226,7 @@ err_free_dev:
     cudaFree(p->dev_tasks);
 err_free_host:
     free(host);
+    free(p->start);
 err_free_plan:
     free(p);
     return st;
@@ -264,20 +275,41 @@ wsync_status_t wsync_pack_cuda_launch_sum(const wsync_pack_plan_t *p, void *dst_
                                           uint64_t key_off, uint64_t *dacc, unsigned int *dcount, uint64_t *hout,
                                           void *stream)
 {
+    const wsync_pack_part_t one = {.at = 0, .dst = dst_dev};
+    return wsync_pack_cuda_launch_sum_parts(p, &one, 1, src_dev_base, key_off, dacc, dcount, hout, stream);
+}
+
+wsync_status_t wsync_pack_cuda_launch_sum_parts(const wsync_pack_plan_t *p, const wsync_pack_part_t *parts,
+                                                size_t n, const void *src_dev_base, uint64_t key_off,
+                                                uint64_t *dacc, unsigned int *dcount, uint64_t *hout, void *stream)
+{
+    wsync_pack_dsts_t dsts = {.n = (uint32_t)n};
     cudaStream_t own;
     cudaError_t e;
+    size_t i;
     int d;
     if (p->ntasks > 0 && p->min_width < 8)
         return wsync_error(WSYNC_ERR_UNSUPPORTED,
                            "pack plan (%zu runs) moves %u-byte vectors: its digest needs whole 8-byte words",
                            p->nruns, p->min_width);
-    WSYNC_CHECK(launch_check(p, dst_dev, src_dev_base, &d, &own));
-    e = (cudaError_t)wsync_cuda_pack_digest_async(dst_dev, src_dev_base, p->dev_tasks, p->ntasks, key_off,
+    if (n > 1 && p->start == NULL)
+        return wsync_error(WSYNC_ERR_UNSUPPORTED,
+                           "pack plan (%zu runs): its tasks are not in destination order, "
+                           "so it cannot land in parts",
+                           p->nruns);
+    if (n != 1)
+        WSYNC_CHECK(wsync_pack_parts_check(p->start, p->ntasks, p->len, parts, n, p->dst_mod, p->align));
+    WSYNC_CHECK(launch_check(p, parts[0].dst, src_dev_base, &d, &own));
+    for (i = 0; i < n; i++) {
+        dsts.at[i] = parts[i].at;
+        dsts.base[i] = (uint64_t)(uintptr_t)parts[i].dst - parts[i].at;
+    }
+    e = (cudaError_t)wsync_cuda_pack_digest_async(&dsts, src_dev_base, p->dev_tasks, p->ntasks, key_off,
                                                   (unsigned long long *)dacc, dcount, (unsigned long long *)hout,
                                                   stream ? (cudaStream_t)stream : own);
     if (e != cudaSuccess)
-        return wsync_error(WSYNC_ERR_CUDA, "pack-digest kernel (%zu runs, %zu tasks) on cuda:%d: %s", p->nruns,
-                           p->ntasks, d, cudaGetErrorString(e));
+        return wsync_error(WSYNC_ERR_CUDA, "pack-digest kernel (%zu runs, %zu tasks, %zu parts) on cuda:%d: %s",
+                           p->nruns, p->ntasks, n, d, cudaGetErrorString(e));
     return WSYNC_OK;
 }
 
@@ -286,6 +318,7 @@ void wsync_pack_cuda_plan_free(wsync_pack_plan_t *p)
     if (p == NULL)
         return;
     cudaFree(p->dev_tasks);
+    free(p->start);
     free(p);
 }
 
@@ -344,6 +377,13 @@ wsync_status_t wsync_pack_cuda_launch(const wsync_pack_plan_t *plan, void *dst_d
 wsync_status_t wsync_pack_cuda_launch_sum(const wsync_pack_plan_t *plan, void *dst_dev, const void *src_dev_base,
                                           uint64_t key_off, uint64_t *dacc, unsigned int *dcount, uint64_t *hout,
                                           void *stream)
+{
+    return no_cuda();
+}
+
+wsync_status_t wsync_pack_cuda_launch_sum_parts(const wsync_pack_plan_t *plan, const wsync_pack_part_t *parts,
+                                                size_t n, const void *src_dev_base, uint64_t key_off,
+                                                uint64_t *dacc, unsigned int *dcount, uint64_t *hout, void *stream)
 {
     return no_cuda();
 }

@@ -1,6 +1,8 @@
 /* pack_task.c: wsync_pack_tasks, the runs of a put cut into GPU blocks. */
 #include "common/pack/pack_task.h"
 
+#include "common/base/status.h"
+
 typedef struct emit {
     wsync_pack_task_t *out;
     size_t cap, count;
@@ -91,4 +93,49 @@ size_t wsync_pack_tasks(const wsync_run2d_t *runs, size_t n, uintptr_t dst_base,
     for (i = 0; i < n; i++)
         push_run(&e, src_base, dst_base, &runs[i]);
     return e.count;
+}
+
+/* Is `at` the start of a task (binary search of the ascending starts)? */
+static int task_starts_at(const uint64_t *start, size_t ntasks, uint64_t at)
+{
+    size_t lo = 0, hi = ntasks;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (start[mid] < at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < ntasks && start[lo] == at;
+}
+
+wsync_status_t wsync_pack_parts_check(const uint64_t *start, size_t ntasks, uint64_t len,
+                                      const wsync_pack_part_t *parts, size_t n, uint32_t dst_mod, uint32_t align)
+{
+    size_t i;
+    if (n == 0 || n > WSYNC_PACK_MAX_PARTS)
+        return wsync_error(WSYNC_ERR_UNSUPPORTED, "a packed put lands in %zu parts; one launch takes 1 to %d", n,
+                           WSYNC_PACK_MAX_PARTS);
+    if (parts[0].at != 0)
+        return wsync_error(WSYNC_ERR_UNSUPPORTED, "the first part of a packed put begins at byte %llu, not 0",
+                           (unsigned long long)parts[0].at);
+    for (i = 0; i < n; i++) {
+        const uint64_t base = (uint64_t)(uintptr_t)parts[i].dst - parts[i].at; /* where the put's byte 0 would be */
+        if (i > 0 && (parts[i].at <= parts[i - 1].at || parts[i].at >= len))
+            return wsync_error(WSYNC_ERR_UNSUPPORTED,
+                               "part %zu of a packed put of %llu bytes begins at %llu: parts must ascend inside "
+                               "it",
+                               i, (unsigned long long)len, (unsigned long long)parts[i].at);
+        if (i > 0 && !task_starts_at(start, ntasks, parts[i].at))
+            return wsync_error(WSYNC_ERR_UNSUPPORTED,
+                               "part %zu of a packed put begins at byte %llu, inside a task of its plan", i,
+                               (unsigned long long)parts[i].at);
+        if ((base % 16 + 16 - dst_mod) % align != 0)
+            return wsync_error(WSYNC_ERR_UNSUPPORTED,
+                               "part %zu of a packed put lands at 16k+%u where its plan moves %u-byte vectors "
+                               "from 16k+%u",
+                               i, (unsigned)((uintptr_t)parts[i].dst % 16), align,
+                               (unsigned)((dst_mod + parts[i].at) % 16));
+    }
+    return WSYNC_OK;
 }

@@ -38,4 +38,16 @@ typedef struct wsync_pack_task {
 size_t wsync_pack_tasks(const wsync_run2d_t *runs, size_t n, uintptr_t dst_base, uintptr_t src_base,
                         wsync_pack_task_t *out, size_t cap);
 
+/* Can a table whose tasks write from destination offsets start[0..ntasks)
+ * (ascending; the put is `len` bytes), built for a destination base at
+ * 16k + dst_mod with vectors of up to `align` bytes, land in the n parts
+ * (pack.h's wsync_pack_part_t)? Each part must begin where a task begins
+ * (no task is cut: a block writes one base), parts[0] at 0, the rest
+ * ascending and inside the put, at most WSYNC_PACK_MAX_PARTS, and each
+ * part's destination aligned as the plan's base is at that offset (modulo
+ * align). WSYNC_ERR_UNSUPPORTED naming the part and why, or WSYNC_OK. Pure:
+ * unit-tested without a GPU. */
+wsync_status_t wsync_pack_parts_check(const uint64_t *start, size_t ntasks, uint64_t len,
+                                      const wsync_pack_part_t *parts, size_t n, uint32_t dst_mod, uint32_t align);
+
 #endif

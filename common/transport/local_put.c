@@ -283,25 +283,34 @@ static void trace_queued(lo_conn_t *c, uint64_t tag)
                     (unsigned)(tag >> 32), (unsigned long long)c->nqueued);
 }
 
-/* A packed put gathered straight into the receiver's window by one pack
- * kernel that sums what it writes (pack.h, wsync_pack_cuda_launch_sum),
- * after the gathered fused puts (stream order is put order); its sum goes
- * with its notice as a fused put's does. Called with c->lock on the
- * device; WSYNC_ERR_UNSUPPORTED when the plan cannot launch so here. */
-static wsync_status_t put_gather_locked(lo_conn_t *c, uint64_t tag, char *dst, const char *src,
+/* A packed put gathered straight into the receiver's window (or, cut by
+ * its redirect, into the parts ps[0..np)) by one pack kernel that sums
+ * what it writes (pack.h, wsync_pack_cuda_launch_sum_parts), after the
+ * gathered fused puts (stream order is put order); its sum (the put's, as
+ * one range at key_off) goes with its notice as a fused put's does. Called
+ * with c->lock on the device; WSYNC_ERR_UNSUPPORTED when the plan cannot
+ * launch so here (the parts cut one of its tasks, say). */
+static wsync_status_t put_gather_locked(lo_conn_t *c, uint64_t tag, const lo_part_t *ps, size_t np, const char *src,
                                         const struct wsync_pack_plan *plan, size_t len, uint64_t key_off)
 {
     const int slot = (int)(c->sums_taken % LO_SUMS);
     lo_transport_t *t = (lo_transport_t *)c->base.transport;
+    wsync_pack_part_t parts[WSYNC_PACK_MAX_PARTS];
     wsync_status_t st;
     cudaError_t e;
     lo_op_t *op;
+    size_t i;
+    if (np > WSYNC_PACK_MAX_PARTS)
+        return wsync_error(WSYNC_ERR_UNSUPPORTED, "the put crosses %zu parts of the receiver's redirect", np);
+    for (i = 0; i < np; i++)
+        parts[i] = (wsync_pack_part_t){.at = ps[i].off - key_off, .dst = ps[i].dst};
     if (!sums_free(c, 1))
         return wsync_error(WSYNC_ERR_UNSUPPORTED, "every sum of the connection is in use");
     WSYNC_CHECK(launch_pending(c, 0));
     if ((op = op_get(c)) == NULL)
         return WSYNC_ERR_NOMEM;
-    st = wsync_pack_cuda_launch_sum(plan, dst, src, key_off, c->dacc, c->dcount, c->hsums_dev + slot, c->stream);
+    st = wsync_pack_cuda_launch_sum_parts(plan, parts, np, src, key_off, c->dacc, c->dcount, c->hsums_dev + slot,
+                                          c->stream);
     if (st != WSYNC_OK) { /* nothing launched: the op goes back unused */
         op->next = c->free_ops;
         c->free_ops = op;
@@ -321,10 +330,10 @@ static wsync_status_t put_gather_locked(lo_conn_t *c, uint64_t tag, char *dst, c
 
 /* A put (plan NULL: a copy, fused with its sum when the receiver is on
  * this GPU and a sum is free) or a packed put gathered by `plan` (only to
- * a receiver on this GPU and inside one span of its redirect or none, else
- * WSYNC_ERR_UNSUPPORTED, as from put_gather_locked, unwrapped: the caller
- * then packs and puts it). A put the receiver's redirect cuts goes in
- * parts (local_redirect.c), a sum each. The
+ * a receiver on this GPU, else WSYNC_ERR_UNSUPPORTED, as from
+ * put_gather_locked, unwrapped: the caller then packs and puts it). A put
+ * the receiver's redirect cuts goes in parts (local_redirect.c): a copy
+ * with a sum each, or one gather writing each task into its part. The
  * device first: the handle is opened in the current device's context and
  * peer access is enabled for that device only; a request thread that had
  * made no CUDA call would open it on device 0 even in a trainer on cuda:1. */
@@ -354,14 +363,10 @@ static wsync_status_t put_any(wsync_conn_t *cn, wsync_region_t *src, size_t src_
         WSYNC_CHECK_GOTO(lo_put_parts(c, &k, dst - dst_off, dst_off, len, &cut, &np), st, fail_dev);
         ps = cut;
     }
-    if (plan != NULL && np != 1) {
-        st = wsync_error(WSYNC_ERR_UNSUPPORTED, "the put crosses %zu parts of the receiver's redirect", np);
-        goto fail_dev;
-    }
     from = (char *)src->ptr + src_off;
     pthread_mutex_lock(&c->lock);
     if (plan != NULL)
-        st = put_gather_locked(c, tag, ps[0].dst, from, plan, len, dst_off);
+        st = put_gather_locked(c, tag, ps, np, from, plan, len, dst_off);
     else if (len > 0 && k.device == t->device && sums_free(c, np) && lo_parts_summable(ps, np))
         st = put_fused(c, tag, ps, np, from, len);
     else

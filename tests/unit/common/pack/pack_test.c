@@ -228,6 +228,121 @@ static void aligned_slices_move_sixteen_bytes_at_a_time(void)
     }
 }
 
+/* The kernel's contract when the put's destination is cut in parts: each
+ * task writes from its part's base (the part its first byte is in). */
+static uint64_t run_tasks_in_parts(const wsync_pack_part_t *parts, size_t np, const unsigned char *src,
+                                   const wsync_pack_task_t *t, size_t n)
+{
+    uint64_t misaligned = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = np - 1;
+        while (j > 0 && parts[j].at > t[i].dst)
+            j--;
+        misaligned += run_tasks((unsigned char *)parts[j].dst - parts[j].at, src, &t[i], 1);
+    }
+    return misaligned;
+}
+
+/* A packed put whose destination is cut in parts at run edges (a
+ * receiver's redirect: each tensor elsewhere) fits its table, and the tasks
+ * run into the parts land every byte where the parts say, aligned; a cut
+ * inside a task, a part aligned otherwise, parts out of order and too
+ * many parts are refused, each naming why. */
+static void tasks_land_in_parts_cut_at_run_edges(void)
+{
+    enum { ALIGN_PAD = 64 };
+    unsigned char *src = malloc(SRC_LEN), *want = malloc(DST_CAP), *buf[WSYNC_PACK_MAX_PARTS] = {0};
+    wsync_run2d_t runs[64];
+    wsync_pack_task_t *t = NULL;
+    uint64_t *start = NULL;
+    int bad = 0, iter;
+    CHECK(src && want);
+    if (!src || !want)
+        goto out;
+    wsync_fill_pattern(src, SRC_LEN, 0, 14);
+    for (iter = 0; iter < 100 && bad == 0; iter++) {
+        const size_t n = 2 + rnd(40), dm = 8 * rnd(2);
+        uint64_t len = random_runs(runs, n, (int)rnd(2)), first = runs[0].dst_off;
+        wsync_pack_part_t parts[WSYNC_PACK_MAX_PARTS];
+        size_t nt, np = 1, i;
+        uint32_t align = 1;
+        for (i = 0; i < n; i++) /* the put starts at its first run */
+            runs[i].dst_off -= first;
+        len -= first;
+        nt = wsync_pack_tasks(runs, n, dm, 0, NULL, 0);
+        free(t);
+        free(start);
+        t = malloc(nt * sizeof(*t));
+        start = malloc(nt * sizeof(*start));
+        if (!t || !start)
+            break;
+        wsync_pack_tasks(runs, n, dm, 0, t, nt);
+        for (i = 0; i < nt; i++) {
+            start[i] = t[i].dst;
+            align = t[i].width > align ? t[i].width : align;
+        }
+        parts[0].at = 0;
+        for (i = 1; i < n && np < WSYNC_PACK_MAX_PARTS; i++)
+            if (rnd(2) && runs[i].rows && runs[i].row_bytes && runs[i].dst_off > parts[np - 1].at)
+                parts[np++].at = runs[i].dst_off;
+        memset(want, SENTINEL, len);
+        gather_bytes(want, src, runs, n);
+        for (i = 0; i < np; i++) { /* each part's memory placed as the put's byte at would be: 16k + dm + at */
+            const uint64_t end = i + 1 < np ? parts[i + 1].at : len;
+            buf[i] = malloc(end - parts[i].at + ALIGN_PAD);
+            if (!buf[i])
+                goto out;
+            parts[i].dst = (unsigned char *)(((uintptr_t)buf[i] + 15) & ~(uintptr_t)15) + (dm + parts[i].at) % 16;
+            memset(parts[i].dst, SENTINEL, end - parts[i].at);
+        }
+        if (wsync_pack_parts_check(start, nt, len, parts, np, (uint32_t)dm, align) != WSYNC_OK && bad++ < 3)
+            fprintf(stderr, "  iteration %d: %s\n", iter, wsync_last_error());
+        if (run_tasks_in_parts(parts, np, src, t, nt) != 0 && bad++ < 3)
+            fprintf(stderr, "  iteration %d: a task's access is misaligned in its part\n", iter);
+        for (i = 0; i < np; i++) {
+            const uint64_t end = i + 1 < np ? parts[i + 1].at : len;
+            if (memcmp(parts[i].dst, want + parts[i].at, end - parts[i].at) != 0 && bad++ < 3)
+                fprintf(stderr, "  iteration %d: part %zu of %zu differs from the byte gather\n", iter, i, np);
+            free(buf[i]);
+            buf[i] = NULL;
+        }
+    }
+    CHECK_EQ(bad, 0);
+    { /* refusals: one run of 3 x 64 KiB contiguous, tasks at 0, 64 Ki, 128 Ki */
+        wsync_run2d_t r = {.src_off = 0, .rows = 1, .row_bytes = 3u << 16, .dst_off = 0};
+        wsync_pack_task_t tt[8];
+        uint64_t st[8];
+        static char mem[1 << 10] __attribute__((aligned(16)));
+        wsync_pack_part_t p[3] = {{0, mem}, {1u << 16, mem + 256}, {2u << 16, mem + 512}}, many[40];
+        size_t k, ntt = wsync_pack_tasks(&r, 1, 0, 0, tt, 8);
+        CHECK_EQ(ntt, 3);
+        for (k = 0; k < ntt && k < 8; k++)
+            st[k] = tt[k].dst;
+        CHECK_OK(wsync_pack_parts_check(st, ntt, 3u << 16, p, 3, 0, 16));
+        p[1].at = 1000;
+        CHECK_FAILS(wsync_pack_parts_check(st, ntt, 3u << 16, p, 3, 0, 16), WSYNC_ERR_UNSUPPORTED, "inside a task");
+        p[1].at = 1u << 16;
+        p[2].dst = mem + 520;
+        CHECK_FAILS(wsync_pack_parts_check(st, ntt, 3u << 16, p, 3, 0, 16), WSYNC_ERR_UNSUPPORTED,
+                    "lands at 16k+8 where its plan moves 16-byte vectors from 16k+0");
+        p[2].dst = mem + 512;
+        p[2].at = 1u << 16;
+        CHECK_FAILS(wsync_pack_parts_check(st, ntt, 3u << 16, p, 3, 0, 16), WSYNC_ERR_UNSUPPORTED, "ascend");
+        for (k = 0; k < 40; k++)
+            many[k] = (wsync_pack_part_t){k * 16, mem + k * 16};
+        CHECK_FAILS(wsync_pack_parts_check(st, ntt, 3u << 16, many, 40, 0, 16), WSYNC_ERR_UNSUPPORTED, "1 to 32");
+        many[0].at = 8;
+        CHECK_FAILS(wsync_pack_parts_check(st, ntt, 3u << 16, many, 1, 0, 16), WSYNC_ERR_UNSUPPORTED, "not 0");
+    }
+out:
+    for (int i = 0; i < WSYNC_PACK_MAX_PARTS; i++)
+        free(buf[i]);
+    free(t);
+    free(start);
+    free(src);
+    free(want);
+}
+
 static void checks_name_the_bad_run(void)
 {
     wsync_run2d_t r[3] = {
@@ -256,6 +371,7 @@ int main(void)
     RUN(task_table_covers_runs_at_allowed_widths);
     RUN(table_runs_at_bases_congruent_modulo_its_width);
     RUN(aligned_slices_move_sixteen_bytes_at_a_time);
+    RUN(tasks_land_in_parts_cut_at_run_edges);
     RUN(checks_name_the_bad_run);
     TEST_EXIT();
 }

@@ -486,6 +486,7 @@ static void conf_run(const conf_backend_t *b)
     CONF_RUN(b, conformance_close);
     CONF_RUN(b, conformance_put_gather);
     CONF_RUN(b, conformance_redirect);
+    CONF_RUN(b, conformance_redirect_gather);
 }
 
 #endif

@@ -106,4 +106,76 @@ out:
         b->mem->free(smem);
 }
 
+/* A gathered put (put_gather) whose destination the redirect cuts: its
+ * two runs land in two spans of a second allocation (each span begins
+ * where a run does), byte-exact against the host gather, the region's
+ * bytes under them untouched, its sum the host digest of the put keyed at
+ * its offset; a span edge inside a run's block is declined (UNSUPPORTED,
+ * nothing queued: the caller then packs the put). Backends without both
+ * ops skip. */
+static void conformance_redirect_gather(void)
+{
+    static const wsync_run2d_t runs[] = {
+        {.src_off = 8000, .dst_off = 0, .rows = 64, .row_bytes = 256, .src_stride = 1024},
+        {.src_off = 200000, .dst_off = 64 * 256, .rows = 16, .row_bytes = 64, .src_stride = 512},
+    };
+    const conf_backend_t *b = conf_b_;
+    const size_t len = 64 * 256 + 16 * 64, doff = 8200, at1 = 64 * 256;
+    /* each span's memory placed as the put's byte would be (16k + 8): the plan's vectors stay aligned */
+    const size_t s0 = 8, s1 = 32768 + 8;
+    wsync_redirect_t spans[2] = {{.off = doff, .len = at1}, {.off = doff + at1, .len = len - at1}}, cut[2];
+    struct wsync_pack_plan *plan = NULL;
+    unsigned char *got = NULL, *want = NULL, *src = NULL, *gspan = NULL, *put = NULL;
+    void *smem = NULL;
+    int has = 0;
+    uint64_t sum = 0;
+    conf_rig_t r;
+    if (b->skip)
+        SKIP("%s", b->skip);
+    if (b->ops->redirect == NULL || b->ops->put_gather == NULL)
+        SKIP("the backend does not offer both redirect and put_gather (optional)");
+    if (conf_up(&r, b, 1) != 0 || b->mem->alloc(CONF_SPAN_LEN, &smem) != WSYNC_OK ||
+        b->mem->fill(smem, CONF_SPAN_LEN, 0, 3) != WSYNC_OK ||
+        wsync_pack_cuda_prepare(runs, 2, doff, (uintptr_t)r.smem, &plan) != WSYNC_OK) {
+        CHECK(0);
+        goto out;
+    }
+    cut[0] = (wsync_redirect_t){.off = doff, .len = 100, .ptr = (char *)smem + s0};
+    cut[1] = (wsync_redirect_t){.off = doff + 100, .len = len - 100, .ptr = (char *)smem + s0 + 100};
+    CHECK_OK(b->ops->redirect(r.dst, cut, 2, &r.key));
+    CHECK(b->ops->put_gather(r.conn, r.src, 0, plan, &r.key, doff, len, 0x801) == WSYNC_ERR_UNSUPPORTED);
+    spans[0].ptr = (char *)smem + s0;
+    spans[1].ptr = (char *)smem + s1;
+    CHECK_OK(b->ops->redirect(r.dst, spans, 2, &r.key));
+    CHECK_OK(b->ops->put_gather(r.conn, r.src, 0, plan, &r.key, doff, len, 0x800));
+    if (b->ops->put_flush)
+        b->ops->put_flush(r.conn);
+    CHECK_EQ(conf_landed(&r, 1, 0x800, &has, &sum), 0);
+    got = conf_read(b, r.dmem, 0, CONF_LEN);
+    gspan = conf_read(b, smem, 0, CONF_SPAN_LEN);
+    want = malloc(CONF_LEN);
+    src = malloc(CONF_LEN);
+    put = malloc(len);
+    CHECK(got && gspan && want && src && put);
+    if (!(got && gspan && want && src && put))
+        goto out;
+    wsync_fill_pattern(want, CONF_LEN, 0, 1); /* the region: untouched */
+    wsync_fill_pattern(src, CONF_LEN, 0, 2);
+    wsync_pack_host(put, src, runs, 2);
+    CHECK(memcmp(got, want, CONF_LEN) == 0);
+    CHECK(memcmp(gspan + s0, put, at1) == 0);
+    CHECK(memcmp(gspan + s1, put + at1, len - at1) == 0);
+    CHECK(!has || sum == wsync_digest_sum(put, len, doff));
+out:
+    free(got);
+    free(want);
+    free(src);
+    free(gspan);
+    free(put);
+    conf_down(&r); /* the transports first: no launch of the plan runs any more */
+    wsync_pack_cuda_plan_free(plan);
+    if (smem)
+        b->mem->free(smem);
+}
+
 #endif
