@@ -236,11 +236,14 @@ static wsync_status_t attempt_layout(wsync_receiver_t *r, const board_attempt_t 
     return WSYNC_OK;
 }
 
-/* Everyone: wait until every rank verified attempt `gen`, or one failed. */
+/* Everyone: wait until every rank verified attempt `gen`, or one failed:
+ * woken by the board as each rank marks itself (or rank 0 closes), else
+ * every 20 ms to see that the ranks' processes live and Ctrl-C. */
 static wsync_status_t wait_node(wsync_receiver_t *r, uint64_t gen, uint64_t deadline)
 {
     char why[300];
     for (;;) {
+        const uint32_t seq = board_ranks_seq(r->board);
         int p, all = 1;
         if (r->cfg.local_rank != 0) {
             switch (board_attempt_outcome(r->board, gen)) {
@@ -280,7 +283,7 @@ static wsync_status_t wait_node(wsync_receiver_t *r, uint64_t gen, uint64_t dead
                                "stopped?)",
                                r->engine_id, who);
         }
-        usleep(500);
+        board_wait_ranks(r->board, seq, 20000);
     }
 }
 

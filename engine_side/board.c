@@ -45,6 +45,20 @@ int board_leader_gone(board_t *b)
     return kill(b->leader_pid, 0) != 0 && errno == ESRCH;
 }
 
+/* Bumps a futex word of the board and wakes whoever sleeps on it. */
+static void board_bump(uint32_t *seq)
+{
+    __atomic_add_fetch(seq, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* A futex wait on `seq` while it still reads `val`, at most timeout_us. */
+static void board_sleep(uint32_t *seq, uint32_t val, int timeout_us)
+{
+    struct timespec ts = {.tv_sec = timeout_us / 1000000, .tv_nsec = (long)(timeout_us % 1000000) * 1000L};
+    syscall(SYS_futex, seq, FUTEX_WAIT, val, &ts, NULL, 0); /* at once if it moved on */
+}
+
 /* --- attempts --------------------------------------------------------- */
 
 void board_attempt_open(board_t *b, uint64_t version, int nslots, board_attempt_t *out)
@@ -55,8 +69,7 @@ void board_attempt_open(board_t *b, uint64_t version, int nslots, board_attempt_
     sh->gen_version = version;
     sh->gen_slot = (uint32_t)slot;
     __atomic_store_n(&sh->gen, gen, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&sh->gen_seq, 1, __ATOMIC_RELEASE);
-    syscall(SYS_futex, &sh->gen_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    board_bump(&sh->gen_seq);
     *out = (board_attempt_t){.gen = gen, .version = version, .slot = slot};
 }
 
@@ -78,9 +91,17 @@ uint32_t board_attempt_seq(board_t *b)
 
 void board_wait_attempt(board_t *b, uint32_t seq, int timeout_ms)
 {
-    struct timespec ts = {.tv_sec = timeout_ms / 1000, .tv_nsec = (long)(timeout_ms % 1000) * 1000000L};
-    /* Returns at once if gen_seq moved on since `seq` was read. */
-    syscall(SYS_futex, &b->sh->gen_seq, FUTEX_WAIT, seq, &ts, NULL, 0);
+    board_sleep(&b->sh->gen_seq, seq, timeout_ms * 1000);
+}
+
+uint32_t board_ranks_seq(board_t *b)
+{
+    return __atomic_load_n(&b->sh->rank_seq, __ATOMIC_ACQUIRE);
+}
+
+void board_wait_ranks(board_t *b, uint32_t seq, int timeout_us)
+{
+    board_sleep(&b->sh->rank_seq, seq, timeout_us);
 }
 
 void board_attempt_close(board_t *b, const board_attempt_t *a, int ok)
@@ -92,6 +113,7 @@ void board_attempt_close(board_t *b, const board_attempt_t *a, int ok)
         sh->held_version = a->version;
     }
     __atomic_store_n(&sh->closed_gen, a->gen, __ATOMIC_RELEASE);
+    board_bump(&sh->rank_seq);
 }
 
 board_outcome_t board_attempt_outcome(board_t *b, uint64_t gen)
@@ -150,6 +172,7 @@ int board_copied(board_t *b, int slot, uint32_t c, uint64_t gen)
 void board_mark_done(board_t *b, uint64_t gen)
 {
     __atomic_store_n(&b->sh->ranks[b->local_rank].done_gen, gen, __ATOMIC_RELEASE);
+    board_bump(&b->sh->rank_seq);
 }
 
 void board_set_delta(board_t *b, const wsync_report_delta_t *d)
@@ -172,6 +195,7 @@ void board_mark_failed(board_t *b, uint64_t gen, const char *why)
     board_rank_t *me = &b->sh->ranks[b->local_rank];
     snprintf(me->error, sizeof(me->error), "%s", why);
     __atomic_store_n(&me->failed_gen, gen, __ATOMIC_RELEASE);
+    board_bump(&b->sh->rank_seq);
 }
 
 int board_rank_done(board_t *b, int rank, uint64_t gen)

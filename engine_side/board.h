@@ -100,6 +100,14 @@ uint32_t board_attempt_seq(board_t *b);
  * timeout_ms (a shared-memory futex: the follower wakes within microseconds
  * of the leader, and costs nothing while no version comes). */
 void board_wait_attempt(board_t *b, uint32_t seq, int timeout_ms);
+/* The ranks' sequence to pass to board_wait_ranks (read it before looking
+ * at the ranks' and the attempt's state, so a change in between is not
+ * slept through); sleep until a rank marks itself done or failed or rank 0
+ * closes an attempt after `seq` was read, at most timeout_us (a futex: the
+ * waiter wakes within microseconds; a rank that dies wakes no one, so
+ * waiters keep a timeout to look at the ranks' processes). */
+uint32_t board_ranks_seq(board_t *b);
+void board_wait_ranks(board_t *b, uint32_t seq, int timeout_us);
 /* Local rank 0: close attempt `a`; with ok, its slot now holds its version. */
 void board_attempt_close(board_t *b, const board_attempt_t *a, int ok);
 /* Any rank: how attempt `gen` ended, or BOARD_ATTEMPT_OPEN. */

@@ -32,7 +32,7 @@ typedef struct board_shared {
     int32_t leader_pid;
     uint64_t gen;     /* current pull attempt */
     uint32_t gen_seq; /* bumped with gen: the futex followers sleep on */
-    uint32_t pad0;
+    uint32_t rank_seq; /* bumped when a rank is done or failed, or an attempt closes: what board_wait_ranks sleeps on */
     uint64_t gen_version; /* the version it brings */
     uint32_t gen_slot;    /* image slot it lands in */
     uint32_t cur_slot;    /* slot of the held version */

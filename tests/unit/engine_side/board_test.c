@@ -1,7 +1,9 @@
 /* board_test.c: the node board through its API, between two real processes
  * (local rank 0 here, local rank 1 a forked child): attempts open, are found
  * and closed; the landing map and landed marks of one attempt are never
- * mistaken for another's; a rank's failure and its reason reach the other. */
+ * mistaken for another's; a rank's failure and its reason reach the other;
+ * a rank marking itself done, and rank 0 closing an attempt, wake the
+ * other rank's sleep on the board (board_wait_ranks) at once. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/base/util.h"
 #include "engine_side/board.h"
 #include "tests/test.h"
 
@@ -25,6 +28,23 @@ static char self[4096]; /* this program (readlink of /proc/self/exe at start: un
             _exit(1);                                                           \
         }                                                                       \
     } while (0)
+
+/* Sleeps on the ranks' sequence (a 30 s timeout a sleep) until attempt
+ * gen closes: 1 if rank 0's close woke it, 0 if a sleep ran to its
+ * timeout. */
+static int woken_until_closed(board_t *b, uint64_t gen)
+{
+    for (;;) {
+        const uint32_t seq = board_ranks_seq(b);
+        uint64_t t0;
+        if (board_attempt_outcome(b, gen) != BOARD_ATTEMPT_OPEN)
+            return 1;
+        t0 = wsync_now_ns();
+        board_wait_ranks(b, seq, 30000000);
+        if (wsync_now_ns() - t0 >= 29000000000ULL)
+            return 0;
+    }
+}
 
 static void child(void)
 {
@@ -48,9 +68,9 @@ static void child(void)
         usleep(1000);
     EXPECT(board_is_landed(b, 1, 0, 1));
     EXPECT(!board_is_landed(b, 1, 0, 2) && !board_is_landed(b, 0, 0, 1));
+    usleep(200000); /* rank 0 is asleep on the board by now: the mark has to wake it */
     board_mark_done(b, 1);
-    for (tries = 0; board_attempt_outcome(b, 1) == BOARD_ATTEMPT_OPEN && tries < 5000; tries++)
-        usleep(1000);
+    EXPECT(woken_until_closed(b, 1));
     EXPECT(board_attempt_outcome(b, 1) == BOARD_ATTEMPT_OK);
     /* Attempt 2: we fail it. */
     for (tries = 0; !board_attempt_find(b, 1, 0, &a) && tries < 500; tries++)
@@ -58,8 +78,7 @@ static void child(void)
     EXPECT(a.gen == 2 && a.version == 8 && a.slot == 0); /* the other slot of two */
     EXPECT(!board_is_landed(b, 0, 0, 2));
     board_mark_failed(b, 2, "digest mismatch in chunk 3");
-    for (tries = 0; board_attempt_outcome(b, 2) == BOARD_ATTEMPT_OPEN && tries < 5000; tries++)
-        usleep(1000);
+    EXPECT(woken_until_closed(b, 2));
     EXPECT(board_attempt_outcome(b, 2) == BOARD_ATTEMPT_FAILED);
     EXPECT(!board_rank_failed(b, 1, 1, why, sizeof(why)));
     board_close(b);
@@ -160,7 +179,17 @@ static void two_ranks_agree_on_attempts(void)
     board_mark_landed(b, 1, 0, a1.gen);
     CHECK(wait_for(chunk1_landed, b, NULL));
     board_mark_done(b, a1.gen);
-    CHECK(wait_for(rank1_done, b, &gen1));
+    for (;;) { /* rank 1's mark wakes this sleep (its timeout, 30 s, would fail the test) */
+        const uint32_t seq = board_ranks_seq(b);
+        uint64_t t0 = wsync_now_ns();
+        if (rank1_done(b, &gen1))
+            break;
+        board_wait_ranks(b, seq, 30000000);
+        if (wsync_now_ns() - t0 >= 29000000000ULL) {
+            CHECK(rank1_done(b, &gen1));
+            break;
+        }
+    }
     board_attempt_close(b, &a1, 1);
     CHECK_EQ(board_attempt_outcome(b, 1), BOARD_ATTEMPT_OK);
 
