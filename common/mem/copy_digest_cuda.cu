@@ -156,34 +156,40 @@ static void launch(int unroll, int streaming, int grid, cudaStream_t st, unsigne
         launch_st<V, 0>(unroll, grid, st, d, s, len, base, nhead, nvec, out, count, hout);
 }
 
-// A batch: range y of the launch is blockIdx.y, copied by the gridDim.x
-// blocks of its row with 16-byte vectors; its sum to acc[y] and, by the
-// row's last block, to r[y].hout (d_block_add_out).
+// A batch: range y of the launch is copied by its nb blocks of the 1-D
+// grid, from block b0 on (wsync_cd_blocks: a share by its size), with
+// 16-byte vectors; its sum to acc[y] and, by its last block, to r[y].hout
+// (d_block_add_out_of).
 typedef struct cd_range {
     unsigned char *d;
     const unsigned char *s;
     uint64_t len, base, nhead, nvec;
     unsigned long long *hout;
+    uint32_t b0, nb;
 } cd_range_t;
 
 typedef struct cd_batch {
     cd_range_t r[WSYNC_CD_BATCH_MAX];
     unsigned long long *acc;
     unsigned int *count;
+    int n;
 } cd_batch_t;
 
 __global__ void __launch_bounds__(DIG_THREADS) copy_digest_batch_kernel(const cd_batch_t b)
 {
-    const cd_range_t &r = b.r[blockIdx.y];
-    const uint64_t tid = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    int y = 0;
+    while (y + 1 < b.n && blockIdx.x >= b.r[y + 1].b0)
+        y++;
+    const cd_range_t &r = b.r[y];
+    const uint64_t tid = (uint64_t)(blockIdx.x - r.b0) * blockDim.x + threadIdx.x;
+    const uint64_t stride = (uint64_t)r.nb * blockDim.x;
     uint64_t acc = copy_digest_vectors<ulonglong2, CD_UNROLL, 0>((ulonglong2 *)(r.d + 8 * r.nhead),
                                                                  (const ulonglong2 *)(r.s + 8 * r.nhead), r.nvec,
                                                                  r.base + r.nhead * WSYNC_DIGEST_GOLDEN, tid,
                                                                  stride);
     if (tid == 0)
         copy_digest_edges(r.d, r.s, r.len, r.base, r.nhead, r.nhead + 2 * r.nvec, &acc);
-    d_block_add_out(acc, b.acc + blockIdx.y, b.count + blockIdx.y, r.hout);
+    d_block_add_out_of(acc, b.acc + y, b.count + y, r.hout, r.nb);
 }
 
 // The variants gpu_copy_variants_bench measures against cudaMemcpyAsync
@@ -517,7 +523,8 @@ extern "C" int wsync_cuda_copy_digest_batch_async(const wsync_cd_piece_t *p, int
 {
     cudaStream_t st = (cudaStream_t)stream;
     cd_batch_t b;
-    uint64_t most = 0;
+    uint64_t nvec[WSYNC_CD_BATCH_MAX];
+    uint32_t b0[WSYNC_CD_BATCH_MAX], nb[WSYNC_CD_BATCH_MAX];
     int i, vec = n > 1 && n <= WSYNC_CD_BATCH_MAX;
     if (n < 0 || n > WSYNC_CD_BATCH_MAX || (n > 0 && (dacc == NULL || dcount == NULL)))
         return (int)cudaErrorInvalidValue;
@@ -544,18 +551,17 @@ extern "C" int wsync_cuda_copy_digest_batch_async(const wsync_cd_piece_t *p, int
                               .nhead = nhead,
                               .nvec = (nwords - nhead) / 2,
                               .hout = (unsigned long long *)p[i].hout};
-        if (b.r[i].nvec > most)
-            most = b.r[i].nvec;
+        nvec[i] = b.r[i].nvec;
     }
     b.acc = (unsigned long long *)dacc;
     b.count = dcount;
-    {
-        // the device's resident blocks shared among the ranges
-        int gx = (wsync_cuda_sm_count() * CD_BLOCKS_PER_SM) / n;
-        const uint64_t want = (most + DIG_THREADS - 1) / DIG_THREADS;
-        if ((uint64_t)gx > want)
-            gx = (int)want;
-        copy_digest_batch_kernel<<<dim3(gx > 0 ? gx : 1, n), DIG_THREADS, 0, st>>>(b);
+    b.n = n;
+    // the device's resident blocks shared among the ranges by their sizes
+    wsync_cd_blocks(nvec, n, DIG_THREADS, (unsigned)(wsync_cuda_sm_count() * CD_BLOCKS_PER_SM), b0, nb);
+    for (i = 0; i < n; i++) {
+        b.r[i].b0 = b0[i];
+        b.r[i].nb = nb[i];
     }
+    copy_digest_batch_kernel<<<b0[n - 1] + nb[n - 1], DIG_THREADS, 0, st>>>(b);
     return (int)cudaGetLastError();
 }

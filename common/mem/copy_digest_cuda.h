@@ -90,6 +90,16 @@ typedef struct wsync_cd_piece {
 int wsync_cuda_copy_digest_batch_async(const wsync_cd_piece_t *p, int n, uint64_t *dacc, unsigned int *dcount,
                                        void *stream);
 
+/* How a batch launch shares its blocks (cd_blocks.c): piece i, of nvec[i]
+ * 16-byte vectors, gets blocks b0[i] .. b0[i] + nb[i] - 1 of a 1-D grid:
+ * every piece at least one, none more than a thread a vector, and, when
+ * the pieces want more than `budget` blocks of `threads` threads, each its
+ * share of the budget by its size (the grid then holds at most budget + n
+ * blocks). Equal shares, the batch kernel's old rule, left a 64 MiB put
+ * batched with fifteen small ones a sixteenth of the GPU's blocks, so the
+ * kernel ran long after the small ones ended with most of the GPU idle. */
+void wsync_cd_blocks(const uint64_t *nvec, int n, unsigned threads, unsigned budget, uint32_t *b0, uint32_t *nb);
+
 #ifdef __cplusplus
 }
 #endif

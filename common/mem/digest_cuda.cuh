@@ -45,19 +45,27 @@ static __device__ __forceinline__ void d_block_add(uint64_t s, unsigned long lon
 // *hout (a word of mapped pinned host memory, or any device word) and puts
 // *out and *count back to 0, so the next launch in stream order reuses them
 // with no memset and the host reads the sum with no copy.
-static __device__ __forceinline__ void d_block_add_out(uint64_t s, unsigned long long *out, unsigned int *count,
-                                                       unsigned long long *hout)
+// d_block_add_out_of: the same where `nblocks` blocks (not the whole grid)
+// add into *out.
+static __device__ __forceinline__ void d_block_add_out_of(uint64_t s, unsigned long long *out, unsigned int *count,
+                                                          unsigned long long *hout, unsigned int nblocks)
 {
     d_block_add(s, out);
     if (count == NULL || threadIdx.x != 0)
         return;
     __threadfence(); // this block's add is visible before it is counted
-    if (atomicAdd(count, 1u) == gridDim.x - 1) {
+    if (atomicAdd(count, 1u) == nblocks - 1) {
         __threadfence();
         *hout = atomicExch(out, 0ULL);
         *count = 0;
         __threadfence_system();
     }
+}
+
+static __device__ __forceinline__ void d_block_add_out(uint64_t s, unsigned long long *out, unsigned int *count,
+                                                       unsigned long long *hout)
+{
+    d_block_add_out_of(s, out, count, hout, gridDim.x);
 }
 
 #define WSYNC_CUDA_MAX_DEVICES 64

@@ -225,7 +225,9 @@ out:
 
 /* A batch of pieces in one launch (the local transport's gathered puts):
  * every piece's bytes and sum, for batches of 1..WSYNC_CD_BATCH_MAX pieces
- * of uneven sizes, and one with a piece the vector kernel cannot take. */
+ * of uneven sizes, one with a piece the vector kernel cannot take, and
+ * (round 2) small pieces of 16 bytes to 4 KiB with one of 1 MiB, which
+ * the launch's blocks are shared by (wsync_cd_blocks). */
 static void test_batch_sums_equal_cpu(void)
 {
 #if WSYNC_HAVE_CUDA
@@ -249,16 +251,18 @@ static void test_batch_sums_equal_cpu(void)
         goto out;
     fill_random(host, (size_t)N * PIECE, 11);
     CHECK_OK(wsync_mem_cuda.copy(dsrc, host, (size_t)N * PIECE));
-    for (round = 0; round < 2; round++)
+    for (round = 0; round < 3; round++)
         for (n = 1; n <= N; n++) {
             wsync_cd_piece_t pc[N];
             uint64_t left[2 * N];
             for (i = 0; i < n; i++) {
                 /* uneven lengths; round 1: piece n/2 starts 8 bytes off (a word kernel of its own) */
-                size_t at = (size_t)i * PIECE + (round && i == n / 2 ? 8 : 0);
-                pc[i] = (wsync_cd_piece_t){.dst = ddst + at + (round && i == n / 2 ? 8 : 0),
+                size_t at = (size_t)i * PIECE + (round == 1 && i == n / 2 ? 8 : 0);
+                pc[i] = (wsync_cd_piece_t){.dst = ddst + at + (round == 1 && i == n / 2 ? 8 : 0),
                                            .src = dsrc + at,
-                                           .len = PIECE - 64 - (size_t)i * 4093 % 1000,
+                                           .len = round < 2    ? PIECE - 64 - (size_t)i * 4093 % 1000
+                                                  : i == n - 1 ? PIECE - 64
+                                                               : 16 + (size_t)i * 997 % 4096,
                                            .off = (uint64_t)at + 77,
                                            .hout = hdev + i};
                 hout[i] = 0;
