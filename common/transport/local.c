@@ -204,9 +204,11 @@ out:
 
 void lo_unmap_unused(lo_transport_t *t)
 {
-    int i = 0, closed = 0;
+    char **gone;
+    int i = 0, n = 0;
     pthread_mutex_lock(&t->lock);
-    while (i < t->nmaps) {
+    gone = t->nmaps > 0 ? malloc((size_t)t->nmaps * sizeof(*gone)) : NULL;
+    while (gone != NULL && i < t->nmaps) {
         const struct lo_conn *c = t->conns;
         while (c != NULL && c->peer_pid != t->maps[i].pid)
             c = c->next_conn;
@@ -214,13 +216,17 @@ void lo_unmap_unused(lo_transport_t *t)
             i++;
             continue;
         }
-        cudaIpcCloseMemHandle(t->maps[i].ptr); /* a failure leaves nothing to do: the entry goes */
+        gone[n++] = t->maps[i].ptr;
         t->maps[i] = t->maps[--t->nmaps];
-        closed++;
     }
     pthread_mutex_unlock(&t->lock);
-    if (closed > 0)
-        wsync_trace("local: %d mapping(s) closed: their receiver has no connection from here any more", closed);
+    /* Outside the lock: unmapping may wait for the device, and puts of
+     * other connections map under it. A failure leaves nothing to do. */
+    for (i = 0; i < n; i++)
+        cudaIpcCloseMemHandle(gone[i]);
+    free(gone);
+    if (n > 0)
+        wsync_trace("local: %d mapping(s) closed: their receiver has no connection from here any more", n);
 }
 
 static wsync_status_t lo_expect(wsync_transport_t *t, int src_id, wsync_region_t *dst, size_t off, size_t len,
