@@ -163,6 +163,8 @@ void lo_conn_sums_free(lo_conn_t *c)
     while ((op = c->free_ops) != NULL) {
         c->free_ops = op->next;
         cudaEventDestroy(op->ev);
+        if (op->ev0)
+            cudaEventDestroy(op->ev0);
         free(op);
     }
 }

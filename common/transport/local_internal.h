@@ -152,8 +152,10 @@ typedef struct lo_item {
 typedef struct lo_op {
     struct lo_op *next;
     cudaEvent_t ev;
-    int n;  /* puts it completes */
-    int np; /* pieces of its kernel */
+    cudaEvent_t ev0; /* with WSYNC_TRACE: recorded before the launch, so the trace gives its time (else NULL) */
+    uint64_t bytes;  /* its puts' bytes, for that trace line */
+    int n;           /* puts it completes */
+    int np;          /* pieces of its kernel */
     lo_item_t it[LO_BATCH];
     wsync_cd_piece_t pc[LO_BATCH]; /* the fused puts' copies */
 } lo_op_t;

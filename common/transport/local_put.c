@@ -10,6 +10,7 @@
 
 #include "common/base/checks.h"
 #include "common/base/log.h"
+#include "common/base/settings.h"
 #include "common/net/fdpass.h"
 #include "common/pack/pack.h"
 #include "common/transport/local_internal.h"
@@ -52,18 +53,26 @@ static void op_fail(lo_conn_t *c, lo_op_t *op, int n, wsync_status_t st, const c
 }
 
 /* A free op (with its event), or NULL with the error set. Called with
- * c->lock on the transport's device. */
+ * c->lock on the transport's device. With WSYNC_TRACE its events time it
+ * (lo_op_start; the progress thread's trace line). */
 static lo_op_t *op_get(lo_conn_t *c)
 {
+    static int timed = -1;
     lo_transport_t *t = (lo_transport_t *)c->base.transport;
     lo_op_t *op = c->free_ops;
     cudaError_t e;
+    if (timed < 0)
+        __atomic_store_n(&timed, wsync_setting_int(WSYNC_SET_TRACE) != 0, __ATOMIC_RELAXED);
     if (op != NULL) {
         c->free_ops = op->next;
     } else if ((op = calloc(1, sizeof(*op))) == NULL) {
         wsync_error(WSYNC_ERR_NOMEM, "out of memory");
         return NULL;
-    } else if ((e = cudaEventCreateWithFlags(&op->ev, cudaEventDisableTiming)) != cudaSuccess) {
+    } else if ((e = cudaEventCreateWithFlags(&op->ev, timed ? cudaEventDefault : cudaEventDisableTiming)) !=
+                   cudaSuccess ||
+               (timed && (e = cudaEventCreate(&op->ev0)) != cudaSuccess)) {
+        if (op->ev)
+            cudaEventDestroy(op->ev);
         free(op);
         wsync_error(WSYNC_ERR_CUDA, "cannot create an event on cuda:%d: %s", t->device, cudaGetErrorString(e));
         return NULL;
@@ -71,7 +80,26 @@ static lo_op_t *op_get(lo_conn_t *c)
     op->next = NULL;
     op->n = 0;
     op->np = 0;
+    op->bytes = 0;
     return op;
+}
+
+/* Traced ops: their start, before their launch on the stream. */
+static void lo_op_start(lo_conn_t *c, lo_op_t *op)
+{
+    if (op->ev0)
+        cudaEventRecord(op->ev0, c->stream);
+}
+
+/* Traced ops: how long the stream took over it, and the rate. */
+static void trace_op_time(lo_conn_t *c, const lo_op_t *op)
+{
+    float ms = 0;
+    if (op->ev0 == NULL || cudaEventElapsedTime(&ms, op->ev0, op->ev) != cudaSuccess || ms <= 0)
+        return;
+    wsync_trace("local: launch of %d put(s), %d piece(s), %llu bytes to '%s': %.1f us on the stream, %.0f GB/s",
+                op->n, op->np, (unsigned long long)op->bytes, c->peer_name, ms * 1e3,
+                (double)op->bytes / (ms * 1e6));
 }
 
 /* An op launched: into the queue the progress thread waits on. Called
@@ -100,6 +128,7 @@ static wsync_status_t launch_pending(lo_conn_t *c, int own_last)
     if (op == NULL)
         return WSYNC_OK;
     c->pend = NULL;
+    lo_op_start(c, op);
     e = wsync_cuda_copy_digest_batch_async(op->pc, op->np, c->dacc, c->dcount, c->stream);
     if (e == 0)
         e = (int)cudaEventRecord(op->ev, c->stream);
@@ -137,6 +166,7 @@ void *lo_progress_main(void *arg)
             break; /* stopping and drained */
         e = cudaEventSynchronize(op->ev);
         if (e == cudaSuccess) {
+            trace_op_time(c, op);
             for (i = 0; i < op->n; i++) {
                 const lo_item_t *it = &op->it[i];
                 wsync_completion_t done = {.kind = WSYNC_COMPLETION_SENT, .tag = it->tag, .len = it->len, .peer = -1};
@@ -218,6 +248,7 @@ static wsync_status_t put_fused(lo_conn_t *c, uint64_t tag, const lo_part_t *ps,
     }
     c->sums_taken += n;
     op->it[op->n++] = (lo_item_t){.tag = tag, .len = len, .sum = slot, .nsum = (int)n};
+    op->bytes += len;
     if (op->np == LO_BATCH || c->nflight < LO_FLIGHT)
         return launch_pending(c, 1);
     return WSYNC_OK;
@@ -238,6 +269,9 @@ static wsync_status_t put_copy(lo_conn_t *c, uint64_t tag, const lo_part_t *ps, 
         return WSYNC_ERR_NOMEM;
     op->it[0] = (lo_item_t){.tag = tag, .len = len, .sum = -1};
     op->n = 1;
+    op->np = (int)n;
+    op->bytes = len;
+    lo_op_start(c, op);
     for (i = 0; i < n && e == cudaSuccess; i++)
         e = cudaMemcpyAsync(ps[i].dst, src + (ps[i].off - ps[0].off), ps[i].len, cudaMemcpyDeviceToDevice,
                             c->stream);
@@ -309,6 +343,7 @@ static wsync_status_t put_gather_locked(lo_conn_t *c, uint64_t tag, const lo_par
     WSYNC_CHECK(launch_pending(c, 0));
     if ((op = op_get(c)) == NULL)
         return WSYNC_ERR_NOMEM;
+    lo_op_start(c, op);
     st = wsync_pack_cuda_launch_sum_parts(plan, parts, np, src, key_off, c->dacc, c->dcount, c->hsums_dev + slot,
                                           c->stream);
     if (st != WSYNC_OK) { /* nothing launched: the op goes back unused */
@@ -319,6 +354,8 @@ static wsync_status_t put_gather_locked(lo_conn_t *c, uint64_t tag, const lo_par
     c->sums_taken++;
     op->it[0] = (lo_item_t){.tag = tag, .len = len, .sum = slot, .nsum = 1};
     op->n = 1;
+    op->np = (int)np;
+    op->bytes = len;
     if ((e = cudaEventRecord(op->ev, c->stream)) != cudaSuccess) {
         op_fail(c, op, 0, WSYNC_ERR_CUDA, NULL);
         return wsync_error(WSYNC_ERR_CUDA, "event after a pack kernel on cuda:%d: %s", t->device,
