@@ -6,7 +6,13 @@
  * against cudaMemcpyAsync of the same bytes, alternated in the same run:
  * the whole 4 GiB at once and as 64 jobs of 64 MiB (a chunk) queued back
  * to back, in each kernel shape (vectors in flight per thread, blocks per
- * SM); its sum must equal the CPU digest. */
+ * SM); its sum must equal the CPU digest. Last, the digest of runs summed
+ * two ways (digest_runs.h: the pass a GPU trainer makes at publish for the
+ * record's pieces and a node plan's puts at once) over column slices of
+ * 3584 and 18944 bytes (Qwen2.5-7B's o_proj and down_proj rows at TP=2)
+ * and over contiguous rows, 2 GiB read each, against the digest kernel
+ * over 2 GiB contiguous: both host-timed with their launch and wait; its
+ * sums must equal the host's run of the same tasks. */
 #include <stdint.h>
 #include <stdio.h>
 
@@ -17,6 +23,7 @@
 #include "common/mem/copy_digest_cuda.h"
 #include "common/digest/digest.h"
 #include "common/mem/digest_cuda.h"
+#include "common/mem/digest_runs.h"
 #include "common/mem/mem.h"
 
 #define LEN ((size_t)4 << 30)
@@ -98,6 +105,88 @@ static void check_fused(char *dst, const char *src, const char *host, uint64_t *
             chunked ? "64 MiB jobs" : "4 GiB");
 }
 
+/* Seconds (host clock) of one call of f(arg), which launches and waits. */
+static double host_timed(void (*f)(void *), void *arg)
+{
+    double t0 = wsync_now_s();
+    f(arg);
+    return wsync_now_s() - t0;
+}
+
+typedef struct runs_job {
+    wsync_digest_runs_plan_t *plan;
+    const char *src;
+    uint64_t *sums;
+    uint64_t *dsum; /* the plain digest's */
+} runs_job_t;
+
+static void runs_once(void *arg)
+{
+    runs_job_t *j = arg;
+    if (wsync_digest_runs_start(j->plan, j->src) != WSYNC_OK || wsync_digest_runs_wait(j->plan, j->sums) != WSYNC_OK)
+        DIE("digest runs: %s", wsync_last_error());
+}
+
+static void plain_once(void *arg)
+{
+    runs_job_t *j = arg;
+    CU(cudaMemset(j->dsum, 0, 8));
+    if (wsync_cuda_digest_sum_async(j->src, LEN / 2, 0, j->dsum, NULL) != 0)
+        DIE("digest launch");
+    CU(cudaDeviceSynchronize());
+}
+
+/* The two-way digest of runs of `row` bytes every `stride` bytes (64
+ * segments of 32 MiB, each also summed as its 64 MiB piece of the source),
+ * against the plain digest of 2 GiB; the sums checked against the host's. */
+static void runs_vs_digest(const char *src, const char *host, uint64_t *dsum, uint64_t row, uint64_t stride)
+{
+    enum { NSEG = 64 };
+    static wsync_run2d_t runs[NSEG];
+    wsync_digest_seg2_t segs[NSEG];
+    wsync_digest_task_t *tasks = NULL;
+    uint64_t sums[2 * NSEG], want[2 * NSEG] = {0};
+    const uint64_t seg_bytes = (LEN / 2) / NSEG, rows = seg_bytes / row;
+    double tr[REPS], tp[REPS], r, pl, gb = (double)(rows * row * NSEG) / 1e9;
+    runs_job_t j = {.src = src, .sums = sums, .dsum = dsum};
+    size_t ntasks = 0;
+    int i;
+    for (i = 0; i < NSEG; i++) {
+        runs[i] = (wsync_run2d_t){.src_off = (uint64_t)i * (LEN / NSEG),
+                                  .src_stride = stride,
+                                  .row_bytes = row,
+                                  .rows = rows,
+                                  .dst_off = 0};
+        segs[i] = (wsync_digest_seg2_t){.seg = {.dst_off = (uint64_t)i * seg_bytes, .runs = &runs[i], .nruns = 1},
+                                        .sum = (uint32_t)i,
+                                        .sum2 = (uint32_t)(NSEG + i),
+                                        .off2 = (uint64_t)i * (LEN / NSEG),
+                                        .src2 = (uint64_t)i * (LEN / NSEG)};
+    }
+    if (wsync_digest_runs_prepare2(segs, NSEG, 2 * NSEG, &j.plan) != WSYNC_OK ||
+        wsync_digest_tasks2(segs, NSEG, &tasks, &ntasks) != WSYNC_OK)
+        DIE("digest runs: %s", wsync_last_error());
+    for (i = -2; i < REPS; i++) {
+        double a = host_timed(runs_once, &j), b = host_timed(plain_once, &j);
+        if (i >= 0) {
+            tr[i] = a;
+            tp[i] = b;
+        }
+    }
+    wsync_digest_tasks_host(tasks, ntasks, host, want);
+    if (memcmp(sums, want, sizeof(want)) != 0)
+        DIE("two-way digest of %llu-byte rows: the GPU's sums differ from the host's", (unsigned long long)row);
+    r = median(tr, REPS);
+    pl = median(tp, REPS);
+    printf("  rows of %6llu bytes every %6llu (%zu tasks): two-way runs %7.3f ms %7.1f GB/s, plain digest of 2 "
+           "GiB "
+           "%7.3f ms %7.1f GB/s, runs/plain speed %.3f\n",
+           (unsigned long long)row, (unsigned long long)stride, ntasks, r * 1e3, gb / r, pl * 1e3,
+           (double)(LEN / 2) / 1e9 / pl, (gb / r) / ((double)(LEN / 2) / 1e9 / pl));
+    free(tasks);
+    wsync_digest_runs_free(j.plan);
+}
+
 static int run(int unused)
 {
     char *a, *b, *host;
@@ -154,6 +243,12 @@ static int run(int unused)
     }
     check_fused(b, a, host, dsum, 0, s, e0, e1);
     check_fused(b, a, host, dsum, 1, s, e0, e1);
+    printf(
+        "digest of runs summed two ways (a GPU trainer's publish pass; host clock with launch and wait; sums == "
+        "the host's, checked):\n");
+    runs_vs_digest(a, host, dsum, 3584, 7168);
+    runs_vs_digest(a, host, dsum, 18944, 37888);
+    runs_vs_digest(a, host, dsum, 65536, 65536);
     free(host);
     printf("copy with the digest fused (target: fused/memcpy speed >= 0.95; sums == CPU digest, checked):\n");
     for (i = 0; i < NSHAPES; i++) {
