@@ -164,36 +164,61 @@ extern "C" int wsync_cuda_digest_sum_async(const void *ptr, size_t len, uint64_t
     return (int)cudaGetLastError();
 }
 
-// digest_runs.h: one block per task, each warp a row at a time (rows of a
-// column slice are a few KiB: a warp reads 256 contiguous bytes per step),
-// two words in flight per lane; the block's sum goes to its segment. A task
-// with a second sum (seg1: the record's piece digest beside a put's, one
-// read for both) mixes each word it read under both keys.
+// digest_runs.h: one block per task, whose rows its threads read as one
+// flat array of words (thread t takes words t, t + 256, ...: consecutive
+// threads read consecutive words of a row, whatever its length), four words
+// in flight per thread; the word's (row, column) is stepped, not divided.
+// The block's sum goes to its segment. A task with a second sum (seg1: the
+// record's piece digest beside a put's, one read for both) mixes each word
+// it read under both keys. (A warp a row left most of a block idle on the
+// few rows of a task of long rows: 18944-byte column slices made tasks of
+// 16 KiB and 2.5 KiB, one or four of a block's eight warps busy.)
+#define DT_UNROLL 4
+
 template <bool TWO>
 static __device__ __forceinline__ void digest_task(const wsync_digest_task_t &t, const unsigned char *src,
                                                    unsigned long long *dsum)
 {
     const uint64_t G = WSYNC_DIGEST_GOLDEN;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    uint64_t s = 0, s1 = 0;
-    for (uint32_t r = t.row0 + warp; r < t.row0 + t.nrows; r += DIG_THREADS / 32) {
-        const uint64_t *row = (const uint64_t *)(src + t.src_off + (uint64_t)r * t.src_stride);
-        const uint64_t key = t.key0 + (uint64_t)r * t.row_words * G;
-        const uint64_t key1 = TWO ? t.key1 + (uint64_t)r * t.step1 * G : 0;
-        uint32_t w = lane;
-        for (; w + 32 < t.row_words; w += 64) {
-            uint64_t a = __ldcs(row + w), b = __ldcs(row + w + 32);
-            s += wsync_digest_word(a, key + w * G) + wsync_digest_word(b, key + (w + 32) * G);
-            if (TWO)
-                s1 += wsync_digest_word(a, key1 + w * G) + wsync_digest_word(b, key1 + (w + 32) * G);
+    const uint32_t rw = t.row_words, step_r = DIG_THREADS / rw, step_w = DIG_THREADS - step_r * rw;
+    const uint64_t total = (uint64_t)rw * t.nrows;
+    uint64_t i = threadIdx.x, s = 0, s1 = 0;
+    uint32_t r = threadIdx.x / rw, w = threadIdx.x - r * rw; /* r from row0 */
+#define DT_ADVANCE()   \
+    do {               \
+        w += step_w;   \
+        r += step_r;   \
+        if (w >= rw) { \
+            w -= rw;   \
+            r++;       \
+        }              \
+    } while (0)
+    for (; i + (DT_UNROLL - 1) * DIG_THREADS < total; i += DT_UNROLL * DIG_THREADS) {
+        uint64_t a[DT_UNROLL], row[DT_UNROLL];
+        uint32_t col[DT_UNROLL];
+#pragma unroll
+        for (int k = 0; k < DT_UNROLL; k++) { /* every load first */
+            row[k] = (uint64_t)t.row0 + r;
+            col[k] = w;
+            a[k] = __ldcs((const uint64_t *)(src + t.src_off + row[k] * t.src_stride) + w);
+            DT_ADVANCE();
         }
-        if (w < t.row_words) {
-            const uint64_t a = __ldcs(row + w);
-            s += wsync_digest_word(a, key + w * G);
+#pragma unroll
+        for (int k = 0; k < DT_UNROLL; k++) {
+            s += wsync_digest_word(a[k], t.key0 + (row[k] * rw + col[k]) * G);
             if (TWO)
-                s1 += wsync_digest_word(a, key1 + w * G);
+                s1 += wsync_digest_word(a[k], t.key1 + (row[k] * t.step1 + col[k]) * G);
         }
     }
+    for (; i < total; i += DIG_THREADS) {
+        const uint64_t row = (uint64_t)t.row0 + r;
+        const uint64_t a = __ldcs((const uint64_t *)(src + t.src_off + row * t.src_stride) + w);
+        s += wsync_digest_word(a, t.key0 + (row * rw + w) * G);
+        if (TWO)
+            s1 += wsync_digest_word(a, t.key1 + (row * t.step1 + w) * G);
+        DT_ADVANCE();
+    }
+#undef DT_ADVANCE
     d_block_add(s, dsum + t.seg);
     if (TWO) {
         __syncthreads(); // d_block_add's shared words are reused

@@ -11,7 +11,10 @@
 
 #define TASK_BYTES (128u << 10) /* about this much per task (per GPU block) */
 #define CUT_BYTES (4u << 10)    /* rows longer than LONG_ROW are cut into rows of this */
-#define LONG_ROW (16u << 10)
+/* A block reads its task's rows as one flat array (digest_cuda.cu), so
+ * rows up to a task's size go whole, as many as fit (18944-byte column
+ * slices: six a task; they were cut into 4 KiB rows, a task per row). */
+#define LONG_ROW TASK_BYTES
 
 int wsync_digest_runs_ok(const wsync_run2d_t *runs, size_t n)
 {
