@@ -57,12 +57,13 @@ static void op_fail(lo_conn_t *c, lo_op_t *op, int n, wsync_status_t st, const c
  * (lo_op_start; the progress thread's trace line). */
 static lo_op_t *op_get(lo_conn_t *c)
 {
-    static int timed = -1;
+    static int traced = -1;
     lo_transport_t *t = (lo_transport_t *)c->base.transport;
     lo_op_t *op = c->free_ops;
     cudaError_t e;
+    int timed = __atomic_load_n(&traced, __ATOMIC_RELAXED);
     if (timed < 0)
-        __atomic_store_n(&timed, wsync_setting_int(WSYNC_SET_TRACE) != 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&traced, timed = wsync_setting_int(WSYNC_SET_TRACE) != 0, __ATOMIC_RELAXED);
     if (op != NULL) {
         c->free_ops = op->next;
     } else if ((op = calloc(1, sizeof(*op))) == NULL) {
