@@ -504,6 +504,9 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
     }
     if (st == WSYNC_OK)
         st = fetch_collect(&f);
+    if (st == WSYNC_OK && tl)
+        wsync_trace("engine %s rank %d: every %s landed and every trainer's answer in", r->engine_id, f.p.me,
+                    f.p.ops->unit1);
     if (st == WSYNC_OK && !f.identity)
         st = f.tp.on ? recv_tputs_check(&f.tp, &f.p, tl, r->mem, f.dm, f.image)
                      : recv_tlayout_verify(r, tl, f.image, f.digests, f.p.v);
