@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "common/base/flat_walk.cuh"
 #include "common/digest/digest.h"
 #include "common/mem/digest_cuda.h"
 #include "common/mem/digest_cuda.cuh"
@@ -167,7 +168,8 @@ extern "C" int wsync_cuda_digest_sum_async(const void *ptr, size_t len, uint64_t
 // digest_runs.h: one block per task, whose rows its threads read as one
 // flat array of words (thread t takes words t, t + 256, ...: consecutive
 // threads read consecutive words of a row, whatever its length), four words
-// in flight per thread; the word's (row, column) is stepped, not divided.
+// in flight per thread; the word's (row, column) is stepped, not divided
+// (flat_walk.cuh).
 // The block's sum goes to its segment. A task with a second sum (seg1: the
 // record's piece digest beside a put's, one read for both) mixes each word
 // it read under both keys. (A warp a row left most of a block idle on the
@@ -184,15 +186,6 @@ static __device__ __forceinline__ void digest_task(const wsync_digest_task_t &t,
     const uint64_t total = (uint64_t)rw * t.nrows;
     uint64_t i = threadIdx.x, s = 0, s1 = 0;
     uint32_t r = threadIdx.x / rw, w = threadIdx.x - r * rw; /* r from row0 */
-#define DT_ADVANCE()   \
-    do {               \
-        w += step_w;   \
-        r += step_r;   \
-        if (w >= rw) { \
-            w -= rw;   \
-            r++;       \
-        }              \
-    } while (0)
     for (; i + (DT_UNROLL - 1) * DIG_THREADS < total; i += DT_UNROLL * DIG_THREADS) {
         uint64_t a[DT_UNROLL], row[DT_UNROLL];
         uint32_t col[DT_UNROLL];
@@ -201,7 +194,7 @@ static __device__ __forceinline__ void digest_task(const wsync_digest_task_t &t,
             row[k] = (uint64_t)t.row0 + r;
             col[k] = w;
             a[k] = __ldcs((const uint64_t *)(src + t.src_off + row[k] * t.src_stride) + w);
-            DT_ADVANCE();
+            WSYNC_FLAT_STEP(r, w, rw, step_r, step_w);
         }
 #pragma unroll
         for (int k = 0; k < DT_UNROLL; k++) {
@@ -216,9 +209,8 @@ static __device__ __forceinline__ void digest_task(const wsync_digest_task_t &t,
         s += wsync_digest_word(a, t.key0 + (row * rw + w) * G);
         if (TWO)
             s1 += wsync_digest_word(a, t.key1 + (row * t.step1 + w) * G);
-        DT_ADVANCE();
+        WSYNC_FLAT_STEP(r, w, rw, step_r, step_w);
     }
-#undef DT_ADVANCE
     d_block_add(s, dsum + t.seg);
     if (TWO) {
         __syncthreads(); // d_block_add's shared words are reused

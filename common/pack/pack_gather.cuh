@@ -5,7 +5,7 @@
  * so consecutive threads read consecutive bytes of a row and write
  * consecutive bytes of the destination (coalesced both ways); UNROLL loads
  * are in flight per thread before the stores. The (row, column) of a vector
- * is stepped, not divided, per iteration. sum(v, i) is what vector i adds to
+ * is stepped, not divided, per iteration (flat_walk.cuh). sum(v, i) is what vector i adds to
  * the returned sum (no_sum: nothing, and the compiler keeps no sum). */
 #ifndef WSYNC_COMMON_PACK_GATHER_CUH
 #define WSYNC_COMMON_PACK_GATHER_CUH
@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "common/base/flat_walk.cuh"
 #include "common/pack/pack_cuda.h"
 
 struct no_sum {
@@ -35,21 +36,12 @@ static __device__ __forceinline__ uint64_t pack_gather(const wsync_pack_task_t &
     V *d = (V *)(dst + t.dst);
     uint32_t i = threadIdx.x, r = i / vpr, c = i - r * vpr;
     uint64_t acc = 0;
-#define PACK_GATHER_ADVANCE() \
-    do {                      \
-        c += step_c;          \
-        r += step_r;          \
-        if (c >= vpr) {       \
-            c -= vpr;         \
-            r++;              \
-        }                     \
-    } while (0)
     for (; i + (UNROLL - 1) * step < total; i += UNROLL * step) {
         V v[UNROLL];
 #pragma unroll
         for (int k = 0; k < UNROLL; k++) {
             v[k] = *(const V *)(s + (uint64_t)r * t.stride + (uint64_t)c * W);
-            PACK_GATHER_ADVANCE();
+            WSYNC_FLAT_STEP(r, c, vpr, step_r, step_c);
         }
 #pragma unroll
         for (int k = 0; k < UNROLL; k++)
@@ -62,9 +54,8 @@ static __device__ __forceinline__ uint64_t pack_gather(const wsync_pack_task_t &
         V v = *(const V *)(s + (uint64_t)r * t.stride + (uint64_t)c * W);
         d[i] = v;
         acc += sum(v, i);
-        PACK_GATHER_ADVANCE();
+        WSYNC_FLAT_STEP(r, c, vpr, step_r, step_c);
     }
-#undef PACK_GATHER_ADVANCE
     return acc;
 }
 
