@@ -53,9 +53,9 @@ static void board_bump(uint32_t *seq)
 }
 
 /* A futex wait on `seq` while it still reads `val`, at most timeout_us. */
-static void board_sleep(uint32_t *seq, uint32_t val, int timeout_us)
+static void board_sleep(uint32_t *seq, uint32_t val, int64_t timeout_us)
 {
-    struct timespec ts = {.tv_sec = timeout_us / 1000000, .tv_nsec = (long)(timeout_us % 1000000) * 1000L};
+    struct timespec ts = {.tv_sec = (time_t)(timeout_us / 1000000), .tv_nsec = (long)(timeout_us % 1000000) * 1000L};
     syscall(SYS_futex, seq, FUTEX_WAIT, val, &ts, NULL, 0); /* at once if it moved on */
 }
 
@@ -91,7 +91,7 @@ uint32_t board_attempt_seq(board_t *b)
 
 void board_wait_attempt(board_t *b, uint32_t seq, int timeout_ms)
 {
-    board_sleep(&b->sh->gen_seq, seq, timeout_ms * 1000);
+    board_sleep(&b->sh->gen_seq, seq, (int64_t)timeout_ms * 1000); /* no overflow past 35 minutes */
 }
 
 uint32_t board_ranks_seq(board_t *b)
