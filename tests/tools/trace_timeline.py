@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""trace_timeline.py [TRACE_FILE] [--from N]: where the time of a version goes, from WSYNC_TRACE=1 lines.
+
+Reads the TRACE lines a run of a bench (tp_e2e_bench, e2e_cpu_bench, ...) wrote to standard error with
+WSYNC_TRACE=1. A version's window opens at the first "publish of version V started" and closes at the
+line saying its engine is done ("every local rank verified" or "... hold version V"). Each distinct
+event of the window (its numbers blanked, the engine's name kept) gets its first and last time in
+milliseconds after the publish started; the table gives, per engine configuration, the median of those
+over the versions from --from on (default 3: the first two warm up), in the order the events first happen.
+"""
+import re
+import statistics
+import sys
+
+LINE = re.compile(r"^TRACE (\d+\.\d+) \[(\d+)\] (.*)$")
+ENGINE = re.compile(r"engine ([A-Za-z0-9_.-]+)")
+VERSION = re.compile(r"publish of version (\d+) started")
+DONE = re.compile(r"every local rank verified|hold version \d+")
+
+
+def shape(msg):
+    """The event with its numbers blanked, the engine's name and digests' hex kept apart."""
+    msg = re.sub(r"target [0-9a-f]{16,}", "target H", msg)
+    return re.sub(r"\d+(\.\d+)?", "N", msg)
+
+
+def windows(lines):
+    """(version, configuration, [(t, pid, msg)]) for each version's window."""
+    cur = None
+    for t, pid, msg in lines:
+        m = VERSION.search(msg)
+        if m and cur is None:
+            cur = {"v": int(m.group(1)), "t0": t, "ev": [], "cfg": None}
+        if cur is None:
+            continue
+        e = ENGINE.search(msg)
+        if e and cur["cfg"] is None and msg.startswith("engine"):
+            cur["cfg"] = e.group(1)
+        cur["ev"].append((t, pid, msg))
+        if msg.startswith("engine") and DONE.search(msg):
+            cur["done"] = cur.get("done", 0) + 1
+            if cur["done"] >= 1:
+                yield cur["v"], cur["cfg"], cur["t0"], cur["ev"]
+                cur = None
+
+
+def main():
+    args = sys.argv[1:]
+    first = 3
+    if "--from" in args:
+        k = args.index("--from")
+        first = int(args[k + 1])
+        del args[k : k + 2]
+    src = open(args[0]) if args else sys.stdin
+    lines = []
+    for raw in src:
+        m = LINE.match(raw.strip())
+        if m:
+            lines.append((float(m.group(1)), int(m.group(2)), m.group(3)))
+    lines.sort()
+    table = {}  # cfg -> event -> [(first, last)]
+    order = {}
+    for v, cfg, t0, ev in windows(lines):
+        if v < first:
+            continue
+        seen = {}
+        for t, _, msg in ev:
+            key = shape(msg)
+            ms = (t - t0) * 1e3
+            lo, hi = seen.get(key, (ms, ms))
+            seen[key] = (min(lo, ms), max(hi, ms))
+        for key, span in seen.items():
+            table.setdefault(cfg, {}).setdefault(key, []).append(span)
+            order.setdefault(cfg, {}).setdefault(key, []).append(span[0])
+    if not table:
+        sys.exit("trace_timeline.py: no version windows found (was the run made with WSYNC_TRACE=1?)")
+    for cfg in table:
+        rows = sorted(table[cfg].items(), key=lambda kv: statistics.median(order[cfg][kv[0]]))
+        n = max(len(s) for s in table[cfg].values())
+        print(f"{cfg}: median ms after the publish started, over {n} versions (first .. last occurrence)")
+        for key, spans in rows:
+            f = statistics.median(s[0] for s in spans)
+            last = statistics.median(s[1] for s in spans)
+            print(f"  {f:8.3f} .. {last:8.3f}  {key}")
+
+
+if __name__ == "__main__":
+    main()
