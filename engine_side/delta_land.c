@@ -227,12 +227,21 @@ static wsync_status_t ask(recv_delta_t *d, recv_transport_t *rt, uint64_t at, ui
     return WSYNC_OK;
 }
 
+/* Whether trainer rank t, reached over `transport`, is asked for deltas:
+ * over tcp, owing this rank bytes, keeping the base. */
+static int asks_rank(const fetch_t *f, int t, const char *transport)
+{
+    const recv_delta_t *d = f->delta;
+    return d != NULL && d->area_len[t] > 0 && transport && strcmp(transport, "tcp") == 0 &&
+           keeps(f, t, f->p.v - d->base);
+}
+
 wsync_status_t recv_delta_ask(fetch_t *f, int t, recv_transport_t *rt, json_t *msg)
 {
     recv_delta_t *d = f->delta;
     if (d != NULL && d->area_len[t] > 0 && strcmp(rt->ops->name, "tcp") != 0)
         d->nother++;
-    if (d == NULL || d->area_len[t] == 0 || strcmp(rt->ops->name, "tcp") != 0 || !keeps(f, t, f->p.v - d->base))
+    if (!asks_rank(f, t, rt->ops->name))
         return WSYNC_OK;
     return ask(d, rt, d->area_at[t], d->area_len[t], msg);
 }
@@ -540,7 +549,7 @@ int recv_delta_asks(const fetch_t *f)
 {
     int t;
     for (t = 0; f->delta && t < f->p.world; t++)
-        if (f->p.tnames[t] && strcmp(f->p.tnames[t], "tcp") == 0)
+        if (asks_rank(f, t, f->p.tnames[t]))
             return 1;
     return 0;
 }

@@ -29,7 +29,9 @@
  * set) and lays out the staging region. Failure only without memory. */
 wsync_status_t recv_delta_begin(fetch_t *f);
 /* After recv_delta_begin: whether some request of the attempt asks its
- * trainer rank for deltas (they go over tcp only). */
+ * trainer rank for deltas (over tcp only, of a rank that keeps the base:
+ * a single-copy trainer keeps none, and then the puts verify by their sums,
+ * target_puts.h). */
 int recv_delta_asks(const fetch_t *f);
 /* Adds the base and the staging part of trainer rank t to its request `msg`
  * (built for transport rt); nothing without f->delta or over another
