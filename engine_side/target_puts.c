@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/base/checks.h"
+#include "common/base/log.h"
 #include "common/digest/digest.h"
 #include "engine_side/dests.h"
 
@@ -104,6 +105,7 @@ static int copies_tile_puts(recv_tputs_t *t, uint32_t c, size_t nc)
 
 wsync_status_t recv_tputs_begin(recv_tputs_t *t, const wsync_node_plan_t *np, int me, int allowed)
 {
+    size_t maxputs = 1;
     uint32_t c;
     memset(t, 0, sizeof(*t));
     t->np = np;
@@ -115,7 +117,10 @@ wsync_status_t recv_tputs_begin(recv_tputs_t *t, const wsync_node_plan_t *np, in
     t->digest = calloc(np->nputs + 1, sizeof(*t->digest));
     t->have = calloc(np->nputs + 1, 1);
     t->order = calloc(np->ncopies + 1, sizeof(*t->order));
-    if (!t->state || !t->sum || !t->digest || !t->have || !t->order) {
+    for (c = 0; c < np->nchunks; c++)
+        maxputs = np->chunks[c].nputs > maxputs ? np->chunks[c].nputs : maxputs;
+    t->rg = calloc(maxputs, sizeof(*t->rg));
+    if (!t->state || !t->sum || !t->digest || !t->have || !t->order || !t->rg) {
         recv_tputs_end(t);
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     }
@@ -131,17 +136,28 @@ wsync_status_t recv_tputs_begin(recv_tputs_t *t, const wsync_node_plan_t *np, in
     return WSYNC_OK;
 }
 
-void recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, const recv_verify_t *ver, uint32_t c)
+wsync_status_t recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, const recv_verify_t *ver, uint32_t c,
+                                 const wsync_mem_ops_t *mem, const char *image)
 {
     const wsync_tchunk_t *ch = &t->np->chunks[c];
     const uint64_t *sums = recv_verify_put_sums(p, ver, c);
-    if (sums == NULL) { /* summed at the check, from 0 */
-        memset(t->sum + ch->first_put, 0, ch->nputs * sizeof(*t->sum));
-        t->state[c] = TPUTS_LANDED_RAW;
-        return;
+    size_t k;
+    if (sums != NULL) {
+        memcpy(t->sum + ch->first_put, sums, ch->nputs * sizeof(*sums));
+        t->state[c] = TPUTS_SUMMED;
+        return WSYNC_OK;
     }
-    memcpy(t->sum + ch->first_put, sums, ch->nputs * sizeof(*sums));
+    memset(t->sum + ch->first_put, 0, ch->nputs * sizeof(*t->sum));
+    t->state[c] = TPUTS_LANDED_RAW; /* summed at the check, from 0 */
+    if (image == NULL || mem->kind != WSYNC_MEM_HOST)
+        return WSYNC_OK;
+    for (k = 0; k < ch->nputs; k++) { /* host memory: each put whole, now */
+        const wsync_tput_t *pu = &t->np->puts[ch->first_put + k];
+        t->rg[k] = (wsync_digest_range_t){.ptr = image + pu->dst_off, .len = pu->len, .off = pu->dst_off};
+    }
+    WSYNC_CHECK(mem->digest_many(t->rg, ch->nputs, t->sum + ch->first_put));
     t->state[c] = TPUTS_SUMMED;
+    return WSYNC_OK;
 }
 
 void recv_tputs_copied(recv_tputs_t *t, uint32_t c)
@@ -247,7 +263,7 @@ static size_t unsummed(const recv_tputs_t *t, const char *image, wsync_digest_ra
  * (a put landed raw has one range; a copied one, parts that add up). In
  * place (dm), the caller's bytes where they hold them (dests.h). */
 static wsync_status_t sum_the_rest(recv_tputs_t *t, const wsync_mem_ops_t *mem, const recv_dests_t *dm,
-                                   const char *image)
+                                   const char *image, uint64_t *bytes)
 {
     const size_t n = unsummed(t, image, NULL, NULL);
     wsync_digest_range_t *rg;
@@ -264,8 +280,10 @@ static wsync_status_t sum_the_rest(recv_tputs_t *t, const wsync_mem_ops_t *mem, 
         unsummed(t, image, rg, rg_put);
         st = recv_dests_digest_many(mem, dm, image, rg, n, sums);
     }
-    for (k = 0; st == WSYNC_OK && k < n; k++)
+    for (k = 0; st == WSYNC_OK && k < n; k++) {
         t->sum[rg_put[k]] += sums[k];
+        *bytes += rg[k].len;
+    }
     free(rg);
     free(rg_put);
     free(sums);
@@ -276,8 +294,12 @@ wsync_status_t recv_tputs_check(recv_tputs_t *t, const recv_pull_t *p, const rec
                                 const wsync_mem_ops_t *mem, const recv_dests_t *dm, const char *image)
 {
     const wsync_node_plan_t *np = t->np;
+    uint64_t rest = 0;
     uint32_t c;
-    WSYNC_CHECK(sum_the_rest(t, mem, dm, image));
+    WSYNC_CHECK(sum_the_rest(t, mem, dm, image, &rest));
+    if (rest > 0)
+        wsync_trace("engine %s rank %d: %llu bytes without sums digested at the check", p->r->engine_id, t->me,
+                    (unsigned long long)rest);
     for (c = 0; c < np->nchunks; c++) {
         const wsync_tchunk_t *ch = &np->chunks[c];
         size_t u;
@@ -307,5 +329,6 @@ void recv_tputs_end(recv_tputs_t *t)
     free(t->digest);
     free(t->have);
     free(t->order);
+    free(t->rg);
     memset(t, 0, sizeof(*t));
 }

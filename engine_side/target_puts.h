@@ -16,7 +16,9 @@
  * up to the put's sum: every rank verifies its own bytes, and a corrupted
  * byte is caught and named on every rank that holds it. What has no sum when
  * the answers are in (the copied parts, chunks landed without sums: tcp)
- * is digested then in one call, not chunk by chunk inside the landing loop.
+ * is digested then in one call, not chunk by chunk inside the landing loop;
+ * but chunks landed without sums in host memory are digested as they land,
+ * while the next ones arrive (the CPU is not shared like one GPU is).
  *
  * A rank verifies this way where its plan allows it (recv_tputs_begin):
  * its copies of each chunk cover the chunk's puts exactly once, cut on whole
@@ -47,6 +49,7 @@ typedef struct recv_tputs {
     uint64_t *digest;            /* [puts]: the trainers' */
     unsigned char *have;         /* [puts]: the digest is in */
     const wsync_tcopy_t **order; /* scratch [copies]: one chunk's copies here, by source offset */
+    wsync_digest_range_t *rg;    /* scratch [a chunk's puts]: a chunk's ranges, digested as it lands */
 } recv_tputs_t;
 
 /* What a chunk's sums are here (recv_tputs_t.state). */
@@ -57,10 +60,14 @@ enum { TPUTS_NONE, TPUTS_SUMMED, TPUTS_LANDED_RAW, TPUTS_COPIED };
  * relay): off. */
 wsync_status_t recv_tputs_begin(recv_tputs_t *t, const wsync_node_plan_t *np, int me, int allowed);
 /* Chunk c landed here: its puts' sums kept where every one brought one
- * (chunk_verify.h), else it is digested with the check. No GPU call: a
- * blocking one inside the landing loop waits for the GPU's other processes
- * (one H200 shared by trainers and engines time-slices them). */
-void recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, const recv_verify_t *ver, uint32_t c);
+ * (chunk_verify.h); else, in host memory (`image` not NULL: its bytes are
+ * there, not in the caller's tensors), its puts digested now, while the
+ * next chunks land (as the identity path's chunks are: tcp brings no sums);
+ * else it is digested with the check. No GPU call: a blocking one inside
+ * the landing loop waits for the GPU's other processes (one H200 shared by
+ * trainers and engines time-slices them). Failure: the digest's. */
+wsync_status_t recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, const recv_verify_t *ver, uint32_t c,
+                                 const wsync_mem_ops_t *mem, const char *image);
 /* Chunk c's copies into this rank are done: digested with the check. */
 void recv_tputs_copied(recv_tputs_t *t, uint32_t c);
 /* Trainer rank `src`'s answer: its puts' digests kept (an answer without

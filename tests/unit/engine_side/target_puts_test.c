@@ -108,8 +108,9 @@ static size_t units(const recv_pull_t *p, uint32_t c, size_t *first)
 
 /* Rank 0, where the chunk lands in `image`: put 0 brought its sum along
  * (`sum0`), put 1 too with `both` (the sum of its bytes in image), else
- * none, and then the chunk is digested whole at the check. */
-static wsync_status_t rank0_check(const char *source, const char *image, uint64_t sum0, int both)
+ * none, and then the chunk is digested whole: as it lands with `now` (host
+ * memory, the image passed), else at the check. */
+static wsync_status_t rank0_check(const char *source, const char *image, uint64_t sum0, int both, int now)
 {
     static const recv_pull_ops_t ops = {.chunk_units = units};
     wsync_node_plan_t np = plan(2);
@@ -137,8 +138,8 @@ static wsync_status_t rank0_check(const char *source, const char *image, uint64_
     ver.has_put_sum = has;
     CHECK_OK(recv_tputs_begin(&t, &np, 0, 1));
     CHECK_EQ(t.on, 1);
-    recv_tputs_landed(&t, &p, &ver, 0);
-    CHECK_EQ(t.state[0], both ? TPUTS_SUMMED : TPUTS_LANDED_RAW);
+    CHECK_OK(recv_tputs_landed(&t, &p, &ver, 0, &wsync_mem_host, now ? image : NULL));
+    CHECK_EQ(t.state[0], both || now ? TPUTS_SUMMED : TPUTS_LANDED_RAW);
     answer(&t, 0, source);
     answer(&t, 1, source);
     st = recv_tputs_check(&t, &p, &tl, &wsync_mem_host, NULL, image);
@@ -149,17 +150,23 @@ static wsync_status_t rank0_check(const char *source, const char *image, uint64_
 static void landed_chunks_are_checked_by_their_sums_or_digested(void)
 {
     char source[LEN], image[LEN];
-    wsync_fill_pattern(source, LEN, 0, 12);
-    memcpy(image, source, LEN);
-    CHECK_OK(rank0_check(source, image, wsync_digest_sum(source, 24, 0), 1));
-    CHECK_OK(rank0_check(source, image, 5, 0)); /* a put without its sum: the chunk digested whole */
-    CHECK_FAILS(rank0_check(source, image, 5, 1), WSYNC_ERR_DIGEST,
-                "from trainer rank 0) failed verification on engine e9 rank 0");
-    image[30] ^= 4; /* put 1's bytes as they landed */
-    CHECK_FAILS(rank0_check(source, image, wsync_digest_sum(source, 24, 0), 1), WSYNC_ERR_DIGEST,
-                "from trainer rank 1");
-    CHECK_FAILS(rank0_check(source, image, wsync_digest_sum(source, 24, 0), 0), WSYNC_ERR_DIGEST,
-                "from trainer rank 1");
+    int now;
+    for (now = 0; now < 2; now++) { /* digested at the check, or as the chunk landed */
+        wsync_fill_pattern(source, LEN, 0, 12);
+        memcpy(image, source, LEN);
+        CHECK_OK(rank0_check(source, image, wsync_digest_sum(source, 24, 0), 1, now));
+        CHECK_OK(rank0_check(source, image, 5, 0, now)); /* a put without its sum: the chunk digested whole */
+        CHECK_FAILS(rank0_check(source, image, 5, 1, now), WSYNC_ERR_DIGEST,
+                    "from trainer rank 0) failed verification on engine e9 rank 0");
+        image[30] ^= 4; /* put 1's bytes as they landed */
+        CHECK_FAILS(rank0_check(source, image, wsync_digest_sum(source, 24, 0), 1, now), WSYNC_ERR_DIGEST,
+                    "from trainer rank 1");
+        CHECK_FAILS(rank0_check(source, image, wsync_digest_sum(source, 24, 0), 0, now), WSYNC_ERR_DIGEST,
+                    "from trainer rank 1");
+        image[30] ^= 4;
+        image[3] ^= 1; /* put 0's bytes, no sums brought: caught by the digest either way */
+        CHECK_FAILS(rank0_check(source, image, 5, 0, now), WSYNC_ERR_DIGEST, "from trainer rank 0");
+    }
 }
 
 static void answers_are_checked(void)
