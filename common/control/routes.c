@@ -266,7 +266,9 @@ static enum MHD_Result answer_record(wsync_control_server_t *s, req_ctx_t *c, ui
 
 enum MHD_Result ctl_long_poll_answer(wsync_control_server_t *s, req_ctx_t *c)
 {
-    return c->digests_of ? answer_record(s, c, c->digests_of) : answer_latest(s, c);
+    enum MHD_Result r = c->digests_of ? answer_record(s, c, c->digests_of) : answer_latest(s, c);
+    wsync_trace("control: a long poll for %s answered", c->digests_of ? "late digests" : "the latest version");
+    return r;
 }
 
 /* With --private-status a version record (it lists the trainers' pull

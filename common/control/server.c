@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/base/checks.h"
+#include "common/base/log.h"
 #include "common/proto/msg.h"
 #include "common/net/auth.h"
 #include "common/base/util.h"
@@ -289,8 +290,10 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
 void ctl_changed(wsync_control_server_t *s, int published)
 {
     save_state(s);
-    (void)published; /* a new version, or late digests filled in: the waiters that can be answered now */
-    wake_waiters(s, 0);
+    if (published)
+        wsync_trace("control: version %llu complete, waking its long polls",
+                    (unsigned long long)ctl_latest(&s->model));
+    wake_waiters(s, 0); /* a new version, or late digests filled in: the waiters that can be answered now */
 }
 
 /* After an engine's ready/failed report: what it holds is kept across a
