@@ -288,7 +288,6 @@ static wsync_status_t wait_node(wsync_receiver_t *r, uint64_t gen, uint64_t dead
 }
 
 /* This rank's outcome on the board; with success, the node's. */
-/* This rank's outcome on the board; with success, the node's. */
 static wsync_status_t attempt_settle(wsync_receiver_t *r, const board_attempt_t *a, wsync_status_t st,
                                      uint64_t deadline)
 {
@@ -297,6 +296,7 @@ static wsync_status_t attempt_settle(wsync_receiver_t *r, const board_attempt_t 
         return st;
     }
     board_set_delta(r->board, &r->held.delta_last);
+    wsync_trace("engine %s rank %d: its pull ended, waiting for the node", r->engine_id, r->cfg.local_rank);
     board_mark_done(r->board, a->gen);
     st = wait_node(r, a->gen, deadline);
     wsync_trace("engine %s rank %d: every local rank verified", r->engine_id, r->cfg.local_rank);

@@ -502,6 +502,8 @@ wsync_status_t recv_fetch(wsync_receiver_t *r, const board_attempt_t *a, const w
             (summed || f.p.npending > 0 || f.fan.n > 0 || f.grp.ninflight > 0 || r->transports.ntr != 1))
             usleep(summed ? 50 : 200);
     }
+    if (st == WSYNC_OK && tl)
+        wsync_trace("engine %s rank %d: every chunk landed or copied in", r->engine_id, f.p.me);
     if (st == WSYNC_OK)
         st = fetch_collect(&f);
     if (st == WSYNC_OK && tl)
