@@ -264,6 +264,7 @@ static wsync_status_t publish_late(wsync_publisher_t *p, int slot, uint64_t vers
      * Started before the version is announced: its requests then find the
      * put digests it computes with the record's on their way (pub_dpass). */
     st = pub_dpass_start(p, slot, version, &dp);
+    wsync_trace("trainer rank %d: version %llu: digest pass started", p->cfg.rank, (unsigned long long)version);
     announce(p, slot, version);
     if (st == WSYNC_OK)
         st = pub_report_send(p, version, pieces);
