@@ -211,12 +211,14 @@ static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
     int again = 0;
     if (f->land_delay_ms > 0)
         usleep((useconds_t)f->land_delay_ms * 1000);
-    if (!f->identity && f->tp.on) /* in place, dm: the bytes may be in the caller's tensors */
-        WSYNC_CHECK(recv_tputs_landed(&f->tp, p, &f->ver, c, f->p.r->mem, f->dm ? NULL : f->image));
     if (!f->identity && f->delta)
         WSYNC_CHECK(recv_delta_verify(f, c, NULL, &again));
+    if (!f->identity && !again) { /* summed once written through (in place, dm) */
+        WSYNC_CHECK(landed_done(f, c));
+        return f->tp.on ? recv_tputs_landed(&f->tp, p, &f->ver, c, f->p.r->mem, f->dm, f->image) : WSYNC_OK;
+    }
     if (!f->identity)
-        return again ? WSYNC_OK : landed_done(f, c);
+        return WSYNC_OK;
     return f->grp.dm ? fetch_identity_group(f, c, f->p.me) : recv_verify_landed(p, &f->ver, c, f->image);
 }
 

@@ -137,7 +137,7 @@ wsync_status_t recv_tputs_begin(recv_tputs_t *t, const wsync_node_plan_t *np, in
 }
 
 wsync_status_t recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, const recv_verify_t *ver, uint32_t c,
-                                 const wsync_mem_ops_t *mem, const char *image)
+                                 const wsync_mem_ops_t *mem, const recv_dests_t *dm, const char *image)
 {
     const wsync_tchunk_t *ch = &t->np->chunks[c];
     const uint64_t *sums = recv_verify_put_sums(p, ver, c);
@@ -155,7 +155,7 @@ wsync_status_t recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, const re
         const wsync_tput_t *pu = &t->np->puts[ch->first_put + k];
         t->rg[k] = (wsync_digest_range_t){.ptr = image + pu->dst_off, .len = pu->len, .off = pu->dst_off};
     }
-    WSYNC_CHECK(mem->digest_many(t->rg, ch->nputs, t->sum + ch->first_put));
+    WSYNC_CHECK(recv_dests_digest_many(mem, dm, image, t->rg, ch->nputs, t->sum + ch->first_put));
     t->state[c] = TPUTS_SUMMED;
     return WSYNC_OK;
 }

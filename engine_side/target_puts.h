@@ -59,15 +59,16 @@ enum { TPUTS_NONE, TPUTS_SUMMED, TPUTS_LANDED_RAW, TPUTS_COPIED };
  * then. `allowed` 0 (in place into the caller's tensors, a sparse image, a
  * relay): off. */
 wsync_status_t recv_tputs_begin(recv_tputs_t *t, const wsync_node_plan_t *np, int me, int allowed);
-/* Chunk c landed here: its puts' sums kept where every one brought one
- * (chunk_verify.h); else, in host memory (`image` not NULL: its bytes are
- * there, not in the caller's tensors), its puts digested now, while the
- * next chunks land (as the identity path's chunks are: tcp brings no sums);
- * else it is digested with the check. No GPU call: a blocking one inside
- * the landing loop waits for the GPU's other processes (one H200 shared by
- * trainers and engines time-slices them). Failure: the digest's. */
+/* Chunk c landed here (and was written through to the caller's tensors,
+ * in place): its puts' sums kept where every one brought one
+ * (chunk_verify.h); else, in host memory (`image` not NULL), its puts
+ * digested now, where the caller's tensors hold them in place (dm), while
+ * the next chunks land (as the identity path's chunks are: tcp brings no
+ * sums); else it is digested with the check. No GPU call: a blocking one
+ * inside the landing loop waits for the GPU's other processes (one H200
+ * shared by trainers and engines time-slices them). Failure: the digest's. */
 wsync_status_t recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, const recv_verify_t *ver, uint32_t c,
-                                 const wsync_mem_ops_t *mem, const char *image);
+                                 const wsync_mem_ops_t *mem, const recv_dests_t *dm, const char *image);
 /* Chunk c's copies into this rank are done: digested with the check. */
 void recv_tputs_copied(recv_tputs_t *t, uint32_t c);
 /* Trainer rank `src`'s answer: its puts' digests kept (an answer without

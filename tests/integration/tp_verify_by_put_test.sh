@@ -21,10 +21,10 @@ by_seg=$(grep -c "engine tp-[a-z-]* rank [01]: every segment of its target verif
 # 4 TP configurations x 2 ranks x 7 versions
 check tp_versions_verified_by_put [ "$by_put" = 56 ] && [ "$by_seg" = 0 ]
 [ "$by_put" = 56 ] || echo "by put: $by_put, by segment: $by_seg (of 56)" >&2
-# staged and in place without the caller's tensors: what is left for the
+# staged and in place, into the caller's tensors or not: what is left for the
 # check is the few bytes copied in from the other rank's window (replicated
 # norms, ~13 KB here), not the ~16 MB of chunks that landed on the rank
-late=$(grep -E "engine tp-(staged|in-place|dests-staged) rank [01]: [0-9]+ bytes without sums digested at the check" \
+late=$(grep -E "engine tp-(staged|in-place|dests-staged|dests-in-place) rank [01]: [0-9]+ bytes without sums digested at the check" \
     "$TMP/trace" | awk '{ for (i = 1; i <= NF; i++) if ($(i + 1) == "bytes") { if ($i > m) m = $i } } END { print m + 0 }')
 check tp_chunks_digested_as_they_land [ "$late" -lt 1048576 ]
 echo "most bytes left for a check: $late" >&2

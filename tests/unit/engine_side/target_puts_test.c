@@ -138,7 +138,7 @@ static wsync_status_t rank0_check(const char *source, const char *image, uint64_
     ver.has_put_sum = has;
     CHECK_OK(recv_tputs_begin(&t, &np, 0, 1));
     CHECK_EQ(t.on, 1);
-    CHECK_OK(recv_tputs_landed(&t, &p, &ver, 0, &wsync_mem_host, now ? image : NULL));
+    CHECK_OK(recv_tputs_landed(&t, &p, &ver, 0, &wsync_mem_host, NULL, now ? image : NULL));
     CHECK_EQ(t.state[0], both || now ? TPUTS_SUMMED : TPUTS_LANDED_RAW);
     answer(&t, 0, source);
     answer(&t, 1, source);
