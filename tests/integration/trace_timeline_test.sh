@@ -16,6 +16,8 @@ for v in 1 2 3 4; do
         printf "TRACE %.6f [10] trainer rank 0: publish of version %d started\n", t0, v
         printf "TRACE %.6f [10] trainer rank 0: version %d digested\n", t0 + (2 + v) / 1e3, v
         printf "some other line\n"
+        printf "TRACE %.6f [30] local: put of piece 7 (req %x) queued, 1 on this connection\n", t0 + 0.004, 4096 + v
+        printf "TRACE %.6f [30] local: put of piece 9 (req ab%x) queued, 2 on this connection\n", t0 + 0.0045, v
         printf "TRACE %.6f [20] engine alpha rank 0: chunk 3 landed (1 of 2)\n", t0 + 0.005
         printf "TRACE %.6f [20] engine alpha rank 0: chunk 4 landed (2 of 2)\n", t0 + (7 + v) / 1e3
         printf "TRACE %.6f [20] engine alpha rank 0: every local rank verified\n", t0 + 0.012 }'
@@ -28,6 +30,9 @@ land=$(awk 'BEGIN { printf "%.3f", (8 + 9 + 10 + 11) / 4 }')
 check timeline_median_of_an_event grep -q "^  *$dig ..  *$dig  trainer rank N: version N digested" "$TMP/all"
 check timeline_first_and_last_of_an_event grep -q "^  *5.000 ..  *$land  engine alpha rank N: chunk N landed (N of N)" "$TMP/all"
 check timeline_names_the_configuration grep -q "^alpha: median ms after the publish started, over 4 versions" "$TMP/all"
+# request ids (hex) are blanked: one row for the puts queued, 4.0 .. 4.5 ms
+check timeline_blanks_request_ids [ "$(grep -c 'local: put of piece N (req H) queued' "$TMP/all")" = 1 ]
+check timeline_request_row_spans_both grep -q "^  *4.000 ..  *4.500  local: put of piece N (req H) queued" "$TMP/all"
 python3 $TOOL "$TMP/trace" >"$TMP/late" 2>&1 # from version 3: digested 5 and 6 ms
 check timeline_skips_warm_up_versions grep -q "^  *5.500 ..  *5.500  trainer rank N: version N digested" "$TMP/late"
 printf 'no trace here\n' >"$TMP/none"

@@ -19,8 +19,10 @@ DONE = re.compile(r"every local rank verified|hold version \d+")
 
 
 def shape(msg):
-    """The event with its numbers blanked, the engine's name and digests' hex kept apart."""
+    """The event with its numbers, digests, request ids and window names blanked (the engine's name kept)."""
     msg = re.sub(r"target [0-9a-f]{16,}", "target H", msg)
+    msg = re.sub(r"\(req [0-9a-f]+\)", "(req H)", msg)
+    msg = re.sub(r"'wsync-[^']*'", "'W'", msg)
     return re.sub(r"\d+(\.\d+)?", "N", msg)
 
 
