@@ -203,23 +203,24 @@ static wsync_status_t landed_done(fetch_t *f, uint32_t c)
 
 /* Chunk c's last put landed here: on an identity node verified first
  * (chunk_verify.h: its puts' sums, or one digest pass), then landed_done;
- * on a node verifying by segments, its puts applied as delta wires first
- * (delta_land.h: a failed one asked again, the chunk not done). */
+ * else its puts applied as delta wires first (delta_land.h: a failed one
+ * asked again, the chunk not done), then landed_done, then, verifying by
+ * put, its sums kept (target_puts.h: summed once written through, in
+ * place). */
 static wsync_status_t ops_chunk_landed(recv_pull_t *p, uint32_t c)
 {
     fetch_t *f = container_of(p, fetch_t, p);
     int again = 0;
     if (f->land_delay_ms > 0)
         usleep((useconds_t)f->land_delay_ms * 1000);
-    if (!f->identity && f->delta)
+    if (f->identity)
+        return f->grp.dm ? fetch_identity_group(f, c, f->p.me) : recv_verify_landed(p, &f->ver, c, f->image);
+    if (f->delta)
         WSYNC_CHECK(recv_delta_verify(f, c, NULL, &again));
-    if (!f->identity && !again) { /* summed once written through (in place, dm) */
-        WSYNC_CHECK(landed_done(f, c));
-        return f->tp.on ? recv_tputs_landed(&f->tp, p, &f->ver, c, f->p.r->mem, f->dm, f->image) : WSYNC_OK;
-    }
-    if (!f->identity)
+    if (again)
         return WSYNC_OK;
-    return f->grp.dm ? fetch_identity_group(f, c, f->p.me) : recv_verify_landed(p, &f->ver, c, f->image);
+    WSYNC_CHECK(landed_done(f, c));
+    return f->tp.on ? recv_tputs_landed(&f->tp, p, &f->ver, c, f->p.r->mem, f->dm, f->image) : WSYNC_OK;
 }
 
 /* Chunk c's copies out of its landing rank's window are done. */

@@ -105,7 +105,6 @@ static int copies_tile_puts(recv_tputs_t *t, uint32_t c, size_t nc)
 
 wsync_status_t recv_tputs_begin(recv_tputs_t *t, const wsync_node_plan_t *np, int me, int allowed)
 {
-    size_t maxputs = 1;
     uint32_t c;
     memset(t, 0, sizeof(*t));
     t->np = np;
@@ -117,10 +116,7 @@ wsync_status_t recv_tputs_begin(recv_tputs_t *t, const wsync_node_plan_t *np, in
     t->digest = calloc(np->nputs + 1, sizeof(*t->digest));
     t->have = calloc(np->nputs + 1, 1);
     t->order = calloc(np->ncopies + 1, sizeof(*t->order));
-    for (c = 0; c < np->nchunks; c++)
-        maxputs = np->chunks[c].nputs > maxputs ? np->chunks[c].nputs : maxputs;
-    t->rg = calloc(maxputs, sizeof(*t->rg));
-    if (!t->state || !t->sum || !t->digest || !t->have || !t->order || !t->rg) {
+    if (!t->state || !t->sum || !t->digest || !t->have || !t->order) {
         recv_tputs_end(t);
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     }
@@ -136,12 +132,12 @@ wsync_status_t recv_tputs_begin(recv_tputs_t *t, const wsync_node_plan_t *np, in
     return WSYNC_OK;
 }
 
-wsync_status_t recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, const recv_verify_t *ver, uint32_t c,
+wsync_status_t recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, recv_verify_t *ver, uint32_t c,
                                  const wsync_mem_ops_t *mem, const recv_dests_t *dm, const char *image)
 {
     const wsync_tchunk_t *ch = &t->np->chunks[c];
     const uint64_t *sums = recv_verify_put_sums(p, ver, c);
-    size_t k;
+    size_t n;
     if (sums != NULL) {
         memcpy(t->sum + ch->first_put, sums, ch->nputs * sizeof(*sums));
         t->state[c] = TPUTS_SUMMED;
@@ -151,11 +147,8 @@ wsync_status_t recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, const re
     t->state[c] = TPUTS_LANDED_RAW; /* summed at the check, from 0 */
     if (image == NULL || mem->kind != WSYNC_MEM_HOST)
         return WSYNC_OK;
-    for (k = 0; k < ch->nputs; k++) { /* host memory: each put whole, now */
-        const wsync_tput_t *pu = &t->np->puts[ch->first_put + k];
-        t->rg[k] = (wsync_digest_range_t){.ptr = image + pu->dst_off, .len = pu->len, .off = pu->dst_off};
-    }
-    WSYNC_CHECK(recv_dests_digest_many(mem, dm, image, t->rg, ch->nputs, t->sum + ch->first_put));
+    n = recv_verify_ranges(p, ver, c, image); /* host memory: each put whole, now */
+    WSYNC_CHECK(recv_dests_digest_many(mem, dm, image, ver->rg, n, t->sum + ch->first_put));
     t->state[c] = TPUTS_SUMMED;
     return WSYNC_OK;
 }
@@ -329,6 +322,5 @@ void recv_tputs_end(recv_tputs_t *t)
     free(t->digest);
     free(t->have);
     free(t->order);
-    free(t->rg);
     memset(t, 0, sizeof(*t));
 }

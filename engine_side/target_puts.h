@@ -49,7 +49,6 @@ typedef struct recv_tputs {
     uint64_t *digest;            /* [puts]: the trainers' */
     unsigned char *have;         /* [puts]: the digest is in */
     const wsync_tcopy_t **order; /* scratch [copies]: one chunk's copies here, by source offset */
-    wsync_digest_range_t *rg;    /* scratch [a chunk's puts]: a chunk's ranges, digested as it lands */
 } recv_tputs_t;
 
 /* What a chunk's sums are here (recv_tputs_t.state). */
@@ -62,12 +61,13 @@ wsync_status_t recv_tputs_begin(recv_tputs_t *t, const wsync_node_plan_t *np, in
 /* Chunk c landed here (and was written through to the caller's tensors,
  * in place): its puts' sums kept where every one brought one
  * (chunk_verify.h); else, in host memory (`image` not NULL), its puts
- * digested now, where the caller's tensors hold them in place (dm), while
- * the next chunks land (as the identity path's chunks are: tcp brings no
- * sums); else it is digested with the check. No GPU call: a blocking one
- * inside the landing loop waits for the GPU's other processes (one H200
- * shared by trainers and engines time-slices them). Failure: the digest's. */
-wsync_status_t recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, const recv_verify_t *ver, uint32_t c,
+ * digested now, their ranges in ver's scratch (recv_verify_ranges), read
+ * where the caller's tensors hold them in place (dm), while the next chunks
+ * land (as the identity path's chunks are: tcp brings no sums); else it is
+ * digested with the check. No GPU call: a blocking one inside the landing
+ * loop waits for the GPU's other processes (one H200 shared by trainers and
+ * engines time-slices them). Failure: the digest's. */
+wsync_status_t recv_tputs_landed(recv_tputs_t *t, const recv_pull_t *p, recv_verify_t *ver, uint32_t c,
                                  const wsync_mem_ops_t *mem, const recv_dests_t *dm, const char *image);
 /* Chunk c's copies into this rank are done: digested with the check. */
 void recv_tputs_copied(recv_tputs_t *t, uint32_t c);

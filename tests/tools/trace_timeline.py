@@ -27,7 +27,7 @@ def shape(msg):
 
 
 def windows(lines):
-    """(version, configuration, [(t, pid, msg)]) for each version's window."""
+    """(version, configuration, start time, [(t, pid, msg)]) for each version's window."""
     cur = None
     for t, pid, msg in lines:
         m = VERSION.search(msg)
@@ -40,10 +40,8 @@ def windows(lines):
             cur["cfg"] = e.group(1)
         cur["ev"].append((t, pid, msg))
         if msg.startswith("engine") and DONE.search(msg):
-            cur["done"] = cur.get("done", 0) + 1
-            if cur["done"] >= 1:
-                yield cur["v"], cur["cfg"], cur["t0"], cur["ev"]
-                cur = None
+            yield cur["v"], cur["cfg"], cur["t0"], cur["ev"]
+            cur = None
 
 
 def main():

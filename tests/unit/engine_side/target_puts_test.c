@@ -106,13 +106,25 @@ static size_t units(const recv_pull_t *p, uint32_t c, size_t *first)
     return 2;
 }
 
+static uint64_t unit_off(const recv_pull_t *p, size_t u)
+{
+    return tputs[u].dst_off;
+}
+
+static int unit_at(const recv_pull_t *p, uint32_t id, uint32_t *chunk_of, uint64_t *len)
+{
+    *chunk_of = tputs[id].chunk;
+    *len = tputs[id].len;
+    return 1;
+}
+
 /* Rank 0, where the chunk lands in `image`: put 0 brought its sum along
  * (`sum0`), put 1 too with `both` (the sum of its bytes in image), else
  * none, and then the chunk is digested whole: as it lands with `now` (host
  * memory, the image passed), else at the check. */
 static wsync_status_t rank0_check(const char *source, const char *image, uint64_t sum0, int both, int now)
 {
-    static const recv_pull_ops_t ops = {.chunk_units = units};
+    static const recv_pull_ops_t ops = {.chunk_units = units, .unit_off = unit_off, .unit_at = unit_at};
     wsync_node_plan_t np = plan(2);
     wsync_receiver_t r;
     wsync_target_t tg;
@@ -134,8 +146,10 @@ static wsync_status_t rank0_check(const char *source, const char *image, uint64_
     p.r = &r;
     p.v = 3;
     p.ops = &ops;
+    wsync_digest_range_t rg[2];
     ver.put_sum = put_sum;
     ver.has_put_sum = has;
+    ver.rg = rg; /* one chunk's ranges (recv_verify_begin's scratch) */
     CHECK_OK(recv_tputs_begin(&t, &np, 0, 1));
     CHECK_EQ(t.on, 1);
     CHECK_OK(recv_tputs_landed(&t, &p, &ver, 0, &wsync_mem_host, NULL, now ? image : NULL));
