@@ -23,7 +23,13 @@
  *       nearest to SIZE (1G: divided by 4, 0.95 GB, the same 339 tensors).
  *   tp_e2e_bench gpu [SIZE=15G] [TRANSPORT=auto]   all 4 ranks on cuda:0
  *       (one host id: auto picks the local transport, CUDA IPC windows).
- *   ... single-copy (last): the trainers publish single-copy (no slot copy). */
+ *   ... single-copy: the trainers publish single-copy (no slot copy).
+ *   ... no-baseline: wsync's configurations alone (the baseline's whole
+ *       image on each rank, staged, needs ~76 GB more than a GPU of 80 GB
+ *       holds beside the trainers). These words come last, in any order.
+ * A rank that fails ends its configuration at once (the others are killed)
+ * and the bench exits 1. */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,7 +88,7 @@ static shared_t *S;
 static wsync_manifest_t *M;
 static char *manifest_json, url[128];
 static const char *device = "host", *transport = "tcp";
-static int gpu, single_copy;
+static int gpu, single_copy, no_baseline;
 static const wsync_mem_ops_t *mem;
 static const xops_t *xo;
 static dest_t dests[L][MAX_DEST];
@@ -408,9 +414,19 @@ static int run_config(const run_cfg_t *c, double *med)
         S->failed = 1;
     }
     S->go = 1;
-    for (i = 0; i < W + L; i++)
-        if (waitpid(pids[i], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    for (i = 0; i < W + L; i++) { /* the first to fail ends the others: they would wait for it until timeouts */
+        pid_t pid = wait(&status);
+        int k;
+        for (k = 0; k < W + L; k++)
+            if (pids[k] == pid)
+                pids[k] = 0; /* reaped: never killed below */
+        if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             bad = 1;
+            for (k = 0; k < W + L; k++)
+                if (pids[k] > 0)
+                    kill(pids[k], SIGKILL);
+        }
+    }
     wsync_control_server_stop(srv);
     if (bad || S->failed) {
         printf("tp_e2e_bench: %s: FAILED (messages above)\n", c->name);
@@ -491,7 +507,8 @@ int main(int argc, char **argv)
         {"wsync --tp 2 into own tensors, staged", "tp-dests-staged", TP, WSYNC_MODE_STAGED, 1},
         {"wsync --tp 2 into own tensors, in-place", "tp-dests-in-place", TP, WSYNC_MODE_IN_PLACE, 1},
     };
-    double med[6], copy[6], copy_s, floor_rank, floor_dev;
+    double med[6] = {0}, copy[6], copy_s, floor_rank, floor_dev;
+    int ncopy = 0;
     uint64_t size = 0, hmax;
     int64_t div = 1;
     json_t *mj = NULL;
@@ -509,7 +526,12 @@ int main(int argc, char **argv)
         return 2;
     }
     gpu = strcmp(argv[1], "gpu") == 0;
-    single_copy = argc > 3 && strcmp(argv[argc - 1], "single-copy") == 0;
+    while (argc > 3 && (strcmp(argv[argc - 1], "single-copy") == 0 || strcmp(argv[argc - 1], "no-baseline") == 0)) {
+        if (strcmp(argv[--argc], "single-copy") == 0)
+            single_copy = 1;
+        else
+            no_baseline = 1;
+    }
     if (size == 0)
         size = gpu ? (uint64_t)QWEN_BYTES : 1ull << 30;
     while (div < 256 && QWEN_BYTES / (double)(div * div) > 1.41 * (double)size)
@@ -566,7 +588,9 @@ int main(int argc, char **argv)
      * shared machine a figure taken minutes apart swings by tens of %); the
      * floor takes their median. */
     for (i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
-        if ((copy[i] = copy_seconds(hmax)) <= 0) {
+        if (no_baseline && runs[i].tp == 0)
+            continue;
+        if ((copy[ncopy++] = copy_seconds(hmax)) <= 0) {
             fprintf(stderr, "tp_e2e_bench: the copy bandwidth measurement failed\n");
             return 1;
         }
@@ -575,21 +599,24 @@ int main(int argc, char **argv)
     }
     printf("  copy bandwidth (%s of %.3f GB, median of 5, before each configuration):",
            gpu ? "cudaMemcpy D2D" : "host memcpy", hmax / 1e9);
-    for (i = 0; i < sizeof(runs) / sizeof(runs[0]); i++)
+    for (i = 0; i < (size_t)ncopy; i++)
         printf(" %.1f", hmax / copy[i] / 1e9);
-    copy_s = median(copy, (int)(sizeof(runs) / sizeof(runs[0])));
+    copy_s = median(copy, ncopy);
     printf(" GB/s; median %.1f GB/s\n", hmax / copy_s / 1e9);
     floor_rank = copy_s;
     floor_dev = copy_s * (double)(held[0] + held[1]) / (double)hmax;
     printf("  floor, a rank's held bytes / copy bandwidth:      %8.1f ms\n", floor_rank * 1e3);
     printf("  floor, both ranks' held bytes / copy bandwidth:   %8.1f ms (they share one %s)\n", floor_dev * 1e3,
            gpu ? "GPU" : "memory system");
-    printf("  staged:   wsync %.1f ms, baseline %.1f ms: wsync/baseline %.2f; wsync/floor %.2f (both ranks: "
-           "%.2f)\n",
-           med[0] * 1e3, med[1] * 1e3, med[0] / med[1], med[0] / floor_rank, med[0] / floor_dev);
-    printf("  in-place: wsync %.1f ms, baseline %.1f ms: wsync/baseline %.2f; wsync/floor %.2f (both ranks: "
-           "%.2f)\n",
-           med[2] * 1e3, med[3] * 1e3, med[2] / med[3], med[2] / floor_rank, med[2] / floor_dev);
+    for (i = 0; i < 2; i++) {
+        const double w = med[2 * i], b = med[2 * i + 1];
+        printf("  %-9s wsync %.1f ms, ", i ? "in-place:" : "staged:", w * 1e3);
+        if (no_baseline)
+            printf("baseline not run (no-baseline)");
+        else
+            printf("baseline %.1f ms: wsync/baseline %.2f", b * 1e3, w / b);
+        printf("; wsync/floor %.2f (both ranks: %.2f)\n", w / floor_rank, w / floor_dev);
+    }
     printf("  into own tensors (dests): staged %.1f ms (%.2f of wsync staged), in-place %.1f ms (%.2f of wsync "
            "in-place)\n",
            med[4] * 1e3, med[4] / med[0], med[5] * 1e3, med[5] / med[2]);
