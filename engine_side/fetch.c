@@ -233,7 +233,9 @@ static wsync_status_t copied_in(fetch_t *f, uint32_t c)
         WSYNC_CHECK(chunk_complete(f, c));
     fetch_release_copied_in(f, c);
     fetch_relay_verified(f, c);
-    f->p.ndone++;
+    if (++f->p.ndone - f->p.nlanded == 1 || f->p.ndone == f->p.nwant)
+        wsync_trace("engine %s rank %d: chunk %u copied in from local rank %d (%u of %u)", f->p.r->engine_id,
+                    f->p.me, c, f->np->chunks[c].land_rank, f->p.ndone - f->p.nlanded, f->p.nwant - f->p.nland);
     return WSYNC_OK;
 }
 
@@ -263,6 +265,9 @@ static wsync_status_t fetch_fan_out(fetch_t *f, int *progressed)
         /* an identity node's one copy of the chunk digests its pieces as it goes */
         const size_t nrg = f->identity && jobs ? recv_verify_ranges(&f->p, &f->ver, c, f->image) : 0;
         WSYNC_CHECK(fetch_copy_chunk(f, c, from, jobs, f->ver.rg, nrg));
+        if (f->p.npending == 1) /* the last chunk this rank copies in */
+            wsync_trace("engine %s rank %d: last copy in queued: chunk %u from local rank %d", f->p.r->engine_id,
+                        f->p.me, c, from);
         if (!jobs)
             WSYNC_CHECK(f->identity ? fetch_identity_copied(f, c) : copied_in(f, c));
         *progressed = 1;
