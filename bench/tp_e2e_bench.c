@@ -48,9 +48,7 @@
 #include "common/control/control_server.h"
 #include "trainer_side/wsync_publisher.h"
 
-#if WSYNC_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
+#include "bench/tp_xops.h"
 
 #define W 2
 #define L 2
@@ -62,13 +60,6 @@
 #define MAX_OWNED 64
 #define TIMEOUT_MS 300000
 #define QWEN_BYTES 15231233024.0 /* bench/qwen7b.h at div 1 */
-
-/* What differs between host and GPU memory beyond wsync's mem ops. */
-typedef struct xops {
-    void (*zero)(void *p, size_t len);
-    void (*copy2d)(void *dst, const void *src, uint64_t spitch, uint64_t width, uint64_t height);
-    void (*sync)(void);
-} xops_t;
 
 typedef struct shared {
     volatile int go, failed;
@@ -94,62 +85,6 @@ static const xops_t *xo;
 static dest_t dests[L][MAX_DEST];
 static int ndests[L];
 static uint64_t held[L];
-
-/* --- memory kinds -------------------------------------------------------- */
-
-static void host_zero(void *p, size_t len)
-{
-    memset(p, 0, len);
-}
-
-static void host_copy2d(void *dst, const void *src, uint64_t spitch, uint64_t width, uint64_t height)
-{
-    uint64_t r;
-    for (r = 0; r < height; r++)
-        memcpy((char *)dst + r * width, (const char *)src + r * spitch, width);
-}
-
-static void host_sync(void) {}
-
-static const xops_t host_x = {host_zero, host_copy2d, host_sync};
-
-#if WSYNC_HAVE_CUDA
-static cudaStream_t cstream;
-static int cuda_bad;
-
-/* Everything the bench queues goes on one stream of its own, in order. */
-static cudaStream_t cuda_stream(void)
-{
-    if (!cstream)
-        cuda_bad |= cudaStreamCreateWithFlags(&cstream, cudaStreamNonBlocking) != cudaSuccess;
-    return cstream;
-}
-
-static void cuda_zero(void *p, size_t len)
-{
-    cuda_bad |= cudaMemsetAsync(p, 0, len, cuda_stream()) != cudaSuccess;
-}
-
-/* A block of one row is a plain copy; a column slice one cudaMemcpy2DAsync. */
-static void cuda_copy2d(void *dst, const void *src, uint64_t spitch, uint64_t width, uint64_t height)
-{
-    cudaStream_t s = cuda_stream();
-    if (height == 1)
-        cuda_bad |= cudaMemcpyAsync(dst, src, width, cudaMemcpyDeviceToDevice, s) != cudaSuccess;
-    else
-        cuda_bad |= cudaMemcpy2DAsync(dst, width, src, spitch, width, height, cudaMemcpyDeviceToDevice, s) !=
-                    cudaSuccess;
-}
-
-static void cuda_sync(void)
-{
-    if (cstream)
-        cuda_bad |= cudaStreamSynchronize(cstream) != cudaSuccess;
-    cuda_bad |= cudaDeviceSynchronize() != cudaSuccess;
-}
-
-static const xops_t cuda_x = {cuda_zero, cuda_copy2d, cuda_sync};
-#endif
 
 /* --- ranks --------------------------------------------------------------- */
 
