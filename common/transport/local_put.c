@@ -116,6 +116,21 @@ static void op_queue(lo_conn_t *c, lo_op_t *op)
     pthread_cond_signal(&c->cond);
 }
 
+/* Launches in flight on a connection before fused puts wait to go together:
+ * LO_FLIGHT, or WSYNC_LOCAL_FLIGHT (1..64; a variable for measurement,
+ * docs/CONFIG.md), read once. */
+static int lo_flight(void)
+{
+    static int flight;
+    int f = __atomic_load_n(&flight, __ATOMIC_RELAXED);
+    if (f == 0) {
+        const char *e = getenv("WSYNC_LOCAL_FLIGHT");
+        f = e && atoi(e) >= 1 && atoi(e) <= 64 ? atoi(e) : LO_FLIGHT;
+        __atomic_store_n(&flight, f, __ATOMIC_RELAXED);
+    }
+    return f;
+}
+
 /* The gathered fused puts as one kernel and its event. On failure every
  * put of it is failed to both sides but, with `own_last`, the last (the
  * caller's, which returns the error instead). Called with c->lock on the
@@ -194,7 +209,7 @@ void *lo_progress_main(void *arg)
             op_fail(c, op, op->n, WSYNC_ERR_CUDA, msg);
         }
         c->nflight--;
-        if (c->pend && c->nflight < LO_FLIGHT)
+        if (c->pend && c->nflight < lo_flight())
             launch_pending(c, 0); /* a failure went to its puts */
         pthread_mutex_unlock(&c->lock);
     }
@@ -250,7 +265,7 @@ static wsync_status_t put_fused(lo_conn_t *c, uint64_t tag, const lo_part_t *ps,
     c->sums_taken += n;
     op->it[op->n++] = (lo_item_t){.tag = tag, .len = len, .sum = slot, .nsum = (int)n};
     op->bytes += len;
-    if (op->np == LO_BATCH || c->nflight < LO_FLIGHT)
+    if (op->np == LO_BATCH || c->nflight < lo_flight())
         return launch_pending(c, 1);
     return WSYNC_OK;
 }
