@@ -44,6 +44,27 @@ static json_t *record_trainers_json(const wsync_version_record_t *rec)
 /* The version record of `v`: its layout (the held one when the digests
  * match) and its piece digests; *late: some are still to come (the version
  * was announced before its digests: recv_fetch waits for them). */
+/* Ranks > 0: local rank 0's copy of version v's record (board.h), or NULL
+ * when it shared none for v (then the control endpoint is asked). */
+static json_t *shared_record(wsync_receiver_t *r, uint64_t v)
+{
+    char *text = NULL;
+    size_t len = 0;
+    json_t *j;
+    if (board_get_text(r->board, 0, BOARD_TEXT_RECORD, 0, &text, &len) != WSYNC_OK)
+        return NULL;
+    j = json_loadb(text, len, 0, NULL);
+    free(text);
+    if (j != NULL && (uint64_t)json_integer_value(json_object_get(j, "version")) != v) {
+        json_decref(j); /* an earlier attempt's */
+        j = NULL;
+    }
+    if (j != NULL)
+        wsync_trace("engine %s rank %d: version %llu's record read from local rank 0", r->engine_id,
+                    r->cfg.local_rank, (unsigned long long)v);
+    return j;
+}
+
 static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_layout_t **sl, uint64_t **digests,
                                    int *late)
 {
@@ -54,7 +75,7 @@ static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_l
     if (r->run.next_record && (uint64_t)json_integer_value(json_object_get(r->run.next_record, "version")) == v) {
         j = r->run.next_record; /* came with the long poll's answer */
         r->run.next_record = NULL;
-    } else {
+    } else if (r->cfg.local_rank == 0 || (j = shared_record(r, v)) == NULL) {
         WSYNC_CHECK(wsync_control_get_version(r->control, v, &j));
     }
     st = wsync_version_record_from_json(j, &rec);

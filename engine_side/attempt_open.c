@@ -138,6 +138,23 @@ static wsync_status_t choose_version(wsync_receiver_t *r, uint64_t version, uint
     return WSYNC_OK; /* none newer: the failed one again (its peer may be back) */
 }
 
+/* Local rank 0, before it opens an attempt on version v: the record that
+ * came with the long poll's answer, for the other local ranks (board.h); an
+ * empty text when none came (a version the caller named): they then ask the
+ * control endpoint, and never take an earlier attempt's record. */
+static void share_record(wsync_receiver_t *r, uint64_t v)
+{
+    const int have = r->run.next_record != NULL &&
+                     (uint64_t)json_integer_value(json_object_get(r->run.next_record, "version")) == v;
+    char *text = have ? json_dumps(r->run.next_record, JSON_COMPACT) : NULL;
+    if (r->cfg.local_world < 2)
+        return;
+    if (board_put_text(r->board, BOARD_TEXT_RECORD, text ? text : "", text ? strlen(text) : 0) != WSYNC_OK)
+        LOG_WARN("engine %s: the other local ranks ask the control endpoint for version %llu's record (%s)",
+                 r->engine_id, (unsigned long long)v, wsync_last_error());
+    free(text);
+}
+
 /* Local rank 0: choose the version and open an attempt on the board. */
 static wsync_status_t lead_attempt(wsync_receiver_t *r, uint64_t version, uint64_t deadline, board_attempt_t *a)
 {
@@ -158,6 +175,7 @@ static wsync_status_t lead_attempt(wsync_receiver_t *r, uint64_t version, uint64
                            "different modes or destination tensors, then one restarted): give every rank the same "
                            "mode and dests, and restart the node",
                            r->engine_id, least, r->images.nslots);
+    share_record(r, v);
     board_attempt_open(r->board, v, r->images.nslots, a);
     return WSYNC_OK;
 }

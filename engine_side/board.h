@@ -65,11 +65,17 @@ wsync_status_t board_put_window(board_t *b, int slot, const wsync_blob_t *blob, 
 wsync_status_t board_get_window(board_t *b, int rank, int slot, int timeout_ms, wsync_blob_t *blob, int *fd,
                                 uint64_t *len, uint32_t *epoch);
 
-/* Publish this rank's layout spec (a short JSON text: what its target is
- * made from) for the other local ranks; fetch rank `rank`'s (waiting up to
- * timeout_ms for it), a new string the caller frees. */
-wsync_status_t board_put_spec(board_t *b, const char *spec);
-wsync_status_t board_get_spec(board_t *b, int rank, int timeout_ms, char **out);
+/* Texts a rank shares with the node's other ranks (a memfd each, through
+ * the service): its layout spec (JSON: what its target is made from), and
+ * local rank 0's copy of the version record it opens an attempt with, posted
+ * before the attempt (the others parse it instead of asking the control
+ * endpoint, which then serves one record per node and version). */
+typedef enum board_text { BOARD_TEXT_SPEC, BOARD_TEXT_RECORD } board_text_t;
+/* Publish this rank's text `which` (replacing the one before). */
+wsync_status_t board_put_text(board_t *b, board_text_t which, const char *text, size_t len);
+/* Rank `rank`'s text `which`, waiting up to timeout_ms for it (0: not at
+ * all): a new NUL-terminated string of *len bytes the caller frees. */
+wsync_status_t board_get_text(board_t *b, int rank, board_text_t which, int timeout_ms, char **out, size_t *len);
 
 /* --- attempts --------------------------------------------------------- */
 

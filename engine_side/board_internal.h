@@ -63,9 +63,10 @@ typedef struct board_msg {
     wsync_blob_t blob;
 } board_msg_t;
 
-/* Service entries per rank: the image windows, then the rank's layout spec. */
-#define BOARD_ENTRIES (BOARD_SLOTS + 1)
-#define BOARD_SPEC BOARD_SLOTS
+/* Service entries per rank: the image windows, then its texts (board_text_t:
+ * the layout spec, the version record). */
+#define BOARD_ENTRIES (BOARD_SLOTS + 2)
+#define BOARD_TEXT0 BOARD_SLOTS
 
 typedef struct board_win {
     int present;

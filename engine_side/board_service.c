@@ -538,43 +538,46 @@ wsync_status_t board_get_window(board_t *b, int rank, int slot, int timeout_ms, 
     }
 }
 
-wsync_status_t board_put_spec(board_t *b, const char *spec)
+static const char *const text_names[] = {"layout spec", "version record"};
+
+wsync_status_t board_put_text(board_t *b, board_text_t which, const char *text, size_t len)
 {
     wsync_blob_t none = {0};
-    size_t len = strlen(spec);
     wsync_status_t st;
-    int fd = memfd_create("wsync-spec", MFD_CLOEXEC);
+    int fd = memfd_create("wsync-text", MFD_CLOEXEC);
     if (fd < 0)
         return wsync_error(WSYNC_ERR_IO, "memfd_create: %s", strerror(errno));
-    if (write(fd, spec, len) != (ssize_t)len) {
+    if (write(fd, text, len) != (ssize_t)len) {
         close(fd);
-        return wsync_error(WSYNC_ERR_IO, "cannot write the layout spec: %s", strerror(errno));
+        return wsync_error(WSYNC_ERR_IO, "cannot write the %s: %s", text_names[which], strerror(errno));
     }
-    st = board_put_window(b, BOARD_SPEC, &none, fd, len);
+    st = board_put_window(b, BOARD_TEXT0 + (int)which, &none, fd, len);
     close(fd);
     return st;
 }
 
-wsync_status_t board_get_spec(board_t *b, int rank, int timeout_ms, char **out)
+wsync_status_t board_get_text(board_t *b, int rank, board_text_t which, int timeout_ms, char **out, size_t *len)
 {
     wsync_blob_t blob;
-    uint64_t len = 0;
+    uint64_t n = 0;
     uint32_t epoch;
     int fd = -1;
     char *s;
-    if (board_get_window(b, rank, BOARD_SPEC, timeout_ms, &blob, &fd, &len, &epoch) != WSYNC_OK)
-        return wsync_error(WSYNC_ERR_TIMEOUT, "local rank %d shared no layout spec in time: %s", rank,
+    if (board_get_window(b, rank, BOARD_TEXT0 + (int)which, timeout_ms, &blob, &fd, &n, &epoch) != WSYNC_OK)
+        return wsync_error(WSYNC_ERR_TIMEOUT, "local rank %d shared no %s in time: %s", rank, text_names[which],
                            wsync_last_error());
     if (fd < 0)
-        return wsync_error(WSYNC_ERR_PEER, "local rank %d shared no layout spec", rank);
-    s = malloc(len + 1);
-    if (s == NULL || pread(fd, s, len, 0) != (ssize_t)len) {
+        return wsync_error(WSYNC_ERR_PEER, "local rank %d shared no %s", rank, text_names[which]);
+    s = n < (64ull << 30) ? malloc(n + 1) : NULL;
+    if (s == NULL || pread(fd, s, n, 0) != (ssize_t)n) {
         free(s);
         close(fd);
-        return wsync_error(WSYNC_ERR_IO, "cannot read local rank %d's layout spec", rank);
+        return wsync_error(WSYNC_ERR_IO, "cannot read local rank %d's %s", rank, text_names[which]);
     }
     close(fd);
-    s[len] = '\0';
+    s[n] = '\0';
     *out = s;
+    if (len)
+        *len = (size_t)n;
     return WSYNC_OK;
 }

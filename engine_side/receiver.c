@@ -356,7 +356,7 @@ static wsync_status_t post_on_board(wsync_receiver_t *r)
 {
     int s;
     if (r->held.spec)
-        WSYNC_CHECK(board_put_spec(r->board, r->held.spec));
+        WSYNC_CHECK(board_put_text(r->board, BOARD_TEXT_SPEC, r->held.spec, strlen(r->held.spec)));
     if (r->images.len)
         board_post_slots(r->board, r->images.nslots);
     for (s = 0; s < r->images.nslots && r->images.len; s++)

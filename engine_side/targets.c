@@ -46,7 +46,7 @@ wsync_status_t recv_targets_init(wsync_receiver_t *r)
     json_decref(spec);
     WSYNC_CHECK_ALLOC(text);
     r->held.spec = text;
-    return board_put_spec(r->board, r->held.spec);
+    return board_put_text(r->board, BOARD_TEXT_SPEC, r->held.spec, strlen(r->held.spec));
 }
 
 /* Local rank p's target, from its spec. */
@@ -143,7 +143,7 @@ wsync_status_t recv_tlayout_build(wsync_receiver_t *r, const wsync_sync_layout_t
     for (p = 0; p < L; p++) {
         if (p == r->cfg.local_rank)
             st = target_from_spec(sl->manifest, p, r->held.spec, &tl->tg[p]);
-        else if ((st = board_get_spec(r->board, p, SPEC_TIMEOUT_MS, &text)) == WSYNC_OK)
+        else if ((st = board_get_text(r->board, p, BOARD_TEXT_SPEC, SPEC_TIMEOUT_MS, &text, NULL)) == WSYNC_OK)
             st = target_from_spec(sl->manifest, p, text, &tl->tg[p]);
         else
             st = wsync_error(st,

@@ -7,6 +7,7 @@
 # host memory digests a chunk landed without sums at once (target_puts.h).
 # Read from the trace of a real run (tp_e2e_bench, 32 MB, six engine
 # configurations of 7 versions each, every rank's bytes compared by the bench).
+# Also: local rank 1 takes each version's record from local rank 0's board.
 source "$(dirname "$0")/lib.sh"
 cd "$WSYNC_ROOT" || exit 1
 BENCH=${WSYNC_BUILD:-build}/bench/tp_e2e_bench
@@ -28,3 +29,7 @@ late=$(grep -E "engine tp-(staged|in-place|dests-staged|dests-in-place) rank [01
     "$TMP/trace" | awk '{ for (i = 1; i <= NF; i++) if ($(i + 1) == "bytes") { if ($i > m) m = $i } } END { print m + 0 }')
 check tp_chunks_digested_as_they_land [ "$late" -lt 1048576 ]
 echo "most bytes left for a check: $late" >&2
+# Local rank 1 reads each version's record from local rank 0 through the node
+# board (board.h BOARD_TEXT_RECORD), never from the control endpoint: 6
+# configurations x 7 versions
+check follower_reads_record_from_rank0 [ "$(grep -c "engine [a-z-]* rank 1: version [0-9]*'s record read from local rank 0" "$TMP/trace")" = 42 ]
