@@ -146,9 +146,10 @@ static void share_record(wsync_receiver_t *r, uint64_t v)
 {
     const int have = r->run.next_record != NULL &&
                      (uint64_t)json_integer_value(json_object_get(r->run.next_record, "version")) == v;
-    char *text = have ? json_dumps(r->run.next_record, JSON_COMPACT) : NULL;
+    char *text;
     if (r->cfg.local_world < 2)
         return;
+    text = have ? json_dumps(r->run.next_record, JSON_COMPACT) : NULL;
     if (board_put_text(r->board, BOARD_TEXT_RECORD, text ? text : "", text ? strlen(text) : 0) != WSYNC_OK)
         LOG_WARN("engine %s: the other local ranks ask the control endpoint for version %llu's record (%s)",
                  r->engine_id, (unsigned long long)v, wsync_last_error());
