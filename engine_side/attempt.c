@@ -41,9 +41,6 @@ static json_t *record_trainers_json(const wsync_version_record_t *rec)
     return arr;
 }
 
-/* The version record of `v`: its layout (the held one when the digests
- * match) and its piece digests; *late: some are still to come (the version
- * was announced before its digests: recv_fetch waits for them). */
 /* Ranks > 0: local rank 0's copy of version v's record (board.h), or NULL
  * when it shared none for v (then the control endpoint is asked). */
 static json_t *shared_record(wsync_receiver_t *r, uint64_t v)
@@ -65,6 +62,9 @@ static json_t *shared_record(wsync_receiver_t *r, uint64_t v)
     return j;
 }
 
+/* The version record of `v`: its layout (the held one when the digests
+ * match) and its piece digests; *late: some are still to come (the version
+ * was announced before its digests: recv_fetch waits for them). */
 static wsync_status_t fetch_record(wsync_receiver_t *r, uint64_t v, wsync_sync_layout_t **sl, uint64_t **digests,
                                    int *late)
 {
