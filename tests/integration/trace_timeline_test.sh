@@ -18,6 +18,9 @@ for v in 1 2 3 4; do
         printf "some other line\n"
         printf "TRACE %.6f [30] local: put of piece 7 (req %x) queued, 1 on this connection\n", t0 + 0.004, 4096 + v
         printf "TRACE %.6f [30] local: put of piece 9 (req ab%x) queued, 2 on this connection\n", t0 + 0.0045, v
+        printf "TRACE %.6f [10] local: launch of 1 put(s), 1 piece(s), 1000000000 bytes to %cw%c: 2000.0 us on the stream, 500 GB/s\n", t0 + 0.006, 39, 39
+        printf "TRACE %.6f [10] local: launch of 2 put(s), 2 piece(s), 2000000000 bytes to %cw%c: 1500.0 us on the stream, 1333 GB/s\n", t0 + 0.007, 39, 39
+        printf "TRACE %.6f [30] local: launch of 1 put(s), 1 piece(s), 1000000000 bytes to %cw%c: 1000.0 us on the stream, 1000 GB/s\n", t0 + 0.010, 39, 39
         printf "TRACE %.6f [20] engine alpha rank 0: chunk 3 landed (1 of 2)\n", t0 + 0.005
         printf "TRACE %.6f [20] engine alpha rank 0: chunk 4 landed (2 of 2)\n", t0 + (7 + v) / 1e3
         printf "TRACE %.6f [20] engine alpha rank 0: every local rank verified\n", t0 + 0.012 }'
@@ -33,6 +36,9 @@ check timeline_names_the_configuration grep -q "^alpha: median ms after the publ
 # request ids (hex) are blanked: one row for the puts queued, 4.0 .. 4.5 ms
 check timeline_blanks_request_ids [ "$(grep -c 'local: put of piece N (req H) queued' "$TMP/all")" = 1 ]
 check timeline_request_row_spans_both grep -q "^  *4.000 ..  *4.500  local: put of piece N (req H) queued" "$TMP/all"
+# launches: trainer rank 0's (pid 10) [4, 6] and [5.5, 7] ms, busy 3 ms, 3 GB; pid 30's [9, 10]
+check timeline_launches_of_a_sender grep -q "^  launches of trainer rank 0: 4.000 .. 7.000 ms, the GPU busy 3.000 ms, 3.000 GB" "$TMP/all"
+check timeline_launches_of_all grep -q "^  launches of all: 4.000 .. 10.000 ms, the GPU busy 4.000 ms, 4.000 GB" "$TMP/all"
 python3 $TOOL "$TMP/trace" >"$TMP/late" 2>&1 # from version 3: digested 5 and 6 ms
 check timeline_skips_warm_up_versions grep -q "^  *5.500 ..  *5.500  trainer rank N: version N digested" "$TMP/late"
 printf 'no trace here\n' >"$TMP/none"

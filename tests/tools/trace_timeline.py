@@ -7,6 +7,11 @@ line saying its engine is done ("every local rank verified" or "... hold version
 event of the window (its numbers blanked, the engine's name kept) gets its first and last time in
 milliseconds after the publish started; the table gives, per engine configuration, the median of those
 over the versions from --from on (default 3: the first two warm up), in the order the events first happen.
+
+Where the local transport timed its launches ("launch of N put(s) ... B bytes ...: U us on the stream"),
+a line per sending process (named by its "trainer rank N" lines) and one for all of them follows: the
+medians of its first launch's start, its last launch's end, the time its launches kept the GPU busy
+(the union of their [end - U, end] intervals) and the bytes they moved.
 """
 import re
 import statistics
@@ -16,6 +21,35 @@ LINE = re.compile(r"^TRACE (\d+\.\d+) \[(\d+)\] (.*)$")
 ENGINE = re.compile(r"engine ([A-Za-z0-9_.-]+)")
 VERSION = re.compile(r"publish of version (\d+) started")
 DONE = re.compile(r"every local rank verified|hold version \d+")
+LAUNCH = re.compile(r"launch of \d+ put\(s\), \d+ piece\(s\), (\d+) bytes .*: ([\d.]+) us on the stream")
+TRAINER = re.compile(r"^trainer rank (\d+):")
+
+
+def busy(intervals):
+    """The length of the union of [a, b] intervals."""
+    total, end = 0.0, None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+def launch_stats(ev, t0, who):
+    """Per sender (and "all"): (first start, last end, busy, bytes) in ms / GB of a window's launches."""
+    by = {}
+    for t, pid, msg in ev:
+        m = LAUNCH.search(msg)
+        if m:
+            ms = (t - t0) * 1e3
+            by.setdefault(who.get(pid, f"process {pid}"), []).append((ms - float(m.group(2)) / 1e3, ms, int(m.group(1))))
+    if by:
+        by["all"] = [x for k in list(by) for x in by[k]]
+    return {k: (min(x[0] for x in v), max(x[1] for x in v), busy((x[0], x[1]) for x in v), sum(x[2] for x in v) / 1e9)
+            for k, v in by.items()}
 
 
 def shape(msg):
@@ -60,9 +94,17 @@ def main():
     lines.sort()
     table = {}  # cfg -> event -> [(first, last)]
     order = {}
+    launches = {}  # cfg -> sender -> [(first, last, busy, GB)]
+    who = {}
+    for _, pid, msg in lines:
+        m = TRAINER.match(msg)
+        if m:
+            who[pid] = f"trainer rank {m.group(1)}"
     for v, cfg, t0, ev in windows(lines):
         if v < first:
             continue
+        for k, st in launch_stats(ev, t0, who).items():
+            launches.setdefault(cfg, {}).setdefault(k, []).append(st)
         seen = {}
         for t, _, msg in ev:
             key = shape(msg)
@@ -82,6 +124,9 @@ def main():
             f = statistics.median(s[0] for s in spans)
             last = statistics.median(s[1] for s in spans)
             print(f"  {f:8.3f} .. {last:8.3f}  {key}")
+        for k, st in sorted(launches.get(cfg, {}).items(), key=lambda kv: (kv[0] == "all", kv[0])):
+            med = [statistics.median(x[i] for x in st) for i in range(4)]
+            print(f"  launches of {k}: {med[0]:.3f} .. {med[1]:.3f} ms, the GPU busy {med[2]:.3f} ms, {med[3]:.3f} GB")
 
 
 if __name__ == "__main__":
