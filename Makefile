@@ -73,13 +73,22 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 FUZZ_BINS  := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 TOOL_BINS  := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tests/tools/%)
 
-.PHONY: chaos all binaries deps deps-check deps-check-build test all-tests unit unit-bins asan valgrind fuzz \
+.PHONY: chaos all binaries deps deps-check deps-check-build test all-tests all-tests-bins unit unit-bins asan valgrind fuzz \
         fuzz-bins demo bench bench-bins test-gpu gpu-bins test-verbs test-fresh install install-files \
         uninstall format-check format-check-files clean
 .DEFAULT_GOAL := all
 
 all: deps-check-build
 	@$(MAKE) --no-print-directory binaries
+
+# Goals named together (`make -j8 all test`) go one after another: each runs a
+# make of its own below, and two of them writing build/libwsync.a at once
+# left a broken archive and no build/wsync. Inside each, -j builds as usual.
+ifeq ($(MAKELEVEL),0)
+ifneq ($(word 2,$(MAKECMDGOALS)),)
+.NOTPARALLEL:
+endif
+endif
 
 binaries: $(BUILD)/wsync $(BUILD)/libwsync.a $(BUILD)/libwsync.so $(BUILD)/wsync-pc.txt
 
@@ -218,7 +227,10 @@ test: deps-check
 	@$(MAKE) --no-print-directory all-tests
 	@tests/run.sh $(BUILD)
 
-all-tests: binaries $(UNIT_BINS) $(GPU_BINS) $(BENCH_BINS) $(TOOL_BINS)
+all-tests: deps-check-build
+	@$(MAKE) --no-print-directory all-tests-bins
+
+all-tests-bins: binaries $(UNIT_BINS) $(GPU_BINS) $(BENCH_BINS) $(TOOL_BINS)
 
 unit: deps-check
 	@$(MAKE) --no-print-directory unit-bins
