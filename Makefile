@@ -84,10 +84,10 @@ all: deps-check-build
 # Goals named together (`make -j8 all test`) go one after another: each runs a
 # make of its own below, and two of them writing build/libwsync.a at once
 # left a broken archive and no build/wsync. Inside each, -j builds as usual.
-ifeq ($(MAKELEVEL),0)
+# (Not keyed on MAKELEVEL: a make started from another's recipe, as the tests
+# start one, counts as a level deeper.)
 ifneq ($(word 2,$(MAKECMDGOALS)),)
 .NOTPARALLEL:
-endif
 endif
 
 binaries: $(BUILD)/wsync $(BUILD)/libwsync.a $(BUILD)/libwsync.so $(BUILD)/wsync-pc.txt
