@@ -27,6 +27,7 @@
 
 #if WSYNC_HAVE_CUDA
 #include <cuda_runtime.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -56,11 +57,37 @@ typedef struct {
 } shared_t;
 
 static shared_t *S;
+static pid_t kids[2 * MAXP]; /* the current layout's processes; 0 once reaped */
+static int nkids, kids_bad;
 
-static void wait_at_least(int *v, int n)
+/* Reaps the children that ended (block: all of them); 1 once one failed. */
+static int reap(int block)
 {
-    while (__atomic_load_n(v, __ATOMIC_ACQUIRE) < n)
+    int i, status;
+    for (i = 0; i < nkids; i++)
+        if (kids[i] > 0 && waitpid(kids[i], &status, block ? 0 : WNOHANG) == kids[i]) {
+            kids[i] = 0;
+            kids_bad |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+        }
+    return kids_bad;
+}
+
+/* Until *v reaches n; 0, or -1 when a child failed first (the others are
+ * killed: they would wait for it for ever). */
+static int wait_at_least(int *v, int n)
+{
+    int i;
+    while (__atomic_load_n(v, __ATOMIC_ACQUIRE) < n) {
+        if (reap(0)) {
+            for (i = 0; i < nkids; i++)
+                if (kids[i] > 0)
+                    kill(kids[i], SIGKILL);
+            reap(1);
+            return -1;
+        }
         usleep(50);
+    }
+    return 0;
 }
 
 static void receiver(int r, uint64_t len)
@@ -142,22 +169,26 @@ static double run(int ns, int nr, uint64_t size, int mode)
     double t[REPS];
     int i, rep;
     memset(S, 0, sizeof(*S));
+    nkids = kids_bad = 0;
     for (i = 0; i < nr; i++)
-        if (fork() == 0) {
+        if ((kids[nkids++] = fork()) == 0) {
             receiver(i, size / (uint64_t)nr);
             _exit(0);
         }
-    wait_at_least(&S->nh, nr);
+    if (wait_at_least(&S->nh, nr) != 0)
+        return -1;
     for (i = 0; i < ns; i++)
-        if (fork() == 0) {
+        if ((kids[nkids++] = fork()) == 0) {
             sender(i, ns, nr, size, mode);
             _exit(0);
         }
     for (rep = 0; rep < REPS; rep++) {
         double a = 1e30, b = 0;
-        wait_at_least(&S->ready, ns * (rep + 1));
+        if (wait_at_least(&S->ready, ns * (rep + 1)) != 0)
+            return -1;
         __atomic_store_n(&S->go, rep + 1, __ATOMIC_RELEASE);
-        wait_at_least(&S->done, ns * (rep + 1));
+        if (wait_at_least(&S->done, ns * (rep + 1)) != 0)
+            return -1;
         for (i = 0; i < ns; i++) {
             a = S->t0[i][rep] < a ? S->t0[i][rep] : a;
             b = S->t1[i][rep] > b ? S->t1[i][rep] : b;
@@ -165,7 +196,7 @@ static double run(int ns, int nr, uint64_t size, int mode)
         t[rep] = b - a;
     }
     __atomic_store_n(&S->quit, 1, __ATOMIC_RELEASE);
-    if (wait_children(ns + nr))
+    if (reap(1))
         return -1;
     qsort(t + 1, REPS - 1, sizeof(double), cmp_double);
     return t[1 + (REPS - 1) / 2];
