@@ -13,6 +13,12 @@
  *             launched together with the copies
  *   fused     the copies by the library's fused copy-digest kernel (the
  *             local transport's put), after the digest pass as above
+ *   16 MiB    the fused row in 16 MiB launches (wsync's gathered puts of a
+ *             TP=2 node are ~130 launches of 3-67 MB per trainer rank)
+ *   pokes     the fused row while each receiver launches a 4 KiB memset
+ *             every 300 us (an engine rank's copies in from another local
+ *             rank during the puts): what switching the GPU between
+ *             processes costs
  *
  * Each row: time from the start of the first sender to the end of the last,
  * median of 5 after 1 warm-up, and its ratio to the floor. Every process is
@@ -37,6 +43,7 @@
 
 #define REPS 6 /* the first is warm-up */
 #define PIECE (64ull << 20)
+#define POKE_US 300
 #define MAXP 2
 
 #define CU(call)                                                                         \
@@ -90,21 +97,26 @@ static int wait_at_least(int *v, int n)
     return 0;
 }
 
-static void receiver(int r, uint64_t len)
+static void receiver(int r, uint64_t len, int poke)
 {
     void *p;
     CU(cudaSetDevice(0));
     CU(cudaMalloc(&p, len));
     CU(cudaIpcGetMemHandle(&S->h[r], p));
     __atomic_add_fetch(&S->nh, 1, __ATOMIC_RELEASE);
-    while (!__atomic_load_n(&S->quit, __ATOMIC_ACQUIRE))
-        usleep(1000);
+    while (!__atomic_load_n(&S->quit, __ATOMIC_ACQUIRE)) {
+        if (poke) { /* a small kernel of its own, as a copy in would be */
+            CU(cudaMemsetAsync(p, 0, 4096, 0));
+            CU(cudaStreamSynchronize(0));
+        }
+        usleep(poke ? POKE_US : 1000);
+    }
     cudaFree(p);
 }
 
 /* Sender s of ns into nr receivers: its SIZE/ns bytes, SIZE/(ns*nr) into
  * each, at offset s * that in the receiver's buffer. */
-static void sender(int s, int ns, int nr, uint64_t size, int mode)
+static void sender(int s, int ns, int nr, uint64_t size, int mode, uint64_t piece)
 {
     const uint64_t mine = size / (uint64_t)ns, each = mine / (uint64_t)nr;
     char *src, *dst[MAXP];
@@ -128,9 +140,9 @@ static void sender(int s, int ns, int nr, uint64_t size, int mode)
         S->t0[s][rep] = wsync_now_s();
         if (mode != COPY && wsync_cuda_digest_sum_async(src, mine, 0, dsum, ds) != 0)
             _exit(1);
-        for (off = 0; off < each; off += PIECE) /* the receivers' pieces alternate */
+        for (off = 0; off < each; off += piece) /* the receivers' pieces alternate */
             for (r = 0; r < nr; r++) {
-                const uint64_t n = each - off < PIECE ? each - off : PIECE;
+                const uint64_t n = each - off < piece ? each - off : piece;
                 char *to = dst[r] + (uint64_t)s * each + off;
                 const char *from = src + (uint64_t)r * each + off;
                 if (mode == DIGEST_FUSED) {
@@ -164,7 +176,7 @@ static int wait_children(int n)
 }
 
 /* One layout and mode: seconds (median of the measured reps), or -1. */
-static double run(int ns, int nr, uint64_t size, int mode)
+static double run(int ns, int nr, uint64_t size, int mode, uint64_t piece, int poke)
 {
     double t[REPS];
     int i, rep;
@@ -172,14 +184,14 @@ static double run(int ns, int nr, uint64_t size, int mode)
     nkids = kids_bad = 0;
     for (i = 0; i < nr; i++)
         if ((kids[nkids++] = fork()) == 0) {
-            receiver(i, size / (uint64_t)nr);
+            receiver(i, size / (uint64_t)nr, poke);
             _exit(0);
         }
     if (wait_at_least(&S->nh, nr) != 0)
         return -1;
     for (i = 0; i < ns; i++)
         if ((kids[nkids++] = fork()) == 0) {
-            sender(i, ns, nr, size, mode);
+            sender(i, ns, nr, size, mode, piece);
             _exit(0);
         }
     for (rep = 0; rep < REPS; rep++) {
@@ -256,13 +268,17 @@ int main(int argc, char **argv)
 {
     static const struct {
         int ns, nr, mode;
+        uint64_t piece;
+        int poke;
         const char *name;
-    } rows[] = {{1, 1, COPY, "1 sender -> 1 receiver, copy"},
-                {2, 1, COPY, "2 senders -> 1 receiver, copy"},
-                {2, 2, COPY, "2 senders -> 2 receivers, copy"},
-                {2, 1, DIGEST_COPY, "2 senders -> 1 receiver, digest + copy"},
-                {2, 2, DIGEST_COPY, "2 senders -> 2 receivers, digest + copy"},
-                {2, 2, DIGEST_FUSED, "2 senders -> 2 receivers, digest + fused copy-digest"}};
+    } rows[] = {{1, 1, COPY, PIECE, 0, "1 sender -> 1 receiver, copy"},
+                {2, 1, COPY, PIECE, 0, "2 senders -> 1 receiver, copy"},
+                {2, 2, COPY, PIECE, 0, "2 senders -> 2 receivers, copy"},
+                {2, 1, DIGEST_COPY, PIECE, 0, "2 senders -> 1 receiver, digest + copy"},
+                {2, 2, DIGEST_COPY, PIECE, 0, "2 senders -> 2 receivers, digest + copy"},
+                {2, 2, DIGEST_FUSED, PIECE, 0, "2 senders -> 2 receivers, digest + fused copy-digest"},
+                {2, 2, DIGEST_FUSED, PIECE / 4, 0, "  the same in 16 MiB launches"},
+                {2, 2, DIGEST_FUSED, PIECE, 1, "  the same, receivers poking the GPU"}};
     uint64_t size = 15200ull << 20;
     double fl;
     size_t i;
@@ -284,7 +300,7 @@ int main(int argc, char **argv)
            REPS - 1);
     printf("  %-52s %8.2f ms  %7.1f GB/s  1.00x\n", "floor: one process, cudaMemcpy", fl * 1e3, size / fl / 1e9);
     for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-        double t = run(rows[i].ns, rows[i].nr, size, rows[i].mode);
+        double t = run(rows[i].ns, rows[i].nr, size, rows[i].mode, rows[i].piece, rows[i].poke);
         if (t <= 0) {
             fprintf(stderr, "gpu_share_bench: %s failed\n", rows[i].name);
             return 1;
