@@ -5,7 +5,8 @@
  * cluster with column slices of one row pitch is cut on a grid of row bands x
  * column bands (so T column slices of a tensor are T cells, not rows x T);
  * anything else is expanded into rows and swept. Cost: O(needs log needs) for
- * the layouts the rules produce. */
+ * the layouts the rules produce. With holders apart (tp_one_gpu) each rank's
+ * needs are cut alone: no cell has two holders. */
 #include <string.h>
 
 #include "common/targets/target_plan_internal.h"
@@ -199,6 +200,15 @@ static int cmp_need(const void *a, const void *b)
     if (x->src != y->src)
         return x->src < y->src ? -1 : 1;
     return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Holders apart: by rank first (each rank's needs cluster alone). */
+static int cmp_need_rank(const void *a, const void *b)
+{
+    const tp_need_t *x = a, *y = b;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return cmp_need(a, b);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -435,17 +445,30 @@ static wsync_status_t cluster(tp_cells_t *c, const tp_need_t *nd, size_t n)
     return expand_sweep(c, nd, n);
 }
 
-wsync_status_t tp_cells_build(tp_need_t *needs, size_t n, tp_cells_t *out)
+int tp_one_gpu(const wsync_land_hint_t *hint, int world, int L)
+{
+    int t, r, k, on;
+    for (t = 0; hint != NULL && L > 1 && t < world; t++)
+        for (r = 0; r < L; r++) {
+            for (on = 0, k = 0; k < hint->ncolo[t]; k++)
+                on |= hint->colo[t * L + k] == r;
+            if (!on)
+                return 0;
+        }
+    return hint != NULL && L > 1;
+}
+
+wsync_status_t tp_cells_build(tp_need_t *needs, size_t n, int apart, tp_cells_t *out)
 {
     size_t k, first = 0;
     uint64_t end = 0;
 
     memset(out, 0, sizeof(*out));
     if (n > 1)
-        qsort(needs, n, sizeof(*needs), cmp_need);
+        qsort(needs, n, sizeof(*needs), apart ? cmp_need_rank : cmp_need);
     for (k = 0; k < n; k++) {
         uint64_t e = needs[k].src + (needs[k].rows - 1) * needs[k].stride + needs[k].width;
-        if (k > first && needs[k].src >= end) {
+        if (k > first && (needs[k].src >= end || (apart && needs[k].rank != needs[first].rank))) {
             wsync_status_t st = cluster(out, needs + first, k - first);
             if (st != WSYNC_OK) {
                 tp_cells_free(out);

@@ -65,7 +65,9 @@ static int cmp_sub(const void *a, const void *b)
     const sub_t *x = a, *y = b;
     if (x->chunk != y->chunk)
         return x->chunk < y->chunk ? -1 : 1;
-    return x->src < y->src ? -1 : x->src > y->src;
+    if (x->src != y->src)
+        return x->src < y->src ? -1 : 1;
+    return x->cell < y->cell ? -1 : x->cell > y->cell; /* holders apart: two ranks' cells of the same bytes */
 }
 
 static int cmp_frag(const void *a, const void *b)
@@ -560,7 +562,11 @@ wsync_status_t wsync_node_plan_build(const wsync_manifest_t *m, const wsync_layo
     WSYNC_CHECK_GOTO(fp8_extents(&b, m, layout, local_ranks, targets, np), st, out);
     if (b.next > 1)
         qsort(b.ext, b.next, sizeof(*b.ext), cmp_ext);
-    WSYNC_CHECK_GOTO(tp_cells_build(needs, nneeds, &b.cells), st, out);
+    for (r = 0; r < local_ranks && targets[r]->whole_image; r++) /* identity targets: landing.c's sharing */
+        ;
+    WSYNC_CHECK_GOTO(tp_cells_build(needs, nneeds, r < local_ranks && tp_one_gpu(hint, layout->world, local_ranks),
+                                    &b.cells),
+                     st, out);
     WSYNC_CHECK_GOTO(cut_chunks(&b, chunk_bytes), st, out);
     WSYNC_CHECK_GOTO(cut_extents(&b), st, out);
     if (b.nfrags > 1)

@@ -63,8 +63,21 @@ typedef struct tp_cells {
     size_t hash_cap;
 } tp_cells_t;
 
-/* Cells of the needs (reordered in place). */
-wsync_status_t tp_cells_build(tp_need_t *needs, size_t n, tp_cells_t *out);
+/* Cells of the needs (reordered in place); with `apart`, each rank's
+ * alone (no cell held by two ranks: cells then come out sorted by (rank,
+ * src)). */
+wsync_status_t tp_cells_build(tp_need_t *needs, size_t n, int apart, tp_cells_t *out);
+
+/* 1 when the hint puts every one of the L > 1 local ranks on the GPU of
+ * every trainer rank: one GPU under the node and its trainers. Each rank
+ * then lands all it holds itself, bytes other ranks hold too included
+ * (holders apart), unless every target is the whole image (the identity
+ * plan shares such landings its own way, engine_side/landing.c): there a
+ * copy out of another rank's window moves the
+ * same bytes through the same memory as a put, after waiting for that
+ * rank's landing (a TP=2 node on one H200 queued its last copy 1.5 ms
+ * after both ranks' last landing). */
+int tp_one_gpu(const wsync_land_hint_t *hint, int world, int L);
 void tp_cells_free(tp_cells_t *c);
 
 /* A part of a region (rows x width at src + i * stride): rows [i, i + rows),

@@ -20,6 +20,7 @@ typedef struct sim_case {
     const wsync_target_t *tp[16];
     uint64_t chunk;
     const char *what;
+    int apart; /* built with a hint that puts every rank on every trainer's GPU */
 } sim_case_t;
 
 static int owner_of(const wsync_layout_t *l, uint64_t o)
@@ -61,7 +62,8 @@ static int check_plan(const sim_case_t *c, const wsync_node_plan_t *np)
             }
     }
     for (o = 0; o < img; o++)
-        net += needed[o];
+        for (r = 0; r < (c->apart ? L : 1); r++)
+            net += c->apart ? needr[r][o] : needed[o]; /* apart: what each rank needs crosses for it */
     /* Puts: contiguous in the destination, owned by their sender. */
     for (p = 0; p < np->nputs && bad < 5; p++) {
         const wsync_tput_t *pu = &np->puts[p];
@@ -139,9 +141,17 @@ static int check_plan(const sim_case_t *c, const wsync_node_plan_t *np)
                 (unsigned long long)np->network_bytes, (unsigned long long)net);
         bad++;
     }
+    for (p = 0; c->apart && p < np->ncopies; p++) /* a rank holding bytes twice copies them inside itself */
+        if (np->copies[p].from_rank != np->copies[p].to_rank) {
+            fprintf(stderr, "  one GPU: a copy from rank %d to rank %d (each rank lands what it holds)\n",
+                    np->copies[p].from_rank, np->copies[p].to_rank);
+            bad++;
+            break;
+        }
     /* Landing: every chunk within one source chunk, its bytes needed by one
-     * fixed set of ranks, landed on the least loaded of them. */
-    for (k = 0; k < np->nchunks && bad < 5; k++) {
+     * fixed set of ranks, landed on the least loaded of them (apart: the
+     * rank that holds them, checked above by every byte written once). */
+    for (k = 0; k < np->nchunks && bad < 5 && !c->apart; k++) {
         const wsync_tchunk_t *ch = &np->chunks[k];
         int need_set[16] = {0}, first = 1, s;
         for (p = ch->first_put; p < ch->first_put + ch->nputs; p++) {
@@ -174,7 +184,7 @@ static int check_plan(const sim_case_t *c, const wsync_node_plan_t *np)
         load[ch->land_rank] += ch->bytes;
     }
     for (r = 0; r < L; r++) {
-        if (np->land_bytes[r] != load[r])
+        if (np->land_bytes[r] != load[r] && !c->apart)
             bad++;
         free(exp[r]);
         free(got[r]);
@@ -200,7 +210,9 @@ static void free_case(sim_case_t *c)
 /* >= 1000 random cases. */
 static void test_plan_properties(void)
 {
-    int cases = 0, failed = 0, kinds[4] = {0}, iter;
+    int cases = 0, failed = 0, kinds[4] = {0}, iter, apart = 0;
+    static int colo[64 * 16], ncolo[64];
+    wsync_land_hint_t hint = {colo, ncolo};
     for (iter = 0; iter < 1050 && failed < 3; iter++) {
         sim_case_t c;
         wsync_node_plan_t *np = NULL;
@@ -248,7 +260,15 @@ static void test_plan_properties(void)
             free_case(&c);
             continue;
         }
-        if (wsync_node_plan_build(c.m, c.layout, c.L, c.tp, c.chunk, NULL, &np) != WSYNC_OK) {
+        c.apart = iter % 4 == 3 && c.L > 1; /* but where every target is the whole image (identity sharing) */
+        for (r = 0; r < c.L && c.t[r]->whole_image; r++)
+            ;
+        c.apart = c.apart && r < c.L;
+        for (r = 0; r < c.layout->world * c.L; r++)
+            colo[r] = r % c.L; /* apart: every local rank on every trainer rank's GPU */
+        for (r = 0; r < c.layout->world; r++)
+            ncolo[r] = c.L;
+        if (wsync_node_plan_build(c.m, c.layout, c.L, c.tp, c.chunk, c.apart ? &hint : NULL, &np) != WSYNC_OK) {
             fprintf(stderr, "  seed %llu: plan: %s\n", (unsigned long long)seed, wsync_last_error());
             failed++;
         } else if (check_plan(&c, np) != 0) {
@@ -258,12 +278,15 @@ static void test_plan_properties(void)
             failed++;
         }
         cases++;
+        apart += c.apart;
         wsync_node_plan_free(np);
         free_case(&c);
     }
-    fprintf(stderr, "  %d cases (rank targets: %d identity, %d rules, %d random, %d repeated)\n", cases, kinds[0],
-            kinds[1], kinds[2], kinds[3]);
+    fprintf(stderr,
+            "  %d cases, %d of them on one GPU (rank targets: %d identity, %d rules, %d random, %d repeated)\n",
+            cases, apart, kinds[0], kinds[1], kinds[2], kinds[3]);
     CHECK(cases >= 1000);
+    CHECK(apart >= 150);
     CHECK_EQ(failed, 0);
 }
 
