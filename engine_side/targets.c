@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/base/checks.h"
+#include "common/base/fault.h"
 #include "common/digest/digest.h"
 #include "common/targets/rules.h"
 #include "engine_side/receiver_internal.h"
@@ -119,6 +120,9 @@ static wsync_status_t land_hint(wsync_receiver_t *r, const wsync_sync_layout_t *
     if (tl->colo == NULL || tl->ncolo == NULL)
         return wsync_error(WSYNC_ERR_NOMEM, "out of memory");
     WSYNC_CHECK(recv_colocated_ranks(r, sl->world, tl->colo, tl->ncolo));
+    for (t = 0; wsync_fault(WSYNC_FAULT_ONE_GPU_HINT) && t < sl->world; t++) /* test hook: every rank everywhere */
+        for (tl->ncolo[t] = 0; tl->ncolo[t] < tl->L; tl->ncolo[t]++)
+            tl->colo[t * tl->L + tl->ncolo[t]] = tl->ncolo[t];
     for (t = 0; t < sl->world; t++)
         any |= tl->ncolo[t] > 0;
     tl->hint_world = any ? sl->world : 0;

@@ -60,6 +60,10 @@ static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
                                      "with 1, the engine's tcp transport refuses redirect spans as the local "
                                      "transport refuses memory CUDA cannot export (the bytes must land in the "
                                      "image and be copied on)"},
+    [WSYNC_FAULT_ONE_GPU_HINT] = {"WSYNC_TEST_ONE_GPU_HINT", 0, 0, 1,
+                                  "with 1, an engine node of targets sends the landing hint of one GPU under "
+                                  "it and its trainers (every rank on every trainer's GPU), also on host "
+                                  "memory: each rank then lands all it holds, so CPU tests cover that plan"},
 };
 
 static long long values[WSYNC_FAULT_COUNT];

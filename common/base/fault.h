@@ -26,6 +26,7 @@ typedef enum wsync_fault_id {
     WSYNC_FAULT_TDIG_DELAY_MS,   /* trainer: a slow digest of a target's puts or segments */
     WSYNC_FAULT_REJOIN_MS,       /* engine: a local rank > 0 waits this long for rank 0's board */
     WSYNC_FAULT_REFUSE_REDIRECT, /* engine: its tcp transport refuses to land bytes in the caller's tensors */
+    WSYNC_FAULT_ONE_GPU_HINT,    /* engine: a node of targets plans as if it and its trainers shared one GPU */
     WSYNC_FAULT_COUNT
 } wsync_fault_id_t;
 

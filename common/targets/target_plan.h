@@ -16,6 +16,11 @@
  * destination order. Every other rank of the set (and the landing rank
  * itself, when its target holds the same bytes twice) gets them by *copies*
  * out of the landing rank's destination image (its window), listed per chunk.
+ * But where the hint puts every local rank on every trainer rank's GPU (one
+ * GPU under the node and its trainers) and a target is not the whole image,
+ * the sets are single ranks: each rank lands all it holds, and no rank
+ * copies from another (there a copy moves the same bytes through the same
+ * memory as a put, after waiting for the other rank's landing).
  *
  * The identity case. When every rank's target is the identity, source
  * chunk c is chunk c, it lands on c mod L (or the colocated hint, as
