@@ -63,7 +63,8 @@ static const wsync_fault_def_t table[WSYNC_FAULT_COUNT] = {
     [WSYNC_FAULT_ONE_GPU_HINT] = {"WSYNC_TEST_ONE_GPU_HINT", 0, 0, 1,
                                   "with 1, an engine node of targets sends the landing hint of one GPU under "
                                   "it and its trainers (every rank on every trainer's GPU), also on host "
-                                  "memory: each rank then lands all it holds, so CPU tests cover that plan"},
+                                  "memory: each rank then lands all it holds, so CPU tests cover that plan "
+                                  "(such a node, as any with a colocated hint, serves no relay children)"},
 };
 
 static long long values[WSYNC_FAULT_COUNT];
