@@ -8,7 +8,9 @@
 // cut in parts (the caller's tensors) is one launch too: each task writes
 // into its part. Not yet measured on a GPU:
 // the shape is pack_cuda.cu's at DIG_THREADS threads, whose block sum helper
-// it uses.
+// it uses. A batch of such puts (one part each) is one launch too: the
+// local transport gathers the puts handed while its stream is busy, as it
+// does its fused copies.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -77,5 +79,35 @@ extern "C" int wsync_cuda_pack_digest_async(const wsync_pack_dsts_t *d, const vo
     pack_digest_kernel<<<grid, DIG_THREADS, 0, (cudaStream_t)stream>>>(tasks_dev, n, (const unsigned char *)src_base,
                                                                        *d, wsync_digest_base_key(key_off), acc,
                                                                        count, hout);
+    return (int)cudaGetLastError();
+}
+
+// The batch: block b runs task b - first[i] of put i (first[i] <= b <
+// first[i + 1]); each put's blocks add into their own acc and count, so its
+// last block stores that put's sum.
+__global__ void __launch_bounds__(DIG_THREADS)
+    pack_digest_batch_kernel(const wsync_pack_batch_t b, unsigned long long *acc, unsigned int *count)
+{
+    uint32_t i = 0;
+    while (i + 1 < b.n && blockIdx.x >= b.first[i + 1])
+        i++;
+    const wsync_pack_batch_put_t &p = b.p[i];
+    const wsync_pack_task_t t = p.tasks[blockIdx.x - b.first[i]];
+    const put_sum sum = {p.key + (t.dst / 8) * WSYNC_DIGEST_GOLDEN};
+    const uint64_t s = t.width == 16 ? pack_gather<ulonglong2, PD_UNROLL>(t, p.src, p.dst, sum)
+                                     : pack_gather<unsigned long long, PD_UNROLL>(t, p.src, p.dst, sum);
+    d_block_add_out_of(s, acc + i, count + i, p.hout, (unsigned)p.ntasks);
+}
+
+extern "C" int wsync_cuda_pack_digest_batch_async(const wsync_pack_batch_t *b, unsigned long long *acc,
+                                                  unsigned int *count, void *stream)
+{
+    uint32_t i;
+    if (b->n < 1 || b->n > WSYNC_PACK_BATCH_MAX || b->first[0] != 0 || b->first[b->n] == 0)
+        return (int)cudaErrorInvalidValue;
+    for (i = 0; i < b->n; i++)
+        if (b->p[i].ntasks == 0 || b->first[i + 1] - b->first[i] != b->p[i].ntasks)
+            return (int)cudaErrorInvalidValue;
+    pack_digest_batch_kernel<<<b->first[b->n], DIG_THREADS, 0, (cudaStream_t)stream>>>(*b, acc, count);
     return (int)cudaGetLastError();
 }

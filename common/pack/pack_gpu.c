@@ -15,6 +15,7 @@
 
 #if WSYNC_HAVE_CUDA
 #include "common/base/cuda_checks.h"
+#include "common/digest/digest.h"
 #include "common/mem/cuda_stream.h"
 #include "common/pack/pack_cuda.h"
 
@@ -313,6 +314,55 @@ wsync_status_t wsync_pack_cuda_launch_sum_parts(const wsync_pack_plan_t *p, cons
     return WSYNC_OK;
 }
 
+wsync_status_t wsync_pack_cuda_sum_check(const wsync_pack_plan_t *p, const void *dst_dev, const void *src_dev_base)
+{
+    cudaStream_t own;
+    int d;
+    if (p->ntasks == 0)
+        return wsync_error(WSYNC_ERR_UNSUPPORTED, "pack plan (%zu runs) has no task to batch", p->nruns);
+    if (p->min_width < 8)
+        return wsync_error(WSYNC_ERR_UNSUPPORTED,
+                           "pack plan (%zu runs) moves %u-byte vectors: its digest needs whole 8-byte words",
+                           p->nruns, p->min_width);
+    return launch_check(p, dst_dev, src_dev_base, &d, &own);
+}
+
+wsync_status_t wsync_pack_cuda_launch_sum_batch(const wsync_pack_sum_put_t *puts, size_t n, uint64_t *dacc,
+                                                unsigned int *dcount, void *stream)
+{
+    wsync_pack_batch_t b;
+    uint64_t total = 0;
+    cudaError_t e;
+    size_t i;
+    if (n < 1 || n > WSYNC_PACK_SUM_BATCH || n > WSYNC_PACK_BATCH_MAX)
+        return wsync_error(WSYNC_ERR_INVALID, "a batch of %zu packed puts (1 to %d)", n, WSYNC_PACK_SUM_BATCH);
+    memset(&b, 0, sizeof(b));
+    for (i = 0; i < n; i++) {
+        const wsync_pack_plan_t *p = puts[i].plan;
+        b.first[i] = (uint32_t)total;
+        b.p[i] = (wsync_pack_batch_put_t){.tasks = p->dev_tasks,
+                                          .ntasks = p->ntasks,
+                                          .src = puts[i].src_base,
+                                          .dst = puts[i].dst,
+                                          .key = wsync_digest_base_key(puts[i].key_off),
+                                          .hout = (unsigned long long *)puts[i].hout};
+        total += p->ntasks;
+    }
+    if (total > 0x7fffffffu) /* more blocks than a grid: one launch each */
+        for (i = 0; i < n; i++)
+            WSYNC_CHECK(wsync_pack_cuda_launch_sum(puts[i].plan, puts[i].dst, puts[i].src_base, puts[i].key_off,
+                                                   dacc + i, dcount + i, puts[i].hout, stream));
+    if (total > 0x7fffffffu)
+        return WSYNC_OK;
+    b.n = (uint32_t)n;
+    b.first[n] = (uint32_t)total;
+    e = (cudaError_t)wsync_cuda_pack_digest_batch_async(&b, (unsigned long long *)dacc, dcount, stream);
+    if (e != cudaSuccess)
+        return wsync_error(WSYNC_ERR_CUDA, "pack-digest kernel of %zu puts (%llu tasks): %s", n,
+                           (unsigned long long)total, cudaGetErrorString(e));
+    return WSYNC_OK;
+}
+
 void wsync_pack_cuda_plan_free(wsync_pack_plan_t *p)
 {
     if (p == NULL)
@@ -384,6 +434,17 @@ wsync_status_t wsync_pack_cuda_launch_sum(const wsync_pack_plan_t *plan, void *d
 wsync_status_t wsync_pack_cuda_launch_sum_parts(const wsync_pack_plan_t *plan, const wsync_pack_part_t *parts,
                                                 size_t n, const void *src_dev_base, uint64_t key_off,
                                                 uint64_t *dacc, unsigned int *dcount, uint64_t *hout, void *stream)
+{
+    return no_cuda();
+}
+
+wsync_status_t wsync_pack_cuda_sum_check(const wsync_pack_plan_t *plan, const void *dst_dev, const void *src_dev_base)
+{
+    return no_cuda();
+}
+
+wsync_status_t wsync_pack_cuda_launch_sum_batch(const wsync_pack_sum_put_t *puts, size_t n, uint64_t *dacc,
+                                                unsigned int *dcount, void *stream)
 {
     return no_cuda();
 }

@@ -14,6 +14,7 @@
 #include "common/mem/copy_digest_cuda.h"
 #include "common/base/cuda_checks.h"
 #include "common/net/auth.h"
+#include "common/pack/pack.h"
 #include "common/transport/cqueue.h"
 #include "common/transport/transport.h"
 
@@ -137,7 +138,7 @@ typedef struct lo_region {
     size_t nallocs, nspans;
 } lo_region_t;
 
-#define LO_BATCH WSYNC_CD_BATCH_MAX /* fused puts per kernel launch, at most */
+#define LO_BATCH WSYNC_CD_BATCH_MAX /* fused (or packed) puts per kernel launch, at most */
 #define LO_MAX_SPANS (1 << 22)      /* of a redirect table a sender accepts */
 #define LO_FLIGHT 2                 /* launches in flight before fused puts wait to go together */
 
@@ -147,8 +148,11 @@ typedef struct lo_item {
     int nsum; /* slots from sum on (mod LO_SUMS): a part each, their sums add up to the put's */
 } lo_item_t;
 
-/* One launch on the stream and its event: a device copy of one put, or a
- * batch of fused puts (one kernel, a sum for each part). */
+/* One launch on the stream and its event: a device copy of one put, a
+ * batch of fused puts (one kernel, a sum for each part), or a batch of
+ * packed puts gathered straight into the receiver's window (one kernel, a
+ * sum for each put). */
+enum { LO_OP_FUSED, LO_OP_GATHER };
 typedef struct lo_op {
     struct lo_op *next;
     cudaEvent_t ev;
@@ -156,8 +160,10 @@ typedef struct lo_op {
     uint64_t bytes;  /* its puts' bytes, for that trace line */
     int n;           /* puts it completes */
     int np;          /* pieces of its kernel */
+    int kind;        /* of a batch: LO_OP_FUSED (pc) or LO_OP_GATHER (g) */
     lo_item_t it[LO_BATCH];
-    wsync_cd_piece_t pc[LO_BATCH]; /* the fused puts' copies */
+    wsync_cd_piece_t pc[LO_BATCH];    /* the fused puts' copies */
+    wsync_pack_sum_put_t g[LO_BATCH]; /* the packed puts */
 } lo_op_t;
 
 typedef struct lo_conn {
@@ -176,9 +182,11 @@ typedef struct lo_conn {
     int stopping, broken;
     pthread_t progress;
     lo_op_t *free_ops; /* done ops with their events, for the next puts (under lock) */
-    /* Fused puts go together: while LO_FLIGHT launches are in flight the
-     * next ones gather in `pend`, launched as one kernel when it is full,
-     * when a launch completes, or at put_flush (under lock). */
+    /* Fused puts go together, and packed puts of one part likewise: while
+     * LO_FLIGHT launches are in flight the next ones of a kind gather in
+     * `pend`, launched as one kernel when it is full, when a launch
+     * completes, when a put of another kind comes, or at put_flush (under
+     * lock). */
     lo_op_t *pend;
     int nflight;
     /* fused puts: a device accumulator and block counter per piece of a

@@ -81,6 +81,7 @@ static lo_op_t *op_get(lo_conn_t *c)
     op->next = NULL;
     op->n = 0;
     op->np = 0;
+    op->kind = LO_OP_FUSED;
     op->bytes = 0;
     return op;
 }
@@ -145,14 +146,24 @@ static wsync_status_t launch_pending(lo_conn_t *c, int own_last)
         return WSYNC_OK;
     c->pend = NULL;
     lo_op_start(c, op);
-    e = wsync_cuda_copy_digest_batch_async(op->pc, op->np, c->dacc, c->dcount, c->stream);
-    if (e == 0)
+    if (op->kind == LO_OP_GATHER) {
+        if (wsync_pack_cuda_launch_sum_batch(op->g, (size_t)op->np, c->dacc, c->dcount, c->stream) != WSYNC_OK) {
+            snprintf(msg, sizeof(msg), "%s", wsync_last_error());
+            op_fail(c, op, own_last ? op->n - 1 : op->n, WSYNC_ERR_CUDA, msg);
+            return wsync_error(WSYNC_ERR_CUDA, "%s", msg);
+        }
         e = (int)cudaEventRecord(op->ev, c->stream);
+    } else {
+        e = wsync_cuda_copy_digest_batch_async(op->pc, op->np, c->dacc, c->dcount, c->stream);
+        if (e == 0)
+            e = (int)cudaEventRecord(op->ev, c->stream);
+    }
     if (e == 0) {
         op_queue(c, op);
         return WSYNC_OK;
     }
-    snprintf(msg, sizeof(msg), "copy-digest kernel of %d puts on cuda:%d: %s", op->n, t->device,
+    snprintf(msg, sizeof(msg), "%s kernel of %d puts on cuda:%d: %s",
+             op->kind == LO_OP_GATHER ? "pack-digest" : "copy-digest", op->n, t->device,
              cudaGetErrorString((cudaError_t)e));
     op_fail(c, op, own_last ? op->n - 1 : op->n, WSYNC_ERR_CUDA, msg);
     return wsync_error(WSYNC_ERR_CUDA, "%s", msg);
@@ -235,10 +246,13 @@ static wsync_status_t put_fused(lo_conn_t *c, uint64_t tag, const lo_part_t *ps,
                                 uint64_t len)
 {
     const int slot = (int)(c->sums_taken % LO_SUMS);
-    lo_op_t *op = c->pend;
+    lo_op_t *op;
     wsync_status_t st = WSYNC_OK;
     int mine = 0; /* this put's pieces in op, not launched yet */
     size_t i;
+    if (c->pend && c->pend->kind != LO_OP_FUSED) /* packed puts before it go first (stream order) */
+        WSYNC_CHECK(launch_pending(c, 0));
+    op = c->pend;
     for (i = 0; i < n; i++) {
         if (op == NULL && (op = c->pend = op_get(c)) == NULL) {
             st = WSYNC_ERR_NOMEM;
@@ -340,6 +354,56 @@ static void trace_queued(lo_conn_t *c, uint64_t tag)
  * one range at key_off) goes with its notice as a fused put's does. Called
  * with c->lock on the device; WSYNC_ERR_UNSUPPORTED when the plan cannot
  * launch so here (the parts cut one of its tasks, say). */
+/* Are packed puts of one part batched (put_gather_batched)? Yes, unless
+ * WSYNC_LOCAL_GATHER_BATCH is 0 (a variable for measurement, docs/CONFIG.md),
+ * read once. */
+static int lo_gather_batch(void)
+{
+    static int on;
+    int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
+    if (v == 0) {
+        const char *e = getenv("WSYNC_LOCAL_GATHER_BATCH");
+        v = e && strcmp(e, "0") == 0 ? 2 : 1;
+        __atomic_store_n(&on, v, __ATOMIC_RELAXED);
+    }
+    return v == 1;
+}
+
+/* A packed put of one part joins the pending batch of packed puts (a
+ * pending batch of fused puts goes first), launched as one kernel as fused
+ * puts are (put_fused). Checked here, so a put the kernel cannot take is
+ * declined (WSYNC_ERR_UNSUPPORTED) before anything is queued. Called with
+ * c->lock on the device. */
+static wsync_status_t put_gather_batched(lo_conn_t *c, uint64_t tag, char *dst, const char *src,
+                                         const struct wsync_pack_plan *plan, size_t len, uint64_t key_off)
+{
+    const int slot = (int)(c->sums_taken % LO_SUMS);
+    wsync_status_t st = wsync_pack_cuda_sum_check(plan, dst, src);
+    lo_op_t *op;
+    if (st != WSYNC_OK)
+        return st == WSYNC_ERR_INVALID ? WSYNC_ERR_UNSUPPORTED : st;
+    if (!sums_free(c, 1))
+        return wsync_error(WSYNC_ERR_UNSUPPORTED, "every sum of the connection is in use");
+    if (c->pend && c->pend->kind != LO_OP_GATHER)
+        WSYNC_CHECK(launch_pending(c, 0));
+    if ((op = c->pend) == NULL) {
+        if ((op = c->pend = op_get(c)) == NULL)
+            return WSYNC_ERR_NOMEM;
+        op->kind = LO_OP_GATHER;
+    }
+    op->g[op->np++] = (wsync_pack_sum_put_t){.plan = plan,
+                                             .dst = dst,
+                                             .src_base = src,
+                                             .key_off = key_off,
+                                             .hout = c->hsums_dev + slot};
+    c->sums_taken++;
+    op->it[op->n++] = (lo_item_t){.tag = tag, .len = len, .sum = slot, .nsum = 1};
+    op->bytes += len;
+    if (op->np == LO_BATCH || c->nflight < lo_flight())
+        return launch_pending(c, 1);
+    return WSYNC_OK;
+}
+
 static wsync_status_t put_gather_locked(lo_conn_t *c, uint64_t tag, const lo_part_t *ps, size_t np, const char *src,
                                         const struct wsync_pack_plan *plan, size_t len, uint64_t key_off)
 {
@@ -350,6 +414,8 @@ static wsync_status_t put_gather_locked(lo_conn_t *c, uint64_t tag, const lo_par
     cudaError_t e;
     lo_op_t *op;
     size_t i;
+    if (np == 1 && lo_gather_batch())
+        return put_gather_batched(c, tag, ps[0].dst, src, plan, len, key_off);
     if (np > WSYNC_PACK_MAX_PARTS)
         return wsync_error(WSYNC_ERR_UNSUPPORTED, "the put crosses %zu parts of the receiver's redirect", np);
     for (i = 0; i < np; i++)

@@ -6,11 +6,15 @@
  * column-slice runs; an empty job, polling, a caller's stream and a job
  * table that has to grow all work; a plan launched twice at once fills both
  * destinations, refuses bases its vectors do not fit, and an empty plan
- * launches; without a GPU the GPU pack fails with a message. */
+ * launches; a batch of packed puts (one launch, the local transport's) lands
+ * and sums each put as the host gather and the host digest do, reusing its
+ * accumulators, and puts it cannot take are refused before a launch; without
+ * a GPU the GPU pack fails with a message. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/base/checks.h"
+#include "common/digest/digest.h"
 #include "common/pack/pack.h"
 #include "tests/gpu/gpu_test.h"
 #include "tests/test.h"
@@ -294,6 +298,91 @@ out:
     free(got);
 }
 
+/* Five column-slice puts (16- and 8-byte vectors, slices of different
+ * widths, destinations one after another at different key offsets) as one
+ * batch launch, twice with the same accumulators: every put's bytes equal
+ * the byte gather and every sum the host digest of them; sum_check refuses
+ * 1-byte vectors and a misaligned destination. */
+static void a_batch_of_puts_sums_each_put(void)
+{
+    enum { NP = 5, ROWS = 48, STRIDE = 4096 };
+    static const uint32_t slice[NP] = {448, 456, 1024, 72, 3584};
+    size_t src_len = (size_t)NP * ROWS * STRIDE, at[NP + 1] = {0}, i;
+    unsigned char *src = malloc(src_len), *want = NULL, *got = NULL, *src_dev = NULL, *dst = NULL;
+    uint64_t *acc = NULL, *hout = NULL, sums[NP];
+    wsync_pack_plan_t *plan[NP] = {NULL}, *odd = NULL;
+    wsync_pack_sum_put_t puts[NP];
+    wsync_run2d_t runs[NP], one = {.src_off = 3, .src_stride = 7, .row_bytes = 3, .rows = 10};
+    int rep;
+    if (ngpu == 0) {
+        free(src);
+        SKIP("no CUDA device");
+    }
+    for (i = 0; i < NP; i++) {
+        runs[i] = (wsync_run2d_t){.src_off = i * ROWS * STRIDE + 64 * i,
+                                  .src_stride = STRIDE,
+                                  .row_bytes = slice[i],
+                                  .rows = ROWS,
+                                  .dst_off = 0};
+        at[i + 1] = at[i] + (size_t)ROWS * slice[i] + 16; /* a gap of 16 sentinel bytes after each */
+    }
+    want = malloc(at[NP]);
+    got = malloc(at[NP]);
+    CHECK(src && want && got);
+    CHECK_OK(wsync_mem_cuda.alloc(src_len, (void **)&src_dev));
+    CHECK_OK(wsync_mem_cuda.alloc(at[NP], (void **)&dst));
+    CHECK_OK(wsync_mem_cuda.alloc(4 * NP * sizeof(uint64_t), (void **)&acc));
+    if (!src || !want || !got || !src_dev || !dst || !acc)
+        goto out;
+    hout = acc + 2 * NP;
+    fill_random(src, src_len, 77);
+    CHECK_OK(wsync_mem_cuda.copy(src_dev, src, src_len));
+    CHECK(cudaMemset(acc, 0, 2 * NP * sizeof(uint64_t)) == cudaSuccess);
+    for (i = 0; i < NP; i++) {
+        CHECK_OK(wsync_pack_cuda_prepare(&runs[i], 1, (uintptr_t)(dst + at[i]), (uintptr_t)src_dev, &plan[i]));
+        if (plan[i] == NULL)
+            goto out;
+        CHECK_OK(wsync_pack_cuda_sum_check(plan[i], dst + at[i], src_dev));
+        puts[i] = (wsync_pack_sum_put_t){.plan = plan[i],
+                                         .dst = dst + at[i],
+                                         .src_base = src_dev,
+                                         .key_off = 1000 * i + 8,
+                                         .hout = hout + i};
+    }
+    for (rep = 0; rep < 2; rep++) {
+        memset(want, SENTINEL, at[NP]);
+        CHECK_OK(wsync_mem_cuda.copy(dst, want, at[NP]));
+        for (i = 0; i < NP; i++)
+            gather_bytes(want + at[i], src, &runs[i], 1);
+        CHECK_OK(wsync_pack_cuda_launch_sum_batch(puts, rep == 0 ? NP : 2, acc, (unsigned int *)(acc + NP), NULL));
+        if (rep == 1) /* the batch of two: the rest alone through the batch too */
+            for (i = 2; i < NP; i++)
+                CHECK_OK(wsync_pack_cuda_launch_sum_batch(&puts[i], 1, acc, (unsigned int *)(acc + NP), NULL));
+        CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        CHECK_OK(wsync_mem_cuda.copy(got, dst, at[NP]));
+        CHECK(memcmp(got, want, at[NP]) == 0);
+        CHECK(cudaMemcpy(sums, hout, sizeof(sums), cudaMemcpyDeviceToHost) == cudaSuccess);
+        for (i = 0; i < NP; i++)
+            CHECK_EQ(sums[i], wsync_digest_sum(want + at[i], (size_t)ROWS * slice[i], 1000 * i + 8));
+    }
+    CHECK_FAILS(wsync_pack_cuda_sum_check(plan[0], dst + at[0] + 8, src_dev), WSYNC_ERR_INVALID, "alignment");
+    CHECK_OK(wsync_pack_cuda_prepare(&one, 1, 0, 0, &odd));
+    if (odd)
+        CHECK_FAILS(wsync_pack_cuda_sum_check(odd, dst, src_dev), WSYNC_ERR_UNSUPPORTED, "8-byte words");
+    CHECK_FAILS(wsync_pack_cuda_launch_sum_batch(puts, 0, acc, (unsigned int *)(acc + NP), NULL),
+                WSYNC_ERR_INVALID, "1 to 16");
+out:
+    for (i = 0; i < NP; i++)
+        wsync_pack_cuda_plan_free(plan[i]);
+    wsync_pack_cuda_plan_free(odd);
+    wsync_mem_cuda.free(src_dev);
+    wsync_mem_cuda.free(dst);
+    wsync_mem_cuda.free(acc);
+    free(src);
+    free(want);
+    free(got);
+}
+
 int main(void)
 {
     ngpu = gpu_count();
@@ -301,5 +390,6 @@ int main(void)
     RUN(gpu_gather_equals_host_gather_on_random_runs);
     RUN(one_launch_many_runs_poll_and_streams);
     RUN(plans_launch_in_flight_and_refuse_bad_bases);
+    RUN(a_batch_of_puts_sums_each_put);
     TEST_EXIT();
 }

@@ -388,10 +388,13 @@ static void conformance_close(void)
 }
 
 /* put_gather (optional): two column slices of the source gathered straight
- * into the destination as one put, landing byte-exact (against the host
- * gather) with its sum where LANDED has one; a put at a destination
- * aligned otherwise than its plan declined (UNSUPPORTED, nothing queued),
- * or landing right. Backends without the op skip. */
+ * into the destination as one put, NGATHER such puts handed back to back
+ * (the local transport batches them into few launches), each landing
+ * byte-exact (against the host gather) with its own sum where LANDED has
+ * one; a put at a destination aligned otherwise than its plan declined
+ * (UNSUPPORTED, nothing queued), or landing right. Backends without the op
+ * skip. */
+#define NGATHER 20
 static void conformance_put_gather(void)
 {
     static const wsync_run2d_t runs[] = {
@@ -399,12 +402,12 @@ static void conformance_put_gather(void)
         {.src_off = 200000, .dst_off = 64 * 256, .rows = 16, .row_bytes = 64, .src_stride = 512},
     };
     const conf_backend_t *b = conf_b_;
-    const size_t len = 64 * 256 + 16 * 64, doff = 8200;
+    const size_t len = 64 * 256 + 16 * 64, doff = 8200, step = 20480;
     struct wsync_pack_plan *plan = NULL;
     wsync_completion_t c[16];
     unsigned char *got = NULL, *want = NULL, *src = NULL;
-    int n, i, landed = 0, has_sum = 0;
-    uint64_t sum = 0, deadline;
+    int n, i, k, nlanded = 0, landed[NGATHER] = {0}, has_sum[NGATHER] = {0};
+    uint64_t sum[NGATHER] = {0}, deadline;
     wsync_status_t st;
     conf_rig_t r;
     if (b->skip)
@@ -416,26 +419,29 @@ static void conformance_put_gather(void)
         conf_down(&r);
         return;
     }
-    st = b->ops->put_gather(r.conn, r.src, 0, plan, &r.key, doff + 1, len, 0x601);
+    st = b->ops->put_gather(r.conn, r.src, 0, plan, &r.key, doff + 1, len, 0x5ff);
     CHECK(st == WSYNC_ERR_UNSUPPORTED);
-    CHECK_OK(b->ops->put_gather(r.conn, r.src, 0, plan, &r.key, doff, len, 0x600));
+    for (k = 0; k < NGATHER; k++)
+        CHECK_OK(b->ops->put_gather(r.conn, r.src, 0, plan, &r.key, doff + k * step, len, 0x600 + (uint64_t)k));
     if (b->ops->put_flush)
         b->ops->put_flush(r.conn);
     deadline = wsync_now_ns() + (uint64_t)CONF_WAIT_MS * 1000000ull;
-    while (landed == 0 && wsync_now_ns() < deadline) {
+    while (nlanded < NGATHER && wsync_now_ns() < deadline) {
         if (b->ops->poll(r.rx, c, 16, &n, 20) != WSYNC_OK)
             continue;
         for (i = 0; i < n; i++) {
             CHECK(c[i].kind != WSYNC_COMPLETION_ERROR);
-            if (c[i].kind == WSYNC_COMPLETION_LANDED && c[i].tag == 0x600) {
-                landed = 1;
-                has_sum = c[i].has_sum;
-                sum = c[i].sum;
+            k = (int)c[i].tag - 0x600;
+            if (c[i].kind == WSYNC_COMPLETION_LANDED && k >= 0 && k < NGATHER && !landed[k]) {
+                landed[k] = 1;
+                nlanded++;
+                has_sum[k] = c[i].has_sum;
+                sum[k] = c[i].sum;
                 CHECK_EQ(c[i].len, len);
             }
         }
     }
-    CHECK(landed);
+    CHECK_EQ(nlanded, NGATHER);
     got = conf_read(b, r.dmem, 0, CONF_LEN);
     want = malloc(CONF_LEN);
     src = malloc(CONF_LEN);
@@ -443,9 +449,11 @@ static void conformance_put_gather(void)
     if (got && want && src) {
         wsync_fill_pattern(want, CONF_LEN, 0, 1);
         wsync_fill_pattern(src, CONF_LEN, 0, 2);
-        wsync_pack_host(want + doff, src, runs, 2);
+        for (k = 0; k < NGATHER; k++)
+            wsync_pack_host(want + doff + k * step, src, runs, 2);
         CHECK(memcmp(got, want, CONF_LEN) == 0);
-        CHECK(!has_sum || sum == wsync_digest_sum(want + doff, len, doff));
+        for (k = 0; k < NGATHER; k++)
+            CHECK(!has_sum[k] || sum[k] == wsync_digest_sum(want + doff + k * step, len, doff + k * step));
     }
     free(got);
     free(want);
