@@ -311,10 +311,10 @@ static wsync_status_t fetch_collect(fetch_t *f)
         size_t k;
         if (f->identity && !f->p.reqs[t].started) /* asked nothing: no puts of it land here */
             continue;
-        while (!recv_request_done(&f->p.reqs[t])) {
+        while (!recv_request_done(&f->p.reqs[t])) { /* woken by the answer */
             fetch_release(f);
             WSYNC_CHECK(recv_pull_watch(&f->p));
-            usleep(200);
+            recv_request_wait(&f->p.reqs[t], 5);
         }
         if (f->p.reqs[t].status != WSYNC_OK)
             return wsync_error(f->p.reqs[t].status, "%s", f->p.reqs[t].error);

@@ -145,7 +145,10 @@ static void *req_main(void *arg)
         q->keep_fd = fd; /* answered: given back by recv_request_end */
     else if (fd >= 0)
         close(fd);
+    pthread_mutex_lock(&q->lock);
     __atomic_store_n(&q->done, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&q->cond);
+    pthread_mutex_unlock(&q->lock);
     return NULL;
 }
 
@@ -164,7 +167,9 @@ wsync_status_t recv_request_start(recv_request_t *q, recv_pull_conns_t *conns, c
     if (q->who[0] == '\0')
         snprintf(q->who, sizeof(q->who), "trainer rank %d", rank);
     pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->cond, NULL);
     if (msg == NULL || pthread_create(&q->th, NULL, req_main, q) != 0) {
+        pthread_cond_destroy(&q->cond);
         pthread_mutex_destroy(&q->lock);
         return wsync_error(WSYNC_ERR_NOMEM, "cannot start the request to %s", q->who);
     }
@@ -182,6 +187,18 @@ int recv_request_done(const recv_request_t *q)
     return !q->started || __atomic_load_n(&q->done, __ATOMIC_ACQUIRE);
 }
 
+void recv_request_wait(recv_request_t *q, int ms)
+{
+    struct timespec until;
+    if (!q->started)
+        return;
+    wsync_abstime_after_ms(&until, ms);
+    pthread_mutex_lock(&q->lock);
+    while (!__atomic_load_n(&q->done, __ATOMIC_ACQUIRE) && pthread_cond_timedwait(&q->cond, &q->lock, &until) == 0)
+        ;
+    pthread_mutex_unlock(&q->lock);
+}
+
 void recv_request_abort(recv_request_t *q)
 {
     if (!q->started)
@@ -197,6 +214,7 @@ void recv_request_end(recv_request_t *q)
 {
     if (q->started) {
         pthread_join(q->th, NULL);
+        pthread_cond_destroy(&q->cond);
         pthread_mutex_destroy(&q->lock);
         if (q->keep_fd >= 0)
             give_conn(q->conns, q->pull_addr, q->keep_fd);

@@ -22,7 +22,8 @@ typedef struct recv_request {
     char who[160];            /* "trainer rank 3", "relay of engine e1": for messages */
     int rank;
     int connect_ms;       /* > 0: the connect's bound, else the deadline's */
-    pthread_mutex_t lock; /* fd and aborted, between the thread and recv_request_abort */
+    pthread_mutex_t lock; /* fd, aborted and done's signal, between the thread and the attempt */
+    pthread_cond_t cond;  /* signalled once done */
     int fd, aborted;
     const wsync_auth_t *auth; /* the receiver's: the request proves the token */
     json_t *msg;              /* owned: freed by recv_request_end */
@@ -81,6 +82,9 @@ int recv_trainer_replaced(wsync_receiver_t *r, const recv_request_t *reqs, int w
                           size_t len);
 /* 1 once the answer came (or the request was never started). */
 int recv_request_done(const recv_request_t *q);
+/* Waits until the answer came or `ms` milliseconds passed, whichever is
+ * first (woken by the request's thread, not polled). */
+void recv_request_wait(recv_request_t *q, int ms);
 /* Gives up on it: its connection is shut, so its thread ends at once (then
  * recv_request_end joins it without waiting for the deadline). */
 void recv_request_abort(recv_request_t *q);
