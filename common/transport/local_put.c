@@ -354,16 +354,16 @@ static void trace_queued(lo_conn_t *c, uint64_t tag)
  * one range at key_off) goes with its notice as a fused put's does. Called
  * with c->lock on the device; WSYNC_ERR_UNSUPPORTED when the plan cannot
  * launch so here (the parts cut one of its tasks, say). */
-/* Are packed puts of one part batched (put_gather_batched)? Yes, unless
- * WSYNC_LOCAL_GATHER_BATCH is 0 (a variable for measurement, docs/CONFIG.md),
- * read once. */
+/* Are packed puts of one part batched (put_gather_batched)? Only with
+ * WSYNC_LOCAL_GATHER_BATCH=1 (a variable for measurement, docs/CONFIG.md),
+ * read once: not yet measured on a GPU, so off by default. */
 static int lo_gather_batch(void)
 {
     static int on;
     int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
     if (v == 0) {
         const char *e = getenv("WSYNC_LOCAL_GATHER_BATCH");
-        v = e && strcmp(e, "0") == 0 ? 2 : 1;
+        v = e && strcmp(e, "1") == 0 ? 1 : 2;
         __atomic_store_n(&on, v, __ATOMIC_RELAXED);
     }
     return v == 1;

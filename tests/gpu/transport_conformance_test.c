@@ -5,6 +5,7 @@
  * refuses both ranks of a pair on one GPU) and tcp from GPU memory (through
  * its bounce buffers). Without a GPU every case prints "skipped: no CUDA
  * device". */
+#include <stdlib.h>
 #include "tests/gpu/gpu_test.h"
 #include "tests/unit/common/transport/conformance.h"
 
@@ -12,6 +13,7 @@
 
 int main(void)
 {
+    setenv("WSYNC_LOCAL_GATHER_BATCH", "1", 0); /* the local transport's batched packed puts (off by default) */
     const int ngpu = gpu_count();
     const char *no_gpu = ngpu > 0 ? NULL : "no CUDA device";
     conf_backend_t local = {.name = "local",
