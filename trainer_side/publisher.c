@@ -249,12 +249,12 @@ static int late_digests(const wsync_publisher_t *p, int direct)
  * engines waiting for the digests fail at their timeout naming this rank. */
 static wsync_status_t publish_late(wsync_publisher_t *p, int slot, uint64_t version)
 {
-    json_t *pieces = pub_report_pieces(p, version, NULL, -1), *full = NULL;
+    json_t *pieces = NULL, *full = NULL;
     uint64_t *sums = calloc(p->share.nmy ? p->share.nmy : 1, sizeof(*sums));
     pub_dpass_t dp;
     wsync_status_t st = WSYNC_OK, cst;
     char why[512];
-    if (pieces == NULL || sums == NULL) {
+    if (sums == NULL) {
         st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory publishing version %llu", p->cfg.rank,
                          (unsigned long long)version);
         goto out;
@@ -262,9 +262,13 @@ static wsync_status_t publish_late(wsync_publisher_t *p, int slot, uint64_t vers
     /* On a GPU the digest runs while the report travels (and then beside
      * the engines' landing); on the host after it, on the publish threads.
      * Started before the version is announced: its requests then find the
-     * put digests it computes with the record's on their way (pub_dpass). */
+     * put digests it computes with the record's on their way (pub_dpass).
+     * The report is written after the launch, so the GPU starts first. */
     st = pub_dpass_start(p, slot, version, &dp);
     wsync_trace("trainer rank %d: version %llu: digest pass started", p->cfg.rank, (unsigned long long)version);
+    if ((pieces = pub_report_pieces(p, version, NULL, -1)) == NULL && st == WSYNC_OK)
+        st = wsync_error(WSYNC_ERR_NOMEM, "trainer rank %d: out of memory publishing version %llu", p->cfg.rank,
+                         (unsigned long long)version);
     announce(p, slot, version);
     if (st == WSYNC_OK)
         st = pub_report_send(p, version, pieces);
