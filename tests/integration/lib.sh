@@ -21,6 +21,15 @@ skip() { echo "SKIP $1: skipped: $2"; }
 # check NAME CONDITION-COMMAND...: PASS when the command succeeds.
 check() { local n=$1; shift; if "$@"; then pass "$n"; else fail "$n" "'$*' failed"; fi; }
 
+# tp_bench NAME: $BENCH is the built tp_e2e_bench, or check NAME fails saying
+# it is not built (returns 1: the caller exits).
+tp_bench() {
+    BENCH=${WSYNC_BUILD:-build}/bench/tp_e2e_bench
+    [ -x "$BENCH" ] && return 0
+    fail "$1" "$BENCH is not built (make all-tests builds it)"
+    return 1
+}
+
 # A free TCP port on loopback.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

@@ -9,11 +9,7 @@
 # slices it computes on its own (the vLLM rules written again).
 source "$(dirname "$0")/lib.sh"
 cd "$WSYNC_ROOT" || exit 1
-BENCH=${WSYNC_BUILD:-build}/bench/tp_e2e_bench
-if [ ! -x "$BENCH" ]; then
-    fail tp_one_gpu_plan "$BENCH is not built (make all-tests builds it)"
-    exit 0
-fi
+tp_bench tp_one_gpu_plan || exit 0
 WSYNC_TEST_ONE_GPU_HINT=1 WSYNC_TRACE=1 timeout 120 "$BENCH" cpu 32M auto single-copy no-baseline \
     >"$TMP/one" 2>"$TMP/one_trace"
 check one_gpu_every_rank_verified [ "$(grep -c "every rank's bytes verified" "$TMP/one")" = 4 ]

@@ -10,11 +10,7 @@
 # Also: local rank 1 takes each version's record from local rank 0's board.
 source "$(dirname "$0")/lib.sh"
 cd "$WSYNC_ROOT" || exit 1
-BENCH=${WSYNC_BUILD:-build}/bench/tp_e2e_bench
-if [ ! -x "$BENCH" ]; then
-    fail tp_verify_by_put "$BENCH is not built (make all-tests builds it)"
-    exit 0
-fi
+tp_bench tp_verify_by_put || exit 0
 WSYNC_TRACE=1 timeout 120 "$BENCH" cpu 32M auto single-copy >"$TMP/out" 2>"$TMP/trace"
 check tp_bench_every_rank_verified [ "$(grep -c "every rank's bytes verified" "$TMP/out")" = 6 ]
 by_put=$(grep -c "engine tp-[a-z-]* rank [01]: every put of its target verified" "$TMP/trace")
