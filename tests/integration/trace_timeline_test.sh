@@ -39,6 +39,10 @@ check timeline_request_row_spans_both grep -q "^  *4.000 ..  *4.500  local: put 
 # launches: trainer rank 0's (pid 10) [4, 6] and [5.5, 7] ms, busy 3 ms, 3 GB; pid 30's [9, 10]
 check timeline_launches_of_a_sender grep -q "^  launches of trainer rank 0: 4.000 .. 7.000 ms, the GPU busy 3.000 ms, 3.000 GB" "$TMP/all"
 check timeline_launches_of_all grep -q "^  launches of all: 4.000 .. 10.000 ms, the GPU busy 4.000 ms, 4.000 GB" "$TMP/all"
+# by kind: trainer rank 0's launch of one put 1 GB in 2 ms, of two puts 2 GB in 1.5 ms (awk apart from the tool)
+one=$(awk 'BEGIN { printf "%.3f", 1 / 2 }')
+sev=$(awk 'BEGIN { printf "%.3f", 2 / 1.5 }')
+check timeline_launches_by_kind grep -q "^  launches of trainer rank 0: .*; 1 of one put: 1.000 GB, $one GB/ms on the stream; 1 of several: 2.000 GB, $sev GB/ms on the stream" "$TMP/all"
 python3 $TOOL "$TMP/trace" >"$TMP/late" 2>&1 # from version 3: digested 5 and 6 ms
 check timeline_skips_warm_up_versions grep -q "^  *5.500 ..  *5.500  trainer rank N: version N digested" "$TMP/late"
 printf 'no trace here\n' >"$TMP/none"

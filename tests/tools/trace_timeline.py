@@ -11,7 +11,9 @@ over the versions from --from on (default 3: the first two warm up), in the orde
 Where the local transport timed its launches ("launch of N put(s) ... B bytes ...: U us on the stream"),
 a line per sending process (named by its "trainer rank N" lines) and one for all of them follows: the
 medians of its first launch's start, its last launch's end, the time its launches kept the GPU busy
-(the union of their [end - U, end] intervals) and the bytes they moved.
+(the union of their [end - U, end] intervals) and the bytes they moved; then, per kind of launch (of one
+put, or of several put together), how many, their bytes and those bytes over their summed stream time
+(a process waiting for the GPU while another has it counts as stream time).
 """
 import re
 import statistics
@@ -21,7 +23,7 @@ LINE = re.compile(r"^TRACE (\d+\.\d+) \[(\d+)\] (.*)$")
 ENGINE = re.compile(r"engine ([A-Za-z0-9_.-]+)")
 VERSION = re.compile(r"publish of version (\d+) started")
 DONE = re.compile(r"every local rank verified|hold version \d+")
-LAUNCH = re.compile(r"launch of \d+ put\(s\), \d+ piece\(s\), (\d+) bytes .*: ([\d.]+) us on the stream")
+LAUNCH = re.compile(r"launch of (\d+) put\(s\), \d+ piece\(s\), (\d+) bytes .*: ([\d.]+) us on the stream")
 TRAINER = re.compile(r"^trainer rank (\d+):")
 
 
@@ -39,17 +41,32 @@ def busy(intervals):
 
 
 def launch_stats(ev, t0, who):
-    """Per sender (and "all"): (first start, last end, busy, bytes) in ms / GB of a window's launches."""
+    """Per sender (and "all"): (first start, last end, busy, GB, then for launches of one put and of several:
+    count, GB, summed stream ms) in ms / GB of a window's launches."""
     by = {}
     for t, pid, msg in ev:
         m = LAUNCH.search(msg)
         if m:
-            ms = (t - t0) * 1e3
-            by.setdefault(who.get(pid, f"process {pid}"), []).append((ms - float(m.group(2)) / 1e3, ms, int(m.group(1))))
+            ms, us = (t - t0) * 1e3, float(m.group(3))
+            by.setdefault(who.get(pid, f"process {pid}"), []).append((ms - us / 1e3, ms, int(m.group(2)), int(m.group(1)), us))
     if by:
         by["all"] = [x for k in list(by) for x in by[k]]
+
+    def kind(v, several):
+        sel = [x for x in v if (x[3] > 1) == several]
+        return (len(sel), sum(x[2] for x in sel) / 1e9, sum(x[4] for x in sel) / 1e3)
+
     return {k: (min(x[0] for x in v), max(x[1] for x in v), busy((x[0], x[1]) for x in v), sum(x[2] for x in v) / 1e9)
-            for k, v in by.items()}
+            + kind(v, False) + kind(v, True) for k, v in by.items()}
+
+
+def kinds_text(med):
+    """The per-kind part of a launches line from the medians of launch_stats' fields."""
+    out = []
+    for name, (n, gb, ms) in (("of one put", med[4:7]), ("of several", med[7:10])):
+        if n > 0:
+            out.append(f"{n:g} {name}: {gb:.3f} GB, {gb / ms if ms > 0 else 0:.3f} GB/ms on the stream")
+    return "; ".join(out)
 
 
 def shape(msg):
@@ -125,8 +142,9 @@ def main():
             last = statistics.median(s[1] for s in spans)
             print(f"  {f:8.3f} .. {last:8.3f}  {key}")
         for k, st in sorted(launches.get(cfg, {}).items(), key=lambda kv: (kv[0] == "all", kv[0])):
-            med = [statistics.median(x[i] for x in st) for i in range(4)]
-            print(f"  launches of {k}: {med[0]:.3f} .. {med[1]:.3f} ms, the GPU busy {med[2]:.3f} ms, {med[3]:.3f} GB")
+            med = [statistics.median(x[i] for x in st) for i in range(10)]
+            print(f"  launches of {k}: {med[0]:.3f} .. {med[1]:.3f} ms, the GPU busy {med[2]:.3f} ms, {med[3]:.3f} GB; "
+                  + kinds_text(med))
 
 
 if __name__ == "__main__":
