@@ -7,6 +7,8 @@
 # Then call the device with command `bash devbuild/NAME/run.sh` (after appending your commands to it:
 # they run from the repository root, the build at $B, e.g. `WSYNC_ONLY=gpu tests/run.sh $B`) and
 # carry ["devbuild/NAME"]; the GPU host's limit is 64 MiB for the tree and what is carried.
+# Right before the call, tests/gpu/devcheck.sh NAME says whether the folder is ready (libraries staged,
+# run.sh with commands, the binaries it names there, under 64 MiB with the tree).
 # WSYNC_STAGE names the development machine's staging script (it copies the runtime libraries the
 # GPU host lacks, and an env.sh, into build/device-libs).
 set -euo pipefail
