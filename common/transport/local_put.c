@@ -347,13 +347,6 @@ static void trace_queued(lo_conn_t *c, uint64_t tag)
                     (unsigned)(tag >> 32), (unsigned long long)c->nqueued);
 }
 
-/* A packed put gathered straight into the receiver's window (or, cut by
- * its redirect, into the parts ps[0..np)) by one pack kernel that sums
- * what it writes (pack.h, wsync_pack_cuda_launch_sum_parts), after the
- * gathered fused puts (stream order is put order); its sum (the put's, as
- * one range at key_off) goes with its notice as a fused put's does. Called
- * with c->lock on the device; WSYNC_ERR_UNSUPPORTED when the plan cannot
- * launch so here (the parts cut one of its tasks, say). */
 /* Are packed puts of one part batched (put_gather_batched)? Only with
  * WSYNC_LOCAL_GATHER_BATCH=1 (a variable for measurement, docs/CONFIG.md),
  * read once: not yet measured on a GPU, so off by default. */
@@ -404,6 +397,14 @@ static wsync_status_t put_gather_batched(lo_conn_t *c, uint64_t tag, char *dst, 
     return WSYNC_OK;
 }
 
+/* A packed put gathered straight into the receiver's window (or, cut by
+ * its redirect, into the parts ps[0..np)) by one pack kernel that sums
+ * what it writes (pack.h, wsync_pack_cuda_launch_sum_parts), after the
+ * gathered fused puts (stream order is put order); its sum (the put's, as
+ * one range at key_off) goes with its notice as a fused put's does. Called
+ * with c->lock on the device; WSYNC_ERR_UNSUPPORTED when the plan cannot
+ * launch so here (the parts cut one of its tasks, say). With batching on,
+ * a put of one part goes by put_gather_batched instead. */
 static wsync_status_t put_gather_locked(lo_conn_t *c, uint64_t tag, const lo_part_t *ps, size_t np, const char *src,
                                         const struct wsync_pack_plan *plan, size_t len, uint64_t key_off)
 {
