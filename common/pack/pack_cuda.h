@@ -45,7 +45,7 @@ int wsync_cuda_pack_digest_async(const wsync_pack_dsts_t *d, const void *src_bas
  * by its own last block. The kernel's blocks are the puts' tasks in order,
  * put i's from first[i]; put i adds into acc[i] and count[i]. Passed by
  * value (WSYNC_PACK_BATCH_MAX puts, ~0.8 KB). */
-#define WSYNC_PACK_BATCH_MAX 16
+#define WSYNC_PACK_BATCH_MAX WSYNC_PACK_SUM_BATCH /* pack.h's */
 typedef struct wsync_pack_batch_put {
     const wsync_pack_task_t *tasks; /* device memory, ntasks >= 1 */
     uint64_t ntasks;

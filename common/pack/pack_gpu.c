@@ -280,6 +280,17 @@ wsync_status_t wsync_pack_cuda_launch_sum(const wsync_pack_plan_t *p, void *dst_
     return wsync_pack_cuda_launch_sum_parts(p, &one, 1, src_dev_base, key_off, dacc, dcount, hout, stream);
 }
 
+/* A digest of what a plan writes sums whole words: every task of it moves
+ * 8 or 16 bytes at a time. */
+static wsync_status_t sum_width_check(const wsync_pack_plan_t *p)
+{
+    if (p->min_width < 8)
+        return wsync_error(WSYNC_ERR_UNSUPPORTED,
+                           "pack plan (%zu runs) moves %u-byte vectors: its digest needs whole 8-byte words",
+                           p->nruns, p->min_width);
+    return WSYNC_OK;
+}
+
 wsync_status_t wsync_pack_cuda_launch_sum_parts(const wsync_pack_plan_t *p, const wsync_pack_part_t *parts,
                                                 size_t n, const void *src_dev_base, uint64_t key_off,
                                                 uint64_t *dacc, unsigned int *dcount, uint64_t *hout, void *stream)
@@ -289,10 +300,8 @@ wsync_status_t wsync_pack_cuda_launch_sum_parts(const wsync_pack_plan_t *p, cons
     cudaError_t e;
     size_t i;
     int d;
-    if (p->ntasks > 0 && p->min_width < 8)
-        return wsync_error(WSYNC_ERR_UNSUPPORTED,
-                           "pack plan (%zu runs) moves %u-byte vectors: its digest needs whole 8-byte words",
-                           p->nruns, p->min_width);
+    if (p->ntasks > 0)
+        WSYNC_CHECK(sum_width_check(p));
     if (n > 1 && p->start == NULL)
         return wsync_error(WSYNC_ERR_UNSUPPORTED,
                            "pack plan (%zu runs): its tasks are not in destination order, "
@@ -320,10 +329,7 @@ wsync_status_t wsync_pack_cuda_sum_check(const wsync_pack_plan_t *p, const void 
     int d;
     if (p->ntasks == 0)
         return wsync_error(WSYNC_ERR_UNSUPPORTED, "pack plan (%zu runs) has no task to batch", p->nruns);
-    if (p->min_width < 8)
-        return wsync_error(WSYNC_ERR_UNSUPPORTED,
-                           "pack plan (%zu runs) moves %u-byte vectors: its digest needs whole 8-byte words",
-                           p->nruns, p->min_width);
+    WSYNC_CHECK(sum_width_check(p));
     return launch_check(p, dst_dev, src_dev_base, &d, &own);
 }
 
@@ -334,7 +340,7 @@ wsync_status_t wsync_pack_cuda_launch_sum_batch(const wsync_pack_sum_put_t *puts
     uint64_t total = 0;
     cudaError_t e;
     size_t i;
-    if (n < 1 || n > WSYNC_PACK_SUM_BATCH || n > WSYNC_PACK_BATCH_MAX)
+    if (n < 1 || n > WSYNC_PACK_SUM_BATCH)
         return wsync_error(WSYNC_ERR_INVALID, "a batch of %zu packed puts (1 to %d)", n, WSYNC_PACK_SUM_BATCH);
     memset(&b, 0, sizeof(b));
     for (i = 0; i < n; i++) {
@@ -348,12 +354,12 @@ wsync_status_t wsync_pack_cuda_launch_sum_batch(const wsync_pack_sum_put_t *puts
                                           .hout = (unsigned long long *)puts[i].hout};
         total += p->ntasks;
     }
-    if (total > 0x7fffffffu) /* more blocks than a grid: one launch each */
+    if (total > 0x7fffffffu) { /* more blocks than a grid: one launch each */
         for (i = 0; i < n; i++)
             WSYNC_CHECK(wsync_pack_cuda_launch_sum(puts[i].plan, puts[i].dst, puts[i].src_base, puts[i].key_off,
                                                    dacc + i, dcount + i, puts[i].hout, stream));
-    if (total > 0x7fffffffu)
         return WSYNC_OK;
+    }
     b.n = (uint32_t)n;
     b.first[n] = (uint32_t)total;
     e = (cudaError_t)wsync_cuda_pack_digest_batch_async(&b, (unsigned long long *)dacc, dcount, stream);

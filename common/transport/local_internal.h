@@ -139,8 +139,10 @@ typedef struct lo_region {
 } lo_region_t;
 
 #define LO_BATCH WSYNC_CD_BATCH_MAX /* fused (or packed) puts per kernel launch, at most */
-#define LO_MAX_SPANS (1 << 22)      /* of a redirect table a sender accepts */
-#define LO_FLIGHT 2                 /* launches in flight before fused puts wait to go together */
+_Static_assert(WSYNC_CD_BATCH_MAX <= WSYNC_PACK_SUM_BATCH,
+               "a batch of packed puts holds as many as one of fused puts");
+#define LO_MAX_SPANS (1 << 22) /* of a redirect table a sender accepts */
+#define LO_FLIGHT 2            /* launches in flight before fused puts wait to go together */
 
 typedef struct lo_item {
     uint64_t tag, len;
