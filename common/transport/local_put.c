@@ -347,16 +347,17 @@ static void trace_queued(lo_conn_t *c, uint64_t tag)
                     (unsigned)(tag >> 32), (unsigned long long)c->nqueued);
 }
 
-/* Are packed puts of one part batched (put_gather_batched)? Only with
- * WSYNC_LOCAL_GATHER_BATCH=1 (a variable for measurement, docs/CONFIG.md),
- * read once: not yet measured on a GPU, so off by default. */
+/* Are packed puts of one part batched (put_gather_batched)? Yes, unless
+ * WSYNC_LOCAL_GATHER_BATCH=0 (docs/CONFIG.md); read once. Measured on an
+ * H100, tp_e2e_bench gpu 15G: TP=2 in place 20.1 -> 18.2 ms, staged 20.1 ->
+ * 18.1 (bench/RESULTS.md 2026-12-05, evening). */
 static int lo_gather_batch(void)
 {
     static int on;
     int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
     if (v == 0) {
         const char *e = getenv("WSYNC_LOCAL_GATHER_BATCH");
-        v = e && strcmp(e, "1") == 0 ? 1 : 2;
+        v = e && strcmp(e, "0") == 0 ? 2 : 1;
         __atomic_store_n(&on, v, __ATOMIC_RELAXED);
     }
     return v == 1;

@@ -13,7 +13,7 @@
 
 int main(void)
 {
-    setenv("WSYNC_LOCAL_GATHER_BATCH", "1", 0); /* the local transport's batched packed puts (off by default) */
+    setenv("WSYNC_LOCAL_GATHER_BATCH", "1", 0); /* the local transport's batched packed puts (the default) */
     const int ngpu = gpu_count();
     const char *no_gpu = ngpu > 0 ? NULL : "no CUDA device";
     conf_backend_t local = {.name = "local",
