@@ -470,12 +470,15 @@ static wsync_status_t make_puts(build_t *b, wsync_node_plan_t *np)
             p = &np->puts[np->nputs - 1];
         }
         r.dst_off = p->len;
-        if (p->nruns == 0 || !run_extends(&np->runs[np->nruns - 1], &r)) {
+        /* no run spans two cells (tp_runs_collapse: the receiver's tensors
+         * cut puts there, between the tasks of their gather) */
+        if (p->nruns == 0 || b->pf[k - 1].cell != f->cell || !run_extends(&np->runs[np->nruns - 1], &r)) {
             TP_PUSH(np->runs, np->nruns, rcap, r);
             p->nruns++;
         }
         p->len += f->len;
     }
+    tp_runs_collapse(np);
     return WSYNC_OK;
 }
 

@@ -3,6 +3,8 @@
  * its queries and its free. */
 #include "common/targets/target_plan_internal.h"
 
+#include <string.h>
+
 void wsync_node_plan_free(wsync_node_plan_t *np)
 {
     int r;
@@ -29,6 +31,29 @@ uint64_t wsync_node_plan_send_bytes(const wsync_node_plan_t *np, int rank)
     for (i = 0; i < np->rank_nputs[rank]; i++)
         b += np->puts[np->rank_puts[rank][i]].len;
     return b;
+}
+
+void tp_runs_collapse(wsync_node_plan_t *np)
+{
+    size_t k, i, out = 0;
+    for (k = 0; k < np->nputs; k++) {
+        wsync_tput_t *p = &np->puts[k];
+        const wsync_run2d_t *r = &np->runs[p->first_run];
+        int one = 1;
+        for (i = 0; i < p->nruns && one; i++)
+            one = r[i].rows == 1 && (i == 0 || r[i - 1].src_off + r[i - 1].row_bytes == r[i].src_off);
+        if (one && p->nruns > 1) {
+            np->runs[out] = r[0];
+            np->runs[out].row_bytes = p->len;
+            p->first_run = out++;
+            p->nruns = 1;
+            continue;
+        }
+        memmove(&np->runs[out], r, p->nruns * sizeof(*r));
+        p->first_run = out;
+        out += p->nruns;
+    }
+    np->nruns = out;
 }
 
 wsync_status_t tp_index(wsync_node_plan_t *np)

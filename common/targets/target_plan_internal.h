@@ -96,4 +96,11 @@ int tp_cut(uint64_t src, uint64_t stride, uint64_t width, uint64_t rows, uint64_
  * for land_rank and src_chunk), land_bytes and holds_bytes are allocated. */
 wsync_status_t tp_index(wsync_node_plan_t *np);
 
+/* A put whose runs are all single rows, each continuing the one before it
+ * in the source, becomes one run (a plain copy: whole-image pieces are one
+ * run). make_puts merges no run across cells; other puts keep their runs cut
+ * there, so the tasks of their gather never span two of the receiver's
+ * tensors. */
+void tp_runs_collapse(wsync_node_plan_t *np);
+
 #endif

@@ -34,6 +34,31 @@ static int owner_of(const wsync_layout_t *l, uint64_t o)
     return -1;
 }
 
+/* A put gathered from several runs (or rows) has no run across a boundary
+ * of its landing rank's destinations (a receiver landing in the caller's
+ * tensors cuts it there, between its gather's tasks); 1 if one does. */
+static int run_spans_dests(const sim_case_t *c, const wsync_node_plan_t *np)
+{
+    size_t p, d, k;
+    for (p = 0; p < np->nputs; p++) {
+        const wsync_tput_t *pu = &np->puts[p];
+        const wsync_target_t *t = c->t[pu->land_rank];
+        if (pu->nruns == 1 && np->runs[pu->first_run].rows == 1)
+            continue; /* a plain copy: cut in parts as it is */
+        for (d = 0; d < t->ndests; d++)
+            for (k = 0; k < pu->nruns; k++) {
+                const wsync_run2d_t *r = &np->runs[pu->first_run + k];
+                uint64_t at = pu->dst_off + r->dst_off, end = at + r->row_bytes * r->rows;
+                if (t->dests[d].offset > at && t->dests[d].offset < end) {
+                    fprintf(stderr, "  put %zu: a run of %llu bytes spans the start of '%s'\n", p,
+                            (unsigned long long)(end - at), t->dests[d].name);
+                    return 1;
+                }
+            }
+    }
+    return 0;
+}
+
 /* Executes the plan and checks every property; returns the failures. */
 static int check_plan(const sim_case_t *c, const wsync_node_plan_t *np)
 {
@@ -141,6 +166,7 @@ static int check_plan(const sim_case_t *c, const wsync_node_plan_t *np)
                 (unsigned long long)np->network_bytes, (unsigned long long)net);
         bad++;
     }
+    bad += run_spans_dests(c, np);
     for (p = 0; c->apart && p < np->ncopies; p++) /* a rank holding bytes twice copies them inside itself */
         if (np->copies[p].from_rank != np->copies[p].to_rank) {
             fprintf(stderr, "  one GPU: a copy from rank %d to rank %d (each rank lands what it holds)\n",
