@@ -122,28 +122,34 @@ wsync_status_t wsync_pack_cuda_launch_sum_parts(const wsync_pack_plan_t *plan, c
                                                 size_t n, const void *src_dev_base, uint64_t key_off,
                                                 uint64_t *dacc, unsigned int *dcount, uint64_t *hout, void *stream);
 
-/* A packed put of a batch: the plan, the put's first byte (one part),
- * the source base, its digest key offset and where its sum goes. */
+/* A packed put of a batch: the plan, where its bytes land (nparts parts as
+ * wsync_pack_cuda_launch_sum_parts takes them; one part: at 0, the put's
+ * first byte), the source base, its digest key offset and where its sum
+ * goes. */
 typedef struct wsync_pack_sum_put {
     const wsync_pack_plan_t *plan;
-    void *dst;
+    const wsync_pack_part_t *parts;
+    size_t nparts;
     const void *src_base;
     uint64_t key_off;
     uint64_t *hout;
 } wsync_pack_sum_put_t;
 #define WSYNC_PACK_SUM_BATCH 16
+#define WSYNC_PACK_SUM_BATCH_PARTS 64 /* the parts of a batch's puts, in all */
 
-/* Would wsync_pack_cuda_launch_sum take this put? WSYNC_OK, or the error it
- * would fail with (WSYNC_ERR_UNSUPPORTED: narrower than 8-byte words, or no
- * task; WSYNC_ERR_INVALID: misaligned bases, another device), saying why.
+/* Would wsync_pack_cuda_launch_sum_parts take this put (n parts)? WSYNC_OK,
+ * or the error it would fail with (WSYNC_ERR_UNSUPPORTED: narrower than
+ * 8-byte words, no task, or parts the plan cannot land in;
+ * WSYNC_ERR_INVALID: misaligned bases, another device), saying why.
  * Launches nothing. */
-wsync_status_t wsync_pack_cuda_sum_check(const wsync_pack_plan_t *plan, const void *dst_dev,
+wsync_status_t wsync_pack_cuda_sum_check(const wsync_pack_plan_t *plan, const wsync_pack_part_t *parts, size_t n,
                                          const void *src_dev_base);
-/* n (1..WSYNC_PACK_SUM_BATCH) puts, each one sum_check took, as one launch
- * (fewer, bigger launches: the local transport batches the packed puts
- * handed while its stream is busy): each put's bytes and sum as
- * wsync_pack_cuda_launch_sum gives them. dacc and dcount: n device words
- * each at 0, put back to 0 (launches in one stream share them). */
+/* n (1..WSYNC_PACK_SUM_BATCH) puts, each one sum_check took, their parts
+ * WSYNC_PACK_SUM_BATCH_PARTS at most in all, as one launch (fewer, bigger
+ * launches: the local transport batches the packed puts handed while its
+ * stream is busy): each put's bytes and sum as
+ * wsync_pack_cuda_launch_sum_parts gives them. dacc and dcount: n device
+ * words each at 0, put back to 0 (launches in one stream share them). */
 wsync_status_t wsync_pack_cuda_launch_sum_batch(const wsync_pack_sum_put_t *puts, size_t n, uint64_t *dacc,
                                                 unsigned int *dcount, void *stream);
 

@@ -41,23 +41,27 @@ int wsync_cuda_pack_digest_async(const wsync_pack_dsts_t *d, const void *src_bas
                                  void *stream);
 
 /* A batch of packed puts (pack_digest_cuda.cu): each as for
- * wsync_cuda_pack_digest_async with one part, its sum stored into its hout
- * by its own last block. The kernel's blocks are the puts' tasks in order,
- * put i's from first[i]; put i adds into acc[i] and count[i]. Passed by
- * value (WSYNC_PACK_BATCH_MAX puts, ~0.8 KB). */
+ * wsync_cuda_pack_digest_async, its sum stored into its hout by its own last
+ * block; a put of one part lands at dst, one of more in its parts of the
+ * batch's table. The kernel's blocks are the puts' tasks in order, put i's
+ * from first[i]; put i adds into acc[i] and count[i]. Passed by value
+ * (WSYNC_PACK_BATCH_MAX puts and WSYNC_PACK_BATCH_PARTS parts, ~1.9 KB). */
 #define WSYNC_PACK_BATCH_MAX WSYNC_PACK_SUM_BATCH /* pack.h's */
 typedef struct wsync_pack_batch_put {
     const wsync_pack_task_t *tasks; /* device memory, ntasks >= 1 */
     uint64_t ntasks;
     const unsigned char *src; /* the plan's source base */
-    unsigned char *dst;       /* the put's first byte */
+    unsigned char *dst;       /* the put's first byte (one part) */
     uint64_t key;             /* wsync_digest_base_key(key_off) */
     unsigned long long *hout; /* where its last block stores the sum */
+    uint32_t part0, nparts;   /* more than one part: at[part0 ..], base[part0 ..] of the batch */
 } wsync_pack_batch_put_t;
+#define WSYNC_PACK_BATCH_PARTS WSYNC_PACK_SUM_BATCH_PARTS /* pack.h's */
 typedef struct wsync_pack_batch {
     uint32_t n, pad;
     uint32_t first[WSYNC_PACK_BATCH_MAX + 1]; /* first[n]: every task */
     wsync_pack_batch_put_t p[WSYNC_PACK_BATCH_MAX];
+    uint64_t at[WSYNC_PACK_BATCH_PARTS], base[WSYNC_PACK_BATCH_PARTS]; /* as wsync_pack_dsts_t's */
 } wsync_pack_batch_t;
 int wsync_cuda_pack_digest_batch_async(const wsync_pack_batch_t *b, unsigned long long *acc, unsigned int *count,
                                        void *stream);

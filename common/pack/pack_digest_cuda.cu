@@ -8,9 +8,9 @@
 // cut in parts (the caller's tensors) is one launch too: each task writes
 // into its part. Not yet measured on a GPU:
 // the shape is pack_cuda.cu's at DIG_THREADS threads, whose block sum helper
-// it uses. A batch of such puts (one part each) is one launch too: the
-// local transport gathers the puts handed while its stream is busy, as it
-// does its fused copies.
+// it uses. A batch of such puts (each in one part or several) is one launch
+// too: the local transport gathers the puts handed while its stream is
+// busy, as it does its fused copies.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -42,13 +42,15 @@ struct put_sum {
 };
 
 // The address the put's byte 0 would have for a task starting at put
-// offset `at`: its part's (parts never cut a task: pack_gpu.c checks).
-static __device__ __forceinline__ unsigned char *part_base(const wsync_pack_dsts_t &d, uint64_t at)
+// offset `at`: its part's, of the n parts at[0..n), base[0..n) (parts never
+// cut a task: pack_gpu.c checks).
+static __device__ __forceinline__ unsigned char *part_base(const uint64_t *at_of, const uint64_t *base, uint32_t n,
+                                                           uint64_t at)
 {
-    uint32_t j = d.n - 1;
-    while (j > 0 && d.at[j] > at)
+    uint32_t j = n - 1;
+    while (j > 0 && at_of[j] > at)
         j--;
-    return (unsigned char *)(uintptr_t)d.base[j];
+    return (unsigned char *)(uintptr_t)base[j];
 }
 
 __global__ void __launch_bounds__(DIG_THREADS)
@@ -58,7 +60,7 @@ __global__ void __launch_bounds__(DIG_THREADS)
     uint64_t s = 0;
     for (size_t b = blockIdx.x; b < n; b += gridDim.x) {
         const wsync_pack_task_t t = tasks[b];
-        unsigned char *dst = part_base(d, t.dst);
+        unsigned char *dst = part_base(d.at, d.base, d.n, t.dst);
         const put_sum sum = {base + (t.dst / 8) * WSYNC_DIGEST_GOLDEN};
         s += t.width == 16 ? pack_gather<ulonglong2, PD_UNROLL>(t, src, dst, sum)
                            : pack_gather<unsigned long long, PD_UNROLL>(t, src, dst, sum);
@@ -93,9 +95,10 @@ __global__ void __launch_bounds__(DIG_THREADS)
         i++;
     const wsync_pack_batch_put_t &p = b.p[i];
     const wsync_pack_task_t t = p.tasks[blockIdx.x - b.first[i]];
+    unsigned char *dst = p.nparts > 1 ? part_base(b.at + p.part0, b.base + p.part0, p.nparts, t.dst) : p.dst;
     const put_sum sum = {p.key + (t.dst / 8) * WSYNC_DIGEST_GOLDEN};
-    const uint64_t s = t.width == 16 ? pack_gather<ulonglong2, PD_UNROLL>(t, p.src, p.dst, sum)
-                                     : pack_gather<unsigned long long, PD_UNROLL>(t, p.src, p.dst, sum);
+    const uint64_t s = t.width == 16 ? pack_gather<ulonglong2, PD_UNROLL>(t, p.src, dst, sum)
+                                     : pack_gather<unsigned long long, PD_UNROLL>(t, p.src, dst, sum);
     d_block_add_out_of(s, acc + i, count + i, p.hout, (unsigned)p.ntasks);
 }
 
@@ -106,7 +109,8 @@ extern "C" int wsync_cuda_pack_digest_batch_async(const wsync_pack_batch_t *b, u
     if (b->n < 1 || b->n > WSYNC_PACK_BATCH_MAX || b->first[0] != 0 || b->first[b->n] == 0)
         return (int)cudaErrorInvalidValue;
     for (i = 0; i < b->n; i++)
-        if (b->p[i].ntasks == 0 || b->first[i + 1] - b->first[i] != b->p[i].ntasks)
+        if (b->p[i].ntasks == 0 || b->first[i + 1] - b->first[i] != b->p[i].ntasks ||
+            (b->p[i].nparts > 1 && b->p[i].part0 + b->p[i].nparts > WSYNC_PACK_BATCH_PARTS))
             return (int)cudaErrorInvalidValue;
     pack_digest_batch_kernel<<<b->first[b->n], DIG_THREADS, 0, (cudaStream_t)stream>>>(*b, acc, count);
     return (int)cudaGetLastError();

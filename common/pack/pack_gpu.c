@@ -291,15 +291,11 @@ static wsync_status_t sum_width_check(const wsync_pack_plan_t *p)
     return WSYNC_OK;
 }
 
-wsync_status_t wsync_pack_cuda_launch_sum_parts(const wsync_pack_plan_t *p, const wsync_pack_part_t *parts,
-                                                size_t n, const void *src_dev_base, uint64_t key_off,
-                                                uint64_t *dacc, unsigned int *dcount, uint64_t *hout, void *stream)
+/* Can the plan land its put in these n parts, summing whole words? As
+ * launch_check, and the parts (more than one) against its tasks. */
+static wsync_status_t sum_parts_check(const wsync_pack_plan_t *p, const wsync_pack_part_t *parts, size_t n,
+                                      const void *src_dev_base, int *d, cudaStream_t *own)
 {
-    wsync_pack_dsts_t dsts = {.n = (uint32_t)n};
-    cudaStream_t own;
-    cudaError_t e;
-    size_t i;
-    int d;
     if (p->ntasks > 0)
         WSYNC_CHECK(sum_width_check(p));
     if (n > 1 && p->start == NULL)
@@ -309,7 +305,19 @@ wsync_status_t wsync_pack_cuda_launch_sum_parts(const wsync_pack_plan_t *p, cons
                            p->nruns);
     if (n != 1)
         WSYNC_CHECK(wsync_pack_parts_check(p->start, p->ntasks, p->len, parts, n, p->dst_mod, p->align));
-    WSYNC_CHECK(launch_check(p, parts[0].dst, src_dev_base, &d, &own));
+    return launch_check(p, parts[0].dst, src_dev_base, d, own);
+}
+
+wsync_status_t wsync_pack_cuda_launch_sum_parts(const wsync_pack_plan_t *p, const wsync_pack_part_t *parts,
+                                                size_t n, const void *src_dev_base, uint64_t key_off,
+                                                uint64_t *dacc, unsigned int *dcount, uint64_t *hout, void *stream)
+{
+    wsync_pack_dsts_t dsts = {.n = (uint32_t)n};
+    cudaStream_t own;
+    cudaError_t e;
+    size_t i;
+    int d;
+    WSYNC_CHECK(sum_parts_check(p, parts, n, src_dev_base, &d, &own));
     for (i = 0; i < n; i++) {
         dsts.at[i] = parts[i].at;
         dsts.base[i] = (uint64_t)(uintptr_t)parts[i].dst - parts[i].at;
@@ -323,14 +331,16 @@ wsync_status_t wsync_pack_cuda_launch_sum_parts(const wsync_pack_plan_t *p, cons
     return WSYNC_OK;
 }
 
-wsync_status_t wsync_pack_cuda_sum_check(const wsync_pack_plan_t *p, const void *dst_dev, const void *src_dev_base)
+wsync_status_t wsync_pack_cuda_sum_check(const wsync_pack_plan_t *p, const wsync_pack_part_t *parts, size_t n,
+                                         const void *src_dev_base)
 {
     cudaStream_t own;
     int d;
     if (p->ntasks == 0)
         return wsync_error(WSYNC_ERR_UNSUPPORTED, "pack plan (%zu runs) has no task to batch", p->nruns);
-    WSYNC_CHECK(sum_width_check(p));
-    return launch_check(p, dst_dev, src_dev_base, &d, &own);
+    if (n < 1 || n > WSYNC_PACK_MAX_PARTS)
+        return wsync_error(WSYNC_ERR_UNSUPPORTED, "a put in %zu parts (1 to %d)", n, WSYNC_PACK_MAX_PARTS);
+    return sum_parts_check(p, parts, n, src_dev_base, &d, &own);
 }
 
 wsync_status_t wsync_pack_cuda_launch_sum_batch(const wsync_pack_sum_put_t *puts, size_t n, uint64_t *dacc,
@@ -338,26 +348,38 @@ wsync_status_t wsync_pack_cuda_launch_sum_batch(const wsync_pack_sum_put_t *puts
 {
     wsync_pack_batch_t b;
     uint64_t total = 0;
+    uint32_t nparts = 0;
     cudaError_t e;
-    size_t i;
+    size_t i, k;
     if (n < 1 || n > WSYNC_PACK_SUM_BATCH)
         return wsync_error(WSYNC_ERR_INVALID, "a batch of %zu packed puts (1 to %d)", n, WSYNC_PACK_SUM_BATCH);
     memset(&b, 0, sizeof(b));
     for (i = 0; i < n; i++) {
         const wsync_pack_plan_t *p = puts[i].plan;
+        const size_t np = puts[i].nparts;
+        if (np < 1 || (np > 1 && nparts + np > WSYNC_PACK_BATCH_PARTS))
+            return wsync_error(WSYNC_ERR_INVALID, "a batch of packed puts in more than %d parts",
+                               WSYNC_PACK_BATCH_PARTS);
         b.first[i] = (uint32_t)total;
         b.p[i] = (wsync_pack_batch_put_t){.tasks = p->dev_tasks,
                                           .ntasks = p->ntasks,
                                           .src = puts[i].src_base,
-                                          .dst = puts[i].dst,
+                                          .dst = puts[i].parts[0].dst,
                                           .key = wsync_digest_base_key(puts[i].key_off),
-                                          .hout = (unsigned long long *)puts[i].hout};
+                                          .hout = (unsigned long long *)puts[i].hout,
+                                          .part0 = nparts,
+                                          .nparts = (uint32_t)np};
+        for (k = 0; np > 1 && k < np; k++, nparts++) {
+            b.at[nparts] = puts[i].parts[k].at;
+            b.base[nparts] = (uint64_t)(uintptr_t)puts[i].parts[k].dst - puts[i].parts[k].at;
+        }
         total += p->ntasks;
     }
     if (total > 0x7fffffffu) { /* more blocks than a grid: one launch each */
         for (i = 0; i < n; i++)
-            WSYNC_CHECK(wsync_pack_cuda_launch_sum(puts[i].plan, puts[i].dst, puts[i].src_base, puts[i].key_off,
-                                                   dacc + i, dcount + i, puts[i].hout, stream));
+            WSYNC_CHECK(wsync_pack_cuda_launch_sum_parts(puts[i].plan, puts[i].parts, puts[i].nparts,
+                                                         puts[i].src_base, puts[i].key_off, dacc + i, dcount + i,
+                                                         puts[i].hout, stream));
         return WSYNC_OK;
     }
     b.n = (uint32_t)n;
@@ -444,7 +466,8 @@ wsync_status_t wsync_pack_cuda_launch_sum_parts(const wsync_pack_plan_t *plan, c
     return no_cuda();
 }
 
-wsync_status_t wsync_pack_cuda_sum_check(const wsync_pack_plan_t *plan, const void *dst_dev, const void *src_dev_base)
+wsync_status_t wsync_pack_cuda_sum_check(const wsync_pack_plan_t *plan, const wsync_pack_part_t *parts, size_t n,
+                                         const void *src_dev_base)
 {
     return no_cuda();
 }

@@ -164,8 +164,10 @@ typedef struct lo_op {
     int np;          /* pieces of its kernel */
     int kind;        /* of a batch: LO_OP_FUSED (pc) or LO_OP_GATHER (g) */
     lo_item_t it[LO_BATCH];
-    wsync_cd_piece_t pc[LO_BATCH];    /* the fused puts' copies */
-    wsync_pack_sum_put_t g[LO_BATCH]; /* the packed puts */
+    wsync_cd_piece_t pc[LO_BATCH];                        /* the fused puts' copies */
+    wsync_pack_sum_put_t g[LO_BATCH];                     /* the packed puts */
+    wsync_pack_part_t gparts[WSYNC_PACK_SUM_BATCH_PARTS]; /* their parts, ngparts of them */
+    int ngparts;
 } lo_op_t;
 
 typedef struct lo_conn {

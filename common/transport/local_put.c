@@ -81,6 +81,7 @@ static lo_op_t *op_get(lo_conn_t *c)
     op->next = NULL;
     op->n = 0;
     op->np = 0;
+    op->ngparts = 0;
     op->kind = LO_OP_FUSED;
     op->bytes = 0;
     return op;
@@ -347,7 +348,7 @@ static void trace_queued(lo_conn_t *c, uint64_t tag)
                     (unsigned)(tag >> 32), (unsigned long long)c->nqueued);
 }
 
-/* Are packed puts of one part batched (put_gather_batched)? Yes, unless
+/* Are packed puts batched (put_gather_batched)? Yes, unless
  * WSYNC_LOCAL_GATHER_BATCH=0 (docs/CONFIG.md); read once. Measured on an
  * H100, tp_e2e_bench gpu 15G: TP=2 in place 20.1 -> 18.2 ms, staged 20.1 ->
  * 18.1 (bench/RESULTS.md 2026-12-05, evening). */
@@ -363,33 +364,39 @@ static int lo_gather_batch(void)
     return v == 1;
 }
 
-/* A packed put of one part joins the pending batch of packed puts (a
- * pending batch of fused puts goes first), launched as one kernel as fused
- * puts are (put_fused). Checked here, so a put the kernel cannot take is
- * declined (WSYNC_ERR_UNSUPPORTED) before anything is queued. Called with
- * c->lock on the device. */
-static wsync_status_t put_gather_batched(lo_conn_t *c, uint64_t tag, char *dst, const char *src,
-                                         const struct wsync_pack_plan *plan, size_t len, uint64_t key_off)
+/* A packed put (its n parts: the put's bytes from parts[i].at land at
+ * parts[i].dst) joins the pending batch of packed puts (a pending batch of
+ * fused puts, or one whose parts table this put's would overflow, goes
+ * first), launched as one kernel as fused puts are (put_fused). Checked
+ * here, so a put the kernel cannot take is declined
+ * (WSYNC_ERR_UNSUPPORTED) before anything is queued. Called with c->lock
+ * on the device. */
+static wsync_status_t put_gather_batched(lo_conn_t *c, uint64_t tag, const wsync_pack_part_t *parts, size_t n,
+                                         const char *src, const struct wsync_pack_plan *plan, size_t len,
+                                         uint64_t key_off)
 {
     const int slot = (int)(c->sums_taken % LO_SUMS);
-    wsync_status_t st = wsync_pack_cuda_sum_check(plan, dst, src);
+    wsync_status_t st = wsync_pack_cuda_sum_check(plan, parts, n, src);
     lo_op_t *op;
     if (st != WSYNC_OK)
         return st == WSYNC_ERR_INVALID ? WSYNC_ERR_UNSUPPORTED : st;
     if (!sums_free(c, 1))
         return wsync_error(WSYNC_ERR_UNSUPPORTED, "every sum of the connection is in use");
-    if (c->pend && c->pend->kind != LO_OP_GATHER)
+    if (c->pend && (c->pend->kind != LO_OP_GATHER || c->pend->ngparts + (int)n > WSYNC_PACK_SUM_BATCH_PARTS))
         WSYNC_CHECK(launch_pending(c, 0));
     if ((op = c->pend) == NULL) {
         if ((op = c->pend = op_get(c)) == NULL)
             return WSYNC_ERR_NOMEM;
         op->kind = LO_OP_GATHER;
     }
+    memcpy(op->gparts + op->ngparts, parts, n * sizeof(*parts));
     op->g[op->np++] = (wsync_pack_sum_put_t){.plan = plan,
-                                             .dst = dst,
+                                             .parts = op->gparts + op->ngparts,
+                                             .nparts = n,
                                              .src_base = src,
                                              .key_off = key_off,
                                              .hout = c->hsums_dev + slot};
+    op->ngparts += (int)n;
     c->sums_taken++;
     op->it[op->n++] = (lo_item_t){.tag = tag, .len = len, .sum = slot, .nsum = 1};
     op->bytes += len;
@@ -404,8 +411,8 @@ static wsync_status_t put_gather_batched(lo_conn_t *c, uint64_t tag, char *dst, 
  * gathered fused puts (stream order is put order); its sum (the put's, as
  * one range at key_off) goes with its notice as a fused put's does. Called
  * with c->lock on the device; WSYNC_ERR_UNSUPPORTED when the plan cannot
- * launch so here (the parts cut one of its tasks, say). With batching on,
- * a put of one part goes by put_gather_batched instead. */
+ * launch so here (the parts cut one of its tasks, say). With batching on
+ * (the default), it goes by put_gather_batched instead. */
 static wsync_status_t put_gather_locked(lo_conn_t *c, uint64_t tag, const lo_part_t *ps, size_t np, const char *src,
                                         const struct wsync_pack_plan *plan, size_t len, uint64_t key_off)
 {
@@ -416,12 +423,12 @@ static wsync_status_t put_gather_locked(lo_conn_t *c, uint64_t tag, const lo_par
     cudaError_t e;
     lo_op_t *op;
     size_t i;
-    if (np == 1 && lo_gather_batch())
-        return put_gather_batched(c, tag, ps[0].dst, src, plan, len, key_off);
     if (np > WSYNC_PACK_MAX_PARTS)
         return wsync_error(WSYNC_ERR_UNSUPPORTED, "the put crosses %zu parts of the receiver's redirect", np);
     for (i = 0; i < np; i++)
         parts[i] = (wsync_pack_part_t){.at = ps[i].off - key_off, .dst = ps[i].dst};
+    if (lo_gather_batch())
+        return put_gather_batched(c, tag, parts, np, src, plan, len, key_off);
     if (!sums_free(c, 1))
         return wsync_error(WSYNC_ERR_UNSUPPORTED, "every sum of the connection is in use");
     WSYNC_CHECK(launch_pending(c, 0));

@@ -313,6 +313,7 @@ static void a_batch_of_puts_sums_each_put(void)
     uint64_t *acc = NULL, *hout = NULL, sums[NP];
     wsync_pack_plan_t *plan[NP] = {NULL}, *odd = NULL;
     wsync_pack_sum_put_t puts[NP];
+    wsync_pack_part_t parts[NP], bad = {.at = 0, .dst = NULL};
     wsync_run2d_t runs[NP], one = {.src_off = 3, .src_stride = 7, .row_bytes = 3, .rows = 10};
     int rep;
     if (ngpu == 0) {
@@ -343,9 +344,11 @@ static void a_batch_of_puts_sums_each_put(void)
         CHECK_OK(wsync_pack_cuda_prepare(&runs[i], 1, (uintptr_t)(dst + at[i]), (uintptr_t)src_dev, &plan[i]));
         if (plan[i] == NULL)
             goto out;
-        CHECK_OK(wsync_pack_cuda_sum_check(plan[i], dst + at[i], src_dev));
+        parts[i] = (wsync_pack_part_t){.at = 0, .dst = dst + at[i]};
+        CHECK_OK(wsync_pack_cuda_sum_check(plan[i], &parts[i], 1, src_dev));
         puts[i] = (wsync_pack_sum_put_t){.plan = plan[i],
-                                         .dst = dst + at[i],
+                                         .parts = &parts[i],
+                                         .nparts = 1,
                                          .src_base = src_dev,
                                          .key_off = 1000 * i + 8,
                                          .hout = hout + i};
@@ -366,10 +369,12 @@ static void a_batch_of_puts_sums_each_put(void)
         for (i = 0; i < NP; i++)
             CHECK_EQ(sums[i], wsync_digest_sum(want + at[i], (size_t)ROWS * slice[i], 1000 * i + 8));
     }
-    CHECK_FAILS(wsync_pack_cuda_sum_check(plan[0], dst + at[0] + 8, src_dev), WSYNC_ERR_INVALID, "alignment");
+    bad.dst = dst + at[0] + 8;
+    CHECK_FAILS(wsync_pack_cuda_sum_check(plan[0], &bad, 1, src_dev), WSYNC_ERR_INVALID, "alignment");
     CHECK_OK(wsync_pack_cuda_prepare(&one, 1, 0, 0, &odd));
+    bad.dst = dst;
     if (odd)
-        CHECK_FAILS(wsync_pack_cuda_sum_check(odd, dst, src_dev), WSYNC_ERR_UNSUPPORTED, "8-byte words");
+        CHECK_FAILS(wsync_pack_cuda_sum_check(odd, &bad, 1, src_dev), WSYNC_ERR_UNSUPPORTED, "8-byte words");
     CHECK_FAILS(wsync_pack_cuda_launch_sum_batch(puts, 0, acc, (unsigned int *)(acc + NP), NULL),
                 WSYNC_ERR_INVALID, "1 to 16");
 out:
@@ -383,8 +388,102 @@ out:
     free(want);
     free(got);
 }
+
+/* A put of two column slices landing in two parts (the caller's tensors:
+ * the second slice elsewhere) between two puts of one part, as one batch
+ * launch: each part holds its slice's gather, the sentinels around them are
+ * untouched, and the put's sum is the host digest of its bytes as one range;
+ * sum_check refuses parts that cut a task. */
+static void a_batch_put_in_parts_lands_in_each(void)
+{
+    enum { ROWS = 40, STRIDE = 8192, W0 = 448, W1 = 1024, GAP = 256 };
+    const size_t l0 = (size_t)ROWS * W0, l1 = (size_t)ROWS * W1, src_len = 4 * (size_t)ROWS * STRIDE;
+    const size_t span = l0 + GAP + l1 + GAP, side = 2 * (size_t)ROWS * W0;
+    unsigned char *src = malloc(src_len), *want = malloc(span), *got = malloc(span), *src_dev = NULL, *dst = NULL;
+    uint64_t *acc = NULL, sums[3];
+    wsync_run2d_t two[2] =
+        {{.src_off = 128, .src_stride = STRIDE, .row_bytes = W0, .rows = ROWS, .dst_off = 0},
+         {.src_off = 2 * ROWS * STRIDE, .src_stride = STRIDE, .row_bytes = W1, .rows = ROWS, .dst_off = l0}},
+                  single = {.src_off = ROWS * STRIDE, .src_stride = STRIDE, .row_bytes = W0, .rows = ROWS};
+    wsync_pack_plan_t *plan = NULL, *plan1 = NULL;
+    wsync_pack_part_t p2[2], p1[2], cut[2];
+    wsync_pack_sum_put_t puts[3];
+    if (ngpu == 0) {
+        free(src), free(want), free(got);
+        SKIP("no CUDA device");
+    }
+    CHECK(src && want && got);
+    CHECK_OK(wsync_mem_cuda.alloc(src_len, (void **)&src_dev));
+    CHECK_OK(wsync_mem_cuda.alloc(span + 2 * side, (void **)&dst));
+    CHECK_OK(wsync_mem_cuda.alloc(9 * sizeof(uint64_t), (void **)&acc));
+    if (!src || !want || !got || !src_dev || !dst || !acc)
+        goto out;
+    fill_random(src, src_len, 91);
+    CHECK_OK(wsync_mem_cuda.copy(src_dev, src, src_len));
+    CHECK(cudaMemset(acc, 0, 6 * sizeof(uint64_t)) == cudaSuccess);
+    /* the put: slice 0 at dst, slice 1 GAP bytes after it (not where a
+     * contiguous put would write it); puts of one part on either side */
+    p2[0] = (wsync_pack_part_t){.at = 0, .dst = dst};
+    p2[1] = (wsync_pack_part_t){.at = l0, .dst = dst + l0 + GAP};
+    p1[0] = (wsync_pack_part_t){.at = 0, .dst = dst + span};
+    p1[1] = (wsync_pack_part_t){.at = 0, .dst = dst + span + side};
+    CHECK_OK(wsync_pack_cuda_prepare(two, 2, (uintptr_t)dst, (uintptr_t)src_dev, &plan));
+    CHECK_OK(wsync_pack_cuda_prepare(&single, 1, (uintptr_t)dst, (uintptr_t)src_dev, &plan1));
+    if (plan == NULL || plan1 == NULL)
+        goto out;
+    CHECK_OK(wsync_pack_cuda_sum_check(plan, p2, 2, src_dev));
+    cut[0] = p2[0], cut[1] = (wsync_pack_part_t){.at = 64, .dst = dst + 64 + GAP};
+    CHECK_FAILS(wsync_pack_cuda_sum_check(plan, cut, 2, src_dev), WSYNC_ERR_UNSUPPORTED, "part");
+    puts[0] = (wsync_pack_sum_put_t){.plan = plan1,
+                                     .parts = &p1[0],
+                                     .nparts = 1,
+                                     .src_base = src_dev,
+                                     .key_off = 8,
+                                     .hout = acc + 6};
+    puts[1] = (wsync_pack_sum_put_t){.plan = plan,
+                                     .parts = p2,
+                                     .nparts = 2,
+                                     .src_base = src_dev,
+                                     .key_off = 4096,
+                                     .hout = acc + 7};
+    puts[2] = (wsync_pack_sum_put_t){.plan = plan1,
+                                     .parts = &p1[1],
+                                     .nparts = 1,
+                                     .src_base = src_dev,
+                                     .key_off = 64,
+                                     .hout = acc + 8};
+    memset(want, SENTINEL, span);
+    CHECK_OK(wsync_mem_cuda.copy(dst, want, span));
+    gather_bytes(want, src, &two[0], 1);
+    gather_bytes(want + l0 + GAP - l0, src, &two[1], 1); /* run 1 writes at its dst_off l0: part 1's place */
+    CHECK_OK(wsync_pack_cuda_launch_sum_batch(puts, 3, acc, (unsigned int *)(acc + 3), NULL));
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK_OK(wsync_mem_cuda.copy(got, dst, span));
+    CHECK(memcmp(got, want, span) == 0);
+    CHECK(cudaMemcpy(sums, acc + 6, sizeof(sums), cudaMemcpyDeviceToHost) == cudaSuccess);
+    memcpy(got, want, l0); /* the put's bytes as one range: slice 0, then slice 1 */
+    memcpy(got + l0, want + l0 + GAP, l1);
+    CHECK_EQ(sums[1], wsync_digest_sum(got, l0 + l1, 4096));
+    gather_bytes(got, src, &single, 1);
+    CHECK_EQ(sums[0], wsync_digest_sum(got, l0, 8));
+    CHECK_EQ(sums[2], wsync_digest_sum(got, l0, 64));
+out:
+    wsync_pack_cuda_plan_free(plan);
+    wsync_pack_cuda_plan_free(plan1);
+    wsync_mem_cuda.free(src_dev);
+    wsync_mem_cuda.free(dst);
+    wsync_mem_cuda.free(acc);
+    free(src);
+    free(want);
+    free(got);
+}
 #else
 static void a_batch_of_puts_sums_each_put(void)
+{
+    SKIP("not built with CUDA");
+}
+
+static void a_batch_put_in_parts_lands_in_each(void)
 {
     SKIP("not built with CUDA");
 }
@@ -398,5 +497,6 @@ int main(void)
     RUN(one_launch_many_runs_poll_and_streams);
     RUN(plans_launch_in_flight_and_refuse_bad_bases);
     RUN(a_batch_of_puts_sums_each_put);
+    RUN(a_batch_put_in_parts_lands_in_each);
     TEST_EXIT();
 }
