@@ -23,7 +23,13 @@ for b in ${BENCHES:-gpu_delta_bench gpu_delta_phases_bench tp_e2e_bench}; do cp 
 find $d -type f -perm -u+x -exec strip --strip-debug {} + 2>/dev/null || true
 strip --strip-debug $d/libwsync.so
 mkdir -p $d/device-libs
-mkdir -p build/device-libs && bash "$stage" >/dev/null && cp -r build/device-libs/* $d/device-libs/ && test -f $d/device-libs/env.sh
+# The staging script may exit non-zero after writing everything (a closed pipe in it: 141): what
+# counts is what it wrote. (Joined with &&, its failure skipped the copy and set -e let it pass: a
+# folder without its libraries, that the device runs for nothing.)
+mkdir -p build/device-libs
+bash "$stage" >/dev/null || echo "devbuild: $stage exited $?; checking what it wrote" >&2
+test -f build/device-libs/env.sh || { echo "devbuild: $stage wrote no build/device-libs/env.sh" >&2; exit 1; }
+cp -r build/device-libs/* $d/device-libs/
 cat > devbuild/$name/run.sh <<'EOR'
 #!/bin/bash
 # sourced preamble: B = the build, then the caller's commands run from the repository root
