@@ -298,6 +298,31 @@ out:
     free(got);
 }
 
+#if WSYNC_HAVE_CUDA
+/* The batch tests' device buffers and host copies. */
+static void free_batch_bufs(void *src_dev, void *dst, void *acc, void *src, void *want, void *got)
+{
+    wsync_mem_cuda.free(src_dev);
+    wsync_mem_cuda.free(dst);
+    wsync_mem_cuda.free(acc);
+    free(src);
+    free(want);
+    free(got);
+}
+
+/* A put of a batch: its plan, its parts, its source base, key offset and sum. */
+static wsync_pack_sum_put_t batch_put(const wsync_pack_plan_t *plan, const wsync_pack_part_t *parts, size_t n,
+                                      const void *src, uint64_t key_off, uint64_t *hout)
+{
+    return (wsync_pack_sum_put_t){.plan = plan,
+                                  .parts = parts,
+                                  .nparts = n,
+                                  .src_base = src,
+                                  .key_off = key_off,
+                                  .hout = hout};
+}
+#endif
+
 /* Five column-slice puts (16- and 8-byte vectors, slices of different
  * widths, destinations one after another at different key offsets) as one
  * batch launch, twice with the same accumulators: every put's bytes equal
@@ -346,12 +371,7 @@ static void a_batch_of_puts_sums_each_put(void)
             goto out;
         parts[i] = (wsync_pack_part_t){.at = 0, .dst = dst + at[i]};
         CHECK_OK(wsync_pack_cuda_sum_check(plan[i], &parts[i], 1, src_dev));
-        puts[i] = (wsync_pack_sum_put_t){.plan = plan[i],
-                                         .parts = &parts[i],
-                                         .nparts = 1,
-                                         .src_base = src_dev,
-                                         .key_off = 1000 * i + 8,
-                                         .hout = hout + i};
+        puts[i] = batch_put(plan[i], &parts[i], 1, src_dev, 1000 * i + 8, hout + i);
     }
     for (rep = 0; rep < 2; rep++) {
         memset(want, SENTINEL, at[NP]);
@@ -381,12 +401,7 @@ out:
     for (i = 0; i < NP; i++)
         wsync_pack_cuda_plan_free(plan[i]);
     wsync_pack_cuda_plan_free(odd);
-    wsync_mem_cuda.free(src_dev);
-    wsync_mem_cuda.free(dst);
-    wsync_mem_cuda.free(acc);
-    free(src);
-    free(want);
-    free(got);
+    free_batch_bufs(src_dev, dst, acc, src, want, got);
 }
 
 /* A put of two column slices landing in two parts (the caller's tensors:
@@ -434,24 +449,9 @@ static void a_batch_put_in_parts_lands_in_each(void)
     CHECK_OK(wsync_pack_cuda_sum_check(plan, p2, 2, src_dev));
     cut[0] = p2[0], cut[1] = (wsync_pack_part_t){.at = 64, .dst = dst + 64 + GAP};
     CHECK_FAILS(wsync_pack_cuda_sum_check(plan, cut, 2, src_dev), WSYNC_ERR_UNSUPPORTED, "part");
-    puts[0] = (wsync_pack_sum_put_t){.plan = plan1,
-                                     .parts = &p1[0],
-                                     .nparts = 1,
-                                     .src_base = src_dev,
-                                     .key_off = 8,
-                                     .hout = acc + 6};
-    puts[1] = (wsync_pack_sum_put_t){.plan = plan,
-                                     .parts = p2,
-                                     .nparts = 2,
-                                     .src_base = src_dev,
-                                     .key_off = 4096,
-                                     .hout = acc + 7};
-    puts[2] = (wsync_pack_sum_put_t){.plan = plan1,
-                                     .parts = &p1[1],
-                                     .nparts = 1,
-                                     .src_base = src_dev,
-                                     .key_off = 64,
-                                     .hout = acc + 8};
+    puts[0] = batch_put(plan1, &p1[0], 1, src_dev, 8, acc + 6);
+    puts[1] = batch_put(plan, p2, 2, src_dev, 4096, acc + 7);
+    puts[2] = batch_put(plan1, &p1[1], 1, src_dev, 64, acc + 8);
     memset(want, SENTINEL, span);
     CHECK_OK(wsync_mem_cuda.copy(dst, want, span));
     gather_bytes(want, src, &two[0], 1);
@@ -470,12 +470,7 @@ static void a_batch_put_in_parts_lands_in_each(void)
 out:
     wsync_pack_cuda_plan_free(plan);
     wsync_pack_cuda_plan_free(plan1);
-    wsync_mem_cuda.free(src_dev);
-    wsync_mem_cuda.free(dst);
-    wsync_mem_cuda.free(acc);
-    free(src);
-    free(want);
-    free(got);
+    free_batch_bufs(src_dev, dst, acc, src, want, got);
 }
 #else
 static void a_batch_of_puts_sums_each_put(void)
